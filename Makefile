@@ -1,0 +1,30 @@
+# Two entry points for a fresh machine (see README.md):
+#   make demo  - set up, then run gpuctl on its embedded default (no cluster, no cloud, no GPU)
+#   make test  - set up, then run the whole test suite
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench setup system-deps
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,bench]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+# Prometheus and promtool are real test stand-ins (Debian package); install them when root.
+system-deps:
+	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+	  || echo "note: prometheus/promtool not installed; their tests will be skipped"; }
+
+demo: setup
+	$(BIN)/gpuctl render examples/seed-pod.yaml
+
+test: setup system-deps
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python bench/run.py

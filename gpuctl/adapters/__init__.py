@@ -1,0 +1,1 @@
+"""One thin adapter per outside system; heavy libraries are imported inside functions."""

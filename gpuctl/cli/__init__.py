@@ -1,0 +1,1 @@
+"""typer + rich command groups; no business logic here."""

@@ -1,0 +1,9 @@
+"""`gpuctl render`, `gpuctl submit` and `gpuctl jobs …`."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

@@ -1,0 +1,65 @@
+"""Shared output helpers: machine-readable dumps, the stderr console, confirmations."""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from typing import Any
+
+import typer
+
+from gpuctl.errors import Aborted, UsageError
+
+
+class Format(str, enum.Enum):
+    table = "table"
+    yaml = "yaml"
+    json = "json"
+
+
+def dump(data: Any, fmt: str) -> str:
+    """YAML (multi-document when given a list of manifests via dump_all) or JSON text."""
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    raise UsageError(f"unknown output format {fmt!r} (use yaml or json)")
+
+
+def dump_documents(docs: list[dict], fmt: str) -> str:
+    """Several manifests: a YAML stream, or a JSON list (kubectl's `kind: List` shape)."""
+    if fmt == "json":
+        return dump({"apiVersion": "v1", "kind": "List", "items": docs}, "json")
+    import yaml
+
+    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
+
+
+def echo(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def err_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def out_console():
+    from rich.console import Console
+
+    return Console()
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Proceed if --yes was given or the user agrees; otherwise abort (exit 3)."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise Aborted("not confirmed: pass --yes to proceed without a prompt")
+    if not typer.confirm(question, default=False):
+        raise Aborted("aborted; nothing was changed")

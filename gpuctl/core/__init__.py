@@ -1,0 +1,1 @@
+"""Pure core: specs, rendering, planning, aggregation. No network, clock or environment."""

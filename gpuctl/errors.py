@@ -1,0 +1,54 @@
+"""gpuctl's own error types. The CLI turns each into one line on stderr and an exit code."""
+
+from __future__ import annotations
+
+# Exit codes scripts can rely on.
+EXIT_FAILURE = 1  # an outside system failed or refused (cluster, cloud, GPU)
+EXIT_USAGE = 2  # bad input: a spec file or an option
+EXIT_ABORTED = 3  # the user declined a confirmation
+EXIT_INTERRUPTED = 130
+
+
+class GpuctlError(Exception):
+    """An error with a message meant for the user, and optionally a hint to fix it."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SpecError(GpuctlError):
+    """Bad input in a spec file: names the file, the line and the field."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 field: str | None = None, hint: str | None = None):
+        self.file, self.line, self.field = file, line, field
+        where = ":".join(str(p) for p in (file, line) if p is not None)
+        prefix = f"{where}: " if where else ""
+        if field:
+            prefix += f"{field}: "
+        super().__init__(prefix + message, hint)
+
+
+class UsageError(GpuctlError):
+    """A bad option or combination of options."""
+
+    exit_code = EXIT_USAGE
+
+
+class Aborted(GpuctlError):
+    exit_code = EXIT_ABORTED
+
+
+class BackendError(GpuctlError):
+    """An outside system (Kubernetes, AWS, NVML, Prometheus, Terraform) failed."""
+
+    exit_code = EXIT_FAILURE

