@@ -64,7 +64,7 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict:
     requests: dict = {}
     resource = spec.gpu_resource
     if resource:
-        limits[resource[0]] = resource[1]
+        limits[resource[0]] = str(resource[1])
     for key, value in (("cpu", spec.cpu), ("memory", spec.memory)):
         if value is not None:
             limits[key] = requests[key] = value
