@@ -114,7 +114,8 @@ def test_multinode_needs_enough_nodes(cli, api, tmp_path):
     core, _ = api
     add_node(core, "n1", 8, "h100")
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
-    assert r.code == 1 and "for 2 workers" in r.err
+    assert r.code == 1
+    assert "needs 2 × 8 nvidia.com/gpu; nodes with gpu-type in h100, h200 have room for 1 worker" in r.err
 
 
 def test_duplicate_name_is_a_clear_error_and_changes_nothing(cli, api, tmp_path):
@@ -239,3 +240,22 @@ def test_unreachable_cluster_and_missing_kubeconfig(cli, tmp_path, monkeypatch):
     assert r.code == 1 and "no usable Kubernetes configuration" in r.err
     r = cli("jobs", "list", "--context", "nope")
     assert r.code == 1
+
+
+def test_server_error_is_one_line(cli, kube):
+    kube.call(lambda: kube.emulator["get /apis/batch/v1/namespaces/default/jobs"] << 503)
+    r = cli("jobs", "list")
+    assert r.code == 1 and "the API server failed (HTTP 503" in r.err
+    assert "Traceback" not in r.err
+
+
+def test_logs_of_a_bare_pod(cli, api, kube):
+    """The emulator has no pod logs: the test gives the log endpoint a canned body."""
+    core, _ = api
+    add_node(core, "gpu-a", 8, "a100")
+    assert cli("submit", os.path.join(EX, "seed-pod.yaml")).code == 0
+    kube.call(lambda: kube.emulator["get /api/v1/namespaces/default/pods/gpu-pod/log"]
+              << b"epoch 1 loss 0.9\nepoch 2 loss 0.5\n")
+    r = cli("jobs", "logs", "gpu-pod")
+    assert r.code == 0, r
+    assert r.out == "epoch 1 loss 0.9\nepoch 2 loss 0.5\n"

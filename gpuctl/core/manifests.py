@@ -45,9 +45,10 @@ def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[di
 
 
 def _meta(spec: JobSpec) -> dict:
-    meta = {"name": spec.name, "labels": labels_for(spec)}
+    meta = {"name": spec.name}
     if spec.namespace:
         meta["namespace"] = spec.namespace
+    meta["labels"] = labels_for(spec)
     return meta
 
 
