@@ -67,7 +67,8 @@ class Plan:
     def objects(self) -> list[dict]:
         data = dict(self.target.data or {})
         data[self.name] = self.text
-        cm = core.config_map(self.target.config_map, self.target.namespace, data)
+        cm = core.config_map(self.target.config_map, self.target.namespace, data,
+                             created=self.config_map_action == "create")
         return [cm] + [core.node_label_patch(c.node, c.new) for c in self.changes if c.changes]
 
 
@@ -113,11 +114,26 @@ def apply(kube: Kube, p: Plan) -> None:
         kube.call(kube.core.patch_namespaced_config_map, t.config_map, t.namespace,
                   {"data": {p.name: p.text}},
                   what=f"updating ConfigMap {t.namespace}/{t.config_map}")
-    for c in p.changes:
-        if c.changes:
+    apply_labels(kube, p.changes)
+
+
+def apply_labels(kube: Kube, changes: list[core.NodeChange]) -> None:
+    for c in changes:
+        if c.changes:  # a None value removes the label (strategic merge patch)
             kube.call(kube.core.patch_node, c.node,
                       {"metadata": {"labels": {core.CONFIG_LABEL: c.new}}},
                       what=f"labelling node {c.node}")
+
+
+def plan_off(kube: Kube, nodes: tuple[str, ...], selector_text: str | None) -> list[core.NodeChange]:
+    """Label removals that put the chosen nodes back on the device plugin's default config."""
+    from gpuctl.core import selector
+
+    parsed = selector.parse(selector_text) if selector_text else ()
+    chosen = core.select_nodes(list_nodes(kube, selector_text if not nodes else None),
+                               nodes, parsed)
+    return [core.NodeChange(n["metadata"]["name"], core.labels_of(n).get(core.CONFIG_LABEL), None)
+            for n in chosen]
 
 
 def show(kube: Kube, namespace: str | None,

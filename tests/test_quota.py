@@ -114,6 +114,9 @@ def test_submit_refuses_a_job_over_quota_and_sends_nothing(cli, kube, kube_api, 
             "allows 6 (3 free)") in r.err
     assert "gpuctl quota set team-a" in r.err
     assert writes(kube, since) == []
+    # running pods are counted (the emulator ignores the selector; gpuctl filters again)
+    assert any(p == "/api/v1/namespaces/team-a/pods" and "status.phase!=Succeeded" in
+               q.get("fieldSelector", "") for _, p, q in kube.requests()[since:])
     # the dry run is refused the same way
     r = cli("submit", write_job(tmp_path, "name: big\nnamespace: team-a\ngpus: 4\n"),
             "--dry-run", "client")

@@ -166,3 +166,19 @@ def test_show_lists_strategy_and_replicas(cli, cluster):
     assert by["mig-1"]["mig"] is True
     r = cli("share", "show")
     assert r.code == 0 and "gpu-1" in r.out and "time-slicing" in r.out
+
+
+def test_off_removes_only_the_config_label(cli, kube, cluster):
+    assert cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1,gpu-2", "--yes").code == 0
+    since = mark(kube)
+    r = cli("share", "off", "--nodes", "gpu-1", "--dry-run")
+    assert r.code == 0 and "remove label" in r.err and writes(kube, since) == []
+    r = cli("share", "off", "--nodes", "gpu-1", "--yes")
+    assert r.code == 0, r
+    labels = core_api(cluster).read_node("gpu-1").metadata.labels
+    assert sharing.CONFIG_LABEL not in labels and labels["pool"] == "a"
+    assert config_label(cluster, "gpu-2") == "ts-4"
+    # with the label gone, the node may switch to MPS without --replace
+    r = cli("share", "timeslice", "--replicas", "2", "--mps", "--nodes", "gpu-1", "--yes")
+    assert r.code == 0, r
+    assert cli("share", "off").code == 2

@@ -106,6 +106,42 @@ def _print_plan(err, p, spec) -> None:
         err.print(f"  node {c.node}: {what}" + (f" ({c.note})" if c.note and c.changes else ""))
 
 
+@share_app.command("off")
+def off(
+    nodes: List[str] = typer.Option([], "--nodes", help="Node names (repeatable or comma "
+                                                        "separated)."),
+    selector: Optional[str] = typer.Option(None, "--selector", "-l",
+                                           help="Label selector for the nodes."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
+    yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
+    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
+) -> None:
+    """Stop sharing on the chosen nodes: remove their nvidia.com/device-plugin.config label
+    (they return to the device plugin's default config)."""
+    from gpuctl import sharing
+    from gpuctl.adapters.kube import Kube
+    from gpuctl.core.sharing import CONFIG_LABEL
+    from gpuctl.errors import UsageError
+
+    names = _nodes(nodes)
+    if bool(names) == bool(selector):
+        raise UsageError("give the nodes: --nodes NAME... or --selector LABELS")
+    err = err_console()
+    with Kube(context) as kube:
+        changes = sharing.plan_off(kube, names, selector)
+        for c in changes:
+            err.print(f"  node {c.node}: " + (f"remove label {CONFIG_LABEL}={c.old}" if c.changes
+                                              else "no sharing config label; unchanged"))
+        changing = [c for c in changes if c.changes]
+        if dry_run or not changing:
+            err.print("dry run: nothing was changed" if dry_run else "nothing to change")
+            return
+        confirm(f"Remove the sharing config from {len(changing)} node(s)? The device plugin "
+                "restarts on them", yes)
+        sharing.apply_labels(kube, changes)
+    err.print(f"[green]done[/]: {len(changing)} node(s) back on the default config")
+
+
 @share_app.command("show")
 def show(
     namespace: Optional[str] = typer.Option(None, "-n", "--namespace",

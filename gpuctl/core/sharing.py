@@ -142,11 +142,13 @@ def parse_config(text: str) -> Sharing | None:
                    tuple(r["name"] for r in resources))
 
 
-def config_map(name: str, namespace: str, data: dict[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "gpuctl"}},
-            "data": dict(data)}
+def config_map(name: str, namespace: str, data: dict[str, str], created: bool = True) -> dict:
+    """The ConfigMap of configs; `created` marks one gpuctl creates (an existing one, e.g. the
+    Helm chart's, only gets keys added)."""
+    meta = {"name": name, "namespace": namespace}
+    if created:
+        meta["labels"] = {"app.kubernetes.io/managed-by": "gpuctl"}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(data)}
 
 
 def node_label_patch(node: str, config: str | None) -> dict:
@@ -312,8 +314,8 @@ def plan(nodes: list[dict], sharing: Sharing, name: str, configs: dict,
     if refusals:
         raise GpuctlError("refusing to change sharing on " + str(len(refusals)) + " node(s):\n  "
                           + "\n  ".join(refusals),
-                          hint="pick other nodes; pass --replace to switch a node between "
-                               "time-slicing and MPS" if any("exclusive" in r for r in refusals)
+                          hint="pass --replace to switch a node between time-slicing and MPS "
+                               "(or `gpuctl share off --nodes NODE` first), or pick other nodes" if any("exclusive" in r for r in refusals)
                           else "pick other nodes (--nodes / --selector)")
     return out
 
