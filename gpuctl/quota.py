@@ -29,7 +29,9 @@ class QuotaPlan:
         return "update" if self.changes else "unchanged"
 
     def objects(self) -> list[dict]:
-        return [core.namespace_object(self.team), core.quota_object(self.team, self.desired)]
+        """What gpuctl creates or updates (an existing namespace is left as it is)."""
+        ns = [core.namespace_object(self.team)] if self.create_namespace else []
+        return ns + [core.quota_object(self.team, self.desired)]
 
 
 def plan_set(kube: Kube, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan:

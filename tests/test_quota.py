@@ -50,8 +50,9 @@ def test_existing_namespace_is_kept(cli, kube, core, kube_api):
     seed(kube_api, {"apiVersion": "v1", "kind": "Namespace",
                     "metadata": {"name": "ml", "labels": {"owner": "x"}}})
     since = mark(kube)
-    r = cli("quota", "set", "ml", "--gpus", "2")
+    r = cli("quota", "set", "ml", "--gpus", "2", "-o", "yaml")
     assert r.code == 0 and "namespace ml: exists" in r.err
+    assert [d["kind"] for d in yaml.safe_load_all(r.out)] == ["ResourceQuota"]
     assert writes(kube, since) == [("POST", "/api/v1/namespaces/ml/resourcequotas")]
     assert core.read_namespace("ml").metadata.labels == {"owner": "x"}
 

@@ -163,7 +163,7 @@ def test_show_lists_strategy_and_replicas(cli, cluster):
     assert (by["gpu-1"]["strategy"], by["gpu-1"]["replicas"], by["gpu-1"]["config"]) == \
         ("time-slicing", 4, "ts-4")
     assert (by["gpu-2"]["strategy"], by["gpu-2"]["replicas"]) == ("none", 1)
-    assert by["mig-1"]["mig"] is True
+    assert by["mig-1"]["mig"] is True and by["mig-1"]["mig_devices"] == 7
     r = cli("share", "show")
     assert r.code == 0 and "gpu-1" in r.out and "time-slicing" in r.out
 

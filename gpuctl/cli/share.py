@@ -174,7 +174,9 @@ def show(
     for r in rows:
         applied = (f"{r['applied_strategy']} ×{r['applied_replicas'] or 1}"
                    if r["applied_strategy"] else "-")
-        table.add_row(r["node"], str(r["gpus"] + r["shared_gpus"]), r["config"] or "-",
+        gpus = str(r["gpus"] + r["shared_gpus"]) + (f" +{r['mig_devices']} MIG"
+                                                     if r["mig_devices"] else "")
+        table.add_row(r["node"], gpus, r["config"] or "-",
                       r["strategy"], str(r["replicas"]), applied, "yes" if r["mig"] else "no",
                       r["problem"] or "")
     out_console().print(table if rows else "No GPU nodes found.")

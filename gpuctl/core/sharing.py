@@ -339,6 +339,7 @@ def show_rows(nodes: list[dict], configs: dict) -> list[dict]:
             "node": node["metadata"]["name"],
             "gpus": count(alloc.get(GPU, 0)),
             "shared_gpus": count(alloc.get(GPU + ".shared", 0)),
+            "mig_devices": sum(count(v) for k, v in alloc.items() if k.startswith("nvidia.com/mig-")),
             "config": chosen,
             "strategy": strategy or "none",
             "replicas": replicas or 1,
