@@ -131,6 +131,7 @@ def test_without_yes_and_no_terminal_nothing_changes(cli, kube, cluster):
     (["--replicas", "4", "--nodes", "gpu-1", "--selector", "pool=a"], "not both"),
     (["--replicas", "4", "--selector", "pool in a"], "bad label selector"),
     (["--replicas", "4", "--name", "bad name"], "config name"),
+    (["--replicas", "4", "--nodes", " , "], "without a node name"),
 ])
 def test_bad_options_exit_2_and_send_nothing(cli, kube, cluster, args, message):
     since = mark(kube)

@@ -194,3 +194,5 @@ def test_show_rows_report_config_applied_and_problems():
         ("time-slicing", 4, 4)
     assert "not in the ConfigMap" in by["b"]["problem"]
     assert "unsupported config version" in by["c"]["problem"]
+    [row] = sharing.show_rows([node("d", labels={sharing.CONFIG_LABEL: "ts-4"})], {})
+    assert row["problem"] == "no ConfigMap of device plugin configs"

@@ -17,7 +17,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _nodes(values: List[str]) -> tuple[str, ...]:
-    return tuple(n.strip() for v in values for n in v.split(",") if n.strip())
+    from gpuctl.errors import UsageError
+
+    names = tuple(n.strip() for v in values for n in v.split(",") if n.strip())
+    if values and not names:  # e.g. --nodes "$EMPTY": never fall back to every GPU node
+        raise UsageError("--nodes was given without a node name")
+    return names
 
 
 @share_app.command("timeslice")

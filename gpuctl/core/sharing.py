@@ -331,8 +331,9 @@ def show_rows(nodes: list[dict], configs: dict) -> list[dict]:
         chosen = labels.get(CONFIG_LABEL)
         strategy, replicas = current_strategy(node, configs)
         problem = None
-        if chosen is not None and configs and chosen not in configs:
-            problem = f"config {chosen!r} not in the ConfigMap"
+        if chosen is not None and chosen not in configs:
+            problem = f"config {chosen!r} not in the ConfigMap" if configs else \
+                "no ConfigMap of device plugin configs"
         elif isinstance(configs.get(chosen), GpuctlError):
             problem = f"config {chosen!r}: {configs[chosen]}"
         rows.append({
