@@ -125,7 +125,8 @@ def apply_labels(kube: Kube, changes: list[core.NodeChange]) -> None:
                       what=f"labelling node {c.node}")
 
 
-def plan_off(kube: Kube, nodes: tuple[str, ...], selector_text: str | None) -> list[core.NodeChange]:
+def plan_off(kube: Kube, nodes: tuple[str, ...],
+             selector_text: str | None) -> list[core.NodeChange]:
     """Label removals that put the chosen nodes back on the device plugin's default config."""
     from gpuctl.core import selector
 

@@ -77,7 +77,9 @@ def test_mixed_mig_strategies_warn():
 
 
 def test_sharing_config_problems():
-    labelled = lambda value, **extra: node("g", labels={sharing.CONFIG_LABEL: value, **extra})  # noqa
+    def labelled(value, **extra):
+        return node("g", labels={sharing.CONFIG_LABEL: value, **extra})
+
     c = doctor.check_sharing([labelled("ts-4")], None, None)
     assert c.status == doctor.FAIL and "reads no config ConfigMap" in c.detail
     c = doctor.check_sharing([labelled("gone")], "dp", {"ts-4": TS4})

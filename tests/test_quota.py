@@ -127,7 +127,8 @@ def test_submit_refuses_a_job_over_quota_and_sends_nothing(cli, kube, kube_api, 
     assert r.code == 0, r
     from kubernetes import client
 
-    assert client.BatchV1Api(kube_api).read_namespaced_job("small", "team-a").metadata.name == "small"
+    job = client.BatchV1Api(kube_api).read_namespaced_job("small", "team-a")
+    assert job.metadata.name == "small"
 
 
 def test_submit_counts_mig_quota_and_ignores_finished_pods(cli, kube, kube_api, tmp_path):

@@ -37,7 +37,8 @@ def test_config_round_trips_and_configmap_is_schema_valid(s):
 def test_mps_config_has_no_fail_requests_flag():
     section = sharing.render_config(MPS4)["sharing"]["mps"]
     assert "failRequestsGreaterThanOne" not in section
-    assert sharing.render_config(TS4)["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is False
+    section = sharing.render_config(TS4)["sharing"]["timeSlicing"]
+    assert section["failRequestsGreaterThanOne"] is False
 
 
 def test_default_names_differ_by_content_and_are_label_values():

@@ -100,11 +100,14 @@ def _print_plan(err, p, spec) -> None:
               + (" (renamed to <resource>.shared)" if spec.rename_by_default else ""))
     err.print(f"ConfigMap {t.namespace}/{t.config_map}: {p.config_map_action}")
     if not t.mounted:
+        import json
+
+        patch = json.dumps({"spec": {"devicePlugin": {"config": {"name": t.config_map}}}})
         err.print(f"[yellow]warning[/]: the device plugin does not read ConfigMap "
-                  f"{t.config_map} yet; point it there: GPU Operator: kubectl patch "
-                  "clusterpolicies.nvidia.com/cluster-policy --type merge -p "
-                  f"'{{\"spec\":{{\"devicePlugin\":{{\"config\":{{\"name\":\"{t.config_map}\"}}}}}}}}'"
-                  f"; Helm chart: --set config.name={t.config_map}")
+                  f"{t.config_map} yet; point it there:")
+        err.print(f"  GPU Operator: kubectl patch clusterpolicies.nvidia.com/cluster-policy "
+                  f"--type merge -p '{patch}'", markup=False, soft_wrap=True)
+        err.print(f"  Helm chart: --set config.name={t.config_map}", markup=False)
     for c in p.changes:
         what = (f"label {core.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}" if c.changes
                 else "unchanged")

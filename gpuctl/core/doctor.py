@@ -101,9 +101,11 @@ def check_device_plugin(plugin: dict | None) -> Check:
     if desired == 0:
         return Check("device-plugin", FAIL, f"DaemonSet {_where(plugin)} schedules no pods",
                      "check its nodeSelector / tolerations against the GPU nodes' labels and "
-                     "taints (GPU Operator: nodes need feature.node.kubernetes.io/pci-10de.present)")
+                     "taints (GPU Operator: nodes need the label "
+                     "feature.node.kubernetes.io/pci-10de.present)")
     if ready < desired:
-        return Check("device-plugin", FAIL, f"DaemonSet {_where(plugin)}: {ready}/{desired} pods ready",
+        return Check("device-plugin", FAIL,
+                     f"DaemonSet {_where(plugin)}: {ready}/{desired} pods ready",
                      f"kubectl -n {_where(plugin).split('/')[0]} get pods -o wide; "
                      "look at the pods that are not ready")
     return Check("device-plugin", PASS, f"DaemonSet {_where(plugin)}: {ready}/{desired} ready")
@@ -194,7 +196,8 @@ def check_sharing(nodes: list[dict], config_map: str | None, data: dict | None) 
         return Check("sharing", WARN, "; ".join(waiting[:_SHOWN]),
                      "the device plugin restarts with the new config within a minute; if not, "
                      "read its config-manager container's logs")
-    return Check("sharing", PASS, f"{len(labelled)} node(s) use configs from ConfigMap {config_map}")
+    return Check("sharing", PASS,
+                 f"{len(labelled)} node(s) use configs from ConfigMap {config_map}")
 
 
 def check_dcgm(daemonsets: list[dict]) -> Check:

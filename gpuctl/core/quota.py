@@ -19,7 +19,8 @@ MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(m)|([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E))?$")
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))"
+                       r"(?:(m)|([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E))?$")
 
 
 def quantity(text) -> int | None:
@@ -88,7 +89,8 @@ def quota_object(team: str, hard_limits: dict[str, str]) -> dict:
             "spec": {"hard": dict(hard_limits)}}
 
 
-def diff(current: dict[str, str] | None, desired: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
+def diff(current: dict[str, str] | None,
+         desired: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
     """(key, old, new) for every key that differs, comparing quantities by value."""
     current = current or {}
     out = []

@@ -57,8 +57,8 @@ def parse(text: str) -> tuple[Requirement, ...]:
         m = _TERM.match(term)
         if not m:
             raise UsageError(f"bad label selector term {term.strip()!r} in {text!r}",
-                             hint="e.g. 'gpu-type=h100', 'pool in (a,b)', 'nvidia.com/gpu.present', "
-                                  "'!spot'")
+                             hint="e.g. 'gpu-type=h100', 'pool in (a,b)', "
+                                  "'nvidia.com/gpu.present', '!spot'")
         if m["nkey"]:
             out.append(Requirement(m["nkey"], "!exists"))
         elif m["op"]:

@@ -182,8 +182,9 @@ def plugin_config_map(ds: dict) -> str | None:
                for v in pod.get("volumes") or [] if v.get("configMap")}
     for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
         for m in c.get("volumeMounts") or []:
-            if m.get("mountPath", "").rstrip("/") == AVAILABLE_CONFIGS and by_name.get(m.get("name")):
-                return by_name[m["name"]]
+            mounted = by_name.get(m.get("name"))
+            if mounted and m.get("mountPath", "").rstrip("/") == AVAILABLE_CONFIGS:
+                return mounted
     return None
 
 
@@ -221,7 +222,8 @@ def mig_reason(node: dict) -> str | None:
 
 
 def parse_configs(data: dict[str, str] | None) -> dict[str, Sharing | None | GpuctlError]:
-    """Each ConfigMap key → its sharing (None: no sharing), or the error that makes it unusable."""
+    """Each ConfigMap key → its sharing (None: no sharing), or the error that makes it
+    unusable."""
     out: dict = {}
     for key, text in (data or {}).items():
         try:
@@ -312,11 +314,12 @@ def plan(nodes: list[dict], sharing: Sharing, name: str, configs: dict,
                                                     "nvidia.com/mig-<profile> to share them")
         out.append(NodeChange(node_name, old, name, note))
     if refusals:
-        raise GpuctlError("refusing to change sharing on " + str(len(refusals)) + " node(s):\n  "
-                          + "\n  ".join(refusals),
-                          hint="pass --replace to switch a node between time-slicing and MPS "
-                               "(or `gpuctl share off --nodes NODE` first), or pick other nodes" if any("exclusive" in r for r in refusals)
-                          else "pick other nodes (--nodes / --selector)")
+        exclusive = any("exclusive" in r for r in refusals)
+        raise GpuctlError(
+            f"refusing to change sharing on {len(refusals)} node(s):\n  " + "\n  ".join(refusals),
+            hint=("pass --replace to switch a node between time-slicing and MPS (or `gpuctl "
+                  "share off --nodes NODE` first), or pick other nodes") if exclusive
+            else "pick other nodes (--nodes / --selector)")
     return out
 
 
@@ -340,7 +343,8 @@ def show_rows(nodes: list[dict], configs: dict) -> list[dict]:
             "node": node["metadata"]["name"],
             "gpus": count(alloc.get(GPU, 0)),
             "shared_gpus": count(alloc.get(GPU + ".shared", 0)),
-            "mig_devices": sum(count(v) for k, v in alloc.items() if k.startswith("nvidia.com/mig-")),
+            "mig_devices": sum(count(v) for k, v in alloc.items()
+                               if k.startswith("nvidia.com/mig-")),
             "config": chosen,
             "strategy": strategy or "none",
             "replicas": replicas or 1,
