@@ -117,3 +117,11 @@ def test_check_job_used_requested_allowed():
     assert quota.check_job(quotas, [], "t", "nvidia.com/mig-1g.10gb", 5) is None
     assert quota.check_job([rq("t", {"requests.nvidia.com/mig-1g.10gb": "1"})], [], "t",
                            "nvidia.com/mig-1g.10gb", 2).allowed == 1
+
+
+def test_held_counts_init_containers_and_skips_finished_pods():
+    p = pod("init", "t")
+    p["spec"]["initContainers"] = [{"name": "warm", "image": "x",
+                                    "resources": {"limits": {"nvidia.com/gpu": "2"}}}]
+    assert quota.held([p, pod("done", "t", 4, "Succeeded"), pod("run", "t", 1)]) == {
+        ("t", "nvidia.com/gpu"): 3}

@@ -118,9 +118,30 @@ def pod_usage(pods: list[dict], resource: str, namespace: str) -> int:
                and (p.get("status") or {}).get("phase") not in DONE_PHASES)
 
 
+def held(pods: list[dict]) -> dict[tuple[str, str], int]:
+    """(namespace, GPU resource) → count requested by pods that have not finished."""
+    out: dict[tuple[str, str], int] = {}
+    for p in pods:
+        if (p.get("status") or {}).get("phase") in DONE_PHASES:
+            continue
+        ns = (p.get("metadata") or {}).get("namespace") or ""
+        spec = p.get("spec") or {}
+        names = {name for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+                 for part in ("limits", "requests")
+                 for name in ((c.get("resources") or {}).get(part) or {})
+                 if name.startswith("nvidia.com/")}
+        for resource in names:
+            n = requested(p, resource)
+            if n:
+                out[(ns, resource)] = out.get((ns, resource), 0) + n
+    return out
+
+
 def usage_rows(quotas: list[dict], pods: list[dict]) -> list[dict]:
     """Per namespace and GPU resource: used and hard. `used` comes from the quota's status
-    when the quota controller has filled it, else from the running pods."""
+    when the quota controller has filled it, else from the running pods. Namespaces using
+    GPUs without a quota on them are listed with hard None."""
+    by_pods = held(pods)
     rows: dict[tuple[str, str], dict] = {}
     for q in quotas:
         meta = q.get("metadata") or {}
@@ -135,24 +156,15 @@ def usage_rows(quotas: list[dict], pods: list[dict]) -> list[dict]:
             if key in status_used and quantity(status_used[key]) is not None:
                 used, source = quantity(status_used[key]), "quota"
             else:
-                used, source = pod_usage(pods, resource, ns), "pods"
+                used, source = by_pods.get((ns, resource), 0), "pods"
             row = rows.get((ns, resource))
             if row is None or (limit is not None and (row["hard"] is None or limit < row["hard"])):
                 rows[(ns, resource)] = {"namespace": ns, "resource": resource, "used": used,
                                         "hard": limit, "quota": meta.get("name"),
                                         "source": source}
-    # namespaces using GPUs without any quota on them
-    for p in pods:
-        ns = (p.get("metadata") or {}).get("namespace") or ""
-        if (p.get("status") or {}).get("phase") in DONE_PHASES:
-            continue
-        for c in ((p.get("spec") or {}).get("containers") or []):
-            res = c.get("resources") or {}
-            for resource in {**(res.get("limits") or {}), **(res.get("requests") or {})}:
-                if resource.startswith("nvidia.com/") and (ns, resource) not in rows:
-                    rows[(ns, resource)] = {"namespace": ns, "resource": resource,
-                                            "used": pod_usage(pods, resource, ns), "hard": None,
-                                            "quota": None, "source": "pods"}
+    for (ns, resource), used in by_pods.items():
+        rows.setdefault((ns, resource), {"namespace": ns, "resource": resource, "used": used,
+                                         "hard": None, "quota": None, "source": "pods"})
     return sorted(rows.values(), key=lambda r: (r["namespace"], r["resource"]))
 
 
