@@ -133,3 +133,4 @@ def test_doctor_unknown_node(cli, kube_api):
     seed(kube_api, node("gpu-1"))
     r = cli("doctor", "--node", "nope")
     assert r.code == 1 and "no node 'nope'" in r.err
+

@@ -33,13 +33,15 @@ def doctor(
         echo(dump({"ok": not failed(checks), "checks": [c.to_dict() for c in checks]},
                   output.value))
     else:
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table(box=None, show_lines=False)
         for col in ("STATUS", "CHECK", "DETAIL", "FIX"):
             table.add_column(col, overflow="fold")
         for c in checks:
-            table.add_row(f"[{_STYLE[c.status]}]{c.status}[/]", c.name, c.detail, c.fix or "")
+            table.add_row(f"[{_STYLE[c.status]}]{c.status}[/]", c.name, escape(c.detail),
+                          escape(c.fix))
         out_console().print(table)
     if failed(checks):
         raise typer.Exit(1)

@@ -169,6 +169,7 @@ def show(
         echo(dump({"namespace": target and target.namespace,
                    "configMap": target and target.config_map, "nodes": rows}, output.value))
         return
+    from rich.markup import escape
     from rich.table import Table
 
     if target is None:
@@ -186,5 +187,5 @@ def show(
                                                      if r["mig_devices"] else "")
         table.add_row(r["node"], gpus, r["config"] or "-",
                       r["strategy"], str(r["replicas"]), applied, "yes" if r["mig"] else "no",
-                      r["problem"] or "")
+                      escape(r["problem"] or ""))
     out_console().print(table if rows else "No GPU nodes found.")

@@ -295,11 +295,11 @@ def plan(nodes: list[dict], sharing: Sharing, name: str, configs: dict,
         if sharing.strategy == MPS and why_mig:
             refusals.append(f"{node_name}: MPS is not supported on MIG nodes ({why_mig})")
             continue
-        strategy, replicas = current_strategy(node, configs)
-        if (old != name and strategy and strategy != sharing.strategy and not replace):
+        strategy, _ = current_strategy(node, configs)
+        if old != name and strategy and strategy != sharing.strategy and not replace:
             refusals.append(f"{node_name}: uses {strategy}"
                             + (f" (config {old})" if old else "")
-                            + f"; time-slicing and MPS are exclusive on a node")
+                            + "; time-slicing and MPS are exclusive on a node")
             continue
         note = ""
         if old == name:
