@@ -24,7 +24,7 @@ demo: setup
 	$(BIN)/gpuctl render examples/seed-pod.yaml
 
 test: setup system-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python bench/run.py
