@@ -25,7 +25,7 @@ def dump(data: Any, fmt: str) -> str:
     if fmt == "yaml":
         import yaml
 
-        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+        return yaml.dump(data, Dumper=_dumper(), sort_keys=False, default_flow_style=False)
     raise UsageError(f"unknown output format {fmt!r} (use yaml or json)")
 
 
@@ -35,7 +35,22 @@ def dump_documents(docs: list[dict], fmt: str) -> str:
         return dump({"apiVersion": "v1", "kind": "List", "items": docs}, "json")
     import yaml
 
-    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
+    return yaml.dump_all(docs, Dumper=_dumper(), sort_keys=False, default_flow_style=False)
+
+
+def _dumper():
+    """A safe YAML dumper that writes multi-line strings (embedded configs) as | blocks."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper, value: str):
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return Dumper
 
 
 def echo(text: str) -> None:
