@@ -66,6 +66,15 @@ def test_full_gpu_utilization_wins_over_its_profiling_metric():
     assert f.rows[0].utilization_gpu == 70.0
 
 
+def test_devices_without_uuid_are_told_apart_by_node_and_index():
+    devs = [{"Hostname": h, "gpu": g} for h in ("a", "b") for g in ("0", "1")]
+    f = frame([sample(usage.UTIL, 10.0 * i, **d) for i, d in enumerate(devs)],
+              attributes=[(d, 1.0) for d in devs], means=[(d, 10.0 * i) for i, d in enumerate(devs)])
+    assert [(r.node, r.gpu, r.uuid, r.utilization_gpu, r.mean_utilization) for r in f.rows] == [
+        ("a", "0", None, 0.0, 0.0), ("a", "1", None, 10.0, 10.0),
+        ("b", "0", None, 20.0, 20.0), ("b", "1", None, 30.0, 30.0)]
+
+
 def test_node_name_falls_back_to_the_scrape_instance():
     d = {"gpu": "0", "UUID": "GPU-x"}
     f = frame([sample(usage.UTIL, 1.0, **d)], attributes=[({**d, "instance": "10.1.2.3:9400"}, 1.0)])
@@ -136,8 +145,9 @@ def test_live_frame_is_cut_to_the_screen_and_says_so():
 
     from gpuctl.cli import top_cluster
 
-    current = [sample(usage.UTIL, 50.0, **dev(f"n{i}", "0")) for i in range(40)]
-    f = frame(current, means=[(dev(f"n{i}", "0"), 50.0) for i in range(40)])
+    devs = [dev(f"n{i}", "0") for i in range(40)]
+    f = frame([sample(usage.UTIL, 50.0, **d) for d in devs], attributes=[(d, 1.0) for d in devs],
+              means=[(d, 50.0) for d in devs])
     console = Console(width=160, record=True, force_terminal=False)
     console.print(top_cluster.render(f, "10m", 5.0, max_rows=10, error="HTTP 503"))
     text = console.export_text()

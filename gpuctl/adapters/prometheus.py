@@ -105,14 +105,10 @@ class Prometheus:
         if not isinstance(data, dict) or data.get("resultType") != "vector":
             raise BackendError(f"Prometheus at {self.url} gave an unexpected answer "
                                f"(resultType {data.get('resultType') if isinstance(data, dict) else None!r})")
-        out = []
-        for item in data.get("result") or ():
-            try:
-                out.append((item["metric"], float(item["value"][1])))
-            except (KeyError, IndexError, TypeError, ValueError):
-                raise BackendError(f"Prometheus at {self.url} gave a malformed sample: "
-                                   f"{str(item)[:200]}") from None
-        return out
+        try:
+            return [(item["metric"], float(item["value"][1])) for item in data.get("result") or ()]
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise BackendError(f"Prometheus at {self.url} gave a malformed sample") from None
 
     def query_all(self, exprs: list, at: Optional[float] = None) -> list:
         """Several instant queries at the same evaluation time, sent concurrently."""

@@ -3,6 +3,7 @@ detection, per-namespace and per-cluster summaries. Pure: samples in, plain data
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -18,9 +19,12 @@ TEMP = "DCGM_FI_DEV_GPU_TEMP"  # Celsius
 POWER = "DCGM_FI_DEV_POWER_USAGE"  # Watts
 METRICS = (UTIL, GR_ACTIVE, FB_USED, FB_FREE, TEMP, POWER)
 
-# Labels that tell one device from another. Grouping by exactly these on the server
+# Labels that tell one device from another: its UUID (and MIG instance) where the
+# exporter gives one, else its node and index. Grouping by exactly these on the server
 # drops the scrape's own labels (instance, job, driver version...), which both shrinks
 # the answer and folds together the same GPU scraped twice.
+BY_UUID = ("UUID", "GPU_I_ID")
+BY_HOST = ("Hostname", "hostname", "gpu", "GPU_I_ID")
 IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 # Labels worth showing. `exported_*` appear when the scrape config attaches its own
 # pod/namespace labels (prometheus-operator) and Prometheus renames the exporter's ones.
@@ -54,19 +58,25 @@ class Queries:
     window_util: str  # per-device mean utilization (percent) over the window
 
 
+def _per_device(make) -> str:
+    # Series with a UUID are keyed by it alone (a smaller answer to decode); any without
+    # one fall back to node and index. make(matcher, by) gives one side of the union.
+    return " or ".join(make(matcher, ", ".join(by))
+                       for by, matcher in ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""')))
+
+
 def queries(window: str) -> Queries:
     """The three instant queries one frame needs, whatever the cluster size."""
     duration_seconds(window, "--window")
     names = "|".join(METRICS)
-    ident = ", ".join(IDENTITY)
-    every = f'{{__name__=~"{names}"}}'
     return Queries(
-        current=f"max by (__name__, {ident}) ({every})",
-        attributes=f"group by ({', '.join(ATTRIBUTES)}) ({every})",
+        current=_per_device(lambda m, by: f'max by (__name__, {by}) ({{__name__=~"{names}", {m}}})'),
+        attributes=f'group by ({", ".join(ATTRIBUTES)}) ({{__name__=~"{names}"}})',
         # `or` keeps the left side where both exist: a full GPU's own utilization wins
         # over its profiling metric; MIG devices only have the latter.
-        window_util=(f"max by ({ident}) (avg_over_time({UTIL}[{window}]))"
-                     f" or max by ({ident}) (100 * avg_over_time({GR_ACTIVE}[{window}]))"),
+        window_util=" or ".join(
+            _per_device(lambda m, by: f"max by ({by}) ({scale}avg_over_time({metric}{{{m}}}[{window}]))")
+            for metric, scale in ((UTIL, ""), (GR_ACTIVE, "100 * "))),
     )
 
 
@@ -129,11 +139,17 @@ class Frame:
 
 
 def key_of(labels: dict) -> Key:
-    return tuple(labels.get(name, "") for name in IDENTITY)
+    """The device a series is about; the MIG instance (or "") is always last."""
+    get = labels.get  # spelled out: this runs once per sample, tens of thousands per frame
+    uuid = get("UUID")
+    if uuid:
+        return (uuid, get("GPU_I_ID", ""))
+    return ("", get("Hostname", ""), get("hostname", ""), get("gpu", ""), get("GPU_I_ID", ""))
 
 
-def _finite(value) -> Optional[float]:
-    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+def _labels_of(key: Key) -> dict:
+    return dict(zip(BY_UUID if len(key) == 2 else ("",) + BY_HOST, key))
+
 
 
 def _holder(attrs: dict, renamed: bool) -> tuple:
@@ -144,9 +160,12 @@ def _holder(attrs: dict, renamed: bool) -> tuple:
 def _richest(candidates: list) -> dict:
     # The same device can come with more than one set of attributes (a label present on
     # some metrics only, a pod changing between scrapes): keep the fullest, deterministically.
+    if len(candidates) == 1:
+        return candidates[0]
     return max(candidates, key=lambda a: (sum(1 for v in a.values() if v), sorted(a.items())))
 
 
+@functools.lru_cache(maxsize=65536)
 def natural_key(text: str) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p)
 
@@ -155,35 +174,36 @@ def build_frame(current: Iterable[Sample], attributes: Iterable[Sample],
                 window_util: Iterable[Sample], idle_threshold: float) -> Frame:
     """Rows (one per GPU or MIG device, grouped by node) and the waste summaries."""
     values: dict[Key, dict[str, float]] = {}
+    wanted = set(METRICS)
     for labels, value in current:
         name = labels.get("__name__")
-        if name in METRICS and _finite(value) is not None:
+        if name in wanted and math.isfinite(value):
             values.setdefault(key_of(labels), {})[name] = value
     attrs: dict[Key, list] = {}
     for labels, _ in attributes:
         attrs.setdefault(key_of(labels), []).append(labels)
-    means = {key_of(labels): value for labels, value in window_util if _finite(value) is not None}
+    means = {key_of(labels): value for labels, value in window_util if math.isfinite(value)}
     renamed = any("exported_pod" in a or "exported_namespace" in a
                   for group in attrs.values() for a in group)
 
     # A MIG-enabled GPU may also report board-level series (temperature, power) without
     # a GPU instance: those fill in its MIG devices instead of making a row of their own.
     def board(key: Key) -> Key:
-        return key[:4] + ("",)
-    mig_boards = {board(k) for k in values if k[4]}
+        return key[:-1] + ("",)
+    mig_boards = {board(k) for k in values if k[-1]}
     rows = []
     for key, metrics in values.items():
-        if not key[4] and key in mig_boards:
+        if not key[-1] and key in mig_boards:
             continue
-        parent = values.get(board(key), {}) if key[4] else {}
-        a = _richest(attrs.get(key) or [dict(zip(IDENTITY, key))])
-        rows.append(_row(key, metrics, parent, a, means.get(key), renamed, idle_threshold))
+        parent = values.get(board(key), {}) if key[-1] else {}
+        a = _richest(attrs.get(key) or [_labels_of(key)])
+        rows.append(_row(metrics, parent, a, means.get(key), renamed, idle_threshold))
     rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
     return Frame(rows, namespace_usage(rows), summarize(rows))
 
 
-def _row(key: Key, m: dict, parent: dict, a: dict, mean, renamed: bool, threshold: float) -> GpuRow:
-    hostname, lower_hostname, gpu, uuid, instance_id = key
+def _row(m: dict, parent: dict, a: dict, mean, renamed: bool, threshold: float) -> GpuRow:
+    gpu, instance_id = a.get("gpu"), a.get("GPU_I_ID")
     util = m.get(UTIL)
     if util is None and m.get(GR_ACTIVE) is not None:
         util = 100.0 * m[GR_ACTIVE]
@@ -195,8 +215,8 @@ def _row(key: Key, m: dict, parent: dict, a: dict, mean, renamed: bool, threshol
             model = f"{model} MIG {profile}" if profile else f"{model} MIG"
     pod, namespace, container = _holder(a, renamed)
     return GpuRow(
-        node=hostname or lower_hostname or a.get("instance") or "-",
-        gpu=gpu or "-", uuid=uuid or None, model=model, mig_profile=profile,
+        node=a.get("Hostname") or a.get("hostname") or a.get("instance") or "-",
+        gpu=gpu or "-", uuid=a.get("UUID") or None, model=model, mig_profile=profile,
         utilization_gpu=util, mean_utilization=mean,
         memory_used_mib=used,
         memory_total_mib=used + free if used is not None and free is not None else None,
