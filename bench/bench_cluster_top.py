@@ -113,10 +113,11 @@ def bench(nodes: int, frames: int) -> dict:
             console.print(top_cluster.render(frame, WINDOW, 5.0, max_rows=rows))
         l_wall, l_cpu, _ = measure(live, frames)
         j_wall, j_cpu, _ = measure(lambda: dump(usage.frame_to_dict(frame), "json"), frames)
+        t_wall, t_cpu, _ = measure(lambda: top_cluster.render_plain(frame, WINDOW, 5.0), frames)
         r_wall, r_cpu, _ = measure(lambda: floor(server.url, queries), frames)
         return dict(nodes=nodes, gpus=frame.summary.gpus, load_s=load_s,
                     client_q=per_frame_client, server_q=per_frame_server,
-                    fetch_wall=f_wall, fetch_cpu=f_cpu, live_cpu=l_cpu, json_cpu=j_cpu,
+                    fetch_wall=f_wall, fetch_cpu=f_cpu, live_cpu=l_cpu, json_cpu=j_cpu, table_cpu=t_cpu,
                     floor_wall=r_wall, floor_cpu=r_cpu)
     finally:
         server.stop()
@@ -128,9 +129,9 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=5)
     args = ap.parse_args()
     print(f"{'nodes':>6} {'GPUs':>6} {'queries/frame':>14} {'fetch+aggregate':>22} "
-          f"{'live frame':>11} {'json doc':>9} {'frame CPU':>10} {'floor (HTTP+json)':>20} {'CPU vs floor':>13}")
+          f"{'live frame':>11} {'json doc':>9} {'--once tbl':>10} {'frame CPU':>10} {'floor (HTTP+json)':>20} {'CPU vs floor':>13}")
     print(f"{'':>6} {'':>6} {'client/server':>14} {'wall ms / CPU ms':>22} {'CPU ms':>11} "
-          f"{'CPU ms':>9} {'live, ms':>10} {'wall ms / CPU ms':>20}")
+          f"{'CPU ms':>9} {'CPU ms':>10} {'live, ms':>10} {'wall ms / CPU ms':>20}")
     results = []
     for n in (int(x) for x in args.nodes.split(",")):
         r = bench(n, args.frames)
@@ -138,7 +139,7 @@ def main() -> None:
         frame_cpu = r["fetch_cpu"] + r["live_cpu"]
         print(f"{r['nodes']:>6} {r['gpus']:>6} {r['client_q']:>6g}/{r['server_q']:<7g} "
               f"{r['fetch_wall']:>11.0f} / {r['fetch_cpu']:<8.0f} {r['live_cpu']:>11.0f} "
-              f"{r['json_cpu']:>9.0f} {frame_cpu:>10.0f} {r['floor_wall']:>9.0f} / {r['floor_cpu']:<8.0f} "
+              f"{r['json_cpu']:>9.0f} {r['table_cpu']:>10.0f} {frame_cpu:>10.0f} {r['floor_wall']:>9.0f} / {r['floor_cpu']:<8.0f} "
               f"{frame_cpu / max(r['floor_cpu'], 1e-9):>12.2f}x", flush=True)
     big = results[-1]
     frame_cpu = big["fetch_cpu"] + big["live_cpu"]

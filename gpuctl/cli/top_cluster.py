@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
+import gc
 import time
 
 from gpuctl.cli.output import dump, echo, out_console
@@ -11,7 +12,6 @@ from gpuctl.errors import BackendError, UsageError
 
 BAR_WIDTH = 10
 LIVE_NAMESPACES = 5
-PIPE_WIDTH = 200
 
 
 def run(url: str, *, delay: float, once: bool, output: str, window: str,
@@ -27,16 +27,35 @@ def run(url: str, *, delay: float, once: bool, output: str, window: str,
         echo(dump(usage.frame_to_dict(frame), output))
         return
     console = out_console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = PIPE_WIDTH  # a pipe or a file gets whole rows, not 80-column folds
     if once:
-        console.print(render(frame, window, idle_threshold))
+        if console.is_terminal:
+            console.print(render(frame, window, idle_threshold))
+        else:
+            echo(render_plain(frame, window, idle_threshold))
         return
     _live(console, client, queries, frame, delay, window, idle_threshold)
 
 
 def fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame:
     """One frame: three queries evaluated at the same instant, then pure aggregation."""
+    with _cyclic_gc_paused():
+        return _fetch(client, queries, idle_threshold)
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused():
+    # A large cluster's answers are ~10^5 small acyclic objects (dicts, lists, strings);
+    # letting the cycle collector rescan them while they are built costs a third of a frame.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame:
     current, attributes, means = client.query_all(
         [queries.current, queries.attributes, queries.window_util], at=time.time())
     if not current:
@@ -70,13 +89,11 @@ def _pct(value) -> str:
     return "-" if value is None else f"{value:.0f}%"
 
 
-def _bar(fraction, label: str, style: str):
-    from rich.text import Text
-
+def _bar(fraction, label: str, style: str) -> tuple:
     if fraction is None:
-        return Text(label, style="dim")
+        return ((label, "dim"),)
     filled = round(max(0.0, min(1.0, fraction)) * BAR_WIDTH)
-    return Text.assemble(("█" * filled, style), ("░" * (BAR_WIDTH - filled), "dim"), " " + label)
+    return (("█" * filled, style), ("░" * (BAR_WIDTH - filled), "dim"), (" " + label, ""))
 
 
 def _util_style(pct) -> str:
@@ -91,49 +108,68 @@ def _model(name) -> str:
     return "-" if not name else name.removeprefix("NVIDIA ")
 
 
-def _state(row: usage.GpuRow):
-    from rich.text import Text
-
+def _state(row: usage.GpuRow) -> tuple:
     if row.idle is None:
-        return Text("?", "dim")
+        return ("?", "dim")
     if row.idle_allocated:
-        return Text("IDLE, held", "bold red")
-    return Text("idle", "yellow") if row.idle else Text("")
+        return ("IDLE, held", "bold red")
+    return ("idle", "yellow") if row.idle else ("", "")
 
 
-def gpu_table(rows: list, window: str, total: int):
-    from rich.table import Table
+def gpu_columns(window: str) -> tuple:
+    return (("NODE", "left"), ("GPU", "right"), ("MODEL", "left"), ("UTIL", "left"),
+            (f"MEAN {window}", "right"), ("MEMORY GiB", "left"), ("TEMP", "right"),
+            ("POWER", "right"), ("NAMESPACE/POD", "left"), ("STATE", "left"))
 
-    table = Table(box=None, header_style="bold", pad_edge=False, expand=False,
-                  title_justify="left")
-    for name, kw in (("NODE", {}), ("GPU", {"justify": "right"}), ("MODEL", {}),
-                     ("UTIL", {}), (f"MEAN {window}", {"justify": "right"}),
-                     ("MEMORY GiB", {}), ("TEMP", {"justify": "right"}),
-                     ("POWER", {"justify": "right"}), ("NAMESPACE/POD", {"overflow": "fold"}),
-                     ("STATE", {})):
-        table.add_column(name, no_wrap=name != "NAMESPACE/POD", **kw)
+
+def gpu_cells(rows: list) -> list:
+    """Each row's cells as (text, style) segments, for a rich table or plain text alike."""
+    out = []
     for i, r in enumerate(rows):
-        first = i == 0 or rows[i - 1].node != r.node
-        last = i == len(rows) - 1 or rows[i + 1].node != r.node
         util = r.utilization_gpu
         mem = (None if r.memory_used_mib is None or not r.memory_total_mib
                else r.memory_used_mib / r.memory_total_mib)
         mem_label = ("-" if r.memory_used_mib is None else
                      f"{_gib(r.memory_used_mib)}/{_gib(r.memory_total_mib)}"
                      if r.memory_total_mib else _gib(r.memory_used_mib))
-        holder = "-" if not r.allocated else f"{r.namespace or '-'}/{r.pod}"
-        table.add_row(
-            r.node if first else "", r.gpu, _model(r.model),
-            _bar(None if util is None else util / 100, _pct(util).rjust(4),
-                 _util_style(util or 0)),
-            _pct(r.mean_utilization),
-            _bar(mem, mem_label, "cyan"),
-            "-" if r.temperature_c is None else f"{r.temperature_c:.0f}C",
-            "-" if r.power_w is None else f"{r.power_w:.0f}W",
-            holder, _state(r), end_section=last)
+        plain = lambda text: ((text, ""),)  # noqa: E731
+        out.append((
+            plain(r.node if i == 0 or rows[i - 1].node != r.node else ""), plain(r.gpu),
+            plain(_model(r.model)),
+            _bar(None if util is None else util / 100, _pct(util).rjust(4), _util_style(util or 0)),
+            plain(_pct(r.mean_utilization)), _bar(mem, mem_label, "cyan"),
+            plain("-" if r.temperature_c is None else f"{r.temperature_c:.0f}C"),
+            plain("-" if r.power_w is None else f"{r.power_w:.0f}W"),
+            plain("-" if not r.allocated else f"{r.namespace or '-'}/{r.pod}"), (_state(r),)))
+    return out
+
+
+def gpu_table(rows: list, window: str, total: int):
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name, justify in gpu_columns(window):
+        table.add_column(name, justify=justify, no_wrap=name != "NAMESPACE/POD",
+                         overflow="fold")
+    for i, cells in enumerate(gpu_cells(rows)):
+        last = i == len(rows) - 1 or rows[i + 1].node != rows[i].node
+        table.add_row(*(Text.assemble(*c) for c in cells), end_section=last)
     if total > len(rows):
         table.caption = f"… {total - len(rows)} more GPUs not shown (widen the terminal, or use --once)"
     return table
+
+
+def plain_table(columns, cells) -> str:
+    """Aligned text with the rich table's layout: a file or a pipe gets the whole cluster
+    without rich's per-cell cost (seconds for thousands of GPUs)."""
+    texts = [["".join(t for t, _ in cell) for cell in row] for row in cells]
+    widths = [max([len(name)] + [len(row[c]) for row in texts]) for c, (name, _) in enumerate(columns)]
+
+    def line(values) -> str:
+        return "  ".join(v.rjust(w) if justify == "right" else v.ljust(w)
+                         for v, w, (_, justify) in zip(values, widths, columns)).rstrip()
+    return "\n".join([line([name for name, _ in columns])] + [line(t) for t in texts]) + "\n"
 
 
 def namespace_table(namespaces: list, limit=None):
@@ -163,6 +199,17 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
         text.append(f"\nBusiest node {s.busiest.node} ({_pct(s.busiest.mean_utilization)}) · "
                     f"idlest node {s.idlest.node} ({_pct(s.idlest.mean_utilization)})")
     return text
+
+
+def render_plain(frame: usage.Frame, window: str, idle_threshold: float) -> str:
+    out = summary_text(frame.summary, window, idle_threshold).plain + "\n\n"
+    out += plain_table(gpu_columns(window), gpu_cells(frame.rows))
+    if frame.namespaces:
+        out += "\n" + plain_table(
+            (("NAMESPACE", "left"), ("GPUS HELD", "right"), ("MEAN UTIL", "right"), ("IDLE", "right")),
+            [[((n.namespace, ""),), ((str(n.gpus), ""),), ((_pct(n.mean_utilization), ""),),
+              ((str(n.idle_gpus), ""),)] for n in frame.namespaces])
+    return out
 
 
 def render(frame: usage.Frame, window: str, idle_threshold: float, max_rows=None, error=None):
