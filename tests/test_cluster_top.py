@@ -293,3 +293,52 @@ def test_bad_options_send_nothing(prom, capsys, args, fragment):
     code, out, err = gpuctl(capsys, "top", "--prometheus", prom.url, "--once", *args)
     assert_one_line_error(code, out, err, 2, fragment)
     assert prom.query_requests() == before
+
+
+def test_live_view_refreshes_then_shows_stale_when_prometheus_goes_away(prometheus_with):
+    """The live view on a real terminal (a pty): frames keep coming; when Prometheus stops,
+    the last frame stays with a `stale:` line; Ctrl-C ends it with exit 0."""
+    import os
+    import pty
+    import signal
+    import subprocess
+    import sys
+
+    server = prometheus_with(gpu("Hostname", "live-node", 0, 1, pod="nb", namespace="ml"))
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+               COLUMNS="160", LINES="40", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-m", "gpuctl", "top", "--prometheus", server.url,
+                             "-d", "0.2"], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+
+    def read_until(marker: bytes, timeout: float) -> bool:
+        nonlocal seen
+        import select
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    return marker in seen
+            if marker in seen:
+                return True
+        return False
+
+    try:
+        assert read_until(b"IDLE, held", 20), seen[-2000:]
+        before = server.query_requests()
+        time.sleep(1)
+        assert server.query_requests() - before >= 6  # refreshing: 3 queries per frame
+        server.stop()
+        assert read_until(b"stale: cannot reach Prometheus", 20), seen[-2000:]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        os.close(master)
