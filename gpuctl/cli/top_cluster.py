@@ -37,7 +37,7 @@ def run(url: str, *, delay: float, once: bool, output: str, window: str,
 
 
 def fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame:
-    """One frame: three queries evaluated at the same instant, then pure aggregation."""
+    """One frame: three concurrent queries, then pure aggregation."""
     with _cyclic_gc_paused():
         return _fetch(client, queries, idle_threshold)
 
@@ -56,8 +56,10 @@ def _cyclic_gc_paused():
 
 
 def _fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame:
+    # Evaluated at Prometheus's own "now": a client clock running ahead would otherwise
+    # look past the 5-minute lookback and find no GPUs at all.
     current, attributes, means = client.query_all(
-        [queries.current, queries.attributes, queries.window_util], at=time.time())
+        [queries.current, queries.attributes, queries.window_util])
     if not current:
         raise BackendError(f"no DCGM-exporter metrics in Prometheus at {client.url} "
                            f"(no {usage.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
