@@ -154,3 +154,13 @@ def test_live_frame_is_cut_to_the_screen_and_says_so():
     assert "stale: HTTP 503" in text
     assert "30 more GPUs not shown" in text
     assert sum(1 for ln in text.splitlines() if ln.startswith("n")) == 10
+
+
+def test_label_values_cannot_drive_the_terminal():
+    from gpuctl.cli import top_cluster
+
+    d = {**dev("evil\x1b[2Jnode", "0"), "pod": "p\x1b]0;pwned\x07", "namespace": "ns\n"}
+    f = frame([sample(usage.UTIL, 1.0, **d)], attributes=[(d, 1.0)], means=[(d, 1.0)])
+    text = top_cluster.render_plain(f, "10m", 5.0)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "evil?[2Jnode" in text and "ns?/p?]0;pwned?" in text

@@ -106,8 +106,13 @@ def _gib(mib) -> str:
     return f"{mib / 1024:.1f}"
 
 
+def _safe(text: str) -> str:
+    # Label values come from whatever the exporters sent: no terminal control sequences.
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+
+
 def _model(name) -> str:
-    return "-" if not name else name.removeprefix("NVIDIA ")
+    return "-" if not name else _safe(name.removeprefix("NVIDIA "))
 
 
 def _state(row: usage.GpuRow) -> tuple:
@@ -136,13 +141,13 @@ def gpu_cells(rows: list) -> list:
                      if r.memory_total_mib else _gib(r.memory_used_mib))
         plain = lambda text: ((text, ""),)  # noqa: E731
         out.append((
-            plain(r.node if i == 0 or rows[i - 1].node != r.node else ""), plain(r.gpu),
+            plain(_safe(r.node) if i == 0 or rows[i - 1].node != r.node else ""), plain(_safe(r.gpu)),
             plain(_model(r.model)),
             _bar(None if util is None else util / 100, _pct(util).rjust(4), _util_style(util or 0)),
             plain(_pct(r.mean_utilization)), _bar(mem, mem_label, "cyan"),
             plain("-" if r.temperature_c is None else f"{r.temperature_c:.0f}C"),
             plain("-" if r.power_w is None else f"{r.power_w:.0f}W"),
-            plain("-" if not r.allocated else f"{r.namespace or '-'}/{r.pod}"), (_state(r),)))
+            plain("-" if not r.allocated else _safe(f"{r.namespace or '-'}/{r.pod}")), (_state(r),)))
     return out
 
 
@@ -183,7 +188,7 @@ def namespace_table(namespaces: list, limit=None):
         table.add_column(name, justify="left" if name == "NAMESPACE" else "right")
     shown = namespaces if limit is None else namespaces[:limit]
     for n in shown:
-        table.add_row(n.namespace, str(n.gpus), _pct(n.mean_utilization),
+        table.add_row(Text(_safe(n.namespace)), str(n.gpus), _pct(n.mean_utilization),
                       Text(str(n.idle_gpus), "bold red" if n.idle_gpus else ""))
     if len(shown) < len(namespaces):
         table.caption = f"… {len(namespaces) - len(shown)} more namespaces"
@@ -198,8 +203,8 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
         (f"{s.idle_gpus} idle", "yellow" if s.idle_gpus else ""), f" (< {idle_threshold:g}%) · ",
         (f"{s.idle_allocated_gpus} idle but held by a pod", "bold red" if s.idle_allocated_gpus else ""))
     if s.busiest is not None:
-        text.append(f"\nBusiest node {s.busiest.node} ({_pct(s.busiest.mean_utilization)}) · "
-                    f"idlest node {s.idlest.node} ({_pct(s.idlest.mean_utilization)})")
+        text.append(f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "
+                    f"idlest node {_safe(s.idlest.node)} ({_pct(s.idlest.mean_utilization)})")
     return text
 
 
@@ -209,7 +214,7 @@ def render_plain(frame: usage.Frame, window: str, idle_threshold: float) -> str:
     if frame.namespaces:
         out += "\n" + plain_table(
             (("NAMESPACE", "left"), ("GPUS HELD", "right"), ("MEAN UTIL", "right"), ("IDLE", "right")),
-            [[((n.namespace, ""),), ((str(n.gpus), ""),), ((_pct(n.mean_utilization), ""),),
+            [[((_safe(n.namespace), ""),), ((str(n.gpus), ""),), ((_pct(n.mean_utilization), ""),),
               ((str(n.idle_gpus), ""),)] for n in frame.namespaces])
     return out
 

@@ -99,7 +99,10 @@ class PrometheusServer:
                        if s.name.endswith("_total") and s.labels.get("handler") == "/api/v1/query"))
 
     def stop(self):
-        for hook in self.stop_hooks:
+        if self.proc.returncode is not None:
+            return
+        hooks, self.stop_hooks = self.stop_hooks, []
+        for hook in hooks:
             hook()
         self.proc.terminate()
         try:
@@ -122,11 +125,12 @@ def start_prometheus(data_dir_filler=None, scrape_target: str = None, tmp: str =
         if scrape_target:
             f.write(f"- job_name: dcgm\n  static_configs: [{{targets: ['{scrape_target}']}}]\n")
     port = free_port()
-    proc = subprocess.Popen(
-        [prom, f"--config.file={config}", f"--storage.tsdb.path={data}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=error",
-         "--storage.tsdb.retention.time=1d"],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "log"), "w"))
+    with open(os.path.join(tmp, "log"), "w") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [prom, f"--config.file={config}", f"--storage.tsdb.path={data}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=error",
+             "--storage.tsdb.retention.time=1d"],
+            stdout=subprocess.DEVNULL, stderr=log)
     server = PrometheusServer(f"http://127.0.0.1:{port}", proc, tmp)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
