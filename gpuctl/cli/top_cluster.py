@@ -75,6 +75,7 @@ def _live(console, client, queries, frame, delay, window, idle_threshold) -> Non
     try:
         with Live(console=console, screen=True, auto_refresh=False) as live:
             while True:
+                # 14 lines besides GPU rows: summary, stale line, headers, captions, blanks.
                 rows = max(5, console.size.height - 14 - min(len(frame.namespaces), LIVE_NAMESPACES))
                 live.update(render(frame, window, idle_threshold, max_rows=rows, error=error),
                             refresh=True)
