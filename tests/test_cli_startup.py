@@ -28,8 +28,14 @@ def loaded_modules(*args: str) -> list[str]:
     return [m for m in line[len("LOADED:"):].split(",") if m], proc
 
 
-@pytest.mark.parametrize("args", [["--help"], ["top", "--help"], ["share", "timeslice", "--help"],
-                                  ["quota", "set", "--help"], ["doctor", "--help"]])
+@pytest.mark.parametrize("args", [
+    ["--help"],
+    ["top", "--help"],
+    ["alerts", "render", "--help"],
+    ["share", "timeslice", "--help"],
+    ["quota", "set", "--help"],
+    ["doctor", "--help"],
+])
 def test_help_imports_no_heavy_library(args):
     loaded, proc = loaded_modules(*args)
     assert "Usage:" in proc.stdout

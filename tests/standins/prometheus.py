@@ -1,0 +1,218 @@
+"""The real Prometheus server (Debian package `prometheus`) and `promtool`, as test stand-ins.
+
+`prometheus_with(series)` loads fixed DCGM-exporter-shaped data through
+`promtool tsdb create-blocks-from openmetrics` and starts Prometheus on it (~0.2 s, no
+scrape to wait for). Timestamps are relative to now, so gpuctl queries at "now" exactly
+as it does against a live cluster. `scraped_prometheus` is Prometheus scraping a
+DCGM-exporter look-alike written with prometheus_client (first scrape takes a few seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+import pytest
+
+STEP_S = 15  # DCGM-exporter's and Prometheus's usual scrape interval
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Series:
+    """One DCGM metric series. `value` is a constant, or a function of the sample's age in
+    seconds (so a GPU can be busy until 20 minutes ago and idle since)."""
+
+    name: str
+    labels: dict
+    value: Union[float, Callable[[float], float]]
+    history_s: int = 1800
+    newest_s: int = 5  # age of the newest sample
+
+    def samples(self, now: float):
+        for age in range(self.history_s, self.newest_s - 1, -STEP_S):
+            v = self.value(age) if callable(self.value) else self.value
+            yield now - age, v
+
+
+def _label_text(labels: dict) -> str:
+    def esc(v: str) -> str:
+        return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return ",".join(f'{k}="{esc(v)}"' for k, v in labels.items())
+
+
+def openmetrics(series: list, now: float) -> str:
+    """OpenMetrics text: one family per metric name (contiguous), samples in time order."""
+    families: dict[str, list] = {}
+    for s in series:
+        families.setdefault(s.name, []).append(s)
+    lines = []
+    for name, members in families.items():
+        lines.append(f"# TYPE {name} gauge")
+        for s in members:
+            lab = _label_text(s.labels)
+            lines += [f"{name}{{{lab}}} {v} {t:.3f}" for t, v in s.samples(now)]
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def need(binary: str) -> str:
+    path = shutil.which(binary)
+    if not path:
+        pytest.skip(f"{binary} not installed (Debian: apt-get install prometheus; `make system-deps`)")
+    return path
+
+
+@dataclass
+class PrometheusServer:
+    url: str
+    proc: subprocess.Popen
+    tmp: str
+    stop_hooks: list = field(default_factory=list)
+
+    def api(self, path: str):
+        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+            return json.load(r)
+
+    def query_requests(self) -> int:
+        """How many /api/v1/query requests this server has answered, from its own /metrics."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return int(sum(s.value for fam in text_string_to_metric_families(text)
+                       if fam.name == "prometheus_http_requests"
+                       for s in fam.samples
+                       if s.name.endswith("_total") and s.labels.get("handler") == "/api/v1/query"))
+
+    def stop(self):
+        if self.proc.returncode is not None:
+            return
+        hooks, self.stop_hooks = self.stop_hooks, []
+        for hook in hooks:
+            hook()
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def start_prometheus(data_dir_filler=None, scrape_target: str = None, tmp: str = None) -> PrometheusServer:
+    prom = need("prometheus")
+    tmp = tmp or tempfile.mkdtemp(prefix="gpuctl-prom-")
+    data = os.path.join(tmp, "data")
+    if data_dir_filler:
+        data_dir_filler(data)
+    config = os.path.join(tmp, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n")
+        if scrape_target:
+            f.write(f"- job_name: dcgm\n  static_configs: [{{targets: ['{scrape_target}']}}]\n")
+    port = free_port()
+    with open(os.path.join(tmp, "log"), "w") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [prom, f"--config.file={config}", f"--storage.tsdb.path={data}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=error",
+             "--storage.tsdb.retention.time=1d"],
+            stdout=subprocess.DEVNULL, stderr=log)
+    server = PrometheusServer(f"http://127.0.0.1:{port}", proc, tmp)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log = open(os.path.join(tmp, "log")).read()[-2000:]
+            server.stop()
+            pytest.fail(f"prometheus exited: {log}")
+        try:
+            with urllib.request.urlopen(server.url + "/-/ready", timeout=1) as r:
+                if r.status == 200:
+                    return server
+        except OSError:
+            pass
+        time.sleep(0.05)
+    server.stop()
+    pytest.fail("prometheus did not become ready in 30 s")
+
+
+def load_blocks(series: list, now: float):
+    def fill(data_dir: str):
+        promtool = need("promtool")
+        os.makedirs(data_dir, exist_ok=True)
+        om = os.path.join(os.path.dirname(data_dir), "data.om")
+        with open(om, "w") as f:
+            f.write(openmetrics(series, now))
+        proc = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", om, data_dir],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"promtool create-blocks-from failed: {proc.stderr[-2000:]}")
+    return fill
+
+
+@pytest.fixture
+def prometheus_with():
+    """Factory: prometheus_with([Series...]) -> a running PrometheusServer holding that data."""
+    servers = []
+
+    def start(series: list) -> PrometheusServer:
+        server = start_prometheus(load_blocks(series, time.time()) if series else None)
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def promtool() -> str:
+    return need("promtool")
+
+
+@pytest.fixture
+def scraped_prometheus():
+    """Factory: scraped_prometheus(set_metrics) -> PrometheusServer scraping a
+    prometheus_client DCGM-exporter look-alike; set_metrics(gauges) fills the gauges
+    (dict name -> Gauge). Returns once the first scrape is visible."""
+    servers = []
+
+    def start(set_metrics, labels: tuple) -> PrometheusServer:
+        need("prometheus")
+        from prometheus_client import CollectorRegistry, Gauge
+        from prometheus_client.exposition import start_http_server
+
+        from gpuctl.core.cluster_usage import METRICS
+
+        registry = CollectorRegistry()
+        gauges = {name: Gauge(name, name, labels, registry=registry) for name in METRICS}
+        set_metrics(gauges)
+        exporter_port = free_port()
+        httpd, thread = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
+        server = start_prometheus(scrape_target=f"127.0.0.1:{exporter_port}")
+        server.stop_hooks.append(lambda: (httpd.shutdown(), httpd.server_close(), thread.join(5)))
+        servers.append(server)
+        q = urllib.request.quote("count(DCGM_FI_DEV_FB_USED)")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if server.api(f"/api/v1/query?query={q}")["data"]["result"]:
+                return server
+            time.sleep(0.2)
+        pytest.fail("prometheus did not scrape the exporter within 30 s")
+
+    yield start
+    for s in servers:
+        s.stop()
