@@ -94,7 +94,7 @@ output "user_data" {
     --//
     Content-Type: application/node.eks.aws
 
-    ${indent(4, yamlencode(local.node_config))}
+    ${yamlencode(local.node_config)}
     --//--
   EOT
 }
