@@ -29,7 +29,8 @@ def loaded_modules(*args: str) -> list[str]:
 
 
 @pytest.mark.parametrize("args", [["--help"], ["top", "--help"], ["share", "timeslice", "--help"],
-                                  ["quota", "set", "--help"], ["doctor", "--help"]])
+                                  ["quota", "set", "--help"], ["doctor", "--help"],
+                                  ["provision", "--help"], ["destroy", "--help"]])
 def test_help_imports_no_heavy_library(args):
     loaded, proc = loaded_modules(*args)
     assert "Usage:" in proc.stdout

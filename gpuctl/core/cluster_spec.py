@@ -140,8 +140,9 @@ def _plain_version(root: Fields) -> str | None:
     value = root.raw("kubernetes_version")
     if value is None:
         return None
-    if isinstance(value, float):  # `1.31` unquoted in YAML is a float
-        value = repr(value)
+    if isinstance(value, float):  # unquoted, YAML reads 1.30 as the number 1.3
+        raise root.error("kubernetes_version", f"write the version in quotes, e.g. \"{value}\" "
+                                               "(unquoted, 1.30 reads as the number 1.3)")
     if not isinstance(value, str) or not _K8S_VERSION.match(value):
         raise root.error("kubernetes_version", f"{value!r} is not a Kubernetes minor version "
                                                "(e.g. \"1.31\")")
