@@ -14,8 +14,8 @@ import pytest
 from gpuctl.adapters.terraform import ApplyInterrupted, Terraform, prepare_workdir
 from gpuctl.errors import BackendError
 
-# Node i takes (i + 1) * `delay` seconds (a local-exec provisioner) and the node at index
-# `fail_at` fails: enough to observe progress, a failure and an interrupt.
+# Node i takes `delay` * 4^i seconds (a local-exec provisioner), so an interrupt lands
+# between two completions even on a loaded machine, and the node at index `fail_at` fails: enough to observe progress, a failure and an interrupt.
 MODULE = """
 variable "cluster_name" {
   type = string
@@ -40,7 +40,7 @@ resource "terraform_data" "node" {
   input = "${var.cluster_name}-${count.index}"
 
   provisioner "local-exec" {
-    command = count.index == var.fail_at ? "echo node ${count.index} broke >&2; exit 7" : "sleep ${var.delay * (count.index + 1)}"
+    command = count.index == var.fail_at ? "echo node ${count.index} broke >&2; exit 7" : "sleep ${var.delay * pow(4, count.index)}"
   }
 }
 
@@ -138,7 +138,7 @@ def test_plan_error_is_one_actionable_line(tmp_path, modules):
 def test_ctrl_c_stops_gracefully_and_a_rerun_continues(tmp_path, modules):
     """SIGINT to gpuctl during apply: Terraform is asked to stop, finishes what is in flight,
     saves state; the error says so (exit 130) and a re-run completes the rest."""
-    tf = Terraform(workdir(tmp_path, modules, nodes=4, delay=0.6))
+    tf = Terraform(workdir(tmp_path, modules, nodes=4, delay=0.3))
     tf.init()
     summary = tf.plan()
     sent, completed = [], []
@@ -159,6 +159,7 @@ def test_ctrl_c_stops_gracefully_and_a_rerun_continues(tmp_path, modules):
     # the handler is removed again: a later Ctrl-C is an ordinary KeyboardInterrupt
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
+    prepare_workdir(tf.workdir, modules, {"cluster_name": "t", "nodes": 4, "delay": 0}, None)
     rest = tf.plan()
     assert 0 < rest.add <= 4 - len(completed)
     assert not {c.address for c in rest.changes} & set(completed)
@@ -188,6 +189,17 @@ def test_workdir_keeps_state_and_replaces_stale_module_files(tmp_path, modules):
     assert json.loads((work / "backend.tf.json").read_text()) == {"terraform": {}}
     prepare_workdir(work, modules, {"cluster_name": "t", "nodes": 1}, None)
     assert not (work / "backend.tf.json").exists()
+
+
+def test_foreign_directory_is_never_overwritten(tmp_path, modules):
+    from gpuctl.errors import GpuctlError
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "main.tf").write_text("# someone else's\n")
+    with pytest.raises(GpuctlError, match="not written by gpuctl"):
+        prepare_workdir(mine, modules, {}, None)
+    assert (mine / "main.tf").read_text() == "# someone else's\n"
 
 
 @pytest.fixture

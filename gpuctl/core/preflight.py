@@ -157,7 +157,8 @@ def price_table() -> dict:
 
 def price_source() -> str:
     t = price_table()
-    return f"{t['region']} {t['unit']}, as of {t['as_of']}, from {t['source']}. {t['note']}"
+    return (f"{t['region']} On-Demand list prices as of {t['as_of']} ({t['source']}), from "
+            f"gpuctl's table, not live. {t['note']}")
 
 
 def evaluate(spec: ClusterSpec, raw: RawFacts) -> PreflightReport:
