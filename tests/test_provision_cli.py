@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.cli.app import main
 from gpuctl.core.preflight import ami_parameter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +46,6 @@ output "asg_inputs" {
 
 @pytest.fixture
 def modules(tmp_path, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "250")  # rich tables unwrapped, so lines can be matched
     d = tmp_path / "modules"
     d.mkdir()
     shutil.copy(ROOT / "terraform" / "variables.tf", d)
@@ -63,27 +61,28 @@ def account(aws):
     return aws
 
 
-def gpuctl(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    out = capsys.readouterr()
-    return exc.value.code or 0, out.out, out.err
+@pytest.fixture
+def gpuctl(cli):
+    def run(*args):
+        r = cli(*args)
+        return r.code, r.out, r.err
+    return run
 
 
-def test_provision_then_rerun_then_destroy(tmp_path, modules, account, capsys):
+def test_provision_then_rerun_then_destroy(tmp_path, modules, account, gpuctl):
     work = tmp_path / "wd"
     base = ("provision", "-f", str(EXAMPLE), "--workdir", str(work))
 
-    code, out, err = gpuctl(capsys, *base)  # stdin is not a terminal: no --yes, no apply
+    code, out, err = gpuctl(*base)  # stdin is not a terminal: no --yes, no apply
     assert code == 3 and "pass --yes" in err
     assert "Plan: 2 to add, 0 to change, 0 to destroy" in out
     assert 'terraform_data.asg["a100"]' in out and "8× A100 40 GiB" in out
     assert "could not check" in out and "Estimated cost:" in out and "as of 2024-12" in out
 
-    code, out, err = gpuctl(capsys, *base, "--plan-only")
+    code, out, err = gpuctl(*base, "--plan-only")
     assert code == 0 and "Plan: 2 to add" in out and "Outputs" not in out
 
-    code, out, err = gpuctl(capsys, *base, "--yes", "-o", "json")
+    code, out, err = gpuctl(*base, "--yes", "-o", "json")
     assert code == 0, err
     result = json.loads(out)
     assert result["plan"]["add"] == 2 and result["applied"] == {"add": 2, "change": 0, "destroy": 0}
@@ -93,32 +92,32 @@ def test_provision_then_rerun_then_destroy(tmp_path, modules, account, capsys):
     assert a100["ami"] == "ami-0123456789abcdef0" and a100["gpus"] == 8 and a100["zones"]
     assert "✓" in err  # the progress display printed each completed resource
 
-    code, out, err = gpuctl(capsys, *base, "--yes")
+    code, out, err = gpuctl(*base, "--yes")
     assert code == 0 and "Nothing to change." in out and "asg_names" in out
 
-    code, out, err = gpuctl(capsys, "destroy", "-f", str(EXAMPLE), "--workdir", str(work))
+    code, out, err = gpuctl("destroy", "-f", str(EXAMPLE), "--workdir", str(work))
     assert code == 3 and "Destroy: 0 to add, 0 to change, 2 to destroy" in out
-    code, out, err = gpuctl(capsys, "destroy", "-f", str(EXAMPLE), "--workdir", str(work), "--yes")
+    code, out, err = gpuctl("destroy", "-f", str(EXAMPLE), "--workdir", str(work), "--yes")
     assert code == 0 and "Destroyed 2 resources." in out
-    code, out, err = gpuctl(capsys, "destroy", "-f", str(EXAMPLE), "--workdir", str(work), "--yes")
+    code, out, err = gpuctl("destroy", "-f", str(EXAMPLE), "--workdir", str(work), "--yes")
     assert code == 0 and "Nothing to destroy." in out
 
 
-def test_preflight_problem_stops_before_terraform(tmp_path, modules, aws, capsys):
+def test_preflight_problem_stops_before_terraform(tmp_path, modules, aws, gpuctl):
     work = tmp_path / "wd"
-    code, out, err = gpuctl(capsys, "provision", "-f", str(EXAMPLE), "--workdir", str(work), "--yes")
+    code, out, err = gpuctl("provision", "-f", str(EXAMPLE), "--workdir", str(work), "--yes")
     assert code == 1
     assert "gpuctl: error: preflight found" in err and "ml-prod-eks' does not exist" in err
     assert "Traceback" not in err
     assert not work.exists()
 
 
-def test_dry_run_writes_variables_without_network(tmp_path, modules, monkeypatch, capsys):
+def test_dry_run_writes_variables_without_network(tmp_path, modules, monkeypatch, gpuctl):
     # no credentials and an endpoint nobody listens on: any AWS call would fail
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     work = tmp_path / "wd"
-    code, out, err = gpuctl(capsys, "provision", "-f", str(EXAMPLE), "--workdir", str(work),
+    code, out, err = gpuctl("provision", "-f", str(EXAMPLE), "--workdir", str(work),
                             "--dry-run", "-o", "json")
     assert code == 0, err
     printed = json.loads(out)["variables"]
@@ -128,16 +127,16 @@ def test_dry_run_writes_variables_without_network(tmp_path, modules, monkeypatch
     assert not (work / "terraform.tfstate").exists() and not (work / ".terraform").exists()
 
 
-def test_bad_spec_exits_2_and_touches_nothing(tmp_path, modules, capsys):
+def test_bad_spec_exits_2_and_touches_nothing(tmp_path, modules, gpuctl):
     bad = tmp_path / "cluster.yaml"
     bad.write_text(EXAMPLE.read_text().replace("max_size: 10", "max_size: 1"))
     work = tmp_path / "wd"
-    code, out, err = gpuctl(capsys, "provision", "-f", str(bad), "--workdir", str(work), "--dry-run")
+    code, out, err = gpuctl("provision", "-f", str(bad), "--workdir", str(work), "--dry-run")
     assert code == 2
     assert f"{bad}:11: node_groups[0].min_size: min_size (2) is larger than max_size (1)" in err
     assert not work.exists()
 
 
-def test_destroy_without_a_workdir_says_where_it_looked(tmp_path, capsys):
-    code, out, err = gpuctl(capsys, "destroy", "-f", str(EXAMPLE), "--workdir", str(tmp_path / "x"))
+def test_destroy_without_a_workdir_says_where_it_looked(tmp_path, gpuctl):
+    code, out, err = gpuctl("destroy", "-f", str(EXAMPLE), "--workdir", str(tmp_path / "x"))
     assert code == 1 and "nothing was provisioned from here" in err
