@@ -49,7 +49,6 @@ def provision(
 
     spec = load_cluster_file(str(file))
     workdir = workdir or WORKDIR_ROOT / spec.name
-    show = out_console() if output == Format.table else err_console()
     result: dict = {"cluster": spec.name, "workdir": str(workdir)}
 
     if dry_run:
@@ -58,6 +57,7 @@ def provision(
                                    render_backend(spec))
         result["variables"] = tfvars
         if output == Format.table:
+            show = out_console()
             show.print(f"Wrote {workdir} (dry run: no AWS call, no Terraform run). Variables:")
             echo(dump(tfvars, "json"))
             show.print("Zones, GPU count and AMI are left for Terraform to look up; a real run "
@@ -69,6 +69,7 @@ def provision(
     from gpuctl.adapters import aws
     from gpuctl.core.preflight import evaluate
 
+    show = out_console() if output == Format.table else err_console()
     show.print(f"Preflight for [bold]{spec.name}[/] in {spec.region} …")
     report = evaluate(spec, aws.gather(spec))
     _show_preflight(show, report)
