@@ -125,6 +125,24 @@ def test_failure_halfway_keeps_what_was_done_and_a_rerun_continues(tmp_path, mod
     assert tf.plan().empty
 
 
+@pytest.mark.parametrize("engine", ["embedded", "executable"])
+def test_an_error_in_the_display_stops_terraform_too(tmp_path, modules, engine, request):
+    binary = request.getfixturevalue("terraform_executable") if engine == "executable" else None
+    tf = Terraform(workdir(tmp_path, modules, nodes=3, delay=0.3), binary=binary)
+    tf.init()
+    tf.plan()
+
+    def broken_display(ev, progress):
+        if ev["type"] == "apply_start":
+            raise RuntimeError("display broke")
+
+    with pytest.raises(RuntimeError):
+        tf.apply(broken_display, total=3)
+    # Terraform was stopped and released its state lock: the next command can run
+    assert not (tf.workdir / ".terraform.tfstate.lock.info").exists()
+    assert tf.plan().add >= 1
+
+
 def test_plan_error_is_one_actionable_line(tmp_path, modules):
     (modules / "main.tf").write_text(MODULE + '\noutput "bad" {\n  value = var.missing\n}\n')
     tf = Terraform(workdir(tmp_path, modules))

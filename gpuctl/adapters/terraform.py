@@ -111,6 +111,21 @@ class _Run:
         self._err_thread.join()
         self.stderr = "".join(self._err)
 
+    def close(self) -> None:
+        """If the reader stopped early (an error in gpuctl), stop Terraform gracefully too,
+        so no engine keeps running unseen."""
+        if self.retcode is not None:
+            return
+        if self._stream is not None:
+            self._stream.close()
+            return
+        self.interrupt()
+        try:
+            self._proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
     def interrupt(self) -> None:
         """Ask Terraform to stop gracefully (SIGINT: finish in-flight calls, save state)."""
         if self._stream is not None:
@@ -186,6 +201,7 @@ class Terraform:
                 if on_event:
                     on_event(ev, progress)
         finally:
+            run.close()
             if in_main:
                 signal.signal(signal.SIGINT, previous)
             (self.workdir / PLAN_FILE).unlink(missing_ok=True)

@@ -106,7 +106,7 @@ resource "aws_security_group" "node" {
 }
 
 resource "aws_launch_template" "this" {
-  name_prefix            = "${var.name}-"
+  name_prefix            = "${substr(var.name, 0, 90)}-"
   image_id               = local.ami_id
   instance_type          = var.instance_type
   user_data              = base64encode(module.config.user_data)
