@@ -1,7 +1,11 @@
 import pytest
 
 # Each stand-in lives in its own module under tests/standins/.
-pytest_plugins = ["tests.standins.kube", "tests.standins.prometheus"]
+pytest_plugins = [
+    "tests.standins.kube",
+    "tests.standins.prometheus",
+    "tests.standins.aws",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -35,6 +35,8 @@ def loaded_modules(*args: str) -> list[str]:
     ["share", "timeslice", "--help"],
     ["quota", "set", "--help"],
     ["doctor", "--help"],
+    ["provision", "--help"],
+    ["destroy", "--help"],
 ])
 def test_help_imports_no_heavy_library(args):
     loaded, proc = loaded_modules(*args)

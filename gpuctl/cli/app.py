@@ -41,9 +41,9 @@ def _root(
 
 def _register() -> None:
     # Each module adds its commands; none imports a heavy library at module level.
-    from gpuctl.cli import alerts, doctor, jobs, quota, share, top
+    from gpuctl.cli import alerts, doctor, jobs, provision, quota, share, top
 
-    for module in (jobs, top, alerts, share, quota, doctor):
+    for module in (jobs, top, alerts, share, quota, doctor, provision):
         module.register(app)
 
 

@@ -1,0 +1,190 @@
+terraform {
+  required_providers {
+    aws = {
+      source  = "hashicorp/aws"
+      version = ">= 5.46, < 6.0"
+    }
+  }
+}
+
+data "aws_partition" "current" {}
+
+data "aws_eks_cluster" "this" {
+  name = var.kubernetes_cluster
+}
+
+data "aws_ec2_instance_type" "this" {
+  instance_type = var.instance_type
+}
+
+# The EKS-optimized Amazon Linux 2023 NVIDIA AMI (used unless the preflight resolved it).
+data "aws_ssm_parameter" "ami" {
+  name = "/aws/service/eks/optimized-ami/${coalesce(var.kubernetes_version, data.aws_eks_cluster.this.version)}/amazon-linux-2023/${local.arch}/nvidia/recommended/image_id"
+}
+
+locals {
+  arch      = contains(data.aws_ec2_instance_type.this.supported_architectures, "arm64") ? "arm64" : "x86_64"
+  ami_id    = coalesce(var.ami_id, data.aws_ssm_parameter.ami.insecure_value)
+  gpu_count = coalesce(var.gpu_count, try(one(data.aws_ec2_instance_type.this.gpus).count, 0))
+  spot      = contains(["spot"], var.capacity_type)
+}
+
+module "config" {
+  source = "../gpu-node-config"
+
+  kubernetes_cluster    = var.kubernetes_cluster
+  api_server_endpoint   = data.aws_eks_cluster.this.endpoint
+  certificate_authority = data.aws_eks_cluster.this.certificate_authority[0].data
+  service_cidr          = data.aws_eks_cluster.this.kubernetes_network_config[0].service_ipv4_cidr
+  node_group            = var.node_group
+  gpu_label_key         = var.gpu_label_key
+  gpu_type              = var.gpu_type
+  gpu_count             = local.gpu_count
+  capacity_type         = var.capacity_type
+  taints                = var.taints
+}
+
+resource "aws_iam_role" "node" {
+  name_prefix = "${substr(var.name, 0, 37)}-"
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "ec2.amazonaws.com" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
+}
+
+resource "aws_iam_role_policy_attachment" "node" {
+  for_each = toset([
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonSSMManagedInstanceCore",
+  ])
+  role       = aws_iam_role.node.name
+  policy_arn = "arn:${data.aws_partition.current.partition}:iam::aws:policy/${each.value}"
+}
+
+resource "aws_iam_instance_profile" "node" {
+  name_prefix = "${substr(var.name, 0, 37)}-"
+  role        = aws_iam_role.node.name
+}
+
+# Lets the nodes' role join the cluster (EKS authentication mode API or API_AND_CONFIG_MAP).
+resource "aws_eks_access_entry" "node" {
+  cluster_name  = var.kubernetes_cluster
+  principal_arn = aws_iam_role.node.arn
+  type          = "EC2_LINUX"
+}
+
+resource "aws_security_group" "node" {
+  name_prefix = "${var.name}-nodes-"
+  description = "GPU nodes of ${var.name}"
+  vpc_id      = var.vpc_id
+
+  ingress {
+    description = "Node to node (NCCL, pods)"
+    from_port   = 0
+    to_port     = 0
+    protocol    = "-1"
+    self        = true
+  }
+
+  egress {
+    description = "All outbound"
+    from_port   = 0
+    to_port     = 0
+    protocol    = "-1"
+    cidr_blocks = ["0.0.0.0/0"]
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "aws_launch_template" "this" {
+  name_prefix            = "${substr(var.name, 0, 90)}-"
+  image_id               = local.ami_id
+  instance_type          = var.instance_type
+  user_data              = base64encode(module.config.user_data)
+  vpc_security_group_ids = [aws_security_group.node.id]
+  update_default_version = true
+
+  iam_instance_profile {
+    arn = aws_iam_instance_profile.node.arn
+  }
+
+  metadata_options {
+    http_endpoint               = "enabled"
+    http_tokens                 = "required"
+    http_put_response_hop_limit = 2
+  }
+
+  block_device_mappings {
+    device_name = "/dev/xvda"
+
+    ebs {
+      volume_size           = var.root_volume_gb
+      volume_type           = "gp3"
+      encrypted             = true
+      delete_on_termination = true
+    }
+  }
+
+  tag_specifications {
+    resource_type = "instance"
+    tags          = { Name = var.name, "gpuctl/node-group" = var.node_group }
+  }
+}
+
+resource "aws_autoscaling_group" "this" {
+  name                = var.name
+  min_size            = var.min_size
+  max_size            = var.max_size
+  desired_capacity    = var.desired_size
+  vpc_zone_identifier = var.subnet_ids
+  capacity_rebalance  = local.spot
+
+  mixed_instances_policy {
+    instances_distribution {
+      on_demand_base_capacity                  = 0
+      on_demand_percentage_above_base_capacity = local.spot ? 0 : 100
+      spot_allocation_strategy                 = "price-capacity-optimized"
+    }
+
+    launch_template {
+      launch_template_specification {
+        launch_template_id = aws_launch_template.this.id
+        version            = aws_launch_template.this.latest_version
+      }
+
+      override {
+        instance_type = var.instance_type
+      }
+    }
+  }
+
+  dynamic "tag" {
+    for_each = module.config.asg_tags
+    content {
+      key                 = tag.key
+      value               = tag.value
+      propagate_at_launch = true
+    }
+  }
+
+  lifecycle {
+    # The cluster autoscaler owns the current size once the group exists.
+    ignore_changes = [desired_capacity]
+
+    precondition {
+      condition     = can(var.subnet_ids[0])
+      error_message = "No private subnet is in a zone that offers ${var.instance_type}."
+    }
+  }
+
+  depends_on = [aws_eks_access_entry.node, aws_iam_role_policy_attachment.node]
+}

@@ -1,0 +1,90 @@
+variable "name" {
+  description = "Name of the Auto Scaling group and prefix of the group's other resources."
+  type        = string
+}
+
+variable "node_group" {
+  description = "Name of the node group in the cluster spec."
+  type        = string
+}
+
+variable "kubernetes_cluster" {
+  description = "Name of the EKS cluster the nodes join."
+  type        = string
+}
+
+variable "kubernetes_version" {
+  description = "Kubernetes minor version for the AMI; null reads it from the EKS cluster."
+  type        = string
+  default     = null
+}
+
+variable "vpc_id" {
+  description = "VPC of the nodes."
+  type        = string
+}
+
+variable "subnet_ids" {
+  description = "Private subnets to launch into."
+  type        = list(string)
+}
+
+variable "instance_type" {
+  description = "EC2 instance type."
+  type        = string
+}
+
+variable "min_size" {
+  description = "Smallest group size."
+  type        = number
+}
+
+variable "max_size" {
+  description = "Largest group size."
+  type        = number
+}
+
+variable "desired_size" {
+  description = "Size at creation; the cluster autoscaler changes it afterwards."
+  type        = number
+}
+
+variable "capacity_type" {
+  description = "on-demand or spot."
+  type        = string
+}
+
+variable "gpu_type" {
+  description = "Value of the GPU node label."
+  type        = string
+}
+
+variable "gpu_label_key" {
+  description = "Key of the GPU node label."
+  type        = string
+  default     = "gpu-type"
+}
+
+variable "taints" {
+  description = "Taints the nodes register with."
+  type        = list(object({ key = string, value = string, effect = string }))
+  default     = []
+}
+
+variable "gpu_count" {
+  description = "GPUs per instance; null reads it from the instance type."
+  type        = number
+  default     = null
+}
+
+variable "ami_id" {
+  description = "AMI; null uses the EKS-optimized AL2023 NVIDIA AMI from the public SSM parameter."
+  type        = string
+  default     = null
+}
+
+variable "root_volume_gb" {
+  description = "Root volume size (GiB); GPU images and container layers are large."
+  type        = number
+  default     = 200
+}
