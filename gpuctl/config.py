@@ -11,7 +11,7 @@ SETTINGS = {
     # name: (environment variable, default)
     "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", "gpu-type"),
     "prometheus_url": ("GPUCTL_PROMETHEUS_URL", None),
-    "terraform_binary": ("GPUCTL_TERRAFORM", None),
+    "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
 }
 
 

