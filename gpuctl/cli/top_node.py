@@ -16,7 +16,10 @@ _STYLES = {topframe.IDLE: "blue", topframe.OK: "green", topframe.WARN: "yellow",
 def run(simulate: str | None, *, delay: float = 2.0, once: bool = False, output: str = "table",
         sort: str = "index") -> None:
     from gpuctl.adapters.nvml import Nvml
+    from gpuctl.errors import UsageError
 
+    if sort not in topframe.SORT_KEYS:
+        raise UsageError(f"unknown --sort key {sort!r}", hint="use one of: " + ", ".join(topframe.SORT_KEYS))
     with Nvml(simulate) as nvml:
         if output != "table":
             from gpuctl.cli.output import dump, echo
