@@ -1,4 +1,4 @@
-"""`gpuctl top` on this node: NVML samples (real or simulated) shown as rich tables."""
+"""`gpuctl top` on this node: NVML samples (real or simulated) shown as aligned rich text."""
 
 from __future__ import annotations
 
@@ -37,55 +37,63 @@ def run(simulate: str | None, *, delay: float = 2.0, once: bool = False, output:
 
 
 def render(sample, *, sort: str = "index", width: int = 80):
-    """The rich renderable of one frame; a terminal of 110+ columns also gets fan and clocks."""
-    from rich import box
-    from rich.console import Group
-    from rich.table import Table
+    """The rich renderable of one frame; a terminal of 110+ columns also gets fan and clocks.
+
+    Columns are aligned here and the frame is one styled Text: rich's Table layout costs
+    several times the NVML sampling per refresh."""
     from rich.text import Text
 
     wide = width >= 110
-    bar_width = 10 if wide else 6
-    frame = topframe.build_frame(sample, sort=sort, bar_width=bar_width, host=socket.gethostname(),
-                                 time_text=time.strftime("%Y-%m-%d %H:%M:%S"))
+    frame = topframe.build_frame(sample, sort=sort, bar_width=10 if wide else 6,
+                                 host=socket.gethostname(), time_text=time.strftime("%Y-%m-%d %H:%M:%S"))
 
-    def cell(c: topframe.Cell) -> Text:
-        return Text(c.text, style=_STYLES[c.level])
+    def cell(c: topframe.Cell):
+        return (c.text, _STYLES[c.level])
 
-    def bar_cell(b: topframe.Cell, c: topframe.Cell) -> Text:
-        return Text.assemble((b.text, _STYLES[b.level]), " ", (c.text, _STYLES[c.level]))
+    def bar(b: topframe.Cell, c: topframe.Cell):
+        return (f"{b.text} {c.text}", _STYLES[c.level]), len(b.text) + 1
 
-    def table(*columns, **kw) -> Table:
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1), **kw)
-        for name, justify in columns:
-            t.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis")
-        return t
-
-    columns = [("GPU", "right"), ("NAME", "left"), ("MIG", "left"), ("UTIL", "left"),
-               ("MEMORY", "left"), ("TEMP", "right"), ("POWER W", "right")]
-    if wide:
-        columns += [("FAN", "right"), ("CLOCK SM/MEM", "right")]
-    gpus = table(*columns, title=frame.header, title_justify="left", caption=frame.summary,
-                 caption_justify="left")
+    gpu_head = ["GPU", "NAME", "MIG", "UTIL", "MEMORY", "TEMP", "POWER W"] + (["FAN", "CLOCK SM/MEM"] if wide else [])
+    gpu_right = {0, 5, 6, 7, 8}
+    rows = []
     for r in frame.gpus:
-        row = [str(r.index), cell(r.name), cell(r.mig), bar_cell(r.util_bar, r.util),
-               bar_cell(r.memory_bar, r.memory), cell(r.temp), cell(r.power)]
-        if wide:
-            row += [cell(r.fan), cell(r.clocks)]
-        gpus.add_row(*row)
+        row = [(str(r.index), ""), cell(r.name), cell(r.mig), bar(r.util_bar, r.util)[0],
+               bar(r.memory_bar, r.memory)[0], cell(r.temp), cell(r.power)]
+        rows.append(row + ([cell(r.fan), cell(r.clocks)] if wide else []))
         for m in r.mig_rows:
-            row = ["", Text.assemble(("└ ", "dim"), (m.label, "cyan"), " ", (m.profile.text, "cyan")),
-                   Text(f"@{m.placement.text}", style=_STYLES[m.placement.level]),
-                   Text(f"{m.processes} proc" if m.processes else "idle",
-                        style="green" if m.processes else "blue"),
-                   bar_cell(m.memory_bar, m.memory), "", ""]
-            gpus.add_row(*row + ([""] * 2 if wide else []))
-    procs = table(("GPU", "right"), ("PID", "right"), ("USER", "left"), ("GPU MEM", "right"),
-                  ("PROCESS", "left"))
-    for p in frame.processes:
-        procs.add_row(p.gpu, str(p.pid), p.user, cell(p.memory), p.name)
-    if not frame.processes:
-        procs.add_row("", "", Text("no processes on any GPU", style="dim"), "", "")
-    return Group(gpus, Text(""), procs)
+            row = [("", ""), (f"└ {m.label} {m.profile.text}", "cyan"),
+                   (f"@{m.placement.text}", _STYLES[m.placement.level]),
+                   (f"{m.processes} proc" if m.processes else "idle", "green" if m.processes else "blue"),
+                   bar(m.memory_bar, m.memory)[0], ("", ""), ("", "")]
+            rows.append(row + ([("", ""), ("", "")] if wide else []))
+    text = Text(no_wrap=True, overflow="ellipsis", end="")
+    text.append(frame.header + "\n", style="bold")
+    _table(text, gpu_head, gpu_right, rows)
+    text.append(frame.summary + "\n\n", style="dim")
+    procs = [[(p.gpu, ""), (str(p.pid), ""), (p.user, ""), cell(p.memory), (p.name, "")]
+             for p in frame.processes]
+    if not procs:
+        procs = [[("", ""), ("", ""), ("no processes on any GPU", "dim"), ("", ""), ("", "")]]
+    _table(text, ["GPU", "PID", "USER", "GPU MEM", "PROCESS"], {0, 1, 3}, procs)
+    return text
+
+
+def _table(text, head: list[str], right: set[int], rows: list[list[tuple[str, str]]]) -> None:
+    """Append aligned columns (two spaces apart) under a bold header and a rule."""
+    widths = [max([len(h)] + [len(r[i][0]) for r in rows]) for i, h in enumerate(head)]
+
+    def line(cells):
+        for i, (value, style) in enumerate(cells):
+            pad = " " * (widths[i] - len(value))
+            if i:
+                text.append("  ")
+            text.append(pad + value if i in right else value + pad, style=style or None)
+        text.append("\n")
+
+    line([(h, "bold") for h in head])
+    text.append("─" * (sum(widths) + 2 * (len(widths) - 1)) + "\n", style="dim")
+    for r in rows:
+        line(r)
 
 
 def _live(console, nvml, delay: float, sort: str) -> None:

@@ -395,6 +395,13 @@ class SimulatedLibrary:
         _put(minor_ref, int(minor))
 
     @_nvml
+    def nvmlDeviceGetPcieThroughput(self, handle, counter, ref):
+        i = self._gpu(handle)
+        if _val(counter) not in (0, 1):
+            raise SimError(INVALID_ARGUMENT, "unknown PCIe counter")
+        _put(ref, self.node.utilization(i) * 1200)  # KB/s
+
+    @_nvml
     def nvmlDeviceGetDriverModel_v2(self, handle, current_ref, pending_ref):
         self._gpu(handle)
         raise SimError(NOT_SUPPORTED, "driver models are a Windows feature")
