@@ -1,7 +1,7 @@
 import pytest
 
 # Each stand-in lives in its own module under tests/standins/.
-pytest_plugins = ["tests.standins.kube"]
+pytest_plugins = ["tests.standins.kube", "tests.standins.nvml"]
 
 
 @pytest.fixture(autouse=True)

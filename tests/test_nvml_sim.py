@@ -366,3 +366,34 @@ def test_any_sequence_keeps_the_hardware_rules(tmp_path, ops):
         assert all(gi["start"] in p.starts for gi in gis if gi["profile_id"] == p.profile_id)
     # ... and what is saved is what a new session reads.
     assert Node("1xH100-80GB", node.path).gpu(0)["gpu_instances"] == gis
+
+
+@pytest.mark.parametrize("damage", [
+    lambda s: s.update(gpus=s["gpus"][:1]),
+    lambda s: s["gpus"][0].pop("mig_pending"),
+    lambda s: s["processes"].append({"pid": 1, "gpu": 7}),
+    lambda s: s["processes"].append({"pid": 1, "name": "x", "user": "u", "gpu": 9, "gi_id": None,
+                                     "ci_id": None, "used_memory_mib": 1}),
+])
+def test_a_damaged_state_file_is_one_clear_error(tmp_path, damage):
+    from gpuctl.errors import GpuctlError
+
+    path = str(tmp_path / "s.json")
+    state = Node("2xA30", path).state
+    damage(state)
+    with open(path, "w") as f:
+        json.dump(state, f)
+    with pytest.raises(GpuctlError, match=r"s\.json is damaged: ") as e:
+        Node("2xA30", path)
+    assert "delete the file" in e.value.hint
+
+
+def test_pci_identity_per_gpu(nvml):
+    n = nvml("2xH200,2xA30")
+    seen = set()
+    for i, h in enumerate(handles := [n.nvmlDeviceGetHandleByIndex(i) for i in range(4)]):
+        pci = n.nvmlDeviceGetPciInfo(h)
+        seen.add(pci.busId)
+        assert n.nvmlDeviceGetIndex(n.nvmlDeviceGetHandleByPciBusId(pci.busId)) == i
+        assert pci.pciDeviceId == (0x233510DE if i < 2 else 0x20B710DE)
+    assert len(seen) == len(handles)

@@ -270,18 +270,24 @@ class SimulatedLibrary:
         i = self._gpu(handle)
         return _put_string(buf, f"{1650923000000 + i:013d}")
 
+    @staticmethod
+    def _pci_location(i: int) -> tuple[int, int]:
+        """(domain, bus): 16 GPUs per PCI domain, buses 0x18, 0x26, ..."""
+        return i // 16, 0x18 + i % 16 * 0x0E
+
     def _bus_id(self, i: int) -> str:
-        return f"00000000:{0x18 + i * 0x10 & 0xFF:02X}:{(0x18 + i * 0x10) >> 8:02X}.0"
+        domain, bus = self._pci_location(i)
+        return f"{domain:08X}:{bus:02X}:00.0"
 
     @_nvml
     def nvmlDeviceGetPciInfo_v3(self, handle, ref):
         i = self._gpu(handle)
         info = _obj(ref)
-        bus = (0x18 + i * 0x10)
-        info.busIdLegacy = self._bus_id(i)[4:].encode()
+        domain, bus = self._pci_location(i)
+        info.busIdLegacy = f"{domain:04X}:{bus:02X}:00.0".encode()
         info.busId = self._bus_id(i).encode()
-        info.domain, info.bus, info.device = 0, bus & 0xFF, bus >> 8
-        info.pciDeviceId, info.pciSubSystemId = 0x233010DE, 0x16C110DE
+        info.domain, info.bus, info.device = domain, bus, 0
+        info.pciDeviceId, info.pciSubSystemId = self.node.pci_device_id(i), 0x16C110DE
 
     @_nvml
     def nvmlDeviceGetMemoryInfo(self, handle, ref):

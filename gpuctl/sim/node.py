@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -53,6 +54,16 @@ _BOARD = {
     "GB200": (1200, 130, 2062, 3996), "RTX-PRO-6000": (600, 40, 2430, 1750),
 }
 _IDLE_SM_CLOCK = 345
+
+
+@functools.lru_cache(maxsize=1)
+def _pci_device_ids() -> dict[str, int]:
+    """First PCI device id (device << 16 | vendor) of each model, from the geometry data."""
+    from importlib import resources
+
+    raw = json.loads(resources.files("gpuctl.data").joinpath("mig_geometry.json").read_text())
+    return {g["nvml_name"]: int(g["pci_device_ids_mig_parted"][0], 16)
+            for g in raw if g.get("pci_device_ids_mig_parted")}
 
 
 class SimError(Exception):
@@ -125,6 +136,27 @@ def sim_profiles(model: geometry.GpuModel) -> list[SimProfile]:
     return out
 
 
+def _state_problem(data: dict, gpu_count: int) -> str | None:
+    """What is wrong with a state file's shape (it may have been edited by hand), or None."""
+    gpus, procs = data.get("gpus"), data.get("processes")
+    if not isinstance(gpus, list) or len(gpus) != gpu_count:
+        return f"expected a list of {gpu_count} GPUs under 'gpus'"
+    if not isinstance(procs, list):
+        return "expected a list under 'processes'"
+    for i, g in enumerate(gpus):
+        if not isinstance(g, dict) or not {"uuid", "mig_current", "mig_pending", "gpu_instances"} <= g.keys():
+            return f"GPU {i} lacks uuid, mig_current, mig_pending or gpu_instances"
+        for gi in g["gpu_instances"]:
+            if not isinstance(gi, dict) or not {"id", "profile_id", "start", "size", "compute_instances"} <= gi.keys():
+                return f"a GPU instance of GPU {i} lacks id, profile_id, start, size or compute_instances"
+    for p in procs:
+        if not isinstance(p, dict) or not {"pid", "name", "user", "gpu", "gi_id", "ci_id", "used_memory_mib"} <= p.keys():
+            return "a process lacks pid, name, user, gpu, gi_id, ci_id or used_memory_mib"
+        if not isinstance(p["gpu"], int) or not 0 <= p["gpu"] < gpu_count:
+            return f"process {p['pid']} is on GPU {p['gpu']!r}, which the node does not have"
+    return None
+
+
 def _uuid(seed: int, index: int, *extra) -> str:
     h = hashlib.sha256(repr((seed, index) + extra).encode()).hexdigest()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
@@ -169,6 +201,10 @@ class Node:
             raise GpuctlError(
                 f"simulator state {self.path} holds node {data.get('spec')!r}, not {self.spec!r}",
                 hint="point GPUCTL_SIM_STATE at another file, or delete this one")
+        problem = _state_problem(data, len(self.models))
+        if problem:
+            raise GpuctlError(f"simulator state {self.path} is damaged: {problem}",
+                              hint="delete the file to start from a fresh simulated node")
         self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
         return data
 
@@ -317,6 +353,9 @@ class Node:
         value = 65 + 30 * math.sin(t / 17.0 + phase % 628 / 100) + 5 * math.sin(t / 3.0 + phase % 97)
         return max(0, min(100, int(value)))
 
+    def pci_device_id(self, index: int) -> int:
+        return _pci_device_ids().get(self.models[index].nvml_name, 0x10DE)
+
     def board(self, index: int) -> tuple[int, int, int, int]:
         return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))
 
@@ -325,7 +364,7 @@ class Node:
 
     def power_mw(self, index: int) -> int:
         limit, idle, _, _ = self.board(index)
-        return (idle * 1000 + (limit - idle) * 10 * self._gpu_load(index)) // 1 + index % 3 * 100
+        return idle * 1000 + (limit - idle) * 10 * self._gpu_load(index) + index % 3 * 100
 
     def sm_clock(self, index: int) -> int:
         return self.board(index)[2] if self._gpu_load(index) else _IDLE_SM_CLOCK
@@ -482,6 +521,8 @@ class Node:
                 raise SimError(INVALID_ARGUMENT, f"MIG is not enabled on GPU {gpu}")
             if used_memory_mib < 0:
                 raise SimError(INVALID_ARGUMENT, "used memory must not be negative")
+            if pid <= 0:
+                raise SimError(INVALID_ARGUMENT, f"bad pid {pid}")
             if gi_id is not None:
                 gi = self.gpu_instance(gpu, gi_id)
                 self.compute_instance(gpu, gi_id, ci_id)
