@@ -397,3 +397,22 @@ def test_pci_identity_per_gpu(nvml):
         assert n.nvmlDeviceGetIndex(n.nvmlDeviceGetHandleByPciBusId(pci.busId)) == i
         assert pci.pciDeviceId == (0x233510DE if i < 2 else 0x20B710DE)
     assert len(seen) == len(handles)
+
+
+def test_shell_helper_changes_the_node(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT, GPUCTL_SIMULATE="2xA30", GPUCTL_SIM_STATE=str(tmp_path / "n.json"))
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "gpuctl.sim", *args], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    assert run("add-process", "--gpu", "1", "--pid", "42", "--mib", "1000", "--name", "demo").returncode == 0
+    state = json.loads(run("show").stdout)
+    assert [(p["gpu"], p["pid"], p["name"], p["used_memory_mib"]) for p in state["processes"]] == [(1, 42, "demo", 1000)]
+    refused = run("reset", "--gpu", "1")
+    assert refused.returncode == 1 and "NVML code 19" in refused.stderr
+    too_big = run("add-process", "--gpu", "0", "--pid", "43", "--mib", "999999")
+    assert too_big.returncode == 1 and "out of memory" in too_big.stderr
+    assert run("remove-process", "--pid", "42").returncode == 0
+    assert run("remove-process", "--pid", "42").returncode == 1
+    assert run("reset", "--gpu", "1").returncode == 0

@@ -33,7 +33,7 @@ def test_once_prints_one_row_per_gpu(capsys):
     assert code == 0, err
     rows = [ln for ln in out.splitlines() if "H100 80GB HBM3" in ln]
     assert [int(r.split()[0]) for r in rows] == list(range(8))
-    assert "8 GPUs: 0 with processes, 8 idle" in out and "no processes on any GPU" in out
+    assert "8 GPUs: 0 busy, 8 idle" in out and "no processes on any GPU" in out
 
 
 def test_json_sample_matches_the_simulated_node(capsys):

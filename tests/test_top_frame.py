@@ -83,7 +83,7 @@ def test_mig_rows_and_process_rows():
     assert [(p.gpu, p.pid, p.user, p.memory.text, p.name) for p in frame.processes] == [
         ("0:1/0", 12, "N/A", "4,900 MiB", "big"), ("0:1/0", 11, "ann", "100 MiB", "small"),
         ("1", 13, "bob", "N/A", "N/A")]
-    assert frame.summary.startswith("2 GPUs: 2 with processes, 0 idle; 3 processes")
+    assert frame.summary.startswith("2 GPUs: 2 busy, 0 idle; 3 processes")
 
 
 def test_json_shape_has_the_documented_fields():

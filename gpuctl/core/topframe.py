@@ -188,8 +188,8 @@ def build_frame(sample: NodeSample, *, sort: str = "index", bar_width: int = 12,
     parts = [host, "simulated node" if sample.simulated else "",
              f"driver {sample.driver_version}" if sample.driver_version else "", time_text]
     header = "  ".join(p for p in parts if p)
-    summary = (f"{len(sample.gpus)} GPUs: {busy} with processes, {idle} idle; "
-               f"{len(procs)} processes.  * MIG mode change pending a GPU reset")
+    summary = (f"{len(sample.gpus)} GPUs: {busy} busy, {idle} idle; {len(procs)} processes.  "
+               "* MIG mode change pending a GPU reset")
     if not any(r.mig.level == WARN for r in rows):
         summary = summary.partition(".  *")[0]
     return Frame(header=header, gpus=rows, processes=procs, summary=summary)
