@@ -416,3 +416,19 @@ def test_shell_helper_changes_the_node(tmp_path):
     assert run("remove-process", "--pid", "42").returncode == 0
     assert run("remove-process", "--pid", "42").returncode == 1
     assert run("reset", "--gpu", "1").returncode == 0
+
+
+def test_a_short_buffer_is_insufficient_size_not_an_overflow(nvml):
+    n = nvml("1xA100-40GB")
+    h = enable_mig(n)
+    for start in (0, 1):
+        place(n, h, 19, start, 1)
+    array = (n.c_nvmlGpuInstance_t * 1)()
+    count = ctypes.c_uint(7)  # a count larger than the buffer
+    with pytest.raises(n.NVMLError_InsufficientSize):
+        n.nvmlDeviceGetGpuInstances(h, 19, array, ctypes.byref(count))
+    assert count.value == 2
+    placements = (n.c_nvmlGpuInstancePlacement_t * 3)()
+    count = ctypes.c_uint(7)
+    with pytest.raises(n.NVMLError_InsufficientSize):
+        n.nvmlDeviceGetGpuInstancePossiblePlacements(h, 19, placements, ctypes.byref(count))

@@ -33,6 +33,7 @@ _NO_ID = 0xFFFFFFFF
 _MIB = 1024 * 1024
 _GI_PROFILE_COUNT = 0x12  # NVML_GPU_INSTANCE_PROFILE_COUNT
 _CI_PROFILE_COUNT = 0x9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
+_MAX_INSTANCES = 8  # more GPU (or compute) instances than any GPU holds
 
 _REASONS = {
     1: "NVML is not initialized", 2: "invalid argument", 3: "not supported",
@@ -299,8 +300,10 @@ class Nvml:
             info = q(n.nvmlDeviceGetGpuInstanceProfileInfo, h, const, absent=(INVALID_ARGUMENT,))
             if info is None or info.instanceCount == 0:
                 continue
-            array = (n.c_nvmlGpuInstance_t * info.instanceCount)()
-            count = ctypes.c_uint(info.instanceCount)
+            # Room for more than instanceCount: on A30 NVML reports it too low (mig-parted).
+            size = max(info.instanceCount, _MAX_INSTANCES)
+            array = (n.c_nvmlGpuInstance_t * size)()
+            count = ctypes.c_uint(size)
             self._call(f"GPU {index}: list GPU instances", n.nvmlDeviceGetGpuInstances,
                        h, info.id, array, ctypes.byref(count))
             for gi in array[:count.value]:
@@ -318,8 +321,9 @@ class Nvml:
                      n.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, absent=(INVALID_ARGUMENT,))
             if info is None or info.instanceCount == 0:
                 continue
-            array = (n.c_nvmlComputeInstance_t * info.instanceCount)()
-            count = ctypes.c_uint(info.instanceCount)
+            size = max(info.instanceCount, _MAX_INSTANCES)
+            array = (n.c_nvmlComputeInstance_t * size)()
+            count = ctypes.c_uint(size)
             self._call("list compute instances", n.nvmlGpuInstanceGetComputeInstances,
                        gi, info.id, array, ctypes.byref(count))
             for ci in array[:count.value]:

@@ -70,6 +70,12 @@ def _put_string(buf, text: str) -> int:
     return SUCCESS
 
 
+def _capacity(array, count: int) -> int:
+    """How many items the caller's buffer holds: a ctypes array knows; else trust its count."""
+    array = _obj(array)
+    return len(array) if isinstance(array, ctypes.Array) else count
+
+
 def _nvml(fn):
     """Run a C function body; a refusal of the simulated hardware becomes its return code."""
     def c_function(self, *args):
@@ -423,7 +429,7 @@ class SimulatedLibrary:
         if not procs:
             raise SimError(NOT_FOUND, "no samples")
         count = _obj(count_ref)
-        if samples is None or count.value < len(procs):
+        if samples is None or _capacity(samples, count.value) < len(procs):
             count.value = len(procs)
             return INSUFFICIENT_SIZE
         util = self.node.utilization(i)
@@ -444,7 +450,7 @@ class SimulatedLibrary:
         else:
             procs = self.node.processes(key[1])
         count = _obj(count_ref)
-        if array is None or count.value < len(procs):
+        if array is None or _capacity(array, count.value) < len(procs):
             count.value = len(procs)
             return SUCCESS if not procs else INSUFFICIENT_SIZE
         for slot, p in zip(array, procs):
@@ -561,7 +567,7 @@ class SimulatedLibrary:
             count.value = len(sp.profile.starts)
             return SUCCESS
         array = _obj(placements)
-        if count.value < len(sp.profile.starts):
+        if _capacity(array, count.value) < len(sp.profile.starts):
             count.value = len(sp.profile.starts)
             return INSUFFICIENT_SIZE
         base = ctypes.addressof(array)
@@ -601,15 +607,19 @@ class SimulatedLibrary:
         self.node.profile_by_id(i, pid)
         gis = sorted((g for g in self.node.gpu(i)["gpu_instances"] if g["profile_id"] == pid),
                      key=lambda g: g["id"])
-        self._write_handles(array, count_ref, [("gi", i, g["id"]) for g in gis])
+        return self._write_handles(array, count_ref, [("gi", i, g["id"]) for g in gis])
 
-    def _write_handles(self, array, count_ref, keys: list[tuple]) -> None:
+    def _write_handles(self, array, count_ref, keys: list[tuple]):
         count = _obj(count_ref)
         if array is not None:
+            if _capacity(array, count.value) < len(keys):
+                count.value = len(keys)
+                return INSUFFICIENT_SIZE
             base = ctypes.addressof(_obj(array))
-            for n, key in enumerate(keys[:count.value] if count.value else keys):
+            for n, key in enumerate(keys):
                 _put_pointer(base + n * _PTR, self._handle(key))
         count.value = len(keys)
+        return SUCCESS
 
     @_nvml
     def nvmlDeviceGetGpuInstanceById(self, handle, gi_id, ref):
@@ -671,7 +681,7 @@ class SimulatedLibrary:
         i, gi = self._gi(gi_handle)
         cis = sorted((c for c in gi["compute_instances"] if c["profile_id"] == _val(profile)),
                      key=lambda c: c["id"])
-        self._write_handles(array, count_ref, [("ci", i, gi["id"], c["id"]) for c in cis])
+        return self._write_handles(array, count_ref, [("ci", i, gi["id"], c["id"]) for c in cis])
 
     @_nvml
     def nvmlGpuInstanceGetComputeInstanceById(self, gi_handle, ci_id, ref):
