@@ -139,3 +139,20 @@ def test_no_driver_is_one_clear_error():
 def test_session_must_be_open():
     with pytest.raises(GpuctlError, match="not open"):
         Nvml("1xA30").gpu_count()
+
+
+def test_without_root_layout_calls_are_refused_and_placements_read_na(mig_node, monkeypatch):
+    big, big_ci, small = mig_node
+    monkeypatch.setenv("GPUCTL_SIM_UNPRIVILEGED", "1")
+    with Nvml("2xH100-80GB") as nvml:
+        g0 = nvml.sample().gpus[0]
+        assert [(m.gi_id, m.profile, m.placement_start) for m in g0.mig_devices] == [
+            (big, "3g.40gb", None), (small, "1g.10gb", None)]
+        assert [p.pid for p in g0.processes] == [3001]
+        for call in (lambda: nvml.set_mig_mode(1, True), lambda: nvml.reset_gpu(1),
+                     lambda: nvml.gpu_instances(0), lambda: nvml.create_gpu_instance(0, 19, 1),
+                     lambda: nvml.destroy_gpu_instance(0, small)):
+            with pytest.raises(NvmlError) as e:
+                call()
+            assert e.value.code == 4 and "run as root" in e.value.hint
+        assert nvml.mig_mode(1) == (0, 0)

@@ -61,8 +61,6 @@ def open_node(spec: str | None = None, state_path: str | None = None):
 
 def load_pynvml(spec: str | None = None, state_path: str | None = None):
     """A pynvml module over the simulated node (see `open_node` for how it is chosen)."""
-    from gpuctl.sim.libnvml import SimulatedLibrary
-
     global _loaded
     _loaded += 1
     module = importlib.util.module_from_spec(_real_pynvml_spec())
@@ -73,13 +71,19 @@ def load_pynvml(spec: str | None = None, state_path: str | None = None):
         exec_pynvml_into(module)
     finally:
         del sys.modules[module.__name__]
-    attach(module, SimulatedLibrary(open_node(spec, state_path), without=_without()))
+    attach(module, library(open_node(spec, state_path)))
     return module
 
 
-def _without() -> tuple[str, ...]:
-    """GPUCTL_SIM_WITHOUT=nvmlA,nvmlB: NVML functions the simulated driver lacks (an old driver)."""
-    return tuple(n.strip() for n in os.environ.get("GPUCTL_SIM_WITHOUT", "").split(",") if n.strip())
+def library(node):
+    """The simulated C library over `node`, shaped by the environment:
+    GPUCTL_SIM_WITHOUT=nvmlA,nvmlB leaves functions out (an older driver);
+    GPUCTL_SIM_UNPRIVILEGED=1 refuses MIG layout calls with NO_PERMISSION (not root)."""
+    from gpuctl.sim.libnvml import SimulatedLibrary
+
+    without = tuple(n.strip() for n in os.environ.get("GPUCTL_SIM_WITHOUT", "").split(",") if n.strip())
+    unprivileged = os.environ.get("GPUCTL_SIM_UNPRIVILEGED", "") not in ("", "0")
+    return SimulatedLibrary(node, without=without, privileged=not unprivileged)
 
 
 def attach(module, library) -> None:

@@ -19,6 +19,8 @@ import sys
 from gpuctl.sim.node import (CI_PROFILE_SLICES, INVALID_ARGUMENT, MIB, NOT_FOUND,
                              NOT_SUPPORTED, SUCCESS, Node, SimError)
 
+NO_PERMISSION = 4
+
 INSUFFICIENT_SIZE = 7
 UNINITIALIZED = 1
 NO_VALUE = 0xFFFFFFFF  # NVML's "not available" for unsigned ids (no GPU/compute instance)
@@ -76,6 +78,16 @@ def _capacity(array, count: int) -> int:
     return len(array) if isinstance(array, ctypes.Array) else count
 
 
+def _privileged(fn):
+    """MIG layout calls: root only on a real driver (NO_PERMISSION otherwise)."""
+    def c_function(self, *args):
+        if not self.privileged:
+            raise SimError(NO_PERMISSION, "insufficient permissions")
+        return fn(self, *args)
+    c_function.__name__ = fn.__name__
+    return c_function
+
+
 def _nvml(fn):
     """Run a C function body; a refusal of the simulated hardware becomes its return code."""
     def c_function(self, *args):
@@ -121,8 +133,9 @@ class _EntryPoints:
 class SimulatedLibrary:
     """The C entry points of libnvidia-ml over a simulated Node."""
 
-    def __init__(self, node: Node, without: tuple[str, ...] = ()):
+    def __init__(self, node: Node, without: tuple[str, ...] = (), privileged: bool = True):
         self.node = node
+        self.privileged = privileged  # False: as a user who is not root
         self._initialized = False
         self._cells: dict[tuple, ctypes.Array] = {}  # handle key -> memory the handle points at
         self._keys: dict[int, tuple] = {}  # handle address -> key
@@ -486,6 +499,7 @@ class SimulatedLibrary:
         _put(pending_ref, gpu["mig_pending"])
 
     @_nvml
+    @_privileged
     def nvmlDeviceSetMigMode(self, handle, mode, status_ref):
         _put(status_ref, self.node.set_mig_mode(self._gpu(handle), _val(mode)))
 
@@ -559,6 +573,7 @@ class SimulatedLibrary:
         self._fill_gi_profile(i, self.node.profile_by_id(i, _val(profile_id)), _obj(ref), True)
 
     @_nvml
+    @_privileged
     def nvmlDeviceGetGpuInstancePossiblePlacements_v2(self, handle, profile_id, placements, count_ref):
         i = self._gpu(handle)
         sp = self.node.profile_by_id(i, _val(profile_id))
@@ -577,17 +592,20 @@ class SimulatedLibrary:
         count.value = len(sp.profile.starts)
 
     @_nvml
+    @_privileged
     def nvmlDeviceGetGpuInstanceRemainingCapacity(self, handle, profile_id, ref):
         i = self._gpu(handle)
         _put(ref, self.node.remaining_capacity(i, _val(profile_id)))
 
     @_nvml
+    @_privileged
     def nvmlDeviceCreateGpuInstance(self, handle, profile_id, ref):
         i = self._gpu(handle)
         gi = self.node.create_gpu_instance(i, _val(profile_id))
         self._out_handle(ref, ("gi", i, gi["id"]))
 
     @_nvml
+    @_privileged
     def nvmlDeviceCreateGpuInstanceWithPlacement(self, handle, profile_id, placement, ref):
         i = self._gpu(handle)
         pl = _obj(placement)
@@ -595,11 +613,13 @@ class SimulatedLibrary:
         self._out_handle(ref, ("gi", i, gi["id"]))
 
     @_nvml
+    @_privileged
     def nvmlGpuInstanceDestroy(self, gi_handle):
         i, gi = self._gi(gi_handle)
         self.node.destroy_gpu_instance(i, gi["id"])
 
     @_nvml
+    @_privileged
     def nvmlDeviceGetGpuInstances(self, handle, profile_id, array, count_ref):
         i = self._gpu(handle)
         self.node.require_mig(i)
@@ -622,6 +642,7 @@ class SimulatedLibrary:
         return SUCCESS
 
     @_nvml
+    @_privileged
     def nvmlDeviceGetGpuInstanceById(self, handle, gi_id, ref):
         i = self._gpu(handle)
         gi = self.node.gpu_instance(i, _val(gi_id))
@@ -671,12 +692,14 @@ class SimulatedLibrary:
         _put(ref, self.node.ci_remaining(i, gi, _val(profile)))
 
     @_nvml
+    @_privileged
     def nvmlGpuInstanceCreateComputeInstance(self, gi_handle, profile, ref):
         i, gi = self._gi(gi_handle)
         ci = self.node.create_compute_instance(i, gi["id"], _val(profile))
         self._out_handle(ref, ("ci", i, gi["id"], ci["id"]))
 
     @_nvml
+    @_privileged
     def nvmlGpuInstanceGetComputeInstances(self, gi_handle, profile, array, count_ref):
         i, gi = self._gi(gi_handle)
         cis = sorted((c for c in gi["compute_instances"] if c["profile_id"] == _val(profile)),
@@ -684,6 +707,7 @@ class SimulatedLibrary:
         return self._write_handles(array, count_ref, [("ci", i, gi["id"], c["id"]) for c in cis])
 
     @_nvml
+    @_privileged
     def nvmlGpuInstanceGetComputeInstanceById(self, gi_handle, ci_id, ref):
         i, gi = self._gi(gi_handle)
         ci = self.node.compute_instance(i, gi["id"], _val(ci_id))
@@ -700,10 +724,13 @@ class SimulatedLibrary:
         info.placement.start, info.placement.size = ci["start"], ci["size"]
 
     @_nvml
+    @_privileged
     def nvmlComputeInstanceDestroy(self, ci_handle):
         i, gi_id, ci = self._ci(ci_handle)
         self.node.destroy_compute_instance(i, gi_id, ci["id"])
 
     # ---- not part of NVML: what `nvidia-smi --gpu-reset` does ---------------------------------
     def reset_gpu(self, index: int) -> None:
+        if not self.privileged:
+            raise SimError(NO_PERMISSION, "insufficient permissions")
         self.node.reset(index)

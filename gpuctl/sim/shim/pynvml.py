@@ -17,9 +17,7 @@ import gpuctl.sim as _sim  # noqa: E402
 _sim.exec_pynvml_into(_sys.modules[__name__])
 
 if _os.environ.get("GPUCTL_SIMULATE") or _os.path.exists(_os.environ.get("GPUCTL_SIM_STATE", "")):
-    from gpuctl.sim.libnvml import SimulatedLibrary as _SimulatedLibrary
-
-    _sim.attach(_sys.modules[__name__], _SimulatedLibrary(_sim.open_node(), without=_sim._without()))
+    _sim.attach(_sys.modules[__name__], _sim.library(_sim.open_node()))
 else:
     def _LoadNvmlLibrary():  # noqa: F811 - no simulated node: behave as with no driver
         _nvmlCheckReturn(NVML_ERROR_LIBRARY_NOT_FOUND)  # noqa: F821
