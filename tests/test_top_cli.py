@@ -5,7 +5,6 @@ import os
 import pty
 import select
 import signal
-import subprocess
 import sys
 import time
 
