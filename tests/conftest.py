@@ -5,6 +5,7 @@ pytest_plugins = [
     "tests.standins.kube",
     "tests.standins.prometheus",
     "tests.standins.aws",
+    "tests.standins.nvml",
 ]
 
 
