@@ -1,0 +1,145 @@
+"""The Kubernetes adapter: one place that loads kubeconfig, calls the official client and
+turns its failures into gpuctl errors a person can act on.
+
+Objects cross this boundary as plain dicts (the API's JSON shape), never client models.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterator
+
+from gpuctl.errors import BackendError, GpuctlError
+
+DEFAULT_TIMEOUT = 15  # seconds per request
+
+
+class NotFound(BackendError):
+    pass
+
+
+class Conflict(BackendError):
+    pass
+
+
+class Kube:
+    """A connection to one cluster (a kubeconfig context)."""
+
+    def __init__(self, context: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+        from kubernetes import client, config
+
+        self.timeout = timeout
+        cfg = client.Configuration()
+        try:
+            contexts, active = config.list_kube_config_contexts()
+            if context:
+                active = next((c for c in contexts if c["name"] == context), None)
+                if active is None:
+                    raise GpuctlError(f"no context {context!r} in the kubeconfig",
+                                      hint="contexts: " + ", ".join(c["name"] for c in contexts))
+            config.load_kube_config(context=context, client_configuration=cfg)
+            self.namespace = active.get("context", {}).get("namespace") or "default"
+            self.context = active.get("name")
+        except (config.ConfigException, OSError) as e:
+            try:  # inside a pod: the service account
+                config.load_incluster_config(client_configuration=cfg)
+                with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+                    self.namespace = f.read().strip() or "default"
+                self.context = "in-cluster"
+            except (config.ConfigException, OSError):
+                raise GpuctlError(
+                    f"no usable Kubernetes configuration: {_first_line(e)}",
+                    hint="set KUBECONFIG or create ~/.kube/config (or pass --context)") from None
+        # Only connection setup is retried: a request that reached the server is never resent.
+        import urllib3
+
+        cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
+        self.host = cfg.host
+        self.api = client.ApiClient(cfg)
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> "Kube":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def call(self, fn: Callable, *args, what: str = "", **kwargs) -> Any:
+        """Call a client method with a timeout; return the response body as plain data."""
+        data = self.raw(fn, *args, what=what, **kwargs).data
+        return json.loads(data) if data else None
+
+    def raw(self, fn: Callable, *args, what: str = "", **kwargs):
+        """Call a client method; return the undecoded HTTP response (for streams)."""
+        kwargs.setdefault("_request_timeout", self.timeout)
+        kwargs["_preload_content"] = False
+        return self._guard(fn, args, kwargs, what)
+
+    def stream(self, fn: Callable, *args, what: str = "", **kwargs) -> Iterator[dict]:
+        """Watch events ({type, object}) as plain data until the server closes or timeout."""
+        from kubernetes import watch
+
+        w = watch.Watch()
+        kwargs.setdefault("_request_timeout", (self.timeout, kwargs.get("timeout_seconds", 60) + 5))
+        try:
+            for event in self._guard(lambda: w.stream(fn, *args, **kwargs), (), {}, what):
+                obj = event.get("raw_object") or self.api.sanitize_for_serialization(
+                    event["object"])
+                yield {"type": event["type"], "object": obj}
+        except GpuctlError:
+            raise
+        except Exception as e:  # errors raised while iterating the stream
+            raise self._map(e, what) from None
+        finally:
+            w.stop()
+
+    def _guard(self, fn, args, kwargs, what):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise self._map(e, what) from None
+
+    def _map(self, e: Exception, what: str) -> GpuctlError:
+        from kubernetes.client.exceptions import ApiException
+        import urllib3
+
+        subject = f"{what}: " if what else ""
+        if isinstance(e, ApiException):
+            reason = _api_message(e)
+            if e.status == 404:
+                return NotFound(f"{subject}not found ({reason})")
+            if e.status == 409:
+                return Conflict(f"{subject}already exists ({reason})")
+            if e.status in (401, 403):
+                return BackendError(f"{subject}not allowed by the cluster (HTTP {e.status}: {reason})",
+                                    hint="check your credentials and RBAC for this namespace")
+            if e.status == 422 or e.status == 400:
+                return BackendError(f"{subject}rejected by the API server: {reason}")
+            if e.status and e.status >= 500:
+                return BackendError(f"{subject}the API server failed (HTTP {e.status}: {reason})",
+                                    hint="retry later; check the control plane's health")
+            return BackendError(f"{subject}HTTP {e.status}: {reason}")
+        if isinstance(e, (urllib3.exceptions.HTTPError, OSError)):
+            if isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) or "timed out" in str(e):
+                return BackendError(f"{subject}the Kubernetes API at {self.host} timed out",
+                                    hint="check the network path to the cluster")
+            return BackendError(f"{subject}cannot reach the Kubernetes API at {self.host}",
+                                hint="is the cluster up and the kubeconfig context right?")
+        return BackendError(f"{subject}{type(e).__name__}: {_first_line(e)}")
+
+
+def _api_message(e) -> str:
+    try:
+        return json.loads(e.body).get("message") or e.reason
+    except (TypeError, ValueError, AttributeError):
+        return str(e.reason or "").strip() or "no detail"
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

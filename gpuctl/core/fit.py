@@ -1,0 +1,112 @@
+"""Will a job fit on the cluster? Pure: works on nodes and pods as the API returns them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DONE_PHASES = ("Succeeded", "Failed")
+_INT = re.compile(r"^\d+$")
+
+
+@dataclass(frozen=True)
+class NodeFit:
+    name: str
+    gpu_type: str | None
+    allocatable: int  # of the job's GPU resource
+    free: int
+    slots_now: int  # workers that fit now
+    slots_ever: int  # workers that fit on an empty node
+    reason: str
+
+
+@dataclass(frozen=True)
+class FitReport:
+    resource: str | None
+    per_worker: int
+    workers: int
+    nodes: tuple[NodeFit, ...]
+
+    @property
+    def can_ever_fit(self) -> bool:
+        return self.resource is None or sum(n.slots_ever for n in self.nodes) >= self.workers
+
+    @property
+    def fits_now(self) -> bool:
+        return self.resource is None or sum(n.slots_now for n in self.nodes) >= self.workers
+
+
+def count(quantity) -> int:
+    """Extended resources are whole numbers; anything else counts as none."""
+    text = str(quantity).strip()
+    return int(text) if _INT.match(text) else 0
+
+
+def requested(pod: dict, resource: str) -> int:
+    spec = pod.get("spec") or {}
+    total = 0
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        value = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
+        total += count(value) if value is not None else 0
+    # an init container holds its resources while it runs: the pod needs the max of both
+    init = max((count(((c.get("resources") or {}).get("limits") or {}).get(resource, 0))
+                for c in spec.get("initContainers") or []), default=0)
+    return max(total, init)
+
+
+def tolerates(taint: dict, tolerations: list[dict]) -> bool:
+    if taint.get("effect") == "PreferNoSchedule":
+        return True
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if t.get("operator", "Equal") == "Exists":
+            if not t.get("key") or t["key"] == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def check_fit(nodes: list[dict], pods: list[dict], resource: str | None, per_worker: int,
+              workers: int, gpu_types: tuple[str, ...], label_key: str,
+              tolerations: list[dict]) -> FitReport:
+    """Per GPU node: how many workers fit now and on an empty node, and why not."""
+    if resource is None:
+        return FitReport(None, 0, workers, ())
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in DONE_PHASES:
+            used[node] = used.get(node, 0) + requested(pod, resource)
+    out = []
+    for node in nodes:
+        meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+        alloc_all = (node.get("status") or {}).get("allocatable") or {}
+        if not any(k.startswith("nvidia.com/") for k in alloc_all):
+            continue  # not a GPU node
+        name = meta.get("name", "?")
+        gpu_type = (meta.get("labels") or {}).get(label_key)
+        alloc = count(alloc_all.get(resource, 0))
+        free = max(alloc - used.get(name, 0), 0)
+        reason = ""
+        untolerated = [t for t in spec.get("taints") or [] if not tolerates(t, tolerations)]
+        if gpu_types and gpu_type not in gpu_types:
+            reason = f"{label_key}={gpu_type or '(none)'}, job needs {' or '.join(gpu_types)}"
+        elif alloc == 0:
+            reason = f"no {resource}"
+        elif alloc < per_worker:
+            reason = f"{alloc} {resource}, a worker needs {per_worker}"
+        elif untolerated:
+            t = untolerated[0]
+            reason = f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')} not tolerated"
+        elif spec.get("unschedulable"):
+            reason = "cordoned"
+        if reason:
+            out.append(NodeFit(name, gpu_type, alloc, free, 0, 0, reason))
+            continue
+        now = free // per_worker
+        reason = f"{free} of {alloc} free" + ("" if now else f", a worker needs {per_worker}")
+        out.append(NodeFit(name, gpu_type, alloc, free, now, alloc // per_worker, reason))
+    return FitReport(resource, per_worker, workers, tuple(out))
