@@ -41,9 +41,9 @@ def _root(
 
 def _register() -> None:
     # Each module adds its commands; none imports a heavy library at module level.
-    from gpuctl.cli import jobs, top
+    from gpuctl.cli import jobs, mig, top
 
-    for module in (jobs, top):
+    for module in (jobs, top, mig):
         module.register(app)
 
 
