@@ -1,0 +1,395 @@
+"""NVML: the one module in gpuctl that calls the NVIDIA driver (through pynvml), or the
+simulated driver of gpuctl.sim when a simulated node is asked for.
+
+Every query goes through `_query`: "not supported" and "function not found" (an older
+driver) become None, never an exception. Anything else the driver refuses becomes an
+NvmlError carrying the NVML return code. A missing driver is one GpuctlError with a hint.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from gpuctl.core.gpusample import (ComputeInstance, GpuInstance, GpuSample, MigDevice,
+                                   NodeSample, Process)
+from gpuctl.errors import BackendError, GpuctlError
+
+__all__ = ["Nvml", "NvmlError", "GpuInstance", "ComputeInstance", "Process", "NodeSample"]
+
+# NVML return codes (nvml.h).
+INVALID_ARGUMENT = 2
+NOT_SUPPORTED = 3
+NO_PERMISSION = 4
+NOT_FOUND = 6
+LIBRARY_NOT_FOUND = 12
+FUNCTION_NOT_FOUND = 13
+RESET_REQUIRED = 16
+IN_USE = 19
+INSUFFICIENT_RESOURCES = 23
+
+_MISSING = (NOT_SUPPORTED, FUNCTION_NOT_FOUND)
+_NO_ID = 0xFFFFFFFF
+_MIB = 1024 * 1024
+_GI_PROFILE_COUNT = 0x12  # NVML_GPU_INSTANCE_PROFILE_COUNT
+_CI_PROFILE_COUNT = 0x9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
+
+_REASONS = {
+    1: "NVML is not initialized", 2: "invalid argument", 3: "not supported",
+    4: "insufficient permissions", 6: "not found", 9: "driver not loaded",
+    15: "the GPU is lost", 16: "the GPU requires a reset", 19: "in use by another client",
+    23: "insufficient resources", 999: "unknown error",
+}
+_HINTS = {
+    NO_PERMISSION: "run as root (MIG changes and resets need it)",
+    IN_USE: "stop the processes on that GPU or MIG device (see `gpuctl top`), then retry",
+    INSUFFICIENT_RESOURCES: "the requested placement overlaps or the profile's limit is reached; "
+                            "see the GPU's current MIG layout",
+    RESET_REQUIRED: "reset the GPU (nvidia-smi --gpu-reset -i N) or reboot the node",
+    NOT_SUPPORTED: "the GPU lacks this feature, or MIG is not enabled on it",
+    15: "the GPU fell off the bus: check `dmesg` for Xid errors; the node likely needs a reboot",
+}
+
+
+class NvmlError(BackendError):
+    """The driver refused an NVML call; `code` is the NVML return code."""
+
+    def __init__(self, code: int, what: str):
+        self.code = code
+        reason = _REASONS.get(code, f"NVML error {code}")
+        super().__init__(f"{what}: {reason} (NVML code {code})", hint=_HINTS.get(code))
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _proc_user(pid: int) -> str | None:
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _proc_name(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+class Nvml:
+    """A session with NVML (nvmlInit .. nvmlShutdown), as a context manager.
+
+    `simulate` (or env GPUCTL_SIMULATE) names a simulated node, e.g. "8xH100-80GB"; its
+    state lives in GPUCTL_SIM_STATE (default under ~/.cache/gpuctl/). Otherwise the real
+    driver is used through pynvml."""
+
+    def __init__(self, simulate: str | None = None):
+        self.simulate = simulate or os.environ.get("GPUCTL_SIMULATE") or None
+        self._n = None
+        self._sim = None
+
+    # ---- session -------------------------------------------------------------------------
+    def __enter__(self) -> Nvml:
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> None:
+        if self._n is not None:
+            return
+        if self.simulate:
+            import gpuctl.sim
+
+            n = gpuctl.sim.load_pynvml(self.simulate)
+            self._sim = gpuctl.sim.library_of(n)
+        else:
+            try:
+                import pynvml as n
+            except ImportError:
+                raise GpuctlError("the NVML Python binding (nvidia-ml-py) is not installed",
+                                  hint="pip install 'nvidia-ml-py>=12,<14'") from None
+        try:
+            n.nvmlInit()
+        except n.NVMLError as e:
+            if e.value == LIBRARY_NOT_FOUND:
+                raise GpuctlError(
+                    "no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",
+                    hint="run on a GPU node, or try a simulated one: --simulate 8xH100-80GB") from None
+            raise NvmlError(e.value, "cannot initialize NVML") from None
+        self._n = n
+
+    def close(self) -> None:
+        if self._n is not None:
+            try:
+                self._n.nvmlShutdown()
+            except self._n.NVMLError:
+                pass
+            self._n = None
+
+    @property
+    def simulated(self) -> bool:
+        return self._sim is not None
+
+    # ---- the two wrappers every call goes through -------------------------------------------
+    def _call(self, what: str, fn, *args, **kwargs):
+        if self._n is None:
+            raise GpuctlError("NVML session is not open (use `with Nvml(...) as nvml:`)")
+        try:
+            return fn(*args, **kwargs)
+        except self._n.NVMLError as e:
+            raise NvmlError(e.value, what) from None
+
+    def _query(self, fn, *args, absent: tuple[int, ...] = (), **kwargs):
+        """A reading: None where the driver does not support it (or has no such function)."""
+        try:
+            return fn(*args, **kwargs)
+        except self._n.NVMLError as e:
+            if e.value in _MISSING or e.value in absent:
+                return None
+            raise NvmlError(e.value, f"NVML {getattr(fn, '__name__', 'call')}") from None
+
+    def _handle(self, index: int):
+        n = self._n
+        return self._call(f"GPU {index}", n.nvmlDeviceGetHandleByIndex, index)
+
+    # ---- node sample, for top -------------------------------------------------------------------
+    def gpu_count(self) -> int:
+        return self._call("count GPUs", self._n.nvmlDeviceGetCount)
+
+    def sample(self) -> NodeSample:
+        n = self._n
+        count = self.gpu_count()
+        driver = _text(self._query(n.nvmlSystemGetDriverVersion))
+        return NodeSample(gpus=[self._sample_gpu(i) for i in range(count)],
+                          driver_version=driver, simulated=self.simulated)
+
+    def _memory_mib(self, handle) -> tuple[int | None, int | None]:
+        n, q = self._n, self._query
+        mem = None
+        if hasattr(n, "nvmlMemory_v2"):
+            mem = q(n.nvmlDeviceGetMemoryInfo, handle, version=n.nvmlMemory_v2)
+        if mem is None:
+            mem = q(n.nvmlDeviceGetMemoryInfo, handle)
+        if mem is None:
+            return None, None
+        return mem.used // _MIB, mem.total // _MIB
+
+    def _sample_gpu(self, index: int) -> GpuSample:
+        n, q = self._n, self._query
+        h = self._handle(index)
+        util = q(n.nvmlDeviceGetUtilizationRates, h)
+        used, total = self._memory_mib(h)
+        power = q(n.nvmlDeviceGetPowerUsage, h)
+        limit = q(n.nvmlDeviceGetEnforcedPowerLimit, h)
+        mig = q(n.nvmlDeviceGetMigMode, h) or [None, None]
+        mig_devices, processes = [], []
+        if mig[0] == 1:
+            for mh, dev in self._mig_devices(h):
+                mig_devices.append(dev)
+                processes.extend(self._processes(mh, dev.gi_id, dev.ci_id))
+        else:
+            processes = self._processes(h, None, None)
+        return GpuSample(
+            index=index, uuid=_text(q(n.nvmlDeviceGetUUID, h)), name=_text(q(n.nvmlDeviceGetName, h)),
+            utilization_gpu=util.gpu if util is not None else None,
+            utilization_memory=util.memory if util is not None else None,
+            memory_used_mib=used, memory_total_mib=total,
+            temperature_c=q(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU),
+            power_w=power / 1000 if power is not None else None,
+            power_limit_w=limit / 1000 if limit is not None else None,
+            fan_percent=q(n.nvmlDeviceGetFanSpeed, h),
+            clock_sm_mhz=q(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM),
+            clock_mem_mhz=q(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM),
+            mig_mode=mig[0], mig_mode_pending=mig[1],
+            mig_devices=mig_devices, processes=processes)
+
+    def _mig_devices(self, handle):
+        n, q = self._n, self._query
+        for i in range(q(n.nvmlDeviceGetMaxMigDeviceCount, handle) or 0):
+            mh = q(n.nvmlDeviceGetMigDeviceHandleByIndex, handle, i, absent=(NOT_FOUND,))
+            if mh is None:
+                continue
+            gi_id = q(n.nvmlDeviceGetGpuInstanceId, mh)
+            ci_id = q(n.nvmlDeviceGetComputeInstanceId, mh)
+            name = _text(q(n.nvmlDeviceGetName, mh)) or ""
+            used, total = self._memory_mib(mh)
+            start = size = None
+            gi = q(n.nvmlDeviceGetGpuInstanceById, handle, gi_id, absent=(NO_PERMISSION, NOT_FOUND))
+            if gi is not None:
+                info = q(n.nvmlGpuInstanceGetInfo, gi, absent=(NO_PERMISSION,))
+                if info is not None:
+                    start, size = info.placement.start, info.placement.size
+            yield mh, MigDevice(
+                gi_id=gi_id, ci_id=ci_id, uuid=_text(q(n.nvmlDeviceGetUUID, mh)),
+                profile=name.rpartition(" MIG ")[2] or None if " MIG " in name else None,
+                memory_used_mib=used, memory_total_mib=total,
+                placement_start=start, placement_size=size)
+
+    def _processes(self, handle, gi_id: int | None, ci_id: int | None) -> list[Process]:
+        n, q = self._n, self._query
+        seen: dict[int, Process] = {}
+        for fn in (n.nvmlDeviceGetComputeRunningProcesses, n.nvmlDeviceGetGraphicsRunningProcesses):
+            for p in q(fn, handle) or []:
+                if p.pid in seen:
+                    continue
+                gi = getattr(p, "gpuInstanceId", _NO_ID)
+                ci = getattr(p, "computeInstanceId", _NO_ID)
+                mem = p.usedGpuMemory
+                seen[p.pid] = Process(
+                    pid=p.pid, name=self._process_name(p.pid), user=self._process_user(p.pid),
+                    used_memory_mib=mem // _MIB if mem is not None else None,
+                    gi_id=gi_id if gi_id is not None else (None if gi in (None, _NO_ID) else gi),
+                    ci_id=ci_id if ci_id is not None else (None if ci in (None, _NO_ID) else ci))
+        return list(seen.values())
+
+    def _process_name(self, pid: int) -> str | None:
+        name = _text(self._query(self._n.nvmlSystemGetProcessName, pid, absent=(NOT_FOUND, NO_PERMISSION)))
+        return name or _proc_name(pid)
+
+    def _process_user(self, pid: int) -> str | None:
+        user = _proc_user(pid)
+        if user is None and self._sim is not None:
+            user = next((p["user"] for p in self._sim.node.state["processes"] if p["pid"] == pid), None)
+        return user
+
+    # ---- single readings (for mig and other commands) -----------------------------------------
+    def gpu_name(self, index: int) -> str:
+        return _text(self._call(f"GPU {index}: name", self._n.nvmlDeviceGetName, self._handle(index)))
+
+    def gpu_uuid(self, index: int) -> str:
+        return _text(self._call(f"GPU {index}: UUID", self._n.nvmlDeviceGetUUID, self._handle(index)))
+
+    def mig_mode(self, index: int) -> tuple[int | None, int | None]:
+        mode = self._query(self._n.nvmlDeviceGetMigMode, self._handle(index))
+        return (mode[0], mode[1]) if mode is not None else (None, None)
+
+    def processes(self, index: int) -> list[Process]:
+        h = self._handle(index)
+        if self.mig_mode(index)[0] == 1:
+            return [p for mh, dev in self._mig_devices(h) for p in self._processes(mh, dev.gi_id, dev.ci_id)]
+        return self._processes(h, None, None)
+
+    # ---- MIG layout ------------------------------------------------------------------------------
+    def gpu_instances(self, index: int) -> list[GpuInstance]:
+        """The GPU instances on a GPU (and their compute instances); [] when MIG is off."""
+        n, q = self._n, self._query
+        h = self._handle(index)
+        if self.mig_mode(index)[0] != 1:
+            return []
+        out = []
+        for const in range(_GI_PROFILE_COUNT):
+            info = q(n.nvmlDeviceGetGpuInstanceProfileInfo, h, const, absent=(INVALID_ARGUMENT,))
+            if info is None or info.instanceCount == 0:
+                continue
+            array = (n.c_nvmlGpuInstance_t * info.instanceCount)()
+            count = ctypes.c_uint(info.instanceCount)
+            self._call(f"GPU {index}: list GPU instances", n.nvmlDeviceGetGpuInstances,
+                       h, info.id, array, ctypes.byref(count))
+            for gi in array[:count.value]:
+                gi_info = self._call(f"GPU {index}: GPU instance info", n.nvmlGpuInstanceGetInfo, gi)
+                out.append(GpuInstance(
+                    gi_id=gi_info.id, profile_id=gi_info.profileId, start=gi_info.placement.start,
+                    size=gi_info.placement.size, compute_instances=self._compute_instances(gi)))
+        return sorted(out, key=lambda g: g.gi_id)
+
+    def _compute_instances(self, gi) -> list[ComputeInstance]:
+        n, q = self._n, self._query
+        out = []
+        for const in range(_CI_PROFILE_COUNT):
+            info = q(n.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, const,
+                     n.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, absent=(INVALID_ARGUMENT,))
+            if info is None or info.instanceCount == 0:
+                continue
+            array = (n.c_nvmlComputeInstance_t * info.instanceCount)()
+            count = ctypes.c_uint(info.instanceCount)
+            self._call("list compute instances", n.nvmlGpuInstanceGetComputeInstances,
+                       gi, info.id, array, ctypes.byref(count))
+            for ci in array[:count.value]:
+                ci_info = self._call("compute instance info", n.nvmlComputeInstanceGetInfo_v2, ci)
+                out.append(ComputeInstance(ci_id=ci_info.id, profile_id=ci_info.profileId))
+        return sorted(out, key=lambda c: c.ci_id)
+
+    def set_mig_mode(self, index: int, enabled: bool) -> None:
+        """Sets the pending MIG mode; it becomes current after a GPU reset (see mig_mode)."""
+        self._call(f"GPU {index}: set MIG mode {'on' if enabled else 'off'}",
+                   self._n.nvmlDeviceSetMigMode, self._handle(index), 1 if enabled else 0)
+
+    def reset_gpu(self, index: int) -> None:
+        """Resets the GPU, which applies a pending MIG mode (and clears its MIG instances).
+        NVML has no reset call: the real driver is reset by `nvidia-smi --gpu-reset`."""
+        what = f"GPU {index}: reset"
+        if self._sim is not None:
+            from gpuctl.sim.node import SimError
+
+            try:
+                self._sim.reset_gpu(index)
+            except SimError as e:
+                raise NvmlError(e.code, what) from None
+            return
+        import subprocess
+
+        try:
+            proc = subprocess.run(["nvidia-smi", "--gpu-reset", "-i", str(index)],
+                                  capture_output=True, text=True, timeout=120)
+        except FileNotFoundError:
+            raise GpuctlError(f"{what}: nvidia-smi not found", hint="install the NVIDIA driver utilities") from None
+        if proc.returncode != 0:
+            text = (proc.stdout + proc.stderr).strip()
+            code = IN_USE if "in use" in text.lower() else NO_PERMISSION if "permission" in text.lower() else 999
+            raise NvmlError(code, f"{what} ({text.splitlines()[-1] if text else 'nvidia-smi failed'})")
+
+    def create_gpu_instance(self, index: int, profile_id: int, start: int) -> int:
+        """Creates a GPU instance of profile *id* `profile_id` at memory slice `start`; returns its id."""
+        n = self._n
+        h = self._handle(index)
+        what = f"GPU {index}: create GPU instance (profile id {profile_id} at slice {start})"
+        size = self._placement_size(h, profile_id, what)
+        placement = n.c_nvmlGpuInstancePlacement_t(start, size)
+        gi = self._call(what, n.nvmlDeviceCreateGpuInstanceWithPlacement, h, profile_id, ctypes.byref(placement))
+        return self._call(what, n.nvmlGpuInstanceGetInfo, gi).id
+
+    def _placement_size(self, handle, profile_id: int, what: str) -> int:
+        n = self._n
+        count = ctypes.c_uint(0)
+        self._call(what, n.nvmlDeviceGetGpuInstancePossiblePlacements, handle, profile_id, None,
+                   ctypes.byref(count))
+        if count.value == 0:
+            raise NvmlError(NOT_SUPPORTED, what)
+        array = (n.c_nvmlGpuInstancePlacement_t * count.value)()
+        self._call(what, n.nvmlDeviceGetGpuInstancePossiblePlacements, handle, profile_id, array,
+                   ctypes.byref(count))
+        # Every placement of a profile has the same size; the driver judges the start.
+        return array[0].size
+
+    def _gpu_instance(self, index: int, gi_id: int, what: str):
+        return self._call(what, self._n.nvmlDeviceGetGpuInstanceById, self._handle(index), gi_id)
+
+    def create_compute_instance(self, index: int, gi_id: int, ci_profile_id: int) -> int:
+        what = f"GPU {index}: create compute instance (profile {ci_profile_id}) in GPU instance {gi_id}"
+        gi = self._gpu_instance(index, gi_id, what)
+        ci = self._call(what, self._n.nvmlGpuInstanceCreateComputeInstance, gi, ci_profile_id)
+        return self._call(what, self._n.nvmlComputeInstanceGetInfo_v2, ci).id
+
+    def destroy_compute_instance(self, index: int, gi_id: int, ci_id: int) -> None:
+        what = f"GPU {index}: destroy compute instance {ci_id} of GPU instance {gi_id}"
+        gi = self._gpu_instance(index, gi_id, what)
+        ci = self._call(what, self._n.nvmlGpuInstanceGetComputeInstanceById, gi, ci_id)
+        self._call(what, self._n.nvmlComputeInstanceDestroy, ci)
+
+    def destroy_gpu_instance(self, index: int, gi_id: int) -> None:
+        what = f"GPU {index}: destroy GPU instance {gi_id}"
+        gi = self._gpu_instance(index, gi_id, what)
+        self._call(what, self._n.nvmlGpuInstanceDestroy, gi)

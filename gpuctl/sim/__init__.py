@@ -1,0 +1,113 @@
+"""A simulated NVML: real MIG geometry, hardware-like refusals, state kept between commands.
+
+- ``load_pynvml(spec)`` returns a ``pynvml`` module (nvidia-ml-py's own code, freshly loaded)
+  whose C library is the simulated one (gpuctl.sim.libnvml) over a node such as
+  ``8xH100-80GB`` or ``2xH200,2xA30``.
+- ``SHIM_DIR`` put first on ``PYTHONPATH`` makes ``import pynvml`` in any program (nvitop,
+  gpustat) load that module; the node comes from ``GPUCTL_SIMULATE`` / ``GPUCTL_SIM_STATE``.
+- ``add_process`` / ``remove_process`` / ``reset_gpu`` change the simulated node, for tests
+  and demos (a real driver offers none of them).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_loaded = 0
+SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim")
+
+
+def _real_pynvml_spec():
+    """nvidia-ml-py's pynvml.py, skipping the shim directory should it be on sys.path."""
+    paths = [p for p in sys.path if os.path.abspath(p or ".") != SHIM_DIR]
+    spec = importlib.machinery.PathFinder.find_spec("pynvml", paths)
+    if spec is None:
+        from gpuctl.errors import GpuctlError
+
+        raise GpuctlError("the simulator needs nvidia-ml-py (module pynvml), which is not installed",
+                          hint="pip install 'nvidia-ml-py>=12,<14'")
+    return spec
+
+
+def exec_pynvml_into(module) -> None:
+    """Run nvidia-ml-py's code in `module`'s namespace (a fresh, independent copy)."""
+    spec = _real_pynvml_spec()
+    module.__file__ = spec.origin
+    exec(spec.loader.get_code("pynvml"), module.__dict__)
+
+
+def open_node(spec: str | None = None, state_path: str | None = None):
+    """The simulated node named by `spec` or GPUCTL_SIMULATE, state in `state_path`,
+    GPUCTL_SIM_STATE or the default file under ~/.cache/gpuctl/."""
+    from gpuctl.sim.node import Node
+
+    spec = spec or os.environ.get("GPUCTL_SIMULATE")
+    state_path = state_path or os.environ.get("GPUCTL_SIM_STATE") or None
+    if not spec and state_path and os.path.exists(state_path):
+        import json
+
+        with open(state_path, encoding="utf-8") as f:
+            spec = json.load(f).get("spec")
+    if not spec:
+        from gpuctl.errors import UsageError
+
+        raise UsageError("no simulated node given", hint="set GPUCTL_SIMULATE, e.g. 8xH100-80GB")
+    seed = int(os.environ.get("GPUCTL_SIM_SEED", "0") or 0)
+    return Node(spec, state_path, seed=seed)
+
+
+def load_pynvml(spec: str | None = None, state_path: str | None = None):
+    """A pynvml module over the simulated node (see `open_node` for how it is chosen)."""
+    from gpuctl.sim.libnvml import SimulatedLibrary
+
+    global _loaded
+    _loaded += 1
+    module = importlib.util.module_from_spec(_real_pynvml_spec())
+    # pynvml looks itself up in sys.modules while it runs: register it under a name of its own.
+    module.__name__ = f"gpuctl.sim._pynvml{_loaded}"
+    sys.modules[module.__name__] = module
+    try:
+        exec_pynvml_into(module)
+    finally:
+        del sys.modules[module.__name__]
+    attach(module, SimulatedLibrary(open_node(spec, state_path)))
+    return module
+
+
+def attach(module, library) -> None:
+    """Make `library` the C library of a pynvml module (what its nvmlInit would load)."""
+    module.nvmlLib = library
+
+
+def library_of(pynvml_module):
+    """The SimulatedLibrary behind a module from load_pynvml (None for the real driver)."""
+    from gpuctl.sim.libnvml import SimulatedLibrary
+
+    lib = getattr(pynvml_module, "nvmlLib", None)
+    return lib if isinstance(lib, SimulatedLibrary) else None
+
+
+def add_process(gpu: int, pid: int, used_memory_mib: int, *, name: str = "python",
+                user: str = "root", gi_id: int | None = None, ci_id: int | None = None,
+                spec: str | None = None, state_path: str | None = None) -> dict:
+    """Put a process on GPU `gpu` (or on its MIG device gi_id/ci_id) of the simulated node.
+
+    Raises gpuctl.sim.node.SimError (with an NVML code) when the hardware could not hold it:
+    not enough memory, MIG device missing, MIG on but no MIG device given, and so on."""
+    return open_node(spec, state_path).add_process(gpu, pid, used_memory_mib, name=name, user=user,
+                                              gi_id=gi_id, ci_id=ci_id)
+
+
+def remove_process(pid: int, gpu: int | None = None, *, spec: str | None = None,
+                   state_path: str | None = None) -> int:
+    """Take process `pid` off GPU `gpu` (or off every GPU); returns how many were removed."""
+    return open_node(spec, state_path).remove_process(pid, gpu)
+
+
+def reset_gpu(index: int, *, spec: str | None = None, state_path: str | None = None) -> None:
+    """A simulated `nvidia-smi --gpu-reset`: applies a pending MIG mode, clears MIG instances;
+    SimError(IN_USE) while processes run on the GPU."""
+    open_node(spec, state_path).reset(index)

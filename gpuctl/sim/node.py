@@ -1,0 +1,506 @@
+"""The simulated node: GPUs of real models (from gpuctl.core.geometry), their MIG state and
+processes, kept in a JSON state file so that separate commands see the same node.
+
+Every operation that the hardware can refuse raises SimError with the NVML return code the
+driver gives in that case; the simulated library (gpuctl.sim.libnvml) passes the code on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+
+from gpuctl.core import geometry
+from gpuctl.errors import GpuctlError, UsageError
+
+# NVML return codes used here (values from nvml.h; identical in pynvml).
+SUCCESS = 0
+INVALID_ARGUMENT = 2
+NOT_SUPPORTED = 3
+NOT_FOUND = 6
+RESET_REQUIRED = 16
+IN_USE = 19
+INSUFFICIENT_RESOURCES = 23
+
+STATE_VERSION = 1
+MAX_GPUS = 1024
+MIB = 1024 * 1024
+
+# GPU-instance profile ids are the same on every 8-slice data-center GPU; the geometry table
+# leaves a few unconfirmed (None), and the simulator needs some id to hand out.
+_STANDARD_PROFILE_IDS = {0x0: 19, 0x7: 20, 0x9: 15, 0x1: 14, 0x2: 9, 0x3: 5, 0x4: 0}
+
+# Compute-instance profile constant -> compute slices (nvml.h NVML_COMPUTE_INSTANCE_PROFILE_*).
+CI_PROFILE_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1}
+_CI_PROFILE_REV1 = 7
+_GI_PROFILE_1_SLICE_REV2 = 0x9
+
+# Board figures the geometry table does not hold: power limit (W), idle power (W),
+# max SM clock, memory clock (MHz). Public spec-sheet values.
+_BOARD = {
+    "A100-40GB": (400, 55, 1410, 1215), "A100-80GB": (400, 60, 1410, 1593),
+    "A30": (165, 30, 1440, 1215), "H100-80GB": (700, 70, 1980, 2619),
+    "H100-NVL": (400, 60, 1785, 2619), "GH200-480GB": (900, 90, 1980, 2619),
+    "H200": (700, 75, 1980, 3201), "H200-NVL": (600, 70, 1785, 3201),
+    "GH200-144GB": (900, 90, 1980, 3201), "B200": (1000, 120, 1965, 3996),
+    "GB200": (1200, 130, 2062, 3996), "RTX-PRO-6000": (600, 40, 2430, 1750),
+}
+_IDLE_SM_CLOCK = 345
+
+
+class SimError(Exception):
+    """The simulated hardware refused: `code` is the NVML return code."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class SimProfile:
+    """A GPU-instance profile as the simulated driver reports it."""
+
+    profile: geometry.Profile
+    profile_id: int
+    memory_mib: int
+
+
+def parse_spec(spec: str) -> list[geometry.GpuModel]:
+    """`8xH100-80GB`, `2xH200,2xA30`, `A30` -> one model per GPU, in index order."""
+    gpus: list[geometry.GpuModel] = []
+    parts = [p.strip() for p in (spec or "").split(",")]
+    if not spec or not spec.strip() or any(not p for p in parts):
+        raise UsageError(f"bad simulated node spec {spec!r}",
+                         hint="use COUNTxMODEL[,COUNTxMODEL...], e.g. 8xH100-80GB or 2xH200,2xA30")
+    for part in parts:
+        m = re.fullmatch(r"(?:(\d+)\s*[xX*]\s*)?(.+)", part)
+        count = int(m.group(1)) if m.group(1) else 1
+        try:
+            model = geometry.find_model(m.group(2).strip())
+        except GpuctlError as e:
+            raise UsageError(f"bad simulated node spec {spec!r}: {e.message}", hint=e.hint) from None
+        if count < 1:
+            raise UsageError(f"bad simulated node spec {spec!r}: GPU count must be at least 1")
+        gpus.extend([model] * count)
+        if len(gpus) > MAX_GPUS:
+            raise UsageError(f"bad simulated node spec {spec!r}: more than {MAX_GPUS} GPUs")
+    return gpus
+
+
+def canonical_spec(spec: str) -> str:
+    """One spelling per node: runs of the same model joined, short model names."""
+    runs: list[list] = []
+    for model in parse_spec(spec):
+        if runs and runs[-1][1] == model.short_name:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, model.short_name])
+    return ",".join(f"{n}x{name}" for n, name in runs)
+
+
+def default_state_path(spec: str) -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gpuctl", f"sim-{canonical_spec(spec).replace(',', '_')}.json")
+
+
+def sim_profiles(model: geometry.GpuModel) -> list[SimProfile]:
+    out = []
+    for p in model.profiles:
+        pid = p.profile_id
+        if pid is None and model.memory_slices == 8:
+            pid = _STANDARD_PROFILE_IDS.get(p.index)
+        if pid is None:
+            continue
+        mem = p.memory_mib
+        if mem is None:  # unconfirmed: the profile's share of the memory slices, 64 MiB aligned
+            mem = model.memory_total_mib * p.memory_slices // model.memory_slices // 64 * 64
+        out.append(SimProfile(p, pid, mem))
+    return out
+
+
+def _uuid(seed: int, index: int, *extra) -> str:
+    h = hashlib.sha256(repr((seed, index) + extra).encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+class Node:
+    """A simulated node. Mutating methods check like the driver, then save the state file."""
+
+    def __init__(self, spec: str, state_path: str | None = None, seed: int = 0):
+        self.spec = canonical_spec(spec)
+        self.models = parse_spec(self.spec)
+        self.path = state_path or default_state_path(self.spec)
+        self._mtime: int | None = None
+        self._profiles = {m.short_name: sim_profiles(m) for m in set(self.models)}
+        self.state: dict = {}
+        self._load_or_create(seed)
+
+    # ---- persistence -------------------------------------------------------------------
+    def _fresh_state(self, seed: int) -> dict:
+        return {
+            "version": STATE_VERSION, "spec": self.spec, "seed": seed,
+            "gpus": [{"uuid": "GPU-" + _uuid(seed, i), "model": m.short_name,
+                      "mig_current": 0, "mig_pending": 0, "gpu_instances": []}
+                     for i, m in enumerate(self.models)],
+            "processes": [],
+        }
+
+    def _read(self) -> dict | None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                st = os.fstat(f.fileno())
+                data = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise GpuctlError(f"cannot read simulator state {self.path}: {e}",
+                              hint="delete the file to start from a fresh simulated node") from None
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise GpuctlError(f"simulator state {self.path} is not a version-{STATE_VERSION} state",
+                              hint="delete the file to start from a fresh simulated node")
+        if data.get("spec") != self.spec:
+            raise GpuctlError(
+                f"simulator state {self.path} holds node {data.get('spec')!r}, not {self.spec!r}",
+                hint="point GPUCTL_SIM_STATE at another file, or delete this one")
+        self._mtime = st.st_mtime_ns
+        return data
+
+    def _load_or_create(self, seed: int) -> None:
+        data = self._read()
+        if data is None:
+            with self._locked():
+                data = self._read()
+                if data is None:
+                    self.state = self._fresh_state(seed)
+                    self._write()
+                    return
+        self.state = data
+
+    def refresh(self) -> None:
+        """Pick up changes another command saved since we last looked."""
+        try:
+            mtime = os.stat(self.path).st_mtime_ns
+        except FileNotFoundError:
+            return
+        if mtime != self._mtime:
+            data = self._read()
+            if data is not None:
+                self.state = data
+
+    @contextlib.contextmanager
+    def _locked(self):
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        with open(self.path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _write(self) -> None:
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.state, f, indent=1)
+        os.replace(tmp, self.path)
+        self._mtime = os.stat(self.path).st_mtime_ns
+
+    @contextlib.contextmanager
+    def change(self):
+        """Read-modify-write under a file lock, so two commands cannot lose each other's work."""
+        with self._locked():
+            data = self._read()
+            if data is not None:
+                self.state = data
+            yield self.state
+            self._write()
+
+    # ---- queries -----------------------------------------------------------------------
+    @property
+    def gpus(self) -> list[dict]:
+        return self.state["gpus"]
+
+    def gpu(self, index: int) -> dict:
+        if not 0 <= index < len(self.gpus):
+            raise SimError(INVALID_ARGUMENT, f"no GPU {index}")
+        return self.gpus[index]
+
+    def model(self, index: int) -> geometry.GpuModel:
+        return self.models[index]
+
+    def profiles(self, index: int) -> list[SimProfile]:
+        return self._profiles[self.models[index].short_name]
+
+    def profile_by_index(self, index: int, constant: int) -> SimProfile:
+        if not 0 <= constant < 0x12:
+            raise SimError(INVALID_ARGUMENT, f"profile index {constant} out of range")
+        for p in self.profiles(index):
+            if p.profile.index == constant:
+                return p
+        raise SimError(NOT_SUPPORTED, f"profile index {constant} not supported on GPU {index}")
+
+    def profile_by_id(self, index: int, profile_id: int) -> SimProfile:
+        for p in self.profiles(index):
+            if p.profile_id == profile_id:
+                return p
+        raise SimError(NOT_SUPPORTED, f"profile id {profile_id} not supported on GPU {index}")
+
+    def mig_enabled(self, index: int) -> bool:
+        return self.gpu(index)["mig_current"] == 1
+
+    def require_mig(self, index: int) -> dict:
+        gpu = self.gpu(index)
+        if not self.models[index].profiles:
+            raise SimError(NOT_SUPPORTED, f"GPU {index} has no MIG")
+        if gpu["mig_current"] != 1:
+            raise SimError(NOT_SUPPORTED, f"MIG is not enabled on GPU {index}")
+        return gpu
+
+    def gpu_instance(self, index: int, gi_id: int) -> dict:
+        for gi in self.require_mig(index)["gpu_instances"]:
+            if gi["id"] == gi_id:
+                return gi
+        raise SimError(NOT_FOUND, f"no GPU instance {gi_id} on GPU {index}")
+
+    def compute_instance(self, index: int, gi_id: int, ci_id: int) -> dict:
+        for ci in self.gpu_instance(index, gi_id)["compute_instances"]:
+            if ci["id"] == ci_id:
+                return ci
+        raise SimError(NOT_FOUND, f"no compute instance {ci_id} in GPU instance {gi_id}")
+
+    def mig_devices(self, index: int) -> list[tuple[dict, dict]]:
+        """(GI, CI) pairs in the order NVML enumerates MIG device handles."""
+        gpu = self.gpu(index)
+        if gpu["mig_current"] != 1:
+            return []
+        return [(gi, ci) for gi in sorted(gpu["gpu_instances"], key=lambda g: g["id"])
+                for ci in sorted(gi["compute_instances"], key=lambda c: c["id"])]
+
+    def processes(self, index: int, gi_id: int | None = None, ci_id: int | None = None) -> list[dict]:
+        out = []
+        for p in self.state["processes"]:
+            if p["gpu"] != index:
+                continue
+            if gi_id is not None and p["gi_id"] != gi_id:
+                continue
+            if ci_id is not None and p["ci_id"] != ci_id:
+                continue
+            out.append(p)
+        return out
+
+    def memory_used_mib(self, index: int, gi_id: int | None = None, ci_id: int | None = None) -> int:
+        return sum(p["used_memory_mib"] for p in self.processes(index, gi_id, ci_id))
+
+    def gi_memory_mib(self, index: int, gi: dict) -> int:
+        return self.profile_by_id(index, gi["profile_id"]).memory_mib
+
+    # ---- time-varying readings -----------------------------------------------------------
+    def now(self) -> float:
+        fixed = os.environ.get("GPUCTL_SIM_CLOCK")
+        return float(fixed) if fixed else time.time()
+
+    def utilization(self, index: int, gi_id: int | None = None) -> int:
+        """Busy GPUs (with processes) move between ~30 and 100 %; idle ones read 0."""
+        if not self.processes(index, gi_id):
+            return 0
+        seed = self.state["seed"]
+        phase = int.from_bytes(hashlib.sha256(f"{seed}:{index}:{gi_id}".encode()).digest()[:4], "big")
+        t = self.now()
+        value = 65 + 30 * math.sin(t / 17.0 + phase % 628 / 100) + 5 * math.sin(t / 3.0 + phase % 97)
+        return max(0, min(100, int(value)))
+
+    def board(self, index: int) -> tuple[int, int, int, int]:
+        return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))
+
+    def temperature(self, index: int) -> int:
+        return 30 + index * 7 % 5 + self._gpu_load(index) * 45 // 100
+
+    def power_mw(self, index: int) -> int:
+        limit, idle, _, _ = self.board(index)
+        return (idle * 1000 + (limit - idle) * 10 * self._gpu_load(index)) // 1 + index % 3 * 100
+
+    def sm_clock(self, index: int) -> int:
+        return self.board(index)[2] if self._gpu_load(index) else _IDLE_SM_CLOCK
+
+    def _gpu_load(self, index: int) -> int:
+        """What the board feels: the whole GPU, or the busiest MIG device on it."""
+        if not self.mig_enabled(index):
+            return self.utilization(index)
+        return max([self.utilization(index, gi["id"]) for gi in self.gpu(index)["gpu_instances"]],
+                   default=0)
+
+    # ---- MIG changes -------------------------------------------------------------------
+    def set_mig_mode(self, index: int, mode: int) -> int:
+        """Sets the pending mode; returns the activation status (applied only by a reset)."""
+        if not self.models[index].profiles:
+            raise SimError(NOT_SUPPORTED, f"GPU {index} has no MIG")
+        if mode not in (0, 1):
+            raise SimError(INVALID_ARGUMENT, f"bad MIG mode {mode}")
+        with self.change():
+            gpu = self.gpu(index)
+            gpu["mig_pending"] = mode
+            if gpu["mig_current"] == mode:
+                return SUCCESS
+            return IN_USE if self.processes(index) else RESET_REQUIRED
+
+    def reset(self, index: int) -> None:
+        """A GPU reset: refused while processes run; applies the pending MIG mode; like on
+        the hardware, GPU and compute instances do not survive it."""
+        with self.change():
+            gpu = self.gpu(index)
+            if self.processes(index):
+                raise SimError(IN_USE, f"GPU {index} has running processes")
+            gpu["mig_current"] = gpu["mig_pending"]
+            gpu["gpu_instances"] = []
+
+    def _free_start(self, index: int, sp: SimProfile, start: int | None) -> int:
+        gpu = self.gpu(index)
+        model = self.models[index]
+        gis = gpu["gpu_instances"]
+        if start is not None and start not in sp.profile.starts:
+            raise SimError(INVALID_ARGUMENT,
+                           f"start {start} is not a placement of {sp.profile.name} "
+                           f"(valid: {list(sp.profile.starts)})")
+        same = sum(1 for gi in gis if gi["profile_id"] == sp.profile_id)
+        if same >= sp.profile.max_instances:
+            raise SimError(INSUFFICIENT_RESOURCES,
+                           f"at most {sp.profile.max_instances} {sp.profile.name} instances")
+        if len(gis) >= model.max_gpu_instances:
+            raise SimError(INSUFFICIENT_RESOURCES, f"at most {model.max_gpu_instances} GPU instances")
+        used_compute = sum(self.profile_by_id(index, gi["profile_id"]).profile.slices for gi in gis)
+        if used_compute + sp.profile.slices > model.compute_slices:
+            raise SimError(INSUFFICIENT_RESOURCES, "not enough compute slices left")
+        occupied = {s for gi in gis for s in range(gi["start"], gi["start"] + gi["size"])}
+        candidates = [start] if start is not None else sorted(sp.profile.starts, reverse=True)
+        for s in candidates:
+            if not occupied & set(range(s, s + sp.profile.size)):
+                return s
+        raise SimError(INSUFFICIENT_RESOURCES, f"memory slices for {sp.profile.name} are occupied")
+
+    def create_gpu_instance(self, index: int, profile_id: int, start: int | None = None,
+                            size: int | None = None) -> dict:
+        """WithPlacement when start is given, else the driver picks a placement."""
+        with self.change():
+            gpu = self.require_mig(index)
+            sp = self.profile_by_id(index, profile_id)
+            if size is not None and size != sp.profile.size:
+                raise SimError(INVALID_ARGUMENT,
+                               f"placement size {size} is not {sp.profile.name}'s {sp.profile.size}")
+            s = self._free_start(index, sp, start)
+            used_ids = {gi["id"] for gi in gpu["gpu_instances"]}
+            gi = {"id": min(i for i in range(1, len(used_ids) + 2) if i not in used_ids),
+                  "profile_id": profile_id, "start": s, "size": sp.profile.size,
+                  "compute_instances": []}
+            gpu["gpu_instances"].append(gi)
+            return gi
+
+    def remaining_capacity(self, index: int, profile_id: int) -> int:
+        self.require_mig(index)
+        sp = self.profile_by_id(index, profile_id)
+        saved = json.loads(json.dumps(self.gpu(index)["gpu_instances"]))
+        count = 0
+        try:
+            while True:
+                s = self._free_start(index, sp, None)
+                self.gpu(index)["gpu_instances"].append(
+                    {"id": -1 - count, "profile_id": profile_id, "start": s,
+                     "size": sp.profile.size, "compute_instances": []})
+                count += 1
+        except SimError:
+            return count
+        finally:
+            self.gpu(index)["gpu_instances"] = saved
+
+    def destroy_gpu_instance(self, index: int, gi_id: int) -> None:
+        with self.change():
+            gi = self.gpu_instance(index, gi_id)
+            if self.processes(index, gi_id):
+                raise SimError(IN_USE, f"GPU instance {gi_id} has running processes")
+            if gi["compute_instances"]:
+                raise SimError(IN_USE, f"GPU instance {gi_id} still has compute instances")
+            self.gpu(index)["gpu_instances"].remove(gi)
+
+    def ci_profile_supported(self, index: int, gi: dict, ci_profile: int) -> bool:
+        sp = self.profile_by_id(index, gi["profile_id"])
+        g = sp.profile.slices
+        c = CI_PROFILE_SLICES.get(ci_profile)
+        if c is None or c > g or c in (6, 8) and c != g:
+            return False
+        if ci_profile == _CI_PROFILE_REV1:
+            return sp.profile.index == _GI_PROFILE_1_SLICE_REV2
+        return True
+
+    def ci_instance_count(self, index: int, gi: dict, ci_profile: int) -> int:
+        g = self.profile_by_id(index, gi["profile_id"]).profile.slices
+        return g // CI_PROFILE_SLICES[ci_profile]
+
+    def ci_remaining(self, index: int, gi: dict, ci_profile: int) -> int:
+        g = self.profile_by_id(index, gi["profile_id"]).profile.slices
+        used = sum(CI_PROFILE_SLICES[c["profile_id"]] for c in gi["compute_instances"])
+        return (g - used) // CI_PROFILE_SLICES[ci_profile]
+
+    def create_compute_instance(self, index: int, gi_id: int, ci_profile: int) -> dict:
+        with self.change():
+            gi = self.gpu_instance(index, gi_id)
+            if not self.ci_profile_supported(index, gi, ci_profile):
+                raise SimError(NOT_SUPPORTED,
+                               f"compute-instance profile {ci_profile} not supported in GPU instance {gi_id}")
+            if self.ci_remaining(index, gi, ci_profile) < 1:
+                raise SimError(INSUFFICIENT_RESOURCES, f"GPU instance {gi_id} has no compute slices left")
+            start = sum(CI_PROFILE_SLICES[c["profile_id"]] for c in gi["compute_instances"])
+            used_ids = {c["id"] for c in gi["compute_instances"]}
+            ci = {"id": min(i for i in range(len(used_ids) + 1) if i not in used_ids),
+                  "profile_id": ci_profile, "start": start, "size": CI_PROFILE_SLICES[ci_profile]}
+            gi["compute_instances"].append(ci)
+            return ci
+
+    def destroy_compute_instance(self, index: int, gi_id: int, ci_id: int) -> None:
+        with self.change():
+            ci = self.compute_instance(index, gi_id, ci_id)
+            if self.processes(index, gi_id, ci_id):
+                raise SimError(IN_USE, f"compute instance {ci_id} has running processes")
+            self.gpu_instance(index, gi_id)["compute_instances"].remove(ci)
+
+    # ---- processes (the test and demo API) ------------------------------------------------
+    def add_process(self, gpu: int, pid: int, used_memory_mib: int, name: str = "python",
+                    user: str = "root", gi_id: int | None = None, ci_id: int | None = None) -> dict:
+        with self.change():
+            g = self.gpu(gpu)
+            if (gi_id is None) != (ci_id is None):
+                raise SimError(INVALID_ARGUMENT, "give both gi_id and ci_id, or neither")
+            if g["mig_current"] == 1 and gi_id is None:
+                raise SimError(INVALID_ARGUMENT, f"MIG is enabled on GPU {gpu}: a process runs on a MIG device")
+            if g["mig_current"] != 1 and gi_id is not None:
+                raise SimError(INVALID_ARGUMENT, f"MIG is not enabled on GPU {gpu}")
+            if used_memory_mib < 0:
+                raise SimError(INVALID_ARGUMENT, "used memory must not be negative")
+            if gi_id is not None:
+                gi = self.gpu_instance(gpu, gi_id)
+                self.compute_instance(gpu, gi_id, ci_id)
+                total = self.gi_memory_mib(gpu, gi)
+                used = self.memory_used_mib(gpu, gi_id)
+            else:
+                total = self.models[gpu].memory_total_mib
+                used = self.memory_used_mib(gpu)
+            if used + used_memory_mib > total:
+                raise SimError(INSUFFICIENT_RESOURCES,
+                               f"out of memory: {used} + {used_memory_mib} MiB > {total} MiB")
+            if any(p["pid"] == pid and p["gpu"] == gpu for p in self.state["processes"]):
+                raise SimError(INVALID_ARGUMENT, f"process {pid} is already on GPU {gpu}")
+            proc = {"pid": pid, "name": name, "user": user, "gpu": gpu, "gi_id": gi_id,
+                    "ci_id": ci_id, "used_memory_mib": used_memory_mib}
+            self.state["processes"].append(proc)
+            return proc
+
+    def remove_process(self, pid: int, gpu: int | None = None) -> int:
+        with self.change():
+            before = len(self.state["processes"])
+            self.state["processes"] = [p for p in self.state["processes"]
+                                       if not (p["pid"] == pid and gpu in (None, p["gpu"]))]
+            return before - len(self.state["processes"])
