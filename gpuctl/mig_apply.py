@@ -101,7 +101,6 @@ def _run(nvml, step: Step, allow_reset: bool, report) -> None:
         nvml.set_mig_mode(i, step.enable)
     elif step.kind == "reset":
         _reset(nvml, i, allow_reset, report, why="to apply the pending MIG mode")
-        report(step.text)
         return
     elif step.kind == "destroy-ci":
         nvml.destroy_compute_instance(i, step.gi_id, step.ci_id)

@@ -28,10 +28,6 @@ class NodeTarget:
     gpu_count: int
     gpu_pods: list[str] = field(default_factory=list)
 
-    @property
-    def unchanged(self) -> bool:
-        return False
-
 
 def match_selector(labels: dict, selector: str) -> bool:
     """Equality-based label selectors (``a=b``, ``a==b``, ``a!=b``, ``a``, ``!a``), checked
