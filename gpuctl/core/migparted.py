@@ -158,7 +158,11 @@ def _check(doc: Doc, entry: Entry, model: GpuModel, gpu: int | None = None) -> N
         place(model, devices_of(model, entry.mig_devices))
     except LayoutError as e:
         who = f"GPU {gpu} ({model.short_name})" if gpu is not None else model.short_name
-        raise doc.error(entry.path + ("mig-devices",), f"{who}: {e.message}", e.hint) from None
+        # Point at the profile's own line when the reason is about one profile.
+        named = [n for n in entry.mig_devices
+                 if e.message.startswith(f"{n} ×") or f"{n!r}" in e.message]
+        where = entry.path + ("mig-devices",) + (tuple(named[:1]) if len(named) == 1 else ())
+        raise doc.error(where, f"{who}: {e.message}", e.hint) from None
 
 
 def resolve(cfg: MigConfigFile, entries: Sequence[Entry],
