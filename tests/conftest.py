@@ -10,5 +10,32 @@ def _isolated_env(monkeypatch, tmp_path):
     for var in ("TF_CLI_CONFIG_FILE", "GPUCTL_SIMULATE", "GPUCTL_PROMETHEUS_URL", "GPUCTL_CONFIG",
                 "GPUCTL_GPU_LABEL_KEY"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")  # rich tables unwrapped, whatever the terminal
     monkeypatch.setenv("GPUCTL_SIM_STATE", str(tmp_path / "sim-state.json"))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+
+
+class CliResult:
+    def __init__(self, code: int, out: str, err: str):
+        self.code, self.out, self.err = code, out, err
+
+    def __repr__(self):
+        return f"CliResult(code={self.code}, out={self.out[-800:]!r}, err={self.err[-800:]!r})"
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `gpuctl ARGS…` in-process, as a user would: exit code, stdout, stderr."""
+    from gpuctl.cli.app import main
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run

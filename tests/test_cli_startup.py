@@ -36,6 +36,12 @@ def test_help_imports_no_heavy_library(args):
     assert loaded == []
 
 
+def test_render_imports_no_heavy_library():
+    loaded, proc = loaded_modules("render", os.path.join(ROOT, "examples", "seed-pod.yaml"))
+    assert "kind: Pod" in proc.stdout
+    assert loaded == []
+
+
 def test_python_dash_m_runs():
     proc = subprocess.run([sys.executable, "-m", "gpuctl", "--version"], capture_output=True,
                           text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)

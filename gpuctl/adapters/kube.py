@@ -7,6 +7,7 @@ Objects cross this boundary as plain dicts (the API's JSON shape), never client 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Callable, Iterator
 
 from gpuctl.errors import BackendError, GpuctlError
@@ -30,14 +31,17 @@ class Kube:
 
         self.timeout = timeout
         cfg = client.Configuration()
+        # The client reads $KUBECONFIG once at import time; read it now, per connection.
+        config_file = os.path.expanduser(os.environ.get("KUBECONFIG") or "~/.kube/config")
         try:
-            contexts, active = config.list_kube_config_contexts()
+            contexts, active = config.list_kube_config_contexts(config_file=config_file)
             if context:
                 active = next((c for c in contexts if c["name"] == context), None)
                 if active is None:
                     raise GpuctlError(f"no context {context!r} in the kubeconfig",
                                       hint="contexts: " + ", ".join(c["name"] for c in contexts))
-            config.load_kube_config(context=context, client_configuration=cfg)
+            config.load_kube_config(config_file=config_file, context=context,
+                                    client_configuration=cfg)
             self.namespace = active.get("context", {}).get("namespace") or "default"
             self.context = active.get("name")
         except (config.ConfigException, OSError) as e:
@@ -81,19 +85,26 @@ class Kube:
         return self._guard(fn, args, kwargs, what)
 
     def stream(self, fn: Callable, *args, what: str = "", **kwargs) -> Iterator[dict]:
-        """Watch events ({type, object}) as plain data until the server closes or timeout."""
+        """Watch events ({type, object}) as plain data. Ends when the server closes the watch
+        or when nothing arrives for `timeout_seconds` (+2 s grace): the caller loops."""
         from kubernetes import watch
+        import urllib3
 
+        timeout = kwargs.setdefault("timeout_seconds", 60)
+        kwargs.setdefault("_request_timeout", (self.timeout, timeout + 2))
         w = watch.Watch()
-        kwargs.setdefault("_request_timeout", (self.timeout, kwargs.get("timeout_seconds", 60) + 5))
         try:
-            for event in self._guard(lambda: w.stream(fn, *args, **kwargs), (), {}, what):
+            for event in w.stream(fn, *args, **kwargs):
                 obj = event.get("raw_object") or self.api.sanitize_for_serialization(
                     event["object"])
                 yield {"type": event["type"], "object": obj}
-        except GpuctlError:
-            raise
-        except Exception as e:  # errors raised while iterating the stream
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
+            return  # a quiet watch: no news
+        except urllib3.exceptions.ProtocolError as e:
+            if "timed out" in str(e):
+                return
+            raise self._map(e, what) from None
+        except Exception as e:
             raise self._map(e, what) from None
         finally:
             w.stop()

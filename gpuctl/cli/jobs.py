@@ -85,10 +85,8 @@ def submit(
         if not report.can_ever_fit:
             err.print(_fit_table(report))
             raise GpuctlError(
-                f"{spec.name} can never fit this cluster: no node offers "
-                f"{report.per_worker} × {report.resource}"
-                + (f" for {report.workers} workers" if report.workers > 1 else "")
-                + (f" with {key} in {list(spec.gpu_type)}" if spec.gpu_type else ""),
+                f"{spec.name} can never fit this cluster: "
+                + report.never_fits_reason(key, spec.gpu_type),
                 hint="change gpus / mig / gpu_type, or add capacity (gpuctl provision)")
         if report.resource and not report.fits_now:
             err.print(_fit_table(report))

@@ -31,6 +31,13 @@ class FitReport:
     def can_ever_fit(self) -> bool:
         return self.resource is None or sum(n.slots_ever for n in self.nodes) >= self.workers
 
+    def never_fits_reason(self, label_key: str, gpu_types: tuple[str, ...]) -> str:
+        slots = sum(n.slots_ever for n in self.nodes)
+        where = f"nodes with {label_key} in {', '.join(gpu_types)}" if gpu_types else "GPU nodes"
+        need = f"{self.workers} × " if self.workers > 1 else ""
+        return (f"needs {need}{self.per_worker} {self.resource}; {where} have room for "
+                f"{slots} worker{'s' if slots != 1 else ''} at most")
+
     @property
     def fits_now(self) -> bool:
         return self.resource is None or sum(n.slots_now for n in self.nodes) >= self.workers

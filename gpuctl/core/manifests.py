@@ -45,9 +45,10 @@ def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[di
 
 
 def _meta(spec: JobSpec) -> dict:
-    meta = {"name": spec.name, "labels": labels_for(spec)}
+    meta = {"name": spec.name}
     if spec.namespace:
         meta["namespace"] = spec.namespace
+    meta["labels"] = labels_for(spec)
     return meta
 
 
@@ -64,7 +65,7 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict:
     requests: dict = {}
     resource = spec.gpu_resource
     if resource:
-        limits[resource[0]] = resource[1]
+        limits[resource[0]] = str(resource[1])
     for key, value in (("cpu", spec.cpu), ("memory", spec.memory)):
         if value is not None:
             limits[key] = requests[key] = value

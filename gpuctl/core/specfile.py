@@ -322,6 +322,8 @@ def _at(data: Any, path: Path) -> Any:
 
 
 def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
