@@ -96,7 +96,7 @@ class Nvml:
 
     def __init__(self, simulate: str | None = None):
         self.simulate = simulate or os.environ.get("GPUCTL_SIMULATE") or None
-        self._n = None
+        self._module = None
         self._sim = None
 
     # ---- session -------------------------------------------------------------------------
@@ -107,8 +107,15 @@ class Nvml:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def _n(self):
+        """The pynvml module of the open session."""
+        if self._module is None:
+            raise GpuctlError("NVML session is not open (use `with Nvml(...) as nvml:`)")
+        return self._module
+
     def open(self) -> None:
-        if self._n is not None:
+        if self._module is not None:
             return
         if self.simulate:
             import gpuctl.sim
@@ -129,15 +136,15 @@ class Nvml:
                     "no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",
                     hint="run on a GPU node, or try a simulated one: --simulate 8xH100-80GB") from None
             raise NvmlError(e.value, "cannot initialize NVML") from None
-        self._n = n
+        self._module = n
 
     def close(self) -> None:
-        if self._n is not None:
+        if self._module is not None:
             try:
-                self._n.nvmlShutdown()
-            except self._n.NVMLError:
+                self._module.nvmlShutdown()
+            except self._module.NVMLError:
                 pass
-            self._n = None
+            self._module = None
 
     @property
     def simulated(self) -> bool:
@@ -145,8 +152,6 @@ class Nvml:
 
     # ---- the two wrappers every call goes through -------------------------------------------
     def _call(self, what: str, fn, *args, **kwargs):
-        if self._n is None:
-            raise GpuctlError("NVML session is not open (use `with Nvml(...) as nvml:`)")
         try:
             return fn(*args, **kwargs)
         except self._n.NVMLError as e:

@@ -23,6 +23,8 @@ def top(
     delay: float = typer.Option(2.0, "-d", "--delay", min=0.1, help="Seconds between refreshes."),
     once: bool = typer.Option(False, "--once", help="Print one frame and exit."),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
+    sort: str = typer.Option("index", "--sort", metavar="KEY",
+                             help="Node view: order GPUs by index, util, memory, temp or power."),
     window: str = typer.Option("10m", "--window",
                                help="Cluster view: window over which a GPU's mean utilization is taken."),
     idle_threshold: float = typer.Option(5.0, "--idle-threshold", metavar="PCT",
@@ -37,4 +39,4 @@ def top(
     else:
         from gpuctl.cli import top_node
 
-        top_node.run(simulate, delay=delay, once=once, output=output.value)
+        top_node.run(simulate, delay=delay, once=once, output=output.value, sort=sort)

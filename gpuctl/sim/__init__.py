@@ -73,20 +73,25 @@ def load_pynvml(spec: str | None = None, state_path: str | None = None):
         exec_pynvml_into(module)
     finally:
         del sys.modules[module.__name__]
-    attach(module, SimulatedLibrary(open_node(spec, state_path)))
+    attach(module, SimulatedLibrary(open_node(spec, state_path), without=_without()))
     return module
+
+
+def _without() -> tuple[str, ...]:
+    """GPUCTL_SIM_WITHOUT=nvmlA,nvmlB: NVML functions the simulated driver lacks (an old driver)."""
+    return tuple(n.strip() for n in os.environ.get("GPUCTL_SIM_WITHOUT", "").split(",") if n.strip())
 
 
 def attach(module, library) -> None:
     """Make `library` the C library of a pynvml module (what its nvmlInit would load)."""
-    module.nvmlLib = library
+    module.nvmlLib = library.entries
 
 
 def library_of(pynvml_module):
     """The SimulatedLibrary behind a module from load_pynvml (None for the real driver)."""
     from gpuctl.sim.libnvml import SimulatedLibrary
 
-    lib = getattr(pynvml_module, "nvmlLib", None)
+    lib = getattr(getattr(pynvml_module, "nvmlLib", None), "library", None)
     return lib if isinstance(lib, SimulatedLibrary) else None
 
 

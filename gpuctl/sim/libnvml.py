@@ -75,6 +75,7 @@ def _nvml(fn):
     def c_function(self, *args):
         if not self._initialized:
             return UNINITIALIZED
+        self.node.refresh()  # another command may have changed the node
         try:
             ret = fn(self, *args)
         except SimError as e:
@@ -85,25 +86,41 @@ def _nvml(fn):
 
 
 def _c_entry_point(method):
+    # pynvml sets attributes such as `restype` on what it looks up, as on a ctypes function:
+    # plain functions accept them, bound methods do not.
     def entry(*args):
         return method(*args)
     entry.__name__ = method.__name__
     return entry
 
 
+class _EntryPoints:
+    """What pynvml sees as the loaded library: one attribute per exported C function.
+    `without` leaves functions out, as an older driver would."""
+
+    def __init__(self, library: SimulatedLibrary, without: tuple[str, ...]):
+        self.library = library
+        for name in dir(type(library)):
+            if name.startswith("nvml") and name not in without:
+                setattr(self, name, _c_entry_point(getattr(library, name)))
+
+    def __getattr__(self, name):
+        # Only reached for functions this library does not have: pynvml then raises
+        # NVMLError_FunctionNotFound. GPUCTL_SIM_TRACE=1 lists them, to see what a tool misses.
+        if name.startswith("nvml") and os.environ.get("GPUCTL_SIM_TRACE"):
+            print(f"gpuctl-sim: no {name}", file=sys.stderr)
+        raise AttributeError(name)
+
+
 class SimulatedLibrary:
     """The C entry points of libnvidia-ml over a simulated Node."""
 
-    def __init__(self, node: Node):
+    def __init__(self, node: Node, without: tuple[str, ...] = ()):
         self.node = node
         self._initialized = False
         self._cells: dict[tuple, ctypes.Array] = {}  # handle key -> memory the handle points at
         self._keys: dict[int, tuple] = {}  # handle address -> key
-        # pynvml sets attributes such as `restype` on what it looks up, as on a ctypes
-        # function: hand out plain functions, which accept them, rather than bound methods.
-        for name in dir(type(self)):
-            if name.startswith("nvml"):
-                setattr(self, name, _c_entry_point(getattr(self, name)))
+        self.entries = _EntryPoints(self, without)
 
     # ---- handles ---------------------------------------------------------------------------
     def _handle(self, key: tuple) -> int:
@@ -149,13 +166,6 @@ class SimulatedLibrary:
             raise SimError(INVALID_ARGUMENT, "not a compute instance handle")
         return key[1], key[2], self.node.compute_instance(key[1], key[2], key[3])
 
-    def __getattr__(self, name):
-        # Only reached for functions this library does not have: pynvml then raises
-        # NVMLError_FunctionNotFound. GPUCTL_SIM_TRACE=1 lists them, to see what a tool misses.
-        if name.startswith("nvml") and os.environ.get("GPUCTL_SIM_TRACE"):
-            print(f"gpuctl-sim: no {name}", file=sys.stderr)
-        raise AttributeError(name)
-
     # ---- library --------------------------------------------------------------------------
     def nvmlInitWithFlags(self, flags=0):
         self.node.refresh()
@@ -196,12 +206,10 @@ class SimulatedLibrary:
     # ---- devices --------------------------------------------------------------------------
     @_nvml
     def nvmlDeviceGetCount_v2(self, ref):
-        self.node.refresh()
         _put(ref, len(self.node.gpus))
 
     @_nvml
     def nvmlDeviceGetHandleByIndex_v2(self, index, ref):
-        self.node.refresh()
         i = _val(index)
         self.node.gpu(i)
         self._out_handle(ref, ("gpu", i))

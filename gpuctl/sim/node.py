@@ -137,7 +137,7 @@ class Node:
         self.spec = canonical_spec(spec)
         self.models = parse_spec(self.spec)
         self.path = state_path or default_state_path(self.spec)
-        self._mtime: int | None = None
+        self._stamp: tuple | None = None  # identity of the state file version we hold
         self._profiles = {m.short_name: sim_profiles(m) for m in set(self.models)}
         self.state: dict = {}
         self._load_or_create(seed)
@@ -169,7 +169,7 @@ class Node:
             raise GpuctlError(
                 f"simulator state {self.path} holds node {data.get('spec')!r}, not {self.spec!r}",
                 hint="point GPUCTL_SIM_STATE at another file, or delete this one")
-        self._mtime = st.st_mtime_ns
+        self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
         return data
 
     def _load_or_create(self, seed: int) -> None:
@@ -184,12 +184,13 @@ class Node:
         self.state = data
 
     def refresh(self) -> None:
-        """Pick up changes another command saved since we last looked."""
+        """Pick up changes another command saved since we last looked. Every save replaces the
+        file (a new inode), so (inode, mtime, size) tells versions apart even within one tick."""
         try:
-            mtime = os.stat(self.path).st_mtime_ns
+            st = os.stat(self.path)
         except FileNotFoundError:
             return
-        if mtime != self._mtime:
+        if (st.st_ino, st.st_mtime_ns, st.st_size) != self._stamp:
             data = self._read()
             if data is not None:
                 self.state = data
@@ -209,7 +210,8 @@ class Node:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(self.state, f, indent=1)
         os.replace(tmp, self.path)
-        self._mtime = os.stat(self.path).st_mtime_ns
+        st = os.stat(self.path)
+        self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
 
     @contextlib.contextmanager
     def change(self):

@@ -19,7 +19,7 @@ _sim.exec_pynvml_into(_sys.modules[__name__])
 if _os.environ.get("GPUCTL_SIMULATE") or _os.path.exists(_os.environ.get("GPUCTL_SIM_STATE", "")):
     from gpuctl.sim.libnvml import SimulatedLibrary as _SimulatedLibrary
 
-    _sim.attach(_sys.modules[__name__], _SimulatedLibrary(_sim.open_node()))
+    _sim.attach(_sys.modules[__name__], _SimulatedLibrary(_sim.open_node(), without=_sim._without()))
 else:
     def _LoadNvmlLibrary():  # noqa: F811 - no simulated node: behave as with no driver
         _nvmlCheckReturn(NVML_ERROR_LIBRARY_NOT_FOUND)  # noqa: F821
