@@ -97,3 +97,12 @@ def test_large_demand_is_exact_and_covers_it():
     plan = plan_demand(demand, fleet)
     assert plan.optimal and plan.gpus == plan.lower_bound
     check_plan(plan, demand, fleet)
+
+
+def test_huge_demand_stays_grouped_and_exact():
+    demand = {"1g.10gb": 10**9, "3g.40gb": 3 * 10**8 + 1}
+    plan = plan_demand(demand, parse_fleet("H100-80GB"))
+    assert len(plan.groups) < 10
+    check_plan(plan, demand, parse_fleet("H100-80GB"))
+    # Memory slices alone need ceil((1e9 + 4 * (3e8 + 1)) / 8) GPUs.
+    assert plan.gpus >= -(-(10**9 + 4 * (3 * 10**8 + 1)) // 8)

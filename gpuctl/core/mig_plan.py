@@ -130,8 +130,14 @@ def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
     counts = [int(round(v)) for v in res.x]
     bound = getattr(res, "mip_dual_bound", None)
     lower = int(-(-(bound - 1e-6) // 1)) if bound is not None else sum(counts)
-    return DemandPlan(dict(demand), _expand(columns, counts, fleet, demand),
-                      optimal=res.status == 0, lower_bound=lower)
+    groups = _expand(columns, counts, fleet, demand)
+    held = Counter()
+    for g in groups:
+        held.update({k: v * g.gpus for k, v in g.layout.items()})
+    if held != Counter(demand):  # the solver works in floating point: never trust it blindly
+        raise GpuctlError(f"the MIG plan came out wrong ({dict(held)} for {demand})",
+                          hint="report this: it is a bug in gpuctl's planner")
+    return DemandPlan(dict(demand), groups, optimal=res.status == 0, lower_bound=lower)
 
 
 def _has(model: GpuModel, name: str) -> bool:
@@ -139,26 +145,38 @@ def _has(model: GpuModel, name: str) -> bool:
 
 
 def _expand(columns, counts, fleet, demand) -> list[LayoutGroup]:
-    """One layout per GPU, surplus instances dropped (from the last GPUs first), regrouped."""
-    gpus = [(fi, Counter(layout)) for (fi, layout), n in zip(columns, counts) for _ in range(n)]
-    surplus = Counter()
-    for _, layout in gpus:
-        surplus.update({k: v for k, v in layout.items() if k in demand})
-    surplus.subtract(demand)
-    for _, layout in reversed(gpus):
-        for name in list(layout):
-            take = min(layout[name], surplus[name]) if name in demand else layout[name]
-            if take > 0:
-                layout[name] -= take
-                surplus[name] -= take
-    groups: dict[tuple, int] = Counter()
-    for fi, layout in gpus:
+    """Groups of identical GPUs with surplus instances dropped (from the last groups first),
+    splitting a group where only some of its GPUs lose an instance; never one entry per GPU,
+    so a demand for millions of devices stays cheap."""
+    groups = [[n, fi, Counter({k: v for k, v in layout.items() if k in demand})]
+              for (fi, layout), n in zip(columns, counts) if n]
+    for name, wanted in demand.items():
+        surplus = sum(n * layout[name] for n, _, layout in groups) - wanted
+        out = []
+        for n, fi, layout in reversed(groups):
+            a = layout[name]
+            if surplus <= 0 or not a:
+                out.append([n, fi, layout])
+                continue
+            r = min(surplus, n * a)
+            surplus -= r
+            full, part = divmod(r, a)
+            rest = n - full - (1 if part else 0)
+            if rest:
+                out.append([rest, fi, layout])
+            if full:
+                out.append([full, fi, layout - Counter({name: a})])
+            if part:
+                out.append([1, fi, layout - Counter({name: part})])
+        groups = out[::-1]
+    merged: dict[tuple, int] = Counter()
+    for n, fi, layout in groups:
         key = (fi, tuple(sorted(((k, v) for k, v in layout.items() if v),
                                 key=lambda kv: _profile_order(fleet[fi].model, kv[0]))))
         if key[1]:
-            groups[key] += 1
+            merged[key] += n
     out = []
-    for (fi, items), n in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][0])):
+    for (fi, items), n in sorted(merged.items(), key=lambda kv: (-kv[1], kv[0][0])):
         model = fleet[fi].model
         out.append(LayoutGroup(model, dict(items), n, place(model, dict(items))))
     return out
