@@ -44,6 +44,10 @@ class Halted(GpuctlError):
     """Applying stopped before the end; the message says where and what to do next."""
 
 
+class ResetNeeded(Halted):
+    """A MIG mode change waits for a GPU reset that was not allowed (no --reset)."""
+
+
 def apply(nvml, plans: list[GpuPlan], *, allow_reset: bool,
           report: Callable[[str], None] = lambda line: None) -> None:
     blocked = [b for p in plans for b in p.blocked]
@@ -51,9 +55,18 @@ def apply(nvml, plans: list[GpuPlan], *, allow_reset: bool,
         raise GpuctlError("refusing to change MIG: " + " | ".join(blocked),
                           hint="stop those processes (or choose a layout that keeps their "
                                "instances), then run the same command again")
+    waiting = []
     for p in plans:
         if p.steps:
-            _apply_gpu(nvml, p, allow_reset, report)
+            try:
+                _apply_gpu(nvml, p, allow_reset, report)
+            except ResetNeeded:
+                waiting.append(p.state.index)  # the other GPUs can still go ahead
+    if waiting:
+        gpus = ", ".join(map(str, waiting))
+        raise ResetNeeded(f"GPU {gpus}: the MIG mode change is pending a GPU reset",
+                          hint=f"when nothing runs on GPU {gpus}, run the same command with "
+                               "--reset (or reboot the node), then it continues")
 
 
 def _apply_gpu(nvml, plan: GpuPlan, allow_reset: bool, report) -> None:
@@ -84,9 +97,7 @@ def _apply_gpu(nvml, plan: GpuPlan, allow_reset: bool, report) -> None:
 
 def _reset(nvml, index: int, allow_reset: bool, report, why: str) -> None:
     if not allow_reset:
-        raise Halted(f"GPU {index}: the MIG mode change is pending a GPU reset",
-                     hint=f"when nothing runs on GPU {index}, run the same command with --reset "
-                          "(or reboot the node), then it continues")
+        raise ResetNeeded(f"GPU {index}: the MIG mode change is pending a GPU reset")
     busy = nvml.processes(index)
     if busy:
         raise Halted(f"GPU {index}: cannot reset {why} while processes run on it: "

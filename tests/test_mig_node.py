@@ -92,14 +92,15 @@ def test_dry_run_and_confirmation_change_nothing(capsys, node):
 
 
 def test_pending_mode_needs_reset_and_rerun_completes(capsys, node):
-    code, _, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "7g.80gb=1", "--yes")
-    assert code == 1 and "pending a GPU reset" in err and "--reset" in err
-    g0 = show(capsys)[0]
-    assert g0["mig"] == {"current": False, "pending": True} and g0["instances"] == []
-    code, _, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "7g.80gb=1",
-                       "--yes", "--reset")
+    code, _, err = run(capsys, "mig", "configure", "--layout", "7g.80gb=1", "--yes")
+    assert code == 1 and "GPU 0, 1: the MIG mode change is pending a GPU reset" in err
+    assert "--reset" in err
+    for g in show(capsys):
+        assert g["mig"] == {"current": False, "pending": True} and g["instances"] == []
+    code, out, err = run(capsys, "mig", "configure", "--layout", "7g.80gb=1", "--yes", "--reset")
     assert code == 0, err
-    assert show(capsys)[0]["layout"] == {"7g.80gb": 1}
+    assert "reset GPU 0 to apply the pending MIG enable" in out
+    assert [g["layout"] for g in show(capsys)] == [{"7g.80gb": 1}] * 2
 
 
 def test_refuses_busy_gpu_and_busy_instance_naming_processes(capsys, node):

@@ -106,3 +106,34 @@ def test_huge_demand_stays_grouped_and_exact():
     check_plan(plan, demand, parse_fleet("H100-80GB"))
     # Memory slices alone need ceil((1e9 + 4 * (3e8 + 1)) / 8) GPUs.
     assert plan.gpus >= -(-(10**9 + 4 * (3 * 10**8 + 1)) // 8)
+
+
+def run_cli(capsys, *args):
+    from gpuctl.cli.app import main
+
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_plan_json_and_errors(capsys):
+    import json
+
+    code, out, _ = run_cli(capsys, "mig", "plan", "--demand", "1g.10gb=9,3g.40gb=3", "--gpu",
+                           "H100-80GB", "-o", "json")
+    data = json.loads(out)
+    assert code == 0 and data["gpus"] == 3 and data["optimal"] is True
+    assert sum(l["count"] * l["layout"].get("1g.10gb", 0) for l in data["layouts"]) == 9
+    code, _, err = run_cli(capsys, "mig", "plan", "--demand", "9g.1gb=1", "--gpu", "H100-80GB")
+    assert code == 2 and "no MIG profile '9g.1gb'" in err
+    code, _, err = run_cli(capsys, "mig", "plan", "--demand", "7g.80gb=9", "--gpus", "8xH100-80GB")
+    assert code == 1 and "needs 9 GPUs; only 8 given" in err
+    code, out, err = run_cli(capsys, "mig", "plan", "--layout", "4g.40gb=1,2g.20gb=1,1g.20gb=1",
+                             "--gpu", "H100-80GB")
+    assert code == 0 and "2g.20gb at slices 4-5" in out and "1g.20gb at slices 6-7" in out
+    code, _, err = run_cli(capsys, "mig", "plan", "--layout", "4g.40gb=2", "--gpu", "H100-80GB")
+    assert code == 2 and "at most 1 4g.40gb" in err

@@ -72,12 +72,13 @@ def profiles(
 
     table = Table(box=None)
     for col in ("GPU", "PROFILE", "ID", "SM SLICES", "MEM SLICES", "MEMORY", "SMs", "MAX",
-                "PLACEMENTS (start:size)"):
-        table.add_column(col)
+                "STARTS"):
+        table.add_column(col, no_wrap=col in ("PROFILE", "STARTS"))
     for r in rows:
         table.add_row(r["gpu"], r["profile"], _s(r["profile_id"]), str(r["compute_slices"]),
                       str(r["memory_slices"]), f"{r['memory_mib']} MiB" if r["memory_mib"] else "?",
-                      _s(r["sm_count"]), str(r["max_instances"]), " ".join(r["placements"]))
+                      _s(r["sm_count"]), str(r["max_instances"]),
+                      ",".join(p.split(":")[0] for p in r["placements"]))
     out_console().print(table)
 
 
