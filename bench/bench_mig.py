@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 from functools import lru_cache
 
 from gpuctl.core.geometry import find_model

@@ -5,7 +5,6 @@ import textwrap
 import threading
 import time
 
-import pytest
 import yaml
 
 from gpuctl.cli.app import main

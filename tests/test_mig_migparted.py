@@ -17,6 +17,9 @@ H100 = find_model("H100-80GB")
 A100 = find_model("A100-40GB")
 
 
+HEAD = "version: v1\nmig-configs:\n  a:\n"
+
+
 def parse(text):
     return migparted.parse(load_yaml(textwrap.dedent(text), "c.yaml"))
 
@@ -32,26 +35,41 @@ def gpu(i, model=H100, mig=(False, False), instances=()):
                     list(instances), [])
 
 
-@pytest.mark.parametrize("text, where, words", [
-    ("mig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "c.yaml:1", "missing required field 'version'"),
-    ("version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "c.yaml:1: version", "unsupported version"),
+ALL = HEAD + "    - devices: all\n"
+ON = ALL + "      mig-enabled: true\n"
+CASES = [
+    ("mig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
+     "c.yaml:1", "missing required field 'version'"),
+    ("version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
+     "c.yaml:1: version", "unsupported version"),
     ("version: v1\nmig-config: {}\n", "c.yaml:2: mig-config", "did you mean 'mig-configs'"),
     ("version: v1\nmig-configs: {}\n", "c.yaml:2", "at least one config"),
     ("version: v1\nmig-configs:\n  a: []\n", "c.yaml:3: mig-configs.a", "non-empty list"),
-    ("version: v1\nmig-configs:\n  a:\n    - mig-enabled: false\n", "c.yaml:4: mig-configs.a[0]", "'devices'"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: some\n      mig-enabled: false\n", "c.yaml:4: mig-configs.a[0].devices", "'all' or a list"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: [0, -1]\n      mig-enabled: false\n", "mig-configs.a[0].devices[1]", "GPU index"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: H100\n      mig-enabled: false\n", "c.yaml:5: mig-configs.a[0].device-filter", "PCI device id"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: yes please\n", "c.yaml:5: mig-configs.a[0].mig-enabled", "true or false"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n", "mig-configs.a[0]", "'mig-devices' when 'mig-enabled' is true"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n      mig-devices: {1g.10gb: 1}\n", "c.yaml:6: mig-configs.a[0].mig-devices", "while 'mig-enabled' is false"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        3g: 1\n", "c.yaml:7: mig-configs.a[0].mig-devices.3g", "not a MIG profile name"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        3g.40gb: -1\n", "c.yaml:7", "count >= 0"),
-    ("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enbled: true\n", "c.yaml:5: mig-configs.a[0].mig-enbled", "did you mean 'mig-enabled'"),
+    (HEAD + "    - mig-enabled: false\n", "c.yaml:4: mig-configs.a[0]", "'devices'"),
+    (HEAD + "    - devices: some\n      mig-enabled: false\n",
+     "c.yaml:4: mig-configs.a[0].devices", "'all' or a list"),
+    (HEAD + "    - devices: [0, -1]\n      mig-enabled: false\n",
+     "mig-configs.a[0].devices[1]", "GPU index"),
+    (ALL + "      device-filter: H100\n      mig-enabled: false\n",
+     "c.yaml:5: mig-configs.a[0].device-filter", "PCI device id"),
+    (ALL + "      mig-enabled: yes please\n",
+     "c.yaml:5: mig-configs.a[0].mig-enabled", "true or false"),
+    (ON, "mig-configs.a[0]", "'mig-devices' when 'mig-enabled' is true"),
+    (ALL + "      mig-enabled: false\n      mig-devices: {1g.10gb: 1}\n",
+     "c.yaml:6: mig-configs.a[0].mig-devices", "while 'mig-enabled' is false"),
+    (ON + "      mig-devices:\n        3g: 1\n",
+     "c.yaml:7: mig-configs.a[0].mig-devices.3g", "not a MIG profile name"),
+    (ON + "      mig-devices:\n        3g.40gb: -1\n", "c.yaml:7", "count >= 0"),
+    (ALL + "      mig-enbled: true\n",
+     "c.yaml:5: mig-configs.a[0].mig-enbled", "did you mean 'mig-enabled'"),
     # device-filter names the model: the layout is checked against it when read.
-    ("version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: ['0x233010DE']\n      mig-enabled: true\n      mig-devices:\n        3g.40gb: 3\n",
+    (ALL + "      device-filter: ['0x233010DE']\n      mig-enabled: true\n"
+           "      mig-devices:\n        3g.40gb: 3\n",
      "c.yaml:8: mig-configs.a[0].mig-devices.3g.40gb", "H100-80GB: 3g.40gb ×3"),
-])
+]
+
+
+@pytest.mark.parametrize("text, where, words", CASES)
 def test_errors_name_file_line_field(text, where, words):
     msg, _ = error(text)
     assert where in msg and words in msg, msg

@@ -142,7 +142,8 @@ def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
         (0, 1), (4, 0)]
     assert any(i["gi_id"] == intruder for i in g0["instances"])
     # Re-running completes: the half-made instance only gets its compute instance.
-    code, out, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=2", "--yes")
+    code, out, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=2",
+                         "--yes")
     assert code == 0, err
     assert "create the 3g.40gb compute instance" in out
     assert run(capsys, "mig", "assert", "--gpus", "0", "--layout", "3g.40gb=2")[0] == 0
@@ -177,3 +178,33 @@ def test_profiles_of_this_node_and_by_model(capsys, node):
     assert row["profile_id"] == 9 and row["placements"] == ["0:4", "4:4"]
     code, out, _ = run(capsys, "mig", "profiles", "--gpu", "A30", "-o", "json")
     assert [r["profile"] for r in json.loads(out)][:2] == ["1g.6gb", "1g.6gb+me"]
+
+
+class NotRoot:
+    """The real adapter over the simulated node, except that the driver refuses changes the
+    way it refuses a non-root user (NVML_ERROR_NO_PERMISSION), which the simulator cannot."""
+
+    def __init__(self, nvml):
+        self.nvml = nvml
+
+    def __getattr__(self, name):
+        return getattr(self.nvml, name)
+
+    def set_mig_mode(self, index, enabled):
+        from gpuctl.adapters.nvml import NO_PERMISSION, NvmlError
+
+        raise NvmlError(NO_PERMISSION, f"GPU {index}: set MIG mode")
+
+
+def test_no_permission_is_one_clear_error(capsys, node):
+    from gpuctl import mig_apply
+    from gpuctl.core.migparted import resolve_shorthand
+
+    with Nvml() as nvml:
+        states = mig_apply.read_node(nvml)
+        plans = mig_apply.plan(states, resolve_shorthand("7g.80gb=1", [0], states))
+        with pytest.raises(mig_apply.Halted) as e:
+            mig_apply.apply(NotRoot(nvml), plans, allow_reset=True)
+    assert "step 1 of 2 failed (enable MIG mode on GPU 0)" in e.value.message
+    assert "insufficient permissions" in e.value.message and "run as root" in e.value.hint
+    assert show(capsys)[0]["mig"] == {"current": False, "pending": False}

@@ -3,7 +3,7 @@ applied on this node through NVML or on a cluster through the GPU Operator."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -406,7 +406,8 @@ def _render(file, config, layout, indexes, name, namespace) -> None:
         data = cfg.doc.data
         if config:
             cfg.select(config)
-            data = {"version": data["version"], "mig-configs": {config: data["mig-configs"][config]}}
+            data = {"version": data["version"],
+                    "mig-configs": {config: data["mig-configs"][config]}}
     elif layout:
         data = migparted.shorthand_config(config or _config_name(layout), layout, indexes)
     else:

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gpuctl.core.geometry import GpuModel, Profile
-from gpuctl.core.mig_layout import CI_PROFILE_BY_SLICES, Device, LayoutError, Placed, devices_of, place, slice_range
+from gpuctl.core.mig_layout import (CI_PROFILE_BY_SLICES, Device, LayoutError, Placed, devices_of,
+                                    place, slice_range)
 from gpuctl.errors import GpuctlError
 
 

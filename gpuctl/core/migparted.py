@@ -108,16 +108,18 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
     elif isinstance(devices, list) and devices:
         for i, d in enumerate(devices):
             if isinstance(d, bool) or not isinstance(d, int) or d < 0:
-                raise doc.error(path + ("devices", i), f"expected a GPU index (0, 1, ...), got {d!r}")
+                raise doc.error(path + ("devices", i),
+                                f"expected a GPU index (0, 1, ...), got {d!r}")
         if len(set(devices)) != len(devices):
             raise f.error("devices", "a GPU index is listed twice")
         devices = tuple(devices)
     else:
         raise f.error("devices", f"expected 'all' or a list of GPU indexes, got {devices!r}")
     filters = f.str_list("device-filter", [], allow_scalar=True)
+    listed = isinstance(f.data.get("device-filter"), list)
     for i, d in enumerate(filters):
         if not _PCI_ID.match(d):
-            raise doc.error(path + ("device-filter",) + ((i,) if isinstance(f.data["device-filter"], list) else ()),
+            raise doc.error(path + ("device-filter",) + ((i,) if listed else ()),
                             f"{d!r} is not a PCI device id like 0x233010DE")
     if "mig-enabled" not in f.data:
         raise f.error(None, "missing required field 'mig-enabled' (true or false)")
