@@ -9,14 +9,19 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gpuctl.adapters.kube import Kube, NotFound
+from gpuctl.core import migparted
 from gpuctl.core.geometry import GpuModel, find_model
-from gpuctl.errors import BackendError, GpuctlError, UsageError
+from gpuctl.core.mig_diff import GpuState
+from gpuctl.core.specfile import load_yaml
+from gpuctl.errors import BackendError, GpuctlError, SpecError, UsageError
 
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_RESOURCE_PREFIX = "nvidia.com/"
+# The operator's shipped config, then the usual name of a custom one.
+OPERATOR_CONFIGMAP = "default-mig-parted-config"
 
 
 @dataclass
@@ -163,3 +168,44 @@ def follow(kube: Kube, nodes: list[NodeTarget], config: str, timeout: float,
                            hint="is the GPU Operator's mig-manager running on those nodes? "
                                 "Raise --timeout for slow reconfigurations")
     return states
+
+
+def operator_config(kube: Kube, namespace: str, config: str,
+                    names: list[str]) -> tuple[migparted.MigConfigFile | None, str | None]:
+    """The mig-parted config (from the GPU Operator's ConfigMaps) that defines ``config``:
+    (file, None); (None, note) when there is nothing readable to check against. A config
+    name that none of the found ConfigMaps defines is an error listing the names they do."""
+    found, notes = [], []
+    for name in dict.fromkeys(names):
+        try:
+            cm = kube.call(kube.core.read_namespaced_config_map, name, namespace,
+                           what=f"reading ConfigMap {namespace}/{name}")
+        except NotFound:
+            continue
+        except BackendError as e:
+            notes.append(e.message)
+            continue
+        text = (cm.get("data") or {}).get("config.yaml")
+        if not text:
+            continue
+        cfg = migparted.parse(load_yaml(text, f"ConfigMap {namespace}/{name} config.yaml"))
+        if config in cfg.configs:
+            return cfg, None
+        found.append((name, cfg))
+    if found:
+        raise SpecError(f"no MIG config {config!r} in ConfigMap "
+                        + ", ".join(f"{namespace}/{n}" for n, _ in found),
+                        hint="configs: " + ", ".join(c for _, cfg in found for c in cfg.configs))
+    return None, "; ".join(notes) or (f"no mig-parted ConfigMap found in {namespace} "
+                                      f"({', '.join(dict.fromkeys(names))})")
+
+
+def check_config(cfg: migparted.MigConfigFile, config: str, nodes: list[NodeTarget]) -> None:
+    """Where a node's GPU model is known from its labels, check the config's layouts on it."""
+    entries = cfg.select(config)
+    for t in nodes:
+        if t.model is None:
+            continue
+        gpus = [GpuState(i, t.model.nvml_name, "", t.model, (True, True))
+                for i in range(max(t.gpu_count, 1))]
+        migparted.resolve(cfg, entries, gpus)

@@ -140,3 +140,49 @@ def test_render_configmap_for_a_custom_layout(capsys):
         "all-3g.40gb"]
     h100 = next(e for e in entries if "0x233010DE" in e["device-filter"])
     assert h100["mig-devices"] == {"3g.40gb": 2}
+
+
+def add_configmap(kube_api, name, text):
+    from kubernetes import client
+
+    client.CoreV1Api(kube_api).create_namespaced_config_map("gpu-operator", {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "gpu-operator"},
+        "data": {"config.yaml": textwrap.dedent(text)}})
+
+
+OPERATOR_CONFIG = """\
+    version: v1
+    mig-configs:
+      all-disabled:
+        - devices: all
+          mig-enabled: false
+      all-1g.10gb:
+        - devices: all
+          mig-enabled: true
+          mig-devices:
+            1g.10gb: 7
+      broken:
+        - devices: all
+          mig-enabled: true
+          mig-devices:
+            1g.10gb: 8
+    """
+
+
+def test_config_name_checked_against_the_operator_configmap(kube, kube_api, capsys):
+    add_node(kube_api, "gpu-1", dict(H100_LABELS))
+    add_configmap(kube_api, "default-mig-parted-config", OPERATOR_CONFIG)
+    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10g",
+                       "--yes")
+    assert code == 2 and "no MIG config 'all-1g.10g'" in err
+    assert "configs: all-disabled, all-1g.10gb, broken" in err
+    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "broken", "--yes")
+    assert code == 2 and "default-mig-parted-config config.yaml:15" in err
+    assert "GPU 0 (H100-80GB): 1g.10gb ×8" in err
+    assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-disabled"
+    t = operator(kube_api, ["gpu-1"])
+    code, out, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
+                         "--yes", "--timeout", "20")
+    t.join(5)
+    assert code == 0 and "not checked" not in out, err

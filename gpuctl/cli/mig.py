@@ -331,8 +331,12 @@ def configure(
     render_configmap: bool = typer.Option(
         False, "--render-configmap",
         help="Print the GPU Operator ConfigMap holding this layout (-f or --layout) and stop."),
-    configmap_name: str = typer.Option("custom-mig-config", "--configmap-name"),
-    namespace: str = typer.Option("gpu-operator", "--namespace", "-n"),
+    configmap_name: str = typer.Option(
+        "custom-mig-config", "--configmap-name",
+        help="The mig-parted ConfigMap to render, or to look the config up in (besides "
+             "default-mig-parted-config)."),
+    namespace: str = typer.Option("gpu-operator", "--namespace", "-n",
+                                  help="The GPU Operator's namespace."),
     timeout: float = typer.Option(600.0, "--timeout", min=1,
                                   help="Cluster: seconds to wait for the operator."),
     context: Optional[str] = typer.Option(None, "--context", help="Kubeconfig context."),
@@ -343,7 +347,8 @@ def configure(
         _render(file, config, layout, _indexes(gpus), configmap_name, namespace)
         return
     if node or selector:
-        _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeout, context)
+        _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeout, context,
+                           namespace, configmap_name)
         return
     from gpuctl import mig_apply
 
@@ -424,7 +429,7 @@ def _config_name(layout: str) -> str:
 
 
 def _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeout,
-                       context) -> None:
+                       context, namespace, configmap_name) -> None:
     from gpuctl import mig_cluster
     from gpuctl.adapters.kube import Kube
 
@@ -434,16 +439,21 @@ def _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeo
     if not config:
         raise UsageError("--node/--selector need -c CONFIG (a config in the GPU Operator's "
                          "mig-parted ConfigMap)")
-    entries = None
+    cfg = None
     if file:
         from gpuctl.core import migparted
 
         cfg = migparted.load(file)
-        entries = (cfg, cfg.select(config))
+        cfg.select(config)
     with Kube(context) as kube:
         nodes = mig_cluster.targets(kube, node, selector)
-        if entries:
-            _check_nodes(entries, nodes)
+        if cfg is None:
+            cfg, note = mig_cluster.operator_config(
+                kube, namespace, config, [configmap_name, mig_cluster.OPERATOR_CONFIGMAP])
+            if note:
+                echo(f"note: config {config!r} not checked: {note}\n")
+        if cfg is not None:
+            mig_cluster.check_config(cfg, config, nodes)
         for t in nodes:
             change = "already set" if t.config == config else f"{t.config or '(none)'} -> {config}"
             echo(f"node {t.name}: {mig_cluster.CONFIG_LABEL}: {change}"
@@ -461,17 +471,3 @@ def _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeo
         mig_cluster.follow(kube, nodes, config, timeout,
                            lambda n, s, t: con.print(f"  {n}: {s} ({t:.0f}s)"))
     echo(f"MIG config {config!r} applied on {len(nodes)} node(s)\n")
-
-
-def _check_nodes(entries, nodes) -> None:
-    """Where a node's GPU model is known from its labels, check the layout against it."""
-    from gpuctl.core import migparted
-    from gpuctl.core.mig_diff import GpuState
-
-    cfg, chosen = entries
-    for t in nodes:
-        if t.model is None:
-            continue
-        gpus = [GpuState(i, t.model.nvml_name, "", t.model, (True, True))
-                for i in range(max(t.gpu_count, 1))]
-        migparted.resolve(cfg, chosen, gpus)
