@@ -125,12 +125,14 @@ def follow(kube: Kube, nodes: list[NodeTarget], config: str, timeout: float,
     start = clock()
     states = {t.name: t.state for t in nodes}
     # A node whose label changed must first go through pending: an old "success" is stale.
-    moving = {t.name: t.config != config or t.state != "success" for t in nodes}
-    seen_pending = {t.name: not moving[t.name] for t in nodes}
-    done = {t.name for t in nodes if not moving[t.name]}
+    # One that already had this config and settled stays as it is (relabelling the same
+    # value does not make mig-manager try again).
+    settled = {t.name for t in nodes if t.config == config and t.state in ("success", "failed")}
+    seen_pending = {t.name: t.name in settled for t in nodes}
+    done = set(settled)
     for t in nodes:
         if t.name in done:
-            report(t.name, "success (already applied)", 0.0)
+            report(t.name, f"{t.state} (already on this config)", 0.0)
     names = {t.name for t in nodes}
     while len(done) < len(nodes):
         left = timeout - (clock() - start)
@@ -160,8 +162,9 @@ def follow(kube: Kube, nodes: list[NodeTarget], config: str, timeout: float,
     if failed:
         raise BackendError(f"the GPU Operator failed to apply MIG config {config!r} on "
                            f"{', '.join(failed)}",
-                           hint="see the nvidia-mig-manager pod's log on that node: kubectl logs "
-                                "-n gpu-operator -l app=nvidia-mig-manager")
+                           hint="see the nvidia-mig-manager pod's log on that node (kubectl logs "
+                                "-n gpu-operator -l app=nvidia-mig-manager); to retry, label the "
+                                "node with another config and back")
     if waiting:
         raise BackendError(f"timed out after {timeout:g}s waiting for MIG config {config!r} on "
                            + ", ".join(f"{n} (state: {states[n] or 'none'})" for n in waiting),

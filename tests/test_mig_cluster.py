@@ -75,7 +75,7 @@ def test_label_node_and_follow_state_to_success(kube, kube_api, capsys):
     # Again: already applied, nothing patched, done at once.
     code, out, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
                          "--yes", "--timeout", "5")
-    assert code == 0 and "already set" in out and "already applied" in err
+    assert code == 0 and "already set" in out and "success (already on this config)" in err
 
 
 def test_selector_failed_state_is_an_error_naming_the_node(kube, kube_api, capsys):
@@ -87,6 +87,12 @@ def test_selector_failed_state_is_an_error_naming_the_node(kube, kube_api, capsy
     t.join(5)
     assert code == 1 and "failed to apply MIG config 'all-1g.10gb' on gpu-a" in err
     assert labels_of(kube_api, "gpu-b")["nvidia.com/mig.config"] == "all-disabled"
+    # Asking again reports the failure at once instead of waiting for the timeout.
+    start = time.monotonic()
+    code, _, err = run(capsys, "mig", "configure", "--selector", "pool=mig", "-c", "all-1g.10gb",
+                       "--yes", "--timeout", "20")
+    assert code == 1 and "on gpu-a" in err and "to retry" in err
+    assert time.monotonic() - start < 10
     assert any(q.get("labelSelector") == "pool=mig" for _, _, q in kube.requests())
 
 
