@@ -28,8 +28,10 @@ def loaded_modules(*args: str) -> list[str]:
     return [m for m in line[len("LOADED:"):].split(",") if m], proc
 
 
-@pytest.mark.parametrize("args", [["--help"], ["top", "--help"], ["mig", "--help"],
-                                  ["mig", "configure", "--help"], ["mig", "plan", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["top", "--help"], ["share", "timeslice", "--help"],
+                                  ["quota", "set", "--help"], ["doctor", "--help"],
+                                  ["mig", "--help"], ["mig", "configure", "--help"],
+                                  ["mig", "plan", "--help"]])
 def test_help_imports_no_heavy_library(args):
     loaded, proc = loaded_modules(*args)
     assert "Usage:" in proc.stdout

@@ -41,9 +41,9 @@ def _root(
 
 def _register() -> None:
     # Each module adds its commands; none imports a heavy library at module level.
-    from gpuctl.cli import jobs, mig, top
+    from gpuctl.cli import doctor, jobs, mig, quota, share, top
 
-    for module in (jobs, top, mig):
+    for module in (jobs, top, share, quota, doctor, mig):
         module.register(app)
 
 

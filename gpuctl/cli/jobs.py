@@ -73,7 +73,7 @@ def submit(
     """Check that a job fits the cluster, then create it (all objects, or none)."""
     from gpuctl.adapters.kube import Kube
     from gpuctl.core.manifests import render as render_job
-    from gpuctl import workloads
+    from gpuctl import quota, workloads
 
     spec = _load([file])[0]
     key = _label_key(gpu_label_key)
@@ -92,6 +92,7 @@ def submit(
             err.print(_fit_table(report))
             err.print(f"[yellow]No room right now: {spec.name} will queue until "
                       f"{report.workers} × {report.per_worker} {report.resource} are free.[/]")
+        quota.precheck(kube, spec, ns)
         if dry_run == DryRun.client:
             err.print(f"dry run: would create {_names(manifests)} in namespace {ns}")
             echo(dump_documents([{**m, "metadata": {**m["metadata"], "namespace": ns}}
