@@ -37,6 +37,9 @@ def loaded_modules(*args: str) -> list[str]:
     ["doctor", "--help"],
     ["provision", "--help"],
     ["destroy", "--help"],
+    ["mig", "--help"],
+    ["mig", "configure", "--help"],
+    ["mig", "plan", "--help"],
 ])
 def test_help_imports_no_heavy_library(args):
     loaded, proc = loaded_modules(*args)

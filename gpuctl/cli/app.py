@@ -41,9 +41,9 @@ def _root(
 
 def _register() -> None:
     # Each module adds its commands; none imports a heavy library at module level.
-    from gpuctl.cli import alerts, doctor, jobs, provision, quota, share, top
+    from gpuctl.cli import alerts, doctor, jobs, mig, provision, quota, share, top
 
-    for module in (jobs, top, alerts, share, quota, doctor, provision):
+    for module in (jobs, top, mig, alerts, share, quota, doctor, provision):
         module.register(app)
 
 

@@ -65,6 +65,7 @@ class GpuModel:
     architecture: str
     compute_capability: str
     profiles: tuple[Profile, ...]
+    pci_device_ids: tuple[str, ...] = ()  # as mig-parted's device-filter writes them
 
     def profile(self, name: str) -> Profile:
         for p in self.profiles:
@@ -103,7 +104,8 @@ def models() -> tuple[GpuModel, ...]:
             nvml_name=g["nvml_name"], short_name=short, memory_total_mib=total,
             memory_slices=g["memory_slices_total"], compute_slices=g["compute_slices_total"],
             max_gpu_instances=g["max_gpu_instances"], architecture=g["architecture"],
-            compute_capability=g["compute_capability"], profiles=profiles))
+            compute_capability=g["compute_capability"], profiles=profiles,
+            pci_device_ids=tuple(g.get("pci_device_ids_mig_parted", ()))))
     return tuple(out)
 
 

@@ -1,0 +1,194 @@
+"""`gpuctl mig configure --node/--selector` against the Kubernetes API emulator; a thread
+plays the GPU Operator's mig-manager by flipping nvidia.com/mig.config.state."""
+
+import textwrap
+import threading
+import time
+
+import yaml
+
+from gpuctl.cli.app import main
+
+
+def run(capsys, *args):
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def add_node(kube_api, name, labels):
+    from kubernetes import client
+
+    client.CoreV1Api(kube_api).create_node({"apiVersion": "v1", "kind": "Node",
+                                            "metadata": {"name": name, "labels": labels}})
+
+
+def labels_of(kube_api, name):
+    from kubernetes import client
+
+    return client.CoreV1Api(kube_api).read_node(name).metadata.labels or {}
+
+
+def operator(kube_api, names, final="success", delay=0.2):
+    """Waits until each node carries the new config label, then goes pending → final."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube_api)
+
+    def work():
+        deadline = time.monotonic() + 20
+        todo = set(names)
+        while todo and time.monotonic() < deadline:
+            for n in list(todo):
+                if labels_of(kube_api, n).get("nvidia.com/mig.config") == "all-1g.10gb":
+                    core.patch_node(n, {"metadata": {"labels": {
+                        "nvidia.com/mig.config.state": "pending"}}})
+                    time.sleep(delay)
+                    core.patch_node(n, {"metadata": {"labels": {
+                        "nvidia.com/mig.config.state": final}}})
+                    todo.discard(n)
+            time.sleep(0.05)
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    return t
+
+
+H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
+               "nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "success"}
+
+
+def test_label_node_and_follow_state_to_success(kube, kube_api, capsys):
+    add_node(kube_api, "gpu-1", dict(H100_LABELS))
+    t = operator(kube_api, ["gpu-1"])
+    code, out, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
+                         "--yes", "--timeout", "20")
+    t.join(5)
+    assert code == 0, err
+    assert "all-disabled -> all-1g.10gb" in out
+    assert "gpu-1: pending" in err and "gpu-1: success" in err
+    assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-1g.10gb"
+    # Again: already applied, nothing patched, done at once.
+    code, out, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
+                         "--yes", "--timeout", "5")
+    assert code == 0 and "already set" in out and "success (already on this config)" in err
+
+
+def test_selector_failed_state_is_an_error_naming_the_node(kube, kube_api, capsys):
+    add_node(kube_api, "gpu-a", dict(H100_LABELS, pool="mig"))
+    add_node(kube_api, "gpu-b", dict(H100_LABELS, pool="other"))
+    t = operator(kube_api, ["gpu-a"], final="failed")
+    code, _, err = run(capsys, "mig", "configure", "--selector", "pool=mig", "-c", "all-1g.10gb",
+                       "--yes", "--timeout", "20")
+    t.join(5)
+    assert code == 1 and "failed to apply MIG config 'all-1g.10gb' on gpu-a" in err
+    assert labels_of(kube_api, "gpu-b")["nvidia.com/mig.config"] == "all-disabled"
+    # Asking again reports the failure at once instead of waiting for the timeout.
+    start = time.monotonic()
+    code, _, err = run(capsys, "mig", "configure", "--selector", "pool=mig", "-c", "all-1g.10gb",
+                       "--yes", "--timeout", "20")
+    assert code == 1 and "on gpu-a" in err and "to retry" in err
+    assert time.monotonic() - start < 10
+    assert any(q.get("labelSelector") == "pool=mig" for _, _, q in kube.requests())
+
+
+def test_timeout_names_nodes_and_state(kube, kube_api, capsys):
+    add_node(kube_api, "gpu-1", dict(H100_LABELS))
+    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
+                       "--yes", "--timeout", "2")
+    assert code == 1 and "timed out after 2s" in err and "gpu-1 (state: success)" in err
+
+
+def test_dry_run_and_unknown_node_change_nothing(kube, kube_api, capsys):
+    add_node(kube_api, "gpu-1", dict(H100_LABELS))
+    code, out, _ = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
+                       "--dry-run")
+    assert code == 0 and "dry run" in out
+    assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-disabled"
+    code, _, err = run(capsys, "mig", "configure", "--node", "nope", "-c", "all-1g.10gb", "--yes")
+    assert code == 1 and "no node 'nope'" in err
+
+
+def test_config_file_checked_against_node_gpu_before_labelling(kube, kube_api, capsys, tmp_path):
+    add_node(kube_api, "gpu-1", dict(H100_LABELS))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(textwrap.dedent("""\
+        version: v1
+        mig-configs:
+          too-big:
+            - devices: all
+              mig-enabled: true
+              mig-devices:
+                3g.40gb: 3
+        """))
+    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-f", str(cfg), "-c",
+                       "too-big", "--yes")
+    assert code == 2 and "c.yaml:7" in err and "3g.40gb ×3" in err
+    assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-disabled"
+
+
+def test_render_configmap_for_a_custom_layout(capsys):
+    code, out, _ = run(capsys, "mig", "configure", "--layout", "3g.40gb=1,2g.20gb=2",
+                       "-c", "half-and-half", "--render-configmap")
+    assert code == 0
+    cm = yaml.safe_load(out)
+    assert cm["kind"] == "ConfigMap" and cm["metadata"]["namespace"] == "gpu-operator"
+    inner = yaml.safe_load(cm["data"]["config.yaml"])
+    assert inner == {"version": "v1", "mig-configs": {"half-and-half": [
+        {"devices": "all", "mig-enabled": True,
+         "mig-devices": {"3g.40gb": 1, "2g.20gb": 2}}]}}
+    code, out, _ = run(capsys, "mig", "configure", "--layout", "all-3g.40gb", "--render-configmap")
+    entries = yaml.safe_load(yaml.safe_load(out)["data"]["config.yaml"])["mig-configs"][
+        "all-3g.40gb"]
+    h100 = next(e for e in entries if "0x233010DE" in e["device-filter"])
+    assert h100["mig-devices"] == {"3g.40gb": 2}
+
+
+def add_configmap(kube_api, name, text):
+    from kubernetes import client
+
+    client.CoreV1Api(kube_api).create_namespaced_config_map("gpu-operator", {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "gpu-operator"},
+        "data": {"config.yaml": textwrap.dedent(text)}})
+
+
+OPERATOR_CONFIG = """\
+    version: v1
+    mig-configs:
+      all-disabled:
+        - devices: all
+          mig-enabled: false
+      all-1g.10gb:
+        - devices: all
+          mig-enabled: true
+          mig-devices:
+            1g.10gb: 7
+      broken:
+        - devices: all
+          mig-enabled: true
+          mig-devices:
+            1g.10gb: 8
+    """
+
+
+def test_config_name_checked_against_the_operator_configmap(kube, kube_api, capsys):
+    add_node(kube_api, "gpu-1", dict(H100_LABELS))
+    add_configmap(kube_api, "default-mig-parted-config", OPERATOR_CONFIG)
+    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10g",
+                       "--yes")
+    assert code == 2 and "no MIG config 'all-1g.10g'" in err
+    assert "configs: all-disabled, all-1g.10gb, broken" in err
+    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "broken", "--yes")
+    assert code == 2 and "default-mig-parted-config config.yaml:15" in err
+    assert "GPU 0 (H100-80GB): 1g.10gb ×8" in err
+    assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-disabled"
+    t = operator(kube_api, ["gpu-1"])
+    code, out, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
+                         "--yes", "--timeout", "20")
+    t.join(5)
+    assert code == 0 and "not checked" not in out, err
