@@ -167,6 +167,15 @@ def test_env_var_gives_the_url(prom, capsys, monkeypatch):
     assert json.loads(out)["summary"]["gpus"] == 8
 
 
+def test_config_file_gives_the_url(prom, capsys, monkeypatch, tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"prometheus_url: {prom.url}\n")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+    code, out, err = gpuctl(capsys, "top", "--once", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["summary"]["gpus"] == 8
+
+
 def test_three_queries_per_frame_whatever_the_cluster_size(prom, capsys, prometheus_with):
     big = prometheus_with([s for n in range(60) for i in range(8)
                            for s in gpu("Hostname", f"big-{n}", i, 30 + i, pod=f"p{n}-{i}",

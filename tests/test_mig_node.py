@@ -180,31 +180,14 @@ def test_profiles_of_this_node_and_by_model(capsys, node):
     assert [r["profile"] for r in json.loads(out)][:2] == ["1g.6gb", "1g.6gb+me"]
 
 
-class NotRoot:
-    """The real adapter over the simulated node, except that the driver refuses changes the
-    way it refuses a non-root user (NVML_ERROR_NO_PERMISSION), which the simulator cannot."""
-
-    def __init__(self, nvml):
-        self.nvml = nvml
-
-    def __getattr__(self, name):
-        return getattr(self.nvml, name)
-
-    def set_mig_mode(self, index, enabled):
-        from gpuctl.adapters.nvml import NO_PERMISSION, NvmlError
-
-        raise NvmlError(NO_PERMISSION, f"GPU {index}: set MIG mode")
-
-
-def test_no_permission_is_one_clear_error(capsys, node):
-    from gpuctl import mig_apply
-    from gpuctl.core.migparted import resolve_shorthand
-
-    with Nvml() as nvml:
-        states = mig_apply.read_node(nvml)
-        plans = mig_apply.plan(states, resolve_shorthand("7g.80gb=1", [0], states))
-        with pytest.raises(mig_apply.Halted) as e:
-            mig_apply.apply(NotRoot(nvml), plans, allow_reset=True)
-    assert "step 1 of 2 failed (enable MIG mode on GPU 0)" in e.value.message
-    assert "insufficient permissions" in e.value.message and "run as root" in e.value.hint
+def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):
+    """The simulated driver refuses changes as the real one refuses a non-root user."""
+    monkeypatch.setenv("GPUCTL_SIM_UNPRIVILEGED", "1")
+    code, out, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "7g.80gb=1",
+                         "--reset", "--yes")
+    assert code == 1
+    assert "step 1 of 2 failed (enable MIG mode on GPU 0)" in err
+    assert "insufficient permissions" in err and "run as root" in err
+    assert "Traceback" not in err
+    monkeypatch.delenv("GPUCTL_SIM_UNPRIVILEGED")
     assert show(capsys)[0]["mig"] == {"current": False, "pending": False}

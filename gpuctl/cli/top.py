@@ -19,7 +19,8 @@ def top(
         help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB or 2xH200,2xA30."),
     prometheus: Optional[str] = typer.Option(
         None, "--prometheus", envvar="GPUCTL_PROMETHEUS_URL", metavar="URL",
-        help="Cluster-wide view from DCGM-exporter metrics in this Prometheus."),
+        help="Cluster-wide view from DCGM-exporter metrics in this Prometheus "
+             "(also prometheus_url in the config file)."),
     delay: float = typer.Option(2.0, "-d", "--delay", min=0.1, help="Seconds between refreshes."),
     once: bool = typer.Option(False, "--once", help="Print one frame and exit."),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
@@ -31,6 +32,9 @@ def top(
                                          help="Cluster view: a GPU under this mean utilization is idle."),
 ) -> None:
     """Show GPU utilization, memory, temperature, power and processes."""
+    from gpuctl.config import setting
+
+    prometheus = setting("prometheus_url", prometheus)
     if prometheus:
         from gpuctl.cli import top_cluster
 
