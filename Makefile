@@ -21,7 +21,11 @@ system-deps:
 	  || echo "note: prometheus/promtool not installed; their tests will be skipped"; }
 
 demo: setup
-	$(BIN)/gpuctl render examples/seed-pod.yaml
+	@echo '$$ gpuctl render examples/seed-pod.yaml'
+	@$(BIN)/gpuctl render examples/seed-pod.yaml
+	@GPUCTL_BIN=$(BIN)/gpuctl GPUCTL_PYTHON=$(BIN)/python examples/demo-node.sh
+	@echo '$$ gpuctl mig plan --demand 1g.10gb=9,3g.40gb=3 --gpu H100-80GB'
+	@$(BIN)/gpuctl mig plan --demand 1g.10gb=9,3g.40gb=3 --gpu H100-80GB
 
 test: setup system-deps
 	$(BIN)/python -m pytest -q
