@@ -57,3 +57,16 @@ def test_python_dash_m_runs():
     proc = subprocess.run([sys.executable, "-m", "gpuctl", "--version"], capture_output=True,
                           text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("gpuctl ")
+
+
+def test_every_command_is_in_the_lazy_registration_table(cli):
+    """A command module missing from COMMANDS would be unreachable by name."""
+    from gpuctl.cli import app as app_module
+
+    assert cli("--help").code == 0
+    names = {c.name for c in app_module.app.registered_commands}
+    names |= {g.name for g in app_module.app.registered_groups}
+    assert names == set(app_module.COMMANDS)
+    for name in app_module.COMMANDS:
+        r = cli(name, "--help")
+        assert r.code == 0 and "Usage: gpuctl " + name in r.out

@@ -39,19 +39,35 @@ def _root(
     _debug = debug
 
 
-def _register() -> None:
-    # Each module adds its commands; none imports a heavy library at module level.
-    from gpuctl.cli import alerts, doctor, jobs, mig, provision, quota, share, top
+# Each command's module, in the order `--help` lists them. Only the module the invoked
+# command needs is imported (none imports a heavy library at module level).
+COMMANDS = {
+    "render": "jobs", "submit": "jobs", "jobs": "jobs",
+    "top": "top",
+    "mig": "mig",
+    "alerts": "alerts",
+    "share": "share", "quota": "quota", "doctor": "doctor",
+    "provision": "provision", "destroy": "provision",
+}
+_registered: set[str] = set()
 
-    for module in (jobs, top, mig, alerts, share, quota, doctor, provision):
-        module.register(app)
 
+def register(argv: list[str]) -> None:
+    """Add the commands `argv` needs (all of them for --help or an unknown command)."""
+    import importlib
 
-_register()
+    words = [a for a in argv if not a.startswith("-")]
+    wanted = {COMMANDS[words[0]]} if words and words[0] in COMMANDS else set(COMMANDS.values())
+    for name in dict.fromkeys(COMMANDS.values()):
+        if name in wanted and name not in _registered:
+            importlib.import_module(f"gpuctl.cli.{name}").register(app)
+            _registered.add(name)
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        register(argv)
         app(args=argv, prog_name="gpuctl")
     except GpuctlError as e:
         if _debug:
