@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -21,13 +22,12 @@ def median_wall(cmd: list[str]) -> tuple[float, float]:
     subprocess.run(cmd, capture_output=True, env=env, check=True)  # warm the file cache
     walls, cpus = [], []
     for _ in range(RUNS):
-        before = os.times()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run(cmd, capture_output=True, env=env, check=True)
         walls.append(time.perf_counter() - t0)
-        after = os.times()
-        cpus.append(after.children_user + after.children_system
-                    - before.children_user - before.children_system)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return statistics.median(walls), statistics.median(cpus)
 
 
