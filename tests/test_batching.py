@@ -44,9 +44,13 @@ class Recorder:
 
     async def async_(self, items):
         results = self._results(items)
-        if self.gate is not None:
-            await self.gate.wait()
+        if self.gate is not None:  # bounded, so a broken batcher fails the test, not hangs it
+            await within(self.gate.wait(), 5)
         return results
+
+
+def within(aw, seconds=5):
+    return asyncio.wait_for(aw, seconds)
 
 
 async def settle():
@@ -59,7 +63,7 @@ async def test_lone_request_waits_max_wait_then_goes_alone():
     rec = Recorder()
     async with DynamicBatcher(rec.async_, max_batch_size=8, max_wait_ms=60) as b:
         t0 = time.monotonic()
-        assert await b.submit(1) == "out-1"
+        assert await within(b.submit(1)) == "out-1"
         elapsed = time.monotonic() - t0
     assert rec.batches == [[1]]
     assert 0.059 <= elapsed < 0.06 + TOL
@@ -68,7 +72,7 @@ async def test_lone_request_waits_max_wait_then_goes_alone():
 async def test_full_batch_is_dispatched_without_waiting():
     rec = Recorder()
     async with DynamicBatcher(rec.sync, max_batch_size=4, max_wait_ms=60_000) as b:
-        results = await asyncio.wait_for(asyncio.gather(*(b.submit(i) for i in range(4))), 5)
+        results = await within(asyncio.gather(*(b.submit(i) for i in range(4))), 5)
         assert results == [f"out-{i}" for i in range(4)]
         assert rec.batches == [[0, 1, 2, 3]]
 
@@ -88,7 +92,7 @@ async def test_deadline_runs_from_the_first_item_of_the_batch():
         for i in range(12):
             tasks.append(asyncio.create_task(one(b, i)))
             await asyncio.sleep(0.03)
-        await asyncio.wait_for(asyncio.gather(*tasks), 5)
+        await within(asyncio.gather(*tasks))
     assert len(rec.batches) >= 3
     assert [x for batch in rec.batches for x in batch] == list(range(12))
     for batch, start in zip(rec.batches, rec.starts):
@@ -100,7 +104,7 @@ async def test_max_wait_zero_sends_what_is_there_at_once():
     rec = Recorder()
     async with DynamicBatcher(rec.sync, max_batch_size=8, max_wait_ms=0) as b:
         t0 = time.monotonic()
-        assert await b.submit("a") == "out-a"
+        assert await within(b.submit("a")) == "out-a"
         assert time.monotonic() - t0 < TOL
 
 
@@ -111,7 +115,7 @@ async def test_every_request_gets_its_own_result_across_batches():
 
     async with DynamicBatcher(fn, max_batch_size=5, max_wait_ms=2) as b:
         values = [7, 3, 3, 11, 0, 5, 2, 9, 1, 4, 8, 6, 10]  # a duplicate value too
-        results = await asyncio.gather(*(b.submit(v) for v in values))
+        results = await within(asyncio.gather(*(b.submit(v) for v in values)))
         assert results == [(v, v * v) for v in values]
         assert b.metrics().batches == 3
 
@@ -121,11 +125,11 @@ async def test_fn_error_fails_its_whole_batch_and_batcher_keeps_serving(kind):
     rec = Recorder(fail_on="bad")
     fn = rec.sync if kind == "sync" else rec.async_
     async with DynamicBatcher(fn, max_batch_size=3, max_wait_ms=50) as b:
-        outcomes = await asyncio.gather(b.submit("a"), b.submit("bad"), b.submit("c"),
-                                        return_exceptions=True)
+        outcomes = await within(asyncio.gather(b.submit("a"), b.submit("bad"), b.submit("c"),
+                                               return_exceptions=True))
         assert all(isinstance(o, ValueError) for o in outcomes), outcomes
         assert {str(o) for o in outcomes} == {"model rejected 'bad'"}
-        assert await b.submit("d") == "out-d"
+        assert await within(b.submit("d")) == "out-d"
         m = b.metrics()
     assert rec.batches == [["a", "bad", "c"], ["d"]]
     assert (m.batches, m.failed_batches) == (2, 1)
@@ -145,17 +149,18 @@ async def test_wrong_number_of_results_fails_the_batch_clearly(returned, message
         return returned(items) if len(calls) == 1 else [x.upper() for x in items]
 
     async with DynamicBatcher(fn, max_batch_size=3, max_wait_ms=50) as b:
-        outcomes = await asyncio.gather(*(b.submit(x) for x in "xyz"), return_exceptions=True)
+        outcomes = await within(asyncio.gather(*(b.submit(x) for x in "xyz"),
+                                               return_exceptions=True))
         assert all(isinstance(o, BatchResultError) for o in outcomes), outcomes
         assert message in str(outcomes[0])
         assert outcomes[0].expected == 3
-        assert await b.submit("q") == "Q"
+        assert await within(b.submit("q")) == "Q"
 
 
 async def test_results_may_be_any_iterable_with_one_row_per_item():
     async with DynamicBatcher(lambda items: (x + 1 for x in items), max_batch_size=2,
                               max_wait_ms=1) as b:
-        assert await asyncio.gather(b.submit(1), b.submit(2)) == [2, 3]
+        assert await within(asyncio.gather(b.submit(1), b.submit(2))) == [2, 3]
 
 
 async def test_sync_fn_runs_in_a_worker_thread_and_the_loop_keeps_accepting():
@@ -181,7 +186,7 @@ async def test_sync_fn_runs_in_a_worker_thread_and_the_loop_keeps_accepting():
         second = asyncio.create_task(b.submit(2))  # accepted while the first batch runs
         await settle()
         assert b.metrics().queue_depth == 1
-        assert await first == 1 and await second == 2
+        assert await within(first) == 1 and await within(second) == 2
         t.cancel()
     assert ticks >= 10  # the loop ran all through ~0.6 s of blocking model calls
     assert all(th is not threading.main_thread() for th in threads)
@@ -196,7 +201,7 @@ async def test_async_fn_is_awaited_on_the_loop():
 
     model = Model()
     async with DynamicBatcher(model, max_batch_size=2, max_wait_ms=1) as b:
-        assert await b.submit(21) == 42
+        assert await within(b.submit(21)) == 42
     assert model.thread is threading.main_thread()
 
 
@@ -205,7 +210,7 @@ async def test_sync_wrapper_returning_a_coroutine_is_awaited():
         return [x + 1 for x in items]
 
     async with DynamicBatcher(lambda items: real(items), max_batch_size=2, max_wait_ms=1) as b:
-        assert await b.submit(1) == 2
+        assert await within(b.submit(1)) == 2
 
 
 async def test_bounded_queue_holds_back_extra_submitters():
@@ -225,7 +230,7 @@ async def test_bounded_queue_holds_back_extra_submitters():
         gone.cancel()  # giving up while held back frees nothing and breaks nothing
         await settle()
         gate.set()
-        results = await asyncio.wait_for(asyncio.gather(first, *queued, held), 5)
+        results = await within(asyncio.gather(first, *queued, held), 5)
     assert results == ["out-0", "out-1", "out-2", "out-3"]
     assert rec.batches == [[0], [1], [2], [3]]
     assert gone.cancelled()
@@ -237,7 +242,7 @@ async def test_request_cancelled_while_queued_is_not_sent_and_batch_still_goes()
         a, c, d = (asyncio.create_task(b.submit(x)) for x in "acd")
         await settle()
         c.cancel()
-        assert await asyncio.wait_for(asyncio.gather(a, d), 5) == ["out-a", "out-d"]
+        assert await within(asyncio.gather(a, d), 5) == ["out-a", "out-d"]
         assert b.metrics().cancelled == 1
     assert rec.batches == [["a", "d"]]
 
@@ -252,7 +257,7 @@ async def test_batch_whose_requests_all_cancelled_never_reaches_fn():
         await asyncio.sleep(0.06)
         assert rec.batches == []
         assert b.metrics().queue_depth == 0
-        assert await b.submit(9) == "out-9"
+        assert await within(b.submit(9)) == "out-9"
     assert rec.batches == [[9]]
 
 
@@ -267,8 +272,8 @@ async def test_cancel_while_batch_runs_leaves_the_others_their_results():
         assert rec.batches == [[0, 1, 2]]
         tasks[1].cancel()
         gate.set()
-        assert await tasks[0] == "out-0" and await tasks[2] == "out-2"
-        assert await b.submit(5) == "out-5"
+        assert await within(tasks[0]) == "out-0" and await within(tasks[2]) == "out-2"
+        assert await within(b.submit(5)) == "out-5"
     assert tasks[1].cancelled()
     assert errors == []
 
@@ -288,11 +293,11 @@ async def test_leaving_async_with_flushes_queued_requests():
 async def test_submit_after_close_or_before_start_raises_clear_error():
     b = DynamicBatcher(lambda items: items)
     with pytest.raises(BatcherClosed, match="async with"):
-        await b.submit(1)
+        await within(b.submit(1))
     async with b:
-        assert await b.submit(1) == 1
+        assert await within(b.submit(1)) == 1
     with pytest.raises(BatcherClosed, match="closed"):
-        await b.submit(2)
+        await within(b.submit(2))
     with pytest.raises(BatcherClosed, match="already started"):
         async with b:
             pass
@@ -312,9 +317,9 @@ async def test_close_turns_away_submitters_held_by_back_pressure():
     closing = asyncio.create_task(b.close())
     await settle()
     with pytest.raises(BatcherClosed):
-        await asyncio.wait_for(held, 5)
+        await within(held, 5)
     gate.set()
-    await asyncio.wait_for(closing, 5)
+    await within(closing, 5)
     assert (running.result(), queued.result()) == ("out-0", "out-1")
 
 
@@ -328,7 +333,7 @@ async def test_cancelled_close_fails_what_is_left_instead_of_hanging():
     closing = asyncio.create_task(b.close())
     await asyncio.sleep(0.02)
     closing.cancel()
-    outcomes = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5)
+    outcomes = await within(asyncio.gather(*tasks, return_exceptions=True), 5)
     assert all(isinstance(o, BatcherClosed) for o in outcomes), outcomes
     assert rec.batches == [[0]]  # the queued ones were never sent
 
@@ -345,7 +350,7 @@ async def test_metrics_snapshot_for_export():
         assert (live.queue_depth, live.in_flight, live.max_queue) == (2, 3, 10)
         waiting[1].cancel()
         gate.set()
-        await asyncio.gather(*full, waiting[0])
+        await within(asyncio.gather(*full, waiting[0]))
         m = b.metrics()
     assert (m.batches, m.requests, m.cancelled, m.failed_batches) == (2, 4, 1, 0)
     assert (m.queue_depth, m.in_flight, m.mean_batch_size) == (0, 0, 2.0)
