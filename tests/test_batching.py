@@ -298,7 +298,7 @@ async def test_submit_after_close_or_before_start_raises_clear_error():
         assert await within(b.submit(1)) == 1
     with pytest.raises(BatcherClosed, match="closed"):
         await within(b.submit(2))
-    with pytest.raises(BatcherClosed, match="already started"):
+    with pytest.raises(BatcherClosed, match="runs once"):
         async with b:
             pass
 

@@ -100,7 +100,8 @@ class DynamicBatcher(Generic[T, R]):
     def start(self) -> None:
         """Start dispatching on the running event loop (done by `async with`)."""
         if self._task is not None or self._closed:
-            raise BatcherClosed("this DynamicBatcher was already started; create a new one")
+            raise BatcherClosed("a DynamicBatcher runs once: this one was already started or "
+                                "closed; create a new one")
         self._loop = asyncio.get_running_loop()
         if self._executor is None and not self._is_async:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuctl-batcher")
