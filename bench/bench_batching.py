@@ -82,8 +82,20 @@ async def open_loop(fn, item, *, max_batch_size: int, max_wait_ms: float, rate: 
             "requests": len(latencies)}
 
 
+async def overhead_per_request(batch_size: int, n: int = 4000) -> float:
+    """Seconds the batcher itself adds per request (no-op sync fn, all requests at once)."""
+    async with DynamicBatcher(lambda items: items, max_batch_size=batch_size, max_wait_ms=1,
+                              max_queue=n) as batcher:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(batcher.submit(i) for i in range(n)))
+        return (time.perf_counter() - t0) / n
+
+
 def run_suite(fn, item, *, unit: str, batch_sizes: list[int], max_wait_ms: float,
               duration: float) -> bool:
+    print("batcher overhead (no-op fn): " + "  ".join(
+        f"batch {bs}: {asyncio.run(overhead_per_request(bs)) * 1e6:.0f} us/request"
+        for bs in batch_sizes))
     costs = {bs: direct_cost(fn, item, bs) for bs in batch_sizes}
     print(f"direct fn cost (no batcher, median): " + "  ".join(
         f"batch {bs}: {c * 1000:.2f} ms = {bs / c:,.0f} {unit}/s" for bs, c in costs.items()))
