@@ -158,7 +158,8 @@ class DynamicBatcher(Generic[T, R]):
         return await req.future
 
     def metrics(self) -> BatcherMetrics:
-        """A snapshot of the counters; safe to call at any time from the loop."""
+        """A snapshot of the counters. May be called from another thread (an exporter's): it
+        takes no lock, so one snapshot's fields can be a batch apart."""
         return self._metrics.snapshot(queue_depth=self._queued, max_queue=self.max_queue,
                                       in_flight=self._in_flight)
 
