@@ -157,6 +157,15 @@ async def test_wrong_number_of_results_fails_the_batch_clearly(returned, message
         assert await within(b.submit("q")) == "Q"
 
 
+async def test_sync_fn_raising_stopiteration_fails_its_batch_instead_of_hanging_it():
+    def fn(items):
+        return [next(iter([])) for _ in items]  # a model bug that raises StopIteration
+
+    async with DynamicBatcher(fn, max_batch_size=2, max_wait_ms=1) as b:
+        with pytest.raises(RuntimeError, match="raised StopIteration"):
+            await within(b.submit(1))
+
+
 async def test_results_may_be_any_iterable_with_one_row_per_item():
     async with DynamicBatcher(lambda items: (x + 1 for x in items), max_batch_size=2,
                               max_wait_ms=1) as b:

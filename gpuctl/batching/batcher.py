@@ -276,7 +276,7 @@ class DynamicBatcher(Generic[T, R]):
             if self._is_async:
                 results = await self._fn(items)
             else:
-                results = await self._loop.run_in_executor(self._executor, self._fn, items)
+                results = await self._loop.run_in_executor(self._executor, _call, self._fn, items)
                 if inspect.isawaitable(results):  # an async callable inspect did not recognise
                     results = await results
             results = _one_per_item(results, len(batch))
@@ -309,6 +309,13 @@ class DynamicBatcher(Generic[T, R]):
             req.state = _TAKEN
             self._queued -= 1
             req.future.set_exception(error)
+
+
+def _call(fn: Callable, items: list) -> Any:
+    try:
+        return fn(items)
+    except StopIteration as e:  # an asyncio future refuses it, which would hang the batch
+        raise RuntimeError(f"batch function raised StopIteration: {e!r}") from e
 
 
 def _one_per_item(results: Any, expected: int) -> list:
