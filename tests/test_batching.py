@@ -378,6 +378,9 @@ async def test_metrics_snapshot_for_export():
     ({"max_batch_size": 2.5}, "max_batch_size must be an integer >= 1"),
     ({"max_wait_ms": -1}, "max_wait_ms must be a finite number >= 0"),
     ({"max_wait_ms": float("inf")}, "max_wait_ms must be a finite number >= 0"),
+    ({"max_wait_ms": float("nan")}, "max_wait_ms must be a finite number >= 0"),
+    ({"max_wait_ms": "5"}, "max_wait_ms must be a finite number >= 0"),
+    ({"max_batch_size": True}, "max_batch_size must be an integer >= 1"),
     ({"max_queue": 0}, "max_queue must be an integer >= 1"),
     ({"max_batch_size": 8, "max_queue": 4}, r"max_queue \(4\) must be >= max_batch_size \(8\)"),
 ])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import numbers
+import operator
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -60,10 +62,9 @@ class DynamicBatcher(Generic[T, R]):
                  max_queue: int = 1024, executor: Executor | None = None):
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-        for name, value in (("max_batch_size", max_batch_size), ("max_queue", max_queue)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if isinstance(max_wait_ms, bool) or not isinstance(max_wait_ms, (int, float)) \
+        max_batch_size = _positive_int("max_batch_size", max_batch_size)
+        max_queue = _positive_int("max_queue", max_queue)
+        if isinstance(max_wait_ms, bool) or not isinstance(max_wait_ms, numbers.Real) \
                 or not math.isfinite(max_wait_ms) or max_wait_ms < 0:
             raise ValueError(f"max_wait_ms must be a finite number >= 0, got {max_wait_ms!r}")
         if max_queue < max_batch_size:
@@ -75,7 +76,7 @@ class DynamicBatcher(Generic[T, R]):
         self.max_batch_size = max_batch_size
         self.max_wait_ms = float(max_wait_ms)
         self.max_queue = max_queue
-        self._max_wait = max_wait_ms / 1000.0
+        self._max_wait = self.max_wait_ms / 1000.0
         self._own_executor = executor is None
         self._executor = executor
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -309,6 +310,16 @@ class DynamicBatcher(Generic[T, R]):
             req.state = _TAKEN
             self._queued -= 1
             req.future.set_exception(error)
+
+
+def _positive_int(name: str, value: Any) -> int:
+    try:
+        number = operator.index(value)  # int, numpy integer...; not float or str
+    except TypeError:
+        number = None
+    if isinstance(value, bool) or number is None or number < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return number
 
 
 def _call(fn: Callable, items: list) -> Any:
