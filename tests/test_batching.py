@@ -166,10 +166,17 @@ async def test_sync_fn_raising_stopiteration_fails_its_batch_instead_of_hanging_
             await within(b.submit(1))
 
 
-async def test_results_may_be_any_iterable_with_one_row_per_item():
-    async with DynamicBatcher(lambda items: (x + 1 for x in items), max_batch_size=2,
-                              max_wait_ms=1) as b:
+async def test_results_may_be_a_lazy_iterable_unpacked_off_the_loop():
+    threads = set()
+
+    def lazy(items):
+        for x in items:
+            threads.add(threading.current_thread())
+            yield x + 1
+
+    async with DynamicBatcher(lazy, max_batch_size=2, max_wait_ms=1) as b:
         assert await within(asyncio.gather(b.submit(1), b.submit(2))) == [2, 3]
+    assert threads and threading.main_thread() not in threads
 
 
 async def test_sync_fn_runs_in_a_worker_thread_and_the_loop_keeps_accepting():

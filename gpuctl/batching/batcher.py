@@ -276,10 +276,10 @@ class DynamicBatcher(Generic[T, R]):
         try:
             if self._is_async:
                 results = await self._fn(items)
-            else:
+            else:  # the thread also unpacks the results: a lazy generator runs there, too
                 results = await self._loop.run_in_executor(self._executor, _call, self._fn, items)
-                if inspect.isawaitable(results):  # an async callable inspect did not recognise
-                    results = await results
+            if inspect.isawaitable(results):  # an async callable inspect did not recognise
+                results = await results
             results = _one_per_item(results, len(batch))
         except Exception as e:  # noqa: BLE001 - fn's failure belongs to its batch's requests
             self._settle(batch, error=e)
@@ -324,9 +324,10 @@ def _positive_int(name: str, value: Any) -> int:
 
 def _call(fn: Callable, items: list) -> Any:
     try:
-        return fn(items)
+        results = fn(items)
     except StopIteration as e:  # an asyncio future refuses it, which would hang the batch
         raise RuntimeError(f"batch function raised StopIteration: {e!r}") from e
+    return results if inspect.isawaitable(results) else _one_per_item(results, len(items))
 
 
 def _one_per_item(results: Any, expected: int) -> list:
@@ -334,7 +335,7 @@ def _one_per_item(results: Any, expected: int) -> list:
         raise BatchResultError(
             f"batch function returned a {type(results).__name__}, not a sequence of {expected} "
             f"results (one per item)", expected=expected, got=None)
-    results = list(results)
+    results = results if type(results) is list else list(results)
     if len(results) != expected:
         raise BatchResultError(
             f"batch function returned {len(results)} results for a batch of {expected} items; "
