@@ -1,0 +1,189 @@
+"""Dynamic batching: throughput and p50/p99 latency at max_batch_size 1, 8 and 32 under an
+open-loop load (requests arrive on a Poisson schedule, whether or not earlier ones are answered).
+
+Default model: a NumPy matmul against a fixed weight matrix on one BLAS thread, whose cost
+grows far slower than its batch size (like a GPU's). Two loads, both set from the model's own
+speed measured in this run: "moderate" (half of what max_batch_size 1 can serve) and "heavy"
+(3x that, capped below what batch 32 can serve). Ratios are against max_batch_size 1 under the
+same load. Target: under heavy load, batch 32 serves >= 1.5x the requests per second of batch 1.
+
+`--torch-resnet50` runs the same with a torchvision ResNet-50 (random weights, nothing
+downloaded) on CUDA, reported in images per second; it is skipped when torch, torchvision or
+a CUDA device is missing.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # one model thread: the batcher, not BLAS, is measured
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import random  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from gpuctl.batching import DynamicBatcher  # noqa: E402
+from gpuctl.batching.tensors import stack, torch_batch_fn, unstack  # noqa: E402
+
+TARGET_HEAVY_RATIO = 1.5
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def direct_cost(fn, item, batch_size: int, min_seconds: float = 0.3) -> float:
+    """Median seconds for one fn call on a batch of batch_size, without the batcher."""
+    items = [item] * batch_size
+    fn(items)  # warm up
+    times, spent = [], 0.0
+    while spent < min_seconds or len(times) < 5:
+        t0 = time.perf_counter()
+        fn(items)
+        times.append(time.perf_counter() - t0)
+        spent += times[-1]
+    return statistics.median(times)
+
+
+async def open_loop(fn, item, *, max_batch_size: int, max_wait_ms: float, rate: float,
+                    duration: float, seed: int) -> dict:
+    """Offer `rate` requests/s for `duration` s; latency runs from each scheduled arrival."""
+    loop = asyncio.get_running_loop()
+    rng = random.Random(seed)
+    latencies: list[float] = []
+
+    async def one(due: float) -> None:
+        await batcher.submit(item)
+        latencies.append(loop.time() - due)
+
+    async with DynamicBatcher(fn, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
+                              max_queue=1_000_000) as batcher:
+        tasks = []
+        start = loop.time()
+        due = start + rng.expovariate(rate)
+        while due < start + duration:
+            if due > loop.time():
+                await asyncio.sleep(due - loop.time())
+            while due <= loop.time() and due < start + duration:
+                tasks.append(asyncio.create_task(one(due)))
+                due += rng.expovariate(rate)
+        await asyncio.gather(*tasks)
+        elapsed = loop.time() - start
+        m = batcher.metrics()
+    return {"served": len(latencies) / elapsed, "p50": percentile(latencies, 0.50),
+            "p99": percentile(latencies, 0.99), "mean_batch": m.mean_batch_size,
+            "requests": len(latencies)}
+
+
+async def overhead_per_request(batch_size: int, n: int = 4000) -> float:
+    """Seconds the batcher itself adds per request (no-op sync fn, all requests at once)."""
+    async with DynamicBatcher(lambda items: items, max_batch_size=batch_size, max_wait_ms=1,
+                              max_queue=n) as batcher:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(batcher.submit(i) for i in range(n)))
+        return (time.perf_counter() - t0) / n
+
+
+def run_suite(fn, item, *, unit: str, batch_sizes: list[int], max_wait_ms: float,
+              duration: float) -> bool:
+    print("batcher overhead (no-op fn): " + "  ".join(
+        f"batch {bs}: {asyncio.run(overhead_per_request(bs)) * 1e6:.0f} us/request"
+        for bs in batch_sizes))
+    costs = {bs: direct_cost(fn, item, bs) for bs in batch_sizes}
+    print(f"direct fn cost (no batcher, median): " + "  ".join(
+        f"batch {bs}: {c * 1000:.2f} ms = {bs / c:,.0f} {unit}/s" for bs, c in costs.items()))
+    capacity = {bs: bs / c for bs, c in costs.items()}
+    base = min(batch_sizes)
+    loads = [("moderate", 0.5 * capacity[base]),
+             ("heavy", min(3 * capacity[base], 0.7 * max(capacity.values())))]
+    print(f"open loop, Poisson arrivals for {duration:g} s, max_wait_ms={max_wait_ms:g}; "
+          f"ratios vs max_batch_size {base} under the same load")
+    print(f"{'load':<18}{'max_batch':>9}{f'{unit}/s':>12}{'p50 ms':>10}{'p99 ms':>10}"
+          f"{'mean batch':>12}{'thr ratio':>11}{'p99 ratio':>11}")
+    ok = True
+    for name, rate in loads:
+        ref = None
+        for bs in batch_sizes:
+            r = asyncio.run(open_loop(fn, item, max_batch_size=bs, max_wait_ms=max_wait_ms,
+                                      rate=rate, duration=duration, seed=bs))
+            ref = ref or r
+            label = f"{name} {rate:,.0f}/s"
+            print(f"{label:<18}{bs:>9}{r['served']:>12,.0f}{r['p50'] * 1000:>10.1f}"
+                  f"{r['p99'] * 1000:>10.1f}{r['mean_batch']:>12.1f}"
+                  f"{r['served'] / ref['served']:>10.2f}x{r['p99'] / ref['p99']:>10.2f}x",
+                  flush=True)
+            if name == "heavy" and bs == max(batch_sizes) and bs != base:
+                ratio = r["served"] / ref["served"]
+                ok = ratio >= TARGET_HEAVY_RATIO
+                print(f"heavy load: batch {bs} serves {ratio:.2f}x batch {base} "
+                      f"(target >= {TARGET_HEAVY_RATIO}) {'OK' if ok else 'MISSED'}")
+    return ok
+
+
+def numpy_model(dim: int):
+    import numpy as np
+
+    weights = np.random.default_rng(0).standard_normal((dim, dim), dtype=np.float32)
+    weights /= np.sqrt(dim)
+
+    def fn(items):
+        return unstack(np.tanh(stack(items) @ weights))
+
+    return fn, np.ones(dim, dtype=np.float32)
+
+
+def resnet50(args) -> int:
+    try:
+        import torch
+        import torchvision
+    except Exception as e:  # noqa: BLE001 - a torchvision built for another torch raises RuntimeError
+        print(f"skipped --torch-resnet50: needs torch and a matching torchvision "
+              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+        return 0
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("skipped --torch-resnet50: torch sees no CUDA device (use --device cpu to force)")
+        return 0
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = True  # fixed input shape: let cuDNN pick its fastest kernels
+    model = torchvision.models.resnet50(weights=None).eval().to(args.device)  # random weights
+    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    print(f"ResNet-50 (random weights), fp32, 3x224x224 inputs, on {name}")
+    ok = run_suite(torch_batch_fn(model, device=args.device), torch.randn(3, 224, 224),
+                   unit="images", batch_sizes=args.batch_sizes, max_wait_ms=args.max_wait_ms,
+                   duration=args.duration)
+    return 0 if ok else 2
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--torch-resnet50", action="store_true",
+                    help="ResNet-50 in PyTorch instead of the NumPy model (GPU machine)")
+    ap.add_argument("--device", default="cuda", help="--torch-resnet50 device (default cuda)")
+    ap.add_argument("--dim", type=int, default=4096, help="NumPy model width (default 4096)")
+    ap.add_argument("--batch-sizes", default="1,8,32",
+                    type=lambda s: sorted(int(x) for x in s.split(",")))
+    ap.add_argument("--max-wait-ms", type=float, default=5.0)
+    ap.add_argument("--duration", type=float, default=2.0, help="seconds of arrivals per run")
+    args = ap.parse_args()
+    if args.torch_resnet50:
+        return resnet50(args)
+    try:
+        fn, item = numpy_model(args.dim)
+    except ImportError:
+        print("numpy is not installed (pip install '.[bench]'); cannot run the model")
+        return 1
+    print(f"model: tanh(x @ W), W {args.dim}x{args.dim} float32, NumPy on one BLAS thread")
+    ok = run_suite(fn, item, unit="req", batch_sizes=args.batch_sizes,
+                   max_wait_ms=args.max_wait_ms, duration=args.duration)
+    return 0 if ok else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

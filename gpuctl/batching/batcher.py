@@ -1,0 +1,351 @@
+"""DynamicBatcher: gathers concurrent single requests into batches for one batch function."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import numbers
+import operator
+import time
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar, Union
+
+from gpuctl.batching.metrics import BatcherMetrics, MetricsRecorder
+from gpuctl.errors import GpuctlError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+BatchFn = Callable[[list[T]], Union[Iterable[R], Awaitable[Iterable[R]]]]
+
+
+class BatchingError(GpuctlError):
+    """Base of the errors the batcher itself raises."""
+
+
+class BatcherClosed(BatchingError, RuntimeError):
+    """submit() on a batcher that is closed, closing, or not started."""
+
+
+class BatchResultError(BatchingError):
+    """fn returned something that cannot be matched one-to-one with the batch's requests."""
+
+    def __init__(self, message: str, *, expected: int, got: int | None):
+        super().__init__(message, hint="fn(items) must return one result per item, in order")
+        self.expected, self.got = expected, got
+
+
+# Life of a request: QUEUED, then either TAKEN into a batch or DROPPED (cancelled while queued).
+_QUEUED, _TAKEN, _DROPPED = range(3)
+
+
+class _Request:
+    __slots__ = ("item", "future", "enqueued_at", "state")
+
+    def __init__(self, item: Any, future: asyncio.Future, enqueued_at: float):
+        self.item, self.future, self.enqueued_at, self.state = item, future, enqueued_at, _QUEUED
+
+
+class DynamicBatcher(Generic[T, R]):
+    """Micro-batches concurrent `await submit(item)` calls into `fn(items) -> results`.
+
+    A batch goes to fn when it holds `max_batch_size` requests, or `max_wait_ms` after its
+    first request arrived, whichever is first. One batch runs at a time; requests that arrive
+    meanwhile form the next one. A sync fn runs in a worker thread (one, so a GPU model keeps
+    a single host thread), an async fn is awaited on the loop.
+    """
+
+    def __init__(self, fn: BatchFn, *, max_batch_size: int = 32, max_wait_ms: float = 5.0,
+                 max_queue: int = 1024, executor: Executor | None = None):
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+        max_batch_size = _positive_int("max_batch_size", max_batch_size)
+        max_queue = _positive_int("max_queue", max_queue)
+        if isinstance(max_wait_ms, bool) or not isinstance(max_wait_ms, numbers.Real) \
+                or not math.isfinite(max_wait_ms) or max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms must be a finite number >= 0, got {max_wait_ms!r}")
+        if max_queue < max_batch_size:
+            raise ValueError(f"max_queue ({max_queue}) must be >= max_batch_size ({max_batch_size}),"
+                             " or no batch could ever fill")
+        self._fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None))
+        self.max_batch_size = max_batch_size
+        self.max_wait_ms = float(max_wait_ms)
+        self.max_queue = max_queue
+        self._max_wait = self.max_wait_ms / 1000.0
+        self._own_executor = executor is None
+        self._executor = executor
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._closed = False
+        self._queue: deque[_Request] = deque()  # may hold cancelled requests until popped
+        self._queued = 0  # requests in _queue that are still QUEUED
+        self._in_flight = 0
+        self._wakeup: asyncio.Future | None = None  # set while the dispatcher sleeps
+        self._room_waiters: deque[asyncio.Future] = deque()  # submitters held by back-pressure
+        self._metrics = MetricsRecorder()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> DynamicBatcher[T, R]:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    def start(self) -> None:
+        """Start dispatching on the running event loop (done by `async with`)."""
+        if self._task is not None or self._closed:
+            raise BatcherClosed("a DynamicBatcher runs once: this one was already started or "
+                                "closed; create a new one")
+        self._loop = asyncio.get_running_loop()
+        if self._executor is None and not self._is_async:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuctl-batcher")
+        self._task = self._loop.create_task(self._dispatch_loop(), name="gpuctl-batcher")
+        if self._own_executor and self._executor is not None:
+            executor = self._executor
+            self._task.add_done_callback(lambda _t: executor.shutdown(wait=False))
+
+    async def close(self) -> None:
+        """Refuse new requests, run every queued one through fn, then stop. Idempotent.
+
+        If the task awaiting close() is cancelled, what is still queued fails with
+        BatcherClosed and a batch already inside fn is left to finish on its own.
+        """
+        self._closed = True
+        self._wake_dispatcher()
+        self._wake_room(everyone=True)
+        if self._task is None:
+            return
+        try:
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            self._task.cancel()
+            raise
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def submit(self, item: T) -> R:
+        """Queue one item and wait for its own result (or the exception of its batch).
+
+        Waits for room while `max_queue` requests are already waiting (back-pressure).
+        Cancelling the call while queued removes the item from its batch before dispatch.
+        """
+        self._check_open()
+        if self._queued >= self.max_queue or self._room_waiters:
+            front = False  # newcomers queue behind earlier waiters; a waiter that lost its slot
+            while True:    # to a race goes back to the front
+                await self._wait_for_room(front)
+                self._check_open()
+                if self._queued < self.max_queue:
+                    break
+                front = True
+        loop = self._loop
+        req = _Request(item, loop.create_future(), loop.time())
+        req.future.add_done_callback(lambda _f, req=req: self._drop_if_cancelled(req))
+        self._queue.append(req)
+        self._queued += 1
+        if self._queued == 1 or self._queued >= self.max_batch_size:
+            self._wake_dispatcher()
+        return await req.future
+
+    def metrics(self) -> BatcherMetrics:
+        """A snapshot of the counters. May be called from another thread (an exporter's): it
+        takes no lock, so one snapshot's fields can be a batch apart."""
+        return self._metrics.snapshot(queue_depth=self._queued, max_queue=self.max_queue,
+                                      in_flight=self._in_flight)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BatcherClosed("submit() on a closed DynamicBatcher: it stopped accepting requests"
+                                " when its `async with` block ended or close() was called")
+        if self._task is None:
+            raise BatcherClosed("submit() before the DynamicBatcher started: use "
+                                "`async with DynamicBatcher(...) as batcher:` (or call start())")
+        if asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError("submit() from another event loop than the one the batcher runs on")
+
+    def _drop_if_cancelled(self, req: _Request) -> None:
+        if req.state == _QUEUED and req.future.cancelled():
+            req.state = _DROPPED
+            self._queued -= 1
+            self._metrics.cancelled += 1
+            self._wake_room()
+
+    async def _wait_for_room(self, front: bool) -> None:
+        waiter = self._loop.create_future()
+        if front:
+            self._room_waiters.appendleft(waiter)
+        else:
+            self._room_waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.cancelled():
+                try:
+                    self._room_waiters.remove(waiter)
+                except ValueError:  # already popped by a wake-up
+                    pass
+            else:  # woken, then cancelled before running: pass the free slot on
+                self._wake_room()
+            raise
+
+    def _wake_room(self, everyone: bool = False) -> None:
+        free = len(self._room_waiters) if everyone else self.max_queue - self._queued
+        while free > 0 and self._room_waiters:
+            waiter = self._room_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                free -= 1
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    def _wake_dispatcher(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def _sleep(self, until: float | None) -> None:
+        """Sleep until the loop time `until` (None: forever), or until woken."""
+        self._wakeup = wakeup = self._loop.create_future()
+        timer = None
+        if until is not None:
+            timer = self._loop.call_at(until, lambda: wakeup.done() or wakeup.set_result(None))
+        try:
+            await wakeup
+        finally:
+            self._wakeup = None
+            if timer is not None:
+                timer.cancel()
+
+    def _head(self) -> _Request | None:
+        """The oldest request still queued; cancelled ones in front are discarded."""
+        while self._queue:
+            req = self._queue[0]
+            if req.state == _QUEUED and not req.future.cancelled():
+                return req
+            self._queue.popleft()
+            self._drop_if_cancelled(req)
+        return None
+
+    async def _dispatch_loop(self) -> None:
+        try:
+            while True:
+                head = self._head()
+                if head is None:
+                    if self._closed:
+                        return
+                    await self._sleep(None)
+                    continue
+                if not self._closed and self._queued < self.max_batch_size:
+                    deadline = head.enqueued_at + self._max_wait
+                    if self._loop.time() < deadline:
+                        await self._sleep(deadline)
+                        continue  # look again: full, past the deadline, closing, or cancelled
+                await self._run(self._take())
+        finally:
+            self._closed = True
+            self._fail_queued(BatcherClosed("the DynamicBatcher stopped before this request was "
+                                            "dispatched"))
+            self._wake_room(everyone=True)
+
+    def _take(self) -> list[_Request]:
+        batch: list[_Request] = []
+        while len(batch) < self.max_batch_size and self._head() is not None:
+            req = self._queue.popleft()
+            req.state = _TAKEN
+            batch.append(req)
+        self._queued -= len(batch)
+        self._wake_room()
+        return batch
+
+    async def _run(self, batch: list[_Request]) -> None:
+        self._metrics.dispatched([self._loop.time() - r.enqueued_at for r in batch])
+        self._in_flight = len(batch)
+        items = [r.item for r in batch]
+        started = time.perf_counter()
+        ok = False
+        try:
+            if self._is_async:
+                results = await self._fn(items)
+            else:  # the thread also unpacks the results: a lazy generator runs there, too
+                results = await self._loop.run_in_executor(self._executor, _call, self._fn, items)
+            if inspect.isawaitable(results):  # an async callable inspect did not recognise
+                results = await results
+            results = _one_per_item(results, len(batch))
+        except Exception as e:  # noqa: BLE001 - fn's failure belongs to its batch's requests
+            self._settle(batch, error=e)
+        except BaseException as e:  # cancelled, KeyboardInterrupt...: the batcher stops
+            self._settle(batch, error=BatcherClosed(
+                f"the DynamicBatcher stopped ({type(e).__name__}) while this request's batch ran"))
+            raise
+        else:
+            ok = True
+            self._settle(batch, results=results)
+        finally:
+            self._in_flight = 0
+            self._metrics.finished(time.perf_counter() - started, ok=ok)
+
+    def _settle(self, batch: list[_Request], *, results: list | None = None,
+                error: BaseException | None = None) -> None:
+        for i, req in enumerate(batch):
+            if req.future.done():  # its caller cancelled while the batch ran
+                continue
+            if error is not None:
+                req.future.set_exception(error)
+            else:
+                req.future.set_result(results[i])
+
+    def _fail_queued(self, error: BaseException) -> None:
+        while self._head() is not None:
+            req = self._queue.popleft()
+            req.state = _TAKEN
+            self._queued -= 1
+            req.future.set_exception(error)
+
+
+def _positive_int(name: str, value: Any) -> int:
+    try:
+        number = operator.index(value)  # int, numpy integer...; not float or str
+    except TypeError:
+        number = None
+    if isinstance(value, bool) or number is None or number < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return number
+
+
+def _call(fn: Callable, items: list) -> Any:
+    try:
+        results = fn(items)
+    except StopIteration as e:  # an asyncio future refuses it, which would hang the batch
+        raise RuntimeError(f"batch function raised StopIteration: {e!r}") from e
+    return results if inspect.isawaitable(results) else _one_per_item(results, len(items))
+
+
+def _one_per_item(results: Any, expected: int) -> list:
+    if isinstance(results, (str, bytes, Mapping)) or not _iterable(results):
+        raise BatchResultError(
+            f"batch function returned a {type(results).__name__}, not a sequence of {expected} "
+            f"results (one per item)", expected=expected, got=None)
+    results = results if type(results) is list else list(results)
+    if len(results) != expected:
+        raise BatchResultError(
+            f"batch function returned {len(results)} results for a batch of {expected} items; "
+            f"every request of this batch failed", expected=expected, got=len(results))
+    return results
+
+
+def _iterable(obj: Any) -> bool:
+    try:
+        iter(obj)
+    except TypeError:
+        return False
+    return True
