@@ -203,6 +203,9 @@ def test_autoscaler_tags_include_scale_from_zero_templates(tmp_path):
     assert tags["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "present:NoSchedule"
     assert tags["k8s.io/cluster-autoscaler/node-template/taint/dedicated"] == ":NoExecute"
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "8"
+    # Propagated ASG tags override the launch template's instance tags: no `Name` here, so
+    # instances keep the launch template's "<cluster>-<group>" and not a bare group name.
+    assert "Name" not in tags
 
 
 def test_user_data_joins_the_cluster_with_label_and_taints(tmp_path):
