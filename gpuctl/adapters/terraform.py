@@ -53,6 +53,15 @@ def prepare_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dic
     if not (modules_dir / "variables.tf").is_file():
         raise GpuctlError(f"no Terraform modules at {modules_dir}",
                           hint=f"set {MODULES_ENV} to gpuctl's terraform/ directory")
+    try:
+        return _fill_workdir(workdir, modules_dir, tfvars, backend)
+    except OSError as e:
+        raise GpuctlError(f"cannot write the working directory {workdir}: {e.strerror or e}"
+                          + (f" ({e.filename})" if e.filename else ""),
+                          hint="choose another --workdir") from None
+
+
+def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict | None) -> Path:
     if workdir.is_dir() and any(workdir.iterdir()) and not (workdir / MARKER_FILE).exists():
         raise GpuctlError(f"{workdir} is not empty and was not written by gpuctl; refusing to "
                           "replace its files", hint="choose another --workdir")
