@@ -247,6 +247,8 @@ def test_the_blog_rule_never_fires_on_a_saturated_gpu(promtool, tmp_path, capsys
     (["--idle-window", "30"], "--idle-window: '30' is not a Prometheus duration"),
     (["--high-util-for", "5 m"], "--high-util-for"),
     (["--xid-window", "0s"], "--xid-window: '0s' must be longer than zero"),
+    # shorter than two rule evaluations, the change would never be seen
+    (["--xid-window", "90s"], "--xid-window: '90s' is shorter than 2m"),
     (["--pod-label", "pod-name"], "--pod-label"),
     (["--format", "prometheusrule", "--name", "Bad_Name"], "--name"),
     (["--format", "prometheusrule", "-n", "a.b"], "--namespace"),

@@ -14,6 +14,7 @@ from gpuctl.core.cluster_usage import FB_FREE, FB_USED, GR_ACTIVE, TEMP, UTIL, d
 from gpuctl.errors import UsageError
 
 XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge keeping the last XID code (0: none since start)
+XID_MIN_WINDOW_S = 120
 GROUP = "gpuctl-gpu"
 # Hardware alerts are keyed by the board, not by who uses it: a pod coming or going
 # must not restart their `for` timer or split one GPU into several alerts.
@@ -53,6 +54,10 @@ def check(o: AlertOptions) -> None:
     for option, value in (("--high-util-window", o.high_util_window),
                           ("--idle-window", o.idle_window), ("--xid-window", o.xid_window)):
         duration_seconds(value, option)
+    if duration_seconds(o.xid_window, "--xid-window") < XID_MIN_WINDOW_S:
+        raise UsageError(f"--xid-window: {o.xid_window!r} is shorter than 2m",
+                         hint="the change of code is found by comparing rule evaluations "
+                              "(1m apart by default): the window must hold at least two")
     for option, value in (("--high-util-for", o.high_util_for), ("--idle-for", o.idle_for),
                           ("--memory-for", o.memory_for),
                           ("--temperature-for", o.temperature_for)):
