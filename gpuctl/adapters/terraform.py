@@ -120,7 +120,7 @@ class _Run:
         process group); one that Terraform has not reported seeing shortly after is
         forwarded, never a second one (two make Terraform quit without saving its state or
         releasing its lock). Terraform then stops gracefully and `interrupts` says so."""
-        self._previous = None
+        self._previous = self._forward = None
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
         return self
@@ -129,13 +129,17 @@ class _Run:
         try:
             self.close()
         finally:
+            if self._forward is not None:  # Terraform has exited: nothing left to forward to
+                self._forward.cancel()
+                self._forward.join()
             if self._previous is not None:
                 signal.signal(signal.SIGINT, self._previous)
 
     def _on_sigint(self, signum, frame) -> None:
         self.interrupts += 1
         if self.interrupts == 1:
-            threading.Timer(FORWARD_INTERRUPT_AFTER_S, self._forward_if_unseen).start()
+            self._forward = threading.Timer(FORWARD_INTERRUPT_AFTER_S, self._forward_if_unseen)
+            self._forward.start()
 
     def _forward_if_unseen(self) -> None:
         if not self.terraform_interrupted and self.retcode is None:
