@@ -10,7 +10,8 @@ TOTAL_MIB = 81559
 def gpu(host_label: str, host: str, index: int, util, *, model=H100, pod=None, namespace=None,
         power=True, mig=None, extra=None) -> list:
     """All series of one device. util: percent (or a function of sample age); for a MIG
-    device (mig=(instance_id, profile, total_mib)) it is reported as GR_ENGINE_ACTIVE."""
+    device (mig=(instance_id, profile, total_mib)) it is reported as GR_ENGINE_ACTIVE, and
+    GPU_UTIL reads 0 as dcgm-exporter reports it for MIG devices."""
     labels = {"gpu": str(index), "UUID": f"GPU-{host}-{index:04d}", "device": f"nvidia{index}",
               "modelName": model, host_label: host, "DCGM_FI_DRIVER_VERSION": "550.54.15",
               "instance": f"10.0.0.{index}:9400", "job": "dcgm"}
@@ -31,6 +32,8 @@ def gpu(host_label: str, host: str, index: int, util, *, model=H100, pod=None, n
            Series("DCGM_FI_DEV_GPU_TEMP", labels, 30 + now_util // 3, history_s=60)]
     if power:
         out.append(Series("DCGM_FI_DEV_POWER_USAGE", labels, 70.5 + 6 * now_util, history_s=60))
+    if mig:  # dcgm-exporter 3.x reports GPU_UTIL as 0 for MIG devices (NVIDIA/dcgm-exporter#216)
+        out.append(Series("DCGM_FI_DEV_GPU_UTIL", labels, 0.0))
     return out
 
 

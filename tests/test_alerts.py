@@ -115,7 +115,10 @@ def test_default_rules_fire_and_stay_quiet(promtool, tmp_path, capsys):
               series(util, "95x40", **gpu_labels("n3", "0")),
               series(util, "50x40", **gpu_labels("n3", "1")),
               series(gr, "0.9x40", **gpu_labels("n4", "0", **mig(1))),
-              series(gr, "0.9x40", **gpu_labels("n4", "0", **mig(2)))],
+              series(gr, "0.9x40", **gpu_labels("n4", "0", **mig(2))),
+              # dcgm-exporter 3.x reports GPU_UTIL as 0 for MIG devices: it must not count.
+              series(util, "0x40", **gpu_labels("n4", "0", **mig(1))),
+              series(util, "0x40", **gpu_labels("n4", "0", **mig(2)))],
              "GPUHighUtilization", "30m", [high("n1", 90), high("n2", 95), high("n4", 90)]),
         # ...but not before it has lasted --high-util-for (15m).
         case([series(util, "95x40", **gpu_labels("n1", "0"))], "GPUHighUtilization", "12m", []),
@@ -128,7 +131,10 @@ def test_default_rules_fire_and_stay_quiet(promtool, tmp_path, capsys):
               series(util, "1x80", **gpu_labels("n1", "1")),
               series(util, "50x80", **gpu_labels("n1", "2", **held, )),
               series(util, "_x59 1x20", **gpu_labels("n1", "3", **held)),
-              series(gr, "0.01x80", **gpu_labels("n2", "0", host_label="hostname", **held, **mig(2)))],
+              series(gr, "0.01x80", **gpu_labels("n2", "0", host_label="hostname", **held, **mig(2))),
+              # A busy MIG slice whose GPU_UTIL reads 0 (as dcgm-exporter reports it) is not idle.
+              series(gr, "0.8x80", **gpu_labels("n3", "0", **held, **mig(1))),
+              series(util, "0x80", **gpu_labels("n3", "0", **held, **mig(1)))],
              "GPUIdleAllocated", "70m", [
                  alert({"severity": "warning", **gpu_labels("n1", "0", **held)},
                        "GPU 0 on n1 is held by a pod but idle",
@@ -161,16 +167,31 @@ def test_default_rules_fire_and_stay_quiet(promtool, tmp_path, capsys):
                  alert({"severity": "warning", **gpu_labels("n1", "0")}, "GPU 0 on n1 is hot",
                        "GPU 0 on n1 has been above 85 C for 5m (90 C now).")]),
 
-        # XID 79 at minute 20: fires at once, clears once it is out of the 10m window.
-        case([series("DCGM_FI_DEV_XID_ERRORS", "0x19 79 0x20", **gpu_labels("n1", "0", **held)),
-              series("DCGM_FI_DEV_XID_ERRORS", "0x40", **gpu_labels("n1", "1"))],
+        # XID_ERRORS is a gauge that keeps the last XID code until dcgm-exporter restarts.
+        # XID 79 at minute 20 on n1/0: fires at once, even though the pod that held the GPU
+        # died with it (its series ends, a pod-less one starts at 79). n1/2 changed from an
+        # old XID 31 to a new 48. n1/3's 79 is old news (an exporter restarted with it):
+        # no alert; n1/1 never had one.
+        case([series("DCGM_FI_DEV_XID_ERRORS", "0x19 79 _x20", **gpu_labels("n1", "0", **held)),
+              series("DCGM_FI_DEV_XID_ERRORS", "_x20 79x20", **gpu_labels("n1", "0")),
+              series("DCGM_FI_DEV_XID_ERRORS", "0x40", **gpu_labels("n1", "1")),
+              series("DCGM_FI_DEV_XID_ERRORS", "31x21 48x20", **gpu_labels("n1", "2")),
+              series("DCGM_FI_DEV_XID_ERRORS", "79x40", **gpu_labels("n1", "3"))],
              "GPUXidError", "25m", [
                  alert({"severity": "critical", **gpu_labels("n1", "0")},
                        "GPU 0 on n1 reported an XID error",
                        "GPU 0 on n1 reported XID 79 in the last 10m; see "
+                       "https://docs.nvidia.com/deploy/xid-errors/ and consider draining the node."),
+                 alert({"severity": "critical", **gpu_labels("n1", "2")},
+                       "GPU 2 on n1 reported an XID error",
+                       "GPU 2 on n1 reported XID 48 in the last 10m; see "
                        "https://docs.nvidia.com/deploy/xid-errors/ and consider draining the node.")]),
-        case([series("DCGM_FI_DEV_XID_ERRORS", "0x19 79 0x20", **gpu_labels("n1", "0"))],
+        # ...and it clears once the change is out of the 10m window, the gauge still at 79.
+        case([series("DCGM_FI_DEV_XID_ERRORS", "0x19 79x40", **gpu_labels("n1", "0"))],
              "GPUXidError", "35m", []),
+        # An exporter restart resets the gauge to 0: no alert either.
+        case([series("DCGM_FI_DEV_XID_ERRORS", "79x20 0x20", **gpu_labels("n1", "0"))],
+             "GPUXidError", "25m", []),
     ]
     run_unit_tests(promtool, tmp_path, path, cases)
 
@@ -226,6 +247,8 @@ def test_the_blog_rule_never_fires_on_a_saturated_gpu(promtool, tmp_path, capsys
     (["--idle-window", "30"], "--idle-window: '30' is not a Prometheus duration"),
     (["--high-util-for", "5 m"], "--high-util-for"),
     (["--xid-window", "0s"], "--xid-window: '0s' must be longer than zero"),
+    # shorter than two rule evaluations, the change would never be seen
+    (["--xid-window", "90s"], "--xid-window: '90s' is shorter than 2m"),
     (["--pod-label", "pod-name"], "--pod-label"),
     (["--format", "prometheusrule", "--name", "Bad_Name"], "--name"),
     (["--format", "prometheusrule", "-n", "a.b"], "--namespace"),

@@ -249,7 +249,8 @@ def test_unresolvable_host(capsys):
 
 
 @pytest.mark.parametrize("url", ["localhost:9090", "ftp://prom:21", "http://", "http://h:99999",
-                                 "prometheus", "http://h:9090/?q=1"])
+                                 "prometheus", "http://h:9090/?q=1", "http://exa mple:9090",
+                                 "http://prom:9090/a b", "http://prom\t:9090"])
 def test_bad_url_is_a_usage_error(capsys, url):
     code, out, err = gpuctl(capsys, "top", "--prometheus", url, "--once")
     assert_one_line_error(code, out, err, 2, "bad Prometheus URL")

@@ -140,3 +140,13 @@ def test_bad_spec_exits_2_and_touches_nothing(tmp_path, modules, gpuctl):
 def test_destroy_without_a_workdir_says_where_it_looked(tmp_path, gpuctl):
     code, out, err = gpuctl("destroy", "-f", str(EXAMPLE), "--workdir", str(tmp_path / "x"))
     assert code == 1 and "nothing was provisioned from here" in err
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/below"])
+def test_unusable_workdir_is_one_error_line(tmp_path, modules, gpuctl, where):
+    (tmp_path / "a-file").write_text("not a directory\n")
+    code, out, err = gpuctl("provision", "-f", str(EXAMPLE), "--workdir", str(tmp_path / where),
+                            "--dry-run")
+    assert code == 1 and "Traceback" not in err
+    assert err.startswith(f"gpuctl: error: cannot write the working directory {tmp_path / where}: ")
+    assert "--workdir" in err

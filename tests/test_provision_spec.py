@@ -150,3 +150,20 @@ def test_long_group_name_is_rejected_before_aws_names_overflow():
 ])
 def test_taint_syntax(text, ok):
     assert (parse_taint(text) is not None) is ok
+
+
+@pytest.mark.parametrize("key, ok", [
+    ("gpu-type", True), ("nvidia.com/gpu.product", True), ("node.kubernetes.io/gpu-type", True),
+    ("kubernetes.io/gpu-type", False), ("k8s.io/gpu", False), ("topology.kubernetes.io/gpu", False),
+    ("x.k8s.io/gpu", False),
+])
+def test_a_label_key_the_kubelet_refuses_is_rejected(key, ok):
+    """The kubelet refuses to start with a self-assigned kubernetes.io / k8s.io label
+    (outside node.kubernetes.io and kubelet.kubernetes.io): the GPU nodes would be paid
+    for and never join. Caught before anything is created."""
+    text = GOOD.replace("node_groups:", f"gpu_label_key: {key}\nnode_groups:")
+    if ok:
+        assert parse(text).gpu_label_key == key
+    else:
+        err = error(text)
+        assert (err.line, err.field) == (7, "gpu_label_key") and "kubelet" in str(err)

@@ -203,6 +203,9 @@ def test_autoscaler_tags_include_scale_from_zero_templates(tmp_path):
     assert tags["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "present:NoSchedule"
     assert tags["k8s.io/cluster-autoscaler/node-template/taint/dedicated"] == ":NoExecute"
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "8"
+    # Propagated ASG tags override the launch template's instance tags: no `Name` here, so
+    # instances keep the launch template's "<cluster>-<group>" and not a bare group name.
+    assert "Name" not in tags
 
 
 def test_user_data_joins_the_cluster_with_label_and_taints(tmp_path):
@@ -239,3 +242,20 @@ def test_subnet_layout_fits_and_never_overlaps(tmp_path, cidr, zones):
     assert len(nets) == 2 * zones
     assert all(n.subnet_of(vpc) and n.prefixlen <= 28 for n in nets)
     assert not [(a, b) for i, a in enumerate(nets) for b in nets[i + 1:] if a.overlaps(b)]
+
+
+def test_gpu_ami_is_the_parameter_aws_publishes():
+    """The preflight and the module read the same public SSM parameter, and it is the one
+    AWS publishes for the EKS-optimized AL2023 NVIDIA AMI (moto is seeded with whatever
+    gpuctl asks for, so nothing else would notice a wrong path)."""
+    from gpuctl.core.preflight import ami_parameter
+
+    published = "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{a}/nvidia/recommended/image_id"
+    for version, arch in (("1.31", "x86_64"), ("1.33", "arm64")):
+        assert ami_parameter(version, arch) == published.format(v=version, a=arch)
+    module = load(TF / "modules" / "gpu-node-group")
+    rng = module["DataResources"]["data.aws_ssm_parameter.ami"]["DeclRange"]
+    block = _block_at(Path(rng["Filename"]).read_text(), rng["Start"]["Byte"])
+    name = re.search(r'name\s*=\s*"([^"]+)"', block).group(1)
+    assert re.sub(r"\$\{[^}]*kubernetes_version[^}]*\}", "{v}",
+                  name.replace("${local.arch}", "{a}")) == published

@@ -248,3 +248,51 @@ def test_missing_executable_is_a_clear_error(tmp_path):
 
     with pytest.raises(GpuctlError, match="not found"):
         Terraform(tmp_path, binary=str(tmp_path / "no-such-terraform"))
+
+
+INTERRUPTED_PLAN = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from gpuctl.adapters.terraform import Interrupted, Terraform
+
+tf = Terraform(Path(sys.argv[1]))
+tf.init()
+to_group = sys.argv[2] == "group"  # a terminal's Ctrl-C reaches Terraform's process too
+threading.Timer(0.4, lambda: os.killpg(0, signal.SIGINT) if to_group
+                else os.kill(os.getpid(), signal.SIGINT)).start()
+start = time.monotonic()
+try:
+    tf.plan()
+    print("plan finished")
+except Interrupted as e:
+    lock = Path(sys.argv[1], ".terraform.tfstate.lock.info").exists()
+    engines = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    print(f"{e.exit_code} {e.message} lock={lock} threads={engines}")
+try:  # and Ctrl-C still works afterwards, e.g. at the confirmation prompt
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    time.sleep(5)
+    print("later Ctrl-C ignored")
+except KeyboardInterrupt:
+    print("later Ctrl-C ok")
+"""
+
+
+@pytest.mark.parametrize("target", ["gpuctl", "group"])
+def test_ctrl_c_during_plan_stops_terraform_and_stays_usable(tmp_path, modules, target):
+    """In a fresh process, as for a user: the embedded engine takes SIGINT over when it
+    loads, so without care Ctrl-C during init/plan (minutes against AWS) and at the
+    confirmation prompt did nothing. It must stop the plan gracefully (one SIGINT reaches
+    Terraform, whether from the terminal or forwarded), release the state lock, leave no
+    engine running, and exit 130."""
+    import subprocess
+
+    (modules / "main.tf").write_text('resource "terraform_data" "n" {\n  count = 4000\n'
+                                     '  input = "n-${count.index}"\n}\n')
+    work = prepare_workdir(tmp_path / "work", modules, {}, None)
+    proc = subprocess.run([sys.executable, "-c", INTERRUPTED_PLAN, str(work), target],
+                          capture_output=True, text=True, timeout=120, start_new_session=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0, proc.stderr
+    first, later = proc.stdout.splitlines()
+    assert first == "130 interrupted: terraform plan stopped; nothing was changed lock=False threads=[]"
+    assert later == "later Ctrl-C ok"

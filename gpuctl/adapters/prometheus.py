@@ -19,6 +19,9 @@ class Prometheus:
         from urllib.parse import urlsplit, urlunsplit
 
         text = (url or "").strip()
+        if any(c.isspace() or not c.isprintable() for c in text):
+            raise UsageError(f"bad Prometheus URL {text!r}: spaces or control characters",
+                             hint=HINT_URL)
         try:
             parts = urlsplit(text)
             parts.port  # raises ValueError on a bad port

@@ -30,8 +30,12 @@ BINARY_ENV = "GPUCTL_TERRAFORM_BIN"
 FORWARD_INTERRUPT_AFTER_S = 0.5
 
 
-class ApplyInterrupted(GpuctlError):
+class Interrupted(GpuctlError):
     exit_code = EXIT_INTERRUPTED
+
+
+class ApplyInterrupted(Interrupted):
+    pass
 
 
 def default_modules_dir() -> Path:
@@ -49,6 +53,15 @@ def prepare_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dic
     if not (modules_dir / "variables.tf").is_file():
         raise GpuctlError(f"no Terraform modules at {modules_dir}",
                           hint=f"set {MODULES_ENV} to gpuctl's terraform/ directory")
+    try:
+        return _fill_workdir(workdir, modules_dir, tfvars, backend)
+    except OSError as e:
+        raise GpuctlError(f"cannot write the working directory {workdir}: {e.strerror or e}"
+                          + (f" ({e.filename})" if e.filename else ""),
+                          hint="choose another --workdir") from None
+
+
+def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict | None) -> Path:
     if workdir.is_dir() and any(workdir.iterdir()) and not (workdir / MARKER_FILE).exists():
         raise GpuctlError(f"{workdir} is not empty and was not written by gpuctl; refusing to "
                           "replace its files", hint="choose another --workdir")
@@ -82,6 +95,8 @@ class _Run:
     def __init__(self, workdir: Path, args: list[str], binary: str | None):
         self.stderr = ""
         self.retcode: int | None = None
+        self.interrupts = 0  # Ctrl-C received by gpuctl while this ran
+        self.terraform_interrupted = False  # Terraform said it received one
         argv = [f"-chdir={workdir}", *args]
         if binary:
             self._proc = subprocess.Popen([binary, *argv], stdout=subprocess.PIPE,
@@ -100,7 +115,47 @@ class _Run:
             self._stream = TerraformCommand().stream(argv, json=False)
             self._proc = None
 
+    def __enter__(self) -> "_Run":
+        """Ctrl-C while Terraform runs: the terminal sends it to Terraform as well (same
+        process group); one that Terraform has not reported seeing shortly after is
+        forwarded, never a second one (two make Terraform quit without saving its state or
+        releasing its lock). Terraform then stops gracefully and `interrupts` says so."""
+        self._previous = self._forward = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.close()
+        finally:
+            if self._forward is not None:  # Terraform has exited: nothing left to forward to
+                self._forward.cancel()
+                self._forward.join()
+            if self._previous is not None:
+                signal.signal(signal.SIGINT, self._previous)
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1:
+            self._forward = threading.Timer(FORWARD_INTERRUPT_AFTER_S, self._forward_if_unseen)
+            self._forward.start()
+
+    def _forward_if_unseen(self) -> None:
+        if not self.terraform_interrupted and self.retcode is None:
+            self.interrupt()
+
     def lines(self) -> Iterator[str]:
+        for i, line in enumerate(self._raw_lines()):
+            if i == 0 and self._stream is not None and self._previous is not None:
+                # The embedded engine takes SIGINT over when it loads (swallowing every
+                # later Ctrl-C): by its first output it has, so take it back.
+                signal.signal(signal.SIGINT, self._on_sigint)
+            if "Interrupt received" in line:
+                self.terraform_interrupted = True
+            yield line
+
+    def _raw_lines(self) -> Iterator[str]:
         if self._stream is not None:
             yield from self._stream
             self.retcode, self.stderr = self._stream.retcode, self._stream.stderr or ""
@@ -156,8 +211,9 @@ class Terraform:
                     continue
 
     def init(self) -> None:
-        run = _Run(self.workdir, ["init", "-input=false", "-no-color"], self.binary)
-        text = list(run.lines())
+        with _Run(self.workdir, ["init", "-input=false", "-no-color"], self.binary) as run:
+            text = list(run.lines())
+        _check_interrupted(run, "init")
         if run.retcode != 0:
             raise BackendError(f"terraform init failed in {self.workdir}: "
                                f"{_error_text(text, run.stderr)}",
@@ -167,8 +223,9 @@ class Terraform:
         args = ["plan", "-json", "-input=false", f"-out={PLAN_FILE}"]
         if destroy:
             args.append("-destroy")
-        run = _Run(self.workdir, args, self.binary)
-        events = list(self._events(run))
+        with _Run(self.workdir, args, self.binary) as run:
+            events = list(self._events(run))
+        _check_interrupted(run, "plan")
         summary = summarize(events, operation="destroy" if destroy else "plan")
         if run.retcode != 0:
             detail = "; ".join(summary.errors[:3]) or _error_text([], run.stderr)
@@ -181,32 +238,16 @@ class Terraform:
         """Apply the saved plan, feeding each event to `on_event`. Ctrl-C asks Terraform to
         stop gracefully; the state stays consistent and a re-run continues."""
         progress = ApplyProgress(total=total)
-        run = _Run(self.workdir, ["apply", "-json", "-input=false", "-auto-approve", PLAN_FILE],
-                   self.binary)
-        interrupts = []
-
-        def forward_if_unseen():
-            if not progress.interrupted:
-                run.interrupt()
-
-        def on_sigint(signum, frame):
-            interrupts.append(signum)
-            if len(interrupts) == 1:
-                threading.Timer(FORWARD_INTERRUPT_AFTER_S, forward_if_unseen).start()
-
-        in_main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
         try:
-            for ev in self._events(run):
-                progress.feed(ev)
-                if on_event:
-                    on_event(ev, progress)
+            with _Run(self.workdir, ["apply", "-json", "-input=false", "-auto-approve", PLAN_FILE],
+                      self.binary) as run:
+                for ev in self._events(run):
+                    progress.feed(ev)
+                    if on_event:
+                        on_event(ev, progress)
         finally:
-            run.close()
-            if in_main:
-                signal.signal(signal.SIGINT, previous)
             (self.workdir / PLAN_FILE).unlink(missing_ok=True)
-        if interrupts or progress.interrupted:
+        if run.interrupts or run.terraform_interrupted:
             raise ApplyInterrupted(
                 f"interrupted: Terraform stopped after {progress.done} of {progress.total} "
                 f"changes and saved its state in {self.workdir}",
@@ -220,17 +261,23 @@ class Terraform:
         return progress
 
     def outputs(self) -> dict[str, Any]:
-        run = _Run(self.workdir, ["output", "-json"], self.binary)
-        text = "\n".join(run.lines())
+        with _Run(self.workdir, ["output", "-json"], self.binary) as run:
+            text = "\n".join(run.lines())
+        _check_interrupted(run, "output")
         if run.retcode != 0:
             raise BackendError(f"terraform output failed: {_error_text([], run.stderr)}")
         return {name: o.get("value") for name, o in (json.loads(text or "{}")).items()}
 
     def resources(self) -> list[str]:
         """Addresses in the state (empty when nothing was created yet)."""
-        run = _Run(self.workdir, ["state", "list"], self.binary)
-        lines = [ln for ln in run.lines() if ln.strip()]
+        with _Run(self.workdir, ["state", "list"], self.binary) as run:
+            lines = [ln for ln in run.lines() if ln.strip()]
         return lines if run.retcode == 0 else []
+
+
+def _check_interrupted(run: _Run, command: str) -> None:
+    if run.interrupts or run.terraform_interrupted:
+        raise Interrupted(f"interrupted: terraform {command} stopped; nothing was changed")
 
 
 def _error_text(lines: list[str], stderr: str) -> str:

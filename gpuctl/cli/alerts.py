@@ -57,7 +57,7 @@ def render(
                                       help="GPUTemperatureHigh: GPU above this."),
     temperature_for: str = typer.Option("5m", "--temperature-for", metavar="DURATION", help="...for this long."),
     xid_window: str = typer.Option("10m", "--xid-window", metavar="DURATION",
-                                   help="GPUXidError: fires while an XID was seen within this."),
+                                   help="GPUXidError: fires for this long after a GPU reports a new XID code."),
     pod_label: str = typer.Option(
         "pod", "--pod-label", metavar="LABEL",
         help="Label naming the pod that holds a GPU; exported_pod when your scrape config "

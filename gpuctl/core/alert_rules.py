@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from gpuctl.core.cluster_usage import FB_FREE, FB_USED, GR_ACTIVE, TEMP, UTIL, duration_seconds
 from gpuctl.errors import UsageError
 
-XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge holding the last XID error code, 0 when none
+XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge keeping the last XID code (0: none since start)
+XID_MIN_WINDOW_S = 120
 GROUP = "gpuctl-gpu"
 # Hardware alerts are keyed by the board, not by who uses it: a pod coming or going
 # must not restart their `for` timer or split one GPU into several alerts.
@@ -53,6 +54,10 @@ def check(o: AlertOptions) -> None:
     for option, value in (("--high-util-window", o.high_util_window),
                           ("--idle-window", o.idle_window), ("--xid-window", o.xid_window)):
         duration_seconds(value, option)
+    if duration_seconds(o.xid_window, "--xid-window") < XID_MIN_WINDOW_S:
+        raise UsageError(f"--xid-window: {o.xid_window!r} is shorter than 2m",
+                         hint="the change of code is found by comparing rule evaluations "
+                              "(1m apart by default): the window must hold at least two")
     for option, value in (("--high-util-for", o.high_util_for), ("--idle-for", o.idle_for),
                           ("--memory-for", o.memory_for),
                           ("--temperature-for", o.temperature_for)):
@@ -68,12 +73,15 @@ def _host(expr: str) -> str:
     return f'label_replace({expr}, "Hostname", "$1", "hostname", "(.+)")'
 
 
-def _utilization(window: str, selector: str = "") -> str:
-    """Mean utilization (percent) per device over the window. MIG devices have no
-    DCGM_FI_DEV_GPU_UTIL, only the 0..1 ratio DCGM_FI_PROF_GR_ENGINE_ACTIVE; where a
-    full GPU reports both, `or` keeps its own utilization."""
-    return (f"avg_over_time({UTIL}{selector}[{window}])"
-            f" or 100 * avg_over_time({GR_ACTIVE}{selector}[{window}])")
+def _utilization(window: str, matcher: str = "") -> str:
+    """Mean utilization (percent) per device over the window. MIG devices report
+    DCGM_FI_DEV_GPU_UTIL as 0 or not at all: for them only the 0..1 ratio
+    DCGM_FI_PROF_GR_ENGINE_ACTIVE counts; where a full GPU reports both, `or` keeps its
+    own utilization."""
+    extra = f", {matcher}" if matcher else ""
+    gr_selector = f"{{{matcher}}}" if matcher else ""
+    return (f'avg_over_time({UTIL}{{GPU_I_ID=""{extra}}}[{window}])'
+            f" or 100 * avg_over_time({GR_ACTIVE}{gr_selector}[{window}])")
 
 
 def _num(value: float) -> str:
@@ -93,7 +101,8 @@ def rules(o: AlertOptions = AlertOptions()) -> dict:
     """A Prometheus rule file (what `rule_files:` and `promtool` read)."""
     check(o)
     gpu_on_host = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
-    holder = f'{{{o.pod_label}!=""}}'
+    holder = f'{o.pod_label}!=""'
+    xid = f"max by ({BOARD}) ({_host(XID)})"
     ns_label = "exported_namespace" if o.pod_label.startswith("exported_") else "namespace"
     return {"groups": [{"name": GROUP, "rules": [
         _rule("GPUHighUtilization",
@@ -123,8 +132,11 @@ def rules(o: AlertOptions = AlertOptions()) -> dict:
               f"{gpu_on_host} is hot",
               f"{gpu_on_host} has been above {_num(o.temperature)} C for {o.temperature_for} "
               f"({{{{ $value }}}} C now)."),
+        # The gauge keeps its last code, so "an XID happened" is "the board's value
+        # changed to a non-zero one": per board, because the pod that held the GPU often
+        # dies with the error and its series ends, while the next one starts at the code.
         _rule("GPUXidError",
-              f"max by ({BOARD}) ({_host(f'max_over_time({XID}[{o.xid_window}])')}) > 0",
+              f"{xid} > 0 and changes(({xid})[{o.xid_window}:]) > 0",
               "0s", "critical",
               f"{gpu_on_host} reported an XID error",
               f"{gpu_on_host} reported XID {{{{ $value }}}} in the last {o.xid_window}; see "

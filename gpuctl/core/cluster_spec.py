@@ -101,6 +101,12 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
     label_key = root.str("gpu_label_key", DEFAULT_LABEL_KEY)
     if not _label_key_ok(label_key):
         raise root.error("gpu_label_key", f"{label_key!r} is not a Kubernetes label key")
+    if _kubelet_refuses(label_key):
+        raise root.error("gpu_label_key", f"{label_key!r} is in a kubernetes.io / k8s.io "
+                                          "namespace the kubelet may not set on its node: the "
+                                          "nodes would never join",
+                         hint="use a key like gpu-type, nvidia.com/gpu.product or "
+                              "node.kubernetes.io/gpu-type")
     if not isinstance(root.raw("node_groups"), list) or not root.raw("node_groups"):
         if root.has("node_groups") and not isinstance(root.raw("node_groups"), list):
             raise root.error("node_groups", "expected a list of node groups")
@@ -203,6 +209,15 @@ def _label_key_ok(key: str) -> bool:
     if sep and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
         return False
     return bool(name) and len(name) <= 63 and bool(_LABEL_NAME.match(name))
+
+
+def _kubelet_refuses(key: str) -> bool:
+    # kubelet --node-labels: kubernetes.io / k8s.io namespaces are reserved except these
+    prefix = key.rpartition("/")[0]
+    reserved = any(prefix == d or prefix.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
+    allowed = any(prefix == d or prefix.endswith("." + d)
+                  for d in ("node.kubernetes.io", "kubelet.kubernetes.io"))
+    return reserved and not allowed
 
 
 def _state(root: Fields, name: str, region: str) -> StateBackend | None:

@@ -11,7 +11,7 @@ from typing import Iterable, Optional
 
 from gpuctl.errors import UsageError
 
-UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent; not reported for MIG devices
+UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent; absent or a constant 0 for MIG devices: never used for them
 GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1; what MIG devices report
 FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB
@@ -73,10 +73,11 @@ def queries(window: str) -> Queries:
         current=_per_device(lambda m, by: f'max by (__name__, {by}) ({{__name__=~"{names}", {m}}})'),
         attributes=f'group by ({", ".join(ATTRIBUTES)}) ({{__name__=~"{names}"}})',
         # `or` keeps the left side where both exist: a full GPU's own utilization wins
-        # over its profiling metric; MIG devices only have the latter.
+        # over its profiling metric. MIG devices (GPU_I_ID set) report GPU_UTIL as 0 or
+        # not at all, so for them only the profiling metric counts.
         window_util=" or ".join(
-            _per_device(lambda m, by: f"max by ({by}) ({scale}avg_over_time({metric}{{{m}}}[{window}]))")
-            for metric, scale in ((UTIL, ""), (GR_ACTIVE, "100 * "))),
+            _per_device(lambda m, by: f"max by ({by}) ({scale}avg_over_time({metric}{{{m}{only}}}[{window}]))")
+            for metric, scale, only in ((UTIL, "", ', GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))),
     )
 
 
@@ -204,7 +205,7 @@ def build_frame(current: Iterable[Sample], attributes: Iterable[Sample],
 
 def _row(m: dict, parent: dict, a: dict, mean, renamed: bool, threshold: float) -> GpuRow:
     gpu, instance_id = a.get("gpu"), a.get("GPU_I_ID")
-    util = m.get(UTIL)
+    util = None if instance_id else m.get(UTIL)  # a MIG device's GPU_UTIL is a meaningless 0
     if util is None and m.get(GR_ACTIVE) is not None:
         util = 100.0 * m[GR_ACTIVE]
     used, free = m.get(FB_USED), m.get(FB_FREE)

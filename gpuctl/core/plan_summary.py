@@ -45,14 +45,6 @@ class PlanSummary:
         return [(a, sorted(groups[a], key=lambda c: c.address))
                 for a in sorted(groups, key=lambda a: rank.get(a, len(rank)))]
 
-    def by_type(self) -> list[tuple[str, str, int]]:
-        """(action, resource type, count) rows: the short view of a large plan."""
-        counts: dict[tuple[str, str], int] = {}
-        for action, changes in self.by_action():
-            for c in changes:
-                counts[(action, c.resource_type)] = counts.get((action, c.resource_type), 0) + 1
-        return [(a, t, n) for (a, t), n in counts.items()]
-
     def headline(self) -> str:
         verb = "Destroy" if self.operation == "destroy" else "Plan"
         return f"{verb}: {self.add} to add, {self.change} to change, {self.destroy} to destroy"
@@ -112,7 +104,6 @@ class ApplyProgress:
     done: int = 0
     failed: int = 0
     in_progress: dict[str, str] = field(default_factory=dict)  # address → action
-    last_message: str = ""
     interrupted: bool = False
     errors: list[str] = field(default_factory=list)
     result: dict[str, int] | None = None  # the final change_summary counts
@@ -142,5 +133,3 @@ class ApplyProgress:
                 self.errors.append(diagnostic_text(diag))
         elif kind == "log" and "Interrupt received" in ev.get("@message", ""):
             self.interrupted = True
-        if kind in ("apply_start", "apply_progress", "apply_complete", "apply_errored"):
-            self.last_message = ev.get("@message", "")

@@ -103,7 +103,6 @@ output "asg_tags" {
   description = "Tags for the Auto Scaling group, read by the cluster autoscaler."
   value = merge(
     {
-      "Name"                                                               = var.node_group
       "kubernetes.io/cluster/${var.kubernetes_cluster}"                    = "owned"
       "k8s.io/cluster-autoscaler/enabled"                                  = "true"
       "k8s.io/cluster-autoscaler/${var.kubernetes_cluster}"                = "owned"
