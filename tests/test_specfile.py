@@ -66,3 +66,11 @@ def test_deep_nesting_is_refused():
     ("1h 30m", None), (1.5, None)])
 def test_durations(value, seconds):
     assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("text, line", [("a: 1\nb: x\x01y\n", 2), ("a: \x00\n", 1),
+                                        ("a: 1\n\nc: \ufffe\n", 3)])
+def test_control_characters_are_refused_with_their_line(text, line):
+    with pytest.raises(SpecError) as e:
+        load_yaml(text, "job.yaml")
+    assert "not allowed" in str(e.value) and e.value.line == line

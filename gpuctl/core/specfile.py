@@ -87,7 +87,11 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
                                 file=file, line=mark.line + 1)
             return super().compose_node(parent, index)
 
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as e:  # a control character: YAML refuses the whole text
+        raise SpecError(f"not valid YAML: character U+{e.character:04X} is not allowed",
+                        file=file, line=text.count("\n", 0, e.position) + 1) from None
     try:
         node = loader.get_single_node()
     except yaml.composer.ComposerError as e:
