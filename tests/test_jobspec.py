@@ -140,3 +140,20 @@ def test_cli_refuses_object_constructing_tags(cli, tmp_path):
     r = cli("render", path)
     assert r.code == 2 and "not allowed" in r.err
     assert not marker.exists()
+
+
+def test_numbers_and_booleans_are_kept_as_written():
+    # YAML 1.1 reads 010 as 8, 1:30 as 90, 12.10 as 12.1 and yes as true: a user means the text
+    spec = parse(BASE + textwrap.dedent("""\
+        env: {OCTAL: 010, TIME: 1:30, CUDA: 12.10, FLAG: yes, HEX: 0x1F, BIG: 1_000}
+        args: [--gpus, 010, --version, 12.10]
+        labels: {version: 12.10}
+        cpu: 010
+        memory: 0.50
+        """))
+    assert dict(spec.env) == {"OCTAL": "010", "TIME": "1:30", "CUDA": "12.10", "FLAG": "yes",
+                              "HEX": "0x1F", "BIG": "1_000"}
+    assert spec.args == ("--gpus", "010", "--version", "12.10")
+    assert dict(spec.labels)["version"] == "12.10"
+    assert (spec.cpu, spec.memory) == ("010", "0.50")
+    assert "not a Kubernetes quantity" in str(error_of(BASE + "cpu: 1:30\n"))

@@ -31,6 +31,8 @@ class Doc:
     data: Any
     file: str
     lines: dict[Path, int] = field(default_factory=dict)
+    # as written, for numbers and booleans: `010`, `1:30`, `12.10`, `yes` are text to a user
+    written: dict[Path, str] = field(default_factory=dict)
 
     def line(self, path: Path) -> int | None:
         while path:
@@ -124,7 +126,10 @@ def _convert(node, path: Path, doc: Doc, loader, depth: int) -> Any:
         if node.tag not in _SCALAR_TAGS:
             raise SpecError(f"YAML tag {node.tag!r} is not allowed (plain values only)",
                             file=doc.file, line=line, field=dotted(path) or None)
-        return loader.construct_object(node)
+        value = loader.construct_object(node)
+        if isinstance(value, (bool, int, float)):
+            doc.written[path] = node.value
+        return value
     if isinstance(node, yaml.SequenceNode):
         if node.tag != _STD + "seq":
             raise SpecError(f"YAML tag {node.tag!r} is not allowed", file=doc.file, line=line,
@@ -243,7 +248,7 @@ class Fields:
         for i, item in enumerate(value):
             if isinstance(item, bool) or not isinstance(item, (str, int, float)):
                 raise self.doc.error(self.path + (key, i), f"expected a string, got {_kind(item)}")
-        value = [str(v) for v in value]
+        value = [self._text((key, i), v) for i, v in enumerate(value)]
         if non_empty and (not value or any(not v.strip() for v in value)):
             raise self.error(key, "must not be empty")
         return value
@@ -258,14 +263,14 @@ class Fields:
         for k, v in value.items():
             if isinstance(v, (dict, list)) or v is None:
                 raise self.error(key, f"{k}: expected a string value, got {_kind(v)}")
-            out[str(k)] = v if isinstance(v, str) else _plain(v)
+            out[str(k)] = self._text((key, k), v)
         return out
 
     def quantity(self, key: str, default: Any = None) -> Any:
         value = self._get(key, default, False)
         if value is default:
             return value
-        text = _plain(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        text = value if isinstance(value, bool) else self._text((key,), value)
         if not isinstance(text, str) or not _QUANTITY.match(text):
             raise self.error(key, f"{value!r} is not a Kubernetes quantity (e.g. 8, 500m, 64Gi)")
         return text
@@ -279,6 +284,12 @@ class Fields:
         if seconds is None:
             raise self.error(key, f"{value!r} is not a duration (e.g. 90s, 30m, 24h, 1h30m, 2d)")
         return seconds
+
+    def _text(self, rel: Path, value: Any) -> Any:
+        """A scalar as the user wrote it (YAML reads `010` as 8 and `12.10` as 12.1)."""
+        if isinstance(value, str):
+            return value
+        return self.doc.written.get(self.path + rel, str(value))
 
     def list_of_maps(self, key: str) -> list["Fields"]:
         value = self._get(key, [], False)
@@ -323,14 +334,6 @@ def _at(data: Any, path: Path) -> Any:
     for p in path:
         data = data[p]
     return data
-
-
-def _plain(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def _kind(value: Any) -> str:
