@@ -94,6 +94,14 @@ def test_mig_and_shared_resources():
     ("tolerations: [x]\n", 4, "tolerations[0]", "mapping"),
     ("namespace: Team_A\n", 4, "namespace", "valid name"),
     ("priority: 'High Priority'\n", 4, "priority", "PriorityClass"),
+    ("deadline: 99999999999999999999d\n", 4, "deadline", "longer than"),
+    ("ttl_after_finished: 2147483648\n", 4, "ttl_after_finished", "longer than"),
+    ("tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: 1e99}]\n",
+     4, "tolerations[0].tolerationSeconds", "whole number"),
+    ("tolerations: [{key: a, operator: Exists, effect: NoExecute,"
+     " tolerationSeconds: 99999999999999999999}]\n", 4, "tolerations[0].tolerationSeconds",
+     "at most"),
+    ("image_pull_secrets: [Reg_Cred]\n", 4, "image_pull_secrets", "Secret name"),
 ])
 def test_bad_fields_name_file_line_and_field(extra, line, field, needle):
     e = error_of(BASE + extra)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuctl.core import geometry
-from gpuctl.core.specfile import Doc, Fields
+from gpuctl.core.specfile import MAX_SECONDS, Doc, Fields
 
 API_VERSION = "gpuctl/v1"
 KINDS = ("Job", "Pod")
@@ -139,6 +139,10 @@ def parse_job(doc: Doc) -> JobSpec:
     priority = f.str("priority")
     if priority is not None and not _DNS_SUBDOMAIN.match(priority):
         raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
+    pull_secrets = f.str_list("image_pull_secrets", [])
+    for secret in pull_secrets:
+        if not _DNS_SUBDOMAIN.match(secret) or len(secret) > 253:
+            raise f.error("image_pull_secrets", f"{secret!r} is not a valid Secret name")
     service_account = f.str("service_account")
     if service_account is not None and not _DNS_SUBDOMAIN.match(service_account):
         raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
@@ -155,7 +159,7 @@ def parse_job(doc: Doc) -> JobSpec:
         retries=f.int("retries", 0, minimum=0, maximum=1000), priority=priority,
         labels=tuple(labels.items()), tolerations=tuple(_tolerations(f)),
         service_account=service_account,
-        image_pull_secrets=tuple(f.str_list("image_pull_secrets", [])),
+        image_pull_secrets=tuple(pull_secrets),
         source=doc.file)
 
 
@@ -166,7 +170,7 @@ def _tolerations(f: Fields) -> list[dict]:
         operator = t.str("operator", "Equal", choices=("Exists", "Equal"))
         tol = {"key": t.str("key"), "operator": operator, "value": t.str("value"),
                "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
-               "tolerationSeconds": t.int("tolerationSeconds", minimum=0)}
+               "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS)}
         if operator == "Exists" and tol["value"] is not None:
             raise t.error("value", "must be empty when operator is Exists")
         if operator == "Equal" and tol["key"] is None:

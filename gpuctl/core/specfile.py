@@ -16,6 +16,7 @@ from gpuctl.errors import SpecError
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
+MAX_SECONDS = 2**31 - 1  # Kubernetes' int32 duration fields (ttlSecondsAfterFinished); 68 years
 
 _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
@@ -283,6 +284,8 @@ class Fields:
         seconds = parse_duration(value)
         if seconds is None:
             raise self.error(key, f"{value!r} is not a duration (e.g. 90s, 30m, 24h, 1h30m, 2d)")
+        if seconds > MAX_SECONDS:
+            raise self.error(key, f"{value!r} is longer than {MAX_SECONDS} seconds (68 years)")
         return seconds
 
     def _text(self, rel: Path, value: Any) -> Any:
