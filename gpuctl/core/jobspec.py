@@ -100,7 +100,7 @@ def parse_job(doc: Doc) -> JobSpec:
 
     gpu_type = f.str_list("gpu_type", (), allow_scalar=True, non_empty=True)
     for value in gpu_type:
-        if len(value) > 63 or not _LABEL_VALUE.match(value):
+        if not _label_value(value):
             raise f.error("gpu_type", f"{value!r} is not a valid node label value")
 
     if kind == "Pod":
@@ -126,11 +126,9 @@ def parse_job(doc: Doc) -> JobSpec:
 
     labels = f.str_map("labels", {})
     for key, value in labels.items():
-        prefix, _, short = key.rpartition("/")
-        if (not short or len(short) > 63 or not _LABEL_NAME.match(short)
-                or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)))):
+        if not _label_key(key):
             raise f.error("labels", f"{key!r} is not a valid label key")
-        if len(value) > 63 or not _LABEL_VALUE.match(value):
+        if not _label_value(value):
             raise f.error("labels", f"{key}: {value!r} is not a valid label value")
         if key.startswith("app.kubernetes.io/managed-by") or key.startswith("gpuctl.io/"):
             raise f.error("labels", f"{key!r} is set by gpuctl")
@@ -171,6 +169,10 @@ def _tolerations(f: Fields) -> list[dict]:
         tol = {"key": t.str("key"), "operator": operator, "value": t.str("value"),
                "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
                "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS)}
+        if tol["key"] is not None and not _label_key(tol["key"]):
+            raise t.error("key", f"{tol['key']!r} is not a valid taint key")
+        if tol["value"] is not None and not _label_value(tol["value"]):
+            raise t.error("value", f"{tol['value']!r} is not a valid taint value")
         if operator == "Exists" and tol["value"] is not None:
             raise t.error("value", "must be empty when operator is Exists")
         if operator == "Equal" and tol["key"] is None:
@@ -179,3 +181,13 @@ def _tolerations(f: Fields) -> list[dict]:
             raise t.error("tolerationSeconds", "applies only with effect NoExecute")
         out.append({k: v for k, v in tol.items() if v is not None})
     return out
+
+
+def _label_key(key: str) -> bool:
+    prefix, _, short = key.rpartition("/")
+    return bool(short and len(short) <= 63 and _LABEL_NAME.match(short)
+                and (not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix))))
+
+
+def _label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
