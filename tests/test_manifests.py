@@ -155,3 +155,18 @@ def test_render_cli_yaml_and_json(cli, tmp_path):
         assert "key: x/y" in r.out
     finally:
         del os.environ["GPUCTL_CONFIG"]
+
+
+def test_bad_gpu_label_key_is_refused_naming_where_it_came_from(cli, tmp_path, monkeypatch):
+    seed = os.path.join(ROOT, "examples", "seed-pod.yaml")
+    r = cli("render", seed, "--gpu-label-key", "gpu type")
+    assert r.code == 2 and "'gpu type' (from the command line): not a node label key" in r.err
+    assert cli("render", seed, "--gpu-label-key", "").code == 2
+    monkeypatch.setenv("GPUCTL_GPU_LABEL_KEY", "a/b/c")
+    r = cli("render", seed)
+    assert r.code == 2 and "(from GPUCTL_GPU_LABEL_KEY)" in r.err and r.out == ""
+    monkeypatch.delenv("GPUCTL_GPU_LABEL_KEY")
+    (tmp_path / "cfg.yaml").write_text("prometheus_url: http://p:9090\ngpu_label_key: 'x!'\n")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "cfg.yaml"))
+    r = cli("render", seed)
+    assert r.code == 2 and f"{tmp_path / 'cfg.yaml'}:2: gpu_label_key: not a node label key" in r.err

@@ -39,8 +39,10 @@ def _load(paths: List[str]):
 
 def _label_key(option: Optional[str]) -> str:
     from gpuctl.config import setting
+    from gpuctl.core.jobspec import valid_label_key
 
-    return setting("gpu_label_key", option)
+    return setting("gpu_label_key", option, lambda key: None if valid_label_key(key) else
+                   "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)")
 
 
 def render(

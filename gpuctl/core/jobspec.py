@@ -126,7 +126,7 @@ def parse_job(doc: Doc) -> JobSpec:
 
     labels = f.str_map("labels", {})
     for key, value in labels.items():
-        if not _label_key(key):
+        if not valid_label_key(key):
             raise f.error("labels", f"{key!r} is not a valid label key")
         if not _label_value(value):
             raise f.error("labels", f"{key}: {value!r} is not a valid label value")
@@ -169,7 +169,7 @@ def _tolerations(f: Fields) -> list[dict]:
         tol = {"key": t.str("key"), "operator": operator, "value": t.str("value"),
                "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
                "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS)}
-        if tol["key"] is not None and not _label_key(tol["key"]):
+        if tol["key"] is not None and not valid_label_key(tol["key"]):
             raise t.error("key", f"{tol['key']!r} is not a valid taint key")
         if tol["value"] is not None and not _label_value(tol["value"]):
             raise t.error("value", f"{tol['value']!r} is not a valid taint value")
@@ -183,7 +183,7 @@ def _tolerations(f: Fields) -> list[dict]:
     return out
 
 
-def _label_key(key: str) -> bool:
+def valid_label_key(key: str) -> bool:
     prefix, _, short = key.rpartition("/")
     return bool(short and len(short) <= 63 and _LABEL_NAME.match(short)
                 and (not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix))))
