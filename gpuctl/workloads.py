@@ -53,8 +53,8 @@ def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | Non
             made.append(obj)
     except Conflict:
         _rollback(kube, made, namespace, dry_run)
-        name = manifests[0]["metadata"]["name"]
-        raise GpuctlError(f"a {manifests[0]['kind']} named {name!r} already exists in namespace "
+        name = obj["metadata"]["name"]  # the object that exists: the Job after its Service
+        raise GpuctlError(f"a {obj['kind']} named {name!r} already exists in namespace "
                           f"{namespace!r}; nothing was changed",
                           hint=f"delete it first (gpuctl jobs delete {name} -n {namespace}) "
                                "or choose another name") from None

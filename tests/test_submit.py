@@ -140,7 +140,7 @@ def test_half_made_multinode_job_is_rolled_back(cli, api, tmp_path):
         "spec": {"template": {"spec": {"restartPolicy": "Never",
                                        "containers": [{"name": "c", "image": "other"}]}}}})
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
-    assert r.code == 1 and "already exists" in r.err
+    assert r.code == 1 and "a Job named 'llama-pretrain' already exists" in r.err
     assert core.list_namespaced_service("team-a").items == []
     assert batch.read_namespaced_job("llama-pretrain", "team-a").spec.template.spec.containers[0].image == "other"
 
