@@ -97,6 +97,12 @@ def test_mig_and_shared_resources():
     ("tolerations: [{key: a, value: 'x y'}]\n", 4, "tolerations[0].value", "taint value"),
     ("namespace: Team_A\n", 4, "namespace", "valid name"),
     ("priority: 'High Priority'\n", 4, "priority", "PriorityClass"),
+    # a trailing newline (block scalar, "\n") passed `$`-anchored checks; the API refuses it
+    ("namespace: |\n  team-a\n", 4, "namespace", "valid name"),
+    ("gpu_type: \"a100\\n\"\n", 4, "gpu_type", "label value"),
+    ("labels: {team: \"a\\n\"}\n", 4, "labels", "label value"),
+    ("priority: \"high\\n\"\n", 4, "priority", "PriorityClass"),
+    ("memory: \"64Gi\\n\"\n", 4, "memory", "quantity"),
     ("deadline: 99999999999999999999d\n", 4, "deadline", "longer than"),
     ("ttl_after_finished: 2147483648\n", 4, "ttl_after_finished", "longer than"),
     ("tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: 1e99}]\n",

@@ -60,7 +60,7 @@ def test_bad_mig_options(values, message):
         quota.parse_mig(values)
 
 
-@pytest.mark.parametrize("team", ["Team", "team_a", "-a", "a" * 64, "", "a.b"])
+@pytest.mark.parametrize("team", ["Team", "team_a", "-a", "a" * 64, "", "a.b", "team-a\n"])
 def test_bad_team_names(team):
     with pytest.raises(UsageError):
         quota.check_team(team)

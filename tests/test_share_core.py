@@ -67,7 +67,7 @@ def test_bad_options_are_usage_errors(args, message):
         sharing.make_sharing(*args)
 
 
-@pytest.mark.parametrize("name", ["", "-a", "a b", "x" * 64, "a/b", "ünï"])
+@pytest.mark.parametrize("name", ["", "-a", "a b", "x" * 64, "a/b", "ünï", "ts-4\n"])
 def test_bad_config_names(name):
     with pytest.raises(UsageError):
         sharing.check_name(name)

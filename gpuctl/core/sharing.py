@@ -31,7 +31,7 @@ DEFAULT_CONFIG_MAP = "gpuctl-sharing-config"
 AVAILABLE_CONFIGS = "/available-configs"
 MAX_REPLICAS = 256  # per GPU; more is almost certainly a typo
 MAX_MPS_REPLICAS = 48  # MPS clients per GPU (Volta and newer)
-_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
