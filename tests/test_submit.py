@@ -259,3 +259,18 @@ def test_logs_of_a_bare_pod(cli, api, kube):
     r = cli("jobs", "logs", "gpu-pod")
     assert r.code == 0, r
     assert r.out == "epoch 1 loss 0.9\nepoch 2 loss 0.5\n"
+
+
+@pytest.mark.parametrize("args", [("-n", "Team_A"), ("-n", "team-a\n"), ("--timeout", "nan"),
+                                  ("--timeout", "0")])
+def test_bad_options_are_refused_before_anything_is_sent(cli, kube, args):
+    r = cli("submit", os.path.join(EX, "seed-pod.yaml"), "--wait", *args)
+    assert r.code == 2 and "Traceback" not in r.err, r
+    assert kube.requests() == []
+
+
+def test_jobs_commands_check_the_namespace_option(cli, kube):
+    for args in (("list",), ("get", "x"), ("logs", "x"), ("delete", "x", "--yes")):
+        r = cli("jobs", *args, "-n", "Bad_NS")
+        assert r.code == 2 and "not a valid namespace name" in r.err, r
+    assert kube.requests() == []

@@ -37,6 +37,24 @@ def _load(paths: List[str]):
     return [parse_job(load_yaml_file(p)) for p in paths]
 
 
+def _namespace(value: Optional[str]) -> Optional[str]:
+    from gpuctl.core.specfile import DNS1123_LABEL
+    from gpuctl.errors import UsageError
+
+    if value is not None and not DNS1123_LABEL.match(value):
+        raise UsageError(f"--namespace {value!r} is not a valid namespace name (lower-case "
+                         "letters, digits and '-', at most 63)")
+    return value
+
+
+def _positive(value: float) -> float:
+    from gpuctl.errors import UsageError
+
+    if not value > 0:  # also refuses nan
+        raise UsageError(f"--timeout must be a number of seconds above 0, got {value}")
+    return value
+
+
 def _label_key(option: Optional[str]) -> str:
     from gpuctl.config import setting
     from gpuctl.core.jobspec import valid_label_key
@@ -62,14 +80,16 @@ def submit(
     file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
     namespace: Optional[str] = typer.Option(
-        None, "-n", "--namespace", help="Namespace (default: the spec's, else the context's)."),
+        None, "-n", "--namespace", callback=_namespace,
+        help="Namespace (default: the spec's, else the context's)."),
     dry_run: Optional[DryRun] = typer.Option(
         None, "--dry-run", help="client: check fit and print, create nothing; "
                                 "server: ask the API server to validate without persisting."),
     wait: bool = typer.Option(False, "--wait", help="Follow the job to completion; exit 0 only "
                                                     "if it succeeded."),
     follow: bool = typer.Option(False, "--follow", help="Stream the logs of worker 0."),
-    timeout: float = typer.Option(24 * 3600, "--timeout", help="Seconds to --wait at most."),
+    timeout: float = typer.Option(24 * 3600, "--timeout", callback=_positive,
+                                  help="Seconds to --wait at most."),
     gpu_label_key: Optional[str] = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
 ) -> None:
     """Check that a job fits the cluster, then create it (all objects, or none)."""
@@ -158,7 +178,7 @@ def _kube(context: Optional[str]):
 
 @jobs_app.command("list")
 def jobs_list(
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=_namespace),
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
     context: Optional[str] = typer.Option(None, "--context"),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
@@ -189,7 +209,7 @@ def jobs_list(
 @jobs_app.command("get")
 def jobs_get(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=_namespace),
     context: Optional[str] = typer.Option(None, "--context"),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
 ) -> None:
@@ -209,7 +229,7 @@ def jobs_get(
 @jobs_app.command("logs")
 def jobs_logs(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=_namespace),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0)."),
     context: Optional[str] = typer.Option(None, "--context"),
 ) -> None:
@@ -224,7 +244,7 @@ def jobs_logs(
 @jobs_app.command("delete")
 def jobs_delete(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=_namespace),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
     context: Optional[str] = typer.Option(None, "--context"),
 ) -> None:
