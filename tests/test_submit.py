@@ -274,3 +274,38 @@ def test_jobs_commands_check_the_namespace_option(cli, kube):
         r = cli("jobs", *args, "-n", "Bad_NS")
         assert r.code == 2 and "not a valid namespace name" in r.err, r
     assert kube.requests() == []
+
+
+def test_follow_waits_for_the_first_worker_then_streams_its_log(cli, api, kube, tmp_path):
+    """Right after submit a Job has no pod (then a Pending one) and no log: --follow waits.
+    The emulator runs no pods: the test plays the Job controller and the kubelet."""
+    core, _ = api
+    add_node(core, "gpu-a", 8, "a100")
+    kube.call(lambda: kube.emulator["get /api/v1/namespaces/default/pods/f-0-x7k2p/log"]
+              << b"step 1\nstep 2\n")
+
+    def controller():
+        time.sleep(1)
+        core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "f-0-x7k2p", "labels": {"gpuctl.io/job": "f"}},
+            "spec": {"containers": [{"name": "main", "image": "x"}]},
+            "status": {"phase": "Pending"}})
+        time.sleep(1.5)
+        core.patch_namespaced_pod_status("f-0-x7k2p", "default", {"status": {"phase": "Running"}})
+    t = threading.Thread(target=controller)
+    t.start()
+    r = cli("submit", write(tmp_path, "name: f\nimage: x\ngpus: 1\n"), "--follow", "--timeout", "20")
+    t.join()
+    assert r.code == 0, r
+    assert r.out == "step 1\nstep 2\n"
+    log_reads = [q for q in kube.requests() if q[1].endswith("/log")]
+    assert len(log_reads) == 1  # asked once, when the pod ran
+
+
+def test_follow_gives_up_when_the_first_worker_never_starts(cli, api, tmp_path):
+    core, _ = api
+    add_node(core, "gpu-a", 8, "a100")
+    r = cli("submit", write(tmp_path, "name: p\nkind: Pod\nimage: x\ngpus: 1\n"), "--follow",
+            "--timeout", "1")
+    assert r.code == 1 and "pod p has not started after 1 s" in r.err, r

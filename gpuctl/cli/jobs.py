@@ -19,6 +19,8 @@ class DryRun(str, enum.Enum):
     server = "server"
 
 
+FOLLOW_START_TIMEOUT = 600  # seconds `jobs logs -f` waits for a pod to start
+
 LABEL_KEY_HELP = ("Node label that holds the GPU type (default gpu-type; e.g. "
                   "nvidia.com/gpu.product for GPU Feature Discovery). "
                   "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file.")
@@ -127,7 +129,8 @@ def submit(
             return
         kind = manifests[-1]["kind"]
         if follow:
-            for line in workloads.logs(kube, spec.name, ns, follow=True):
+            err.print(f"following the logs of {spec.name} once its first worker has started")
+            for line in workloads.logs(kube, spec.name, ns, follow=True, start_timeout=timeout):
                 echo(line + "\n")
         if wait:
             final = _wait(kube, kind, spec.name, ns, timeout)
@@ -237,7 +240,8 @@ def jobs_logs(
     from gpuctl import workloads
 
     with _kube(context) as kube:
-        for line in workloads.logs(kube, name, namespace or kube.namespace, follow):
+        for line in workloads.logs(kube, name, namespace or kube.namespace, follow,
+                                   start_timeout=FOLLOW_START_TIMEOUT if follow else 0):
             echo(line + "\n")
 
 
