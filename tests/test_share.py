@@ -132,6 +132,8 @@ def test_without_yes_and_no_terminal_nothing_changes(cli, kube, cluster):
     (["--replicas", "4", "--selector", "pool in a"], "bad label selector"),
     (["--replicas", "4", "--name", "bad name"], "config name"),
     (["--replicas", "4", "--nodes", " , "], "without a node name"),
+    # --selector "$UNSET" must not widen to every GPU node
+    (["--replicas", "4", "--selector", ""], "empty label selector"),
 ])
 def test_bad_options_exit_2_and_send_nothing(cli, kube, cluster, args, message):
     since = mark(kube)
