@@ -113,6 +113,7 @@ def test_multinode_indexed_job_with_headless_service_and_torchrun_env():
     svc, job = rendered(BASE + "nodes: 3\ngpus: 8\nnamespace: ml\n")
     assert svc["kind"] == "Service" and svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["selector"] == {"gpuctl.io/job": "train"}
+    assert svc["spec"]["publishNotReadyAddresses"] is True  # workers resolve before Ready
     assert job["spec"]["completionMode"] == "Indexed"
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 3
     pod = job["spec"]["template"]["spec"]
