@@ -309,3 +309,32 @@ def test_follow_gives_up_when_the_first_worker_never_starts(cli, api, tmp_path):
     r = cli("submit", write(tmp_path, "name: p\nkind: Pod\nimage: x\ngpus: 1\n"), "--follow",
             "--timeout", "1")
     assert r.code == 1 and "pod p has not started after 1 s" in r.err, r
+
+
+def test_a_jobs_own_pods_are_not_listed_as_jobs(cli, api, tmp_path):
+    import json
+
+    core, _ = api
+    add_node(core, "gpu-a", 8, "a100")
+    assert cli("submit", write(tmp_path, "name: w\nimage: x\ngpus: 1\n")).code == 0
+    core.create_namespaced_pod("default", {  # what the Job controller would make
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "w-abc12", "labels": {"app.kubernetes.io/managed-by": "gpuctl",
+                                                   "gpuctl.io/job": "w", "job-name": "w"}},
+        "spec": {"containers": [{"name": "main", "image": "x"}]}})
+    rows = json.loads(cli("jobs", "list", "-o", "json").out)["jobs"]
+    assert [(r["name"], r["kind"]) for r in rows] == [("w", "Job")]
+
+
+def test_wait_stops_when_the_job_is_deleted(cli, api, tmp_path):
+    core, batch = api
+    add_node(core, "gpu-a", 8, "a100")
+
+    def delete():
+        time.sleep(1)
+        batch.delete_namespaced_job("gone", "default")
+    t = threading.Thread(target=delete)
+    t.start()
+    r = cli("submit", write(tmp_path, "name: gone\nimage: x\ngpus: 1\n"), "--wait", "--timeout", "20")
+    t.join()
+    assert r.code == 1 and "was deleted while waiting" in r.err, r
