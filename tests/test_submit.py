@@ -240,6 +240,11 @@ def test_unreachable_cluster_and_missing_kubeconfig(cli, tmp_path, monkeypatch):
     assert r.code == 1 and "no usable Kubernetes configuration" in r.err
     r = cli("jobs", "list", "--context", "nope")
     assert r.code == 1
+    for broken in ("clusters: [\n", "contexts: 5\n", "a: \x01\n"):
+        (tmp_path / "broken").write_text(broken)
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "broken"))
+        r = cli("jobs", "list")
+        assert r.code == 1 and "no usable Kubernetes configuration" in r.err, r
 
 
 def test_server_error_is_one_line(cli, kube):

@@ -27,6 +27,7 @@ class Kube:
     """A connection to one cluster (a kubeconfig context)."""
 
     def __init__(self, context: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+        import yaml
         from kubernetes import client, config
 
         self.timeout = timeout
@@ -42,9 +43,11 @@ class Kube:
                                       hint="contexts: " + ", ".join(c["name"] for c in contexts))
             config.load_kube_config(config_file=config_file, context=context,
                                     client_configuration=cfg)
-            self.namespace = active.get("context", {}).get("namespace") or "default"
+            self.namespace = str(active.get("context", {}).get("namespace") or "default")
             self.context = active.get("name")
-        except (config.ConfigException, OSError) as e:
+        # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
+        except (config.ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError,
+                KeyError, ValueError) as e:
             try:  # inside a pod: the service account
                 config.load_incluster_config(client_configuration=cfg)
                 with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
