@@ -343,3 +343,9 @@ def test_wait_stops_when_the_job_is_deleted(cli, api, tmp_path):
     r = cli("submit", write(tmp_path, "name: gone\nimage: x\ngpus: 1\n"), "--wait", "--timeout", "20")
     t.join()
     assert r.code == 1 and "was deleted while waiting" in r.err, r
+
+
+def test_a_server_that_is_not_kubernetes_is_one_line(cli, kube):
+    kube.call(lambda: kube.emulator["get /api/v1/nodes"] << b"<html>Sign in</html>")
+    r = cli("submit", os.path.join(EX, "seed-pod.yaml"))
+    assert r.code == 1 and "did not answer with JSON" in r.err, r

@@ -79,7 +79,12 @@ class Kube:
     def call(self, fn: Callable, *args, what: str = "", **kwargs) -> Any:
         """Call a client method with a timeout; return the response body as plain data."""
         data = self.raw(fn, *args, what=what, **kwargs).data
-        return json.loads(data) if data else None
+        try:
+            return json.loads(data) if data else None
+        except ValueError:  # e.g. a proxy's or a web server's HTML page
+            subject = f"{what}: " if what else ""
+            raise BackendError(f"{subject}{self.host} did not answer with JSON",
+                               hint="is the kubeconfig's server a Kubernetes API server?") from None
 
     def raw(self, fn: Callable, *args, what: str = "", **kwargs):
         """Call a client method; return the undecoded HTTP response (for streams)."""
