@@ -10,13 +10,13 @@ from decimal import Decimal, InvalidOperation, ROUND_FLOOR
 
 from gpuctl.core import geometry
 from gpuctl.core.fit import DONE_PHASES, requested
+from gpuctl.core.specfile import DNS1123_LABEL
 from gpuctl.errors import UsageError
 
 QUOTA_NAME = "gpuctl-gpus"
 GPU = "nvidia.com/gpu"
 MAX_GPUS = 1_000_000
 MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))"
@@ -42,7 +42,7 @@ def quantity(text) -> int | None:
 
 
 def check_team(team: str) -> str:
-    if not _DNS_LABEL.match(team):
+    if not DNS1123_LABEL.match(team):
         raise UsageError(f"team {team!r} is not a valid namespace name (lower-case letters, "
                          "digits and '-', at most 63, starting and ending with a letter or digit)")
     return team
