@@ -25,6 +25,8 @@ TEST_SPECS = [
     BASE + "gpus: 0\ncommand: [sleep, '1']\n",
     BASE + "nodes: 4\ngpus: 8\nmaster_port: 23456\nttl_after_finished: 10m\nretries: 3\n"
            "tolerations: [{key: spot, operator: Exists, effect: NoExecute, tolerationSeconds: 60}]\n",
+    BASE + "env: {CUDA: 12.10, FLAG: yes, T: 1:30}\nargs: [--gpus, 010]\nlabels: {version: 12.10}\n"
+           "cpu: 010\nmemory: 0.50\n",
 ]
 
 
