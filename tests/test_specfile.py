@@ -55,9 +55,19 @@ def test_oversized_and_binary_files(tmp_path):
         load_yaml_file(str(tmp_path / "missing.yaml"))
 
 
-def test_deep_nesting_is_refused():
-    with pytest.raises(SpecError, match="nesting"):
-        load_yaml("a: " + "[" * 200 + "]" * 200, "deep.yaml")
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 200 + "]" * 200,
+    "a: " + "[" * 100_000 + "]" * 100_000,  # past Python's recursion limit in PyYAML's composer
+    "".join("  " * i + "b:\n" for i in range(1000)),
+])
+def test_deep_nesting_is_refused(text):
+    with pytest.raises(SpecError, match="nesting deeper than 64"):
+        load_yaml(text, "deep.yaml")
+
+
+def test_duplicate_anchor_is_named():
+    with pytest.raises(SpecError, match="not valid YAML: found duplicate anchor 'x'"):
+        load_yaml("a: &x 1\nb: &x 2\n", "job.yaml")
 
 
 @pytest.mark.parametrize("value, seconds", [

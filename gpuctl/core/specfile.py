@@ -83,12 +83,22 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
         raise SpecError(f"document is larger than {MAX_BYTES // 1024} KiB", file=file)
 
     class _Loader(yaml.SafeLoader):
+        depth = 0
+
         def compose_node(self, parent, index):
+            mark = self.peek_event().start_mark
             if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
                 raise SpecError("YAML aliases (*name) are not allowed in spec files",
                                 file=file, line=mark.line + 1)
-            return super().compose_node(parent, index)
+            # PyYAML composes recursively: stop before Python's recursion limit does
+            if self.depth >= MAX_DEPTH:
+                raise SpecError(f"nesting deeper than {MAX_DEPTH} levels", file=file,
+                                line=mark.line + 1)
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
 
     try:
         loader = _Loader(text)
@@ -99,8 +109,10 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
         node = loader.get_single_node()
     except yaml.composer.ComposerError as e:
         mark = e.problem_mark
-        raise SpecError("expected one YAML document, found several", file=file,
-                        line=mark.line + 1 if mark else None) from None
+        several = "single document" in (e.context or "")
+        raise SpecError("expected one YAML document, found several" if several else
+                        f"not valid YAML: {(e.context or e.problem or '').split(';')[0]}",
+                        file=file, line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e)
@@ -110,17 +122,15 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
         loader.dispose()
     doc = Doc(None, file)
     if node is not None:
-        doc.data = _convert(node, (), doc, loader, 0)
+        doc.data = _convert(node, (), doc, loader)
     return doc
 
 
-def _convert(node, path: Path, doc: Doc, loader, depth: int) -> Any:
+def _convert(node, path: Path, doc: Doc, loader) -> Any:
     import yaml
 
     line = node.start_mark.line + 1
     doc.lines.setdefault(path, line)
-    if depth > MAX_DEPTH:
-        raise SpecError(f"nesting deeper than {MAX_DEPTH} levels", file=doc.file, line=line)
     if isinstance(node, yaml.ScalarNode):
         if node.tag in _TEXT_TAGS:
             return node.value
@@ -135,7 +145,7 @@ def _convert(node, path: Path, doc: Doc, loader, depth: int) -> Any:
         if node.tag != _STD + "seq":
             raise SpecError(f"YAML tag {node.tag!r} is not allowed", file=doc.file, line=line,
                             field=dotted(path) or None)
-        return [_convert(n, path + (i,), doc, loader, depth + 1) for i, n in enumerate(node.value)]
+        return [_convert(n, path + (i,), doc, loader) for i, n in enumerate(node.value)]
     if node.tag != _STD + "map":
         raise SpecError(f"YAML tag {node.tag!r} is not allowed", file=doc.file, line=line,
                         field=dotted(path) or None)
@@ -150,7 +160,7 @@ def _convert(node, path: Path, doc: Doc, loader, depth: int) -> Any:
             raise SpecError(f"duplicate key {key!r}", file=doc.file, line=kline,
                             field=dotted(path + (key,)))
         doc.lines[path + (key,)] = kline
-        out[key] = _convert(vnode, path + (key,), doc, loader, depth + 1)
+        out[key] = _convert(vnode, path + (key,), doc, loader)
     return out
 
 
