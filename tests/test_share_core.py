@@ -81,6 +81,7 @@ def test_bad_config_names(name):
     ("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu}]}}", "resources"),
     ("version: v1\nsharing: {timeSlicing: {resources: nope}}", "resources"),
     ("version: v1\n  bad: [", "not valid YAML"),
+    ("version: v1\nx: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
 ])
 def test_parse_config_rejects_what_the_plugin_would(text, message):
     with pytest.raises(GpuctlError, match=message):

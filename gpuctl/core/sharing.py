@@ -116,6 +116,8 @@ def parse_config(text: str) -> Sharing | None:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise GpuctlError(f"not valid YAML: {str(e).splitlines()[0]}") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise GpuctlError("not valid YAML: nested too deeply") from None
     if not isinstance(data, dict):
         raise GpuctlError("not a device plugin config (expected a mapping)")
     if data.get("version") != "v1":
