@@ -111,13 +111,6 @@ def gpu_resource_of(key: str) -> str | None:
     return name if name.startswith("nvidia.com/") else None
 
 
-def pod_usage(pods: list[dict], resource: str, namespace: str) -> int:
-    """GPUs held by the namespace's pods that are not finished (what the quota counts)."""
-    return sum(requested(p, resource) for p in pods
-               if (p.get("metadata") or {}).get("namespace") == namespace
-               and (p.get("status") or {}).get("phase") not in DONE_PHASES)
-
-
 def held(pods: list[dict]) -> dict[tuple[str, str], int]:
     """(namespace, GPU resource) → count requested by pods that have not finished."""
     out: dict[tuple[str, str], int] = {}
@@ -198,7 +191,7 @@ def check_job(quotas: list[dict], pods: list[dict] | None, namespace: str, resou
             if key in status_used and quantity(status_used[key]) is not None:
                 used, source = quantity(status_used[key]), "quota"
             else:
-                used, source = pod_usage(pods or [], resource, namespace), "pods"
+                used, source = held(pods or []).get((namespace, resource), 0), "pods"
             if used + total > limit:
                 return Excess((q.get("metadata") or {}).get("name") or "?", resource, used, total,
                               limit, source)
