@@ -185,3 +185,11 @@ def test_off_removes_only_the_config_label(cli, kube, cluster):
     r = cli("share", "timeslice", "--replicas", "2", "--mps", "--nodes", "gpu-1", "--yes")
     assert r.code == 0, r
     assert cli("share", "off").code == 2
+
+
+def test_namespace_without_the_plugin_warns_that_nothing_reads_it(cli, kube, cluster):
+    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "-n", "elsewhere",
+            "--dry-run")
+    assert r.code == 0, r
+    assert f"elsewhere/{sharing.DEFAULT_CONFIG_MAP}" in r.err  # not the plugin's, elsewhere
+    assert "does not read ConfigMap" in r.err
