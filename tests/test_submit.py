@@ -216,11 +216,22 @@ def test_jobs_list_get_delete_touch_only_managed_objects(cli, api, kube, tmp_pat
     assert r.code == 1 and "no gpuctl job 'nope'" in r.err
 
 
-def test_forbidden_and_server_errors_are_one_line(cli, kube, tmp_path):
-    kube.call(lambda: kube.emulator["get /api/v1/nodes"] << 403)
+def test_forbidden_and_server_errors_are_one_line(cli, api, kube, tmp_path):
+    add_node(api[0], "gpu-a", 8, "a100")
+    kube.call(lambda: kube.emulator["post /api/v1/namespaces/default/pods"] << 403)
     r = cli("submit", os.path.join(EX, "seed-pod.yaml"))
     assert r.code == 1 and "not allowed by the cluster (HTTP 403" in r.err
     assert "Traceback" not in r.err
+
+
+def test_without_rights_to_list_nodes_submit_skips_the_fit_check(cli, api, kube):
+    """Users with RBAC for their namespace only cannot list nodes or all pods."""
+    core, _ = api
+    kube.call(lambda: kube.emulator["get /api/v1/nodes"] << 403)
+    r = cli("submit", os.path.join(EX, "seed-pod.yaml"))
+    assert r.code == 0, r
+    assert "warning: no fit check: listing nodes: not allowed by the cluster (HTTP 403" in r.err
+    assert core.read_namespaced_pod("gpu-pod", "default").metadata.name == "gpu-pod"
 
 
 def test_unreachable_cluster_and_missing_kubeconfig(cli, tmp_path, monkeypatch):

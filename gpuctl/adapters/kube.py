@@ -23,6 +23,10 @@ class Conflict(BackendError):
     pass
 
 
+class Forbidden(BackendError):
+    """HTTP 403: RBAC does not allow this request."""
+
+
 class Kube:
     """A connection to one cluster (a kubeconfig context)."""
 
@@ -135,7 +139,7 @@ class Kube:
             if e.status == 409:
                 return Conflict(f"{subject}already exists ({reason})")
             if e.status in (401, 403):
-                return BackendError(f"{subject}not allowed by the cluster (HTTP {e.status}: {reason})",
+                return (Forbidden if e.status == 403 else BackendError)(f"{subject}not allowed by the cluster (HTTP {e.status}: {reason})",
                                     hint="check your credentials and RBAC for this namespace")
             if e.status == 422 or e.status == 400:
                 return BackendError(f"{subject}rejected by the API server: {reason}")

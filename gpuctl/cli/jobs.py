@@ -95,7 +95,7 @@ def submit(
     gpu_label_key: Optional[str] = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
 ) -> None:
     """Check that a job fits the cluster, then create it (all objects, or none)."""
-    from gpuctl.adapters.kube import Kube
+    from gpuctl.adapters.kube import Forbidden, Kube
     from gpuctl.core.manifests import render as render_job
     from gpuctl import quota, workloads
 
@@ -105,14 +105,18 @@ def submit(
     err = err_console()
     with Kube(context) as kube:
         ns = namespace or spec.namespace or kube.namespace
-        report = workloads.fit_report(kube, spec, key)
-        if not report.can_ever_fit:
+        try:
+            report = workloads.fit_report(kube, spec, key)
+        except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
+            err.print(f"warning: no fit check: {e.message}", style="yellow", markup=False)
+            report = None
+        if report and not report.can_ever_fit:
             err.print(_fit_table(report))
             raise GpuctlError(
                 f"{spec.name} can never fit this cluster: "
                 + report.never_fits_reason(key, spec.gpu_type),
                 hint="change gpus / mig / gpu_type, or add capacity (gpuctl provision)")
-        if report.resource and not report.fits_now:
+        if report and report.resource and not report.fits_now:
             err.print(_fit_table(report))
             err.print(f"[yellow]No room right now: {spec.name} will queue until "
                       f"{report.workers} × {report.per_worker} {report.resource} are free.[/]")
