@@ -360,3 +360,13 @@ def test_a_server_that_is_not_kubernetes_is_one_line(cli, kube):
     kube.call(lambda: kube.emulator["get /api/v1/nodes"] << b"<html>Sign in</html>")
     r = cli("submit", os.path.join(EX, "seed-pod.yaml"))
     assert r.code == 1 and "did not answer with JSON" in r.err, r
+
+
+def test_a_job_the_server_rejects_takes_its_service_back(cli, api, kube):
+    core, batch = api
+    add_node(core, "n1", 8, "h100")
+    add_node(core, "n2", 8, "h100")
+    kube.call(lambda: kube.emulator["post /apis/batch/v1/namespaces/team-a/jobs"] << 500)
+    r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
+    assert r.code == 1 and "objects created before the failure were removed" in r.err, r
+    assert core.list_namespaced_service("team-a").items == []
