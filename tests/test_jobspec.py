@@ -128,6 +128,12 @@ def test_bad_fields_name_file_line_and_field(extra, line, field, needle):
     ("- a\n- b\n", None, "expected a mapping"),
     ("", None, "empty"),
     ("just text\n", None, "expected a mapping"),
+    # not a job spec: said so, rather than "metadata: unknown field"
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n", "apiVersion",
+     "unsupported version 'v1'"),
+    ("apiVersion: gpuctl/v1\nkind: Cluster\nname: x\nregion: us-east-1\n", "kind",
+     "must be one of Job, Pod (got 'Cluster')"),
+    ("apiVersoin: gpuctl/v1\nname: x\nimage: y\n", "apiVersoin", "did you mean 'apiVersion'"),
 ])
 def test_bad_documents(text, field, needle):
     e = error_of(text)

@@ -73,11 +73,17 @@ class JobSpec:
 
 def parse_job(doc: Doc) -> JobSpec:
     f = doc.root()
-    f.reject_unknown(FIELDS)
-    api = f.str("apiVersion", required=True)
-    if api != API_VERSION:
-        raise f.error("apiVersion", f"unsupported version {api!r}; this gpuctl reads {API_VERSION}")
+    # what the document is comes first: a Kubernetes manifest or a cluster spec is said to be
+    # one, not refused for its first unknown field
+    api = f.str("apiVersion")
+    if api is not None and api != API_VERSION:
+        raise f.error("apiVersion", f"unsupported version {api!r}; this gpuctl reads {API_VERSION}",
+                      hint=None if api.startswith("gpuctl/") else
+                      "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
+                      "kubectl apply")
     kind = f.str("kind", "Job", choices=KINDS)
+    f.reject_unknown(FIELDS)
+    f.str("apiVersion", required=True)
     name = f.name("name", required=True)
     nodes = f.int("nodes", 1, minimum=1, maximum=MAX_NODES)
 
