@@ -10,6 +10,8 @@ from gpuctl.adapters.kube import Conflict, Kube, NotFound
 from gpuctl.core import fit, job_status
 from gpuctl.core.jobspec import JobSpec
 from gpuctl.core.manifests import GPU_TOLERATION, MANAGED_SELECTOR, JOB_LABEL
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
 from gpuctl.errors import BackendError, GpuctlError
 
 
@@ -188,7 +190,15 @@ def _pods(kube: Kube, kind: str, name: str, namespace: str) -> list[dict]:
     pods = kube.call(kube.core.list_namespaced_pod, namespace,
                      label_selector=f"{JOB_LABEL}={name}", what="listing pods")["items"]
     return sorted((p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name),
-                  key=lambda p: p["metadata"]["name"])
+                  key=_worker_order)
+
+
+def _worker_order(pod: dict) -> tuple[int, str]:
+    """Worker 0, 1, 2, … 10 (not 0, 1, 10, 2 as names sort)."""
+    meta = pod["metadata"]
+    index = ((meta.get("annotations") or {}).get(COMPLETION_INDEX)
+             or (meta.get("labels") or {}).get(COMPLETION_INDEX) or "")
+    return (int(index) if index.isdigit() else 0, meta["name"])
 
 
 def _phase(pod: dict) -> str:

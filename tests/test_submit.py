@@ -370,3 +370,24 @@ def test_a_job_the_server_rejects_takes_its_service_back(cli, api, kube):
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
     assert r.code == 1 and "objects created before the failure were removed" in r.err, r
     assert core.list_namespaced_service("team-a").items == []
+
+
+def test_logs_list_workers_by_completion_index(cli, api, kube):
+    core, batch = api
+    labels = {"app.kubernetes.io/managed-by": "gpuctl", "gpuctl.io/job": "t"}
+    batch.create_namespaced_job("default", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "t", "labels": labels},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                       "containers": [{"name": "main", "image": "x"}]}}}})
+    for index, suffix in ((10, "a"), (2, "b"), (0, "c")):
+        pod = f"t-{index}-{suffix}"
+        core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": pod, "labels": labels,
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(index)}},
+            "spec": {"containers": [{"name": "main", "image": "x"}]}})
+        kube.call(lambda p=pod, i=index: kube.emulator[f"get /api/v1/namespaces/default/pods/{p}/log"]
+                  << f"rank {i}\n".encode())
+    r = cli("jobs", "logs", "t")
+    assert r.code == 0, r
+    assert r.out == "[t-0-c] rank 0\n[t-2-b] rank 2\n[t-10-a] rank 10\n"
