@@ -176,7 +176,8 @@ def test_label_selector_matching(text, labels, expected):
     assert selector.matches(selector.parse(text), labels) is expected
 
 
-@pytest.mark.parametrize("text", ["", "a=b=c", "a in x", "a in (x", "=b", "a b", "a=(b)"])
+@pytest.mark.parametrize("text", ["", "a=b=c", "a in x", "a in (x", "=b", "a b", "a=(b)", "a in ()",
+                                  "a notin ( )"])
 def test_bad_label_selectors(text):
     with pytest.raises(UsageError):
         selector.parse(text)
