@@ -391,3 +391,13 @@ def test_logs_list_workers_by_completion_index(cli, api, kube):
     r = cli("jobs", "logs", "t")
     assert r.code == 0, r
     assert r.out == "[t-0-c] rank 0\n[t-2-b] rank 2\n[t-10-a] rank 10\n"
+
+
+def test_tls_failure_is_named(cli, kube, monkeypatch, tmp_path):
+    from tests.standins.kube import write_kubeconfig
+
+    https = kube.url.replace("http://", "https://")  # the emulator speaks plain HTTP
+    monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "kc", https))
+    r = cli("jobs", "list")
+    assert r.code == 1 and "the TLS handshake failed" in r.err, r
+    assert "https or http" in r.err

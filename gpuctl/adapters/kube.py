@@ -128,6 +128,8 @@ class Kube:
             raise self._map(e, what) from None
 
     def _map(self, e: Exception, what: str) -> GpuctlError:
+        import ssl
+
         from kubernetes.client.exceptions import ApiException
         import urllib3
 
@@ -151,6 +153,12 @@ class Kube:
             if isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) or "timed out" in str(e):
                 return BackendError(f"{subject}the Kubernetes API at {self.host} timed out",
                                     hint="check the network path to the cluster")
+            if "SSLError" in str(e) or isinstance(e, ssl.SSLError):  # reached, but TLS failed
+                why = ("its certificate is not trusted" if "CERTIFICATE_VERIFY_FAILED" in str(e)
+                       else "the TLS handshake failed")
+                return BackendError(f"{subject}the Kubernetes API at {self.host}: {why}",
+                                    hint="check the kubeconfig's server URL (https or http) and "
+                                         "its certificate-authority-data")
             return BackendError(f"{subject}cannot reach the Kubernetes API at {self.host}",
                                 hint="is the cluster up and the kubeconfig context right?")
         return BackendError(f"{subject}{type(e).__name__}: {_first_line(e)}")
