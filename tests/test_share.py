@@ -134,6 +134,7 @@ def test_without_yes_and_no_terminal_nothing_changes(cli, kube, cluster):
     (["--replicas", "4", "--nodes", " , "], "without a node name"),
     # --selector "$UNSET" must not widen to every GPU node
     (["--replicas", "4", "--selector", ""], "empty label selector"),
+    (["--replicas", "4", "-n", "GPU_Operator"], "not a valid namespace name"),
 ])
 def test_bad_options_exit_2_and_send_nothing(cli, kube, cluster, args, message):
     since = mark(kube)

@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from gpuctl.cli.output import Format, confirm, dump, dump_documents, echo, err_console, out_console
+from gpuctl.cli.output import (Format, confirm, dump, dump_documents, echo, err_console,
+                               namespace_option, out_console)
 from gpuctl.errors import GpuctlError
 
 jobs_app = typer.Typer(help="List, inspect, follow and delete jobs that gpuctl submitted.",
@@ -37,16 +38,6 @@ def _load(paths: List[str]):
     from gpuctl.core.specfile import load_yaml_file
 
     return [parse_job(load_yaml_file(p)) for p in paths]
-
-
-def _namespace(value: Optional[str]) -> Optional[str]:
-    from gpuctl.core.specfile import DNS1123_LABEL
-    from gpuctl.errors import UsageError
-
-    if value is not None and not DNS1123_LABEL.match(value):
-        raise UsageError(f"--namespace {value!r} is not a valid namespace name (lower-case "
-                         "letters, digits and '-', at most 63)")
-    return value
 
 
 def _positive(value: float) -> float:
@@ -82,7 +73,7 @@ def submit(
     file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
     namespace: Optional[str] = typer.Option(
-        None, "-n", "--namespace", callback=_namespace,
+        None, "-n", "--namespace", callback=namespace_option,
         help="Namespace (default: the spec's, else the context's)."),
     dry_run: Optional[DryRun] = typer.Option(
         None, "--dry-run", help="client: check fit and print, create nothing; "
@@ -185,7 +176,7 @@ def _kube(context: Optional[str]):
 
 @jobs_app.command("list")
 def jobs_list(
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=_namespace),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
     context: Optional[str] = typer.Option(None, "--context"),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
@@ -216,7 +207,7 @@ def jobs_list(
 @jobs_app.command("get")
 def jobs_get(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=_namespace),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     context: Optional[str] = typer.Option(None, "--context"),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
 ) -> None:
@@ -236,7 +227,7 @@ def jobs_get(
 @jobs_app.command("logs")
 def jobs_logs(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=_namespace),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0)."),
     context: Optional[str] = typer.Option(None, "--context"),
 ) -> None:
@@ -252,7 +243,7 @@ def jobs_logs(
 @jobs_app.command("delete")
 def jobs_delete(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=_namespace),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
     context: Optional[str] = typer.Option(None, "--context"),
 ) -> None:
