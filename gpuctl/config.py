@@ -4,8 +4,10 @@ config file (GPUCTL_CONFIG, default ~/.config/gpuctl/config.yaml), which wins ov
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from gpuctl.core.specfile import load_yaml_file
+from gpuctl.errors import UsageError
 
 SETTINGS = {
     # name: (environment variable, default)
@@ -19,17 +21,20 @@ def config_path() -> str:
     return os.environ.get("GPUCTL_CONFIG") or os.path.expanduser("~/.config/gpuctl/config.yaml")
 
 
-def setting(name: str, option_value=None):
-    if option_value is not None:
-        return option_value
+def setting(name: str, option_value=None, check: Callable[[str], str | None] | None = None):
+    """The value of a setting; `check(value)` says why a value is unusable (None: usable)."""
     env_var, default = SETTINGS[name]
-    if os.environ.get(env_var):
-        return os.environ[env_var]
-    path = config_path()
-    if os.path.exists(path):
-        f = load_yaml_file(path).root()
-        f.reject_unknown(SETTINGS)
-        value = f.str(name)
-        if value is not None:
-            return value
-    return default
+    value, where = option_value, "the command line"
+    if value is None and os.environ.get(env_var):
+        value, where = os.environ[env_var], env_var
+    if value is None:
+        path = config_path()
+        if os.path.exists(path):
+            f = load_yaml_file(path).root()
+            f.reject_unknown(SETTINGS)
+            value = f.str(name)
+            if value is not None and check and check(value):
+                raise f.error(name, check(value))
+    elif check and check(value):
+        raise UsageError(f"{name} {value!r} (from {where}): {check(value)}")
+    return default if value is None else value

@@ -77,7 +77,7 @@ def plan(kube: Kube, sharing: core.Sharing, name: str | None, nodes: tuple[str, 
          replace: bool) -> Plan:
     from gpuctl.core import selector
 
-    parsed = selector.parse(selector_text) if selector_text else ()
+    parsed = selector.parse(selector_text) if selector_text is not None else ()
     name = core.check_name(name or sharing.default_name)
     target = locate(kube, namespace, config_map)
     configs = core.parse_configs(target.data)
@@ -130,7 +130,7 @@ def plan_off(kube: Kube, nodes: tuple[str, ...],
     """Label removals that put the chosen nodes back on the device plugin's default config."""
     from gpuctl.core import selector
 
-    parsed = selector.parse(selector_text) if selector_text else ()
+    parsed = selector.parse(selector_text) if selector_text is not None else ()
     chosen = core.select_nodes(list_nodes(kube, selector_text if not nodes else None),
                                nodes, parsed)
     return [core.NodeChange(n["metadata"]["name"], core.labels_of(n).get(core.CONFIG_LABEL), None)

@@ -10,6 +10,8 @@ from gpuctl.adapters.kube import Conflict, Kube, NotFound
 from gpuctl.core import fit, job_status
 from gpuctl.core.jobspec import JobSpec
 from gpuctl.core.manifests import GPU_TOLERATION, MANAGED_SELECTOR, JOB_LABEL
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
 from gpuctl.errors import BackendError, GpuctlError
 
 
@@ -53,8 +55,8 @@ def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | Non
             made.append(obj)
     except Conflict:
         _rollback(kube, made, namespace, dry_run)
-        name = manifests[0]["metadata"]["name"]
-        raise GpuctlError(f"a {manifests[0]['kind']} named {name!r} already exists in namespace "
+        name = obj["metadata"]["name"]  # the object that exists: the Job after its Service
+        raise GpuctlError(f"a {obj['kind']} named {name!r} already exists in namespace "
                           f"{namespace!r}; nothing was changed",
                           hint=f"delete it first (gpuctl jobs delete {name} -n {namespace}) "
                                "or choose another name") from None
@@ -160,20 +162,47 @@ def wait(kube: Kube, kind: str, name: str, namespace: str, timeout: float,
     return current
 
 
-def logs(kube: Kube, name: str, namespace: str, follow: bool) -> Iterator[str]:
-    """Log lines of the job's pods (worker 0 first for a multi-node job)."""
-    obj = get_job(kube, name, namespace)
-    if obj["kind"] == "Pod":
-        pod_names = [name]
-    else:
-        pods = kube.call(kube.core.list_namespaced_pod, namespace,
-                         label_selector=f"{JOB_LABEL}={name}", what="listing pods")["items"]
-        pod_names = sorted(p["metadata"]["name"] for p in pods
-                           if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name)
-        if not pod_names:
-            raise GpuctlError(f"job {name} has no pods yet", hint="try again when it has started")
+def logs(kube: Kube, name: str, namespace: str, follow: bool,
+         start_timeout: float = 0) -> Iterator[str]:
+    """Log lines of the job's pods (worker 0 first for a multi-node job). A job just created
+    has no pod, or a Pending one, with no logs yet: wait up to `start_timeout` seconds for
+    worker 0 to start."""
+    kind = get_job(kube, name, namespace)["kind"]
+    deadline = time.monotonic() + start_timeout
+    pods = _pods(kube, kind, name, namespace)
+    while (not pods or _phase(pods[0]) == "Pending") and time.monotonic() < deadline:
+        time.sleep(min(2.0, max(deadline - time.monotonic(), 0)))
+        pods = _pods(kube, kind, name, namespace)
+    if not pods:
+        raise GpuctlError(f"job {name} has no pods yet", hint="try again when it has started")
+    if start_timeout and _phase(pods[0]) == "Pending":
+        raise GpuctlError(f"pod {pods[0]['metadata']['name']} has not started after "
+                          f"{start_timeout:g} s", hint=f"gpuctl jobs get {name} -n {namespace}")
+    pod_names = [p["metadata"]["name"] for p in pods]
     for pod in pod_names[:1] if follow else pod_names:
         yield from _pod_log_lines(kube, pod, namespace, follow, prefix=len(pod_names) > 1)
+
+
+def _pods(kube: Kube, kind: str, name: str, namespace: str) -> list[dict]:
+    if kind == "Pod":
+        return [kube.call(kube.core.read_namespaced_pod, name, namespace,
+                          what=f"reading Pod {namespace}/{name}")]
+    pods = kube.call(kube.core.list_namespaced_pod, namespace,
+                     label_selector=f"{JOB_LABEL}={name}", what="listing pods")["items"]
+    return sorted((p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name),
+                  key=_worker_order)
+
+
+def _worker_order(pod: dict) -> tuple[int, str]:
+    """Worker 0, 1, 2, … 10 (not 0, 1, 10, 2 as names sort)."""
+    meta = pod["metadata"]
+    index = ((meta.get("annotations") or {}).get(COMPLETION_INDEX)
+             or (meta.get("labels") or {}).get(COMPLETION_INDEX) or "")
+    return (int(index) if index.isdigit() else 0, meta["name"])
+
+
+def _phase(pod: dict) -> str:
+    return (pod.get("status") or {}).get("phase") or "Pending"
 
 
 def _pod_log_lines(kube: Kube, pod: str, namespace: str, follow: bool, prefix: bool) -> Iterator[str]:

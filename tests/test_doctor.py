@@ -134,3 +134,16 @@ def test_doctor_unknown_node(cli, kube_api):
     r = cli("doctor", "--node", "nope")
     assert r.code == 1 and "no node 'nope'" in r.err
 
+
+
+def test_a_configmap_the_plugin_does_not_mount_does_not_count(cli, kube_api):
+    """gpuctl's own ConfigMap holds ts-4, but the plugin mounts none: the label does nothing."""
+    seed(kube_api, node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}), DCGM,
+         daemonset("nvidia-device-plugin-daemonset", "gpu-operator"),
+         {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": sharing.DEFAULT_CONFIG_MAP, "namespace": "gpu-operator"},
+          "data": {"ts-4": TS4}})
+    r = cli("doctor", "-o", "json")
+    checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
+    assert r.code == 1 and checks["sharing"]["status"] == "fail"
+    assert "reads no config ConfigMap" in checks["sharing"]["detail"]

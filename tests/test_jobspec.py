@@ -92,8 +92,25 @@ def test_mig_and_shared_resources():
     ("tolerations: [{key: a, effect: NoSchedule, tolerationSeconds: 5}]\n", 4,
      "tolerations[0].tolerationSeconds", "NoExecute"),
     ("tolerations: [x]\n", 4, "tolerations[0]", "mapping"),
+    ("tolerations: [{key: 'spot instance', operator: Exists}]\n", 4, "tolerations[0].key",
+     "taint key"),
+    ("tolerations: [{key: a, value: 'x y'}]\n", 4, "tolerations[0].value", "taint value"),
     ("namespace: Team_A\n", 4, "namespace", "valid name"),
     ("priority: 'High Priority'\n", 4, "priority", "PriorityClass"),
+    # a trailing newline (block scalar, "\n") passed `$`-anchored checks; the API refuses it
+    ("namespace: |\n  team-a\n", 4, "namespace", "valid name"),
+    ("gpu_type: \"a100\\n\"\n", 4, "gpu_type", "label value"),
+    ("labels: {team: \"a\\n\"}\n", 4, "labels", "label value"),
+    ("priority: \"high\\n\"\n", 4, "priority", "PriorityClass"),
+    ("memory: \"64Gi\\n\"\n", 4, "memory", "quantity"),
+    ("deadline: 99999999999999999999d\n", 4, "deadline", "longer than"),
+    ("ttl_after_finished: 2147483648\n", 4, "ttl_after_finished", "longer than"),
+    ("tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: 1e99}]\n",
+     4, "tolerations[0].tolerationSeconds", "whole number"),
+    ("tolerations: [{key: a, operator: Exists, effect: NoExecute,"
+     " tolerationSeconds: 99999999999999999999}]\n", 4, "tolerations[0].tolerationSeconds",
+     "at most"),
+    ("image_pull_secrets: [Reg_Cred]\n", 4, "image_pull_secrets", "Secret name"),
 ])
 def test_bad_fields_name_file_line_and_field(extra, line, field, needle):
     e = error_of(BASE + extra)
@@ -111,6 +128,12 @@ def test_bad_fields_name_file_line_and_field(extra, line, field, needle):
     ("- a\n- b\n", None, "expected a mapping"),
     ("", None, "empty"),
     ("just text\n", None, "expected a mapping"),
+    # not a job spec: said so, rather than "metadata: unknown field"
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n", "apiVersion",
+     "unsupported version 'v1'"),
+    ("apiVersion: gpuctl/v1\nkind: Cluster\nname: x\nregion: us-east-1\n", "kind",
+     "must be one of Job, Pod (got 'Cluster')"),
+    ("apiVersoin: gpuctl/v1\nname: x\nimage: y\n", "apiVersoin", "did you mean 'apiVersion'"),
 ])
 def test_bad_documents(text, field, needle):
     e = error_of(text)
@@ -140,3 +163,20 @@ def test_cli_refuses_object_constructing_tags(cli, tmp_path):
     r = cli("render", path)
     assert r.code == 2 and "not allowed" in r.err
     assert not marker.exists()
+
+
+def test_numbers_and_booleans_are_kept_as_written():
+    # YAML 1.1 reads 010 as 8, 1:30 as 90, 12.10 as 12.1 and yes as true: a user means the text
+    spec = parse(BASE + textwrap.dedent("""\
+        env: {OCTAL: 010, TIME: 1:30, CUDA: 12.10, FLAG: yes, HEX: 0x1F, BIG: 1_000}
+        args: [--gpus, 010, --version, 12.10]
+        labels: {version: 12.10}
+        cpu: 010
+        memory: 0.50
+        """))
+    assert dict(spec.env) == {"OCTAL": "010", "TIME": "1:30", "CUDA": "12.10", "FLAG": "yes",
+                              "HEX": "0x1F", "BIG": "1_000"}
+    assert spec.args == ("--gpus", "010", "--version", "12.10")
+    assert dict(spec.labels)["version"] == "12.10"
+    assert (spec.cpu, spec.memory) == ("010", "0.50")
+    assert "not a Kubernetes quantity" in str(error_of(BASE + "cpu: 1:30\n"))

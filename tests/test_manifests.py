@@ -25,6 +25,8 @@ TEST_SPECS = [
     BASE + "gpus: 0\ncommand: [sleep, '1']\n",
     BASE + "nodes: 4\ngpus: 8\nmaster_port: 23456\nttl_after_finished: 10m\nretries: 3\n"
            "tolerations: [{key: spot, operator: Exists, effect: NoExecute, tolerationSeconds: 60}]\n",
+    BASE + "env: {CUDA: 12.10, FLAG: yes, T: 1:30}\nargs: [--gpus, 010]\nlabels: {version: 12.10}\n"
+           "cpu: 010\nmemory: 0.50\n",
 ]
 
 
@@ -113,6 +115,7 @@ def test_multinode_indexed_job_with_headless_service_and_torchrun_env():
     svc, job = rendered(BASE + "nodes: 3\ngpus: 8\nnamespace: ml\n")
     assert svc["kind"] == "Service" and svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["selector"] == {"gpuctl.io/job": "train"}
+    assert svc["spec"]["publishNotReadyAddresses"] is True  # workers resolve before Ready
     assert job["spec"]["completionMode"] == "Indexed"
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 3
     pod = job["spec"]["template"]["spec"]
@@ -155,3 +158,18 @@ def test_render_cli_yaml_and_json(cli, tmp_path):
         assert "key: x/y" in r.out
     finally:
         del os.environ["GPUCTL_CONFIG"]
+
+
+def test_bad_gpu_label_key_is_refused_naming_where_it_came_from(cli, tmp_path, monkeypatch):
+    seed = os.path.join(ROOT, "examples", "seed-pod.yaml")
+    r = cli("render", seed, "--gpu-label-key", "gpu type")
+    assert r.code == 2 and "'gpu type' (from the command line): not a node label key" in r.err
+    assert cli("render", seed, "--gpu-label-key", "").code == 2
+    monkeypatch.setenv("GPUCTL_GPU_LABEL_KEY", "a/b/c")
+    r = cli("render", seed)
+    assert r.code == 2 and "(from GPUCTL_GPU_LABEL_KEY)" in r.err and r.out == ""
+    monkeypatch.delenv("GPUCTL_GPU_LABEL_KEY")
+    (tmp_path / "cfg.yaml").write_text("prometheus_url: http://p:9090\ngpu_label_key: 'x!'\n")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "cfg.yaml"))
+    r = cli("render", seed)
+    assert r.code == 2 and f"{tmp_path / 'cfg.yaml'}:2: gpu_label_key: not a node label key" in r.err

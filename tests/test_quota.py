@@ -153,3 +153,9 @@ def test_submit_without_quota_is_not_limited(cli, kube_api, tmp_path):
     seed(kube_api, node("gpu-1", 8))
     r = cli("submit", write_job(tmp_path, "name: free\ngpus: 8\n"))
     assert r.code == 0, r
+
+
+def test_list_refuses_a_bad_namespace_before_any_request(cli, kube):
+    r = cli("quota", "list", "-n", "Team_A")
+    assert r.code == 2 and "not a valid namespace name" in r.err
+    assert kube.requests() == []

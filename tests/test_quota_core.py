@@ -60,7 +60,7 @@ def test_bad_mig_options(values, message):
         quota.parse_mig(values)
 
 
-@pytest.mark.parametrize("team", ["Team", "team_a", "-a", "a" * 64, "", "a.b"])
+@pytest.mark.parametrize("team", ["Team", "team_a", "-a", "a" * 64, "", "a.b", "team-a\n"])
 def test_bad_team_names(team):
     with pytest.raises(UsageError):
         quota.check_team(team)
@@ -95,9 +95,10 @@ def test_usage_from_status_else_pods_and_namespaces_without_quota():
         ("team-c", "nvidia.com/mig-1g.10gb", 1, None, "pods")]
 
 
-def test_the_tightest_of_several_quotas_is_shown():
+@pytest.mark.parametrize("order", [1, -1])
+def test_the_tightest_of_several_quotas_is_shown(order):
     quotas = [rq("t", {"requests.nvidia.com/gpu": "8"}, name="big"),
-              rq("t", {"requests.nvidia.com/gpu": "2"}, name="small")]
+              rq("t", {"requests.nvidia.com/gpu": "2"}, name="small")][::order]
     [row] = quota.usage_rows(quotas, [])
     assert (row["hard"], row["quota"]) == (2, "small")
 

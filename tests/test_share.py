@@ -132,6 +132,9 @@ def test_without_yes_and_no_terminal_nothing_changes(cli, kube, cluster):
     (["--replicas", "4", "--selector", "pool in a"], "bad label selector"),
     (["--replicas", "4", "--name", "bad name"], "config name"),
     (["--replicas", "4", "--nodes", " , "], "without a node name"),
+    # --selector "$UNSET" must not widen to every GPU node
+    (["--replicas", "4", "--selector", ""], "empty label selector"),
+    (["--replicas", "4", "-n", "GPU_Operator"], "not a valid namespace name"),
 ])
 def test_bad_options_exit_2_and_send_nothing(cli, kube, cluster, args, message):
     since = mark(kube)
@@ -183,3 +186,11 @@ def test_off_removes_only_the_config_label(cli, kube, cluster):
     r = cli("share", "timeslice", "--replicas", "2", "--mps", "--nodes", "gpu-1", "--yes")
     assert r.code == 0, r
     assert cli("share", "off").code == 2
+
+
+def test_namespace_without_the_plugin_warns_that_nothing_reads_it(cli, kube, cluster):
+    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "-n", "elsewhere",
+            "--dry-run")
+    assert r.code == 0, r
+    assert f"elsewhere/{sharing.DEFAULT_CONFIG_MAP}" in r.err  # not the plugin's, elsewhere
+    assert "does not read ConfigMap" in r.err

@@ -67,7 +67,7 @@ def test_bad_options_are_usage_errors(args, message):
         sharing.make_sharing(*args)
 
 
-@pytest.mark.parametrize("name", ["", "-a", "a b", "x" * 64, "a/b", "ünï"])
+@pytest.mark.parametrize("name", ["", "-a", "a b", "x" * 64, "a/b", "ünï", "ts-4\n"])
 def test_bad_config_names(name):
     with pytest.raises(UsageError):
         sharing.check_name(name)
@@ -81,6 +81,7 @@ def test_bad_config_names(name):
     ("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu}]}}", "resources"),
     ("version: v1\nsharing: {timeSlicing: {resources: nope}}", "resources"),
     ("version: v1\n  bad: [", "not valid YAML"),
+    ("version: v1\nx: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
 ])
 def test_parse_config_rejects_what_the_plugin_would(text, message):
     with pytest.raises(GpuctlError, match=message):
@@ -175,7 +176,8 @@ def test_label_selector_matching(text, labels, expected):
     assert selector.matches(selector.parse(text), labels) is expected
 
 
-@pytest.mark.parametrize("text", ["", "a=b=c", "a in x", "a in (x", "=b", "a b", "a=(b)"])
+@pytest.mark.parametrize("text", ["", "a=b=c", "a in x", "a in (x", "=b", "a b", "a=(b)", "a in ()",
+                                  "a notin ( )"])
 def test_bad_label_selectors(text):
     with pytest.raises(UsageError):
         selector.parse(text)

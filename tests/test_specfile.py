@@ -55,9 +55,19 @@ def test_oversized_and_binary_files(tmp_path):
         load_yaml_file(str(tmp_path / "missing.yaml"))
 
 
-def test_deep_nesting_is_refused():
-    with pytest.raises(SpecError, match="nesting"):
-        load_yaml("a: " + "[" * 200 + "]" * 200, "deep.yaml")
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 200 + "]" * 200,
+    "a: " + "[" * 100_000 + "]" * 100_000,  # past Python's recursion limit in PyYAML's composer
+    "".join("  " * i + "b:\n" for i in range(1000)),
+])
+def test_deep_nesting_is_refused(text):
+    with pytest.raises(SpecError, match="nesting deeper than 64"):
+        load_yaml(text, "deep.yaml")
+
+
+def test_duplicate_anchor_is_named():
+    with pytest.raises(SpecError, match="not valid YAML: found duplicate anchor 'x'"):
+        load_yaml("a: &x 1\nb: &x 2\n", "job.yaml")
 
 
 @pytest.mark.parametrize("value, seconds", [
@@ -66,3 +76,11 @@ def test_deep_nesting_is_refused():
     ("1h 30m", None), (1.5, None)])
 def test_durations(value, seconds):
     assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("text, line", [("a: 1\nb: x\x01y\n", 2), ("a: \x00\n", 1),
+                                        ("a: 1\n\nc: \ufffe\n", 3)])
+def test_control_characters_are_refused_with_their_line(text, line):
+    with pytest.raises(SpecError) as e:
+        load_yaml(text, "job.yaml")
+    assert "not allowed" in str(e.value) and e.value.line == line

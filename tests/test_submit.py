@@ -140,7 +140,7 @@ def test_half_made_multinode_job_is_rolled_back(cli, api, tmp_path):
         "spec": {"template": {"spec": {"restartPolicy": "Never",
                                        "containers": [{"name": "c", "image": "other"}]}}}})
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
-    assert r.code == 1 and "already exists" in r.err
+    assert r.code == 1 and "a Job named 'llama-pretrain' already exists" in r.err
     assert core.list_namespaced_service("team-a").items == []
     assert batch.read_namespaced_job("llama-pretrain", "team-a").spec.template.spec.containers[0].image == "other"
 
@@ -216,11 +216,22 @@ def test_jobs_list_get_delete_touch_only_managed_objects(cli, api, kube, tmp_pat
     assert r.code == 1 and "no gpuctl job 'nope'" in r.err
 
 
-def test_forbidden_and_server_errors_are_one_line(cli, kube, tmp_path):
-    kube.call(lambda: kube.emulator["get /api/v1/nodes"] << 403)
+def test_forbidden_and_server_errors_are_one_line(cli, api, kube, tmp_path):
+    add_node(api[0], "gpu-a", 8, "a100")
+    kube.call(lambda: kube.emulator["post /api/v1/namespaces/default/pods"] << 403)
     r = cli("submit", os.path.join(EX, "seed-pod.yaml"))
     assert r.code == 1 and "not allowed by the cluster (HTTP 403" in r.err
     assert "Traceback" not in r.err
+
+
+def test_without_rights_to_list_nodes_submit_skips_the_fit_check(cli, api, kube):
+    """Users with RBAC for their namespace only cannot list nodes or all pods."""
+    core, _ = api
+    kube.call(lambda: kube.emulator["get /api/v1/nodes"] << 403)
+    r = cli("submit", os.path.join(EX, "seed-pod.yaml"))
+    assert r.code == 0, r
+    assert "warning: no fit check: listing nodes: not allowed by the cluster (HTTP 403" in r.err
+    assert core.read_namespaced_pod("gpu-pod", "default").metadata.name == "gpu-pod"
 
 
 def test_unreachable_cluster_and_missing_kubeconfig(cli, tmp_path, monkeypatch):
@@ -240,6 +251,11 @@ def test_unreachable_cluster_and_missing_kubeconfig(cli, tmp_path, monkeypatch):
     assert r.code == 1 and "no usable Kubernetes configuration" in r.err
     r = cli("jobs", "list", "--context", "nope")
     assert r.code == 1
+    for broken in ("clusters: [\n", "contexts: 5\n", "a: \x01\n"):
+        (tmp_path / "broken").write_text(broken)
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "broken"))
+        r = cli("jobs", "list")
+        assert r.code == 1 and "no usable Kubernetes configuration" in r.err, r
 
 
 def test_server_error_is_one_line(cli, kube):
@@ -259,3 +275,129 @@ def test_logs_of_a_bare_pod(cli, api, kube):
     r = cli("jobs", "logs", "gpu-pod")
     assert r.code == 0, r
     assert r.out == "epoch 1 loss 0.9\nepoch 2 loss 0.5\n"
+
+
+@pytest.mark.parametrize("args", [("-n", "Team_A"), ("-n", "team-a\n"), ("--timeout", "nan"),
+                                  ("--timeout", "0")])
+def test_bad_options_are_refused_before_anything_is_sent(cli, kube, args):
+    r = cli("submit", os.path.join(EX, "seed-pod.yaml"), "--wait", *args)
+    assert r.code == 2 and "Traceback" not in r.err, r
+    assert kube.requests() == []
+
+
+def test_jobs_commands_check_the_namespace_option(cli, kube):
+    for args in (("list",), ("get", "x"), ("logs", "x"), ("delete", "x", "--yes")):
+        r = cli("jobs", *args, "-n", "Bad_NS")
+        assert r.code == 2 and "not a valid namespace name" in r.err, r
+    assert kube.requests() == []
+
+
+def test_follow_waits_for_the_first_worker_then_streams_its_log(cli, api, kube, tmp_path):
+    """Right after submit a Job has no pod (then a Pending one) and no log: --follow waits.
+    The emulator runs no pods: the test plays the Job controller and the kubelet."""
+    core, _ = api
+    add_node(core, "gpu-a", 8, "a100")
+    kube.call(lambda: kube.emulator["get /api/v1/namespaces/default/pods/f-0-x7k2p/log"]
+              << b"step 1\nstep 2\n")
+
+    def controller():
+        time.sleep(1)
+        core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "f-0-x7k2p", "labels": {"gpuctl.io/job": "f"}},
+            "spec": {"containers": [{"name": "main", "image": "x"}]},
+            "status": {"phase": "Pending"}})
+        time.sleep(1.5)
+        core.patch_namespaced_pod_status("f-0-x7k2p", "default", {"status": {"phase": "Running"}})
+    t = threading.Thread(target=controller)
+    t.start()
+    r = cli("submit", write(tmp_path, "name: f\nimage: x\ngpus: 1\n"), "--follow", "--timeout", "20")
+    t.join()
+    assert r.code == 0, r
+    assert r.out == "step 1\nstep 2\n"
+    log_reads = [q for q in kube.requests() if q[1].endswith("/log")]
+    assert len(log_reads) == 1  # asked once, when the pod ran
+
+
+def test_follow_gives_up_when_the_first_worker_never_starts(cli, api, tmp_path):
+    core, _ = api
+    add_node(core, "gpu-a", 8, "a100")
+    r = cli("submit", write(tmp_path, "name: p\nkind: Pod\nimage: x\ngpus: 1\n"), "--follow",
+            "--timeout", "1")
+    assert r.code == 1 and "pod p has not started after 1 s" in r.err, r
+
+
+def test_a_jobs_own_pods_are_not_listed_as_jobs(cli, api, tmp_path):
+    import json
+
+    core, _ = api
+    add_node(core, "gpu-a", 8, "a100")
+    assert cli("submit", write(tmp_path, "name: w\nimage: x\ngpus: 1\n")).code == 0
+    core.create_namespaced_pod("default", {  # what the Job controller would make
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "w-abc12", "labels": {"app.kubernetes.io/managed-by": "gpuctl",
+                                                   "gpuctl.io/job": "w", "job-name": "w"}},
+        "spec": {"containers": [{"name": "main", "image": "x"}]}})
+    rows = json.loads(cli("jobs", "list", "-o", "json").out)["jobs"]
+    assert [(r["name"], r["kind"]) for r in rows] == [("w", "Job")]
+
+
+def test_wait_stops_when_the_job_is_deleted(cli, api, tmp_path):
+    core, batch = api
+    add_node(core, "gpu-a", 8, "a100")
+
+    def delete():
+        time.sleep(1)
+        batch.delete_namespaced_job("gone", "default")
+    t = threading.Thread(target=delete)
+    t.start()
+    r = cli("submit", write(tmp_path, "name: gone\nimage: x\ngpus: 1\n"), "--wait", "--timeout", "20")
+    t.join()
+    assert r.code == 1 and "was deleted while waiting" in r.err, r
+
+
+def test_a_server_that_is_not_kubernetes_is_one_line(cli, kube):
+    kube.call(lambda: kube.emulator["get /api/v1/nodes"] << b"<html>Sign in</html>")
+    r = cli("submit", os.path.join(EX, "seed-pod.yaml"))
+    assert r.code == 1 and "did not answer with JSON" in r.err, r
+
+
+def test_a_job_the_server_rejects_takes_its_service_back(cli, api, kube):
+    core, batch = api
+    add_node(core, "n1", 8, "h100")
+    add_node(core, "n2", 8, "h100")
+    kube.call(lambda: kube.emulator["post /apis/batch/v1/namespaces/team-a/jobs"] << 500)
+    r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
+    assert r.code == 1 and "objects created before the failure were removed" in r.err, r
+    assert core.list_namespaced_service("team-a").items == []
+
+
+def test_logs_list_workers_by_completion_index(cli, api, kube):
+    core, batch = api
+    labels = {"app.kubernetes.io/managed-by": "gpuctl", "gpuctl.io/job": "t"}
+    batch.create_namespaced_job("default", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "t", "labels": labels},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                       "containers": [{"name": "main", "image": "x"}]}}}})
+    for index, suffix in ((10, "a"), (2, "b"), (0, "c")):
+        pod = f"t-{index}-{suffix}"
+        core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": pod, "labels": labels,
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(index)}},
+            "spec": {"containers": [{"name": "main", "image": "x"}]}})
+        kube.call(lambda p=pod, i=index: kube.emulator[f"get /api/v1/namespaces/default/pods/{p}/log"]
+                  << f"rank {i}\n".encode())
+    r = cli("jobs", "logs", "t")
+    assert r.code == 0, r
+    assert r.out == "[t-0-c] rank 0\n[t-2-b] rank 2\n[t-10-a] rank 10\n"
+
+
+def test_tls_failure_is_named(cli, kube, monkeypatch, tmp_path):
+    from tests.standins.kube import write_kubeconfig
+
+    https = kube.url.replace("http://", "https://")  # the emulator speaks plain HTTP
+    monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "kc", https))
+    r = cli("jobs", "list")
+    assert r.code == 1 and "the TLS handshake failed" in r.err, r
+    assert "https or http" in r.err

@@ -23,10 +23,15 @@ class Conflict(BackendError):
     pass
 
 
+class Forbidden(BackendError):
+    """HTTP 403: RBAC does not allow this request."""
+
+
 class Kube:
     """A connection to one cluster (a kubeconfig context)."""
 
     def __init__(self, context: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+        import yaml
         from kubernetes import client, config
 
         self.timeout = timeout
@@ -42,9 +47,11 @@ class Kube:
                                       hint="contexts: " + ", ".join(c["name"] for c in contexts))
             config.load_kube_config(config_file=config_file, context=context,
                                     client_configuration=cfg)
-            self.namespace = active.get("context", {}).get("namespace") or "default"
+            self.namespace = str(active.get("context", {}).get("namespace") or "default")
             self.context = active.get("name")
-        except (config.ConfigException, OSError) as e:
+        # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
+        except (config.ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError,
+                KeyError, ValueError) as e:
             try:  # inside a pod: the service account
                 config.load_incluster_config(client_configuration=cfg)
                 with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
@@ -76,7 +83,12 @@ class Kube:
     def call(self, fn: Callable, *args, what: str = "", **kwargs) -> Any:
         """Call a client method with a timeout; return the response body as plain data."""
         data = self.raw(fn, *args, what=what, **kwargs).data
-        return json.loads(data) if data else None
+        try:
+            return json.loads(data) if data else None
+        except ValueError:  # e.g. a proxy's or a web server's HTML page
+            subject = f"{what}: " if what else ""
+            raise BackendError(f"{subject}{self.host} did not answer with JSON",
+                               hint="is the kubeconfig's server a Kubernetes API server?") from None
 
     def raw(self, fn: Callable, *args, what: str = "", **kwargs):
         """Call a client method; return the undecoded HTTP response (for streams)."""
@@ -116,6 +128,8 @@ class Kube:
             raise self._map(e, what) from None
 
     def _map(self, e: Exception, what: str) -> GpuctlError:
+        import ssl
+
         from kubernetes.client.exceptions import ApiException
         import urllib3
 
@@ -127,7 +141,7 @@ class Kube:
             if e.status == 409:
                 return Conflict(f"{subject}already exists ({reason})")
             if e.status in (401, 403):
-                return BackendError(f"{subject}not allowed by the cluster (HTTP {e.status}: {reason})",
+                return (Forbidden if e.status == 403 else BackendError)(f"{subject}not allowed by the cluster (HTTP {e.status}: {reason})",
                                     hint="check your credentials and RBAC for this namespace")
             if e.status == 422 or e.status == 400:
                 return BackendError(f"{subject}rejected by the API server: {reason}")
@@ -139,6 +153,12 @@ class Kube:
             if isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) or "timed out" in str(e):
                 return BackendError(f"{subject}the Kubernetes API at {self.host} timed out",
                                     hint="check the network path to the cluster")
+            if "SSLError" in str(e) or isinstance(e, ssl.SSLError):  # reached, but TLS failed
+                why = ("its certificate is not trusted" if "CERTIFICATE_VERIFY_FAILED" in str(e)
+                       else "the TLS handshake failed")
+                return BackendError(f"{subject}the Kubernetes API at {self.host}: {why}",
+                                    hint="check the kubeconfig's server URL (https or http) and "
+                                         "its certificate-authority-data")
             return BackendError(f"{subject}cannot reach the Kubernetes API at {self.host}",
                                 hint="is the cluster up and the kubeconfig context right?")
         return BackendError(f"{subject}{type(e).__name__}: {_first_line(e)}")

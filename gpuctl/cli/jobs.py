@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from gpuctl.cli.output import Format, confirm, dump, dump_documents, echo, err_console, out_console
+from gpuctl.cli.output import (Format, confirm, dump, dump_documents, echo, err_console,
+                               namespace_option, out_console)
 from gpuctl.errors import GpuctlError
 
 jobs_app = typer.Typer(help="List, inspect, follow and delete jobs that gpuctl submitted.",
@@ -18,6 +19,8 @@ class DryRun(str, enum.Enum):
     client = "client"
     server = "server"
 
+
+FOLLOW_START_TIMEOUT = 600  # seconds `jobs logs -f` waits for a pod to start
 
 LABEL_KEY_HELP = ("Node label that holds the GPU type (default gpu-type; e.g. "
                   "nvidia.com/gpu.product for GPU Feature Discovery). "
@@ -37,10 +40,20 @@ def _load(paths: List[str]):
     return [parse_job(load_yaml_file(p)) for p in paths]
 
 
+def _positive(value: float) -> float:
+    from gpuctl.errors import UsageError
+
+    if not value > 0:  # also refuses nan
+        raise UsageError(f"--timeout must be a number of seconds above 0, got {value}")
+    return value
+
+
 def _label_key(option: Optional[str]) -> str:
     from gpuctl.config import setting
+    from gpuctl.core.jobspec import valid_label_key
 
-    return setting("gpu_label_key", option)
+    return setting("gpu_label_key", option, lambda key: None if valid_label_key(key) else
+                   "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)")
 
 
 def render(
@@ -60,18 +73,20 @@ def submit(
     file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
     namespace: Optional[str] = typer.Option(
-        None, "-n", "--namespace", help="Namespace (default: the spec's, else the context's)."),
+        None, "-n", "--namespace", callback=namespace_option,
+        help="Namespace (default: the spec's, else the context's)."),
     dry_run: Optional[DryRun] = typer.Option(
         None, "--dry-run", help="client: check fit and print, create nothing; "
                                 "server: ask the API server to validate without persisting."),
     wait: bool = typer.Option(False, "--wait", help="Follow the job to completion; exit 0 only "
                                                     "if it succeeded."),
     follow: bool = typer.Option(False, "--follow", help="Stream the logs of worker 0."),
-    timeout: float = typer.Option(24 * 3600, "--timeout", help="Seconds to --wait at most."),
+    timeout: float = typer.Option(24 * 3600, "--timeout", callback=_positive,
+                                  help="Seconds to --wait at most."),
     gpu_label_key: Optional[str] = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
 ) -> None:
     """Check that a job fits the cluster, then create it (all objects, or none)."""
-    from gpuctl.adapters.kube import Kube
+    from gpuctl.adapters.kube import Forbidden, Kube
     from gpuctl.core.manifests import render as render_job
     from gpuctl import quota, workloads
 
@@ -81,14 +96,18 @@ def submit(
     err = err_console()
     with Kube(context) as kube:
         ns = namespace or spec.namespace or kube.namespace
-        report = workloads.fit_report(kube, spec, key)
-        if not report.can_ever_fit:
+        try:
+            report = workloads.fit_report(kube, spec, key)
+        except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
+            err.print(f"warning: no fit check: {e.message}", style="yellow", markup=False)
+            report = None
+        if report and not report.can_ever_fit:
             err.print(_fit_table(report))
             raise GpuctlError(
                 f"{spec.name} can never fit this cluster: "
                 + report.never_fits_reason(key, spec.gpu_type),
                 hint="change gpus / mig / gpu_type, or add capacity (gpuctl provision)")
-        if report.resource and not report.fits_now:
+        if report and report.resource and not report.fits_now:
             err.print(_fit_table(report))
             err.print(f"[yellow]No room right now: {spec.name} will queue until "
                       f"{report.workers} × {report.per_worker} {report.resource} are free.[/]")
@@ -105,7 +124,8 @@ def submit(
             return
         kind = manifests[-1]["kind"]
         if follow:
-            for line in workloads.logs(kube, spec.name, ns, follow=True):
+            err.print(f"following the logs of {spec.name} once its first worker has started")
+            for line in workloads.logs(kube, spec.name, ns, follow=True, start_timeout=timeout):
                 echo(line + "\n")
         if wait:
             final = _wait(kube, kind, spec.name, ns, timeout)
@@ -156,7 +176,7 @@ def _kube(context: Optional[str]):
 
 @jobs_app.command("list")
 def jobs_list(
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
     context: Optional[str] = typer.Option(None, "--context"),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
@@ -187,7 +207,7 @@ def jobs_list(
 @jobs_app.command("get")
 def jobs_get(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     context: Optional[str] = typer.Option(None, "--context"),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
 ) -> None:
@@ -207,7 +227,7 @@ def jobs_get(
 @jobs_app.command("logs")
 def jobs_logs(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0)."),
     context: Optional[str] = typer.Option(None, "--context"),
 ) -> None:
@@ -215,14 +235,15 @@ def jobs_logs(
     from gpuctl import workloads
 
     with _kube(context) as kube:
-        for line in workloads.logs(kube, name, namespace or kube.namespace, follow):
+        for line in workloads.logs(kube, name, namespace or kube.namespace, follow,
+                                   start_timeout=FOLLOW_START_TIMEOUT if follow else 0):
             echo(line + "\n")
 
 
 @jobs_app.command("delete")
 def jobs_delete(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
     context: Optional[str] = typer.Option(None, "--context"),
 ) -> None:

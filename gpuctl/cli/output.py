@@ -70,6 +70,16 @@ def out_console():
     return Console()
 
 
+def namespace_option(value: str | None) -> str | None:
+    """Typer callback for -n/--namespace: a bad name is refused before any request."""
+    from gpuctl.core.specfile import DNS1123_LABEL
+
+    if value is not None and not DNS1123_LABEL.match(value):
+        raise UsageError(f"--namespace {value!r} is not a valid namespace name (lower-case "
+                         "letters, digits and '-', at most 63)")
+    return value
+
+
 def confirm(question: str, yes: bool) -> None:
     """Proceed if --yes was given or the user agrees; otherwise abort (exit 3)."""
     if yes:

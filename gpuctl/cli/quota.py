@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console
+from gpuctl.cli.output import (Format, dump, dump_documents, echo, err_console, namespace_option,
+                               out_console)
 
 quota_app = typer.Typer(help="Per-team GPU quotas: a namespace with a ResourceQuota on "
                              "requests.nvidia.com/gpu and MIG resources.", no_args_is_help=True)
@@ -59,7 +60,7 @@ def quota_set(
 
 @quota_app.command("list")
 def quota_list(
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option,
                                             help="One namespace (default: all)."),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),

@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from gpuctl.cli.output import Format, confirm, dump, dump_documents, echo, err_console, out_console
+from gpuctl.cli.output import (Format, confirm, dump, dump_documents, echo, err_console,
+                               namespace_option, out_console)
 
 share_app = typer.Typer(help="Share GPUs between pods: time-slicing or MPS via the NVIDIA "
                              "device plugin.", no_args_is_help=True)
@@ -46,7 +47,7 @@ def timeslice(
                                                 "GPU nodes)."),
     name: Optional[str] = typer.Option(None, "--name", help="Config name (ConfigMap key and "
                                                             "node label value)."),
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option,
                                             help="The device plugin's namespace (default: "
                                                  "where its DaemonSet runs)."),
     config_map: Optional[str] = typer.Option(None, "--config-map",
@@ -152,7 +153,7 @@ def off(
 
 @share_app.command("show")
 def show(
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option,
                                             help="The device plugin's namespace."),
     config_map: Optional[str] = typer.Option(None, "--config-map",
                                              help="ConfigMap of device plugin configs."),

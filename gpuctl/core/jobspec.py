@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuctl.core import geometry
-from gpuctl.core.specfile import Doc, Fields
+from gpuctl.core.specfile import MAX_SECONDS, Doc, Fields
 
 API_VERSION = "gpuctl/v1"
 KINDS = ("Job", "Pod")
@@ -25,11 +25,11 @@ FIELDS = ("apiVersion", "kind", "name", "namespace", "image", "command", "args",
           "service_account", "image_pull_secrets")
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,17 @@ class JobSpec:
 
 def parse_job(doc: Doc) -> JobSpec:
     f = doc.root()
-    f.reject_unknown(FIELDS)
-    api = f.str("apiVersion", required=True)
-    if api != API_VERSION:
-        raise f.error("apiVersion", f"unsupported version {api!r}; this gpuctl reads {API_VERSION}")
+    # what the document is comes first: a Kubernetes manifest or a cluster spec is said to be
+    # one, not refused for its first unknown field
+    api = f.str("apiVersion")
+    if api is not None and api != API_VERSION:
+        raise f.error("apiVersion", f"unsupported version {api!r}; this gpuctl reads {API_VERSION}",
+                      hint=None if api.startswith("gpuctl/") else
+                      "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
+                      "kubectl apply")
     kind = f.str("kind", "Job", choices=KINDS)
+    f.reject_unknown(FIELDS)
+    f.str("apiVersion", required=True)
     name = f.name("name", required=True)
     nodes = f.int("nodes", 1, minimum=1, maximum=MAX_NODES)
 
@@ -100,7 +106,7 @@ def parse_job(doc: Doc) -> JobSpec:
 
     gpu_type = f.str_list("gpu_type", (), allow_scalar=True, non_empty=True)
     for value in gpu_type:
-        if len(value) > 63 or not _LABEL_VALUE.match(value):
+        if not _label_value(value):
             raise f.error("gpu_type", f"{value!r} is not a valid node label value")
 
     if kind == "Pod":
@@ -126,11 +132,9 @@ def parse_job(doc: Doc) -> JobSpec:
 
     labels = f.str_map("labels", {})
     for key, value in labels.items():
-        prefix, _, short = key.rpartition("/")
-        if (not short or len(short) > 63 or not _LABEL_NAME.match(short)
-                or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)))):
+        if not valid_label_key(key):
             raise f.error("labels", f"{key!r} is not a valid label key")
-        if len(value) > 63 or not _LABEL_VALUE.match(value):
+        if not _label_value(value):
             raise f.error("labels", f"{key}: {value!r} is not a valid label value")
         if key.startswith("app.kubernetes.io/managed-by") or key.startswith("gpuctl.io/"):
             raise f.error("labels", f"{key!r} is set by gpuctl")
@@ -139,6 +143,10 @@ def parse_job(doc: Doc) -> JobSpec:
     priority = f.str("priority")
     if priority is not None and not _DNS_SUBDOMAIN.match(priority):
         raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
+    pull_secrets = f.str_list("image_pull_secrets", [])
+    for secret in pull_secrets:
+        if not _DNS_SUBDOMAIN.match(secret) or len(secret) > 253:
+            raise f.error("image_pull_secrets", f"{secret!r} is not a valid Secret name")
     service_account = f.str("service_account")
     if service_account is not None and not _DNS_SUBDOMAIN.match(service_account):
         raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
@@ -155,7 +163,7 @@ def parse_job(doc: Doc) -> JobSpec:
         retries=f.int("retries", 0, minimum=0, maximum=1000), priority=priority,
         labels=tuple(labels.items()), tolerations=tuple(_tolerations(f)),
         service_account=service_account,
-        image_pull_secrets=tuple(f.str_list("image_pull_secrets", [])),
+        image_pull_secrets=tuple(pull_secrets),
         source=doc.file)
 
 
@@ -166,7 +174,11 @@ def _tolerations(f: Fields) -> list[dict]:
         operator = t.str("operator", "Equal", choices=("Exists", "Equal"))
         tol = {"key": t.str("key"), "operator": operator, "value": t.str("value"),
                "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
-               "tolerationSeconds": t.int("tolerationSeconds", minimum=0)}
+               "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS)}
+        if tol["key"] is not None and not valid_label_key(tol["key"]):
+            raise t.error("key", f"{tol['key']!r} is not a valid taint key")
+        if tol["value"] is not None and not _label_value(tol["value"]):
+            raise t.error("value", f"{tol['value']!r} is not a valid taint value")
         if operator == "Exists" and tol["value"] is not None:
             raise t.error("value", "must be empty when operator is Exists")
         if operator == "Equal" and tol["key"] is None:
@@ -175,3 +187,13 @@ def _tolerations(f: Fields) -> list[dict]:
             raise t.error("tolerationSeconds", "applies only with effect NoExecute")
         out.append({k: v for k, v in tol.items() if v is not None})
     return out
+
+
+def valid_label_key(key: str) -> bool:
+    prefix, _, short = key.rpartition("/")
+    return bool(short and len(short) <= 63 and _LABEL_NAME.match(short)
+                and (not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix))))
+
+
+def _label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))

@@ -10,13 +10,13 @@ from decimal import Decimal, InvalidOperation, ROUND_FLOOR
 
 from gpuctl.core import geometry
 from gpuctl.core.fit import DONE_PHASES, requested
+from gpuctl.core.specfile import DNS1123_LABEL
 from gpuctl.errors import UsageError
 
 QUOTA_NAME = "gpuctl-gpus"
 GPU = "nvidia.com/gpu"
 MAX_GPUS = 1_000_000
 MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))"
@@ -42,7 +42,7 @@ def quantity(text) -> int | None:
 
 
 def check_team(team: str) -> str:
-    if not _DNS_LABEL.match(team):
+    if not DNS1123_LABEL.match(team):
         raise UsageError(f"team {team!r} is not a valid namespace name (lower-case letters, "
                          "digits and '-', at most 63, starting and ending with a letter or digit)")
     return team
@@ -109,13 +109,6 @@ def gpu_resource_of(key: str) -> str | None:
     """The GPU resource a quota key limits (`requests.nvidia.com/gpu` → nvidia.com/gpu)."""
     name = key.removeprefix("requests.")
     return name if name.startswith("nvidia.com/") else None
-
-
-def pod_usage(pods: list[dict], resource: str, namespace: str) -> int:
-    """GPUs held by the namespace's pods that are not finished (what the quota counts)."""
-    return sum(requested(p, resource) for p in pods
-               if (p.get("metadata") or {}).get("namespace") == namespace
-               and (p.get("status") or {}).get("phase") not in DONE_PHASES)
 
 
 def held(pods: list[dict]) -> dict[tuple[str, str], int]:
@@ -198,7 +191,7 @@ def check_job(quotas: list[dict], pods: list[dict] | None, namespace: str, resou
             if key in status_used and quantity(status_used[key]) is not None:
                 used, source = quantity(status_used[key]), "quota"
             else:
-                used, source = pod_usage(pods or [], resource, namespace), "pods"
+                used, source = held(pods or []).get((namespace, resource), 0), "pods"
             if used + total > limit:
                 return Excess((q.get("metadata") or {}).get("name") or "?", resource, used, total,
                               limit, source)

@@ -65,6 +65,8 @@ def parse(text: str) -> tuple[Requirement, ...]:
             out.append(Requirement(m["key"], "!=" if m["op"] == "!=" else "=", (m["value"],)))
         elif m["setop"]:
             values = tuple(v.strip() for v in m["values"].split(","))
+            if values == ("",):  # the API server refuses an empty set
+                raise UsageError(f"empty value list in label selector term {term.strip()!r}")
             if not all(re.fullmatch(_VALUE, v) for v in values):
                 raise UsageError(f"bad value list in label selector term {term.strip()!r}")
             out.append(Requirement(m["key"], m["setop"], values))

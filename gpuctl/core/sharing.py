@@ -31,7 +31,7 @@ DEFAULT_CONFIG_MAP = "gpuctl-sharing-config"
 AVAILABLE_CONFIGS = "/available-configs"
 MAX_REPLICAS = 256  # per GPU; more is almost certainly a typo
 MAX_MPS_REPLICAS = 48  # MPS clients per GPU (Volta and newer)
-_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,8 @@ def parse_config(text: str) -> Sharing | None:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise GpuctlError(f"not valid YAML: {str(e).splitlines()[0]}") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise GpuctlError("not valid YAML: nested too deeply") from None
     if not isinstance(data, dict):
         raise GpuctlError("not a device plugin config (expected a mapping)")
     if data.get("version") != "v1":

@@ -16,6 +16,7 @@ from gpuctl.errors import SpecError
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
+MAX_SECONDS = 2**31 - 1  # Kubernetes' int32 duration fields (ttlSecondsAfterFinished); 68 years
 
 _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
@@ -31,6 +32,8 @@ class Doc:
     data: Any
     file: str
     lines: dict[Path, int] = field(default_factory=dict)
+    # as written, for numbers and booleans: `010`, `1:30`, `12.10`, `yes` are text to a user
+    written: dict[Path, str] = field(default_factory=dict)
 
     def line(self, path: Path) -> int | None:
         while path:
@@ -80,20 +83,36 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
         raise SpecError(f"document is larger than {MAX_BYTES // 1024} KiB", file=file)
 
     class _Loader(yaml.SafeLoader):
+        depth = 0
+
         def compose_node(self, parent, index):
+            mark = self.peek_event().start_mark
             if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
                 raise SpecError("YAML aliases (*name) are not allowed in spec files",
                                 file=file, line=mark.line + 1)
-            return super().compose_node(parent, index)
+            # PyYAML composes recursively: stop before Python's recursion limit does
+            if self.depth >= MAX_DEPTH:
+                raise SpecError(f"nesting deeper than {MAX_DEPTH} levels", file=file,
+                                line=mark.line + 1)
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
 
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as e:  # a control character: YAML refuses the whole text
+        raise SpecError(f"not valid YAML: character U+{e.character:04X} is not allowed",
+                        file=file, line=text.count("\n", 0, e.position) + 1) from None
     try:
         node = loader.get_single_node()
     except yaml.composer.ComposerError as e:
         mark = e.problem_mark
-        raise SpecError("expected one YAML document, found several", file=file,
-                        line=mark.line + 1 if mark else None) from None
+        several = "single document" in (e.context or "")
+        raise SpecError("expected one YAML document, found several" if several else
+                        f"not valid YAML: {(e.context or e.problem or '').split(';')[0]}",
+                        file=file, line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e)
@@ -103,29 +122,30 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
         loader.dispose()
     doc = Doc(None, file)
     if node is not None:
-        doc.data = _convert(node, (), doc, loader, 0)
+        doc.data = _convert(node, (), doc, loader)
     return doc
 
 
-def _convert(node, path: Path, doc: Doc, loader, depth: int) -> Any:
+def _convert(node, path: Path, doc: Doc, loader) -> Any:
     import yaml
 
     line = node.start_mark.line + 1
     doc.lines.setdefault(path, line)
-    if depth > MAX_DEPTH:
-        raise SpecError(f"nesting deeper than {MAX_DEPTH} levels", file=doc.file, line=line)
     if isinstance(node, yaml.ScalarNode):
         if node.tag in _TEXT_TAGS:
             return node.value
         if node.tag not in _SCALAR_TAGS:
             raise SpecError(f"YAML tag {node.tag!r} is not allowed (plain values only)",
                             file=doc.file, line=line, field=dotted(path) or None)
-        return loader.construct_object(node)
+        value = loader.construct_object(node)
+        if isinstance(value, (bool, int, float)):
+            doc.written[path] = node.value
+        return value
     if isinstance(node, yaml.SequenceNode):
         if node.tag != _STD + "seq":
             raise SpecError(f"YAML tag {node.tag!r} is not allowed", file=doc.file, line=line,
                             field=dotted(path) or None)
-        return [_convert(n, path + (i,), doc, loader, depth + 1) for i, n in enumerate(node.value)]
+        return [_convert(n, path + (i,), doc, loader) for i, n in enumerate(node.value)]
     if node.tag != _STD + "map":
         raise SpecError(f"YAML tag {node.tag!r} is not allowed", file=doc.file, line=line,
                         field=dotted(path) or None)
@@ -140,14 +160,14 @@ def _convert(node, path: Path, doc: Doc, loader, depth: int) -> Any:
             raise SpecError(f"duplicate key {key!r}", file=doc.file, line=kline,
                             field=dotted(path + (key,)))
         doc.lines[path + (key,)] = kline
-        out[key] = _convert(vnode, path + (key,), doc, loader, depth + 1)
+        out[key] = _convert(vnode, path + (key,), doc, loader)
     return out
 
 
 # ---------- typed access to the fields of one mapping ----------
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?\Z")
 _DURATION_PART = re.compile(r"(\d+)(d|h|m|s)")
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MISSING = object()
@@ -203,7 +223,7 @@ class Fields:
 
     def name(self, key: str, default: Any = None, *, required: bool = False) -> Any:
         value = self.str(key, default, required=required)
-        if value is not default and not _DNS1123_LABEL.match(value):
+        if value is not default and not DNS1123_LABEL.match(value):
             raise self.error(key, f"{value!r} is not a valid name: lower-case letters, digits and "
                                   "'-', starting and ending with a letter or digit, at most 63")
         return value
@@ -239,7 +259,7 @@ class Fields:
         for i, item in enumerate(value):
             if isinstance(item, bool) or not isinstance(item, (str, int, float)):
                 raise self.doc.error(self.path + (key, i), f"expected a string, got {_kind(item)}")
-        value = [str(v) for v in value]
+        value = [self._text((key, i), v) for i, v in enumerate(value)]
         if non_empty and (not value or any(not v.strip() for v in value)):
             raise self.error(key, "must not be empty")
         return value
@@ -254,14 +274,14 @@ class Fields:
         for k, v in value.items():
             if isinstance(v, (dict, list)) or v is None:
                 raise self.error(key, f"{k}: expected a string value, got {_kind(v)}")
-            out[str(k)] = v if isinstance(v, str) else _plain(v)
+            out[str(k)] = self._text((key, k), v)
         return out
 
     def quantity(self, key: str, default: Any = None) -> Any:
         value = self._get(key, default, False)
         if value is default:
             return value
-        text = _plain(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        text = value if isinstance(value, bool) else self._text((key,), value)
         if not isinstance(text, str) or not _QUANTITY.match(text):
             raise self.error(key, f"{value!r} is not a Kubernetes quantity (e.g. 8, 500m, 64Gi)")
         return text
@@ -274,7 +294,15 @@ class Fields:
         seconds = parse_duration(value)
         if seconds is None:
             raise self.error(key, f"{value!r} is not a duration (e.g. 90s, 30m, 24h, 1h30m, 2d)")
+        if seconds > MAX_SECONDS:
+            raise self.error(key, f"{value!r} is longer than {MAX_SECONDS} seconds (68 years)")
         return seconds
+
+    def _text(self, rel: Path, value: Any) -> Any:
+        """A scalar as the user wrote it (YAML reads `010` as 8 and `12.10` as 12.1)."""
+        if isinstance(value, str):
+            return value
+        return self.doc.written.get(self.path + rel, str(value))
 
     def list_of_maps(self, key: str) -> list["Fields"]:
         value = self._get(key, [], False)
@@ -319,14 +347,6 @@ def _at(data: Any, path: Path) -> Any:
     for p in path:
         data = data[p]
     return data
-
-
-def _plain(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def _kind(value: Any) -> str:
