@@ -11,7 +11,8 @@ mkdir -p "$(dirname "$GPUCTL_SIM_STATE")"
 rm -f "$GPUCTL_SIM_STATE"
 
 echo "\$ gpuctl mig configure --gpus 6,7 --layout 3g.40gb=1,1g.10gb=3 --reset --yes"
-"$bin" mig configure --gpus 6,7 --layout 3g.40gb=1,1g.10gb=3 --reset --yes 2>&1 | tail -n 4
+# the plan and the result; the per-step "done:" progress lines would repeat the plan
+"$bin" mig configure --gpus 6,7 --layout 3g.40gb=1,1g.10gb=3 --reset --yes 2>&1 | grep -v '^  done: '
 "$py" -m gpuctl.sim add-process --gpu 0 --pid 4242 --mib 61440 --name python --user alice
 "$py" -m gpuctl.sim add-process --gpu 1 --pid 4243 --mib 30000 --name torchrun --user bob
 "$py" -m gpuctl.sim add-process --gpu 6 --gi 1 --ci 0 --pid 5000 --mib 20000 --name vllm --user carol

@@ -34,6 +34,8 @@ def test_no_gpu_nodes_and_no_plugin_fail_with_fixes():
     assert checks["device-plugin"].status == doctor.FAIL
     assert "gpu-operator" in checks["device-plugin"].fix
     assert checks["dcgm-exporter"].status == doctor.WARN
+    # names the commands that need the metrics as they are really spelled
+    assert "gpuctl top --prometheus" in checks["dcgm-exporter"].detail
     assert doctor.failed(list(checks.values()))
 
 

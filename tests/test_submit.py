@@ -174,6 +174,11 @@ def test_wait_follows_status_to_the_end(cli, api, tmp_path, condition, code):
     assert r.code == code, r
     if code:
         assert "job default/w failed" in r.err.lower()
+    # one plain line per status change: no repeats, no log timestamps or source paths
+    lines = [ln for ln in r.err.splitlines() if ln.startswith("Job w: ")]
+    assert lines[0] == "Job w: Pending — 0 running, 0/1 succeeded, 0 failed", r.err
+    assert lines[-1].startswith("Job w: Succeeded" if code == 0 else "Job w: Failed"), r.err
+    assert len(lines) == len(set(lines)) and "jobs.py" not in r.err, r.err
 
 
 def test_wait_gives_up_after_timeout(cli, api, tmp_path):

@@ -143,12 +143,17 @@ def _wait(kube, kind: str, name: str, namespace: str, timeout: float) -> str:
     from gpuctl.core.job_status import status_of
 
     err = err_console()
+    shown = []
     with err.status(f"waiting for {kind} {name}") as status:
         def update(row: dict) -> None:
             text = (f"{kind} {name}: {row['status']} — {row['active']} running, "
                     f"{row['succeeded']}/{row['workers']} succeeded, {row['failed']} failed")
             status.update(text)
-            err.log(text)
+            # A watch re-sends the current state; print each change once, as a plain line
+            # (rich's log() would add a timestamp and this file's name and line).
+            if shown[-1:] != [text]:
+                shown.append(text)
+                err.print(text, highlight=False)
         final = workloads.wait(kube, kind, name, namespace, timeout, update)
     return status_of(final)
 

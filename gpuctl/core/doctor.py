@@ -204,7 +204,7 @@ def check_dcgm(daemonsets: list[dict]) -> Check:
     found = [d for d in daemonsets if "dcgm-exporter" in _name(d)]
     if not found:
         return Check("dcgm-exporter", WARN, "no DCGM exporter DaemonSet: no GPU metrics for "
-                     "gpuctl top --cluster or alerts",
+                     "`gpuctl top --prometheus` or `gpuctl alerts`",
                      "GPU Operator: dcgmExporter.enabled=true; or helm install dcgm-exporter "
                      "gpu-helm-charts/dcgm-exporter")
     ds = found[0]
