@@ -173,3 +173,8 @@ def test_bad_gpu_label_key_is_refused_naming_where_it_came_from(cli, tmp_path, m
     monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "cfg.yaml"))
     r = cli("render", seed)
     assert r.code == 2 and f"{tmp_path / 'cfg.yaml'}:2: gpu_label_key: not a node label key" in r.err
+
+
+def test_render_has_no_table_output(cli):
+    r = cli("render", os.path.join(ROOT, "examples", "seed-pod.yaml"), "-o", "table")
+    assert r.code == 2 and r.out == ""

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from gpuctl.cli.output import (Format, confirm, dump, dump_documents, echo, err_console,
+from gpuctl.cli.output import (DataFormat, Format, confirm, dump, dump_documents, echo, err_console,
                                namespace_option, out_console)
 from gpuctl.errors import GpuctlError
 
@@ -58,7 +58,7 @@ def _label_key(option: Optional[str]) -> str:
 
 def render(
     files: List[str] = typer.Argument(..., metavar="JOB.yaml...", help="Job spec files."),
-    output: Format = typer.Option(Format.yaml, "-o", "--output", help="yaml or json."),
+    output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
     gpu_label_key: Optional[str] = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
@@ -66,7 +66,7 @@ def render(
 
     key = _label_key(gpu_label_key)
     docs = [obj for spec in _load(files) for obj in render_job(spec, key)]
-    echo(dump_documents(docs, "json" if output == Format.json else "yaml"))
+    echo(dump_documents(docs, output.value))
 
 
 def submit(

@@ -18,6 +18,13 @@ class Format(str, enum.Enum):
     json = "json"
 
 
+class DataFormat(str, enum.Enum):
+    """For commands whose output is data only (manifests, configs): no table."""
+
+    yaml = "yaml"
+    json = "json"
+
+
 def dump(data: Any, fmt: str) -> str:
     """YAML (multi-document when given a list of manifests via dump_all) or JSON text."""
     if fmt == "json":
