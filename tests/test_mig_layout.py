@@ -203,3 +203,10 @@ def test_diff_mode_changes():
         "destroy-ci", "destroy-gi", "set-mig-mode"]
     with pytest.raises(LayoutError, match="GPU 0 \\(H100-80GB\\)"):
         diff(on, Desired(True, {"4g.40gb": 2}))
+
+
+@pytest.mark.parametrize("count", [8, 10**9, 10**30])
+def test_huge_counts_refused_by_the_cap_without_building_them(count):
+    # 10**30 once overflowed into a traceback; 10**9 took gigabytes before being refused.
+    assert f"1g.10gb ×{count}: each H100-80GB holds at most 7 1g.10gb" in reason(
+        H100, {"1g.10gb": count})[0]

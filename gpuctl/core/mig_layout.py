@@ -152,7 +152,10 @@ def devices_of(model: GpuModel, layout: Mapping[str, int]) -> list[Device]:
     for name, count in layout.items():
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise LayoutError(f"{name}: count must be a whole number >= 0, got {count!r}")
-        out += [parse_device(model, name)] * count
+        device = parse_device(model, name)
+        if count > model.max_gpu_instances:  # refuse before building a list of `count`
+            _check_max(model, device.profile, count)
+        out += [device] * count
     return out
 
 
@@ -177,12 +180,7 @@ def check_counts(model: GpuModel, profiles: Sequence[Profile],
         raise LayoutError(f"{_fmt(Counter(media))}: a GPU has one set of media engines, so at "
                           "most one +me instance")
     for p, n in Counter(profiles).items():
-        name = p.name
-        if n > p.max_instances:
-            where = f"its only placement is slices {slice_range(p.starts[0], p.size)}" \
-                if len(p.starts) == 1 else f"it can start only at {_join(p.starts)}"
-            raise LayoutError(f"{name} ×{n}: each {model.short_name} holds at most "
-                              f"{p.max_instances} {name} ({where})")
+        _check_max(model, p, n)
     if any(_has_attr(p.name, "+me.all") for p in profiles):
         others = [p.name for p in profiles
                   if not _has_attr(p.name, "+me.all") and not _has_attr(p.name, "-me")]
@@ -199,6 +197,14 @@ def check_counts(model: GpuModel, profiles: Sequence[Profile],
     units = sum(p.size for p in profiles)
     if units > model.memory_slices:
         raise LayoutError(_over_memory(model, profiles, set(fixed_names)))
+
+
+def _check_max(model: GpuModel, p: Profile, n: int) -> None:
+    if n > p.max_instances:
+        where = f"its only placement is slices {slice_range(p.starts[0], p.size)}" \
+            if len(p.starts) == 1 else f"it can start only at {_join(p.starts)}"
+        raise LayoutError(f"{p.name} ×{n}: each {model.short_name} holds at most "
+                          f"{p.max_instances} {p.name} ({where})")
 
 
 def _has_attr(name: str, attr: str) -> bool:
