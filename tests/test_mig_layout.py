@@ -48,6 +48,8 @@ def test_two_media_extension_instances_rejected():
 def test_me_all_only_with_no_me_profiles():
     assert place(RTX, {"1g.24gb+me.all": 1, "1g.24gb-me": 3})
     assert "only -me profiles" in reason(RTX, {"1g.24gb+me.all": 1, "1g.24gb": 1})[0]
+    # ... and a second +me.all is not a -me profile either.
+    assert "not 2g.48gb+me.all" in reason(RTX, {"1g.24gb+me.all": 1, "2g.48gb+me.all": 1})[0]
 
 
 def test_max_instances_and_compute_slices():
@@ -98,9 +100,9 @@ def _hw_rules_ok(model, devices):
         return False
     if sum(n for k, n in names.items() if k.endswith("+me")) > 1:
         return False
-    if any(k.endswith("+me.all") for k in names) and any(
-            not (k.endswith("+me.all") or k.endswith("-me")) for k in names):
-        return False
+    me_all = sum(n for k, n in names.items() if k.endswith("+me.all"))
+    if me_all and sum(n for k, n in names.items() if not k.endswith("-me")) > 1:
+        return False  # nvml.h: a +me.all instance allows only -me ones beside it
     return (len(devices) <= model.max_gpu_instances
             and sum(d.profile.slices for d in devices) <= model.compute_slices)
 

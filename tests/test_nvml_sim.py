@@ -232,6 +232,22 @@ def test_media_extension_profile_is_capped_at_one(nvml):
     place(n, h, 19, 1, 1)  # the plain 1g still fits
 
 
+@pytest.mark.parametrize("spec,first,second", [
+    ("1xA30", (21, 0, 1), (6, 2, 2)),            # 1g.6gb+me, then 2g.12gb+me: one media set
+    ("1xRTX-PRO-6000", (65, 0, 3), (64, 6, 6)),  # +me.all leaves room for -me profiles only
+    ("1xRTX-PRO-6000", (65, 0, 3), (14, 3, 3)),
+])
+def test_media_engines_are_shared_by_all_profiles(nvml, spec, first, second):
+    n = nvml(spec)
+    h = enable_mig(n)
+    place(n, h, *first)
+    with pytest.raises(n.NVMLError_InsufficientResources):
+        place(n, h, *second)
+    assert n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, second[0]) == 0
+    if spec == "1xRTX-PRO-6000":
+        place(n, h, 67, 3, 3)  # 1g.24gb-me
+
+
 def test_auto_placement_fills_until_insufficient(nvml):
     n = nvml("1xA100-40GB")
     h = enable_mig(n)

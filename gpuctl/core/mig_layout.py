@@ -175,18 +175,11 @@ def place(model: GpuModel, layout: Mapping[str, int] | Sequence[Device],
 def check_counts(model: GpuModel, profiles: Sequence[Profile],
                  fixed_names: Iterable[str] = ()) -> None:
     """Every rule that does not depend on positions; raises LayoutError with the reason."""
-    media = [p.name for p in profiles if _has_attr(p.name, "+me")]
-    if len(media) > 1:
-        raise LayoutError(f"{_fmt(Counter(media))}: a GPU has one set of media engines, so at "
-                          "most one +me instance")
+    media = media_conflict([p.name for p in profiles])
+    if media:
+        raise LayoutError(media)
     for p, n in Counter(profiles).items():
         _check_max(model, p, n)
-    if any(_has_attr(p.name, "+me.all") for p in profiles):
-        others = [p.name for p in profiles
-                  if not _has_attr(p.name, "+me.all") and not _has_attr(p.name, "-me")]
-        if others:
-            raise LayoutError(f"a +me.all instance takes every media engine; only -me profiles "
-                              f"can share the GPU with it, not {_join(sorted(set(others)))}")
     if len(profiles) > model.max_gpu_instances:
         raise LayoutError(f"{len(profiles)} instances: each {model.short_name} holds at most "
                           f"{model.max_gpu_instances} GPU instances")
@@ -197,6 +190,23 @@ def check_counts(model: GpuModel, profiles: Sequence[Profile],
     units = sum(p.size for p in profiles)
     if units > model.memory_slices:
         raise LayoutError(_over_memory(model, profiles, set(fixed_names)))
+
+
+def media_conflict(names: Sequence[str]) -> str | None:
+    """Why these instances cannot share one GPU's media engines, or None (nvml.h: one +me
+    instance at most; a +me.all instance allows only -me instances beside it)."""
+    media = [n for n in names if _has_attr(n, "+me")]
+    if len(media) > 1:
+        return (f"{_fmt(Counter(media))}: a GPU has one set of media engines, so at most one "
+                "+me instance")
+    me_all = [n for n in names if _has_attr(n, "+me.all")]
+    if me_all:
+        others = [n for n in names if not _has_attr(n, "-me")]
+        others.remove(me_all[0])
+        if others:
+            return (f"a +me.all instance takes every media engine; only -me profiles can share "
+                    f"the GPU with it, not {_join(sorted(set(others)))}")
+    return None
 
 
 def _check_max(model: GpuModel, p: Profile, n: int) -> None:

@@ -18,7 +18,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from gpuctl.core import geometry
+from gpuctl.core import geometry, mig_layout
 from gpuctl.errors import GpuctlError, UsageError
 
 # NVML return codes used here (values from nvml.h; identical in pynvml).
@@ -400,10 +400,9 @@ class Node:
             gpu["mig_current"] = gpu["mig_pending"]
             gpu["gpu_instances"] = []
 
-    def _free_start(self, index: int, sp: SimProfile, start: int | None) -> int:
-        gpu = self.gpu(index)
+    def _free_start(self, index: int, sp: SimProfile, start: int | None, gis: list[dict]) -> int:
+        """Where the driver puts a new `sp` instance next to `gis` (or why it refuses)."""
         model = self.models[index]
-        gis = gpu["gpu_instances"]
         if start is not None and start not in sp.profile.starts:
             raise SimError(INVALID_ARGUMENT,
                            f"start {start} is not a placement of {sp.profile.name} "
@@ -414,9 +413,12 @@ class Node:
                            f"at most {sp.profile.max_instances} {sp.profile.name} instances")
         if len(gis) >= model.max_gpu_instances:
             raise SimError(INSUFFICIENT_RESOURCES, f"at most {model.max_gpu_instances} GPU instances")
-        used_compute = sum(self.profile_by_id(index, gi["profile_id"]).profile.slices for gi in gis)
-        if used_compute + sp.profile.slices > model.compute_slices:
+        profiles = [self.profile_by_id(index, gi["profile_id"]).profile for gi in gis]
+        if sum(p.slices for p in profiles) + sp.profile.slices > model.compute_slices:
             raise SimError(INSUFFICIENT_RESOURCES, "not enough compute slices left")
+        media = mig_layout.media_conflict([p.name for p in profiles] + [sp.profile.name])
+        if media:
+            raise SimError(INSUFFICIENT_RESOURCES, media)
         occupied = {s for gi in gis for s in range(gi["start"], gi["start"] + gi["size"])}
         candidates = [start] if start is not None else sorted(sp.profile.starts, reverse=True)
         for s in candidates:
@@ -433,7 +435,7 @@ class Node:
             if size is not None and size != sp.profile.size:
                 raise SimError(INVALID_ARGUMENT,
                                f"placement size {size} is not {sp.profile.name}'s {sp.profile.size}")
-            s = self._free_start(index, sp, start)
+            s = self._free_start(index, sp, start, gpu["gpu_instances"])
             used_ids = {gi["id"] for gi in gpu["gpu_instances"]}
             gi = {"id": min(i for i in range(1, len(used_ids) + 2) if i not in used_ids),
                   "profile_id": profile_id, "start": s, "size": sp.profile.size,
@@ -444,19 +446,15 @@ class Node:
     def remaining_capacity(self, index: int, profile_id: int) -> int:
         self.require_mig(index)
         sp = self.profile_by_id(index, profile_id)
-        saved = json.loads(json.dumps(self.gpu(index)["gpu_instances"]))
+        gis = list(self.gpu(index)["gpu_instances"])
         count = 0
         try:
             while True:
-                s = self._free_start(index, sp, None)
-                self.gpu(index)["gpu_instances"].append(
-                    {"id": -1 - count, "profile_id": profile_id, "start": s,
-                     "size": sp.profile.size, "compute_instances": []})
+                s = self._free_start(index, sp, None, gis)
+                gis.append({"profile_id": profile_id, "start": s, "size": sp.profile.size})
                 count += 1
         except SimError:
             return count
-        finally:
-            self.gpu(index)["gpu_instances"] = saved
 
     def destroy_gpu_instance(self, index: int, gi_id: int) -> None:
         with self.change():
