@@ -390,12 +390,32 @@ def test_any_sequence_keeps_the_hardware_rules(tmp_path, ops):
     lambda s: s["processes"].append({"pid": 1, "gpu": 7}),
     lambda s: s["processes"].append({"pid": 1, "name": "x", "user": "u", "gpu": 9, "gi_id": None,
                                      "ci_id": None, "used_memory_mib": 1}),
+    # Each of these was a traceback in top / mig show before the whole state was checked.
+    lambda s: s["gpus"][0].update(gpu_instances=5),
+    lambda s: s["gpus"][0].update(mig_current="1"),
+    lambda s: s["gpus"][0].update(uuid=5),
+    lambda s: s["gpus"][0]["gpu_instances"][0].update(start="0"),
+    lambda s: s["gpus"][0]["gpu_instances"][0].update(profile_id=99),
+    lambda s: s["gpus"][0]["gpu_instances"][1].update(start=0),  # overlaps the first
+    lambda s: s["gpus"][0]["gpu_instances"][0].update(compute_instances=None),
+    lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(profile_id=99),
+    lambda s: s["gpus"][1]["gpu_instances"].append(s["gpus"][0]["gpu_instances"][0]),  # MIG off
+    lambda s: s["processes"][0].update(used_memory_mib="5"),
+    lambda s: s["processes"][0].update(gi_id=77),
+    lambda s: s["processes"].append(dict(s["processes"][0])),
 ])
 def test_a_damaged_state_file_is_one_clear_error(tmp_path, damage):
     from gpuctl.errors import GpuctlError
 
     path = str(tmp_path / "s.json")
-    state = Node("2xA30", path).state
+    node = Node("2xA30", path)
+    node.set_mig_mode(0, 1)
+    node.reset(0)
+    for start in (0, 2):
+        gi = node.create_gpu_instance(0, 5, start)  # 2g.12gb
+        node.create_compute_instance(0, gi["id"], 1)
+    node.add_process(0, 42, 100, gi_id=1, ci_id=0)
+    state = Node("2xA30", path).state  # a good state reads back
     damage(state)
     with open(path, "w") as f:
         json.dump(state, f)

@@ -136,25 +136,12 @@ def sim_profiles(model: geometry.GpuModel) -> list[SimProfile]:
     return out
 
 
-def _state_problem(data: dict, gpu_count: int) -> str | None:
-    """What is wrong with a state file's shape (it may have been edited by hand), or None."""
-    gpus, procs = data.get("gpus"), data.get("processes")
-    if not isinstance(gpus, list) or len(gpus) != gpu_count:
-        return f"expected a list of {gpu_count} GPUs under 'gpus'"
-    if not isinstance(procs, list):
-        return "expected a list under 'processes'"
-    for i, g in enumerate(gpus):
-        if not isinstance(g, dict) or not {"uuid", "mig_current", "mig_pending", "gpu_instances"} <= g.keys():
-            return f"GPU {i} lacks uuid, mig_current, mig_pending or gpu_instances"
-        for gi in g["gpu_instances"]:
-            if not isinstance(gi, dict) or not {"id", "profile_id", "start", "size", "compute_instances"} <= gi.keys():
-                return f"a GPU instance of GPU {i} lacks id, profile_id, start, size or compute_instances"
-    for p in procs:
-        if not isinstance(p, dict) or not {"pid", "name", "user", "gpu", "gi_id", "ci_id", "used_memory_mib"} <= p.keys():
-            return "a process lacks pid, name, user, gpu, gi_id, ci_id or used_memory_mib"
-        if not isinstance(p["gpu"], int) or not 0 <= p["gpu"] < gpu_count:
-            return f"process {p['pid']} is on GPU {p['gpu']!r}, which the node does not have"
-    return None
+_GI_KEYS = {"id", "profile_id", "start", "size", "compute_instances"}
+_PROCESS_KEYS = {"pid", "name", "user", "gpu", "gi_id", "ci_id", "used_memory_mib"}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _uuid(seed: int, index: int, *extra) -> str:
@@ -201,7 +188,7 @@ class Node:
             raise GpuctlError(
                 f"simulator state {self.path} holds node {data.get('spec')!r}, not {self.spec!r}",
                 hint="point GPUCTL_SIM_STATE at another file, or delete this one")
-        problem = _state_problem(data, len(self.models))
+        problem = self._state_problem(data)
         if problem:
             raise GpuctlError(f"simulator state {self.path} is damaged: {problem}",
                               hint="delete the file to start from a fresh simulated node")
@@ -230,6 +217,95 @@ class Node:
             data = self._read()
             if data is not None:
                 self.state = data
+
+    def _state_problem(self, data: dict) -> str | None:
+        """What is wrong with a state file (it may have been edited by hand), or None: the
+        shape and types, and every MIG instance where the driver could have made it."""
+        gpus, procs = data.get("gpus"), data.get("processes")
+        if not _is_int(data.get("seed")):
+            return "'seed' is not a whole number"
+        if not isinstance(gpus, list) or len(gpus) != len(self.models):
+            return f"expected a list of {len(self.models)} GPUs under 'gpus'"
+        if not isinstance(procs, list):
+            return "expected a list under 'processes'"
+        mig_devices: dict[int, set] = {}
+        for i, g in enumerate(gpus):
+            problem = self._gpu_problem(i, g)
+            if problem:
+                return f"GPU {i}: {problem}"
+            mig_devices[i] = {(gi["id"], ci["id"]) for gi in g["gpu_instances"]
+                              for ci in gi["compute_instances"]}
+        seen = set()
+        for p in procs:
+            if not isinstance(p, dict) or not _PROCESS_KEYS <= p.keys():
+                return "a process lacks " + ", ".join(sorted(_PROCESS_KEYS))
+            pid, gpu = p["pid"], p["gpu"]
+            if not (_is_int(pid) and pid > 0 and _is_int(p["used_memory_mib"])
+                    and p["used_memory_mib"] >= 0 and isinstance(p["name"], str)
+                    and isinstance(p["user"], str)):
+                return f"process {pid!r}: pid, used_memory_mib, name or user has a wrong type"
+            if not _is_int(gpu) or not 0 <= gpu < len(gpus):
+                return f"process {pid} is on GPU {gpu!r}, which the node does not have"
+            if (pid, gpu) in seen:
+                return f"process {pid} is listed twice on GPU {gpu}"
+            seen.add((pid, gpu))
+            where = (p["gi_id"], p["ci_id"])
+            if gpus[gpu]["mig_current"] == 1 and where not in mig_devices[gpu]:
+                return f"process {pid} is on MIG device {where} of GPU {gpu}, which does not exist"
+            if gpus[gpu]["mig_current"] != 1 and where != (None, None):
+                return f"process {pid} is on a MIG device of GPU {gpu}, where MIG is off"
+        return None
+
+    def _gpu_problem(self, index: int, g) -> str | None:
+        if not isinstance(g, dict) or not {"uuid", "mig_current", "mig_pending",
+                                           "gpu_instances"} <= g.keys():
+            return "lacks uuid, mig_current, mig_pending or gpu_instances"
+        if not isinstance(g["uuid"], str) or not g["uuid"].startswith("GPU-"):
+            return f"uuid {g['uuid']!r} is not like GPU-..."
+        if any(g[k] not in (0, 1) or isinstance(g[k], bool) for k in ("mig_current", "mig_pending")):
+            return "mig_current and mig_pending must be 0 or 1"
+        if not isinstance(g["gpu_instances"], list):
+            return "gpu_instances is not a list"
+        if g["gpu_instances"] and g["mig_current"] != 1:
+            return "has GPU instances while MIG is off"
+        made: list[dict] = []
+        for gi in g["gpu_instances"]:
+            if not isinstance(gi, dict) or not _GI_KEYS <= gi.keys() or not all(
+                    _is_int(gi[k]) for k in _GI_KEYS - {"compute_instances"}):
+                return "a GPU instance lacks " + ", ".join(sorted(_GI_KEYS)) + " (whole numbers)"
+            if not 0 <= gi["id"] < 1 << 16 or any(gi["id"] == m["id"] for m in made):
+                return f"GPU instance id {gi['id']} is out of range or used twice"
+            try:
+                sp = self.profile_by_id(index, gi["profile_id"])
+                if gi["size"] != sp.profile.size:
+                    raise SimError(INVALID_ARGUMENT, f"size {gi['size']} is not {sp.profile.size}")
+                self._free_start(index, sp, gi["start"], made)
+            except SimError as e:
+                return f"GPU instance {gi['id']} could not exist: {e}"
+            made.append(gi)
+            problem = self._cis_problem(index, gi)
+            if problem:
+                return f"GPU instance {gi['id']}: {problem}"
+        return None
+
+    def _cis_problem(self, index: int, gi: dict) -> str | None:
+        cis = gi["compute_instances"]
+        if not isinstance(cis, list):
+            return "compute_instances is not a list"
+        ids = set()
+        for ci in cis:
+            if not isinstance(ci, dict) or not {"id", "profile_id", "start", "size"} <= ci.keys() \
+                    or not all(_is_int(ci[k]) for k in ("id", "profile_id", "start", "size")):
+                return "a compute instance lacks id, profile_id, start or size (whole numbers)"
+            if not 0 <= ci["id"] < 1 << 16 or ci["id"] in ids:
+                return f"compute instance id {ci['id']} is out of range or used twice"
+            ids.add(ci["id"])
+            if not self.ci_profile_supported(index, gi, ci["profile_id"]):
+                return f"compute-instance profile {ci['profile_id']} does not fit it"
+        g = self.profile_by_id(index, gi["profile_id"]).profile.slices
+        if sum(CI_PROFILE_SLICES[ci["profile_id"]] for ci in cis) > g:
+            return f"its compute instances need more than its {g} compute slices"
+        return None
 
     @contextlib.contextmanager
     def _locked(self):
