@@ -72,6 +72,14 @@ def test_limited_fleet_too_small_says_how_many_needed():
         plan_demand({"1g.10gb": 9, "3g.40gb": 3}, parse_fleet("2xH100-80GB"))
 
 
+def test_limited_mixed_fleet_too_small_names_the_models_needed():
+    # Only A30s have 1g.6gb: 8 idle H100s do not help (this once read "needs 2 GPUs; only 9").
+    with pytest.raises(GpuctlError) as e:
+        plan_demand({"1g.6gb": 5}, parse_fleet("1xA30,8xH100-80GB"))
+    assert e.value.message == ("1xA30, 8xH100-80GB cannot hold the demand; without those "
+                               "counts it takes 2 GPUs: 2xA30")
+
+
 def test_mixed_fleet_respects_counts():
     fleet = parse_fleet("1xH100-80GB,4xA100-80GB")
     demand = {"7g.80gb": 3}

@@ -123,9 +123,16 @@ def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
     if res.x is None:
         if limited:
             unlimited = plan_demand(demand, [Fleet(f.model, None) for f in fleet], time_limit)
-            have = sum(f.count for f in fleet if f.count is not None)
-            raise GpuctlError(f"the demand needs {unlimited.gpus} GPUs; only {have} given "
-                              f"({', '.join(f'{f.count}x{f.model.short_name}' for f in fleet)})")
+            given = ", ".join((f"{f.count}x" if f.count else "") + f.model.short_name for f in fleet)
+            if len(fleet) == 1:
+                raise GpuctlError(f"the demand needs {unlimited.gpus} GPUs; only "
+                                  f"{fleet[0].count} given ({given})")
+            used = Counter()
+            for g in unlimited.groups:
+                used[g.model.short_name] += g.gpus
+            raise GpuctlError(f"{given} cannot hold the demand; without those counts it takes "
+                              f"{unlimited.gpus} GPUs: "
+                              + ", ".join(f"{n}x{name}" for name, n in used.items()))
         raise GpuctlError(f"no plan found: {res.message}")
     counts = [int(round(v)) for v in res.x]
     bound = getattr(res, "mip_dual_bound", None)
