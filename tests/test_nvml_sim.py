@@ -424,6 +424,18 @@ def test_a_damaged_state_file_is_one_clear_error(tmp_path, damage):
     assert "delete the file" in e.value.hint
 
 
+@pytest.mark.parametrize("text", ["[1]", "[", '{"spec": 5}'])
+def test_shim_reading_the_spec_from_a_bad_state_file_is_one_clear_error(tmp_path, monkeypatch,
+                                                                        text):
+    from gpuctl.errors import GpuctlError
+
+    path = tmp_path / "s.json"
+    path.write_text(text)
+    monkeypatch.setenv("GPUCTL_SIM_STATE", str(path))
+    with pytest.raises(GpuctlError):
+        gpuctl.sim.open_node()
+
+
 def test_pci_identity_per_gpu(nvml):
     n = nvml("2xH200,2xA30")
     seen = set()
