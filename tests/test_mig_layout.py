@@ -187,6 +187,14 @@ def test_diff_completes_a_gpu_instance_left_without_compute_instance():
     assert [(st.kind, st.gi_id) for st in plan.steps] == [("create-ci", 2)]
 
 
+@pytest.mark.parametrize("ci_profile", [0, 7])
+def test_a_whole_1g_rev2_instance_is_applied_with_either_1_slice_ci_profile(ci_profile):
+    # mig-parted makes 1g.20gb with CI profile 1_SLICE (0); nvidia-smi -C with 1_SLICE_REV1 (7).
+    s = state([gi(1, "1g.20gb", 0, ci_profile=ci_profile)], [proc(9, 1, 0)])
+    plan = diff(s, Desired(True, {"1g.20gb": 1}))
+    assert plan.steps == [] and plan.blocked == [] and s.layout() == {"1g.20gb": 1}
+
+
 def test_diff_is_empty_when_applied():
     s = state([gi(1, "3g.40gb", 0), gi(2, "3g.40gb", 4)])
     assert diff(s, Desired(True, {"3g.40gb": 2})).applied

@@ -53,15 +53,18 @@ class GpuState:
                 out[name] += 1
                 continue
             for ci in cis:
-                slices = ci_slices(p, ci.profile_id) if p else None
+                slices = ci_slices(ci.profile_id)
                 out[name if slices in (None, p.slices) else f"{slices}c.{name}"] += 1
         return dict(sorted(out.items(), key=lambda kv: _sort_key(kv[0])))
 
 
-def ci_slices(profile: Profile, ci_profile_id: int) -> int | None:
-    if ci_profile_id == profile.ci_profile_id:
-        return profile.slices
-    return next((s for s, i in CI_PROFILE_BY_SLICES.items() if i == ci_profile_id), None)
+# Compute slices of each NVML_COMPUTE_INSTANCE_PROFILE_* constant, _1_SLICE_REV1 (7) included:
+# the driver's default compute instance in a 1g REV2 GPU instance on Hopper.
+_CI_SLICES = {i: s for s, i in CI_PROFILE_BY_SLICES.items()} | {7: 1}
+
+
+def ci_slices(ci_profile_id: int) -> int | None:
+    return _CI_SLICES.get(ci_profile_id)
 
 
 def _sort_key(name: str):
@@ -199,8 +202,10 @@ def _create(plan: GpuPlan, p: Placed) -> None:
 
 
 def _exact(inst: Any, device: Device) -> bool:
+    """One compute instance of the wanted size: in a 1g REV2 GPU instance that is either
+    compute-instance profile (1_SLICE as mig-parted makes it, 1_SLICE_REV1 as nvidia-smi -C)."""
     cis = list(inst.compute_instances)
-    return len(cis) == 1 and cis[0].profile_id == device.ci_profile_id
+    return len(cis) == 1 and ci_slices(cis[0].profile_id) == device.ci_slices
 
 
 def _diff_instances(plan: GpuPlan, wanted: list[Device]) -> None:
