@@ -178,6 +178,8 @@ def test_profiles_of_this_node_and_by_model(capsys, node):
     assert row["profile_id"] == 9 and row["placements"] == ["0:4", "4:4"]
     code, out, _ = run(capsys, "mig", "profiles", "--gpu", "A30", "-o", "json")
     assert [r["profile"] for r in json.loads(out)][:2] == ["1g.6gb", "1g.6gb+me"]
+    code, out, err = run(capsys, "mig", "profiles", "--gpu", "T4")
+    assert code == 2 and "unknown GPU model 'T4'" in err  # bad input, not a driver failure
 
 
 def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):

@@ -44,7 +44,10 @@ def profiles(
     if gpu == "all":
         chosen = list(models())
     elif gpu:
-        chosen = [find_model(gpu)]
+        try:
+            chosen = [find_model(gpu)]
+        except GpuctlError as e:
+            raise UsageError(e.message, hint=e.hint) from None
     else:
         from gpuctl import mig_apply
 
