@@ -75,6 +75,16 @@ def test_errors_name_file_line_field(text, where, words):
     assert where in msg and words in msg, msg
 
 
+@pytest.mark.parametrize("written", ["0x233010DE", "[0x233010DE]", "['0x233010de']"])
+def test_device_filter_quoted_or_not(written):
+    # Unquoted, YAML reads the id as the number 590352606; it still means the H100.
+    cfg = parse(ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
+                      "      mig-devices: {3g.40gb: 2}\n")
+    entries = cfg.select("a")
+    desired = migparted.resolve(cfg, entries, [gpu(0), gpu(1, A100)])
+    assert desired[0].layout == {"3g.40gb": 2} and desired[1] is None
+
+
 def test_unknown_config_lists_the_configs():
     cfg = parse("version: v1\nmig-configs:\n  a: [{devices: all, mig-enabled: false}]\n"
                 "  b: [{devices: all, mig-enabled: false}]\n")

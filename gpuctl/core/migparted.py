@@ -115,6 +115,11 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
         devices = tuple(devices)
     else:
         raise f.error("devices", f"expected 'all' or a list of GPU indexes, got {devices!r}")
+    raw = f.data.get("device-filter")
+    if isinstance(raw, list):
+        f.data["device-filter"] = [_pci_id_text(d) for d in raw]
+    elif raw is not None:
+        f.data["device-filter"] = _pci_id_text(raw)
     filters = f.str_list("device-filter", [], allow_scalar=True)
     listed = isinstance(f.data.get("device-filter"), list)
     for i, d in enumerate(filters):
@@ -146,6 +151,13 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
     for model in _filtered_models(entry):
         _check(doc, entry, model)
     return entry
+
+
+def _pci_id_text(value):
+    """YAML reads an unquoted 0x233010DE as a number: take it as the id it spells."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 32:
+        return f"0x{value:08X}"
+    return value
 
 
 def _filtered_models(entry: Entry) -> list[GpuModel]:
