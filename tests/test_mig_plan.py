@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import pytest
 
-from gpuctl.core.geometry import find_model
+from gpuctl.core.geometry import find_model, models
 from gpuctl.core.mig_layout import place
 from gpuctl.core.mig_plan import (Fleet, feasible_layouts, parse_demand, parse_fleet,
                                   plan_demand)
@@ -91,6 +91,12 @@ def test_mixed_fleet_respects_counts():
 def test_resource_names_and_bad_input():
     assert parse_demand("nvidia.com/mig-1g.10gb=2,nvidia.com/mig-1g.10gb.me=1") == {
         "1g.10gb": 2, "1g.10gb+me": 1}
+    assert parse_demand("nvidia.com/mig-1g.24gb.me.all=1,nvidia.com/mig-2g.48gb.gfx=2,"
+                        "nvidia.com/mig-1g.24gb-me=3") == {
+        "1g.24gb+me.all": 1, "2g.48gb+gfx": 2, "1g.24gb-me": 3}
+    for m in models():
+        for p in m.profiles:
+            assert parse_demand(p.resource_name + "=1") == {p.name: 1}
     with pytest.raises(UsageError, match="no MIG profile '3g.20gb' on H100-80GB"):
         plan_demand({"3g.20gb": 1}, parse_fleet("H100-80GB"))
     with pytest.raises(UsageError, match="unknown GPU model"):

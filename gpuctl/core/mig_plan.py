@@ -81,9 +81,8 @@ def parse_demand(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, n in parse_layout_text(text).items():
         if name.startswith(_RESOURCE_PREFIX):
-            name = name[len(_RESOURCE_PREFIX):]
-            if name.endswith(".me"):  # the device plugin writes +me as .me
-                name = name[:-3] + "+me"
+            # The device plugin writes the + of an attribute as a dot: 1g.10gb.me, 1g.24gb.me.all
+            name = re.sub(r"^(\d+g\.\d+gb)\.", r"\1+", name[len(_RESOURCE_PREFIX):])
         out[name] = out.get(name, 0) + n
     return {k: v for k, v in out.items() if v}
 
