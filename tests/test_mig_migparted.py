@@ -10,6 +10,7 @@ import yaml
 from gpuctl.core import migparted
 from gpuctl.core.geometry import find_model
 from gpuctl.core.mig_diff import GpuState
+from gpuctl.core.mig_layout import LayoutError
 from gpuctl.core.specfile import load_yaml
 from gpuctl.errors import SpecError
 
@@ -154,6 +155,19 @@ def test_export_groups_gpus_and_reads_back():
     assert migparted.resolve(back, back.select("now"), gpus)[1].layout == {"7g.80gb": 1}
     data = migparted.export([gpus[0], gpu(1)])
     assert [e["devices"] for e in data["mig-configs"]["current"]] == [[0], [1]]
+
+
+@pytest.mark.parametrize("layout, words", [
+    ("1g.10gb=99", "A100-80GB: 1g.10gb ×99"),
+    ("3g.40gb=3", "H100-80GB: 3g.40gb ×3"),
+    ("foo=1", "no GPU model has all of the MIG profiles foo"),
+    ("1g.5gb=1,1g.6gb=1", "no GPU model has all of the MIG profiles 1g.5gb, 1g.6gb"),
+])
+def test_a_layout_for_any_model_must_fit_one(layout, words):
+    # These were rendered into ConfigMaps that would fail on every node.
+    with pytest.raises(LayoutError) as e:
+        migparted.shorthand_config("x", layout)
+    assert words in e.value.message and e.value.exit_code == 2
 
 
 def test_shorthand_configs_and_configmap():

@@ -278,10 +278,29 @@ def shorthand_config(name: str, layout: str, indexes: Sequence[int] | None = Non
     counts = parse_layout_text(text)
     if model is not None:
         place(model, devices_of(model, counts))
+    else:
+        _check_held_somewhere(counts)
     entry = {"devices": devices, "mig-enabled": True, "mig-devices": counts}
     if model is not None:
         entry = {"device-filter": list(model.pci_device_ids), **entry}
     return _config(name, [entry])
+
+
+def _check_held_somewhere(counts: dict[str, int]) -> None:
+    """A layout for no particular model must fit at least one; else say why on the models
+    that have its profiles (mig-parted would only fail on each node when applying it)."""
+    reasons = []
+    for m in models():
+        try:
+            place(m, devices_of(m, counts))
+            return
+        except LayoutError as e:
+            if "has no MIG profile" not in e.message and "not a MIG profile" not in e.message:
+                reasons.append(f"{m.short_name}: {e.message}")
+    if reasons:
+        raise LayoutError("no GPU model can hold this layout: " + "; ".join(reasons))
+    raise LayoutError(f"no GPU model has all of the MIG profiles {', '.join(counts)}",
+                      hint="see `gpuctl mig profiles --gpu all`")
 
 
 def _config(name: str, entries: list[dict]) -> dict:
