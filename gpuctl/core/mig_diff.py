@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gpuctl.core.geometry import GpuModel, Profile
-from gpuctl.core.mig_layout import (CI_PROFILE_BY_SLICES, Device, LayoutError, Placed, devices_of,
+from gpuctl.core.mig_layout import (CI_PROFILE_SLICES, Device, LayoutError, Placed, devices_of,
                                     place, slice_range)
 from gpuctl.errors import GpuctlError
 
@@ -58,13 +58,8 @@ class GpuState:
         return dict(sorted(out.items(), key=lambda kv: _sort_key(kv[0])))
 
 
-# Compute slices of each NVML_COMPUTE_INSTANCE_PROFILE_* constant, _1_SLICE_REV1 (7) included:
-# the driver's default compute instance in a 1g REV2 GPU instance on Hopper.
-_CI_SLICES = {i: s for s, i in CI_PROFILE_BY_SLICES.items()} | {7: 1}
-
-
 def ci_slices(ci_profile_id: int) -> int | None:
-    return _CI_SLICES.get(ci_profile_id)
+    return CI_PROFILE_SLICES.get(ci_profile_id)
 
 
 def _sort_key(name: str):

@@ -39,7 +39,7 @@ MIB = 1024 * 1024
 _STANDARD_PROFILE_IDS = {0x0: 19, 0x7: 20, 0x9: 15, 0x1: 14, 0x2: 9, 0x3: 5, 0x4: 0}
 
 # Compute-instance profile constant -> compute slices (nvml.h NVML_COMPUTE_INSTANCE_PROFILE_*).
-CI_PROFILE_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1}
+CI_PROFILE_SLICES = mig_layout.CI_PROFILE_SLICES
 _CI_PROFILE_REV1 = 7
 _GI_PROFILE_1_SLICE_REV2 = 0x9
 
