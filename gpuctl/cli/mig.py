@@ -412,8 +412,9 @@ def _render(file, config, layout, indexes, name, namespace) -> None:
     if file:
         cfg = migparted.load(file)
         data = cfg.doc.data
+        for name in [config] if config else cfg.configs:
+            cfg.check_models(name)
         if config:
-            cfg.select(config)
             data = {"version": data["version"],
                     "mig-configs": {config: data["mig-configs"][config]}}
     elif layout:

@@ -63,6 +63,15 @@ class MigConfigFile:
                             hint="configs: " + ", ".join(self.configs))
         return self.configs[name]
 
+    def check_models(self, name: str) -> None:
+        """Check config `name`'s layouts on the models its device-filters name, for a file
+        meant for no GPU in particular (a rendered ConfigMap). Not done when the file is read:
+        NVIDIA's own default config names GB200 profiles as one driver did (1g.24gb), another
+        not, and that must not stop using its other configs."""
+        for entry in self.select(name):
+            for model in _filtered_models(entry):
+                _check(self.doc, entry, model)
+
     def error(self, entry: Entry, key: str | None, message: str, hint: str | None = None):
         return self.doc.error(entry.path + ((key,) if key else ()), message, hint)
 
@@ -145,12 +154,8 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
             raise doc.error(where, f"expected a count >= 0, got {count!r}")
     if not enabled and any(mig_devices.values()):
         raise f.error("mig-devices", "MIG devices given while 'mig-enabled' is false")
-    entry = Entry(config, index, devices, tuple(d.upper() for d in filters), enabled,
-                  dict(mig_devices), path)
-    # Where the filter names the GPU models, check the layout against each now.
-    for model in _filtered_models(entry):
-        _check(doc, entry, model)
-    return entry
+    return Entry(config, index, devices, tuple(d.upper() for d in filters), enabled,
+                 dict(mig_devices), path)
 
 
 def _pci_id_text(value):
