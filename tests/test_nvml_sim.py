@@ -55,7 +55,7 @@ def test_spec_parsing_builds_gpus_in_index_order():
     assert canonical_spec("1xA30, 1x a30 ,h100 80gb hbm3") == "2xA30,1xH100-80GB"
 
 
-@pytest.mark.parametrize("spec", ["", "8x", "0xA30", "8xT4", "2xH200,,2xA30", "5000xA30"])
+@pytest.mark.parametrize("spec", ["", "8x", "0xA30", "8xV100", "2xH200,,2xA30", "5000xA30"])
 def test_bad_spec_is_a_usage_error(spec):
     with pytest.raises(UsageError) as e:
         parse_spec(spec)
@@ -146,6 +146,21 @@ def test_reset_with_processes_is_in_use_and_changes_nothing(nvml):
         gpuctl.sim.reset_gpu(0)
     assert e.value.code == n.NVML_ERROR_IN_USE
     assert n.nvmlDeviceGetMigMode(h) == [0, 1]
+
+
+def test_a_gpu_without_mig_answers_mig_calls_as_the_driver_does(nvml):
+    n = nvml("1xT4")
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    assert n.nvmlDeviceGetName(h) == "Tesla T4"
+    with pytest.raises(n.NVMLError_NotSupported):  # mig-parted's "MIG capable?" test
+        n.nvmlDeviceGetMigMode(h)
+    with pytest.raises(n.NVMLError_NotSupported):
+        n.nvmlDeviceSetMigMode(h, n.NVML_DEVICE_MIG_ENABLE)
+    with pytest.raises(n.NVMLError_NotSupported):
+        n.nvmlDeviceGetGpuInstanceProfileInfo(h, n.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
+    assert n.nvmlDeviceGetMaxMigDeviceCount(h) == 0  # SUCCESS, 0: documented so
+    assert n.nvmlDeviceGetPciInfo(h).pciDeviceId == 0x1EB810DE
+    assert n.nvmlDeviceGetUtilizationRates(h).gpu == 0
 
 
 def test_gpu_instance_calls_need_mig_enabled(nvml):

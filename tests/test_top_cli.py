@@ -93,7 +93,7 @@ def test_env_var_selects_the_simulator(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--simulate", "3xT4", "--once"], "unknown GPU model 'T4'"),
+    (["--simulate", "3xV100", "--once"], "unknown GPU model 'V100'"),
     (["--simulate", "8xH100-80GB", "--once", "--sort", "name"], "unknown --sort key 'name'"),
     (["--simulate", "8xH100-80GB", "--once", "-d", "nan"], "--delay must be a number"),
     (["--simulate", "8xH100-80GB", "--once", "-d", "inf"], "--delay must be a number"),

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from gpuctl.core.geometry import GpuModel, Profile
 from gpuctl.core.mig_layout import (CI_PROFILE_SLICES, Device, LayoutError, Placed, devices_of,
                                     place, slice_range)
-from gpuctl.errors import GpuctlError
+from gpuctl.errors import GpuctlError, UsageError
 
 
 @dataclass
@@ -117,7 +117,7 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
         return plan
     if state.mig is None:
         if desired.enabled:
-            raise GpuctlError(f"{state.label} does not support MIG ({state.name})")
+            raise UsageError(f"GPU {state.index} ({state.name}) does not support MIG")
         return plan
     if desired.enabled and state.model is None:
         raise GpuctlError(f"GPU {state.index} is a {state.name!r}, which is not in gpuctl's MIG "

@@ -245,7 +245,7 @@ def shorthand_desired(layout: str, gpu: GpuState) -> Desired:
     if text == "all-enabled":
         return Desired(True, {}, source)
     if gpu.mig is None:
-        raise GpuctlError(f"{gpu.label} does not support MIG ({gpu.name})")
+        raise UsageError(f"GPU {gpu.index} ({gpu.name}) does not support MIG")
     if gpu.model is None:
         raise GpuctlError(f"GPU {gpu.index} is a {gpu.name!r}, which is not in gpuctl's MIG "
                           "geometry table")

@@ -52,7 +52,14 @@ _BOARD = {
     "H200": (700, 75, 1980, 3201), "H200-NVL": (600, 70, 1785, 3201),
     "GH200-144GB": (900, 90, 1980, 3201), "B200": (1000, 120, 1965, 3996),
     "GB200": (1200, 130, 2062, 3996), "RTX-PRO-6000": (600, 40, 2430, 1750),
+    "T4": (70, 10, 1590, 5001),
 }
+# A GPU without MIG, for mixed nodes (not in the MIG geometry table): NVML answers its MIG
+# calls with NOT_SUPPORTED, as mig-parted relies on.
+_NON_MIG = (geometry.GpuModel(
+    nvml_name="Tesla T4", short_name="T4", memory_total_mib=15360, memory_slices=0,
+    compute_slices=0, max_gpu_instances=0, architecture="Turing", compute_capability="7.5",
+    profiles=(), pci_device_ids=("0x1EB810DE",)),)
 _IDLE_SM_CLOCK = 345
 
 
@@ -94,7 +101,7 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
         m = re.fullmatch(r"(?:(\d+)\s*[xX*]\s*)?(.+)", part)
         count = int(m.group(1)) if m.group(1) else 1
         try:
-            model = geometry.find_model(m.group(2).strip())
+            model = _find_model(m.group(2).strip())
         except GpuctlError as e:
             raise UsageError(f"bad simulated node spec {spec!r}: {e.message}", hint=e.hint) from None
         if count < 1:
@@ -103,6 +110,18 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
         if len(gpus) > MAX_GPUS:
             raise UsageError(f"bad simulated node spec {spec!r}: more than {MAX_GPUS} GPUs")
     return gpus
+
+
+def _find_model(name: str) -> geometry.GpuModel:
+    key = "".join(ch for ch in name.lower() if ch.isalnum())
+    for m in _NON_MIG:
+        if key in (m.short_name.lower(), "".join(ch for ch in m.nvml_name.lower() if ch.isalnum())):
+            return m
+    try:
+        return geometry.find_model(name)
+    except GpuctlError as e:
+        raise GpuctlError(e.message, hint=f"{e.hint}; without MIG: "
+                          + ", ".join(m.short_name for m in _NON_MIG)) from None
 
 
 def canonical_spec(spec: str) -> str:
@@ -268,6 +287,8 @@ class Node:
             return "gpu_instances is not a list"
         if g["gpu_instances"] and g["mig_current"] != 1:
             return "has GPU instances while MIG is off"
+        if not self.models[index].profiles and (g["mig_current"] or g["mig_pending"]):
+            return f"MIG is on, but a {self.models[index].short_name} has no MIG"
         made: list[dict] = []
         for gi in g["gpu_instances"]:
             if not isinstance(gi, dict) or not _GI_KEYS <= gi.keys() or not all(
@@ -430,7 +451,8 @@ class Node:
         return max(0, min(100, int(value)))
 
     def pci_device_id(self, index: int) -> int:
-        return _pci_device_ids().get(self.models[index].nvml_name, 0x10DE)
+        model = self.models[index]
+        return _pci_device_ids().get(model.nvml_name) or int(model.pci_device_ids[0], 16)
 
     def board(self, index: int) -> tuple[int, int, int, int]:
         return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))
