@@ -151,3 +151,5 @@ def test_cli_plan_json_and_errors(capsys):
     assert code == 0 and "2g.20gb at slices 4-5" in out and "1g.20gb at slices 6-7" in out
     code, _, err = run_cli(capsys, "mig", "plan", "--layout", "4g.40gb=2", "--gpu", "H100-80GB")
     assert code == 2 and "at most 1 4g.40gb" in err
+    code, out, _ = run_cli(capsys, "mig", "plan", "--layout", "1g.10gb=1", "--gpu", "H100-80GB")
+    assert code == 0 and out == "H100-80GB: fits: 1g.10gb at slices 0\n"  # not "0-0"
