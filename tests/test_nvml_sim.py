@@ -292,6 +292,21 @@ def test_destroy_refused_with_compute_instances_or_processes(nvml):
         n.nvmlDeviceGetGpuInstanceById(h, gi_id)
 
 
+def test_a_freed_compute_slice_is_reused_without_overlap(nvml):
+    n = nvml("1xH100-80GB")
+    h = enable_mig(n)
+    gi = place(n, h, 9, 0, 4)  # 3g.40gb: three 1-slice compute instances
+    cis = [n.nvmlGpuInstanceCreateComputeInstance(gi, 0) for _ in range(3)]
+    n.nvmlComputeInstanceDestroy(cis[0])
+    assert n.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gi, 1) == 0  # 2c: slices 1-2 busy
+    again = n.nvmlGpuInstanceCreateComputeInstance(gi, 0)
+    spans = sorted((i.placement.start, i.placement.size) for i in
+                   map(n.nvmlComputeInstanceGetInfo, [again] + cis[1:]))
+    assert spans == [(0, 1), (1, 1), (2, 1)]  # slice 0 again, not 2 a second time
+    with pytest.raises(n.NVMLError_InsufficientResources):
+        n.nvmlGpuInstanceCreateComputeInstance(gi, 0)
+
+
 def test_compute_instance_profiles_fit_their_gpu_instance(nvml):
     n = nvml("1xA100-40GB")
     h = enable_mig(n)
@@ -414,6 +429,7 @@ def test_any_sequence_keeps_the_hardware_rules(tmp_path, ops):
     lambda s: s["gpus"][0]["gpu_instances"][1].update(start=0),  # overlaps the first
     lambda s: s["gpus"][0]["gpu_instances"][0].update(compute_instances=None),
     lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(profile_id=99),
+    lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(start=1),
     lambda s: s["gpus"][1]["gpu_instances"].append(s["gpus"][0]["gpu_instances"][0]),  # MIG off
     lambda s: s["processes"][0].update(used_memory_mib="5"),
     lambda s: s["processes"][0].update(gi_id=77),

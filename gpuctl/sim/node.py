@@ -313,7 +313,8 @@ class Node:
         cis = gi["compute_instances"]
         if not isinstance(cis, list):
             return "compute_instances is not a list"
-        ids = set()
+        ids, used = set(), set()
+        g = self.profile_by_id(index, gi["profile_id"]).profile.slices
         for ci in cis:
             if not isinstance(ci, dict) or not {"id", "profile_id", "start", "size"} <= ci.keys() \
                     or not all(_is_int(ci[k]) for k in ("id", "profile_id", "start", "size")):
@@ -323,9 +324,11 @@ class Node:
             ids.add(ci["id"])
             if not self.ci_profile_supported(index, gi, ci["profile_id"]):
                 return f"compute-instance profile {ci['profile_id']} does not fit it"
-        g = self.profile_by_id(index, gi["profile_id"]).profile.slices
-        if sum(CI_PROFILE_SLICES[ci["profile_id"]] for ci in cis) > g:
-            return f"its compute instances need more than its {g} compute slices"
+            slices = set(range(ci["start"], ci["start"] + ci["size"]))
+            if ci["size"] != CI_PROFILE_SLICES[ci["profile_id"]] or not slices <= set(range(g)) \
+                    or slices & used:
+                return f"compute instance {ci['id']} is not at a free placement in its {g} slices"
+            used |= slices
         return None
 
     @contextlib.contextmanager
@@ -577,10 +580,21 @@ class Node:
         g = self.profile_by_id(index, gi["profile_id"]).profile.slices
         return g // CI_PROFILE_SLICES[ci_profile]
 
-    def ci_remaining(self, index: int, gi: dict, ci_profile: int) -> int:
+    def ci_free_starts(self, index: int, gi: dict, ci_profile: int) -> list[int]:
+        """Non-overlapping starts (lowest first) where more compute instances of this profile
+        fit beside the GPU instance's existing ones."""
         g = self.profile_by_id(index, gi["profile_id"]).profile.slices
-        used = sum(CI_PROFILE_SLICES[c["profile_id"]] for c in gi["compute_instances"])
-        return (g - used) // CI_PROFILE_SLICES[ci_profile]
+        size = CI_PROFILE_SLICES[ci_profile]
+        used = {s for c in gi["compute_instances"] for s in range(c["start"], c["start"] + c["size"])}
+        starts = []
+        for s in range(g - size + 1):
+            if not used & set(range(s, s + size)):
+                starts.append(s)
+                used |= set(range(s, s + size))
+        return starts
+
+    def ci_remaining(self, index: int, gi: dict, ci_profile: int) -> int:
+        return len(self.ci_free_starts(index, gi, ci_profile))
 
     def create_compute_instance(self, index: int, gi_id: int, ci_profile: int) -> dict:
         with self.change():
@@ -588,9 +602,10 @@ class Node:
             if not self.ci_profile_supported(index, gi, ci_profile):
                 raise SimError(NOT_SUPPORTED,
                                f"compute-instance profile {ci_profile} not supported in GPU instance {gi_id}")
-            if self.ci_remaining(index, gi, ci_profile) < 1:
+            starts = self.ci_free_starts(index, gi, ci_profile)
+            if not starts:
                 raise SimError(INSUFFICIENT_RESOURCES, f"GPU instance {gi_id} has no compute slices left")
-            start = sum(CI_PROFILE_SLICES[c["profile_id"]] for c in gi["compute_instances"])
+            start = starts[0]
             used_ids = {c["id"] for c in gi["compute_instances"]}
             ci = {"id": min(i for i in range(len(used_ids) + 1) if i not in used_ids),
                   "profile_id": ci_profile, "start": start, "size": CI_PROFILE_SLICES[ci_profile]}
