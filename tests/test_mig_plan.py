@@ -103,6 +103,8 @@ def test_resource_names_and_bad_input():
         parse_fleet("8xV100")
     with pytest.raises(UsageError, match="empty"):
         plan_demand({}, parse_fleet("H100-80GB"))
+    with pytest.raises(UsageError, match="at most 1,000,000,000,000 of a profile"):
+        plan_demand({"1g.10gb": 10**30}, parse_fleet("H100-80GB"))  # was a HiGHS model error
 
 
 def test_large_demand_is_exact_and_covers_it():

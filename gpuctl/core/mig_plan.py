@@ -21,6 +21,8 @@ from gpuctl.errors import GpuctlError, UsageError
 
 _FLEET_PART = re.compile(r"^(?:(\d+)\s*[x×*]\s*)?(.+)$")
 _RESOURCE_PREFIX = "nvidia.com/mig-"
+# Far beyond any cluster, and well inside the solver's exact (double precision) integers.
+MAX_DEMAND = 10**12
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,8 @@ def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
     for name, n in demand.items():
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise UsageError(f"{name}: count must be a whole number >= 0, got {n!r}")
+        if n > MAX_DEMAND:
+            raise UsageError(f"{name}={n}: gpuctl plans at most {MAX_DEMAND:,} of a profile")
         if not any(_has(f.model, name) for f in fleet):
             models = [f.model for f in fleet]
             raise UsageError(
