@@ -467,6 +467,16 @@ def test_shim_reading_the_spec_from_a_bad_state_file_is_one_clear_error(tmp_path
         gpuctl.sim.open_node()
 
 
+def test_an_unwritable_state_path_is_one_clear_error(tmp_path):
+    from gpuctl.errors import GpuctlError
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(GpuctlError, match="cannot write simulator state") as e:
+        Node("A30", str(blocker / "s.json"))  # its directory would be a file
+    assert "GPUCTL_SIM_STATE" in e.value.hint
+
+
 def test_pci_identity_per_gpu(nvml):
     n = nvml("2xH200,2xA30")
     seen = set()

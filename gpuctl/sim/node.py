@@ -331,10 +331,18 @@ class Node:
             used |= slices
         return None
 
+    def _unwritable(self, e: OSError) -> GpuctlError:
+        return GpuctlError(f"cannot write simulator state {self.path}: {e.strerror or e}",
+                           hint="point GPUCTL_SIM_STATE at a file in a writable directory")
+
     @contextlib.contextmanager
     def _locked(self):
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        with open(self.path + ".lock", "a") as lock:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            lock = open(self.path + ".lock", "a")
+        except OSError as e:
+            raise self._unwritable(e) from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -343,9 +351,12 @@ class Node:
 
     def _write(self) -> None:
         tmp = f"{self.path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.state, f, indent=1)
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.state, f, indent=1)
+            os.replace(tmp, self.path)
+        except OSError as e:
+            raise self._unwritable(e) from None
         st = os.stat(self.path)
         self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
 
