@@ -467,13 +467,11 @@ def test_shim_reading_the_spec_from_a_bad_state_file_is_one_clear_error(tmp_path
         gpuctl.sim.open_node()
 
 
-def test_an_unwritable_state_path_is_one_clear_error(tmp_path):
+def test_an_unwritable_state_path_is_one_clear_error():
     from gpuctl.errors import GpuctlError
 
-    blocker = tmp_path / "file"
-    blocker.write_text("")
     with pytest.raises(GpuctlError, match="cannot write simulator state") as e:
-        Node("A30", str(blocker / "s.json"))  # its directory would be a file
+        Node("A30", "/proc/gpuctl-no-such-dir/s.json")  # not even root can create it
     assert "GPUCTL_SIM_STATE" in e.value.hint
 
 
