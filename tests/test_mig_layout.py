@@ -48,6 +48,8 @@ def test_two_media_extension_instances_rejected():
 def test_me_all_only_with_no_me_profiles():
     assert place(RTX, {"1g.24gb+me.all": 1, "1g.24gb-me": 3})
     assert "only -me profiles" in reason(RTX, {"1g.24gb+me.all": 1, "1g.24gb": 1})[0]
+    # ... and a second +me.all is not a -me profile either.
+    assert "not 2g.48gb+me.all" in reason(RTX, {"1g.24gb+me.all": 1, "2g.48gb+me.all": 1})[0]
 
 
 def test_max_instances_and_compute_slices():
@@ -98,9 +100,9 @@ def _hw_rules_ok(model, devices):
         return False
     if sum(n for k, n in names.items() if k.endswith("+me")) > 1:
         return False
-    if any(k.endswith("+me.all") for k in names) and any(
-            not (k.endswith("+me.all") or k.endswith("-me")) for k in names):
-        return False
+    me_all = sum(n for k, n in names.items() if k.endswith("+me.all"))
+    if me_all and sum(n for k, n in names.items() if not k.endswith("-me")) > 1:
+        return False  # nvml.h: a +me.all instance allows only -me ones beside it
     return (len(devices) <= model.max_gpu_instances
             and sum(d.profile.slices for d in devices) <= model.compute_slices)
 
@@ -185,6 +187,14 @@ def test_diff_completes_a_gpu_instance_left_without_compute_instance():
     assert [(st.kind, st.gi_id) for st in plan.steps] == [("create-ci", 2)]
 
 
+@pytest.mark.parametrize("ci_profile", [0, 7])
+def test_a_whole_1g_rev2_instance_is_applied_with_either_1_slice_ci_profile(ci_profile):
+    # mig-parted makes 1g.20gb with CI profile 1_SLICE (0); nvidia-smi -C with 1_SLICE_REV1 (7).
+    s = state([gi(1, "1g.20gb", 0, ci_profile=ci_profile)], [proc(9, 1, 0)])
+    plan = diff(s, Desired(True, {"1g.20gb": 1}))
+    assert plan.steps == [] and plan.blocked == [] and s.layout() == {"1g.20gb": 1}
+
+
 def test_diff_is_empty_when_applied():
     s = state([gi(1, "3g.40gb", 0), gi(2, "3g.40gb", 4)])
     assert diff(s, Desired(True, {"3g.40gb": 2})).applied
@@ -203,3 +213,10 @@ def test_diff_mode_changes():
         "destroy-ci", "destroy-gi", "set-mig-mode"]
     with pytest.raises(LayoutError, match="GPU 0 \\(H100-80GB\\)"):
         diff(on, Desired(True, {"4g.40gb": 2}))
+
+
+@pytest.mark.parametrize("count", [8, 10**9, 10**30])
+def test_huge_counts_refused_by_the_cap_without_building_them(count):
+    # 10**30 once overflowed into a traceback; 10**9 took gigabytes before being refused.
+    assert f"1g.10gb ×{count}: each H100-80GB holds at most 7 1g.10gb" in reason(
+        H100, {"1g.10gb": count})[0]

@@ -10,6 +10,7 @@ import yaml
 from gpuctl.core import migparted
 from gpuctl.core.geometry import find_model
 from gpuctl.core.mig_diff import GpuState
+from gpuctl.core.mig_layout import LayoutError
 from gpuctl.core.specfile import load_yaml
 from gpuctl.errors import SpecError
 
@@ -62,10 +63,6 @@ CASES = [
     (ON + "      mig-devices:\n        3g.40gb: -1\n", "c.yaml:7", "count >= 0"),
     (ALL + "      mig-enbled: true\n",
      "c.yaml:5: mig-configs.a[0].mig-enbled", "did you mean 'mig-enabled'"),
-    # device-filter names the model: the layout is checked against it when read.
-    (ALL + "      device-filter: ['0x233010DE']\n      mig-enabled: true\n"
-           "      mig-devices:\n        3g.40gb: 3\n",
-     "c.yaml:8: mig-configs.a[0].mig-devices.3g.40gb", "H100-80GB: 3g.40gb ×3"),
 ]
 
 
@@ -73,6 +70,46 @@ CASES = [
 def test_errors_name_file_line_field(text, where, words):
     msg, _ = error(text)
     assert where in msg and words in msg, msg
+
+
+def test_layouts_checked_on_the_models_a_device_filter_names():
+    cfg = parse(ALL + "      device-filter: ['0x233010DE']\n      mig-enabled: true\n"
+                      "      mig-devices:\n        3g.40gb: 3\n")
+    with pytest.raises(SpecError) as e:
+        cfg.check_models("a")
+    assert "c.yaml:8: mig-configs.a[0].mig-devices.3g.40gb: H100-80GB: 3g.40gb ×3" in str(e.value)
+
+
+def test_a_config_for_other_models_does_not_stop_using_the_file():
+    # As in NVIDIA's config-default.yaml: its GB200 entries use a name gpuctl's table spells
+    # differently (1g.23gb); all-1g.10gb must still apply to H100s (it was a parse error).
+    cfg = parse("""\
+        version: v1
+        mig-configs:
+          a:
+            - device-filter: ["0x233010DE"]
+              devices: all
+              mig-enabled: true
+              mig-devices: {"1g.10gb": 7}
+          b:
+            - device-filter: ["0x294110DE"]
+              devices: all
+              mig-enabled: true
+              mig-devices: {"1g.24gb": 7}
+        """)
+    assert migparted.resolve(cfg, cfg.select("a"), [gpu(0)])[0].layout == {"1g.10gb": 7}
+    with pytest.raises(SpecError, match="GB200 has no MIG profile '1g.24gb'"):
+        cfg.check_models("b")
+
+
+@pytest.mark.parametrize("written", ["0x233010DE", "[0x233010DE]", "['0x233010de']"])
+def test_device_filter_quoted_or_not(written):
+    # Unquoted, YAML reads the id as the number 590352606; it still means the H100.
+    cfg = parse(ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
+                      "      mig-devices: {3g.40gb: 2}\n")
+    entries = cfg.select("a")
+    desired = migparted.resolve(cfg, entries, [gpu(0), gpu(1, A100)])
+    assert desired[0].layout == {"3g.40gb": 2} and desired[1] is None
 
 
 def test_unknown_config_lists_the_configs():
@@ -144,6 +181,19 @@ def test_export_groups_gpus_and_reads_back():
     assert migparted.resolve(back, back.select("now"), gpus)[1].layout == {"7g.80gb": 1}
     data = migparted.export([gpus[0], gpu(1)])
     assert [e["devices"] for e in data["mig-configs"]["current"]] == [[0], [1]]
+
+
+@pytest.mark.parametrize("layout, words", [
+    ("1g.10gb=99", "A100-80GB: 1g.10gb ×99"),
+    ("3g.40gb=3", "H100-80GB: 3g.40gb ×3"),
+    ("foo=1", "no GPU model has all of the MIG profiles foo"),
+    ("1g.5gb=1,1g.6gb=1", "no GPU model has all of the MIG profiles 1g.5gb, 1g.6gb"),
+])
+def test_a_layout_for_any_model_must_fit_one(layout, words):
+    # These were rendered into ConfigMaps that would fail on every node.
+    with pytest.raises(LayoutError) as e:
+        migparted.shorthand_config("x", layout)
+    assert words in e.value.message and e.value.exit_code == 2
 
 
 def test_shorthand_configs_and_configmap():

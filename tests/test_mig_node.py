@@ -178,6 +178,8 @@ def test_profiles_of_this_node_and_by_model(capsys, node):
     assert row["profile_id"] == 9 and row["placements"] == ["0:4", "4:4"]
     code, out, _ = run(capsys, "mig", "profiles", "--gpu", "A30", "-o", "json")
     assert [r["profile"] for r in json.loads(out)][:2] == ["1g.6gb", "1g.6gb+me"]
+    code, out, err = run(capsys, "mig", "profiles", "--gpu", "T4")
+    assert code == 2 and "unknown GPU model 'T4'" in err  # bad input, not a driver failure
 
 
 def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):
@@ -191,3 +193,16 @@ def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):
     assert "Traceback" not in err
     monkeypatch.delenv("GPUCTL_SIM_UNPRIVILEGED")
     assert show(capsys)[0]["mig"] == {"current": False, "pending": False}
+
+
+def test_a_gpu_without_mig_is_skipped_by_all_and_refused_by_index(capsys, monkeypatch):
+    monkeypatch.setenv("GPUCTL_SIMULATE", "1xH100-80GB,1xT4")
+    code, out, _ = run(capsys, "mig", "configure", "--layout", "all-1g.10gb", "--yes", "--reset")
+    assert code == 0 and "GPU 1" not in out
+    gpus = show(capsys)
+    assert gpus[0]["layout"] == {"1g.10gb": 7} and gpus[1]["mig"] is None
+    code, _, err = run(capsys, "mig", "configure", "--gpus", "1", "--layout", "1g.10gb=1", "--yes")
+    assert code == 2 and "GPU 1 (Tesla T4) does not support MIG" in err
+    code, out, _ = run(capsys, "mig", "export", "-o", "json")
+    assert json.loads(out)["mig-configs"]["current"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]

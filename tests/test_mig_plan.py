@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import pytest
 
-from gpuctl.core.geometry import find_model
+from gpuctl.core.geometry import find_model, models
 from gpuctl.core.mig_layout import place
 from gpuctl.core.mig_plan import (Fleet, feasible_layouts, parse_demand, parse_fleet,
                                   plan_demand)
@@ -72,6 +72,14 @@ def test_limited_fleet_too_small_says_how_many_needed():
         plan_demand({"1g.10gb": 9, "3g.40gb": 3}, parse_fleet("2xH100-80GB"))
 
 
+def test_limited_mixed_fleet_too_small_names_the_models_needed():
+    # Only A30s have 1g.6gb: 8 idle H100s do not help (this once read "needs 2 GPUs; only 9").
+    with pytest.raises(GpuctlError) as e:
+        plan_demand({"1g.6gb": 5}, parse_fleet("1xA30,8xH100-80GB"))
+    assert e.value.message == ("1xA30, 8xH100-80GB cannot hold the demand; without those "
+                               "counts it takes 2 GPUs: 2xA30")
+
+
 def test_mixed_fleet_respects_counts():
     fleet = parse_fleet("1xH100-80GB,4xA100-80GB")
     demand = {"7g.80gb": 3}
@@ -83,12 +91,20 @@ def test_mixed_fleet_respects_counts():
 def test_resource_names_and_bad_input():
     assert parse_demand("nvidia.com/mig-1g.10gb=2,nvidia.com/mig-1g.10gb.me=1") == {
         "1g.10gb": 2, "1g.10gb+me": 1}
+    assert parse_demand("nvidia.com/mig-1g.24gb.me.all=1,nvidia.com/mig-2g.48gb.gfx=2,"
+                        "nvidia.com/mig-1g.24gb-me=3") == {
+        "1g.24gb+me.all": 1, "2g.48gb+gfx": 2, "1g.24gb-me": 3}
+    for m in models():
+        for p in m.profiles:
+            assert parse_demand(p.resource_name + "=1") == {p.name: 1}
     with pytest.raises(UsageError, match="no MIG profile '3g.20gb' on H100-80GB"):
         plan_demand({"3g.20gb": 1}, parse_fleet("H100-80GB"))
     with pytest.raises(UsageError, match="unknown GPU model"):
         parse_fleet("8xV100")
     with pytest.raises(UsageError, match="empty"):
         plan_demand({}, parse_fleet("H100-80GB"))
+    with pytest.raises(UsageError, match="at most 1,000,000,000,000 of a profile"):
+        plan_demand({"1g.10gb": 10**30}, parse_fleet("H100-80GB"))  # was a HiGHS model error
 
 
 def test_large_demand_is_exact_and_covers_it():
@@ -137,3 +153,5 @@ def test_cli_plan_json_and_errors(capsys):
     assert code == 0 and "2g.20gb at slices 4-5" in out and "1g.20gb at slices 6-7" in out
     code, _, err = run_cli(capsys, "mig", "plan", "--layout", "4g.40gb=2", "--gpu", "H100-80GB")
     assert code == 2 and "at most 1 4g.40gb" in err
+    code, out, _ = run_cli(capsys, "mig", "plan", "--layout", "1g.10gb=1", "--gpu", "H100-80GB")
+    assert code == 0 and out == "H100-80GB: fits: 1g.10gb at slices 0\n"  # not "0-0"

@@ -55,7 +55,7 @@ def test_spec_parsing_builds_gpus_in_index_order():
     assert canonical_spec("1xA30, 1x a30 ,h100 80gb hbm3") == "2xA30,1xH100-80GB"
 
 
-@pytest.mark.parametrize("spec", ["", "8x", "0xA30", "8xT4", "2xH200,,2xA30", "5000xA30"])
+@pytest.mark.parametrize("spec", ["", "8x", "0xA30", "8xV100", "2xH200,,2xA30", "5000xA30"])
 def test_bad_spec_is_a_usage_error(spec):
     with pytest.raises(UsageError) as e:
         parse_spec(spec)
@@ -148,6 +148,21 @@ def test_reset_with_processes_is_in_use_and_changes_nothing(nvml):
     assert n.nvmlDeviceGetMigMode(h) == [0, 1]
 
 
+def test_a_gpu_without_mig_answers_mig_calls_as_the_driver_does(nvml):
+    n = nvml("1xT4")
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    assert n.nvmlDeviceGetName(h) == "Tesla T4"
+    with pytest.raises(n.NVMLError_NotSupported):  # mig-parted's "MIG capable?" test
+        n.nvmlDeviceGetMigMode(h)
+    with pytest.raises(n.NVMLError_NotSupported):
+        n.nvmlDeviceSetMigMode(h, n.NVML_DEVICE_MIG_ENABLE)
+    with pytest.raises(n.NVMLError_NotSupported):
+        n.nvmlDeviceGetGpuInstanceProfileInfo(h, n.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
+    assert n.nvmlDeviceGetMaxMigDeviceCount(h) == 0  # SUCCESS, 0: documented so
+    assert n.nvmlDeviceGetPciInfo(h).pciDeviceId == 0x1EB810DE
+    assert n.nvmlDeviceGetUtilizationRates(h).gpu == 0
+
+
 def test_gpu_instance_calls_need_mig_enabled(nvml):
     n = nvml("1xH100-80GB")
     h = n.nvmlDeviceGetHandleByIndex(0)
@@ -232,6 +247,22 @@ def test_media_extension_profile_is_capped_at_one(nvml):
     place(n, h, 19, 1, 1)  # the plain 1g still fits
 
 
+@pytest.mark.parametrize("spec,first,second", [
+    ("1xA30", (21, 0, 1), (6, 2, 2)),            # 1g.6gb+me, then 2g.12gb+me: one media set
+    ("1xRTX-PRO-6000", (65, 0, 3), (64, 6, 6)),  # +me.all leaves room for -me profiles only
+    ("1xRTX-PRO-6000", (65, 0, 3), (14, 3, 3)),
+])
+def test_media_engines_are_shared_by_all_profiles(nvml, spec, first, second):
+    n = nvml(spec)
+    h = enable_mig(n)
+    place(n, h, *first)
+    with pytest.raises(n.NVMLError_InsufficientResources):
+        place(n, h, *second)
+    assert n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, second[0]) == 0
+    if spec == "1xRTX-PRO-6000":
+        place(n, h, 67, 3, 3)  # 1g.24gb-me
+
+
 def test_auto_placement_fills_until_insufficient(nvml):
     n = nvml("1xA100-40GB")
     h = enable_mig(n)
@@ -259,6 +290,21 @@ def test_destroy_refused_with_compute_instances_or_processes(nvml):
     n.nvmlGpuInstanceDestroy(gi)
     with pytest.raises(n.NVMLError_NotFound):
         n.nvmlDeviceGetGpuInstanceById(h, gi_id)
+
+
+def test_a_freed_compute_slice_is_reused_without_overlap(nvml):
+    n = nvml("1xH100-80GB")
+    h = enable_mig(n)
+    gi = place(n, h, 9, 0, 4)  # 3g.40gb: three 1-slice compute instances
+    cis = [n.nvmlGpuInstanceCreateComputeInstance(gi, 0) for _ in range(3)]
+    n.nvmlComputeInstanceDestroy(cis[0])
+    assert n.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gi, 1) == 0  # 2c: slices 1-2 busy
+    again = n.nvmlGpuInstanceCreateComputeInstance(gi, 0)
+    spans = sorted((i.placement.start, i.placement.size) for i in
+                   map(n.nvmlComputeInstanceGetInfo, [again] + cis[1:]))
+    assert spans == [(0, 1), (1, 1), (2, 1)]  # slice 0 again, not 2 a second time
+    with pytest.raises(n.NVMLError_InsufficientResources):
+        n.nvmlGpuInstanceCreateComputeInstance(gi, 0)
 
 
 def test_compute_instance_profiles_fit_their_gpu_instance(nvml):
@@ -374,18 +420,59 @@ def test_any_sequence_keeps_the_hardware_rules(tmp_path, ops):
     lambda s: s["processes"].append({"pid": 1, "gpu": 7}),
     lambda s: s["processes"].append({"pid": 1, "name": "x", "user": "u", "gpu": 9, "gi_id": None,
                                      "ci_id": None, "used_memory_mib": 1}),
+    # Each of these was a traceback in top / mig show before the whole state was checked.
+    lambda s: s["gpus"][0].update(gpu_instances=5),
+    lambda s: s["gpus"][0].update(mig_current="1"),
+    lambda s: s["gpus"][0].update(uuid=5),
+    lambda s: s["gpus"][0]["gpu_instances"][0].update(start="0"),
+    lambda s: s["gpus"][0]["gpu_instances"][0].update(profile_id=99),
+    lambda s: s["gpus"][0]["gpu_instances"][1].update(start=0),  # overlaps the first
+    lambda s: s["gpus"][0]["gpu_instances"][0].update(compute_instances=None),
+    lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(profile_id=99),
+    lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(start=1),
+    lambda s: s["gpus"][1]["gpu_instances"].append(s["gpus"][0]["gpu_instances"][0]),  # MIG off
+    lambda s: s["processes"][0].update(used_memory_mib="5"),
+    lambda s: s["processes"][0].update(gi_id=77),
+    lambda s: s["processes"].append(dict(s["processes"][0])),
 ])
 def test_a_damaged_state_file_is_one_clear_error(tmp_path, damage):
     from gpuctl.errors import GpuctlError
 
     path = str(tmp_path / "s.json")
-    state = Node("2xA30", path).state
+    node = Node("2xA30", path)
+    node.set_mig_mode(0, 1)
+    node.reset(0)
+    for start in (0, 2):
+        gi = node.create_gpu_instance(0, 5, start)  # 2g.12gb
+        node.create_compute_instance(0, gi["id"], 1)
+    node.add_process(0, 42, 100, gi_id=1, ci_id=0)
+    state = Node("2xA30", path).state  # a good state reads back
     damage(state)
     with open(path, "w") as f:
         json.dump(state, f)
     with pytest.raises(GpuctlError, match=r"s\.json is damaged: ") as e:
         Node("2xA30", path)
     assert "delete the file" in e.value.hint
+
+
+@pytest.mark.parametrize("text", ["[1]", "[", '{"spec": 5}'])
+def test_shim_reading_the_spec_from_a_bad_state_file_is_one_clear_error(tmp_path, monkeypatch,
+                                                                        text):
+    from gpuctl.errors import GpuctlError
+
+    path = tmp_path / "s.json"
+    path.write_text(text)
+    monkeypatch.setenv("GPUCTL_SIM_STATE", str(path))
+    with pytest.raises(GpuctlError):
+        gpuctl.sim.open_node()
+
+
+def test_an_unwritable_state_path_is_one_clear_error():
+    from gpuctl.errors import GpuctlError
+
+    with pytest.raises(GpuctlError, match="cannot write simulator state") as e:
+        Node("A30", "/proc/gpuctl-no-such-dir/s.json")  # not even root can create it
+    assert "GPUCTL_SIM_STATE" in e.value.hint
 
 
 def test_pci_identity_per_gpu(nvml):

@@ -93,12 +93,20 @@ def test_env_var_selects_the_simulator(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--simulate", "3xT4", "--once"], "unknown GPU model 'T4'"),
+    (["--simulate", "3xV100", "--once"], "unknown GPU model 'V100'"),
     (["--simulate", "8xH100-80GB", "--once", "--sort", "name"], "unknown --sort key 'name'"),
+    (["--simulate", "8xH100-80GB", "--once", "-d", "nan"], "--delay must be a number"),
+    (["--simulate", "8xH100-80GB", "--once", "-d", "inf"], "--delay must be a number"),
 ])
 def test_bad_input_exits_2(capsys, args, words):
     code, out, err = cli(capsys, "top", *args)
     assert code == 2 and words in err and "Traceback" not in err and out == ""
+
+
+def test_bad_simulator_seed_exits_2(capsys, monkeypatch):
+    monkeypatch.setenv("GPUCTL_SIM_SEED", "x")
+    code, out, err = cli(capsys, "top", "--simulate", "A30", "--once")
+    assert code == 2 and "GPUCTL_SIM_SEED='x' is not" in err and "Traceback" not in err
 
 
 def test_no_driver_exits_1_with_a_hint(capsys):

@@ -44,7 +44,10 @@ def profiles(
     if gpu == "all":
         chosen = list(models())
     elif gpu:
-        chosen = [find_model(gpu)]
+        try:
+            chosen = [find_model(gpu)]
+        except GpuctlError as e:
+            raise UsageError(e.message, hint=e.hint) from None
     else:
         from gpuctl import mig_apply
 
@@ -147,7 +150,7 @@ def plan(
 
 
 def _check_layout(layout: str, fleet, output: Format) -> None:
-    from gpuctl.core.mig_layout import devices_of, parse_layout_text, place
+    from gpuctl.core.mig_layout import devices_of, parse_layout_text, place, slice_range
 
     counts = parse_layout_text(layout)
     out = []
@@ -161,7 +164,7 @@ def _check_layout(layout: str, fleet, output: Format) -> None:
         return
     for f, o in zip(fleet, out):
         echo(f"{f.model.short_name}: fits: " + ", ".join(
-            f"{p['profile']} at slices {p['start']}-{p['start'] + p['size'] - 1}"
+            f"{p['profile']} at slices {slice_range(p['start'], p['size'])}"
             for p in o["placements"]) + "\n")
 
 
@@ -199,6 +202,7 @@ def _proc(p) -> dict:
 def show(simulate: Optional[str] = _SIMULATE, output: Format = _OUTPUT) -> None:
     """Current MIG layout of each GPU on this node: placements, memory, processes."""
     from gpuctl import mig_apply
+    from gpuctl.core.mig_layout import slice_range
 
     with _nvml(simulate) as nvml:
         gpus = mig_apply.read_node(nvml)
@@ -222,7 +226,7 @@ def show(simulate: Optional[str] = _SIMULATE, output: Format = _OUTPUT) -> None:
         table.add_row(str(d["index"]), d["model"] or d["name"], mode, "", "", "", "", "", procs)
         for i in d["instances"]:
             table.add_row("", "", "", str(i["gi_id"]), i["profile"] or f"id {i['profile_id']}",
-                          f"{i['start']}-{i['start'] + i['size'] - 1}",
+                          slice_range(i["start"], i["size"]),
                           f"{i['memory_mib']} MiB" if i["memory_mib"] else "?",
                           ",".join(str(c["ci_id"]) for c in i["compute_instances"]) or "none",
                           ", ".join(f"{p['pid']} {p['name']} ({p['user']}, "
@@ -409,8 +413,9 @@ def _render(file, config, layout, indexes, name, namespace) -> None:
     if file:
         cfg = migparted.load(file)
         data = cfg.doc.data
+        for name in [config] if config else cfg.configs:
+            cfg.check_models(name)
         if config:
-            cfg.select(config)
             data = {"version": data["version"],
                     "mig-configs": {config: data["mig-configs"][config]}}
     elif layout:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import sys
@@ -18,6 +19,8 @@ def run(simulate: str | None, *, delay: float = 2.0, once: bool = False, output:
     from gpuctl.adapters.nvml import Nvml
     from gpuctl.errors import UsageError
 
+    if not math.isfinite(delay):  # typer's min=0.1 lets nan through: a busy loop
+        raise UsageError(f"--delay must be a number of seconds, not {delay}")
     if sort not in topframe.SORT_KEYS:
         raise UsageError(f"unknown --sort key {sort!r}", hint="use one of: " + ", ".join(topframe.SORT_KEYS))
     with Nvml(simulate) as nvml:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gpuctl.core.geometry import GpuModel, Profile
-from gpuctl.core.mig_layout import (CI_PROFILE_BY_SLICES, Device, LayoutError, Placed, devices_of,
+from gpuctl.core.mig_layout import (CI_PROFILE_SLICES, Device, LayoutError, Placed, devices_of,
                                     place, slice_range)
-from gpuctl.errors import GpuctlError
+from gpuctl.errors import GpuctlError, UsageError
 
 
 @dataclass
@@ -53,15 +53,13 @@ class GpuState:
                 out[name] += 1
                 continue
             for ci in cis:
-                slices = ci_slices(p, ci.profile_id) if p else None
+                slices = ci_slices(ci.profile_id)
                 out[name if slices in (None, p.slices) else f"{slices}c.{name}"] += 1
         return dict(sorted(out.items(), key=lambda kv: _sort_key(kv[0])))
 
 
-def ci_slices(profile: Profile, ci_profile_id: int) -> int | None:
-    if ci_profile_id == profile.ci_profile_id:
-        return profile.slices
-    return next((s for s, i in CI_PROFILE_BY_SLICES.items() if i == ci_profile_id), None)
+def ci_slices(ci_profile_id: int) -> int | None:
+    return CI_PROFILE_SLICES.get(ci_profile_id)
 
 
 def _sort_key(name: str):
@@ -119,7 +117,7 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
         return plan
     if state.mig is None:
         if desired.enabled:
-            raise GpuctlError(f"{state.label} does not support MIG ({state.name})")
+            raise UsageError(f"GPU {state.index} ({state.name}) does not support MIG")
         return plan
     if desired.enabled and state.model is None:
         raise GpuctlError(f"GPU {state.index} is a {state.name!r}, which is not in gpuctl's MIG "
@@ -199,8 +197,10 @@ def _create(plan: GpuPlan, p: Placed) -> None:
 
 
 def _exact(inst: Any, device: Device) -> bool:
+    """One compute instance of the wanted size: in a 1g REV2 GPU instance that is either
+    compute-instance profile (1_SLICE as mig-parted makes it, 1_SLICE_REV1 as nvidia-smi -C)."""
     cis = list(inst.compute_instances)
-    return len(cis) == 1 and cis[0].profile_id == device.ci_profile_id
+    return len(cis) == 1 and ci_slices(cis[0].profile_id) == device.ci_slices
 
 
 def _diff_instances(plan: GpuPlan, wanted: list[Device]) -> None:

@@ -22,6 +22,9 @@ from gpuctl.errors import GpuctlError, UsageError
 
 # NVML_COMPUTE_INSTANCE_PROFILE_* by compute slices (nvml.h).
 CI_PROFILE_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+# ... and back, _1_SLICE_REV1 (7) included: the driver's default compute instance in a 1g
+# REV2 GPU instance on Hopper.
+CI_PROFILE_SLICES = {i: s for s, i in CI_PROFILE_BY_SLICES.items()} | {7: 1}
 
 _DEVICE_NAME = re.compile(r"^(?:(\d+)c\.)?(\d+g\.\d+gb(?:[+-][a-z][a-z0-9.,]*)?)$")
 
@@ -152,7 +155,10 @@ def devices_of(model: GpuModel, layout: Mapping[str, int]) -> list[Device]:
     for name, count in layout.items():
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise LayoutError(f"{name}: count must be a whole number >= 0, got {count!r}")
-        out += [parse_device(model, name)] * count
+        device = parse_device(model, name)
+        if count > model.max_gpu_instances:  # refuse before building a list of `count`
+            _check_max(model, device.profile, count)
+        out += [device] * count
     return out
 
 
@@ -172,23 +178,11 @@ def place(model: GpuModel, layout: Mapping[str, int] | Sequence[Device],
 def check_counts(model: GpuModel, profiles: Sequence[Profile],
                  fixed_names: Iterable[str] = ()) -> None:
     """Every rule that does not depend on positions; raises LayoutError with the reason."""
-    media = [p.name for p in profiles if _has_attr(p.name, "+me")]
-    if len(media) > 1:
-        raise LayoutError(f"{_fmt(Counter(media))}: a GPU has one set of media engines, so at "
-                          "most one +me instance")
+    media = media_conflict([p.name for p in profiles])
+    if media:
+        raise LayoutError(media)
     for p, n in Counter(profiles).items():
-        name = p.name
-        if n > p.max_instances:
-            where = f"its only placement is slices {slice_range(p.starts[0], p.size)}" \
-                if len(p.starts) == 1 else f"it can start only at {_join(p.starts)}"
-            raise LayoutError(f"{name} ×{n}: each {model.short_name} holds at most "
-                              f"{p.max_instances} {name} ({where})")
-    if any(_has_attr(p.name, "+me.all") for p in profiles):
-        others = [p.name for p in profiles
-                  if not _has_attr(p.name, "+me.all") and not _has_attr(p.name, "-me")]
-        if others:
-            raise LayoutError(f"a +me.all instance takes every media engine; only -me profiles "
-                              f"can share the GPU with it, not {_join(sorted(set(others)))}")
+        _check_max(model, p, n)
     if len(profiles) > model.max_gpu_instances:
         raise LayoutError(f"{len(profiles)} instances: each {model.short_name} holds at most "
                           f"{model.max_gpu_instances} GPU instances")
@@ -199,6 +193,31 @@ def check_counts(model: GpuModel, profiles: Sequence[Profile],
     units = sum(p.size for p in profiles)
     if units > model.memory_slices:
         raise LayoutError(_over_memory(model, profiles, set(fixed_names)))
+
+
+def media_conflict(names: Sequence[str]) -> str | None:
+    """Why these instances cannot share one GPU's media engines, or None (nvml.h: one +me
+    instance at most; a +me.all instance allows only -me instances beside it)."""
+    media = [n for n in names if _has_attr(n, "+me")]
+    if len(media) > 1:
+        return (f"{_fmt(Counter(media))}: a GPU has one set of media engines, so at most one "
+                "+me instance")
+    me_all = [n for n in names if _has_attr(n, "+me.all")]
+    if me_all:
+        others = [n for n in names if not _has_attr(n, "-me")]
+        others.remove(me_all[0])
+        if others:
+            return (f"a +me.all instance takes every media engine; only -me profiles can share "
+                    f"the GPU with it, not {_join(sorted(set(others)))}")
+    return None
+
+
+def _check_max(model: GpuModel, p: Profile, n: int) -> None:
+    if n > p.max_instances:
+        where = f"its only placement is slices {slice_range(p.starts[0], p.size)}" \
+            if len(p.starts) == 1 else f"it can start only at {_join(p.starts)}"
+        raise LayoutError(f"{p.name} ×{n}: each {model.short_name} holds at most "
+                          f"{p.max_instances} {p.name} ({where})")
 
 
 def _has_attr(name: str, attr: str) -> bool:

@@ -21,6 +21,8 @@ from gpuctl.errors import GpuctlError, UsageError
 
 _FLEET_PART = re.compile(r"^(?:(\d+)\s*[x×*]\s*)?(.+)$")
 _RESOURCE_PREFIX = "nvidia.com/mig-"
+# Far beyond any cluster, and well inside the solver's exact (double precision) integers.
+MAX_DEMAND = 10**12
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,8 @@ def parse_demand(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, n in parse_layout_text(text).items():
         if name.startswith(_RESOURCE_PREFIX):
-            name = name[len(_RESOURCE_PREFIX):]
-            if name.endswith(".me"):  # the device plugin writes +me as .me
-                name = name[:-3] + "+me"
+            # The device plugin writes the + of an attribute as a dot: 1g.10gb.me, 1g.24gb.me.all
+            name = re.sub(r"^(\d+g\.\d+gb)\.", r"\1+", name[len(_RESOURCE_PREFIX):])
         out[name] = out.get(name, 0) + n
     return {k: v for k, v in out.items() if v}
 
@@ -99,6 +100,8 @@ def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
     for name, n in demand.items():
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise UsageError(f"{name}: count must be a whole number >= 0, got {n!r}")
+        if n > MAX_DEMAND:
+            raise UsageError(f"{name}={n}: gpuctl plans at most {MAX_DEMAND:,} of a profile")
         if not any(_has(f.model, name) for f in fleet):
             models = [f.model for f in fleet]
             raise UsageError(
@@ -123,9 +126,16 @@ def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
     if res.x is None:
         if limited:
             unlimited = plan_demand(demand, [Fleet(f.model, None) for f in fleet], time_limit)
-            have = sum(f.count for f in fleet if f.count is not None)
-            raise GpuctlError(f"the demand needs {unlimited.gpus} GPUs; only {have} given "
-                              f"({', '.join(f'{f.count}x{f.model.short_name}' for f in fleet)})")
+            given = ", ".join((f"{f.count}x" if f.count else "") + f.model.short_name for f in fleet)
+            if len(fleet) == 1:
+                raise GpuctlError(f"the demand needs {unlimited.gpus} GPUs; only "
+                                  f"{fleet[0].count} given ({given})")
+            used = Counter()
+            for g in unlimited.groups:
+                used[g.model.short_name] += g.gpus
+            raise GpuctlError(f"{given} cannot hold the demand; without those counts it takes "
+                              f"{unlimited.gpus} GPUs: "
+                              + ", ".join(f"{n}x{name}" for name, n in used.items()))
         raise GpuctlError(f"no plan found: {res.message}")
     counts = [int(round(v)) for v in res.x]
     bound = getattr(res, "mip_dual_bound", None)

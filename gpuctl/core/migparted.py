@@ -63,6 +63,15 @@ class MigConfigFile:
                             hint="configs: " + ", ".join(self.configs))
         return self.configs[name]
 
+    def check_models(self, name: str) -> None:
+        """Check config `name`'s layouts on the models its device-filters name, for a file
+        meant for no GPU in particular (a rendered ConfigMap). Not done when the file is read:
+        NVIDIA's own default config names GB200 profiles as one driver did (1g.24gb), another
+        not, and that must not stop using its other configs."""
+        for entry in self.select(name):
+            for model in _filtered_models(entry):
+                _check(self.doc, entry, model)
+
     def error(self, entry: Entry, key: str | None, message: str, hint: str | None = None):
         return self.doc.error(entry.path + ((key,) if key else ()), message, hint)
 
@@ -115,6 +124,11 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
         devices = tuple(devices)
     else:
         raise f.error("devices", f"expected 'all' or a list of GPU indexes, got {devices!r}")
+    raw = f.data.get("device-filter")
+    if isinstance(raw, list):
+        f.data["device-filter"] = [_pci_id_text(d) for d in raw]
+    elif raw is not None:
+        f.data["device-filter"] = _pci_id_text(raw)
     filters = f.str_list("device-filter", [], allow_scalar=True)
     listed = isinstance(f.data.get("device-filter"), list)
     for i, d in enumerate(filters):
@@ -140,12 +154,15 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
             raise doc.error(where, f"expected a count >= 0, got {count!r}")
     if not enabled and any(mig_devices.values()):
         raise f.error("mig-devices", "MIG devices given while 'mig-enabled' is false")
-    entry = Entry(config, index, devices, tuple(d.upper() for d in filters), enabled,
-                  dict(mig_devices), path)
-    # Where the filter names the GPU models, check the layout against each now.
-    for model in _filtered_models(entry):
-        _check(doc, entry, model)
-    return entry
+    return Entry(config, index, devices, tuple(d.upper() for d in filters), enabled,
+                 dict(mig_devices), path)
+
+
+def _pci_id_text(value):
+    """YAML reads an unquoted 0x233010DE as a number: take it as the id it spells."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 32:
+        return f"0x{value:08X}"
+    return value
 
 
 def _filtered_models(entry: Entry) -> list[GpuModel]:
@@ -228,7 +245,7 @@ def shorthand_desired(layout: str, gpu: GpuState) -> Desired:
     if text == "all-enabled":
         return Desired(True, {}, source)
     if gpu.mig is None:
-        raise GpuctlError(f"{gpu.label} does not support MIG ({gpu.name})")
+        raise UsageError(f"GPU {gpu.index} ({gpu.name}) does not support MIG")
     if gpu.model is None:
         raise GpuctlError(f"GPU {gpu.index} is a {gpu.name!r}, which is not in gpuctl's MIG "
                           "geometry table")
@@ -266,10 +283,29 @@ def shorthand_config(name: str, layout: str, indexes: Sequence[int] | None = Non
     counts = parse_layout_text(text)
     if model is not None:
         place(model, devices_of(model, counts))
+    else:
+        _check_held_somewhere(counts)
     entry = {"devices": devices, "mig-enabled": True, "mig-devices": counts}
     if model is not None:
         entry = {"device-filter": list(model.pci_device_ids), **entry}
     return _config(name, [entry])
+
+
+def _check_held_somewhere(counts: dict[str, int]) -> None:
+    """A layout for no particular model must fit at least one; else say why on the models
+    that have its profiles (mig-parted would only fail on each node when applying it)."""
+    reasons = []
+    for m in models():
+        try:
+            place(m, devices_of(m, counts))
+            return
+        except LayoutError as e:
+            if "has no MIG profile" not in e.message and "not a MIG profile" not in e.message:
+                reasons.append(f"{m.short_name}: {e.message}")
+    if reasons:
+        raise LayoutError("no GPU model can hold this layout: " + "; ".join(reasons))
+    raise LayoutError(f"no GPU model has all of the MIG profiles {', '.join(counts)}",
+                      hint="see `gpuctl mig profiles --gpu all`")
 
 
 def _config(name: str, entries: list[dict]) -> dict:

@@ -44,19 +44,25 @@ def open_node(spec: str | None = None, state_path: str | None = None):
     GPUCTL_SIM_STATE or the default file under ~/.cache/gpuctl/."""
     from gpuctl.sim.node import Node
 
+    from gpuctl.errors import GpuctlError, UsageError
+
     spec = spec or os.environ.get("GPUCTL_SIMULATE")
     state_path = state_path or os.environ.get("GPUCTL_SIM_STATE") or None
     if not spec and state_path and os.path.exists(state_path):
         import json
 
-        with open(state_path, encoding="utf-8") as f:
-            spec = json.load(f).get("spec")
-    if not spec:
-        from gpuctl.errors import UsageError
-
+        try:
+            with open(state_path, encoding="utf-8") as f:
+                spec = json.load(f).get("spec")
+        except (OSError, ValueError, AttributeError) as e:
+            raise GpuctlError(f"cannot read the node spec from simulator state {state_path}: {e}",
+                              hint="set GPUCTL_SIMULATE, or delete the file") from None
+    if not spec or not isinstance(spec, str):
         raise UsageError("no simulated node given", hint="set GPUCTL_SIMULATE, e.g. 8xH100-80GB")
-    seed = int(os.environ.get("GPUCTL_SIM_SEED", "0") or 0)
-    return Node(spec, state_path, seed=seed)
+    seed = os.environ.get("GPUCTL_SIM_SEED", "").strip() or "0"
+    if not seed.isdigit():
+        raise UsageError(f"GPUCTL_SIM_SEED={seed!r} is not a whole number")
+    return Node(spec, state_path, seed=int(seed))
 
 
 def load_pynvml(spec: str | None = None, state_path: str | None = None):

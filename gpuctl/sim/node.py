@@ -18,7 +18,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from gpuctl.core import geometry
+from gpuctl.core import geometry, mig_layout
 from gpuctl.errors import GpuctlError, UsageError
 
 # NVML return codes used here (values from nvml.h; identical in pynvml).
@@ -39,7 +39,7 @@ MIB = 1024 * 1024
 _STANDARD_PROFILE_IDS = {0x0: 19, 0x7: 20, 0x9: 15, 0x1: 14, 0x2: 9, 0x3: 5, 0x4: 0}
 
 # Compute-instance profile constant -> compute slices (nvml.h NVML_COMPUTE_INSTANCE_PROFILE_*).
-CI_PROFILE_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1}
+CI_PROFILE_SLICES = mig_layout.CI_PROFILE_SLICES
 _CI_PROFILE_REV1 = 7
 _GI_PROFILE_1_SLICE_REV2 = 0x9
 
@@ -52,7 +52,14 @@ _BOARD = {
     "H200": (700, 75, 1980, 3201), "H200-NVL": (600, 70, 1785, 3201),
     "GH200-144GB": (900, 90, 1980, 3201), "B200": (1000, 120, 1965, 3996),
     "GB200": (1200, 130, 2062, 3996), "RTX-PRO-6000": (600, 40, 2430, 1750),
+    "T4": (70, 10, 1590, 5001),
 }
+# A GPU without MIG, for mixed nodes (not in the MIG geometry table): NVML answers its MIG
+# calls with NOT_SUPPORTED, as mig-parted relies on.
+_NON_MIG = (geometry.GpuModel(
+    nvml_name="Tesla T4", short_name="T4", memory_total_mib=15360, memory_slices=0,
+    compute_slices=0, max_gpu_instances=0, architecture="Turing", compute_capability="7.5",
+    profiles=(), pci_device_ids=("0x1EB810DE",)),)
 _IDLE_SM_CLOCK = 345
 
 
@@ -94,7 +101,7 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
         m = re.fullmatch(r"(?:(\d+)\s*[xX*]\s*)?(.+)", part)
         count = int(m.group(1)) if m.group(1) else 1
         try:
-            model = geometry.find_model(m.group(2).strip())
+            model = _find_model(m.group(2).strip())
         except GpuctlError as e:
             raise UsageError(f"bad simulated node spec {spec!r}: {e.message}", hint=e.hint) from None
         if count < 1:
@@ -103,6 +110,18 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
         if len(gpus) > MAX_GPUS:
             raise UsageError(f"bad simulated node spec {spec!r}: more than {MAX_GPUS} GPUs")
     return gpus
+
+
+def _find_model(name: str) -> geometry.GpuModel:
+    key = "".join(ch for ch in name.lower() if ch.isalnum())
+    for m in _NON_MIG:
+        if key in (m.short_name.lower(), "".join(ch for ch in m.nvml_name.lower() if ch.isalnum())):
+            return m
+    try:
+        return geometry.find_model(name)
+    except GpuctlError as e:
+        raise GpuctlError(e.message, hint=f"{e.hint}; without MIG: "
+                          + ", ".join(m.short_name for m in _NON_MIG)) from None
 
 
 def canonical_spec(spec: str) -> str:
@@ -136,25 +155,12 @@ def sim_profiles(model: geometry.GpuModel) -> list[SimProfile]:
     return out
 
 
-def _state_problem(data: dict, gpu_count: int) -> str | None:
-    """What is wrong with a state file's shape (it may have been edited by hand), or None."""
-    gpus, procs = data.get("gpus"), data.get("processes")
-    if not isinstance(gpus, list) or len(gpus) != gpu_count:
-        return f"expected a list of {gpu_count} GPUs under 'gpus'"
-    if not isinstance(procs, list):
-        return "expected a list under 'processes'"
-    for i, g in enumerate(gpus):
-        if not isinstance(g, dict) or not {"uuid", "mig_current", "mig_pending", "gpu_instances"} <= g.keys():
-            return f"GPU {i} lacks uuid, mig_current, mig_pending or gpu_instances"
-        for gi in g["gpu_instances"]:
-            if not isinstance(gi, dict) or not {"id", "profile_id", "start", "size", "compute_instances"} <= gi.keys():
-                return f"a GPU instance of GPU {i} lacks id, profile_id, start, size or compute_instances"
-    for p in procs:
-        if not isinstance(p, dict) or not {"pid", "name", "user", "gpu", "gi_id", "ci_id", "used_memory_mib"} <= p.keys():
-            return "a process lacks pid, name, user, gpu, gi_id, ci_id or used_memory_mib"
-        if not isinstance(p["gpu"], int) or not 0 <= p["gpu"] < gpu_count:
-            return f"process {p['pid']} is on GPU {p['gpu']!r}, which the node does not have"
-    return None
+_GI_KEYS = {"id", "profile_id", "start", "size", "compute_instances"}
+_PROCESS_KEYS = {"pid", "name", "user", "gpu", "gi_id", "ci_id", "used_memory_mib"}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _uuid(seed: int, index: int, *extra) -> str:
@@ -201,7 +207,7 @@ class Node:
             raise GpuctlError(
                 f"simulator state {self.path} holds node {data.get('spec')!r}, not {self.spec!r}",
                 hint="point GPUCTL_SIM_STATE at another file, or delete this one")
-        problem = _state_problem(data, len(self.models))
+        problem = self._state_problem(data)
         if problem:
             raise GpuctlError(f"simulator state {self.path} is damaged: {problem}",
                               hint="delete the file to start from a fresh simulated node")
@@ -231,10 +237,112 @@ class Node:
             if data is not None:
                 self.state = data
 
+    def _state_problem(self, data: dict) -> str | None:
+        """What is wrong with a state file (it may have been edited by hand), or None: the
+        shape and types, and every MIG instance where the driver could have made it."""
+        gpus, procs = data.get("gpus"), data.get("processes")
+        if not _is_int(data.get("seed")):
+            return "'seed' is not a whole number"
+        if not isinstance(gpus, list) or len(gpus) != len(self.models):
+            return f"expected a list of {len(self.models)} GPUs under 'gpus'"
+        if not isinstance(procs, list):
+            return "expected a list under 'processes'"
+        mig_devices: dict[int, set] = {}
+        for i, g in enumerate(gpus):
+            problem = self._gpu_problem(i, g)
+            if problem:
+                return f"GPU {i}: {problem}"
+            mig_devices[i] = {(gi["id"], ci["id"]) for gi in g["gpu_instances"]
+                              for ci in gi["compute_instances"]}
+        seen = set()
+        for p in procs:
+            if not isinstance(p, dict) or not _PROCESS_KEYS <= p.keys():
+                return "a process lacks " + ", ".join(sorted(_PROCESS_KEYS))
+            pid, gpu = p["pid"], p["gpu"]
+            if not (_is_int(pid) and pid > 0 and _is_int(p["used_memory_mib"])
+                    and p["used_memory_mib"] >= 0 and isinstance(p["name"], str)
+                    and isinstance(p["user"], str)):
+                return f"process {pid!r}: pid, used_memory_mib, name or user has a wrong type"
+            if not _is_int(gpu) or not 0 <= gpu < len(gpus):
+                return f"process {pid} is on GPU {gpu!r}, which the node does not have"
+            if (pid, gpu) in seen:
+                return f"process {pid} is listed twice on GPU {gpu}"
+            seen.add((pid, gpu))
+            where = (p["gi_id"], p["ci_id"])
+            if gpus[gpu]["mig_current"] == 1 and where not in mig_devices[gpu]:
+                return f"process {pid} is on MIG device {where} of GPU {gpu}, which does not exist"
+            if gpus[gpu]["mig_current"] != 1 and where != (None, None):
+                return f"process {pid} is on a MIG device of GPU {gpu}, where MIG is off"
+        return None
+
+    def _gpu_problem(self, index: int, g) -> str | None:
+        if not isinstance(g, dict) or not {"uuid", "mig_current", "mig_pending",
+                                           "gpu_instances"} <= g.keys():
+            return "lacks uuid, mig_current, mig_pending or gpu_instances"
+        if not isinstance(g["uuid"], str) or not g["uuid"].startswith("GPU-"):
+            return f"uuid {g['uuid']!r} is not like GPU-..."
+        if any(g[k] not in (0, 1) or isinstance(g[k], bool) for k in ("mig_current", "mig_pending")):
+            return "mig_current and mig_pending must be 0 or 1"
+        if not isinstance(g["gpu_instances"], list):
+            return "gpu_instances is not a list"
+        if g["gpu_instances"] and g["mig_current"] != 1:
+            return "has GPU instances while MIG is off"
+        if not self.models[index].profiles and (g["mig_current"] or g["mig_pending"]):
+            return f"MIG is on, but a {self.models[index].short_name} has no MIG"
+        made: list[dict] = []
+        for gi in g["gpu_instances"]:
+            if not isinstance(gi, dict) or not _GI_KEYS <= gi.keys() or not all(
+                    _is_int(gi[k]) for k in _GI_KEYS - {"compute_instances"}):
+                return "a GPU instance lacks " + ", ".join(sorted(_GI_KEYS)) + " (whole numbers)"
+            if not 0 <= gi["id"] < 1 << 16 or any(gi["id"] == m["id"] for m in made):
+                return f"GPU instance id {gi['id']} is out of range or used twice"
+            try:
+                sp = self.profile_by_id(index, gi["profile_id"])
+                if gi["size"] != sp.profile.size:
+                    raise SimError(INVALID_ARGUMENT, f"size {gi['size']} is not {sp.profile.size}")
+                self._free_start(index, sp, gi["start"], made)
+            except SimError as e:
+                return f"GPU instance {gi['id']} could not exist: {e}"
+            made.append(gi)
+            problem = self._cis_problem(index, gi)
+            if problem:
+                return f"GPU instance {gi['id']}: {problem}"
+        return None
+
+    def _cis_problem(self, index: int, gi: dict) -> str | None:
+        cis = gi["compute_instances"]
+        if not isinstance(cis, list):
+            return "compute_instances is not a list"
+        ids, used = set(), set()
+        g = self.profile_by_id(index, gi["profile_id"]).profile.slices
+        for ci in cis:
+            if not isinstance(ci, dict) or not {"id", "profile_id", "start", "size"} <= ci.keys() \
+                    or not all(_is_int(ci[k]) for k in ("id", "profile_id", "start", "size")):
+                return "a compute instance lacks id, profile_id, start or size (whole numbers)"
+            if not 0 <= ci["id"] < 1 << 16 or ci["id"] in ids:
+                return f"compute instance id {ci['id']} is out of range or used twice"
+            ids.add(ci["id"])
+            if not self.ci_profile_supported(index, gi, ci["profile_id"]):
+                return f"compute-instance profile {ci['profile_id']} does not fit it"
+            slices = set(range(ci["start"], ci["start"] + ci["size"]))
+            if ci["size"] != CI_PROFILE_SLICES[ci["profile_id"]] or not slices <= set(range(g)) \
+                    or slices & used:
+                return f"compute instance {ci['id']} is not at a free placement in its {g} slices"
+            used |= slices
+        return None
+
+    def _unwritable(self, e: OSError) -> GpuctlError:
+        return GpuctlError(f"cannot write simulator state {self.path}: {e.strerror or e}",
+                           hint="point GPUCTL_SIM_STATE at a file in a writable directory")
+
     @contextlib.contextmanager
     def _locked(self):
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        with open(self.path + ".lock", "a") as lock:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            lock = open(self.path + ".lock", "a")
+        except OSError as e:
+            raise self._unwritable(e) from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -243,9 +351,12 @@ class Node:
 
     def _write(self) -> None:
         tmp = f"{self.path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.state, f, indent=1)
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.state, f, indent=1)
+            os.replace(tmp, self.path)
+        except OSError as e:
+            raise self._unwritable(e) from None
         st = os.stat(self.path)
         self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
 
@@ -354,7 +465,8 @@ class Node:
         return max(0, min(100, int(value)))
 
     def pci_device_id(self, index: int) -> int:
-        return _pci_device_ids().get(self.models[index].nvml_name, 0x10DE)
+        model = self.models[index]
+        return _pci_device_ids().get(model.nvml_name) or int(model.pci_device_ids[0], 16)
 
     def board(self, index: int) -> tuple[int, int, int, int]:
         return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))
@@ -400,10 +512,9 @@ class Node:
             gpu["mig_current"] = gpu["mig_pending"]
             gpu["gpu_instances"] = []
 
-    def _free_start(self, index: int, sp: SimProfile, start: int | None) -> int:
-        gpu = self.gpu(index)
+    def _free_start(self, index: int, sp: SimProfile, start: int | None, gis: list[dict]) -> int:
+        """Where the driver puts a new `sp` instance next to `gis` (or why it refuses)."""
         model = self.models[index]
-        gis = gpu["gpu_instances"]
         if start is not None and start not in sp.profile.starts:
             raise SimError(INVALID_ARGUMENT,
                            f"start {start} is not a placement of {sp.profile.name} "
@@ -414,9 +525,12 @@ class Node:
                            f"at most {sp.profile.max_instances} {sp.profile.name} instances")
         if len(gis) >= model.max_gpu_instances:
             raise SimError(INSUFFICIENT_RESOURCES, f"at most {model.max_gpu_instances} GPU instances")
-        used_compute = sum(self.profile_by_id(index, gi["profile_id"]).profile.slices for gi in gis)
-        if used_compute + sp.profile.slices > model.compute_slices:
+        profiles = [self.profile_by_id(index, gi["profile_id"]).profile for gi in gis]
+        if sum(p.slices for p in profiles) + sp.profile.slices > model.compute_slices:
             raise SimError(INSUFFICIENT_RESOURCES, "not enough compute slices left")
+        media = mig_layout.media_conflict([p.name for p in profiles] + [sp.profile.name])
+        if media:
+            raise SimError(INSUFFICIENT_RESOURCES, media)
         occupied = {s for gi in gis for s in range(gi["start"], gi["start"] + gi["size"])}
         candidates = [start] if start is not None else sorted(sp.profile.starts, reverse=True)
         for s in candidates:
@@ -433,7 +547,7 @@ class Node:
             if size is not None and size != sp.profile.size:
                 raise SimError(INVALID_ARGUMENT,
                                f"placement size {size} is not {sp.profile.name}'s {sp.profile.size}")
-            s = self._free_start(index, sp, start)
+            s = self._free_start(index, sp, start, gpu["gpu_instances"])
             used_ids = {gi["id"] for gi in gpu["gpu_instances"]}
             gi = {"id": min(i for i in range(1, len(used_ids) + 2) if i not in used_ids),
                   "profile_id": profile_id, "start": s, "size": sp.profile.size,
@@ -444,19 +558,15 @@ class Node:
     def remaining_capacity(self, index: int, profile_id: int) -> int:
         self.require_mig(index)
         sp = self.profile_by_id(index, profile_id)
-        saved = json.loads(json.dumps(self.gpu(index)["gpu_instances"]))
+        gis = list(self.gpu(index)["gpu_instances"])
         count = 0
         try:
             while True:
-                s = self._free_start(index, sp, None)
-                self.gpu(index)["gpu_instances"].append(
-                    {"id": -1 - count, "profile_id": profile_id, "start": s,
-                     "size": sp.profile.size, "compute_instances": []})
+                s = self._free_start(index, sp, None, gis)
+                gis.append({"profile_id": profile_id, "start": s, "size": sp.profile.size})
                 count += 1
         except SimError:
             return count
-        finally:
-            self.gpu(index)["gpu_instances"] = saved
 
     def destroy_gpu_instance(self, index: int, gi_id: int) -> None:
         with self.change():
@@ -481,10 +591,21 @@ class Node:
         g = self.profile_by_id(index, gi["profile_id"]).profile.slices
         return g // CI_PROFILE_SLICES[ci_profile]
 
-    def ci_remaining(self, index: int, gi: dict, ci_profile: int) -> int:
+    def ci_free_starts(self, index: int, gi: dict, ci_profile: int) -> list[int]:
+        """Non-overlapping starts (lowest first) where more compute instances of this profile
+        fit beside the GPU instance's existing ones."""
         g = self.profile_by_id(index, gi["profile_id"]).profile.slices
-        used = sum(CI_PROFILE_SLICES[c["profile_id"]] for c in gi["compute_instances"])
-        return (g - used) // CI_PROFILE_SLICES[ci_profile]
+        size = CI_PROFILE_SLICES[ci_profile]
+        used = {s for c in gi["compute_instances"] for s in range(c["start"], c["start"] + c["size"])}
+        starts = []
+        for s in range(g - size + 1):
+            if not used & set(range(s, s + size)):
+                starts.append(s)
+                used |= set(range(s, s + size))
+        return starts
+
+    def ci_remaining(self, index: int, gi: dict, ci_profile: int) -> int:
+        return len(self.ci_free_starts(index, gi, ci_profile))
 
     def create_compute_instance(self, index: int, gi_id: int, ci_profile: int) -> dict:
         with self.change():
@@ -492,9 +613,10 @@ class Node:
             if not self.ci_profile_supported(index, gi, ci_profile):
                 raise SimError(NOT_SUPPORTED,
                                f"compute-instance profile {ci_profile} not supported in GPU instance {gi_id}")
-            if self.ci_remaining(index, gi, ci_profile) < 1:
+            starts = self.ci_free_starts(index, gi, ci_profile)
+            if not starts:
                 raise SimError(INSUFFICIENT_RESOURCES, f"GPU instance {gi_id} has no compute slices left")
-            start = sum(CI_PROFILE_SLICES[c["profile_id"]] for c in gi["compute_instances"])
+            start = starts[0]
             used_ids = {c["id"] for c in gi["compute_instances"]}
             ci = {"id": min(i for i in range(len(used_ids) + 1) if i not in used_ids),
                   "profile_id": ci_profile, "start": start, "size": CI_PROFILE_SLICES[ci_profile]}
