@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchenv import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 MODULE = """
@@ -46,7 +48,7 @@ def median(fn) -> float:
 def main() -> int:
     sys.path.insert(0, str(ROOT))
     os.environ.pop("TF_CLI_CONFIG_FILE", None)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env(PYTHONPATH=str(ROOT))
     tmp = Path(tempfile.mkdtemp(prefix="bench-provision-"))
     try:
         gpuctl = [sys.executable, "-m", "gpuctl"]

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from benchenv import child_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
 RUNS = int(os.environ.get("BENCH_RUNS", "21"))
@@ -18,7 +20,7 @@ RUNS = int(os.environ.get("BENCH_RUNS", "21"))
 
 def median_wall(cmd: list[str]) -> tuple[float, float]:
     """Median wall time and median CPU time (user + system) of a command."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = child_env(PYTHONPATH=ROOT)
     subprocess.run(cmd, capture_output=True, env=env, check=True)  # warm the file cache
     walls, cpus = [], []
     for _ in range(RUNS):

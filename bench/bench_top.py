@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from benchenv import child_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
 TOOLS = ("gpuctl", "nvitop", "gpustat")
@@ -111,8 +113,8 @@ def _setup_node(spec: str, gpus: int, state: str, pids: list[int]) -> None:
 
 def _env(spec: str, state: str) -> dict:
     shim = os.path.join(ROOT, "gpuctl", "sim", "shim")
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([shim, ROOT]), GPUCTL_SIMULATE=spec,
-                GPUCTL_SIM_STATE=state, COLUMNS="120")
+    return child_env(PYTHONPATH=os.pathsep.join([shim, ROOT]), GPUCTL_SIMULATE=spec,
+                     GPUCTL_SIM_STATE=state, COLUMNS="120")
 
 
 def _children_cpu() -> float:

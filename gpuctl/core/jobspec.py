@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuctl.core import geometry
 from gpuctl.core.specfile import MAX_SECONDS, Doc, Fields
 
 API_VERSION = "gpuctl/v1"
@@ -97,7 +96,7 @@ def parse_job(doc: Doc) -> JobSpec:
         raise f.error("mig", "give either 'gpus' (whole GPUs) or 'mig' (one MIG slice), not both")
     if mig is not None and shared:
         raise f.error("shared", "a MIG slice cannot also be a time-shared GPU")
-    if mig is not None and mig not in geometry.all_profile_names():
+    if mig is not None and mig not in _mig_profile_names():
         raise f.error("mig", f"{mig!r} is not a MIG profile of any known GPU",
                       hint="e.g. 1g.10gb, 2g.20gb, 3g.40gb (see `gpuctl mig profiles`)")
     gpus = f.int("gpus", 0 if mig is not None else 1, minimum=0, maximum=MAX_GPUS_PER_WORKER)
@@ -197,3 +196,10 @@ def valid_label_key(key: str) -> bool:
 
 def _label_value(value: str) -> bool:
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
+def _mig_profile_names() -> frozenset[str]:
+    # The geometry table is 86 KB of JSON: read it only for specs that ask for MIG.
+    from gpuctl.core import geometry
+
+    return geometry.all_profile_names()
