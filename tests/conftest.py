@@ -31,16 +31,6 @@ class CliResult:
 @pytest.fixture
 def cli(capsys):
     """Run `gpuctl ARGS…` in-process, as a user would: exit code, stdout, stderr."""
-    from gpuctl.cli.app import main
+    from tests.clirun import run_gpuctl
 
-    def run(*args: str) -> CliResult:
-        capsys.readouterr()
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        captured = capsys.readouterr()
-        return CliResult(code, captured.out, captured.err)
-
-    return run
+    return lambda *args: CliResult(*run_gpuctl(capsys, *args))

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from gpuctl.cli.app import main
 from tests.cluster_data import A100, TOTAL_MIB, busy_until, gpu
 from tests.standins.prometheus import free_port, load_blocks, start_prometheus
+from tests.clirun import run_gpuctl as gpuctl
 
 GPU_KEYS = {"node", "gpu", "uuid", "model", "utilization_gpu", "memory_used_mib",
             "memory_total_mib", "temperature_c", "power_w", "pod", "namespace", "idle"}
@@ -38,17 +38,6 @@ def prom():
     server = start_prometheus(load_blocks(cluster(), time.time()))
     yield server
     server.stop()
-
-
-def gpuctl(capsys, *args) -> tuple:
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def snapshot(capsys, url, *args) -> dict:

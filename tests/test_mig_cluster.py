@@ -7,17 +7,7 @@ import time
 
 import yaml
 
-from gpuctl.cli.app import main
-
-
-def run(capsys, *args):
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from tests.clirun import run_gpuctl as run
 
 
 def add_node(kube_api, name, labels):

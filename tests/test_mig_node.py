@@ -8,23 +8,13 @@ import pytest
 
 import gpuctl.sim
 from gpuctl.adapters.nvml import Nvml
-from gpuctl.cli.app import main
+from tests.clirun import run_gpuctl as run
 
 
 @pytest.fixture
 def node(monkeypatch):
     monkeypatch.setenv("GPUCTL_SIMULATE", "2xH100-80GB")
     return "2xH100-80GB"
-
-
-def run(capsys, *args):
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def show(capsys):

@@ -11,6 +11,7 @@ from gpuctl.core.mig_layout import place
 from gpuctl.core.mig_plan import (Fleet, feasible_layouts, parse_demand, parse_fleet,
                                   plan_demand)
 from gpuctl.errors import GpuctlError, UsageError
+from tests.clirun import run_gpuctl as run_cli
 
 H100 = find_model("H100-80GB")
 A30 = find_model("A30")
@@ -122,18 +123,6 @@ def test_huge_demand_stays_grouped_and_exact():
     check_plan(plan, demand, parse_fleet("H100-80GB"))
     # Memory slices alone need ceil((1e9 + 4 * (3e8 + 1)) / 8) GPUs.
     assert plan.gpus >= -(-(10**9 + 4 * (3 * 10**8 + 1)) // 8)
-
-
-def run_cli(capsys, *args):
-    from gpuctl.cli.app import main
-
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_cli_plan_json_and_errors(capsys):

@@ -12,19 +12,9 @@ import pytest
 
 from gpuctl import sim
 from gpuctl.adapters.nvml import Nvml
-from gpuctl.cli.app import main
+from tests.clirun import run_gpuctl as cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def cli(capsys, *args):
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_once_prints_one_row_per_gpu(capsys):
