@@ -97,7 +97,7 @@ def run_suite(fn, item, *, unit: str, batch_sizes: list[int], max_wait_ms: float
         f"batch {bs}: {asyncio.run(overhead_per_request(bs)) * 1e6:.0f} us/request"
         for bs in batch_sizes))
     costs = {bs: direct_cost(fn, item, bs) for bs in batch_sizes}
-    print(f"direct fn cost (no batcher, median): " + "  ".join(
+    print("direct fn cost (no batcher, median): " + "  ".join(
         f"batch {bs}: {c * 1000:.2f} ms = {bs / c:,.0f} {unit}/s" for bs, c in costs.items()))
     capacity = {bs: bs / c for bs, c in costs.items()}
     base = min(batch_sizes)

@@ -50,9 +50,9 @@ def _positive(value: float) -> float:
 
 def _label_key(option: Optional[str]) -> str:
     from gpuctl.config import setting
-    from gpuctl.core.jobspec import valid_label_key
+    from gpuctl.core.k8s_names import label_key
 
-    return setting("gpu_label_key", option, lambda key: None if valid_label_key(key) else
+    return setting("gpu_label_key", option, lambda key: None if label_key(key) else
                    "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)")
 
 

@@ -79,9 +79,9 @@ def out_console():
 
 def namespace_option(value: str | None) -> str | None:
     """Typer callback for -n/--namespace: a bad name is refused before any request."""
-    from gpuctl.core.specfile import DNS1123_LABEL
+    from gpuctl.core.k8s_names import dns1123_label
 
-    if value is not None and not DNS1123_LABEL.match(value):
+    if value is not None and not dns1123_label(value):
         raise UsageError(f"--namespace {value!r} is not a valid namespace name (lower-case "
                          "letters, digits and '-', at most 63)")
     return value

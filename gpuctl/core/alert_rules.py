@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuctl.core import k8s_names
 from gpuctl.core.cluster_usage import FB_FREE, FB_USED, GR_ACTIVE, TEMP, UTIL, duration_seconds
 from gpuctl.errors import UsageError
 
@@ -20,11 +21,7 @@ GROUP = "gpuctl-gpu"
 # must not restart their `for` timer or split one GPU into several alerts.
 BOARD = "Hostname, gpu, UUID, modelName"
 
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_K8S_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                            r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_K8S_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")  # a Prometheus label name
 
 
 @dataclass(frozen=True)
@@ -146,13 +143,13 @@ def rules(o: AlertOptions = AlertOptions()) -> dict:
 
 def prometheus_rule(groups: dict, name: str, namespace: str, labels: dict) -> dict:
     """The same groups as a monitoring.coreos.com/v1 PrometheusRule."""
-    if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
+    if not k8s_names.dns1123_subdomain(name):
         raise UsageError(f"--name: {name!r} is not a valid Kubernetes object name",
                          hint="lower-case letters, digits, '-' and '.'")
-    if not _DNS_SUBDOMAIN.match(namespace) or len(namespace) > 63 or "." in namespace:
+    if not k8s_names.dns1123_label(namespace):
         raise UsageError(f"--namespace: {namespace!r} is not a valid namespace name")
     for key, value in labels.items():
-        if not _K8S_LABEL_KEY.match(key) or not _K8S_LABEL_VALUE.match(value):
+        if not k8s_names.label_key(key) or not k8s_names.label_value(value):
             raise UsageError(f"--label: {key}={value} is not a valid Kubernetes label")
     metadata = {"name": name, "namespace": namespace}
     if labels:

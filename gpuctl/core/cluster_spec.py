@@ -10,6 +10,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from gpuctl.core import k8s_names
 from gpuctl.core.specfile import Doc, Fields, load_yaml_file
 
 API_VERSION = "gpuctl/v1"
@@ -19,15 +20,12 @@ DEFAULT_LABEL_KEY = "gpu-type"
 MAX_GROUP_SIZE = 1000  # an Auto Scaling group's own limit is higher; a typo is likelier
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
-_EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_DYNAMO_TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
-_K8S_VERSION = re.compile(r"^1\.\d{1,2}$")
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}\Z")
+_EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}\Z")
+_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+_DYNAMO_TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}\Z")
+_K8S_VERSION = re.compile(r"^1\.\d{1,2}\Z")
 
 
 @dataclass(frozen=True)
@@ -99,7 +97,7 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
                                                "at most 100")
     version = _plain_version(root)
     label_key = root.str("gpu_label_key", DEFAULT_LABEL_KEY)
-    if not _label_key_ok(label_key):
+    if not k8s_names.label_key(label_key):
         raise root.error("gpu_label_key", f"{label_key!r} is not a Kubernetes label key")
     if _kubelet_refuses(label_key):
         raise root.error("gpu_label_key", f"{label_key!r} is in a kubernetes.io / k8s.io "
@@ -173,7 +171,7 @@ def _node_group(g: Fields) -> NodeGroup:
         raise g.error("desired_size", f"must be between min_size ({min_size}) and max_size "
                                       f"({max_size}) (got {desired})")
     gpu_type = g.str("gpu_type", required=True)
-    if not _LABEL_VALUE.match(gpu_type):
+    if not k8s_names.label_value(gpu_type):
         raise g.error("gpu_type", f"{gpu_type!r} is not a valid label value: letters, digits, "
                                   "'-', '_' and '.', at most 63")
     capacity = g.str("capacity_type", "on-demand", choices=("on-demand", "spot"))
@@ -199,16 +197,9 @@ def parse_taint(text: str) -> Taint | None:
     if not sep or effect not in TAINT_EFFECTS:
         return None
     key, _, value = head.partition("=")
-    if not _label_key_ok(key) or not _LABEL_VALUE.match(value):
+    if not k8s_names.label_key(key) or not k8s_names.label_value(value):
         return None
     return Taint(key, value, effect)
-
-
-def _label_key_ok(key: str) -> bool:
-    prefix, sep, name = key.rpartition("/")
-    if sep and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return bool(name) and len(name) <= 63 and bool(_LABEL_NAME.match(name))
 
 
 def _kubelet_refuses(key: str) -> bool:

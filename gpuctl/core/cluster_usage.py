@@ -31,7 +31,7 @@ IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 ATTRIBUTES = IDENTITY + ("GPU_I_PROFILE", "modelName", "instance", "pod", "namespace",
                          "container", "exported_pod", "exported_namespace", "exported_container")
 
-_DURATION = re.compile(r"^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?$")
+_DURATION = re.compile(r"^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?\Z")
 _UNIT_SECONDS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1,
                  "ms": 0.001}
 

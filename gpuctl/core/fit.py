@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 DONE_PHASES = ("Succeeded", "Failed")
-_INT = re.compile(r"^\d+$")
+_INT = re.compile(r"^\d+\Z")
 
 
 @dataclass(frozen=True)

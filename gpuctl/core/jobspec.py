@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpuctl.core import k8s_names
 from gpuctl.core.specfile import MAX_SECONDS, Doc, Fields
 
 API_VERSION = "gpuctl/v1"
@@ -25,10 +26,6 @@ FIELDS = ("apiVersion", "kind", "name", "namespace", "image", "command", "args",
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ def parse_job(doc: Doc) -> JobSpec:
 
     gpu_type = f.str_list("gpu_type", (), allow_scalar=True, non_empty=True)
     for value in gpu_type:
-        if not _label_value(value):
+        if not k8s_names.label_value(value):
             raise f.error("gpu_type", f"{value!r} is not a valid node label value")
 
     if kind == "Pod":
@@ -115,7 +112,7 @@ def parse_job(doc: Doc) -> JobSpec:
         if nodes > 1:
             raise f.error("nodes", "a multi-node job must be kind Job")
     if nodes > 1:
-        if not _DNS1035.match(name):
+        if not k8s_names.dns1035_label(name):
             raise f.error("name", "a multi-node job's name must start with a letter "
                                   "(it also names the workers' headless Service)")
         if len(name) + 1 + len(str(nodes - 1)) > 63:
@@ -131,23 +128,23 @@ def parse_job(doc: Doc) -> JobSpec:
 
     labels = f.str_map("labels", {})
     for key, value in labels.items():
-        if not valid_label_key(key):
+        if not k8s_names.label_key(key):
             raise f.error("labels", f"{key!r} is not a valid label key")
-        if not _label_value(value):
+        if not k8s_names.label_value(value):
             raise f.error("labels", f"{key}: {value!r} is not a valid label value")
         if key.startswith("app.kubernetes.io/managed-by") or key.startswith("gpuctl.io/"):
             raise f.error("labels", f"{key!r} is set by gpuctl")
 
     namespace = f.name("namespace")
     priority = f.str("priority")
-    if priority is not None and not _DNS_SUBDOMAIN.match(priority):
+    if priority is not None and not k8s_names.dns1123_subdomain(priority):
         raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
     pull_secrets = f.str_list("image_pull_secrets", [])
     for secret in pull_secrets:
-        if not _DNS_SUBDOMAIN.match(secret) or len(secret) > 253:
+        if not k8s_names.dns1123_subdomain(secret):
             raise f.error("image_pull_secrets", f"{secret!r} is not a valid Secret name")
     service_account = f.str("service_account")
-    if service_account is not None and not _DNS_SUBDOMAIN.match(service_account):
+    if service_account is not None and not k8s_names.dns1123_subdomain(service_account):
         raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
 
     return JobSpec(
@@ -174,9 +171,9 @@ def _tolerations(f: Fields) -> list[dict]:
         tol = {"key": t.str("key"), "operator": operator, "value": t.str("value"),
                "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
                "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS)}
-        if tol["key"] is not None and not valid_label_key(tol["key"]):
+        if tol["key"] is not None and not k8s_names.label_key(tol["key"]):
             raise t.error("key", f"{tol['key']!r} is not a valid taint key")
-        if tol["value"] is not None and not _label_value(tol["value"]):
+        if tol["value"] is not None and not k8s_names.label_value(tol["value"]):
             raise t.error("value", f"{tol['value']!r} is not a valid taint value")
         if operator == "Exists" and tol["value"] is not None:
             raise t.error("value", "must be empty when operator is Exists")
@@ -187,15 +184,6 @@ def _tolerations(f: Fields) -> list[dict]:
         out.append({k: v for k, v in tol.items() if v is not None})
     return out
 
-
-def valid_label_key(key: str) -> bool:
-    prefix, _, short = key.rpartition("/")
-    return bool(short and len(short) <= 63 and _LABEL_NAME.match(short)
-                and (not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix))))
-
-
-def _label_value(value: str) -> bool:
-    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
 def _mig_profile_names() -> frozenset[str]:

@@ -26,7 +26,7 @@ CI_PROFILE_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 # REV2 GPU instance on Hopper.
 CI_PROFILE_SLICES = {i: s for s, i in CI_PROFILE_BY_SLICES.items()} | {7: 1}
 
-_DEVICE_NAME = re.compile(r"^(?:(\d+)c\.)?(\d+g\.\d+gb(?:[+-][a-z][a-z0-9.,]*)?)$")
+_DEVICE_NAME = re.compile(r"^(?:(\d+)c\.)?(\d+g\.\d+gb(?:[+-][a-z][a-z0-9.,]*)?)\Z")
 
 
 class LayoutError(UsageError):

@@ -19,7 +19,7 @@ from gpuctl.core.mig_layout import (Device, LayoutError, Placed, check_counts, _
                                     parse_layout_text, place, profiles_hint)
 from gpuctl.errors import GpuctlError, UsageError
 
-_FLEET_PART = re.compile(r"^(?:(\d+)\s*[x×*]\s*)?(.+)$")
+_FLEET_PART = re.compile(r"^(?:(\d+)\s*[x×*]\s*)?(.+)\Z")
 _RESOURCE_PREFIX = "nvidia.com/mig-"
 # Far beyond any cluster, and well inside the solver's exact (double precision) integers.
 MAX_DEMAND = 10**12

@@ -23,8 +23,8 @@ from gpuctl.core.specfile import Doc, Fields, load_yaml_file
 from gpuctl.errors import GpuctlError, SpecError, UsageError
 
 VERSION = "v1"
-_PCI_ID = re.compile(r"^0x[0-9a-fA-F]{8}$")
-_PROFILE_NAME = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:[+-][a-z][a-z0-9.,]*)?$")
+_PCI_ID = re.compile(r"^0x[0-9a-fA-F]{8}\Z")
+_PROFILE_NAME = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:[+-][a-z][a-z0-9.,]*)?\Z")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from decimal import Decimal, InvalidOperation, ROUND_FLOOR
 
 from gpuctl.core import geometry
 from gpuctl.core.fit import DONE_PHASES, requested
-from gpuctl.core.specfile import DNS1123_LABEL
+from gpuctl.core.k8s_names import dns1123_label
 from gpuctl.errors import UsageError
 
 QUOTA_NAME = "gpuctl-gpus"
@@ -42,7 +42,7 @@ def quantity(text) -> int | None:
 
 
 def check_team(team: str) -> str:
-    if not DNS1123_LABEL.match(team):
+    if not dns1123_label(team):
         raise UsageError(f"team {team!r} is not a valid namespace name (lower-case letters, "
                          "digits and '-', at most 63, starting and ending with a letter or digit)")
     return team

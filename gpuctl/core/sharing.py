@@ -9,10 +9,9 @@ as the API returns them.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 
-from gpuctl.core import geometry
+from gpuctl.core import geometry, k8s_names
 from gpuctl.core.fit import count
 from gpuctl.errors import GpuctlError, UsageError
 
@@ -31,7 +30,6 @@ DEFAULT_CONFIG_MAP = "gpuctl-sharing-config"
 AVAILABLE_CONFIGS = "/available-configs"
 MAX_REPLICAS = 256  # per GPU; more is almost certainly a typo
 MAX_MPS_REPLICAS = 48  # MPS clients per GPU (Volta and newer)
-_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,7 @@ def _mig_profile(resource: str) -> bool:
 
 
 def check_name(name: str) -> str:
-    if not _KEY.match(name):
+    if not name or not k8s_names.label_value(name):
         raise UsageError(f"config name {name!r} must be 1-63 letters, digits, '-', '_' or '.', "
                          "starting and ending with a letter or digit (it is a node label value)")
     return name

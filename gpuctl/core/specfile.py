@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from gpuctl.core import k8s_names
 from gpuctl.errors import SpecError
 
 MAX_BYTES = 1 << 20
@@ -166,7 +167,6 @@ def _convert(node, path: Path, doc: Doc, loader) -> Any:
 
 # ---------- typed access to the fields of one mapping ----------
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?\Z")
 _DURATION_PART = re.compile(r"(\d+)(d|h|m|s)")
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -223,7 +223,7 @@ class Fields:
 
     def name(self, key: str, default: Any = None, *, required: bool = False) -> Any:
         value = self.str(key, default, required=required)
-        if value is not default and not DNS1123_LABEL.match(value):
+        if value is not default and not k8s_names.dns1123_label(value):
             raise self.error(key, f"{value!r} is not a valid name: lower-case letters, digits and "
                                   "'-', starting and ending with a letter or digit, at most 63")
         return value
