@@ -252,6 +252,26 @@ async def test_bounded_queue_holds_back_extra_submitters():
     assert gone.cancelled()
 
 
+async def test_freed_slot_goes_to_the_submitter_held_longest_not_to_a_newcomer():
+    gate = asyncio.Event()
+    rec = Recorder(gate=gate)
+    async with DynamicBatcher(rec.async_, max_batch_size=1, max_wait_ms=0, max_queue=2) as b:
+        running = asyncio.create_task(b.submit("running"))  # dispatched, held at the gate
+        await settle()
+        queued = [asyncio.create_task(b.submit(x)) for x in ("q1", "q2")]  # fill the queue
+        await settle()
+        held = asyncio.create_task(b.submit("held"))  # waits for room
+        await settle()
+        for t in queued:  # frees both slots, and in the same loop turn a newcomer arrives
+            t.cancel()
+        late = asyncio.create_task(b.submit("late"))
+        await settle()
+        assert b.metrics().queue_depth == 2
+        gate.set()
+        await within(asyncio.gather(running, held, late))
+    assert rec.batches == [["running"], ["held"], ["late"]]
+
+
 async def test_request_cancelled_while_queued_is_not_sent_and_batch_still_goes():
     rec = Recorder()
     async with DynamicBatcher(rec.async_, max_batch_size=10, max_wait_ms=80) as b:

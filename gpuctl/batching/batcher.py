@@ -87,6 +87,7 @@ class DynamicBatcher(Generic[T, R]):
         self._in_flight = 0
         self._wakeup: asyncio.Future | None = None  # set while the dispatcher sleeps
         self._room_waiters: deque[asyncio.Future] = deque()  # submitters held by back-pressure
+        self._reserved = 0  # queue slots promised to woken submitters that have not run yet
         self._metrics = MetricsRecorder()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -141,19 +142,18 @@ class DynamicBatcher(Generic[T, R]):
         Cancelling the call while queued removes the item from its batch before dispatch.
         """
         self._check_open()
-        if self._queued >= self.max_queue or self._room_waiters:
-            front = False  # newcomers queue behind earlier waiters; a waiter that lost its slot
-            while True:    # to a race goes back to the front
-                await self._wait_for_room(front)
-                self._check_open()
-                if self._queued < self.max_queue:
-                    break
-                front = True
+        # Newcomers queue behind earlier waiters, even those woken but not yet run: FIFO.
+        held = bool(self._room_waiters or self._reserved or self._queued >= self.max_queue)
+        if held:
+            await self._wait_for_room()
+            self._check_open()
         loop = self._loop
         req = _Request(item, loop.create_future(), loop.time())
         req.future.add_done_callback(lambda _f, req=req: self._drop_if_cancelled(req))
         self._queue.append(req)
         self._queued += 1
+        if held:
+            self._wake_room()  # room beyond this caller's slot goes to the next in line
         if self._queued == 1 or self._queued >= self.max_batch_size:
             self._wake_dispatcher()
         return await req.future
@@ -181,12 +181,10 @@ class DynamicBatcher(Generic[T, R]):
             self._metrics.cancelled += 1
             self._wake_room()
 
-    async def _wait_for_room(self, front: bool) -> None:
+    async def _wait_for_room(self) -> None:
+        """Wait, first come first served, until a queue slot is reserved for this caller."""
         waiter = self._loop.create_future()
-        if front:
-            self._room_waiters.appendleft(waiter)
-        else:
-            self._room_waiters.append(waiter)
+        self._room_waiters.append(waiter)
         try:
             await waiter
         except asyncio.CancelledError:
@@ -195,16 +193,22 @@ class DynamicBatcher(Generic[T, R]):
                     self._room_waiters.remove(waiter)
                 except ValueError:  # already popped by a wake-up
                     pass
-            else:  # woken, then cancelled before running: pass the free slot on
+            else:  # woken, then cancelled before running: pass the reserved slot on
+                self._reserved -= 1
                 self._wake_room()
             raise
+        self._reserved -= 1
 
     def _wake_room(self, everyone: bool = False) -> None:
-        free = len(self._room_waiters) if everyone else self.max_queue - self._queued
+        # A woken waiter runs later; its slot stays reserved until then, so that a newcomer
+        # submitting in between cannot take it.
+        free = len(self._room_waiters) if everyone else \
+            self.max_queue - self._queued - self._reserved
         while free > 0 and self._room_waiters:
             waiter = self._room_waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+                self._reserved += 1
                 free -= 1
 
     # -- dispatch ------------------------------------------------------------------------------
