@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -164,6 +165,64 @@ async def test_sync_fn_raising_stopiteration_fails_its_batch_instead_of_hanging_
     async with DynamicBatcher(fn, max_batch_size=2, max_wait_ms=1) as b:
         with pytest.raises(RuntimeError, match="raised StopIteration"):
             await within(b.submit(1))
+
+
+# Task.cancelling() (3.11+) is what tells fn's own CancelledError from a cancelled batcher.
+needs_cancelling = pytest.mark.skipif(sys.version_info < (3, 11), reason="needs Python 3.11+")
+
+
+@pytest.mark.parametrize("kind, exc", [
+    pytest.param("async", asyncio.CancelledError, marks=needs_cancelling),
+    pytest.param("async", None, marks=needs_cancelling, id="async-awaits-a-cancelled-future"),
+    ("sync", asyncio.CancelledError),
+    pytest.param("sync", concurrent.futures.CancelledError, id="sync-futures.CancelledError"),
+    ("sync", GeneratorExit),
+    ("async", GeneratorExit),
+])
+async def test_fn_raising_a_base_exception_fails_its_batch_only(kind, exc):
+    # Such an exception from fn is fn's failure: it must not stop the batcher, nor reach the
+    # callers (or the one leaving `async with`) as a cancellation of their own task.
+    calls = []
+
+    def sync_fn(items):
+        calls.append(items)
+        if len(calls) == 1:
+            raise exc()
+        return [x * 10 for x in items]
+
+    async def async_fn(items):
+        if exc is None and not calls:  # e.g. an HTTP call the model makes was cancelled
+            calls.append(items)
+            inner = asyncio.get_running_loop().create_future()
+            inner.cancel()
+            await inner
+        return sync_fn(items)
+
+    async with DynamicBatcher(sync_fn if kind == "sync" else async_fn, max_batch_size=2,
+                              max_wait_ms=1) as b:
+        outcomes = await within(asyncio.gather(b.submit(1), b.submit(2), return_exceptions=True))
+        assert all(isinstance(o, RuntimeError) and "batch function raised" in str(o)
+                   for o in outcomes), outcomes
+        assert await within(b.submit(3)) == 30
+        m = b.metrics()
+    assert (m.batches, m.failed_batches) == (2, 1)
+    assert calls == [[1, 2], [3]]
+
+
+@needs_cancelling
+async def test_a_cancelled_close_does_not_cancel_another_closer():
+    gate = asyncio.Event()  # never set: the model hangs until the batcher is cancelled
+    b = DynamicBatcher(Recorder(gate=gate).async_, max_batch_size=1, max_wait_ms=0)
+    await b.__aenter__()
+    tasks = [asyncio.create_task(b.submit(i)) for i in range(2)]
+    await settle()
+    first, second = asyncio.create_task(b.close()), asyncio.create_task(b.close())
+    await settle()
+    first.cancel()
+    await within(second)  # returns: its own task was not cancelled
+    assert first.cancelled()
+    outcomes = await within(asyncio.gather(*tasks, return_exceptions=True))
+    assert all(isinstance(o, BatcherClosed) for o in outcomes), outcomes
 
 
 async def test_results_may_be_a_lazy_iterable_unpacked_off_the_loop():
@@ -447,3 +506,28 @@ async def test_library_stays_light_and_help_does_not_load_it(how):
     else:
         assert "Usage:" in proc.stdout
         assert not [m for m in loaded if m.startswith("gpuctl.batching")]
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+async def test_interrupt_raised_in_fn_stops_the_program_not_just_its_batch(exc):
+    # Ctrl-C lands in whatever the loop runs, fn included: it must reach asyncio.run, as it
+    # would without the batcher, not be handed to the batch's callers as a failure.
+    seen = []
+
+    async def fn(items):
+        raise exc
+
+    async def serve():
+        async with DynamicBatcher(fn, max_batch_size=1, max_wait_ms=0) as b:
+            try:
+                await b.submit(1)
+            except BaseException as e:
+                seen.append(e)
+                raise
+
+    def run():
+        with pytest.raises(exc):
+            asyncio.run(serve())
+
+    await asyncio.to_thread(run)  # a loop of its own: the exception stops that loop
+    assert not [e for e in seen if isinstance(e, exc)]

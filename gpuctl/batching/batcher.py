@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import math
 import numbers
@@ -10,7 +11,6 @@ import operator
 import time
 from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar, Union
 
 from gpuctl.batching.metrics import BatcherMetrics, MetricsRecorder
@@ -59,7 +59,7 @@ class DynamicBatcher(Generic[T, R]):
     """
 
     def __init__(self, fn: BatchFn, *, max_batch_size: int = 32, max_wait_ms: float = 5.0,
-                 max_queue: int = 1024, executor: Executor | None = None):
+                 max_queue: int = 1024, executor: concurrent.futures.Executor | None = None):
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         max_batch_size = _positive_int("max_batch_size", max_batch_size)
@@ -106,7 +106,8 @@ class DynamicBatcher(Generic[T, R]):
                                 "closed; create a new one")
         self._loop = asyncio.get_running_loop()
         if self._executor is None and not self._is_async:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuctl-batcher")
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="gpuctl-batcher")
         self._task = self._loop.create_task(self._dispatch_loop(), name="gpuctl-batcher")
         if self._own_executor and self._executor is not None:
             executor = self._executor
@@ -126,6 +127,8 @@ class DynamicBatcher(Generic[T, R]):
         try:
             await asyncio.shield(self._task)
         except asyncio.CancelledError:
+            if self._task.done() and not _cancel_requested(asyncio.current_task()):
+                return  # the dispatcher was cancelled (another close() was), not our caller
             self._task.cancel()
             raise
 
@@ -285,12 +288,13 @@ class DynamicBatcher(Generic[T, R]):
             if inspect.isawaitable(results):  # an async callable inspect did not recognise
                 results = await results
             results = _one_per_item(results, len(batch))
-        except Exception as e:  # noqa: BLE001 - fn's failure belongs to its batch's requests
-            self._settle(batch, error=e)
-        except BaseException as e:  # cancelled, KeyboardInterrupt...: the batcher stops
-            self._settle(batch, error=BatcherClosed(
-                f"the DynamicBatcher stopped ({type(e).__name__}) while this request's batch ran"))
-            raise
+        except BaseException as e:  # noqa: BLE001 - fn's failure belongs to its batch's requests
+            if _stops_batcher(e):
+                self._settle(batch, error=BatcherClosed(f"the DynamicBatcher stopped "
+                                                        f"({type(e).__name__}) while this "
+                                                        f"request's batch ran"))
+                raise
+            self._settle(batch, error=e if isinstance(e, Exception) else _from_fn(e))
         else:
             ok = True
             self._settle(batch, results=results)
@@ -327,11 +331,37 @@ def _positive_int(name: str, value: Any) -> int:
 
 
 def _call(fn: Callable, items: list) -> Any:
+    """Run a sync fn in the worker thread (results unpacked there too)."""
     try:
         results = fn(items)
-    except StopIteration as e:  # an asyncio future refuses it, which would hang the batch
-        raise RuntimeError(f"batch function raised StopIteration: {e!r}") from e
-    return results if inspect.isawaitable(results) else _one_per_item(results, len(items))
+        return results if inspect.isawaitable(results) else _one_per_item(results, len(items))
+    except (StopIteration, GeneratorExit, asyncio.CancelledError,
+            concurrent.futures.CancelledError) as e:
+        # Passed on as they are, the loop's future would refuse a StopIteration (the batch would
+        # hang), turn a CancelledError into a cancellation of the batcher itself, and a
+        # GeneratorExit escapes the coroutines awaiting the future even when caught.
+        raise _from_fn(e) from e
+
+
+def _stops_batcher(e: BaseException) -> bool:
+    """Whether an exception out of fn's call stops the batcher rather than fails the batch."""
+    if isinstance(e, asyncio.CancelledError):  # the batcher's own task cancelled, or fn's doing?
+        return _cancel_requested(asyncio.current_task())
+    return isinstance(e, (KeyboardInterrupt, SystemExit))
+
+
+def _cancel_requested(task: asyncio.Task | None) -> bool:
+    """Whether `task` was asked to cancel. Python 3.10 cannot tell: there, assume it was."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling() > 0 if cancelling is not None else True
+
+
+def _from_fn(e: BaseException) -> RuntimeError:
+    """fn's exception, for its callers, when raising it as is would mislead them (a
+    CancelledError would read as their own task's cancellation)."""
+    error = RuntimeError(f"batch function raised {e!r}")
+    error.__cause__ = e
+    return error
 
 
 def _one_per_item(results: Any, expected: int) -> list:
