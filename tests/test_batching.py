@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -141,6 +142,10 @@ async def test_fn_error_fails_its_whole_batch_and_batcher_keeps_serving(kind):
     (lambda items: items + items, "returned 6 results for a batch of 3 items"),
     (lambda items: None, "returned a NoneType, not a sequence of 3 results"),
     (lambda items: {x: x for x in items}, "returned a dict, not a sequence of 3 results"),
+    (lambda items: set(items), "returned a set, not a sequence of 3 results"),  # no order
+    (lambda items: iter(items[:-1]), "returned 2 results for a batch of 3 items"),
+    (lambda items: (x for x in items * 2), "returned more than 3 results for a batch of 3"),
+    (lambda items: itertools.cycle(items), "returned more than 3 results for a batch of 3"),
 ])
 async def test_wrong_number_of_results_fails_the_batch_clearly(returned, message):
     calls = []

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+import itertools
 import math
 import numbers
 import operator
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Set, Sized
 from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar, Union
 
 from gpuctl.batching.metrics import BatcherMetrics, MetricsRecorder
@@ -34,6 +35,8 @@ class BatchResultError(BatchingError):
     """fn returned something that cannot be matched one-to-one with the batch's requests."""
 
     def __init__(self, message: str, *, expected: int, got: int | None):
+        # got: how many results fn returned; None when it returned no sequence, or an
+        # iterator that ran past the batch (it is read no further)
         super().__init__(message, hint="fn(items) must return one result per item, in order")
         self.expected, self.got = expected, got
 
@@ -365,16 +368,21 @@ def _from_fn(e: BaseException) -> RuntimeError:
 
 
 def _one_per_item(results: Any, expected: int) -> list:
-    if isinstance(results, (str, bytes, Mapping)) or not _iterable(results):
+    if isinstance(results, (str, bytes, Mapping, Set)) or not _iterable(results):
         raise BatchResultError(
             f"batch function returned a {type(results).__name__}, not a sequence of {expected} "
             f"results (one per item)", expected=expected, got=None)
-    results = results if type(results) is list else list(results)
-    if len(results) != expected:
+    # Read no further than one past the batch: an endless iterator must not hang it.
+    out = results if type(results) is list else list(itertools.islice(results, expected + 1))
+    if len(out) != expected:
+        got = len(out)
+        if got > expected and out is not results:  # cut short: how many did fn return?
+            got = len(results) if isinstance(results, Sized) else None
         raise BatchResultError(
-            f"batch function returned {len(results)} results for a batch of {expected} items; "
-            f"every request of this batch failed", expected=expected, got=len(results))
-    return results
+            f"batch function returned {f'more than {expected}' if got is None else got} "
+            f"results for a batch of {expected} items; every request of this batch failed",
+            expected=expected, got=got)
+    return out
 
 
 def _iterable(obj: Any) -> bool:
