@@ -536,3 +536,23 @@ async def test_interrupt_raised_in_fn_stops_the_program_not_just_its_batch(exc):
 
     await asyncio.to_thread(run)  # a loop of its own: the exception stops that loop
     assert not [e for e in seen if isinstance(e, exc)]
+
+
+async def test_calls_from_another_thread_s_loop_are_refused_without_harm():
+    rec = Recorder()
+    loop = asyncio.get_running_loop()
+
+    def from_another_loop(call):
+        with pytest.raises(RuntimeError, match="another event loop"):
+            asyncio.run(call())
+
+    async with DynamicBatcher(rec.sync, max_batch_size=2, max_wait_ms=1) as b:
+        await asyncio.to_thread(from_another_loop, lambda: b.submit(1))
+        await asyncio.to_thread(from_another_loop, b.close)
+        assert not b.closed and b.metrics().queue_depth == 0
+        assert await within(b.submit(2)) == "out-2"
+        # the way in from another thread: hand the call to the batcher's own loop
+        threadsafe = await asyncio.to_thread(
+            lambda: asyncio.run_coroutine_threadsafe(b.submit(3), loop).result(5))
+        assert threadsafe == "out-3"
+    assert rec.batches == [[2], [3]]

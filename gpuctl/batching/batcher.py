@@ -122,6 +122,7 @@ class DynamicBatcher(Generic[T, R]):
         If the task awaiting close() is cancelled, what is still queued fails with
         BatcherClosed and a batch already inside fn is left to finish on its own.
         """
+        self._check_loop("close()")
         self._closed = True
         self._wake_dispatcher()
         self._wake_room(everyone=True)
@@ -177,8 +178,13 @@ class DynamicBatcher(Generic[T, R]):
         if self._task is None:
             raise BatcherClosed("submit() before the DynamicBatcher started: use "
                                 "`async with DynamicBatcher(...) as batcher:` (or call start())")
-        if asyncio.get_running_loop() is not self._loop:
-            raise RuntimeError("submit() from another event loop than the one the batcher runs on")
+        self._check_loop("submit(item)")
+
+    def _check_loop(self, call: str) -> None:
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError(f"{call} from another event loop than the one the batcher runs on;"
+                               f" from another thread use asyncio.run_coroutine_threadsafe("
+                               f"batcher.{call}, loop)")
 
     def _drop_if_cancelled(self, req: _Request) -> None:
         if req.state == _QUEUED and req.future.cancelled():
