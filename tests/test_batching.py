@@ -61,6 +61,13 @@ async def settle():
         await asyncio.sleep(0)
 
 
+async def queued_now():
+    """One loop turn: tasks created just before have run (their submits are queued), and no
+    timer has fired since, so what the caller does next lands before any deadline, however
+    late a loaded machine runs the loop."""
+    await asyncio.sleep(0)
+
+
 async def test_lone_request_waits_max_wait_then_goes_alone():
     rec = Recorder()
     async with DynamicBatcher(rec.async_, max_batch_size=8, max_wait_ms=60) as b:
@@ -245,10 +252,11 @@ async def test_results_may_be_a_lazy_iterable_unpacked_off_the_loop():
 
 async def test_sync_fn_runs_in_a_worker_thread_and_the_loop_keeps_accepting():
     threads = []
+    release = threading.Event()
 
-    def slow(items):
+    def blocking(items):  # a blocking model call, until the test lets it finish
         threads.append(threading.current_thread())
-        time.sleep(0.3)  # a blocking model call
+        release.wait(5)
         return items
 
     ticks = 0
@@ -259,17 +267,18 @@ async def test_sync_fn_runs_in_a_worker_thread_and_the_loop_keeps_accepting():
             await asyncio.sleep(0.01)
             ticks += 1
 
-    async with DynamicBatcher(slow, max_batch_size=1, max_wait_ms=0) as b:
+    async with DynamicBatcher(blocking, max_batch_size=1, max_wait_ms=0) as b:
         t = asyncio.create_task(ticker())
         first = asyncio.create_task(b.submit(1))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
         second = asyncio.create_task(b.submit(2))  # accepted while the first batch runs
         await settle()
-        assert b.metrics().queue_depth == 1
-        assert await within(first) == 1 and await within(second) == 2
+        assert b.metrics().queue_depth == 1 and b.metrics().in_flight == 1
         t.cancel()
-    assert ticks >= 10  # the loop ran all through ~0.6 s of blocking model calls
-    assert all(th is not threading.main_thread() for th in threads)
+        release.set()
+        assert await within(first) == 1 and await within(second) == 2
+    assert ticks >= 5  # the loop kept running while the model call blocked (0 if inline)
+    assert threads and all(th is not threading.main_thread() for th in threads)
 
 
 async def test_async_fn_is_awaited_on_the_loop():
@@ -340,10 +349,20 @@ async def test_request_cancelled_while_queued_is_not_sent_and_batch_still_goes()
     rec = Recorder()
     async with DynamicBatcher(rec.async_, max_batch_size=10, max_wait_ms=80) as b:
         a, c, d = (asyncio.create_task(b.submit(x)) for x in "acd")
-        await settle()
+        await queued_now()
         c.cancel()
         assert await within(asyncio.gather(a, d), 5) == ["out-a", "out-d"]
         assert b.metrics().cancelled == 1
+    assert rec.batches == [["a", "d"]]
+
+
+async def test_request_cancelled_in_the_turn_its_full_batch_is_taken_is_not_sent():
+    rec = Recorder()
+    async with DynamicBatcher(rec.async_, max_batch_size=3, max_wait_ms=50) as b:
+        a, c, d = (asyncio.create_task(b.submit(x)) for x in "acd")
+        await queued_now()  # the batch is full: the dispatcher takes it in the next turn...
+        c.cancel()  # ...before the cancellation's callbacks run
+        assert await within(asyncio.gather(a, d)) == ["out-a", "out-d"]
     assert rec.batches == [["a", "d"]]
 
 
@@ -351,10 +370,11 @@ async def test_batch_whose_requests_all_cancelled_never_reaches_fn():
     rec = Recorder()
     async with DynamicBatcher(rec.sync, max_batch_size=4, max_wait_ms=20) as b:
         tasks = [asyncio.create_task(b.submit(i)) for i in range(3)]
-        await settle()
+        await queued_now()
+        assert b.metrics().queue_depth == 3
         for t in tasks:
             t.cancel()
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.06)  # past the deadline: a batch of cancelled requests would go
         assert rec.batches == []
         assert b.metrics().queue_depth == 0
         assert await within(b.submit(9)) == "out-9"
