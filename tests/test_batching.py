@@ -484,6 +484,66 @@ async def test_metrics_snapshot_for_export():
         m.batches = 0
 
 
+async def test_metrics_numbers_match_a_hand_computed_account():
+    # The test times each submit and each fn call itself and works out every metric from
+    # those: an async fn starts in the loop turn that dispatches it, so both clocks agree to
+    # well under a millisecond per request (slack: 2 ms).
+    submitted, calls = {}, []  # item -> submit time; (start, end, items) per fn call
+    release = {"z": asyncio.Event(), "a": asyncio.Event()}  # batches held until looked at
+
+    async def fn(items):
+        start = time.monotonic()
+        if items[0] in release:
+            await within(release[items[0]].wait())
+        await asyncio.sleep(0.01)
+        calls.append((start, time.monotonic(), list(items)))
+        if "bad" in items:
+            raise ValueError("bad input")
+        return items
+
+    async def submit(b, x):
+        submitted[x] = time.monotonic()
+        return await b.submit(x)
+
+    async def until(cond):
+        while not cond():
+            await asyncio.sleep(0.002)
+
+    async with DynamicBatcher(fn, max_batch_size=3, max_wait_ms=30) as b:
+        z = asyncio.create_task(submit(b, "z"))  # alone: goes after max_wait, then held
+        await within(until(lambda: b.metrics().in_flight == 1))
+        abc = []
+        for x in "abc":  # queue behind it 20 ms apart, so each waits differently
+            abc.append(asyncio.create_task(submit(b, x)))
+            await asyncio.sleep(0.02)
+        live = b.metrics()
+        assert (live.batches, live.requests, live.in_flight, live.queue_depth) == (1, 1, 1, 3)
+        assert live.mean_run_ms == 0.0  # no batch has finished yet
+        release["z"].set()
+        await within(until(lambda: b.metrics().batches == 2))  # [a, b, c] runs, held
+        live = b.metrics()
+        z_run = calls[0][1] - calls[0][0]
+        assert (live.in_flight, live.queue_depth) == (3, 0)
+        assert live.mean_run_ms == pytest.approx(1000 * z_run, abs=2)  # the finished one only
+        release["a"].set()
+        await within(asyncio.gather(z, *abc))
+        with pytest.raises(ValueError):
+            await within(submit(b, "bad"))  # alone again: waits max_wait, then fails
+        m = b.metrics()
+
+    assert [items for _s, _e, items in calls] == [["z"], ["a", "b", "c"], ["bad"]]
+    waits = [start - submitted[x] for start, _end, items in calls for x in items]
+    runs = [end - start for start, end, _items in calls]
+    assert (m.batches, m.requests, m.failed_batches, m.cancelled) == (3, 5, 1, 0)
+    assert (m.queue_depth, m.in_flight, m.max_queue) == (0, 0, 1024)
+    assert m.batch_sizes == {1: 2, 3: 1} and m.mean_batch_size == pytest.approx(5 / 3)
+    assert m.wait_seconds_sum == pytest.approx(sum(waits), abs=0.002 * 5)
+    assert m.wait_seconds_max == pytest.approx(max(waits), abs=0.002)
+    assert m.mean_wait_ms == pytest.approx(1000 * sum(waits) / 5, abs=2)
+    assert m.run_seconds_sum == pytest.approx(sum(runs), abs=0.002 * 3)
+    assert m.mean_run_ms == pytest.approx(1000 * sum(runs) / 3, abs=2)
+
+
 @pytest.mark.parametrize("kwargs, error", [
     ({"max_batch_size": 0}, "max_batch_size must be an integer >= 1"),
     ({"max_batch_size": 2.5}, "max_batch_size must be an integer >= 1"),
