@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import gc
 import itertools
 import json
 import os
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -542,6 +544,32 @@ async def test_metrics_numbers_match_a_hand_computed_account():
     assert m.mean_wait_ms == pytest.approx(1000 * sum(waits) / 5, abs=2)
     assert m.run_seconds_sum == pytest.approx(sum(runs), abs=0.002 * 3)
     assert m.mean_run_ms == pytest.approx(1000 * sum(runs) / 3, abs=2)
+
+
+async def test_batcher_keeps_no_item_or_result_once_answered():
+    class Obj:  # weakly referenceable, unlike ints and strings
+        def __init__(self, n):
+            self.n = n
+
+    def fn(items):
+        if any(it.n == 5 for it in items):
+            raise ValueError("model rejected 5")  # its batch fails: that path too
+        return [Obj(-it.n) for it in items]
+
+    refs = []
+
+    async def one(b, n):
+        item = Obj(n)
+        refs.append(weakref.ref(item))
+        try:
+            refs.append(weakref.ref(await b.submit(item)))
+        except ValueError:
+            pass
+
+    async with DynamicBatcher(fn, max_batch_size=4, max_wait_ms=1, max_queue=4) as b:
+        await within(asyncio.gather(*(one(b, n) for n in range(20))))
+        gc.collect()
+        assert len(refs) == 20 + 16 and [r() for r in refs if r() is not None] == []
 
 
 @pytest.mark.parametrize("kwargs, error", [
