@@ -347,6 +347,25 @@ async def test_freed_slot_goes_to_the_submitter_held_longest_not_to_a_newcomer()
     assert rec.batches == [["running"], ["held"], ["late"]]
 
 
+async def test_submitter_cancelled_right_after_getting_a_slot_passes_it_on():
+    gate = asyncio.Event()
+    rec = Recorder(gate=gate)
+    async with DynamicBatcher(rec.async_, max_batch_size=1, max_wait_ms=0, max_queue=1) as b:
+        running = asyncio.create_task(b.submit("running"))  # dispatched, held at the gate
+        await settle()
+        queued = asyncio.create_task(b.submit("queued"))  # fills the queue
+        await settle()
+        w1, w2 = (asyncio.create_task(b.submit(x)) for x in ("w1", "w2"))  # wait for room
+        await settle()
+        queued.cancel()  # its slot goes to w1...
+        asyncio.get_running_loop().call_soon(w1.cancel)  # ...cancelled before it runs
+        await settle()
+        assert w1.cancelled() and b.metrics().queue_depth == 1  # w2 has the slot
+        gate.set()
+        assert await within(asyncio.gather(running, w2)) == ["out-running", "out-w2"]
+    assert rec.batches == [["running"], ["w2"]]
+
+
 async def test_request_cancelled_while_queued_is_not_sent_and_batch_still_goes():
     rec = Recorder()
     async with DynamicBatcher(rec.async_, max_batch_size=10, max_wait_ms=80) as b:
@@ -406,8 +425,11 @@ async def test_leaving_async_with_flushes_queued_requests():
     async with b:
         tasks = [asyncio.create_task(b.submit(i)) for i in range(5)]
         await settle()
+        other_closer = asyncio.create_task(b.close())  # closing twice at once is fine
         t0 = time.monotonic()
     assert time.monotonic() - t0 < TOL + 0.5  # not the 60 s max_wait
+    await within(other_closer)
+    await within(b.close())  # and once more, after the fact
     assert [t.result() for t in tasks] == [f"out-{i}" for i in range(5)]
     assert rec.batches == [[0, 1], [2, 3], [4]]
 
