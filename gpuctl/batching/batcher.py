@@ -119,8 +119,9 @@ class DynamicBatcher(Generic[T, R]):
     async def close(self) -> None:
         """Refuse new requests, run every queued one through fn, then stop. Idempotent.
 
-        If the task awaiting close() is cancelled, what is still queued fails with
-        BatcherClosed and a batch already inside fn is left to finish on its own.
+        If the task awaiting close() is cancelled, the batcher stops at once: what is still
+        queued, and the batch inside fn, fail with BatcherClosed (an async fn is cancelled; a
+        sync fn's thread cannot be, and runs on with its result dropped).
         """
         self._check_loop("close()")
         self._closed = True
