@@ -291,8 +291,10 @@ async def test_async_fn_is_awaited_on_the_loop():
             return [x * 2 for x in items]
 
     model = Model()
+    before = set(threading.enumerate())
     async with DynamicBatcher(model, max_batch_size=2, max_wait_ms=1) as b:
         assert await within(b.submit(21)) == 42
+        assert set(threading.enumerate()) <= before  # no worker thread started for it
     assert model.thread is threading.main_thread()
 
 
