@@ -117,7 +117,7 @@ def run_suite(fn, item, *, unit: str, batch_sizes: list[int], max_wait_ms: float
             label = f"{name} {rate:,.0f}/s"
             print(f"{label:<18}{bs:>9}{r['served']:>12,.0f}{r['p50'] * 1000:>10.1f}"
                   f"{r['p99'] * 1000:>10.1f}{r['mean_batch']:>12.1f}"
-                  f"{r['served'] / ref['served']:>10.2f}x{r['p99'] / ref['p99']:>10.2f}x",
+                  f"{r['served'] / ref['served']:>10.2f}x{r['p99'] / ref['p99']:>10.3g}x",
                   flush=True)
             if name == "heavy" and bs == max(batch_sizes) and bs != base:
                 ratio = r["served"] / ref["served"]

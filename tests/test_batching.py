@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import gc
+import itertools
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -57,6 +61,13 @@ async def settle():
     """Let every ready task run (submits enqueue, cancellations land)."""
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+async def queued_now():
+    """One loop turn: tasks created just before have run (their submits are queued), and no
+    timer has fired since, so what the caller does next lands before any deadline, however
+    late a loaded machine runs the loop."""
+    await asyncio.sleep(0)
 
 
 async def test_lone_request_waits_max_wait_then_goes_alone():
@@ -140,6 +151,10 @@ async def test_fn_error_fails_its_whole_batch_and_batcher_keeps_serving(kind):
     (lambda items: items + items, "returned 6 results for a batch of 3 items"),
     (lambda items: None, "returned a NoneType, not a sequence of 3 results"),
     (lambda items: {x: x for x in items}, "returned a dict, not a sequence of 3 results"),
+    (lambda items: set(items), "returned a set, not a sequence of 3 results"),  # no order
+    (lambda items: iter(items[:-1]), "returned 2 results for a batch of 3 items"),
+    (lambda items: (x for x in items * 2), "returned more than 3 results for a batch of 3"),
+    (lambda items: itertools.cycle(items), "returned more than 3 results for a batch of 3"),
 ])
 async def test_wrong_number_of_results_fails_the_batch_clearly(returned, message):
     calls = []
@@ -166,6 +181,64 @@ async def test_sync_fn_raising_stopiteration_fails_its_batch_instead_of_hanging_
             await within(b.submit(1))
 
 
+# Task.cancelling() (3.11+) is what tells fn's own CancelledError from a cancelled batcher.
+needs_cancelling = pytest.mark.skipif(sys.version_info < (3, 11), reason="needs Python 3.11+")
+
+
+@pytest.mark.parametrize("kind, exc", [
+    pytest.param("async", asyncio.CancelledError, marks=needs_cancelling),
+    pytest.param("async", None, marks=needs_cancelling, id="async-awaits-a-cancelled-future"),
+    ("sync", asyncio.CancelledError),
+    pytest.param("sync", concurrent.futures.CancelledError, id="sync-futures.CancelledError"),
+    ("sync", GeneratorExit),
+    ("async", GeneratorExit),
+])
+async def test_fn_raising_a_base_exception_fails_its_batch_only(kind, exc):
+    # Such an exception from fn is fn's failure: it must not stop the batcher, nor reach the
+    # callers (or the one leaving `async with`) as a cancellation of their own task.
+    calls = []
+
+    def sync_fn(items):
+        calls.append(items)
+        if len(calls) == 1:
+            raise exc()
+        return [x * 10 for x in items]
+
+    async def async_fn(items):
+        if exc is None and not calls:  # e.g. an HTTP call the model makes was cancelled
+            calls.append(items)
+            inner = asyncio.get_running_loop().create_future()
+            inner.cancel()
+            await inner
+        return sync_fn(items)
+
+    async with DynamicBatcher(sync_fn if kind == "sync" else async_fn, max_batch_size=2,
+                              max_wait_ms=1) as b:
+        outcomes = await within(asyncio.gather(b.submit(1), b.submit(2), return_exceptions=True))
+        assert all(isinstance(o, RuntimeError) and "batch function raised" in str(o)
+                   for o in outcomes), outcomes
+        assert await within(b.submit(3)) == 30
+        m = b.metrics()
+    assert (m.batches, m.failed_batches) == (2, 1)
+    assert calls == [[1, 2], [3]]
+
+
+@needs_cancelling
+async def test_a_cancelled_close_does_not_cancel_another_closer():
+    gate = asyncio.Event()  # never set: the model hangs until the batcher is cancelled
+    b = DynamicBatcher(Recorder(gate=gate).async_, max_batch_size=1, max_wait_ms=0)
+    await b.__aenter__()
+    tasks = [asyncio.create_task(b.submit(i)) for i in range(2)]
+    await settle()
+    first, second = asyncio.create_task(b.close()), asyncio.create_task(b.close())
+    await settle()
+    first.cancel()
+    await within(second)  # returns: its own task was not cancelled
+    assert first.cancelled()
+    outcomes = await within(asyncio.gather(*tasks, return_exceptions=True))
+    assert all(isinstance(o, BatcherClosed) for o in outcomes), outcomes
+
+
 async def test_results_may_be_a_lazy_iterable_unpacked_off_the_loop():
     threads = set()
 
@@ -181,10 +254,11 @@ async def test_results_may_be_a_lazy_iterable_unpacked_off_the_loop():
 
 async def test_sync_fn_runs_in_a_worker_thread_and_the_loop_keeps_accepting():
     threads = []
+    release = threading.Event()
 
-    def slow(items):
+    def blocking(items):  # a blocking model call, until the test lets it finish
         threads.append(threading.current_thread())
-        time.sleep(0.3)  # a blocking model call
+        release.wait(5)
         return items
 
     ticks = 0
@@ -195,17 +269,18 @@ async def test_sync_fn_runs_in_a_worker_thread_and_the_loop_keeps_accepting():
             await asyncio.sleep(0.01)
             ticks += 1
 
-    async with DynamicBatcher(slow, max_batch_size=1, max_wait_ms=0) as b:
+    async with DynamicBatcher(blocking, max_batch_size=1, max_wait_ms=0) as b:
         t = asyncio.create_task(ticker())
         first = asyncio.create_task(b.submit(1))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
         second = asyncio.create_task(b.submit(2))  # accepted while the first batch runs
         await settle()
-        assert b.metrics().queue_depth == 1
-        assert await within(first) == 1 and await within(second) == 2
+        assert b.metrics().queue_depth == 1 and b.metrics().in_flight == 1
         t.cancel()
-    assert ticks >= 10  # the loop ran all through ~0.6 s of blocking model calls
-    assert all(th is not threading.main_thread() for th in threads)
+        release.set()
+        assert await within(first) == 1 and await within(second) == 2
+    assert ticks >= 5  # the loop kept running while the model call blocked (0 if inline)
+    assert threads and all(th is not threading.main_thread() for th in threads)
 
 
 async def test_async_fn_is_awaited_on_the_loop():
@@ -216,8 +291,10 @@ async def test_async_fn_is_awaited_on_the_loop():
             return [x * 2 for x in items]
 
     model = Model()
+    before = set(threading.enumerate())
     async with DynamicBatcher(model, max_batch_size=2, max_wait_ms=1) as b:
         assert await within(b.submit(21)) == 42
+        assert set(threading.enumerate()) <= before  # no worker thread started for it
     assert model.thread is threading.main_thread()
 
 
@@ -252,14 +329,63 @@ async def test_bounded_queue_holds_back_extra_submitters():
     assert gone.cancelled()
 
 
+async def test_freed_slot_goes_to_the_submitter_held_longest_not_to_a_newcomer():
+    gate = asyncio.Event()
+    rec = Recorder(gate=gate)
+    async with DynamicBatcher(rec.async_, max_batch_size=2, max_wait_ms=0, max_queue=2) as b:
+        running = asyncio.create_task(b.submit("running"))  # dispatched, held at the gate
+        await settle()
+        queued = [asyncio.create_task(b.submit(x)) for x in ("q1", "q2")]  # fill the queue
+        await settle()
+        held = asyncio.create_task(b.submit("held"))  # waits for room
+        await settle()
+        for t in queued:  # frees both slots, and in the same loop turn a newcomer arrives
+            t.cancel()
+        late = asyncio.create_task(b.submit("late"))
+        await settle()
+        assert b.metrics().queue_depth == 2  # both in: the spare slot was passed on
+        gate.set()
+        await within(asyncio.gather(running, held, late))
+    assert rec.batches == [["running"], ["held", "late"]]
+
+
+async def test_submitter_cancelled_right_after_getting_a_slot_passes_it_on():
+    gate = asyncio.Event()
+    rec = Recorder(gate=gate)
+    async with DynamicBatcher(rec.async_, max_batch_size=1, max_wait_ms=0, max_queue=1) as b:
+        running = asyncio.create_task(b.submit("running"))  # dispatched, held at the gate
+        await settle()
+        queued = asyncio.create_task(b.submit("queued"))  # fills the queue
+        await settle()
+        w1, w2 = (asyncio.create_task(b.submit(x)) for x in ("w1", "w2"))  # wait for room
+        await settle()
+        queued.cancel()  # its slot goes to w1...
+        asyncio.get_running_loop().call_soon(w1.cancel)  # ...cancelled before it runs
+        await settle()
+        assert w1.cancelled() and b.metrics().queue_depth == 1  # w2 has the slot
+        gate.set()
+        assert await within(asyncio.gather(running, w2)) == ["out-running", "out-w2"]
+    assert rec.batches == [["running"], ["w2"]]
+
+
 async def test_request_cancelled_while_queued_is_not_sent_and_batch_still_goes():
     rec = Recorder()
     async with DynamicBatcher(rec.async_, max_batch_size=10, max_wait_ms=80) as b:
         a, c, d = (asyncio.create_task(b.submit(x)) for x in "acd")
-        await settle()
+        await queued_now()
         c.cancel()
         assert await within(asyncio.gather(a, d), 5) == ["out-a", "out-d"]
         assert b.metrics().cancelled == 1
+    assert rec.batches == [["a", "d"]]
+
+
+async def test_request_cancelled_in_the_turn_its_full_batch_is_taken_is_not_sent():
+    rec = Recorder()
+    async with DynamicBatcher(rec.async_, max_batch_size=3, max_wait_ms=50) as b:
+        a, c, d = (asyncio.create_task(b.submit(x)) for x in "acd")
+        await queued_now()  # the batch is full: the dispatcher takes it in the next turn...
+        c.cancel()  # ...before the cancellation's callbacks run
+        assert await within(asyncio.gather(a, d)) == ["out-a", "out-d"]
     assert rec.batches == [["a", "d"]]
 
 
@@ -267,10 +393,11 @@ async def test_batch_whose_requests_all_cancelled_never_reaches_fn():
     rec = Recorder()
     async with DynamicBatcher(rec.sync, max_batch_size=4, max_wait_ms=20) as b:
         tasks = [asyncio.create_task(b.submit(i)) for i in range(3)]
-        await settle()
+        await queued_now()
+        assert b.metrics().queue_depth == 3
         for t in tasks:
             t.cancel()
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.06)  # past the deadline: a batch of cancelled requests would go
         assert rec.batches == []
         assert b.metrics().queue_depth == 0
         assert await within(b.submit(9)) == "out-9"
@@ -300,8 +427,11 @@ async def test_leaving_async_with_flushes_queued_requests():
     async with b:
         tasks = [asyncio.create_task(b.submit(i)) for i in range(5)]
         await settle()
+        other_closer = asyncio.create_task(b.close())  # closing twice at once is fine
         t0 = time.monotonic()
     assert time.monotonic() - t0 < TOL + 0.5  # not the 60 s max_wait
+    await within(other_closer)
+    await within(b.close())  # and once more, after the fact
     assert [t.result() for t in tasks] == [f"out-{i}" for i in range(5)]
     assert rec.batches == [[0, 1], [2, 3], [4]]
 
@@ -380,6 +510,92 @@ async def test_metrics_snapshot_for_export():
         m.batches = 0
 
 
+async def test_metrics_numbers_match_a_hand_computed_account():
+    # The test times each submit and each fn call itself and works out every metric from
+    # those: an async fn starts in the loop turn that dispatches it, so both clocks agree to
+    # well under a millisecond per request (slack: 2 ms).
+    submitted, calls = {}, []  # item -> submit time; (start, end, items) per fn call
+    release = {"z": asyncio.Event(), "a": asyncio.Event()}  # batches held until looked at
+
+    async def fn(items):
+        start = time.monotonic()
+        if items[0] in release:
+            await within(release[items[0]].wait())
+        await asyncio.sleep(0.01)
+        calls.append((start, time.monotonic(), list(items)))
+        if "bad" in items:
+            raise ValueError("bad input")
+        return items
+
+    async def submit(b, x):
+        submitted[x] = time.monotonic()
+        return await b.submit(x)
+
+    async def until(cond):
+        while not cond():
+            await asyncio.sleep(0.002)
+
+    async with DynamicBatcher(fn, max_batch_size=3, max_wait_ms=30) as b:
+        z = asyncio.create_task(submit(b, "z"))  # alone: goes after max_wait, then held
+        await within(until(lambda: b.metrics().in_flight == 1))
+        abc = []
+        for x in "abc":  # queue behind it 20 ms apart, so each waits differently
+            abc.append(asyncio.create_task(submit(b, x)))
+            await asyncio.sleep(0.02)
+        live = b.metrics()
+        assert (live.batches, live.requests, live.in_flight, live.queue_depth) == (1, 1, 1, 3)
+        assert live.mean_run_ms == 0.0  # no batch has finished yet
+        release["z"].set()
+        await within(until(lambda: b.metrics().batches == 2))  # [a, b, c] runs, held
+        live = b.metrics()
+        z_run = calls[0][1] - calls[0][0]
+        assert (live.in_flight, live.queue_depth) == (3, 0)
+        assert live.mean_run_ms == pytest.approx(1000 * z_run, abs=2)  # the finished one only
+        release["a"].set()
+        await within(asyncio.gather(z, *abc))
+        with pytest.raises(ValueError):
+            await within(submit(b, "bad"))  # alone again: waits max_wait, then fails
+        m = b.metrics()
+
+    assert [items for _s, _e, items in calls] == [["z"], ["a", "b", "c"], ["bad"]]
+    waits = [start - submitted[x] for start, _end, items in calls for x in items]
+    runs = [end - start for start, end, _items in calls]
+    assert (m.batches, m.requests, m.failed_batches, m.cancelled) == (3, 5, 1, 0)
+    assert (m.queue_depth, m.in_flight, m.max_queue) == (0, 0, 1024)
+    assert m.batch_sizes == {1: 2, 3: 1} and m.mean_batch_size == pytest.approx(5 / 3)
+    assert m.wait_seconds_sum == pytest.approx(sum(waits), abs=0.002 * 5)
+    assert m.wait_seconds_max == pytest.approx(max(waits), abs=0.002)
+    assert m.mean_wait_ms == pytest.approx(1000 * sum(waits) / 5, abs=2)
+    assert m.run_seconds_sum == pytest.approx(sum(runs), abs=0.002 * 3)
+    assert m.mean_run_ms == pytest.approx(1000 * sum(runs) / 3, abs=2)
+
+
+async def test_batcher_keeps_no_item_or_result_once_answered():
+    class Obj:  # weakly referenceable, unlike ints and strings
+        def __init__(self, n):
+            self.n = n
+
+    def fn(items):
+        if any(it.n == 5 for it in items):
+            raise ValueError("model rejected 5")  # its batch fails: that path too
+        return [Obj(-it.n) for it in items]
+
+    refs = []
+
+    async def one(b, n):
+        item = Obj(n)
+        refs.append(weakref.ref(item))
+        try:
+            refs.append(weakref.ref(await b.submit(item)))
+        except ValueError:
+            pass
+
+    async with DynamicBatcher(fn, max_batch_size=4, max_wait_ms=1, max_queue=4) as b:
+        await within(asyncio.gather(*(one(b, n) for n in range(20))))
+        gc.collect()
+        assert len(refs) == 20 + 16 and [r() for r in refs if r() is not None] == []
+
+
 @pytest.mark.parametrize("kwargs, error", [
     ({"max_batch_size": 0}, "max_batch_size must be an integer >= 1"),
     ({"max_batch_size": 2.5}, "max_batch_size must be an integer >= 1"),
@@ -427,3 +643,57 @@ async def test_library_stays_light_and_help_does_not_load_it(how):
     else:
         assert "Usage:" in proc.stdout
         assert not [m for m in loaded if m.startswith("gpuctl.batching")]
+
+
+INTERRUPT_PROBE = """
+import asyncio, sys
+from gpuctl.batching import DynamicBatcher
+exc = {"KeyboardInterrupt": KeyboardInterrupt, "SystemExit": SystemExit}[sys.argv[1]]
+seen = []
+async def fn(items):
+    raise exc
+async def serve():
+    async with DynamicBatcher(fn, max_batch_size=1, max_wait_ms=0) as b:
+        try:
+            await b.submit(1)
+        except BaseException as e:
+            seen.append(type(e).__name__)
+            raise
+try:
+    asyncio.run(serve())
+except BaseException as e:
+    print("RAISED:" + type(e).__name__, "CALLER_SAW:" + ",".join(seen))
+"""
+
+
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit"])
+async def test_interrupt_raised_in_fn_stops_the_program_not_just_its_batch(exc):
+    # Ctrl-C lands in whatever the loop runs, fn included: it must reach asyncio.run, as it
+    # would without the batcher, not be handed to the batch's callers as a failure. (In a
+    # process of its own: an interrupt that escapes asyncio.run leaves a task behind whose
+    # late "exception never retrieved" log can upset a later compile in pytest's process.)
+    proc = subprocess.run([sys.executable, "-c", INTERRUPT_PROBE, exc], capture_output=True,
+                          text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)
+    outcome = [ln for ln in proc.stdout.splitlines() if ln.startswith("RAISED:")]
+    assert outcome and outcome[0].split()[0] == f"RAISED:{exc}", proc.stdout + proc.stderr
+    assert "RuntimeError" not in outcome[0]
+
+
+async def test_calls_from_another_thread_s_loop_are_refused_without_harm():
+    rec = Recorder()
+    loop = asyncio.get_running_loop()
+
+    def from_another_loop(call):
+        with pytest.raises(RuntimeError, match="another event loop"):
+            asyncio.run(call())
+
+    async with DynamicBatcher(rec.sync, max_batch_size=2, max_wait_ms=1) as b:
+        await asyncio.to_thread(from_another_loop, lambda: b.submit(1))
+        await asyncio.to_thread(from_another_loop, b.close)
+        assert not b.closed and b.metrics().queue_depth == 0
+        assert await within(b.submit(2)) == "out-2"
+        # the way in from another thread: hand the call to the batcher's own loop
+        threadsafe = await asyncio.to_thread(
+            lambda: asyncio.run_coroutine_threadsafe(b.submit(3), loop).result(5))
+        assert threadsafe == "out-3"
+    assert rec.batches == [[2], [3]]

@@ -38,6 +38,13 @@ def test_pad_stack_pads_the_first_axis_and_unstack_trims_back():
     assert all(np.array_equal(a, b) for a, b in zip(back, items))
 
 
+def test_pad_stack_promotes_mixed_dtypes_like_stack_instead_of_truncating():
+    items = [np.array([1, 2], dtype=np.int64), np.array([0.5], dtype=np.float32)]
+    batch, _lengths = pad_stack(items)
+    assert batch.dtype == stack([np.zeros(2, np.int64), np.zeros(2, np.float32)]).dtype
+    assert batch.tolist() == [[1.0, 2.0], [0.5, 0.0]]
+
+
 def test_pad_stack_refuses_items_differing_beyond_the_first_axis():
     with pytest.raises(ValueError, match=r"item 1 of shape \(2, 5\).*only the first axis may differ"):
         pad_stack([np.zeros((3, 4)), np.zeros((2, 5))])
@@ -77,6 +84,8 @@ def test_torch_stack_pad_and_unstack():
     assert batch[0, 2].tolist() == [0.5, 0.5]
     assert [t.shape for t in unstack(batch, lengths)] == [(2, 2), (3, 2)]
     assert stack([torch.ones(3), torch.zeros(3)]).shape == (2, 3)
+    mixed, _lengths = pad_stack([torch.tensor([1, 2]), torch.tensor([0.5])])  # int64, float32
+    assert mixed.dtype == torch.float32 and mixed.tolist() == [[1.0, 2.0], [0.5, 0.0]]
     with pytest.raises(TypeError, match="item 1 is a ndarray, item 0 a torch.Tensor"):
         stack([torch.ones(2), np.ones(2)])
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
+import itertools
 import math
 import numbers
 import operator
 import time
 from collections import deque
-from collections.abc import Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Mapping, Set, Sized
 from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar, Union
 
 from gpuctl.batching.metrics import BatcherMetrics, MetricsRecorder
@@ -34,6 +35,8 @@ class BatchResultError(BatchingError):
     """fn returned something that cannot be matched one-to-one with the batch's requests."""
 
     def __init__(self, message: str, *, expected: int, got: int | None):
+        # got: how many results fn returned; None when it returned no sequence, or an
+        # iterator that ran past the batch (it is read no further)
         super().__init__(message, hint="fn(items) must return one result per item, in order")
         self.expected, self.got = expected, got
 
@@ -59,7 +62,7 @@ class DynamicBatcher(Generic[T, R]):
     """
 
     def __init__(self, fn: BatchFn, *, max_batch_size: int = 32, max_wait_ms: float = 5.0,
-                 max_queue: int = 1024, executor: Executor | None = None):
+                 max_queue: int = 1024, executor: concurrent.futures.Executor | None = None):
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         max_batch_size = _positive_int("max_batch_size", max_batch_size)
@@ -87,6 +90,7 @@ class DynamicBatcher(Generic[T, R]):
         self._in_flight = 0
         self._wakeup: asyncio.Future | None = None  # set while the dispatcher sleeps
         self._room_waiters: deque[asyncio.Future] = deque()  # submitters held by back-pressure
+        self._reserved = 0  # queue slots promised to woken submitters that have not run yet
         self._metrics = MetricsRecorder()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -105,7 +109,8 @@ class DynamicBatcher(Generic[T, R]):
                                 "closed; create a new one")
         self._loop = asyncio.get_running_loop()
         if self._executor is None and not self._is_async:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuctl-batcher")
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="gpuctl-batcher")
         self._task = self._loop.create_task(self._dispatch_loop(), name="gpuctl-batcher")
         if self._own_executor and self._executor is not None:
             executor = self._executor
@@ -114,9 +119,11 @@ class DynamicBatcher(Generic[T, R]):
     async def close(self) -> None:
         """Refuse new requests, run every queued one through fn, then stop. Idempotent.
 
-        If the task awaiting close() is cancelled, what is still queued fails with
-        BatcherClosed and a batch already inside fn is left to finish on its own.
+        If the task awaiting close() is cancelled, the batcher stops at once: what is still
+        queued, and the batch inside fn, fail with BatcherClosed (an async fn is cancelled; a
+        sync fn's thread cannot be, and runs on with its result dropped).
         """
+        self._check_loop("close()")
         self._closed = True
         self._wake_dispatcher()
         self._wake_room(everyone=True)
@@ -125,6 +132,8 @@ class DynamicBatcher(Generic[T, R]):
         try:
             await asyncio.shield(self._task)
         except asyncio.CancelledError:
+            if self._task.done() and not _cancel_requested(asyncio.current_task()):
+                return  # the dispatcher was cancelled (another close() was), not our caller
             self._task.cancel()
             raise
 
@@ -141,19 +150,18 @@ class DynamicBatcher(Generic[T, R]):
         Cancelling the call while queued removes the item from its batch before dispatch.
         """
         self._check_open()
-        if self._queued >= self.max_queue or self._room_waiters:
-            front = False  # newcomers queue behind earlier waiters; a waiter that lost its slot
-            while True:    # to a race goes back to the front
-                await self._wait_for_room(front)
-                self._check_open()
-                if self._queued < self.max_queue:
-                    break
-                front = True
+        # Newcomers queue behind earlier waiters, even those woken but not yet run: FIFO.
+        held = bool(self._room_waiters or self._reserved or self._queued >= self.max_queue)
+        if held:
+            await self._wait_for_room()
+            self._check_open()
         loop = self._loop
         req = _Request(item, loop.create_future(), loop.time())
         req.future.add_done_callback(lambda _f, req=req: self._drop_if_cancelled(req))
         self._queue.append(req)
         self._queued += 1
+        if held:
+            self._wake_room()  # room beyond this caller's slot goes to the next in line
         if self._queued == 1 or self._queued >= self.max_batch_size:
             self._wake_dispatcher()
         return await req.future
@@ -171,8 +179,13 @@ class DynamicBatcher(Generic[T, R]):
         if self._task is None:
             raise BatcherClosed("submit() before the DynamicBatcher started: use "
                                 "`async with DynamicBatcher(...) as batcher:` (or call start())")
-        if asyncio.get_running_loop() is not self._loop:
-            raise RuntimeError("submit() from another event loop than the one the batcher runs on")
+        self._check_loop("submit(item)")
+
+    def _check_loop(self, call: str) -> None:
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError(f"{call} from another event loop than the one the batcher runs on;"
+                               f" from another thread use asyncio.run_coroutine_threadsafe("
+                               f"batcher.{call}, loop)")
 
     def _drop_if_cancelled(self, req: _Request) -> None:
         if req.state == _QUEUED and req.future.cancelled():
@@ -181,12 +194,10 @@ class DynamicBatcher(Generic[T, R]):
             self._metrics.cancelled += 1
             self._wake_room()
 
-    async def _wait_for_room(self, front: bool) -> None:
+    async def _wait_for_room(self) -> None:
+        """Wait, first come first served, until a queue slot is reserved for this caller."""
         waiter = self._loop.create_future()
-        if front:
-            self._room_waiters.appendleft(waiter)
-        else:
-            self._room_waiters.append(waiter)
+        self._room_waiters.append(waiter)
         try:
             await waiter
         except asyncio.CancelledError:
@@ -195,16 +206,22 @@ class DynamicBatcher(Generic[T, R]):
                     self._room_waiters.remove(waiter)
                 except ValueError:  # already popped by a wake-up
                     pass
-            else:  # woken, then cancelled before running: pass the free slot on
+            else:  # woken, then cancelled before running: pass the reserved slot on
+                self._reserved -= 1
                 self._wake_room()
             raise
+        self._reserved -= 1
 
     def _wake_room(self, everyone: bool = False) -> None:
-        free = len(self._room_waiters) if everyone else self.max_queue - self._queued
+        # A woken waiter runs later; its slot stays reserved until then, so that a newcomer
+        # submitting in between cannot take it.
+        free = len(self._room_waiters) if everyone else \
+            self.max_queue - self._queued - self._reserved
         while free > 0 and self._room_waiters:
             waiter = self._room_waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+                self._reserved += 1
                 free -= 1
 
     # -- dispatch ------------------------------------------------------------------------------
@@ -281,12 +298,13 @@ class DynamicBatcher(Generic[T, R]):
             if inspect.isawaitable(results):  # an async callable inspect did not recognise
                 results = await results
             results = _one_per_item(results, len(batch))
-        except Exception as e:  # noqa: BLE001 - fn's failure belongs to its batch's requests
-            self._settle(batch, error=e)
-        except BaseException as e:  # cancelled, KeyboardInterrupt...: the batcher stops
-            self._settle(batch, error=BatcherClosed(
-                f"the DynamicBatcher stopped ({type(e).__name__}) while this request's batch ran"))
-            raise
+        except BaseException as e:  # noqa: BLE001 - fn's failure belongs to its batch's requests
+            if _stops_batcher(e):
+                self._settle(batch, error=BatcherClosed(f"the DynamicBatcher stopped "
+                                                        f"({type(e).__name__}) while this "
+                                                        f"request's batch ran"))
+                raise
+            self._settle(batch, error=e if isinstance(e, Exception) else _from_fn(e))
         else:
             ok = True
             self._settle(batch, results=results)
@@ -323,24 +341,55 @@ def _positive_int(name: str, value: Any) -> int:
 
 
 def _call(fn: Callable, items: list) -> Any:
+    """Run a sync fn in the worker thread (results unpacked there too)."""
     try:
         results = fn(items)
-    except StopIteration as e:  # an asyncio future refuses it, which would hang the batch
-        raise RuntimeError(f"batch function raised StopIteration: {e!r}") from e
-    return results if inspect.isawaitable(results) else _one_per_item(results, len(items))
+        return results if inspect.isawaitable(results) else _one_per_item(results, len(items))
+    except (StopIteration, GeneratorExit, asyncio.CancelledError,
+            concurrent.futures.CancelledError) as e:
+        # Passed on as they are, the loop's future would refuse a StopIteration (the batch would
+        # hang), turn a CancelledError into a cancellation of the batcher itself, and a
+        # GeneratorExit escapes the coroutines awaiting the future even when caught.
+        raise _from_fn(e) from e
+
+
+def _stops_batcher(e: BaseException) -> bool:
+    """Whether an exception out of fn's call stops the batcher rather than fails the batch."""
+    if isinstance(e, asyncio.CancelledError):  # the batcher's own task cancelled, or fn's doing?
+        return _cancel_requested(asyncio.current_task())
+    return isinstance(e, (KeyboardInterrupt, SystemExit))
+
+
+def _cancel_requested(task: asyncio.Task | None) -> bool:
+    """Whether `task` was asked to cancel. Python 3.10 cannot tell: there, assume it was."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling() > 0 if cancelling is not None else True
+
+
+def _from_fn(e: BaseException) -> RuntimeError:
+    """fn's exception, for its callers, when raising it as is would mislead them (a
+    CancelledError would read as their own task's cancellation)."""
+    error = RuntimeError(f"batch function raised {e!r}")
+    error.__cause__ = e
+    return error
 
 
 def _one_per_item(results: Any, expected: int) -> list:
-    if isinstance(results, (str, bytes, Mapping)) or not _iterable(results):
+    if isinstance(results, (str, bytes, Mapping, Set)) or not _iterable(results):
         raise BatchResultError(
             f"batch function returned a {type(results).__name__}, not a sequence of {expected} "
             f"results (one per item)", expected=expected, got=None)
-    results = results if type(results) is list else list(results)
-    if len(results) != expected:
+    # Read no further than one past the batch: an endless iterator must not hang it.
+    out = results if type(results) is list else list(itertools.islice(results, expected + 1))
+    if len(out) != expected:
+        got = len(out)
+        if got > expected and out is not results:  # cut short: how many did fn return?
+            got = len(results) if isinstance(results, Sized) else None
         raise BatchResultError(
-            f"batch function returned {len(results)} results for a batch of {expected} items; "
-            f"every request of this batch failed", expected=expected, got=len(results))
-    return results
+            f"batch function returned {f'more than {expected}' if got is None else got} "
+            f"results for a batch of {expected} items; every request of this batch failed",
+            expected=expected, got=got)
+    return out
 
 
 def _iterable(obj: Any) -> bool:

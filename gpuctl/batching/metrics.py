@@ -22,7 +22,7 @@ class BatcherMetrics:
     max_queue: int
     in_flight: int  # requests inside the batch fn is running now
     mean_batch_size: float
-    wait_seconds_sum: float  # submit -> dispatch, summed over requests sent to fn
+    wait_seconds_sum: float  # queued -> dispatched (not time held by back-pressure), summed
     wait_seconds_max: float
     mean_wait_ms: float
     run_seconds_sum: float  # time spent inside fn, summed over batches

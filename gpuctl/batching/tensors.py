@@ -7,6 +7,7 @@ only when they are not; `torch_batch_fn` imports torch when called.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Callable, Sequence
 
@@ -38,10 +39,12 @@ def pad_stack(items: Sequence[Any], pad_value: float = 0) -> tuple[Any, list[int
                              f"{tuple(items[0].shape)}: only the first axis may differ")
     lengths = [int(x.shape[0]) for x in items]
     longest = max(lengths)
+    # the dtype stack() would give: item 0's alone would silently truncate wider items
+    dtype = functools.reduce(lib.promote_types, (x.dtype for x in items))
     if lib.__name__ == "torch":
-        batch = items[0].new_full((len(items), longest, *rest), pad_value)
+        batch = items[0].new_full((len(items), longest, *rest), pad_value, dtype=dtype)
     else:
-        batch = lib.full((len(items), longest, *rest), pad_value, dtype=items[0].dtype)
+        batch = lib.full((len(items), longest, *rest), pad_value, dtype=dtype)
     for i, x in enumerate(items):
         batch[i, : lengths[i]] = x
     return batch, lengths
