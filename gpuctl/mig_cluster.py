@@ -69,11 +69,7 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
     if bool(node) == bool(selector):
         raise UsageError("give exactly one of --node or --selector")
     if node:
-        try:
-            items = [kube.call(kube.core.read_node, node, what=f"reading node {node}")]
-        except NotFound:
-            raise GpuctlError(f"no node {node!r} in the cluster",
-                              hint="list nodes with: kubectl get nodes") from None
+        items = [kube.read_node(node)]
     else:
         items = kube.call(kube.core.list_node, label_selector=selector,
                           what="listing nodes")["items"]

@@ -90,6 +90,13 @@ class Kube:
             raise BackendError(f"{subject}{self.host} did not answer with JSON",
                                hint="is the kubeconfig's server a Kubernetes API server?") from None
 
+    def read_node(self, name: str) -> dict:
+        try:
+            return self.call(self.core.read_node, name, what=f"reading node {name}")
+        except NotFound:
+            raise GpuctlError(f"no node {name!r} in the cluster",
+                              hint="kubectl get nodes lists them") from None
+
     def raw(self, fn: Callable, *args, what: str = "", **kwargs):
         """Call a client method; return the undecoded HTTP response (for streams)."""
         kwargs.setdefault("_request_timeout", self.timeout)
