@@ -11,23 +11,16 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from gpuctl.core.geometry import GpuModel, find_model
+from gpuctl.core.geometry import known_model
 from gpuctl.core.mig_diff import Desired, GpuPlan, GpuState, Step, describe_process, diff
 from gpuctl.errors import GpuctlError
-
-
-def _model(name: str) -> GpuModel | None:
-    try:
-        return find_model(name)
-    except GpuctlError:
-        return None
 
 
 def read_gpu(nvml, index: int) -> GpuState:
     current, pending = nvml.mig_mode(index)
     name = nvml.gpu_name(index)
     mig = None if current is None else (bool(current), bool(pending))
-    return GpuState(index=index, name=name, uuid=nvml.gpu_uuid(index), model=_model(name),
+    return GpuState(index=index, name=name, uuid=nvml.gpu_uuid(index), model=known_model(name),
                     mig=mig, instances=list(nvml.gpu_instances(index)) if mig else [],
                     processes=list(nvml.processes(index)))
 

@@ -10,7 +10,7 @@ from typing import Callable
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.core import migparted
-from gpuctl.core.geometry import GpuModel, find_model
+from gpuctl.core.geometry import GpuModel, known_model
 from gpuctl.core.mig_diff import GpuState
 from gpuctl.core.specfile import load_yaml
 from gpuctl.errors import BackendError, GpuctlError, SpecError, UsageError
@@ -59,10 +59,7 @@ def match_selector(labels: dict, selector: str) -> bool:
 def _model_of(labels: dict) -> GpuModel | None:
     product = labels.get(PRODUCT_LABEL, "")
     product = product.split("-MIG-")[0].replace("-SHARED", "")
-    try:
-        return find_model(product) if product else None
-    except GpuctlError:
-        return None
+    return known_model(product) if product else None
 
 
 def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarget]:

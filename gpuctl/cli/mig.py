@@ -39,7 +39,7 @@ def profiles(
     output: Format = _OUTPUT,
 ) -> None:
     """List the MIG profiles of a GPU model: ids, slices, memory, placements, limits."""
-    from gpuctl.core.geometry import find_model, models
+    from gpuctl.core.geometry import find_model, known_model, models
 
     if gpu == "all":
         chosen = list(models())
@@ -49,13 +49,11 @@ def profiles(
         except GpuctlError as e:
             raise UsageError(e.message, hint=e.hint) from None
     else:
-        from gpuctl import mig_apply
-
         with _nvml(simulate) as nvml:
             names = [nvml.gpu_name(i) for i in range(nvml.gpu_count())]
         chosen = []
         for n in dict.fromkeys(names):
-            m = mig_apply._model(n)
+            m = known_model(n)
             if m is None:
                 err_console().print(f"{n}: not a MIG GPU known to gpuctl")
             elif m not in chosen:
