@@ -270,24 +270,6 @@ def _indexes(text: Optional[str]) -> Optional[list[int]]:
     return out
 
 
-def _desired(gpus, file, config, layout, indexes):
-    from gpuctl.core import migparted
-
-    if file:
-        if layout:
-            raise UsageError("give either -f/-c or --layout, not both")
-        if indexes is not None:
-            raise UsageError("--gpus goes with --layout; in a config file use 'devices'")
-        cfg = migparted.load(file)
-        return migparted.resolve(cfg, cfg.select(config), gpus)
-    if config and not layout and config.startswith("all-"):
-        layout = config
-    if not layout:
-        raise UsageError("say what to apply: -f config.yaml -c NAME, or --layout 3g.40gb=2 "
-                         "(or all-1g.10gb, all-disabled)")
-    return migparted.resolve_shorthand(layout, indexes, gpus)
-
-
 def _plan_text(plans) -> list[str]:
     from gpuctl.core.migparted import summary
 
@@ -357,7 +339,7 @@ def configure(
     indexes = _indexes(gpus)
     with _nvml(simulate) as nvml:
         states = mig_apply.read_node(nvml)
-        desired = _desired(states, file, config, layout, indexes)
+        desired = mig_apply.desired(states, file, config, layout, indexes)
         plans = mig_apply.plan(states, desired)
         lines = _plan_text(plans)
         if not lines:
@@ -395,7 +377,7 @@ def assert_(
 
     with _nvml(simulate) as nvml:
         states = mig_apply.read_node(nvml)
-    desired = _desired(states, file, config, layout, _indexes(gpus))
+    desired = mig_apply.desired(states, file, config, layout, _indexes(gpus))
     plans = mig_apply.plan(states, desired)
     if all(p.applied for p in plans):
         echo("the selected MIG configuration is applied\n")
