@@ -10,6 +10,7 @@ from typing import Callable
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.core import migparted
+from gpuctl.core import selector as label_selector
 from gpuctl.core.geometry import GpuModel, known_model
 from gpuctl.core.mig_diff import GpuState
 from gpuctl.core.specfile import load_yaml
@@ -34,28 +35,6 @@ class NodeTarget:
     gpu_pods: list[str] = field(default_factory=list)
 
 
-def match_selector(labels: dict, selector: str) -> bool:
-    """Equality-based label selectors (``a=b``, ``a==b``, ``a!=b``, ``a``, ``!a``), checked
-    here too because not every API server (nor the test emulator) filters by them."""
-    for term in (t.strip() for t in selector.split(",")):
-        if not term:
-            continue
-        if "!=" in term:
-            k, v = (s.strip() for s in term.split("!=", 1))
-            if labels.get(k) == v:
-                return False
-        elif "=" in term:
-            k, v = (s.strip() for s in term.replace("==", "=").split("=", 1))
-            if labels.get(k) != v:
-                return False
-        elif term.startswith("!"):
-            if term[1:].strip() in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
-
-
 def _model_of(labels: dict) -> GpuModel | None:
     product = labels.get(PRODUCT_LABEL, "")
     product = product.split("-MIG-")[0].replace("-SHARED", "")
@@ -68,9 +47,10 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
     if node:
         items = [kube.read_node(node)]
     else:
+        wanted = label_selector.parse(selector)
         items = kube.call(kube.core.list_node, label_selector=selector,
                           what="listing nodes")["items"]
-        items = [n for n in items if match_selector(n["metadata"].get("labels") or {}, selector)]
+        items = [n for n in items if label_selector.matches(wanted, n["metadata"].get("labels"))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")
     pods = kube.call(kube.core.list_pod_for_all_namespaces,

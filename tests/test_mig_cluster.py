@@ -182,3 +182,18 @@ def test_config_name_checked_against_the_operator_configmap(kube, kube_api, caps
                          "--yes", "--timeout", "20")
     t.join(5)
     assert code == 0 and "not checked" not in out, err
+
+
+def test_set_based_selector_and_bad_selector(kube, kube_api, capsys):
+    add_node(kube_api, "gpu-a", dict(H100_LABELS, pool="mig"))
+    add_node(kube_api, "gpu-b", dict(H100_LABELS, pool="other"))
+    add_node(kube_api, "gpu-c", dict(H100_LABELS, pool="spare"))
+    code, out, err = run(capsys, "mig", "configure", "--selector", "pool in (mig,other)",
+                         "-c", "all-1g.10gb", "--dry-run")
+    assert code == 0, err
+    assert "node gpu-a:" in out and "node gpu-b:" in out and "gpu-c" not in out
+    sent = len(kube.requests())
+    code, _, err = run(capsys, "mig", "configure", "--selector", "pool in ()", "-c",
+                       "all-1g.10gb", "--dry-run")
+    assert code == 2 and "label selector" in err
+    assert not any("nodes" in path for _, path, _ in kube.requests()[sent:])  # nothing sent
