@@ -4,6 +4,7 @@ nodes ``nvidia.com/mig.config=NAME``, then follow ``nvidia.com/mig.config.state`
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -39,6 +40,30 @@ def _model_of(labels: dict) -> GpuModel | None:
     product = labels.get(PRODUCT_LABEL, "")
     product = product.split("-MIG-")[0].replace("-SHARED", "")
     return known_model(product) if product else None
+
+
+def config_to_render(file: str | None, config: str | None, layout: str | None,
+                     indexes: list[int] | None) -> dict:
+    """The mig-parted config to put in a GPU Operator ConfigMap: config `config` of `file`
+    (every config without -c), or a --layout shorthand named `config` or after itself."""
+    if file:
+        cfg = migparted.load(file)
+        data = cfg.doc.data
+        for name in [config] if config else cfg.configs:
+            cfg.check_models(name)
+        if config:
+            data = {"version": data["version"],
+                    "mig-configs": {config: data["mig-configs"][config]}}
+        return data
+    if layout:
+        return migparted.shorthand_config(config or _config_name(layout), layout, indexes)
+    raise UsageError("--render-configmap needs -f config.yaml or --layout")
+
+
+def _config_name(layout: str) -> str:
+    if layout.startswith("all-"):
+        return layout
+    return "custom-" + re.sub(r"[^a-z0-9.]+", "-", layout.lower()).strip("-")
 
 
 def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarget]:

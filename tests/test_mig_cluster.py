@@ -138,6 +138,32 @@ def test_render_configmap_for_a_custom_layout(capsys):
     assert h100["mig-devices"] == {"3g.40gb": 2}
 
 
+
+def test_render_configmap_of_one_config_from_a_file_keeps_the_configmap_name(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(textwrap.dedent("""\
+        version: v1
+        mig-configs:
+          small:
+            - devices: all
+              mig-enabled: true
+              mig-devices:
+                1g.10gb: 7
+          off:
+            - devices: all
+              mig-enabled: false
+        """))
+    code, out, err = run(capsys, "mig", "configure", "-f", str(cfg), "-c", "small",
+                         "--render-configmap", "--configmap-name", "team-mig")
+    assert code == 0, err
+    cm = yaml.safe_load(out)
+    assert cm["metadata"] == {"name": "team-mig", "namespace": "gpu-operator"}
+    assert list(yaml.safe_load(cm["data"]["config.yaml"])["mig-configs"]) == ["small"]
+    code, out, _ = run(capsys, "mig", "configure", "-f", str(cfg), "--render-configmap")
+    cm = yaml.safe_load(out)
+    assert cm["metadata"]["name"] == "custom-mig-config"
+    assert list(yaml.safe_load(cm["data"]["config.yaml"])["mig-configs"]) == ["small", "off"]
+
 def add_configmap(kube_api, name, text):
     from kubernetes import client
 

@@ -388,29 +388,11 @@ def assert_(
 
 
 def _render(file, config, layout, indexes, name, namespace) -> None:
+    from gpuctl import mig_cluster
     from gpuctl.core import migparted
 
-    if file:
-        cfg = migparted.load(file)
-        data = cfg.doc.data
-        for name in [config] if config else cfg.configs:
-            cfg.check_models(name)
-        if config:
-            data = {"version": data["version"],
-                    "mig-configs": {config: data["mig-configs"][config]}}
-    elif layout:
-        data = migparted.shorthand_config(config or _config_name(layout), layout, indexes)
-    else:
-        raise UsageError("--render-configmap needs -f config.yaml or --layout")
+    data = mig_cluster.config_to_render(file, config, layout, indexes)
     echo(dump(migparted.render_configmap(data, name, namespace), "yaml"))
-
-
-def _config_name(layout: str) -> str:
-    import re
-
-    if layout.startswith("all-"):
-        return layout
-    return "custom-" + re.sub(r"[^a-z0-9.]+", "-", layout.lower()).strip("-")
 
 
 def _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeout,
