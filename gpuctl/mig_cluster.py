@@ -78,9 +78,7 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
         items = [n for n in items if label_selector.matches(wanted, n["metadata"].get("labels"))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")
-    pods = kube.call(kube.core.list_pod_for_all_namespaces,
-                     field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                     what="listing pods")["items"]
+    pods = kube.unfinished_pods()
     out = []
     for n in items:
         labels = n["metadata"].get("labels") or {}
