@@ -12,6 +12,7 @@ from typing import Callable
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.core import migparted
 from gpuctl.core import selector as label_selector
+from gpuctl.core.fit import DONE_PHASES, gpu_resources
 from gpuctl.core.geometry import GpuModel, known_model
 from gpuctl.core.mig_diff import GpuState
 from gpuctl.core.specfile import load_yaml
@@ -21,7 +22,6 @@ CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
-GPU_RESOURCE_PREFIX = "nvidia.com/"
 # The operator's shipped config, then the usual name of a custom one.
 OPERATOR_CONFIGMAP = "default-mig-parted-config"
 
@@ -88,23 +88,13 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
         for p in pods:
             if (p.get("spec") or {}).get("nodeName") != t.name:
                 continue
-            if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if (p.get("status") or {}).get("phase") in DONE_PHASES:
                 continue
-            if _uses_gpu(p):
+            if gpu_resources(p):
                 t.gpu_pods.append(f"{p['metadata'].get('namespace', 'default')}/"
                                   f"{p['metadata']['name']}")
         out.append(t)
     return out
-
-
-def _uses_gpu(pod: dict) -> bool:
-    spec = pod.get("spec") or {}
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        res = c.get("resources") or {}
-        for part in ("limits", "requests"):
-            if any(k.startswith(GPU_RESOURCE_PREFIX) for k in (res.get(part) or {})):
-                return True
-    return False
 
 
 def label(kube: Kube, nodes: list[NodeTarget], config: str) -> None:
