@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import benchenv  # noqa: E402
 from gpuctl.core import doctor, quota, sharing  # noqa: E402
 from tests.gpu_cluster import daemonset, node, pod  # noqa: E402
 
@@ -20,12 +19,7 @@ NODES, PODS, NAMESPACES, RUNS = 5000, 50000, 200, 5
 
 
 def median(fn) -> float:
-    times = []
-    for _ in range(RUNS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return benchenv.median(fn, RUNS)
 
 
 def main() -> int:

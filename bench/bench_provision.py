@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import benchenv
 from benchenv import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,13 +35,7 @@ resource "terraform_data" "node" {
 
 
 def median(fn) -> float:
-    fn()  # warm caches
-    times = []
-    for _ in range(RUNS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return benchenv.median(fn, RUNS, warm=True)
 
 
 def main() -> int:

@@ -1,6 +1,8 @@
-"""The environment benchmark subprocesses run in."""
+"""What the benchmarks share: the environment their subprocesses run in, and timing."""
 
 import os
+import statistics
+import time
 
 
 def child_env(**extra: str) -> dict:
@@ -10,3 +12,15 @@ def child_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(extra)
     return env
+
+
+def median(fn, runs: int, warm: bool = False) -> float:
+    """Median wall seconds of `runs` calls of fn (after one untimed call if `warm`)."""
+    if warm:
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 from gpuctl import sharing
-from gpuctl.adapters.kube import Kube, NotFound
+from gpuctl.adapters.kube import Kube
 from gpuctl.core import doctor
-from gpuctl.errors import GpuctlError
 
 
 def run(kube: Kube, node: str | None = None) -> list[doctor.Check]:
     if node:
-        try:
-            nodes = [kube.call(kube.core.read_node, node, what=f"reading node {node}")]
-        except NotFound:
-            raise GpuctlError(f"no node {node!r} in the cluster",
-                              hint="kubectl get nodes lists them") from None
+        nodes = [kube.read_node(node)]
     else:
         nodes = sharing.list_nodes(kube, None)
     daemonsets = sharing.list_daemonsets(kube)

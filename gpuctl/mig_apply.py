@@ -11,29 +11,43 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from gpuctl.core.geometry import GpuModel, find_model
+from gpuctl.core.geometry import known_model
 from gpuctl.core.mig_diff import Desired, GpuPlan, GpuState, Step, describe_process, diff
-from gpuctl.errors import GpuctlError
-
-
-def _model(name: str) -> GpuModel | None:
-    try:
-        return find_model(name)
-    except GpuctlError:
-        return None
+from gpuctl.errors import GpuctlError, UsageError
 
 
 def read_gpu(nvml, index: int) -> GpuState:
     current, pending = nvml.mig_mode(index)
     name = nvml.gpu_name(index)
     mig = None if current is None else (bool(current), bool(pending))
-    return GpuState(index=index, name=name, uuid=nvml.gpu_uuid(index), model=_model(name),
+    return GpuState(index=index, name=name, uuid=nvml.gpu_uuid(index), model=known_model(name),
                     mig=mig, instances=list(nvml.gpu_instances(index)) if mig else [],
                     processes=list(nvml.processes(index)))
 
 
 def read_node(nvml) -> list[GpuState]:
     return [read_gpu(nvml, i) for i in range(nvml.gpu_count())]
+
+
+def desired(gpus: list[GpuState], file: str | None, config: str | None, layout: str | None,
+            indexes: list[int] | None) -> dict[int, Desired | None]:
+    """What each GPU should hold: config `config` of a mig-parted file, or a --layout
+    shorthand (on the GPUs `indexes`, default all); `-c all-…` alone is a shorthand too."""
+    from gpuctl.core import migparted
+
+    if file:
+        if layout:
+            raise UsageError("give either -f/-c or --layout, not both")
+        if indexes is not None:
+            raise UsageError("--gpus goes with --layout; in a config file use 'devices'")
+        cfg = migparted.load(file)
+        return migparted.resolve(cfg, cfg.select(config), gpus)
+    if config and not layout and config.startswith("all-"):
+        layout = config
+    if not layout:
+        raise UsageError("say what to apply: -f config.yaml -c NAME, or --layout 3g.40gb=2 "
+                         "(or all-1g.10gb, all-disabled)")
+    return migparted.resolve_shorthand(layout, indexes, gpus)
 
 
 def plan(gpus: list[GpuState], desired: Mapping[int, Desired | None]) -> list[GpuPlan]:

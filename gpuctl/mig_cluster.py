@@ -4,13 +4,16 @@ nodes ``nvidia.com/mig.config=NAME``, then follow ``nvidia.com/mig.config.state`
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.core import migparted
-from gpuctl.core.geometry import GpuModel, find_model
+from gpuctl.core import selector as label_selector
+from gpuctl.core.fit import DONE_PHASES, gpu_resources
+from gpuctl.core.geometry import GpuModel, known_model
 from gpuctl.core.mig_diff import GpuState
 from gpuctl.core.specfile import load_yaml
 from gpuctl.errors import BackendError, GpuctlError, SpecError, UsageError
@@ -19,7 +22,6 @@ CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
-GPU_RESOURCE_PREFIX = "nvidia.com/"
 # The operator's shipped config, then the usual name of a custom one.
 OPERATOR_CONFIGMAP = "default-mig-parted-config"
 
@@ -34,55 +36,49 @@ class NodeTarget:
     gpu_pods: list[str] = field(default_factory=list)
 
 
-def match_selector(labels: dict, selector: str) -> bool:
-    """Equality-based label selectors (``a=b``, ``a==b``, ``a!=b``, ``a``, ``!a``), checked
-    here too because not every API server (nor the test emulator) filters by them."""
-    for term in (t.strip() for t in selector.split(",")):
-        if not term:
-            continue
-        if "!=" in term:
-            k, v = (s.strip() for s in term.split("!=", 1))
-            if labels.get(k) == v:
-                return False
-        elif "=" in term:
-            k, v = (s.strip() for s in term.replace("==", "=").split("=", 1))
-            if labels.get(k) != v:
-                return False
-        elif term.startswith("!"):
-            if term[1:].strip() in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
-
-
 def _model_of(labels: dict) -> GpuModel | None:
     product = labels.get(PRODUCT_LABEL, "")
     product = product.split("-MIG-")[0].replace("-SHARED", "")
-    try:
-        return find_model(product) if product else None
-    except GpuctlError:
-        return None
+    return known_model(product) if product else None
+
+
+def config_to_render(file: str | None, config: str | None, layout: str | None,
+                     indexes: list[int] | None) -> dict:
+    """The mig-parted config to put in a GPU Operator ConfigMap: config `config` of `file`
+    (every config without -c), or a --layout shorthand named `config` or after itself."""
+    if file:
+        cfg = migparted.load(file)
+        data = cfg.doc.data
+        for name in [config] if config else cfg.configs:
+            cfg.check_models(name)
+        if config:
+            data = {"version": data["version"],
+                    "mig-configs": {config: data["mig-configs"][config]}}
+        return data
+    if layout:
+        return migparted.shorthand_config(config or _config_name(layout), layout, indexes)
+    raise UsageError("--render-configmap needs -f config.yaml or --layout")
+
+
+def _config_name(layout: str) -> str:
+    if layout.startswith("all-"):
+        return layout
+    return "custom-" + re.sub(r"[^a-z0-9.]+", "-", layout.lower()).strip("-")
 
 
 def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarget]:
     if bool(node) == bool(selector):
         raise UsageError("give exactly one of --node or --selector")
     if node:
-        try:
-            items = [kube.call(kube.core.read_node, node, what=f"reading node {node}")]
-        except NotFound:
-            raise GpuctlError(f"no node {node!r} in the cluster",
-                              hint="list nodes with: kubectl get nodes") from None
+        items = [kube.read_node(node)]
     else:
+        wanted = label_selector.parse(selector)
         items = kube.call(kube.core.list_node, label_selector=selector,
                           what="listing nodes")["items"]
-        items = [n for n in items if match_selector(n["metadata"].get("labels") or {}, selector)]
+        items = [n for n in items if label_selector.matches(wanted, n["metadata"].get("labels"))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")
-    pods = kube.call(kube.core.list_pod_for_all_namespaces,
-                     field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                     what="listing pods")["items"]
+    pods = kube.unfinished_pods()
     out = []
     for n in items:
         labels = n["metadata"].get("labels") or {}
@@ -92,23 +88,13 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
         for p in pods:
             if (p.get("spec") or {}).get("nodeName") != t.name:
                 continue
-            if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if (p.get("status") or {}).get("phase") in DONE_PHASES:
                 continue
-            if _uses_gpu(p):
+            if gpu_resources(p):
                 t.gpu_pods.append(f"{p['metadata'].get('namespace', 'default')}/"
                                   f"{p['metadata']['name']}")
         out.append(t)
     return out
-
-
-def _uses_gpu(pod: dict) -> bool:
-    spec = pod.get("spec") or {}
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        res = c.get("resources") or {}
-        for part in ("limits", "requests"):
-            if any(k.startswith(GPU_RESOURCE_PREFIX) for k in (res.get(part) or {})):
-                return True
-    return False
 
 
 def label(kube: Kube, nodes: list[NodeTarget], config: str) -> None:

@@ -77,9 +77,7 @@ def usage(kube: Kube, namespace: str | None) -> list[dict]:
     else:
         quotas = kube.call(kube.core.list_resource_quota_for_all_namespaces,
                            what="listing ResourceQuotas")["items"]
-        pods = kube.call(kube.core.list_pod_for_all_namespaces,
-                         field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                         what="listing pods")["items"]
+        pods = kube.unfinished_pods()
     return core.usage_rows(quotas, pods)
 
 
@@ -100,10 +98,7 @@ def precheck(kube: Kube, spec: JobSpec, namespace: str) -> None:
                        what=f"reading quotas of namespace {namespace}")["items"]
     pods = None
     if core.needs_pods(quotas, name):
-        pods = kube.call(kube.core.list_namespaced_pod, namespace,
-                         field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                         what=f"listing pods in namespace {namespace}")["items"]
-        pods = _in(namespace, pods)
+        pods = _in(namespace, kube.unfinished_pods(namespace))
     excess = core.check_job(quotas, pods, namespace, name, total)
     if excess is None:
         return

@@ -15,7 +15,6 @@ class Target:
 
     namespace: str
     config_map: str
-    plugin: dict | None  # the DaemonSet, when found
     mounted: bool  # the DaemonSet mounts this ConfigMap
     data: dict | None  # the ConfigMap's data, None if it does not exist yet
 
@@ -48,7 +47,7 @@ def locate(kube: Kube, namespace: str | None, config_map: str | None, required: 
                          what=f"reading ConfigMap {ns}/{name}").get("data") or {}
     except NotFound:
         data = None
-    return Target(ns, name, plugin, mounted_name == name, data)
+    return Target(ns, name, mounted_name == name, data)
 
 
 def list_nodes(kube: Kube, selector_text: str | None) -> list[dict]:

@@ -20,9 +20,7 @@ def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
     if resource is None:
         return fit.check_fit([], [], None, 0, spec.nodes, (), label_key, [])
     nodes = kube.call(kube.core.list_node, what="listing nodes")["items"]
-    pods = kube.call(kube.core.list_pod_for_all_namespaces,
-                     field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                     what="listing pods")["items"]
+    pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
     return fit.check_fit(nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type,
                          label_key, tolerations)

@@ -138,6 +138,32 @@ def test_render_configmap_for_a_custom_layout(capsys):
     assert h100["mig-devices"] == {"3g.40gb": 2}
 
 
+
+def test_render_configmap_of_one_config_from_a_file_keeps_the_configmap_name(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(textwrap.dedent("""\
+        version: v1
+        mig-configs:
+          small:
+            - devices: all
+              mig-enabled: true
+              mig-devices:
+                1g.10gb: 7
+          off:
+            - devices: all
+              mig-enabled: false
+        """))
+    code, out, err = run(capsys, "mig", "configure", "-f", str(cfg), "-c", "small",
+                         "--render-configmap", "--configmap-name", "team-mig")
+    assert code == 0, err
+    cm = yaml.safe_load(out)
+    assert cm["metadata"] == {"name": "team-mig", "namespace": "gpu-operator"}
+    assert list(yaml.safe_load(cm["data"]["config.yaml"])["mig-configs"]) == ["small"]
+    code, out, _ = run(capsys, "mig", "configure", "-f", str(cfg), "--render-configmap")
+    cm = yaml.safe_load(out)
+    assert cm["metadata"]["name"] == "custom-mig-config"
+    assert list(yaml.safe_load(cm["data"]["config.yaml"])["mig-configs"]) == ["small", "off"]
+
 def add_configmap(kube_api, name, text):
     from kubernetes import client
 
@@ -182,3 +208,18 @@ def test_config_name_checked_against_the_operator_configmap(kube, kube_api, caps
                          "--yes", "--timeout", "20")
     t.join(5)
     assert code == 0 and "not checked" not in out, err
+
+
+def test_set_based_selector_and_bad_selector(kube, kube_api, capsys):
+    add_node(kube_api, "gpu-a", dict(H100_LABELS, pool="mig"))
+    add_node(kube_api, "gpu-b", dict(H100_LABELS, pool="other"))
+    add_node(kube_api, "gpu-c", dict(H100_LABELS, pool="spare"))
+    code, out, err = run(capsys, "mig", "configure", "--selector", "pool in (mig,other)",
+                         "-c", "all-1g.10gb", "--dry-run")
+    assert code == 0, err
+    assert "node gpu-a:" in out and "node gpu-b:" in out and "gpu-c" not in out
+    sent = len(kube.requests())
+    code, _, err = run(capsys, "mig", "configure", "--selector", "pool in ()", "-c",
+                       "all-1g.10gb", "--dry-run")
+    assert code == 2 and "label selector" in err
+    assert not any("nodes" in path for _, path, _ in kube.requests()[sent:])  # nothing sent

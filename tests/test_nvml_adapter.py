@@ -120,15 +120,7 @@ def test_refusals_become_nvml_errors_with_code_message_and_hint(mig_node):
         assert e.value.hint and "processes" in e.value.hint
 
 
-def test_no_driver_is_one_clear_error():
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-        pytest.skip("this machine has an NVIDIA driver")
-    except pynvml.NVMLError_LibraryNotFound:
-        pass
+def test_no_driver_is_one_clear_error(no_nvidia_driver):
     with pytest.raises(GpuctlError) as e:
         with Nvml():
             pass

@@ -99,15 +99,7 @@ def test_bad_simulator_seed_exits_2(capsys, monkeypatch):
     assert code == 2 and "GPUCTL_SIM_SEED='x' is not" in err and "Traceback" not in err
 
 
-def test_no_driver_exits_1_with_a_hint(capsys):
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-        pytest.skip("this machine has an NVIDIA driver")
-    except pynvml.NVMLError_LibraryNotFound:
-        pass
+def test_no_driver_exits_1_with_a_hint(capsys, no_nvidia_driver):
     code, out, err = cli(capsys, "top", "--once")
     assert code == 1 and out == ""
     assert err.splitlines() == ["gpuctl: error: no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",

@@ -16,7 +16,7 @@ _NOT_FOUND = {"ResourceNotFoundException", "ParameterNotFound", "InvalidInstance
               "NoSuchResourceException"}
 
 
-def gather(spec: ClusterSpec, kubernetes_version: str | None = None) -> RawFacts:
+def gather(spec: ClusterSpec) -> RawFacts:
     import boto3
     from botocore.config import Config
 

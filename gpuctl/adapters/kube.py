@@ -90,6 +90,23 @@ class Kube:
             raise BackendError(f"{subject}{self.host} did not answer with JSON",
                                hint="is the kubeconfig's server a Kubernetes API server?") from None
 
+    def read_node(self, name: str) -> dict:
+        try:
+            return self.call(self.core.read_node, name, what=f"reading node {name}")
+        except NotFound:
+            raise GpuctlError(f"no node {name!r} in the cluster",
+                              hint="kubectl get nodes lists them") from None
+
+    def unfinished_pods(self, namespace: str | None = None) -> list[dict]:
+        """Pods not yet Succeeded or Failed, in one namespace or all. Callers check the phase
+        again: not every server (nor the test emulator) applies field selectors."""
+        running = "status.phase!=Succeeded,status.phase!=Failed"
+        if namespace:
+            return self.call(self.core.list_namespaced_pod, namespace, field_selector=running,
+                             what=f"listing pods in namespace {namespace}")["items"]
+        return self.call(self.core.list_pod_for_all_namespaces, field_selector=running,
+                         what="listing pods")["items"]
+
     def raw(self, fn: Callable, *args, what: str = "", **kwargs):
         """Call a client method; return the undecoded HTTP response (for streams)."""
         kwargs.setdefault("_request_timeout", self.timeout)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Optional
 
 from gpuctl.errors import BackendError, UsageError
 
@@ -48,17 +47,14 @@ class Prometheus:
         self.queries_sent = 0
         self._count_lock = threading.Lock()
 
-    def query(self, expr: str, at: Optional[float] = None) -> list:
+    def query(self, expr: str) -> list:
         """An instant query: [(labels, value)], value a float (NaN kept as NaN)."""
         import urllib.error
         import urllib.parse
         import urllib.request
 
-        form = {"query": expr}
-        if at is not None:
-            form["time"] = f"{at:.3f}"
         request = urllib.request.Request(
-            self.url + "/api/v1/query", data=urllib.parse.urlencode(form).encode(),
+            self.url + "/api/v1/query", data=urllib.parse.urlencode({"query": expr}).encode(),
             headers={"Content-Type": "application/x-www-form-urlencoded",
                      "Accept": "application/json", "User-Agent": "gpuctl"})
         if self._auth:
@@ -113,10 +109,10 @@ class Prometheus:
         except (KeyError, IndexError, TypeError, ValueError):
             raise BackendError(f"Prometheus at {self.url} gave a malformed sample") from None
 
-    def query_all(self, exprs: list, at: Optional[float] = None) -> list:
-        """Several instant queries at the same evaluation time, sent concurrently."""
+    def query_all(self, exprs: list) -> list:
+        """Several instant queries, sent concurrently (each evaluated at the server's now)."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
-            futures = [pool.submit(self.query, e, at) for e in exprs]
+            futures = [pool.submit(self.query, e) for e in exprs]
             return [f.result() for f in futures]

@@ -7,7 +7,7 @@ from typing import List
 
 import typer
 
-from gpuctl.cli.output import dump, echo
+from gpuctl.cli.output import DataFormat, dump, echo
 from gpuctl.errors import UsageError
 
 alerts_app = typer.Typer(help="Prometheus alert rules for GPUs (DCGM-exporter metrics).",
@@ -20,18 +20,13 @@ class RuleFormat(str, enum.Enum):
     prometheusrule = "prometheusrule"
 
 
-class DocFormat(str, enum.Enum):
-    yaml = "yaml"
-    json = "json"
-
-
 def register(app: typer.Typer) -> None:
     app.add_typer(alerts_app, name="alerts")
 
 
 @alerts_app.command("render")
 def render(
-    output: DocFormat = typer.Option(DocFormat.yaml, "-o", "--output", help="yaml or json."),
+    output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
     fmt: RuleFormat = typer.Option(
         RuleFormat.rules, "--format",
         help="rules: a Prometheus rule file (rule_files:); prometheusrule: a "

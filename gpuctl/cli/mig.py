@@ -39,7 +39,7 @@ def profiles(
     output: Format = _OUTPUT,
 ) -> None:
     """List the MIG profiles of a GPU model: ids, slices, memory, placements, limits."""
-    from gpuctl.core.geometry import find_model, models
+    from gpuctl.core.geometry import find_model, known_model, models
 
     if gpu == "all":
         chosen = list(models())
@@ -49,13 +49,11 @@ def profiles(
         except GpuctlError as e:
             raise UsageError(e.message, hint=e.hint) from None
     else:
-        from gpuctl import mig_apply
-
         with _nvml(simulate) as nvml:
             names = [nvml.gpu_name(i) for i in range(nvml.gpu_count())]
         chosen = []
         for n in dict.fromkeys(names):
-            m = mig_apply._model(n)
+            m = known_model(n)
             if m is None:
                 err_console().print(f"{n}: not a MIG GPU known to gpuctl")
             elif m not in chosen:
@@ -272,24 +270,6 @@ def _indexes(text: Optional[str]) -> Optional[list[int]]:
     return out
 
 
-def _desired(gpus, file, config, layout, indexes):
-    from gpuctl.core import migparted
-
-    if file:
-        if layout:
-            raise UsageError("give either -f/-c or --layout, not both")
-        if indexes is not None:
-            raise UsageError("--gpus goes with --layout; in a config file use 'devices'")
-        cfg = migparted.load(file)
-        return migparted.resolve(cfg, cfg.select(config), gpus)
-    if config and not layout and config.startswith("all-"):
-        layout = config
-    if not layout:
-        raise UsageError("say what to apply: -f config.yaml -c NAME, or --layout 3g.40gb=2 "
-                         "(or all-1g.10gb, all-disabled)")
-    return migparted.resolve_shorthand(layout, indexes, gpus)
-
-
 def _plan_text(plans) -> list[str]:
     from gpuctl.core.migparted import summary
 
@@ -359,7 +339,7 @@ def configure(
     indexes = _indexes(gpus)
     with _nvml(simulate) as nvml:
         states = mig_apply.read_node(nvml)
-        desired = _desired(states, file, config, layout, indexes)
+        desired = mig_apply.desired(states, file, config, layout, indexes)
         plans = mig_apply.plan(states, desired)
         lines = _plan_text(plans)
         if not lines:
@@ -397,7 +377,7 @@ def assert_(
 
     with _nvml(simulate) as nvml:
         states = mig_apply.read_node(nvml)
-    desired = _desired(states, file, config, layout, _indexes(gpus))
+    desired = mig_apply.desired(states, file, config, layout, _indexes(gpus))
     plans = mig_apply.plan(states, desired)
     if all(p.applied for p in plans):
         echo("the selected MIG configuration is applied\n")
@@ -408,29 +388,11 @@ def assert_(
 
 
 def _render(file, config, layout, indexes, name, namespace) -> None:
+    from gpuctl import mig_cluster
     from gpuctl.core import migparted
 
-    if file:
-        cfg = migparted.load(file)
-        data = cfg.doc.data
-        for name in [config] if config else cfg.configs:
-            cfg.check_models(name)
-        if config:
-            data = {"version": data["version"],
-                    "mig-configs": {config: data["mig-configs"][config]}}
-    elif layout:
-        data = migparted.shorthand_config(config or _config_name(layout), layout, indexes)
-    else:
-        raise UsageError("--render-configmap needs -f config.yaml or --layout")
+    data = mig_cluster.config_to_render(file, config, layout, indexes)
     echo(dump(migparted.render_configmap(data, name, namespace), "yaml"))
-
-
-def _config_name(layout: str) -> str:
-    import re
-
-    if layout.startswith("all-"):
-        return layout
-    return "custom-" + re.sub(r"[^a-z0-9.]+", "-", layout.lower()).strip("-")
 
 
 def _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeout,

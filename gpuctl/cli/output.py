@@ -26,7 +26,7 @@ class DataFormat(str, enum.Enum):
 
 
 def dump(data: Any, fmt: str) -> str:
-    """YAML (multi-document when given a list of manifests via dump_all) or JSON text."""
+    """YAML or JSON text (several manifests: dump_documents)."""
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
     if fmt == "yaml":

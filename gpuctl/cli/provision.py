@@ -116,11 +116,12 @@ def destroy(
     """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."""
     from gpuctl.adapters import terraform as tf_adapter
     from gpuctl.core.cluster_spec import load_cluster_file
+    from gpuctl.core.tfvars import TFVARS_FILE
 
     spec = load_cluster_file(str(file))
     workdir = workdir or WORKDIR_ROOT / spec.name
     show = out_console() if output == Format.table else err_console()
-    if not (workdir / "terraform.tfvars.json").is_file():
+    if not (workdir / TFVARS_FILE).is_file():
         raise GpuctlError(f"no working directory for cluster {spec.name!r} at {workdir}; "
                           "nothing was provisioned from here",
                           hint="pass --workdir DIR where `gpuctl provision` ran")

@@ -49,6 +49,15 @@ def count(quantity) -> int:
     return int(text) if _INT.match(text) else 0
 
 
+def gpu_resources(pod: dict) -> set[str]:
+    """The nvidia.com/* resources any of the pod's containers (init ones too) asks for."""
+    spec = pod.get("spec") or {}
+    return {name for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+            for part in ("limits", "requests")
+            for name in ((c.get("resources") or {}).get(part) or {})
+            if name.startswith("nvidia.com/")}
+
+
 def requested(pod: dict, resource: str) -> int:
     spec = pod.get("spec") or {}
     total = 0

@@ -124,5 +124,13 @@ def find_model(name: str) -> GpuModel:
                       hint="known models: " + ", ".join(m.short_name for m in models()))
 
 
+def known_model(name: str) -> GpuModel | None:
+    """find_model, or None for a GPU gpuctl has no MIG geometry for."""
+    try:
+        return find_model(name)
+    except GpuctlError:
+        return None
+
+
 def all_profile_names() -> frozenset[str]:
     return frozenset(p.name for m in models() for p in m.profiles)

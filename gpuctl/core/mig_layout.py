@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from gpuctl.core.geometry import GpuModel, Profile
 from gpuctl.errors import GpuctlError, UsageError
@@ -167,16 +167,14 @@ def place(model: GpuModel, layout: Mapping[str, int] | Sequence[Device],
     """Concrete placements for the layout (next to ``fixed`` ones, which stay where they
     are), or LayoutError saying why none exists. Returned in placement order."""
     devices = devices_of(model, layout) if isinstance(layout, Mapping) else list(layout)
-    check_counts(model, [d.profile for d in devices] + [f.profile for f in fixed],
-                 fixed_names=[f.profile.name for f in fixed])
+    check_counts(model, [d.profile for d in devices] + [f.profile for f in fixed])
     found = _search(devices, fixed)
     if found is None:
-        raise LayoutError(_no_placement(model, devices, fixed))
+        raise LayoutError(_no_placement(devices, fixed))
     return sorted(found, key=lambda p: p.start)
 
 
-def check_counts(model: GpuModel, profiles: Sequence[Profile],
-                 fixed_names: Iterable[str] = ()) -> None:
+def check_counts(model: GpuModel, profiles: Sequence[Profile]) -> None:
     """Every rule that does not depend on positions; raises LayoutError with the reason."""
     media = media_conflict([p.name for p in profiles])
     if media:
@@ -192,7 +190,7 @@ def check_counts(model: GpuModel, profiles: Sequence[Profile],
                           f"slices; each {model.short_name} has {model.compute_slices}")
     units = sum(p.size for p in profiles)
     if units > model.memory_slices:
-        raise LayoutError(_over_memory(model, profiles, set(fixed_names)))
+        raise LayoutError(_over_memory(model, profiles))
 
 
 def media_conflict(names: Sequence[str]) -> str | None:
@@ -226,7 +224,7 @@ def _has_attr(name: str, attr: str) -> bool:
     return tail == attr
 
 
-def _over_memory(model: GpuModel, profiles: Sequence[Profile], fixed: set[str]) -> str:
+def _over_memory(model: GpuModel, profiles: Sequence[Profile]) -> str:
     total = model.memory_slices
     ordered = sorted(profiles, key=lambda p: -p.size)
     fit, rest, used = Counter(), Counter(), 0
@@ -245,7 +243,7 @@ def _over_memory(model: GpuModel, profiles: Sequence[Profile], fixed: set[str]) 
             f" (each {model.short_name} has {total})")
 
 
-def _no_placement(model: GpuModel, devices: Sequence[Device], fixed: Sequence[Placed]) -> str:
+def _no_placement(devices: Sequence[Device], fixed: Sequence[Placed]) -> str:
     wanted = Counter(d.profile.name for d in devices)
     profiles = {d.profile.name: d.profile for d in devices}
     where = "; ".join(

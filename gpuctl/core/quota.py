@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, ROUND_FLOOR
 
 from gpuctl.core import geometry
-from gpuctl.core.fit import DONE_PHASES, requested
+from gpuctl.core.fit import DONE_PHASES, gpu_resources, requested
 from gpuctl.core.k8s_names import dns1123_label
 from gpuctl.errors import UsageError
 
@@ -118,12 +118,7 @@ def held(pods: list[dict]) -> dict[tuple[str, str], int]:
         if (p.get("status") or {}).get("phase") in DONE_PHASES:
             continue
         ns = (p.get("metadata") or {}).get("namespace") or ""
-        spec = p.get("spec") or {}
-        names = {name for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
-                 for part in ("limits", "requests")
-                 for name in ((c.get("resources") or {}).get(part) or {})
-                 if name.startswith("nvidia.com/")}
-        for resource in names:
+        for resource in gpu_resources(p):
             n = requested(p, resource)
             if n:
                 out[(ns, resource)] = out.get((ns, resource), 0) + n

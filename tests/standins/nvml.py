@@ -11,3 +11,16 @@ SIM_ENV = ("GPUCTL_SIM_CLOCK", "GPUCTL_SIM_SEED", "GPUCTL_SIM_WITHOUT", "GPUCTL_
 def _no_simulator_settings(monkeypatch):
     for var in SIM_ENV:
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def no_nvidia_driver():
+    """Skips the test on a machine where the real NVML loads (it checks the no-driver path)."""
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        pytest.skip("this machine has an NVIDIA driver")
+    except pynvml.NVMLError_LibraryNotFound:
+        pass
