@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from gpuctl.cli.output import Format, confirm, dump, echo, err_console
+from gpuctl.cli.output import DataFormat, Format, confirm, dump, echo, err_console
 from gpuctl.errors import GpuctlError, UsageError
 
 mig_app = typer.Typer(help="Partition GPUs with MIG: plan, configure, show, assert, export.",
@@ -236,7 +236,7 @@ def show(simulate: Optional[str] = _SIMULATE, output: Format = _OUTPUT) -> None:
 def export(
     name: str = typer.Option("current", "--name", help="Name of the config in the file."),
     simulate: Optional[str] = _SIMULATE,
-    output: Format = typer.Option(Format.yaml, "-o", "--output", help="yaml or json."),
+    output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
     configmap: bool = typer.Option(False, "--configmap",
                                    help="Wrap it in the GPU Operator's mig-parted ConfigMap."),
 ) -> None:
@@ -249,7 +249,7 @@ def export(
     cfg = migparted.export(gpus, name)
     if configmap:
         cfg = migparted.render_configmap(cfg)
-    echo(dump(cfg, "json" if output == Format.json else "yaml"))
+    echo(dump(cfg, output.value))
 
 
 # ---------- configure / assert ----------
