@@ -231,8 +231,8 @@ def test_alert_thresholds_refused_cleanly(pcts, durations, label):
 # ---------- the whole CLI, in-process ----------
 
 COMMANDS = {
-    ("render",): ["-f", "-o", "--gpu-label-key"],
-    ("submit",): ["-f", "--dry-run", "-n", "--namespace", "--timeout", "--gpu-label-key"],
+    ("render",): ["-o", "--gpu-label-key"],
+    ("submit",): ["--dry-run", "-n", "--namespace", "--timeout", "--gpu-label-key"],
     ("jobs", "list"): ["-n", "-A", "-o"], ("jobs", "get"): ["-n", "-o"],
     ("jobs", "logs"): ["-n"], ("jobs", "delete"): ["-n", "--yes"],
     ("top", "--once"): ["-o", "--sort", "--window", "--idle-threshold", "-d"],
@@ -255,15 +255,22 @@ COMMANDS = {
 }
 
 
+# files the hostile_env fixture writes, and one it does not
+FILES = st.sampled_from(["job.yaml", "cluster.yaml", "migparted.yaml", "config.yaml", "bad.yaml",
+                         "missing.yaml", "."])
+
+
 @st.composite
 def argvs(draw):
     words = draw(st.sampled_from(sorted(COMMANDS)))
     argv = list(words)
+    if words[0] in ("render", "submit"):
+        argv.append(draw(FILES))
     for _ in range(draw(st.integers(0, 4))):
         options = COMMANDS[words] or ["--x"]
         argv.append(draw(st.one_of(st.sampled_from(options), OPTION_TEXT)))
         if draw(st.booleans()):
-            argv.append(draw(OPTION_TEXT))
+            argv.append(draw(st.one_of(OPTION_TEXT, FILES)))
     return argv
 
 
@@ -297,12 +304,39 @@ def test_cli_hostile_argv(hostile_env, capsys, argv):
     ["quota", "set", "team-a", "--gpus", "1", "--mig", "1g.10gb=²", "--dry-run"],
     ["top", "--once", "--prometheus", "http://127.0.0.1:9", "--window", "9" * 5000 + "s"],
     ["alerts", "render", "--xid-window", "9" * 5000 + "m"],
-    ["render", "-f", "bad.yaml"],
+    ["render", "bad.yaml"],
+    ["submit", "bad.yaml", "--dry-run", "client"],
     ["provision", "--dry-run", "-f", "bad.yaml"],
     ["mig", "configure", "--dry-run", "-f", "bad.yaml"],
 ])
 def test_cli_regressions(hostile_env, capsys, argv):
     _assert_clean(capsys, argv)
+
+
+CLI_FOR_FILE = {"job": ["render"], "cluster": ["provision", "--dry-run", "-f"],
+                "migparted": ["mig", "configure", "--dry-run", "-f"]}
+
+
+@pytest.mark.parametrize("kind", sorted(CLI_FOR_FILE))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_cli_bad_spec_file_is_one_line_naming_the_file(hostile_env, capsys, kind, data):
+    (hostile_env / "spec.yaml").write_text(data.draw(st.one_of(mutated(kind), DOCUMENTS.map(_dump))))
+    code, _, err = run_gpuctl(capsys, *CLI_FOR_FILE[kind], "spec.yaml")
+    assert code in (0, 1, 2) and "Traceback" not in err, (code, err)
+    if code == 2 and err.startswith("gpuctl: error: spec.yaml"):
+        assert len([line for line in err.splitlines() if not line.startswith("  hint:")]) == 1, err
+
+
+@pytest.mark.parametrize("kind", sorted(CLI_FOR_FILE))
+@pytest.mark.parametrize("key", ["\x1e", "a\nb", "\x1b[2J\x1b[31mred", "\u2028", "\x85"])
+def test_cli_control_characters_in_a_key_stay_on_one_line(hostile_env, capsys, kind, key):
+    # found by the test above: a key holding U+001E printed raw split the error line
+    (hostile_env / "spec.yaml").write_text(_dump({key: None}))
+    code, _, err = run_gpuctl(capsys, *CLI_FOR_FILE[kind], "spec.yaml")
+    assert code == 2 and err.startswith("gpuctl: error: spec.yaml:1: "), err
+    assert "\x1b" not in err and len(err.rstrip("\n").split("\n")) <= 2, err  # error + hint
+    assert len(err.splitlines()[0].splitlines()) == 1, err
 
 
 @pytest.mark.parametrize("spec", ["²xA30", "9" * 5000 + "xA30", "2000000000xA30", "a\nb"])
