@@ -172,12 +172,21 @@ def test_config_file_refused_cleanly(text):
                     config.setting(name, check=lambda v: None if v.isascii() else "not ASCII")
                 except SpecError as e:
                     assert e.message and e.file == path, e
+                    if _has_data(text):
+                        assert e.line is not None, e
                 except GpuctlError as e:
                     assert e.message, e
         finally:
             os.environ.pop("GPUCTL_CONFIG")
             if old is not None:
                 os.environ["GPUCTL_CONFIG"] = old
+
+
+def _has_data(text: str) -> bool:
+    try:
+        return load_yaml(text).data is not None
+    except SpecError:
+        return False
 
 
 OPTION_TEXT = st.one_of(st.text(max_size=60), HOSTILE_TEXT,
