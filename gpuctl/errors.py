@@ -15,6 +15,7 @@ class GpuctlError(Exception):
     exit_code = EXIT_FAILURE
 
     def __init__(self, message: str, hint: str | None = None):
+        message, hint = _printable(message), hint and _printable(hint)
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -52,3 +53,11 @@ class BackendError(GpuctlError):
     """An outside system (Kubernetes, AWS, NVML, Prometheus, Terraform) failed."""
 
     exit_code = EXIT_FAILURE
+
+
+def _printable(text: str) -> str:
+    # Messages quote what the user wrote (a field name, a file name, an option): a newline,
+    # a control character or a terminal escape in it must neither split the one line nor
+    # drive the terminal. Shown as Python escapes (\x1b, \n), as repr() would.
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)

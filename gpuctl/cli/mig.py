@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from gpuctl.cli.output import DataFormat, Format, confirm, dump, echo, err_console
+from gpuctl.core.numbers import whole_number
 from gpuctl.errors import GpuctlError, UsageError
 
 mig_app = typer.Typer(help="Partition GPUs with MIG: plan, configure, show, assert, export.",
@@ -262,9 +263,10 @@ def _indexes(text: Optional[str]) -> Optional[list[int]]:
         part = part.strip()
         if not part:
             continue
-        if not part.isdigit():
+        index = whole_number(part)
+        if index is None:
             raise UsageError(f"--gpus: {part!r} is not a GPU index (use e.g. --gpus 0,1)")
-        out.append(int(part))
+        out.append(index)
     if not out:
         raise UsageError("--gpus: no GPU index given")
     return out

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from gpuctl.core.numbers import whole_number
 from gpuctl.errors import UsageError
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent; absent or a constant 0 for MIG devices: never used for them
@@ -31,7 +32,7 @@ IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 ATTRIBUTES = IDENTITY + ("GPU_I_PROFILE", "modelName", "instance", "pod", "namespace",
                          "container", "exported_pod", "exported_namespace", "exported_container")
 
-_DURATION = re.compile(r"^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?\Z")
+_DURATION = re.compile(r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z")
 _UNIT_SECONDS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1,
                  "ms": 0.001}
 
@@ -42,10 +43,11 @@ Sample = tuple  # (labels: dict[str, str], value: float)
 def duration_seconds(text: str, option: str) -> float:
     """Seconds in a Prometheus duration ("10m", "1h30m"); a UsageError naming the option
     otherwise, so nothing malformed ever reaches a query or a rule file."""
-    if not isinstance(text, str) or not text or not _DURATION.match(text):
+    parts = re.findall(r"([0-9]+)(ms|[ywdhms])", text) if isinstance(text, str) else []
+    if not text or not _DURATION.match(text) or any(whole_number(n) is None for n, _ in parts):
         raise UsageError(f"{option}: {text!r} is not a Prometheus duration",
                          hint="use a number with a unit, e.g. 30s, 10m, 1h or 1h30m")
-    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in re.findall(r"(\d+)(ms|[ywdhms])", text))
+    seconds = sum(whole_number(n) * _UNIT_SECONDS[u] for n, u in parts)
     if seconds <= 0:
         raise UsageError(f"{option}: {text!r} must be longer than zero")
     return seconds
@@ -168,7 +170,8 @@ def _richest(candidates: list) -> dict:
 
 @functools.lru_cache(maxsize=65536)
 def natural_key(text: str) -> tuple:
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p)
+    parts = [(p, whole_number(p)) for p in re.split(r"([0-9]+)", text) if p]
+    return tuple((1, 0, p) if n is None else (0, n, "") for p, n in parts)
 
 
 def build_frame(current: Iterable[Sample], attributes: Iterable[Sample],

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from gpuctl.core.geometry import GpuModel, Profile
+from gpuctl.core.numbers import whole_number
 from gpuctl.errors import GpuctlError, UsageError
 
 # NVML_COMPUTE_INSTANCE_PROFILE_* by compute slices (nvml.h).
@@ -116,10 +117,9 @@ def parse_layout_text(text: str) -> dict[str, int]:
         name, sep, count = part.partition("=")
         name = name.strip()
         if sep:
-            count = count.strip()
-            if not count.isdigit():
+            n = whole_number(count.strip())
+            if n is None:
                 raise UsageError(f"{part!r}: the count after '=' must be a whole number")
-            n = int(count)
         else:
             n = 1
         if not name:

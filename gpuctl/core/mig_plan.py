@@ -17,9 +17,10 @@ from typing import Mapping
 from gpuctl.core.geometry import GpuModel, find_model
 from gpuctl.core.mig_layout import (Device, LayoutError, Placed, check_counts, _search,
                                     parse_layout_text, place, profiles_hint)
+from gpuctl.core.numbers import whole_number
 from gpuctl.errors import GpuctlError, UsageError
 
-_FLEET_PART = re.compile(r"^(?:(\d+)\s*[x×*]\s*)?(.+)\Z")
+_FLEET_PART = re.compile(r"^(?:([0-9]+)\s*[x×*]\s*)?(.+)\Z", re.DOTALL)
 _RESOURCE_PREFIX = "nvidia.com/mig-"
 # Far beyond any cluster, and well inside the solver's exact (double precision) integers.
 MAX_DEMAND = 10**12
@@ -63,7 +64,9 @@ def parse_fleet(text: str) -> list[Fleet]:
         if not part:
             continue
         m = _FLEET_PART.match(part)
-        count = int(m.group(1)) if m.group(1) else None
+        count = whole_number(m.group(1)) if m.group(1) else None
+        if m.group(1) and count is None:
+            raise UsageError(f"{part[:40]!r}…: the GPU count is too large")
         if count == 0:
             raise UsageError(f"{part!r}: a GPU count must be at least 1")
         try:

@@ -11,6 +11,7 @@ from decimal import Decimal, InvalidOperation, ROUND_FLOOR
 from gpuctl.core import geometry
 from gpuctl.core.fit import DONE_PHASES, gpu_resources, requested
 from gpuctl.core.k8s_names import dns1123_label
+from gpuctl.core.numbers import whole_number
 from gpuctl.errors import UsageError
 
 QUOTA_NAME = "gpuctl-gpus"
@@ -61,12 +62,13 @@ def parse_mig(values: list[str] | tuple[str, ...]) -> dict[str, int]:
             close = sorted(p for p in known if p.split(".")[0] == profile.split(".")[0])[:8]
             raise UsageError(f"--mig {raw!r}: {profile!r} is not a MIG profile of any known GPU",
                              hint="e.g. " + ", ".join(close or sorted(known)[:8]))
-        if not k.strip().isdigit() or int(k) > MAX_GPUS:
+        count = whole_number(k.strip())
+        if count is None or count > MAX_GPUS:
             raise UsageError(f"--mig {raw!r}: COUNT must be a whole number from 0 to {MAX_GPUS}")
         resource = "nvidia.com/mig-" + profile.replace("+", ".")
         if resource in out:
             raise UsageError(f"--mig {profile} given twice")
-        out[resource] = int(k)
+        out[resource] = count
     return out
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from gpuctl.core import k8s_names
+from gpuctl.core.numbers import whole_number
 from gpuctl.errors import SpecError
 
 MAX_BYTES = 1 << 20
@@ -138,7 +139,11 @@ def _convert(node, path: Path, doc: Doc, loader) -> Any:
         if node.tag not in _SCALAR_TAGS:
             raise SpecError(f"YAML tag {node.tag!r} is not allowed (plain values only)",
                             file=doc.file, line=line, field=dotted(path) or None)
-        value = loader.construct_object(node)
+        try:
+            value = loader.construct_object(node)
+        except ValueError:  # Python reads at most 4300 digits of a decimal int
+            raise SpecError(f"number too long ({len(node.value)} characters)", file=doc.file,
+                            line=line, field=dotted(path) or None) from None
         if isinstance(value, (bool, int, float)):
             doc.written[path] = node.value
         return value
@@ -168,7 +173,7 @@ def _convert(node, path: Path, doc: Doc, loader) -> Any:
 # ---------- typed access to the fields of one mapping ----------
 
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?\Z")
-_DURATION_PART = re.compile(r"(\d+)(d|h|m|s)")
+_DURATION_PART = re.compile(r"([0-9]+)(d|h|m|s)")
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MISSING = object()
 
@@ -332,13 +337,14 @@ def parse_duration(value: Any) -> int | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if text.isdigit():
-        return int(text) or None
+    if text.isascii() and text.isdigit():
+        return whole_number(text) or None
     pos, total = 0, 0
     for m in _DURATION_PART.finditer(text):
-        if m.start() != pos:
+        n = whole_number(m.group(1))
+        if m.start() != pos or n is None:
             return None
-        total += int(m.group(1)) * _DURATION_SECONDS[m.group(2)]
+        total += n * _DURATION_SECONDS[m.group(2)]
         pos = m.end()
     return total if pos == len(text) and total > 0 else None
 

@@ -42,6 +42,7 @@ def exec_pynvml_into(module) -> None:
 def open_node(spec: str | None = None, state_path: str | None = None):
     """The simulated node named by `spec` or GPUCTL_SIMULATE, state in `state_path`,
     GPUCTL_SIM_STATE or the default file under ~/.cache/gpuctl/."""
+    from gpuctl.core.numbers import whole_number
     from gpuctl.sim.node import Node
 
     from gpuctl.errors import GpuctlError, UsageError
@@ -60,9 +61,9 @@ def open_node(spec: str | None = None, state_path: str | None = None):
     if not spec or not isinstance(spec, str):
         raise UsageError("no simulated node given", hint="set GPUCTL_SIMULATE, e.g. 8xH100-80GB")
     seed = os.environ.get("GPUCTL_SIM_SEED", "").strip() or "0"
-    if not seed.isdigit():
+    if whole_number(seed) is None:
         raise UsageError(f"GPUCTL_SIM_SEED={seed!r} is not a whole number")
-    return Node(spec, state_path, seed=int(seed))
+    return Node(spec, state_path, seed=whole_number(seed))
 
 
 def load_pynvml(spec: str | None = None, state_path: str | None = None):

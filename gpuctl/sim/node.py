@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from gpuctl.core import geometry, mig_layout
+from gpuctl.core.numbers import whole_number
 from gpuctl.errors import GpuctlError, UsageError
 
 # NVML return codes used here (values from nvml.h; identical in pynvml).
@@ -98,17 +99,17 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
         raise UsageError(f"bad simulated node spec {spec!r}",
                          hint="use COUNTxMODEL[,COUNTxMODEL...], e.g. 8xH100-80GB or 2xH200,2xA30")
     for part in parts:
-        m = re.fullmatch(r"(?:(\d+)\s*[xX*]\s*)?(.+)", part)
-        count = int(m.group(1)) if m.group(1) else 1
+        m = re.fullmatch(r"(?:([0-9]+)\s*[xX*]\s*)?(.+)", part, re.DOTALL)
+        count = whole_number(m.group(1)) if m.group(1) else 1
         try:
             model = _find_model(m.group(2).strip())
         except GpuctlError as e:
             raise UsageError(f"bad simulated node spec {spec!r}: {e.message}", hint=e.hint) from None
-        if count < 1:
+        if count == 0:
             raise UsageError(f"bad simulated node spec {spec!r}: GPU count must be at least 1")
-        gpus.extend([model] * count)
-        if len(gpus) > MAX_GPUS:
+        if count is None or len(gpus) + count > MAX_GPUS:  # before a list that big is made
             raise UsageError(f"bad simulated node spec {spec!r}: more than {MAX_GPUS} GPUs")
+        gpus.extend([model] * count)
     return gpus
 
 
