@@ -261,3 +261,10 @@ def test_bad_options_exit_2_with_one_line(capsys, args, message):
     assert out == ""
     assert err.startswith("gpuctl: error: ") and message in err.splitlines()[0]
     assert "Traceback" not in err
+
+
+def test_label_without_prometheusrule_is_refused(capsys):
+    from tests.clirun import run_gpuctl
+
+    code, out, err = run_gpuctl(capsys, "alerts", "render", "-l", "release=prom")
+    assert code == 2 and out == "" and "--label applies to --format prometheusrule" in err

@@ -62,6 +62,9 @@ def render(
     temperature, XID errors) to stdout; `promtool check rules` accepts them."""
     from gpuctl.core import alert_rules
 
+    if fmt is RuleFormat.rules and label:
+        raise UsageError("--label applies to --format prometheusrule only; a rule file has no "
+                         "object labels")
     options = alert_rules.AlertOptions(
         high_util=high_util, high_util_window=high_util_window, high_util_for=high_util_for,
         idle_util=idle_util, idle_window=idle_window, idle_for=idle_for, memory=memory,
