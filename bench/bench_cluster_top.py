@@ -25,9 +25,9 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gpuctl.adapters.prometheus import Prometheus  # noqa: E402
-from gpuctl.cli import top_cluster  # noqa: E402
-from gpuctl.cli.output import dump  # noqa: E402
-from gpuctl.core import cluster_usage as usage  # noqa: E402
+from gpuctl.top import cluster_cli as top_cluster  # noqa: E402
+from gpuctl.common.output import dump  # noqa: E402
+from gpuctl.top import usage  # noqa: E402
 from tests.standins.prometheus import start_prometheus  # noqa: E402
 
 GPUS_PER_NODE = 8

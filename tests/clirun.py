@@ -1,6 +1,6 @@
 """Run `gpuctl ARGS…` in-process as a user would, and capture what it printed."""
 
-from gpuctl.cli.app import main
+from gpuctl.app import main
 
 
 def run_gpuctl(capsys, *args) -> tuple[int, str, str]:

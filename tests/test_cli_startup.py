@@ -61,7 +61,7 @@ def test_python_dash_m_runs():
 
 def test_every_command_is_in_the_lazy_registration_table(cli):
     """A command module missing from COMMANDS would be unreachable by name."""
-    from gpuctl.cli import app as app_module
+    from gpuctl import app as app_module
 
     assert cli("--help").code == 0
     names = {c.name for c in app_module.app.registered_commands}

@@ -12,12 +12,18 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from gpuctl import config
-from gpuctl.core import cluster_spec, cluster_usage, migparted, mig_layout, mig_plan, quota, selector
-from gpuctl.core.alert_rules import AlertOptions, check as check_alerts
-from gpuctl.core.jobspec import parse_job
-from gpuctl.core.specfile import load_yaml, parse_duration
-from gpuctl.errors import GpuctlError, SpecError
+from gpuctl.common import config
+from gpuctl.provision import spec as cluster_spec
+from gpuctl.top import usage as cluster_usage
+from gpuctl.mig import migparted
+from gpuctl.mig import layout as mig_layout
+from gpuctl.mig import plan as mig_plan
+from gpuctl.quota import rules as quota
+from gpuctl.common import selector
+from gpuctl.top.alert_rules import AlertOptions, check as check_alerts
+from gpuctl.jobs.spec import parse_job
+from gpuctl.common.specfile import load_yaml, parse_duration
+from gpuctl.common.errors import GpuctlError, SpecError
 from tests.clirun import run_gpuctl
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"

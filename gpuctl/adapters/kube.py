@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any, Callable, Iterator
 
-from gpuctl.errors import BackendError, GpuctlError
+from gpuctl.common.errors import BackendError, GpuctlError
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 

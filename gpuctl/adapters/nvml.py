@@ -11,9 +11,9 @@ from __future__ import annotations
 import ctypes
 import os
 
-from gpuctl.core.gpusample import (ComputeInstance, GpuInstance, GpuSample, MigDevice,
+from gpuctl.gpus.sample import (ComputeInstance, GpuInstance, GpuSample, MigDevice,
                                    NodeSample, Process)
-from gpuctl.errors import BackendError, GpuctlError
+from gpuctl.common.errors import BackendError, GpuctlError
 
 __all__ = ["Nvml", "NvmlError", "GpuInstance", "ComputeInstance", "Process", "NodeSample"]
 

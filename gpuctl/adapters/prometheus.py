@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 
-from gpuctl.errors import BackendError, UsageError
+from gpuctl.common.errors import BackendError, UsageError
 
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Set, Sized
 from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar, Union
 
 from gpuctl.batching.metrics import BatcherMetrics, MetricsRecorder
-from gpuctl.errors import GpuctlError
+from gpuctl.common.errors import GpuctlError
 
 T = TypeVar("T")
 R = TypeVar("R")

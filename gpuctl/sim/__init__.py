@@ -25,7 +25,7 @@ def _real_pynvml_spec():
     paths = [p for p in sys.path if os.path.abspath(p or ".") != SHIM_DIR]
     spec = importlib.machinery.PathFinder.find_spec("pynvml", paths)
     if spec is None:
-        from gpuctl.errors import GpuctlError
+        from gpuctl.common.errors import GpuctlError
 
         raise GpuctlError("the simulator needs nvidia-ml-py (module pynvml), which is not installed",
                           hint="pip install 'nvidia-ml-py>=12,<14'")
@@ -42,10 +42,10 @@ def exec_pynvml_into(module) -> None:
 def open_node(spec: str | None = None, state_path: str | None = None):
     """The simulated node named by `spec` or GPUCTL_SIMULATE, state in `state_path`,
     GPUCTL_SIM_STATE or the default file under ~/.cache/gpuctl/."""
-    from gpuctl.core.numbers import whole_number
+    from gpuctl.common.numbers import whole_number
     from gpuctl.sim.node import Node
 
-    from gpuctl.errors import GpuctlError, UsageError
+    from gpuctl.common.errors import GpuctlError, UsageError
 
     spec = spec or os.environ.get("GPUCTL_SIMULATE")
     state_path = state_path or os.environ.get("GPUCTL_SIM_STATE") or None

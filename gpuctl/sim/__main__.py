@@ -13,7 +13,7 @@ import json
 import sys
 
 import gpuctl.sim
-from gpuctl.errors import GpuctlError
+from gpuctl.common.errors import GpuctlError
 from gpuctl.sim.node import SimError
 
 

@@ -1,4 +1,4 @@
-"""The simulated node: GPUs of real models (from gpuctl.core.geometry), their MIG state and
+"""The simulated node: GPUs of real models (from gpuctl.gpus.geometry), their MIG state and
 processes, kept in a JSON state file so that separate commands see the same node.
 
 Every operation that the hardware can refuse raises SimError with the NVML return code the
@@ -18,9 +18,10 @@ import re
 import time
 from dataclasses import dataclass
 
-from gpuctl.core import geometry, mig_layout
-from gpuctl.core.numbers import whole_number
-from gpuctl.errors import GpuctlError, UsageError
+from gpuctl.gpus import geometry
+from gpuctl.mig import layout as mig_layout
+from gpuctl.common.numbers import whole_number
+from gpuctl.common.errors import GpuctlError, UsageError
 
 # NVML return codes used here (values from nvml.h; identical in pynvml).
 SUCCESS = 0

@@ -195,7 +195,7 @@ def scraped_prometheus():
         from prometheus_client import CollectorRegistry, Gauge
         from prometheus_client.exposition import start_http_server
 
-        from gpuctl.core.cluster_usage import METRICS
+        from gpuctl.top.usage import METRICS
 
         registry = CollectorRegistry()
         gauges = {name: Gauge(name, name, labels, registry=registry) for name in METRICS}

@@ -1,1 +1,0 @@
-"""typer + rich command groups; no business logic here."""

@@ -1,0 +1,1 @@
+"""Shared building blocks: spec file loader, errors, names, numbers, selectors, settings, output."""

@@ -1,0 +1,40 @@
+"""User settings: a command-line option wins over the environment, which wins over the
+config file (GPUCTL_CONFIG, default ~/.config/gpuctl/config.yaml), which wins over defaults."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from gpuctl.common.specfile import load_yaml_file
+from gpuctl.common.errors import UsageError
+
+SETTINGS = {
+    # name: (environment variable, default)
+    "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", "gpu-type"),
+    "prometheus_url": ("GPUCTL_PROMETHEUS_URL", None),
+    "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
+}
+
+
+def config_path() -> str:
+    return os.environ.get("GPUCTL_CONFIG") or os.path.expanduser("~/.config/gpuctl/config.yaml")
+
+
+def setting(name: str, option_value=None, check: Callable[[str], str | None] | None = None):
+    """The value of a setting; `check(value)` says why a value is unusable (None: usable)."""
+    env_var, default = SETTINGS[name]
+    value, where = option_value, "the command line"
+    if value is None and os.environ.get(env_var):
+        value, where = os.environ[env_var], env_var
+    if value is None:
+        path = config_path()
+        if os.path.exists(path):
+            f = load_yaml_file(path).root()
+            f.reject_unknown(SETTINGS)
+            value = f.str(name)
+            if value is not None and check and check(value):
+                raise f.error(name, check(value))
+    elif check and check(value):
+        raise UsageError(f"{name} {value!r} (from {where}): {check(value)}")
+    return default if value is None else value

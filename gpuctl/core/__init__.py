@@ -1,1 +1,0 @@
-"""Pure core: specs, rendering, planning, aggregation. No network, clock or environment."""

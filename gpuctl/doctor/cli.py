@@ -1,0 +1,47 @@
+"""`gpuctl doctor`: is this cluster ready for GPU work?"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from gpuctl.common.output import Format, dump, echo, out_console
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)
+
+
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
+
+
+def doctor(
+    node: Optional[str] = typer.Option(None, "--node", help="Check one node only."),
+    output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
+    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
+) -> None:
+    """Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin,
+    MIG, sharing configs, DCGM exporter. Exits 1 if any check fails."""
+    from gpuctl.doctor import service as run_doctor
+    from gpuctl.adapters.kube import Kube
+    from gpuctl.doctor.checks import failed
+
+    with Kube(context) as kube:
+        checks = run_doctor.run(kube, node)
+    if output != Format.table:
+        echo(dump({"ok": not failed(checks), "checks": [c.to_dict() for c in checks]},
+                  output.value))
+    else:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(box=None, show_lines=False)
+        for col in ("STATUS", "CHECK", "DETAIL", "FIX"):
+            table.add_column(col, overflow="fold")
+        for c in checks:
+            table.add_row(f"[{_STYLE[c.status]}]{c.status}[/]", c.name, escape(c.detail),
+                          escape(c.fix))
+        out_console().print(table)
+    if failed(checks):
+        raise typer.Exit(1)

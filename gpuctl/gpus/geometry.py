@@ -1,0 +1,136 @@
+"""MIG geometry of each GPU model, from the sourced table shipped as package data.
+
+The JSON (``gpuctl/data/mig_geometry.json``) keeps its sources' raw shapes: some values are
+lists (one per observed driver) or the string ``"unconfirmed"``. This module turns it into
+plain, typed records once; everything else in gpuctl reads only these records.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from gpuctl.common.errors import GpuctlError
+
+# Short names used in specs and on the command line (``8xH100-80GB``), and the total
+# framebuffer memory NVML reports for the whole GPU (MiB, as nvidia-smi prints it).
+_MODELS = {
+    "NVIDIA A100-SXM4-40GB": ("A100-40GB", 40960),
+    "NVIDIA A100-SXM4-80GB": ("A100-80GB", 81920),
+    "NVIDIA A30": ("A30", 24576),
+    "NVIDIA H100 80GB HBM3": ("H100-80GB", 81559),
+    "NVIDIA H100 NVL": ("H100-NVL", 95830),
+    "NVIDIA GH200 480GB": ("GH200-480GB", 97871),
+    "NVIDIA H200": ("H200", 143771),
+    "NVIDIA H200 NVL": ("H200-NVL", 143771),
+    "NVIDIA GH200 144G HBM3e": ("GH200-144GB", 146931),
+    "NVIDIA B200": ("B200", 183359),
+    "unconfirmed (GB200)": ("GB200", 189471),
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": ("RTX-PRO-6000", 97887),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One GPU-instance profile of one GPU model."""
+
+    name: str  # e.g. "1g.10gb", "1g.10gb+me"
+    index: int  # NVML_GPU_INSTANCE_PROFILE_* constant value (what GetGpuInstanceProfileInfo takes)
+    profile_id: int | None  # the id NVML returns and Create*/Placements take; None if unconfirmed
+    slices: int  # compute (SM) slices
+    memory_slices: int
+    memory_mib: int | None  # None if unconfirmed
+    sm_count: int | None
+    max_instances: int
+    starts: tuple[int, ...]  # valid placement starts, in placement units
+    size: int  # placement size, in placement units
+    ci_profile_id: int | None  # default compute-instance profile, where sourced
+
+    @property
+    def resource_name(self) -> str:
+        """The Kubernetes extended resource the device plugin advertises (mixed strategy)."""
+        return "nvidia.com/mig-" + self.name.replace("+", ".")
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    nvml_name: str
+    short_name: str
+    memory_total_mib: int
+    memory_slices: int  # placement units on the GPU (8 on data-center GPUs, 4 on A30)
+    compute_slices: int
+    max_gpu_instances: int
+    architecture: str
+    compute_capability: str
+    profiles: tuple[Profile, ...]
+    pci_device_ids: tuple[str, ...] = ()  # as mig-parted's device-filter writes them
+
+    def profile(self, name: str) -> Profile:
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        raise GpuctlError(
+            f"{self.short_name} has no MIG profile {name!r}",
+            hint=f"{self.short_name} profiles: " + ", ".join(p.name for p in self.profiles))
+
+    def profile_by_id(self, profile_id: int) -> Profile | None:
+        return next((p for p in self.profiles if p.profile_id == profile_id), None)
+
+
+def _first_int(value) -> int | None:
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@lru_cache(maxsize=1)
+def models() -> tuple[GpuModel, ...]:
+    raw = json.loads(resources.files("gpuctl.data").joinpath("mig_geometry.json").read_text())
+    out = []
+    for g in raw:
+        short, total = _MODELS[g["nvml_name"]]
+        profiles = tuple(
+            Profile(
+                name=p["name"], index=p["nvml_profile_constant_value"],
+                profile_id=_first_int(p["profile_id"]), slices=p["slices"],
+                memory_slices=p["memory_slices"], memory_mib=_first_int(p["memory_mib"]),
+                sm_count=_first_int(p.get("sm_count")), max_instances=p["max_instances"],
+                starts=tuple(p["placements_start"]), size=p["placement_size"],
+                ci_profile_id=_first_int(p.get("default_ci_profile_id")))
+            for p in g["profiles"])
+        out.append(GpuModel(
+            nvml_name=g["nvml_name"], short_name=short, memory_total_mib=total,
+            memory_slices=g["memory_slices_total"], compute_slices=g["compute_slices_total"],
+            max_gpu_instances=g["max_gpu_instances"], architecture=g["architecture"],
+            compute_capability=g["compute_capability"], profiles=profiles,
+            pci_device_ids=tuple(g.get("pci_device_ids_mig_parted", ()))))
+    return tuple(out)
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower().replace("nvidia", "") if ch.isalnum())
+
+
+def find_model(name: str) -> GpuModel:
+    """A model by short name (``H100-80GB``), NVML name (``NVIDIA H100 80GB HBM3``) or a
+    spelling of either that differs only in case, spaces and dashes."""
+    key = _key(name)
+    for m in models():
+        if key in (_key(m.short_name), _key(m.nvml_name)):
+            return m
+    raise GpuctlError(f"unknown GPU model {name!r}",
+                      hint="known models: " + ", ".join(m.short_name for m in models()))
+
+
+def known_model(name: str) -> GpuModel | None:
+    """find_model, or None for a GPU gpuctl has no MIG geometry for."""
+    try:
+        return find_model(name)
+    except GpuctlError:
+        return None
+
+
+def all_profile_names() -> frozenset[str]:
+    return frozenset(p.name for m in models() for p in m.profiles)

@@ -1,0 +1,124 @@
+"""Render a JobSpec into Kubernetes manifests (plain dicts, ready for YAML or the API)."""
+
+from __future__ import annotations
+
+from gpuctl.jobs.spec import JobSpec
+
+MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuctl")
+JOB_LABEL = "gpuctl.io/job"
+DEFAULT_GPU_LABEL_KEY = "gpu-type"
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+MANAGED_SELECTOR = "=".join(MANAGED_BY)
+
+
+def labels_for(spec: JobSpec) -> dict:
+    return {MANAGED_BY[0]: MANAGED_BY[1], JOB_LABEL: spec.name, **dict(spec.labels)}
+
+
+def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[dict]:
+    """All objects of the job, in the order they must be created."""
+    if spec.kind == "Pod":
+        pod = _pod_spec(spec, gpu_label_key)
+        pod["restartPolicy"] = "Never"
+        if spec.deadline:
+            pod["activeDeadlineSeconds"] = spec.deadline
+        return [{"apiVersion": "v1", "kind": "Pod", "metadata": _meta(spec), "spec": pod}]
+
+    pod = _pod_spec(spec, gpu_label_key)
+    pod["restartPolicy"] = "Never"
+    job_spec: dict = {"backoffLimit": spec.retries}
+    if spec.ttl_after_finished:
+        job_spec["ttlSecondsAfterFinished"] = spec.ttl_after_finished
+    if spec.deadline:
+        job_spec["activeDeadlineSeconds"] = spec.deadline
+    objects = []
+    if spec.nodes > 1:
+        job_spec.update(completionMode="Indexed", completions=spec.nodes, parallelism=spec.nodes)
+        pod["subdomain"] = spec.name  # gives worker i the DNS name <name>-i.<name>
+        pod["containers"][0]["env"] = _torchrun_env(spec) + pod["containers"][0].get("env", [])
+        objects.append(_headless_service(spec))
+    job_spec["template"] = {"metadata": {"labels": labels_for(spec)}, "spec": pod}
+    objects.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(spec),
+                    "spec": job_spec})
+    return objects
+
+
+def _meta(spec: JobSpec) -> dict:
+    meta = {"name": spec.name}
+    if spec.namespace:
+        meta["namespace"] = spec.namespace
+    meta["labels"] = labels_for(spec)
+    return meta
+
+
+def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict:
+    container: dict = {"name": "main", "image": spec.image}
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    if spec.env:
+        container["env"] = [{"name": k, "value": v} for k, v in spec.env]
+
+    limits: dict = {}
+    requests: dict = {}
+    resource = spec.gpu_resource
+    if resource:
+        limits[resource[0]] = str(resource[1])
+    for key, value in (("cpu", spec.cpu), ("memory", spec.memory)):
+        if value is not None:
+            limits[key] = requests[key] = value
+    if limits:
+        container["resources"] = {"limits": limits, **({"requests": requests} if requests else {})}
+
+    pod: dict = {"containers": [container]}
+    if spec.shm:
+        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm}}]
+    if spec.gpu_type:
+        pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": gpu_label_key, "operator": "In", "values": list(spec.gpu_type)}]}]}}}
+    tolerations = ([dict(GPU_TOLERATION)] if resource else []) + [dict(t) for t in spec.tolerations]
+    if tolerations:
+        pod["tolerations"] = tolerations
+    if spec.priority:
+        pod["priorityClassName"] = spec.priority
+    if spec.service_account:
+        pod["serviceAccountName"] = spec.service_account
+    if spec.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": s} for s in spec.image_pull_secrets]
+    return pod
+
+
+def nproc_per_node(spec: JobSpec) -> int:
+    if spec.nproc_per_node:
+        return spec.nproc_per_node
+    return spec.gpus if spec.gpus and not spec.shared else 1
+
+
+def _torchrun_env(spec: JobSpec) -> list[dict]:
+    nproc = nproc_per_node(spec)
+    return [
+        {"name": "MASTER_ADDR", "value": f"{spec.name}-0.{spec.name}"},
+        {"name": "MASTER_PORT", "value": str(spec.master_port)},
+        {"name": "NNODES", "value": str(spec.nodes)},
+        {"name": "NPROC_PER_NODE", "value": str(nproc)},
+        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "WORLD_SIZE", "value": str(spec.nodes * nproc)},
+    ]
+
+
+def _headless_service(spec: JobSpec) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Service", "metadata": _meta(spec),
+        "spec": {
+            "clusterIP": "None",
+            # Workers must resolve each other before they are Ready (rendezvous comes first).
+            "publishNotReadyAddresses": True,
+            "selector": {JOB_LABEL: spec.name},
+            "ports": [{"name": "rendezvous", "port": spec.master_port,
+                       "targetPort": spec.master_port}],
+        },
+    }

@@ -1,0 +1,193 @@
+"""The job spec (``apiVersion: gpuctl/v1``): parse and validate into a plain record.
+
+Every error names the file, the line and the field (see gpuctl.common.specfile).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuctl.common import k8s_names
+from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
+
+API_VERSION = "gpuctl/v1"
+KINDS = ("Job", "Pod")
+MAX_GPUS_PER_WORKER = 64
+MAX_NODES = 1024
+DEFAULT_MASTER_PORT = 29500
+# Set by gpuctl on every worker of a multi-node job; a spec may not set them itself.
+TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE", "NODE_RANK", "WORLD_SIZE")
+
+FIELDS = ("apiVersion", "kind", "name", "namespace", "image", "command", "args", "env", "gpus",
+          "gpu_type", "mig", "shared", "nodes", "nproc_per_node", "master_port", "cpu", "memory",
+          "shm", "ttl_after_finished", "deadline", "retries", "priority", "labels", "tolerations",
+          "service_account", "image_pull_secrets")
+TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    image: str
+    kind: str = "Job"
+    namespace: str | None = None
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    gpus: int = 0
+    gpu_type: tuple[str, ...] = ()
+    mig: str | None = None
+    shared: bool = False
+    nodes: int = 1
+    nproc_per_node: int | None = None
+    master_port: int = DEFAULT_MASTER_PORT
+    cpu: str | None = None
+    memory: str | None = None
+    shm: str | None = None
+    ttl_after_finished: int | None = None
+    deadline: int | None = None
+    retries: int = 0
+    priority: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[dict, ...] = ()
+    service_account: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+    source: str = field(default="<input>", compare=False)
+
+    @property
+    def gpu_resource(self) -> tuple[str, int] | None:
+        """The extended resource each worker asks for, and how many."""
+        if self.mig:
+            return "nvidia.com/mig-" + self.mig.replace("+", "."), 1
+        if self.gpus:
+            return ("nvidia.com/gpu.shared" if self.shared else "nvidia.com/gpu"), self.gpus
+        return None
+
+
+def parse_job(doc: Doc) -> JobSpec:
+    f = doc.root()
+    # what the document is comes first: a Kubernetes manifest or a cluster spec is said to be
+    # one, not refused for its first unknown field
+    api = f.str("apiVersion")
+    if api is not None and api != API_VERSION:
+        raise f.error("apiVersion", f"unsupported version {api!r}; this gpuctl reads {API_VERSION}",
+                      hint=None if api.startswith("gpuctl/") else
+                      "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
+                      "kubectl apply")
+    kind = f.str("kind", "Job", choices=KINDS)
+    f.reject_unknown(FIELDS)
+    f.str("apiVersion", required=True)
+    name = f.name("name", required=True)
+    nodes = f.int("nodes", 1, minimum=1, maximum=MAX_NODES)
+
+    image = f.str("image", required=True)
+    if any(ch.isspace() for ch in image):
+        raise f.error("image", f"{image!r} contains white space")
+
+    mig = f.str("mig")
+    shared = f.bool("shared", False)
+    if mig is not None and f.has("gpus"):
+        raise f.error("mig", "give either 'gpus' (whole GPUs) or 'mig' (one MIG slice), not both")
+    if mig is not None and shared:
+        raise f.error("shared", "a MIG slice cannot also be a time-shared GPU")
+    if mig is not None and mig not in _mig_profile_names():
+        raise f.error("mig", f"{mig!r} is not a MIG profile of any known GPU",
+                      hint="e.g. 1g.10gb, 2g.20gb, 3g.40gb (see `gpuctl mig profiles`)")
+    gpus = f.int("gpus", 0 if mig is not None else 1, minimum=0, maximum=MAX_GPUS_PER_WORKER)
+    if shared and gpus == 0:
+        raise f.error("shared", "a shared GPU needs gpus ≥ 1")
+
+    gpu_type = f.str_list("gpu_type", (), allow_scalar=True, non_empty=True)
+    for value in gpu_type:
+        if not k8s_names.label_value(value):
+            raise f.error("gpu_type", f"{value!r} is not a valid node label value")
+
+    if kind == "Pod":
+        for key in ("ttl_after_finished", "retries"):
+            if f.has(key):
+                raise f.error(key, "applies to kind Job only (a bare Pod has no retries or TTL)")
+        if nodes > 1:
+            raise f.error("nodes", "a multi-node job must be kind Job")
+    if nodes > 1:
+        if not k8s_names.dns1035_label(name):
+            raise f.error("name", "a multi-node job's name must start with a letter "
+                                  "(it also names the workers' headless Service)")
+        if len(name) + 1 + len(str(nodes - 1)) > 63:
+            raise f.error("name", f"too long for {nodes} workers: '{name}-{nodes - 1}' must fit "
+                                  "in 63 characters (it is a worker's host name)")
+
+    env = f.str_map("env", {})
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise f.error("env", f"{key!r} is not a valid environment variable name")
+        if nodes > 1 and key in TORCHRUN_ENV:
+            raise f.error("env", f"{key} is set by gpuctl on every worker of a multi-node job")
+
+    labels = f.str_map("labels", {})
+    for key, value in labels.items():
+        if not k8s_names.label_key(key):
+            raise f.error("labels", f"{key!r} is not a valid label key")
+        if not k8s_names.label_value(value):
+            raise f.error("labels", f"{key}: {value!r} is not a valid label value")
+        if key.startswith("app.kubernetes.io/managed-by") or key.startswith("gpuctl.io/"):
+            raise f.error("labels", f"{key!r} is set by gpuctl")
+
+    namespace = f.name("namespace")
+    priority = f.str("priority")
+    if priority is not None and not k8s_names.dns1123_subdomain(priority):
+        raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
+    pull_secrets = f.str_list("image_pull_secrets", [])
+    for secret in pull_secrets:
+        if not k8s_names.dns1123_subdomain(secret):
+            raise f.error("image_pull_secrets", f"{secret!r} is not a valid Secret name")
+    service_account = f.str("service_account")
+    if service_account is not None and not k8s_names.dns1123_subdomain(service_account):
+        raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
+
+    return JobSpec(
+        name=name, image=image, kind=kind, namespace=namespace,
+        command=tuple(f.str_list("command", [])), args=tuple(f.str_list("args", [])),
+        env=tuple(env.items()), gpus=gpus, gpu_type=tuple(gpu_type), mig=mig, shared=shared,
+        nodes=nodes, nproc_per_node=f.int("nproc_per_node", None, minimum=1,
+                                          maximum=MAX_GPUS_PER_WORKER),
+        master_port=f.int("master_port", DEFAULT_MASTER_PORT, minimum=1, maximum=65535),
+        cpu=f.quantity("cpu"), memory=f.quantity("memory"), shm=f.quantity("shm"),
+        ttl_after_finished=f.duration("ttl_after_finished"), deadline=f.duration("deadline"),
+        retries=f.int("retries", 0, minimum=0, maximum=1000), priority=priority,
+        labels=tuple(labels.items()), tolerations=tuple(_tolerations(f)),
+        service_account=service_account,
+        image_pull_secrets=tuple(pull_secrets),
+        source=doc.file)
+
+
+def _tolerations(f: Fields) -> list[dict]:
+    out = []
+    for t in f.list_of_maps("tolerations"):
+        t.reject_unknown(TOLERATION_FIELDS)
+        operator = t.str("operator", "Equal", choices=("Exists", "Equal"))
+        tol = {"key": t.str("key"), "operator": operator, "value": t.str("value"),
+               "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
+               "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS)}
+        if tol["key"] is not None and not k8s_names.label_key(tol["key"]):
+            raise t.error("key", f"{tol['key']!r} is not a valid taint key")
+        if tol["value"] is not None and not k8s_names.label_value(tol["value"]):
+            raise t.error("value", f"{tol['value']!r} is not a valid taint value")
+        if operator == "Exists" and tol["value"] is not None:
+            raise t.error("value", "must be empty when operator is Exists")
+        if operator == "Equal" and tol["key"] is None:
+            raise t.error("key", "is required when operator is Equal")
+        if tol["tolerationSeconds"] is not None and tol["effect"] != "NoExecute":
+            raise t.error("tolerationSeconds", "applies only with effect NoExecute")
+        out.append({k: v for k, v in tol.items() if v is not None})
+    return out
+
+
+
+def _mig_profile_names() -> frozenset[str]:
+    # The geometry table is 86 KB of JSON: read it only for specs that ask for MIG.
+    from gpuctl.gpus import geometry
+
+    return geometry.all_profile_names()

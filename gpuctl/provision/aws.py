@@ -1,0 +1,134 @@
+"""AWS through boto3: the read-only questions the provision preflight asks.
+
+Every call is a describe/get; nothing is created. Answers come back as
+gpuctl.provision.preflight.RawFacts for the core to judge. `AWS_ENDPOINT_URL` (read by botocore
+itself) points everything at another endpoint, e.g. a moto server.
+"""
+
+from __future__ import annotations
+
+from gpuctl.provision.spec import ClusterSpec
+from gpuctl.provision.preflight import (ON_DEMAND_QUOTAS, SPOT_QUOTAS, Answer, InstanceInfo, RawFacts,
+                                   ami_parameter, quota_family)
+from gpuctl.common.errors import BackendError
+
+_NOT_FOUND = {"ResourceNotFoundException", "ParameterNotFound", "InvalidInstanceType",
+              "NoSuchResourceException"}
+
+
+def gather(spec: ClusterSpec) -> RawFacts:
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session(region_name=spec.region)
+    config = Config(connect_timeout=10, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"})
+
+    def client(name):
+        return session.client(name, config=config)
+
+    with _errors(spec.region):
+        ec2 = client("ec2")
+        zones = [z["ZoneName"] for z in ec2.describe_availability_zones(
+            Filters=[{"Name": "state", "Values": ["available"]}])["AvailabilityZones"]]
+        offerings = {t: _offered_zones(ec2, t) for t in spec.instance_types}
+    instances = {t: _ask(lambda t=t: _instance_info(ec2, t)) for t in spec.instance_types}
+
+    eks_version = _ask(lambda: client("eks").describe_cluster(
+        name=spec.kubernetes_cluster)["cluster"]["version"])
+    version = spec.kubernetes_version or (eks_version.value if not eks_version.error else None)
+    amis = {}
+    if version:
+        ssm = client("ssm")
+        for ans in instances.values():
+            if isinstance(ans.value, InstanceInfo):
+                arch = "arm64" if "arm64" in ans.value.architectures else "x86_64"
+                name = ami_parameter(version, arch)
+                if name not in amis:
+                    amis[name] = _ask(lambda name=name: ssm.get_parameter(Name=name)["Parameter"]["Value"])
+    quotas = {}
+    sq = client("service-quotas")
+    for g in spec.node_groups:
+        family = quota_family(g.instance_type)
+        if family is None:
+            continue
+        code = (SPOT_QUOTAS if g.capacity_type == "spot" else ON_DEMAND_QUOTAS)[family][0]
+        if code not in quotas:
+            quotas[code] = _ask(lambda code=code: sq.get_service_quota(
+                ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+    return RawFacts(region_zones=zones, eks_version=eks_version, offerings=offerings,
+                    instances=instances, amis=amis, quotas=quotas)
+
+
+def _offered_zones(ec2, instance_type: str) -> list[str]:
+    zones = []
+    for page in ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone",
+            Filters=[{"Name": "instance-type", "Values": [instance_type]}]):
+        zones += [o["Location"] for o in page["InstanceTypeOfferings"]]
+    return zones
+
+
+def _instance_info(ec2, instance_type: str) -> InstanceInfo:
+    it = ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
+    gpus = (it.get("GpuInfo") or {}).get("Gpus") or []
+    first = gpus[0] if gpus else {}
+    return InstanceInfo(
+        instance_type=instance_type,
+        vcpus=int(it["VCpuInfo"]["DefaultVCpus"]),
+        architectures=tuple(it.get("ProcessorInfo", {}).get("SupportedArchitectures", [])),
+        gpu_model=first.get("Name"), gpu_manufacturer=first.get("Manufacturer"),
+        gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
+        gpu_memory_mib=int((first.get("MemoryInfo") or {}).get("SizeInMiB", 0)))
+
+
+def _ask(call) -> Answer:
+    """Run one optional question; turn 'does not exist' and 'could not ask' into answers."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return Answer(value=call())
+    except ClientError as e:
+        code = e.response.get("Error", {}).get("Code", "")
+        message = e.response.get("Error", {}).get("Message", "") or str(e)
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return Answer(error=f"{code or 'HTTP ' + str(status)}: {_first_line(message)}",
+                      missing=code in _NOT_FOUND)
+    except BotoCoreError as e:
+        return Answer(error=_first_line(str(e)))
+
+
+class _errors:
+    """The questions everything else depends on: failures there stop the preflight."""
+
+    def __init__(self, region: str):
+        self.region = region
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None:
+            return False
+        from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError,
+                                         NoCredentialsError, NoRegionError)
+
+        if isinstance(exc, NoCredentialsError):
+            raise BackendError("no AWS credentials found",
+                               hint="run `aws configure`, set AWS_PROFILE, or export "
+                                    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY") from None
+        if isinstance(exc, EndpointConnectionError):
+            raise BackendError(f"cannot reach AWS in {self.region}: {_first_line(str(exc))}",
+                               hint="check the network, the region name and AWS_ENDPOINT_URL") from None
+        if isinstance(exc, ClientError):
+            err = exc.response.get("Error", {})
+            raise BackendError(f"AWS refused the preflight in {self.region}: "
+                               f"{err.get('Code', '')}: {_first_line(err.get('Message', ''))}",
+                               hint="the credentials need ec2:Describe* permissions") from None
+        if isinstance(exc, (BotoCoreError, NoRegionError)):
+            raise BackendError(f"AWS preflight failed: {_first_line(str(exc))}") from None
+        return False
+
+
+def _first_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0] if text else ""

@@ -1,0 +1,1 @@
+"""Per-team GPU quotas (`quota`)."""

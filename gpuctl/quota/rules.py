@@ -1,0 +1,205 @@
+"""Per-team GPU quotas: the Namespace and ResourceQuota to apply, the difference from what
+exists, usage per namespace, and whether a job would exceed its namespace's quota.
+Pure: quotas and pods come in as the API returns them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation, ROUND_FLOOR
+
+from gpuctl.gpus import geometry
+from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
+from gpuctl.common.k8s_names import dns1123_label
+from gpuctl.common.numbers import whole_number
+from gpuctl.common.errors import UsageError
+
+QUOTA_NAME = "gpuctl-gpus"
+GPU = "nvidia.com/gpu"
+MAX_GPUS = 1_000_000
+MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
+_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))"
+                       r"(?:(m)|([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E))?$")
+
+
+def quantity(text) -> int | None:
+    """A Kubernetes quantity as a whole count (rounded down); None if not a quantity."""
+    m = _QUANTITY.match(str(text).strip())
+    if not m:
+        return None
+    try:
+        value = Decimal(m[1])
+        if m[2]:
+            value /= 1000
+        elif m[3]:
+            value *= Decimal(10) ** int(m[3][1:])
+        elif m[4]:
+            value *= _SUFFIX[m[4]]
+    except (InvalidOperation, OverflowError):
+        return None
+    return int(value.to_integral_value(ROUND_FLOOR))
+
+
+def check_team(team: str) -> str:
+    if not dns1123_label(team):
+        raise UsageError(f"team {team!r} is not a valid namespace name (lower-case letters, "
+                         "digits and '-', at most 63, starting and ending with a letter or digit)")
+    return team
+
+
+def parse_mig(values: list[str] | tuple[str, ...]) -> dict[str, int]:
+    """`--mig PROFILE=K` options → {resource name: K}; profiles checked against the geometry."""
+    known = geometry.all_profile_names()
+    out: dict[str, int] = {}
+    for raw in values:
+        profile, sep, k = raw.partition("=")
+        profile = profile.strip().removeprefix("nvidia.com/").removeprefix("mig-")
+        if not sep or not profile:
+            raise UsageError(f"--mig {raw!r}: expected PROFILE=COUNT, e.g. 1g.10gb=4")
+        if profile not in known:
+            close = sorted(p for p in known if p.split(".")[0] == profile.split(".")[0])[:8]
+            raise UsageError(f"--mig {raw!r}: {profile!r} is not a MIG profile of any known GPU",
+                             hint="e.g. " + ", ".join(close or sorted(known)[:8]))
+        count = whole_number(k.strip())
+        if count is None or count > MAX_GPUS:
+            raise UsageError(f"--mig {raw!r}: COUNT must be a whole number from 0 to {MAX_GPUS}")
+        resource = "nvidia.com/mig-" + profile.replace("+", ".")
+        if resource in out:
+            raise UsageError(f"--mig {profile} given twice")
+        out[resource] = count
+    return out
+
+
+def hard(gpus: int, mig: dict[str, int]) -> dict[str, str]:
+    if not 0 <= gpus <= MAX_GPUS:
+        raise UsageError(f"--gpus must be between 0 and {MAX_GPUS}, got {gpus}")
+    out = {f"requests.{GPU}": str(gpus)}
+    out.update({f"requests.{r}": str(k) for r, k in sorted(mig.items())})
+    return out
+
+
+def namespace_object(team: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": team, "labels": dict(MANAGED)}}
+
+
+def quota_object(team: str, hard_limits: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": QUOTA_NAME, "namespace": team, "labels": dict(MANAGED)},
+            "spec": {"hard": dict(hard_limits)}}
+
+
+def diff(current: dict[str, str] | None,
+         desired: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
+    """(key, old, new) for every key that differs, comparing quantities by value."""
+    current = current or {}
+    out = []
+    for key in sorted(set(current) | set(desired)):
+        old, new = current.get(key), desired.get(key)
+        if old is not None and new is not None and quantity(old) == quantity(new):
+            continue
+        if old != new:
+            out.append((key, old, new))
+    return out
+
+
+# --- usage ------------------------------------------------------------------------
+
+def gpu_resource_of(key: str) -> str | None:
+    """The GPU resource a quota key limits (`requests.nvidia.com/gpu` → nvidia.com/gpu)."""
+    name = key.removeprefix("requests.")
+    return name if name.startswith("nvidia.com/") else None
+
+
+def held(pods: list[dict]) -> dict[tuple[str, str], int]:
+    """(namespace, GPU resource) → count requested by pods that have not finished."""
+    out: dict[tuple[str, str], int] = {}
+    for p in pods:
+        if (p.get("status") or {}).get("phase") in DONE_PHASES:
+            continue
+        ns = (p.get("metadata") or {}).get("namespace") or ""
+        for resource in gpu_resources(p):
+            n = requested(p, resource)
+            if n:
+                out[(ns, resource)] = out.get((ns, resource), 0) + n
+    return out
+
+
+def usage_rows(quotas: list[dict], pods: list[dict]) -> list[dict]:
+    """Per namespace and GPU resource: used and hard. `used` comes from the quota's status
+    when the quota controller has filled it, else from the running pods. Namespaces using
+    GPUs without a quota on them are listed with hard None."""
+    by_pods = held(pods)
+    rows: dict[tuple[str, str], dict] = {}
+    for q in quotas:
+        meta = q.get("metadata") or {}
+        ns = meta.get("namespace") or ""
+        spec_hard = (q.get("spec") or {}).get("hard") or {}
+        status_used = (q.get("status") or {}).get("used") or {}
+        for key, value in spec_hard.items():
+            resource = gpu_resource_of(key)
+            if resource is None:
+                continue
+            limit = quantity(value)
+            if key in status_used and quantity(status_used[key]) is not None:
+                used, source = quantity(status_used[key]), "quota"
+            else:
+                used, source = by_pods.get((ns, resource), 0), "pods"
+            row = rows.get((ns, resource))
+            if row is None or (limit is not None and (row["hard"] is None or limit < row["hard"])):
+                rows[(ns, resource)] = {"namespace": ns, "resource": resource, "used": used,
+                                        "hard": limit, "quota": meta.get("name"),
+                                        "source": source}
+    for (ns, resource), used in by_pods.items():
+        rows.setdefault((ns, resource), {"namespace": ns, "resource": resource, "used": used,
+                                         "hard": None, "quota": None, "source": "pods"})
+    return sorted(rows.values(), key=lambda r: (r["namespace"], r["resource"]))
+
+
+@dataclass(frozen=True)
+class Excess:
+    quota: str
+    resource: str
+    used: int
+    requested: int
+    allowed: int
+    source: str  # where `used` came from: "quota" status or "pods"
+
+    @property
+    def free(self) -> int:
+        return max(self.allowed - self.used, 0)
+
+
+def check_job(quotas: list[dict], pods: list[dict] | None, namespace: str, resource: str,
+              total: int) -> Excess | None:
+    """The first quota in `namespace` that `total` more of `resource` would exceed.
+    `pods` may be None when every quota carries its used count in its status."""
+    for q in sorted(quotas, key=lambda q: (q.get("metadata") or {}).get("name") or ""):
+        spec_hard = (q.get("spec") or {}).get("hard") or {}
+        status_used = (q.get("status") or {}).get("used") or {}
+        for key in (f"requests.{resource}", resource):
+            if key not in spec_hard:
+                continue
+            limit = quantity(spec_hard[key])
+            if limit is None:
+                continue
+            if key in status_used and quantity(status_used[key]) is not None:
+                used, source = quantity(status_used[key]), "quota"
+            else:
+                used, source = held(pods or []).get((namespace, resource), 0), "pods"
+            if used + total > limit:
+                return Excess((q.get("metadata") or {}).get("name") or "?", resource, used, total,
+                              limit, source)
+    return None
+
+
+def needs_pods(quotas: list[dict], resource: str) -> bool:
+    """Whether some quota on `resource` lacks a used count, so the pods must be counted."""
+    for q in quotas:
+        spec_hard = (q.get("spec") or {}).get("hard") or {}
+        status_used = (q.get("status") or {}).get("used") or {}
+        if any(k in spec_hard and k not in status_used for k in (f"requests.{resource}", resource)):
+            return True
+    return False

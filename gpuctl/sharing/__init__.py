@@ -1,0 +1,1 @@
+"""GPU time-slicing and MPS through the device plugin's config (`share`)."""

@@ -1,0 +1,236 @@
+"""`gpuctl top --prometheus URL`: the cluster-wide GPU view from DCGM-exporter metrics."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+
+from gpuctl.common.output import dump, echo, out_console
+from gpuctl.top import usage
+from gpuctl.common.errors import BackendError, UsageError
+
+BAR_WIDTH = 10
+LIVE_NAMESPACES = 5
+
+
+def run(url: str, *, delay: float, once: bool, output: str, window: str,
+        idle_threshold: float) -> None:
+    if not 0 <= idle_threshold <= 100:
+        raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
+    queries = usage.queries(window)  # checks --window before anything is sent
+    from gpuctl.adapters.prometheus import Prometheus
+
+    client = Prometheus(url)
+    frame = fetch(client, queries, idle_threshold)
+    if output != "table":  # a document is one snapshot: json/yaml imply --once
+        echo(dump(usage.frame_to_dict(frame), output))
+        return
+    console = out_console()
+    if once:
+        if console.is_terminal:
+            console.print(render(frame, window, idle_threshold))
+        else:
+            echo(render_plain(frame, window, idle_threshold))
+        return
+    _live(console, client, queries, frame, delay, window, idle_threshold)
+
+
+def fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame:
+    """One frame: three concurrent queries, then pure aggregation."""
+    with _cyclic_gc_paused():
+        return _fetch(client, queries, idle_threshold)
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused():
+    # A large cluster's answers are ~10^5 small acyclic objects (dicts, lists, strings);
+    # letting the cycle collector rescan them while they are built costs a third of a frame.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame:
+    # Evaluated at Prometheus's own "now": a client clock running ahead would otherwise
+    # look past the 5-minute lookback and find no GPUs at all.
+    current, attributes, means = client.query_all(
+        [queries.current, queries.attributes, queries.window_util])
+    if not current:
+        raise BackendError(f"no DCGM-exporter metrics in Prometheus at {client.url} "
+                           f"(no {usage.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
+                           hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
+                                "sure this Prometheus scrapes it")
+    return usage.build_frame(current, attributes, means, idle_threshold)
+
+
+def _live(console, client, queries, frame, delay, window, idle_threshold) -> None:
+    from rich.live import Live
+
+    error = None
+    try:
+        with Live(console=console, screen=True, auto_refresh=False) as live:
+            while True:
+                # 14 lines besides GPU rows: summary, stale line, headers, captions, blanks.
+                rows = max(5, console.size.height - 14 - min(len(frame.namespaces), LIVE_NAMESPACES))
+                live.update(render(frame, window, idle_threshold, max_rows=rows, error=error),
+                            refresh=True)
+                time.sleep(delay)
+                try:
+                    frame, error = fetch(client, queries, idle_threshold), None
+                except BackendError as e:  # keep the last frame and say why it is stale
+                    error = e.message
+    except KeyboardInterrupt:
+        pass
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+def _bar(fraction, label: str, style: str) -> tuple:
+    if fraction is None:
+        return ((label, "dim"),)
+    filled = round(max(0.0, min(1.0, fraction)) * BAR_WIDTH)
+    return (("█" * filled, style), ("░" * (BAR_WIDTH - filled), "dim"), (" " + label, ""))
+
+
+def _util_style(pct) -> str:
+    return "red" if pct >= 90 else "yellow" if pct >= 50 else "green"
+
+
+def _gib(mib) -> str:
+    return f"{mib / 1024:.1f}"
+
+
+def _safe(text: str) -> str:
+    # Label values come from whatever the exporters sent: no terminal control sequences.
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _model(name) -> str:
+    return "-" if not name else _safe(name.removeprefix("NVIDIA "))
+
+
+def _state(row: usage.GpuRow) -> tuple:
+    if row.idle is None:
+        return ("?", "dim")
+    if row.idle_allocated:
+        return ("IDLE, held", "bold red")
+    return ("idle", "yellow") if row.idle else ("", "")
+
+
+def gpu_columns(window: str) -> tuple:
+    return (("NODE", "left"), ("GPU", "right"), ("MODEL", "left"), ("UTIL", "left"),
+            (f"MEAN {window}", "right"), ("MEMORY GiB", "left"), ("TEMP", "right"),
+            ("POWER", "right"), ("NAMESPACE/POD", "left"), ("STATE", "left"))
+
+
+def gpu_cells(rows: list) -> list:
+    """Each row's cells as (text, style) segments, for a rich table or plain text alike."""
+    out = []
+    for i, r in enumerate(rows):
+        util = r.utilization_gpu
+        mem = (None if r.memory_used_mib is None or not r.memory_total_mib
+               else r.memory_used_mib / r.memory_total_mib)
+        mem_label = ("-" if r.memory_used_mib is None else
+                     f"{_gib(r.memory_used_mib)}/{_gib(r.memory_total_mib)}"
+                     if r.memory_total_mib else _gib(r.memory_used_mib))
+        plain = lambda text: ((text, ""),)  # noqa: E731
+        out.append((
+            plain(_safe(r.node) if i == 0 or rows[i - 1].node != r.node else ""), plain(_safe(r.gpu)),
+            plain(_model(r.model)),
+            _bar(None if util is None else util / 100, _pct(util).rjust(4), _util_style(util or 0)),
+            plain(_pct(r.mean_utilization)), _bar(mem, mem_label, "cyan"),
+            plain("-" if r.temperature_c is None else f"{r.temperature_c:.0f}C"),
+            plain("-" if r.power_w is None else f"{r.power_w:.0f}W"),
+            plain("-" if not r.allocated else _safe(f"{r.namespace or '-'}/{r.pod}")), (_state(r),)))
+    return out
+
+
+def gpu_table(rows: list, window: str, total: int):
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name, justify in gpu_columns(window):
+        table.add_column(name, justify=justify, no_wrap=name != "NAMESPACE/POD",
+                         overflow="fold")
+    for i, cells in enumerate(gpu_cells(rows)):
+        last = i == len(rows) - 1 or rows[i + 1].node != rows[i].node
+        table.add_row(*(Text.assemble(*c) for c in cells), end_section=last)
+    if total > len(rows):
+        table.caption = f"… {total - len(rows)} more GPUs not shown (widen the terminal, or use --once)"
+    return table
+
+
+def plain_table(columns, cells) -> str:
+    """Aligned text with the rich table's layout: a file or a pipe gets the whole cluster
+    without rich's per-cell cost (seconds for thousands of GPUs)."""
+    texts = [["".join(t for t, _ in cell) for cell in row] for row in cells]
+    widths = [max([len(name)] + [len(row[c]) for row in texts]) for c, (name, _) in enumerate(columns)]
+
+    def line(values) -> str:
+        return "  ".join(v.rjust(w) if justify == "right" else v.ljust(w)
+                         for v, w, (_, justify) in zip(values, widths, columns)).rstrip()
+    return "\n".join([line([name for name, _ in columns])] + [line(t) for t in texts]) + "\n"
+
+
+def namespace_table(namespaces: list, limit=None):
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("NAMESPACE", "GPUS HELD", "MEAN UTIL", "IDLE"):
+        table.add_column(name, justify="left" if name == "NAMESPACE" else "right")
+    shown = namespaces if limit is None else namespaces[:limit]
+    for n in shown:
+        table.add_row(Text(_safe(n.namespace)), str(n.gpus), _pct(n.mean_utilization),
+                      Text(str(n.idle_gpus), "bold red" if n.idle_gpus else ""))
+    if len(shown) < len(namespaces):
+        table.caption = f"… {len(namespaces) - len(shown)} more namespaces"
+    return table
+
+
+def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
+    from rich.text import Text
+
+    text = Text.assemble(
+        ("Cluster ", "bold"), f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} · ",
+        (f"{s.idle_gpus} idle", "yellow" if s.idle_gpus else ""), f" (< {idle_threshold:g}%) · ",
+        (f"{s.idle_allocated_gpus} idle but held by a pod", "bold red" if s.idle_allocated_gpus else ""))
+    if s.busiest is not None:
+        text.append(f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "
+                    f"idlest node {_safe(s.idlest.node)} ({_pct(s.idlest.mean_utilization)})")
+    return text
+
+
+def render_plain(frame: usage.Frame, window: str, idle_threshold: float) -> str:
+    out = summary_text(frame.summary, window, idle_threshold).plain + "\n\n"
+    out += plain_table(gpu_columns(window), gpu_cells(frame.rows))
+    if frame.namespaces:
+        out += "\n" + plain_table(
+            (("NAMESPACE", "left"), ("GPUS HELD", "right"), ("MEAN UTIL", "right"), ("IDLE", "right")),
+            [[((_safe(n.namespace), ""),), ((str(n.gpus), ""),), ((_pct(n.mean_utilization), ""),),
+              ((str(n.idle_gpus), ""),)] for n in frame.namespaces])
+    return out
+
+
+def render(frame: usage.Frame, window: str, idle_threshold: float, max_rows=None, error=None):
+    from rich.console import Group
+    from rich.text import Text
+
+    parts = []
+    if error:
+        parts.append(Text(f"stale: {error}", style="bold red"))
+    parts.append(summary_text(frame.summary, window, idle_threshold))
+    rows = frame.rows if max_rows is None else frame.rows[:max_rows]
+    parts += [Text(""), gpu_table(rows, window, len(frame.rows))]
+    if frame.namespaces:
+        limit = None if max_rows is None else LIVE_NAMESPACES
+        parts += [Text(""), namespace_table(frame.namespaces, limit)]
+    return Group(*parts)

@@ -1,0 +1,86 @@
+"""The safe spec loader: plain YAML only, every error with file and line."""
+
+import pytest
+
+from gpuctl.common.specfile import load_yaml, load_yaml_file, parse_duration, MAX_BYTES
+from gpuctl.common.errors import SpecError
+
+
+def test_lines_are_recorded_for_nested_fields():
+    doc = load_yaml("a: 1\nb:\n  c: [x, y]\n  d:\n    - e: 2\n", "f.yaml")
+    assert doc.data == {"a": 1, "b": {"c": ["x", "y"], "d": [{"e": 2}]}}
+    assert doc.line(("a",)) == 1
+    assert doc.line(("b", "c")) == 3
+    assert doc.line(("b", "d", 0, "e")) == 5
+
+
+@pytest.mark.parametrize("text, needle, line", [
+    ("a: !!python/object/apply:os.system [echo hi]\n", "tag", 1),
+    ("x: 1\na: !!python/name:os.system\n", "tag", 2),
+    ("a: &x [1, 2]\nb: *x\n", "aliases", 2),
+    ("a: 1\na: 2\n", "duplicate key 'a'", 2),
+    ("a: [1, 2\n", "not valid YAML", None),
+    ("a: 1\n---\nb: 2\n", "one YAML document", None),
+    ("? [a, b]\n: 1\n", "plain keys", 1),
+    ("base: &b {x: 1}\nd:\n  <<: *b\n", "aliases", 3),
+])
+def test_hostile_yaml_is_refused_with_its_line(text, needle, line):
+    with pytest.raises(SpecError) as e:
+        load_yaml(text, "job.yaml")
+    assert needle in str(e.value)
+    assert e.value.file == "job.yaml"
+    if line:
+        assert e.value.line == line
+
+
+def test_alias_bomb_is_refused_fast():
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, 9):
+        prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
+        lines.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
+    with pytest.raises(SpecError, match="aliases"):
+        load_yaml("\n".join(lines), "bomb.yaml")
+
+
+def test_oversized_and_binary_files(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("a: " + "x" * (MAX_BYTES + 10))
+    with pytest.raises(SpecError, match="larger than"):
+        load_yaml_file(str(big))
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"a: \xff\xfe\n")
+    with pytest.raises(SpecError, match="UTF-8"):
+        load_yaml_file(str(binary))
+    with pytest.raises(SpecError, match="cannot read"):
+        load_yaml_file(str(tmp_path / "missing.yaml"))
+
+
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 200 + "]" * 200,
+    "a: " + "[" * 100_000 + "]" * 100_000,  # past Python's recursion limit in PyYAML's composer
+    "".join("  " * i + "b:\n" for i in range(1000)),
+])
+def test_deep_nesting_is_refused(text):
+    with pytest.raises(SpecError, match="nesting deeper than 64"):
+        load_yaml(text, "deep.yaml")
+
+
+def test_duplicate_anchor_is_named():
+    with pytest.raises(SpecError, match="not valid YAML: found duplicate anchor 'x'"):
+        load_yaml("a: &x 1\nb: &x 2\n", "job.yaml")
+
+
+@pytest.mark.parametrize("value, seconds", [
+    ("90s", 90), ("30m", 1800), ("24h", 86400), ("1h30m", 5400), ("2d", 172800), (60, 60),
+    ("600", 600), ("1x", None), ("h", None), ("-5s", None), (0, None), (True, None), ("", None),
+    ("1h 30m", None), (1.5, None)])
+def test_durations(value, seconds):
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("text, line", [("a: 1\nb: x\x01y\n", 2), ("a: \x00\n", 1),
+                                        ("a: 1\n\nc: \ufffe\n", 3)])
+def test_control_characters_are_refused_with_their_line(text, line):
+    with pytest.raises(SpecError) as e:
+        load_yaml(text, "job.yaml")
+    assert "not allowed" in str(e.value) and e.value.line == line

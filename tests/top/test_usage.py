@@ -1,0 +1,166 @@
+"""The pure part of the cluster view: samples -> rows, idle detection, summaries."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuctl.top import usage
+from gpuctl.common.errors import UsageError
+
+
+def sample(name, value, **labels):
+    return ({"__name__": name, **labels}, value)
+
+
+def dev(host="n1", gpu="0", **more):
+    return {"Hostname": host, "gpu": gpu, "UUID": f"GPU-{host}-{gpu}", **more}
+
+
+def frame(current, attributes=(), means=(), threshold=5.0):
+    return usage.build_frame(current, attributes, means, threshold)
+
+
+def test_queries_do_not_depend_on_the_cluster_and_check_the_window():
+    q = usage.queries("15m")
+    assert "[15m]" in q.window_util and "[15m]" not in q.current
+    for expr in (q.current, q.attributes, q.window_util):
+        assert "Hostname" in expr and "hostname" in expr
+    assert usage.queries("15m") == q
+    for bad in ("15", "m", "1.5h", "10m]", "", "0s", "-5m"):
+        with pytest.raises(UsageError):
+            usage.queries(bad)
+    assert usage.duration_seconds("1h30m", "--window") == 5400
+
+
+def test_unknown_and_nan_values_are_missing_not_zero():
+    d = dev()
+    f = frame([sample(usage.FB_USED, 100.0, **d), sample(usage.TEMP, math.nan, **d)],
+              attributes=[(d, 1.0)])
+    row = f.rows[0]
+    assert row.utilization_gpu is None and row.temperature_c is None
+    assert row.memory_used_mib == 100 and row.memory_total_mib is None  # no FB_FREE
+    assert row.idle is None  # no utilization in the window: unknown, not idle
+    assert f.summary.idle_gpus == 0 and f.summary.mean_utilization is None
+    assert f.summary.busiest is None
+
+
+def test_mig_board_series_fill_in_their_devices_and_make_no_row():
+    board = dev()
+    mig = [dev(GPU_I_ID=str(i), GPU_I_PROFILE="1g.10gb") for i in (7, 8)]
+    current = [sample(usage.POWER, 250.0, **board), sample(usage.TEMP, 55.0, **board)]
+    for i, m in enumerate(mig):
+        current += [sample(usage.GR_ACTIVE, 0.25 * (i + 1), **m), sample(usage.TEMP, 50.0 + i, **m)]
+    attrs = [({**m, "modelName": "NVIDIA A100-SXM4-40GB"}, 1.0) for m in mig]
+    means = [(mig[0], 25.0), (mig[1], 2.0)]
+    f = frame(current, attrs, means)
+    assert [(r.gpu, r.model, r.utilization_gpu, r.power_w, r.temperature_c, r.idle) for r in f.rows] == [
+        ("0/mig7", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 25.0, 250.0, 50.0, False),
+        ("0/mig8", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 50.0, 250.0, 51.0, True)]
+
+
+def test_full_gpu_utilization_wins_over_its_profiling_metric():
+    d = dev()
+    f = frame([sample(usage.UTIL, 70.0, **d), sample(usage.GR_ACTIVE, 0.2, **d)])
+    assert f.rows[0].utilization_gpu == 70.0
+
+
+def test_devices_without_uuid_are_told_apart_by_node_and_index():
+    devs = [{"Hostname": h, "gpu": g} for h in ("a", "b") for g in ("0", "1")]
+    f = frame([sample(usage.UTIL, 10.0 * i, **d) for i, d in enumerate(devs)],
+              attributes=[(d, 1.0) for d in devs], means=[(d, 10.0 * i) for i, d in enumerate(devs)])
+    assert [(r.node, r.gpu, r.uuid, r.utilization_gpu, r.mean_utilization) for r in f.rows] == [
+        ("a", "0", None, 0.0, 0.0), ("a", "1", None, 10.0, 10.0),
+        ("b", "0", None, 20.0, 20.0), ("b", "1", None, 30.0, 30.0)]
+
+
+def test_node_name_falls_back_to_the_scrape_instance():
+    d = {"gpu": "0", "UUID": "GPU-x"}
+    f = frame([sample(usage.UTIL, 1.0, **d)], attributes=[({**d, "instance": "10.1.2.3:9400"}, 1.0)])
+    assert f.rows[0].node == "10.1.2.3:9400"
+
+
+def test_the_fullest_attributes_win_deterministically():
+    d = dev()
+    attrs = [(d, 1.0), ({**d, "pod": "p", "namespace": "ns", "modelName": "M"}, 1.0), ({**d, "modelName": "M"}, 1.0)]
+    for order in (attrs, attrs[::-1]):
+        row = frame([sample(usage.UTIL, 1.0, **d)], order).rows[0]
+        assert (row.pod, row.namespace, row.model) == ("p", "ns", "M")
+
+
+def test_natural_order_and_summaries():
+    current, attrs, means = [], [], []
+    for host, util, pod in (("node-10", 80.0, "a"), ("node-2", 1.0, "b"), ("node-2", 3.0, None)):
+        d = dev(host, str(len(current)))
+        current.append(sample(usage.UTIL, util, **d))
+        attrs.append(({**d, **({"pod": pod, "namespace": "team"} if pod else {})}, 1.0))
+        means.append((d, util))
+    f = frame(current, attrs, means)
+    assert [r.node for r in f.rows] == ["node-2", "node-2", "node-10"]
+    s = f.summary
+    assert (s.gpus, s.idle_gpus, s.idle_allocated_gpus) == (3, 2, 1)
+    assert (s.busiest.node, s.idlest.node, s.idlest.mean_utilization) == ("node-10", "node-2", 2.0)
+    assert [(n.namespace, n.gpus, n.idle_gpus, n.mean_utilization) for n in f.namespaces] == [
+        ("team", 2, 1, pytest.approx(40.5))]
+
+
+def test_threshold_is_strict():
+    d = dev()
+    assert frame([sample(usage.UTIL, 5.0, **d)], means=[(d, 5.0)]).rows[0].idle is False
+    assert frame([sample(usage.UTIL, 4.9, **d)], means=[(d, 4.99)]).rows[0].idle is True
+
+
+devices = st.lists(st.tuples(st.sampled_from(["n1", "n2", "node-3"]), st.integers(0, 7),
+                             st.one_of(st.none(), st.floats(0, 100)),
+                             st.one_of(st.none(), st.sampled_from(["p1", "p2"])),
+                             st.sampled_from(["", "1", "2"])), max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(devices, st.floats(0, 100))
+def test_summary_counts_are_consistent(devs, threshold):
+    current, attrs, means = [], [], []
+    for host, index, mean, pod, gi in devs:
+        d = dev(host, str(index), **({"GPU_I_ID": gi} if gi else {}))
+        current.append(sample(usage.FB_USED, 1.0, **d))
+        attrs.append(({**d, **({"pod": pod, "namespace": "ns"} if pod else {})}, 1.0))
+        if mean is not None:
+            means.append((d, mean))
+    f = frame(current, attrs, means, threshold)
+    s = f.summary
+    assert s.gpus == len(f.rows) == len({r.node + r.gpu for r in f.rows})
+    assert s.idle_allocated_gpus <= s.idle_gpus <= s.gpus
+    assert s.idle_gpus == sum(1 for r in f.rows if r.mean_utilization is not None
+                              and r.mean_utilization < threshold)
+    assert sum(n.gpus for n in f.namespaces) == sum(1 for r in f.rows if r.pod)
+    assert sum(n.idle_gpus for n in f.namespaces) == s.idle_allocated_gpus
+    if s.mean_utilization is not None:
+        assert s.idlest.mean_utilization <= s.mean_utilization + 1e-9
+        assert s.busiest.mean_utilization >= s.mean_utilization - 1e-9
+
+
+def test_live_frame_is_cut_to_the_screen_and_says_so():
+    from rich.console import Console
+
+    from gpuctl.top import cluster_cli as top_cluster
+
+    devs = [dev(f"n{i}", "0") for i in range(40)]
+    f = frame([sample(usage.UTIL, 50.0, **d) for d in devs], attributes=[(d, 1.0) for d in devs],
+              means=[(d, 50.0) for d in devs])
+    console = Console(width=160, record=True, force_terminal=False)
+    console.print(top_cluster.render(f, "10m", 5.0, max_rows=10, error="HTTP 503"))
+    text = console.export_text()
+    assert "stale: HTTP 503" in text
+    assert "30 more GPUs not shown" in text
+    assert sum(1 for ln in text.splitlines() if ln.startswith("n")) == 10
+
+
+def test_label_values_cannot_drive_the_terminal():
+    from gpuctl.top import cluster_cli as top_cluster
+
+    d = {**dev("evil\x1b[2Jnode", "0"), "pod": "p\x1b]0;pwned\x07", "namespace": "ns\n"}
+    f = frame([sample(usage.UTIL, 1.0, **d)], attributes=[(d, 1.0)], means=[(d, 1.0)])
+    text = top_cluster.render_plain(f, "10m", 5.0)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "evil?[2Jnode" in text and "ns?/p?]0;pwned?" in text
