@@ -52,8 +52,9 @@ def direct_cost(fn, item, batch_size: int, min_seconds: float = 0.3) -> float:
     return statistics.median(times)
 
 
-async def open_loop(fn, item, *, max_batch_size: int, max_wait_ms: float, rate: float,
-                    duration: float, seed: int) -> dict:
+async def open_loop(
+    fn, item, *, max_batch_size: int, max_wait_ms: float, rate: float, duration: float, seed: int
+) -> dict:
     """Offer `rate` requests/s for `duration` s; latency runs from each scheduled arrival."""
     loop = asyncio.get_running_loop()
     rng = random.Random(seed)
@@ -63,8 +64,9 @@ async def open_loop(fn, item, *, max_batch_size: int, max_wait_ms: float, rate: 
         await batcher.submit(item)
         latencies.append(loop.time() - due)
 
-    async with DynamicBatcher(fn, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
-                              max_queue=1_000_000) as batcher:
+    async with DynamicBatcher(
+        fn, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, max_queue=1_000_000
+    ) as batcher:
         tasks = []
         start = loop.time()
         due = start + rng.expovariate(rate)
@@ -77,53 +79,86 @@ async def open_loop(fn, item, *, max_batch_size: int, max_wait_ms: float, rate: 
         await asyncio.gather(*tasks)
         elapsed = loop.time() - start
         m = batcher.metrics()
-    return {"served": len(latencies) / elapsed, "p50": percentile(latencies, 0.50),
-            "p99": percentile(latencies, 0.99), "mean_batch": m.mean_batch_size,
-            "requests": len(latencies)}
+    return {
+        "served": len(latencies) / elapsed,
+        "p50": percentile(latencies, 0.50),
+        "p99": percentile(latencies, 0.99),
+        "mean_batch": m.mean_batch_size,
+        "requests": len(latencies),
+    }
 
 
 async def overhead_per_request(batch_size: int, n: int = 4000) -> float:
     """Seconds the batcher itself adds per request (no-op sync fn, all requests at once)."""
-    async with DynamicBatcher(lambda items: items, max_batch_size=batch_size, max_wait_ms=1,
-                              max_queue=n) as batcher:
+    async with DynamicBatcher(
+        lambda items: items, max_batch_size=batch_size, max_wait_ms=1, max_queue=n
+    ) as batcher:
         t0 = time.perf_counter()
         await asyncio.gather(*(batcher.submit(i) for i in range(n)))
         return (time.perf_counter() - t0) / n
 
 
-def run_suite(fn, item, *, unit: str, batch_sizes: list[int], max_wait_ms: float,
-              duration: float) -> bool:
-    print("batcher overhead (no-op fn): " + "  ".join(
-        f"batch {bs}: {asyncio.run(overhead_per_request(bs)) * 1e6:.0f} us/request"
-        for bs in batch_sizes))
+def run_suite(
+    fn, item, *, unit: str, batch_sizes: list[int], max_wait_ms: float, duration: float
+) -> bool:
+    print(
+        "batcher overhead (no-op fn): "
+        + "  ".join(
+            f"batch {bs}: {asyncio.run(overhead_per_request(bs)) * 1e6:.0f} us/request"
+            for bs in batch_sizes
+        )
+    )
     costs = {bs: direct_cost(fn, item, bs) for bs in batch_sizes}
-    print("direct fn cost (no batcher, median): " + "  ".join(
-        f"batch {bs}: {c * 1000:.2f} ms = {bs / c:,.0f} {unit}/s" for bs, c in costs.items()))
+    print(
+        "direct fn cost (no batcher, median): "
+        + "  ".join(
+            f"batch {bs}: {c * 1000:.2f} ms = {bs / c:,.0f} {unit}/s" for bs, c in costs.items()
+        )
+    )
     capacity = {bs: bs / c for bs, c in costs.items()}
     base = min(batch_sizes)
-    loads = [("moderate", 0.5 * capacity[base]),
-             ("heavy", min(3 * capacity[base], 0.7 * max(capacity.values())))]
-    print(f"open loop, Poisson arrivals for {duration:g} s, max_wait_ms={max_wait_ms:g}; "
-          f"ratios vs max_batch_size {base} under the same load")
-    print(f"{'load':<18}{'max_batch':>9}{f'{unit}/s':>12}{'p50 ms':>10}{'p99 ms':>10}"
-          f"{'mean batch':>12}{'thr ratio':>11}{'p99 ratio':>11}")
+    loads = [
+        ("moderate", 0.5 * capacity[base]),
+        ("heavy", min(3 * capacity[base], 0.7 * max(capacity.values()))),
+    ]
+    print(
+        f"open loop, Poisson arrivals for {duration:g} s, max_wait_ms={max_wait_ms:g}; "
+        f"ratios vs max_batch_size {base} under the same load"
+    )
+    print(
+        f"{'load':<18}{'max_batch':>9}{f'{unit}/s':>12}{'p50 ms':>10}{'p99 ms':>10}"
+        f"{'mean batch':>12}{'thr ratio':>11}{'p99 ratio':>11}"
+    )
     ok = True
     for name, rate in loads:
         ref = None
         for bs in batch_sizes:
-            r = asyncio.run(open_loop(fn, item, max_batch_size=bs, max_wait_ms=max_wait_ms,
-                                      rate=rate, duration=duration, seed=bs))
+            r = asyncio.run(
+                open_loop(
+                    fn,
+                    item,
+                    max_batch_size=bs,
+                    max_wait_ms=max_wait_ms,
+                    rate=rate,
+                    duration=duration,
+                    seed=bs,
+                )
+            )
             ref = ref or r
             label = f"{name} {rate:,.0f}/s"
-            print(f"{label:<18}{bs:>9}{r['served']:>12,.0f}{r['p50'] * 1000:>10.1f}"
-                  f"{r['p99'] * 1000:>10.1f}{r['mean_batch']:>12.1f}"
-                  f"{r['served'] / ref['served']:>10.2f}x{r['p99'] / ref['p99']:>10.3g}x",
-                  flush=True)
+            print(
+                f"{label:<18}{bs:>9}{r['served']:>12,.0f}{r['p50'] * 1000:>10.1f}"
+                f"{r['p99'] * 1000:>10.1f}{r['mean_batch']:>12.1f}"
+                f"{r['served'] / ref['served']:>10.2f}x{r['p99'] / ref['p99']:>10.3g}x",
+                flush=True,
+            )
             if name == "heavy" and bs == max(batch_sizes) and bs != base:
                 ratio = r["served"] / ref["served"]
                 ok = ratio >= TARGET_HEAVY_RATIO
-                print(f"heavy load: batch {bs} serves {ratio:.2f}x batch {base} "
-                      f"(target >= {TARGET_HEAVY_RATIO}) {'OK' if ok else 'MISSED'}")
+                print(
+                    f"heavy load: batch {bs} serves {ratio:.2f}x batch {base} "
+                    f"(target >= {TARGET_HEAVY_RATIO}) {'OK' if ok else 'MISSED'}"
+                )
     return ok
 
 
@@ -144,8 +179,10 @@ def resnet50(args) -> int:
         import torch
         import torchvision
     except Exception as e:  # noqa: BLE001 - a torchvision built for another torch raises RuntimeError
-        print(f"skipped --torch-resnet50: needs torch and a matching torchvision "
-              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+        print(
+            f"skipped --torch-resnet50: needs torch and a matching torchvision "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        )
         return 0
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("skipped --torch-resnet50: torch sees no CUDA device (use --device cpu to force)")
@@ -155,20 +192,29 @@ def resnet50(args) -> int:
     model = torchvision.models.resnet50(weights=None).eval().to(args.device)  # random weights
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(f"ResNet-50 (random weights), fp32, 3x224x224 inputs, on {name}")
-    ok = run_suite(torch_batch_fn(model, device=args.device), torch.randn(3, 224, 224),
-                   unit="images", batch_sizes=args.batch_sizes, max_wait_ms=args.max_wait_ms,
-                   duration=args.duration)
+    ok = run_suite(
+        torch_batch_fn(model, device=args.device),
+        torch.randn(3, 224, 224),
+        unit="images",
+        batch_sizes=args.batch_sizes,
+        max_wait_ms=args.max_wait_ms,
+        duration=args.duration,
+    )
     return 0 if ok else 2
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--torch-resnet50", action="store_true",
-                    help="ResNet-50 in PyTorch instead of the NumPy model (GPU machine)")
+    ap.add_argument(
+        "--torch-resnet50",
+        action="store_true",
+        help="ResNet-50 in PyTorch instead of the NumPy model (GPU machine)",
+    )
     ap.add_argument("--device", default="cuda", help="--torch-resnet50 device (default cuda)")
     ap.add_argument("--dim", type=int, default=4096, help="NumPy model width (default 4096)")
-    ap.add_argument("--batch-sizes", default="1,8,32",
-                    type=lambda s: sorted(int(x) for x in s.split(",")))
+    ap.add_argument(
+        "--batch-sizes", default="1,8,32", type=lambda s: sorted(int(x) for x in s.split(","))
+    )
     ap.add_argument("--max-wait-ms", type=float, default=5.0)
     ap.add_argument("--duration", type=float, default=2.0, help="seconds of arrivals per run")
     args = ap.parse_args()
@@ -180,8 +226,14 @@ def main() -> int:
         print("numpy is not installed (pip install '.[bench]'); cannot run the model")
         return 1
     print(f"model: tanh(x @ W), W {args.dim}x{args.dim} float32, NumPy on one BLAS thread")
-    ok = run_suite(fn, item, unit="req", batch_sizes=args.batch_sizes,
-                   max_wait_ms=args.max_wait_ms, duration=args.duration)
+    ok = run_suite(
+        fn,
+        item,
+        unit="req",
+        batch_sizes=args.batch_sizes,
+        max_wait_ms=args.max_wait_ms,
+        duration=args.duration,
+    )
     return 0 if ok else 2
 
 

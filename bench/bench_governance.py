@@ -12,6 +12,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import benchenv  # noqa: E402
+
 from gpuctl.doctor import checks as doctor
 from gpuctl.quota import rules as quota
 from gpuctl.sharing import config as sharing  # noqa: E402
@@ -26,12 +27,21 @@ def median(fn) -> float:
 
 def main() -> int:
     nodes = [node(f"gpu-{i}", labels={"pool": f"p{i % 10}"}) for i in range(NODES)]
-    pods = [pod(f"p{i}", f"team-{i % NAMESPACES}", i % 3, node_name=f"gpu-{i % NODES}")
-            for i in range(PODS)]
-    quotas = [{"metadata": {"name": "gpuctl-gpus", "namespace": f"team-{i}"},
-               "spec": {"hard": {"requests.nvidia.com/gpu": "64"}}} for i in range(NAMESPACES)]
-    ds = [daemonset("nvidia-device-plugin-daemonset", "gpu-operator", config_map="c"),
-          daemonset("nvidia-dcgm-exporter", "gpu-operator")]
+    pods = [
+        pod(f"p{i}", f"team-{i % NAMESPACES}", i % 3, node_name=f"gpu-{i % NODES}")
+        for i in range(PODS)
+    ]
+    quotas = [
+        {
+            "metadata": {"name": "gpuctl-gpus", "namespace": f"team-{i}"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "64"}},
+        }
+        for i in range(NAMESPACES)
+    ]
+    ds = [
+        daemonset("nvidia-device-plugin-daemonset", "gpu-operator", config_map="c"),
+        daemonset("nvidia-dcgm-exporter", "gpu-operator"),
+    ]
     configs = {"ts-4": sharing.config_text(sharing.make_sharing("time-slicing", 4))}
     replies = [json.dumps({"items": nodes}), json.dumps({"items": pods})]
     ts = sharing.make_sharing("time-slicing", 4)
@@ -39,21 +49,36 @@ def main() -> int:
     ref = median(lambda: [json.loads(r) for r in replies])
     rows = [
         ("doctor checks", median(lambda: doctor.run_checks(nodes, ds, "c", configs))),
-        ("share plan (all nodes)", median(lambda: sharing.plan(
-            sharing.select_nodes(nodes, (), ()), ts, "ts-4", sharing.parse_configs(configs),
-            False))),
+        (
+            "share plan (all nodes)",
+            median(
+                lambda: sharing.plan(
+                    sharing.select_nodes(nodes, (), ()),
+                    ts,
+                    "ts-4",
+                    sharing.parse_configs(configs),
+                    False,
+                )
+            ),
+        ),
         ("quota usage rows", median(lambda: quota.usage_rows(quotas, pods))),
-        ("submit quota check", median(lambda: quota.check_job(quotas, pods, "team-1",
-                                                              "nvidia.com/gpu", 8))),
+        (
+            "submit quota check",
+            median(lambda: quota.check_job(quotas, pods, "team-1", "nvidia.com/gpu", 8)),
+        ),
     ]
-    print(f"reference: json.loads of {NODES} nodes + {PODS} pods  median {ref * 1000:.0f} ms "
-          f"over {RUNS} runs")
+    print(
+        f"reference: json.loads of {NODES} nodes + {PODS} pods  median {ref * 1000:.0f} ms "
+        f"over {RUNS} runs"
+    )
     ok = True
     for name, t in rows:
         ratio = t / ref
         ok &= ratio <= 1.0
-        print(f"{name:<28} {t * 1000:7.1f} ms  ratio {ratio:.2f}  (target ≤ 1.0)  "
-              f"{'OK' if ratio <= 1.0 else 'MISSED'}")
+        print(
+            f"{name:<28} {t * 1000:7.1f} ms  ratio {ratio:.2f}  (target ≤ 1.0)  "
+            f"{'OK' if ratio <= 1.0 else 'MISSED'}"
+        )
     return 0 if ok else 2
 
 

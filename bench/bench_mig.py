@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from functools import lru_cache
+from functools import cache
 
 from gpuctl.gpus.geometry import find_model
 from gpuctl.mig.layout import Device, feasible
@@ -22,9 +22,14 @@ from gpuctl.mig.plan import Fleet, feasible_layouts, plan_demand
 def first_fit_decreasing(model, demand: dict) -> int:
     """Reference: place instances biggest first into the first GPU where they still fit."""
     gpus: list[list[Device]] = []
-    items = sorted((Device(model.profile(n), model.profile(n).slices)
-                    for n, c in demand.items() for _ in range(c)),
-                   key=lambda d: (-d.profile.size, -d.profile.slices))
+    items = sorted(
+        (
+            Device(model.profile(n), model.profile(n).slices)
+            for n, c in demand.items()
+            for _ in range(c)
+        ),
+        key=lambda d: (-d.profile.size, -d.profile.slices),
+    )
     for d in items:
         for g in gpus:
             if feasible(model, g + [d]):
@@ -40,12 +45,15 @@ def exhaustive(model, demand: dict) -> int:
     layouts = {tuple(c.get(n, 0) for n in names) for c in feasible_layouts(model)}
     layouts = [l for l in layouts if any(l)]
 
-    @lru_cache(maxsize=None)
+    @cache
     def f(left):
         if not any(left):
             return 0
-        return 1 + min(f(tuple(max(0, a - b) for a, b in zip(left, l)))
-                       for l in layouts if any(a and b for a, b in zip(left, l)))
+        return 1 + min(
+            f(tuple(max(0, a - b) for a, b in zip(left, l)))
+            for l in layouts
+            if any(a and b for a, b in zip(left, l))
+        )
 
     return f(tuple(demand[n] for n in names))
 
@@ -55,11 +63,19 @@ def main() -> None:
     fleet = [Fleet(model, None)]
     t = time.perf_counter()
     import scipy.optimize  # noqa: F401  (import cost shown apart)
+
     import_s = time.perf_counter() - t
     feasible_layouts(model)  # the per-model table, built once per process
 
-    demand = {"1g.10gb": 22000, "1g.20gb": 5500, "2g.20gb": 6400, "3g.40gb": 4600,
-              "4g.40gb": 1600, "7g.80gb": 1300, "1g.10gb+me": 400}
+    demand = {
+        "1g.10gb": 22000,
+        "1g.20gb": 5500,
+        "2g.20gb": 6400,
+        "3g.40gb": 4600,
+        "4g.40gb": 1600,
+        "7g.80gb": 1300,
+        "1g.10gb+me": 400,
+    }
     t = time.perf_counter()
     plan = plan_demand(demand, fleet)
     plan_s = time.perf_counter() - t
@@ -70,12 +86,16 @@ def main() -> None:
     t = time.perf_counter()
     plan_small = plan_demand(small, fleet)
     plan_small_s = time.perf_counter() - t
-    print(f"speed: {plan.gpus} GPUs planned in {plan_s:.3f} s (target < 1 s: "
-          f"{plan_s / 1.0:.2f}x of budget; optimal={plan.optimal}, lower bound "
-          f"{plan.lower_bound}); scipy import {import_s:.3f} s once per process")
-    print(f"reference on 1/100 of it: first-fit-decreasing {ffd_s:.3f} s for {ffd_small} GPUs, "
-          f"gpuctl {plan_small_s:.3f} s for {plan_small.gpus} GPUs "
-          f"(speed ratio {ffd_s / plan_small_s:.1f}x)")
+    print(
+        f"speed: {plan.gpus} GPUs planned in {plan_s:.3f} s (target < 1 s: "
+        f"{plan_s / 1.0:.2f}x of budget; optimal={plan.optimal}, lower bound "
+        f"{plan.lower_bound}); scipy import {import_s:.3f} s once per process"
+    )
+    print(
+        f"reference on 1/100 of it: first-fit-decreasing {ffd_s:.3f} s for {ffd_small} GPUs, "
+        f"gpuctl {plan_small_s:.3f} s for {plan_small.gpus} GPUs "
+        f"(speed ratio {ffd_s / plan_small_s:.1f}x)"
+    )
 
     rng = random.Random(1)
     names = [p.name for p in model.profiles]
@@ -88,8 +108,10 @@ def main() -> None:
         f = first_fit_decreasing(model, d)
         ffd_equal += f == best
         extra += f - best
-    print(f"quality: gpuctl equals the exhaustive optimum on {equal}/{cases} small cases; "
-          f"first-fit-decreasing on {ffd_equal}/{cases} (+{extra} GPUs in total)")
+    print(
+        f"quality: gpuctl equals the exhaustive optimum on {equal}/{cases} small cases; "
+        f"first-fit-decreasing on {ffd_equal}/{cases} (+{extra} GPUs in total)"
+    )
 
 
 if __name__ == "__main__":

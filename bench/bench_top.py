@@ -36,6 +36,7 @@ TOOLS = ("gpuctl", "nvitop", "gpustat")
 
 # ---- workers: one per tool, in a fresh interpreter ---------------------------------------------
 
+
 def _frame_gpuctl():
     from rich.console import Console
 
@@ -48,6 +49,7 @@ def _frame_gpuctl():
     def frame():
         console.print(render(nvml.sample(), width=120))
         console.file = io.StringIO()
+
     return frame
 
 
@@ -66,6 +68,7 @@ def _frame_nvitop():
         screen.process_panel.snapshots = screen.process_panel.take_snapshots()
         with contextlib.redirect_stdout(io.StringIO()):
             tui.print()
+
     return frame
 
 
@@ -74,6 +77,7 @@ def _frame_gpustat():
 
     def frame():
         GPUStatCollection.new_query().print_formatted(fp=io.StringIO(), force_color=True)
+
     return frame
 
 
@@ -92,6 +96,7 @@ def worker(tool: str, frames: int, interval: float) -> None:
 
 
 # ---- driver -------------------------------------------------------------------------------------
+
 
 def _setup_node(spec: str, gpus: int, state: str, pids: list[int]) -> None:
     """Half the GPUs busy, each with one of the real (sleeping) processes; one GPU with MIG."""
@@ -113,8 +118,12 @@ def _setup_node(spec: str, gpus: int, state: str, pids: list[int]) -> None:
 
 def _env(spec: str, state: str) -> dict:
     shim = os.path.join(ROOT, "gpuctl", "sim", "shim")
-    return child_env(PYTHONPATH=os.pathsep.join([shim, ROOT]), GPUCTL_SIMULATE=spec,
-                     GPUCTL_SIM_STATE=state, COLUMNS="120")
+    return child_env(
+        PYTHONPATH=os.pathsep.join([shim, ROOT]),
+        GPUCTL_SIMULATE=spec,
+        GPUCTL_SIM_STATE=state,
+        COLUMNS="120",
+    )
 
 
 def _children_cpu() -> float:
@@ -125,16 +134,28 @@ def _children_cpu() -> float:
 def _one_shot_ms(cmd: list[str], env: dict, runs: int) -> float:
     before = _children_cpu()
     for _ in range(runs):
-        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=True, timeout=120)
+        subprocess.run(
+            cmd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+            timeout=120,
+        )
     return 1000 * (_children_cpu() - before) / runs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--frames", type=int, default=10, help="refreshed frames at 8 GPUs (a quarter at 64)")
-    parser.add_argument("--interval", type=float, default=2.0,
-                        help="seconds between frames: the default refresh of gpuctl top and nvitop")
+    parser.add_argument(
+        "--frames", type=int, default=10, help="refreshed frames at 8 GPUs (a quarter at 64)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=2.0,
+        help="seconds between frames: the default refresh of gpuctl top and nvitop",
+    )
     parser.add_argument("--runs", type=int, default=3, help="one-shot command runs per tool")
     parser.add_argument("--worker", choices=TOOLS)
     args = parser.parse_args()
@@ -142,7 +163,9 @@ def main() -> None:
         worker(args.worker, args.frames, args.interval)
         return
 
-    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) for _ in range(8)]
+    sleepers = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) for _ in range(8)
+    ]
     results = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -153,13 +176,31 @@ def main() -> None:
                 env = _env(spec, state)
                 frames = args.frames if gpus == 8 else max(3, args.frames // 4)
                 for tool in TOOLS:
-                    out = subprocess.run([sys.executable, __file__, "--worker", tool, "--frames", str(frames),
-                                          "--interval", str(args.interval)],
-                                         env=env, capture_output=True, text=True, check=True, timeout=600)
-                    results[(gpus, tool, "frame")] = json.loads(out.stdout.splitlines()[-1])["cpu_per_frame_ms"]
-                one_shot = {"gpuctl": [sys.executable, "-m", "gpuctl", "top", "--once"],
-                            "nvitop": [os.path.join(BIN, "nvitop"), "--once"],
-                            "gpustat": [os.path.join(BIN, "gpustat")]}
+                    out = subprocess.run(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--worker",
+                            tool,
+                            "--frames",
+                            str(frames),
+                            "--interval",
+                            str(args.interval),
+                        ],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                        timeout=600,
+                    )
+                    results[(gpus, tool, "frame")] = json.loads(out.stdout.splitlines()[-1])[
+                        "cpu_per_frame_ms"
+                    ]
+                one_shot = {
+                    "gpuctl": [sys.executable, "-m", "gpuctl", "top", "--once"],
+                    "nvitop": [os.path.join(BIN, "nvitop"), "--once"],
+                    "gpustat": [os.path.join(BIN, "gpustat")],
+                }
                 for tool, cmd in one_shot.items():
                     results[(gpus, tool, "once")] = _one_shot_ms(cmd, env, args.runs)
     finally:
@@ -167,14 +208,20 @@ def main() -> None:
             p.kill()
             p.wait()
 
-    print(f"CPU time per frame, simulated H100 node (frames {args.interval:g} s apart: {args.frames} at "
-          f"8 GPUs, {max(3, args.frames // 4)} at 64; one-shot runs: {args.runs})")
-    print(f"{'':22}{'gpuctl':>10}{'nvitop':>10}{'gpustat':>10}{'gpuctl/nvitop':>15}{'gpuctl/gpustat':>16}")
+    print(
+        f"CPU time per frame, simulated H100 node (frames {args.interval:g} s apart: {args.frames} at "
+        f"8 GPUs, {max(3, args.frames // 4)} at 64; one-shot runs: {args.runs})"
+    )
+    print(
+        f"{'':22}{'gpuctl':>10}{'nvitop':>10}{'gpustat':>10}{'gpuctl/nvitop':>15}{'gpuctl/gpustat':>16}"
+    )
     ok = True
     for gpus in (8, 64):
         for kind, label in (("frame", "refreshed frame"), ("once", "one-shot command")):
             g, n, s = (results[(gpus, t, kind)] for t in TOOLS)
-            print(f"{gpus:>2} GPUs {label:<14}{g:>8.1f}ms{n:>8.1f}ms{s:>8.1f}ms{g / n:>15.2f}{g / s:>16.2f}")
+            print(
+                f"{gpus:>2} GPUs {label:<14}{g:>8.1f}ms{n:>8.1f}ms{s:>8.1f}ms{g / n:>15.2f}{g / s:>16.2f}"
+            )
             if kind == "frame":
                 ok &= g <= n
     print("target gpuctl <= nvitop per refreshed frame:", "met" if ok else "NOT met")

@@ -11,7 +11,7 @@ if __name__ == "__main__":
     only = sys.argv[1:]
     status = 0
     for path in sorted(glob.glob(os.path.join(HERE, "bench_*.py"))):
-        name = os.path.basename(path)[len("bench_"):-3]
+        name = os.path.basename(path)[len("bench_") : -3]
         if only and name not in only:
             continue
         print(f"== {name}", flush=True)

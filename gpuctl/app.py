@@ -32,8 +32,9 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     global _debug
     _debug = debug
@@ -42,12 +43,17 @@ def _root(
 # Each command's module, in the order `--help` lists them. Only the module the invoked
 # command needs is imported (none imports a heavy library at module level).
 COMMANDS = {
-    "render": "gpuctl.jobs.cli", "submit": "gpuctl.jobs.cli", "jobs": "gpuctl.jobs.cli",
+    "render": "gpuctl.jobs.cli",
+    "submit": "gpuctl.jobs.cli",
+    "jobs": "gpuctl.jobs.cli",
     "top": "gpuctl.top.cli",
     "mig": "gpuctl.mig.cli",
     "alerts": "gpuctl.top.alerts_cli",
-    "share": "gpuctl.sharing.cli", "quota": "gpuctl.quota.cli", "doctor": "gpuctl.doctor.cli",
-    "provision": "gpuctl.provision.cli", "destroy": "gpuctl.provision.cli",
+    "share": "gpuctl.sharing.cli",
+    "quota": "gpuctl.quota.cli",
+    "doctor": "gpuctl.doctor.cli",
+    "provision": "gpuctl.provision.cli",
+    "destroy": "gpuctl.provision.cli",
 }
 _registered: set[str] = set()
 

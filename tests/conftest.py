@@ -12,8 +12,13 @@ pytest_plugins = [
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch, tmp_path):
     """No test reads the developer's real configuration or state."""
-    for var in ("TF_CLI_CONFIG_FILE", "GPUCTL_SIMULATE", "GPUCTL_PROMETHEUS_URL", "GPUCTL_CONFIG",
-                "GPUCTL_GPU_LABEL_KEY"):
+    for var in (
+        "TF_CLI_CONFIG_FILE",
+        "GPUCTL_SIMULATE",
+        "GPUCTL_PROMETHEUS_URL",
+        "GPUCTL_CONFIG",
+        "GPUCTL_GPU_LABEL_KEY",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("COLUMNS", "200")  # rich tables unwrapped, whatever the terminal
     monkeypatch.setenv("GPUCTL_SIM_STATE", str(tmp_path / "sim-state.json"))

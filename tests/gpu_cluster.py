@@ -2,49 +2,96 @@
 
 from __future__ import annotations
 
-GFD = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-       "nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81559"}
+GFD = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/gpu.memory": "81559",
+}
 
 
-def node(name: str, gpus: int = 8, labels: dict | None = None, alloc: dict | None = None,
-         gfd: bool = True) -> dict:
+def node(
+    name: str,
+    gpus: int = 8,
+    labels: dict | None = None,
+    alloc: dict | None = None,
+    gfd: bool = True,
+) -> dict:
     allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
     if gpus:
         allocatable["nvidia.com/gpu"] = str(gpus)
     allocatable.update(alloc or {})
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {**(GFD if gfd else {}), **(labels or {})}},
-            "status": {"allocatable": allocatable, "capacity": dict(allocatable)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {**(GFD if gfd else {}), **(labels or {})}},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
+    }
 
 
-def daemonset(name: str, namespace: str, ready: int = 2, desired: int = 2,
-              config_map: str | None = None, operator_style: bool = True) -> dict:
+def daemonset(
+    name: str,
+    namespace: str,
+    ready: int = 2,
+    desired: int = 2,
+    config_map: str | None = None,
+    operator_style: bool = True,
+) -> dict:
     """A DaemonSet; with config_map, mounted at /available-configs the way the GPU Operator
     (volume named after the ConfigMap) or the Helm chart (volume 'available-configs') do."""
     pod = {"containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]}
     if config_map:
         vol = config_map if operator_style else "available-configs"
-        pod["volumes"] = [{"name": "config", "emptyDir": {}},
-                          {"name": vol, "configMap": {"name": config_map}}]
-        pod["containers"].append({"name": "config-manager", "image": "x",
-                                  "volumeMounts": [{"name": "config", "mountPath": "/config"},
-                                                   {"name": vol,
-                                                    "mountPath": "/available-configs"}]})
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod}},
-            "status": {"desiredNumberScheduled": desired, "numberReady": ready,
-                       "currentNumberScheduled": desired, "numberMisscheduled": 0}}
+        pod["volumes"] = [
+            {"name": "config", "emptyDir": {}},
+            {"name": vol, "configMap": {"name": config_map}},
+        ]
+        pod["containers"].append(
+            {
+                "name": "config-manager",
+                "image": "x",
+                "volumeMounts": [
+                    {"name": "config", "mountPath": "/config"},
+                    {"name": vol, "mountPath": "/available-configs"},
+                ],
+            }
+        )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod},
+        },
+        "status": {
+            "desiredNumberScheduled": desired,
+            "numberReady": ready,
+            "currentNumberScheduled": desired,
+            "numberMisscheduled": 0,
+        },
+    }
 
 
-def pod(name: str, namespace: str, gpus: int = 0, phase: str = "Running",
-        resource: str = "nvidia.com/gpu", node_name: str | None = "gpu-1") -> dict:
+def pod(
+    name: str,
+    namespace: str,
+    gpus: int = 0,
+    phase: str = "Running",
+    resource: str = "nvidia.com/gpu",
+    node_name: str | None = "gpu-1",
+) -> dict:
     res = {"limits": {resource: str(gpus)}} if gpus else {}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"nodeName": node_name,
-                     "containers": [{"name": "c", "image": "busybox", "resources": res}]},
-            "status": {"phase": phase}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "c", "image": "busybox", "resources": res}],
+        },
+        "status": {"phase": phase},
+    }
 
 
 def seed(api, *objects: dict) -> None:
@@ -54,12 +101,14 @@ def seed(api, *objects: dict) -> None:
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     for o in objects:
         ns = o["metadata"].get("namespace")
-        {"Node": lambda: core.create_node(o),
-         "Namespace": lambda: core.create_namespace(o),
-         "Pod": lambda: core.create_namespaced_pod(ns, o),
-         "ConfigMap": lambda: core.create_namespaced_config_map(ns, o),
-         "ResourceQuota": lambda: core.create_namespaced_resource_quota(ns, o),
-         "DaemonSet": lambda: apps.create_namespaced_daemon_set(ns, o)}[o["kind"]]()
+        {
+            "Node": lambda: core.create_node(o),
+            "Namespace": lambda: core.create_namespace(o),
+            "Pod": lambda: core.create_namespaced_pod(ns, o),
+            "ConfigMap": lambda: core.create_namespaced_config_map(ns, o),
+            "ResourceQuota": lambda: core.create_namespaced_resource_quota(ns, o),
+            "DaemonSet": lambda: apps.create_namespaced_daemon_set(ns, o),
+        }[o["kind"]]()
 
 
 def mark(kube) -> int:

@@ -22,25 +22,34 @@ print("LOADED:" + ",".join(m for m in %r if m in sys.modules), file=sys.stderr)
 
 def loaded_modules(*args: str) -> list[str]:
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED:")][-1]
-    return [m for m in line[len("LOADED:"):].split(",") if m], proc
+    return [m for m in line[len("LOADED:") :].split(",") if m], proc
 
 
-@pytest.mark.parametrize("args", [
-    ["--help"],
-    ["top", "--help"],
-    ["alerts", "render", "--help"],
-    ["share", "timeslice", "--help"],
-    ["quota", "set", "--help"],
-    ["doctor", "--help"],
-    ["provision", "--help"],
-    ["destroy", "--help"],
-    ["mig", "--help"],
-    ["mig", "configure", "--help"],
-    ["mig", "plan", "--help"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["top", "--help"],
+        ["alerts", "render", "--help"],
+        ["share", "timeslice", "--help"],
+        ["quota", "set", "--help"],
+        ["doctor", "--help"],
+        ["provision", "--help"],
+        ["destroy", "--help"],
+        ["mig", "--help"],
+        ["mig", "configure", "--help"],
+        ["mig", "plan", "--help"],
+    ],
+)
 def test_help_imports_no_heavy_library(args):
     loaded, proc = loaded_modules(*args)
     assert "Usage:" in proc.stdout
@@ -54,8 +63,14 @@ def test_render_imports_no_heavy_library():
 
 
 def test_python_dash_m_runs():
-    proc = subprocess.run([sys.executable, "-m", "gpuctl", "--version"], capture_output=True,
-                          text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuctl", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=60,
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("gpuctl ")
 
 

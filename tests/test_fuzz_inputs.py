@@ -10,20 +10,21 @@ import tempfile
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-from gpuctl.common import config
-from gpuctl.provision import spec as cluster_spec
-from gpuctl.top import usage as cluster_usage
-from gpuctl.mig import migparted
-from gpuctl.mig import layout as mig_layout
-from gpuctl.mig import plan as mig_plan
-from gpuctl.quota import rules as quota
-from gpuctl.common import selector
-from gpuctl.top.alert_rules import AlertOptions, check as check_alerts
-from gpuctl.jobs.spec import parse_job
-from gpuctl.common.specfile import load_yaml, parse_duration
+from gpuctl.common import config, selector
 from gpuctl.common.errors import GpuctlError, SpecError
+from gpuctl.common.specfile import load_yaml, parse_duration
+from gpuctl.jobs.spec import parse_job
+from gpuctl.mig import layout as mig_layout
+from gpuctl.mig import migparted
+from gpuctl.mig import plan as mig_plan
+from gpuctl.provision import spec as cluster_spec
+from gpuctl.quota import rules as quota
+from gpuctl.top import usage as cluster_usage
+from gpuctl.top.alert_rules import AlertOptions
+from gpuctl.top.alert_rules import check as check_alerts
 from tests.clirun import run_gpuctl
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
@@ -43,8 +44,10 @@ mig-configs:
       mig-devices: {"1g.10gb+me": 1}
 """
 SAMPLES = {
-    "job": [(EXAMPLES / n).read_text() for n in ("mig-job.yaml", "multinode-train.yaml",
-                                                  "seed-pod.yaml")],
+    "job": [
+        (EXAMPLES / n).read_text()
+        for n in ("mig-job.yaml", "multinode-train.yaml", "seed-pod.yaml")
+    ],
     "cluster": [(EXAMPLES / "cluster.yaml").read_text()],
     "migparted": [MIG_CONFIG],
     "config": ["gpu_label_key: gpu-type\nprometheus_url: http://localhost:9090\n"],
@@ -52,24 +55,88 @@ SAMPLES = {
 
 # Values users and attackers write: every YAML type, edges of each, and text in the
 # shapes gpuctl parses (digits that are not ASCII, huge numbers, NaN, control characters).
-HOSTILE_TEXT = st.sampled_from([
-    "", " ", "-", "--", "=", ",", "0", "-1", "²", "٣", "1e999", "nan", "inf", ".nan", "\x00",
-    "a\nb", "9" * 5000, "1g.10gb=²", "1g.10gb=" + "9" * 5000, "9" * 5000 + "xA30", "x" * 70_000,
-    "3g.40gb=2,1g.10gb", "all-1g.10gb", "2xA30,H100-80GB", "a in (b", "!a,b notin (c)",
-    "1h30m", "0s", "10m", "ü", "\u202e", "nvidia.com/mig-1g.10gb=4", "${HOME}", "$(id)",
-])
-SCALARS = st.one_of(
-    st.none(), st.booleans(),
-    st.integers(), st.integers(min_value=10**30), st.integers(max_value=-(10**30)),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=40), HOSTILE_TEXT,
+HOSTILE_TEXT = st.sampled_from(
+    [
+        "",
+        " ",
+        "-",
+        "--",
+        "=",
+        ",",
+        "0",
+        "-1",
+        "²",
+        "٣",
+        "1e999",
+        "nan",
+        "inf",
+        ".nan",
+        "\x00",
+        "a\nb",
+        "9" * 5000,
+        "1g.10gb=²",
+        "1g.10gb=" + "9" * 5000,
+        "9" * 5000 + "xA30",
+        "x" * 70_000,
+        "3g.40gb=2,1g.10gb",
+        "all-1g.10gb",
+        "2xA30,H100-80GB",
+        "a in (b",
+        "!a,b notin (c)",
+        "1h30m",
+        "0s",
+        "10m",
+        "ü",
+        "\u202e",
+        "nvidia.com/mig-1g.10gb=4",
+        "${HOME}",
+        "$(id)",
+    ]
 )
-KEYS = st.one_of(st.text(max_size=20), st.sampled_from(
-    ["name", "image", "gpus", "mig", "nodes", "version", "mig-configs", "devices", "mig-enabled",
-     "mig-devices", "node_groups", "region", "taints", "state", "env", "labels", "tolerations",
-     "gpu_label_key", "prometheus_url", "kind", "apiVersion", "instance_type"]))
-DOCUMENTS = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=5)), max_leaves=20)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=10**30),
+    st.integers(max_value=-(10**30)),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    HOSTILE_TEXT,
+)
+KEYS = st.one_of(
+    st.text(max_size=20),
+    st.sampled_from(
+        [
+            "name",
+            "image",
+            "gpus",
+            "mig",
+            "nodes",
+            "version",
+            "mig-configs",
+            "devices",
+            "mig-enabled",
+            "mig-devices",
+            "node_groups",
+            "region",
+            "taints",
+            "state",
+            "env",
+            "labels",
+            "tolerations",
+            "gpu_label_key",
+            "prometheus_url",
+            "kind",
+            "apiVersion",
+            "instance_type",
+        ]
+    ),
+)
+DOCUMENTS = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=5)),
+    max_leaves=20,
+)
 
 
 def _dump(data) -> str:
@@ -83,15 +150,31 @@ def mutated(draw, kind: str) -> str:
     if draw(st.booleans()):  # a textual mutation: YAML syntax errors, tabs, stray characters
         lines = text.splitlines()
         i = draw(st.integers(0, len(lines) - 1))
-        lines[i] = draw(st.sampled_from([lines[i] + ": x", "\t" + lines[i], lines[i] + " &a",
-                                         lines[i].replace(":", "", 1), "*a", "- " + lines[i],
-                                         lines[i] + " !!python/object:os.system"]))
+        lines[i] = draw(
+            st.sampled_from(
+                [
+                    lines[i] + ": x",
+                    "\t" + lines[i],
+                    lines[i] + " &a",
+                    lines[i].replace(":", "", 1),
+                    "*a",
+                    "- " + lines[i],
+                    lines[i] + " !!python/object:os.system",
+                ]
+            )
+        )
         return "\n".join(lines)
     data = yaml.safe_load(text)
     paths, stack = [], [((), data)]
     while stack:
         path, node = stack.pop()
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        items = (
+            node.items()
+            if isinstance(node, dict)
+            else enumerate(node)
+            if isinstance(node, list)
+            else ()
+        )
         for k, v in items:
             paths.append(path + (k,))
             stack.append((path + (k,), v))
@@ -146,13 +229,16 @@ def test_spec_parsers_refuse_arbitrary_documents_cleanly(kind, data):
 
 
 @pytest.mark.parametrize("kind", sorted(PARSERS))
-@pytest.mark.parametrize("text", [
-    "a: " + "9" * 5000,  # Python refuses int() of more than 4300 digits
-    "nodes: " + "9" * 5000,
-    "version: v1\nmig-configs: {a: [{devices: [" + "9" * 5000 + "], mig-enabled: false}]}",
-    "deadline: " + "9" * 5000 + "s",
-    "deadline: ²",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: " + "9" * 5000,  # Python refuses int() of more than 4300 digits
+        "nodes: " + "9" * 5000,
+        "version: v1\nmig-configs: {a: [{devices: [" + "9" * 5000 + "], mig-enabled: false}]}",
+        "deadline: " + "9" * 5000 + "s",
+        "deadline: ²",
+    ],
+)
 def test_spec_parsers_regressions(kind, text):
     _check_spec(kind, text)
 
@@ -195,8 +281,11 @@ def _has_data(text: str) -> bool:
         return False
 
 
-OPTION_TEXT = st.one_of(st.text(max_size=60), HOSTILE_TEXT,
-                        st.lists(st.one_of(HOSTILE_TEXT, st.text(max_size=12)), max_size=5).map(",".join))
+OPTION_TEXT = st.one_of(
+    st.text(max_size=60),
+    HOSTILE_TEXT,
+    st.lists(st.one_of(HOSTILE_TEXT, st.text(max_size=12)), max_size=5).map(",".join),
+)
 
 
 def _clean(parse, *args) -> None:
@@ -232,14 +321,30 @@ def test_option_parsers_refuse_cleanly(option, text):
 
 
 @FUZZ
-@given(pcts=st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=4, max_size=4),
-       durations=st.lists(OPTION_TEXT, min_size=8, max_size=8), label=OPTION_TEXT)
+@given(
+    pcts=st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=4, max_size=4),
+    durations=st.lists(OPTION_TEXT, min_size=8, max_size=8),
+    label=OPTION_TEXT,
+)
 @example(pcts=[float("nan")] * 4, durations=["5m"] * 8, label="pod")
 def test_alert_thresholds_refused_cleanly(pcts, durations, label):
-    fields = ("high_util_window", "high_util_for", "idle_window", "idle_for", "memory_for",
-              "temperature_for", "xid_window", "pod_label")
-    options = AlertOptions(high_util=pcts[0], idle_util=pcts[1], memory=pcts[2],
-                           temperature=pcts[3], **dict(zip(fields, durations[:7] + [label])))
+    fields = (
+        "high_util_window",
+        "high_util_for",
+        "idle_window",
+        "idle_for",
+        "memory_for",
+        "temperature_for",
+        "xid_window",
+        "pod_label",
+    )
+    options = AlertOptions(
+        high_util=pcts[0],
+        idle_util=pcts[1],
+        memory=pcts[2],
+        temperature=pcts[3],
+        **dict(zip(fields, durations[:7] + [label])),
+    )
     _clean(check_alerts, options)
 
 
@@ -248,31 +353,72 @@ def test_alert_thresholds_refused_cleanly(pcts, durations, label):
 COMMANDS = {
     ("render",): ["-o", "--gpu-label-key"],
     ("submit",): ["--dry-run", "-n", "--namespace", "--timeout", "--gpu-label-key"],
-    ("jobs", "list"): ["-n", "-A", "-o"], ("jobs", "get"): ["-n", "-o"],
-    ("jobs", "logs"): ["-n"], ("jobs", "delete"): ["-n", "--yes"],
+    ("jobs", "list"): ["-n", "-A", "-o"],
+    ("jobs", "get"): ["-n", "-o"],
+    ("jobs", "logs"): ["-n"],
+    ("jobs", "delete"): ["-n", "--yes"],
     ("top", "--once"): ["-o", "--sort", "--window", "--idle-threshold", "-d"],
     ("top", "--once", "--prometheus", "http://127.0.0.1:9"): ["--window", "--idle-threshold", "-o"],
     ("mig", "profiles"): ["--gpu", "-o"],
     ("mig", "plan"): ["--demand", "--layout", "--gpu", "--gpus", "-o"],
-    ("mig", "show"): ["-o"], ("mig", "export"): ["--name", "-o", "--configmap"],
-    ("mig", "configure"): ["-f", "-c", "--layout", "--gpus", "--dry-run", "--yes", "--reset",
-                           "--node", "-l", "--selector", "--render-configmap", "-n", "--timeout"],
+    ("mig", "show"): ["-o"],
+    ("mig", "export"): ["--name", "-o", "--configmap"],
+    ("mig", "configure"): [
+        "-f",
+        "-c",
+        "--layout",
+        "--gpus",
+        "--dry-run",
+        "--yes",
+        "--reset",
+        "--node",
+        "-l",
+        "--selector",
+        "--render-configmap",
+        "-n",
+        "--timeout",
+    ],
     ("mig", "assert"): ["-f", "-c", "--layout", "--gpus"],
-    ("alerts", "render"): ["-o", "--format", "--name", "-n", "--label", "--high-util",
-                           "--high-util-window", "--idle-util", "--memory", "--temperature",
-                           "--xid-window", "--pod-label", "--idle-for"],
-    ("share", "timeslice"): ["--replicas", "--mps", "--nodes", "-l", "--name", "-n", "--dry-run",
-                             "-o", "--yes", "--resource"],
-    ("share", "off"): ["--nodes", "-l", "--dry-run", "--yes"], ("share", "show"): ["-n", "-o"],
-    ("quota", "set"): ["--gpus", "--mig", "--dry-run", "-o"], ("quota", "list"): ["-n", "-o"],
+    ("alerts", "render"): [
+        "-o",
+        "--format",
+        "--name",
+        "-n",
+        "--label",
+        "--high-util",
+        "--high-util-window",
+        "--idle-util",
+        "--memory",
+        "--temperature",
+        "--xid-window",
+        "--pod-label",
+        "--idle-for",
+    ],
+    ("share", "timeslice"): [
+        "--replicas",
+        "--mps",
+        "--nodes",
+        "-l",
+        "--name",
+        "-n",
+        "--dry-run",
+        "-o",
+        "--yes",
+        "--resource",
+    ],
+    ("share", "off"): ["--nodes", "-l", "--dry-run", "--yes"],
+    ("share", "show"): ["-n", "-o"],
+    ("quota", "set"): ["--gpus", "--mig", "--dry-run", "-o"],
+    ("quota", "list"): ["-n", "-o"],
     ("doctor",): [],
     ("provision", "--dry-run"): ["-f", "-o"],
 }
 
 
 # files the hostile_env fixture writes, and one it does not
-FILES = st.sampled_from(["job.yaml", "cluster.yaml", "migparted.yaml", "config.yaml", "bad.yaml",
-                         "missing.yaml", "."])
+FILES = st.sampled_from(
+    ["job.yaml", "cluster.yaml", "migparted.yaml", "config.yaml", "bad.yaml", "missing.yaml", "."]
+)
 
 
 @st.composite
@@ -304,39 +450,51 @@ def _assert_clean(capsys, argv):
     assert code in (0, 1, 2, 3) and "Traceback" not in err, (argv, code, err[-2000:])
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(argv=argvs())
 def test_cli_hostile_argv(hostile_env, capsys, argv):
     _assert_clean(capsys, argv)
 
 
-@pytest.mark.parametrize("argv", [
-    ["mig", "plan", "--gpu", "A30", "--demand", "1g.6gb=²"],
-    ["mig", "plan", "--gpus", "9" * 5000 + "xA30", "--demand", "1g.6gb=1"],
-    ["mig", "plan", "--gpus", "a\nb", "--demand", "1g.6gb=1"],
-    ["mig", "configure", "--dry-run", "--layout", "1g.10gb=" + "9" * 5000],
-    ["mig", "configure", "--dry-run", "--gpus", "²", "--layout", "all-1g.10gb"],
-    ["quota", "set", "team-a", "--gpus", "1", "--mig", "1g.10gb=²", "--dry-run"],
-    ["top", "--once", "--prometheus", "http://127.0.0.1:9", "--window", "9" * 5000 + "s"],
-    ["alerts", "render", "--xid-window", "9" * 5000 + "m"],
-    ["render", "bad.yaml"],
-    ["submit", "bad.yaml", "--dry-run", "client"],
-    ["provision", "--dry-run", "-f", "bad.yaml"],
-    ["mig", "configure", "--dry-run", "-f", "bad.yaml"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["mig", "plan", "--gpu", "A30", "--demand", "1g.6gb=²"],
+        ["mig", "plan", "--gpus", "9" * 5000 + "xA30", "--demand", "1g.6gb=1"],
+        ["mig", "plan", "--gpus", "a\nb", "--demand", "1g.6gb=1"],
+        ["mig", "configure", "--dry-run", "--layout", "1g.10gb=" + "9" * 5000],
+        ["mig", "configure", "--dry-run", "--gpus", "²", "--layout", "all-1g.10gb"],
+        ["quota", "set", "team-a", "--gpus", "1", "--mig", "1g.10gb=²", "--dry-run"],
+        ["top", "--once", "--prometheus", "http://127.0.0.1:9", "--window", "9" * 5000 + "s"],
+        ["alerts", "render", "--xid-window", "9" * 5000 + "m"],
+        ["render", "bad.yaml"],
+        ["submit", "bad.yaml", "--dry-run", "client"],
+        ["provision", "--dry-run", "-f", "bad.yaml"],
+        ["mig", "configure", "--dry-run", "-f", "bad.yaml"],
+    ],
+)
 def test_cli_regressions(hostile_env, capsys, argv):
     _assert_clean(capsys, argv)
 
 
-CLI_FOR_FILE = {"job": ["render"], "cluster": ["provision", "--dry-run", "-f"],
-                "migparted": ["mig", "configure", "--dry-run", "-f"]}
+CLI_FOR_FILE = {
+    "job": ["render"],
+    "cluster": ["provision", "--dry-run", "-f"],
+    "migparted": ["mig", "configure", "--dry-run", "-f"],
+}
 
 
 @pytest.mark.parametrize("kind", sorted(CLI_FOR_FILE))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_cli_bad_spec_file_is_one_line_naming_the_file(hostile_env, capsys, kind, data):
-    (hostile_env / "spec.yaml").write_text(data.draw(st.one_of(mutated(kind), DOCUMENTS.map(_dump))))
+    (hostile_env / "spec.yaml").write_text(
+        data.draw(st.one_of(mutated(kind), DOCUMENTS.map(_dump)))
+    )
     code, _, err = run_gpuctl(capsys, *CLI_FOR_FILE[kind], "spec.yaml")
     assert code in (0, 1, 2) and "Traceback" not in err, (code, err)
     if code == 2 and err.startswith("gpuctl: error: spec.yaml"):

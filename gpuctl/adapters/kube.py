@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from gpuctl.common.errors import BackendError, GpuctlError
 
@@ -43,15 +44,25 @@ class Kube:
             if context:
                 active = next((c for c in contexts if c["name"] == context), None)
                 if active is None:
-                    raise GpuctlError(f"no context {context!r} in the kubeconfig",
-                                      hint="contexts: " + ", ".join(c["name"] for c in contexts))
-            config.load_kube_config(config_file=config_file, context=context,
-                                    client_configuration=cfg)
+                    raise GpuctlError(
+                        f"no context {context!r} in the kubeconfig",
+                        hint="contexts: " + ", ".join(c["name"] for c in contexts),
+                    )
+            config.load_kube_config(
+                config_file=config_file, context=context, client_configuration=cfg
+            )
             self.namespace = str(active.get("context", {}).get("namespace") or "default")
             self.context = active.get("name")
         # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
-        except (config.ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError,
-                KeyError, ValueError) as e:
+        except (
+            config.ConfigException,
+            OSError,
+            yaml.YAMLError,
+            TypeError,
+            AttributeError,
+            KeyError,
+            ValueError,
+        ) as e:
             try:  # inside a pod: the service account
                 config.load_incluster_config(client_configuration=cfg)
                 with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
@@ -60,7 +71,8 @@ class Kube:
             except (config.ConfigException, OSError):
                 raise GpuctlError(
                     f"no usable Kubernetes configuration: {_first_line(e)}",
-                    hint="set KUBECONFIG or create ~/.kube/config (or pass --context)") from None
+                    hint="set KUBECONFIG or create ~/.kube/config (or pass --context)",
+                ) from None
         # Only connection setup is retried: a request that reached the server is never resent.
         import urllib3
 
@@ -74,7 +86,7 @@ class Kube:
     def close(self) -> None:
         self.api.close()
 
-    def __enter__(self) -> "Kube":
+    def __enter__(self) -> Kube:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -87,25 +99,33 @@ class Kube:
             return json.loads(data) if data else None
         except ValueError:  # e.g. a proxy's or a web server's HTML page
             subject = f"{what}: " if what else ""
-            raise BackendError(f"{subject}{self.host} did not answer with JSON",
-                               hint="is the kubeconfig's server a Kubernetes API server?") from None
+            raise BackendError(
+                f"{subject}{self.host} did not answer with JSON",
+                hint="is the kubeconfig's server a Kubernetes API server?",
+            ) from None
 
     def read_node(self, name: str) -> dict:
         try:
             return self.call(self.core.read_node, name, what=f"reading node {name}")
         except NotFound:
-            raise GpuctlError(f"no node {name!r} in the cluster",
-                              hint="kubectl get nodes lists them") from None
+            raise GpuctlError(
+                f"no node {name!r} in the cluster", hint="kubectl get nodes lists them"
+            ) from None
 
     def unfinished_pods(self, namespace: str | None = None) -> list[dict]:
         """Pods not yet Succeeded or Failed, in one namespace or all. Callers check the phase
         again: not every server (nor the test emulator) applies field selectors."""
         running = "status.phase!=Succeeded,status.phase!=Failed"
         if namespace:
-            return self.call(self.core.list_namespaced_pod, namespace, field_selector=running,
-                             what=f"listing pods in namespace {namespace}")["items"]
-        return self.call(self.core.list_pod_for_all_namespaces, field_selector=running,
-                         what="listing pods")["items"]
+            return self.call(
+                self.core.list_namespaced_pod,
+                namespace,
+                field_selector=running,
+                what=f"listing pods in namespace {namespace}",
+            )["items"]
+        return self.call(
+            self.core.list_pod_for_all_namespaces, field_selector=running, what="listing pods"
+        )["items"]
 
     def raw(self, fn: Callable, *args, what: str = "", **kwargs):
         """Call a client method; return the undecoded HTTP response (for streams)."""
@@ -116,8 +136,8 @@ class Kube:
     def stream(self, fn: Callable, *args, what: str = "", **kwargs) -> Iterator[dict]:
         """Watch events ({type, object}) as plain data. Ends when the server closes the watch
         or when nothing arrives for `timeout_seconds` (+2 s grace): the caller loops."""
-        from kubernetes import watch
         import urllib3
+        from kubernetes import watch
 
         timeout = kwargs.setdefault("timeout_seconds", 60)
         kwargs.setdefault("_request_timeout", (self.timeout, timeout + 2))
@@ -125,7 +145,8 @@ class Kube:
         try:
             for event in w.stream(fn, *args, **kwargs):
                 obj = event.get("raw_object") or self.api.sanitize_for_serialization(
-                    event["object"])
+                    event["object"]
+                )
                 yield {"type": event["type"], "object": obj}
         except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
             return  # a quiet watch: no news
@@ -147,8 +168,8 @@ class Kube:
     def _map(self, e: Exception, what: str) -> GpuctlError:
         import ssl
 
-        from kubernetes.client.exceptions import ApiException
         import urllib3
+        from kubernetes.client.exceptions import ApiException
 
         subject = f"{what}: " if what else ""
         if isinstance(e, ApiException):
@@ -158,26 +179,41 @@ class Kube:
             if e.status == 409:
                 return Conflict(f"{subject}already exists ({reason})")
             if e.status in (401, 403):
-                return (Forbidden if e.status == 403 else BackendError)(f"{subject}not allowed by the cluster (HTTP {e.status}: {reason})",
-                                    hint="check your credentials and RBAC for this namespace")
+                return (Forbidden if e.status == 403 else BackendError)(
+                    f"{subject}not allowed by the cluster (HTTP {e.status}: {reason})",
+                    hint="check your credentials and RBAC for this namespace",
+                )
             if e.status == 422 or e.status == 400:
                 return BackendError(f"{subject}rejected by the API server: {reason}")
             if e.status and e.status >= 500:
-                return BackendError(f"{subject}the API server failed (HTTP {e.status}: {reason})",
-                                    hint="retry later; check the control plane's health")
+                return BackendError(
+                    f"{subject}the API server failed (HTTP {e.status}: {reason})",
+                    hint="retry later; check the control plane's health",
+                )
             return BackendError(f"{subject}HTTP {e.status}: {reason}")
         if isinstance(e, (urllib3.exceptions.HTTPError, OSError)):
-            if isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) or "timed out" in str(e):
-                return BackendError(f"{subject}the Kubernetes API at {self.host} timed out",
-                                    hint="check the network path to the cluster")
+            if isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) or "timed out" in str(
+                e
+            ):
+                return BackendError(
+                    f"{subject}the Kubernetes API at {self.host} timed out",
+                    hint="check the network path to the cluster",
+                )
             if "SSLError" in str(e) or isinstance(e, ssl.SSLError):  # reached, but TLS failed
-                why = ("its certificate is not trusted" if "CERTIFICATE_VERIFY_FAILED" in str(e)
-                       else "the TLS handshake failed")
-                return BackendError(f"{subject}the Kubernetes API at {self.host}: {why}",
-                                    hint="check the kubeconfig's server URL (https or http) and "
-                                         "its certificate-authority-data")
-            return BackendError(f"{subject}cannot reach the Kubernetes API at {self.host}",
-                                hint="is the cluster up and the kubeconfig context right?")
+                why = (
+                    "its certificate is not trusted"
+                    if "CERTIFICATE_VERIFY_FAILED" in str(e)
+                    else "the TLS handshake failed"
+                )
+                return BackendError(
+                    f"{subject}the Kubernetes API at {self.host}: {why}",
+                    hint="check the kubeconfig's server URL (https or http) and "
+                    "its certificate-authority-data",
+                )
+            return BackendError(
+                f"{subject}cannot reach the Kubernetes API at {self.host}",
+                hint="is the cluster up and the kubeconfig context right?",
+            )
         return BackendError(f"{subject}{type(e).__name__}: {_first_line(e)}")
 
 

@@ -11,9 +11,15 @@ from __future__ import annotations
 import ctypes
 import os
 
-from gpuctl.gpus.sample import (ComputeInstance, GpuInstance, GpuSample, MigDevice,
-                                   NodeSample, Process)
 from gpuctl.common.errors import BackendError, GpuctlError
+from gpuctl.gpus.sample import (
+    ComputeInstance,
+    GpuInstance,
+    GpuSample,
+    MigDevice,
+    NodeSample,
+    Process,
+)
 
 __all__ = ["Nvml", "NvmlError", "GpuInstance", "ComputeInstance", "Process", "NodeSample"]
 
@@ -36,16 +42,23 @@ _CI_PROFILE_COUNT = 0x9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
 _MAX_INSTANCES = 8  # more GPU (or compute) instances than any GPU holds
 
 _REASONS = {
-    1: "NVML is not initialized", 2: "invalid argument", 3: "not supported",
-    4: "insufficient permissions", 6: "not found", 9: "driver not loaded",
-    15: "the GPU is lost", 16: "the GPU requires a reset", 19: "in use by another client",
-    23: "insufficient resources", 999: "unknown error",
+    1: "NVML is not initialized",
+    2: "invalid argument",
+    3: "not supported",
+    4: "insufficient permissions",
+    6: "not found",
+    9: "driver not loaded",
+    15: "the GPU is lost",
+    16: "the GPU requires a reset",
+    19: "in use by another client",
+    23: "insufficient resources",
+    999: "unknown error",
 }
 _HINTS = {
     NO_PERMISSION: "run as root (MIG changes and resets need it)",
     IN_USE: "stop the processes on that GPU or MIG device (see `gpuctl top`), then retry",
     INSUFFICIENT_RESOURCES: "the requested placement overlaps or the profile's limit is reached; "
-                            "see the GPU's current MIG layout",
+    "see the GPU's current MIG layout",
     RESET_REQUIRED: "reset the GPU (nvidia-smi --gpu-reset -i N) or reboot the node",
     NOT_SUPPORTED: "the GPU lacks this feature, or MIG is not enabled on it",
     15: "the GPU fell off the bus: check `dmesg` for Xid errors; the node likely needs a reboot",
@@ -127,15 +140,18 @@ class Nvml:
             try:
                 import pynvml as n
             except ImportError:
-                raise GpuctlError("the NVML Python binding (nvidia-ml-py) is not installed",
-                                  hint="pip install 'nvidia-ml-py>=12,<14'") from None
+                raise GpuctlError(
+                    "the NVML Python binding (nvidia-ml-py) is not installed",
+                    hint="pip install 'nvidia-ml-py>=12,<14'",
+                ) from None
         try:
             n.nvmlInit()
         except n.NVMLError as e:
             if e.value == LIBRARY_NOT_FOUND:
                 raise GpuctlError(
                     "no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",
-                    hint="run on a GPU node, or try a simulated one: --simulate 8xH100-80GB") from None
+                    hint="run on a GPU node, or try a simulated one: --simulate 8xH100-80GB",
+                ) from None
             raise NvmlError(e.value, "cannot initialize NVML") from None
         self._module = n
 
@@ -179,8 +195,11 @@ class Nvml:
         n = self._n
         count = self.gpu_count()
         driver = _text(self._query(n.nvmlSystemGetDriverVersion))
-        return NodeSample(gpus=[self._sample_gpu(i) for i in range(count)],
-                          driver_version=driver, simulated=self.simulated)
+        return NodeSample(
+            gpus=[self._sample_gpu(i) for i in range(count)],
+            driver_version=driver,
+            simulated=self.simulated,
+        )
 
     def _memory_mib(self, handle) -> tuple[int | None, int | None]:
         n, q = self._n, self._query
@@ -209,18 +228,24 @@ class Nvml:
         else:
             processes = self._processes(h, None, None)
         return GpuSample(
-            index=index, uuid=_text(q(n.nvmlDeviceGetUUID, h)), name=_text(q(n.nvmlDeviceGetName, h)),
+            index=index,
+            uuid=_text(q(n.nvmlDeviceGetUUID, h)),
+            name=_text(q(n.nvmlDeviceGetName, h)),
             utilization_gpu=util.gpu if util is not None else None,
             utilization_memory=util.memory if util is not None else None,
-            memory_used_mib=used, memory_total_mib=total,
+            memory_used_mib=used,
+            memory_total_mib=total,
             temperature_c=q(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU),
             power_w=power / 1000 if power is not None else None,
             power_limit_w=limit / 1000 if limit is not None else None,
             fan_percent=q(n.nvmlDeviceGetFanSpeed, h),
             clock_sm_mhz=q(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM),
             clock_mem_mhz=q(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM),
-            mig_mode=mig[0], mig_mode_pending=mig[1],
-            mig_devices=mig_devices, processes=processes)
+            mig_mode=mig[0],
+            mig_mode_pending=mig[1],
+            mig_devices=mig_devices,
+            processes=processes,
+        )
 
     def _mig_devices(self, handle):
         n, q = self._n, self._query
@@ -238,11 +263,19 @@ class Nvml:
                 info = q(n.nvmlGpuInstanceGetInfo, gi, absent=(NO_PERMISSION,))
                 if info is not None:
                     start, size = info.placement.start, info.placement.size
-            yield mh, MigDevice(
-                gi_id=gi_id, ci_id=ci_id, uuid=_text(q(n.nvmlDeviceGetUUID, mh)),
-                profile=name.rpartition(" MIG ")[2] or None if " MIG " in name else None,
-                memory_used_mib=used, memory_total_mib=total,
-                placement_start=start, placement_size=size)
+            yield (
+                mh,
+                MigDevice(
+                    gi_id=gi_id,
+                    ci_id=ci_id,
+                    uuid=_text(q(n.nvmlDeviceGetUUID, mh)),
+                    profile=name.rpartition(" MIG ")[2] or None if " MIG " in name else None,
+                    memory_used_mib=used,
+                    memory_total_mib=total,
+                    placement_start=start,
+                    placement_size=size,
+                ),
+            )
 
     def _processes(self, handle, gi_id: int | None, ci_id: int | None) -> list[Process]:
         n, q = self._n, self._query
@@ -255,28 +288,39 @@ class Nvml:
                 ci = getattr(p, "computeInstanceId", _NO_ID)
                 mem = p.usedGpuMemory
                 seen[p.pid] = Process(
-                    pid=p.pid, name=self._process_name(p.pid), user=self._process_user(p.pid),
+                    pid=p.pid,
+                    name=self._process_name(p.pid),
+                    user=self._process_user(p.pid),
                     used_memory_mib=mem // _MIB if mem is not None else None,
                     gi_id=gi_id if gi_id is not None else (None if gi in (None, _NO_ID) else gi),
-                    ci_id=ci_id if ci_id is not None else (None if ci in (None, _NO_ID) else ci))
+                    ci_id=ci_id if ci_id is not None else (None if ci in (None, _NO_ID) else ci),
+                )
         return list(seen.values())
 
     def _process_name(self, pid: int) -> str | None:
-        name = _text(self._query(self._n.nvmlSystemGetProcessName, pid, absent=(NOT_FOUND, NO_PERMISSION)))
+        name = _text(
+            self._query(self._n.nvmlSystemGetProcessName, pid, absent=(NOT_FOUND, NO_PERMISSION))
+        )
         return name or _proc_name(pid)
 
     def _process_user(self, pid: int) -> str | None:
         user = _proc_user(pid)
         if user is None and self._sim is not None:
-            user = next((p["user"] for p in self._sim.node.state["processes"] if p["pid"] == pid), None)
+            user = next(
+                (p["user"] for p in self._sim.node.state["processes"] if p["pid"] == pid), None
+            )
         return user
 
     # ---- single readings (for mig and other commands) -----------------------------------------
     def gpu_name(self, index: int) -> str:
-        return _text(self._call(f"GPU {index}: name", self._n.nvmlDeviceGetName, self._handle(index)))
+        return _text(
+            self._call(f"GPU {index}: name", self._n.nvmlDeviceGetName, self._handle(index))
+        )
 
     def gpu_uuid(self, index: int) -> str:
-        return _text(self._call(f"GPU {index}: UUID", self._n.nvmlDeviceGetUUID, self._handle(index)))
+        return _text(
+            self._call(f"GPU {index}: UUID", self._n.nvmlDeviceGetUUID, self._handle(index))
+        )
 
     def mig_mode(self, index: int) -> tuple[int | None, int | None]:
         mode = self._query(self._n.nvmlDeviceGetMigMode, self._handle(index))
@@ -285,7 +329,11 @@ class Nvml:
     def processes(self, index: int) -> list[Process]:
         h = self._handle(index)
         if self.mig_mode(index)[0] == 1:
-            return [p for mh, dev in self._mig_devices(h) for p in self._processes(mh, dev.gi_id, dev.ci_id)]
+            return [
+                p
+                for mh, dev in self._mig_devices(h)
+                for p in self._processes(mh, dev.gi_id, dev.ci_id)
+            ]
         return self._processes(h, None, None)
 
     # ---- MIG layout ------------------------------------------------------------------------------
@@ -304,37 +352,66 @@ class Nvml:
             size = max(info.instanceCount, _MAX_INSTANCES)
             array = (n.c_nvmlGpuInstance_t * size)()
             count = ctypes.c_uint(size)
-            self._call(f"GPU {index}: list GPU instances", n.nvmlDeviceGetGpuInstances,
-                       h, info.id, array, ctypes.byref(count))
-            for gi in array[:count.value]:
-                gi_info = self._call(f"GPU {index}: GPU instance info", n.nvmlGpuInstanceGetInfo, gi)
-                out.append(GpuInstance(
-                    gi_id=gi_info.id, profile_id=gi_info.profileId, start=gi_info.placement.start,
-                    size=gi_info.placement.size, compute_instances=self._compute_instances(gi)))
+            self._call(
+                f"GPU {index}: list GPU instances",
+                n.nvmlDeviceGetGpuInstances,
+                h,
+                info.id,
+                array,
+                ctypes.byref(count),
+            )
+            for gi in array[: count.value]:
+                gi_info = self._call(
+                    f"GPU {index}: GPU instance info", n.nvmlGpuInstanceGetInfo, gi
+                )
+                out.append(
+                    GpuInstance(
+                        gi_id=gi_info.id,
+                        profile_id=gi_info.profileId,
+                        start=gi_info.placement.start,
+                        size=gi_info.placement.size,
+                        compute_instances=self._compute_instances(gi),
+                    )
+                )
         return sorted(out, key=lambda g: g.gi_id)
 
     def _compute_instances(self, gi) -> list[ComputeInstance]:
         n, q = self._n, self._query
         out = []
         for const in range(_CI_PROFILE_COUNT):
-            info = q(n.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, const,
-                     n.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, absent=(INVALID_ARGUMENT,))
+            info = q(
+                n.nvmlGpuInstanceGetComputeInstanceProfileInfo,
+                gi,
+                const,
+                n.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                absent=(INVALID_ARGUMENT,),
+            )
             if info is None or info.instanceCount == 0:
                 continue
             size = max(info.instanceCount, _MAX_INSTANCES)
             array = (n.c_nvmlComputeInstance_t * size)()
             count = ctypes.c_uint(size)
-            self._call("list compute instances", n.nvmlGpuInstanceGetComputeInstances,
-                       gi, info.id, array, ctypes.byref(count))
-            for ci in array[:count.value]:
+            self._call(
+                "list compute instances",
+                n.nvmlGpuInstanceGetComputeInstances,
+                gi,
+                info.id,
+                array,
+                ctypes.byref(count),
+            )
+            for ci in array[: count.value]:
                 ci_info = self._call("compute instance info", n.nvmlComputeInstanceGetInfo_v2, ci)
                 out.append(ComputeInstance(ci_id=ci_info.id, profile_id=ci_info.profileId))
         return sorted(out, key=lambda c: c.ci_id)
 
     def set_mig_mode(self, index: int, enabled: bool) -> None:
         """Sets the pending MIG mode; it becomes current after a GPU reset (see mig_mode)."""
-        self._call(f"GPU {index}: set MIG mode {'on' if enabled else 'off'}",
-                   self._n.nvmlDeviceSetMigMode, self._handle(index), 1 if enabled else 0)
+        self._call(
+            f"GPU {index}: set MIG mode {'on' if enabled else 'off'}",
+            self._n.nvmlDeviceSetMigMode,
+            self._handle(index),
+            1 if enabled else 0,
+        )
 
     def reset_gpu(self, index: int) -> None:
         """Resets the GPU, which applies a pending MIG mode (and clears its MIG instances).
@@ -351,14 +428,28 @@ class Nvml:
         import subprocess
 
         try:
-            proc = subprocess.run(["nvidia-smi", "--gpu-reset", "-i", str(index)],
-                                  capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                ["nvidia-smi", "--gpu-reset", "-i", str(index)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         except FileNotFoundError:
-            raise GpuctlError(f"{what}: nvidia-smi not found", hint="install the NVIDIA driver utilities") from None
+            raise GpuctlError(
+                f"{what}: nvidia-smi not found", hint="install the NVIDIA driver utilities"
+            ) from None
         if proc.returncode != 0:
             text = (proc.stdout + proc.stderr).strip()
-            code = IN_USE if "in use" in text.lower() else NO_PERMISSION if "permission" in text.lower() else 999
-            raise NvmlError(code, f"{what} ({text.splitlines()[-1] if text else 'nvidia-smi failed'})")
+            code = (
+                IN_USE
+                if "in use" in text.lower()
+                else NO_PERMISSION
+                if "permission" in text.lower()
+                else 999
+            )
+            raise NvmlError(
+                code, f"{what} ({text.splitlines()[-1] if text else 'nvidia-smi failed'})"
+            )
 
     def create_gpu_instance(self, index: int, profile_id: int, start: int) -> int:
         """Creates a GPU instance of profile *id* `profile_id` at memory slice `start`; returns its id."""
@@ -367,19 +458,33 @@ class Nvml:
         what = f"GPU {index}: create GPU instance (profile id {profile_id} at slice {start})"
         size = self._placement_size(h, profile_id, what)
         placement = n.c_nvmlGpuInstancePlacement_t(start, size)
-        gi = self._call(what, n.nvmlDeviceCreateGpuInstanceWithPlacement, h, profile_id, ctypes.byref(placement))
+        gi = self._call(
+            what, n.nvmlDeviceCreateGpuInstanceWithPlacement, h, profile_id, ctypes.byref(placement)
+        )
         return self._call(what, n.nvmlGpuInstanceGetInfo, gi).id
 
     def _placement_size(self, handle, profile_id: int, what: str) -> int:
         n = self._n
         count = ctypes.c_uint(0)
-        self._call(what, n.nvmlDeviceGetGpuInstancePossiblePlacements, handle, profile_id, None,
-                   ctypes.byref(count))
+        self._call(
+            what,
+            n.nvmlDeviceGetGpuInstancePossiblePlacements,
+            handle,
+            profile_id,
+            None,
+            ctypes.byref(count),
+        )
         if count.value == 0:
             raise NvmlError(NOT_SUPPORTED, what)
         array = (n.c_nvmlGpuInstancePlacement_t * count.value)()
-        self._call(what, n.nvmlDeviceGetGpuInstancePossiblePlacements, handle, profile_id, array,
-                   ctypes.byref(count))
+        self._call(
+            what,
+            n.nvmlDeviceGetGpuInstancePossiblePlacements,
+            handle,
+            profile_id,
+            array,
+            ctypes.byref(count),
+        )
         # Every placement of a profile has the same size; the driver judges the start.
         return array[0].size
 

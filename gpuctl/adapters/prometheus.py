@@ -19,19 +19,22 @@ class Prometheus:
 
         text = (url or "").strip()
         if any(c.isspace() or not c.isprintable() for c in text):
-            raise UsageError(f"bad Prometheus URL {text!r}: spaces or control characters",
-                             hint=HINT_URL)
+            raise UsageError(
+                f"bad Prometheus URL {text!r}: spaces or control characters", hint=HINT_URL
+            )
         try:
             parts = urlsplit(text)
             parts.port  # raises ValueError on a bad port
         except ValueError as e:
             raise UsageError(f"bad Prometheus URL {text!r}: {e}", hint=HINT_URL) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UsageError(f"bad Prometheus URL {text!r}: expected http(s)://HOST[:PORT][/PATH]",
-                             hint=HINT_URL)
+            raise UsageError(
+                f"bad Prometheus URL {text!r}: expected http(s)://HOST[:PORT][/PATH]", hint=HINT_URL
+            )
         if parts.query or parts.fragment:
-            raise UsageError(f"bad Prometheus URL {text!r}: no query string or fragment expected",
-                             hint=HINT_URL)
+            raise UsageError(
+                f"bad Prometheus URL {text!r}: no query string or fragment expected", hint=HINT_URL
+            )
         self._auth = None
         if parts.username is not None:
             import base64
@@ -54,9 +57,14 @@ class Prometheus:
         import urllib.request
 
         request = urllib.request.Request(
-            self.url + "/api/v1/query", data=urllib.parse.urlencode({"query": expr}).encode(),
-            headers={"Content-Type": "application/x-www-form-urlencoded",
-                     "Accept": "application/json", "User-Agent": "gpuctl"})
+            self.url + "/api/v1/query",
+            data=urllib.parse.urlencode({"query": expr}).encode(),
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+                "User-Agent": "gpuctl",
+            },
+        )
         if self._auth:
             request.add_header("Authorization", self._auth)
         with self._count_lock:
@@ -68,13 +76,16 @@ class Prometheus:
             raise self._http_error(e) from None
         except urllib.error.URLError as e:
             reason = getattr(e.reason, "strerror", None) or str(e.reason)
-            raise BackendError(f"cannot reach Prometheus at {self.url}: {reason}",
-                               hint="check the URL and that Prometheus is running; " + HINT_URL) from None
+            raise BackendError(
+                f"cannot reach Prometheus at {self.url}: {reason}",
+                hint="check the URL and that Prometheus is running; " + HINT_URL,
+            ) from None
         except (TimeoutError, OSError) as e:
             what = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
-            raise BackendError(f"cannot reach Prometheus at {self.url}: {what} "
-                               f"(after {self.timeout:g} s)",
-                               hint="check the URL and that Prometheus is running") from None
+            raise BackendError(
+                f"cannot reach Prometheus at {self.url}: {what} (after {self.timeout:g} s)",
+                hint="check the URL and that Prometheus is running",
+            ) from None
         return self._vector(body)
 
     def _http_error(self, e) -> BackendError:
@@ -85,25 +96,36 @@ class Prometheus:
                 detail = f": {answer.get('errorType', 'error')}: {answer['error']}"
         except (ValueError, OSError):
             pass
-        hints = {401: "Prometheus wants credentials: put them in the URL (https://user:pass@host)",
-                 403: "Prometheus refused these credentials",
-                 404: f"no /api/v1/query under {self.url}: is this the Prometheus base URL?"}
-        return BackendError(f"Prometheus at {self.url} answered HTTP {e.code} {e.reason}{detail}",
-                            hint=hints.get(e.code, HINT_URL if e.code < 500 else None))
+        hints = {
+            401: "Prometheus wants credentials: put them in the URL (https://user:pass@host)",
+            403: "Prometheus refused these credentials",
+            404: f"no /api/v1/query under {self.url}: is this the Prometheus base URL?",
+        }
+        return BackendError(
+            f"Prometheus at {self.url} answered HTTP {e.code} {e.reason}{detail}",
+            hint=hints.get(e.code, HINT_URL if e.code < 500 else None),
+        )
 
     def _vector(self, body: bytes) -> list:
         try:
             answer = json.loads(body)
             status, data = answer["status"], answer.get("data")
         except (ValueError, TypeError, KeyError):
-            raise BackendError(f"{self.url} did not answer like a Prometheus server "
-                               "(no JSON status from /api/v1/query)", hint=HINT_URL) from None
+            raise BackendError(
+                f"{self.url} did not answer like a Prometheus server "
+                "(no JSON status from /api/v1/query)",
+                hint=HINT_URL,
+            ) from None
         if status != "success":
-            raise BackendError(f"Prometheus at {self.url} rejected a query: "
-                               f"{answer.get('errorType', 'error')}: {answer.get('error', '?')}")
+            raise BackendError(
+                f"Prometheus at {self.url} rejected a query: "
+                f"{answer.get('errorType', 'error')}: {answer.get('error', '?')}"
+            )
         if not isinstance(data, dict) or data.get("resultType") != "vector":
-            raise BackendError(f"Prometheus at {self.url} gave an unexpected answer "
-                               f"(resultType {data.get('resultType') if isinstance(data, dict) else None!r})")
+            raise BackendError(
+                f"Prometheus at {self.url} gave an unexpected answer "
+                f"(resultType {data.get('resultType') if isinstance(data, dict) else None!r})"
+            )
         try:
             return [(item["metric"], float(item["value"][1])) for item in data.get("result") or ()]
         except (KeyError, IndexError, TypeError, ValueError):

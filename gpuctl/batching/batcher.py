@@ -11,8 +11,8 @@ import numbers
 import operator
 import time
 from collections import deque
-from collections.abc import Mapping, Set, Sized
-from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar, Union
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Set, Sized
+from typing import Any, Generic, TypeVar
 
 from gpuctl.batching.metrics import BatcherMetrics, MetricsRecorder
 from gpuctl.common.errors import GpuctlError
@@ -20,7 +20,7 @@ from gpuctl.common.errors import GpuctlError
 T = TypeVar("T")
 R = TypeVar("R")
 
-BatchFn = Callable[[list[T]], Union[Iterable[R], Awaitable[Iterable[R]]]]
+BatchFn = Callable[[list[T]], Iterable[R] | Awaitable[Iterable[R]]]
 
 
 class BatchingError(GpuctlError):
@@ -61,21 +61,35 @@ class DynamicBatcher(Generic[T, R]):
     a single host thread), an async fn is awaited on the loop.
     """
 
-    def __init__(self, fn: BatchFn, *, max_batch_size: int = 32, max_wait_ms: float = 5.0,
-                 max_queue: int = 1024, executor: concurrent.futures.Executor | None = None):
+    def __init__(
+        self,
+        fn: BatchFn,
+        *,
+        max_batch_size: int = 32,
+        max_wait_ms: float = 5.0,
+        max_queue: int = 1024,
+        executor: concurrent.futures.Executor | None = None,
+    ):
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         max_batch_size = _positive_int("max_batch_size", max_batch_size)
         max_queue = _positive_int("max_queue", max_queue)
-        if isinstance(max_wait_ms, bool) or not isinstance(max_wait_ms, numbers.Real) \
-                or not math.isfinite(max_wait_ms) or max_wait_ms < 0:
+        if (
+            isinstance(max_wait_ms, bool)
+            or not isinstance(max_wait_ms, numbers.Real)
+            or not math.isfinite(max_wait_ms)
+            or max_wait_ms < 0
+        ):
             raise ValueError(f"max_wait_ms must be a finite number >= 0, got {max_wait_ms!r}")
         if max_queue < max_batch_size:
-            raise ValueError(f"max_queue ({max_queue}) must be >= max_batch_size ({max_batch_size}),"
-                             " or no batch could ever fill")
+            raise ValueError(
+                f"max_queue ({max_queue}) must be >= max_batch_size ({max_batch_size}),"
+                " or no batch could ever fill"
+            )
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None))
+            getattr(fn, "__call__", None)
+        )
         self.max_batch_size = max_batch_size
         self.max_wait_ms = float(max_wait_ms)
         self.max_queue = max_queue
@@ -105,12 +119,15 @@ class DynamicBatcher(Generic[T, R]):
     def start(self) -> None:
         """Start dispatching on the running event loop (done by `async with`)."""
         if self._task is not None or self._closed:
-            raise BatcherClosed("a DynamicBatcher runs once: this one was already started or "
-                                "closed; create a new one")
+            raise BatcherClosed(
+                "a DynamicBatcher runs once: this one was already started or "
+                "closed; create a new one"
+            )
         self._loop = asyncio.get_running_loop()
         if self._executor is None and not self._is_async:
             self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="gpuctl-batcher")
+                max_workers=1, thread_name_prefix="gpuctl-batcher"
+            )
         self._task = self._loop.create_task(self._dispatch_loop(), name="gpuctl-batcher")
         if self._own_executor and self._executor is not None:
             executor = self._executor
@@ -169,23 +186,30 @@ class DynamicBatcher(Generic[T, R]):
     def metrics(self) -> BatcherMetrics:
         """A snapshot of the counters. May be called from another thread (an exporter's): it
         takes no lock, so one snapshot's fields can be a batch apart."""
-        return self._metrics.snapshot(queue_depth=self._queued, max_queue=self.max_queue,
-                                      in_flight=self._in_flight)
+        return self._metrics.snapshot(
+            queue_depth=self._queued, max_queue=self.max_queue, in_flight=self._in_flight
+        )
 
     def _check_open(self) -> None:
         if self._closed:
-            raise BatcherClosed("submit() on a closed DynamicBatcher: it stopped accepting requests"
-                                " when its `async with` block ended or close() was called")
+            raise BatcherClosed(
+                "submit() on a closed DynamicBatcher: it stopped accepting requests"
+                " when its `async with` block ended or close() was called"
+            )
         if self._task is None:
-            raise BatcherClosed("submit() before the DynamicBatcher started: use "
-                                "`async with DynamicBatcher(...) as batcher:` (or call start())")
+            raise BatcherClosed(
+                "submit() before the DynamicBatcher started: use "
+                "`async with DynamicBatcher(...) as batcher:` (or call start())"
+            )
         self._check_loop("submit(item)")
 
     def _check_loop(self, call: str) -> None:
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
-            raise RuntimeError(f"{call} from another event loop than the one the batcher runs on;"
-                               f" from another thread use asyncio.run_coroutine_threadsafe("
-                               f"batcher.{call}, loop)")
+            raise RuntimeError(
+                f"{call} from another event loop than the one the batcher runs on;"
+                f" from another thread use asyncio.run_coroutine_threadsafe("
+                f"batcher.{call}, loop)"
+            )
 
     def _drop_if_cancelled(self, req: _Request) -> None:
         if req.state == _QUEUED and req.future.cancelled():
@@ -215,8 +239,9 @@ class DynamicBatcher(Generic[T, R]):
     def _wake_room(self, everyone: bool = False) -> None:
         # A woken waiter runs later; its slot stays reserved until then, so that a newcomer
         # submitting in between cannot take it.
-        free = len(self._room_waiters) if everyone else \
-            self.max_queue - self._queued - self._reserved
+        free = (
+            len(self._room_waiters) if everyone else self.max_queue - self._queued - self._reserved
+        )
         while free > 0 and self._room_waiters:
             waiter = self._room_waiters.popleft()
             if not waiter.done():
@@ -270,8 +295,9 @@ class DynamicBatcher(Generic[T, R]):
                 await self._run(self._take())
         finally:
             self._closed = True
-            self._fail_queued(BatcherClosed("the DynamicBatcher stopped before this request was "
-                                            "dispatched"))
+            self._fail_queued(
+                BatcherClosed("the DynamicBatcher stopped before this request was dispatched")
+            )
             self._wake_room(everyone=True)
 
     def _take(self) -> list[_Request]:
@@ -300,9 +326,14 @@ class DynamicBatcher(Generic[T, R]):
             results = _one_per_item(results, len(batch))
         except BaseException as e:  # noqa: BLE001 - fn's failure belongs to its batch's requests
             if _stops_batcher(e):
-                self._settle(batch, error=BatcherClosed(f"the DynamicBatcher stopped "
-                                                        f"({type(e).__name__}) while this "
-                                                        f"request's batch ran"))
+                self._settle(
+                    batch,
+                    error=BatcherClosed(
+                        f"the DynamicBatcher stopped "
+                        f"({type(e).__name__}) while this "
+                        f"request's batch ran"
+                    ),
+                )
                 raise
             self._settle(batch, error=e if isinstance(e, Exception) else _from_fn(e))
         else:
@@ -312,8 +343,13 @@ class DynamicBatcher(Generic[T, R]):
             self._in_flight = 0
             self._metrics.finished(time.perf_counter() - started, ok=ok)
 
-    def _settle(self, batch: list[_Request], *, results: list | None = None,
-                error: BaseException | None = None) -> None:
+    def _settle(
+        self,
+        batch: list[_Request],
+        *,
+        results: list | None = None,
+        error: BaseException | None = None,
+    ) -> None:
         for i, req in enumerate(batch):
             if req.future.done():  # its caller cancelled while the batch ran
                 continue
@@ -345,8 +381,12 @@ def _call(fn: Callable, items: list) -> Any:
     try:
         results = fn(items)
         return results if inspect.isawaitable(results) else _one_per_item(results, len(items))
-    except (StopIteration, GeneratorExit, asyncio.CancelledError,
-            concurrent.futures.CancelledError) as e:
+    except (
+        StopIteration,
+        GeneratorExit,
+        asyncio.CancelledError,
+        concurrent.futures.CancelledError,
+    ) as e:
         # Passed on as they are, the loop's future would refuse a StopIteration (the batch would
         # hang), turn a CancelledError into a cancellation of the batcher itself, and a
         # GeneratorExit escapes the coroutines awaiting the future even when caught.
@@ -378,7 +418,10 @@ def _one_per_item(results: Any, expected: int) -> list:
     if isinstance(results, (str, bytes, Mapping, Set)) or not _iterable(results):
         raise BatchResultError(
             f"batch function returned a {type(results).__name__}, not a sequence of {expected} "
-            f"results (one per item)", expected=expected, got=None)
+            f"results (one per item)",
+            expected=expected,
+            got=None,
+        )
     # Read no further than one past the batch: an endless iterator must not hang it.
     out = results if type(results) is list else list(itertools.islice(results, expected + 1))
     if len(out) != expected:
@@ -388,7 +431,9 @@ def _one_per_item(results: Any, expected: int) -> list:
         raise BatchResultError(
             f"batch function returned {f'more than {expected}' if got is None else got} "
             f"results for a batch of {expected} items; every request of this batch failed",
-            expected=expected, got=got)
+            expected=expected,
+            got=got,
+        )
     return out
 
 

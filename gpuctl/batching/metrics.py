@@ -80,4 +80,3 @@ class MetricsRecorder:
             mean_run_ms=1000 * self.run_sum / finished if finished else 0.0,
             batch_sizes=dict(self.batch_sizes),
         )
-

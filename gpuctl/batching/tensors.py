@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def stack(items: Sequence[Any]) -> Any:
@@ -18,8 +19,10 @@ def stack(items: Sequence[Any]) -> Any:
     first = tuple(items[0].shape)
     for i, x in enumerate(items):
         if tuple(x.shape) != first:
-            raise ValueError(f"cannot stack item {i} of shape {tuple(x.shape)} with item 0 of shape "
-                             f"{first}; use pad_stack() for items of different lengths")
+            raise ValueError(
+                f"cannot stack item {i} of shape {tuple(x.shape)} with item 0 of shape "
+                f"{first}; use pad_stack() for items of different lengths"
+            )
     return lib.stack(items)
 
 
@@ -35,8 +38,10 @@ def pad_stack(items: Sequence[Any], pad_value: float = 0) -> tuple[Any, list[int
         if x.ndim == 0:
             raise ValueError(f"cannot pad item {i}: it is a scalar; pad_stack pads the first axis")
         if tuple(x.shape[1:]) != rest:
-            raise ValueError(f"cannot pad item {i} of shape {tuple(x.shape)} with item 0 of shape "
-                             f"{tuple(items[0].shape)}: only the first axis may differ")
+            raise ValueError(
+                f"cannot pad item {i} of shape {tuple(x.shape)} with item 0 of shape "
+                f"{tuple(items[0].shape)}: only the first axis may differ"
+            )
     lengths = [int(x.shape[0]) for x in items]
     longest = max(lengths)
     # the dtype stack() would give: item 0's alone would silently truncate wider items
@@ -62,8 +67,9 @@ def unstack(batch: Any, lengths: Sequence[int] | None = None) -> list[Any]:
     return [batch[i, : lengths[i]] for i in range(n)]
 
 
-def torch_batch_fn(model: Callable[[Any], Any], *, device: Any = None,
-                   to_cpu: bool = True) -> Callable[[list[Any]], list[Any]]:
+def torch_batch_fn(
+    model: Callable[[Any], Any], *, device: Any = None, to_cpu: bool = True
+) -> Callable[[list[Any]], list[Any]]:
     """A sync batch function for DynamicBatcher around a PyTorch model taking same-shape inputs.
 
     Stacks the items, moves the batch to `device`, runs the model under

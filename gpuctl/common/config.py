@@ -4,10 +4,10 @@ config file (GPUCTL_CONFIG, default ~/.config/gpuctl/config.yaml), which wins ov
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
-from gpuctl.common.specfile import load_yaml_file
 from gpuctl.common.errors import UsageError
+from gpuctl.common.specfile import load_yaml_file
 
 SETTINGS = {
     # name: (environment variable, default)

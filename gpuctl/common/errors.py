@@ -29,8 +29,15 @@ class SpecError(GpuctlError):
 
     exit_code = EXIT_USAGE
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 field: str | None = None, hint: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ):
         self.file, self.line, self.field = file, line, field
         where = ":".join(str(p) for p in (file, line) if p is not None)
         prefix = f"{where}: " if where else ""
@@ -59,5 +66,6 @@ def _printable(text: str) -> str:
     # Messages quote what the user wrote (a field name, a file name, an option): a newline,
     # a control character or a terminal escape in it must neither split the one line nor
     # drive the terminal. Shown as Python escapes (\x1b, \n), as repr() would.
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in text)
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )

@@ -82,8 +82,10 @@ def namespace_option(value: str | None) -> str | None:
     from gpuctl.common.k8s_names import dns1123_label
 
     if value is not None and not dns1123_label(value):
-        raise UsageError(f"--namespace {value!r} is not a valid namespace name (lower-case "
-                         "letters, digits and '-', at most 63)")
+        raise UsageError(
+            f"--namespace {value!r} is not a valid namespace name (lower-case "
+            "letters, digits and '-', at most 63)"
+        )
     return value
 
 

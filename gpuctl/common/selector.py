@@ -16,7 +16,8 @@ _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
 _TERM = re.compile(
     rf"^\s*(?:(?P<not>!)\s*(?P<nkey>{_KEY})"
     rf"|(?P<key>{_KEY})\s*(?:(?P<op>==|=|!=)\s*(?P<value>{_VALUE})"
-    rf"|\s+(?P<setop>in|notin)\s*\((?P<values>[^()]*)\))?)\s*$")
+    rf"|\s+(?P<setop>in|notin)\s*\((?P<values>[^()]*)\))?)\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,10 @@ def parse(text: str) -> tuple[Requirement, ...]:
     for term in _split(text):
         m = _TERM.match(term)
         if not m:
-            raise UsageError(f"bad label selector term {term.strip()!r} in {text!r}",
-                             hint="e.g. 'gpu-type=h100', 'pool in (a,b)', "
-                                  "'nvidia.com/gpu.present', '!spot'")
+            raise UsageError(
+                f"bad label selector term {term.strip()!r} in {text!r}",
+                hint="e.g. 'gpu-type=h100', 'pool in (a,b)', 'nvidia.com/gpu.present', '!spot'",
+            )
         if m["nkey"]:
             out.append(Requirement(m["nkey"], "!exists"))
         elif m["op"]:

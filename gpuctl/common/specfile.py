@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from gpuctl.common import k8s_names
-from gpuctl.common.numbers import whole_number
 from gpuctl.common.errors import SpecError
+from gpuctl.common.numbers import whole_number
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -45,14 +46,16 @@ class Doc:
         return self.lines.get(())
 
     def error(self, path: Path, message: str, hint: str | None = None) -> SpecError:
-        return SpecError(message, file=self.file, line=self.line(path), field=dotted(path) or None,
-                         hint=hint)
+        return SpecError(
+            message, file=self.file, line=self.line(path), field=dotted(path) or None, hint=hint
+        )
 
-    def root(self) -> "Fields":
+    def root(self) -> Fields:
         if not isinstance(self.data, dict):
             kind = "empty" if self.data is None else type(self.data).__name__
-            raise SpecError(f"expected a mapping of fields, got {kind}", file=self.file,
-                            line=self.line(()))
+            raise SpecError(
+                f"expected a mapping of fields, got {kind}", file=self.file, line=self.line(())
+            )
         return Fields(self, ())
 
 
@@ -90,12 +93,16 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
         def compose_node(self, parent, index):
             mark = self.peek_event().start_mark
             if self.check_event(yaml.AliasEvent):
-                raise SpecError("YAML aliases (*name) are not allowed in spec files",
-                                file=file, line=mark.line + 1)
+                raise SpecError(
+                    "YAML aliases (*name) are not allowed in spec files",
+                    file=file,
+                    line=mark.line + 1,
+                )
             # PyYAML composes recursively: stop before Python's recursion limit does
             if self.depth >= MAX_DEPTH:
-                raise SpecError(f"nesting deeper than {MAX_DEPTH} levels", file=file,
-                                line=mark.line + 1)
+                raise SpecError(
+                    f"nesting deeper than {MAX_DEPTH} levels", file=file, line=mark.line + 1
+                )
             self.depth += 1
             try:
                 return super().compose_node(parent, index)
@@ -105,21 +112,29 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
     try:
         loader = _Loader(text)
     except yaml.reader.ReaderError as e:  # a control character: YAML refuses the whole text
-        raise SpecError(f"not valid YAML: character U+{e.character:04X} is not allowed",
-                        file=file, line=text.count("\n", 0, e.position) + 1) from None
+        raise SpecError(
+            f"not valid YAML: character U+{e.character:04X} is not allowed",
+            file=file,
+            line=text.count("\n", 0, e.position) + 1,
+        ) from None
     try:
         node = loader.get_single_node()
     except yaml.composer.ComposerError as e:
         mark = e.problem_mark
         several = "single document" in (e.context or "")
-        raise SpecError("expected one YAML document, found several" if several else
-                        f"not valid YAML: {(e.context or e.problem or '').split(';')[0]}",
-                        file=file, line=mark.line + 1 if mark else None) from None
+        raise SpecError(
+            "expected one YAML document, found several"
+            if several
+            else f"not valid YAML: {(e.context or e.problem or '').split(';')[0]}",
+            file=file,
+            line=mark.line + 1 if mark else None,
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e)
-        raise SpecError(f"not valid YAML: {problem}", file=file,
-                        line=mark.line + 1 if mark else None) from None
+        raise SpecError(
+            f"not valid YAML: {problem}", file=file, line=mark.line + 1 if mark else None
+        ) from None
     finally:
         loader.dispose()
     doc = Doc(None, file)
@@ -137,34 +152,55 @@ def _convert(node, path: Path, doc: Doc, loader) -> Any:
         if node.tag in _TEXT_TAGS:
             return node.value
         if node.tag not in _SCALAR_TAGS:
-            raise SpecError(f"YAML tag {node.tag!r} is not allowed (plain values only)",
-                            file=doc.file, line=line, field=dotted(path) or None)
+            raise SpecError(
+                f"YAML tag {node.tag!r} is not allowed (plain values only)",
+                file=doc.file,
+                line=line,
+                field=dotted(path) or None,
+            )
         try:
             value = loader.construct_object(node)
         except ValueError:  # Python reads at most 4300 digits of a decimal int
-            raise SpecError(f"number too long ({len(node.value)} characters)", file=doc.file,
-                            line=line, field=dotted(path) or None) from None
+            raise SpecError(
+                f"number too long ({len(node.value)} characters)",
+                file=doc.file,
+                line=line,
+                field=dotted(path) or None,
+            ) from None
         if isinstance(value, (bool, int, float)):
             doc.written[path] = node.value
         return value
     if isinstance(node, yaml.SequenceNode):
         if node.tag != _STD + "seq":
-            raise SpecError(f"YAML tag {node.tag!r} is not allowed", file=doc.file, line=line,
-                            field=dotted(path) or None)
+            raise SpecError(
+                f"YAML tag {node.tag!r} is not allowed",
+                file=doc.file,
+                line=line,
+                field=dotted(path) or None,
+            )
         return [_convert(n, path + (i,), doc, loader) for i, n in enumerate(node.value)]
     if node.tag != _STD + "map":
-        raise SpecError(f"YAML tag {node.tag!r} is not allowed", file=doc.file, line=line,
-                        field=dotted(path) or None)
+        raise SpecError(
+            f"YAML tag {node.tag!r} is not allowed",
+            file=doc.file,
+            line=line,
+            field=dotted(path) or None,
+        )
     out: dict[str, Any] = {}
     for knode, vnode in node.value:
         kline = knode.start_mark.line + 1
         if not isinstance(knode, yaml.ScalarNode) or knode.tag == _STD + "merge":
-            raise SpecError("only plain keys are allowed (no complex or merge keys)",
-                            file=doc.file, line=kline, field=dotted(path) or None)
+            raise SpecError(
+                "only plain keys are allowed (no complex or merge keys)",
+                file=doc.file,
+                line=kline,
+                field=dotted(path) or None,
+            )
         key = knode.value
         if key in out:
-            raise SpecError(f"duplicate key {key!r}", file=doc.file, line=kline,
-                            field=dotted(path + (key,)))
+            raise SpecError(
+                f"duplicate key {key!r}", file=doc.file, line=kline, field=dotted(path + (key,))
+            )
         doc.lines[path + (key,)] = kline
         out[key] = _convert(vnode, path + (key,), doc, loader)
     return out
@@ -172,7 +208,9 @@ def _convert(node, path: Path, doc: Doc, loader) -> Any:
 
 # ---------- typed access to the fields of one mapping ----------
 
-_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?\Z")
+_QUANTITY = re.compile(
+    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?\Z"
+)
 _DURATION_PART = re.compile(r"([0-9]+)(d|h|m|s)")
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MISSING = object()
@@ -196,8 +234,9 @@ class Fields:
                 close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
                 if close:
                     raise self.error(key, f"unknown field; did you mean {close[0]!r}?")
-                raise self.error(key, "unknown field",
-                                 hint="known fields: " + ", ".join(sorted(known)))
+                raise self.error(
+                    key, "unknown field", hint="known fields: " + ", ".join(sorted(known))
+                )
 
     def has(self, key: str) -> bool:
         return key in self.data and self.data[key] is not None
@@ -213,8 +252,14 @@ class Fields:
             return _MISSING if default is _MISSING else default
         return self.data[key]
 
-    def str(self, key: str, default: Any = None, *, required: bool = False,
-            choices: Iterable[str] | None = None) -> Any:
+    def str(
+        self,
+        key: str,
+        default: Any = None,
+        *,
+        required: bool = False,
+        choices: Iterable[str] | None = None,
+    ) -> Any:
         value = self._get(key, default, required)
         if value is default:
             return value
@@ -229,12 +274,22 @@ class Fields:
     def name(self, key: str, default: Any = None, *, required: bool = False) -> Any:
         value = self.str(key, default, required=required)
         if value is not default and not k8s_names.dns1123_label(value):
-            raise self.error(key, f"{value!r} is not a valid name: lower-case letters, digits and "
-                                  "'-', starting and ending with a letter or digit, at most 63")
+            raise self.error(
+                key,
+                f"{value!r} is not a valid name: lower-case letters, digits and "
+                "'-', starting and ending with a letter or digit, at most 63",
+            )
         return value
 
-    def int(self, key: str, default: Any = None, *, required: bool = False,
-            minimum: int | None = None, maximum: int | None = None) -> Any:
+    def int(
+        self,
+        key: str,
+        default: Any = None,
+        *,
+        required: bool = False,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> Any:
         value = self._get(key, default, required)
         if value is default:
             return value
@@ -252,8 +307,9 @@ class Fields:
             raise self.error(key, f"expected true or false, got {_kind(value)} {value!r}")
         return value
 
-    def str_list(self, key: str, default: Any = None, *, allow_scalar: bool = False,
-                 non_empty: bool = False) -> Any:
+    def str_list(
+        self, key: str, default: Any = None, *, allow_scalar: bool = False, non_empty: bool = False
+    ) -> Any:
         value = self._get(key, default, False)
         if value is default:
             return value
@@ -309,7 +365,7 @@ class Fields:
             return value
         return self.doc.written.get(self.path + rel, str(value))
 
-    def list_of_maps(self, key: str) -> list["Fields"]:
+    def list_of_maps(self, key: str) -> list[Fields]:
         value = self._get(key, [], False)
         if not isinstance(value, list):
             raise self.error(key, f"expected a list, got {_kind(value)}")
@@ -320,7 +376,7 @@ class Fields:
             out.append(Fields(self.doc, self.path + (key, i)))
         return out
 
-    def child(self, key: str) -> "Fields | None":
+    def child(self, key: str) -> Fields | None:
         value = self._get(key, None, False)
         if value is None:
             return None
@@ -356,5 +412,12 @@ def _at(data: Any, path: Path) -> Any:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number", type(None): "nothing"}.get(type(value), type(value).__name__)
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "nothing",
+    }.get(type(value), type(value).__name__)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from gpuctl.sharing import config as sharing
-from gpuctl.gpus.resources import count
 from gpuctl.common.errors import GpuctlError
+from gpuctl.gpus.resources import count
+from gpuctl.sharing import config as sharing
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory")
@@ -36,23 +36,35 @@ def _name(obj: dict) -> str:
 
 
 def _gpu_count(node: dict) -> int:
-    return sum(count(v) for k, v in sharing.allocatable(node).items()
-               if k == sharing.GPU or k.startswith("nvidia.com/mig-"))
+    return sum(
+        count(v)
+        for k, v in sharing.allocatable(node).items()
+        if k == sharing.GPU or k.startswith("nvidia.com/mig-")
+    )
 
 
 def check_gpu_nodes(nodes: list[dict]) -> Check:
     advertising = [n for n in nodes if _gpu_count(n) > 0]
-    silent = [_name(n) for n in nodes if _gpu_count(n) == 0
-              and sharing.labels_of(n).get(sharing.GFD_PRESENT) == "true"]
+    silent = [
+        _name(n)
+        for n in nodes
+        if _gpu_count(n) == 0 and sharing.labels_of(n).get(sharing.GFD_PRESENT) == "true"
+    ]
     if silent:
-        return Check("gpu-nodes", FAIL,
-                     f"GPU present but no nvidia.com/gpu allocatable on {_names(silent)}",
-                     "check the device plugin pod on those nodes (kubectl -n <ns> logs <pod>) "
-                     "and the NVIDIA driver / container toolkit on the host")
+        return Check(
+            "gpu-nodes",
+            FAIL,
+            f"GPU present but no nvidia.com/gpu allocatable on {_names(silent)}",
+            "check the device plugin pod on those nodes (kubectl -n <ns> logs <pod>) "
+            "and the NVIDIA driver / container toolkit on the host",
+        )
     if not advertising:
-        return Check("gpu-nodes", FAIL, "no node has nvidia.com/gpu (or MIG) allocatable",
-                     "add GPU nodes (gpuctl provision) and install the NVIDIA GPU Operator or "
-                     "device plugin")
+        return Check(
+            "gpu-nodes",
+            FAIL,
+            "no node has nvidia.com/gpu (or MIG) allocatable",
+            "add GPU nodes (gpuctl provision) and install the NVIDIA GPU Operator or device plugin",
+        )
     total = sum(_gpu_count(n) for n in advertising)
     return Check("gpu-nodes", PASS, f"{len(advertising)} GPU node(s), {total} GPU(s) allocatable")
 
@@ -64,21 +76,27 @@ def _gpu_nodes(nodes: list[dict]) -> list[dict]:
 def check_gfd(nodes: list[dict]) -> Check:
     gpu_nodes = _gpu_nodes(nodes)
     if not gpu_nodes:
-        return Check("feature-discovery", WARN, "no GPU node to check",
-                     "fix gpu-nodes first")
-    missing = {_name(n): [k for k in GFD_LABELS if k not in sharing.labels_of(n)]
-               for n in gpu_nodes}
+        return Check("feature-discovery", WARN, "no GPU node to check", "fix gpu-nodes first")
+    missing = {
+        _name(n): [k for k in GFD_LABELS if k not in sharing.labels_of(n)] for n in gpu_nodes
+    }
     missing = {k: v for k, v in missing.items() if v}
     if missing:
         first = next(iter(missing.values()))
-        return Check("feature-discovery", WARN,
-                     f"GPU Feature Discovery labels missing on {_names(sorted(missing))} "
-                     f"(e.g. {', '.join(first)})",
-                     "enable GPU Feature Discovery: the GPU Operator runs it; with the device "
-                     "plugin Helm chart: --set gfd.enabled=true")
+        return Check(
+            "feature-discovery",
+            WARN,
+            f"GPU Feature Discovery labels missing on {_names(sorted(missing))} "
+            f"(e.g. {', '.join(first)})",
+            "enable GPU Feature Discovery: the GPU Operator runs it; with the device "
+            "plugin Helm chart: --set gfd.enabled=true",
+        )
     products = sorted({sharing.labels_of(n)["nvidia.com/gpu.product"] for n in gpu_nodes})
-    return Check("feature-discovery", PASS,
-                 f"labels present on {len(gpu_nodes)} node(s): {', '.join(products)}")
+    return Check(
+        "feature-discovery",
+        PASS,
+        f"labels present on {len(gpu_nodes)} node(s): {', '.join(products)}",
+    )
 
 
 def _ready(ds: dict) -> tuple[int, int]:
@@ -93,21 +111,32 @@ def _where(ds: dict) -> str:
 
 def check_device_plugin(plugin: dict | None) -> Check:
     if plugin is None:
-        return Check("device-plugin", FAIL, "no NVIDIA device plugin DaemonSet found",
-                     "install the NVIDIA GPU Operator (helm install gpu-operator "
-                     "nvidia/gpu-operator -n gpu-operator --create-namespace) or the "
-                     "nvidia-device-plugin Helm chart")
+        return Check(
+            "device-plugin",
+            FAIL,
+            "no NVIDIA device plugin DaemonSet found",
+            "install the NVIDIA GPU Operator (helm install gpu-operator "
+            "nvidia/gpu-operator -n gpu-operator --create-namespace) or the "
+            "nvidia-device-plugin Helm chart",
+        )
     ready, desired = _ready(plugin)
     if desired == 0:
-        return Check("device-plugin", FAIL, f"DaemonSet {_where(plugin)} schedules no pods",
-                     "check its nodeSelector / tolerations against the GPU nodes' labels and "
-                     "taints (GPU Operator: nodes need the label "
-                     "feature.node.kubernetes.io/pci-10de.present)")
+        return Check(
+            "device-plugin",
+            FAIL,
+            f"DaemonSet {_where(plugin)} schedules no pods",
+            "check its nodeSelector / tolerations against the GPU nodes' labels and "
+            "taints (GPU Operator: nodes need the label "
+            "feature.node.kubernetes.io/pci-10de.present)",
+        )
     if ready < desired:
-        return Check("device-plugin", FAIL,
-                     f"DaemonSet {_where(plugin)}: {ready}/{desired} pods ready",
-                     f"kubectl -n {_where(plugin).split('/')[0]} get pods -o wide; "
-                     "look at the pods that are not ready")
+        return Check(
+            "device-plugin",
+            FAIL,
+            f"DaemonSet {_where(plugin)}: {ready}/{desired} pods ready",
+            f"kubectl -n {_where(plugin).split('/')[0]} get pods -o wide; "
+            "look at the pods that are not ready",
+        )
     return Check("device-plugin", PASS, f"DaemonSet {_where(plugin)}: {ready}/{desired} ready")
 
 
@@ -132,39 +161,64 @@ def check_mig(nodes: list[dict]) -> Check:
         if mixed and strategy and strategy != "mixed":
             problems.append(f"{name}: advertises nvidia.com/mig-* but mig.strategy={strategy}")
     if problems:
-        return Check("mig", FAIL, "; ".join(problems[:_SHOWN]),
-                     "read the MIG manager's logs (kubectl -n gpu-operator logs -l "
-                     "app=nvidia-mig-manager) and check the config name exists in its "
-                     "mig-parted config; then relabel nvidia.com/mig.config")
+        return Check(
+            "mig",
+            FAIL,
+            "; ".join(problems[:_SHOWN]),
+            "read the MIG manager's logs (kubectl -n gpu-operator logs -l "
+            "app=nvidia-mig-manager) and check the config name exists in its "
+            "mig-parted config; then relabel nvidia.com/mig.config",
+        )
     if pending:
-        return Check("mig", WARN, "; ".join(pending[:_SHOWN]),
-                     "wait for the MIG manager (it drains GPU pods and may reboot); if it never "
-                     "acts, enable it (GPU Operator: migManager.enabled=true)")
+        return Check(
+            "mig",
+            WARN,
+            "; ".join(pending[:_SHOWN]),
+            "wait for the MIG manager (it drains GPU pods and may reboot); if it never "
+            "acts, enable it (GPU Operator: migManager.enabled=true)",
+        )
     if len(strategies) > 1:
-        return Check("mig", WARN, "nodes use different MIG strategies: " + "; ".join(
-            f"{s} on {_names(sorted(n))}" for s, n in sorted(strategies.items())),
+        return Check(
+            "mig",
+            WARN,
+            "nodes use different MIG strategies: "
+            + "; ".join(f"{s} on {_names(sorted(n))}" for s, n in sorted(strategies.items())),
             "use one strategy cluster-wide (GPU Operator: mig.strategy) so jobs can ask for "
-            "MIG slices the same way everywhere")
+            "MIG slices the same way everywhere",
+        )
     if not mig_nodes:
-        return Check("mig", PASS, "MIG is not in use"
-                     + (f" (strategy {next(iter(strategies))})" if strategies else ""))
-    return Check("mig", PASS, f"MIG applied on {_names(sorted(mig_nodes))}"
-                 + (f", strategy {next(iter(strategies))}" if strategies else ""))
+        return Check(
+            "mig",
+            PASS,
+            "MIG is not in use" + (f" (strategy {next(iter(strategies))})" if strategies else ""),
+        )
+    return Check(
+        "mig",
+        PASS,
+        f"MIG applied on {_names(sorted(mig_nodes))}"
+        + (f", strategy {next(iter(strategies))}" if strategies else ""),
+    )
 
 
 def check_sharing(nodes: list[dict], config_map: str | None, data: dict | None) -> Check:
     labelled = [n for n in _gpu_nodes(nodes) if sharing.CONFIG_LABEL in sharing.labels_of(n)]
     if not labelled:
-        return Check("sharing", PASS, "no node selects a sharing config "
-                     "(nodes use the device plugin's default)")
+        return Check(
+            "sharing",
+            PASS,
+            "no node selects a sharing config (nodes use the device plugin's default)",
+        )
     if data is None:
-        return Check("sharing", FAIL,
-                     f"{_names([_name(n) for n in labelled])} select a config with "
-                     f"{sharing.CONFIG_LABEL}, but the device plugin reads no config ConfigMap"
-                     + (f" ({config_map} is missing)" if config_map else ""),
-                     "point the device plugin at a ConfigMap (GPU Operator: ClusterPolicy "
-                     "devicePlugin.config.name; Helm: config.name), e.g. with gpuctl share "
-                     "timeslice")
+        return Check(
+            "sharing",
+            FAIL,
+            f"{_names([_name(n) for n in labelled])} select a config with "
+            f"{sharing.CONFIG_LABEL}, but the device plugin reads no config ConfigMap"
+            + (f" ({config_map} is missing)" if config_map else ""),
+            "point the device plugin at a ConfigMap (GPU Operator: ClusterPolicy "
+            "devicePlugin.config.name; Helm: config.name), e.g. with gpuctl share "
+            "timeslice",
+        )
     configs = sharing.parse_configs(data)
     failures, waiting = [], []
     for n in labelled:
@@ -179,48 +233,74 @@ def check_sharing(nodes: list[dict], config_map: str | None, data: dict | None) 
         if s is None:
             continue
         if s.strategy == sharing.MPS and sharing.mig_reason(n):
-            failures.append(f"{name}: MPS config {chosen!r} on a MIG node "
-                            f"({sharing.mig_reason(n)})")
+            failures.append(
+                f"{name}: MPS config {chosen!r} on a MIG node ({sharing.mig_reason(n)})"
+            )
             continue
         labels = sharing.labels_of(n)
         applied = count(labels.get(sharing.GFD_REPLICAS, ""))
         if sharing.GFD_REPLICAS in labels and applied != s.replicas:
-            waiting.append(f"{name}: wants {s.strategy} ×{s.replicas}, GPU Feature Discovery "
-                           f"reports ×{applied}")
+            waiting.append(
+                f"{name}: wants {s.strategy} ×{s.replicas}, GPU Feature Discovery "
+                f"reports ×{applied}"
+            )
     if failures:
-        return Check("sharing", FAIL, "; ".join(failures[:_SHOWN]),
-                     "gpuctl share timeslice --nodes NODE ... (writes the config and the "
-                     "label), or remove the label: kubectl label node NODE "
-                     f"{sharing.CONFIG_LABEL}-")
+        return Check(
+            "sharing",
+            FAIL,
+            "; ".join(failures[:_SHOWN]),
+            "gpuctl share timeslice --nodes NODE ... (writes the config and the "
+            "label), or remove the label: kubectl label node NODE "
+            f"{sharing.CONFIG_LABEL}-",
+        )
     if waiting:
-        return Check("sharing", WARN, "; ".join(waiting[:_SHOWN]),
-                     "the device plugin restarts with the new config within a minute; if not, "
-                     "read its config-manager container's logs")
-    return Check("sharing", PASS,
-                 f"{len(labelled)} node(s) use configs from ConfigMap {config_map}")
+        return Check(
+            "sharing",
+            WARN,
+            "; ".join(waiting[:_SHOWN]),
+            "the device plugin restarts with the new config within a minute; if not, "
+            "read its config-manager container's logs",
+        )
+    return Check(
+        "sharing", PASS, f"{len(labelled)} node(s) use configs from ConfigMap {config_map}"
+    )
 
 
 def check_dcgm(daemonsets: list[dict]) -> Check:
     found = [d for d in daemonsets if "dcgm-exporter" in _name(d)]
     if not found:
-        return Check("dcgm-exporter", WARN, "no DCGM exporter DaemonSet: no GPU metrics for "
-                     "`gpuctl top --prometheus` or `gpuctl alerts`",
-                     "GPU Operator: dcgmExporter.enabled=true; or helm install dcgm-exporter "
-                     "gpu-helm-charts/dcgm-exporter")
+        return Check(
+            "dcgm-exporter",
+            WARN,
+            "no DCGM exporter DaemonSet: no GPU metrics for "
+            "`gpuctl top --prometheus` or `gpuctl alerts`",
+            "GPU Operator: dcgmExporter.enabled=true; or helm install dcgm-exporter "
+            "gpu-helm-charts/dcgm-exporter",
+        )
     ds = found[0]
     ready, desired = _ready(ds)
     if desired == 0 or ready < desired:
-        return Check("dcgm-exporter", WARN, f"DaemonSet {_where(ds)}: {ready}/{desired} ready",
-                     f"kubectl -n {_where(ds).split('/')[0]} get pods -o wide")
+        return Check(
+            "dcgm-exporter",
+            WARN,
+            f"DaemonSet {_where(ds)}: {ready}/{desired} ready",
+            f"kubectl -n {_where(ds).split('/')[0]} get pods -o wide",
+        )
     return Check("dcgm-exporter", PASS, f"DaemonSet {_where(ds)}: {ready}/{desired} ready")
 
 
-def run_checks(nodes: list[dict], daemonsets: list[dict], config_map: str | None,
-               config_data: dict | None) -> list[Check]:
+def run_checks(
+    nodes: list[dict], daemonsets: list[dict], config_map: str | None, config_data: dict | None
+) -> list[Check]:
     plugin = sharing.find_device_plugin(daemonsets)
-    return [check_gpu_nodes(nodes), check_gfd(nodes), check_device_plugin(plugin),
-            check_mig(nodes), check_sharing(nodes, config_map, config_data),
-            check_dcgm(daemonsets)]
+    return [
+        check_gpu_nodes(nodes),
+        check_gfd(nodes),
+        check_device_plugin(plugin),
+        check_mig(nodes),
+        check_sharing(nodes, config_map, config_data),
+        check_dcgm(daemonsets),
+    ]
 
 
 def failed(checks: list[Check]) -> bool:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from gpuctl.common.output import Format, dump, echo, out_console
@@ -17,21 +15,22 @@ _STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
 
 
 def doctor(
-    node: Optional[str] = typer.Option(None, "--node", help="Check one node only."),
+    node: str | None = typer.Option(None, "--node", help="Check one node only."),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
 ) -> None:
     """Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin,
     MIG, sharing configs, DCGM exporter. Exits 1 if any check fails."""
-    from gpuctl.doctor import service as run_doctor
     from gpuctl.adapters.kube import Kube
+    from gpuctl.doctor import service as run_doctor
     from gpuctl.doctor.checks import failed
 
     with Kube(context) as kube:
         checks = run_doctor.run(kube, node)
     if output != Format.table:
-        echo(dump({"ok": not failed(checks), "checks": [c.to_dict() for c in checks]},
-                  output.value))
+        echo(
+            dump({"ok": not failed(checks), "checks": [c.to_dict() for c in checks]}, output.value)
+        )
     else:
         from rich.markup import escape
         from rich.table import Table
@@ -40,8 +39,9 @@ def doctor(
         for col in ("STATUS", "CHECK", "DETAIL", "FIX"):
             table.add_column(col, overflow="fold")
         for c in checks:
-            table.add_row(f"[{_STYLE[c.status]}]{c.status}[/]", c.name, escape(c.detail),
-                          escape(c.fix))
+            table.add_row(
+                f"[{_STYLE[c.status]}]{c.status}[/]", c.name, escape(c.detail), escape(c.fix)
+            )
         out_console().print(table)
     if failed(checks):
         raise typer.Exit(1)

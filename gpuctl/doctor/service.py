@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gpuctl.sharing import service as sharing
 from gpuctl.adapters.kube import Kube
 from gpuctl.doctor import checks as doctor
+from gpuctl.sharing import service as sharing
 
 
 def run(kube: Kube, node: str | None = None) -> list[doctor.Check]:
@@ -15,5 +15,6 @@ def run(kube: Kube, node: str | None = None) -> list[doctor.Check]:
     daemonsets = sharing.list_daemonsets(kube)
     target = sharing.locate(kube, None, None, required=False, daemonsets=daemonsets)
     mounted = target is not None and target.mounted
-    return doctor.run_checks(nodes, daemonsets, target.config_map if mounted else None,
-                             target.data if mounted else None)
+    return doctor.run_checks(
+        nodes, daemonsets, target.config_map if mounted else None, target.data if mounted else None
+    )

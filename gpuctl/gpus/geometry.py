@@ -73,7 +73,8 @@ class GpuModel:
                 return p
         raise GpuctlError(
             f"{self.short_name} has no MIG profile {name!r}",
-            hint=f"{self.short_name} profiles: " + ", ".join(p.name for p in self.profiles))
+            hint=f"{self.short_name} profiles: " + ", ".join(p.name for p in self.profiles),
+        )
 
     def profile_by_id(self, profile_id: int) -> Profile | None:
         return next((p for p in self.profiles if p.profile_id == profile_id), None)
@@ -93,19 +94,34 @@ def models() -> tuple[GpuModel, ...]:
         short, total = _MODELS[g["nvml_name"]]
         profiles = tuple(
             Profile(
-                name=p["name"], index=p["nvml_profile_constant_value"],
-                profile_id=_first_int(p["profile_id"]), slices=p["slices"],
-                memory_slices=p["memory_slices"], memory_mib=_first_int(p["memory_mib"]),
-                sm_count=_first_int(p.get("sm_count")), max_instances=p["max_instances"],
-                starts=tuple(p["placements_start"]), size=p["placement_size"],
-                ci_profile_id=_first_int(p.get("default_ci_profile_id")))
-            for p in g["profiles"])
-        out.append(GpuModel(
-            nvml_name=g["nvml_name"], short_name=short, memory_total_mib=total,
-            memory_slices=g["memory_slices_total"], compute_slices=g["compute_slices_total"],
-            max_gpu_instances=g["max_gpu_instances"], architecture=g["architecture"],
-            compute_capability=g["compute_capability"], profiles=profiles,
-            pci_device_ids=tuple(g.get("pci_device_ids_mig_parted", ()))))
+                name=p["name"],
+                index=p["nvml_profile_constant_value"],
+                profile_id=_first_int(p["profile_id"]),
+                slices=p["slices"],
+                memory_slices=p["memory_slices"],
+                memory_mib=_first_int(p["memory_mib"]),
+                sm_count=_first_int(p.get("sm_count")),
+                max_instances=p["max_instances"],
+                starts=tuple(p["placements_start"]),
+                size=p["placement_size"],
+                ci_profile_id=_first_int(p.get("default_ci_profile_id")),
+            )
+            for p in g["profiles"]
+        )
+        out.append(
+            GpuModel(
+                nvml_name=g["nvml_name"],
+                short_name=short,
+                memory_total_mib=total,
+                memory_slices=g["memory_slices_total"],
+                compute_slices=g["compute_slices_total"],
+                max_gpu_instances=g["max_gpu_instances"],
+                architecture=g["architecture"],
+                compute_capability=g["compute_capability"],
+                profiles=profiles,
+                pci_device_ids=tuple(g.get("pci_device_ids_mig_parted", ())),
+            )
+        )
     return tuple(out)
 
 
@@ -120,8 +136,10 @@ def find_model(name: str) -> GpuModel:
     for m in models():
         if key in (_key(m.short_name), _key(m.nvml_name)):
             return m
-    raise GpuctlError(f"unknown GPU model {name!r}",
-                      hint="known models: " + ", ".join(m.short_name for m in models()))
+    raise GpuctlError(
+        f"unknown GPU model {name!r}",
+        hint="known models: " + ", ".join(m.short_name for m in models()),
+    )
 
 
 def known_model(name: str) -> GpuModel | None:

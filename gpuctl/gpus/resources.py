@@ -35,8 +35,10 @@ class FitReport:
         slots = sum(n.slots_ever for n in self.nodes)
         where = f"nodes with {label_key} in {', '.join(gpu_types)}" if gpu_types else "GPU nodes"
         need = f"{self.workers} × " if self.workers > 1 else ""
-        return (f"needs {need}{self.per_worker} {self.resource}; {where} have room for "
-                f"{slots} worker{'s' if slots != 1 else ''} at most")
+        return (
+            f"needs {need}{self.per_worker} {self.resource}; {where} have room for "
+            f"{slots} worker{'s' if slots != 1 else ''} at most"
+        )
 
     @property
     def fits_now(self) -> bool:
@@ -52,10 +54,13 @@ def count(quantity) -> int:
 def gpu_resources(pod: dict) -> set[str]:
     """The nvidia.com/* resources any of the pod's containers (init ones too) asks for."""
     spec = pod.get("spec") or {}
-    return {name for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
-            for part in ("limits", "requests")
-            for name in ((c.get("resources") or {}).get(part) or {})
-            if name.startswith("nvidia.com/")}
+    return {
+        name
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+        for part in ("limits", "requests")
+        for name in ((c.get("resources") or {}).get(part) or {})
+        if name.startswith("nvidia.com/")
+    }
 
 
 def requested(pod: dict, resource: str) -> int:
@@ -66,8 +71,13 @@ def requested(pod: dict, resource: str) -> int:
         value = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
         total += count(value) if value is not None else 0
     # an init container holds its resources while it runs: the pod needs the max of both
-    init = max((count(((c.get("resources") or {}).get("limits") or {}).get(resource, 0))
-                for c in spec.get("initContainers") or []), default=0)
+    init = max(
+        (
+            count(((c.get("resources") or {}).get("limits") or {}).get(resource, 0))
+            for c in spec.get("initContainers") or []
+        ),
+        default=0,
+    )
     return max(total, init)
 
 
@@ -85,9 +95,16 @@ def tolerates(taint: dict, tolerations: list[dict]) -> bool:
     return False
 
 
-def check_fit(nodes: list[dict], pods: list[dict], resource: str | None, per_worker: int,
-              workers: int, gpu_types: tuple[str, ...], label_key: str,
-              tolerations: list[dict]) -> FitReport:
+def check_fit(
+    nodes: list[dict],
+    pods: list[dict],
+    resource: str | None,
+    per_worker: int,
+    workers: int,
+    gpu_types: tuple[str, ...],
+    label_key: str,
+    tolerations: list[dict],
+) -> FitReport:
     """Per GPU node: how many workers fit now and on an empty node, and why not."""
     if resource is None:
         return FitReport(None, 0, workers, ())

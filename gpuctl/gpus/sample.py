@@ -38,7 +38,9 @@ class MigDevice:
     gi_id: int
     ci_id: int
     uuid: str | None
-    profile: str | None  # e.g. "3g.40gb", or "1c.3g.40gb" for a compute instance smaller than its GI
+    profile: (
+        str | None
+    )  # e.g. "3g.40gb", or "1c.3g.40gb" for a compute instance smaller than its GI
     memory_used_mib: int | None
     memory_total_mib: int | None
     placement_start: int | None
@@ -75,5 +77,8 @@ class NodeSample:
 
 def to_dict(sample: NodeSample) -> dict:
     """The JSON shape `gpuctl top -o json` prints (stable field names)."""
-    return {"driver_version": sample.driver_version, "simulated": sample.simulated,
-            "gpus": [asdict(g) for g in sample.gpus]}
+    return {
+        "driver_version": sample.driver_version,
+        "simulated": sample.simulated,
+        "gpus": [asdict(g) for g in sample.gpus],
+    }

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import enum
-from typing import List, Optional
 
 import typer
 
-from gpuctl.common.output import (DataFormat, Format, confirm, dump, dump_documents, echo, err_console,
-                               namespace_option, out_console)
 from gpuctl.common.errors import GpuctlError
+from gpuctl.common.output import (
+    DataFormat,
+    Format,
+    confirm,
+    dump,
+    dump_documents,
+    echo,
+    err_console,
+    namespace_option,
+    out_console,
+)
 
-jobs_app = typer.Typer(help="List, inspect, follow and delete jobs that gpuctl submitted.",
-                       no_args_is_help=True)
+jobs_app = typer.Typer(
+    help="List, inspect, follow and delete jobs that gpuctl submitted.", no_args_is_help=True
+)
 
 
 class DryRun(str, enum.Enum):
@@ -22,9 +31,11 @@ class DryRun(str, enum.Enum):
 
 FOLLOW_START_TIMEOUT = 600  # seconds `jobs logs -f` waits for a pod to start
 
-LABEL_KEY_HELP = ("Node label that holds the GPU type (default gpu-type; e.g. "
-                  "nvidia.com/gpu.product for GPU Feature Discovery). "
-                  "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file.")
+LABEL_KEY_HELP = (
+    "Node label that holds the GPU type (default gpu-type; e.g. "
+    "nvidia.com/gpu.product for GPU Feature Discovery). "
+    "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file."
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -33,9 +44,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(jobs_app, name="jobs")
 
 
-def _load(paths: List[str]):
-    from gpuctl.jobs.spec import parse_job
+def _load(paths: list[str]):
     from gpuctl.common.specfile import load_yaml_file
+    from gpuctl.jobs.spec import parse_job
 
     return [parse_job(load_yaml_file(p)) for p in paths]
 
@@ -48,18 +59,25 @@ def _positive(value: float) -> float:
     return value
 
 
-def _label_key(option: Optional[str]) -> str:
+def _label_key(option: str | None) -> str:
     from gpuctl.common.config import setting
     from gpuctl.common.k8s_names import label_key
 
-    return setting("gpu_label_key", option, lambda key: None if label_key(key) else
-                   "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)")
+    return setting(
+        "gpu_label_key",
+        option,
+        lambda key: (
+            None
+            if label_key(key)
+            else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
+        ),
+    )
 
 
 def render(
-    files: List[str] = typer.Argument(..., metavar="JOB.yaml...", help="Job spec files."),
+    files: list[str] = typer.Argument(..., metavar="JOB.yaml...", help="Job spec files."),
     output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
-    gpu_label_key: Optional[str] = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
+    gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
     from gpuctl.jobs.manifests import render as render_job
@@ -71,25 +89,34 @@ def render(
 
 def submit(
     file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
-    namespace: Optional[str] = typer.Option(
-        None, "-n", "--namespace", callback=namespace_option,
-        help="Namespace (default: the spec's, else the context's)."),
-    dry_run: Optional[DryRun] = typer.Option(
-        None, "--dry-run", help="client: check fit and print, create nothing; "
-                                "server: ask the API server to validate without persisting."),
-    wait: bool = typer.Option(False, "--wait", help="Follow the job to completion; exit 0 only "
-                                                    "if it succeeded."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    namespace: str | None = typer.Option(
+        None,
+        "-n",
+        "--namespace",
+        callback=namespace_option,
+        help="Namespace (default: the spec's, else the context's).",
+    ),
+    dry_run: DryRun | None = typer.Option(
+        None,
+        "--dry-run",
+        help="client: check fit and print, create nothing; "
+        "server: ask the API server to validate without persisting.",
+    ),
+    wait: bool = typer.Option(
+        False, "--wait", help="Follow the job to completion; exit 0 only if it succeeded."
+    ),
     follow: bool = typer.Option(False, "--follow", help="Stream the logs of worker 0."),
-    timeout: float = typer.Option(24 * 3600, "--timeout", callback=_positive,
-                                  help="Seconds to --wait at most."),
-    gpu_label_key: Optional[str] = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
+    timeout: float = typer.Option(
+        24 * 3600, "--timeout", callback=_positive, help="Seconds to --wait at most."
+    ),
+    gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
 ) -> None:
     """Check that a job fits the cluster, then create it (all objects, or none)."""
     from gpuctl.adapters.kube import Forbidden, Kube
+    from gpuctl.jobs import service as workloads
     from gpuctl.jobs.manifests import render as render_job
     from gpuctl.quota import service as quota
-    from gpuctl.jobs import service as workloads
 
     spec = _load([file])[0]
     key = _label_key(gpu_label_key)
@@ -107,16 +134,23 @@ def submit(
             raise GpuctlError(
                 f"{spec.name} can never fit this cluster: "
                 + report.never_fits_reason(key, spec.gpu_type),
-                hint="change gpus / mig / gpu_type, or add capacity (gpuctl provision)")
+                hint="change gpus / mig / gpu_type, or add capacity (gpuctl provision)",
+            )
         if report and report.resource and not report.fits_now:
             err.print(_fit_table(report))
-            err.print(f"[yellow]No room right now: {spec.name} will queue until "
-                      f"{report.workers} × {report.per_worker} {report.resource} are free.[/]")
+            err.print(
+                f"[yellow]No room right now: {spec.name} will queue until "
+                f"{report.workers} × {report.per_worker} {report.resource} are free.[/]"
+            )
         quota.precheck(kube, spec, ns)
         if dry_run == DryRun.client:
             err.print(f"dry run: would create {_names(manifests)} in namespace {ns}")
-            echo(dump_documents([{**m, "metadata": {**m["metadata"], "namespace": ns}}
-                                 for m in manifests], "yaml"))
+            echo(
+                dump_documents(
+                    [{**m, "metadata": {**m["metadata"], "namespace": ns}} for m in manifests],
+                    "yaml",
+                )
+            )
             return
         workloads.create(kube, manifests, ns, dry_run.value if dry_run else None)
         verb = "validated (server dry run)" if dry_run else "created"
@@ -131,8 +165,10 @@ def submit(
         if wait:
             final = _wait(kube, kind, spec.name, ns, timeout)
             if final != "Succeeded":
-                raise GpuctlError(f"{kind} {ns}/{spec.name} {final.lower()}",
-                                  hint=f"gpuctl jobs logs {spec.name} -n {ns}")
+                raise GpuctlError(
+                    f"{kind} {ns}/{spec.name} {final.lower()}",
+                    hint=f"gpuctl jobs logs {spec.name} -n {ns}",
+                )
 
 
 def _names(manifests: list[dict]) -> str:
@@ -146,15 +182,19 @@ def _wait(kube, kind: str, name: str, namespace: str, timeout: float) -> str:
     err = err_console()
     shown = []
     with err.status(f"waiting for {kind} {name}") as status:
+
         def update(row: dict) -> None:
-            text = (f"{kind} {name}: {row['status']} — {row['active']} running, "
-                    f"{row['succeeded']}/{row['workers']} succeeded, {row['failed']} failed")
+            text = (
+                f"{kind} {name}: {row['status']} — {row['active']} running, "
+                f"{row['succeeded']}/{row['workers']} succeeded, {row['failed']} failed"
+            )
             status.update(text)
             # A watch re-sends the current state; print each change once, as a plain line
             # (rich's log() would add a timestamp and this file's name and line).
             if shown[-1:] != [text]:
                 shown.append(text)
                 err.print(text, highlight=False)
+
         final = workloads.wait(kube, kind, name, namespace, timeout, update)
     return status_of(final)
 
@@ -162,19 +202,21 @@ def _wait(kube, kind: str, name: str, namespace: str, timeout: float) -> str:
 def _fit_table(report):
     from rich.table import Table
 
-    table = Table(title=f"Fit: {report.workers} × {report.per_worker} {report.resource}",
-                  title_justify="left")
+    table = Table(
+        title=f"Fit: {report.workers} × {report.per_worker} {report.resource}", title_justify="left"
+    )
     for col in ("node", "gpu type", "allocatable", "free", "workers now", "why"):
         table.add_column(col)
     for n in report.nodes:
-        table.add_row(n.name, n.gpu_type or "-", str(n.allocatable), str(n.free),
-                      str(n.slots_now), n.reason)
+        table.add_row(
+            n.name, n.gpu_type or "-", str(n.allocatable), str(n.free), str(n.slots_now), n.reason
+        )
     if not report.nodes:
         table.add_row("(no GPU nodes)", "", "", "", "", "")
     return table
 
 
-def _kube(context: Optional[str]):
+def _kube(context: str | None):
     from gpuctl.adapters.kube import Kube
 
     return Kube(context)
@@ -182,9 +224,9 @@ def _kube(context: Optional[str]):
 
 @jobs_app.command("list")
 def jobs_list(
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
+    namespace: str | None = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
-    context: Optional[str] = typer.Option(None, "--context"),
+    context: str | None = typer.Option(None, "--context"),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
 ) -> None:
     """List jobs gpuctl manages."""
@@ -193,28 +235,48 @@ def jobs_list(
 
     with _kube(context) as kube:
         ns = None if all_namespaces else (namespace or kube.namespace)
-        rows = sorted((row(o) for o in workloads.list_jobs(kube, ns)),
-                      key=lambda r: (r["namespace"] or "", r["name"]))
+        rows = sorted(
+            (row(o) for o in workloads.list_jobs(kube, ns)),
+            key=lambda r: (r["namespace"] or "", r["name"]),
+        )
     if output != Format.table:
         echo(dump({"jobs": rows}, output.value))
         return
     from rich.table import Table
 
     table = Table(box=None)
-    for col in ("NAMESPACE", "NAME", "KIND", "WORKERS", "GPUS/WORKER", "STATUS", "ACTIVE",
-                "SUCCEEDED", "FAILED"):
+    for col in (
+        "NAMESPACE",
+        "NAME",
+        "KIND",
+        "WORKERS",
+        "GPUS/WORKER",
+        "STATUS",
+        "ACTIVE",
+        "SUCCEEDED",
+        "FAILED",
+    ):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["namespace"], r["name"], r["kind"], str(r["workers"]), r["gpus_per_worker"],
-                      r["status"], str(r["active"]), str(r["succeeded"]), str(r["failed"]))
+        table.add_row(
+            r["namespace"],
+            r["name"],
+            r["kind"],
+            str(r["workers"]),
+            r["gpus_per_worker"],
+            r["status"],
+            str(r["active"]),
+            str(r["succeeded"]),
+            str(r["failed"]),
+        )
     out_console().print(table if rows else "No gpuctl jobs found.")
 
 
 @jobs_app.command("get")
 def jobs_get(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
-    context: Optional[str] = typer.Option(None, "--context"),
+    namespace: str | None = typer.Option(None, "-n", "--namespace", callback=namespace_option),
+    context: str | None = typer.Option(None, "--context"),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
 ) -> None:
     """Show one job: its status, or the whole object with -o yaml|json."""
@@ -233,25 +295,30 @@ def jobs_get(
 @jobs_app.command("logs")
 def jobs_logs(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
+    namespace: str | None = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0)."),
-    context: Optional[str] = typer.Option(None, "--context"),
+    context: str | None = typer.Option(None, "--context"),
 ) -> None:
     """Print a job's logs (every worker, prefixed, for a multi-node job)."""
     from gpuctl.jobs import service as workloads
 
     with _kube(context) as kube:
-        for line in workloads.logs(kube, name, namespace or kube.namespace, follow,
-                                   start_timeout=FOLLOW_START_TIMEOUT if follow else 0):
+        for line in workloads.logs(
+            kube,
+            name,
+            namespace or kube.namespace,
+            follow,
+            start_timeout=FOLLOW_START_TIMEOUT if follow else 0,
+        ):
             echo(line + "\n")
 
 
 @jobs_app.command("delete")
 def jobs_delete(
     name: str,
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option),
+    namespace: str | None = typer.Option(None, "-n", "--namespace", callback=namespace_option),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
-    context: Optional[str] = typer.Option(None, "--context"),
+    context: str | None = typer.Option(None, "--context"),
 ) -> None:
     """Delete a job gpuctl manages, with its pods and headless Service."""
     from gpuctl.jobs import service as workloads

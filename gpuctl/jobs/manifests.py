@@ -39,8 +39,9 @@ def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[di
         pod["containers"][0]["env"] = _torchrun_env(spec) + pod["containers"][0].get("env", [])
         objects.append(_headless_service(spec))
     job_spec["template"] = {"metadata": {"labels": labels_for(spec)}, "spec": pod}
-    objects.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(spec),
-                    "spec": job_spec})
+    objects.append(
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(spec), "spec": job_spec}
+    )
     return objects
 
 
@@ -77,9 +78,23 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict:
         container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
         pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm}}]
     if spec.gpu_type:
-        pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": gpu_label_key, "operator": "In", "values": list(spec.gpu_type)}]}]}}}
+        pod["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": gpu_label_key,
+                                    "operator": "In",
+                                    "values": list(spec.gpu_type),
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
     tolerations = ([dict(GPU_TOLERATION)] if resource else []) + [dict(t) for t in spec.tolerations]
     if tolerations:
         pod["tolerations"] = tolerations
@@ -112,13 +127,16 @@ def _torchrun_env(spec: JobSpec) -> list[dict]:
 
 def _headless_service(spec: JobSpec) -> dict:
     return {
-        "apiVersion": "v1", "kind": "Service", "metadata": _meta(spec),
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(spec),
         "spec": {
             "clusterIP": "None",
             # Workers must resolve each other before they are Ready (rendezvous comes first).
             "publishNotReadyAddresses": True,
             "selector": {JOB_LABEL: spec.name},
-            "ports": [{"name": "rendezvous", "port": spec.master_port,
-                       "targetPort": spec.master_port}],
+            "ports": [
+                {"name": "rendezvous", "port": spec.master_port, "targetPort": spec.master_port}
+            ],
         },
     }

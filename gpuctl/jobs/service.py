@@ -4,13 +4,13 @@ Kubernetes adapter. All-or-nothing creation lives here."""
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from gpuctl.adapters.kube import Conflict, Kube, NotFound
 from gpuctl.gpus import resources as fit
 from gpuctl.jobs import status as job_status
+from gpuctl.jobs.manifests import GPU_TOLERATION, JOB_LABEL, MANAGED_SELECTOR
 from gpuctl.jobs.spec import JobSpec
-from gpuctl.jobs.manifests import GPU_TOLERATION, MANAGED_SELECTOR, JOB_LABEL
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
 from gpuctl.common.errors import BackendError, GpuctlError
@@ -23,23 +23,28 @@ def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
     nodes = kube.call(kube.core.list_node, what="listing nodes")["items"]
     pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
-    return fit.check_fit(nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type,
-                         label_key, tolerations)
+    return fit.check_fit(
+        nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type, label_key, tolerations
+    )
 
 
 def _create_one(kube: Kube, obj: dict, namespace: str, dry_run: str | None) -> None:
     kind, name = obj["kind"], obj["metadata"]["name"]
-    create = {"Service": kube.core.create_namespaced_service,
-              "Pod": kube.core.create_namespaced_pod,
-              "Job": kube.batch.create_namespaced_job}[kind]
+    create = {
+        "Service": kube.core.create_namespaced_service,
+        "Pod": kube.core.create_namespaced_pod,
+        "Job": kube.batch.create_namespaced_job,
+    }[kind]
     kwargs = {"dry_run": "All"} if dry_run == "server" else {}
     kube.call(create, namespace, obj, what=f"creating {kind} {namespace}/{name}", **kwargs)
 
 
 def _delete_one(kube: Kube, kind: str, name: str, namespace: str) -> None:
-    delete = {"Service": kube.core.delete_namespaced_service,
-              "Pod": kube.core.delete_namespaced_pod,
-              "Job": kube.batch.delete_namespaced_job}[kind]
+    delete = {
+        "Service": kube.core.delete_namespaced_service,
+        "Pod": kube.core.delete_namespaced_pod,
+        "Job": kube.batch.delete_namespaced_job,
+    }[kind]
     kwargs = {"propagation_policy": "Background"} if kind == "Job" else {}
     kube.call(delete, name, namespace, what=f"deleting {kind} {namespace}/{name}", **kwargs)
 
@@ -55,10 +60,12 @@ def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | Non
     except Conflict:
         _rollback(kube, made, namespace, dry_run)
         name = obj["metadata"]["name"]  # the object that exists: the Job after its Service
-        raise GpuctlError(f"a {obj['kind']} named {name!r} already exists in namespace "
-                          f"{namespace!r}; nothing was changed",
-                          hint=f"delete it first (gpuctl jobs delete {name} -n {namespace}) "
-                               "or choose another name") from None
+        raise GpuctlError(
+            f"a {obj['kind']} named {name!r} already exists in namespace "
+            f"{namespace!r}; nothing was changed",
+            hint=f"delete it first (gpuctl jobs delete {name} -n {namespace}) "
+            "or choose another name",
+        ) from None
     except GpuctlError as e:
         _rollback(kube, made, namespace, dry_run)
         if made and dry_run != "server":
@@ -85,29 +92,50 @@ def _managed(items: list[dict]) -> list[dict]:
 def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
     """gpuctl-managed Jobs and bare Pods, as plain objects with their kind set."""
     if namespace is None:
-        jobs = kube.call(kube.batch.list_job_for_all_namespaces, label_selector=MANAGED_SELECTOR,
-                         what="listing jobs")["items"]
-        pods = kube.call(kube.core.list_pod_for_all_namespaces, label_selector=MANAGED_SELECTOR,
-                         what="listing pods")["items"]
+        jobs = kube.call(
+            kube.batch.list_job_for_all_namespaces,
+            label_selector=MANAGED_SELECTOR,
+            what="listing jobs",
+        )["items"]
+        pods = kube.call(
+            kube.core.list_pod_for_all_namespaces,
+            label_selector=MANAGED_SELECTOR,
+            what="listing pods",
+        )["items"]
     else:
-        jobs = kube.call(kube.batch.list_namespaced_job, namespace,
-                         label_selector=MANAGED_SELECTOR, what="listing jobs")["items"]
-        pods = kube.call(kube.core.list_namespaced_pod, namespace,
-                         label_selector=MANAGED_SELECTOR, what="listing pods")["items"]
+        jobs = kube.call(
+            kube.batch.list_namespaced_job,
+            namespace,
+            label_selector=MANAGED_SELECTOR,
+            what="listing jobs",
+        )["items"]
+        pods = kube.call(
+            kube.core.list_namespaced_pod,
+            namespace,
+            label_selector=MANAGED_SELECTOR,
+            what="listing pods",
+        )["items"]
     out = [{**j, "kind": "Job"} for j in _managed(jobs)]
     # a Job's own pods carry the job label too; only bare Pods are listed as jobs
-    out += [{**p, "kind": "Pod"} for p in _managed(pods)
-            if not any(ref.get("kind") == "Job" for ref in
-                       (p.get("metadata") or {}).get("ownerReferences") or [])
-            and "job-name" not in ((p.get("metadata") or {}).get("labels") or {})
-            and "batch.kubernetes.io/job-name" not in ((p.get("metadata") or {}).get("labels") or {})]
+    out += [
+        {**p, "kind": "Pod"}
+        for p in _managed(pods)
+        if not any(
+            ref.get("kind") == "Job"
+            for ref in (p.get("metadata") or {}).get("ownerReferences") or []
+        )
+        and "job-name" not in ((p.get("metadata") or {}).get("labels") or {})
+        and "batch.kubernetes.io/job-name" not in ((p.get("metadata") or {}).get("labels") or {})
+    ]
     return out
 
 
 def get_job(kube: Kube, name: str, namespace: str) -> dict:
     """The managed Job or bare Pod called NAME."""
-    for kind, read in (("Job", kube.batch.read_namespaced_job),
-                       ("Pod", kube.core.read_namespaced_pod)):
+    for kind, read in (
+        ("Job", kube.batch.read_namespaced_job),
+        ("Pod", kube.core.read_namespaced_pod),
+    ):
         try:
             obj = kube.call(read, name, namespace, what=f"reading {kind} {namespace}/{name}")
         except NotFound:
@@ -115,8 +143,10 @@ def get_job(kube: Kube, name: str, namespace: str) -> dict:
         if _managed([obj]):
             return {**obj, "kind": kind}
         raise GpuctlError(f"{kind} {namespace}/{name} is not managed by gpuctl; leaving it alone")
-    raise NotFound(f"no gpuctl job {name!r} in namespace {namespace!r}",
-                   hint=f"gpuctl jobs list -n {namespace}")
+    raise NotFound(
+        f"no gpuctl job {name!r} in namespace {namespace!r}",
+        hint=f"gpuctl jobs list -n {namespace}",
+    )
 
 
 def delete_job(kube: Kube, name: str, namespace: str) -> list[str]:
@@ -134,8 +164,14 @@ def delete_job(kube: Kube, name: str, namespace: str) -> list[str]:
     return deleted
 
 
-def wait(kube: Kube, kind: str, name: str, namespace: str, timeout: float,
-         on_update: Callable[[dict], None]) -> dict:
+def wait(
+    kube: Kube,
+    kind: str,
+    name: str,
+    namespace: str,
+    timeout: float,
+    on_update: Callable[[dict], None],
+) -> dict:
     """Follow the job's status until it finishes or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
     list_fn = kube.batch.list_namespaced_job if kind == "Job" else kube.core.list_namespaced_pod
@@ -144,11 +180,17 @@ def wait(kube: Kube, kind: str, name: str, namespace: str, timeout: float,
     while job_status.status_of(current) not in job_status.FINISHED:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise BackendError(f"gave up waiting after {timeout:g} s; {kind} {name} is "
-                               f"{job_status.status_of(current)} and keeps running")
-        for event in kube.stream(list_fn, namespace, field_selector=f"metadata.name={name}",
-                                 timeout_seconds=max(1, int(min(remaining, 30))),
-                                 what=f"watching {kind} {name}"):
+            raise BackendError(
+                f"gave up waiting after {timeout:g} s; {kind} {name} is "
+                f"{job_status.status_of(current)} and keeps running"
+            )
+        for event in kube.stream(
+            list_fn,
+            namespace,
+            field_selector=f"metadata.name={name}",
+            timeout_seconds=max(1, int(min(remaining, 30))),
+            what=f"watching {kind} {name}",
+        ):
             obj = event["object"]
             if (obj.get("metadata") or {}).get("name") != name:
                 continue  # the emulator ignores field selectors
@@ -161,8 +203,9 @@ def wait(kube: Kube, kind: str, name: str, namespace: str, timeout: float,
     return current
 
 
-def logs(kube: Kube, name: str, namespace: str, follow: bool,
-         start_timeout: float = 0) -> Iterator[str]:
+def logs(
+    kube: Kube, name: str, namespace: str, follow: bool, start_timeout: float = 0
+) -> Iterator[str]:
     """Log lines of the job's pods (worker 0 first for a multi-node job). A job just created
     has no pod, or a Pending one, with no logs yet: wait up to `start_timeout` seconds for
     worker 0 to start."""
@@ -175,8 +218,10 @@ def logs(kube: Kube, name: str, namespace: str, follow: bool,
     if not pods:
         raise GpuctlError(f"job {name} has no pods yet", hint="try again when it has started")
     if start_timeout and _phase(pods[0]) == "Pending":
-        raise GpuctlError(f"pod {pods[0]['metadata']['name']} has not started after "
-                          f"{start_timeout:g} s", hint=f"gpuctl jobs get {name} -n {namespace}")
+        raise GpuctlError(
+            f"pod {pods[0]['metadata']['name']} has not started after {start_timeout:g} s",
+            hint=f"gpuctl jobs get {name} -n {namespace}",
+        )
     pod_names = [p["metadata"]["name"] for p in pods]
     for pod in pod_names[:1] if follow else pod_names:
         yield from _pod_log_lines(kube, pod, namespace, follow, prefix=len(pod_names) > 1)
@@ -184,19 +229,34 @@ def logs(kube: Kube, name: str, namespace: str, follow: bool,
 
 def _pods(kube: Kube, kind: str, name: str, namespace: str) -> list[dict]:
     if kind == "Pod":
-        return [kube.call(kube.core.read_namespaced_pod, name, namespace,
-                          what=f"reading Pod {namespace}/{name}")]
-    pods = kube.call(kube.core.list_namespaced_pod, namespace,
-                     label_selector=f"{JOB_LABEL}={name}", what="listing pods")["items"]
-    return sorted((p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name),
-                  key=_worker_order)
+        return [
+            kube.call(
+                kube.core.read_namespaced_pod,
+                name,
+                namespace,
+                what=f"reading Pod {namespace}/{name}",
+            )
+        ]
+    pods = kube.call(
+        kube.core.list_namespaced_pod,
+        namespace,
+        label_selector=f"{JOB_LABEL}={name}",
+        what="listing pods",
+    )["items"]
+    return sorted(
+        (p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name),
+        key=_worker_order,
+    )
 
 
 def _worker_order(pod: dict) -> tuple[int, str]:
     """Worker 0, 1, 2, … 10 (not 0, 1, 10, 2 as names sort)."""
     meta = pod["metadata"]
-    index = ((meta.get("annotations") or {}).get(COMPLETION_INDEX)
-             or (meta.get("labels") or {}).get(COMPLETION_INDEX) or "")
+    index = (
+        (meta.get("annotations") or {}).get(COMPLETION_INDEX)
+        or (meta.get("labels") or {}).get(COMPLETION_INDEX)
+        or ""
+    )
     return (int(index) if index.isdigit() else 0, meta["name"])
 
 
@@ -204,10 +264,17 @@ def _phase(pod: dict) -> str:
     return (pod.get("status") or {}).get("phase") or "Pending"
 
 
-def _pod_log_lines(kube: Kube, pod: str, namespace: str, follow: bool, prefix: bool) -> Iterator[str]:
-    resp = kube.raw(kube.core.read_namespaced_pod_log, pod, namespace, follow=follow,
-                    _request_timeout=None if follow else kube.timeout,
-                    what=f"reading logs of {pod}")
+def _pod_log_lines(
+    kube: Kube, pod: str, namespace: str, follow: bool, prefix: bool
+) -> Iterator[str]:
+    resp = kube.raw(
+        kube.core.read_namespaced_pod_log,
+        pod,
+        namespace,
+        follow=follow,
+        _request_timeout=None if follow else kube.timeout,
+        what=f"reading logs of {pod}",
+    )
     pending = b""
     try:
         for chunk in resp.stream(4096) if follow else [resp.data]:

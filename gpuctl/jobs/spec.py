@@ -19,10 +19,34 @@ DEFAULT_MASTER_PORT = 29500
 # Set by gpuctl on every worker of a multi-node job; a spec may not set them itself.
 TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE", "NODE_RANK", "WORLD_SIZE")
 
-FIELDS = ("apiVersion", "kind", "name", "namespace", "image", "command", "args", "env", "gpus",
-          "gpu_type", "mig", "shared", "nodes", "nproc_per_node", "master_port", "cpu", "memory",
-          "shm", "ttl_after_finished", "deadline", "retries", "priority", "labels", "tolerations",
-          "service_account", "image_pull_secrets")
+FIELDS = (
+    "apiVersion",
+    "kind",
+    "name",
+    "namespace",
+    "image",
+    "command",
+    "args",
+    "env",
+    "gpus",
+    "gpu_type",
+    "mig",
+    "shared",
+    "nodes",
+    "nproc_per_node",
+    "master_port",
+    "cpu",
+    "memory",
+    "shm",
+    "ttl_after_finished",
+    "deadline",
+    "retries",
+    "priority",
+    "labels",
+    "tolerations",
+    "service_account",
+    "image_pull_secrets",
+)
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
@@ -73,10 +97,14 @@ def parse_job(doc: Doc) -> JobSpec:
     # one, not refused for its first unknown field
     api = f.str("apiVersion")
     if api is not None and api != API_VERSION:
-        raise f.error("apiVersion", f"unsupported version {api!r}; this gpuctl reads {API_VERSION}",
-                      hint=None if api.startswith("gpuctl/") else
-                      "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
-                      "kubectl apply")
+        raise f.error(
+            "apiVersion",
+            f"unsupported version {api!r}; this gpuctl reads {API_VERSION}",
+            hint=None
+            if api.startswith("gpuctl/")
+            else "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
+            "kubectl apply",
+        )
     kind = f.str("kind", "Job", choices=KINDS)
     f.reject_unknown(FIELDS)
     f.str("apiVersion", required=True)
@@ -94,8 +122,11 @@ def parse_job(doc: Doc) -> JobSpec:
     if mig is not None and shared:
         raise f.error("shared", "a MIG slice cannot also be a time-shared GPU")
     if mig is not None and mig not in _mig_profile_names():
-        raise f.error("mig", f"{mig!r} is not a MIG profile of any known GPU",
-                      hint="e.g. 1g.10gb, 2g.20gb, 3g.40gb (see `gpuctl mig profiles`)")
+        raise f.error(
+            "mig",
+            f"{mig!r} is not a MIG profile of any known GPU",
+            hint="e.g. 1g.10gb, 2g.20gb, 3g.40gb (see `gpuctl mig profiles`)",
+        )
     gpus = f.int("gpus", 0 if mig is not None else 1, minimum=0, maximum=MAX_GPUS_PER_WORKER)
     if shared and gpus == 0:
         raise f.error("shared", "a shared GPU needs gpus ≥ 1")
@@ -113,11 +144,17 @@ def parse_job(doc: Doc) -> JobSpec:
             raise f.error("nodes", "a multi-node job must be kind Job")
     if nodes > 1:
         if not k8s_names.dns1035_label(name):
-            raise f.error("name", "a multi-node job's name must start with a letter "
-                                  "(it also names the workers' headless Service)")
+            raise f.error(
+                "name",
+                "a multi-node job's name must start with a letter "
+                "(it also names the workers' headless Service)",
+            )
         if len(name) + 1 + len(str(nodes - 1)) > 63:
-            raise f.error("name", f"too long for {nodes} workers: '{name}-{nodes - 1}' must fit "
-                                  "in 63 characters (it is a worker's host name)")
+            raise f.error(
+                "name",
+                f"too long for {nodes} workers: '{name}-{nodes - 1}' must fit "
+                "in 63 characters (it is a worker's host name)",
+            )
 
     env = f.str_map("env", {})
     for key in env:
@@ -148,19 +185,33 @@ def parse_job(doc: Doc) -> JobSpec:
         raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
 
     return JobSpec(
-        name=name, image=image, kind=kind, namespace=namespace,
-        command=tuple(f.str_list("command", [])), args=tuple(f.str_list("args", [])),
-        env=tuple(env.items()), gpus=gpus, gpu_type=tuple(gpu_type), mig=mig, shared=shared,
-        nodes=nodes, nproc_per_node=f.int("nproc_per_node", None, minimum=1,
-                                          maximum=MAX_GPUS_PER_WORKER),
+        name=name,
+        image=image,
+        kind=kind,
+        namespace=namespace,
+        command=tuple(f.str_list("command", [])),
+        args=tuple(f.str_list("args", [])),
+        env=tuple(env.items()),
+        gpus=gpus,
+        gpu_type=tuple(gpu_type),
+        mig=mig,
+        shared=shared,
+        nodes=nodes,
+        nproc_per_node=f.int("nproc_per_node", None, minimum=1, maximum=MAX_GPUS_PER_WORKER),
         master_port=f.int("master_port", DEFAULT_MASTER_PORT, minimum=1, maximum=65535),
-        cpu=f.quantity("cpu"), memory=f.quantity("memory"), shm=f.quantity("shm"),
-        ttl_after_finished=f.duration("ttl_after_finished"), deadline=f.duration("deadline"),
-        retries=f.int("retries", 0, minimum=0, maximum=1000), priority=priority,
-        labels=tuple(labels.items()), tolerations=tuple(_tolerations(f)),
+        cpu=f.quantity("cpu"),
+        memory=f.quantity("memory"),
+        shm=f.quantity("shm"),
+        ttl_after_finished=f.duration("ttl_after_finished"),
+        deadline=f.duration("deadline"),
+        retries=f.int("retries", 0, minimum=0, maximum=1000),
+        priority=priority,
+        labels=tuple(labels.items()),
+        tolerations=tuple(_tolerations(f)),
         service_account=service_account,
         image_pull_secrets=tuple(pull_secrets),
-        source=doc.file)
+        source=doc.file,
+    )
 
 
 def _tolerations(f: Fields) -> list[dict]:
@@ -168,9 +219,13 @@ def _tolerations(f: Fields) -> list[dict]:
     for t in f.list_of_maps("tolerations"):
         t.reject_unknown(TOLERATION_FIELDS)
         operator = t.str("operator", "Equal", choices=("Exists", "Equal"))
-        tol = {"key": t.str("key"), "operator": operator, "value": t.str("value"),
-               "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
-               "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS)}
+        tol = {
+            "key": t.str("key"),
+            "operator": operator,
+            "value": t.str("value"),
+            "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
+            "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS),
+        }
         if tol["key"] is not None and not k8s_names.label_key(tol["key"]):
             raise t.error("key", f"{tol['key']!r} is not a valid taint key")
         if tol["value"] is not None and not k8s_names.label_value(tol["value"]):
@@ -183,7 +238,6 @@ def _tolerations(f: Fields) -> list[dict]:
             raise t.error("tolerationSeconds", "applies only with effect NoExecute")
         out.append({k: v for k, v in tol.items() if v is not None})
     return out
-
 
 
 def _mig_profile_names() -> frozenset[str]:

@@ -26,9 +26,13 @@ def status_of(obj: dict) -> str:
 def gpu_request(pod_spec_owner: dict) -> str:
     """'2 × nvidia.com/gpu' for a Pod or a Job's pod template; '-' when no GPU."""
     spec = pod_spec_owner.get("spec") or {}
-    pod = {"spec": (spec.get("template") or {}).get("spec") or {}} if "template" in spec else pod_spec_owner
+    pod = (
+        {"spec": (spec.get("template") or {}).get("spec") or {}}
+        if "template" in spec
+        else pod_spec_owner
+    )
     for c in (pod.get("spec") or {}).get("containers") or []:
-        for name in ((c.get("resources") or {}).get("limits") or {}):
+        for name in (c.get("resources") or {}).get("limits") or {}:
             if name.startswith("nvidia.com/"):
                 return f"{requested(pod, name)} × {name}"
     return "-"
@@ -46,6 +50,8 @@ def row(obj: dict) -> dict:
         "gpus_per_worker": gpu_request(obj),
         "status": status_of(obj),
         "active": status.get("active", 0) if kind == "Job" else int(status_of(obj) == "Running"),
-        "succeeded": status.get("succeeded", 0) if kind == "Job" else int(status_of(obj) == "Succeeded"),
+        "succeeded": status.get("succeeded", 0)
+        if kind == "Job"
+        else int(status_of(obj) == "Succeeded"),
         "failed": status.get("failed", 0) if kind == "Job" else int(status_of(obj) == "Failed"),
     }

@@ -3,19 +3,25 @@ applied on this node through NVML or on a cluster through the GPU Operator."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
-from gpuctl.common.output import DataFormat, Format, confirm, dump, echo, err_console
-from gpuctl.common.numbers import whole_number
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.numbers import whole_number
+from gpuctl.common.output import DataFormat, Format, confirm, dump, echo, err_console
 
-mig_app = typer.Typer(help="Partition GPUs with MIG: plan, configure, show, assert, export.",
-                      no_args_is_help=True, rich_markup_mode=None)
+mig_app = typer.Typer(
+    help="Partition GPUs with MIG: plan, configure, show, assert, export.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
-_SIMULATE = typer.Option(None, "--simulate", envvar="GPUCTL_SIMULATE", metavar="SPEC",
-                         help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB.")
+_SIMULATE = typer.Option(
+    None,
+    "--simulate",
+    envvar="GPUCTL_SIMULATE",
+    metavar="SPEC",
+    help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB.",
+)
 _OUTPUT = typer.Option(Format.table, "-o", "--output", help="table, json or yaml.")
 
 
@@ -23,7 +29,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(mig_app, name="mig")
 
 
-def _nvml(simulate: Optional[str]):
+def _nvml(simulate: str | None):
     from gpuctl.adapters.nvml import Nvml
 
     return Nvml(simulate=simulate)
@@ -31,12 +37,16 @@ def _nvml(simulate: Optional[str]):
 
 # ---------- profiles ----------
 
+
 @mig_app.command("profiles")
 def profiles(
-    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="MODEL",
-                                      help="A GPU model (H100-80GB, A100-40GB, …) or 'all'; "
-                                           "default: the GPUs of this node."),
-    simulate: Optional[str] = _SIMULATE,
+    gpu: str | None = typer.Option(
+        None,
+        "--gpu",
+        metavar="MODEL",
+        help="A GPU model (H100-80GB, A100-40GB, …) or 'all'; default: the GPUs of this node.",
+    ),
+    simulate: str | None = _SIMULATE,
     output: Format = _OUTPUT,
 ) -> None:
     """List the MIG profiles of a GPU model: ids, slices, memory, placements, limits."""
@@ -59,12 +69,22 @@ def profiles(
                 err_console().print(f"{n}: not a MIG GPU known to gpuctl")
             elif m not in chosen:
                 chosen.append(m)
-    rows = [{"gpu": m.short_name, "profile": p.name, "profile_id": p.profile_id,
-             "compute_slices": p.slices, "memory_slices": p.size, "memory_mib": p.memory_mib,
-             "sm_count": p.sm_count, "max_instances": p.max_instances,
-             "placements": [f"{s}:{p.size}" for s in p.starts],
-             "resource": p.resource_name}
-            for m in chosen for p in m.profiles]
+    rows = [
+        {
+            "gpu": m.short_name,
+            "profile": p.name,
+            "profile_id": p.profile_id,
+            "compute_slices": p.slices,
+            "memory_slices": p.size,
+            "memory_mib": p.memory_mib,
+            "sm_count": p.sm_count,
+            "max_instances": p.max_instances,
+            "placements": [f"{s}:{p.size}" for s in p.starts],
+            "resource": p.resource_name,
+        }
+        for m in chosen
+        for p in m.profiles
+    ]
     if output != Format.table:
         echo(dump(rows, output.value))
         return
@@ -73,14 +93,30 @@ def profiles(
     from gpuctl.common.output import out_console
 
     table = Table(box=None)
-    for col in ("GPU", "PROFILE", "ID", "SM SLICES", "MEM SLICES", "MEMORY", "SMs", "MAX",
-                "STARTS"):
+    for col in (
+        "GPU",
+        "PROFILE",
+        "ID",
+        "SM SLICES",
+        "MEM SLICES",
+        "MEMORY",
+        "SMs",
+        "MAX",
+        "STARTS",
+    ):
         table.add_column(col, no_wrap=col in ("PROFILE", "STARTS"))
     for r in rows:
-        table.add_row(r["gpu"], r["profile"], _s(r["profile_id"]), str(r["compute_slices"]),
-                      str(r["memory_slices"]), f"{r['memory_mib']} MiB" if r["memory_mib"] else "?",
-                      _s(r["sm_count"]), str(r["max_instances"]),
-                      ",".join(p.split(":")[0] for p in r["placements"]))
+        table.add_row(
+            r["gpu"],
+            r["profile"],
+            _s(r["profile_id"]),
+            str(r["compute_slices"]),
+            str(r["memory_slices"]),
+            f"{r['memory_mib']} MiB" if r["memory_mib"] else "?",
+            _s(r["sm_count"]),
+            str(r["max_instances"]),
+            ",".join(p.split(":")[0] for p in r["placements"]),
+        )
     out_console().print(table)
 
 
@@ -90,18 +126,30 @@ def _s(v) -> str:
 
 # ---------- plan ----------
 
+
 @mig_app.command("plan")
 def plan(
-    demand: Optional[str] = typer.Option(None, "--demand", metavar="PROFILE=N,…",
-                                         help="MIG devices needed, e.g. 1g.10gb=9,3g.40gb=3."),
-    layout: Optional[str] = typer.Option(None, "--layout", metavar="PROFILE=N,…",
-                                         help="Check one GPU's layout instead: place it or say why "
-                                              "it cannot be."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="MODEL",
-                                      help="GPU model, as many as needed (e.g. H100-80GB)."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="NxMODEL,…",
-                                       help="The GPUs there are, e.g. 8xH100-80GB or "
-                                            "4xH100-80GB,4xA100-80GB."),
+    demand: str | None = typer.Option(
+        None,
+        "--demand",
+        metavar="PROFILE=N,…",
+        help="MIG devices needed, e.g. 1g.10gb=9,3g.40gb=3.",
+    ),
+    layout: str | None = typer.Option(
+        None,
+        "--layout",
+        metavar="PROFILE=N,…",
+        help="Check one GPU's layout instead: place it or say why it cannot be.",
+    ),
+    gpu: str | None = typer.Option(
+        None, "--gpu", metavar="MODEL", help="GPU model, as many as needed (e.g. H100-80GB)."
+    ),
+    gpus: str | None = typer.Option(
+        None,
+        "--gpus",
+        metavar="NxMODEL,…",
+        help="The GPUs there are, e.g. 8xH100-80GB or 4xH100-80GB,4xA100-80GB.",
+    ),
     output: Format = _OUTPUT,
 ) -> None:
     """The fewest GPUs, and a layout for each, that hold a demand of MIG devices."""
@@ -119,12 +167,23 @@ def plan(
         return
     result = mig_plan.plan_demand(mig_plan.parse_demand(demand), fleet)
     data = {
-        "demand": result.demand, "gpus": result.gpus, "optimal": result.optimal,
+        "demand": result.demand,
+        "gpus": result.gpus,
+        "optimal": result.optimal,
         "lower_bound": result.lower_bound,
-        "layouts": [{"gpu": g.model.short_name, "count": g.gpus, "layout": g.layout,
-                     "placements": [{"profile": p.profile.name, "start": p.start,
-                                     "size": p.profile.size} for p in g.placements],
-                     "free_memory_slices": g.free_slices} for g in result.groups],
+        "layouts": [
+            {
+                "gpu": g.model.short_name,
+                "count": g.gpus,
+                "layout": g.layout,
+                "placements": [
+                    {"profile": p.profile.name, "start": p.start, "size": p.profile.size}
+                    for p in g.placements
+                ],
+                "free_memory_slices": g.free_slices,
+            }
+            for g in result.groups
+        ],
     }
     if output != Format.table:
         echo(dump(data, output.value))
@@ -137,15 +196,20 @@ def plan(
     for col in ("GPUS", "MODEL", "LAYOUT", "PLACEMENT (slices)", "FREE SLICES"):
         table.add_column(col)
     for g in result.groups:
-        table.add_row(str(g.gpus), g.model.short_name,
-                      ", ".join(f"{k}×{v}" for k, v in g.layout.items()),
-                      " ".join(f"{p.profile.name}@{p.slices_text()}" for p in g.placements),
-                      str(g.free_slices))
+        table.add_row(
+            str(g.gpus),
+            g.model.short_name,
+            ", ".join(f"{k}×{v}" for k, v in g.layout.items()),
+            " ".join(f"{p.profile.name}@{p.slices_text()}" for p in g.placements),
+            str(g.free_slices),
+        )
     con = out_console()
     con.print(table)
     proof = "optimal" if result.optimal else f"best found (at least {result.lower_bound} needed)"
-    con.print(f"{result.gpus} GPUs ({proof}) for "
-              + ", ".join(f"{k}×{v}" for k, v in result.demand.items()))
+    con.print(
+        f"{result.gpus} GPUs ({proof}) for "
+        + ", ".join(f"{k}×{v}" for k, v in result.demand.items())
+    )
 
 
 def _check_layout(layout: str, fleet, output: Format) -> None:
@@ -155,19 +219,31 @@ def _check_layout(layout: str, fleet, output: Format) -> None:
     out = []
     for f in fleet:
         placed = place(f.model, devices_of(f.model, counts))
-        out.append({"gpu": f.model.short_name, "placements": [
-            {"profile": p.profile.name, "start": p.start, "size": p.profile.size}
-            for p in placed]})
+        out.append(
+            {
+                "gpu": f.model.short_name,
+                "placements": [
+                    {"profile": p.profile.name, "start": p.start, "size": p.profile.size}
+                    for p in placed
+                ],
+            }
+        )
     if output != Format.table:
         echo(dump(out, output.value))
         return
     for f, o in zip(fleet, out):
-        echo(f"{f.model.short_name}: fits: " + ", ".join(
-            f"{p['profile']} at slices {slice_range(p['start'], p['size'])}"
-            for p in o["placements"]) + "\n")
+        echo(
+            f"{f.model.short_name}: fits: "
+            + ", ".join(
+                f"{p['profile']} at slices {slice_range(p['start'], p['size'])}"
+                for p in o["placements"]
+            )
+            + "\n"
+        )
 
 
 # ---------- node state ----------
+
 
 def _state_dict(g) -> dict:
     by_gi: dict = {}
@@ -176,29 +252,45 @@ def _state_dict(g) -> dict:
     instances = []
     for inst in g.instances:
         prof = g.profile_of(inst)
-        instances.append({
-            "gi_id": inst.gi_id, "profile": prof.name if prof else None,
-            "profile_id": inst.profile_id, "start": inst.start, "size": inst.size,
-            "memory_mib": prof.memory_mib if prof else None,
-            "compute_instances": [{"ci_id": c.ci_id, "profile_id": c.profile_id}
-                                  for c in inst.compute_instances],
-            "processes": [_proc(p) for p in by_gi.get(inst.gi_id, [])],
-        })
-    return {"index": g.index, "name": g.name, "uuid": g.uuid,
-            "model": g.model.short_name if g.model else None,
-            "mig": None if g.mig is None else {"current": g.mig[0], "pending": g.mig[1]},
-            "layout": g.layout() if g.mig and g.mig[0] else {},
-            "instances": instances,
-            "processes": [_proc(p) for p in g.processes if p.gi_id is None]}
+        instances.append(
+            {
+                "gi_id": inst.gi_id,
+                "profile": prof.name if prof else None,
+                "profile_id": inst.profile_id,
+                "start": inst.start,
+                "size": inst.size,
+                "memory_mib": prof.memory_mib if prof else None,
+                "compute_instances": [
+                    {"ci_id": c.ci_id, "profile_id": c.profile_id} for c in inst.compute_instances
+                ],
+                "processes": [_proc(p) for p in by_gi.get(inst.gi_id, [])],
+            }
+        )
+    return {
+        "index": g.index,
+        "name": g.name,
+        "uuid": g.uuid,
+        "model": g.model.short_name if g.model else None,
+        "mig": None if g.mig is None else {"current": g.mig[0], "pending": g.mig[1]},
+        "layout": g.layout() if g.mig and g.mig[0] else {},
+        "instances": instances,
+        "processes": [_proc(p) for p in g.processes if p.gi_id is None],
+    }
 
 
 def _proc(p) -> dict:
-    return {"pid": p.pid, "name": p.name, "user": p.user, "used_memory_mib": p.used_memory_mib,
-            "gi_id": p.gi_id, "ci_id": p.ci_id}
+    return {
+        "pid": p.pid,
+        "name": p.name,
+        "user": p.user,
+        "used_memory_mib": p.used_memory_mib,
+        "gi_id": p.gi_id,
+        "ci_id": p.ci_id,
+    }
 
 
 @mig_app.command("show")
-def show(simulate: Optional[str] = _SIMULATE, output: Format = _OUTPUT) -> None:
+def show(simulate: str | None = _SIMULATE, output: Format = _OUTPUT) -> None:
     """Current MIG layout of each GPU on this node: placements, memory, processes."""
     from gpuctl.mig import node as mig_apply
     from gpuctl.mig.layout import slice_range
@@ -218,32 +310,48 @@ def show(simulate: Optional[str] = _SIMULATE, output: Format = _OUTPUT) -> None:
         table.add_column(col)
     for d in data:
         mig = d["mig"]
-        mode = "n/a" if mig is None else ("on" if mig["current"] else "off") + (
-            f" (pending {'on' if mig['pending'] else 'off'}: reset needed)"
-            if mig["current"] != mig["pending"] else "")
+        mode = (
+            "n/a"
+            if mig is None
+            else ("on" if mig["current"] else "off")
+            + (
+                f" (pending {'on' if mig['pending'] else 'off'}: reset needed)"
+                if mig["current"] != mig["pending"]
+                else ""
+            )
+        )
         procs = ", ".join(f"{p['pid']} {p['name']}" for p in d["processes"])
         table.add_row(str(d["index"]), d["model"] or d["name"], mode, "", "", "", "", "", procs)
         for i in d["instances"]:
-            table.add_row("", "", "", str(i["gi_id"]), i["profile"] or f"id {i['profile_id']}",
-                          slice_range(i["start"], i["size"]),
-                          f"{i['memory_mib']} MiB" if i["memory_mib"] else "?",
-                          ",".join(str(c["ci_id"]) for c in i["compute_instances"]) or "none",
-                          ", ".join(f"{p['pid']} {p['name']} ({p['user']}, "
-                                    f"{p['used_memory_mib']} MiB)" for p in i["processes"]))
+            table.add_row(
+                "",
+                "",
+                "",
+                str(i["gi_id"]),
+                i["profile"] or f"id {i['profile_id']}",
+                slice_range(i["start"], i["size"]),
+                f"{i['memory_mib']} MiB" if i["memory_mib"] else "?",
+                ",".join(str(c["ci_id"]) for c in i["compute_instances"]) or "none",
+                ", ".join(
+                    f"{p['pid']} {p['name']} ({p['user']}, {p['used_memory_mib']} MiB)"
+                    for p in i["processes"]
+                ),
+            )
     out_console().print(table)
 
 
 @mig_app.command("export")
 def export(
     name: str = typer.Option("current", "--name", help="Name of the config in the file."),
-    simulate: Optional[str] = _SIMULATE,
+    simulate: str | None = _SIMULATE,
     output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
-    configmap: bool = typer.Option(False, "--configmap",
-                                   help="Wrap it in the GPU Operator's mig-parted ConfigMap."),
+    configmap: bool = typer.Option(
+        False, "--configmap", help="Wrap it in the GPU Operator's mig-parted ConfigMap."
+    ),
 ) -> None:
     """The current layout as a mig-parted v1 config (configure/assert read it back)."""
-    from gpuctl.mig import node as mig_apply
     from gpuctl.mig import migparted
+    from gpuctl.mig import node as mig_apply
 
     with _nvml(simulate) as nvml:
         gpus = mig_apply.read_node(nvml)
@@ -255,7 +363,8 @@ def export(
 
 # ---------- configure / assert ----------
 
-def _indexes(text: Optional[str]) -> Optional[list[int]]:
+
+def _indexes(text: str | None) -> list[int] | None:
     if text is None:
         return None
     out = []
@@ -296,45 +405,74 @@ def _plan_text(plans) -> list[str]:
 
 @mig_app.command("configure")
 def configure(
-    file: Optional[str] = typer.Option(None, "-f", "--file", metavar="CONFIG.yaml",
-                                       help="A mig-parted v1 config file."),
-    config: Optional[str] = typer.Option(None, "-c", "--config", metavar="NAME",
-                                         help="The config to apply (from -f, or the GPU "
-                                              "Operator's with --node/--selector)."),
-    layout: Optional[str] = typer.Option(None, "--layout", metavar="LAYOUT",
-                                         help="Shorthand: 3g.40gb=2,1g.10gb=1, all-1g.10gb, "
-                                              "all-disabled or all-enabled."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="0,1,…",
-                                       help="With --layout: only these GPU indexes."),
+    file: str | None = typer.Option(
+        None, "-f", "--file", metavar="CONFIG.yaml", help="A mig-parted v1 config file."
+    ),
+    config: str | None = typer.Option(
+        None,
+        "-c",
+        "--config",
+        metavar="NAME",
+        help="The config to apply (from -f, or the GPU Operator's with --node/--selector).",
+    ),
+    layout: str | None = typer.Option(
+        None,
+        "--layout",
+        metavar="LAYOUT",
+        help="Shorthand: 3g.40gb=2,1g.10gb=1, all-1g.10gb, all-disabled or all-enabled.",
+    ),
+    gpus: str | None = typer.Option(
+        None, "--gpus", metavar="0,1,…", help="With --layout: only these GPU indexes."
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and stop."),
-    reset: bool = typer.Option(False, "--reset",
-                               help="Reset a GPU when a MIG mode change needs it (only if "
-                                    "nothing runs on it)."),
-    node: Optional[str] = typer.Option(None, "--node", help="Cluster: label this node."),
-    selector: Optional[str] = typer.Option(None, "--selector", "-l",
-                                           help="Cluster: label the nodes matching this."),
+    reset: bool = typer.Option(
+        False,
+        "--reset",
+        help="Reset a GPU when a MIG mode change needs it (only if nothing runs on it).",
+    ),
+    node: str | None = typer.Option(None, "--node", help="Cluster: label this node."),
+    selector: str | None = typer.Option(
+        None, "--selector", "-l", help="Cluster: label the nodes matching this."
+    ),
     render_configmap: bool = typer.Option(
-        False, "--render-configmap",
-        help="Print the GPU Operator ConfigMap holding this layout (-f or --layout) and stop."),
+        False,
+        "--render-configmap",
+        help="Print the GPU Operator ConfigMap holding this layout (-f or --layout) and stop.",
+    ),
     configmap_name: str = typer.Option(
-        "custom-mig-config", "--configmap-name",
+        "custom-mig-config",
+        "--configmap-name",
         help="The mig-parted ConfigMap to render, or to look the config up in (besides "
-             "default-mig-parted-config)."),
-    namespace: str = typer.Option("gpu-operator", "--namespace", "-n",
-                                  help="The GPU Operator's namespace."),
-    timeout: float = typer.Option(600.0, "--timeout", min=1,
-                                  help="Cluster: seconds to wait for the operator."),
-    context: Optional[str] = typer.Option(None, "--context", help="Kubeconfig context."),
-    simulate: Optional[str] = _SIMULATE,
+        "default-mig-parted-config).",
+    ),
+    namespace: str = typer.Option(
+        "gpu-operator", "--namespace", "-n", help="The GPU Operator's namespace."
+    ),
+    timeout: float = typer.Option(
+        600.0, "--timeout", min=1, help="Cluster: seconds to wait for the operator."
+    ),
+    context: str | None = typer.Option(None, "--context", help="Kubeconfig context."),
+    simulate: str | None = _SIMULATE,
 ) -> None:
     """Apply a MIG layout: on this node via NVML, or on cluster nodes via the GPU Operator."""
     if render_configmap:
         _render(file, config, layout, _indexes(gpus), configmap_name, namespace)
         return
     if node or selector:
-        _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeout, context,
-                           namespace, configmap_name)
+        _configure_cluster(
+            file,
+            config,
+            layout,
+            node,
+            selector,
+            yes,
+            dry_run,
+            timeout,
+            context,
+            namespace,
+            configmap_name,
+        )
         return
     from gpuctl.mig import node as mig_apply
 
@@ -361,18 +499,20 @@ def configure(
         mig_apply.apply(nvml, plans, allow_reset=reset, report=lambda s: con.print(f"  done: {s}"))
         after = mig_apply.plan(mig_apply.read_node(nvml), desired)
         if not all(p.applied for p in after):
-            raise GpuctlError("the layout is not fully applied yet",
-                              hint="see `gpuctl mig show`; run the same command again")
+            raise GpuctlError(
+                "the layout is not fully applied yet",
+                hint="see `gpuctl mig show`; run the same command again",
+            )
     echo("applied\n")
 
 
 @mig_app.command("assert")
 def assert_(
-    file: Optional[str] = typer.Option(None, "-f", "--file", metavar="CONFIG.yaml"),
-    config: Optional[str] = typer.Option(None, "-c", "--config", metavar="NAME"),
-    layout: Optional[str] = typer.Option(None, "--layout", metavar="LAYOUT"),
-    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="0,1,…"),
-    simulate: Optional[str] = _SIMULATE,
+    file: str | None = typer.Option(None, "-f", "--file", metavar="CONFIG.yaml"),
+    config: str | None = typer.Option(None, "-c", "--config", metavar="NAME"),
+    layout: str | None = typer.Option(None, "--layout", metavar="LAYOUT"),
+    gpus: str | None = typer.Option(None, "--gpus", metavar="0,1,…"),
+    simulate: str | None = _SIMULATE,
 ) -> None:
     """Exit 0 if the config is applied on this node; else exit 1 saying what differs."""
     from gpuctl.mig import node as mig_apply
@@ -385,8 +525,10 @@ def assert_(
         echo("the selected MIG configuration is applied\n")
         return
     differ = [f"{p.state.label}: {len(p.steps)} step(s) needed" for p in plans if not p.applied]
-    raise GpuctlError("the selected MIG configuration is not applied: " + "; ".join(differ),
-                      hint="see the steps with `gpuctl mig configure … --dry-run`")
+    raise GpuctlError(
+        "the selected MIG configuration is not applied: " + "; ".join(differ),
+        hint="see the steps with `gpuctl mig configure … --dry-run`",
+    )
 
 
 def _render(file, config, layout, indexes, name, namespace) -> None:
@@ -397,17 +539,21 @@ def _render(file, config, layout, indexes, name, namespace) -> None:
     echo(dump(migparted.render_configmap(data, name, namespace), "yaml"))
 
 
-def _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeout,
-                       context, namespace, configmap_name) -> None:
-    from gpuctl.mig import cluster as mig_cluster
+def _configure_cluster(
+    file, config, layout, node, selector, yes, dry_run, timeout, context, namespace, configmap_name
+) -> None:
     from gpuctl.adapters.kube import Kube
+    from gpuctl.mig import cluster as mig_cluster
 
     if layout:
-        raise UsageError("on a cluster the GPU Operator applies a named config: use -c NAME "
-                         "(render a custom one with --layout … --render-configmap)")
+        raise UsageError(
+            "on a cluster the GPU Operator applies a named config: use -c NAME "
+            "(render a custom one with --layout … --render-configmap)"
+        )
     if not config:
-        raise UsageError("--node/--selector need -c CONFIG (a config in the GPU Operator's "
-                         "mig-parted ConfigMap)")
+        raise UsageError(
+            "--node/--selector need -c CONFIG (a config in the GPU Operator's mig-parted ConfigMap)"
+        )
     cfg = None
     if file:
         from gpuctl.mig import migparted
@@ -418,15 +564,18 @@ def _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeo
         nodes = mig_cluster.targets(kube, node, selector)
         if cfg is None:
             cfg, note = mig_cluster.operator_config(
-                kube, namespace, config, [configmap_name, mig_cluster.OPERATOR_CONFIGMAP])
+                kube, namespace, config, [configmap_name, mig_cluster.OPERATOR_CONFIGMAP]
+            )
             if note:
                 echo(f"note: config {config!r} not checked: {note}\n")
         if cfg is not None:
             mig_cluster.check_config(cfg, config, nodes)
         for t in nodes:
             change = "already set" if t.config == config else f"{t.config or '(none)'} -> {config}"
-            echo(f"node {t.name}: {mig_cluster.CONFIG_LABEL}: {change}"
-                 f" (state: {t.state or 'none'})\n")
+            echo(
+                f"node {t.name}: {mig_cluster.CONFIG_LABEL}: {change}"
+                f" (state: {t.state or 'none'})\n"
+            )
             if t.gpu_pods:
                 echo(f"  WARNING: pods using GPUs there will lose them: {', '.join(t.gpu_pods)}\n")
         if dry_run:
@@ -437,6 +586,7 @@ def _configure_cluster(file, config, layout, node, selector, yes, dry_run, timeo
             confirm(f"Label {len(pending)} node(s) {mig_cluster.CONFIG_LABEL}={config}?", yes)
             mig_cluster.label(kube, pending, config)
         con = err_console()
-        mig_cluster.follow(kube, nodes, config, timeout,
-                           lambda n, s, t: con.print(f"  {n}: {s} ({t:.0f}s)"))
+        mig_cluster.follow(
+            kube, nodes, config, timeout, lambda n, s, t: con.print(f"  {n}: {s} ({t:.0f}s)")
+        )
     echo(f"MIG config {config!r} applied on {len(nodes)} node(s)\n")

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from gpuctl.adapters.kube import Kube, NotFound
-from gpuctl.mig import migparted
 from gpuctl.common import selector as label_selector
-from gpuctl.gpus.resources import DONE_PHASES, gpu_resources
-from gpuctl.gpus.geometry import GpuModel, known_model
-from gpuctl.mig.diff import GpuState
-from gpuctl.common.specfile import load_yaml
 from gpuctl.common.errors import BackendError, GpuctlError, SpecError, UsageError
+from gpuctl.common.specfile import load_yaml
+from gpuctl.gpus.geometry import GpuModel, known_model
+from gpuctl.gpus.resources import DONE_PHASES, gpu_resources
+from gpuctl.mig import migparted
+from gpuctl.mig.diff import GpuState
 
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
@@ -42,8 +42,9 @@ def _model_of(labels: dict) -> GpuModel | None:
     return known_model(product) if product else None
 
 
-def config_to_render(file: str | None, config: str | None, layout: str | None,
-                     indexes: list[int] | None) -> dict:
+def config_to_render(
+    file: str | None, config: str | None, layout: str | None, indexes: list[int] | None
+) -> dict:
     """The mig-parted config to put in a GPU Operator ConfigMap: config `config` of `file`
     (every config without -c), or a --layout shorthand named `config` or after itself."""
     if file:
@@ -52,8 +53,10 @@ def config_to_render(file: str | None, config: str | None, layout: str | None,
         for name in [config] if config else cfg.configs:
             cfg.check_models(name)
         if config:
-            data = {"version": data["version"],
-                    "mig-configs": {config: data["mig-configs"][config]}}
+            data = {
+                "version": data["version"],
+                "mig-configs": {config: data["mig-configs"][config]},
+            }
         return data
     if layout:
         return migparted.shorthand_config(config or _config_name(layout), layout, indexes)
@@ -73,8 +76,9 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
         items = [kube.read_node(node)]
     else:
         wanted = label_selector.parse(selector)
-        items = kube.call(kube.core.list_node, label_selector=selector,
-                          what="listing nodes")["items"]
+        items = kube.call(kube.core.list_node, label_selector=selector, what="listing nodes")[
+            "items"
+        ]
         items = [n for n in items if label_selector.matches(wanted, n["metadata"].get("labels"))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")
@@ -83,28 +87,44 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
     for n in items:
         labels = n["metadata"].get("labels") or {}
         count = labels.get(COUNT_LABEL, "")
-        t = NodeTarget(n["metadata"]["name"], labels.get(CONFIG_LABEL), labels.get(STATE_LABEL),
-                       _model_of(labels), int(count) if count.isdigit() else 0)
+        t = NodeTarget(
+            n["metadata"]["name"],
+            labels.get(CONFIG_LABEL),
+            labels.get(STATE_LABEL),
+            _model_of(labels),
+            int(count) if count.isdigit() else 0,
+        )
         for p in pods:
             if (p.get("spec") or {}).get("nodeName") != t.name:
                 continue
             if (p.get("status") or {}).get("phase") in DONE_PHASES:
                 continue
             if gpu_resources(p):
-                t.gpu_pods.append(f"{p['metadata'].get('namespace', 'default')}/"
-                                  f"{p['metadata']['name']}")
+                t.gpu_pods.append(
+                    f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
+                )
         out.append(t)
     return out
 
 
 def label(kube: Kube, nodes: list[NodeTarget], config: str) -> None:
     for t in nodes:
-        kube.call(kube.core.patch_node, t.name, {"metadata": {"labels": {CONFIG_LABEL: config}}},
-                  what=f"labelling node {t.name}")
+        kube.call(
+            kube.core.patch_node,
+            t.name,
+            {"metadata": {"labels": {CONFIG_LABEL: config}}},
+            what=f"labelling node {t.name}",
+        )
 
 
-def follow(kube: Kube, nodes: list[NodeTarget], config: str, timeout: float,
-           report: Callable[[str, str, float], None], clock=time.monotonic) -> dict[str, str]:
+def follow(
+    kube: Kube,
+    nodes: list[NodeTarget],
+    config: str,
+    timeout: float,
+    report: Callable[[str, str, float], None],
+    clock=time.monotonic,
+) -> dict[str, str]:
     """Wait until each node's state is success or failed after our change; report every
     state seen as (node, state, seconds). Nodes already on this config and in success are
     done at once. Raises on failure or timeout, naming the nodes."""
@@ -124,8 +144,9 @@ def follow(kube: Kube, nodes: list[NodeTarget], config: str, timeout: float,
         left = timeout - (clock() - start)
         if left <= 0:
             break
-        for event in kube.stream(kube.core.list_node, timeout_seconds=max(1, min(int(left), 30)),
-                                 what="watching nodes"):
+        for event in kube.stream(
+            kube.core.list_node, timeout_seconds=max(1, min(int(left), 30)), what="watching nodes"
+        ):
             node = event["object"]
             name = node["metadata"]["name"]
             if name not in names or name in done:
@@ -146,29 +167,37 @@ def follow(kube: Kube, nodes: list[NodeTarget], config: str, timeout: float,
     failed = sorted(n for n in done if states[n] == "failed")
     waiting = sorted(names - done)
     if failed:
-        raise BackendError(f"the GPU Operator failed to apply MIG config {config!r} on "
-                           f"{', '.join(failed)}",
-                           hint="see the nvidia-mig-manager pod's log on that node (kubectl logs "
-                                "-n gpu-operator -l app=nvidia-mig-manager); to retry, label the "
-                                "node with another config and back")
+        raise BackendError(
+            f"the GPU Operator failed to apply MIG config {config!r} on {', '.join(failed)}",
+            hint="see the nvidia-mig-manager pod's log on that node (kubectl logs "
+            "-n gpu-operator -l app=nvidia-mig-manager); to retry, label the "
+            "node with another config and back",
+        )
     if waiting:
-        raise BackendError(f"timed out after {timeout:g}s waiting for MIG config {config!r} on "
-                           + ", ".join(f"{n} (state: {states[n] or 'none'})" for n in waiting),
-                           hint="is the GPU Operator's mig-manager running on those nodes? "
-                                "Raise --timeout for slow reconfigurations")
+        raise BackendError(
+            f"timed out after {timeout:g}s waiting for MIG config {config!r} on "
+            + ", ".join(f"{n} (state: {states[n] or 'none'})" for n in waiting),
+            hint="is the GPU Operator's mig-manager running on those nodes? "
+            "Raise --timeout for slow reconfigurations",
+        )
     return states
 
 
-def operator_config(kube: Kube, namespace: str, config: str,
-                    names: list[str]) -> tuple[migparted.MigConfigFile | None, str | None]:
+def operator_config(
+    kube: Kube, namespace: str, config: str, names: list[str]
+) -> tuple[migparted.MigConfigFile | None, str | None]:
     """The mig-parted config (from the GPU Operator's ConfigMaps) that defines ``config``:
     (file, None); (None, note) when there is nothing readable to check against. A config
     name that none of the found ConfigMaps defines is an error listing the names they do."""
     found, notes = [], []
     for name in dict.fromkeys(names):
         try:
-            cm = kube.call(kube.core.read_namespaced_config_map, name, namespace,
-                           what=f"reading ConfigMap {namespace}/{name}")
+            cm = kube.call(
+                kube.core.read_namespaced_config_map,
+                name,
+                namespace,
+                what=f"reading ConfigMap {namespace}/{name}",
+            )
         except NotFound:
             continue
         except BackendError as e:
@@ -182,11 +211,14 @@ def operator_config(kube: Kube, namespace: str, config: str,
             return cfg, None
         found.append((name, cfg))
     if found:
-        raise SpecError(f"no MIG config {config!r} in ConfigMap "
-                        + ", ".join(f"{namespace}/{n}" for n, _ in found),
-                        hint="configs: " + ", ".join(c for _, cfg in found for c in cfg.configs))
-    return None, "; ".join(notes) or (f"no mig-parted ConfigMap found in {namespace} "
-                                      f"({', '.join(dict.fromkeys(names))})")
+        raise SpecError(
+            f"no MIG config {config!r} in ConfigMap "
+            + ", ".join(f"{namespace}/{n}" for n, _ in found),
+            hint="configs: " + ", ".join(c for _, cfg in found for c in cfg.configs),
+        )
+    return None, "; ".join(notes) or (
+        f"no mig-parted ConfigMap found in {namespace} ({', '.join(dict.fromkeys(names))})"
+    )
 
 
 def check_config(cfg: migparted.MigConfigFile, config: str, nodes: list[NodeTarget]) -> None:
@@ -195,6 +227,8 @@ def check_config(cfg: migparted.MigConfigFile, config: str, nodes: list[NodeTarg
     for t in nodes:
         if t.model is None:
             continue
-        gpus = [GpuState(i, t.model.nvml_name, "", t.model, (True, True))
-                for i in range(max(t.gpu_count, 1))]
+        gpus = [
+            GpuState(i, t.model.nvml_name, "", t.model, (True, True))
+            for i in range(max(t.gpu_count, 1))
+        ]
         migparted.resolve(cfg, entries, gpus)

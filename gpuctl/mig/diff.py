@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from gpuctl.gpus.geometry import GpuModel, Profile
-from gpuctl.mig.layout import (CI_PROFILE_SLICES, Device, LayoutError, Placed, devices_of,
-                                    place, slice_range)
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.gpus.geometry import GpuModel, Profile
+from gpuctl.mig.layout import (
+    CI_PROFILE_SLICES,
+    Device,
+    LayoutError,
+    Placed,
+    devices_of,
+    place,
+    slice_range,
+)
 
 
 @dataclass
@@ -120,16 +128,20 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
             raise UsageError(f"GPU {state.index} ({state.name}) does not support MIG")
         return plan
     if desired.enabled and state.model is None:
-        raise GpuctlError(f"GPU {state.index} is a {state.name!r}, which is not in gpuctl's MIG "
-                          "geometry table, so its layouts cannot be checked")
+        raise GpuctlError(
+            f"GPU {state.index} is a {state.name!r}, which is not in gpuctl's MIG "
+            "geometry table, so its layouts cannot be checked"
+        )
     current, pending = state.mig
     busy_gpu = [describe_process(p) for p in state.processes]
 
     def gpu_step(kind: str, text: str, **kw) -> None:
         plan.steps.append(Step(kind, state.index, text, **kw))
         if busy_gpu:
-            plan.blocked.append(f"{state.label}: cannot {text.split(' on GPU')[0]} while "
-                                f"processes run on it: {'; '.join(busy_gpu)}")
+            plan.blocked.append(
+                f"{state.label}: cannot {text.split(' on GPU')[0]} while "
+                f"processes run on it: {'; '.join(busy_gpu)}"
+            )
 
     if not desired.enabled:
         if current:
@@ -140,8 +152,9 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
             else:
                 gpu_step("reset", f"reset GPU {state.index} to apply the pending MIG disable")
         elif pending:
-            gpu_step("set-mig-mode", f"cancel the pending MIG enable on GPU {state.index}",
-                     enable=False)
+            gpu_step(
+                "set-mig-mode", f"cancel the pending MIG enable on GPU {state.index}", enable=False
+            )
         return plan
 
     try:
@@ -158,15 +171,19 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
             _create(plan, p)
         return plan
     if not pending:
-        gpu_step("set-mig-mode", f"cancel the pending MIG disable on GPU {state.index}",
-                 enable=True)
+        gpu_step(
+            "set-mig-mode", f"cancel the pending MIG disable on GPU {state.index}", enable=True
+        )
     _diff_instances(plan, wanted)
     return plan
 
 
 def _busy(state: GpuState, gi_id: int, ci_id: int | None = None) -> list[str]:
-    return [describe_process(p) for p in state.processes
-            if p.gi_id == gi_id and (ci_id is None or p.ci_id == ci_id)]
+    return [
+        describe_process(p)
+        for p in state.processes
+        if p.gi_id == gi_id and (ci_id is None or p.ci_id == ci_id)
+    ]
 
 
 def _inst_text(state: GpuState, inst: Any) -> str:
@@ -180,20 +197,34 @@ def _destroy_instance(plan: GpuPlan, inst: Any) -> None:
     busy = _busy(state, inst.gi_id)
     what = _inst_text(state, inst)
     if busy:
-        plan.blocked.append(f"{state.label}: instance {what} would be destroyed but runs "
-                            + "; ".join(busy))
+        plan.blocked.append(
+            f"{state.label}: instance {what} would be destroyed but runs " + "; ".join(busy)
+        )
     for ci in inst.compute_instances:
-        plan.steps.append(Step("destroy-ci", state.index,
-                               f"destroy compute instance {ci.ci_id} of {what}",
-                               gi_id=inst.gi_id, ci_id=ci.ci_id))
+        plan.steps.append(
+            Step(
+                "destroy-ci",
+                state.index,
+                f"destroy compute instance {ci.ci_id} of {what}",
+                gi_id=inst.gi_id,
+                ci_id=ci.ci_id,
+            )
+        )
     plan.steps.append(Step("destroy-gi", state.index, f"destroy {what}", gi_id=inst.gi_id))
 
 
 def _create(plan: GpuPlan, p: Placed) -> None:
     d = p.device
-    plan.steps.append(Step(
-        "create", plan.state.index, f"create {d.name} at slices {p.slices_text()}",
-        profile_id=d.profile.profile_id, start=p.start, ci_profile_id=d.ci_profile_id))
+    plan.steps.append(
+        Step(
+            "create",
+            plan.state.index,
+            f"create {d.name} at slices {p.slices_text()}",
+            profile_id=d.profile.profile_id,
+            start=p.start,
+            ci_profile_id=d.ci_profile_id,
+        )
+    )
 
 
 def _exact(inst: Any, device: Device) -> bool:
@@ -206,14 +237,21 @@ def _exact(inst: Any, device: Device) -> bool:
 def _diff_instances(plan: GpuPlan, wanted: list[Device]) -> None:
     state, model = plan.state, plan.state.model
     wanted_by_profile = Counter(d.profile for d in wanted)
-    usable = [i for i in state.instances
-              if (p := state.profile_of(i)) in wanted_by_profile and i.start in p.starts
-              and i.size == p.size]
+    usable = [
+        i
+        for i in state.instances
+        if (p := state.profile_of(i)) in wanted_by_profile
+        and i.start in p.starts
+        and i.size == p.size
+    ]
 
     def score(subset):
         busy = sum(1 for i in subset if _busy(state, i.gi_id))
-        exact = sum(1 for i in subset
-                    if any(_exact(i, d) for d in wanted if d.profile == state.profile_of(i)))
+        exact = sum(
+            1
+            for i in subset
+            if any(_exact(i, d) for d in wanted if d.profile == state.profile_of(i))
+        )
         return (busy, len(subset), exact)
 
     candidates = []
@@ -243,20 +281,35 @@ def _diff_instances(plan: GpuPlan, wanted: list[Device]) -> None:
     for inst, device in kept:
         what = _inst_text(state, inst)
         if _exact(inst, device):
-            plan.kept.append(f"{device.name} (GI {inst.gi_id}, slices "
-                             f"{slice_range(inst.start, inst.size)})")
+            plan.kept.append(
+                f"{device.name} (GI {inst.gi_id}, slices {slice_range(inst.start, inst.size)})"
+            )
             continue
         for ci in inst.compute_instances:
             busy = _busy(state, inst.gi_id, ci.ci_id)
             if busy:
-                plan.blocked.append(f"{state.label}: compute instance {ci.ci_id} of {what} would "
-                                    "be destroyed but runs " + "; ".join(busy))
-            plan.steps.append(Step("destroy-ci", state.index,
-                                   f"destroy compute instance {ci.ci_id} of {what}",
-                                   gi_id=inst.gi_id, ci_id=ci.ci_id))
-        plan.steps.append(Step("create-ci", state.index,
-                               f"create the {device.name} compute instance in {what}",
-                               gi_id=inst.gi_id, ci_profile_id=device.ci_profile_id))
+                plan.blocked.append(
+                    f"{state.label}: compute instance {ci.ci_id} of {what} would "
+                    "be destroyed but runs " + "; ".join(busy)
+                )
+            plan.steps.append(
+                Step(
+                    "destroy-ci",
+                    state.index,
+                    f"destroy compute instance {ci.ci_id} of {what}",
+                    gi_id=inst.gi_id,
+                    ci_id=ci.ci_id,
+                )
+            )
+        plan.steps.append(
+            Step(
+                "create-ci",
+                state.index,
+                f"create the {device.name} compute instance in {what}",
+                gi_id=inst.gi_id,
+                ci_profile_id=device.ci_profile_id,
+            )
+        )
     for p in new:
         if p not in fixed:
             _create(plan, p)
@@ -266,8 +319,10 @@ def _assign(state: GpuState, subset, wanted: list[Device]) -> list[tuple[Any, De
     """(kept GI, the wanted device it will serve), exact compute-instance matches first."""
     free = list(wanted)
     out = []
-    ordered = sorted(subset, key=lambda i: not any(_exact(i, d) for d in free
-                                                 if d.profile == state.profile_of(i)))
+    ordered = sorted(
+        subset,
+        key=lambda i: not any(_exact(i, d) for d in free if d.profile == state.profile_of(i)),
+    )
     for inst in ordered:
         p = state.profile_of(inst)
         match = next((d for d in free if d.profile == p and _exact(inst, d)), None)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
-from gpuctl.gpus.geometry import GpuModel, Profile
-from gpuctl.common.numbers import whole_number
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.numbers import whole_number
+from gpuctl.gpus.geometry import GpuModel, Profile
 
 # NVML_COMPUTE_INSTANCE_PROFILE_* by compute slices (nvml.h).
 CI_PROFILE_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
@@ -83,13 +83,16 @@ def slice_range(start: int, size: int) -> str:
 
 # ---------- names ----------
 
+
 def parse_device(model: GpuModel, name: str) -> Device:
     """``3g.40gb`` or ``1c.3g.40gb`` on this model → Device; unknown names list the model's."""
     text = name.strip() if isinstance(name, str) else ""
     m = _DEVICE_NAME.match(text)
     if not m:
-        raise LayoutError(f"{name!r} is not a MIG profile name (like 3g.40gb or 1c.3g.40gb)",
-                          hint=profiles_hint(model))
+        raise LayoutError(
+            f"{name!r} is not a MIG profile name (like 3g.40gb or 1c.3g.40gb)",
+            hint=profiles_hint(model),
+        )
     try:
         profile = model.profile(m.group(2))
     except GpuctlError as e:
@@ -98,8 +101,10 @@ def parse_device(model: GpuModel, name: str) -> Device:
     if ci != profile.slices:
         # mig-parted packs several such compute instances into one GPU instance; gpuctl
         # creates one compute instance over each whole GPU instance.
-        raise LayoutError(f"{name!r}: compute-instance sub-profiles ({ci}c. of a "
-                          f"{profile.slices}g instance) are not supported; use {profile.name}")
+        raise LayoutError(
+            f"{name!r}: compute-instance sub-profiles ({ci}c. of a "
+            f"{profile.slices}g instance) are not supported; use {profile.name}"
+        )
     return Device(profile, ci)
 
 
@@ -150,6 +155,7 @@ def max_count(model: GpuModel, device: Device) -> int:
 
 # ---------- validation and placement ----------
 
+
 def devices_of(model: GpuModel, layout: Mapping[str, int]) -> list[Device]:
     out = []
     for name, count in layout.items():
@@ -162,8 +168,9 @@ def devices_of(model: GpuModel, layout: Mapping[str, int]) -> list[Device]:
     return out
 
 
-def place(model: GpuModel, layout: Mapping[str, int] | Sequence[Device],
-          fixed: Sequence[Placed] = ()) -> list[Placed]:
+def place(
+    model: GpuModel, layout: Mapping[str, int] | Sequence[Device], fixed: Sequence[Placed] = ()
+) -> list[Placed]:
     """Concrete placements for the layout (next to ``fixed`` ones, which stay where they
     are), or LayoutError saying why none exists. Returned in placement order."""
     devices = devices_of(model, layout) if isinstance(layout, Mapping) else list(layout)
@@ -182,12 +189,16 @@ def check_counts(model: GpuModel, profiles: Sequence[Profile]) -> None:
     for p, n in Counter(profiles).items():
         _check_max(model, p, n)
     if len(profiles) > model.max_gpu_instances:
-        raise LayoutError(f"{len(profiles)} instances: each {model.short_name} holds at most "
-                          f"{model.max_gpu_instances} GPU instances")
+        raise LayoutError(
+            f"{len(profiles)} instances: each {model.short_name} holds at most "
+            f"{model.max_gpu_instances} GPU instances"
+        )
     compute = sum(p.slices for p in profiles)
     if compute > model.compute_slices:
-        raise LayoutError(f"{_fmt(Counter(p.name for p in profiles))} need {compute} compute "
-                          f"slices; each {model.short_name} has {model.compute_slices}")
+        raise LayoutError(
+            f"{_fmt(Counter(p.name for p in profiles))} need {compute} compute "
+            f"slices; each {model.short_name} has {model.compute_slices}"
+        )
     units = sum(p.size for p in profiles)
     if units > model.memory_slices:
         raise LayoutError(_over_memory(model, profiles))
@@ -198,29 +209,38 @@ def media_conflict(names: Sequence[str]) -> str | None:
     instance at most; a +me.all instance allows only -me instances beside it)."""
     media = [n for n in names if _has_attr(n, "+me")]
     if len(media) > 1:
-        return (f"{_fmt(Counter(media))}: a GPU has one set of media engines, so at most one "
-                "+me instance")
+        return (
+            f"{_fmt(Counter(media))}: a GPU has one set of media engines, so at most one "
+            "+me instance"
+        )
     me_all = [n for n in names if _has_attr(n, "+me.all")]
     if me_all:
         others = [n for n in names if not _has_attr(n, "-me")]
         others.remove(me_all[0])
         if others:
-            return (f"a +me.all instance takes every media engine; only -me profiles can share "
-                    f"the GPU with it, not {_join(sorted(set(others)))}")
+            return (
+                f"a +me.all instance takes every media engine; only -me profiles can share "
+                f"the GPU with it, not {_join(sorted(set(others)))}"
+            )
     return None
 
 
 def _check_max(model: GpuModel, p: Profile, n: int) -> None:
     if n > p.max_instances:
-        where = f"its only placement is slices {slice_range(p.starts[0], p.size)}" \
-            if len(p.starts) == 1 else f"it can start only at {_join(p.starts)}"
-        raise LayoutError(f"{p.name} ×{n}: each {model.short_name} holds at most "
-                          f"{p.max_instances} {p.name} ({where})")
+        where = (
+            f"its only placement is slices {slice_range(p.starts[0], p.size)}"
+            if len(p.starts) == 1
+            else f"it can start only at {_join(p.starts)}"
+        )
+        raise LayoutError(
+            f"{p.name} ×{n}: each {model.short_name} holds at most "
+            f"{p.max_instances} {p.name} ({where})"
+        )
 
 
 def _has_attr(name: str, attr: str) -> bool:
     # "+me" must not match "+me.all"; "-me" is its own attribute.
-    tail = name[name.find("gb") + 2:]
+    tail = name[name.find("gb") + 2 :]
     return tail == attr
 
 
@@ -239,8 +259,10 @@ def _over_memory(model: GpuModel, profiles: Sequence[Profile]) -> str:
     amount = f"all {total}" if used == total else f"{used} of the {total}"
     verb2 = "needs" if sum(rest.values()) == 1 else "need"
     more = "one more" if need == 1 else f"{need} more"
-    return (f"{_fmt(fit)} {verb} {amount} memory slices; {_fmt(rest)} {verb2} {more}"
-            f" (each {model.short_name} has {total})")
+    return (
+        f"{_fmt(fit)} {verb} {amount} memory slices; {_fmt(rest)} {verb2} {more}"
+        f" (each {model.short_name} has {total})"
+    )
 
 
 def _no_placement(devices: Sequence[Device], fixed: Sequence[Placed]) -> str:
@@ -248,7 +270,8 @@ def _no_placement(devices: Sequence[Device], fixed: Sequence[Placed]) -> str:
     profiles = {d.profile.name: d.profile for d in devices}
     where = "; ".join(
         f"{name} only at slices " + _join([slice_range(s, p.size) for s in p.starts])
-        for name, p in sorted(profiles.items(), key=lambda kv: -kv[1].size))
+        for name, p in sorted(profiles.items(), key=lambda kv: -kv[1].size)
+    )
     text = f"{_fmt(wanted)} fit by count but cannot be placed without overlap: {where}"
     if fixed:
         kept = ", ".join(f"{f.profile.name} at {f.slices_text()}" for f in fixed)

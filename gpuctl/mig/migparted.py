@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
+from gpuctl.common.errors import GpuctlError, SpecError, UsageError
+from gpuctl.common.specfile import Doc, Fields, load_yaml_file
 from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.mig.diff import Desired, GpuState
-from gpuctl.mig.layout import (LayoutError, devices_of, layout_text, parse_layout_text,
-                                    place, uniform_layout)
-from gpuctl.common.specfile import Doc, Fields, load_yaml_file
-from gpuctl.common.errors import GpuctlError, SpecError, UsageError
+from gpuctl.mig.layout import (
+    LayoutError,
+    devices_of,
+    layout_text,
+    parse_layout_text,
+    place,
+    uniform_layout,
+)
 
 VERSION = "v1"
 _PCI_ID = re.compile(r"^0x[0-9a-fA-F]{8}\Z")
@@ -43,7 +49,8 @@ class Entry:
         if not self.device_filter:
             return True
         return gpu.model is not None and bool(
-            {i.upper() for i in gpu.model.pci_device_ids} & set(self.device_filter))
+            {i.upper() for i in gpu.model.pci_device_ids} & set(self.device_filter)
+        )
 
 
 @dataclass
@@ -55,12 +62,17 @@ class MigConfigFile:
         if name is None:
             if len(self.configs) == 1:
                 return next(iter(self.configs.values()))
-            raise UsageError(f"{self.doc.file} has {len(self.configs)} configs: choose one with -c",
-                             hint="configs: " + ", ".join(self.configs))
+            raise UsageError(
+                f"{self.doc.file} has {len(self.configs)} configs: choose one with -c",
+                hint="configs: " + ", ".join(self.configs),
+            )
         if name not in self.configs:
-            raise SpecError(f"no config {name!r} under mig-configs", file=self.doc.file,
-                            line=self.doc.line(("mig-configs",)),
-                            hint="configs: " + ", ".join(self.configs))
+            raise SpecError(
+                f"no config {name!r} under mig-configs",
+                file=self.doc.file,
+                line=self.doc.line(("mig-configs",)),
+                hint="configs: " + ", ".join(self.configs),
+            )
         return self.configs[name]
 
     def check_models(self, name: str) -> None:
@@ -85,18 +97,23 @@ def parse(doc: Doc) -> MigConfigFile:
     root.reject_unknown(["version", "mig-configs"])
     version = root.str("version", required=True)
     if version != VERSION:
-        raise root.error("version", f"unsupported version {version!r}; gpuctl reads mig-parted "
-                                    f"config version {VERSION!r}")
+        raise root.error(
+            "version",
+            f"unsupported version {version!r}; gpuctl reads mig-parted config version {VERSION!r}",
+        )
     configs_field = root.child("mig-configs")
     if configs_field is None or not configs_field.data:
-        raise root.error("mig-configs" if root.has("mig-configs") else None,
-                         "at least one config under 'mig-configs' is required")
+        raise root.error(
+            "mig-configs" if root.has("mig-configs") else None,
+            "at least one config under 'mig-configs' is required",
+        )
     configs: dict[str, list[Entry]] = {}
     for name, value in configs_field.data.items():
         path = ("mig-configs", name)
         if not isinstance(value, list) or not value:
-            raise doc.error(path, "expected a non-empty list of entries (devices, mig-enabled, "
-                                  "mig-devices)")
+            raise doc.error(
+                path, "expected a non-empty list of entries (devices, mig-enabled, mig-devices)"
+            )
         configs[str(name)] = [_entry(doc, str(name), i, path + (i,)) for i in range(len(value))]
     return MigConfigFile(doc, configs)
 
@@ -117,8 +134,9 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
     elif isinstance(devices, list) and devices:
         for i, d in enumerate(devices):
             if isinstance(d, bool) or not isinstance(d, int) or d < 0:
-                raise doc.error(path + ("devices", i),
-                                f"expected a GPU index (0, 1, ...), got {d!r}")
+                raise doc.error(
+                    path + ("devices", i), f"expected a GPU index (0, 1, ...), got {d!r}"
+                )
         if len(set(devices)) != len(devices):
             raise f.error("devices", "a GPU index is listed twice")
         devices = tuple(devices)
@@ -133,8 +151,10 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
     listed = isinstance(f.data.get("device-filter"), list)
     for i, d in enumerate(filters):
         if not _PCI_ID.match(d):
-            raise doc.error(path + ("device-filter",) + ((i,) if listed else ()),
-                            f"{d!r} is not a PCI device id like 0x233010DE")
+            raise doc.error(
+                path + ("device-filter",) + ((i,) if listed else ()),
+                f"{d!r} is not a PCI device id like 0x233010DE",
+            )
     if "mig-enabled" not in f.data:
         raise f.error(None, "missing required field 'mig-enabled' (true or false)")
     enabled = f.bool("mig-enabled")
@@ -144,8 +164,9 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
     if mig_devices is None:
         mig_devices = {}
     if not isinstance(mig_devices, dict):
-        raise f.error("mig-devices", "expected a mapping of MIG profiles to counts "
-                                     "(e.g. 3g.40gb: 2)")
+        raise f.error(
+            "mig-devices", "expected a mapping of MIG profiles to counts (e.g. 3g.40gb: 2)"
+        )
     for name, count in mig_devices.items():
         where = path + ("mig-devices", name)
         if not isinstance(name, str) or not _PROFILE_NAME.match(name):
@@ -154,8 +175,9 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
             raise doc.error(where, f"expected a count >= 0, got {count!r}")
     if not enabled and any(mig_devices.values()):
         raise f.error("mig-devices", "MIG devices given while 'mig-enabled' is false")
-    return Entry(config, index, devices, tuple(d.upper() for d in filters), enabled,
-                 dict(mig_devices), path)
+    return Entry(
+        config, index, devices, tuple(d.upper() for d in filters), enabled, dict(mig_devices), path
+    )
 
 
 def _pci_id_text(value):
@@ -168,8 +190,7 @@ def _pci_id_text(value):
 def _filtered_models(entry: Entry) -> list[GpuModel]:
     if not entry.enabled or not entry.device_filter:
         return []
-    return [m for m in models()
-            if {i.upper() for i in m.pci_device_ids} & set(entry.device_filter)]
+    return [m for m in models() if {i.upper() for i in m.pci_device_ids} & set(entry.device_filter)]
 
 
 def _check(doc: Doc, entry: Entry, model: GpuModel, gpu: int | None = None) -> None:
@@ -178,14 +199,16 @@ def _check(doc: Doc, entry: Entry, model: GpuModel, gpu: int | None = None) -> N
     except LayoutError as e:
         who = f"GPU {gpu} ({model.short_name})" if gpu is not None else model.short_name
         # Point at the profile's own line when the reason is about one profile.
-        named = [n for n in entry.mig_devices
-                 if e.message.startswith(f"{n} ×") or f"{n!r}" in e.message]
+        named = [
+            n for n in entry.mig_devices if e.message.startswith(f"{n} ×") or f"{n!r}" in e.message
+        ]
         where = entry.path + ("mig-devices",) + (tuple(named[:1]) if len(named) == 1 else ())
         raise doc.error(where, f"{who}: {e.message}", e.hint) from None
 
 
-def resolve(cfg: MigConfigFile, entries: Sequence[Entry],
-            gpus: Sequence[GpuState]) -> dict[int, Desired | None]:
+def resolve(
+    cfg: MigConfigFile, entries: Sequence[Entry], gpus: Sequence[GpuState]
+) -> dict[int, Desired | None]:
     """The desired state of each GPU under the chosen config (None: left alone)."""
     out: dict[int, Desired | None] = {}
     for gpu in gpus:
@@ -197,8 +220,12 @@ def resolve(cfg: MigConfigFile, entries: Sequence[Entry],
         for other in matched[1:]:
             if (other.enabled, other.mig_devices) != (first.enabled, first.mig_devices):
                 a, b = cfg.doc.line(first.path), cfg.doc.line(other.path)
-                raise cfg.error(other, None, f"GPU {gpu.index} is matched by two entries with "
-                                             f"different layouts (lines {a} and {b})")
+                raise cfg.error(
+                    other,
+                    None,
+                    f"GPU {gpu.index} is matched by two entries with "
+                    f"different layouts (lines {a} and {b})",
+                )
         if gpu.mig is None:
             if first.devices == "all" or not first.enabled:
                 out[gpu.index] = None
@@ -206,25 +233,33 @@ def resolve(cfg: MigConfigFile, entries: Sequence[Entry],
             raise cfg.error(first, "devices", f"GPU {gpu.index} ({gpu.name}) does not support MIG")
         if first.enabled:
             if gpu.model is None:
-                raise cfg.error(first, "mig-devices", f"GPU {gpu.index} is a {gpu.name!r}, which "
-                                                      "is not in gpuctl's MIG geometry table")
+                raise cfg.error(
+                    first,
+                    "mig-devices",
+                    f"GPU {gpu.index} is a {gpu.name!r}, which "
+                    "is not in gpuctl's MIG geometry table",
+                )
             _check(cfg.doc, first, gpu.model, gpu.index)
         source = f"{cfg.doc.file}:{cfg.doc.line(first.path)} ({first.config}[{first.index}])"
-        out[gpu.index] = Desired(first.enabled, {k: v for k, v in first.mig_devices.items() if v},
-                                 source)
+        out[gpu.index] = Desired(
+            first.enabled, {k: v for k, v in first.mig_devices.items() if v}, source
+        )
     return out
 
 
-def resolve_shorthand(layout: str, indexes: Sequence[int] | None,
-                      gpus: Sequence[GpuState]) -> dict[int, Desired | None]:
+def resolve_shorthand(
+    layout: str, indexes: Sequence[int] | None, gpus: Sequence[GpuState]
+) -> dict[int, Desired | None]:
     """``--layout 3g.40gb=2`` / ``all-1g.10gb`` / ``all-disabled`` / ``all-enabled`` on the
     GPUs given by index (all GPUs when None)."""
     known = {g.index for g in gpus}
     if indexes is not None:
         missing = sorted(set(indexes) - known)
         if missing:
-            raise UsageError(f"no GPU {', '.join(map(str, missing))} on this node "
-                             f"(GPUs: {', '.join(map(str, sorted(known))) or 'none'})")
+            raise UsageError(
+                f"no GPU {', '.join(map(str, missing))} on this node "
+                f"(GPUs: {', '.join(map(str, sorted(known))) or 'none'})"
+            )
     out: dict[int, Desired | None] = {}
     for gpu in gpus:
         if indexes is not None and gpu.index not in indexes:
@@ -247,8 +282,9 @@ def shorthand_desired(layout: str, gpu: GpuState) -> Desired:
     if gpu.mig is None:
         raise UsageError(f"GPU {gpu.index} ({gpu.name}) does not support MIG")
     if gpu.model is None:
-        raise GpuctlError(f"GPU {gpu.index} is a {gpu.name!r}, which is not in gpuctl's MIG "
-                          "geometry table")
+        raise GpuctlError(
+            f"GPU {gpu.index} is a {gpu.name!r}, which is not in gpuctl's MIG geometry table"
+        )
     try:
         if text.startswith("all-"):
             counts = uniform_layout(gpu.model, text[4:])
@@ -260,25 +296,36 @@ def shorthand_desired(layout: str, gpu: GpuState) -> Desired:
     return Desired(True, counts, source)
 
 
-def shorthand_config(name: str, layout: str, indexes: Sequence[int] | None = None,
-                     model: GpuModel | None = None) -> dict:
+def shorthand_config(
+    name: str, layout: str, indexes: Sequence[int] | None = None, model: GpuModel | None = None
+) -> dict:
     """A v1 config holding one shorthand layout, for the GPU Operator (``all-<profile>``
     becomes one entry per GPU model that has the profile, filtered by PCI id)."""
     devices = list(indexes) if indexes else "all"
     text = layout.strip()
     if text in ("all-disabled", "all-enabled"):
-        return _config(name, [{"devices": devices, "mig-enabled": text == "all-enabled",
-                               "mig-devices": {}}])
+        return _config(
+            name, [{"devices": devices, "mig-enabled": text == "all-enabled", "mig-devices": {}}]
+        )
     if text.startswith("all-"):
-        targets = [model] if model else [m for m in models()
-                                          if any(p.name == text[4:] for p in m.profiles)]
+        targets = (
+            [model]
+            if model
+            else [m for m in models() if any(p.name == text[4:] for p in m.profiles)]
+        )
         if not targets:
             raise UsageError(f"no GPU model has a MIG profile {text[4:]!r}")
         entries = []
         for m in targets:
             counts = uniform_layout(m, text[4:])
-            entries.append({"device-filter": list(m.pci_device_ids), "devices": devices,
-                            "mig-enabled": True, "mig-devices": counts})
+            entries.append(
+                {
+                    "device-filter": list(m.pci_device_ids),
+                    "devices": devices,
+                    "mig-enabled": True,
+                    "mig-devices": counts,
+                }
+            )
         return _config(name, entries)
     counts = parse_layout_text(text)
     if model is not None:
@@ -304,8 +351,10 @@ def _check_held_somewhere(counts: dict[str, int]) -> None:
                 reasons.append(f"{m.short_name}: {e.message}")
     if reasons:
         raise LayoutError("no GPU model can hold this layout: " + "; ".join(reasons))
-    raise LayoutError(f"no GPU model has all of the MIG profiles {', '.join(counts)}",
-                      hint="see `gpuctl mig profiles --gpu all`")
+    raise LayoutError(
+        f"no GPU model has all of the MIG profiles {', '.join(counts)}",
+        hint="see `gpuctl mig profiles --gpu all`",
+    )
 
 
 def _config(name: str, entries: list[dict]) -> dict:
@@ -332,14 +381,18 @@ def export(gpus: Sequence[GpuState], name: str = "current") -> dict:
     return _config(name, entries)
 
 
-def render_configmap(config: dict, name: str = "custom-mig-config",
-                     namespace: str = "gpu-operator") -> dict:
+def render_configmap(
+    config: dict, name: str = "custom-mig-config", namespace: str = "gpu-operator"
+) -> dict:
     """The ConfigMap the GPU Operator's mig-manager reads (``migManager.config.name``)."""
     import yaml
 
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace},
-            "data": {"config.yaml": yaml.safe_dump(config, sort_keys=False)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"config.yaml": yaml.safe_dump(config, sort_keys=False)},
+    }
 
 
 def summary(desired: Desired | None) -> str:

@@ -9,28 +9,39 @@ same command plans again from the real state and completes the rest.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
+from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.gpus.geometry import known_model
 from gpuctl.mig.diff import Desired, GpuPlan, GpuState, Step, describe_process, diff
-from gpuctl.common.errors import GpuctlError, UsageError
 
 
 def read_gpu(nvml, index: int) -> GpuState:
     current, pending = nvml.mig_mode(index)
     name = nvml.gpu_name(index)
     mig = None if current is None else (bool(current), bool(pending))
-    return GpuState(index=index, name=name, uuid=nvml.gpu_uuid(index), model=known_model(name),
-                    mig=mig, instances=list(nvml.gpu_instances(index)) if mig else [],
-                    processes=list(nvml.processes(index)))
+    return GpuState(
+        index=index,
+        name=name,
+        uuid=nvml.gpu_uuid(index),
+        model=known_model(name),
+        mig=mig,
+        instances=list(nvml.gpu_instances(index)) if mig else [],
+        processes=list(nvml.processes(index)),
+    )
 
 
 def read_node(nvml) -> list[GpuState]:
     return [read_gpu(nvml, i) for i in range(nvml.gpu_count())]
 
 
-def desired(gpus: list[GpuState], file: str | None, config: str | None, layout: str | None,
-            indexes: list[int] | None) -> dict[int, Desired | None]:
+def desired(
+    gpus: list[GpuState],
+    file: str | None,
+    config: str | None,
+    layout: str | None,
+    indexes: list[int] | None,
+) -> dict[int, Desired | None]:
     """What each GPU should hold: config `config` of a mig-parted file, or a --layout
     shorthand (on the GPUs `indexes`, default all); `-c all-…` alone is a shorthand too."""
     from gpuctl.mig import migparted
@@ -45,8 +56,10 @@ def desired(gpus: list[GpuState], file: str | None, config: str | None, layout: 
     if config and not layout and config.startswith("all-"):
         layout = config
     if not layout:
-        raise UsageError("say what to apply: -f config.yaml -c NAME, or --layout 3g.40gb=2 "
-                         "(or all-1g.10gb, all-disabled)")
+        raise UsageError(
+            "say what to apply: -f config.yaml -c NAME, or --layout 3g.40gb=2 "
+            "(or all-1g.10gb, all-disabled)"
+        )
     return migparted.resolve_shorthand(layout, indexes, gpus)
 
 
@@ -62,13 +75,20 @@ class ResetNeeded(Halted):
     """A MIG mode change waits for a GPU reset that was not allowed (no --reset)."""
 
 
-def apply(nvml, plans: list[GpuPlan], *, allow_reset: bool,
-          report: Callable[[str], None] = lambda line: None) -> None:
+def apply(
+    nvml,
+    plans: list[GpuPlan],
+    *,
+    allow_reset: bool,
+    report: Callable[[str], None] = lambda line: None,
+) -> None:
     blocked = [b for p in plans for b in p.blocked]
     if blocked:
-        raise GpuctlError("refusing to change MIG: " + " | ".join(blocked),
-                          hint="stop those processes (or choose a layout that keeps their "
-                               "instances), then run the same command again")
+        raise GpuctlError(
+            "refusing to change MIG: " + " | ".join(blocked),
+            hint="stop those processes (or choose a layout that keeps their "
+            "instances), then run the same command again",
+        )
     waiting = []
     for p in plans:
         if p.steps:
@@ -78,9 +98,11 @@ def apply(nvml, plans: list[GpuPlan], *, allow_reset: bool,
                 waiting.append(p.state.index)  # the other GPUs can still go ahead
     if waiting:
         gpus = ", ".join(map(str, waiting))
-        raise ResetNeeded(f"GPU {gpus}: the MIG mode change is pending a GPU reset",
-                          hint=f"when nothing runs on GPU {gpus}, run the same command with "
-                               "--reset (or reboot the node), then it continues")
+        raise ResetNeeded(
+            f"GPU {gpus}: the MIG mode change is pending a GPU reset",
+            hint=f"when nothing runs on GPU {gpus}, run the same command with "
+            "--reset (or reboot the node), then it continues",
+        )
 
 
 def _apply_gpu(nvml, plan: GpuPlan, allow_reset: bool, report) -> None:
@@ -97,8 +119,8 @@ def _apply_gpu(nvml, plan: GpuPlan, allow_reset: bool, report) -> None:
             raise Halted(
                 f"GPU {index}: step {done + 1} of {len(plan.steps)} failed ({step.text}): "
                 f"{e.message}",
-                hint=(e.hint + "; " if e.hint else "") +
-                "`gpuctl mig show` shows the state now; run the same command again to finish"
+                hint=(e.hint + "; " if e.hint else "")
+                + "`gpuctl mig show` shows the state now; run the same command again to finish",
             ) from None
         done += 1
         if step.kind == "set-mig-mode":
@@ -114,8 +136,10 @@ def _reset(nvml, index: int, allow_reset: bool, report, why: str) -> None:
         raise ResetNeeded(f"GPU {index}: the MIG mode change is pending a GPU reset")
     busy = nvml.processes(index)
     if busy:
-        raise Halted(f"GPU {index}: cannot reset {why} while processes run on it: "
-                     + "; ".join(describe_process(p) for p in busy))
+        raise Halted(
+            f"GPU {index}: cannot reset {why} while processes run on it: "
+            + "; ".join(describe_process(p) for p in busy)
+        )
     nvml.reset_gpu(index)
     report(f"GPU {index}: reset {why}")
 
@@ -135,8 +159,10 @@ def _run(nvml, step: Step, allow_reset: bool, report) -> None:
         nvml.create_compute_instance(i, step.gi_id, step.ci_profile_id)
     elif step.kind == "create":
         if step.profile_id is None:
-            raise GpuctlError(f"the NVML profile id of this profile on GPU {i} is not known "
-                              "to gpuctl (unconfirmed in its geometry table)")
+            raise GpuctlError(
+                f"the NVML profile id of this profile on GPU {i} is not known "
+                "to gpuctl (unconfirmed in its geometry table)"
+            )
         gi = nvml.create_gpu_instance(i, step.profile_id, step.start)
         nvml.create_compute_instance(i, gi, step.ci_profile_id)
     else:  # pragma: no cover

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Mapping
+from functools import cache
 
-from gpuctl.gpus.geometry import GpuModel, find_model
-from gpuctl.mig.layout import (Device, LayoutError, Placed, check_counts, _search,
-                                    parse_layout_text, place, profiles_hint)
-from gpuctl.common.numbers import whole_number
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.numbers import whole_number
+from gpuctl.gpus.geometry import GpuModel, find_model
+from gpuctl.mig.layout import (
+    Device,
+    LayoutError,
+    Placed,
+    _search,
+    check_counts,
+    parse_layout_text,
+    place,
+    profiles_hint,
+)
 
 _FLEET_PART = re.compile(r"^(?:([0-9]+)\s*[x×*]\s*)?(.+)\Z", re.DOTALL)
 _RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -87,13 +95,14 @@ def parse_demand(text: str) -> dict[str, int]:
     for name, n in parse_layout_text(text).items():
         if name.startswith(_RESOURCE_PREFIX):
             # The device plugin writes the + of an attribute as a dot: 1g.10gb.me, 1g.24gb.me.all
-            name = re.sub(r"^(\d+g\.\d+gb)\.", r"\1+", name[len(_RESOURCE_PREFIX):])
+            name = re.sub(r"^(\d+g\.\d+gb)\.", r"\1+", name[len(_RESOURCE_PREFIX) :])
         out[name] = out.get(name, 0) + n
     return {k: v for k, v in out.items() if v}
 
 
-def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
-                time_limit: float = 20.0) -> DemandPlan:
+def plan_demand(
+    demand: Mapping[str, int], fleet: list[Fleet], time_limit: float = 20.0
+) -> DemandPlan:
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -109,7 +118,8 @@ def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
             models = [f.model for f in fleet]
             raise UsageError(
                 f"no MIG profile {name!r} on {', '.join(m.short_name for m in models)}",
-                hint="; ".join(profiles_hint(m) for m in models))
+                hint="; ".join(profiles_hint(m) for m in models),
+            )
     names = list(demand)
     columns = []  # (fleet index, layout Counter)
     for fi, f in enumerate(fleet):
@@ -124,21 +134,30 @@ def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
         cons.append(LinearConstraint(row, ub=float(fleet[fi].count)))
     cost = np.ones(len(columns))
     options = {"mip_rel_gap": 0.0, "time_limit": time_limit}
-    res = milp(cost, constraints=cons, integrality=np.ones(len(columns)),
-               bounds=Bounds(0, np.inf), options=options)
+    res = milp(
+        cost,
+        constraints=cons,
+        integrality=np.ones(len(columns)),
+        bounds=Bounds(0, np.inf),
+        options=options,
+    )
     if res.x is None:
         if limited:
             unlimited = plan_demand(demand, [Fleet(f.model, None) for f in fleet], time_limit)
-            given = ", ".join((f"{f.count}x" if f.count else "") + f.model.short_name for f in fleet)
+            given = ", ".join(
+                (f"{f.count}x" if f.count else "") + f.model.short_name for f in fleet
+            )
             if len(fleet) == 1:
-                raise GpuctlError(f"the demand needs {unlimited.gpus} GPUs; only "
-                                  f"{fleet[0].count} given ({given})")
+                raise GpuctlError(
+                    f"the demand needs {unlimited.gpus} GPUs; only {fleet[0].count} given ({given})"
+                )
             used = Counter()
             for g in unlimited.groups:
                 used[g.model.short_name] += g.gpus
-            raise GpuctlError(f"{given} cannot hold the demand; without those counts it takes "
-                              f"{unlimited.gpus} GPUs: "
-                              + ", ".join(f"{n}x{name}" for name, n in used.items()))
+            raise GpuctlError(
+                f"{given} cannot hold the demand; without those counts it takes "
+                f"{unlimited.gpus} GPUs: " + ", ".join(f"{n}x{name}" for name, n in used.items())
+            )
         raise GpuctlError(f"no plan found: {res.message}")
     counts = [int(round(v)) for v in res.x]
     bound = getattr(res, "mip_dual_bound", None)
@@ -148,8 +167,10 @@ def plan_demand(demand: Mapping[str, int], fleet: list[Fleet],
     for g in groups:
         held.update({k: v * g.gpus for k, v in g.layout.items()})
     if held != Counter(demand):  # the solver works in floating point: never trust it blindly
-        raise GpuctlError(f"the MIG plan came out wrong ({dict(held)} for {demand})",
-                          hint="report this: it is a bug in gpuctl's planner")
+        raise GpuctlError(
+            f"the MIG plan came out wrong ({dict(held)} for {demand})",
+            hint="report this: it is a bug in gpuctl's planner",
+        )
     return DemandPlan(dict(demand), groups, optimal=res.status == 0, lower_bound=lower)
 
 
@@ -161,8 +182,11 @@ def _expand(columns, counts, fleet, demand) -> list[LayoutGroup]:
     """Groups of identical GPUs with surplus instances dropped (from the last groups first),
     splitting a group where only some of its GPUs lose an instance; never one entry per GPU,
     so a demand for millions of devices stays cheap."""
-    groups = [[n, fi, Counter({k: v for k, v in layout.items() if k in demand})]
-              for (fi, layout), n in zip(columns, counts) if n]
+    groups = [
+        [n, fi, Counter({k: v for k, v in layout.items() if k in demand})]
+        for (fi, layout), n in zip(columns, counts)
+        if n
+    ]
     for name, wanted in demand.items():
         surplus = sum(n * layout[name] for n, _, layout in groups) - wanted
         out = []
@@ -184,8 +208,15 @@ def _expand(columns, counts, fleet, demand) -> list[LayoutGroup]:
         groups = out[::-1]
     merged: dict[tuple, int] = Counter()
     for n, fi, layout in groups:
-        key = (fi, tuple(sorted(((k, v) for k, v in layout.items() if v),
-                                key=lambda kv: _profile_order(fleet[fi].model, kv[0]))))
+        key = (
+            fi,
+            tuple(
+                sorted(
+                    ((k, v) for k, v in layout.items() if v),
+                    key=lambda kv: _profile_order(fleet[fi].model, kv[0]),
+                )
+            ),
+        )
         if key[1]:
             merged[key] += n
     out = []
@@ -200,7 +231,7 @@ def _profile_order(model: GpuModel, name: str):
     return (-p.size, -p.slices, name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def feasible_layouts(model: GpuModel) -> tuple[Counter, ...]:
     """Every multiset of profiles one GPU of this model can hold (empty one included)."""
     profiles = list(model.profiles)
@@ -232,7 +263,7 @@ def feasible_layouts(model: GpuModel) -> tuple[Counter, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def maximal_layouts(model: GpuModel) -> tuple[Counter, ...]:
     """The layouts to which no further instance can be added."""
     keys = {_key(c) for c in feasible_layouts(model)}

@@ -7,13 +7,24 @@ itself) points everything at another endpoint, e.g. a moto server.
 
 from __future__ import annotations
 
-from gpuctl.provision.spec import ClusterSpec
-from gpuctl.provision.preflight import (ON_DEMAND_QUOTAS, SPOT_QUOTAS, Answer, InstanceInfo, RawFacts,
-                                   ami_parameter, quota_family)
 from gpuctl.common.errors import BackendError
+from gpuctl.provision.preflight import (
+    ON_DEMAND_QUOTAS,
+    SPOT_QUOTAS,
+    Answer,
+    InstanceInfo,
+    RawFacts,
+    ami_parameter,
+    quota_family,
+)
+from gpuctl.provision.spec import ClusterSpec
 
-_NOT_FOUND = {"ResourceNotFoundException", "ParameterNotFound", "InvalidInstanceType",
-              "NoSuchResourceException"}
+_NOT_FOUND = {
+    "ResourceNotFoundException",
+    "ParameterNotFound",
+    "InvalidInstanceType",
+    "NoSuchResourceException",
+}
 
 
 def gather(spec: ClusterSpec) -> RawFacts:
@@ -21,20 +32,27 @@ def gather(spec: ClusterSpec) -> RawFacts:
     from botocore.config import Config
 
     session = boto3.session.Session(region_name=spec.region)
-    config = Config(connect_timeout=10, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"})
+    config = Config(
+        connect_timeout=10, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}
+    )
 
     def client(name):
         return session.client(name, config=config)
 
     with _errors(spec.region):
         ec2 = client("ec2")
-        zones = [z["ZoneName"] for z in ec2.describe_availability_zones(
-            Filters=[{"Name": "state", "Values": ["available"]}])["AvailabilityZones"]]
+        zones = [
+            z["ZoneName"]
+            for z in ec2.describe_availability_zones(
+                Filters=[{"Name": "state", "Values": ["available"]}]
+            )["AvailabilityZones"]
+        ]
         offerings = {t: _offered_zones(ec2, t) for t in spec.instance_types}
     instances = {t: _ask(lambda t=t: _instance_info(ec2, t)) for t in spec.instance_types}
 
-    eks_version = _ask(lambda: client("eks").describe_cluster(
-        name=spec.kubernetes_cluster)["cluster"]["version"])
+    eks_version = _ask(
+        lambda: client("eks").describe_cluster(name=spec.kubernetes_cluster)["cluster"]["version"]
+    )
     version = spec.kubernetes_version or (eks_version.value if not eks_version.error else None)
     amis = {}
     if version:
@@ -44,7 +62,9 @@ def gather(spec: ClusterSpec) -> RawFacts:
                 arch = "arm64" if "arm64" in ans.value.architectures else "x86_64"
                 name = ami_parameter(version, arch)
                 if name not in amis:
-                    amis[name] = _ask(lambda name=name: ssm.get_parameter(Name=name)["Parameter"]["Value"])
+                    amis[name] = _ask(
+                        lambda name=name: ssm.get_parameter(Name=name)["Parameter"]["Value"]
+                    )
     quotas = {}
     sq = client("service-quotas")
     for g in spec.node_groups:
@@ -53,17 +73,27 @@ def gather(spec: ClusterSpec) -> RawFacts:
             continue
         code = (SPOT_QUOTAS if g.capacity_type == "spot" else ON_DEMAND_QUOTAS)[family][0]
         if code not in quotas:
-            quotas[code] = _ask(lambda code=code: sq.get_service_quota(
-                ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
-    return RawFacts(region_zones=zones, eks_version=eks_version, offerings=offerings,
-                    instances=instances, amis=amis, quotas=quotas)
+            quotas[code] = _ask(
+                lambda code=code: sq.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"][
+                    "Value"
+                ]
+            )
+    return RawFacts(
+        region_zones=zones,
+        eks_version=eks_version,
+        offerings=offerings,
+        instances=instances,
+        amis=amis,
+        quotas=quotas,
+    )
 
 
 def _offered_zones(ec2, instance_type: str) -> list[str]:
     zones = []
     for page in ec2.get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="availability-zone",
-            Filters=[{"Name": "instance-type", "Values": [instance_type]}]):
+        LocationType="availability-zone",
+        Filters=[{"Name": "instance-type", "Values": [instance_type]}],
+    ):
         zones += [o["Location"] for o in page["InstanceTypeOfferings"]]
     return zones
 
@@ -76,9 +106,11 @@ def _instance_info(ec2, instance_type: str) -> InstanceInfo:
         instance_type=instance_type,
         vcpus=int(it["VCpuInfo"]["DefaultVCpus"]),
         architectures=tuple(it.get("ProcessorInfo", {}).get("SupportedArchitectures", [])),
-        gpu_model=first.get("Name"), gpu_manufacturer=first.get("Manufacturer"),
+        gpu_model=first.get("Name"),
+        gpu_manufacturer=first.get("Manufacturer"),
         gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
-        gpu_memory_mib=int((first.get("MemoryInfo") or {}).get("SizeInMiB", 0)))
+        gpu_memory_mib=int((first.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
+    )
 
 
 def _ask(call) -> Answer:
@@ -91,8 +123,10 @@ def _ask(call) -> Answer:
         code = e.response.get("Error", {}).get("Code", "")
         message = e.response.get("Error", {}).get("Message", "") or str(e)
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return Answer(error=f"{code or 'HTTP ' + str(status)}: {_first_line(message)}",
-                      missing=code in _NOT_FOUND)
+        return Answer(
+            error=f"{code or 'HTTP ' + str(status)}: {_first_line(message)}",
+            missing=code in _NOT_FOUND,
+        )
     except BotoCoreError as e:
         return Answer(error=_first_line(str(e)))
 
@@ -109,21 +143,32 @@ class _errors:
     def __exit__(self, exc_type, exc, tb):
         if exc is None:
             return False
-        from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError,
-                                         NoCredentialsError, NoRegionError)
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            NoRegionError,
+        )
 
         if isinstance(exc, NoCredentialsError):
-            raise BackendError("no AWS credentials found",
-                               hint="run `aws configure`, set AWS_PROFILE, or export "
-                                    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY") from None
+            raise BackendError(
+                "no AWS credentials found",
+                hint="run `aws configure`, set AWS_PROFILE, or export "
+                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
+            ) from None
         if isinstance(exc, EndpointConnectionError):
-            raise BackendError(f"cannot reach AWS in {self.region}: {_first_line(str(exc))}",
-                               hint="check the network, the region name and AWS_ENDPOINT_URL") from None
+            raise BackendError(
+                f"cannot reach AWS in {self.region}: {_first_line(str(exc))}",
+                hint="check the network, the region name and AWS_ENDPOINT_URL",
+            ) from None
         if isinstance(exc, ClientError):
             err = exc.response.get("Error", {})
-            raise BackendError(f"AWS refused the preflight in {self.region}: "
-                               f"{err.get('Code', '')}: {_first_line(err.get('Message', ''))}",
-                               hint="the credentials need ec2:Describe* permissions") from None
+            raise BackendError(
+                f"AWS refused the preflight in {self.region}: "
+                f"{err.get('Code', '')}: {_first_line(err.get('Message', ''))}",
+                hint="the credentials need ec2:Describe* permissions",
+            ) from None
         if isinstance(exc, (BotoCoreError, NoRegionError)):
             raise BackendError(f"AWS preflight failed: {_first_line(str(exc))}") from None
         return False

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
-from gpuctl.common.errors import GpuctlError
 from gpuctl.common.config import setting
+from gpuctl.common.errors import GpuctlError
+from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
 
 WORKDIR_ROOT = Path(".gpuctl") / "clusters"
 
@@ -22,25 +21,38 @@ def register(app: typer.Typer) -> None:
 
 _FILE = typer.Option(Path("cluster.yaml"), "-f", "--file", help="Cluster spec (kind: Cluster).")
 _YES = typer.Option(False, "-y", "--yes", help="Apply without asking.")
-_WORKDIR = typer.Option(None, "--workdir", metavar="DIR",
-                        help="Terraform working directory of this cluster "
-                             "[default: .gpuctl/clusters/NAME].")
-_BIN = typer.Option(None, "--terraform-bin", envvar="GPUCTL_TERRAFORM_BIN", metavar="PATH",
-                    help="Use this terraform or tofu executable instead of the embedded engine.")
-_OUTPUT = typer.Option(Format.table, "-o", "--output",
-                       help="table, json or yaml (json/yaml: the result on stdout, "
-                            "progress on stderr).")
+_WORKDIR = typer.Option(
+    None,
+    "--workdir",
+    metavar="DIR",
+    help="Terraform working directory of this cluster [default: .gpuctl/clusters/NAME].",
+)
+_BIN = typer.Option(
+    None,
+    "--terraform-bin",
+    envvar="GPUCTL_TERRAFORM_BIN",
+    metavar="PATH",
+    help="Use this terraform or tofu executable instead of the embedded engine.",
+)
+_OUTPUT = typer.Option(
+    Format.table,
+    "-o",
+    "--output",
+    help="table, json or yaml (json/yaml: the result on stdout, progress on stderr).",
+)
 
 
 def provision(
     file: Path = _FILE,
     yes: bool = _YES,
-    dry_run: bool = typer.Option(False, "--dry-run",
-                                 help="Write the working directory and print the variables; "
-                                      "no AWS call, no Terraform run."),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Write the working directory and print the variables; no AWS call, no Terraform run.",
+    ),
     plan_only: bool = typer.Option(False, "--plan-only", help="Stop after showing the plan."),
-    workdir: Optional[Path] = _WORKDIR,
-    terraform_bin: Optional[str] = _BIN,
+    workdir: Path | None = _WORKDIR,
+    terraform_bin: str | None = _BIN,
     output: Format = _OUTPUT,
 ) -> None:
     """Create or update the VPC and GPU auto-scaling groups a cluster spec describes."""
@@ -54,15 +66,18 @@ def provision(
 
     if dry_run:
         tfvars = render_tfvars(spec)
-        tf_adapter.prepare_workdir(workdir, tf_adapter.default_modules_dir(), tfvars,
-                                   render_backend(spec))
+        tf_adapter.prepare_workdir(
+            workdir, tf_adapter.default_modules_dir(), tfvars, render_backend(spec)
+        )
         result["variables"] = tfvars
         if output == Format.table:
             show = out_console()
             show.print(f"Wrote {workdir} (dry run: no AWS call, no Terraform run). Variables:")
             echo(dump(tfvars, "json"))
-            show.print("Zones, GPU count and AMI are left for Terraform to look up; a real run "
-                       "fills them in from the preflight.")
+            show.print(
+                "Zones, GPU count and AMI are left for Terraform to look up; a real run "
+                "fills them in from the preflight."
+            )
         else:
             echo(dump(result, output.value))
         return
@@ -78,12 +93,17 @@ def provision(
     if not report.ok:
         if output != Format.table:
             echo(dump(result, output.value))
-        raise GpuctlError(f"preflight found {len(report.blockers)} problem(s): "
-                          + "; ".join(report.blockers),
-                          hint="fix the cluster spec or the account, then run again")
+        raise GpuctlError(
+            f"preflight found {len(report.blockers)} problem(s): " + "; ".join(report.blockers),
+            hint="fix the cluster spec or the account, then run again",
+        )
 
-    tf_adapter.prepare_workdir(workdir, tf_adapter.default_modules_dir(),
-                               render_tfvars(spec, report.facts()), render_backend(spec))
+    tf_adapter.prepare_workdir(
+        workdir,
+        tf_adapter.default_modules_dir(),
+        render_tfvars(spec, report.facts()),
+        render_backend(spec),
+    )
     tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
     show.print(f"{tf.engine} in {workdir}: init, plan …")
     tf.init()
@@ -109,8 +129,8 @@ def provision(
 def destroy(
     file: Path = _FILE,
     yes: bool = _YES,
-    workdir: Optional[Path] = _WORKDIR,
-    terraform_bin: Optional[str] = _BIN,
+    workdir: Path | None = _WORKDIR,
+    terraform_bin: str | None = _BIN,
     output: Format = _OUTPUT,
 ) -> None:
     """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."""
@@ -122,9 +142,11 @@ def destroy(
     workdir = workdir or WORKDIR_ROOT / spec.name
     show = out_console() if output == Format.table else err_console()
     if not (workdir / TFVARS_FILE).is_file():
-        raise GpuctlError(f"no working directory for cluster {spec.name!r} at {workdir}; "
-                          "nothing was provisioned from here",
-                          hint="pass --workdir DIR where `gpuctl provision` ran")
+        raise GpuctlError(
+            f"no working directory for cluster {spec.name!r} at {workdir}; "
+            "nothing was provisioned from here",
+            hint="pass --workdir DIR where `gpuctl provision` ran",
+        )
     tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
     show.print(f"{tf.engine} in {workdir}: init, destroy plan …")
     tf.init()
@@ -142,12 +164,23 @@ def destroy(
 
 
 def _apply(tf, summary, console) -> dict:
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                               TextColumn, TimeElapsedColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     total = summary.add + summary.change + summary.destroy
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("apply", total=total)
 
@@ -155,15 +188,20 @@ def _apply(tf, summary, console) -> dict:
             kind = ev.get("type")
             if kind in ("apply_complete", "apply_errored"):
                 mark = "[green]✓[/]" if kind == "apply_complete" else "[red]✗[/]"
-                bar.console.print(f"{mark} {ev.get('@message', '')}", markup=True,
-                                  highlight=False)
+                bar.console.print(f"{mark} {ev.get('@message', '')}", markup=True, highlight=False)
             elif kind == "log" and state.interrupted:
-                bar.console.print("[yellow]Interrupt received: Terraform is finishing what is "
-                                  "in flight and saving state …[/]")
+                bar.console.print(
+                    "[yellow]Interrupt received: Terraform is finishing what is "
+                    "in flight and saving state …[/]"
+                )
             running = ", ".join(list(state.in_progress)[:2])
-            bar.update(task, completed=state.done + state.failed,
-                       description=f"{len(state.in_progress)} in progress {running}"[:80]
-                       if state.in_progress else "apply")
+            bar.update(
+                task,
+                completed=state.done + state.failed,
+                description=f"{len(state.in_progress)} in progress {running}"[:80]
+                if state.in_progress
+                else "apply",
+            )
 
         progress = tf.apply(on_event, total=total)
     return progress.result or {"add": 0, "change": 0, "destroy": 0}
@@ -173,35 +211,56 @@ def _show_preflight(console, report) -> None:
     from rich.table import Table
 
     table = Table(title="Preflight", title_justify="left")
-    for col in ("group", "instance type", "GPUs", f"zones ({report.region}…)", "GPU AMI",
-                "$/hour min–max"):
+    for col in (
+        "group",
+        "instance type",
+        "GPUs",
+        f"zones ({report.region}…)",
+        "GPU AMI",
+        "$/hour min–max",
+    ):
         table.add_column(col)
     for g in report.groups:
         gpu = "?"
         if g.instance and g.instance.gpu_count:
-            gpu = (f"{g.instance.gpu_count}× {g.instance.gpu_model} "
-                   f"{g.instance.gpu_memory_mib // 1024} GiB")
+            gpu = (
+                f"{g.instance.gpu_count}× {g.instance.gpu_model} "
+                f"{g.instance.gpu_memory_mib // 1024} GiB"
+            )
         elif g.instance:
             gpu = "none"
-        cost = "unknown" if g.hourly_price is None else \
-            f"{g.cost(g.min_size):,.2f} – {g.cost(g.max_size):,.2f}"
-        table.add_row(g.name, f"{g.instance_type} {g.capacity_type}", gpu,
-                      _zones(g.zones, report.region), g.ami_id or "not resolved", cost)
+        cost = (
+            "unknown"
+            if g.hourly_price is None
+            else f"{g.cost(g.min_size):,.2f} – {g.cost(g.max_size):,.2f}"
+        )
+        table.add_row(
+            g.name,
+            f"{g.instance_type} {g.capacity_type}",
+            gpu,
+            _zones(g.zones, report.region),
+            g.ami_id or "not resolved",
+            cost,
+        )
     console.print(table)
     for q in report.quotas:
         if q.status == "ok":
-            console.print(f"quota {q.name}: {q.limit_vcpus:g} vCPUs, max size needs "
-                          f"{q.needed_vcpus} — ok")
+            console.print(
+                f"quota {q.name}: {q.limit_vcpus:g} vCPUs, max size needs {q.needed_vcpus} — ok"
+            )
         elif q.status == "insufficient":
-            console.print(f"[red]quota {q.name}: {q.limit_vcpus:g} vCPUs, max size needs "
-                          f"{q.needed_vcpus}[/]")
+            console.print(
+                f"[red]quota {q.name}: {q.limit_vcpus:g} vCPUs, max size needs {q.needed_vcpus}[/]"
+            )
         else:
             console.print(f"[yellow]quota {q.name} ({q.code}): {q.detail}[/]", highlight=False)
     cost = report.cost_estimate()
     if cost["min"]["hourly"] is not None:
-        console.print(f"Estimated cost: ${cost['min']['hourly']:,.2f}/h (${cost['min']['monthly']:,.0f}"
-                      f"/month) at min size, ${cost['max']['hourly']:,.2f}/h "
-                      f"(${cost['max']['monthly']:,.0f}/month) at max size.")
+        console.print(
+            f"Estimated cost: ${cost['min']['hourly']:,.2f}/h (${cost['min']['monthly']:,.0f}"
+            f"/month) at min size, ${cost['max']['hourly']:,.2f}/h "
+            f"(${cost['max']['monthly']:,.0f}/month) at max size."
+        )
         console.print(f"[dim]Prices: {report.price_source}[/]", highlight=False)
     for note in report.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)

@@ -8,10 +8,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Terraform's action verbs, in the order a reader cares about them.
-ACTION_ORDER = ("create", "replace", "update", "delete", "read", "import", "move", "forget", "no-op")
-ACTION_LABEL = {"create": "add", "replace": "replace", "update": "change", "delete": "destroy",
-                "read": "read", "import": "import", "move": "move", "forget": "forget",
-                "no-op": "no change"}
+ACTION_ORDER = (
+    "create",
+    "replace",
+    "update",
+    "delete",
+    "read",
+    "import",
+    "move",
+    "forget",
+    "no-op",
+)
+ACTION_LABEL = {
+    "create": "add",
+    "replace": "replace",
+    "update": "change",
+    "delete": "destroy",
+    "read": "read",
+    "import": "import",
+    "move": "move",
+    "forget": "forget",
+    "no-op": "no change",
+}
 
 
 @dataclass(frozen=True)
@@ -42,19 +60,32 @@ class PlanSummary:
         for c in self.changes:
             groups.setdefault(c.action, []).append(c)
         rank = {a: i for i, a in enumerate(ACTION_ORDER)}
-        return [(a, sorted(groups[a], key=lambda c: c.address))
-                for a in sorted(groups, key=lambda a: rank.get(a, len(rank)))]
+        return [
+            (a, sorted(groups[a], key=lambda c: c.address))
+            for a in sorted(groups, key=lambda a: rank.get(a, len(rank)))
+        ]
 
     def headline(self) -> str:
         verb = "Destroy" if self.operation == "destroy" else "Plan"
         return f"{verb}: {self.add} to add, {self.change} to change, {self.destroy} to destroy"
 
     def to_dict(self) -> dict:
-        return {"operation": self.operation, "add": self.add, "change": self.change,
-                "destroy": self.destroy,
-                "changes": [{"address": c.address, "action": c.action, "type": c.resource_type,
-                             "module": c.module, **({"reason": c.reason} if c.reason else {})}
-                            for c in self.changes]}
+        return {
+            "operation": self.operation,
+            "add": self.add,
+            "change": self.change,
+            "destroy": self.destroy,
+            "changes": [
+                {
+                    "address": c.address,
+                    "action": c.action,
+                    "type": c.resource_type,
+                    "module": c.module,
+                    **({"reason": c.reason} if c.reason else {}),
+                }
+                for c in self.changes
+            ],
+        }
 
 
 def summarize(events: list[dict], operation: str = "plan") -> PlanSummary:
@@ -66,13 +97,22 @@ def summarize(events: list[dict], operation: str = "plan") -> PlanSummary:
         if kind == "planned_change":
             ch = ev.get("change") or {}
             res = ch.get("resource") or {}
-            out.changes.append(Change(address=res.get("addr", "?"), action=ch.get("action", "?"),
-                                      resource_type=res.get("resource_type", ""),
-                                      module=res.get("module", ""), reason=ch.get("reason", "")))
+            out.changes.append(
+                Change(
+                    address=res.get("addr", "?"),
+                    action=ch.get("action", "?"),
+                    resource_type=res.get("resource_type", ""),
+                    module=res.get("module", ""),
+                    reason=ch.get("reason", ""),
+                )
+            )
         elif kind == "change_summary":
             counts = ev.get("changes") or {}
-            out.add, out.change, out.destroy = (counts.get("add", 0), counts.get("change", 0),
-                                                counts.get("remove", 0))
+            out.add, out.change, out.destroy = (
+                counts.get("add", 0),
+                counts.get("change", 0),
+                counts.get("remove", 0),
+            )
             if counts.get("operation") == "destroy":
                 out.operation = "destroy"
         elif kind == "diagnostic":
@@ -115,10 +155,15 @@ class ApplyProgress:
         if kind == "change_summary":
             counts = ev.get("changes") or {}
             if counts.get("operation") == "plan":
-                self.total = counts.get("add", 0) + counts.get("change", 0) + counts.get("remove", 0)
+                self.total = (
+                    counts.get("add", 0) + counts.get("change", 0) + counts.get("remove", 0)
+                )
             else:
-                self.result = {"add": counts.get("add", 0), "change": counts.get("change", 0),
-                               "destroy": counts.get("remove", 0)}
+                self.result = {
+                    "add": counts.get("add", 0),
+                    "change": counts.get("change", 0),
+                    "destroy": counts.get("remove", 0),
+                }
         elif kind == "apply_start":
             self.in_progress[address] = hook.get("action", "")
         elif kind == "apply_complete":

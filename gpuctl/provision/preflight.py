@@ -18,17 +18,23 @@ from gpuctl.provision.tfvars import Facts, GroupFacts
 PRICE_TABLE = "ec2_gpu_prices.json"
 
 # EC2 vCPU quotas (Service Quotas, service code "ec2") by instance family letter(s).
-ON_DEMAND_QUOTAS = {"p": ("L-417A185B", "Running On-Demand P instances"),
-                    "g": ("L-DB2E81BA", "Running On-Demand G and VT instances")}
-SPOT_QUOTAS = {"p": ("L-7212CCBC", "All P Spot Instance Requests"),
-               "g": ("L-3819A6DF", "All G and VT Spot Instance Requests")}
+ON_DEMAND_QUOTAS = {
+    "p": ("L-417A185B", "Running On-Demand P instances"),
+    "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+}
+SPOT_QUOTAS = {
+    "p": ("L-7212CCBC", "All P Spot Instance Requests"),
+    "g": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+}
 
 
 def ami_parameter(kubernetes_version: str, arch: str) -> str:
     """The public SSM parameter of the EKS-optimized Amazon Linux 2023 NVIDIA AMI
     (the same path terraform/modules/gpu-node-group reads when no AMI is passed)."""
-    return (f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/"
-            f"{arch}/nvidia/recommended/image_id")
+    return (
+        f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/"
+        f"{arch}/nvidia/recommended/image_id"
+    )
 
 
 def quota_family(instance_type: str) -> str | None:
@@ -120,32 +126,56 @@ class PreflightReport:
         known = all(g.hourly_price is not None for g in self.groups)
         out = {}
         for label in ("min", "max"):
-            hourly = sum(g.cost(g.min_size if label == "min" else g.max_size) or 0.0
-                         for g in self.groups)
-            out[label] = {"hourly": round(hourly, 2) if known else None,
-                          "monthly": round(hourly * table["hours_per_month"], 0) if known else None}
+            hourly = sum(
+                g.cost(g.min_size if label == "min" else g.max_size) or 0.0 for g in self.groups
+            )
+            out[label] = {
+                "hourly": round(hourly, 2) if known else None,
+                "monthly": round(hourly * table["hours_per_month"], 0) if known else None,
+            }
         return out
 
     def facts(self) -> Facts:
-        return Facts(kubernetes_version=self.kubernetes_version, groups={
-            g.name: GroupFacts(zones=tuple(g.zones),
-                               gpu_count=g.instance.gpu_count if g.instance else None,
-                               ami_id=g.ami_id)
-            for g in self.groups})
+        return Facts(
+            kubernetes_version=self.kubernetes_version,
+            groups={
+                g.name: GroupFacts(
+                    zones=tuple(g.zones),
+                    gpu_count=g.instance.gpu_count if g.instance else None,
+                    ami_id=g.ami_id,
+                )
+                for g in self.groups
+            },
+        )
 
     def to_dict(self) -> dict:
         return {
-            "region": self.region, "kubernetes_version": self.kubernetes_version, "ok": self.ok,
-            "blockers": self.blockers, "notes": self.notes,
-            "node_groups": [{
-                "name": g.name, "instance_type": g.instance_type, "zones": g.zones,
-                "gpu": None if not g.instance or not g.instance.gpu_count else {
-                    "model": g.instance.gpu_model, "count": g.instance.gpu_count,
-                    "memory_mib": g.instance.gpu_memory_mib},
-                "ami_id": g.ami_id, "ami_parameter": g.ami_parameter,
-                "hourly_price": g.hourly_price} for g in self.groups],
+            "region": self.region,
+            "kubernetes_version": self.kubernetes_version,
+            "ok": self.ok,
+            "blockers": self.blockers,
+            "notes": self.notes,
+            "node_groups": [
+                {
+                    "name": g.name,
+                    "instance_type": g.instance_type,
+                    "zones": g.zones,
+                    "gpu": None
+                    if not g.instance or not g.instance.gpu_count
+                    else {
+                        "model": g.instance.gpu_model,
+                        "count": g.instance.gpu_count,
+                        "memory_mib": g.instance.gpu_memory_mib,
+                    },
+                    "ami_id": g.ami_id,
+                    "ami_parameter": g.ami_parameter,
+                    "hourly_price": g.hourly_price,
+                }
+                for g in self.groups
+            ],
             "quotas": [q.__dict__ for q in self.quotas],
-            "cost": self.cost_estimate(), "price_source": self.price_source,
+            "cost": self.cost_estimate(),
+            "price_source": self.price_source,
         }
 
 
@@ -157,40 +187,58 @@ def price_table() -> dict:
 
 def price_source() -> str:
     t = price_table()
-    return (f"{t['region']} On-Demand list prices as of {t['as_of']} ({t['source']}), from "
-            f"gpuctl's table, not live. {t['note']}")
+    return (
+        f"{t['region']} On-Demand list prices as of {t['as_of']} ({t['source']}), from "
+        f"gpuctl's table, not live. {t['note']}"
+    )
 
 
 def evaluate(spec: ClusterSpec, raw: RawFacts) -> PreflightReport:
     table = price_table()
-    report = PreflightReport(region=spec.region, kubernetes_version=spec.kubernetes_version,
-                             groups=[], quotas=[], price_source=price_source())
+    report = PreflightReport(
+        region=spec.region,
+        kubernetes_version=spec.kubernetes_version,
+        groups=[],
+        quotas=[],
+        price_source=price_source(),
+    )
     eks = raw.eks_version
     if eks.missing:
-        report.blockers.append(f"EKS cluster {spec.kubernetes_cluster!r} does not exist in "
-                               f"{spec.region}; the GPU nodes have nothing to join")
+        report.blockers.append(
+            f"EKS cluster {spec.kubernetes_cluster!r} does not exist in "
+            f"{spec.region}; the GPU nodes have nothing to join"
+        )
     elif eks.error:
         report.notes.append(f"could not check EKS cluster {spec.kubernetes_cluster!r}: {eks.error}")
     elif report.kubernetes_version is None:
         report.kubernetes_version = str(eks.value)
     elif eks.value and str(eks.value) != report.kubernetes_version:
-        report.notes.append(f"kubernetes_version {report.kubernetes_version} differs from the EKS "
-                            f"cluster's {eks.value}; the AMI follows the spec")
+        report.notes.append(
+            f"kubernetes_version {report.kubernetes_version} differs from the EKS "
+            f"cluster's {eks.value}; the AMI follows the spec"
+        )
 
     for g in spec.node_groups:
         gr = GroupReport(g.name, g.instance_type, g.capacity_type, g.min_size, g.max_size)
         report.groups.append(gr)
-        gr.zones = sorted(z for z in raw.offerings.get(g.instance_type, []) if z in raw.region_zones)
+        gr.zones = sorted(
+            z for z in raw.offerings.get(g.instance_type, []) if z in raw.region_zones
+        )
         if not gr.zones:
-            report.blockers.append(f"node group {g.name}: {g.instance_type} is not offered in any "
-                                   f"availability zone of {spec.region}")
+            report.blockers.append(
+                f"node group {g.name}: {g.instance_type} is not offered in any "
+                f"availability zone of {spec.region}"
+            )
         info = raw.instances.get(g.instance_type, Answer(error="not asked"))
         if info.missing:
-            report.blockers.append(f"node group {g.name}: {g.instance_type} is not an instance type "
-                                   f"EC2 knows in {spec.region}")
+            report.blockers.append(
+                f"node group {g.name}: {g.instance_type} is not an instance type "
+                f"EC2 knows in {spec.region}"
+            )
         elif info.error:
-            report.notes.append(f"node group {g.name}: could not read {g.instance_type}'s details: "
-                                f"{info.error}")
+            report.notes.append(
+                f"node group {g.name}: could not read {g.instance_type}'s details: {info.error}"
+            )
         else:
             gr.instance = info.value
             if not gr.instance.gpu_count:
@@ -203,26 +251,33 @@ def evaluate(spec: ClusterSpec, raw: RawFacts) -> PreflightReport:
                 report.blockers.append(
                     f"node group {g.name}: no EKS GPU AMI is published for Kubernetes "
                     f"{report.kubernetes_version} ({arch}); SSM parameter {gr.ami_parameter} "
-                    "does not exist")
+                    "does not exist"
+                )
             elif ami.error:
-                report.notes.append(f"node group {g.name}: could not read the GPU AMI "
-                                    f"({gr.ami_parameter}): {ami.error}")
+                report.notes.append(
+                    f"node group {g.name}: could not read the GPU AMI "
+                    f"({gr.ami_parameter}): {ami.error}"
+                )
             else:
                 gr.ami_id = str(ami.value)
         gr.hourly_price = table["prices"].get(g.instance_type)
         if gr.hourly_price is None:
-            report.notes.append(f"node group {g.name}: no price for {g.instance_type} in gpuctl's "
-                                "price table; cost not estimated")
+            report.notes.append(
+                f"node group {g.name}: no price for {g.instance_type} in gpuctl's "
+                "price table; cost not estimated"
+            )
         elif g.capacity_type == "spot":
-            report.notes.append(f"node group {g.name}: spot; the estimate uses the On-Demand price "
-                                "(an upper bound)")
+            report.notes.append(
+                f"node group {g.name}: spot; the estimate uses the On-Demand price (an upper bound)"
+            )
 
     report.quotas = _quotas(spec, report, raw)
     for q in report.quotas:
         if q.status == "insufficient":
             report.blockers.append(
                 f"quota {q.name!r} ({q.code}) is {q.limit_vcpus:g} vCPUs; max size of "
-                f"{', '.join(q.groups)} needs {q.needed_vcpus}")
+                f"{', '.join(q.groups)} needs {q.needed_vcpus}"
+            )
     return report
 
 
@@ -232,8 +287,10 @@ def _quotas(spec: ClusterSpec, report: PreflightReport, raw: RawFacts) -> list[Q
         family = quota_family(g.instance_type)
         codes = SPOT_QUOTAS if g.capacity_type == "spot" else ON_DEMAND_QUOTAS
         if family is None:
-            report.notes.append(f"node group {g.name}: could not check the vCPU quota: gpuctl "
-                                f"knows no EC2 quota for the {g.instance_type.split('.')[0]} family")
+            report.notes.append(
+                f"node group {g.name}: could not check the vCPU quota: gpuctl "
+                f"knows no EC2 quota for the {g.instance_type.split('.')[0]} family"
+            )
             continue
         code, name = codes[family]
         q = needs.setdefault(code, QuotaReport(code, name, [], 0, None, "unknown"))

@@ -35,7 +35,9 @@ class Taint:
     effect: str
 
     def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        return (
+            f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        )
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,20 @@ def load_cluster_file(path: str) -> ClusterSpec:
 
 def parse_cluster(doc: Doc) -> ClusterSpec:
     root = doc.root()
-    root.reject_unknown(("apiVersion", "kind", "name", "region", "vpc_cidr", "kubernetes_cluster",
-                         "kubernetes_version", "gpu_label_key", "node_groups", "state"))
+    root.reject_unknown(
+        (
+            "apiVersion",
+            "kind",
+            "name",
+            "region",
+            "vpc_cidr",
+            "kubernetes_cluster",
+            "kubernetes_version",
+            "gpu_label_key",
+            "node_groups",
+            "state",
+        )
+    )
     root.str("apiVersion", required=True, choices=(API_VERSION,))
     root.str("kind", required=True, choices=(KIND,))
     name = root.name("name", required=True)
@@ -92,35 +106,52 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
     vpc_cidr = _vpc_cidr(root)
     eks = root.str("kubernetes_cluster", required=True)
     if not _EKS_NAME.match(eks):
-        raise root.error("kubernetes_cluster", f"{eks!r} is not an EKS cluster name: letters, "
-                                               "digits, '-' and '_', starting with a letter or digit, "
-                                               "at most 100")
+        raise root.error(
+            "kubernetes_cluster",
+            f"{eks!r} is not an EKS cluster name: letters, "
+            "digits, '-' and '_', starting with a letter or digit, "
+            "at most 100",
+        )
     version = _plain_version(root)
     label_key = root.str("gpu_label_key", DEFAULT_LABEL_KEY)
     if not k8s_names.label_key(label_key):
         raise root.error("gpu_label_key", f"{label_key!r} is not a Kubernetes label key")
     if _kubelet_refuses(label_key):
-        raise root.error("gpu_label_key", f"{label_key!r} is in a kubernetes.io / k8s.io "
-                                          "namespace the kubelet may not set on its node: the "
-                                          "nodes would never join",
-                         hint="use a key like gpu-type, nvidia.com/gpu.product or "
-                              "node.kubernetes.io/gpu-type")
+        raise root.error(
+            "gpu_label_key",
+            f"{label_key!r} is in a kubernetes.io / k8s.io "
+            "namespace the kubelet may not set on its node: the "
+            "nodes would never join",
+            hint="use a key like gpu-type, nvidia.com/gpu.product or node.kubernetes.io/gpu-type",
+        )
     if not isinstance(root.raw("node_groups"), list) or not root.raw("node_groups"):
         if root.has("node_groups") and not isinstance(root.raw("node_groups"), list):
             raise root.error("node_groups", "expected a list of node groups")
-        raise root.error("node_groups" if root.has("node_groups") else None,
-                         "at least one node group is required")
+        raise root.error(
+            "node_groups" if root.has("node_groups") else None,
+            "at least one node group is required",
+        )
     groups, seen = [], {}
     for g in root.list_of_maps("node_groups"):
         group = _node_group(g)
         if group.name in seen:
-            raise g.error("name", f"duplicate node group name {group.name!r} "
-                                  f"(first at line {seen[group.name]})")
+            raise g.error(
+                "name",
+                f"duplicate node group name {group.name!r} (first at line {seen[group.name]})",
+            )
         seen[group.name] = g.doc.line(g.path + ("name",))
         groups.append(group)
-    return ClusterSpec(name=name, region=region, vpc_cidr=vpc_cidr, kubernetes_cluster=eks,
-                       node_groups=tuple(groups), kubernetes_version=version,
-                       gpu_label_key=label_key, state=_state(root, name, region), file=doc.file)
+    return ClusterSpec(
+        name=name,
+        region=region,
+        vpc_cidr=vpc_cidr,
+        kubernetes_cluster=eks,
+        node_groups=tuple(groups),
+        kubernetes_version=version,
+        gpu_label_key=label_key,
+        state=_state(root, name, region),
+        file=doc.file,
+    )
 
 
 def _vpc_cidr(root: Fields) -> str:
@@ -134,9 +165,12 @@ def _vpc_cidr(root: Fields) -> str:
     # One /N+4 private subnet per zone and a /N+8 public one for the NAT gateway: the
     # public ones must stay at /28 or larger, the smallest subnet AWS allows.
     if not 16 <= net.prefixlen <= 20:
-        raise root.error("vpc_cidr", f"prefix length must be between /16 and /20 (got /{net.prefixlen})",
-                         hint="gpuctl cuts one private subnet per zone (/prefix+4) and a small "
-                              "public one (/prefix+8) for NAT")
+        raise root.error(
+            "vpc_cidr",
+            f"prefix length must be between /16 and /20 (got /{net.prefixlen})",
+            hint="gpuctl cuts one private subnet per zone (/prefix+4) and a small "
+            "public one (/prefix+8) for NAT",
+        )
     return str(net)
 
 
@@ -145,17 +179,30 @@ def _plain_version(root: Fields) -> str | None:
     if value is None:
         return None
     if isinstance(value, float):  # unquoted, YAML reads 1.30 as the number 1.3
-        raise root.error("kubernetes_version", f"write the version in quotes, e.g. \"{value}\" "
-                                               "(unquoted, 1.30 reads as the number 1.3)")
+        raise root.error(
+            "kubernetes_version",
+            f'write the version in quotes, e.g. "{value}" (unquoted, 1.30 reads as the number 1.3)',
+        )
     if not isinstance(value, str) or not _K8S_VERSION.match(value):
-        raise root.error("kubernetes_version", f"{value!r} is not a Kubernetes minor version "
-                                               "(e.g. \"1.31\")")
+        raise root.error(
+            "kubernetes_version", f'{value!r} is not a Kubernetes minor version (e.g. "1.31")'
+        )
     return value
 
 
 def _node_group(g: Fields) -> NodeGroup:
-    g.reject_unknown(("name", "instance_type", "min_size", "max_size", "desired_size", "gpu_type",
-                      "capacity_type", "taints"))
+    g.reject_unknown(
+        (
+            "name",
+            "instance_type",
+            "min_size",
+            "max_size",
+            "desired_size",
+            "gpu_type",
+            "capacity_type",
+            "taints",
+        )
+    )
     name = g.name("name", required=True)
     if len(name) > 40:  # becomes part of ASG, launch template and IAM names
         raise g.error("name", f"must be at most 40 characters (got {len(name)})")
@@ -168,28 +215,42 @@ def _node_group(g: Fields) -> NodeGroup:
         raise g.error("min_size", f"min_size ({min_size}) is larger than max_size ({max_size})")
     desired = g.int("desired_size", min_size, minimum=0, maximum=MAX_GROUP_SIZE)
     if not min_size <= desired <= max_size:
-        raise g.error("desired_size", f"must be between min_size ({min_size}) and max_size "
-                                      f"({max_size}) (got {desired})")
+        raise g.error(
+            "desired_size",
+            f"must be between min_size ({min_size}) and max_size ({max_size}) (got {desired})",
+        )
     gpu_type = g.str("gpu_type", required=True)
     if not k8s_names.label_value(gpu_type):
-        raise g.error("gpu_type", f"{gpu_type!r} is not a valid label value: letters, digits, "
-                                  "'-', '_' and '.', at most 63")
+        raise g.error(
+            "gpu_type",
+            f"{gpu_type!r} is not a valid label value: letters, digits, "
+            "'-', '_' and '.', at most 63",
+        )
     capacity = g.str("capacity_type", "on-demand", choices=("on-demand", "spot"))
     taint_texts = g.str_list("taints", [DEFAULT_TAINT])
     taints = []
     for i, text in enumerate(taint_texts):
         taint = parse_taint(text)
         if taint is None:
-            raise g.doc.error(g.path + ("taints", i),
-                              f"{text!r} is not a taint: KEY[=VALUE]:EFFECT with EFFECT one of "
-                              + ", ".join(TAINT_EFFECTS))
+            raise g.doc.error(
+                g.path + ("taints", i),
+                f"{text!r} is not a taint: KEY[=VALUE]:EFFECT with EFFECT one of "
+                + ", ".join(TAINT_EFFECTS),
+            )
         taints.append(taint)
     keys = [(t.key, t.effect) for t in taints]
     if len(set(keys)) != len(keys):
         raise g.error("taints", "the same key and effect appear twice")
-    return NodeGroup(name=name, instance_type=itype, min_size=min_size, max_size=max_size,
-                     desired_size=desired, gpu_type=gpu_type, capacity_type=capacity,
-                     taints=tuple(taints))
+    return NodeGroup(
+        name=name,
+        instance_type=itype,
+        min_size=min_size,
+        max_size=max_size,
+        desired_size=desired,
+        gpu_type=gpu_type,
+        capacity_type=capacity,
+        taints=tuple(taints),
+    )
 
 
 def parse_taint(text: str) -> Taint | None:
@@ -206,8 +267,10 @@ def _kubelet_refuses(key: str) -> bool:
     # kubelet --node-labels: kubernetes.io / k8s.io namespaces are reserved except these
     prefix = key.rpartition("/")[0]
     reserved = any(prefix == d or prefix.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
-    allowed = any(prefix == d or prefix.endswith("." + d)
-                  for d in ("node.kubernetes.io", "kubelet.kubernetes.io"))
+    allowed = any(
+        prefix == d or prefix.endswith("." + d)
+        for d in ("node.kubernetes.io", "kubelet.kubernetes.io")
+    )
     return reserved and not allowed
 
 

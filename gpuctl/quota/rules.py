@@ -6,22 +6,37 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation, ROUND_FLOOR
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 
-from gpuctl.gpus import geometry
-from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
+from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_label
 from gpuctl.common.numbers import whole_number
-from gpuctl.common.errors import UsageError
+from gpuctl.gpus import geometry
+from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 
 QUOTA_NAME = "gpuctl-gpus"
 GPU = "nvidia.com/gpu"
 MAX_GPUS = 1_000_000
 MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
-_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))"
-                       r"(?:(m)|([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E))?$")
+_SUFFIX = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+_QUANTITY = re.compile(
+    r"^([+-]?(?:\d+\.?\d*|\.\d+))"
+    r"(?:(m)|([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E))?$"
+)
 
 
 def quantity(text) -> int | None:
@@ -44,8 +59,10 @@ def quantity(text) -> int | None:
 
 def check_team(team: str) -> str:
     if not dns1123_label(team):
-        raise UsageError(f"team {team!r} is not a valid namespace name (lower-case letters, "
-                         "digits and '-', at most 63, starting and ending with a letter or digit)")
+        raise UsageError(
+            f"team {team!r} is not a valid namespace name (lower-case letters, "
+            "digits and '-', at most 63, starting and ending with a letter or digit)"
+        )
     return team
 
 
@@ -60,8 +77,10 @@ def parse_mig(values: list[str] | tuple[str, ...]) -> dict[str, int]:
             raise UsageError(f"--mig {raw!r}: expected PROFILE=COUNT, e.g. 1g.10gb=4")
         if profile not in known:
             close = sorted(p for p in known if p.split(".")[0] == profile.split(".")[0])[:8]
-            raise UsageError(f"--mig {raw!r}: {profile!r} is not a MIG profile of any known GPU",
-                             hint="e.g. " + ", ".join(close or sorted(known)[:8]))
+            raise UsageError(
+                f"--mig {raw!r}: {profile!r} is not a MIG profile of any known GPU",
+                hint="e.g. " + ", ".join(close or sorted(known)[:8]),
+            )
         count = whole_number(k.strip())
         if count is None or count > MAX_GPUS:
             raise UsageError(f"--mig {raw!r}: COUNT must be a whole number from 0 to {MAX_GPUS}")
@@ -81,18 +100,25 @@ def hard(gpus: int, mig: dict[str, int]) -> dict[str, str]:
 
 
 def namespace_object(team: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": team, "labels": dict(MANAGED)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": team, "labels": dict(MANAGED)},
+    }
 
 
 def quota_object(team: str, hard_limits: dict[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "ResourceQuota",
-            "metadata": {"name": QUOTA_NAME, "namespace": team, "labels": dict(MANAGED)},
-            "spec": {"hard": dict(hard_limits)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": QUOTA_NAME, "namespace": team, "labels": dict(MANAGED)},
+        "spec": {"hard": dict(hard_limits)},
+    }
 
 
-def diff(current: dict[str, str] | None,
-         desired: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
+def diff(
+    current: dict[str, str] | None, desired: dict[str, str]
+) -> list[tuple[str, str | None, str | None]]:
     """(key, old, new) for every key that differs, comparing quantities by value."""
     current = current or {}
     out = []
@@ -106,6 +132,7 @@ def diff(current: dict[str, str] | None,
 
 
 # --- usage ------------------------------------------------------------------------
+
 
 def gpu_resource_of(key: str) -> str | None:
     """The GPU resource a quota key limits (`requests.nvidia.com/gpu` → nvidia.com/gpu)."""
@@ -149,12 +176,26 @@ def usage_rows(quotas: list[dict], pods: list[dict]) -> list[dict]:
                 used, source = by_pods.get((ns, resource), 0), "pods"
             row = rows.get((ns, resource))
             if row is None or (limit is not None and (row["hard"] is None or limit < row["hard"])):
-                rows[(ns, resource)] = {"namespace": ns, "resource": resource, "used": used,
-                                        "hard": limit, "quota": meta.get("name"),
-                                        "source": source}
+                rows[(ns, resource)] = {
+                    "namespace": ns,
+                    "resource": resource,
+                    "used": used,
+                    "hard": limit,
+                    "quota": meta.get("name"),
+                    "source": source,
+                }
     for (ns, resource), used in by_pods.items():
-        rows.setdefault((ns, resource), {"namespace": ns, "resource": resource, "used": used,
-                                         "hard": None, "quota": None, "source": "pods"})
+        rows.setdefault(
+            (ns, resource),
+            {
+                "namespace": ns,
+                "resource": resource,
+                "used": used,
+                "hard": None,
+                "quota": None,
+                "source": "pods",
+            },
+        )
     return sorted(rows.values(), key=lambda r: (r["namespace"], r["resource"]))
 
 
@@ -172,8 +213,9 @@ class Excess:
         return max(self.allowed - self.used, 0)
 
 
-def check_job(quotas: list[dict], pods: list[dict] | None, namespace: str, resource: str,
-              total: int) -> Excess | None:
+def check_job(
+    quotas: list[dict], pods: list[dict] | None, namespace: str, resource: str, total: int
+) -> Excess | None:
     """The first quota in `namespace` that `total` more of `resource` would exceed.
     `pods` may be None when every quota carries its used count in its status."""
     for q in sorted(quotas, key=lambda q: (q.get("metadata") or {}).get("name") or ""):
@@ -190,8 +232,14 @@ def check_job(quotas: list[dict], pods: list[dict] | None, namespace: str, resou
             else:
                 used, source = held(pods or []).get((namespace, resource), 0), "pods"
             if used + total > limit:
-                return Excess((q.get("metadata") or {}).get("name") or "?", resource, used, total,
-                              limit, source)
+                return Excess(
+                    (q.get("metadata") or {}).get("name") or "?",
+                    resource,
+                    used,
+                    total,
+                    limit,
+                    source,
+                )
     return None
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuctl.adapters.kube import Kube, NotFound
-from gpuctl.quota import rules as core
-from gpuctl.jobs.spec import JobSpec
 from gpuctl.common.errors import GpuctlError
+from gpuctl.jobs.spec import JobSpec
+from gpuctl.quota import rules as core
 
 
 @dataclass
@@ -44,8 +44,12 @@ def plan_set(kube: Kube, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan
     current = None
     if not create_ns:
         try:
-            obj = kube.call(kube.core.read_namespaced_resource_quota, core.QUOTA_NAME, team,
-                            what=f"reading ResourceQuota {team}/{core.QUOTA_NAME}")
+            obj = kube.call(
+                kube.core.read_namespaced_resource_quota,
+                core.QUOTA_NAME,
+                team,
+                what=f"reading ResourceQuota {team}/{core.QUOTA_NAME}",
+            )
             current = (obj.get("spec") or {}).get("hard") or {}
         except NotFound:
             pass
@@ -54,37 +58,52 @@ def plan_set(kube: Kube, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan
 
 def apply_set(kube: Kube, p: QuotaPlan) -> None:
     if p.create_namespace:
-        kube.call(kube.core.create_namespace, core.namespace_object(p.team),
-                  what=f"creating namespace {p.team}")
+        kube.call(
+            kube.core.create_namespace,
+            core.namespace_object(p.team),
+            what=f"creating namespace {p.team}",
+        )
     if p.current is None:
-        kube.call(kube.core.create_namespaced_resource_quota, p.team,
-                  core.quota_object(p.team, p.desired),
-                  what=f"creating ResourceQuota {p.team}/{core.QUOTA_NAME}")
+        kube.call(
+            kube.core.create_namespaced_resource_quota,
+            p.team,
+            core.quota_object(p.team, p.desired),
+            what=f"creating ResourceQuota {p.team}/{core.QUOTA_NAME}",
+        )
     elif p.changes:
         # gpuctl owns this quota object: its hard limits are replaced as a whole, so a MIG
         # profile left out of --mig is removed
-        kube.call(kube.core.patch_namespaced_resource_quota, core.QUOTA_NAME, p.team,
-                  [{"op": "replace", "path": "/spec/hard", "value": p.desired}],
-                  what=f"updating ResourceQuota {p.team}/{core.QUOTA_NAME}")
+        kube.call(
+            kube.core.patch_namespaced_resource_quota,
+            core.QUOTA_NAME,
+            p.team,
+            [{"op": "replace", "path": "/spec/hard", "value": p.desired}],
+            what=f"updating ResourceQuota {p.team}/{core.QUOTA_NAME}",
+        )
 
 
 def usage(kube: Kube, namespace: str | None) -> list[dict]:
     if namespace:
-        quotas = kube.call(kube.core.list_namespaced_resource_quota, namespace,
-                           what="listing ResourceQuotas")["items"]
+        quotas = kube.call(
+            kube.core.list_namespaced_resource_quota, namespace, what="listing ResourceQuotas"
+        )["items"]
         pods = kube.call(kube.core.list_namespaced_pod, namespace, what="listing pods")["items"]
         quotas, pods = _in(namespace, quotas), _in(namespace, pods)
     else:
-        quotas = kube.call(kube.core.list_resource_quota_for_all_namespaces,
-                           what="listing ResourceQuotas")["items"]
+        quotas = kube.call(
+            kube.core.list_resource_quota_for_all_namespaces, what="listing ResourceQuotas"
+        )["items"]
         pods = kube.unfinished_pods()
     return core.usage_rows(quotas, pods)
 
 
 def _in(namespace: str, items: list[dict]) -> list[dict]:
     """Objects from a namespaced list, each with its namespace set (and nothing from others)."""
-    return [{**o, "metadata": {**(o.get("metadata") or {}), "namespace": namespace}}
-            for o in items if (o.get("metadata") or {}).get("namespace") in (None, namespace)]
+    return [
+        {**o, "metadata": {**(o.get("metadata") or {}), "namespace": namespace}}
+        for o in items
+        if (o.get("metadata") or {}).get("namespace") in (None, namespace)
+    ]
 
 
 def precheck(kube: Kube, spec: JobSpec, namespace: str) -> None:
@@ -94,8 +113,11 @@ def precheck(kube: Kube, spec: JobSpec, namespace: str) -> None:
         return
     name, per_worker = resource
     total = per_worker * spec.nodes
-    quotas = kube.call(kube.core.list_namespaced_resource_quota, namespace,
-                       what=f"reading quotas of namespace {namespace}")["items"]
+    quotas = kube.call(
+        kube.core.list_namespaced_resource_quota,
+        namespace,
+        what=f"reading quotas of namespace {namespace}",
+    )["items"]
     pods = None
     if core.needs_pods(quotas, name):
         pods = _in(namespace, kube.unfinished_pods(namespace))
@@ -107,7 +129,11 @@ def precheck(kube: Kube, spec: JobSpec, namespace: str) -> None:
         f"{spec.name} would exceed the quota of namespace {namespace}: it requests "
         f"{total} {name}{workers}, {excess.used} are used and quota {excess.quota} allows "
         f"{excess.allowed} ({excess.free} free); nothing was sent",
-        hint=(f"raise it (gpuctl quota set {namespace} --gpus N) or wait for jobs in "
-              f"{namespace} to finish" if name == core.GPU else
-              f"raise it (gpuctl quota set {namespace} --mig PROFILE=K) or wait for jobs in "
-              f"{namespace} to finish"))
+        hint=(
+            f"raise it (gpuctl quota set {namespace} --gpus N) or wait for jobs in "
+            f"{namespace} to finish"
+            if name == core.GPU
+            else f"raise it (gpuctl quota set {namespace} --mig PROFILE=K) or wait for jobs in "
+            f"{namespace} to finish"
+        ),
+    )

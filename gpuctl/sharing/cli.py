@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
-from gpuctl.common.output import (Format, confirm, dump, dump_documents, echo, err_console,
-                               namespace_option, out_console)
+from gpuctl.common.output import (
+    Format,
+    confirm,
+    dump,
+    dump_documents,
+    echo,
+    err_console,
+    namespace_option,
+    out_console,
+)
 
-share_app = typer.Typer(help="Share GPUs between pods: time-slicing or MPS via the NVIDIA "
-                             "device plugin.", no_args_is_help=True)
+share_app = typer.Typer(
+    help="Share GPUs between pods: time-slicing or MPS via the NVIDIA device plugin.",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(share_app, name="share")
 
 
-def _nodes(values: List[str]) -> tuple[str, ...]:
+def _nodes(values: list[str]) -> tuple[str, ...]:
     from gpuctl.common.errors import UsageError
 
     names = tuple(n.strip() for v in values for n in v.split(",") if n.strip())
@@ -29,49 +37,72 @@ def _nodes(values: List[str]) -> tuple[str, ...]:
 @share_app.command("timeslice")
 def timeslice(
     replicas: int = typer.Option(..., "--replicas", help="Pods that may share each GPU."),
-    mps: bool = typer.Option(False, "--mps", help="Share with CUDA MPS instead of time-slicing "
-                                                  "(not on MIG nodes)."),
+    mps: bool = typer.Option(
+        False, "--mps", help="Share with CUDA MPS instead of time-slicing (not on MIG nodes)."
+    ),
     rename_by_default: bool = typer.Option(
-        False, "--rename-by-default",
-        help="Advertise shared GPUs as nvidia.com/gpu.shared (jobs ask with `shared: true`)."),
+        False,
+        "--rename-by-default",
+        help="Advertise shared GPUs as nvidia.com/gpu.shared (jobs ask with `shared: true`).",
+    ),
     fail_gt_one: bool = typer.Option(
-        False, "--fail-requests-greater-than-one",
-        help="Refuse pods that ask for more than one replica (time-slicing only)."),
-    resource: List[str] = typer.Option(
-        [], "--resource", help="Resource to share (repeatable; default nvidia.com/gpu; "
-                               "nvidia.com/mig-<profile> for MIG slices)."),
-    nodes: List[str] = typer.Option([], "--nodes", help="Node names (repeatable or comma "
-                                                        "separated)."),
-    selector: Optional[str] = typer.Option(None, "--selector", "-l",
-                                           help="Label selector for the nodes (default: all "
-                                                "GPU nodes)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Config name (ConfigMap key and "
-                                                            "node label value)."),
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option,
-                                            help="The device plugin's namespace (default: "
-                                                 "where its DaemonSet runs)."),
-    config_map: Optional[str] = typer.Option(None, "--config-map",
-                                             help="ConfigMap of device plugin configs "
-                                                  "(default: the one the plugin mounts)."),
-    replace: bool = typer.Option(False, "--replace", help="Switch nodes between time-slicing "
-                                                          "and MPS."),
+        False,
+        "--fail-requests-greater-than-one",
+        help="Refuse pods that ask for more than one replica (time-slicing only).",
+    ),
+    resource: list[str] = typer.Option(
+        [],
+        "--resource",
+        help="Resource to share (repeatable; default nvidia.com/gpu; "
+        "nvidia.com/mig-<profile> for MIG slices).",
+    ),
+    nodes: list[str] = typer.Option(
+        [], "--nodes", help="Node names (repeatable or comma separated)."
+    ),
+    selector: str | None = typer.Option(
+        None, "--selector", "-l", help="Label selector for the nodes (default: all GPU nodes)."
+    ),
+    name: str | None = typer.Option(
+        None, "--name", help="Config name (ConfigMap key and node label value)."
+    ),
+    namespace: str | None = typer.Option(
+        None,
+        "-n",
+        "--namespace",
+        callback=namespace_option,
+        help="The device plugin's namespace (default: where its DaemonSet runs).",
+    ),
+    config_map: str | None = typer.Option(
+        None,
+        "--config-map",
+        help="ConfigMap of device plugin configs (default: the one the plugin mounts).",
+    ),
+    replace: bool = typer.Option(
+        False, "--replace", help="Switch nodes between time-slicing and MPS."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
-    output: Optional[Format] = typer.Option(None, "-o", "--output",
-                                            help="yaml or json: print the objects."),
+    output: Format | None = typer.Option(
+        None, "-o", "--output", help="yaml or json: print the objects."
+    ),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
 ) -> None:
     """Let several pods share each GPU on the chosen nodes (time-slicing, or MPS with --mps)."""
-    from gpuctl.sharing import service as sharing
     from gpuctl.adapters.kube import Kube
-    from gpuctl.sharing import config as core
     from gpuctl.common.errors import UsageError
+    from gpuctl.sharing import config as core
+    from gpuctl.sharing import service as sharing
 
     names = _nodes(nodes)
     if names and selector:
         raise UsageError("give --nodes or --selector, not both")
-    spec = core.make_sharing(core.MPS if mps else core.TIME_SLICING, replicas, rename_by_default,
-                             fail_gt_one, tuple(resource))
+    spec = core.make_sharing(
+        core.MPS if mps else core.TIME_SLICING,
+        replicas,
+        rename_by_default,
+        fail_gt_one,
+        tuple(resource),
+    )
     if name:
         core.check_name(name)
     err = err_console()
@@ -85,52 +116,67 @@ def timeslice(
             err.print("dry run: nothing was changed" if dry_run else "nothing to change")
             return
         changing = [c.node for c in p.changes if c.changes]
-        confirm(f"Apply {spec.strategy} ×{spec.replicas} to {len(changing)} node(s)? The device "
-                "plugin restarts on them", yes)
+        confirm(
+            f"Apply {spec.strategy} ×{spec.replicas} to {len(changing)} node(s)? The device "
+            "plugin restarts on them",
+            yes,
+        )
         sharing.apply(kube, p)
-    err.print(f"[green]done[/]: {len(changing)} node(s) labelled "
-              f"{core.CONFIG_LABEL}={p.name}")
+    err.print(f"[green]done[/]: {len(changing)} node(s) labelled {core.CONFIG_LABEL}={p.name}")
 
 
 def _print_plan(err, p, spec) -> None:
     from gpuctl.sharing import config as core
 
     t = p.target
-    err.print(f"config {p.name!r}: {spec.strategy}, {spec.replicas} replicas per GPU of "
-              f"{', '.join(spec.resources)}"
-              + (" (renamed to <resource>.shared)" if spec.rename_by_default else ""))
+    err.print(
+        f"config {p.name!r}: {spec.strategy}, {spec.replicas} replicas per GPU of "
+        f"{', '.join(spec.resources)}"
+        + (" (renamed to <resource>.shared)" if spec.rename_by_default else "")
+    )
     err.print(f"ConfigMap {t.namespace}/{t.config_map}: {p.config_map_action}")
     if not t.mounted:
         import json
 
         patch = json.dumps({"spec": {"devicePlugin": {"config": {"name": t.config_map}}}})
-        err.print(f"[yellow]warning[/]: the device plugin does not read ConfigMap "
-                  f"{t.config_map} yet; point it there:")
-        err.print(f"  GPU Operator: kubectl patch clusterpolicies.nvidia.com/cluster-policy "
-                  f"--type merge -p '{patch}'", markup=False, soft_wrap=True)
+        err.print(
+            f"[yellow]warning[/]: the device plugin does not read ConfigMap "
+            f"{t.config_map} yet; point it there:"
+        )
+        err.print(
+            f"  GPU Operator: kubectl patch clusterpolicies.nvidia.com/cluster-policy "
+            f"--type merge -p '{patch}'",
+            markup=False,
+            soft_wrap=True,
+        )
         err.print(f"  Helm chart: --set config.name={t.config_map}", markup=False)
     for c in p.changes:
-        what = (f"label {core.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}" if c.changes
-                else "unchanged")
+        what = (
+            f"label {core.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
+            if c.changes
+            else "unchanged"
+        )
         err.print(f"  node {c.node}: {what}" + (f" ({c.note})" if c.note and c.changes else ""))
 
 
 @share_app.command("off")
 def off(
-    nodes: List[str] = typer.Option([], "--nodes", help="Node names (repeatable or comma "
-                                                        "separated)."),
-    selector: Optional[str] = typer.Option(None, "--selector", "-l",
-                                           help="Label selector for the nodes."),
+    nodes: list[str] = typer.Option(
+        [], "--nodes", help="Node names (repeatable or comma separated)."
+    ),
+    selector: str | None = typer.Option(
+        None, "--selector", "-l", help="Label selector for the nodes."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
 ) -> None:
     """Stop sharing on the chosen nodes: remove their nvidia.com/device-plugin.config label
     (they return to the device plugin's default config)."""
-    from gpuctl.sharing import service as sharing
     from gpuctl.adapters.kube import Kube
-    from gpuctl.sharing.config import CONFIG_LABEL
     from gpuctl.common.errors import UsageError
+    from gpuctl.sharing import service as sharing
+    from gpuctl.sharing.config import CONFIG_LABEL
 
     names = _nodes(nodes)
     if bool(names) == bool(selector):
@@ -139,36 +185,55 @@ def off(
     with Kube(context) as kube:
         changes = sharing.plan_off(kube, names, selector)
         for c in changes:
-            err.print(f"  node {c.node}: " + (f"remove label {CONFIG_LABEL}={c.old}" if c.changes
-                                              else "no sharing config label; unchanged"))
+            err.print(
+                f"  node {c.node}: "
+                + (
+                    f"remove label {CONFIG_LABEL}={c.old}"
+                    if c.changes
+                    else "no sharing config label; unchanged"
+                )
+            )
         changing = [c for c in changes if c.changes]
         if dry_run or not changing:
             err.print("dry run: nothing was changed" if dry_run else "nothing to change")
             return
-        confirm(f"Remove the sharing config from {len(changing)} node(s)? The device plugin "
-                "restarts on them", yes)
+        confirm(
+            f"Remove the sharing config from {len(changing)} node(s)? The device plugin "
+            "restarts on them",
+            yes,
+        )
         sharing.apply_labels(kube, changes)
     err.print(f"[green]done[/]: {len(changing)} node(s) back on the default config")
 
 
 @share_app.command("show")
 def show(
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace", callback=namespace_option,
-                                            help="The device plugin's namespace."),
-    config_map: Optional[str] = typer.Option(None, "--config-map",
-                                             help="ConfigMap of device plugin configs."),
+    namespace: str | None = typer.Option(
+        None, "-n", "--namespace", callback=namespace_option, help="The device plugin's namespace."
+    ),
+    config_map: str | None = typer.Option(
+        None, "--config-map", help="ConfigMap of device plugin configs."
+    ),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
 ) -> None:
     """List GPU nodes with their sharing strategy and replicas."""
-    from gpuctl.sharing import service as sharing
     from gpuctl.adapters.kube import Kube
+    from gpuctl.sharing import service as sharing
 
     with Kube(context) as kube:
         target, rows = sharing.show(kube, namespace, config_map)
     if output != Format.table:
-        echo(dump({"namespace": target and target.namespace,
-                   "configMap": target and target.config_map, "nodes": rows}, output.value))
+        echo(
+            dump(
+                {
+                    "namespace": target and target.namespace,
+                    "configMap": target and target.config_map,
+                    "nodes": rows,
+                },
+                output.value,
+            )
+        )
         return
     from rich.markup import escape
     from rich.table import Table
@@ -176,17 +241,29 @@ def show(
     if target is None:
         title = "no NVIDIA device plugin found: strategies are what GPU Feature Discovery reports"
     else:
-        title = (f"configs from ConfigMap {target.namespace}/{target.config_map}"
-                 + ("" if target.data is not None else " (missing)"))
+        title = f"configs from ConfigMap {target.namespace}/{target.config_map}" + (
+            "" if target.data is not None else " (missing)"
+        )
     table = Table(box=None, title=title, title_justify="left")
     for col in ("NODE", "GPUS", "CONFIG", "STRATEGY", "REPLICAS", "APPLIED", "MIG", "PROBLEM"):
         table.add_column(col)
     for r in rows:
-        applied = (f"{r['applied_strategy']} ×{r['applied_replicas'] or 1}"
-                   if r["applied_strategy"] else "-")
-        gpus = str(r["gpus"] + r["shared_gpus"]) + (f" +{r['mig_devices']} MIG"
-                                                     if r["mig_devices"] else "")
-        table.add_row(r["node"], gpus, r["config"] or "-",
-                      r["strategy"], str(r["replicas"]), applied, "yes" if r["mig"] else "no",
-                      escape(r["problem"] or ""))
+        applied = (
+            f"{r['applied_strategy']} ×{r['applied_replicas'] or 1}"
+            if r["applied_strategy"]
+            else "-"
+        )
+        gpus = str(r["gpus"] + r["shared_gpus"]) + (
+            f" +{r['mig_devices']} MIG" if r["mig_devices"] else ""
+        )
+        table.add_row(
+            r["node"],
+            gpus,
+            r["config"] or "-",
+            r["strategy"],
+            str(r["replicas"]),
+            applied,
+            "yes" if r["mig"] else "no",
+            escape(r["problem"] or ""),
+        )
     out_console().print(table if rows else "No GPU nodes found.")

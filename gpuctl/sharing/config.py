@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from gpuctl.gpus import geometry
 from gpuctl.common import k8s_names
-from gpuctl.gpus.resources import count
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.gpus import geometry
+from gpuctl.gpus.resources import count
 
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 # Set by GPU Feature Discovery from the config the device plugin actually loaded.
@@ -54,27 +54,37 @@ class Sharing:
         return name
 
 
-def make_sharing(strategy: str, replicas: int, rename_by_default: bool = False,
-                 fail_requests_greater_than_one: bool = False,
-                 resources: tuple[str, ...] = (GPU,)) -> Sharing:
+def make_sharing(
+    strategy: str,
+    replicas: int,
+    rename_by_default: bool = False,
+    fail_requests_greater_than_one: bool = False,
+    resources: tuple[str, ...] = (GPU,),
+) -> Sharing:
     """Validate options into a Sharing (UsageError on a bad combination)."""
     if strategy not in (TIME_SLICING, MPS):
         raise UsageError(f"unknown sharing strategy {strategy!r}")
     limit = MAX_MPS_REPLICAS if strategy == MPS else MAX_REPLICAS
     if not 2 <= replicas <= limit:
-        raise UsageError(f"--replicas must be between 2 and {limit} for {strategy}, got {replicas}",
-                         hint="replicas is how many pods may share each GPU")
+        raise UsageError(
+            f"--replicas must be between 2 and {limit} for {strategy}, got {replicas}",
+            hint="replicas is how many pods may share each GPU",
+        )
     resources = tuple(dict.fromkeys(resources or (GPU,)))
     for r in resources:
         if r != GPU and not (r.startswith("nvidia.com/mig-") and _mig_profile(r)):
-            raise UsageError(f"--resource {r!r} is not nvidia.com/gpu or a MIG resource "
-                             "(nvidia.com/mig-<profile>)")
+            raise UsageError(
+                f"--resource {r!r} is not nvidia.com/gpu or a MIG resource "
+                "(nvidia.com/mig-<profile>)"
+            )
     if strategy == MPS:
         if resources != (GPU,):
             raise UsageError("MPS can share only nvidia.com/gpu, not MIG resources")
         if fail_requests_greater_than_one:
-            raise UsageError("--fail-requests-greater-than-one applies to time-slicing; "
-                             "MPS always refuses requests for more than one replica")
+            raise UsageError(
+                "--fail-requests-greater-than-one applies to time-slicing; "
+                "MPS always refuses requests for more than one replica"
+            )
     return Sharing(strategy, replicas, rename_by_default, fail_requests_greater_than_one, resources)
 
 
@@ -85,8 +95,10 @@ def _mig_profile(resource: str) -> bool:
 
 def check_name(name: str) -> str:
     if not name or not k8s_names.label_value(name):
-        raise UsageError(f"config name {name!r} must be 1-63 letters, digits, '-', '_' or '.', "
-                         "starting and ending with a letter or digit (it is a node label value)")
+        raise UsageError(
+            f"config name {name!r} must be 1-63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit (it is a node label value)"
+        )
     return name
 
 
@@ -131,16 +143,25 @@ def parse_config(text: str) -> Sharing | None:
         return None
     section = sharing[present[0]]
     resources = section.get("resources") if isinstance(section, dict) else None
-    if not isinstance(resources, list) or not resources or not all(
-            isinstance(r, dict) and isinstance(r.get("name"), str)
-            and isinstance(r.get("replicas"), int) and not isinstance(r.get("replicas"), bool)
-            for r in resources):
+    if (
+        not isinstance(resources, list)
+        or not resources
+        or not all(
+            isinstance(r, dict)
+            and isinstance(r.get("name"), str)
+            and isinstance(r.get("replicas"), int)
+            and not isinstance(r.get("replicas"), bool)
+            for r in resources
+        )
+    ):
         raise GpuctlError(f"sharing.{present[0]}.resources must list {{name, replicas}} entries")
-    return Sharing(TIME_SLICING if present[0] == "timeSlicing" else MPS,
-                   max(r["replicas"] for r in resources),
-                   bool(section.get("renameByDefault")),
-                   bool(section.get("failRequestsGreaterThanOne")),
-                   tuple(r["name"] for r in resources))
+    return Sharing(
+        TIME_SLICING if present[0] == "timeSlicing" else MPS,
+        max(r["replicas"] for r in resources),
+        bool(section.get("renameByDefault")),
+        bool(section.get("failRequestsGreaterThanOne")),
+        tuple(r["name"] for r in resources),
+    )
 
 
 def config_map(name: str, namespace: str, data: dict[str, str], created: bool = True) -> dict:
@@ -154,23 +175,33 @@ def config_map(name: str, namespace: str, data: dict[str, str], created: bool = 
 
 def node_label_patch(node: str, config: str | None) -> dict:
     """The Node fields gpuctl changes (a strategic-merge patch; None removes the label)."""
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": node, "labels": {CONFIG_LABEL: config}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node, "labels": {CONFIG_LABEL: config}},
+    }
 
 
 # --- the device plugin -------------------------------------------------------------
 
+
 def find_device_plugin(daemonsets: list[dict]) -> dict | None:
     """The NVIDIA device plugin DaemonSet (GPU Operator or Helm chart), if any."""
+
     def is_plugin(ds: dict) -> bool:
         meta = ds.get("metadata") or {}
         name, labels = meta.get("name") or "", meta.get("labels") or {}
         if "mps-control-daemon" in name:
             return False  # the GPU Operator's MPS helper, not the plugin
-        return ("nvidia-device-plugin" in name
-                or labels.get("app.kubernetes.io/name") == "nvidia-device-plugin")
-    found = sorted((ds for ds in daemonsets if is_plugin(ds)),
-                   key=lambda ds: (ds["metadata"].get("namespace") or "", ds["metadata"]["name"]))
+        return (
+            "nvidia-device-plugin" in name
+            or labels.get("app.kubernetes.io/name") == "nvidia-device-plugin"
+        )
+
+    found = sorted(
+        (ds for ds in daemonsets if is_plugin(ds)),
+        key=lambda ds: (ds["metadata"].get("namespace") or "", ds["metadata"]["name"]),
+    )
     return found[0] if found else None
 
 
@@ -179,8 +210,11 @@ def plugin_config_map(ds: dict) -> str | None:
     Both the GPU Operator and the Helm chart mount it at /available-configs, where the
     plugin's config-manager picks the key a node's label names."""
     pod = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    by_name = {v.get("name"): (v.get("configMap") or {}).get("name")
-               for v in pod.get("volumes") or [] if v.get("configMap")}
+    by_name = {
+        v.get("name"): (v.get("configMap") or {}).get("name")
+        for v in pod.get("volumes") or []
+        if v.get("configMap")
+    }
     for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
         for m in c.get("volumeMounts") or []:
             mounted = by_name.get(m.get("name"))
@@ -190,6 +224,7 @@ def plugin_config_map(ds: dict) -> str | None:
 
 
 # --- nodes ---------------------------------------------------------------------------
+
 
 def labels_of(node: dict) -> dict:
     return (node.get("metadata") or {}).get("labels") or {}
@@ -201,9 +236,11 @@ def allocatable(node: dict) -> dict:
 
 def is_gpu_node(node: dict) -> bool:
     alloc = allocatable(node)
-    return (labels_of(node).get(GFD_PRESENT) == "true"
-            or any(count(v) > 0 for k, v in alloc.items()
-                   if k == GPU or k.startswith("nvidia.com/mig-") or k == GPU + ".shared"))
+    return labels_of(node).get(GFD_PRESENT) == "true" or any(
+        count(v) > 0
+        for k, v in alloc.items()
+        if k == GPU or k.startswith("nvidia.com/mig-") or k == GPU + ".shared"
+    )
 
 
 def mig_reason(node: dict) -> str | None:
@@ -217,7 +254,8 @@ def mig_reason(node: dict) -> str | None:
     if "-MIG-" in labels.get(GFD_PRODUCT, ""):
         return f"{GFD_PRODUCT}={labels[GFD_PRODUCT]}"
     if labels.get(MIG_STRATEGY) in ("single", "mixed") and any(
-            k.startswith("nvidia.com/mig-") and k.endswith(".count") for k in labels):
+        k.startswith("nvidia.com/mig-") and k.endswith(".count") for k in labels
+    ):
         return f"{MIG_STRATEGY}={labels[MIG_STRATEGY]} with MIG devices"
     return None
 
@@ -272,8 +310,9 @@ def select_nodes(nodes: list[dict], names: tuple[str, ...], selector) -> list[di
         by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
         missing = [n for n in names if n not in by_name]
         if missing:
-            raise GpuctlError("no such node: " + ", ".join(missing),
-                              hint="see the nodes with `gpuctl share show`")
+            raise GpuctlError(
+                "no such node: " + ", ".join(missing), hint="see the nodes with `gpuctl share show`"
+            )
         return [by_name[n] for n in dict.fromkeys(names)]
     picked = [n for n in nodes if is_gpu_node(n)]
     if selector:
@@ -281,16 +320,18 @@ def select_nodes(nodes: list[dict], names: tuple[str, ...], selector) -> list[di
     return picked
 
 
-def plan(nodes: list[dict], sharing: Sharing, name: str, configs: dict,
-         replace: bool) -> list[NodeChange]:
+def plan(
+    nodes: list[dict], sharing: Sharing, name: str, configs: dict, replace: bool
+) -> list[NodeChange]:
     """Label changes for the chosen nodes; refuses (GpuctlError) what the plugin cannot do."""
     refusals, out = [], []
     for node in nodes:
         node_name = node["metadata"]["name"]
         old = labels_of(node).get(CONFIG_LABEL)
         if not is_gpu_node(node):
-            refusals.append(f"{node_name}: no NVIDIA GPU (no {GPU} allocatable, no "
-                            f"{GFD_PRESENT}=true label)")
+            refusals.append(
+                f"{node_name}: no NVIDIA GPU (no {GPU} allocatable, no {GFD_PRESENT}=true label)"
+            )
             continue
         why_mig = mig_reason(node)
         if sharing.strategy == MPS and why_mig:
@@ -298,9 +339,11 @@ def plan(nodes: list[dict], sharing: Sharing, name: str, configs: dict,
             continue
         strategy, _ = current_strategy(node, configs)
         if old != name and strategy and strategy != sharing.strategy and not replace:
-            refusals.append(f"{node_name}: uses {strategy}"
-                            + (f" (config {old})" if old else "")
-                            + "; time-slicing and MPS are exclusive on a node")
+            refusals.append(
+                f"{node_name}: uses {strategy}"
+                + (f" (config {old})" if old else "")
+                + "; time-slicing and MPS are exclusive on a node"
+            )
             continue
         note = ""
         if old == name:
@@ -309,18 +352,26 @@ def plan(nodes: list[dict], sharing: Sharing, name: str, configs: dict,
             note = f"switches from {strategy}"
         elif old is not None and old not in configs:
             note = f"old config {old!r} is not in the ConfigMap"
-        if (sharing.strategy == TIME_SLICING and sharing.resources == (GPU,)
-                and any(k.startswith("nvidia.com/mig-") for k in allocatable(node))):
-            note = (note + "; " if note else "") + ("MIG slices are not shared; add --resource "
-                                                    "nvidia.com/mig-<profile> to share them")
+        if (
+            sharing.strategy == TIME_SLICING
+            and sharing.resources == (GPU,)
+            and any(k.startswith("nvidia.com/mig-") for k in allocatable(node))
+        ):
+            note = (note + "; " if note else "") + (
+                "MIG slices are not shared; add --resource nvidia.com/mig-<profile> to share them"
+            )
         out.append(NodeChange(node_name, old, name, note))
     if refusals:
         exclusive = any("exclusive" in r for r in refusals)
         raise GpuctlError(
             f"refusing to change sharing on {len(refusals)} node(s):\n  " + "\n  ".join(refusals),
-            hint=("pass --replace to switch a node between time-slicing and MPS (or `gpuctl "
-                  "share off --nodes NODE` first), or pick other nodes") if exclusive
-            else "pick other nodes (--nodes / --selector)")
+            hint=(
+                "pass --replace to switch a node between time-slicing and MPS (or `gpuctl "
+                "share off --nodes NODE` first), or pick other nodes"
+            )
+            if exclusive
+            else "pick other nodes (--nodes / --selector)",
+        )
     return out
 
 
@@ -336,22 +387,28 @@ def show_rows(nodes: list[dict], configs: dict) -> list[dict]:
         strategy, replicas = current_strategy(node, configs)
         problem = None
         if chosen is not None and chosen not in configs:
-            problem = f"config {chosen!r} not in the ConfigMap" if configs else \
-                "no ConfigMap of device plugin configs"
+            problem = (
+                f"config {chosen!r} not in the ConfigMap"
+                if configs
+                else "no ConfigMap of device plugin configs"
+            )
         elif isinstance(configs.get(chosen), GpuctlError):
             problem = f"config {chosen!r}: {configs[chosen]}"
-        rows.append({
-            "node": node["metadata"]["name"],
-            "gpus": count(alloc.get(GPU, 0)),
-            "shared_gpus": count(alloc.get(GPU + ".shared", 0)),
-            "mig_devices": sum(count(v) for k, v in alloc.items()
-                               if k.startswith("nvidia.com/mig-")),
-            "config": chosen,
-            "strategy": strategy or "none",
-            "replicas": replicas or 1,
-            "applied_strategy": labels.get(GFD_STRATEGY),
-            "applied_replicas": count(labels.get(GFD_REPLICAS, "")) or None,
-            "mig": mig_reason(node) is not None,
-            "problem": problem,
-        })
+        rows.append(
+            {
+                "node": node["metadata"]["name"],
+                "gpus": count(alloc.get(GPU, 0)),
+                "shared_gpus": count(alloc.get(GPU + ".shared", 0)),
+                "mig_devices": sum(
+                    count(v) for k, v in alloc.items() if k.startswith("nvidia.com/mig-")
+                ),
+                "config": chosen,
+                "strategy": strategy or "none",
+                "replicas": replicas or 1,
+                "applied_strategy": labels.get(GFD_STRATEGY),
+                "applied_replicas": count(labels.get(GFD_REPLICAS, "")) or None,
+                "mig": mig_reason(node) is not None,
+                "problem": problem,
+            }
+        )
     return rows

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuctl.adapters.kube import Kube, NotFound
-from gpuctl.sharing import config as core
 from gpuctl.common.errors import GpuctlError
+from gpuctl.sharing import config as core
+
 
 @dataclass
 class Target:
@@ -20,12 +21,18 @@ class Target:
 
 
 def list_daemonsets(kube: Kube) -> list[dict]:
-    return kube.call(kube.apps.list_daemon_set_for_all_namespaces,
-                     what="listing DaemonSets")["items"]
+    return kube.call(kube.apps.list_daemon_set_for_all_namespaces, what="listing DaemonSets")[
+        "items"
+    ]
 
 
-def locate(kube: Kube, namespace: str | None, config_map: str | None, required: bool = True,
-           daemonsets: list[dict] | None = None) -> Target | None:
+def locate(
+    kube: Kube,
+    namespace: str | None,
+    config_map: str | None,
+    required: bool = True,
+    daemonsets: list[dict] | None = None,
+) -> Target | None:
     """The device plugin's namespace and config ConfigMap (None if there is no plugin and
     `required` is false)."""
     if daemonsets is None:
@@ -34,17 +41,26 @@ def locate(kube: Kube, namespace: str | None, config_map: str | None, required: 
     if plugin is None and namespace is None:
         if not required:
             return None
-        raise GpuctlError("no NVIDIA device plugin DaemonSet found in the cluster",
-                          hint="install the GPU Operator or the nvidia-device-plugin Helm chart, "
-                               "or pass --namespace where it runs")
+        raise GpuctlError(
+            "no NVIDIA device plugin DaemonSet found in the cluster",
+            hint="install the GPU Operator or the nvidia-device-plugin Helm chart, "
+            "or pass --namespace where it runs",
+        )
     ns = namespace or ((plugin or {}).get("metadata") or {}).get("namespace") or kube.namespace
     if plugin is not None and (plugin["metadata"].get("namespace") or ns) != ns:
         plugin = None  # a plugin elsewhere does not read this namespace's ConfigMaps
     mounted_name = core.plugin_config_map(plugin) if plugin else None
     name = config_map or mounted_name or core.DEFAULT_CONFIG_MAP
     try:
-        data = kube.call(kube.core.read_namespaced_config_map, name, ns,
-                         what=f"reading ConfigMap {ns}/{name}").get("data") or {}
+        data = (
+            kube.call(
+                kube.core.read_namespaced_config_map,
+                name,
+                ns,
+                what=f"reading ConfigMap {ns}/{name}",
+            ).get("data")
+            or {}
+        )
     except NotFound:
         data = None
     return Target(ns, name, mounted_name == name, data)
@@ -66,14 +82,25 @@ class Plan:
     def objects(self) -> list[dict]:
         data = dict(self.target.data or {})
         data[self.name] = self.text
-        cm = core.config_map(self.target.config_map, self.target.namespace, data,
-                             created=self.config_map_action == "create")
+        cm = core.config_map(
+            self.target.config_map,
+            self.target.namespace,
+            data,
+            created=self.config_map_action == "create",
+        )
         return [cm] + [core.node_label_patch(c.node, c.new) for c in self.changes if c.changes]
 
 
-def plan(kube: Kube, sharing: core.Sharing, name: str | None, nodes: tuple[str, ...],
-         selector_text: str | None, namespace: str | None, config_map: str | None,
-         replace: bool) -> Plan:
+def plan(
+    kube: Kube,
+    sharing: core.Sharing,
+    name: str | None,
+    nodes: tuple[str, ...],
+    selector_text: str | None,
+    namespace: str | None,
+    config_map: str | None,
+    replace: bool,
+) -> Plan:
     from gpuctl.common import selector
 
     parsed = selector.parse(selector_text) if selector_text is not None else ()
@@ -92,12 +119,16 @@ def plan(kube: Kube, sharing: core.Sharing, name: str | None, nodes: tuple[str, 
         raise GpuctlError(
             f"ConfigMap {target.namespace}/{target.config_map} already has a config {name!r} "
             "with different content; nodes using it would change too",
-            hint="choose another --name")
-    chosen = core.select_nodes(list_nodes(kube, selector_text if not nodes else None),
-                               nodes, parsed)
+            hint="choose another --name",
+        )
+    chosen = core.select_nodes(
+        list_nodes(kube, selector_text if not nodes else None), nodes, parsed
+    )
     if not chosen:
-        raise GpuctlError("no GPU node matches" + (f" {selector_text!r}" if selector_text else ""),
-                          hint="see the GPU nodes with `gpuctl share show`")
+        raise GpuctlError(
+            "no GPU node matches" + (f" {selector_text!r}" if selector_text else ""),
+            hint="see the GPU nodes with `gpuctl share show`",
+        )
     changes = core.plan(chosen, sharing, name, configs, replace)
     return Plan(target, name, text, action, changes)
 
@@ -106,38 +137,53 @@ def apply(kube: Kube, p: Plan) -> None:
     """Write the config first, then the labels: a node never points at a missing key."""
     t = p.target
     if p.config_map_action == "create":
-        kube.call(kube.core.create_namespaced_config_map, t.namespace,
-                  core.config_map(t.config_map, t.namespace, {p.name: p.text}),
-                  what=f"creating ConfigMap {t.namespace}/{t.config_map}")
+        kube.call(
+            kube.core.create_namespaced_config_map,
+            t.namespace,
+            core.config_map(t.config_map, t.namespace, {p.name: p.text}),
+            what=f"creating ConfigMap {t.namespace}/{t.config_map}",
+        )
     elif p.config_map_action == "add key":
-        kube.call(kube.core.patch_namespaced_config_map, t.config_map, t.namespace,
-                  {"data": {p.name: p.text}},
-                  what=f"updating ConfigMap {t.namespace}/{t.config_map}")
+        kube.call(
+            kube.core.patch_namespaced_config_map,
+            t.config_map,
+            t.namespace,
+            {"data": {p.name: p.text}},
+            what=f"updating ConfigMap {t.namespace}/{t.config_map}",
+        )
     apply_labels(kube, p.changes)
 
 
 def apply_labels(kube: Kube, changes: list[core.NodeChange]) -> None:
     for c in changes:
         if c.changes:  # a None value removes the label (strategic merge patch)
-            kube.call(kube.core.patch_node, c.node,
-                      {"metadata": {"labels": {core.CONFIG_LABEL: c.new}}},
-                      what=f"labelling node {c.node}")
+            kube.call(
+                kube.core.patch_node,
+                c.node,
+                {"metadata": {"labels": {core.CONFIG_LABEL: c.new}}},
+                what=f"labelling node {c.node}",
+            )
 
 
-def plan_off(kube: Kube, nodes: tuple[str, ...],
-             selector_text: str | None) -> list[core.NodeChange]:
+def plan_off(
+    kube: Kube, nodes: tuple[str, ...], selector_text: str | None
+) -> list[core.NodeChange]:
     """Label removals that put the chosen nodes back on the device plugin's default config."""
     from gpuctl.common import selector
 
     parsed = selector.parse(selector_text) if selector_text is not None else ()
-    chosen = core.select_nodes(list_nodes(kube, selector_text if not nodes else None),
-                               nodes, parsed)
-    return [core.NodeChange(n["metadata"]["name"], core.labels_of(n).get(core.CONFIG_LABEL), None)
-            for n in chosen]
+    chosen = core.select_nodes(
+        list_nodes(kube, selector_text if not nodes else None), nodes, parsed
+    )
+    return [
+        core.NodeChange(n["metadata"]["name"], core.labels_of(n).get(core.CONFIG_LABEL), None)
+        for n in chosen
+    ]
 
 
-def show(kube: Kube, namespace: str | None,
-         config_map: str | None) -> tuple[Target | None, list[dict]]:
+def show(
+    kube: Kube, namespace: str | None, config_map: str | None
+) -> tuple[Target | None, list[dict]]:
     target = locate(kube, namespace, config_map, required=False)
     rows = core.show_rows(list_nodes(kube, None), core.parse_configs(target and target.data))
     return target, rows

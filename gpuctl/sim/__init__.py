@@ -27,8 +27,10 @@ def _real_pynvml_spec():
     if spec is None:
         from gpuctl.common.errors import GpuctlError
 
-        raise GpuctlError("the simulator needs nvidia-ml-py (module pynvml), which is not installed",
-                          hint="pip install 'nvidia-ml-py>=12,<14'")
+        raise GpuctlError(
+            "the simulator needs nvidia-ml-py (module pynvml), which is not installed",
+            hint="pip install 'nvidia-ml-py>=12,<14'",
+        )
     return spec
 
 
@@ -42,10 +44,9 @@ def exec_pynvml_into(module) -> None:
 def open_node(spec: str | None = None, state_path: str | None = None):
     """The simulated node named by `spec` or GPUCTL_SIMULATE, state in `state_path`,
     GPUCTL_SIM_STATE or the default file under ~/.cache/gpuctl/."""
+    from gpuctl.common.errors import GpuctlError, UsageError
     from gpuctl.common.numbers import whole_number
     from gpuctl.sim.node import Node
-
-    from gpuctl.common.errors import GpuctlError, UsageError
 
     spec = spec or os.environ.get("GPUCTL_SIMULATE")
     state_path = state_path or os.environ.get("GPUCTL_SIM_STATE") or None
@@ -56,8 +57,10 @@ def open_node(spec: str | None = None, state_path: str | None = None):
             with open(state_path, encoding="utf-8") as f:
                 spec = json.load(f).get("spec")
         except (OSError, ValueError, AttributeError) as e:
-            raise GpuctlError(f"cannot read the node spec from simulator state {state_path}: {e}",
-                              hint="set GPUCTL_SIMULATE, or delete the file") from None
+            raise GpuctlError(
+                f"cannot read the node spec from simulator state {state_path}: {e}",
+                hint="set GPUCTL_SIMULATE, or delete the file",
+            ) from None
     if not spec or not isinstance(spec, str):
         raise UsageError("no simulated node given", hint="set GPUCTL_SIMULATE, e.g. 8xH100-80GB")
     seed = os.environ.get("GPUCTL_SIM_SEED", "").strip() or "0"
@@ -88,7 +91,9 @@ def library(node):
     GPUCTL_SIM_UNPRIVILEGED=1 refuses MIG layout calls with NO_PERMISSION (not root)."""
     from gpuctl.sim.libnvml import SimulatedLibrary
 
-    without = tuple(n.strip() for n in os.environ.get("GPUCTL_SIM_WITHOUT", "").split(",") if n.strip())
+    without = tuple(
+        n.strip() for n in os.environ.get("GPUCTL_SIM_WITHOUT", "").split(",") if n.strip()
+    )
     unprivileged = os.environ.get("GPUCTL_SIM_UNPRIVILEGED", "") not in ("", "0")
     return SimulatedLibrary(node, without=without, privileged=not unprivileged)
 
@@ -106,19 +111,30 @@ def library_of(pynvml_module):
     return lib if isinstance(lib, SimulatedLibrary) else None
 
 
-def add_process(gpu: int, pid: int, used_memory_mib: int, *, name: str = "python",
-                user: str = "root", gi_id: int | None = None, ci_id: int | None = None,
-                spec: str | None = None, state_path: str | None = None) -> dict:
+def add_process(
+    gpu: int,
+    pid: int,
+    used_memory_mib: int,
+    *,
+    name: str = "python",
+    user: str = "root",
+    gi_id: int | None = None,
+    ci_id: int | None = None,
+    spec: str | None = None,
+    state_path: str | None = None,
+) -> dict:
     """Put a process on GPU `gpu` (or on its MIG device gi_id/ci_id) of the simulated node.
 
     Raises gpuctl.sim.node.SimError (with an NVML code) when the hardware could not hold it:
     not enough memory, MIG device missing, MIG on but no MIG device given, and so on."""
-    return open_node(spec, state_path).add_process(gpu, pid, used_memory_mib, name=name, user=user,
-                                              gi_id=gi_id, ci_id=ci_id)
+    return open_node(spec, state_path).add_process(
+        gpu, pid, used_memory_mib, name=name, user=user, gi_id=gi_id, ci_id=ci_id
+    )
 
 
-def remove_process(pid: int, gpu: int | None = None, *, spec: str | None = None,
-                   state_path: str | None = None) -> int:
+def remove_process(
+    pid: int, gpu: int | None = None, *, spec: str | None = None, state_path: str | None = None
+) -> int:
     """Take process `pid` off GPU `gpu` (or off every GPU); returns how many were removed."""
     return open_node(spec, state_path).remove_process(pid, gpu)
 

@@ -1,9 +1,9 @@
 """`python -m gpuctl.sim`: change the simulated node from a shell, for demos and manual tests.
 
-    GPUCTL_SIMULATE=8xH100-80GB python -m gpuctl.sim add-process --gpu 0 --pid 4242 --mib 20000
-    python -m gpuctl.sim remove-process --pid 4242
-    python -m gpuctl.sim reset --gpu 0        # what `nvidia-smi --gpu-reset` does
-    python -m gpuctl.sim show                 # the state file, as JSON
+GPUCTL_SIMULATE=8xH100-80GB python -m gpuctl.sim add-process --gpu 0 --pid 4242 --mib 20000
+python -m gpuctl.sim remove-process --pid 4242
+python -m gpuctl.sim reset --gpu 0        # what `nvidia-smi --gpu-reset` does
+python -m gpuctl.sim show                 # the state file, as JSON
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from gpuctl.sim.node import SimError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpuctl.sim", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gpuctl.sim", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--simulate", metavar="SPEC", help="node spec (default: $GPUCTL_SIMULATE)")
     parser.add_argument("--state", metavar="PATH", help="state file (default: $GPUCTL_SIM_STATE)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -33,15 +35,25 @@ def main(argv: list[str] | None = None) -> int:
     remove = sub.add_parser("remove-process", help="take a process off (all) GPUs")
     remove.add_argument("--pid", type=int, required=True)
     remove.add_argument("--gpu", type=int)
-    reset = sub.add_parser("reset", help="reset a GPU: apply a pending MIG mode, clear MIG instances")
+    reset = sub.add_parser(
+        "reset", help="reset a GPU: apply a pending MIG mode, clear MIG instances"
+    )
     reset.add_argument("--gpu", type=int, required=True)
     sub.add_parser("show", help="print the node's state")
     args = parser.parse_args(argv)
     where = {"spec": args.simulate, "state_path": args.state}
     try:
         if args.command == "add-process":
-            gpuctl.sim.add_process(args.gpu, args.pid, args.mib, name=args.name, user=args.user,
-                                   gi_id=args.gi, ci_id=args.ci, **where)
+            gpuctl.sim.add_process(
+                args.gpu,
+                args.pid,
+                args.mib,
+                name=args.name,
+                user=args.user,
+                gi_id=args.gi,
+                ci_id=args.ci,
+                **where,
+            )
         elif args.command == "remove-process":
             if not gpuctl.sim.remove_process(args.pid, args.gpu, **where):
                 print(f"gpuctl-sim: no process {args.pid} on the simulated node", file=sys.stderr)
@@ -55,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpuctl-sim: error: {e} (NVML code {e.code})", file=sys.stderr)
         return 1
     except GpuctlError as e:
-        print(f"gpuctl-sim: error: {e.message}" + (f"\n  hint: {e.hint}" if e.hint else ""), file=sys.stderr)
+        print(
+            f"gpuctl-sim: error: {e.message}" + (f"\n  hint: {e.hint}" if e.hint else ""),
+            file=sys.stderr,
+        )
         return e.exit_code
     return 0
 

@@ -16,8 +16,16 @@ import ctypes
 import os
 import sys
 
-from gpuctl.sim.node import (CI_PROFILE_SLICES, INVALID_ARGUMENT, MIB, NOT_FOUND,
-                             NOT_SUPPORTED, SUCCESS, Node, SimError)
+from gpuctl.sim.node import (
+    CI_PROFILE_SLICES,
+    INVALID_ARGUMENT,
+    MIB,
+    NOT_FOUND,
+    NOT_SUPPORTED,
+    SUCCESS,
+    Node,
+    SimError,
+)
 
 NO_PERMISSION = 4
 
@@ -31,10 +39,17 @@ _CArg = type(ctypes.byref(ctypes.c_int()))
 _PTR = ctypes.sizeof(ctypes.c_void_p)
 
 _ERROR_STRINGS = {
-    0: "Success", 1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported",
-    4: "Insufficient Permissions", 6: "Not Found", 7: "Insufficient Size",
-    16: "GPU requires restart", 19: "In use by another client",
-    23: "Insufficient Resources", 999: "Unknown Error",
+    0: "Success",
+    1: "Uninitialized",
+    2: "Invalid Argument",
+    3: "Not Supported",
+    4: "Insufficient Permissions",
+    6: "Not Found",
+    7: "Insufficient Size",
+    16: "GPU requires restart",
+    19: "In use by another client",
+    23: "Insufficient Resources",
+    999: "Unknown Error",
 }
 
 
@@ -80,16 +95,19 @@ def _capacity(array, count: int) -> int:
 
 def _privileged(fn):
     """MIG layout calls: root only on a real driver (NO_PERMISSION otherwise)."""
+
     def c_function(self, *args):
         if not self.privileged:
             raise SimError(NO_PERMISSION, "insufficient permissions")
         return fn(self, *args)
+
     c_function.__name__ = fn.__name__
     return c_function
 
 
 def _nvml(fn):
     """Run a C function body; a refusal of the simulated hardware becomes its return code."""
+
     def c_function(self, *args):
         if not self._initialized:
             return UNINITIALIZED
@@ -99,6 +117,7 @@ def _nvml(fn):
         except SimError as e:
             return e.code
         return SUCCESS if ret is None else ret
+
     c_function.__name__ = fn.__name__
     return c_function
 
@@ -108,6 +127,7 @@ def _c_entry_point(method):
     # plain functions accept them, bound methods do not.
     def entry(*args):
         return method(*args)
+
     entry.__name__ = method.__name__
     return entry
 
@@ -318,7 +338,12 @@ class SimulatedLibrary:
     def nvmlDeviceGetMemoryInfo_v2(self, handle, ref):
         mem = _obj(ref)
         total, used = self._memory(handle)
-        mem.total, mem.reserved, mem.used, mem.free = total * MIB, 0, used * MIB, (total - used) * MIB
+        mem.total, mem.reserved, mem.used, mem.free = (
+            total * MIB,
+            0,
+            used * MIB,
+            (total - used) * MIB,
+        )
 
     def _memory(self, handle) -> tuple[int, int]:
         key = self._device(handle)
@@ -574,7 +599,9 @@ class SimulatedLibrary:
 
     @_nvml
     @_privileged
-    def nvmlDeviceGetGpuInstancePossiblePlacements_v2(self, handle, profile_id, placements, count_ref):
+    def nvmlDeviceGetGpuInstancePossiblePlacements_v2(
+        self, handle, profile_id, placements, count_ref
+    ):
         i = self._gpu(handle)
         sp = self.node.profile_by_id(i, _val(profile_id))
         count = _obj(count_ref)
@@ -625,8 +652,10 @@ class SimulatedLibrary:
         self.node.require_mig(i)
         pid = _val(profile_id)
         self.node.profile_by_id(i, pid)
-        gis = sorted((g for g in self.node.gpu(i)["gpu_instances"] if g["profile_id"] == pid),
-                     key=lambda g: g["id"])
+        gis = sorted(
+            (g for g in self.node.gpu(i)["gpu_instances"] if g["profile_id"] == pid),
+            key=lambda g: g["id"],
+        )
         return self._write_handles(array, count_ref, [("gi", i, g["id"]) for g in gis])
 
     def _write_handles(self, array, count_ref, keys: list[tuple]):
@@ -702,8 +731,10 @@ class SimulatedLibrary:
     @_privileged
     def nvmlGpuInstanceGetComputeInstances(self, gi_handle, profile, array, count_ref):
         i, gi = self._gi(gi_handle)
-        cis = sorted((c for c in gi["compute_instances"] if c["profile_id"] == _val(profile)),
-                     key=lambda c: c["id"])
+        cis = sorted(
+            (c for c in gi["compute_instances"] if c["profile_id"] == _val(profile)),
+            key=lambda c: c["id"],
+        )
         return self._write_handles(array, count_ref, [("ci", i, gi["id"], c["id"]) for c in cis])
 
     @_nvml

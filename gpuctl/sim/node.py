@@ -18,10 +18,10 @@ import re
 import time
 from dataclasses import dataclass
 
+from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.numbers import whole_number
 from gpuctl.gpus import geometry
 from gpuctl.mig import layout as mig_layout
-from gpuctl.common.numbers import whole_number
-from gpuctl.common.errors import GpuctlError, UsageError
 
 # NVML return codes used here (values from nvml.h; identical in pynvml).
 SUCCESS = 0
@@ -48,20 +48,36 @@ _GI_PROFILE_1_SLICE_REV2 = 0x9
 # Board figures the geometry table does not hold: power limit (W), idle power (W),
 # max SM clock, memory clock (MHz). Public spec-sheet values.
 _BOARD = {
-    "A100-40GB": (400, 55, 1410, 1215), "A100-80GB": (400, 60, 1410, 1593),
-    "A30": (165, 30, 1440, 1215), "H100-80GB": (700, 70, 1980, 2619),
-    "H100-NVL": (400, 60, 1785, 2619), "GH200-480GB": (900, 90, 1980, 2619),
-    "H200": (700, 75, 1980, 3201), "H200-NVL": (600, 70, 1785, 3201),
-    "GH200-144GB": (900, 90, 1980, 3201), "B200": (1000, 120, 1965, 3996),
-    "GB200": (1200, 130, 2062, 3996), "RTX-PRO-6000": (600, 40, 2430, 1750),
+    "A100-40GB": (400, 55, 1410, 1215),
+    "A100-80GB": (400, 60, 1410, 1593),
+    "A30": (165, 30, 1440, 1215),
+    "H100-80GB": (700, 70, 1980, 2619),
+    "H100-NVL": (400, 60, 1785, 2619),
+    "GH200-480GB": (900, 90, 1980, 2619),
+    "H200": (700, 75, 1980, 3201),
+    "H200-NVL": (600, 70, 1785, 3201),
+    "GH200-144GB": (900, 90, 1980, 3201),
+    "B200": (1000, 120, 1965, 3996),
+    "GB200": (1200, 130, 2062, 3996),
+    "RTX-PRO-6000": (600, 40, 2430, 1750),
     "T4": (70, 10, 1590, 5001),
 }
 # A GPU without MIG, for mixed nodes (not in the MIG geometry table): NVML answers its MIG
 # calls with NOT_SUPPORTED, as mig-parted relies on.
-_NON_MIG = (geometry.GpuModel(
-    nvml_name="Tesla T4", short_name="T4", memory_total_mib=15360, memory_slices=0,
-    compute_slices=0, max_gpu_instances=0, architecture="Turing", compute_capability="7.5",
-    profiles=(), pci_device_ids=("0x1EB810DE",)),)
+_NON_MIG = (
+    geometry.GpuModel(
+        nvml_name="Tesla T4",
+        short_name="T4",
+        memory_total_mib=15360,
+        memory_slices=0,
+        compute_slices=0,
+        max_gpu_instances=0,
+        architecture="Turing",
+        compute_capability="7.5",
+        profiles=(),
+        pci_device_ids=("0x1EB810DE",),
+    ),
+)
 _IDLE_SM_CLOCK = 345
 
 
@@ -71,8 +87,11 @@ def _pci_device_ids() -> dict[str, int]:
     from importlib import resources
 
     raw = json.loads(resources.files("gpuctl.data").joinpath("mig_geometry.json").read_text())
-    return {g["nvml_name"]: int(g["pci_device_ids_mig_parted"][0], 16)
-            for g in raw if g.get("pci_device_ids_mig_parted")}
+    return {
+        g["nvml_name"]: int(g["pci_device_ids_mig_parted"][0], 16)
+        for g in raw
+        if g.get("pci_device_ids_mig_parted")
+    }
 
 
 class SimError(Exception):
@@ -97,15 +116,19 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
     gpus: list[geometry.GpuModel] = []
     parts = [p.strip() for p in (spec or "").split(",")]
     if not spec or not spec.strip() or any(not p for p in parts):
-        raise UsageError(f"bad simulated node spec {spec!r}",
-                         hint="use COUNTxMODEL[,COUNTxMODEL...], e.g. 8xH100-80GB or 2xH200,2xA30")
+        raise UsageError(
+            f"bad simulated node spec {spec!r}",
+            hint="use COUNTxMODEL[,COUNTxMODEL...], e.g. 8xH100-80GB or 2xH200,2xA30",
+        )
     for part in parts:
         m = re.fullmatch(r"(?:([0-9]+)\s*[xX*]\s*)?(.+)", part, re.DOTALL)
         count = whole_number(m.group(1)) if m.group(1) else 1
         try:
             model = _find_model(m.group(2).strip())
         except GpuctlError as e:
-            raise UsageError(f"bad simulated node spec {spec!r}: {e.message}", hint=e.hint) from None
+            raise UsageError(
+                f"bad simulated node spec {spec!r}: {e.message}", hint=e.hint
+            ) from None
         if count == 0:
             raise UsageError(f"bad simulated node spec {spec!r}: GPU count must be at least 1")
         if count is None or len(gpus) + count > MAX_GPUS:  # before a list that big is made
@@ -122,8 +145,9 @@ def _find_model(name: str) -> geometry.GpuModel:
     try:
         return geometry.find_model(name)
     except GpuctlError as e:
-        raise GpuctlError(e.message, hint=f"{e.hint}; without MIG: "
-                          + ", ".join(m.short_name for m in _NON_MIG)) from None
+        raise GpuctlError(
+            e.message, hint=f"{e.hint}; without MIG: " + ", ".join(m.short_name for m in _NON_MIG)
+        ) from None
 
 
 def canonical_spec(spec: str) -> str:
@@ -185,10 +209,19 @@ class Node:
     # ---- persistence -------------------------------------------------------------------
     def _fresh_state(self, seed: int) -> dict:
         return {
-            "version": STATE_VERSION, "spec": self.spec, "seed": seed,
-            "gpus": [{"uuid": "GPU-" + _uuid(seed, i), "model": m.short_name,
-                      "mig_current": 0, "mig_pending": 0, "gpu_instances": []}
-                     for i, m in enumerate(self.models)],
+            "version": STATE_VERSION,
+            "spec": self.spec,
+            "seed": seed,
+            "gpus": [
+                {
+                    "uuid": "GPU-" + _uuid(seed, i),
+                    "model": m.short_name,
+                    "mig_current": 0,
+                    "mig_pending": 0,
+                    "gpu_instances": [],
+                }
+                for i, m in enumerate(self.models)
+            ],
             "processes": [],
         }
 
@@ -200,19 +233,26 @@ class Node:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
-            raise GpuctlError(f"cannot read simulator state {self.path}: {e}",
-                              hint="delete the file to start from a fresh simulated node") from None
+            raise GpuctlError(
+                f"cannot read simulator state {self.path}: {e}",
+                hint="delete the file to start from a fresh simulated node",
+            ) from None
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-            raise GpuctlError(f"simulator state {self.path} is not a version-{STATE_VERSION} state",
-                              hint="delete the file to start from a fresh simulated node")
+            raise GpuctlError(
+                f"simulator state {self.path} is not a version-{STATE_VERSION} state",
+                hint="delete the file to start from a fresh simulated node",
+            )
         if data.get("spec") != self.spec:
             raise GpuctlError(
                 f"simulator state {self.path} holds node {data.get('spec')!r}, not {self.spec!r}",
-                hint="point GPUCTL_SIM_STATE at another file, or delete this one")
+                hint="point GPUCTL_SIM_STATE at another file, or delete this one",
+            )
         problem = self._state_problem(data)
         if problem:
-            raise GpuctlError(f"simulator state {self.path} is damaged: {problem}",
-                              hint="delete the file to start from a fresh simulated node")
+            raise GpuctlError(
+                f"simulator state {self.path} is damaged: {problem}",
+                hint="delete the file to start from a fresh simulated node",
+            )
         self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
         return data
 
@@ -254,16 +294,22 @@ class Node:
             problem = self._gpu_problem(i, g)
             if problem:
                 return f"GPU {i}: {problem}"
-            mig_devices[i] = {(gi["id"], ci["id"]) for gi in g["gpu_instances"]
-                              for ci in gi["compute_instances"]}
+            mig_devices[i] = {
+                (gi["id"], ci["id"]) for gi in g["gpu_instances"] for ci in gi["compute_instances"]
+            }
         seen = set()
         for p in procs:
             if not isinstance(p, dict) or not _PROCESS_KEYS <= p.keys():
                 return "a process lacks " + ", ".join(sorted(_PROCESS_KEYS))
             pid, gpu = p["pid"], p["gpu"]
-            if not (_is_int(pid) and pid > 0 and _is_int(p["used_memory_mib"])
-                    and p["used_memory_mib"] >= 0 and isinstance(p["name"], str)
-                    and isinstance(p["user"], str)):
+            if not (
+                _is_int(pid)
+                and pid > 0
+                and _is_int(p["used_memory_mib"])
+                and p["used_memory_mib"] >= 0
+                and isinstance(p["name"], str)
+                and isinstance(p["user"], str)
+            ):
                 return f"process {pid!r}: pid, used_memory_mib, name or user has a wrong type"
             if not _is_int(gpu) or not 0 <= gpu < len(gpus):
                 return f"process {pid} is on GPU {gpu!r}, which the node does not have"
@@ -278,12 +324,16 @@ class Node:
         return None
 
     def _gpu_problem(self, index: int, g) -> str | None:
-        if not isinstance(g, dict) or not {"uuid", "mig_current", "mig_pending",
-                                           "gpu_instances"} <= g.keys():
+        if (
+            not isinstance(g, dict)
+            or not {"uuid", "mig_current", "mig_pending", "gpu_instances"} <= g.keys()
+        ):
             return "lacks uuid, mig_current, mig_pending or gpu_instances"
         if not isinstance(g["uuid"], str) or not g["uuid"].startswith("GPU-"):
             return f"uuid {g['uuid']!r} is not like GPU-..."
-        if any(g[k] not in (0, 1) or isinstance(g[k], bool) for k in ("mig_current", "mig_pending")):
+        if any(
+            g[k] not in (0, 1) or isinstance(g[k], bool) for k in ("mig_current", "mig_pending")
+        ):
             return "mig_current and mig_pending must be 0 or 1"
         if not isinstance(g["gpu_instances"], list):
             return "gpu_instances is not a list"
@@ -293,8 +343,11 @@ class Node:
             return f"MIG is on, but a {self.models[index].short_name} has no MIG"
         made: list[dict] = []
         for gi in g["gpu_instances"]:
-            if not isinstance(gi, dict) or not _GI_KEYS <= gi.keys() or not all(
-                    _is_int(gi[k]) for k in _GI_KEYS - {"compute_instances"}):
+            if (
+                not isinstance(gi, dict)
+                or not _GI_KEYS <= gi.keys()
+                or not all(_is_int(gi[k]) for k in _GI_KEYS - {"compute_instances"})
+            ):
                 return "a GPU instance lacks " + ", ".join(sorted(_GI_KEYS)) + " (whole numbers)"
             if not 0 <= gi["id"] < 1 << 16 or any(gi["id"] == m["id"] for m in made):
                 return f"GPU instance id {gi['id']} is out of range or used twice"
@@ -318,8 +371,11 @@ class Node:
         ids, used = set(), set()
         g = self.profile_by_id(index, gi["profile_id"]).profile.slices
         for ci in cis:
-            if not isinstance(ci, dict) or not {"id", "profile_id", "start", "size"} <= ci.keys() \
-                    or not all(_is_int(ci[k]) for k in ("id", "profile_id", "start", "size")):
+            if (
+                not isinstance(ci, dict)
+                or not {"id", "profile_id", "start", "size"} <= ci.keys()
+                or not all(_is_int(ci[k]) for k in ("id", "profile_id", "start", "size"))
+            ):
                 return "a compute instance lacks id, profile_id, start or size (whole numbers)"
             if not 0 <= ci["id"] < 1 << 16 or ci["id"] in ids:
                 return f"compute instance id {ci['id']} is out of range or used twice"
@@ -327,15 +383,20 @@ class Node:
             if not self.ci_profile_supported(index, gi, ci["profile_id"]):
                 return f"compute-instance profile {ci['profile_id']} does not fit it"
             slices = set(range(ci["start"], ci["start"] + ci["size"]))
-            if ci["size"] != CI_PROFILE_SLICES[ci["profile_id"]] or not slices <= set(range(g)) \
-                    or slices & used:
+            if (
+                ci["size"] != CI_PROFILE_SLICES[ci["profile_id"]]
+                or not slices <= set(range(g))
+                or slices & used
+            ):
                 return f"compute instance {ci['id']} is not at a free placement in its {g} slices"
             used |= slices
         return None
 
     def _unwritable(self, e: OSError) -> GpuctlError:
-        return GpuctlError(f"cannot write simulator state {self.path}: {e.strerror or e}",
-                           hint="point GPUCTL_SIM_STATE at a file in a writable directory")
+        return GpuctlError(
+            f"cannot write simulator state {self.path}: {e.strerror or e}",
+            hint="point GPUCTL_SIM_STATE at a file in a writable directory",
+        )
 
     @contextlib.contextmanager
     def _locked(self):
@@ -430,10 +491,15 @@ class Node:
         gpu = self.gpu(index)
         if gpu["mig_current"] != 1:
             return []
-        return [(gi, ci) for gi in sorted(gpu["gpu_instances"], key=lambda g: g["id"])
-                for ci in sorted(gi["compute_instances"], key=lambda c: c["id"])]
+        return [
+            (gi, ci)
+            for gi in sorted(gpu["gpu_instances"], key=lambda g: g["id"])
+            for ci in sorted(gi["compute_instances"], key=lambda c: c["id"])
+        ]
 
-    def processes(self, index: int, gi_id: int | None = None, ci_id: int | None = None) -> list[dict]:
+    def processes(
+        self, index: int, gi_id: int | None = None, ci_id: int | None = None
+    ) -> list[dict]:
         out = []
         for p in self.state["processes"]:
             if p["gpu"] != index:
@@ -445,7 +511,9 @@ class Node:
             out.append(p)
         return out
 
-    def memory_used_mib(self, index: int, gi_id: int | None = None, ci_id: int | None = None) -> int:
+    def memory_used_mib(
+        self, index: int, gi_id: int | None = None, ci_id: int | None = None
+    ) -> int:
         return sum(p["used_memory_mib"] for p in self.processes(index, gi_id, ci_id))
 
     def gi_memory_mib(self, index: int, gi: dict) -> int:
@@ -461,9 +529,13 @@ class Node:
         if not self.processes(index, gi_id):
             return 0
         seed = self.state["seed"]
-        phase = int.from_bytes(hashlib.sha256(f"{seed}:{index}:{gi_id}".encode()).digest()[:4], "big")
+        phase = int.from_bytes(
+            hashlib.sha256(f"{seed}:{index}:{gi_id}".encode()).digest()[:4], "big"
+        )
         t = self.now()
-        value = 65 + 30 * math.sin(t / 17.0 + phase % 628 / 100) + 5 * math.sin(t / 3.0 + phase % 97)
+        value = (
+            65 + 30 * math.sin(t / 17.0 + phase % 628 / 100) + 5 * math.sin(t / 3.0 + phase % 97)
+        )
         return max(0, min(100, int(value)))
 
     def pci_device_id(self, index: int) -> int:
@@ -487,8 +559,10 @@ class Node:
         """What the board feels: the whole GPU, or the busiest MIG device on it."""
         if not self.mig_enabled(index):
             return self.utilization(index)
-        return max([self.utilization(index, gi["id"]) for gi in self.gpu(index)["gpu_instances"]],
-                   default=0)
+        return max(
+            [self.utilization(index, gi["id"]) for gi in self.gpu(index)["gpu_instances"]],
+            default=0,
+        )
 
     # ---- MIG changes -------------------------------------------------------------------
     def set_mig_mode(self, index: int, mode: int) -> int:
@@ -518,15 +592,21 @@ class Node:
         """Where the driver puts a new `sp` instance next to `gis` (or why it refuses)."""
         model = self.models[index]
         if start is not None and start not in sp.profile.starts:
-            raise SimError(INVALID_ARGUMENT,
-                           f"start {start} is not a placement of {sp.profile.name} "
-                           f"(valid: {list(sp.profile.starts)})")
+            raise SimError(
+                INVALID_ARGUMENT,
+                f"start {start} is not a placement of {sp.profile.name} "
+                f"(valid: {list(sp.profile.starts)})",
+            )
         same = sum(1 for gi in gis if gi["profile_id"] == sp.profile_id)
         if same >= sp.profile.max_instances:
-            raise SimError(INSUFFICIENT_RESOURCES,
-                           f"at most {sp.profile.max_instances} {sp.profile.name} instances")
+            raise SimError(
+                INSUFFICIENT_RESOURCES,
+                f"at most {sp.profile.max_instances} {sp.profile.name} instances",
+            )
         if len(gis) >= model.max_gpu_instances:
-            raise SimError(INSUFFICIENT_RESOURCES, f"at most {model.max_gpu_instances} GPU instances")
+            raise SimError(
+                INSUFFICIENT_RESOURCES, f"at most {model.max_gpu_instances} GPU instances"
+            )
         profiles = [self.profile_by_id(index, gi["profile_id"]).profile for gi in gis]
         if sum(p.slices for p in profiles) + sp.profile.slices > model.compute_slices:
             raise SimError(INSUFFICIENT_RESOURCES, "not enough compute slices left")
@@ -540,20 +620,27 @@ class Node:
                 return s
         raise SimError(INSUFFICIENT_RESOURCES, f"memory slices for {sp.profile.name} are occupied")
 
-    def create_gpu_instance(self, index: int, profile_id: int, start: int | None = None,
-                            size: int | None = None) -> dict:
+    def create_gpu_instance(
+        self, index: int, profile_id: int, start: int | None = None, size: int | None = None
+    ) -> dict:
         """WithPlacement when start is given, else the driver picks a placement."""
         with self.change():
             gpu = self.require_mig(index)
             sp = self.profile_by_id(index, profile_id)
             if size is not None and size != sp.profile.size:
-                raise SimError(INVALID_ARGUMENT,
-                               f"placement size {size} is not {sp.profile.name}'s {sp.profile.size}")
+                raise SimError(
+                    INVALID_ARGUMENT,
+                    f"placement size {size} is not {sp.profile.name}'s {sp.profile.size}",
+                )
             s = self._free_start(index, sp, start, gpu["gpu_instances"])
             used_ids = {gi["id"] for gi in gpu["gpu_instances"]}
-            gi = {"id": min(i for i in range(1, len(used_ids) + 2) if i not in used_ids),
-                  "profile_id": profile_id, "start": s, "size": sp.profile.size,
-                  "compute_instances": []}
+            gi = {
+                "id": min(i for i in range(1, len(used_ids) + 2) if i not in used_ids),
+                "profile_id": profile_id,
+                "start": s,
+                "size": sp.profile.size,
+                "compute_instances": [],
+            }
             gpu["gpu_instances"].append(gi)
             return gi
 
@@ -598,7 +685,9 @@ class Node:
         fit beside the GPU instance's existing ones."""
         g = self.profile_by_id(index, gi["profile_id"]).profile.slices
         size = CI_PROFILE_SLICES[ci_profile]
-        used = {s for c in gi["compute_instances"] for s in range(c["start"], c["start"] + c["size"])}
+        used = {
+            s for c in gi["compute_instances"] for s in range(c["start"], c["start"] + c["size"])
+        }
         starts = []
         for s in range(g - size + 1):
             if not used & set(range(s, s + size)):
@@ -613,15 +702,23 @@ class Node:
         with self.change():
             gi = self.gpu_instance(index, gi_id)
             if not self.ci_profile_supported(index, gi, ci_profile):
-                raise SimError(NOT_SUPPORTED,
-                               f"compute-instance profile {ci_profile} not supported in GPU instance {gi_id}")
+                raise SimError(
+                    NOT_SUPPORTED,
+                    f"compute-instance profile {ci_profile} not supported in GPU instance {gi_id}",
+                )
             starts = self.ci_free_starts(index, gi, ci_profile)
             if not starts:
-                raise SimError(INSUFFICIENT_RESOURCES, f"GPU instance {gi_id} has no compute slices left")
+                raise SimError(
+                    INSUFFICIENT_RESOURCES, f"GPU instance {gi_id} has no compute slices left"
+                )
             start = starts[0]
             used_ids = {c["id"] for c in gi["compute_instances"]}
-            ci = {"id": min(i for i in range(len(used_ids) + 1) if i not in used_ids),
-                  "profile_id": ci_profile, "start": start, "size": CI_PROFILE_SLICES[ci_profile]}
+            ci = {
+                "id": min(i for i in range(len(used_ids) + 1) if i not in used_ids),
+                "profile_id": ci_profile,
+                "start": start,
+                "size": CI_PROFILE_SLICES[ci_profile],
+            }
             gi["compute_instances"].append(ci)
             return ci
 
@@ -633,14 +730,24 @@ class Node:
             self.gpu_instance(index, gi_id)["compute_instances"].remove(ci)
 
     # ---- processes (the test and demo API) ------------------------------------------------
-    def add_process(self, gpu: int, pid: int, used_memory_mib: int, name: str = "python",
-                    user: str = "root", gi_id: int | None = None, ci_id: int | None = None) -> dict:
+    def add_process(
+        self,
+        gpu: int,
+        pid: int,
+        used_memory_mib: int,
+        name: str = "python",
+        user: str = "root",
+        gi_id: int | None = None,
+        ci_id: int | None = None,
+    ) -> dict:
         with self.change():
             g = self.gpu(gpu)
             if (gi_id is None) != (ci_id is None):
                 raise SimError(INVALID_ARGUMENT, "give both gi_id and ci_id, or neither")
             if g["mig_current"] == 1 and gi_id is None:
-                raise SimError(INVALID_ARGUMENT, f"MIG is enabled on GPU {gpu}: a process runs on a MIG device")
+                raise SimError(
+                    INVALID_ARGUMENT, f"MIG is enabled on GPU {gpu}: a process runs on a MIG device"
+                )
             if g["mig_current"] != 1 and gi_id is not None:
                 raise SimError(INVALID_ARGUMENT, f"MIG is not enabled on GPU {gpu}")
             if used_memory_mib < 0:
@@ -656,18 +763,30 @@ class Node:
                 total = self.models[gpu].memory_total_mib
                 used = self.memory_used_mib(gpu)
             if used + used_memory_mib > total:
-                raise SimError(INSUFFICIENT_RESOURCES,
-                               f"out of memory: {used} + {used_memory_mib} MiB > {total} MiB")
+                raise SimError(
+                    INSUFFICIENT_RESOURCES,
+                    f"out of memory: {used} + {used_memory_mib} MiB > {total} MiB",
+                )
             if any(p["pid"] == pid and p["gpu"] == gpu for p in self.state["processes"]):
                 raise SimError(INVALID_ARGUMENT, f"process {pid} is already on GPU {gpu}")
-            proc = {"pid": pid, "name": name, "user": user, "gpu": gpu, "gi_id": gi_id,
-                    "ci_id": ci_id, "used_memory_mib": used_memory_mib}
+            proc = {
+                "pid": pid,
+                "name": name,
+                "user": user,
+                "gpu": gpu,
+                "gi_id": gi_id,
+                "ci_id": ci_id,
+                "used_memory_mib": used_memory_mib,
+            }
             self.state["processes"].append(proc)
             return proc
 
     def remove_process(self, pid: int, gpu: int | None = None) -> int:
         with self.change():
             before = len(self.state["processes"])
-            self.state["processes"] = [p for p in self.state["processes"]
-                                       if not (p["pid"] == pid and gpu in (None, p["gpu"]))]
+            self.state["processes"] = [
+                p
+                for p in self.state["processes"]
+                if not (p["pid"] == pid and gpu in (None, p["gpu"]))
+            ]
             return before - len(self.state["processes"])

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 
 from gpuctl.common import k8s_names
-from gpuctl.top.usage import FB_FREE, FB_USED, GR_ACTIVE, TEMP, UTIL, duration_seconds
 from gpuctl.common.errors import UsageError
+from gpuctl.top.usage import FB_FREE, FB_USED, GR_ACTIVE, TEMP, UTIL, duration_seconds
 
 XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge keeping the last XID code (0: none since start)
 XID_MIN_WINDOW_S = 120
@@ -42,22 +42,33 @@ class AlertOptions:
 
 def check(o: AlertOptions) -> None:
     """Every option is checked here, so nothing malformed reaches a rule file."""
-    for option, value in (("--high-util", o.high_util), ("--idle-util", o.idle_util),
-                          ("--memory", o.memory)):
+    for option, value in (
+        ("--high-util", o.high_util),
+        ("--idle-util", o.idle_util),
+        ("--memory", o.memory),
+    ):
         if not 0 <= value <= 100:
             raise UsageError(f"{option}: {value:g} is not a percentage (0 to 100)")
     if not 0 < o.temperature < 200:
         raise UsageError(f"--temperature: {o.temperature:g} is not a GPU temperature in Celsius")
-    for option, value in (("--high-util-window", o.high_util_window),
-                          ("--idle-window", o.idle_window), ("--xid-window", o.xid_window)):
+    for option, value in (
+        ("--high-util-window", o.high_util_window),
+        ("--idle-window", o.idle_window),
+        ("--xid-window", o.xid_window),
+    ):
         duration_seconds(value, option)
     if duration_seconds(o.xid_window, "--xid-window") < XID_MIN_WINDOW_S:
-        raise UsageError(f"--xid-window: {o.xid_window!r} is shorter than 2m",
-                         hint="the change of code is found by comparing rule evaluations "
-                              "(1m apart by default): the window must hold at least two")
-    for option, value in (("--high-util-for", o.high_util_for), ("--idle-for", o.idle_for),
-                          ("--memory-for", o.memory_for),
-                          ("--temperature-for", o.temperature_for)):
+        raise UsageError(
+            f"--xid-window: {o.xid_window!r} is shorter than 2m",
+            hint="the change of code is found by comparing rule evaluations "
+            "(1m apart by default): the window must hold at least two",
+        )
+    for option, value in (
+        ("--high-util-for", o.high_util_for),
+        ("--idle-for", o.idle_for),
+        ("--memory-for", o.memory_for),
+        ("--temperature-for", o.temperature_for),
+    ):
         if value not in ("0", "0s"):
             duration_seconds(value, option)
     if not _LABEL_NAME.match(o.pod_label):
@@ -77,15 +88,19 @@ def _utilization(window: str, matcher: str = "") -> str:
     own utilization."""
     extra = f", {matcher}" if matcher else ""
     gr_selector = f"{{{matcher}}}" if matcher else ""
-    return (f'avg_over_time({UTIL}{{GPU_I_ID=""{extra}}}[{window}])'
-            f" or 100 * avg_over_time({GR_ACTIVE}{gr_selector}[{window}])")
+    return (
+        f'avg_over_time({UTIL}{{GPU_I_ID=""{extra}}}[{window}])'
+        f" or 100 * avg_over_time({GR_ACTIVE}{gr_selector}[{window}])"
+    )
 
 
 def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def _rule(name: str, expr: str, duration: str, severity: str, summary: str, description: str) -> dict:
+def _rule(
+    name: str, expr: str, duration: str, severity: str, summary: str, description: str
+) -> dict:
     rule = {"alert": name, "expr": expr}
     if duration not in ("0", "0s"):
         rule["for"] = duration
@@ -101,51 +116,75 @@ def rules(o: AlertOptions = AlertOptions()) -> dict:
     holder = f'{o.pod_label}!=""'
     xid = f"max by ({BOARD}) ({_host(XID)})"
     ns_label = "exported_namespace" if o.pod_label.startswith("exported_") else "namespace"
-    return {"groups": [{"name": GROUP, "rules": [
-        _rule("GPUHighUtilization",
-              f"avg by (Hostname) ({_host(f'({_utilization(o.high_util_window)})')})"
-              f" > {_num(o.high_util)}",
-              o.high_util_for, "warning",
-              "GPUs on {{ $labels.Hostname }} are saturated",
-              f"The GPUs of {{{{ $labels.Hostname }}}} averaged {{{{ $value | humanize }}}}% "
-              f"utilization over {o.high_util_window}, above {_num(o.high_util)}% for "
-              f"{o.high_util_for}."),
-        _rule("GPUIdleAllocated",
-              f"{_host(f'({_utilization(o.idle_window, holder)})')} < {_num(o.idle_util)}",
-              o.idle_for, "warning",
-              f"{gpu_on_host} is held by a pod but idle",
-              f"{{{{ $labels.{ns_label} }}}}/{{{{ $labels.{o.pod_label} }}}} holds {gpu_on_host} "
-              f"whose utilization averaged {{{{ $value | humanize }}}}% over {o.idle_window} "
-              f"(threshold {_num(o.idle_util)}%)."),
-        _rule("GPUMemoryNearFull",
-              f"{_host(f'100 * {FB_USED} / ({FB_USED} + {FB_FREE})')} > {_num(o.memory)}",
-              o.memory_for, "warning",
-              f"{gpu_on_host} memory is nearly full",
-              f"{gpu_on_host} has used {{{{ $value | humanize }}}}% of its memory for "
-              f"{o.memory_for} (threshold {_num(o.memory)}%)."),
-        _rule("GPUTemperatureHigh",
-              f"max by ({BOARD}) ({_host(TEMP)}) > {_num(o.temperature)}",
-              o.temperature_for, "warning",
-              f"{gpu_on_host} is hot",
-              f"{gpu_on_host} has been above {_num(o.temperature)} C for {o.temperature_for} "
-              f"({{{{ $value }}}} C now)."),
-        # The gauge keeps its last code, so "an XID happened" is "the board's value
-        # changed to a non-zero one": per board, because the pod that held the GPU often
-        # dies with the error and its series ends, while the next one starts at the code.
-        _rule("GPUXidError",
-              f"{xid} > 0 and changes(({xid})[{o.xid_window}:]) > 0",
-              "0s", "critical",
-              f"{gpu_on_host} reported an XID error",
-              f"{gpu_on_host} reported XID {{{{ $value }}}} in the last {o.xid_window}; see "
-              "https://docs.nvidia.com/deploy/xid-errors/ and consider draining the node."),
-    ]}]}
+    return {
+        "groups": [
+            {
+                "name": GROUP,
+                "rules": [
+                    _rule(
+                        "GPUHighUtilization",
+                        f"avg by (Hostname) ({_host(f'({_utilization(o.high_util_window)})')})"
+                        f" > {_num(o.high_util)}",
+                        o.high_util_for,
+                        "warning",
+                        "GPUs on {{ $labels.Hostname }} are saturated",
+                        f"The GPUs of {{{{ $labels.Hostname }}}} averaged {{{{ $value | humanize }}}}% "
+                        f"utilization over {o.high_util_window}, above {_num(o.high_util)}% for "
+                        f"{o.high_util_for}.",
+                    ),
+                    _rule(
+                        "GPUIdleAllocated",
+                        f"{_host(f'({_utilization(o.idle_window, holder)})')} < {_num(o.idle_util)}",
+                        o.idle_for,
+                        "warning",
+                        f"{gpu_on_host} is held by a pod but idle",
+                        f"{{{{ $labels.{ns_label} }}}}/{{{{ $labels.{o.pod_label} }}}} holds {gpu_on_host} "
+                        f"whose utilization averaged {{{{ $value | humanize }}}}% over {o.idle_window} "
+                        f"(threshold {_num(o.idle_util)}%).",
+                    ),
+                    _rule(
+                        "GPUMemoryNearFull",
+                        f"{_host(f'100 * {FB_USED} / ({FB_USED} + {FB_FREE})')} > {_num(o.memory)}",
+                        o.memory_for,
+                        "warning",
+                        f"{gpu_on_host} memory is nearly full",
+                        f"{gpu_on_host} has used {{{{ $value | humanize }}}}% of its memory for "
+                        f"{o.memory_for} (threshold {_num(o.memory)}%).",
+                    ),
+                    _rule(
+                        "GPUTemperatureHigh",
+                        f"max by ({BOARD}) ({_host(TEMP)}) > {_num(o.temperature)}",
+                        o.temperature_for,
+                        "warning",
+                        f"{gpu_on_host} is hot",
+                        f"{gpu_on_host} has been above {_num(o.temperature)} C for {o.temperature_for} "
+                        f"({{{{ $value }}}} C now).",
+                    ),
+                    # The gauge keeps its last code, so "an XID happened" is "the board's value
+                    # changed to a non-zero one": per board, because the pod that held the GPU often
+                    # dies with the error and its series ends, while the next one starts at the code.
+                    _rule(
+                        "GPUXidError",
+                        f"{xid} > 0 and changes(({xid})[{o.xid_window}:]) > 0",
+                        "0s",
+                        "critical",
+                        f"{gpu_on_host} reported an XID error",
+                        f"{gpu_on_host} reported XID {{{{ $value }}}} in the last {o.xid_window}; see "
+                        "https://docs.nvidia.com/deploy/xid-errors/ and consider draining the node.",
+                    ),
+                ],
+            }
+        ]
+    }
 
 
 def prometheus_rule(groups: dict, name: str, namespace: str, labels: dict) -> dict:
     """The same groups as a monitoring.coreos.com/v1 PrometheusRule."""
     if not k8s_names.dns1123_subdomain(name):
-        raise UsageError(f"--name: {name!r} is not a valid Kubernetes object name",
-                         hint="lower-case letters, digits, '-' and '.'")
+        raise UsageError(
+            f"--name: {name!r} is not a valid Kubernetes object name",
+            hint="lower-case letters, digits, '-' and '.'",
+        )
     if not k8s_names.dns1123_label(namespace):
         raise UsageError(f"--namespace: {namespace!r} is not a valid namespace name")
     for key, value in labels.items():
@@ -154,5 +193,9 @@ def prometheus_rule(groups: dict, name: str, namespace: str, labels: dict) -> di
     metadata = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)
-    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": metadata, "spec": groups}
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": metadata,
+        "spec": groups,
+    }

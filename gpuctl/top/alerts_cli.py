@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import enum
-from typing import List
 
 import typer
 
-from gpuctl.common.output import DataFormat, dump, echo
 from gpuctl.common.errors import UsageError
+from gpuctl.common.output import DataFormat, dump, echo
 
-alerts_app = typer.Typer(help="Prometheus alert rules for GPUs (DCGM-exporter metrics).",
-                         rich_markup_mode=None,
-                         no_args_is_help=True)
+alerts_app = typer.Typer(
+    help="Prometheus alert rules for GPUs (DCGM-exporter metrics).",
+    rich_markup_mode=None,
+    no_args_is_help=True,
+)
 
 
 class RuleFormat(str, enum.Enum):
@@ -28,55 +29,102 @@ def register(app: typer.Typer) -> None:
 def render(
     output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
     fmt: RuleFormat = typer.Option(
-        RuleFormat.rules, "--format",
+        RuleFormat.rules,
+        "--format",
         help="rules: a Prometheus rule file (rule_files:); prometheusrule: a "
-             "monitoring.coreos.com/v1 PrometheusRule for the Prometheus operator."),
-    name: str = typer.Option("gpuctl-gpu-alerts", "--name", metavar="NAME", help="PrometheusRule name."),
-    namespace: str = typer.Option("monitoring", "--namespace", "-n", metavar="NAMESPACE", help="PrometheusRule namespace."),
-    label: List[str] = typer.Option(
-        [], "--label", "-l", metavar="KEY=VALUE",
+        "monitoring.coreos.com/v1 PrometheusRule for the Prometheus operator.",
+    ),
+    name: str = typer.Option(
+        "gpuctl-gpu-alerts", "--name", metavar="NAME", help="PrometheusRule name."
+    ),
+    namespace: str = typer.Option(
+        "monitoring", "--namespace", "-n", metavar="NAMESPACE", help="PrometheusRule namespace."
+    ),
+    label: list[str] = typer.Option(
+        [],
+        "--label",
+        "-l",
+        metavar="KEY=VALUE",
         help="PrometheusRule label, repeatable (match your Prometheus ruleSelector, e.g. "
-             "release=kube-prometheus-stack)."),
-    high_util: float = typer.Option(80.0, "--high-util", metavar="PCT",
-                                    help="GPUHighUtilization: a node's GPUs average above this."),
-    high_util_window: str = typer.Option("5m", "--high-util-window", metavar="DURATION", help="...averaged over this."),
-    high_util_for: str = typer.Option("15m", "--high-util-for", metavar="DURATION", help="...for this long."),
-    idle_util: float = typer.Option(5.0, "--idle-util", metavar="PCT",
-                                    help="GPUIdleAllocated: a GPU held by a pod averages below this."),
-    idle_window: str = typer.Option("30m", "--idle-window", metavar="DURATION", help="...averaged over this."),
+        "release=kube-prometheus-stack).",
+    ),
+    high_util: float = typer.Option(
+        80.0,
+        "--high-util",
+        metavar="PCT",
+        help="GPUHighUtilization: a node's GPUs average above this.",
+    ),
+    high_util_window: str = typer.Option(
+        "5m", "--high-util-window", metavar="DURATION", help="...averaged over this."
+    ),
+    high_util_for: str = typer.Option(
+        "15m", "--high-util-for", metavar="DURATION", help="...for this long."
+    ),
+    idle_util: float = typer.Option(
+        5.0,
+        "--idle-util",
+        metavar="PCT",
+        help="GPUIdleAllocated: a GPU held by a pod averages below this.",
+    ),
+    idle_window: str = typer.Option(
+        "30m", "--idle-window", metavar="DURATION", help="...averaged over this."
+    ),
     idle_for: str = typer.Option("30m", "--idle-for", metavar="DURATION", help="...for this long."),
-    memory: float = typer.Option(95.0, "--memory", metavar="PCT",
-                                 help="GPUMemoryNearFull: framebuffer used above this."),
-    memory_for: str = typer.Option("15m", "--memory-for", metavar="DURATION", help="...for this long."),
-    temperature: float = typer.Option(85.0, "--temperature", metavar="CELSIUS",
-                                      help="GPUTemperatureHigh: GPU above this."),
-    temperature_for: str = typer.Option("5m", "--temperature-for", metavar="DURATION", help="...for this long."),
-    xid_window: str = typer.Option("10m", "--xid-window", metavar="DURATION",
-                                   help="GPUXidError: fires for this long after a GPU reports a new XID code."),
+    memory: float = typer.Option(
+        95.0, "--memory", metavar="PCT", help="GPUMemoryNearFull: framebuffer used above this."
+    ),
+    memory_for: str = typer.Option(
+        "15m", "--memory-for", metavar="DURATION", help="...for this long."
+    ),
+    temperature: float = typer.Option(
+        85.0, "--temperature", metavar="CELSIUS", help="GPUTemperatureHigh: GPU above this."
+    ),
+    temperature_for: str = typer.Option(
+        "5m", "--temperature-for", metavar="DURATION", help="...for this long."
+    ),
+    xid_window: str = typer.Option(
+        "10m",
+        "--xid-window",
+        metavar="DURATION",
+        help="GPUXidError: fires for this long after a GPU reports a new XID code.",
+    ),
     pod_label: str = typer.Option(
-        "pod", "--pod-label", metavar="LABEL",
+        "pod",
+        "--pod-label",
+        metavar="LABEL",
         help="Label naming the pod that holds a GPU; exported_pod when your scrape config "
-             "(e.g. a ServiceMonitor without honorLabels) renamed DCGM-exporter's pod label."),
+        "(e.g. a ServiceMonitor without honorLabels) renamed DCGM-exporter's pod label.",
+    ),
 ) -> None:
     """Write GPU alert rules (high utilization, idle-but-allocated, memory near full,
     temperature, XID errors) to stdout; `promtool check rules` accepts them."""
     from gpuctl.top import alert_rules
 
     if fmt is RuleFormat.rules and label:
-        raise UsageError("--label applies to --format prometheusrule only; a rule file has no "
-                         "object labels")
+        raise UsageError(
+            "--label applies to --format prometheusrule only; a rule file has no object labels"
+        )
     options = alert_rules.AlertOptions(
-        high_util=high_util, high_util_window=high_util_window, high_util_for=high_util_for,
-        idle_util=idle_util, idle_window=idle_window, idle_for=idle_for, memory=memory,
-        memory_for=memory_for, temperature=temperature, temperature_for=temperature_for,
-        xid_window=xid_window, pod_label=pod_label)
+        high_util=high_util,
+        high_util_window=high_util_window,
+        high_util_for=high_util_for,
+        idle_util=idle_util,
+        idle_window=idle_window,
+        idle_for=idle_for,
+        memory=memory,
+        memory_for=memory_for,
+        temperature=temperature,
+        temperature_for=temperature_for,
+        xid_window=xid_window,
+        pod_label=pod_label,
+    )
     document = alert_rules.rules(options)
     if fmt is RuleFormat.prometheusrule:
         document = alert_rules.prometheus_rule(document, name, namespace, _labels(label))
     echo(dump(document, output.value))
 
 
-def _labels(pairs: List[str]) -> dict:
+def _labels(pairs: list[str]) -> dict:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

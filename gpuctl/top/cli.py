@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from gpuctl.common.output import Format
@@ -14,22 +12,39 @@ def register(app: typer.Typer) -> None:
 
 
 def top(
-    simulate: Optional[str] = typer.Option(
-        None, "--simulate", envvar="GPUCTL_SIMULATE", metavar="SPEC",
-        help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB or 2xH200,2xA30."),
-    prometheus: Optional[str] = typer.Option(
-        None, "--prometheus", envvar="GPUCTL_PROMETHEUS_URL", metavar="URL",
+    simulate: str | None = typer.Option(
+        None,
+        "--simulate",
+        envvar="GPUCTL_SIMULATE",
+        metavar="SPEC",
+        help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB or 2xH200,2xA30.",
+    ),
+    prometheus: str | None = typer.Option(
+        None,
+        "--prometheus",
+        envvar="GPUCTL_PROMETHEUS_URL",
+        metavar="URL",
         help="Cluster-wide view from DCGM-exporter metrics in this Prometheus "
-             "(also prometheus_url in the config file)."),
+        "(also prometheus_url in the config file).",
+    ),
     delay: float = typer.Option(2.0, "-d", "--delay", min=0.1, help="Seconds between refreshes."),
     once: bool = typer.Option(False, "--once", help="Print one frame and exit."),
     output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
-    sort: str = typer.Option("index", "--sort", metavar="KEY",
-                             help="Node view: order GPUs by index, util, memory, temp or power."),
-    window: str = typer.Option("10m", "--window",
-                               help="Cluster view: window over which a GPU's mean utilization is taken."),
-    idle_threshold: float = typer.Option(5.0, "--idle-threshold", metavar="PCT",
-                                         help="Cluster view: a GPU under this mean utilization is idle."),
+    sort: str = typer.Option(
+        "index",
+        "--sort",
+        metavar="KEY",
+        help="Node view: order GPUs by index, util, memory, temp or power.",
+    ),
+    window: str = typer.Option(
+        "10m", "--window", help="Cluster view: window over which a GPU's mean utilization is taken."
+    ),
+    idle_threshold: float = typer.Option(
+        5.0,
+        "--idle-threshold",
+        metavar="PCT",
+        help="Cluster view: a GPU under this mean utilization is idle.",
+    ),
 ) -> None:
     """Show GPU utilization, memory, temperature, power and processes."""
     from gpuctl.common.config import setting
@@ -38,8 +53,14 @@ def top(
     if prometheus:
         from gpuctl.top import cluster_cli as top_cluster
 
-        top_cluster.run(prometheus, delay=delay, once=once, output=output.value,
-                        window=window, idle_threshold=idle_threshold)
+        top_cluster.run(
+            prometheus,
+            delay=delay,
+            once=once,
+            output=output.value,
+            window=window,
+            idle_threshold=idle_threshold,
+        )
     else:
         from gpuctl.top import node_cli as top_node
 

@@ -6,16 +6,17 @@ import contextlib
 import gc
 import time
 
+from gpuctl.common.errors import BackendError, UsageError
 from gpuctl.common.output import dump, echo, out_console
 from gpuctl.top import usage
-from gpuctl.common.errors import BackendError, UsageError
 
 BAR_WIDTH = 10
 LIVE_NAMESPACES = 5
 
 
-def run(url: str, *, delay: float, once: bool, output: str, window: str,
-        idle_threshold: float) -> None:
+def run(
+    url: str, *, delay: float, once: bool, output: str, window: str, idle_threshold: float
+) -> None:
     if not 0 <= idle_threshold <= 100:
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
     queries = usage.queries(window)  # checks --window before anything is sent
@@ -59,12 +60,15 @@ def _fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame
     # Evaluated at Prometheus's own "now": a client clock running ahead would otherwise
     # look past the 5-minute lookback and find no GPUs at all.
     current, attributes, means = client.query_all(
-        [queries.current, queries.attributes, queries.window_util])
+        [queries.current, queries.attributes, queries.window_util]
+    )
     if not current:
-        raise BackendError(f"no DCGM-exporter metrics in Prometheus at {client.url} "
-                           f"(no {usage.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
-                           hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
-                                "sure this Prometheus scrapes it")
+        raise BackendError(
+            f"no DCGM-exporter metrics in Prometheus at {client.url} "
+            f"(no {usage.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
+            hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
+            "sure this Prometheus scrapes it",
+        )
     return usage.build_frame(current, attributes, means, idle_threshold)
 
 
@@ -76,9 +80,12 @@ def _live(console, client, queries, frame, delay, window, idle_threshold) -> Non
         with Live(console=console, screen=True, auto_refresh=False) as live:
             while True:
                 # 14 lines besides GPU rows: summary, stale line, headers, captions, blanks.
-                rows = max(5, console.size.height - 14 - min(len(frame.namespaces), LIVE_NAMESPACES))
-                live.update(render(frame, window, idle_threshold, max_rows=rows, error=error),
-                            refresh=True)
+                rows = max(
+                    5, console.size.height - 14 - min(len(frame.namespaces), LIVE_NAMESPACES)
+                )
+                live.update(
+                    render(frame, window, idle_threshold, max_rows=rows, error=error), refresh=True
+                )
                 time.sleep(delay)
                 try:
                     frame, error = fetch(client, queries, idle_threshold), None
@@ -125,9 +132,18 @@ def _state(row: usage.GpuRow) -> tuple:
 
 
 def gpu_columns(window: str) -> tuple:
-    return (("NODE", "left"), ("GPU", "right"), ("MODEL", "left"), ("UTIL", "left"),
-            (f"MEAN {window}", "right"), ("MEMORY GiB", "left"), ("TEMP", "right"),
-            ("POWER", "right"), ("NAMESPACE/POD", "left"), ("STATE", "left"))
+    return (
+        ("NODE", "left"),
+        ("GPU", "right"),
+        ("MODEL", "left"),
+        ("UTIL", "left"),
+        (f"MEAN {window}", "right"),
+        ("MEMORY GiB", "left"),
+        ("TEMP", "right"),
+        ("POWER", "right"),
+        ("NAMESPACE/POD", "left"),
+        ("STATE", "left"),
+    )
 
 
 def gpu_cells(rows: list) -> list:
@@ -135,20 +151,37 @@ def gpu_cells(rows: list) -> list:
     out = []
     for i, r in enumerate(rows):
         util = r.utilization_gpu
-        mem = (None if r.memory_used_mib is None or not r.memory_total_mib
-               else r.memory_used_mib / r.memory_total_mib)
-        mem_label = ("-" if r.memory_used_mib is None else
-                     f"{_gib(r.memory_used_mib)}/{_gib(r.memory_total_mib)}"
-                     if r.memory_total_mib else _gib(r.memory_used_mib))
+        mem = (
+            None
+            if r.memory_used_mib is None or not r.memory_total_mib
+            else r.memory_used_mib / r.memory_total_mib
+        )
+        mem_label = (
+            "-"
+            if r.memory_used_mib is None
+            else f"{_gib(r.memory_used_mib)}/{_gib(r.memory_total_mib)}"
+            if r.memory_total_mib
+            else _gib(r.memory_used_mib)
+        )
         plain = lambda text: ((text, ""),)  # noqa: E731
-        out.append((
-            plain(_safe(r.node) if i == 0 or rows[i - 1].node != r.node else ""), plain(_safe(r.gpu)),
-            plain(_model(r.model)),
-            _bar(None if util is None else util / 100, _pct(util).rjust(4), _util_style(util or 0)),
-            plain(_pct(r.mean_utilization)), _bar(mem, mem_label, "cyan"),
-            plain("-" if r.temperature_c is None else f"{r.temperature_c:.0f}C"),
-            plain("-" if r.power_w is None else f"{r.power_w:.0f}W"),
-            plain("-" if not r.allocated else _safe(f"{r.namespace or '-'}/{r.pod}")), (_state(r),)))
+        out.append(
+            (
+                plain(_safe(r.node) if i == 0 or rows[i - 1].node != r.node else ""),
+                plain(_safe(r.gpu)),
+                plain(_model(r.model)),
+                _bar(
+                    None if util is None else util / 100,
+                    _pct(util).rjust(4),
+                    _util_style(util or 0),
+                ),
+                plain(_pct(r.mean_utilization)),
+                _bar(mem, mem_label, "cyan"),
+                plain("-" if r.temperature_c is None else f"{r.temperature_c:.0f}C"),
+                plain("-" if r.power_w is None else f"{r.power_w:.0f}W"),
+                plain("-" if not r.allocated else _safe(f"{r.namespace or '-'}/{r.pod}")),
+                (_state(r),),
+            )
+        )
     return out
 
 
@@ -158,13 +191,14 @@ def gpu_table(rows: list, window: str, total: int):
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name, justify in gpu_columns(window):
-        table.add_column(name, justify=justify, no_wrap=name != "NAMESPACE/POD",
-                         overflow="fold")
+        table.add_column(name, justify=justify, no_wrap=name != "NAMESPACE/POD", overflow="fold")
     for i, cells in enumerate(gpu_cells(rows)):
         last = i == len(rows) - 1 or rows[i + 1].node != rows[i].node
         table.add_row(*(Text.assemble(*c) for c in cells), end_section=last)
     if total > len(rows):
-        table.caption = f"… {total - len(rows)} more GPUs not shown (widen the terminal, or use --once)"
+        table.caption = (
+            f"… {total - len(rows)} more GPUs not shown (widen the terminal, or use --once)"
+        )
     return table
 
 
@@ -172,11 +206,16 @@ def plain_table(columns, cells) -> str:
     """Aligned text with the rich table's layout: a file or a pipe gets the whole cluster
     without rich's per-cell cost (seconds for thousands of GPUs)."""
     texts = [["".join(t for t, _ in cell) for cell in row] for row in cells]
-    widths = [max([len(name)] + [len(row[c]) for row in texts]) for c, (name, _) in enumerate(columns)]
+    widths = [
+        max([len(name)] + [len(row[c]) for row in texts]) for c, (name, _) in enumerate(columns)
+    ]
 
     def line(values) -> str:
-        return "  ".join(v.rjust(w) if justify == "right" else v.ljust(w)
-                         for v, w, (_, justify) in zip(values, widths, columns)).rstrip()
+        return "  ".join(
+            v.rjust(w) if justify == "right" else v.ljust(w)
+            for v, w, (_, justify) in zip(values, widths, columns)
+        ).rstrip()
+
     return "\n".join([line([name for name, _ in columns])] + [line(t) for t in texts]) + "\n"
 
 
@@ -189,8 +228,12 @@ def namespace_table(namespaces: list, limit=None):
         table.add_column(name, justify="left" if name == "NAMESPACE" else "right")
     shown = namespaces if limit is None else namespaces[:limit]
     for n in shown:
-        table.add_row(Text(_safe(n.namespace)), str(n.gpus), _pct(n.mean_utilization),
-                      Text(str(n.idle_gpus), "bold red" if n.idle_gpus else ""))
+        table.add_row(
+            Text(_safe(n.namespace)),
+            str(n.gpus),
+            _pct(n.mean_utilization),
+            Text(str(n.idle_gpus), "bold red" if n.idle_gpus else ""),
+        )
     if len(shown) < len(namespaces):
         table.caption = f"… {len(namespaces) - len(shown)} more namespaces"
     return table
@@ -200,12 +243,20 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
     from rich.text import Text
 
     text = Text.assemble(
-        ("Cluster ", "bold"), f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} · ",
-        (f"{s.idle_gpus} idle", "yellow" if s.idle_gpus else ""), f" (< {idle_threshold:g}%) · ",
-        (f"{s.idle_allocated_gpus} idle but held by a pod", "bold red" if s.idle_allocated_gpus else ""))
+        ("Cluster ", "bold"),
+        f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} · ",
+        (f"{s.idle_gpus} idle", "yellow" if s.idle_gpus else ""),
+        f" (< {idle_threshold:g}%) · ",
+        (
+            f"{s.idle_allocated_gpus} idle but held by a pod",
+            "bold red" if s.idle_allocated_gpus else "",
+        ),
+    )
     if s.busiest is not None:
-        text.append(f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "
-                    f"idlest node {_safe(s.idlest.node)} ({_pct(s.idlest.mean_utilization)})")
+        text.append(
+            f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "
+            f"idlest node {_safe(s.idlest.node)} ({_pct(s.idlest.mean_utilization)})"
+        )
     return text
 
 
@@ -214,9 +265,22 @@ def render_plain(frame: usage.Frame, window: str, idle_threshold: float) -> str:
     out += plain_table(gpu_columns(window), gpu_cells(frame.rows))
     if frame.namespaces:
         out += "\n" + plain_table(
-            (("NAMESPACE", "left"), ("GPUS HELD", "right"), ("MEAN UTIL", "right"), ("IDLE", "right")),
-            [[((_safe(n.namespace), ""),), ((str(n.gpus), ""),), ((_pct(n.mean_utilization), ""),),
-              ((str(n.idle_gpus), ""),)] for n in frame.namespaces])
+            (
+                ("NAMESPACE", "left"),
+                ("GPUS HELD", "right"),
+                ("MEAN UTIL", "right"),
+                ("IDLE", "right"),
+            ),
+            [
+                [
+                    ((_safe(n.namespace), ""),),
+                    ((str(n.gpus), ""),),
+                    ((_pct(n.mean_utilization), ""),),
+                    ((str(n.idle_gpus), ""),),
+                ]
+                for n in frame.namespaces
+            ],
+        )
     return out
 
 

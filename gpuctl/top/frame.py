@@ -130,46 +130,81 @@ def _gpu_row(g: GpuSample, bar_width: int) -> GpuRow:
         level = WARN if g.power_limit_w and 100 * g.power_w / g.power_limit_w >= WARN_POWER else OK
         power = Cell(f"{g.power_w:.0f}/{limit}", level)
     util_text = f"{g.utilization_gpu}%" if g.utilization_gpu is not None else NA
-    clocks = (f"{g.clock_sm_mhz}/{g.clock_mem_mhz} MHz"
-              if g.clock_sm_mhz is not None and g.clock_mem_mhz is not None else NA)
+    clocks = (
+        f"{g.clock_sm_mhz}/{g.clock_mem_mhz} MHz"
+        if g.clock_sm_mhz is not None and g.clock_mem_mhz is not None
+        else NA
+    )
     mig_rows = []
     for m in g.mig_devices:
         m_pct = _pct(m.memory_used_mib, m.memory_total_mib)
         n_procs = sum(1 for p in g.processes if p.gi_id == m.gi_id and p.ci_id == m.ci_id)
-        placement = (f"{m.placement_start}:{m.placement_size}"
-                     if m.placement_start is not None and m.placement_size is not None else NA)
-        mig_rows.append(MigRow(
-            label=f"{m.gi_id}/{m.ci_id}", profile=Cell(m.profile or NA, OK if m.profile else NONE),
-            placement=Cell(placement, OK if placement != NA else NONE),
-            memory=Cell(_mem_text(m.memory_used_mib, m.memory_total_mib), _mem_level(m_pct)),
-            memory_bar=Cell(bar(None if m_pct is None else m_pct / 100, bar_width), _mem_level(m_pct)),
-            processes=n_procs))
+        placement = (
+            f"{m.placement_start}:{m.placement_size}"
+            if m.placement_start is not None and m.placement_size is not None
+            else NA
+        )
+        mig_rows.append(
+            MigRow(
+                label=f"{m.gi_id}/{m.ci_id}",
+                profile=Cell(m.profile or NA, OK if m.profile else NONE),
+                placement=Cell(placement, OK if placement != NA else NONE),
+                memory=Cell(_mem_text(m.memory_used_mib, m.memory_total_mib), _mem_level(m_pct)),
+                memory_bar=Cell(
+                    bar(None if m_pct is None else m_pct / 100, bar_width), _mem_level(m_pct)
+                ),
+                processes=n_procs,
+            )
+        )
     return GpuRow(
-        index=g.index, name=Cell(short_name(g.name), OK if g.name else NONE), mig=mig,
+        index=g.index,
+        name=Cell(short_name(g.name), OK if g.name else NONE),
+        mig=mig,
         util=Cell(util_text, _util_level(g.utilization_gpu)),
-        util_bar=Cell(bar(None if g.utilization_gpu is None else g.utilization_gpu / 100, bar_width),
-                      _util_level(g.utilization_gpu)),
+        util_bar=Cell(
+            bar(None if g.utilization_gpu is None else g.utilization_gpu / 100, bar_width),
+            _util_level(g.utilization_gpu),
+        ),
         memory=Cell(_mem_text(g.memory_used_mib, g.memory_total_mib), _mem_level(mem_pct)),
-        memory_bar=Cell(bar(None if mem_pct is None else mem_pct / 100, bar_width), _mem_level(mem_pct)),
-        temp=temp, power=power, fan=Cell(f"{g.fan_percent}%" if g.fan_percent is not None else NA,
-                                         OK if g.fan_percent is not None else NONE),
-        clocks=Cell(clocks, OK if clocks != NA else NONE), mig_rows=mig_rows)
+        memory_bar=Cell(
+            bar(None if mem_pct is None else mem_pct / 100, bar_width), _mem_level(mem_pct)
+        ),
+        temp=temp,
+        power=power,
+        fan=Cell(
+            f"{g.fan_percent}%" if g.fan_percent is not None else NA,
+            OK if g.fan_percent is not None else NONE,
+        ),
+        clocks=Cell(clocks, OK if clocks != NA else NONE),
+        mig_rows=mig_rows,
+    )
 
 
 def _sort_key(sort: str):
     def value(g: GpuSample):
-        v = {"index": g.index, "util": g.utilization_gpu,
-             "memory": _pct(g.memory_used_mib, g.memory_total_mib),
-             "temp": g.temperature_c, "power": g.power_w}[sort]
+        v = {
+            "index": g.index,
+            "util": g.utilization_gpu,
+            "memory": _pct(g.memory_used_mib, g.memory_total_mib),
+            "temp": g.temperature_c,
+            "power": g.power_w,
+        }[sort]
         return v
+
     if sort == "index":
         return lambda g: (0, g.index)
     # Highest first; GPUs without the reading last, then by index.
     return lambda g: (1, 0, g.index) if value(g) is None else (0, -value(g), g.index)
 
 
-def build_frame(sample: NodeSample, *, sort: str = "index", bar_width: int = 12,
-                host: str = "", time_text: str = "") -> Frame:
+def build_frame(
+    sample: NodeSample,
+    *,
+    sort: str = "index",
+    bar_width: int = 12,
+    host: str = "",
+    time_text: str = "",
+) -> Frame:
     if sort not in SORT_KEYS:
         raise ValueError(f"unknown sort key {sort!r}")
     gpus = sorted(sample.gpus, key=_sort_key(sort))
@@ -178,18 +213,31 @@ def build_frame(sample: NodeSample, *, sort: str = "index", bar_width: int = 12,
     for g in gpus:
         for p in sorted(g.processes, key=lambda p: (-(p.used_memory_mib or 0), p.pid)):
             where = str(g.index) if p.gi_id is None else f"{g.index}:{p.gi_id}/{p.ci_id}"
-            procs.append(ProcessRow(
-                gpu=where, pid=p.pid, user=p.user or NA,
-                memory=Cell(f"{p.used_memory_mib:,} MiB" if p.used_memory_mib is not None else NA,
-                            OK if p.used_memory_mib is not None else NONE),
-                name=p.name or NA))
+            procs.append(
+                ProcessRow(
+                    gpu=where,
+                    pid=p.pid,
+                    user=p.user or NA,
+                    memory=Cell(
+                        f"{p.used_memory_mib:,} MiB" if p.used_memory_mib is not None else NA,
+                        OK if p.used_memory_mib is not None else NONE,
+                    ),
+                    name=p.name or NA,
+                )
+            )
     busy = sum(1 for g in sample.gpus if g.processes)
     idle = sum(1 for g in sample.gpus if not g.processes and (g.utilization_gpu or 0) < IDLE_UTIL)
-    parts = [host, "simulated node" if sample.simulated else "",
-             f"driver {sample.driver_version}" if sample.driver_version else "", time_text]
+    parts = [
+        host,
+        "simulated node" if sample.simulated else "",
+        f"driver {sample.driver_version}" if sample.driver_version else "",
+        time_text,
+    ]
     header = "  ".join(p for p in parts if p)
-    summary = (f"{len(sample.gpus)} GPUs: {busy} busy, {idle} idle; {len(procs)} processes.  "
-               "* MIG mode change pending a GPU reset")
+    summary = (
+        f"{len(sample.gpus)} GPUs: {busy} busy, {idle} idle; {len(procs)} processes.  "
+        "* MIG mode change pending a GPU reset"
+    )
     if not any(r.mig.level == WARN for r in rows):
         summary = summary.partition(".  *")[0]
     return Frame(header=header, gpus=rows, processes=procs, summary=summary)

@@ -10,19 +10,32 @@ import time
 
 from gpuctl.top import frame as topframe
 
-_STYLES = {topframe.IDLE: "blue", topframe.OK: "green", topframe.WARN: "yellow",
-           topframe.CRIT: "bold red", topframe.NONE: "dim"}
+_STYLES = {
+    topframe.IDLE: "blue",
+    topframe.OK: "green",
+    topframe.WARN: "yellow",
+    topframe.CRIT: "bold red",
+    topframe.NONE: "dim",
+}
 
 
-def run(simulate: str | None, *, delay: float = 2.0, once: bool = False, output: str = "table",
-        sort: str = "index") -> None:
+def run(
+    simulate: str | None,
+    *,
+    delay: float = 2.0,
+    once: bool = False,
+    output: str = "table",
+    sort: str = "index",
+) -> None:
     from gpuctl.adapters.nvml import Nvml
     from gpuctl.common.errors import UsageError
 
     if not math.isfinite(delay):  # typer's min=0.1 lets nan through: a busy loop
         raise UsageError(f"--delay must be a number of seconds, not {delay}")
     if sort not in topframe.SORT_KEYS:
-        raise UsageError(f"unknown --sort key {sort!r}", hint="use one of: " + ", ".join(topframe.SORT_KEYS))
+        raise UsageError(
+            f"unknown --sort key {sort!r}", hint="use one of: " + ", ".join(topframe.SORT_KEYS)
+        )
     with Nvml(simulate) as nvml:
         if output != "table":
             from gpuctl.common.output import dump, echo
@@ -47,8 +60,13 @@ def render(sample, *, sort: str = "index", width: int = 80):
     from rich.text import Text
 
     wide = width >= 110
-    frame = topframe.build_frame(sample, sort=sort, bar_width=10 if wide else 6,
-                                 host=socket.gethostname(), time_text=time.strftime("%Y-%m-%d %H:%M:%S"))
+    frame = topframe.build_frame(
+        sample,
+        sort=sort,
+        bar_width=10 if wide else 6,
+        host=socket.gethostname(),
+        time_text=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
 
     def cell(c: topframe.Cell):
         return (c.text, _STYLES[c.level])
@@ -56,25 +74,44 @@ def render(sample, *, sort: str = "index", width: int = 80):
     def bar(b: topframe.Cell, c: topframe.Cell):
         return (f"{b.text} {c.text}", _STYLES[c.level]), len(b.text) + 1
 
-    gpu_head = ["GPU", "NAME", "MIG", "UTIL", "MEMORY", "TEMP", "POWER W"] + (["FAN", "CLOCK SM/MEM"] if wide else [])
+    gpu_head = ["GPU", "NAME", "MIG", "UTIL", "MEMORY", "TEMP", "POWER W"] + (
+        ["FAN", "CLOCK SM/MEM"] if wide else []
+    )
     gpu_right = {0, 5, 6, 7, 8}
     rows = []
     for r in frame.gpus:
-        row = [(str(r.index), ""), cell(r.name), cell(r.mig), bar(r.util_bar, r.util)[0],
-               bar(r.memory_bar, r.memory)[0], cell(r.temp), cell(r.power)]
+        row = [
+            (str(r.index), ""),
+            cell(r.name),
+            cell(r.mig),
+            bar(r.util_bar, r.util)[0],
+            bar(r.memory_bar, r.memory)[0],
+            cell(r.temp),
+            cell(r.power),
+        ]
         rows.append(row + ([cell(r.fan), cell(r.clocks)] if wide else []))
         for m in r.mig_rows:
-            row = [("", ""), (f"└ {m.label} {m.profile.text}", "cyan"),
-                   (f"@{m.placement.text}", _STYLES[m.placement.level]),
-                   (f"{m.processes} proc" if m.processes else "idle", "green" if m.processes else "blue"),
-                   bar(m.memory_bar, m.memory)[0], ("", ""), ("", "")]
+            row = [
+                ("", ""),
+                (f"└ {m.label} {m.profile.text}", "cyan"),
+                (f"@{m.placement.text}", _STYLES[m.placement.level]),
+                (
+                    f"{m.processes} proc" if m.processes else "idle",
+                    "green" if m.processes else "blue",
+                ),
+                bar(m.memory_bar, m.memory)[0],
+                ("", ""),
+                ("", ""),
+            ]
             rows.append(row + ([("", ""), ("", "")] if wide else []))
     text = Text(no_wrap=True, overflow="ellipsis", end="")
     text.append(frame.header + "\n", style="bold")
     _table(text, gpu_head, gpu_right, rows)
     text.append(frame.summary + "\n\n", style="dim")
-    procs = [[(p.gpu, ""), (str(p.pid), ""), (p.user, ""), cell(p.memory), (p.name, "")]
-             for p in frame.processes]
+    procs = [
+        [(p.gpu, ""), (str(p.pid), ""), (p.user, ""), cell(p.memory), (p.name, "")]
+        for p in frame.processes
+    ]
     if not procs:
         procs = [[("", ""), ("", ""), ("no processes on any GPU", "dim"), ("", ""), ("", "")]]
     _table(text, ["GPU", "PID", "USER", "GPU MEM", "PROCESS"], {0, 1, 3}, procs)
@@ -104,8 +141,15 @@ def _live(console, nvml, delay: float, sort: str) -> None:
 
     keys = _Keys()
     try:
-        with keys, Live(render(nvml.sample(), sort=sort, width=console.width), console=console, screen=True,
-                        auto_refresh=False) as live:
+        with (
+            keys,
+            Live(
+                render(nvml.sample(), sort=sort, width=console.width),
+                console=console,
+                screen=True,
+                auto_refresh=False,
+            ) as live,
+        ):
             while not keys.quit_within(delay):
                 live.update(render(nvml.sample(), sort=sort, width=console.width), refresh=True)
     except KeyboardInterrupt:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
-from gpuctl.common.numbers import whole_number
 from gpuctl.common.errors import UsageError
+from gpuctl.common.numbers import whole_number
 
-UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent; absent or a constant 0 for MIG devices: never used for them
+UTIL = (
+    "DCGM_FI_DEV_GPU_UTIL"  # percent; absent or a constant 0 for MIG devices: never used for them
+)
 GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1; what MIG devices report
 FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB
@@ -29,12 +31,30 @@ BY_HOST = ("Hostname", "hostname", "gpu", "GPU_I_ID")
 IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 # Labels worth showing. `exported_*` appear when the scrape config attaches its own
 # pod/namespace labels (prometheus-operator) and Prometheus renames the exporter's ones.
-ATTRIBUTES = IDENTITY + ("GPU_I_PROFILE", "modelName", "instance", "pod", "namespace",
-                         "container", "exported_pod", "exported_namespace", "exported_container")
+ATTRIBUTES = IDENTITY + (
+    "GPU_I_PROFILE",
+    "modelName",
+    "instance",
+    "pod",
+    "namespace",
+    "container",
+    "exported_pod",
+    "exported_namespace",
+    "exported_container",
+)
 
-_DURATION = re.compile(r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z")
-_UNIT_SECONDS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1,
-                 "ms": 0.001}
+_DURATION = re.compile(
+    r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z"
+)
+_UNIT_SECONDS = {
+    "y": 365 * 86400,
+    "w": 7 * 86400,
+    "d": 86400,
+    "h": 3600,
+    "m": 60,
+    "s": 1,
+    "ms": 0.001,
+}
 
 Key = tuple  # values of IDENTITY, "" where absent
 Sample = tuple  # (labels: dict[str, str], value: float)
@@ -45,8 +65,10 @@ def duration_seconds(text: str, option: str) -> float:
     otherwise, so nothing malformed ever reaches a query or a rule file."""
     parts = re.findall(r"([0-9]+)(ms|[ywdhms])", text) if isinstance(text, str) else []
     if not text or not _DURATION.match(text) or any(whole_number(n) is None for n, _ in parts):
-        raise UsageError(f"{option}: {text!r} is not a Prometheus duration",
-                         hint="use a number with a unit, e.g. 30s, 10m, 1h or 1h30m")
+        raise UsageError(
+            f"{option}: {text!r} is not a Prometheus duration",
+            hint="use a number with a unit, e.g. 30s, 10m, 1h or 1h30m",
+        )
     seconds = sum(whole_number(n) * _UNIT_SECONDS[u] for n, u in parts)
     if seconds <= 0:
         raise UsageError(f"{option}: {text!r} must be longer than zero")
@@ -63,8 +85,10 @@ class Queries:
 def _per_device(make) -> str:
     # Series with a UUID are keyed by it alone (a smaller answer to decode); any without
     # one fall back to node and index. make(matcher, by) gives one side of the union.
-    return " or ".join(make(matcher, ", ".join(by))
-                       for by, matcher in ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""')))
+    return " or ".join(
+        make(matcher, ", ".join(by))
+        for by, matcher in ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""'))
+    )
 
 
 def queries(window: str) -> Queries:
@@ -72,14 +96,21 @@ def queries(window: str) -> Queries:
     duration_seconds(window, "--window")
     names = "|".join(METRICS)
     return Queries(
-        current=_per_device(lambda m, by: f'max by (__name__, {by}) ({{__name__=~"{names}", {m}}})'),
+        current=_per_device(
+            lambda m, by: f'max by (__name__, {by}) ({{__name__=~"{names}", {m}}})'
+        ),
         attributes=f'group by ({", ".join(ATTRIBUTES)}) ({{__name__=~"{names}"}})',
         # `or` keeps the left side where both exist: a full GPU's own utilization wins
         # over its profiling metric. MIG devices (GPU_I_ID set) report GPU_UTIL as 0 or
         # not at all, so for them only the profiling metric counts.
         window_util=" or ".join(
-            _per_device(lambda m, by: f"max by ({by}) ({scale}avg_over_time({metric}{{{m}{only}}}[{window}]))")
-            for metric, scale, only in ((UTIL, "", ', GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))),
+            _per_device(
+                lambda m, by: (
+                    f"max by ({by}) ({scale}avg_over_time({metric}{{{m}{only}}}[{window}]))"
+                )
+            )
+            for metric, scale, only in ((UTIL, "", ', GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
+        ),
     )
 
 
@@ -87,19 +118,19 @@ def queries(window: str) -> Queries:
 class GpuRow:
     node: str
     gpu: str
-    uuid: Optional[str]
-    model: Optional[str]
-    mig_profile: Optional[str]
-    utilization_gpu: Optional[float]  # percent, now
-    mean_utilization: Optional[float]  # percent, over the window
-    memory_used_mib: Optional[float]
-    memory_total_mib: Optional[float]
-    temperature_c: Optional[float]
-    power_w: Optional[float]
-    pod: Optional[str]
-    namespace: Optional[str]
-    container: Optional[str]
-    idle: Optional[bool]  # None when the window holds no utilization sample
+    uuid: str | None
+    model: str | None
+    mig_profile: str | None
+    utilization_gpu: float | None  # percent, now
+    mean_utilization: float | None  # percent, over the window
+    memory_used_mib: float | None
+    memory_total_mib: float | None
+    temperature_c: float | None
+    power_w: float | None
+    pod: str | None
+    namespace: str | None
+    container: str | None
+    idle: bool | None  # None when the window holds no utilization sample
 
     @property
     def allocated(self) -> bool:
@@ -114,7 +145,7 @@ class GpuRow:
 class NamespaceUsage:
     namespace: str
     gpus: int
-    mean_utilization: Optional[float]
+    mean_utilization: float | None
     idle_gpus: int
 
 
@@ -127,11 +158,11 @@ class NodeUsage:
 @dataclass
 class ClusterSummary:
     gpus: int
-    mean_utilization: Optional[float]
+    mean_utilization: float | None
     idle_gpus: int
     idle_allocated_gpus: int
-    busiest: Optional[NodeUsage]
-    idlest: Optional[NodeUsage]
+    busiest: NodeUsage | None
+    idlest: NodeUsage | None
 
 
 @dataclass
@@ -154,7 +185,6 @@ def _labels_of(key: Key) -> dict:
     return dict(zip(BY_UUID if len(key) == 2 else ("",) + BY_HOST, key))
 
 
-
 def _holder(attrs: dict, renamed: bool) -> tuple:
     prefix = "exported_" if renamed else ""
     return tuple(attrs.get(prefix + name) or None for name in ("pod", "namespace", "container"))
@@ -174,8 +204,12 @@ def natural_key(text: str) -> tuple:
     return tuple((1, 0, p) if n is None else (0, n, "") for p, n in parts)
 
 
-def build_frame(current: Iterable[Sample], attributes: Iterable[Sample],
-                window_util: Iterable[Sample], idle_threshold: float) -> Frame:
+def build_frame(
+    current: Iterable[Sample],
+    attributes: Iterable[Sample],
+    window_util: Iterable[Sample],
+    idle_threshold: float,
+) -> Frame:
     """Rows (one per GPU or MIG device, grouped by node) and the waste summaries."""
     values: dict[Key, dict[str, float]] = {}
     wanted = set(METRICS)
@@ -187,13 +221,15 @@ def build_frame(current: Iterable[Sample], attributes: Iterable[Sample],
     for labels, _ in attributes:
         attrs.setdefault(key_of(labels), []).append(labels)
     means = {key_of(labels): value for labels, value in window_util if math.isfinite(value)}
-    renamed = any("exported_pod" in a or "exported_namespace" in a
-                  for group in attrs.values() for a in group)
+    renamed = any(
+        "exported_pod" in a or "exported_namespace" in a for group in attrs.values() for a in group
+    )
 
     # A MIG-enabled GPU may also report board-level series (temperature, power) without
     # a GPU instance: those fill in its MIG devices instead of making a row of their own.
     def board(key: Key) -> Key:
         return key[:-1] + ("",)
+
     mig_boards = {board(k) for k in values if k[-1]}
     rows = []
     for key, metrics in values.items():
@@ -220,17 +256,24 @@ def _row(m: dict, parent: dict, a: dict, mean, renamed: bool, threshold: float) 
     pod, namespace, container = _holder(a, renamed)
     return GpuRow(
         node=a.get("Hostname") or a.get("hostname") or a.get("instance") or "-",
-        gpu=gpu or "-", uuid=a.get("UUID") or None, model=model, mig_profile=profile,
-        utilization_gpu=util, mean_utilization=mean,
+        gpu=gpu or "-",
+        uuid=a.get("UUID") or None,
+        model=model,
+        mig_profile=profile,
+        utilization_gpu=util,
+        mean_utilization=mean,
         memory_used_mib=used,
         memory_total_mib=used + free if used is not None and free is not None else None,
-        temperature_c=m.get(TEMP, parent.get(TEMP)), power_w=m.get(POWER, parent.get(POWER)),
-        pod=pod, namespace=namespace, container=container,
+        temperature_c=m.get(TEMP, parent.get(TEMP)),
+        power_w=m.get(POWER, parent.get(POWER)),
+        pod=pod,
+        namespace=namespace,
+        container=container,
         idle=None if mean is None else mean < threshold,
     )
 
 
-def _mean(values: list) -> Optional[float]:
+def _mean(values: list) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known else None
 
@@ -241,9 +284,12 @@ def namespace_usage(rows: list) -> list:
     for r in rows:
         if r.allocated:
             groups.setdefault(r.namespace or "-", []).append(r)
-    return [NamespaceUsage(ns, len(g), _mean([r.mean_utilization for r in g]),
-                           sum(1 for r in g if r.idle))
-            for ns, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    return [
+        NamespaceUsage(
+            ns, len(g), _mean([r.mean_utilization for r in g]), sum(1 for r in g if r.idle)
+        )
+        for ns, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
 
 
 def summarize(rows: list) -> ClusterSummary:
@@ -274,17 +320,36 @@ def frame_to_dict(frame: Frame) -> dict:
     """The `--once -o json|yaml` document."""
     s = frame.summary
     return {
-        "gpus": [{
-            "node": r.node, "gpu": r.gpu, "uuid": r.uuid, "model": r.model,
-            "utilization_gpu": _round(r.utilization_gpu),
-            "memory_used_mib": _mib(r.memory_used_mib),
-            "memory_total_mib": _mib(r.memory_total_mib),
-            "temperature_c": _round(r.temperature_c), "power_w": _round(r.power_w),
-            "pod": r.pod, "namespace": r.namespace, "idle": r.idle,
-        } for r in frame.rows],
-        "namespaces": [{"namespace": n.namespace, "gpus": n.gpus,
-                        "mean_utilization": _round(n.mean_utilization), "idle_gpus": n.idle_gpus}
-                       for n in frame.namespaces],
-        "summary": {"gpus": s.gpus, "mean_utilization": _round(s.mean_utilization),
-                    "idle_gpus": s.idle_gpus, "idle_allocated_gpus": s.idle_allocated_gpus},
+        "gpus": [
+            {
+                "node": r.node,
+                "gpu": r.gpu,
+                "uuid": r.uuid,
+                "model": r.model,
+                "utilization_gpu": _round(r.utilization_gpu),
+                "memory_used_mib": _mib(r.memory_used_mib),
+                "memory_total_mib": _mib(r.memory_total_mib),
+                "temperature_c": _round(r.temperature_c),
+                "power_w": _round(r.power_w),
+                "pod": r.pod,
+                "namespace": r.namespace,
+                "idle": r.idle,
+            }
+            for r in frame.rows
+        ],
+        "namespaces": [
+            {
+                "namespace": n.namespace,
+                "gpus": n.gpus,
+                "mean_utilization": _round(n.mean_utilization),
+                "idle_gpus": n.idle_gpus,
+            }
+            for n in frame.namespaces
+        ],
+        "summary": {
+            "gpus": s.gpus,
+            "mean_utilization": _round(s.mean_utilization),
+            "idle_gpus": s.idle_gpus,
+            "idle_allocated_gpus": s.idle_allocated_gpus,
+        },
     }

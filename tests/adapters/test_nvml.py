@@ -11,8 +11,6 @@ import gpuctl.sim
 from gpuctl.adapters.nvml import ComputeInstance, GpuInstance, Nvml, NvmlError, Process
 from gpuctl.common.errors import BackendError, GpuctlError
 
-from tests import ROOT
-
 
 @pytest.fixture
 def mig_node():
@@ -40,8 +38,10 @@ def test_sample_reads_every_field(mig_node, monkeypatch):
     assert g0.mig_mode == g0.mig_mode_pending == 1
     assert g0.utilization_gpu is None  # NVML has no counters with MIG on
     assert g0.fan_percent is None and g1.fan_percent is None  # passively cooled
-    assert [(m.gi_id, m.ci_id, m.profile, m.placement_start, m.placement_size, m.memory_used_mib)
-            for m in g0.mig_devices] == [(big, big_ci, "3g.40gb", 4, 4, 5000), (small, 0, "1g.10gb", 0, 1, 0)]
+    assert [
+        (m.gi_id, m.ci_id, m.profile, m.placement_start, m.placement_size, m.memory_used_mib)
+        for m in g0.mig_devices
+    ] == [(big, big_ci, "3g.40gb", 4, 4, 5000), (small, 0, "1g.10gb", 0, 1, 0)]
     assert g0.processes == [Process(3001, "train", "alice", 5000, big, big_ci)]
     assert g1.processes == [Process(3002, "serve", "bob", 7000, None, None)]
     assert g1.memory_used_mib == 7000 and g1.mig_mode == 0 and 30 <= g1.utilization_gpu <= 100
@@ -84,10 +84,13 @@ def test_mig_layout_round_trip():
         ca = nvml.create_compute_instance(0, a, 1)
         c1 = nvml.create_compute_instance(0, b, 0)
         c2 = nvml.create_compute_instance(0, b, 1)
-        assert nvml.gpu_instances(0) == sorted([
-            GpuInstance(a, 14, 4, 2, [ComputeInstance(ca, 1)]),
-            GpuInstance(b, 9, 0, 4, [ComputeInstance(c1, 0), ComputeInstance(c2, 1)])],
-            key=lambda g: g.gi_id)
+        assert nvml.gpu_instances(0) == sorted(
+            [
+                GpuInstance(a, 14, 4, 2, [ComputeInstance(ca, 1)]),
+                GpuInstance(b, 9, 0, 4, [ComputeInstance(c1, 0), ComputeInstance(c2, 1)]),
+            ],
+            key=lambda g: g.gi_id,
+        )
         nvml.destroy_compute_instance(0, b, c1)
         nvml.destroy_compute_instance(0, b, c2)
         nvml.destroy_gpu_instance(0, b)
@@ -99,7 +102,11 @@ def test_refusals_become_nvml_errors_with_code_message_and_hint(mig_node):
     big, big_ci, small = mig_node
     with Nvml("2xH100-80GB") as nvml:
         cases = [
-            (lambda: nvml.create_gpu_instance(0, 9, 0), 23, "create GPU instance (profile id 9 at slice 0)"),
+            (
+                lambda: nvml.create_gpu_instance(0, 9, 0),
+                23,
+                "create GPU instance (profile id 9 at slice 0)",
+            ),
             (lambda: nvml.create_gpu_instance(0, 14, 3), 2, "slice 3"),
             (lambda: nvml.create_gpu_instance(0, 5, 0), 23, "profile id 5"),
             (lambda: nvml.create_gpu_instance(0, 6, 0), 3, "profile id 6"),  # an A30 id
@@ -139,11 +146,17 @@ def test_without_root_layout_calls_are_refused_and_placements_read_na(mig_node, 
     with Nvml("2xH100-80GB") as nvml:
         g0 = nvml.sample().gpus[0]
         assert [(m.gi_id, m.profile, m.placement_start) for m in g0.mig_devices] == [
-            (big, "3g.40gb", None), (small, "1g.10gb", None)]
+            (big, "3g.40gb", None),
+            (small, "1g.10gb", None),
+        ]
         assert [p.pid for p in g0.processes] == [3001]
-        for call in (lambda: nvml.set_mig_mode(1, True), lambda: nvml.reset_gpu(1),
-                     lambda: nvml.gpu_instances(0), lambda: nvml.create_gpu_instance(0, 19, 1),
-                     lambda: nvml.destroy_gpu_instance(0, small)):
+        for call in (
+            lambda: nvml.set_mig_mode(1, True),
+            lambda: nvml.reset_gpu(1),
+            lambda: nvml.gpu_instances(0),
+            lambda: nvml.create_gpu_instance(0, 19, 1),
+            lambda: nvml.destroy_gpu_instance(0, small),
+        ):
             with pytest.raises(NvmlError) as e:
                 call()
             assert e.value.code == 4 and "run as root" in e.value.hint

@@ -79,8 +79,10 @@ def test_memory_and_readings_are_in_range(n):
         assert mem.total > 0 and 0 <= mem.used <= mem.total and mem.free <= mem.total
         v2 = n.nvmlDeviceGetMemoryInfo(h, version=n.nvmlMemory_v2)
         assert v2.total == mem.total
-        for read, low, high in ((lambda: n.nvmlDeviceGetUtilizationRates(h).gpu, 0, 100),
-                                (lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU), 0, 130)):
+        for read, low, high in (
+            (lambda: n.nvmlDeviceGetUtilizationRates(h).gpu, 0, 100),
+            (lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU), 0, 130),
+        ):
             try:
                 assert low <= read() <= high
             except n.NVMLError_NotSupported:
@@ -125,7 +127,9 @@ def test_profile_index_constants_map_to_the_geometry_table(n):
                 continue
             array = (n.c_nvmlGpuInstancePlacement_t * count.value)()
             n.nvmlDeviceGetGpuInstancePossiblePlacements(h, info.id, array, ctypes.byref(count))
-            assert [(a.start, a.size) for a in array[:count.value]] == [(s, p.size) for s in p.starts]
+            assert [(a.start, a.size) for a in array[: count.value]] == [
+                (s, p.size) for s in p.starts
+            ]
             checked += 1
     if not checked:
         pytest.skip("no GPU of a model in the geometry table")

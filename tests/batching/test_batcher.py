@@ -136,8 +136,9 @@ async def test_fn_error_fails_its_whole_batch_and_batcher_keeps_serving(kind):
     rec = Recorder(fail_on="bad")
     fn = rec.sync if kind == "sync" else rec.async_
     async with DynamicBatcher(fn, max_batch_size=3, max_wait_ms=50) as b:
-        outcomes = await within(asyncio.gather(b.submit("a"), b.submit("bad"), b.submit("c"),
-                                               return_exceptions=True))
+        outcomes = await within(
+            asyncio.gather(b.submit("a"), b.submit("bad"), b.submit("c"), return_exceptions=True)
+        )
         assert all(isinstance(o, ValueError) for o in outcomes), outcomes
         assert {str(o) for o in outcomes} == {"model rejected 'bad'"}
         assert await within(b.submit("d")) == "out-d"
@@ -146,16 +147,19 @@ async def test_fn_error_fails_its_whole_batch_and_batcher_keeps_serving(kind):
     assert (m.batches, m.failed_batches) == (2, 1)
 
 
-@pytest.mark.parametrize("returned, message", [
-    (lambda items: items[:-1], "returned 2 results for a batch of 3 items"),
-    (lambda items: items + items, "returned 6 results for a batch of 3 items"),
-    (lambda items: None, "returned a NoneType, not a sequence of 3 results"),
-    (lambda items: {x: x for x in items}, "returned a dict, not a sequence of 3 results"),
-    (lambda items: set(items), "returned a set, not a sequence of 3 results"),  # no order
-    (lambda items: iter(items[:-1]), "returned 2 results for a batch of 3 items"),
-    (lambda items: (x for x in items * 2), "returned more than 3 results for a batch of 3"),
-    (lambda items: itertools.cycle(items), "returned more than 3 results for a batch of 3"),
-])
+@pytest.mark.parametrize(
+    "returned, message",
+    [
+        (lambda items: items[:-1], "returned 2 results for a batch of 3 items"),
+        (lambda items: items + items, "returned 6 results for a batch of 3 items"),
+        (lambda items: None, "returned a NoneType, not a sequence of 3 results"),
+        (lambda items: {x: x for x in items}, "returned a dict, not a sequence of 3 results"),
+        (lambda items: set(items), "returned a set, not a sequence of 3 results"),  # no order
+        (lambda items: iter(items[:-1]), "returned 2 results for a batch of 3 items"),
+        (lambda items: (x for x in items * 2), "returned more than 3 results for a batch of 3"),
+        (lambda items: itertools.cycle(items), "returned more than 3 results for a batch of 3"),
+    ],
+)
 async def test_wrong_number_of_results_fails_the_batch_clearly(returned, message):
     calls = []
 
@@ -164,8 +168,9 @@ async def test_wrong_number_of_results_fails_the_batch_clearly(returned, message
         return returned(items) if len(calls) == 1 else [x.upper() for x in items]
 
     async with DynamicBatcher(fn, max_batch_size=3, max_wait_ms=50) as b:
-        outcomes = await within(asyncio.gather(*(b.submit(x) for x in "xyz"),
-                                               return_exceptions=True))
+        outcomes = await within(
+            asyncio.gather(*(b.submit(x) for x in "xyz"), return_exceptions=True)
+        )
         assert all(isinstance(o, BatchResultError) for o in outcomes), outcomes
         assert message in str(outcomes[0])
         assert outcomes[0].expected == 3
@@ -185,14 +190,17 @@ async def test_sync_fn_raising_stopiteration_fails_its_batch_instead_of_hanging_
 needs_cancelling = pytest.mark.skipif(sys.version_info < (3, 11), reason="needs Python 3.11+")
 
 
-@pytest.mark.parametrize("kind, exc", [
-    pytest.param("async", asyncio.CancelledError, marks=needs_cancelling),
-    pytest.param("async", None, marks=needs_cancelling, id="async-awaits-a-cancelled-future"),
-    ("sync", asyncio.CancelledError),
-    pytest.param("sync", concurrent.futures.CancelledError, id="sync-futures.CancelledError"),
-    ("sync", GeneratorExit),
-    ("async", GeneratorExit),
-])
+@pytest.mark.parametrize(
+    "kind, exc",
+    [
+        pytest.param("async", asyncio.CancelledError, marks=needs_cancelling),
+        pytest.param("async", None, marks=needs_cancelling, id="async-awaits-a-cancelled-future"),
+        ("sync", asyncio.CancelledError),
+        pytest.param("sync", concurrent.futures.CancelledError, id="sync-futures.CancelledError"),
+        ("sync", GeneratorExit),
+        ("async", GeneratorExit),
+    ],
+)
 async def test_fn_raising_a_base_exception_fails_its_batch_only(kind, exc):
     # Such an exception from fn is fn's failure: it must not stop the batcher, nor reach the
     # callers (or the one leaving `async with`) as a cancellation of their own task.
@@ -212,11 +220,13 @@ async def test_fn_raising_a_base_exception_fails_its_batch_only(kind, exc):
             await inner
         return sync_fn(items)
 
-    async with DynamicBatcher(sync_fn if kind == "sync" else async_fn, max_batch_size=2,
-                              max_wait_ms=1) as b:
+    async with DynamicBatcher(
+        sync_fn if kind == "sync" else async_fn, max_batch_size=2, max_wait_ms=1
+    ) as b:
         outcomes = await within(asyncio.gather(b.submit(1), b.submit(2), return_exceptions=True))
-        assert all(isinstance(o, RuntimeError) and "batch function raised" in str(o)
-                   for o in outcomes), outcomes
+        assert all(
+            isinstance(o, RuntimeError) and "batch function raised" in str(o) for o in outcomes
+        ), outcomes
         assert await within(b.submit(3)) == 30
         m = b.metrics()
     assert (m.batches, m.failed_batches) == (2, 1)
@@ -596,17 +606,20 @@ async def test_batcher_keeps_no_item_or_result_once_answered():
         assert len(refs) == 20 + 16 and [r() for r in refs if r() is not None] == []
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({"max_batch_size": 0}, "max_batch_size must be an integer >= 1"),
-    ({"max_batch_size": 2.5}, "max_batch_size must be an integer >= 1"),
-    ({"max_wait_ms": -1}, "max_wait_ms must be a finite number >= 0"),
-    ({"max_wait_ms": float("inf")}, "max_wait_ms must be a finite number >= 0"),
-    ({"max_wait_ms": float("nan")}, "max_wait_ms must be a finite number >= 0"),
-    ({"max_wait_ms": "5"}, "max_wait_ms must be a finite number >= 0"),
-    ({"max_batch_size": True}, "max_batch_size must be an integer >= 1"),
-    ({"max_queue": 0}, "max_queue must be an integer >= 1"),
-    ({"max_batch_size": 8, "max_queue": 4}, r"max_queue \(4\) must be >= max_batch_size \(8\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"max_batch_size": 0}, "max_batch_size must be an integer >= 1"),
+        ({"max_batch_size": 2.5}, "max_batch_size must be an integer >= 1"),
+        ({"max_wait_ms": -1}, "max_wait_ms must be a finite number >= 0"),
+        ({"max_wait_ms": float("inf")}, "max_wait_ms must be a finite number >= 0"),
+        ({"max_wait_ms": float("nan")}, "max_wait_ms must be a finite number >= 0"),
+        ({"max_wait_ms": "5"}, "max_wait_ms must be a finite number >= 0"),
+        ({"max_batch_size": True}, "max_batch_size must be an integer >= 1"),
+        ({"max_queue": 0}, "max_queue must be an integer >= 1"),
+        ({"max_batch_size": 8, "max_queue": 4}, r"max_queue \(4\) must be >= max_batch_size \(8\)"),
+    ],
+)
 async def test_bad_settings_are_refused(kwargs, error):
     with pytest.raises(ValueError, match=error):
         DynamicBatcher(lambda items: items, **kwargs)
@@ -634,12 +647,22 @@ print("LOADED:" + ",".join(sorted(m for m in sys.modules if m.split(".")[0] in
 
 @pytest.mark.parametrize("how", ["import", "--help"])
 async def test_library_stays_light_and_help_does_not_load_it(how):
-    proc = subprocess.run([sys.executable, "-c", PROBE, how], capture_output=True, text=True,
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, how],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=60,
+    )
     loaded = [ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED:")][-1][7:].split(",")
     if how == "import":  # no CLI framework, no numpy/torch until a tensor helper is called
-        assert set(loaded) == {"gpuctl.batching", "gpuctl.batching.batcher",
-                               "gpuctl.batching.metrics", "gpuctl.batching.tensors"}
+        assert set(loaded) == {
+            "gpuctl.batching",
+            "gpuctl.batching.batcher",
+            "gpuctl.batching.metrics",
+            "gpuctl.batching.tensors",
+        }
     else:
         assert "Usage:" in proc.stdout
         assert not [m for m in loaded if m.startswith("gpuctl.batching")]
@@ -672,8 +695,14 @@ async def test_interrupt_raised_in_fn_stops_the_program_not_just_its_batch(exc):
     # would without the batcher, not be handed to the batch's callers as a failure. (In a
     # process of its own: an interrupt that escapes asyncio.run leaves a task behind whose
     # late "exception never retrieved" log can upset a later compile in pytest's process.)
-    proc = subprocess.run([sys.executable, "-c", INTERRUPT_PROBE, exc], capture_output=True,
-                          text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_PROBE, exc],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=60,
+    )
     outcome = [ln for ln in proc.stdout.splitlines() if ln.startswith("RAISED:")]
     assert outcome and outcome[0].split()[0] == f"RAISED:{exc}", proc.stdout + proc.stderr
     assert "RuntimeError" not in outcome[0]
@@ -694,6 +723,7 @@ async def test_calls_from_another_thread_s_loop_are_refused_without_harm():
         assert await within(b.submit(2)) == "out-2"
         # the way in from another thread: hand the call to the batcher's own loop
         threadsafe = await asyncio.to_thread(
-            lambda: asyncio.run_coroutine_threadsafe(b.submit(3), loop).result(5))
+            lambda: asyncio.run_coroutine_threadsafe(b.submit(3), loop).result(5)
+        )
         assert threadsafe == "out-3"
     assert rec.batches == [[2], [3]]

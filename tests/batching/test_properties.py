@@ -52,11 +52,17 @@ def scenarios(draw):
         run_ms=draw(st.sampled_from([0, 1, 3])),
         use_async=draw(st.booleans()),
         close_early=draw(st.booleans()),
-        requests=draw(st.lists(st.tuples(
-            st.sampled_from([0, 0, 0, 0.5, 1, 3]),
-            st.one_of(st.none(), st.none(), st.sampled_from([0, 0.5, 2, 6, 15])),
-            st.integers(0, 15).map(lambda n: n == 0),
-        ), min_size=1, max_size=40)),
+        requests=draw(
+            st.lists(
+                st.tuples(
+                    st.sampled_from([0, 0, 0, 0.5, 1, 3]),
+                    st.one_of(st.none(), st.none(), st.sampled_from([0, 0.5, 2, 6, 15])),
+                    st.integers(0, 15).map(lambda n: n == 0),
+                ),
+                min_size=1,
+                max_size=40,
+            )
+        ),
     )
 
 
@@ -110,8 +116,12 @@ async def play(sc: Scenario):
             log.append(("cancel", i))
             tasks[i].cancel()
 
-    b = DynamicBatcher(async_fn if sc.use_async else sync_fn, max_batch_size=sc.max_batch,
-                       max_wait_ms=sc.max_wait_ms, max_queue=sc.max_queue)
+    b = DynamicBatcher(
+        async_fn if sc.use_async else sync_fn,
+        max_batch_size=sc.max_batch,
+        max_wait_ms=sc.max_wait_ms,
+        max_queue=sc.max_queue,
+    )
     async with b:
         for i, (gap_ms, cancel_ms, poison) in enumerate(sc.requests):
             if gap_ms:
@@ -129,8 +139,9 @@ async def play(sc: Scenario):
     return batches, log, arrivals, tasks, lost, closed_at, depths, loop_errors
 
 
-@settings(max_examples=150, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(scenarios())
 def test_any_interleaving_keeps_every_request_its_own_answer(sc):
     batches, log, arrivals, tasks, lost, closed_at, depths, loop_errors = asyncio.run(play(sc))

@@ -22,8 +22,11 @@ def test_stack_and_unstack_round_trip_numpy():
 
 def test_stack_accepts_lists_and_names_the_odd_item():
     assert stack([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
-    with pytest.raises(ValueError, match=r"item 2 of shape \(3,\) with item 0 of shape \(2,\); "
-                                         r"use pad_stack"):
+    with pytest.raises(
+        ValueError,
+        match=r"item 2 of shape \(3,\) with item 0 of shape \(2,\); "
+        r"use pad_stack",
+    ):
         stack([np.zeros(2), np.zeros(2), np.zeros(3)])
     with pytest.raises(ValueError, match="no items"):
         stack([])
@@ -46,7 +49,9 @@ def test_pad_stack_promotes_mixed_dtypes_like_stack_instead_of_truncating():
 
 
 def test_pad_stack_refuses_items_differing_beyond_the_first_axis():
-    with pytest.raises(ValueError, match=r"item 1 of shape \(2, 5\).*only the first axis may differ"):
+    with pytest.raises(
+        ValueError, match=r"item 1 of shape \(2, 5\).*only the first axis may differ"
+    ):
         pad_stack([np.zeros((3, 4)), np.zeros((2, 5))])
     with pytest.raises(ValueError, match="item 0: it is a scalar"):
         pad_stack([np.float32(1.0)])
@@ -94,10 +99,13 @@ def test_torch_stack_pad_and_unstack():
 async def test_torch_batch_fn_matches_the_model_run_one_by_one():
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3)).eval()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(6, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3)
+    ).eval()
     inputs = [torch.randn(6) for _ in range(7)]
-    async with DynamicBatcher(torch_batch_fn(model, device="cpu"), max_batch_size=4,
-                              max_wait_ms=5) as b:
+    async with DynamicBatcher(
+        torch_batch_fn(model, device="cpu"), max_batch_size=4, max_wait_ms=5
+    ) as b:
         outs = await asyncio.wait_for(asyncio.gather(*(b.submit(x) for x in inputs)), 10)
         assert b.metrics().batch_sizes == {4: 1, 3: 1}
     with torch.no_grad():

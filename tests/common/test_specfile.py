@@ -2,8 +2,8 @@
 
 import pytest
 
-from gpuctl.common.specfile import load_yaml, load_yaml_file, parse_duration, MAX_BYTES
 from gpuctl.common.errors import SpecError
+from gpuctl.common.specfile import MAX_BYTES, load_yaml, load_yaml_file, parse_duration
 
 
 def test_lines_are_recorded_for_nested_fields():
@@ -14,16 +14,19 @@ def test_lines_are_recorded_for_nested_fields():
     assert doc.line(("b", "d", 0, "e")) == 5
 
 
-@pytest.mark.parametrize("text, needle, line", [
-    ("a: !!python/object/apply:os.system [echo hi]\n", "tag", 1),
-    ("x: 1\na: !!python/name:os.system\n", "tag", 2),
-    ("a: &x [1, 2]\nb: *x\n", "aliases", 2),
-    ("a: 1\na: 2\n", "duplicate key 'a'", 2),
-    ("a: [1, 2\n", "not valid YAML", None),
-    ("a: 1\n---\nb: 2\n", "one YAML document", None),
-    ("? [a, b]\n: 1\n", "plain keys", 1),
-    ("base: &b {x: 1}\nd:\n  <<: *b\n", "aliases", 3),
-])
+@pytest.mark.parametrize(
+    "text, needle, line",
+    [
+        ("a: !!python/object/apply:os.system [echo hi]\n", "tag", 1),
+        ("x: 1\na: !!python/name:os.system\n", "tag", 2),
+        ("a: &x [1, 2]\nb: *x\n", "aliases", 2),
+        ("a: 1\na: 2\n", "duplicate key 'a'", 2),
+        ("a: [1, 2\n", "not valid YAML", None),
+        ("a: 1\n---\nb: 2\n", "one YAML document", None),
+        ("? [a, b]\n: 1\n", "plain keys", 1),
+        ("base: &b {x: 1}\nd:\n  <<: *b\n", "aliases", 3),
+    ],
+)
 def test_hostile_yaml_is_refused_with_its_line(text, needle, line):
     with pytest.raises(SpecError) as e:
         load_yaml(text, "job.yaml")
@@ -55,11 +58,14 @@ def test_oversized_and_binary_files(tmp_path):
         load_yaml_file(str(tmp_path / "missing.yaml"))
 
 
-@pytest.mark.parametrize("text", [
-    "a: " + "[" * 200 + "]" * 200,
-    "a: " + "[" * 100_000 + "]" * 100_000,  # past Python's recursion limit in PyYAML's composer
-    "".join("  " * i + "b:\n" for i in range(1000)),
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: " + "[" * 200 + "]" * 200,
+        "a: " + "[" * 100_000 + "]" * 100_000,  # past Python's recursion limit in PyYAML's composer
+        "".join("  " * i + "b:\n" for i in range(1000)),
+    ],
+)
 def test_deep_nesting_is_refused(text):
     with pytest.raises(SpecError, match="nesting deeper than 64"):
         load_yaml(text, "deep.yaml")
@@ -70,16 +76,33 @@ def test_duplicate_anchor_is_named():
         load_yaml("a: &x 1\nb: &x 2\n", "job.yaml")
 
 
-@pytest.mark.parametrize("value, seconds", [
-    ("90s", 90), ("30m", 1800), ("24h", 86400), ("1h30m", 5400), ("2d", 172800), (60, 60),
-    ("600", 600), ("1x", None), ("h", None), ("-5s", None), (0, None), (True, None), ("", None),
-    ("1h 30m", None), (1.5, None)])
+@pytest.mark.parametrize(
+    "value, seconds",
+    [
+        ("90s", 90),
+        ("30m", 1800),
+        ("24h", 86400),
+        ("1h30m", 5400),
+        ("2d", 172800),
+        (60, 60),
+        ("600", 600),
+        ("1x", None),
+        ("h", None),
+        ("-5s", None),
+        (0, None),
+        (True, None),
+        ("", None),
+        ("1h 30m", None),
+        (1.5, None),
+    ],
+)
 def test_durations(value, seconds):
     assert parse_duration(value) == seconds
 
 
-@pytest.mark.parametrize("text, line", [("a: 1\nb: x\x01y\n", 2), ("a: \x00\n", 1),
-                                        ("a: 1\n\nc: \ufffe\n", 3)])
+@pytest.mark.parametrize(
+    "text, line", [("a: 1\nb: x\x01y\n", 2), ("a: \x00\n", 1), ("a: 1\n\nc: \ufffe\n", 3)]
+)
 def test_control_characters_are_refused_with_their_line(text, line):
     with pytest.raises(SpecError) as e:
         load_yaml(text, "job.yaml")

@@ -18,12 +18,28 @@ def by_name(checks):
 
 
 def test_healthy_cluster_passes_everything():
-    nodes = [node("gpu-1", 32, labels={sharing.CONFIG_LABEL: "ts-4", sharing.GFD_REPLICAS: "4",
-                                       sharing.GFD_STRATEGY: "time-slicing"}),
-             node("gpu-2", 8), node("cpu", 0, gfd=False)]
+    nodes = [
+        node(
+            "gpu-1",
+            32,
+            labels={
+                sharing.CONFIG_LABEL: "ts-4",
+                sharing.GFD_REPLICAS: "4",
+                sharing.GFD_STRATEGY: "time-slicing",
+            },
+        ),
+        node("gpu-2", 8),
+        node("cpu", 0, gfd=False),
+    ]
     checks = doctor.run_checks(nodes, [PLUGIN, DCGM], "dp-config", {"ts-4": TS4})
-    assert [c.name for c in checks] == ["gpu-nodes", "feature-discovery", "device-plugin", "mig",
-                                        "sharing", "dcgm-exporter"]
+    assert [c.name for c in checks] == [
+        "gpu-nodes",
+        "feature-discovery",
+        "device-plugin",
+        "mig",
+        "sharing",
+        "dcgm-exporter",
+    ]
     assert all(c.status == doctor.PASS for c in checks), checks
     assert "2 GPU node(s), 40 GPU(s)" in checks[0].detail
     assert not doctor.failed(checks)
@@ -46,8 +62,12 @@ def test_gpu_present_but_not_advertised_fails():
 
 
 def test_plugin_not_ready_or_scheduling_nothing_fails():
-    assert doctor.check_device_plugin(
-        daemonset("nvidia-device-plugin-daemonset", "x", ready=1, desired=3)).status == doctor.FAIL
+    assert (
+        doctor.check_device_plugin(
+            daemonset("nvidia-device-plugin-daemonset", "x", ready=1, desired=3)
+        ).status
+        == doctor.FAIL
+    )
     c = doctor.check_device_plugin(daemonset("nvidia-device-plugin", "x", ready=0, desired=0))
     assert c.status == doctor.FAIL and "schedules no pods" in c.detail
 
@@ -58,24 +78,53 @@ def test_missing_gfd_labels_warn_naming_nodes():
     assert "gfd.enabled" in c.fix
 
 
-@pytest.mark.parametrize("labels, alloc, status, text", [
-    ({"nvidia.com/mig.config": "all-1g.10gb", doctor.MIG_STATE: "failed"}, {}, "fail", "failed"),
-    ({"nvidia.com/mig.config": "all-1g.10gb", doctor.MIG_STATE: "pending"}, {}, "warn", "pending"),
-    ({"nvidia.com/mig.config": "all-1g.10gb"}, {}, "warn", "no MIG manager"),
-    ({"nvidia.com/mig.strategy": "single"}, {"nvidia.com/mig-1g.10gb": "7"}, "fail",
-     "mig.strategy=single"),
-    ({"nvidia.com/mig.config": "all-1g.10gb", doctor.MIG_STATE: "success",
-      "nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/mig-1g.10gb": "7"}, "pass", "applied"),
-    ({}, {}, "pass", "not in use"),
-])
+@pytest.mark.parametrize(
+    "labels, alloc, status, text",
+    [
+        (
+            {"nvidia.com/mig.config": "all-1g.10gb", doctor.MIG_STATE: "failed"},
+            {},
+            "fail",
+            "failed",
+        ),
+        (
+            {"nvidia.com/mig.config": "all-1g.10gb", doctor.MIG_STATE: "pending"},
+            {},
+            "warn",
+            "pending",
+        ),
+        ({"nvidia.com/mig.config": "all-1g.10gb"}, {}, "warn", "no MIG manager"),
+        (
+            {"nvidia.com/mig.strategy": "single"},
+            {"nvidia.com/mig-1g.10gb": "7"},
+            "fail",
+            "mig.strategy=single",
+        ),
+        (
+            {
+                "nvidia.com/mig.config": "all-1g.10gb",
+                doctor.MIG_STATE: "success",
+                "nvidia.com/mig.strategy": "mixed",
+            },
+            {"nvidia.com/mig-1g.10gb": "7"},
+            "pass",
+            "applied",
+        ),
+        ({}, {}, "pass", "not in use"),
+    ],
+)
 def test_mig_state(labels, alloc, status, text):
     c = doctor.check_mig([node("n", labels=labels, alloc=alloc)])
     assert c.status == status and text in c.detail, c
 
 
 def test_mixed_mig_strategies_warn():
-    c = doctor.check_mig([node("a", labels={"nvidia.com/mig.strategy": "single"}),
-                          node("b", labels={"nvidia.com/mig.strategy": "mixed"})])
+    c = doctor.check_mig(
+        [
+            node("a", labels={"nvidia.com/mig.strategy": "single"}),
+            node("b", labels={"nvidia.com/mig.strategy": "mixed"}),
+        ]
+    )
     assert c.status == doctor.WARN and "different MIG strategies" in c.detail
 
 
@@ -89,12 +138,12 @@ def test_sharing_config_problems():
     assert c.status == doctor.FAIL and "'gone' is not in ConfigMap dp" in c.detail
     c = doctor.check_sharing([labelled("bad")], "dp", {"bad": "version: v1\nsharing: [1]"})
     assert c.status == doctor.FAIL and "invalid" in c.detail
-    c = doctor.check_sharing([labelled("ts-4", **{sharing.GFD_REPLICAS: "1"})], "dp",
-                             {"ts-4": TS4})
+    c = doctor.check_sharing([labelled("ts-4", **{sharing.GFD_REPLICAS: "1"})], "dp", {"ts-4": TS4})
     assert c.status == doctor.WARN and "reports ×1" in c.detail
     mps = sharing.config_text(sharing.make_sharing("mps", 2))
-    mig = node("m", 0, alloc={"nvidia.com/mig-1g.10gb": "7"},
-               labels={sharing.CONFIG_LABEL: "mps-2"})
+    mig = node(
+        "m", 0, alloc={"nvidia.com/mig-1g.10gb": "7"}, labels={sharing.CONFIG_LABEL: "mps-2"}
+    )
     c = doctor.check_sharing([mig], "dp", {"mps-2": mps})
     assert c.status == doctor.FAIL and "MPS config 'mps-2' on a MIG node" in c.detail
 
@@ -106,22 +155,35 @@ def test_doctor_command_passes_on_a_ready_cluster(cli, kube_api):
     data = json.loads(r.out)
     assert data["ok"] is True
     assert {c["name"]: c["status"] for c in data["checks"]} == {
-        "gpu-nodes": "pass", "feature-discovery": "pass", "device-plugin": "pass", "mig": "pass",
-        "sharing": "pass", "dcgm-exporter": "pass"}
+        "gpu-nodes": "pass",
+        "feature-discovery": "pass",
+        "device-plugin": "pass",
+        "mig": "pass",
+        "sharing": "pass",
+        "dcgm-exporter": "pass",
+    }
 
 
 def test_doctor_command_exits_1_on_a_failure_and_shows_fixes(cli, kube_api):
-    seed(kube_api, node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}),
-         node("gpu-2", labels={"nvidia.com/mig.config": "all-1g.10gb",
-                               doctor.MIG_STATE: "failed"}),
-         PLUGIN, {"apiVersion": "v1", "kind": "ConfigMap",
-                  "metadata": {"name": "dp-config", "namespace": "gpu-operator"},
-                  "data": {"ts-8": TS4}})
+    seed(
+        kube_api,
+        node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}),
+        node("gpu-2", labels={"nvidia.com/mig.config": "all-1g.10gb", doctor.MIG_STATE: "failed"}),
+        PLUGIN,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "dp-config", "namespace": "gpu-operator"},
+            "data": {"ts-8": TS4},
+        },
+    )
     r = cli("doctor", "-o", "json")
     assert r.code == 1
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
-    assert checks["sharing"]["status"] == "fail" and "'ts-4' is not in ConfigMap" in \
-        checks["sharing"]["detail"]
+    assert (
+        checks["sharing"]["status"] == "fail"
+        and "'ts-4' is not in ConfigMap" in checks["sharing"]["detail"]
+    )
     assert checks["mig"]["status"] == "fail" and checks["mig"]["fix"]
     assert checks["dcgm-exporter"]["status"] == "warn"
     # one node only: gpu-1's problems are not gpu-2's
@@ -138,14 +200,20 @@ def test_doctor_unknown_node(cli, kube_api):
     assert r.code == 1 and "no node 'nope'" in r.err
 
 
-
 def test_a_configmap_the_plugin_does_not_mount_does_not_count(cli, kube_api):
     """gpuctl's own ConfigMap holds ts-4, but the plugin mounts none: the label does nothing."""
-    seed(kube_api, node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}), DCGM,
-         daemonset("nvidia-device-plugin-daemonset", "gpu-operator"),
-         {"apiVersion": "v1", "kind": "ConfigMap",
-          "metadata": {"name": sharing.DEFAULT_CONFIG_MAP, "namespace": "gpu-operator"},
-          "data": {"ts-4": TS4}})
+    seed(
+        kube_api,
+        node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}),
+        DCGM,
+        daemonset("nvidia-device-plugin-daemonset", "gpu-operator"),
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": sharing.DEFAULT_CONFIG_MAP, "namespace": "gpu-operator"},
+            "data": {"ts-4": TS4},
+        },
+    )
     r = cli("doctor", "-o", "json")
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
     assert r.code == 1 and checks["sharing"]["status"] == "fail"

@@ -10,9 +10,11 @@ TOLERATE_GPU = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def node(name, gpus=8, taints=None, unschedulable=False):
-    return {"metadata": {"name": name, "labels": {"gpu-type": "h100"}},
-            "spec": {"taints": taints or [], "unschedulable": unschedulable},
-            "status": {"allocatable": {GPU: str(gpus)}}}
+    return {
+        "metadata": {"name": name, "labels": {"gpu-type": "h100"}},
+        "spec": {"taints": taints or [], "unschedulable": unschedulable},
+        "status": {"allocatable": {GPU: str(gpus)}},
+    }
 
 
 def check(nodes, tolerations=TOLERATE_GPU):
@@ -21,8 +23,9 @@ def check(nodes, tolerations=TOLERATE_GPU):
 
 def test_a_toleration_for_another_effect_does_not_tolerate_the_taint():
     taint = {"key": "dedicated", "value": "infer", "effect": "NoExecute"}
-    no_schedule_only = TOLERATE_GPU + [{"key": "dedicated", "operator": "Equal",
-                                        "value": "infer", "effect": "NoSchedule"}]
+    no_schedule_only = TOLERATE_GPU + [
+        {"key": "dedicated", "operator": "Equal", "value": "infer", "effect": "NoSchedule"}
+    ]
     report = check([node("n", taints=[taint])], no_schedule_only)
     assert not report.can_ever_fit
     assert report.nodes[0].reason == "taint dedicated=infer:NoExecute not tolerated"
@@ -36,12 +39,26 @@ def test_a_cordoned_node_never_fits():
     assert [n.reason for n in report.nodes] == ["cordoned", f"4 {GPU}, a worker needs 8"]
 
 
-@pytest.mark.parametrize("cond, status", [("Complete", "Succeeded"),
-                                          ("SuccessCriteriaMet", "Succeeded"),
-                                          ("Failed", "Failed"), ("FailureTarget", "Failed")])
+@pytest.mark.parametrize(
+    "cond, status",
+    [
+        ("Complete", "Succeeded"),
+        ("SuccessCriteriaMet", "Succeeded"),
+        ("Failed", "Failed"),
+        ("FailureTarget", "Failed"),
+    ],
+)
 def test_a_job_is_finished_by_its_conditions(cond, status):
-    job = {"kind": "Job", "status": {"active": 1, "conditions": [
-        {"type": "Suspended", "status": "False"}, {"type": cond, "status": "True"}]}}
+    job = {
+        "kind": "Job",
+        "status": {
+            "active": 1,
+            "conditions": [
+                {"type": "Suspended", "status": "False"},
+                {"type": cond, "status": "True"},
+            ],
+        },
+    }
     assert job_status.status_of(job) == status
     job["status"]["conditions"][1]["status"] = "False"
     assert job_status.status_of(job) == "Running"

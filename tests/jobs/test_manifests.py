@@ -5,15 +5,16 @@ import os
 
 import pytest
 
-from gpuctl.jobs.spec import parse_job
-from gpuctl.jobs.manifests import render
 from gpuctl.common.specfile import load_yaml, load_yaml_file
+from gpuctl.jobs.manifests import render
+from gpuctl.jobs.spec import parse_job
+from tests import ROOT
 from tests.k8s_schema import assert_valid
 
-from tests import ROOT
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.yaml")))
-JOB_EXAMPLES = [p for p in EXAMPLES if "gpuctl/v1" in open(p).read()
-                and "kind: Cluster" not in open(p).read()]
+JOB_EXAMPLES = [
+    p for p in EXAMPLES if "gpuctl/v1" in open(p).read() and "kind: Cluster" not in open(p).read()
+]
 BASE = "apiVersion: gpuctl/v1\nname: train\nimage: nvidia/cuda:12.0-runtime\n"
 
 TEST_SPECS = [
@@ -21,12 +22,12 @@ TEST_SPECS = [
     BASE + "kind: Pod\ngpus: 4\nshm: 1Gi\ndeadline: 1h\n",
     BASE + "mig: 3g.40gb\ngpu_type: h100\ncpu: 500m\nmemory: 8Gi\n",
     BASE + "gpus: 1\nshared: true\npriority: low\nservice_account: trainer\n"
-           "image_pull_secrets: [regcred]\n",
+    "image_pull_secrets: [regcred]\n",
     BASE + "gpus: 0\ncommand: [sleep, '1']\n",
     BASE + "nodes: 4\ngpus: 8\nmaster_port: 23456\nttl_after_finished: 10m\nretries: 3\n"
-           "tolerations: [{key: spot, operator: Exists, effect: NoExecute, tolerationSeconds: 60}]\n",
+    "tolerations: [{key: spot, operator: Exists, effect: NoExecute, tolerationSeconds: 60}]\n",
     BASE + "env: {CUDA: 12.10, FLAG: yes, T: 1:30}\nargs: [--gpus, 010]\nlabels: {version: 12.10}\n"
-           "cpu: 010\nmemory: 0.50\n",
+    "cpu: 010\nmemory: 0.50\n",
 ]
 
 
@@ -61,21 +62,36 @@ def test_examples_cover_the_three_cases():
 def test_seed_pod_matches_the_hand_written_one():
     (pod,) = render(parse_job(load_yaml_file(os.path.join(ROOT, "examples", "seed-pod.yaml"))))
     assert pod["kind"] == "Pod" and pod["apiVersion"] == "v1"
-    assert pod["spec"]["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "gpu-type", "operator": "In", "values": ["a100"]}]}]}}}
+    assert pod["spec"]["affinity"] == {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "gpu-type", "operator": "In", "values": ["a100"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
     assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert pod["spec"]["tolerations"] == [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     assert pod["spec"]["restartPolicy"] == "Never"
 
 
 def test_gpu_label_key_is_configurable():
     spec = pod_spec(rendered(BASE + "gpu_type: NVIDIA-H100-80GB-HBM3\n", "nvidia.com/gpu.product"))
     expr = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"][0]["matchExpressions"][0]
-    assert expr == {"key": "nvidia.com/gpu.product", "operator": "In",
-                    "values": ["NVIDIA-H100-80GB-HBM3"]}
+        "nodeSelectorTerms"
+    ][0]["matchExpressions"][0]
+    assert expr == {
+        "key": "nvidia.com/gpu.product",
+        "operator": "In",
+        "values": ["NVIDIA-H100-80GB-HBM3"],
+    }
 
 
 def test_mig_resource_name_and_me_suffix():
@@ -85,7 +101,9 @@ def test_mig_resource_name_and_me_suffix():
 
 def test_shm_is_memory_backed_emptydir_at_dev_shm():
     spec = pod_spec(rendered(BASE + "shm: 16Gi\n"))
-    assert spec["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
+    assert spec["volumes"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
+    ]
     assert spec["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
 
 
@@ -108,7 +126,8 @@ def test_user_tolerations_are_added_to_the_gpu_one():
     spec = pod_spec(rendered(BASE + "tolerations: [{key: spot, operator: Exists}]\n"))
     assert spec["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-        {"key": "spot", "operator": "Exists"}]
+        {"key": "spot", "operator": "Exists"},
+    ]
 
 
 def test_multinode_indexed_job_with_headless_service_and_torchrun_env():
@@ -128,8 +147,10 @@ def test_multinode_indexed_job_with_headless_service_and_torchrun_env():
     assert env["NNODES"]["value"] == "3"
     assert env["NPROC_PER_NODE"]["value"] == "8"
     assert env["WORLD_SIZE"]["value"] == "24"
-    assert env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == \
-        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    assert (
+        env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+        == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    )
 
 
 def test_every_object_is_labelled():
@@ -141,6 +162,7 @@ def test_every_object_is_labelled():
 
 def test_render_cli_yaml_and_json(cli, tmp_path):
     import json
+
     import yaml
 
     r = cli("render", os.path.join(ROOT, "examples", "multinode-train.yaml"))
@@ -172,7 +194,9 @@ def test_bad_gpu_label_key_is_refused_naming_where_it_came_from(cli, tmp_path, m
     (tmp_path / "cfg.yaml").write_text("prometheus_url: http://p:9090\ngpu_label_key: 'x!'\n")
     monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "cfg.yaml"))
     r = cli("render", seed)
-    assert r.code == 2 and f"{tmp_path / 'cfg.yaml'}:2: gpu_label_key: not a node label key" in r.err
+    assert (
+        r.code == 2 and f"{tmp_path / 'cfg.yaml'}:2: gpu_label_key: not a node label key" in r.err
+    )
 
 
 def test_render_has_no_table_output(cli):

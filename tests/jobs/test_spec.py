@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from gpuctl.jobs.spec import parse_job
-from gpuctl.common.specfile import load_yaml
 from gpuctl.common.errors import SpecError
+from gpuctl.common.specfile import load_yaml
+from gpuctl.jobs.spec import parse_job
 
 BASE = "apiVersion: gpuctl/v1\nname: train\nimage: nvidia/cuda:12.0-runtime\n"
 
@@ -28,7 +28,9 @@ def test_minimal_spec_defaults_to_one_whole_gpu_job():
 
 
 def test_full_spec():
-    spec = parse(BASE + textwrap.dedent("""\
+    spec = parse(
+        BASE
+        + textwrap.dedent("""\
         kind: Job
         namespace: team-a
         command: [python, train.py]
@@ -46,14 +48,16 @@ def test_full_spec():
         priority: high
         labels: {team: a}
         tolerations: [{key: dedicated, operator: Equal, value: ml, effect: NoSchedule}]
-        """))
+        """)
+    )
     assert spec.args == ("--lr", "0.1")
     assert dict(spec.env) == {"EPOCHS": "90", "DEBUG": "true"}
     assert spec.gpu_type == ("a100", "h100")
     assert (spec.cpu, spec.memory, spec.shm) == ("8", "64Gi", "16Gi")
     assert (spec.ttl_after_finished, spec.deadline) == (3600, 86400)
-    assert spec.tolerations == ({"key": "dedicated", "operator": "Equal", "value": "ml",
-                                 "effect": "NoSchedule"},)
+    assert spec.tolerations == (
+        {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+    )
 
 
 def test_mig_and_shared_resources():
@@ -62,79 +66,107 @@ def test_mig_and_shared_resources():
     assert parse(BASE + "gpus: 0\n").gpu_resource is None
 
 
-@pytest.mark.parametrize("extra, line, field, needle", [
-    ("gpuz: 2\n", 4, "gpuz", "did you mean 'gpus'"),
-    ("gpus: -1\n", 4, "gpus", "at least 0"),
-    ("gpus: 1.5\n", 4, "gpus", "whole number"),
-    ("gpus: '2'\n", 4, "gpus", "whole number"),
-    ("gpus: true\n", 4, "gpus", "whole number"),
-    ("gpus: 2\nmig: 1g.10gb\n", 5, "mig", "not both"),
-    ("mig: 9g.999gb\n", 4, "mig", "not a MIG profile"),
-    ("mig: 1g.10gb\nshared: true\n", 5, "shared", "MIG slice"),
-    ("nodes: 0\n", 4, "nodes", "at least 1"),
-    ("gpu_type: ''\n", 4, "gpu_type", "must not be empty"),
-    ("gpu_type: []\n", 4, "gpu_type", "must not be empty"),
-    ("gpu_type: [a100, 'bad value!']\n", 4, "gpu_type", "label value"),
-    ("kind: Deployment\n", 4, "kind", "one of Job, Pod"),
-    ("kind: Pod\nretries: 1\n", 5, "retries", "kind Job only"),
-    ("kind: Pod\nnodes: 2\n", 5, "nodes", "kind Job"),
-    ("cpu: lots\n", 4, "cpu", "quantity"),
-    ("memory: 64GB\n", 4, "memory", "quantity"),
-    ("deadline: soon\n", 4, "deadline", "duration"),
-    ("env: [A, B]\n", 4, "env", "mapping"),
-    ("env: {'1BAD': x}\n", 4, "env", "environment variable name"),
-    ("nodes: 2\nenv: {WORLD_SIZE: '4'}\n", 5, "env", "set by gpuctl"),
-    ("command: python train.py\n", 4, "command", "list"),
-    ("labels: {app.kubernetes.io/managed-by: me}\n", 4, "labels", "set by gpuctl"),
-    ("labels: {'bad key!': x}\n", 4, "labels", "label key"),
-    ("tolerations: [{key: a, operator: Maybe}]\n", 4, "tolerations[0].operator", "one of"),
-    ("tolerations: [{operator: Exists, value: x}]\n", 4, "tolerations[0].value", "Exists"),
-    ("tolerations: [{key: a, effect: NoSchedule, tolerationSeconds: 5}]\n", 4,
-     "tolerations[0].tolerationSeconds", "NoExecute"),
-    ("tolerations: [x]\n", 4, "tolerations[0]", "mapping"),
-    ("tolerations: [{key: 'spot instance', operator: Exists}]\n", 4, "tolerations[0].key",
-     "taint key"),
-    ("tolerations: [{key: a, value: 'x y'}]\n", 4, "tolerations[0].value", "taint value"),
-    ("namespace: Team_A\n", 4, "namespace", "valid name"),
-    ("priority: 'High Priority'\n", 4, "priority", "PriorityClass"),
-    # a trailing newline (block scalar, "\n") passed `$`-anchored checks; the API refuses it
-    ("namespace: |\n  team-a\n", 4, "namespace", "valid name"),
-    ("gpu_type: \"a100\\n\"\n", 4, "gpu_type", "label value"),
-    ("labels: {team: \"a\\n\"}\n", 4, "labels", "label value"),
-    ("priority: \"high\\n\"\n", 4, "priority", "PriorityClass"),
-    ("memory: \"64Gi\\n\"\n", 4, "memory", "quantity"),
-    ("deadline: 99999999999999999999d\n", 4, "deadline", "longer than"),
-    ("ttl_after_finished: 2147483648\n", 4, "ttl_after_finished", "longer than"),
-    ("tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: 1e99}]\n",
-     4, "tolerations[0].tolerationSeconds", "whole number"),
-    ("tolerations: [{key: a, operator: Exists, effect: NoExecute,"
-     " tolerationSeconds: 99999999999999999999}]\n", 4, "tolerations[0].tolerationSeconds",
-     "at most"),
-    ("image_pull_secrets: [Reg_Cred]\n", 4, "image_pull_secrets", "Secret name"),
-])
+@pytest.mark.parametrize(
+    "extra, line, field, needle",
+    [
+        ("gpuz: 2\n", 4, "gpuz", "did you mean 'gpus'"),
+        ("gpus: -1\n", 4, "gpus", "at least 0"),
+        ("gpus: 1.5\n", 4, "gpus", "whole number"),
+        ("gpus: '2'\n", 4, "gpus", "whole number"),
+        ("gpus: true\n", 4, "gpus", "whole number"),
+        ("gpus: 2\nmig: 1g.10gb\n", 5, "mig", "not both"),
+        ("mig: 9g.999gb\n", 4, "mig", "not a MIG profile"),
+        ("mig: 1g.10gb\nshared: true\n", 5, "shared", "MIG slice"),
+        ("nodes: 0\n", 4, "nodes", "at least 1"),
+        ("gpu_type: ''\n", 4, "gpu_type", "must not be empty"),
+        ("gpu_type: []\n", 4, "gpu_type", "must not be empty"),
+        ("gpu_type: [a100, 'bad value!']\n", 4, "gpu_type", "label value"),
+        ("kind: Deployment\n", 4, "kind", "one of Job, Pod"),
+        ("kind: Pod\nretries: 1\n", 5, "retries", "kind Job only"),
+        ("kind: Pod\nnodes: 2\n", 5, "nodes", "kind Job"),
+        ("cpu: lots\n", 4, "cpu", "quantity"),
+        ("memory: 64GB\n", 4, "memory", "quantity"),
+        ("deadline: soon\n", 4, "deadline", "duration"),
+        ("env: [A, B]\n", 4, "env", "mapping"),
+        ("env: {'1BAD': x}\n", 4, "env", "environment variable name"),
+        ("nodes: 2\nenv: {WORLD_SIZE: '4'}\n", 5, "env", "set by gpuctl"),
+        ("command: python train.py\n", 4, "command", "list"),
+        ("labels: {app.kubernetes.io/managed-by: me}\n", 4, "labels", "set by gpuctl"),
+        ("labels: {'bad key!': x}\n", 4, "labels", "label key"),
+        ("tolerations: [{key: a, operator: Maybe}]\n", 4, "tolerations[0].operator", "one of"),
+        ("tolerations: [{operator: Exists, value: x}]\n", 4, "tolerations[0].value", "Exists"),
+        (
+            "tolerations: [{key: a, effect: NoSchedule, tolerationSeconds: 5}]\n",
+            4,
+            "tolerations[0].tolerationSeconds",
+            "NoExecute",
+        ),
+        ("tolerations: [x]\n", 4, "tolerations[0]", "mapping"),
+        (
+            "tolerations: [{key: 'spot instance', operator: Exists}]\n",
+            4,
+            "tolerations[0].key",
+            "taint key",
+        ),
+        ("tolerations: [{key: a, value: 'x y'}]\n", 4, "tolerations[0].value", "taint value"),
+        ("namespace: Team_A\n", 4, "namespace", "valid name"),
+        ("priority: 'High Priority'\n", 4, "priority", "PriorityClass"),
+        # a trailing newline (block scalar, "\n") passed `$`-anchored checks; the API refuses it
+        ("namespace: |\n  team-a\n", 4, "namespace", "valid name"),
+        ('gpu_type: "a100\\n"\n', 4, "gpu_type", "label value"),
+        ('labels: {team: "a\\n"}\n', 4, "labels", "label value"),
+        ('priority: "high\\n"\n', 4, "priority", "PriorityClass"),
+        ('memory: "64Gi\\n"\n', 4, "memory", "quantity"),
+        ("deadline: 99999999999999999999d\n", 4, "deadline", "longer than"),
+        ("ttl_after_finished: 2147483648\n", 4, "ttl_after_finished", "longer than"),
+        (
+            "tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: 1e99}]\n",
+            4,
+            "tolerations[0].tolerationSeconds",
+            "whole number",
+        ),
+        (
+            "tolerations: [{key: a, operator: Exists, effect: NoExecute,"
+            " tolerationSeconds: 99999999999999999999}]\n",
+            4,
+            "tolerations[0].tolerationSeconds",
+            "at most",
+        ),
+        ("image_pull_secrets: [Reg_Cred]\n", 4, "image_pull_secrets", "Secret name"),
+    ],
+)
 def test_bad_fields_name_file_line_and_field(extra, line, field, needle):
     e = error_of(BASE + extra)
     assert (e.file, e.line, e.field) == ("job.yaml", line, field)
     assert needle in str(e)
 
 
-@pytest.mark.parametrize("text, field, needle", [
-    ("name: x\nimage: y\n", None, "missing required field 'apiVersion'"),
-    ("apiVersion: gpuctl/v2\nname: x\nimage: y\n", "apiVersion", "unsupported version"),
-    ("apiVersion: gpuctl/v1\nimage: y\n", None, "missing required field 'name'"),
-    ("apiVersion: gpuctl/v1\nname: x\n", None, "missing required field 'image'"),
-    ("apiVersion: gpuctl/v1\nname: Bad_Name\nimage: y\n", "name", "valid name"),
-    ("apiVersion: gpuctl/v1\nname: x\nimage: 'a b'\n", "image", "white space"),
-    ("- a\n- b\n", None, "expected a mapping"),
-    ("", None, "empty"),
-    ("just text\n", None, "expected a mapping"),
-    # not a job spec: said so, rather than "metadata: unknown field"
-    ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n", "apiVersion",
-     "unsupported version 'v1'"),
-    ("apiVersion: gpuctl/v1\nkind: Cluster\nname: x\nregion: us-east-1\n", "kind",
-     "must be one of Job, Pod (got 'Cluster')"),
-    ("apiVersoin: gpuctl/v1\nname: x\nimage: y\n", "apiVersoin", "did you mean 'apiVersion'"),
-])
+@pytest.mark.parametrize(
+    "text, field, needle",
+    [
+        ("name: x\nimage: y\n", None, "missing required field 'apiVersion'"),
+        ("apiVersion: gpuctl/v2\nname: x\nimage: y\n", "apiVersion", "unsupported version"),
+        ("apiVersion: gpuctl/v1\nimage: y\n", None, "missing required field 'name'"),
+        ("apiVersion: gpuctl/v1\nname: x\n", None, "missing required field 'image'"),
+        ("apiVersion: gpuctl/v1\nname: Bad_Name\nimage: y\n", "name", "valid name"),
+        ("apiVersion: gpuctl/v1\nname: x\nimage: 'a b'\n", "image", "white space"),
+        ("- a\n- b\n", None, "expected a mapping"),
+        ("", None, "empty"),
+        ("just text\n", None, "expected a mapping"),
+        # not a job spec: said so, rather than "metadata: unknown field"
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n",
+            "apiVersion",
+            "unsupported version 'v1'",
+        ),
+        (
+            "apiVersion: gpuctl/v1\nkind: Cluster\nname: x\nregion: us-east-1\n",
+            "kind",
+            "must be one of Job, Pod (got 'Cluster')",
+        ),
+        ("apiVersoin: gpuctl/v1\nname: x\nimage: y\n", "apiVersoin", "did you mean 'apiVersion'"),
+    ],
+)
 def test_bad_documents(text, field, needle):
     e = error_of(text)
     assert e.field == field and needle in str(e)
@@ -167,15 +199,24 @@ def test_cli_refuses_object_constructing_tags(cli, tmp_path):
 
 def test_numbers_and_booleans_are_kept_as_written():
     # YAML 1.1 reads 010 as 8, 1:30 as 90, 12.10 as 12.1 and yes as true: a user means the text
-    spec = parse(BASE + textwrap.dedent("""\
+    spec = parse(
+        BASE
+        + textwrap.dedent("""\
         env: {OCTAL: 010, TIME: 1:30, CUDA: 12.10, FLAG: yes, HEX: 0x1F, BIG: 1_000}
         args: [--gpus, 010, --version, 12.10]
         labels: {version: 12.10}
         cpu: 010
         memory: 0.50
-        """))
-    assert dict(spec.env) == {"OCTAL": "010", "TIME": "1:30", "CUDA": "12.10", "FLAG": "yes",
-                              "HEX": "0x1F", "BIG": "1_000"}
+        """)
+    )
+    assert dict(spec.env) == {
+        "OCTAL": "010",
+        "TIME": "1:30",
+        "CUDA": "12.10",
+        "FLAG": "yes",
+        "HEX": "0x1F",
+        "BIG": "1_000",
+    }
     assert spec.args == ("--gpus", "010", "--version", "12.10")
     assert dict(spec.labels)["version"] == "12.10"
     assert (spec.cpu, spec.memory) == ("010", "0.50")

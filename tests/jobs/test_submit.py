@@ -7,24 +7,40 @@ import time
 import pytest
 
 from tests import ROOT
+
 EX = os.path.join(ROOT, "examples")
 
 
 def add_node(core, name, gpus=8, gpu_type="a100", extra=None, taints=None):
     alloc = {"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": str(gpus), **(extra or {})}
-    body = {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"gpu-type": gpu_type} if gpu_type else {}},
-            "spec": {"taints": taints} if taints else {},
-            "status": {"allocatable": alloc, "capacity": alloc}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"gpu-type": gpu_type} if gpu_type else {}},
+        "spec": {"taints": taints} if taints else {},
+        "status": {"allocatable": alloc, "capacity": alloc},
+    }
     core.create_node(body)
 
 
-def add_pod(core, name, node, gpus, namespace="default", phase="Running", resource="nvidia.com/gpu"):
-    core.create_namespaced_pod(namespace, {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-        "spec": {"nodeName": node, "containers": [
-            {"name": "c", "image": "x", "resources": {"limits": {resource: str(gpus)}}}]},
-        "status": {"phase": phase}})
+def add_pod(
+    core, name, node, gpus, namespace="default", phase="Running", resource="nvidia.com/gpu"
+):
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"limits": {resource: str(gpus)}}}
+                ],
+            },
+            "status": {"phase": phase},
+        },
+    )
 
 
 @pytest.fixture
@@ -55,7 +71,9 @@ def test_submit_refuses_a_job_that_can_never_fit_and_sends_nothing(cli, api, kub
     core, batch = api
     add_node(core, "gpu-a", 8, "a100")
     add_node(core, "gpu-h", 4, "h100")
-    add_node(core, "cpu-only", gpu_type=None, gpus=0)  # no nvidia.com/gpu → not listed? still GPU key 0
+    add_node(
+        core, "cpu-only", gpu_type=None, gpus=0
+    )  # no nvidia.com/gpu → not listed? still GPU key 0
     r = cli("submit", write(tmp_path, "name: big\nimage: x\ngpus: 8\ngpu_type: h100\n"))
     assert r.code == 1
     assert "can never fit" in r.err
@@ -89,12 +107,23 @@ def test_submit_queues_when_busy_now(cli, api, tmp_path):
 
 def test_taints_without_toleration_make_a_node_unusable(cli, api, tmp_path):
     core, _ = api
-    add_node(core, "gpu-a", 8, "a100", taints=[{"key": "dedicated", "value": "infer",
-                                                 "effect": "NoSchedule"}])
+    add_node(
+        core,
+        "gpu-a",
+        8,
+        "a100",
+        taints=[{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}],
+    )
     r = cli("submit", write(tmp_path, "name: t\nimage: x\ngpus: 1\n"))
     assert r.code == 1 and "taint dedicated=infer:NoSchedule not tolerated" in r.err
-    r = cli("submit", write(tmp_path, "name: t\nimage: x\ngpus: 1\ntolerations: "
-                                      "[{key: dedicated, operator: Equal, value: infer}]\n"))
+    r = cli(
+        "submit",
+        write(
+            tmp_path,
+            "name: t\nimage: x\ngpus: 1\ntolerations: "
+            "[{key: dedicated, operator: Equal, value: infer}]\n",
+        ),
+    )
     assert r.code == 0, r
 
 
@@ -115,7 +144,10 @@ def test_multinode_needs_enough_nodes(cli, api, tmp_path):
     add_node(core, "n1", 8, "h100")
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
     assert r.code == 1
-    assert "needs 2 × 8 nvidia.com/gpu; nodes with gpu-type in h100, h200 have room for 1 worker" in r.err
+    assert (
+        "needs 2 × 8 nvidia.com/gpu; nodes with gpu-type in h100, h200 have room for 1 worker"
+        in r.err
+    )
 
 
 def test_duplicate_name_is_a_clear_error_and_changes_nothing(cli, api, tmp_path):
@@ -135,14 +167,29 @@ def test_half_made_multinode_job_is_rolled_back(cli, api, tmp_path):
     core, batch = api
     add_node(core, "n1", 8, "h100")
     add_node(core, "n2", 8, "h100")
-    batch.create_namespaced_job("team-a", {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "llama-pretrain"},
-        "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                       "containers": [{"name": "c", "image": "other"}]}}}})
+    batch.create_namespaced_job(
+        "team-a",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "llama-pretrain"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "other"}],
+                    }
+                }
+            },
+        },
+    )
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
     assert r.code == 1 and "a Job named 'llama-pretrain' already exists" in r.err
     assert core.list_namespaced_service("team-a").items == []
-    assert batch.read_namespaced_job("llama-pretrain", "team-a").spec.template.spec.containers[0].image == "other"
+    assert (
+        batch.read_namespaced_job("llama-pretrain", "team-a").spec.template.spec.containers[0].image
+        == "other"
+    )
 
 
 def test_dry_run_client_creates_nothing(cli, api, kube, tmp_path):
@@ -157,6 +204,7 @@ def set_job_status(batch, name, ns, status, delay):
     def run():
         time.sleep(delay)
         batch.patch_namespaced_job_status(name, ns, {"status": status})
+
     t = threading.Thread(target=run)
     t.start()
     return t
@@ -166,9 +214,18 @@ def set_job_status(batch, name, ns, status, delay):
 def test_wait_follows_status_to_the_end(cli, api, tmp_path, condition, code):
     core, batch = api
     add_node(core, "gpu-a", 8, "a100")
-    t = set_job_status(batch, "w", "default", {"active": 0, "succeeded": int(code == 0),
-                       "failed": int(code == 1),
-                       "conditions": [{"type": condition, "status": "True"}]}, 0.8)
+    t = set_job_status(
+        batch,
+        "w",
+        "default",
+        {
+            "active": 0,
+            "succeeded": int(code == 0),
+            "failed": int(code == 1),
+            "conditions": [{"type": condition, "status": "True"}],
+        },
+        0.8,
+    )
     r = cli("submit", write(tmp_path, "name: w\nimage: x\ngpus: 1\n"), "--wait", "--timeout", "20")
     t.join()
     assert r.code == code, r
@@ -184,7 +241,9 @@ def test_wait_follows_status_to_the_end(cli, api, tmp_path, condition, code):
 def test_wait_gives_up_after_timeout(cli, api, tmp_path):
     core, _ = api
     add_node(core, "gpu-a", 8, "a100")
-    r = cli("submit", write(tmp_path, "name: slow\nimage: x\ngpus: 1\n"), "--wait", "--timeout", "1")
+    r = cli(
+        "submit", write(tmp_path, "name: slow\nimage: x\ngpus: 1\n"), "--wait", "--timeout", "1"
+    )
     assert r.code == 1 and "gave up waiting" in r.err
 
 
@@ -202,11 +261,16 @@ def test_jobs_list_get_delete_touch_only_managed_objects(cli, api, kube, tmp_pat
     assert r.code == 0, r
     rows = json.loads(r.out)["jobs"]
     assert [(x["name"], x["kind"], x["workers"]) for x in rows] == [
-        ("gpu-pod", "Pod", 1), ("llama-pretrain", "Job", 2)]
+        ("gpu-pod", "Pod", 1),
+        ("llama-pretrain", "Job", 2),
+    ]
     assert rows[1]["gpus_per_worker"] == "8 × nvidia.com/gpu"
     # the selector was sent to the server (the emulator ignores it; the client filters again)
-    assert any(q[2].get("labelSelector") == "app.kubernetes.io/managed-by=gpuctl"
-               for q in kube.requests() if q[1].endswith("/jobs"))
+    assert any(
+        q[2].get("labelSelector") == "app.kubernetes.io/managed-by=gpuctl"
+        for q in kube.requests()
+        if q[1].endswith("/jobs")
+    )
     r = cli("jobs", "get", "llama-pretrain", "-n", "team-a")
     assert r.code == 0 and "Pending" in r.out
     r = cli("jobs", "get", "not-ours", "-n", "team-a")
@@ -275,15 +339,20 @@ def test_logs_of_a_bare_pod(cli, api, kube):
     core, _ = api
     add_node(core, "gpu-a", 8, "a100")
     assert cli("submit", os.path.join(EX, "seed-pod.yaml")).code == 0
-    kube.call(lambda: kube.emulator["get /api/v1/namespaces/default/pods/gpu-pod/log"]
-              << b"epoch 1 loss 0.9\nepoch 2 loss 0.5\n")
+    kube.call(
+        lambda: (
+            kube.emulator["get /api/v1/namespaces/default/pods/gpu-pod/log"]
+            << b"epoch 1 loss 0.9\nepoch 2 loss 0.5\n"
+        )
+    )
     r = cli("jobs", "logs", "gpu-pod")
     assert r.code == 0, r
     assert r.out == "epoch 1 loss 0.9\nepoch 2 loss 0.5\n"
 
 
-@pytest.mark.parametrize("args", [("-n", "Team_A"), ("-n", "team-a\n"), ("--timeout", "nan"),
-                                  ("--timeout", "0")])
+@pytest.mark.parametrize(
+    "args", [("-n", "Team_A"), ("-n", "team-a\n"), ("--timeout", "nan"), ("--timeout", "0")]
+)
 def test_bad_options_are_refused_before_anything_is_sent(cli, kube, args):
     r = cli("submit", os.path.join(EX, "seed-pod.yaml"), "--wait", *args)
     assert r.code == 2 and "Traceback" not in r.err, r
@@ -302,21 +371,33 @@ def test_follow_waits_for_the_first_worker_then_streams_its_log(cli, api, kube, 
     The emulator runs no pods: the test plays the Job controller and the kubelet."""
     core, _ = api
     add_node(core, "gpu-a", 8, "a100")
-    kube.call(lambda: kube.emulator["get /api/v1/namespaces/default/pods/f-0-x7k2p/log"]
-              << b"step 1\nstep 2\n")
+    kube.call(
+        lambda: (
+            kube.emulator["get /api/v1/namespaces/default/pods/f-0-x7k2p/log"]
+            << b"step 1\nstep 2\n"
+        )
+    )
 
     def controller():
         time.sleep(1)
-        core.create_namespaced_pod("default", {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "f-0-x7k2p", "labels": {"gpuctl.io/job": "f"}},
-            "spec": {"containers": [{"name": "main", "image": "x"}]},
-            "status": {"phase": "Pending"}})
+        core.create_namespaced_pod(
+            "default",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "f-0-x7k2p", "labels": {"gpuctl.io/job": "f"}},
+                "spec": {"containers": [{"name": "main", "image": "x"}]},
+                "status": {"phase": "Pending"},
+            },
+        )
         time.sleep(1.5)
         core.patch_namespaced_pod_status("f-0-x7k2p", "default", {"status": {"phase": "Running"}})
+
     t = threading.Thread(target=controller)
     t.start()
-    r = cli("submit", write(tmp_path, "name: f\nimage: x\ngpus: 1\n"), "--follow", "--timeout", "20")
+    r = cli(
+        "submit", write(tmp_path, "name: f\nimage: x\ngpus: 1\n"), "--follow", "--timeout", "20"
+    )
     t.join()
     assert r.code == 0, r
     assert r.out == "step 1\nstep 2\n"
@@ -327,8 +408,13 @@ def test_follow_waits_for_the_first_worker_then_streams_its_log(cli, api, kube, 
 def test_follow_gives_up_when_the_first_worker_never_starts(cli, api, tmp_path):
     core, _ = api
     add_node(core, "gpu-a", 8, "a100")
-    r = cli("submit", write(tmp_path, "name: p\nkind: Pod\nimage: x\ngpus: 1\n"), "--follow",
-            "--timeout", "1")
+    r = cli(
+        "submit",
+        write(tmp_path, "name: p\nkind: Pod\nimage: x\ngpus: 1\n"),
+        "--follow",
+        "--timeout",
+        "1",
+    )
     assert r.code == 1 and "pod p has not started after 1 s" in r.err, r
 
 
@@ -338,11 +424,22 @@ def test_a_jobs_own_pods_are_not_listed_as_jobs(cli, api, tmp_path):
     core, _ = api
     add_node(core, "gpu-a", 8, "a100")
     assert cli("submit", write(tmp_path, "name: w\nimage: x\ngpus: 1\n")).code == 0
-    core.create_namespaced_pod("default", {  # what the Job controller would make
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "w-abc12", "labels": {"app.kubernetes.io/managed-by": "gpuctl",
-                                                   "gpuctl.io/job": "w", "job-name": "w"}},
-        "spec": {"containers": [{"name": "main", "image": "x"}]}})
+    core.create_namespaced_pod(
+        "default",
+        {  # what the Job controller would make
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "w-abc12",
+                "labels": {
+                    "app.kubernetes.io/managed-by": "gpuctl",
+                    "gpuctl.io/job": "w",
+                    "job-name": "w",
+                },
+            },
+            "spec": {"containers": [{"name": "main", "image": "x"}]},
+        },
+    )
     rows = json.loads(cli("jobs", "list", "-o", "json").out)["jobs"]
     assert [(r["name"], r["kind"]) for r in rows] == [("w", "Job")]
 
@@ -354,9 +451,12 @@ def test_wait_stops_when_the_job_is_deleted(cli, api, tmp_path):
     def delete():
         time.sleep(1)
         batch.delete_namespaced_job("gone", "default")
+
     t = threading.Thread(target=delete)
     t.start()
-    r = cli("submit", write(tmp_path, "name: gone\nimage: x\ngpus: 1\n"), "--wait", "--timeout", "20")
+    r = cli(
+        "submit", write(tmp_path, "name: gone\nimage: x\ngpus: 1\n"), "--wait", "--timeout", "20"
+    )
     t.join()
     assert r.code == 1 and "was deleted while waiting" in r.err, r
 
@@ -380,19 +480,43 @@ def test_a_job_the_server_rejects_takes_its_service_back(cli, api, kube):
 def test_logs_list_workers_by_completion_index(cli, api, kube):
     core, batch = api
     labels = {"app.kubernetes.io/managed-by": "gpuctl", "gpuctl.io/job": "t"}
-    batch.create_namespaced_job("default", {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "t", "labels": labels},
-        "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                       "containers": [{"name": "main", "image": "x"}]}}}})
+    batch.create_namespaced_job(
+        "default",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "t", "labels": labels},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "x"}],
+                    }
+                }
+            },
+        },
+    )
     for index, suffix in ((10, "a"), (2, "b"), (0, "c")):
         pod = f"t-{index}-{suffix}"
-        core.create_namespaced_pod("default", {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {
-                "name": pod, "labels": labels,
-                "annotations": {"batch.kubernetes.io/job-completion-index": str(index)}},
-            "spec": {"containers": [{"name": "main", "image": "x"}]}})
-        kube.call(lambda p=pod, i=index: kube.emulator[f"get /api/v1/namespaces/default/pods/{p}/log"]
-                  << f"rank {i}\n".encode())
+        core.create_namespaced_pod(
+            "default",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod,
+                    "labels": labels,
+                    "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+                },
+                "spec": {"containers": [{"name": "main", "image": "x"}]},
+            },
+        )
+        kube.call(
+            lambda p=pod, i=index: (
+                kube.emulator[f"get /api/v1/namespaces/default/pods/{p}/log"]
+                << f"rank {i}\n".encode()
+            )
+        )
     r = cli("jobs", "logs", "t")
     assert r.code == 0, r
     assert r.out == "[t-0-c] rank 0\n[t-2-b] rank 2\n[t-10-a] rank 10\n"

@@ -13,8 +13,9 @@ from tests.clirun import run_gpuctl as run
 def add_node(kube_api, name, labels):
     from kubernetes import client
 
-    client.CoreV1Api(kube_api).create_node({"apiVersion": "v1", "kind": "Node",
-                                            "metadata": {"name": name, "labels": labels}})
+    client.CoreV1Api(kube_api).create_node(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    )
 
 
 def labels_of(kube_api, name):
@@ -35,11 +36,13 @@ def operator(kube_api, names, final="success", delay=0.2):
         while todo and time.monotonic() < deadline:
             for n in list(todo):
                 if labels_of(kube_api, n).get("nvidia.com/mig.config") == "all-1g.10gb":
-                    core.patch_node(n, {"metadata": {"labels": {
-                        "nvidia.com/mig.config.state": "pending"}}})
+                    core.patch_node(
+                        n, {"metadata": {"labels": {"nvidia.com/mig.config.state": "pending"}}}
+                    )
                     time.sleep(delay)
-                    core.patch_node(n, {"metadata": {"labels": {
-                        "nvidia.com/mig.config.state": final}}})
+                    core.patch_node(
+                        n, {"metadata": {"labels": {"nvidia.com/mig.config.state": final}}}
+                    )
                     todo.discard(n)
             time.sleep(0.05)
 
@@ -48,23 +51,47 @@ def operator(kube_api, names, final="success", delay=0.2):
     return t
 
 
-H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
-               "nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "success"}
+H100_LABELS = {
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/mig.config": "all-disabled",
+    "nvidia.com/mig.config.state": "success",
+}
 
 
 def test_label_node_and_follow_state_to_success(kube, kube_api, capsys):
     add_node(kube_api, "gpu-1", dict(H100_LABELS))
     t = operator(kube_api, ["gpu-1"])
-    code, out, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
-                         "--yes", "--timeout", "20")
+    code, out, err = run(
+        capsys,
+        "mig",
+        "configure",
+        "--node",
+        "gpu-1",
+        "-c",
+        "all-1g.10gb",
+        "--yes",
+        "--timeout",
+        "20",
+    )
     t.join(5)
     assert code == 0, err
     assert "all-disabled -> all-1g.10gb" in out
     assert "gpu-1: pending" in err and "gpu-1: success" in err
     assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-1g.10gb"
     # Again: already applied, nothing patched, done at once.
-    code, out, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
-                         "--yes", "--timeout", "5")
+    code, out, err = run(
+        capsys,
+        "mig",
+        "configure",
+        "--node",
+        "gpu-1",
+        "-c",
+        "all-1g.10gb",
+        "--yes",
+        "--timeout",
+        "5",
+    )
     assert code == 0 and "already set" in out and "success (already on this config)" in err
 
 
@@ -72,15 +99,35 @@ def test_selector_failed_state_is_an_error_naming_the_node(kube, kube_api, capsy
     add_node(kube_api, "gpu-a", dict(H100_LABELS, pool="mig"))
     add_node(kube_api, "gpu-b", dict(H100_LABELS, pool="other"))
     t = operator(kube_api, ["gpu-a"], final="failed")
-    code, _, err = run(capsys, "mig", "configure", "--selector", "pool=mig", "-c", "all-1g.10gb",
-                       "--yes", "--timeout", "20")
+    code, _, err = run(
+        capsys,
+        "mig",
+        "configure",
+        "--selector",
+        "pool=mig",
+        "-c",
+        "all-1g.10gb",
+        "--yes",
+        "--timeout",
+        "20",
+    )
     t.join(5)
     assert code == 1 and "failed to apply MIG config 'all-1g.10gb' on gpu-a" in err
     assert labels_of(kube_api, "gpu-b")["nvidia.com/mig.config"] == "all-disabled"
     # Asking again reports the failure at once instead of waiting for the timeout.
     start = time.monotonic()
-    code, _, err = run(capsys, "mig", "configure", "--selector", "pool=mig", "-c", "all-1g.10gb",
-                       "--yes", "--timeout", "20")
+    code, _, err = run(
+        capsys,
+        "mig",
+        "configure",
+        "--selector",
+        "pool=mig",
+        "-c",
+        "all-1g.10gb",
+        "--yes",
+        "--timeout",
+        "20",
+    )
     assert code == 1 and "on gpu-a" in err and "to retry" in err
     assert time.monotonic() - start < 10
     assert any(q.get("labelSelector") == "pool=mig" for _, _, q in kube.requests())
@@ -88,15 +135,26 @@ def test_selector_failed_state_is_an_error_naming_the_node(kube, kube_api, capsy
 
 def test_timeout_names_nodes_and_state(kube, kube_api, capsys):
     add_node(kube_api, "gpu-1", dict(H100_LABELS))
-    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
-                       "--yes", "--timeout", "2")
+    code, _, err = run(
+        capsys,
+        "mig",
+        "configure",
+        "--node",
+        "gpu-1",
+        "-c",
+        "all-1g.10gb",
+        "--yes",
+        "--timeout",
+        "2",
+    )
     assert code == 1 and "timed out after 2s" in err and "gpu-1 (state: success)" in err
 
 
 def test_dry_run_and_unknown_node_change_nothing(kube, kube_api, capsys):
     add_node(kube_api, "gpu-1", dict(H100_LABELS))
-    code, out, _ = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
-                       "--dry-run")
+    code, out, _ = run(
+        capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb", "--dry-run"
+    )
     assert code == 0 and "dry run" in out
     assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-disabled"
     code, _, err = run(capsys, "mig", "configure", "--node", "nope", "-c", "all-1g.10gb", "--yes")
@@ -106,7 +164,8 @@ def test_dry_run_and_unknown_node_change_nothing(kube, kube_api, capsys):
 def test_config_file_checked_against_node_gpu_before_labelling(kube, kube_api, capsys, tmp_path):
     add_node(kube_api, "gpu-1", dict(H100_LABELS))
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(textwrap.dedent("""\
+    cfg.write_text(
+        textwrap.dedent("""\
         version: v1
         mig-configs:
           too-big:
@@ -114,34 +173,50 @@ def test_config_file_checked_against_node_gpu_before_labelling(kube, kube_api, c
               mig-enabled: true
               mig-devices:
                 3g.40gb: 3
-        """))
-    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-f", str(cfg), "-c",
-                       "too-big", "--yes")
+        """)
+    )
+    code, _, err = run(
+        capsys, "mig", "configure", "--node", "gpu-1", "-f", str(cfg), "-c", "too-big", "--yes"
+    )
     assert code == 2 and "c.yaml:7" in err and "3g.40gb ×3" in err
     assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-disabled"
 
 
 def test_render_configmap_for_a_custom_layout(capsys):
-    code, out, _ = run(capsys, "mig", "configure", "--layout", "3g.40gb=1,2g.20gb=2",
-                       "-c", "half-and-half", "--render-configmap")
+    code, out, _ = run(
+        capsys,
+        "mig",
+        "configure",
+        "--layout",
+        "3g.40gb=1,2g.20gb=2",
+        "-c",
+        "half-and-half",
+        "--render-configmap",
+    )
     assert code == 0
     cm = yaml.safe_load(out)
     assert cm["kind"] == "ConfigMap" and cm["metadata"]["namespace"] == "gpu-operator"
     inner = yaml.safe_load(cm["data"]["config.yaml"])
-    assert inner == {"version": "v1", "mig-configs": {"half-and-half": [
-        {"devices": "all", "mig-enabled": True,
-         "mig-devices": {"3g.40gb": 1, "2g.20gb": 2}}]}}
+    assert inner == {
+        "version": "v1",
+        "mig-configs": {
+            "half-and-half": [
+                {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "2g.20gb": 2}}
+            ]
+        },
+    }
     code, out, _ = run(capsys, "mig", "configure", "--layout", "all-3g.40gb", "--render-configmap")
     entries = yaml.safe_load(yaml.safe_load(out)["data"]["config.yaml"])["mig-configs"][
-        "all-3g.40gb"]
+        "all-3g.40gb"
+    ]
     h100 = next(e for e in entries if "0x233010DE" in e["device-filter"])
     assert h100["mig-devices"] == {"3g.40gb": 2}
 
 
-
 def test_render_configmap_of_one_config_from_a_file_keeps_the_configmap_name(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(textwrap.dedent("""\
+    cfg.write_text(
+        textwrap.dedent("""\
         version: v1
         mig-configs:
           small:
@@ -152,9 +227,20 @@ def test_render_configmap_of_one_config_from_a_file_keeps_the_configmap_name(tmp
           off:
             - devices: all
               mig-enabled: false
-        """))
-    code, out, err = run(capsys, "mig", "configure", "-f", str(cfg), "-c", "small",
-                         "--render-configmap", "--configmap-name", "team-mig")
+        """)
+    )
+    code, out, err = run(
+        capsys,
+        "mig",
+        "configure",
+        "-f",
+        str(cfg),
+        "-c",
+        "small",
+        "--render-configmap",
+        "--configmap-name",
+        "team-mig",
+    )
     assert code == 0, err
     cm = yaml.safe_load(out)
     assert cm["metadata"] == {"name": "team-mig", "namespace": "gpu-operator"}
@@ -164,13 +250,19 @@ def test_render_configmap_of_one_config_from_a_file_keeps_the_configmap_name(tmp
     assert cm["metadata"]["name"] == "custom-mig-config"
     assert list(yaml.safe_load(cm["data"]["config.yaml"])["mig-configs"]) == ["small", "off"]
 
+
 def add_configmap(kube_api, name, text):
     from kubernetes import client
 
-    client.CoreV1Api(kube_api).create_namespaced_config_map("gpu-operator", {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "gpu-operator"},
-        "data": {"config.yaml": textwrap.dedent(text)}})
+    client.CoreV1Api(kube_api).create_namespaced_config_map(
+        "gpu-operator",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "gpu-operator"},
+            "data": {"config.yaml": textwrap.dedent(text)},
+        },
+    )
 
 
 OPERATOR_CONFIG = """\
@@ -195,8 +287,7 @@ OPERATOR_CONFIG = """\
 def test_config_name_checked_against_the_operator_configmap(kube, kube_api, capsys):
     add_node(kube_api, "gpu-1", dict(H100_LABELS))
     add_configmap(kube_api, "default-mig-parted-config", OPERATOR_CONFIG)
-    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10g",
-                       "--yes")
+    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10g", "--yes")
     assert code == 2 and "no MIG config 'all-1g.10g'" in err
     assert "configs: all-disabled, all-1g.10gb, broken" in err
     code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "broken", "--yes")
@@ -204,8 +295,18 @@ def test_config_name_checked_against_the_operator_configmap(kube, kube_api, caps
     assert "GPU 0 (H100-80GB): 1g.10gb ×8" in err
     assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-disabled"
     t = operator(kube_api, ["gpu-1"])
-    code, out, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb",
-                         "--yes", "--timeout", "20")
+    code, out, err = run(
+        capsys,
+        "mig",
+        "configure",
+        "--node",
+        "gpu-1",
+        "-c",
+        "all-1g.10gb",
+        "--yes",
+        "--timeout",
+        "20",
+    )
     t.join(5)
     assert code == 0 and "not checked" not in out, err
 
@@ -214,12 +315,21 @@ def test_set_based_selector_and_bad_selector(kube, kube_api, capsys):
     add_node(kube_api, "gpu-a", dict(H100_LABELS, pool="mig"))
     add_node(kube_api, "gpu-b", dict(H100_LABELS, pool="other"))
     add_node(kube_api, "gpu-c", dict(H100_LABELS, pool="spare"))
-    code, out, err = run(capsys, "mig", "configure", "--selector", "pool in (mig,other)",
-                         "-c", "all-1g.10gb", "--dry-run")
+    code, out, err = run(
+        capsys,
+        "mig",
+        "configure",
+        "--selector",
+        "pool in (mig,other)",
+        "-c",
+        "all-1g.10gb",
+        "--dry-run",
+    )
     assert code == 0, err
     assert "node gpu-a:" in out and "node gpu-b:" in out and "gpu-c" not in out
     sent = len(kube.requests())
-    code, _, err = run(capsys, "mig", "configure", "--selector", "pool in ()", "-c",
-                       "all-1g.10gb", "--dry-run")
+    code, _, err = run(
+        capsys, "mig", "configure", "--selector", "pool in ()", "-c", "all-1g.10gb", "--dry-run"
+    )
     assert code == 2 and "label selector" in err
     assert not any("nodes" in path for _, path, _ in kube.requests()[sent:])  # nothing sent

@@ -9,8 +9,7 @@ import pytest
 
 from gpuctl.gpus.geometry import find_model, models
 from gpuctl.mig.diff import Desired, GpuState, diff
-from gpuctl.mig.layout import (LayoutError, devices_of, parse_layout_text, place,
-                                    uniform_layout)
+from gpuctl.mig.layout import LayoutError, devices_of, parse_layout_text, place, uniform_layout
 
 H100 = find_model("H100-80GB")
 A30 = find_model("A30")
@@ -60,7 +59,10 @@ def test_max_instances_and_compute_slices():
 def test_placements_are_real_and_disjoint():
     placed = place(H100, {"3g.40gb": 1, "2g.20gb": 2})
     assert [(p.profile.name, p.start) for p in placed] == [
-        ("2g.20gb", 0), ("2g.20gb", 2), ("3g.40gb", 4)]
+        ("2g.20gb", 0),
+        ("2g.20gb", 2),
+        ("3g.40gb", 4),
+    ]
     placed = place(H100, {"2g.20gb": 3, "1g.20gb": 1})
     assert ("1g.20gb", 6) in [(p.profile.name, p.start) for p in placed]
 
@@ -103,12 +105,15 @@ def _hw_rules_ok(model, devices):
     me_all = sum(n for k, n in names.items() if k.endswith("+me.all"))
     if me_all and sum(n for k, n in names.items() if not k.endswith("-me")) > 1:
         return False  # nvml.h: a +me.all instance allows only -me ones beside it
-    return (len(devices) <= model.max_gpu_instances
-            and sum(d.profile.slices for d in devices) <= model.compute_slices)
+    return (
+        len(devices) <= model.max_gpu_instances
+        and sum(d.profile.slices for d in devices) <= model.compute_slices
+    )
 
 
-@pytest.mark.parametrize("model", [H100, A30, RTX, find_model("A100-40GB")],
-                         ids=lambda m: m.short_name)
+@pytest.mark.parametrize(
+    "model", [H100, A30, RTX, find_model("A100-40GB")], ids=lambda m: m.short_name
+)
 def test_validation_agrees_with_brute_force(model):
     rng = random.Random(5)
     names = [p.name for p in model.profiles]
@@ -137,18 +142,34 @@ def test_every_model_loads_and_validates_its_full_profiles():
 
 # ---------- diff: current state → steps ----------
 
+
 def gi(gi_id, profile, start, ci_profile=None, cis=None):
     p = H100.profile(profile)
-    ci = [SimpleNamespace(ci_id=0, profile_id=ci_profile if ci_profile is not None else
-                          (p.ci_profile_id if p.ci_profile_id is not None else
-                           {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}[p.slices]))] if cis is None else cis
-    return SimpleNamespace(gi_id=gi_id, profile_id=p.profile_id, start=start, size=p.size,
-                           compute_instances=ci)
+    ci = (
+        [
+            SimpleNamespace(
+                ci_id=0,
+                profile_id=ci_profile
+                if ci_profile is not None
+                else (
+                    p.ci_profile_id
+                    if p.ci_profile_id is not None
+                    else {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}[p.slices]
+                ),
+            )
+        ]
+        if cis is None
+        else cis
+    )
+    return SimpleNamespace(
+        gi_id=gi_id, profile_id=p.profile_id, start=start, size=p.size, compute_instances=ci
+    )
 
 
 def proc(pid, gi_id=None, ci_id=None):
-    return SimpleNamespace(pid=pid, name="train.py", user="alice", used_memory_mib=1234,
-                           gi_id=gi_id, ci_id=ci_id)
+    return SimpleNamespace(
+        pid=pid, name="train.py", user="alice", used_memory_mib=1234, gi_id=gi_id, ci_id=ci_id
+    )
 
 
 def state(instances=(), processes=(), mig=(True, True)):
@@ -165,7 +186,8 @@ def test_diff_keeps_matching_instances_and_destroys_the_rest():
     destroyed = kinds[1][1]
     kept_start = 0 if destroyed == 2 else 4
     assert {st.start for st in plan.steps if st.kind == "create"}.isdisjoint(
-        range(kept_start, kept_start + 4))
+        range(kept_start, kept_start + 4)
+    )
 
 
 def test_diff_keeps_the_busy_instance():
@@ -210,7 +232,10 @@ def test_diff_mode_changes():
     assert [st.kind for st in diff(pending, Desired(True, {})).steps] == ["reset"]
     on = state([gi(1, "7g.80gb", 0)])
     assert [st.kind for st in diff(on, Desired(False, {})).steps] == [
-        "destroy-ci", "destroy-gi", "set-mig-mode"]
+        "destroy-ci",
+        "destroy-gi",
+        "set-mig-mode",
+    ]
     with pytest.raises(LayoutError, match="GPU 0 \\(H100-80GB\\)"):
         diff(on, Desired(True, {"4g.40gb": 2}))
 
@@ -218,5 +243,7 @@ def test_diff_mode_changes():
 @pytest.mark.parametrize("count", [8, 10**9, 10**30])
 def test_huge_counts_refused_by_the_cap_without_building_them(count):
     # 10**30 once overflowed into a traceback; 10**9 took gigabytes before being refused.
-    assert f"1g.10gb ×{count}: each H100-80GB holds at most 7 1g.10gb" in reason(
-        H100, {"1g.10gb": count})[0]
+    assert (
+        f"1g.10gb ×{count}: each H100-80GB holds at most 7 1g.10gb"
+        in reason(H100, {"1g.10gb": count})[0]
+    )

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from gpuctl.mig import migparted
+from gpuctl.common.errors import SpecError
+from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
+from gpuctl.mig import migparted
 from gpuctl.mig.diff import GpuState
 from gpuctl.mig.layout import LayoutError
-from gpuctl.common.specfile import load_yaml
-from gpuctl.common.errors import SpecError
 
 H100 = find_model("H100-80GB")
 A100 = find_model("A100-40GB")
@@ -32,37 +32,65 @@ def error(text):
 
 
 def gpu(i, model=H100, mig=(False, False), instances=()):
-    return GpuState(i, model.nvml_name if model else "Tesla T4", f"GPU-{i}", model, mig,
-                    list(instances), [])
+    return GpuState(
+        i, model.nvml_name if model else "Tesla T4", f"GPU-{i}", model, mig, list(instances), []
+    )
 
 
 ALL = HEAD + "    - devices: all\n"
 ON = ALL + "      mig-enabled: true\n"
 CASES = [
-    ("mig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
-     "c.yaml:1", "missing required field 'version'"),
-    ("version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
-     "c.yaml:1: version", "unsupported version"),
+    (
+        "mig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
+        "c.yaml:1",
+        "missing required field 'version'",
+    ),
+    (
+        "version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
+        "c.yaml:1: version",
+        "unsupported version",
+    ),
     ("version: v1\nmig-config: {}\n", "c.yaml:2: mig-config", "did you mean 'mig-configs'"),
     ("version: v1\nmig-configs: {}\n", "c.yaml:2", "at least one config"),
     ("version: v1\nmig-configs:\n  a: []\n", "c.yaml:3: mig-configs.a", "non-empty list"),
     (HEAD + "    - mig-enabled: false\n", "c.yaml:4: mig-configs.a[0]", "'devices'"),
-    (HEAD + "    - devices: some\n      mig-enabled: false\n",
-     "c.yaml:4: mig-configs.a[0].devices", "'all' or a list"),
-    (HEAD + "    - devices: [0, -1]\n      mig-enabled: false\n",
-     "mig-configs.a[0].devices[1]", "GPU index"),
-    (ALL + "      device-filter: H100\n      mig-enabled: false\n",
-     "c.yaml:5: mig-configs.a[0].device-filter", "PCI device id"),
-    (ALL + "      mig-enabled: yes please\n",
-     "c.yaml:5: mig-configs.a[0].mig-enabled", "true or false"),
+    (
+        HEAD + "    - devices: some\n      mig-enabled: false\n",
+        "c.yaml:4: mig-configs.a[0].devices",
+        "'all' or a list",
+    ),
+    (
+        HEAD + "    - devices: [0, -1]\n      mig-enabled: false\n",
+        "mig-configs.a[0].devices[1]",
+        "GPU index",
+    ),
+    (
+        ALL + "      device-filter: H100\n      mig-enabled: false\n",
+        "c.yaml:5: mig-configs.a[0].device-filter",
+        "PCI device id",
+    ),
+    (
+        ALL + "      mig-enabled: yes please\n",
+        "c.yaml:5: mig-configs.a[0].mig-enabled",
+        "true or false",
+    ),
     (ON, "mig-configs.a[0]", "'mig-devices' when 'mig-enabled' is true"),
-    (ALL + "      mig-enabled: false\n      mig-devices: {1g.10gb: 1}\n",
-     "c.yaml:6: mig-configs.a[0].mig-devices", "while 'mig-enabled' is false"),
-    (ON + "      mig-devices:\n        3g: 1\n",
-     "c.yaml:7: mig-configs.a[0].mig-devices.3g", "not a MIG profile name"),
+    (
+        ALL + "      mig-enabled: false\n      mig-devices: {1g.10gb: 1}\n",
+        "c.yaml:6: mig-configs.a[0].mig-devices",
+        "while 'mig-enabled' is false",
+    ),
+    (
+        ON + "      mig-devices:\n        3g: 1\n",
+        "c.yaml:7: mig-configs.a[0].mig-devices.3g",
+        "not a MIG profile name",
+    ),
     (ON + "      mig-devices:\n        3g.40gb: -1\n", "c.yaml:7", "count >= 0"),
-    (ALL + "      mig-enbled: true\n",
-     "c.yaml:5: mig-configs.a[0].mig-enbled", "did you mean 'mig-enabled'"),
+    (
+        ALL + "      mig-enbled: true\n",
+        "c.yaml:5: mig-configs.a[0].mig-enbled",
+        "did you mean 'mig-enabled'",
+    ),
 ]
 
 
@@ -73,8 +101,10 @@ def test_errors_name_file_line_field(text, where, words):
 
 
 def test_layouts_checked_on_the_models_a_device_filter_names():
-    cfg = parse(ALL + "      device-filter: ['0x233010DE']\n      mig-enabled: true\n"
-                      "      mig-devices:\n        3g.40gb: 3\n")
+    cfg = parse(
+        ALL + "      device-filter: ['0x233010DE']\n      mig-enabled: true\n"
+        "      mig-devices:\n        3g.40gb: 3\n"
+    )
     with pytest.raises(SpecError) as e:
         cfg.check_models("a")
     assert "c.yaml:8: mig-configs.a[0].mig-devices.3g.40gb: H100-80GB: 3g.40gb ×3" in str(e.value)
@@ -105,16 +135,20 @@ def test_a_config_for_other_models_does_not_stop_using_the_file():
 @pytest.mark.parametrize("written", ["0x233010DE", "[0x233010DE]", "['0x233010de']"])
 def test_device_filter_quoted_or_not(written):
     # Unquoted, YAML reads the id as the number 590352606; it still means the H100.
-    cfg = parse(ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
-                      "      mig-devices: {3g.40gb: 2}\n")
+    cfg = parse(
+        ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
+        "      mig-devices: {3g.40gb: 2}\n"
+    )
     entries = cfg.select("a")
     desired = migparted.resolve(cfg, entries, [gpu(0), gpu(1, A100)])
     assert desired[0].layout == {"3g.40gb": 2} and desired[1] is None
 
 
 def test_unknown_config_lists_the_configs():
-    cfg = parse("version: v1\nmig-configs:\n  a: [{devices: all, mig-enabled: false}]\n"
-                "  b: [{devices: all, mig-enabled: false}]\n")
+    cfg = parse(
+        "version: v1\nmig-configs:\n  a: [{devices: all, mig-enabled: false}]\n"
+        "  b: [{devices: all, mig-enabled: false}]\n"
+    )
     with pytest.raises(SpecError, match="no config 'c'") as e:
         cfg.select("c")
     assert e.value.hint == "configs: a, b"
@@ -165,30 +199,45 @@ def test_explicit_non_mig_gpu_is_an_error_and_layout_checked_per_gpu():
     cfg = parse(CONFIG)
     with pytest.raises(SpecError, match="GPU 2 \\(Tesla T4\\) does not support MIG"):
         migparted.resolve(cfg, cfg.select("explicit"), [gpu(2, None, mig=None)])
-    with pytest.raises(SpecError, match="c.yaml:20: .*mig-devices.1g.20gb: GPU 2 \\(A100-40GB\\): "
-                                        "A100-40GB has no MIG profile '1g.20gb'"):
+    with pytest.raises(
+        SpecError,
+        match="c.yaml:20: .*mig-devices.1g.20gb: GPU 2 \\(A100-40GB\\): "
+        "A100-40GB has no MIG profile '1g.20gb'",
+    ):
         migparted.resolve(cfg, cfg.select("explicit"), [gpu(2, A100)])
 
 
 def test_export_groups_gpus_and_reads_back():
-    gi = SimpleNamespace(gi_id=1, profile_id=0, start=0, size=8,
-                         compute_instances=[SimpleNamespace(ci_id=0, profile_id=4)])
+    gi = SimpleNamespace(
+        gi_id=1,
+        profile_id=0,
+        start=0,
+        size=8,
+        compute_instances=[SimpleNamespace(ci_id=0, profile_id=4)],
+    )
     gpus = [gpu(0, mig=(True, True), instances=[gi]), gpu(1, mig=(True, True), instances=[gi])]
     data = migparted.export(gpus, "now")
-    assert data == {"version": "v1", "mig-configs": {"now": [
-        {"devices": "all", "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]}}
+    assert data == {
+        "version": "v1",
+        "mig-configs": {
+            "now": [{"devices": "all", "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]
+        },
+    }
     back = migparted.parse(load_yaml(yaml.safe_dump(data), "x.yaml"))
     assert migparted.resolve(back, back.select("now"), gpus)[1].layout == {"7g.80gb": 1}
     data = migparted.export([gpus[0], gpu(1)])
     assert [e["devices"] for e in data["mig-configs"]["current"]] == [[0], [1]]
 
 
-@pytest.mark.parametrize("layout, words", [
-    ("1g.10gb=99", "A100-80GB: 1g.10gb ×99"),
-    ("3g.40gb=3", "H100-80GB: 3g.40gb ×3"),
-    ("foo=1", "no GPU model has all of the MIG profiles foo"),
-    ("1g.5gb=1,1g.6gb=1", "no GPU model has all of the MIG profiles 1g.5gb, 1g.6gb"),
-])
+@pytest.mark.parametrize(
+    "layout, words",
+    [
+        ("1g.10gb=99", "A100-80GB: 1g.10gb ×99"),
+        ("3g.40gb=3", "H100-80GB: 3g.40gb ×3"),
+        ("foo=1", "no GPU model has all of the MIG profiles foo"),
+        ("1g.5gb=1,1g.6gb=1", "no GPU model has all of the MIG profiles 1g.5gb, 1g.6gb"),
+    ],
+)
 def test_a_layout_for_any_model_must_fit_one(layout, words):
     # These were rendered into ConfigMaps that would fail on every node.
     with pytest.raises(LayoutError) as e:
@@ -200,7 +249,8 @@ def test_shorthand_configs_and_configmap():
     cfg = migparted.shorthand_config("x", "all-7g.80gb")
     filters = [f for e in cfg["mig-configs"]["x"] for f in e["device-filter"]]
     assert "0x233010DE" in filters and all(
-        e["mig-devices"] == {"7g.80gb": 1} for e in cfg["mig-configs"]["x"])
+        e["mig-devices"] == {"7g.80gb": 1} for e in cfg["mig-configs"]["x"]
+    )
     cm = migparted.render_configmap(cfg, "mine", "ns")
     assert cm["metadata"] == {"name": "mine", "namespace": "ns"}
     assert yaml.safe_load(cm["data"]["config.yaml"]) == cfg

@@ -57,7 +57,10 @@ def test_configure_from_file_then_idempotent_assert_export(capsys, node, tmp_pat
     assert gpus[0]["layout"] == {"3g.40gb": 1, "2g.20gb": 2}
     assert gpus[1]["layout"] == {"1g.10gb": 7}
     assert {(i["profile"], i["start"]) for i in gpus[0]["instances"]} == {
-        ("2g.20gb", 0), ("2g.20gb", 2), ("3g.40gb", 4)}
+        ("2g.20gb", 0),
+        ("2g.20gb", 2),
+        ("3g.40gb", 4),
+    }
     gi_ids = [i["gi_id"] for i in gpus[0]["instances"]]
     # Second run changes nothing (same instance ids).
     code, out, _ = run(capsys, "mig", "configure", "-f", cfg, "-c", "mixed", "--yes")
@@ -106,16 +109,21 @@ def test_refuses_busy_gpu_and_busy_instance_naming_processes(capsys, node):
     assert code == 1 and "pid 99 infer (user bob, 100 MiB)" in err
     # A layout that can keep the busy instance (at 4-7; 2g.20gb cannot start at 6) goes
     # through, leaving it untouched.
-    code, _, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout",
-                       "3g.40gb=1,2g.20gb=2", "--yes")
+    code, _, err = run(
+        capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=1,2g.20gb=2", "--yes"
+    )
     assert code == 0, err
     insts = show(capsys)[0]["instances"]
     assert any(i["gi_id"] == gi["gi_id"] and i["processes"][0]["pid"] == 99 for i in insts)
 
 
 def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
-    assert run(capsys, "mig", "configure", "--gpus", "0", "--layout", "all-enabled", "--yes",
-               "--reset")[0] == 0
+    assert (
+        run(
+            capsys, "mig", "configure", "--gpus", "0", "--layout", "all-enabled", "--yes", "--reset"
+        )[0]
+        == 0
+    )
     # Another actor takes slices 4-7 between our plan and our apply: the second create fails.
     from gpuctl.mig import node as mig_apply
     from gpuctl.mig.migparted import resolve_shorthand
@@ -129,11 +137,14 @@ def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
     assert "step 2 of 2 failed (create 3g.40gb at slices 4-7)" in str(e.value)
     g0 = show(capsys)[0]
     assert sorted((i["start"], len(i["compute_instances"])) for i in g0["instances"]) == [
-        (0, 1), (4, 0)]
+        (0, 1),
+        (4, 0),
+    ]
     assert any(i["gi_id"] == intruder for i in g0["instances"])
     # Re-running completes: the half-made instance only gets its compute instance.
-    code, out, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=2",
-                         "--yes")
+    code, out, err = run(
+        capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=2", "--yes"
+    )
     assert code == 0, err
     assert "create the 3g.40gb compute instance" in out
     assert run(capsys, "mig", "assert", "--gpus", "0", "--layout", "3g.40gb=2")[0] == 0
@@ -142,7 +153,9 @@ def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
 def test_bad_inputs_exit_2_and_change_nothing(capsys, node, tmp_path):
     code, _, err = run(capsys, "mig", "configure", "--layout", "3g.20gb=1", "--yes")
     assert code == 2 and "no MIG profile '3g.20gb'" in err and "1g.10gb, 1g.10gb+me" in err
-    bad = write(tmp_path, """\
+    bad = write(
+        tmp_path,
+        """\
         version: v1
         mig-configs:
           x:
@@ -150,7 +163,8 @@ def test_bad_inputs_exit_2_and_change_nothing(capsys, node, tmp_path):
               mig-enabled: true
               mig-devices:
                 4g.40gb: 2
-        """)
+        """,
+    )
     code, _, err = run(capsys, "mig", "configure", "-f", bad, "-c", "x", "--yes")
     assert code == 2 and f"{bad}:7: mig-configs.x[0].mig-devices" in err and "at most 1" in err
     code, _, err = run(capsys, "mig", "configure", "-f", bad, "-c", "nope", "--yes")
@@ -175,8 +189,9 @@ def test_profiles_of_this_node_and_by_model(capsys, node):
 def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):
     """The simulated driver refuses changes as the real one refuses a non-root user."""
     monkeypatch.setenv("GPUCTL_SIM_UNPRIVILEGED", "1")
-    code, out, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "7g.80gb=1",
-                         "--reset", "--yes")
+    code, out, err = run(
+        capsys, "mig", "configure", "--gpus", "0", "--layout", "7g.80gb=1", "--reset", "--yes"
+    )
     assert code == 1
     assert "step 1 of 2 failed (enable MIG mode on GPU 0)" in err
     assert "insufficient permissions" in err and "run as root" in err
@@ -195,4 +210,5 @@ def test_a_gpu_without_mig_is_skipped_by_all_and_refused_by_index(capsys, monkey
     assert code == 2 and "GPU 1 (Tesla T4) does not support MIG" in err
     code, out, _ = run(capsys, "mig", "export", "-o", "json")
     assert json.loads(out)["mig-configs"]["current"] == [
-        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+    ]

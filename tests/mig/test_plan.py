@@ -2,15 +2,14 @@
 
 import random
 from collections import Counter
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
+from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.gpus.geometry import find_model, models
 from gpuctl.mig.layout import place
-from gpuctl.mig.plan import (Fleet, feasible_layouts, parse_demand, parse_fleet,
-                                  plan_demand)
-from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.mig.plan import Fleet, feasible_layouts, parse_demand, parse_fleet, plan_demand
 from tests.clirun import run_gpuctl as run_cli
 
 H100 = find_model("H100-80GB")
@@ -24,12 +23,15 @@ def exhaustive(model, demand: dict) -> int:
     layouts = [tuple(c.get(n, 0) for n in names) for c in feasible_layouts(model)]
     layouts = [l for l in set(layouts) if any(l)]
 
-    @lru_cache(maxsize=None)
+    @cache
     def f(left: tuple) -> int:
         if not any(left):
             return 0
-        return 1 + min(f(tuple(max(0, a - b) for a, b in zip(left, l)))
-                       for l in layouts if any(a and b for a, b in zip(left, l)))
+        return 1 + min(
+            f(tuple(max(0, a - b) for a, b in zip(left, l)))
+            for l in layouts
+            if any(a and b for a, b in zip(left, l))
+        )
 
     return f(tuple(demand[n] for n in names))
 
@@ -77,8 +79,9 @@ def test_limited_mixed_fleet_too_small_names_the_models_needed():
     # Only A30s have 1g.6gb: 8 idle H100s do not help (this once read "needs 2 GPUs; only 9").
     with pytest.raises(GpuctlError) as e:
         plan_demand({"1g.6gb": 5}, parse_fleet("1xA30,8xH100-80GB"))
-    assert e.value.message == ("1xA30, 8xH100-80GB cannot hold the demand; without those "
-                               "counts it takes 2 GPUs: 2xA30")
+    assert e.value.message == (
+        "1xA30, 8xH100-80GB cannot hold the demand; without those counts it takes 2 GPUs: 2xA30"
+    )
 
 
 def test_mixed_fleet_respects_counts():
@@ -91,10 +94,12 @@ def test_mixed_fleet_respects_counts():
 
 def test_resource_names_and_bad_input():
     assert parse_demand("nvidia.com/mig-1g.10gb=2,nvidia.com/mig-1g.10gb.me=1") == {
-        "1g.10gb": 2, "1g.10gb+me": 1}
-    assert parse_demand("nvidia.com/mig-1g.24gb.me.all=1,nvidia.com/mig-2g.48gb.gfx=2,"
-                        "nvidia.com/mig-1g.24gb-me=3") == {
-        "1g.24gb+me.all": 1, "2g.48gb+gfx": 2, "1g.24gb-me": 3}
+        "1g.10gb": 2,
+        "1g.10gb+me": 1,
+    }
+    assert parse_demand(
+        "nvidia.com/mig-1g.24gb.me.all=1,nvidia.com/mig-2g.48gb.gfx=2,nvidia.com/mig-1g.24gb-me=3"
+    ) == {"1g.24gb+me.all": 1, "2g.48gb+gfx": 2, "1g.24gb-me": 3}
     for m in models():
         for p in m.profiles:
             assert parse_demand(p.resource_name + "=1") == {p.name: 1}
@@ -128,8 +133,9 @@ def test_huge_demand_stays_grouped_and_exact():
 def test_cli_plan_json_and_errors(capsys):
     import json
 
-    code, out, _ = run_cli(capsys, "mig", "plan", "--demand", "1g.10gb=9,3g.40gb=3", "--gpu",
-                           "H100-80GB", "-o", "json")
+    code, out, _ = run_cli(
+        capsys, "mig", "plan", "--demand", "1g.10gb=9,3g.40gb=3", "--gpu", "H100-80GB", "-o", "json"
+    )
     data = json.loads(out)
     assert code == 0 and data["gpus"] == 3 and data["optimal"] is True
     assert sum(l["count"] * l["layout"].get("1g.10gb", 0) for l in data["layouts"]) == 9
@@ -137,8 +143,9 @@ def test_cli_plan_json_and_errors(capsys):
     assert code == 2 and "no MIG profile '9g.1gb'" in err
     code, _, err = run_cli(capsys, "mig", "plan", "--demand", "7g.80gb=9", "--gpus", "8xH100-80GB")
     assert code == 1 and "needs 9 GPUs; only 8 given" in err
-    code, out, err = run_cli(capsys, "mig", "plan", "--layout", "4g.40gb=1,2g.20gb=1,1g.20gb=1",
-                             "--gpu", "H100-80GB")
+    code, out, err = run_cli(
+        capsys, "mig", "plan", "--layout", "4g.40gb=1,2g.20gb=1,1g.20gb=1", "--gpu", "H100-80GB"
+    )
     assert code == 0 and "2g.20gb at slices 4-5" in out and "1g.20gb at slices 6-7" in out
     code, _, err = run_cli(capsys, "mig", "plan", "--layout", "4g.40gb=2", "--gpu", "H100-80GB")
     assert code == 2 and "at most 1 4g.40gb" in err

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import tests
-
 from gpuctl.provision.preflight import ami_parameter
 
 ROOT = Path(tests.ROOT)
@@ -68,6 +67,7 @@ def gpuctl(cli):
     def run(*args):
         r = cli(*args)
         return r.code, r.out, r.err
+
     return run
 
 
@@ -88,7 +88,10 @@ def test_provision_then_rerun_then_destroy(tmp_path, modules, account, gpuctl):
     assert code == 0, err
     result = json.loads(out)
     assert result["plan"]["add"] == 2 and result["applied"] == {"add": 2, "change": 0, "destroy": 0}
-    assert result["outputs"]["asg_names"] == {"a100": "ml-prod-a100", "h100-spot": "ml-prod-h100-spot"}
+    assert result["outputs"]["asg_names"] == {
+        "a100": "ml-prod-a100",
+        "h100-spot": "ml-prod-h100-spot",
+    }
     # what the preflight found reached Terraform through the variables file
     a100 = result["outputs"]["asg_inputs"]["a100"]
     assert a100["ami"] == "ami-0123456789abcdef0" and a100["gpus"] == 8 and a100["zones"]
@@ -119,8 +122,9 @@ def test_dry_run_writes_variables_without_network(tmp_path, modules, monkeypatch
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     work = tmp_path / "wd"
-    code, out, err = gpuctl("provision", "-f", str(EXAMPLE), "--workdir", str(work),
-                            "--dry-run", "-o", "json")
+    code, out, err = gpuctl(
+        "provision", "-f", str(EXAMPLE), "--workdir", str(work), "--dry-run", "-o", "json"
+    )
     assert code == 0, err
     printed = json.loads(out)["variables"]
     written = json.loads((work / "terraform.tfvars.json").read_text())
@@ -147,8 +151,9 @@ def test_destroy_without_a_workdir_says_where_it_looked(tmp_path, gpuctl):
 @pytest.mark.parametrize("where", ["a-file", "a-file/below"])
 def test_unusable_workdir_is_one_error_line(tmp_path, modules, gpuctl, where):
     (tmp_path / "a-file").write_text("not a directory\n")
-    code, out, err = gpuctl("provision", "-f", str(EXAMPLE), "--workdir", str(tmp_path / where),
-                            "--dry-run")
+    code, out, err = gpuctl(
+        "provision", "-f", str(EXAMPLE), "--workdir", str(tmp_path / where), "--dry-run"
+    )
     assert code == 1 and "Traceback" not in err
     assert err.startswith(f"gpuctl: error: cannot write the working directory {tmp_path / where}: ")
     assert "--workdir" in err

@@ -3,24 +3,34 @@ of answers moto cannot give (quotas) on plain data."""
 
 import pytest
 
-from gpuctl.provision.aws import gather
-from gpuctl.provision.spec import parse_cluster
-from gpuctl.provision.preflight import (Answer, InstanceInfo, RawFacts, ami_parameter, evaluate,
-                                   price_table)
-from gpuctl.common.specfile import load_yaml
 from gpuctl.common.errors import BackendError
+from gpuctl.common.specfile import load_yaml
+from gpuctl.provision.aws import gather
+from gpuctl.provision.preflight import (
+    Answer,
+    InstanceInfo,
+    RawFacts,
+    ami_parameter,
+    evaluate,
+    price_table,
+)
+from gpuctl.provision.spec import parse_cluster
 
 AMI = "ami-0a1b2c3d4e5f67890"
 
 
 def spec(groups: str = "", **top):
-    text = ("apiVersion: gpuctl/v1\nkind: Cluster\nname: ml-prod\nregion: {region}\n"
-            "vpc_cidr: 10.0.0.0/16\nkubernetes_cluster: ml-prod-eks\n{extra}node_groups:\n{groups}")
-    groups = groups or ("  - {name: a100, instance_type: p4d.24xlarge, min_size: 2, max_size: 10, "
-                        "gpu_type: a100}\n")
+    text = (
+        "apiVersion: gpuctl/v1\nkind: Cluster\nname: ml-prod\nregion: {region}\n"
+        "vpc_cidr: 10.0.0.0/16\nkubernetes_cluster: ml-prod-eks\n{extra}node_groups:\n{groups}"
+    )
+    groups = groups or (
+        "  - {name: a100, instance_type: p4d.24xlarge, min_size: 2, max_size: 10, gpu_type: a100}\n"
+    )
     extra = "".join(f"{k}: {v}\n" for k, v in top.items() if k != "region")
-    return parse_cluster(load_yaml(text.format(region=top.get("region", "us-east-1"), extra=extra,
-                                               groups=groups)))
+    return parse_cluster(
+        load_yaml(text.format(region=top.get("region", "us-east-1"), extra=extra, groups=groups))
+    )
 
 
 @pytest.fixture
@@ -35,11 +45,19 @@ def test_everything_checkable_is_checked(account):
     assert report.ok, report.blockers
     assert report.kubernetes_version == "1.31"  # read from the EKS cluster
     g = report.groups[0]
-    offered = {o["Location"] for o in account.client("ec2").describe_instance_type_offerings(
-        LocationType="availability-zone",
-        Filters=[{"Name": "instance-type", "Values": ["p4d.24xlarge"]}])["InstanceTypeOfferings"]}
+    offered = {
+        o["Location"]
+        for o in account.client("ec2").describe_instance_type_offerings(
+            LocationType="availability-zone",
+            Filters=[{"Name": "instance-type", "Values": ["p4d.24xlarge"]}],
+        )["InstanceTypeOfferings"]
+    }
     assert offered and set(g.zones) == offered
-    assert (g.instance.gpu_model, g.instance.gpu_count, g.instance.gpu_memory_mib) == ("A100", 8, 40960)
+    assert (g.instance.gpu_model, g.instance.gpu_count, g.instance.gpu_memory_mib) == (
+        "A100",
+        8,
+        40960,
+    )
     assert g.instance.vcpus == 96
     assert g.ami_id == AMI and g.ami_parameter == ami_parameter("1.31", "x86_64")
     # moto has no EC2 quotas: said plainly, never reported as passed
@@ -66,12 +84,16 @@ def test_spec_version_wins_and_a_missing_ami_blocks(account):
 def test_missing_eks_cluster_blocks(aws):
     report = evaluate(spec(), gather(spec()))
     assert not report.ok
-    assert any("EKS cluster 'ml-prod-eks' does not exist in us-east-1" in b for b in report.blockers)
+    assert any(
+        "EKS cluster 'ml-prod-eks' does not exist in us-east-1" in b for b in report.blockers
+    )
 
 
 def test_unknown_and_gpu_less_instance_types_block(account):
-    s = spec("  - {name: typo, instance_type: p4x.24xlarge, min_size: 0, max_size: 1, gpu_type: a}\n"
-             "  - {name: cpu, instance_type: m5.large, min_size: 0, max_size: 1, gpu_type: none}\n")
+    s = spec(
+        "  - {name: typo, instance_type: p4x.24xlarge, min_size: 0, max_size: 1, gpu_type: a}\n"
+        "  - {name: cpu, instance_type: m5.large, min_size: 0, max_size: 1, gpu_type: none}\n"
+    )
     report = evaluate(s, gather(s))
     text = "\n".join(report.blockers)
     assert "typo: p4x.24xlarge is not an instance type EC2 knows" in text
@@ -80,8 +102,10 @@ def test_unknown_and_gpu_less_instance_types_block(account):
 
 
 def test_spot_group_uses_the_spot_quota_and_notes_the_estimate(account):
-    s = spec("  - {name: h100, instance_type: p5.48xlarge, min_size: 0, max_size: 4, gpu_type: h100,"
-             " capacity_type: spot}\n")
+    s = spec(
+        "  - {name: h100, instance_type: p5.48xlarge, min_size: 0, max_size: 4, gpu_type: h100,"
+        " capacity_type: spot}\n"
+    )
     report = evaluate(s, gather(s))
     assert report.ok, report.blockers
     assert [q.code for q in report.quotas] == ["L-7212CCBC"]
@@ -115,13 +139,17 @@ def test_unreachable_endpoint_is_one_clear_error(aws, monkeypatch):
 
 # ---- judgements moto cannot produce (its Service Quotas has no EC2) ----
 
+
 def raw(quota: Answer, vcpus: int = 96, **over) -> RawFacts:
     info = InstanceInfo("p4d.24xlarge", vcpus, ("x86_64",), "A100", "NVIDIA", 8, 40960)
-    base = dict(region_zones=["us-east-1a"], eks_version=Answer("1.31"),
-                offerings={"p4d.24xlarge": ["us-east-1a"]},
-                instances={"p4d.24xlarge": Answer(info)},
-                amis={ami_parameter("1.31", "x86_64"): Answer(AMI)},
-                quotas={"L-417A185B": quota})
+    base = dict(
+        region_zones=["us-east-1a"],
+        eks_version=Answer("1.31"),
+        offerings={"p4d.24xlarge": ["us-east-1a"]},
+        instances={"p4d.24xlarge": Answer(info)},
+        amis={ami_parameter("1.31", "x86_64"): Answer(AMI)},
+        quotas={"L-417A185B": quota},
+    )
     return RawFacts(**{**base, **over})
 
 
@@ -138,8 +166,10 @@ def test_quota_large_enough_passes():
 
 
 def test_quota_groups_sharing_a_family_add_up():
-    s = spec("  - {name: a, instance_type: p4d.24xlarge, min_size: 0, max_size: 4, gpu_type: a100}\n"
-             "  - {name: b, instance_type: p4d.24xlarge, min_size: 0, max_size: 4, gpu_type: a100}\n")
+    s = spec(
+        "  - {name: a, instance_type: p4d.24xlarge, min_size: 0, max_size: 4, gpu_type: a100}\n"
+        "  - {name: b, instance_type: p4d.24xlarge, min_size: 0, max_size: 4, gpu_type: a100}\n"
+    )
     report = evaluate(s, raw(Answer(700.0)))
     (q,) = report.quotas
     assert q.groups == ["a", "b"] and q.needed_vcpus == 768 and q.status == "insufficient"
@@ -151,10 +181,14 @@ def test_zone_offering_outside_the_region_list_is_ignored():
 
 
 def test_unknown_price_is_said_not_guessed():
-    s = spec("  - {name: x, instance_type: p4d.24xlarge, min_size: 1, max_size: 2, gpu_type: a}\n"
-             "  - {name: y, instance_type: g6e.2xlarge, min_size: 1, max_size: 2, gpu_type: l40s}\n")
+    s = spec(
+        "  - {name: x, instance_type: p4d.24xlarge, min_size: 1, max_size: 2, gpu_type: a}\n"
+        "  - {name: y, instance_type: g6e.2xlarge, min_size: 1, max_size: 2, gpu_type: l40s}\n"
+    )
     info = InstanceInfo("g6e.2xlarge", 8, ("x86_64",), "L40S", "NVIDIA", 1, 45776)
-    r = raw(Answer(2000.0), offerings={"p4d.24xlarge": ["us-east-1a"], "g6e.2xlarge": ["us-east-1a"]})
+    r = raw(
+        Answer(2000.0), offerings={"p4d.24xlarge": ["us-east-1a"], "g6e.2xlarge": ["us-east-1a"]}
+    )
     r.instances["g6e.2xlarge"] = Answer(info)
     report = evaluate(s, r)
     assert report.cost_estimate()["max"] == {"hourly": None, "monthly": None}

@@ -13,10 +13,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-import tests
 import yaml
 
+import tests
 from gpuctl.provision.spec import load_cluster_file
 from gpuctl.provision.tfvars import TFVARS_FILE, Facts, GroupFacts, render_tfvars
 
@@ -42,7 +41,7 @@ def load(path: Path) -> dict:
 
 def source_text(rng: dict) -> str:
     data = Path(rng["Filename"]).read_bytes()
-    return data[rng["Start"]["Byte"]:rng["End"]["Byte"]].decode()
+    return data[rng["Start"]["Byte"] : rng["End"]["Byte"]].decode()
 
 
 def required_variables(module_dir: Path, tmp_path: Path) -> tuple[set, set]:
@@ -109,11 +108,15 @@ def test_root_outputs_vpc_subnets_and_asg_names():
 
 def test_node_group_has_launch_template_and_mixed_instances_asg():
     module = load(TF / "modules" / "gpu-node-group")
-    assert {"aws_launch_template.this", "aws_autoscaling_group.this"} <= set(module["ManagedResources"])
+    assert {"aws_launch_template.this", "aws_autoscaling_group.this"} <= set(
+        module["ManagedResources"]
+    )
     asg = _block_at(*_resource_text(module, "aws_autoscaling_group.this"))
     assert "mixed_instances_policy" in asg and "on_demand_percentage_above_base_capacity" in asg
     assert "for_each = module.config.asg_tags" in asg
-    assert "module.config.user_data" in _block_at(*_resource_text(module, "aws_launch_template.this"))
+    assert "module.config.user_data" in _block_at(
+        *_resource_text(module, "aws_launch_template.this")
+    )
 
 
 def _resource_text(module, address):
@@ -126,8 +129,11 @@ def test_written_variables_match_the_root_module(tmp_path, config_tmp, with_fact
     """The engine type-checks what gpuctl writes against the root's declarations: every
     written variable is declared, every required one is written, types match."""
     spec = load_cluster_file(str(EXAMPLE))
-    facts = Facts("1.31", {"a100": GroupFacts(("us-east-1a", "us-east-1b"), 8, "ami-0abc")}) \
-        if with_facts else None
+    facts = (
+        Facts("1.31", {"a100": GroupFacts(("us-east-1a", "us-east-1b"), 8, "ami-0abc")})
+        if with_facts
+        else None
+    )
     tfvars = render_tfvars(spec, facts)
     declared, required = required_variables(TF, config_tmp / str(with_facts))
     assert set(tfvars) <= declared
@@ -161,18 +167,31 @@ def test_a_missing_required_variable_is_caught(tmp_path):
     assert any("vpc_cidr" in (e.get("diagnostic") or {}).get("detail", "") for e in plan.value)
 
 
-@pytest.mark.parametrize("caller, call", [
-    (TF, "vpc"), (TF, "gpu_nodes"),
-    (TF / "modules" / "vpc", "layout"), (TF / "modules" / "gpu-node-group", "config"),
-])
+@pytest.mark.parametrize(
+    "caller, call",
+    [
+        (TF, "vpc"),
+        (TF, "gpu_nodes"),
+        (TF / "modules" / "vpc", "layout"),
+        (TF / "modules" / "gpu-node-group", "config"),
+    ],
+)
 def test_module_calls_pass_every_required_variable(caller, call, config_tmp):
     mc = load(caller)["ModuleCalls"][call]
     source = source_text(mc["SourceExpr"]["SrcRange"]).strip('"')
     callee = (caller / source).resolve()
     declared, required = required_variables(callee, config_tmp / f"{caller.name}-{call}")
-    block = _block_at(Path(mc["DeclRange"]["Filename"]).read_text(), mc["DeclRange"]["Start"]["Byte"])
-    passed = set(re.findall(r"^\s{2}(\w+)\s*=", block, re.M)) - {"source", "version", "for_each",
-                                                                   "count", "depends_on", "providers"}
+    block = _block_at(
+        Path(mc["DeclRange"]["Filename"]).read_text(), mc["DeclRange"]["Start"]["Byte"]
+    )
+    passed = set(re.findall(r"^\s{2}(\w+)\s*=", block, re.M)) - {
+        "source",
+        "version",
+        "for_each",
+        "count",
+        "depends_on",
+        "providers",
+    }
     assert required <= passed, f"{call}: not passed {required - passed}"
     assert passed <= declared, f"{call}: not declared {passed - declared}"
 
@@ -188,12 +207,19 @@ def _apply_module(tmp_path, name, variables: dict) -> dict:
 
 
 NODE_CONFIG = {
-    "kubernetes_cluster": "ml-prod-eks", "api_server_endpoint": "https://ABC.gr7.us-east-1.eks.amazonaws.com",
-    "certificate_authority": "LS0tLS1CRUdJTg==", "service_cidr": "172.20.0.0/16",
-    "node_group": "a100", "gpu_label_key": "gpu-type", "gpu_type": "a100", "gpu_count": 8,
+    "kubernetes_cluster": "ml-prod-eks",
+    "api_server_endpoint": "https://ABC.gr7.us-east-1.eks.amazonaws.com",
+    "certificate_authority": "LS0tLS1CRUdJTg==",
+    "service_cidr": "172.20.0.0/16",
+    "node_group": "a100",
+    "gpu_label_key": "gpu-type",
+    "gpu_type": "a100",
+    "gpu_count": 8,
     "capacity_type": "spot",
-    "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
-               {"key": "dedicated", "value": "", "effect": "NoExecute"}],
+    "taints": [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "", "effect": "NoExecute"},
+    ],
 }
 
 
@@ -202,7 +228,9 @@ def test_autoscaler_tags_include_scale_from_zero_templates(tmp_path):
     assert tags["k8s.io/cluster-autoscaler/enabled"] == "true"
     assert tags["k8s.io/cluster-autoscaler/ml-prod-eks"] == "owned"
     assert tags["k8s.io/cluster-autoscaler/node-template/label/gpu-type"] == "a100"
-    assert tags["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "present:NoSchedule"
+    assert (
+        tags["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "present:NoSchedule"
+    )
     assert tags["k8s.io/cluster-autoscaler/node-template/taint/dedicated"] == ":NoExecute"
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "8"
     # Propagated ASG tags override the launch template's instance tags: no `Name` here, so
@@ -211,17 +239,28 @@ def test_autoscaler_tags_include_scale_from_zero_templates(tmp_path):
 
 
 def test_user_data_joins_the_cluster_with_label_and_taints(tmp_path):
-    out = _apply_module(tmp_path, "gpu-node-config",
-                        dict(NODE_CONFIG, gpu_label_key="nvidia.com/gpu.product", gpu_type="H100",
-                             capacity_type="on-demand", taints=NODE_CONFIG["taints"][:1]))
+    out = _apply_module(
+        tmp_path,
+        "gpu-node-config",
+        dict(
+            NODE_CONFIG,
+            gpu_label_key="nvidia.com/gpu.product",
+            gpu_type="H100",
+            capacity_type="on-demand",
+            taints=NODE_CONFIG["taints"][:1],
+        ),
+    )
     text = out["user_data"]
     assert text.startswith("MIME-Version: 1.0\n")
     part = text.split("Content-Type: application/node.eks.aws\n", 1)[1].split("\n--//--", 1)[0]
     node_config = yaml.safe_load(part)
     assert node_config["kind"] == "NodeConfig"
     assert node_config["spec"]["cluster"] == {
-        "name": "ml-prod-eks", "apiServerEndpoint": NODE_CONFIG["api_server_endpoint"],
-        "certificateAuthority": "LS0tLS1CRUdJTg==", "cidr": "172.20.0.0/16"}
+        "name": "ml-prod-eks",
+        "apiServerEndpoint": NODE_CONFIG["api_server_endpoint"],
+        "certificateAuthority": "LS0tLS1CRUdJTg==",
+        "cidr": "172.20.0.0/16",
+    }
     flags = node_config["spec"]["kubelet"]["flags"]
     labels = dict(kv.split("=") for kv in flags[0].removeprefix("--node-labels=").split(","))
     assert labels["nvidia.com/gpu.product"] == "H100"
@@ -235,7 +274,9 @@ def test_no_taints_means_no_taint_flag(tmp_path):
     assert not [k for k in out["asg_tags"] if "/taint/" in k]
 
 
-@pytest.mark.parametrize("cidr, zones", [("10.0.0.0/16", 6), ("172.31.16.0/20", 15), ("10.8.0.0/18", 1)])
+@pytest.mark.parametrize(
+    "cidr, zones", [("10.0.0.0/16", 6), ("172.31.16.0/20", 15), ("10.8.0.0/18", 1)]
+)
 def test_subnet_layout_fits_and_never_overlaps(tmp_path, cidr, zones):
     azs = [f"us-east-1{chr(97 + i)}" for i in range(zones)]
     out = _apply_module(tmp_path, "subnet-layout", {"cidr": cidr, "azs": azs})
@@ -243,7 +284,7 @@ def test_subnet_layout_fits_and_never_overlaps(tmp_path, cidr, zones):
     nets = [ipaddress.ip_network(n) for n in out["private_subnets"] + out["public_subnets"]]
     assert len(nets) == 2 * zones
     assert all(n.subnet_of(vpc) and n.prefixlen <= 28 for n in nets)
-    assert not [(a, b) for i, a in enumerate(nets) for b in nets[i + 1:] if a.overlaps(b)]
+    assert not [(a, b) for i, a in enumerate(nets) for b in nets[i + 1 :] if a.overlaps(b)]
 
 
 def test_gpu_ami_is_the_parameter_aws_publishes():
@@ -252,12 +293,16 @@ def test_gpu_ami_is_the_parameter_aws_publishes():
     gpuctl asks for, so nothing else would notice a wrong path)."""
     from gpuctl.provision.preflight import ami_parameter
 
-    published = "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{a}/nvidia/recommended/image_id"
+    published = (
+        "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{a}/nvidia/recommended/image_id"
+    )
     for version, arch in (("1.31", "x86_64"), ("1.33", "arm64")):
         assert ami_parameter(version, arch) == published.format(v=version, a=arch)
     module = load(TF / "modules" / "gpu-node-group")
     rng = module["DataResources"]["data.aws_ssm_parameter.ami"]["DeclRange"]
     block = _block_at(Path(rng["Filename"]).read_text(), rng["Start"]["Byte"])
     name = re.search(r'name\s*=\s*"([^"]+)"', block).group(1)
-    assert re.sub(r"\$\{[^}]*kubernetes_version[^}]*\}", "{v}",
-                  name.replace("${local.arch}", "{a}")) == published
+    assert (
+        re.sub(r"\$\{[^}]*kubernetes_version[^}]*\}", "{v}", name.replace("${local.arch}", "{a}"))
+        == published
+    )

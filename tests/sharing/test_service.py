@@ -10,15 +10,24 @@ from tests.gpu_cluster import daemonset, mark, node, seed, writes
 from tests.k8s_schema import assert_valid
 
 NS, CM = "gpu-operator", "dp-config"
-MIG_NODE = node("mig-1", 0, alloc={"nvidia.com/mig-1g.10gb": "7"},
-                labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.strategy": "mixed"})
+MIG_NODE = node(
+    "mig-1",
+    0,
+    alloc={"nvidia.com/mig-1g.10gb": "7"},
+    labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.strategy": "mixed"},
+)
 
 
 @pytest.fixture
 def cluster(kube, kube_api):
-    seed(kube_api, node("gpu-1", labels={"pool": "a"}), node("gpu-2", labels={"pool": "b"}),
-         node("cpu-1", 0, gfd=False, labels={"pool": "a"}), MIG_NODE,
-         daemonset("nvidia-device-plugin-daemonset", NS, config_map=CM))
+    seed(
+        kube_api,
+        node("gpu-1", labels={"pool": "a"}),
+        node("gpu-2", labels={"pool": "b"}),
+        node("cpu-1", 0, gfd=False, labels={"pool": "a"}),
+        MIG_NODE,
+        daemonset("nvidia-device-plugin-daemonset", NS, config_map=CM),
+    )
     return kube_api
 
 
@@ -37,18 +46,28 @@ def test_timeslice_writes_config_then_labels_selected_nodes(cli, kube, cluster):
     r = cli("share", "timeslice", "--replicas", "4", "--selector", "pool=a", "--yes")
     assert r.code == 0, r
     # the config exists before any node points at it
-    assert writes(kube, since) == [("POST", f"/api/v1/namespaces/{NS}/configmaps"),
-                                   ("PATCH", "/api/v1/nodes/gpu-1")]
+    assert writes(kube, since) == [
+        ("POST", f"/api/v1/namespaces/{NS}/configmaps"),
+        ("PATCH", "/api/v1/nodes/gpu-1"),
+    ]
     cm = core_api(cluster).read_namespaced_config_map(CM, NS)
-    assert yaml.safe_load(cm.data["ts-4"]) == {"version": "v1", "sharing": {"timeSlicing": {
-        "renameByDefault": False, "failRequestsGreaterThanOne": False,
-        "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+    assert yaml.safe_load(cm.data["ts-4"]) == {
+        "version": "v1",
+        "sharing": {
+            "timeSlicing": {
+                "renameByDefault": False,
+                "failRequestsGreaterThanOne": False,
+                "resources": [{"name": "nvidia.com/gpu", "replicas": 4}],
+            }
+        },
+    }
     assert config_label(cluster, "gpu-1") == "ts-4"
     # cpu-1 matches the selector but has no GPU; gpu-2 does not match
     assert config_label(cluster, "cpu-1") is None and config_label(cluster, "gpu-2") is None
     # the emulator ignores selectors: the request must still carry it
-    assert any(p == "/api/v1/nodes" and q.get("labelSelector") == "pool=a"
-               for _, p, q in kube.requests())
+    assert any(
+        p == "/api/v1/nodes" and q.get("labelSelector") == "pool=a" for _, p, q in kube.requests()
+    )
     assert "gpu-1: label nvidia.com/device-plugin.config: (none) → ts-4" in r.err
 
 
@@ -56,32 +75,54 @@ def test_rerun_is_idempotent_and_sends_no_write(cli, kube, cluster):
     assert cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes").code == 0
     since = mark(kube)
     r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes")
-    assert r.code == 0 and "nothing to change" in r.err and "ConfigMap gpu-operator/dp-config: " \
-        "unchanged" in r.err
+    assert (
+        r.code == 0
+        and "nothing to change" in r.err
+        and "ConfigMap gpu-operator/dp-config: unchanged" in r.err
+    )
     assert writes(kube, since) == []
 
 
 def test_dry_run_prints_valid_objects_and_changes_nothing(cli, kube, cluster):
     since = mark(kube)
-    r = cli("share", "timeslice", "--replicas", "3", "--mps", "--rename-by-default",
-            "--nodes", "gpu-1,gpu-2", "--dry-run", "-o", "yaml")
+    r = cli(
+        "share",
+        "timeslice",
+        "--replicas",
+        "3",
+        "--mps",
+        "--rename-by-default",
+        "--nodes",
+        "gpu-1,gpu-2",
+        "--dry-run",
+        "-o",
+        "yaml",
+    )
     assert r.code == 0, r
     docs = list(yaml.safe_load_all(r.out))
     assert [d["kind"] for d in docs] == ["ConfigMap", "Node", "Node"]
     for d in docs:
         assert_valid(d)
     config = yaml.safe_load(docs[0]["data"]["mps-3-rename"])
-    assert config["sharing"]["mps"] == {"renameByDefault": True, "resources": [
-        {"name": "nvidia.com/gpu", "replicas": 3}]}
+    assert config["sharing"]["mps"] == {
+        "renameByDefault": True,
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 3}],
+    }
     assert docs[1]["metadata"]["labels"] == {sharing.CONFIG_LABEL: "mps-3-rename"}
     assert writes(kube, since) == []
     assert "dry run: nothing was changed" in r.err
 
 
 def test_existing_configmap_keeps_its_other_configs(cli, cluster):
-    seed(cluster, {"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": CM, "namespace": NS},
-                   "data": {"default": "version: v1\nflags: {migStrategy: mixed}\n"}})
+    seed(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CM, "namespace": NS},
+            "data": {"default": "version: v1\nflags: {migStrategy: mixed}\n"},
+        },
+    )
     assert cli("share", "timeslice", "--replicas", "2", "--nodes", "gpu-2", "--yes").code == 0
     data = core_api(cluster).read_namespaced_config_map(CM, NS).data
     assert set(data) == {"default", "ts-2"}
@@ -89,12 +130,19 @@ def test_existing_configmap_keeps_its_other_configs(cli, cluster):
 
 
 def test_same_name_with_other_content_is_refused(cli, kube, cluster):
-    seed(cluster, {"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": CM, "namespace": NS},
-                   "data": {"shared": sharing.config_text(sharing.make_sharing("mps", 2))}})
+    seed(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CM, "namespace": NS},
+            "data": {"shared": sharing.config_text(sharing.make_sharing("mps", 2))},
+        },
+    )
     since = mark(kube)
-    r = cli("share", "timeslice", "--replicas", "4", "--name", "shared", "--nodes", "gpu-1",
-            "--yes")
+    r = cli(
+        "share", "timeslice", "--replicas", "4", "--name", "shared", "--nodes", "gpu-1", "--yes"
+    )
     assert r.code == 1 and "already has a config 'shared' with different content" in r.err
     assert writes(kube, since) == []
 
@@ -113,8 +161,9 @@ def test_switching_strategy_needs_replace(cli, kube, cluster):
     r = cli("share", "timeslice", "--replicas", "4", "--mps", "--nodes", "gpu-1", "--yes")
     assert r.code == 1 and "time-slicing and MPS are exclusive on a node" in r.err
     assert config_label(cluster, "gpu-1") == "ts-4"
-    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--nodes", "gpu-1", "--yes",
-            "--replace")
+    r = cli(
+        "share", "timeslice", "--replicas", "4", "--mps", "--nodes", "gpu-1", "--yes", "--replace"
+    )
     assert r.code == 0, r
     assert config_label(cluster, "gpu-1") == "mps-4"
 
@@ -126,16 +175,19 @@ def test_without_yes_and_no_terminal_nothing_changes(cli, kube, cluster):
     assert writes(kube, since) == []
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--replicas", "1"], "between 2 and"),
-    (["--replicas", "4", "--nodes", "gpu-1", "--selector", "pool=a"], "not both"),
-    (["--replicas", "4", "--selector", "pool in a"], "bad label selector"),
-    (["--replicas", "4", "--name", "bad name"], "config name"),
-    (["--replicas", "4", "--nodes", " , "], "without a node name"),
-    # --selector "$UNSET" must not widen to every GPU node
-    (["--replicas", "4", "--selector", ""], "empty label selector"),
-    (["--replicas", "4", "-n", "GPU_Operator"], "not a valid namespace name"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--replicas", "1"], "between 2 and"),
+        (["--replicas", "4", "--nodes", "gpu-1", "--selector", "pool=a"], "not both"),
+        (["--replicas", "4", "--selector", "pool in a"], "bad label selector"),
+        (["--replicas", "4", "--name", "bad name"], "config name"),
+        (["--replicas", "4", "--nodes", " , "], "without a node name"),
+        # --selector "$UNSET" must not widen to every GPU node
+        (["--replicas", "4", "--selector", ""], "empty label selector"),
+        (["--replicas", "4", "-n", "GPU_Operator"], "not a valid namespace name"),
+    ],
+)
 def test_bad_options_exit_2_and_send_nothing(cli, kube, cluster, args, message):
     since = mark(kube)
     r = cli("share", "timeslice", *args, "--yes")
@@ -164,8 +216,11 @@ def test_show_lists_strategy_and_replicas(cli, cluster):
     assert (data["namespace"], data["configMap"]) == (NS, CM)
     by = {row["node"]: row for row in data["nodes"]}
     assert set(by) == {"gpu-1", "gpu-2", "mig-1"}
-    assert (by["gpu-1"]["strategy"], by["gpu-1"]["replicas"], by["gpu-1"]["config"]) == \
-        ("time-slicing", 4, "ts-4")
+    assert (by["gpu-1"]["strategy"], by["gpu-1"]["replicas"], by["gpu-1"]["config"]) == (
+        "time-slicing",
+        4,
+        "ts-4",
+    )
     assert (by["gpu-2"]["strategy"], by["gpu-2"]["replicas"]) == ("none", 1)
     assert by["mig-1"]["mig"] is True and by["mig-1"]["mig_devices"] == 7
     r = cli("share", "show")
@@ -189,8 +244,9 @@ def test_off_removes_only_the_config_label(cli, kube, cluster):
 
 
 def test_namespace_without_the_plugin_warns_that_nothing_reads_it(cli, kube, cluster):
-    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "-n", "elsewhere",
-            "--dry-run")
+    r = cli(
+        "share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "-n", "elsewhere", "--dry-run"
+    )
     assert r.code == 0, r
     assert f"elsewhere/{sharing.DEFAULT_CONFIG_MAP}" in r.err  # not the plugin's, elsewhere
     assert "does not read ConfigMap" in r.err

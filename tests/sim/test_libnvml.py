@@ -11,10 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuctl.sim
-from gpuctl.gpus import geometry
 from gpuctl.common.errors import UsageError
+from gpuctl.gpus import geometry
 from gpuctl.sim.node import Node, SimError, canonical_spec, parse_spec
-
 from tests import ROOT
 
 
@@ -48,6 +47,7 @@ def place(n, h, profile_id, start, size):
 
 # ---- node specs ------------------------------------------------------------------------------
 
+
 def test_spec_parsing_builds_gpus_in_index_order():
     gpus = parse_spec("2xH200,2xA30")
     assert [g.short_name for g in gpus] == ["H200", "H200", "A30", "A30"]
@@ -70,6 +70,7 @@ def test_state_file_of_another_node_is_refused(tmp_path):
 
 
 # ---- device readings ---------------------------------------------------------------------------
+
 
 def test_devices_report_their_model(nvml):
     n = nvml("2xH200,2xA30")
@@ -125,6 +126,7 @@ def test_processes_are_listed_with_memory(nvml):
 
 
 # ---- MIG mode --------------------------------------------------------------------------------
+
 
 def test_mig_mode_change_is_pending_until_reset(nvml):
     n = nvml("1xA100-40GB")
@@ -182,6 +184,7 @@ def test_utilization_is_not_supported_with_mig_on(nvml):
 
 # ---- GPU instances -------------------------------------------------------------------------------
 
+
 def test_profile_info_takes_the_index_constant_and_returns_the_id(nvml):
     n = nvml("1xH100-80GB")
     h = enable_mig(n)
@@ -222,14 +225,17 @@ def test_create_with_placement_and_read_back(nvml):
     assert n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 0) == 0  # 7g needs the whole GPU
 
 
-@pytest.mark.parametrize("profile_id,start,size,error", [
-    (9, 2, 4, "NVMLError_InvalidArgument"),   # 3g starts only at 0 or 4
-    (14, 6, 2, "NVMLError_InvalidArgument"),  # no 2g at slice 6
-    (9, 0, 3, "NVMLError_InvalidArgument"),   # wrong placement size
-    (0, 0, 8, "NVMLError_InsufficientResources"),  # overlaps the 3g at 4
-    (14, 4, 2, "NVMLError_InsufficientResources"),
-    (21, 0, 1, "NVMLError_NotSupported"),     # an A30 profile id, not on H100
-])
+@pytest.mark.parametrize(
+    "profile_id,start,size,error",
+    [
+        (9, 2, 4, "NVMLError_InvalidArgument"),  # 3g starts only at 0 or 4
+        (14, 6, 2, "NVMLError_InvalidArgument"),  # no 2g at slice 6
+        (9, 0, 3, "NVMLError_InvalidArgument"),  # wrong placement size
+        (0, 0, 8, "NVMLError_InsufficientResources"),  # overlaps the 3g at 4
+        (14, 4, 2, "NVMLError_InsufficientResources"),
+        (21, 0, 1, "NVMLError_NotSupported"),  # an A30 profile id, not on H100
+    ],
+)
 def test_create_refusals(nvml, profile_id, start, size, error):
     n = nvml("1xH100-80GB")
     h = enable_mig(n)
@@ -247,11 +253,14 @@ def test_media_extension_profile_is_capped_at_one(nvml):
     place(n, h, 19, 1, 1)  # the plain 1g still fits
 
 
-@pytest.mark.parametrize("spec,first,second", [
-    ("1xA30", (21, 0, 1), (6, 2, 2)),            # 1g.6gb+me, then 2g.12gb+me: one media set
-    ("1xRTX-PRO-6000", (65, 0, 3), (64, 6, 6)),  # +me.all leaves room for -me profiles only
-    ("1xRTX-PRO-6000", (65, 0, 3), (14, 3, 3)),
-])
+@pytest.mark.parametrize(
+    "spec,first,second",
+    [
+        ("1xA30", (21, 0, 1), (6, 2, 2)),  # 1g.6gb+me, then 2g.12gb+me: one media set
+        ("1xRTX-PRO-6000", (65, 0, 3), (64, 6, 6)),  # +me.all leaves room for -me profiles only
+        ("1xRTX-PRO-6000", (65, 0, 3), (14, 3, 3)),
+    ],
+)
 def test_media_engines_are_shared_by_all_profiles(nvml, spec, first, second):
     n = nvml(spec)
     h = enable_mig(n)
@@ -266,8 +275,10 @@ def test_media_engines_are_shared_by_all_profiles(nvml, spec, first, second):
 def test_auto_placement_fills_until_insufficient(nvml):
     n = nvml("1xA100-40GB")
     h = enable_mig(n)
-    starts = [n.nvmlGpuInstanceGetInfo(n.nvmlDeviceCreateGpuInstance(h, 19)).placement.start
-              for _ in range(7)]
+    starts = [
+        n.nvmlGpuInstanceGetInfo(n.nvmlDeviceCreateGpuInstance(h, 19)).placement.start
+        for _ in range(7)
+    ]
     assert sorted(starts) == list(range(7))
     with pytest.raises(n.NVMLError_InsufficientResources):
         n.nvmlDeviceCreateGpuInstance(h, 19)
@@ -300,8 +311,10 @@ def test_a_freed_compute_slice_is_reused_without_overlap(nvml):
     n.nvmlComputeInstanceDestroy(cis[0])
     assert n.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gi, 1) == 0  # 2c: slices 1-2 busy
     again = n.nvmlGpuInstanceCreateComputeInstance(gi, 0)
-    spans = sorted((i.placement.start, i.placement.size) for i in
-                   map(n.nvmlComputeInstanceGetInfo, [again] + cis[1:]))
+    spans = sorted(
+        (i.placement.start, i.placement.size)
+        for i in map(n.nvmlComputeInstanceGetInfo, [again] + cis[1:])
+    )
     assert spans == [(0, 1), (1, 1), (2, 1)]  # slice 0 again, not 2 a second time
     with pytest.raises(n.NVMLError_InsufficientResources):
         n.nvmlGpuInstanceCreateComputeInstance(gi, 0)
@@ -311,11 +324,14 @@ def test_compute_instance_profiles_fit_their_gpu_instance(nvml):
     n = nvml("1xA100-40GB")
     h = enable_mig(n)
     gi = place(n, h, 9, 0, 4)  # 3g.20gb: 1c x3, 2c x1, 3c x1 (MIG guide -lcip)
-    counts = {c: n.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, c, 0).instanceCount
-              for c in (0, 1, 2)}
+    counts = {
+        c: n.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, c, 0).instanceCount for c in (0, 1, 2)
+    }
     assert counts == {0: 3, 1: 1, 2: 1}
     with pytest.raises(n.NVMLError_NotSupported):
-        n.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, n.NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE, 0)
+        n.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+            gi, n.NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE, 0
+        )
     n.nvmlGpuInstanceCreateComputeInstance(gi, 1)
     n.nvmlGpuInstanceCreateComputeInstance(gi, 0)
     with pytest.raises(n.NVMLError_InsufficientResources):
@@ -359,10 +375,13 @@ def test_error_strings_and_classes_are_pynvml_s(nvml):
 
 # ---- state shared between commands --------------------------------------------------------------
 
+
 def test_state_persists_across_processes(tmp_path):
     state = str(tmp_path / "shared.json")
-    script = ("import gpuctl.sim, ctypes; n = gpuctl.sim.load_pynvml('2xA100-40GB'); n.nvmlInit();"
-              "h = n.nvmlDeviceGetHandleByIndex(1); n.nvmlDeviceSetMigMode(h, 1)")
+    script = (
+        "import gpuctl.sim, ctypes; n = gpuctl.sim.load_pynvml('2xA100-40GB'); n.nvmlInit();"
+        "h = n.nvmlDeviceGetHandleByIndex(1); n.nvmlDeviceSetMigMode(h, 1)"
+    )
     env = dict(os.environ, PYTHONPATH=ROOT, GPUCTL_SIM_STATE=state)
     subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
     n = gpuctl.sim.load_pynvml("2xA100-40GB", state)
@@ -382,11 +401,19 @@ def test_a_session_sees_changes_made_by_another(nvml):
 
 # ---- invariants under any sequence of operations ----------------------------------------------
 
-OPS = st.lists(st.tuples(st.sampled_from(["create", "destroy"]), st.sampled_from([19, 20, 15, 14, 9, 5, 0]),
-                         st.integers(0, 7)), max_size=25)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["create", "destroy"]),
+        st.sampled_from([19, 20, 15, 14, 9, 5, 0]),
+        st.integers(0, 7),
+    ),
+    max_size=25,
+)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS)
 def test_any_sequence_keeps_the_hardware_rules(tmp_path, ops):
     node = Node("1xH100-80GB", str(tmp_path / f"h{abs(hash(tuple(ops)))}.json"))
@@ -414,27 +441,39 @@ def test_any_sequence_keeps_the_hardware_rules(tmp_path, ops):
     assert Node("1xH100-80GB", node.path).gpu(0)["gpu_instances"] == gis
 
 
-@pytest.mark.parametrize("damage", [
-    lambda s: s.update(gpus=s["gpus"][:1]),
-    lambda s: s["gpus"][0].pop("mig_pending"),
-    lambda s: s["processes"].append({"pid": 1, "gpu": 7}),
-    lambda s: s["processes"].append({"pid": 1, "name": "x", "user": "u", "gpu": 9, "gi_id": None,
-                                     "ci_id": None, "used_memory_mib": 1}),
-    # Each of these was a traceback in top / mig show before the whole state was checked.
-    lambda s: s["gpus"][0].update(gpu_instances=5),
-    lambda s: s["gpus"][0].update(mig_current="1"),
-    lambda s: s["gpus"][0].update(uuid=5),
-    lambda s: s["gpus"][0]["gpu_instances"][0].update(start="0"),
-    lambda s: s["gpus"][0]["gpu_instances"][0].update(profile_id=99),
-    lambda s: s["gpus"][0]["gpu_instances"][1].update(start=0),  # overlaps the first
-    lambda s: s["gpus"][0]["gpu_instances"][0].update(compute_instances=None),
-    lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(profile_id=99),
-    lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(start=1),
-    lambda s: s["gpus"][1]["gpu_instances"].append(s["gpus"][0]["gpu_instances"][0]),  # MIG off
-    lambda s: s["processes"][0].update(used_memory_mib="5"),
-    lambda s: s["processes"][0].update(gi_id=77),
-    lambda s: s["processes"].append(dict(s["processes"][0])),
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: s.update(gpus=s["gpus"][:1]),
+        lambda s: s["gpus"][0].pop("mig_pending"),
+        lambda s: s["processes"].append({"pid": 1, "gpu": 7}),
+        lambda s: s["processes"].append(
+            {
+                "pid": 1,
+                "name": "x",
+                "user": "u",
+                "gpu": 9,
+                "gi_id": None,
+                "ci_id": None,
+                "used_memory_mib": 1,
+            }
+        ),
+        # Each of these was a traceback in top / mig show before the whole state was checked.
+        lambda s: s["gpus"][0].update(gpu_instances=5),
+        lambda s: s["gpus"][0].update(mig_current="1"),
+        lambda s: s["gpus"][0].update(uuid=5),
+        lambda s: s["gpus"][0]["gpu_instances"][0].update(start="0"),
+        lambda s: s["gpus"][0]["gpu_instances"][0].update(profile_id=99),
+        lambda s: s["gpus"][0]["gpu_instances"][1].update(start=0),  # overlaps the first
+        lambda s: s["gpus"][0]["gpu_instances"][0].update(compute_instances=None),
+        lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(profile_id=99),
+        lambda s: s["gpus"][0]["gpu_instances"][0]["compute_instances"][0].update(start=1),
+        lambda s: s["gpus"][1]["gpu_instances"].append(s["gpus"][0]["gpu_instances"][0]),  # MIG off
+        lambda s: s["processes"][0].update(used_memory_mib="5"),
+        lambda s: s["processes"][0].update(gi_id=77),
+        lambda s: s["processes"].append(dict(s["processes"][0])),
+    ],
+)
 def test_a_damaged_state_file_is_one_clear_error(tmp_path, damage):
     from gpuctl.common.errors import GpuctlError
 
@@ -456,8 +495,9 @@ def test_a_damaged_state_file_is_one_clear_error(tmp_path, damage):
 
 
 @pytest.mark.parametrize("text", ["[1]", "[", '{"spec": 5}'])
-def test_shim_reading_the_spec_from_a_bad_state_file_is_one_clear_error(tmp_path, monkeypatch,
-                                                                        text):
+def test_shim_reading_the_spec_from_a_bad_state_file_is_one_clear_error(
+    tmp_path, monkeypatch, text
+):
     from gpuctl.common.errors import GpuctlError
 
     path = tmp_path / "s.json"
@@ -487,15 +527,32 @@ def test_pci_identity_per_gpu(nvml):
 
 
 def test_shell_helper_changes_the_node(tmp_path):
-    env = dict(os.environ, PYTHONPATH=ROOT, GPUCTL_SIMULATE="2xA30", GPUCTL_SIM_STATE=str(tmp_path / "n.json"))
+    env = dict(
+        os.environ,
+        PYTHONPATH=ROOT,
+        GPUCTL_SIMULATE="2xA30",
+        GPUCTL_SIM_STATE=str(tmp_path / "n.json"),
+    )
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "gpuctl.sim", *args], env=env, capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "gpuctl.sim", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
-    assert run("add-process", "--gpu", "1", "--pid", "42", "--mib", "1000", "--name", "demo").returncode == 0
+    assert (
+        run(
+            "add-process", "--gpu", "1", "--pid", "42", "--mib", "1000", "--name", "demo"
+        ).returncode
+        == 0
+    )
     state = json.loads(run("show").stdout)
-    assert [(p["gpu"], p["pid"], p["name"], p["used_memory_mib"]) for p in state["processes"]] == [(1, 42, "demo", 1000)]
+    assert [(p["gpu"], p["pid"], p["name"], p["used_memory_mib"]) for p in state["processes"]] == [
+        (1, 42, "demo", 1000)
+    ]
     refused = run("reset", "--gpu", "1")
     assert refused.returncode == 1 and "NVML code 19" in refused.stderr
     too_big = run("add-process", "--gpu", "0", "--pid", "43", "--mib", "999999")

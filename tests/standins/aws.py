@@ -27,8 +27,11 @@ class MotoAWS:
 
     def create_eks_cluster(self, name: str, version: str = "1.31", region: str = "us-east-1"):
         self.client("eks", region).create_cluster(
-            name=name, version=version, roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks",
-            resourcesVpcConfig={"subnetIds": []})
+            name=name,
+            version=version,
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks",
+            resourcesVpcConfig={"subnetIds": []},
+        )
 
     def seed_public_parameter(self, name: str, value: str, region: str = "us-east-1") -> None:
         """Put an AWS-owned public parameter (e.g. the EKS GPU AMI id) into moto's SSM.
@@ -38,15 +41,25 @@ class MotoAWS:
         from moto.ssm.models import Parameter, ssm_backends
 
         store = ssm_backends[ACCOUNT][region]._parameters
-        store[name].append(Parameter(
-            account_id=ACCOUNT, name=name, value=value, parameter_type="String",
-            description=None, allowed_pattern=None, keyid=None,
-            last_modified_date=datetime.datetime.now(datetime.timezone.utc), version=1,
-            data_type="aws:ec2:image"))
+        store[name].append(
+            Parameter(
+                account_id=ACCOUNT,
+                name=name,
+                value=value,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=datetime.datetime.now(datetime.timezone.utc),
+                version=1,
+                data_type="aws:ec2:image",
+            )
+        )
 
     def reset(self) -> None:
-        urllib.request.urlopen(urllib.request.Request(self.endpoint + "/moto-api/reset",
-                                                      method="POST"), timeout=30).close()
+        urllib.request.urlopen(
+            urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST"), timeout=30
+        ).close()
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +77,12 @@ def moto_server():
 @pytest.fixture
 def aws(moto_server, monkeypatch):
     """boto3 → moto for this test: fake credentials, endpoint set, state reset afterwards."""
-    for var in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_SESSION_TOKEN"):
+    for var in (
+        "AWS_PROFILE",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_SESSION_TOKEN",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -8,9 +8,17 @@ import threading
 
 import pytest
 
-VERSION = {"major": "1", "minor": "29", "gitVersion": "v1.29.0-kmock", "gitCommit": "0",
-           "gitTreeState": "clean", "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.21",
-           "compiler": "gc", "platform": "linux/amd64"}
+VERSION = {
+    "major": "1",
+    "minor": "29",
+    "gitVersion": "v1.29.0-kmock",
+    "gitCommit": "0",
+    "gitTreeState": "clean",
+    "buildDate": "2024-01-01T00:00:00Z",
+    "goVersion": "go1.21",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 
 
 def _patch_namespace_paths() -> None:
@@ -24,10 +32,16 @@ def _patch_namespace_paths() -> None:
     def parse_path(path):
         parts = path.strip("/").split("/")
         if parts[:3] == ["api", "v1", "namespaces"] and (
-                len(parts) <= 4 or (len(parts) == 5 and parts[4] in ("status", "finalize"))):
-            return parsing.ParsedPath("", "v1", "namespaces", None,
-                                      parts[3] if len(parts) > 3 else None,
-                                      parts[4] if len(parts) > 4 else None)
+            len(parts) <= 4 or (len(parts) == 5 and parts[4] in ("status", "finalize"))
+        ):
+            return parsing.ParsedPath(
+                "",
+                "v1",
+                "namespaces",
+                None,
+                parts[3] if len(parts) > 3 else None,
+                parts[4] if len(parts) > 4 else None,
+            )
         return original(path)
 
     parse_path._gpuctl_patched = True
@@ -57,7 +71,7 @@ class KubeEmulator:
             self._ready.set()
             await self._stop.wait()
 
-    def start(self) -> "KubeEmulator":
+    def start(self) -> KubeEmulator:
         _patch_namespace_paths()
         self.thread.start()
         if not self._ready.wait(10):
@@ -67,13 +81,17 @@ class KubeEmulator:
     def call(self, fn, *a, **kw):
         async def _c():
             return fn(*a, **kw)
+
         return asyncio.run_coroutine_threadsafe(_c(), self.loop).result(10)
 
     def requests(self) -> list:
         """Every request the emulator has served (method, path, query) — for asserting
         what the client sent, e.g. label selectors the emulator itself ignores."""
-        return self.call(lambda: [(str(r.method), r.url.path, dict(r.url.query))
-                                  for r in self.emulator._requests])
+        return self.call(
+            lambda: [
+                (str(r.method), r.url.path, dict(r.url.query)) for r in self.emulator._requests
+            ]
+        )
 
     def stop(self):
         self.loop.call_soon_threadsafe(self._stop.set)
@@ -84,11 +102,14 @@ def write_kubeconfig(path, url: str, namespace: str = "default") -> str:
     import yaml
 
     cfg = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "emu",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "emu",
         "clusters": [{"name": "emu", "cluster": {"server": url}}],
         "users": [{"name": "emu", "user": {"token": "test"}}],
-        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu",
-                                                 "namespace": namespace}}],
+        "contexts": [
+            {"name": "emu", "context": {"cluster": "emu", "user": "emu", "namespace": namespace}}
+        ],
     }
     path.write_text(yaml.safe_dump(cfg))
     return str(path)

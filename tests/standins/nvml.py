@@ -3,8 +3,13 @@ simulator settings out of the tests (conftest already points GPUCTL_SIM_STATE at
 
 import pytest
 
-SIM_ENV = ("GPUCTL_SIM_CLOCK", "GPUCTL_SIM_SEED", "GPUCTL_SIM_WITHOUT", "GPUCTL_SIM_TRACE",
-           "GPUCTL_SIM_UNPRIVILEGED")
+SIM_ENV = (
+    "GPUCTL_SIM_CLOCK",
+    "GPUCTL_SIM_SEED",
+    "GPUCTL_SIM_WITHOUT",
+    "GPUCTL_SIM_TRACE",
+    "GPUCTL_SIM_UNPRIVILEGED",
+)
 
 
 @pytest.fixture(autouse=True)

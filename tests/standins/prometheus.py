@@ -17,8 +17,8 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Union
 
 import pytest
 
@@ -38,7 +38,7 @@ class Series:
 
     name: str
     labels: dict
-    value: Union[float, Callable[[float], float]]
+    value: float | Callable[[float], float]
     history_s: int = 1800
     newest_s: int = 5  # age of the newest sample
 
@@ -51,6 +51,7 @@ class Series:
 def _label_text(labels: dict) -> str:
     def esc(v: str) -> str:
         return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
     return ",".join(f'{k}="{esc(v)}"' for k, v in labels.items())
 
 
@@ -72,7 +73,9 @@ def openmetrics(series: list, now: float) -> str:
 def need(binary: str) -> str:
     path = shutil.which(binary)
     if not path:
-        pytest.skip(f"{binary} not installed (Debian: apt-get install prometheus; `make system-deps`)")
+        pytest.skip(
+            f"{binary} not installed (Debian: apt-get install prometheus; `make system-deps`)"
+        )
     return path
 
 
@@ -93,10 +96,15 @@ class PrometheusServer:
 
         with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
             text = r.read().decode()
-        return int(sum(s.value for fam in text_string_to_metric_families(text)
-                       if fam.name == "prometheus_http_requests"
-                       for s in fam.samples
-                       if s.name.endswith("_total") and s.labels.get("handler") == "/api/v1/query"))
+        return int(
+            sum(
+                s.value
+                for fam in text_string_to_metric_families(text)
+                if fam.name == "prometheus_http_requests"
+                for s in fam.samples
+                if s.name.endswith("_total") and s.labels.get("handler") == "/api/v1/query"
+            )
+        )
 
     def stop(self):
         if self.proc.returncode is not None:
@@ -113,7 +121,9 @@ class PrometheusServer:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def start_prometheus(data_dir_filler=None, scrape_target: str = None, tmp: str = None) -> PrometheusServer:
+def start_prometheus(
+    data_dir_filler=None, scrape_target: str = None, tmp: str = None
+) -> PrometheusServer:
     prom = need("prometheus")
     tmp = tmp or tempfile.mkdtemp(prefix="gpuctl-prom-")
     data = os.path.join(tmp, "data")
@@ -127,10 +137,17 @@ def start_prometheus(data_dir_filler=None, scrape_target: str = None, tmp: str =
     port = free_port()
     with open(os.path.join(tmp, "log"), "w") as log:  # the child keeps its own descriptor
         proc = subprocess.Popen(
-            [prom, f"--config.file={config}", f"--storage.tsdb.path={data}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=error",
-             "--storage.tsdb.retention.time=1d"],
-            stdout=subprocess.DEVNULL, stderr=log)
+            [
+                prom,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={data}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=error",
+                "--storage.tsdb.retention.time=1d",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     server = PrometheusServer(f"http://127.0.0.1:{port}", proc, tmp)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -156,10 +173,15 @@ def load_blocks(series: list, now: float):
         om = os.path.join(os.path.dirname(data_dir), "data.om")
         with open(om, "w") as f:
             f.write(openmetrics(series, now))
-        proc = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", om, data_dir],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", om, data_dir],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"promtool create-blocks-from failed: {proc.stderr[-2000:]}")
+
     return fill
 
 

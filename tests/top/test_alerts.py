@@ -46,37 +46,77 @@ def gpu_labels(host="n1", gpu="0", host_label="Hostname", **extra) -> dict:
 
 
 def case(inputs, alertname, eval_time, expected) -> dict:
-    return {"interval": "1m", "input_series": inputs,
-            "alert_rule_test": [{"eval_time": eval_time, "alertname": alertname,
-                                 "exp_alerts": expected}]}
+    return {
+        "interval": "1m",
+        "input_series": inputs,
+        "alert_rule_test": [
+            {"eval_time": eval_time, "alertname": alertname, "exp_alerts": expected}
+        ],
+    }
 
 
 def alert(labels: dict, summary: str, description: str) -> dict:
-    return {"exp_labels": labels, "exp_annotations": {"summary": summary, "description": description}}
+    return {
+        "exp_labels": labels,
+        "exp_annotations": {"summary": summary, "description": description},
+    }
 
 
 def run_unit_tests(promtool, tmp_path, rules_path, cases, name="tests.yml"):
-    doc = {"rule_files": [os.path.basename(rules_path)], "evaluation_interval": "1m", "tests": cases}
+    doc = {
+        "rule_files": [os.path.basename(rules_path)],
+        "evaluation_interval": "1m",
+        "tests": cases,
+    }
     (tmp_path / name).write_text(yaml.safe_dump(doc, sort_keys=False))
     proc = promtool_run(promtool, "test", "rules", name, cwd=os.path.dirname(rules_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
 
-@pytest.mark.parametrize("args", [
-    [], ["-o", "json"],
-    ["--format", "prometheusrule"], ["--format", "prometheusrule", "-o", "json", "-l", "release=kps"],
-    ["--pod-label", "exported_pod", "--high-util", "60", "--high-util-window", "10m",
-     "--high-util-for", "0s", "--idle-window", "1h", "--idle-for", "2h", "--memory", "90",
-     "--memory-for", "1m", "--temperature", "80", "--temperature-for", "1m30s", "--xid-window", "1h"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["-o", "json"],
+        ["--format", "prometheusrule"],
+        ["--format", "prometheusrule", "-o", "json", "-l", "release=kps"],
+        [
+            "--pod-label",
+            "exported_pod",
+            "--high-util",
+            "60",
+            "--high-util-window",
+            "10m",
+            "--high-util-for",
+            "0s",
+            "--idle-window",
+            "1h",
+            "--idle-for",
+            "2h",
+            "--memory",
+            "90",
+            "--memory-for",
+            "1m",
+            "--temperature",
+            "80",
+            "--temperature-for",
+            "1m30s",
+            "--xid-window",
+            "1h",
+        ],
+    ],
+)
 def test_promtool_accepts_every_variant(promtool, tmp_path, capsys, args):
     path = rules_file(tmp_path, capsys, *args)
     if "prometheusrule" in args:
         doc = yaml.safe_load(open(path))
         assert doc["apiVersion"] == "monitoring.coreos.com/v1" and doc["kind"] == "PrometheusRule"
-        assert doc["metadata"] == {"name": "gpuctl-gpu-alerts", "namespace": "monitoring",
-                                   **({"labels": {"release": "kps"}} if "-l" in args else {})}
+        assert doc["metadata"] == {
+            "name": "gpuctl-gpu-alerts",
+            "namespace": "monitoring",
+            **({"labels": {"release": "kps"}} if "-l" in args else {}),
+        }
         # promtool reads rule files; the CRD's spec is exactly one.
         path = str(tmp_path / "spec.yml")
         spec = doc["spec"]
@@ -87,14 +127,21 @@ def test_promtool_accepts_every_variant(promtool, tmp_path, capsys, args):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS: 5 rules found" in proc.stdout
     names = [r["alert"] for g in yaml.safe_load(open(path))["groups"] for r in g["rules"]]
-    assert names == ["GPUHighUtilization", "GPUIdleAllocated", "GPUMemoryNearFull",
-                     "GPUTemperatureHigh", "GPUXidError"]
+    assert names == [
+        "GPUHighUtilization",
+        "GPUIdleAllocated",
+        "GPUMemoryNearFull",
+        "GPUTemperatureHigh",
+        "GPUXidError",
+    ]
 
 
 def test_promtool_rejects_a_broken_rule(promtool, tmp_path):
     """The check above is meaningful: promtool does fail on bad PromQL."""
     bad = tmp_path / "bad.yml"
-    bad.write_text("groups:\n- name: g\n  rules:\n  - alert: X\n    expr: avg by (Hostname (DCGM_FI_DEV_GPU_UTIL)\n")
+    bad.write_text(
+        "groups:\n- name: g\n  rules:\n  - alert: X\n    expr: avg by (Hostname (DCGM_FI_DEV_GPU_UTIL)\n"
+    )
     assert promtool_run(promtool, "check", "rules", str(bad)).returncode != 0
 
 
@@ -104,120 +151,232 @@ def test_default_rules_fire_and_stay_quiet(promtool, tmp_path, capsys):
     held = {"pod": "nb-1", "namespace": "research", "container": "main"}
     mig = lambda gi: {"GPU_I_ID": str(gi), "GPU_I_PROFILE": "3g.40gb"}  # noqa: E731
     high = lambda host, value, rest="": alert(  # noqa: E731
-        {"severity": "warning", "Hostname": host}, f"GPUs on {host} are saturated",
-        f"The GPUs of {host} averaged {value}% utilization over 5m, above 80% for 15m.")
+        {"severity": "warning", "Hostname": host},
+        f"GPUs on {host} are saturated",
+        f"The GPUs of {host} averaged {value}% utilization over 5m, above 80% for 15m.",
+    )
     cases = [
         # High utilization: a node's GPUs averaging 90 % (n1), on a `hostname` node (n2),
         # and MIG devices reporting only GR_ENGINE_ACTIVE (n4); n3 averages 72.5 %.
-        case([series(util, "95x40", **gpu_labels("n1", "0")),
-              series(util, "85x40", **gpu_labels("n1", "1")),
-              series(util, "95x40", **gpu_labels("n2", "0", host_label="hostname")),
-              series(util, "95x40", **gpu_labels("n3", "0")),
-              series(util, "50x40", **gpu_labels("n3", "1")),
-              series(gr, "0.9x40", **gpu_labels("n4", "0", **mig(1))),
-              series(gr, "0.9x40", **gpu_labels("n4", "0", **mig(2))),
-              # dcgm-exporter 3.x reports GPU_UTIL as 0 for MIG devices: it must not count.
-              series(util, "0x40", **gpu_labels("n4", "0", **mig(1))),
-              series(util, "0x40", **gpu_labels("n4", "0", **mig(2)))],
-             "GPUHighUtilization", "30m", [high("n1", 90), high("n2", 95), high("n4", 90)]),
+        case(
+            [
+                series(util, "95x40", **gpu_labels("n1", "0")),
+                series(util, "85x40", **gpu_labels("n1", "1")),
+                series(util, "95x40", **gpu_labels("n2", "0", host_label="hostname")),
+                series(util, "95x40", **gpu_labels("n3", "0")),
+                series(util, "50x40", **gpu_labels("n3", "1")),
+                series(gr, "0.9x40", **gpu_labels("n4", "0", **mig(1))),
+                series(gr, "0.9x40", **gpu_labels("n4", "0", **mig(2))),
+                # dcgm-exporter 3.x reports GPU_UTIL as 0 for MIG devices: it must not count.
+                series(util, "0x40", **gpu_labels("n4", "0", **mig(1))),
+                series(util, "0x40", **gpu_labels("n4", "0", **mig(2))),
+            ],
+            "GPUHighUtilization",
+            "30m",
+            [high("n1", 90), high("n2", 95), high("n4", 90)],
+        ),
         # ...but not before it has lasted --high-util-for (15m).
         case([series(util, "95x40", **gpu_labels("n1", "0"))], "GPUHighUtilization", "12m", []),
         # A 100/0 square wave averages 50 %: spikes alone do not page anyone.
-        case([series(util, " ".join(["100", "0"] * 20), **gpu_labels("n1", "0"))],
-             "GPUHighUtilization", "30m", []),
-
+        case(
+            [series(util, " ".join(["100", "0"] * 20), **gpu_labels("n1", "0"))],
+            "GPUHighUtilization",
+            "30m",
+            [],
+        ),
         # Idle allocated: a held GPU at 1 % fires; unheld, busy, or held only 20 min, not.
-        case([series(util, "1x80", **gpu_labels("n1", "0", **held)),
-              series(util, "1x80", **gpu_labels("n1", "1")),
-              series(util, "50x80", **gpu_labels("n1", "2", **held, )),
-              series(util, "_x59 1x20", **gpu_labels("n1", "3", **held)),
-              series(gr, "0.01x80", **gpu_labels("n2", "0", host_label="hostname", **held, **mig(2))),
-              # A busy MIG slice whose GPU_UTIL reads 0 (as dcgm-exporter reports it) is not idle.
-              series(gr, "0.8x80", **gpu_labels("n3", "0", **held, **mig(1))),
-              series(util, "0x80", **gpu_labels("n3", "0", **held, **mig(1)))],
-             "GPUIdleAllocated", "70m", [
-                 alert({"severity": "warning", **gpu_labels("n1", "0", **held)},
-                       "GPU 0 on n1 is held by a pod but idle",
-                       "research/nb-1 holds GPU 0 on n1 whose utilization averaged 1% over 30m "
-                       "(threshold 5%)."),
-                 alert({"severity": "warning", "Hostname": "n2",
-                        **gpu_labels("n2", "0", host_label="hostname", **held, **mig(2))},
-                       "GPU 0 on n2 is held by a pod but idle",
-                       "research/nb-1 holds GPU 0 on n2 whose utilization averaged 1% over 30m "
-                       "(threshold 5%)."),
-             ]),
+        case(
+            [
+                series(util, "1x80", **gpu_labels("n1", "0", **held)),
+                series(util, "1x80", **gpu_labels("n1", "1")),
+                series(
+                    util,
+                    "50x80",
+                    **gpu_labels(
+                        "n1",
+                        "2",
+                        **held,
+                    ),
+                ),
+                series(util, "_x59 1x20", **gpu_labels("n1", "3", **held)),
+                series(
+                    gr, "0.01x80", **gpu_labels("n2", "0", host_label="hostname", **held, **mig(2))
+                ),
+                # A busy MIG slice whose GPU_UTIL reads 0 (as dcgm-exporter reports it) is not idle.
+                series(gr, "0.8x80", **gpu_labels("n3", "0", **held, **mig(1))),
+                series(util, "0x80", **gpu_labels("n3", "0", **held, **mig(1))),
+            ],
+            "GPUIdleAllocated",
+            "70m",
+            [
+                alert(
+                    {"severity": "warning", **gpu_labels("n1", "0", **held)},
+                    "GPU 0 on n1 is held by a pod but idle",
+                    "research/nb-1 holds GPU 0 on n1 whose utilization averaged 1% over 30m "
+                    "(threshold 5%).",
+                ),
+                alert(
+                    {
+                        "severity": "warning",
+                        "Hostname": "n2",
+                        **gpu_labels("n2", "0", host_label="hostname", **held, **mig(2)),
+                    },
+                    "GPU 0 on n2 is held by a pod but idle",
+                    "research/nb-1 holds GPU 0 on n2 whose utilization averaged 1% over 30m "
+                    "(threshold 5%).",
+                ),
+            ],
+        ),
         # ...and a held GPU idle since minute 0 has not yet been idle for --idle-for (30m).
-        case([series(util, "1x80", **gpu_labels("n1", "0", **held))], "GPUIdleAllocated", "25m", []),
-
+        case(
+            [series(util, "1x80", **gpu_labels("n1", "0", **held))], "GPUIdleAllocated", "25m", []
+        ),
         # Memory near full: 98.75 % fires, 75 % does not.
-        case([series("DCGM_FI_DEV_FB_USED", "79000x30", **gpu_labels("n1", "0", **held)),
-              series("DCGM_FI_DEV_FB_FREE", "1000x30", **gpu_labels("n1", "0", **held)),
-              series("DCGM_FI_DEV_FB_USED", "60000x30", **gpu_labels("n1", "1")),
-              series("DCGM_FI_DEV_FB_FREE", "20000x30", **gpu_labels("n1", "1"))],
-             "GPUMemoryNearFull", "20m", [
-                 alert({"severity": "warning", **gpu_labels("n1", "0", **held)},
-                       "GPU 0 on n1 memory is nearly full",
-                       "GPU 0 on n1 has used 98.75% of its memory for 15m (threshold 95%).")]),
-
+        case(
+            [
+                series("DCGM_FI_DEV_FB_USED", "79000x30", **gpu_labels("n1", "0", **held)),
+                series("DCGM_FI_DEV_FB_FREE", "1000x30", **gpu_labels("n1", "0", **held)),
+                series("DCGM_FI_DEV_FB_USED", "60000x30", **gpu_labels("n1", "1")),
+                series("DCGM_FI_DEV_FB_FREE", "20000x30", **gpu_labels("n1", "1")),
+            ],
+            "GPUMemoryNearFull",
+            "20m",
+            [
+                alert(
+                    {"severity": "warning", **gpu_labels("n1", "0", **held)},
+                    "GPU 0 on n1 memory is nearly full",
+                    "GPU 0 on n1 has used 98.75% of its memory for 15m (threshold 95%).",
+                )
+            ],
+        ),
         # Temperature: one alert per board even with two MIG devices on it; 80 C is fine.
-        case([series("DCGM_FI_DEV_GPU_TEMP", "90x20", **gpu_labels("n1", "0", **held, **mig(1))),
-              series("DCGM_FI_DEV_GPU_TEMP", "90x20", **gpu_labels("n1", "0", **mig(2))),
-              series("DCGM_FI_DEV_GPU_TEMP", "80x20", **gpu_labels("n1", "1"))],
-             "GPUTemperatureHigh", "10m", [
-                 alert({"severity": "warning", **gpu_labels("n1", "0")}, "GPU 0 on n1 is hot",
-                       "GPU 0 on n1 has been above 85 C for 5m (90 C now).")]),
-
+        case(
+            [
+                series("DCGM_FI_DEV_GPU_TEMP", "90x20", **gpu_labels("n1", "0", **held, **mig(1))),
+                series("DCGM_FI_DEV_GPU_TEMP", "90x20", **gpu_labels("n1", "0", **mig(2))),
+                series("DCGM_FI_DEV_GPU_TEMP", "80x20", **gpu_labels("n1", "1")),
+            ],
+            "GPUTemperatureHigh",
+            "10m",
+            [
+                alert(
+                    {"severity": "warning", **gpu_labels("n1", "0")},
+                    "GPU 0 on n1 is hot",
+                    "GPU 0 on n1 has been above 85 C for 5m (90 C now).",
+                )
+            ],
+        ),
         # XID_ERRORS is a gauge that keeps the last XID code until dcgm-exporter restarts.
         # XID 79 at minute 20 on n1/0: fires at once, even though the pod that held the GPU
         # died with it (its series ends, a pod-less one starts at 79). n1/2 changed from an
         # old XID 31 to a new 48. n1/3's 79 is old news (an exporter restarted with it):
         # no alert; n1/1 never had one.
-        case([series("DCGM_FI_DEV_XID_ERRORS", "0x19 79 _x20", **gpu_labels("n1", "0", **held)),
-              series("DCGM_FI_DEV_XID_ERRORS", "_x20 79x20", **gpu_labels("n1", "0")),
-              series("DCGM_FI_DEV_XID_ERRORS", "0x40", **gpu_labels("n1", "1")),
-              series("DCGM_FI_DEV_XID_ERRORS", "31x21 48x20", **gpu_labels("n1", "2")),
-              series("DCGM_FI_DEV_XID_ERRORS", "79x40", **gpu_labels("n1", "3"))],
-             "GPUXidError", "25m", [
-                 alert({"severity": "critical", **gpu_labels("n1", "0")},
-                       "GPU 0 on n1 reported an XID error",
-                       "GPU 0 on n1 reported XID 79 in the last 10m; see "
-                       "https://docs.nvidia.com/deploy/xid-errors/ and consider draining the node."),
-                 alert({"severity": "critical", **gpu_labels("n1", "2")},
-                       "GPU 2 on n1 reported an XID error",
-                       "GPU 2 on n1 reported XID 48 in the last 10m; see "
-                       "https://docs.nvidia.com/deploy/xid-errors/ and consider draining the node.")]),
+        case(
+            [
+                series("DCGM_FI_DEV_XID_ERRORS", "0x19 79 _x20", **gpu_labels("n1", "0", **held)),
+                series("DCGM_FI_DEV_XID_ERRORS", "_x20 79x20", **gpu_labels("n1", "0")),
+                series("DCGM_FI_DEV_XID_ERRORS", "0x40", **gpu_labels("n1", "1")),
+                series("DCGM_FI_DEV_XID_ERRORS", "31x21 48x20", **gpu_labels("n1", "2")),
+                series("DCGM_FI_DEV_XID_ERRORS", "79x40", **gpu_labels("n1", "3")),
+            ],
+            "GPUXidError",
+            "25m",
+            [
+                alert(
+                    {"severity": "critical", **gpu_labels("n1", "0")},
+                    "GPU 0 on n1 reported an XID error",
+                    "GPU 0 on n1 reported XID 79 in the last 10m; see "
+                    "https://docs.nvidia.com/deploy/xid-errors/ and consider draining the node.",
+                ),
+                alert(
+                    {"severity": "critical", **gpu_labels("n1", "2")},
+                    "GPU 2 on n1 reported an XID error",
+                    "GPU 2 on n1 reported XID 48 in the last 10m; see "
+                    "https://docs.nvidia.com/deploy/xid-errors/ and consider draining the node.",
+                ),
+            ],
+        ),
         # ...and it clears once the change is out of the 10m window, the gauge still at 79.
-        case([series("DCGM_FI_DEV_XID_ERRORS", "0x19 79x40", **gpu_labels("n1", "0"))],
-             "GPUXidError", "35m", []),
+        case(
+            [series("DCGM_FI_DEV_XID_ERRORS", "0x19 79x40", **gpu_labels("n1", "0"))],
+            "GPUXidError",
+            "35m",
+            [],
+        ),
         # An exporter restart resets the gauge to 0: no alert either.
-        case([series("DCGM_FI_DEV_XID_ERRORS", "79x20 0x20", **gpu_labels("n1", "0"))],
-             "GPUXidError", "25m", []),
+        case(
+            [series("DCGM_FI_DEV_XID_ERRORS", "79x20 0x20", **gpu_labels("n1", "0"))],
+            "GPUXidError",
+            "25m",
+            [],
+        ),
     ]
     run_unit_tests(promtool, tmp_path, path, cases)
 
 
 def test_thresholds_and_durations_are_options(promtool, tmp_path, capsys):
-    path = rules_file(tmp_path, capsys, "--high-util", "50", "--high-util-for", "0s",
-                      "--idle-util", "10", "--idle-window", "10m", "--idle-for", "5m",
-                      "--temperature", "75", "--pod-label", "exported_pod")
+    path = rules_file(
+        tmp_path,
+        capsys,
+        "--high-util",
+        "50",
+        "--high-util-for",
+        "0s",
+        "--idle-util",
+        "10",
+        "--idle-window",
+        "10m",
+        "--idle-for",
+        "5m",
+        "--temperature",
+        "75",
+        "--pod-label",
+        "exported_pod",
+    )
     util = "DCGM_FI_DEV_GPU_UTIL"
     held = {"exported_pod": "nb", "exported_namespace": "team", "pod": "dcgm-exporter-x"}
     cases = [
-        case([series(util, "60x20", **gpu_labels("n1", "0"))], "GPUHighUtilization", "6m", [
-            alert({"severity": "warning", "Hostname": "n1"}, "GPUs on n1 are saturated",
-                  "The GPUs of n1 averaged 60% utilization over 5m, above 50% for 0s.")]),
-        case([series(util, "8x30", **gpu_labels("n1", "0", **held)),
-              series(util, "8x30", **gpu_labels("n1", "1", pod="dcgm-exporter-x"))],
-             "GPUIdleAllocated", "20m", [
-                 alert({"severity": "warning", **gpu_labels("n1", "0", **held)},
-                       "GPU 0 on n1 is held by a pod but idle",
-                       "team/nb holds GPU 0 on n1 whose utilization averaged 8% over 10m "
-                       "(threshold 10%).")]),
+        case(
+            [series(util, "60x20", **gpu_labels("n1", "0"))],
+            "GPUHighUtilization",
+            "6m",
+            [
+                alert(
+                    {"severity": "warning", "Hostname": "n1"},
+                    "GPUs on n1 are saturated",
+                    "The GPUs of n1 averaged 60% utilization over 5m, above 50% for 0s.",
+                )
+            ],
+        ),
+        case(
+            [
+                series(util, "8x30", **gpu_labels("n1", "0", **held)),
+                series(util, "8x30", **gpu_labels("n1", "1", pod="dcgm-exporter-x")),
+            ],
+            "GPUIdleAllocated",
+            "20m",
+            [
+                alert(
+                    {"severity": "warning", **gpu_labels("n1", "0", **held)},
+                    "GPU 0 on n1 is held by a pod but idle",
+                    "team/nb holds GPU 0 on n1 whose utilization averaged 8% over 10m "
+                    "(threshold 10%).",
+                )
+            ],
+        ),
         case([series(util, "8x30", **gpu_labels("n1", "0", **held))], "GPUIdleAllocated", "4m", []),
-        case([series("DCGM_FI_DEV_GPU_TEMP", "80x20", **gpu_labels("n1", "1"))],
-             "GPUTemperatureHigh", "10m", [
-                 alert({"severity": "warning", **gpu_labels("n1", "1")}, "GPU 1 on n1 is hot",
-                       "GPU 1 on n1 has been above 75 C for 5m (80 C now).")]),
+        case(
+            [series("DCGM_FI_DEV_GPU_TEMP", "80x20", **gpu_labels("n1", "1"))],
+            "GPUTemperatureHigh",
+            "10m",
+            [
+                alert(
+                    {"severity": "warning", **gpu_labels("n1", "1")},
+                    "GPU 1 on n1 is hot",
+                    "GPU 1 on n1 has been above 75 C for 5m (80 C now).",
+                )
+            ],
+        ),
     ]
     run_unit_tests(promtool, tmp_path, path, cases)
 
@@ -225,36 +384,70 @@ def test_thresholds_and_durations_are_options(promtool, tmp_path, capsys):
 def test_the_blog_rule_never_fires_on_a_saturated_gpu(promtool, tmp_path, capsys):
     """Why docs/alerts.md exists: rate() over the utilization gauge measures how fast the
     percentage changes, so a GPU pinned at 100 % for an hour reads as 0 — while ours fires."""
-    (tmp_path / "blog.yml").write_text(yaml.safe_dump({"groups": [{"name": "blog", "rules": [{
-        "alert": "HighGPUUsage", "expr": "avg(rate(DCGM_FI_DEV_GPU_UTIL[1m])) by (instance) > 80",
-        "for": "5m"}]}]}))
+    (tmp_path / "blog.yml").write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {
+                        "name": "blog",
+                        "rules": [
+                            {
+                                "alert": "HighGPUUsage",
+                                "expr": "avg(rate(DCGM_FI_DEV_GPU_UTIL[1m])) by (instance) > 80",
+                                "for": "5m",
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     ours = rules_file(tmp_path, capsys)
-    saturated = [series("DCGM_FI_DEV_GPU_UTIL", "100x60", instance="10.0.0.1:9400", **gpu_labels("n1", "0"))]
-    doc = {"rule_files": ["blog.yml", os.path.basename(ours)], "evaluation_interval": "1m", "tests": [
-        case(saturated, "HighGPUUsage", "60m", []),
-        case(saturated, "GPUHighUtilization", "60m", [
-            alert({"severity": "warning", "Hostname": "n1"}, "GPUs on n1 are saturated",
-                  "The GPUs of n1 averaged 100% utilization over 5m, above 80% for 15m.")])]}
+    saturated = [
+        series("DCGM_FI_DEV_GPU_UTIL", "100x60", instance="10.0.0.1:9400", **gpu_labels("n1", "0"))
+    ]
+    doc = {
+        "rule_files": ["blog.yml", os.path.basename(ours)],
+        "evaluation_interval": "1m",
+        "tests": [
+            case(saturated, "HighGPUUsage", "60m", []),
+            case(
+                saturated,
+                "GPUHighUtilization",
+                "60m",
+                [
+                    alert(
+                        {"severity": "warning", "Hostname": "n1"},
+                        "GPUs on n1 are saturated",
+                        "The GPUs of n1 averaged 100% utilization over 5m, above 80% for 15m.",
+                    )
+                ],
+            ),
+        ],
+    }
     (tmp_path / "blog-tests.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
     proc = promtool_run(promtool, "test", "rules", "blog-tests.yml", cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--high-util", "150"], "--high-util: 150 is not a percentage"),
-    (["--idle-util", "-1"], "--idle-util: -1 is not a percentage"),
-    (["--temperature", "0"], "--temperature"),
-    (["--idle-window", "30"], "--idle-window: '30' is not a Prometheus duration"),
-    (["--high-util-for", "5 m"], "--high-util-for"),
-    (["--xid-window", "0s"], "--xid-window: '0s' must be longer than zero"),
-    # shorter than two rule evaluations, the change would never be seen
-    (["--xid-window", "90s"], "--xid-window: '90s' is shorter than 2m"),
-    (["--pod-label", "pod-name"], "--pod-label"),
-    (["--format", "prometheusrule", "--name", "Bad_Name"], "--name"),
-    (["--format", "prometheusrule", "-n", "a.b"], "--namespace"),
-    (["--format", "prometheusrule", "-l", "novalue"], "--label: 'novalue' is not KEY=VALUE"),
-    (["--format", "prometheusrule", "-l", "a=b c"], "--label"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--high-util", "150"], "--high-util: 150 is not a percentage"),
+        (["--idle-util", "-1"], "--idle-util: -1 is not a percentage"),
+        (["--temperature", "0"], "--temperature"),
+        (["--idle-window", "30"], "--idle-window: '30' is not a Prometheus duration"),
+        (["--high-util-for", "5 m"], "--high-util-for"),
+        (["--xid-window", "0s"], "--xid-window: '0s' must be longer than zero"),
+        # shorter than two rule evaluations, the change would never be seen
+        (["--xid-window", "90s"], "--xid-window: '90s' is shorter than 2m"),
+        (["--pod-label", "pod-name"], "--pod-label"),
+        (["--format", "prometheusrule", "--name", "Bad_Name"], "--name"),
+        (["--format", "prometheusrule", "-n", "a.b"], "--namespace"),
+        (["--format", "prometheusrule", "-l", "novalue"], "--label: 'novalue' is not KEY=VALUE"),
+        (["--format", "prometheusrule", "-l", "a=b c"], "--label"),
+    ],
+)
 def test_bad_options_exit_2_with_one_line(capsys, args, message):
     code, out, err = render(capsys, *args)
     assert code == 2

@@ -9,30 +9,67 @@ import time
 import pytest
 
 from tests import ROOT
+from tests.clirun import run_gpuctl as gpuctl
 from tests.cluster_data import A100, TOTAL_MIB, busy_until, gpu
 from tests.standins.prometheus import free_port, load_blocks, start_prometheus
-from tests.clirun import run_gpuctl as gpuctl
 
-GPU_KEYS = {"node", "gpu", "uuid", "model", "utilization_gpu", "memory_used_mib",
-            "memory_total_mib", "temperature_c", "power_w", "pod", "namespace", "idle"}
+GPU_KEYS = {
+    "node",
+    "gpu",
+    "uuid",
+    "model",
+    "utilization_gpu",
+    "memory_used_mib",
+    "memory_total_mib",
+    "temperature_c",
+    "power_w",
+    "pod",
+    "namespace",
+    "idle",
+}
 
 
 def cluster() -> list:
     """node-a (`Hostname`): busy held, idle held, idle free, busy until 20 min ago (held),
     plus gpu 0 scraped a second time by another job. node-b (`hostname`): held at 40 %,
     free at 60 % with no power metric. node-10: two MIG devices of one A100."""
-    return (gpu("Hostname", "node-a", 0, 90, pod="train-0", namespace="ml")
-            + gpu("Hostname", "node-a", 0, 90, pod="train-0", namespace="ml",
-                  extra={"job": "dcgm-again", "instance": "10.9.9.9:9400"})
-            + gpu("Hostname", "node-a", 1, 1, pod="notebook", namespace="research")
-            + gpu("Hostname", "node-a", 2, 2)
-            + gpu("Hostname", "node-a", 3, busy_until(20, 90), pod="train-3", namespace="ml")
-            + gpu("hostname", "node-b", 0, 40, pod="job-1", namespace="research")
-            + gpu("hostname", "node-b", 1, 60, power=False)
-            + gpu("Hostname", "node-10", 0, 50, model=A100, pod="infer", namespace="ml",
-                  mig=(1, "3g.40gb", 40192))
-            + gpu("Hostname", "node-10", 0, 1, model=A100, pod="nb-2", namespace="research",
-                  mig=(2, "3g.40gb", 40192)))
+    return (
+        gpu("Hostname", "node-a", 0, 90, pod="train-0", namespace="ml")
+        + gpu(
+            "Hostname",
+            "node-a",
+            0,
+            90,
+            pod="train-0",
+            namespace="ml",
+            extra={"job": "dcgm-again", "instance": "10.9.9.9:9400"},
+        )
+        + gpu("Hostname", "node-a", 1, 1, pod="notebook", namespace="research")
+        + gpu("Hostname", "node-a", 2, 2)
+        + gpu("Hostname", "node-a", 3, busy_until(20, 90), pod="train-3", namespace="ml")
+        + gpu("hostname", "node-b", 0, 40, pod="job-1", namespace="research")
+        + gpu("hostname", "node-b", 1, 60, power=False)
+        + gpu(
+            "Hostname",
+            "node-10",
+            0,
+            50,
+            model=A100,
+            pod="infer",
+            namespace="ml",
+            mig=(1, "3g.40gb", 40192),
+        )
+        + gpu(
+            "Hostname",
+            "node-10",
+            0,
+            1,
+            model=A100,
+            pod="nb-2",
+            namespace="research",
+            mig=(2, "3g.40gb", 40192),
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,23 +93,40 @@ def test_json_has_exactly_the_documented_shape(prom, capsys):
     doc = snapshot(capsys, prom.url)
     assert set(doc) == {"gpus", "namespaces", "summary"}
     assert all(set(g) == GPU_KEYS for g in doc["gpus"])
-    assert all(set(n) == {"namespace", "gpus", "mean_utilization", "idle_gpus"} for n in doc["namespaces"])
+    assert all(
+        set(n) == {"namespace", "gpus", "mean_utilization", "idle_gpus"} for n in doc["namespaces"]
+    )
     assert set(doc["summary"]) == {"gpus", "mean_utilization", "idle_gpus", "idle_allocated_gpus"}
 
 
 def test_one_row_per_gpu_grouped_by_node_with_values(prom, capsys):
     doc = snapshot(capsys, prom.url)
     assert [(g["node"], g["gpu"]) for g in doc["gpus"]] == [
-        ("node-10", "0/mig1"), ("node-10", "0/mig2"),
-        ("node-a", "0"), ("node-a", "1"), ("node-a", "2"), ("node-a", "3"),
-        ("node-b", "0"), ("node-b", "1")]  # the twice-scraped GPU is one row
+        ("node-10", "0/mig1"),
+        ("node-10", "0/mig2"),
+        ("node-a", "0"),
+        ("node-a", "1"),
+        ("node-a", "2"),
+        ("node-a", "3"),
+        ("node-b", "0"),
+        ("node-b", "1"),
+    ]  # the twice-scraped GPU is one row
     a0 = by_device(doc)[("node-a", "0")]
     used = round(TOTAL_MIB * 0.9 * 0.9) + 500
-    assert a0 == {"node": "node-a", "gpu": "0", "uuid": "GPU-node-a-0000",
-                  "model": "NVIDIA H100 80GB HBM3", "utilization_gpu": 90.0,
-                  "memory_used_mib": used, "memory_total_mib": TOTAL_MIB,  # used + free
-                  "temperature_c": 60.0, "power_w": 610.5, "pod": "train-0", "namespace": "ml",
-                  "idle": False}
+    assert a0 == {
+        "node": "node-a",
+        "gpu": "0",
+        "uuid": "GPU-node-a-0000",
+        "model": "NVIDIA H100 80GB HBM3",
+        "utilization_gpu": 90.0,
+        "memory_used_mib": used,
+        "memory_total_mib": TOTAL_MIB,  # used + free
+        "temperature_c": 60.0,
+        "power_w": 610.5,
+        "pod": "train-0",
+        "namespace": "ml",
+        "idle": False,
+    }
 
 
 def test_idle_and_idle_allocated(prom, capsys):
@@ -82,8 +136,12 @@ def test_idle_and_idle_allocated(prom, capsys):
     assert idle == {("node-a", "1"), ("node-a", "2"), ("node-a", "3"), ("node-10", "0/mig2")}
     # node-a/3 is at 0 % now and has been for 20 minutes: idle over the default 10m window.
     assert rows[("node-a", "3")]["utilization_gpu"] == 0
-    assert doc["summary"] == {"gpus": 8, "mean_utilization": pytest.approx(30.5, abs=0.1),
-                              "idle_gpus": 4, "idle_allocated_gpus": 3}
+    assert doc["summary"] == {
+        "gpus": 8,
+        "mean_utilization": pytest.approx(30.5, abs=0.1),
+        "idle_gpus": 4,
+        "idle_allocated_gpus": 3,
+    }
 
 
 def test_window_and_threshold_are_honoured(prom, capsys):
@@ -123,10 +181,18 @@ def test_namespace_summary(prom, capsys):
     doc = snapshot(capsys, prom.url)
     ns = {n["namespace"]: n for n in doc["namespaces"]}
     assert set(ns) == {"ml", "research"}
-    assert ns["ml"] == {"namespace": "ml", "gpus": 3, "idle_gpus": 1,
-                        "mean_utilization": pytest.approx((90 + 0 + 50) / 3, abs=0.1)}
-    assert ns["research"] == {"namespace": "research", "gpus": 3, "idle_gpus": 2,
-                              "mean_utilization": pytest.approx((1 + 40 + 1) / 3, abs=0.1)}
+    assert ns["ml"] == {
+        "namespace": "ml",
+        "gpus": 3,
+        "idle_gpus": 1,
+        "mean_utilization": pytest.approx((90 + 0 + 50) / 3, abs=0.1),
+    }
+    assert ns["research"] == {
+        "namespace": "research",
+        "gpus": 3,
+        "idle_gpus": 2,
+        "mean_utilization": pytest.approx((1 + 40 + 1) / 3, abs=0.1),
+    }
 
 
 def test_yaml_output(prom, capsys):
@@ -168,9 +234,16 @@ def test_config_file_gives_the_url(prom, capsys, monkeypatch, tmp_path):
 
 
 def test_three_queries_per_frame_whatever_the_cluster_size(prom, capsys, prometheus_with):
-    big = prometheus_with([s for n in range(60) for i in range(8)
-                           for s in gpu("Hostname", f"big-{n}", i, 30 + i, pod=f"p{n}-{i}",
-                                        namespace=f"team-{n % 5}")])
+    big = prometheus_with(
+        [
+            s
+            for n in range(60)
+            for i in range(8)
+            for s in gpu(
+                "Hostname", f"big-{n}", i, 30 + i, pod=f"p{n}-{i}", namespace=f"team-{n % 5}"
+            )
+        ]
+    )
     for server, gpus in ((prom, 8), (big, 480)):
         before = server.query_requests()
         assert snapshot(capsys, server.url)["summary"]["gpus"] == gpus
@@ -182,15 +255,23 @@ def test_exported_labels_from_a_servicemonitor_scrape(prometheus_with, capsys):
     DCGM's to exported_*: the GPU holder is exported_pod; a GPU without one is free."""
     exporter = {"pod": "dcgm-exporter-7x", "namespace": "gpu-operator", "container": "exporter"}
     server = prometheus_with(
-        gpu("Hostname", "n1", 0, 1, extra={**exporter, "exported_pod": "train",
-                                           "exported_namespace": "ml"})
-        + gpu("Hostname", "n1", 1, 1, extra=exporter))
+        gpu(
+            "Hostname",
+            "n1",
+            0,
+            1,
+            extra={**exporter, "exported_pod": "train", "exported_namespace": "ml"},
+        )
+        + gpu("Hostname", "n1", 1, 1, extra=exporter)
+    )
     doc = snapshot(capsys, server.url)
     rows = by_device(doc)
     assert (rows[("n1", "0")]["pod"], rows[("n1", "0")]["namespace"]) == ("train", "ml")
     assert rows[("n1", "1")]["pod"] is None
     assert doc["summary"]["idle_allocated_gpus"] == 1
-    assert doc["namespaces"] == [{"namespace": "ml", "gpus": 1, "mean_utilization": 1.0, "idle_gpus": 1}]
+    assert doc["namespaces"] == [
+        {"namespace": "ml", "gpus": 1, "mean_utilization": 1.0, "idle_gpus": 1}
+    ]
 
 
 def test_live_scrape_of_a_dcgm_exporter_look_alike(scraped_prometheus, capsys):
@@ -199,8 +280,15 @@ def test_live_scrape_of_a_dcgm_exporter_look_alike(scraped_prometheus, capsys):
 
     def fill(g):
         for i, (util, pod) in enumerate(((0, "idle-pod"), (75, "busy-pod"), (0, ""))):
-            lab = dict(gpu=str(i), UUID=f"GPU-{i}", modelName="NVIDIA L4", hostname="live-1",
-                       pod=pod, namespace="ns" if pod else "", container="c" if pod else "")
+            lab = dict(
+                gpu=str(i),
+                UUID=f"GPU-{i}",
+                modelName="NVIDIA L4",
+                hostname="live-1",
+                pod=pod,
+                namespace="ns" if pod else "",
+                container="c" if pod else "",
+            )
             g["DCGM_FI_DEV_GPU_UTIL"].labels(**lab).set(util)
             g["DCGM_FI_DEV_FB_USED"].labels(**lab).set(1000)
             g["DCGM_FI_DEV_FB_FREE"].labels(**lab).set(22000)
@@ -210,13 +298,16 @@ def test_live_scrape_of_a_dcgm_exporter_look_alike(scraped_prometheus, capsys):
     server = scraped_prometheus(fill, labels)
     doc = snapshot(capsys, server.url)
     assert [(g["node"], g["gpu"], g["pod"], g["idle"]) for g in doc["gpus"]] == [
-        ("live-1", "0", "idle-pod", True), ("live-1", "1", "busy-pod", False),
-        ("live-1", "2", None, True)]
+        ("live-1", "0", "idle-pod", True),
+        ("live-1", "1", "busy-pod", False),
+        ("live-1", "2", None, True),
+    ]
     assert doc["gpus"][0]["memory_total_mib"] == 23000 and doc["gpus"][0]["model"] == "NVIDIA L4"
     assert doc["summary"]["idle_allocated_gpus"] == 1
 
 
 # ---- failures: one line, non-zero exit, nothing sent when the input is bad ----
+
 
 def assert_one_line_error(code, out, err, expected_code, *fragments):
     assert code == expected_code, err
@@ -235,13 +326,28 @@ def test_prometheus_down(capsys):
 
 
 def test_unresolvable_host(capsys):
-    code, out, err = gpuctl(capsys, "top", "--prometheus", "http://no-such-host.invalid:9090", "--once")
-    assert_one_line_error(code, out, err, 1, "cannot reach Prometheus at http://no-such-host.invalid:9090")
+    code, out, err = gpuctl(
+        capsys, "top", "--prometheus", "http://no-such-host.invalid:9090", "--once"
+    )
+    assert_one_line_error(
+        code, out, err, 1, "cannot reach Prometheus at http://no-such-host.invalid:9090"
+    )
 
 
-@pytest.mark.parametrize("url", ["localhost:9090", "ftp://prom:21", "http://", "http://h:99999",
-                                 "prometheus", "http://h:9090/?q=1", "http://exa mple:9090",
-                                 "http://prom:9090/a b", "http://prom\t:9090"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "localhost:9090",
+        "ftp://prom:21",
+        "http://",
+        "http://h:99999",
+        "prometheus",
+        "http://h:9090/?q=1",
+        "http://exa mple:9090",
+        "http://prom:9090/a b",
+        "http://prom\t:9090",
+    ],
+)
 def test_bad_url_is_a_usage_error(capsys, url):
     code, out, err = gpuctl(capsys, "top", "--prometheus", url, "--once")
     assert_one_line_error(code, out, err, 2, "bad Prometheus URL")
@@ -280,15 +386,20 @@ def test_something_that_is_not_prometheus(capsys):
 def test_empty_prometheus_means_no_dcgm_exporter(prometheus_with, capsys):
     server = prometheus_with([])
     code, out, err = gpuctl(capsys, "top", "--prometheus", server.url, "--once", "-o", "json")
-    assert_one_line_error(code, out, err, 1, "no DCGM-exporter metrics in Prometheus at " + server.url)
+    assert_one_line_error(
+        code, out, err, 1, "no DCGM-exporter metrics in Prometheus at " + server.url
+    )
     assert "dcgm-exporter" in err.splitlines()[1]
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--window", "10"], "--window: '10' is not a Prometheus duration"),
-    (["--window", "5m) or vector(1"], "--window"),
-    (["--idle-threshold", "101"], "--idle-threshold: 101 is not a percentage"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--window", "10"], "--window: '10' is not a Prometheus duration"),
+        (["--window", "5m) or vector(1"], "--window"),
+        (["--idle-threshold", "101"], "--idle-threshold: 101 is not a percentage"),
+    ],
+)
 def test_bad_options_send_nothing(prom, capsys, args, fragment):
     before = prom.query_requests()
     code, out, err = gpuctl(capsys, "top", "--prometheus", prom.url, "--once", *args)
@@ -299,7 +410,6 @@ def test_bad_options_send_nothing(prom, capsys, args, fragment):
 def test_live_view_refreshes_then_shows_stale_when_prometheus_goes_away(prometheus_with):
     """The live view on a real terminal (a pty): frames keep coming; when Prometheus stops,
     the last frame stays with a `stale:` line; Ctrl-C ends it with exit 0."""
-    import os
     import pty
     import signal
     import subprocess
@@ -307,16 +417,21 @@ def test_live_view_refreshes_then_shows_stale_when_prometheus_goes_away(promethe
 
     server = prometheus_with(gpu("Hostname", "live-node", 0, 1, pod="nb", namespace="ml"))
     master, slave = pty.openpty()
-    env = dict(os.environ, PYTHONPATH=ROOT,
-               COLUMNS="160", LINES="40", TERM="xterm")
-    proc = subprocess.Popen([sys.executable, "-m", "gpuctl", "top", "--prometheus", server.url,
-                             "-d", "0.2"], stdin=slave, stdout=slave, stderr=slave, env=env)
+    env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="160", LINES="40", TERM="xterm")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl", "top", "--prometheus", server.url, "-d", "0.2"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+    )
     os.close(slave)
     seen = b""
 
     def read_until(marker: bytes, timeout: float) -> bool:
         nonlocal seen
         import select
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.2)

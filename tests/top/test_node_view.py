@@ -12,9 +12,8 @@ import pytest
 
 from gpuctl import sim
 from gpuctl.adapters.nvml import Nvml
-from tests.clirun import run_gpuctl as cli
-
 from tests import ROOT
+from tests.clirun import run_gpuctl as cli
 
 
 def test_once_prints_one_row_per_gpu(capsys):
@@ -32,10 +31,22 @@ def test_json_sample_matches_the_simulated_node(capsys):
     data = json.loads(out)
     assert [g["index"] for g in data["gpus"]] == [0, 1, 2, 3]
     g = data["gpus"][2]
-    assert (g["name"], g["memory_total_mib"], g["memory_used_mib"]) == ("NVIDIA A100-SXM4-40GB", 40960, 12000)
+    assert (g["name"], g["memory_total_mib"], g["memory_used_mib"]) == (
+        "NVIDIA A100-SXM4-40GB",
+        40960,
+        12000,
+    )
     assert g["fan_percent"] is None and g["mig_mode"] == 0 and g["power_limit_w"] == 400
-    assert g["processes"] == [{"pid": 901, "name": "train", "user": "ann", "used_memory_mib": 12000,
-                               "gi_id": None, "ci_id": None}]
+    assert g["processes"] == [
+        {
+            "pid": 901,
+            "name": "train",
+            "user": "ann",
+            "used_memory_mib": 12000,
+            "gi_id": None,
+            "ci_id": None,
+        }
+    ]
     assert data["gpus"][0]["processes"] == [] and data["gpus"][0]["utilization_gpu"] == 0
 
 
@@ -82,12 +93,15 @@ def test_env_var_selects_the_simulator(capsys, monkeypatch):
     assert code == 0 and len(json.loads(out)["gpus"]) == 2
 
 
-@pytest.mark.parametrize("args,words", [
-    (["--simulate", "3xV100", "--once"], "unknown GPU model 'V100'"),
-    (["--simulate", "8xH100-80GB", "--once", "--sort", "name"], "unknown --sort key 'name'"),
-    (["--simulate", "8xH100-80GB", "--once", "-d", "nan"], "--delay must be a number"),
-    (["--simulate", "8xH100-80GB", "--once", "-d", "inf"], "--delay must be a number"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--simulate", "3xV100", "--once"], "unknown GPU model 'V100'"),
+        (["--simulate", "8xH100-80GB", "--once", "--sort", "name"], "unknown --sort key 'name'"),
+        (["--simulate", "8xH100-80GB", "--once", "-d", "nan"], "--delay must be a number"),
+        (["--simulate", "8xH100-80GB", "--once", "-d", "inf"], "--delay must be a number"),
+    ],
+)
 def test_bad_input_exits_2(capsys, args, words):
     code, out, err = cli(capsys, "top", *args)
     assert code == 2 and words in err and "Traceback" not in err and out == ""
@@ -102,8 +116,10 @@ def test_bad_simulator_seed_exits_2(capsys, monkeypatch):
 def test_no_driver_exits_1_with_a_hint(capsys, no_nvidia_driver):
     code, out, err = cli(capsys, "top", "--once")
     assert code == 1 and out == ""
-    assert err.splitlines() == ["gpuctl: error: no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",
-                                "  hint: run on a GPU node, or try a simulated one: --simulate 8xH100-80GB"]
+    assert err.splitlines() == [
+        "gpuctl: error: no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",
+        "  hint: run on a GPU node, or try a simulated one: --simulate 8xH100-80GB",
+    ]
 
 
 def _run_in_terminal(stop):
@@ -111,8 +127,11 @@ def _run_in_terminal(stop):
     env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="100", LINES="40", TERM="xterm")
     pid, fd = pty.fork()
     if pid == 0:
-        os.execve(sys.executable, [sys.executable, "-m", "gpuctl", "top", "--simulate", "2xA30",
-                                   "-d", "0.2"], env)
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "gpuctl", "top", "--simulate", "2xA30", "-d", "0.2"],
+            env,
+        )
     out = b""
     deadline = time.monotonic() + 30
     stopped = False

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuctl.top import usage
 from gpuctl.common.errors import UsageError
+from gpuctl.top import usage
 
 
 def sample(name, value, **labels):
@@ -36,8 +36,10 @@ def test_queries_do_not_depend_on_the_cluster_and_check_the_window():
 
 def test_unknown_and_nan_values_are_missing_not_zero():
     d = dev()
-    f = frame([sample(usage.FB_USED, 100.0, **d), sample(usage.TEMP, math.nan, **d)],
-              attributes=[(d, 1.0)])
+    f = frame(
+        [sample(usage.FB_USED, 100.0, **d), sample(usage.TEMP, math.nan, **d)],
+        attributes=[(d, 1.0)],
+    )
     row = f.rows[0]
     assert row.utilization_gpu is None and row.temperature_c is None
     assert row.memory_used_mib == 100 and row.memory_total_mib is None  # no FB_FREE
@@ -55,9 +57,12 @@ def test_mig_board_series_fill_in_their_devices_and_make_no_row():
     attrs = [({**m, "modelName": "NVIDIA A100-SXM4-40GB"}, 1.0) for m in mig]
     means = [(mig[0], 25.0), (mig[1], 2.0)]
     f = frame(current, attrs, means)
-    assert [(r.gpu, r.model, r.utilization_gpu, r.power_w, r.temperature_c, r.idle) for r in f.rows] == [
+    assert [
+        (r.gpu, r.model, r.utilization_gpu, r.power_w, r.temperature_c, r.idle) for r in f.rows
+    ] == [
         ("0/mig7", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 25.0, 250.0, 50.0, False),
-        ("0/mig8", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 50.0, 250.0, 51.0, True)]
+        ("0/mig8", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 50.0, 250.0, 51.0, True),
+    ]
 
 
 def test_full_gpu_utilization_wins_over_its_profiling_metric():
@@ -68,22 +73,34 @@ def test_full_gpu_utilization_wins_over_its_profiling_metric():
 
 def test_devices_without_uuid_are_told_apart_by_node_and_index():
     devs = [{"Hostname": h, "gpu": g} for h in ("a", "b") for g in ("0", "1")]
-    f = frame([sample(usage.UTIL, 10.0 * i, **d) for i, d in enumerate(devs)],
-              attributes=[(d, 1.0) for d in devs], means=[(d, 10.0 * i) for i, d in enumerate(devs)])
+    f = frame(
+        [sample(usage.UTIL, 10.0 * i, **d) for i, d in enumerate(devs)],
+        attributes=[(d, 1.0) for d in devs],
+        means=[(d, 10.0 * i) for i, d in enumerate(devs)],
+    )
     assert [(r.node, r.gpu, r.uuid, r.utilization_gpu, r.mean_utilization) for r in f.rows] == [
-        ("a", "0", None, 0.0, 0.0), ("a", "1", None, 10.0, 10.0),
-        ("b", "0", None, 20.0, 20.0), ("b", "1", None, 30.0, 30.0)]
+        ("a", "0", None, 0.0, 0.0),
+        ("a", "1", None, 10.0, 10.0),
+        ("b", "0", None, 20.0, 20.0),
+        ("b", "1", None, 30.0, 30.0),
+    ]
 
 
 def test_node_name_falls_back_to_the_scrape_instance():
     d = {"gpu": "0", "UUID": "GPU-x"}
-    f = frame([sample(usage.UTIL, 1.0, **d)], attributes=[({**d, "instance": "10.1.2.3:9400"}, 1.0)])
+    f = frame(
+        [sample(usage.UTIL, 1.0, **d)], attributes=[({**d, "instance": "10.1.2.3:9400"}, 1.0)]
+    )
     assert f.rows[0].node == "10.1.2.3:9400"
 
 
 def test_the_fullest_attributes_win_deterministically():
     d = dev()
-    attrs = [(d, 1.0), ({**d, "pod": "p", "namespace": "ns", "modelName": "M"}, 1.0), ({**d, "modelName": "M"}, 1.0)]
+    attrs = [
+        (d, 1.0),
+        ({**d, "pod": "p", "namespace": "ns", "modelName": "M"}, 1.0),
+        ({**d, "modelName": "M"}, 1.0),
+    ]
     for order in (attrs, attrs[::-1]):
         row = frame([sample(usage.UTIL, 1.0, **d)], order).rows[0]
         assert (row.pod, row.namespace, row.model) == ("p", "ns", "M")
@@ -102,7 +119,8 @@ def test_natural_order_and_summaries():
     assert (s.gpus, s.idle_gpus, s.idle_allocated_gpus) == (3, 2, 1)
     assert (s.busiest.node, s.idlest.node, s.idlest.mean_utilization) == ("node-10", "node-2", 2.0)
     assert [(n.namespace, n.gpus, n.idle_gpus, n.mean_utilization) for n in f.namespaces] == [
-        ("team", 2, 1, pytest.approx(40.5))]
+        ("team", 2, 1, pytest.approx(40.5))
+    ]
 
 
 def test_threshold_is_strict():
@@ -111,10 +129,16 @@ def test_threshold_is_strict():
     assert frame([sample(usage.UTIL, 4.9, **d)], means=[(d, 4.99)]).rows[0].idle is True
 
 
-devices = st.lists(st.tuples(st.sampled_from(["n1", "n2", "node-3"]), st.integers(0, 7),
-                             st.one_of(st.none(), st.floats(0, 100)),
-                             st.one_of(st.none(), st.sampled_from(["p1", "p2"])),
-                             st.sampled_from(["", "1", "2"])), max_size=30)
+devices = st.lists(
+    st.tuples(
+        st.sampled_from(["n1", "n2", "node-3"]),
+        st.integers(0, 7),
+        st.one_of(st.none(), st.floats(0, 100)),
+        st.one_of(st.none(), st.sampled_from(["p1", "p2"])),
+        st.sampled_from(["", "1", "2"]),
+    ),
+    max_size=30,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -131,8 +155,9 @@ def test_summary_counts_are_consistent(devs, threshold):
     s = f.summary
     assert s.gpus == len(f.rows) == len({r.node + r.gpu for r in f.rows})
     assert s.idle_allocated_gpus <= s.idle_gpus <= s.gpus
-    assert s.idle_gpus == sum(1 for r in f.rows if r.mean_utilization is not None
-                              and r.mean_utilization < threshold)
+    assert s.idle_gpus == sum(
+        1 for r in f.rows if r.mean_utilization is not None and r.mean_utilization < threshold
+    )
     assert sum(n.gpus for n in f.namespaces) == sum(1 for r in f.rows if r.pod)
     assert sum(n.idle_gpus for n in f.namespaces) == s.idle_allocated_gpus
     if s.mean_utilization is not None:
@@ -146,8 +171,11 @@ def test_live_frame_is_cut_to_the_screen_and_says_so():
     from gpuctl.top import cluster_cli as top_cluster
 
     devs = [dev(f"n{i}", "0") for i in range(40)]
-    f = frame([sample(usage.UTIL, 50.0, **d) for d in devs], attributes=[(d, 1.0) for d in devs],
-              means=[(d, 50.0) for d in devs])
+    f = frame(
+        [sample(usage.UTIL, 50.0, **d) for d in devs],
+        attributes=[(d, 1.0) for d in devs],
+        means=[(d, 50.0) for d in devs],
+    )
     console = Console(width=160, record=True, force_terminal=False)
     console.print(top_cluster.render(f, "10m", 5.0, max_rows=10, error="HTTP 503"))
     text = console.export_text()
