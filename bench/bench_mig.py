@@ -43,16 +43,16 @@ def first_fit_decreasing(model, demand: dict) -> int:
 def exhaustive(model, demand: dict) -> int:
     names = sorted(demand)
     layouts = {tuple(c.get(n, 0) for n in names) for c in feasible_layouts(model)}
-    layouts = [l for l in layouts if any(l)]
+    layouts = [lay for lay in layouts if any(lay)]
 
     @cache
     def f(left):
         if not any(left):
             return 0
         return 1 + min(
-            f(tuple(max(0, a - b) for a, b in zip(left, l)))
-            for l in layouts
-            if any(a and b for a, b in zip(left, l))
+            f(tuple(max(0, a - b) for a, b in zip(left, lay)))
+            for lay in layouts
+            if any(a and b for a, b in zip(left, lay))
         )
 
     return f(tuple(demand[n] for n in names))

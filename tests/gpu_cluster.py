@@ -99,16 +99,18 @@ def seed(api, *objects: dict) -> None:
     from kubernetes import client
 
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    namespaced = {
+        "Pod": core.create_namespaced_pod,
+        "ConfigMap": core.create_namespaced_config_map,
+        "ResourceQuota": core.create_namespaced_resource_quota,
+        "DaemonSet": apps.create_namespaced_daemon_set,
+    }
+    cluster_wide = {"Node": core.create_node, "Namespace": core.create_namespace}
     for o in objects:
-        ns = o["metadata"].get("namespace")
-        {
-            "Node": lambda: core.create_node(o),
-            "Namespace": lambda: core.create_namespace(o),
-            "Pod": lambda: core.create_namespaced_pod(ns, o),
-            "ConfigMap": lambda: core.create_namespaced_config_map(ns, o),
-            "ResourceQuota": lambda: core.create_namespaced_resource_quota(ns, o),
-            "DaemonSet": lambda: apps.create_namespaced_daemon_set(ns, o),
-        }[o["kind"]]()
+        if o["kind"] in cluster_wide:
+            cluster_wide[o["kind"]](o)
+        else:
+            namespaced[o["kind"]](o["metadata"]["namespace"], o)
 
 
 def mark(kube) -> int:

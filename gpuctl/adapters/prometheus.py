@@ -24,7 +24,7 @@ class Prometheus:
             )
         try:
             parts = urlsplit(text)
-            parts.port  # raises ValueError on a bad port
+            _ = parts.port  # raises ValueError on a bad port
         except ValueError as e:
             raise UsageError(f"bad Prometheus URL {text!r}: {e}", hint=HINT_URL) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:

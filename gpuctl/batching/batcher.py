@@ -88,7 +88,7 @@ class DynamicBatcher(Generic[T, R]):
             )
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None)
+            type(fn).__call__
         )
         self.max_batch_size = max_batch_size
         self.max_wait_ms = float(max_wait_ms)

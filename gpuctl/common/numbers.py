@@ -6,7 +6,7 @@ import re
 
 MAX_DIGITS = 100  # far above every limit gpuctl checks; int() refuses more than 4300 digits
 
-_WHOLE = re.compile(r"0*([0-9]{1,%d})\Z" % MAX_DIGITS)
+_WHOLE = re.compile(rf"0*([0-9]{{1,{MAX_DIGITS}}})\Z")
 
 
 def whole_number(text: str) -> int | None:

@@ -1,1 +1,2 @@
-"""Job specs rendered into Pods/Jobs, fit-checked, submitted and followed (`render`, `submit`, `jobs`)."""
+"""Job specs rendered into Pods and Jobs, fit-checked, submitted and followed
+(`render`, `submit`, `jobs`)."""

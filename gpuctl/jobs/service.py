@@ -7,13 +7,13 @@ import time
 from collections.abc import Callable, Iterator
 
 from gpuctl.adapters.kube import Conflict, Kube, NotFound
+from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.gpus import resources as fit
 from gpuctl.jobs import status as job_status
 from gpuctl.jobs.manifests import GPU_TOLERATION, JOB_LABEL, MANAGED_SELECTOR
 from gpuctl.jobs.spec import JobSpec
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
-from gpuctl.common.errors import BackendError, GpuctlError
 
 
 def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:

@@ -1,1 +1,2 @@
-"""GPU views: a node from NVML, a cluster from DCGM metrics in Prometheus, alert rules (`top`, `alerts`)."""
+"""GPU views: a node from NVML, a cluster from DCGM metrics in Prometheus, and alert rules
+(`top`, `alerts`)."""

@@ -105,7 +105,7 @@ def queries(window: str) -> Queries:
         # not at all, so for them only the profiling metric counts.
         window_util=" or ".join(
             _per_device(
-                lambda m, by: (
+                lambda m, by, metric=metric, scale=scale, only=only: (
                     f"max by ({by}) ({scale}avg_over_time({metric}{{{m}{only}}}[{window}]))"
                 )
             )

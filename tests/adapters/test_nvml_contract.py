@@ -80,8 +80,8 @@ def test_memory_and_readings_are_in_range(n):
         v2 = n.nvmlDeviceGetMemoryInfo(h, version=n.nvmlMemory_v2)
         assert v2.total == mem.total
         for read, low, high in (
-            (lambda: n.nvmlDeviceGetUtilizationRates(h).gpu, 0, 100),
-            (lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU), 0, 130),
+            (lambda h=h: n.nvmlDeviceGetUtilizationRates(h).gpu, 0, 100),
+            (lambda h=h: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU), 0, 130),
         ):
             try:
                 assert low <= read() <= high

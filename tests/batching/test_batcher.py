@@ -18,11 +18,11 @@ import weakref
 import pytest
 
 from gpuctl.batching import BatcherClosed, BatchResultError, DynamicBatcher
+from tests import ROOT
 
 # Timings are checked with slack for a loaded 2-core machine; the rules under test are off by
 # far more than this when broken (a partial batch that waits for company waits forever).
 TOL = 0.15
-from tests import ROOT
 
 pytestmark = pytest.mark.asyncio
 

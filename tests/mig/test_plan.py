@@ -21,16 +21,16 @@ def exhaustive(model, demand: dict) -> int:
     """Fewest GPUs by trying every feasible layout for the next GPU (memoised DP)."""
     names = sorted(demand)
     layouts = [tuple(c.get(n, 0) for n in names) for c in feasible_layouts(model)]
-    layouts = [l for l in set(layouts) if any(l)]
+    layouts = [lay for lay in set(layouts) if any(lay)]
 
     @cache
     def f(left: tuple) -> int:
         if not any(left):
             return 0
         return 1 + min(
-            f(tuple(max(0, a - b) for a, b in zip(left, l)))
-            for l in layouts
-            if any(a and b for a, b in zip(left, l))
+            f(tuple(max(0, a - b) for a, b in zip(left, lay)))
+            for lay in layouts
+            if any(a and b for a, b in zip(left, lay))
         )
 
     return f(tuple(demand[n] for n in names))
@@ -138,7 +138,7 @@ def test_cli_plan_json_and_errors(capsys):
     )
     data = json.loads(out)
     assert code == 0 and data["gpus"] == 3 and data["optimal"] is True
-    assert sum(l["count"] * l["layout"].get("1g.10gb", 0) for l in data["layouts"]) == 9
+    assert sum(lay["count"] * lay["layout"].get("1g.10gb", 0) for lay in data["layouts"]) == 9
     code, _, err = run_cli(capsys, "mig", "plan", "--demand", "9g.1gb=1", "--gpu", "H100-80GB")
     assert code == 2 and "no MIG profile '9g.1gb'" in err
     code, _, err = run_cli(capsys, "mig", "plan", "--demand", "7g.80gb=9", "--gpus", "8xH100-80GB")
