@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,bench,lint]'
 	touch $@
 
 setup: $(BIN)/.installed
