@@ -28,8 +28,25 @@ class Forbidden(BackendError):
     """HTTP 403: RBAC does not allow this request."""
 
 
+# The kinds gpuctl reads and writes: kind -> (apiVersion, the client's name for it,
+# namespaced). A custom resource (e.g. a JobSet) would go through the CustomObjectsApi.
+_KINDS = {
+    "Namespace": ("v1", "namespace", False),
+    "Node": ("v1", "node", False),
+    "ConfigMap": ("v1", "config_map", True),
+    "Pod": ("v1", "pod", True),
+    "ResourceQuota": ("v1", "resource_quota", True),
+    "Service": ("v1", "service", True),
+    "Job": ("batch/v1", "job", True),
+    "DaemonSet": ("apps/v1", "daemon_set", True),
+}
+
+
 class Kube:
-    """A connection to one cluster (a kubeconfig context)."""
+    """A connection to one cluster (a kubeconfig context). Objects go in and come out as
+    plain dicts; the verbs name them by kind ("Pod", "Job", …). A namespaced kind given no
+    namespace is read, patched or deleted in the context's namespace, and listed or watched
+    in all namespaces."""
 
     def __init__(self, context: str | None = None, timeout: float = DEFAULT_TIMEOUT):
         import yaml
@@ -78,13 +95,15 @@ class Kube:
 
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         self.host = cfg.host
-        self.api = client.ApiClient(cfg)
-        self.core = client.CoreV1Api(self.api)
-        self.batch = client.BatchV1Api(self.api)
-        self.apps = client.AppsV1Api(self.api)
+        self._api = client.ApiClient(cfg)
+        self._apis = {
+            "v1": client.CoreV1Api(self._api),
+            "batch/v1": client.BatchV1Api(self._api),
+            "apps/v1": client.AppsV1Api(self._api),
+        }
 
     def close(self) -> None:
-        self.api.close()
+        self._api.close()
 
     def __enter__(self) -> Kube:
         return self
@@ -92,59 +111,81 @@ class Kube:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def call(self, fn: Callable, *args, what: str = "", **kwargs) -> Any:
-        """Call a client method with a timeout; return the response body as plain data."""
-        data = self.raw(fn, *args, what=what, **kwargs).data
-        try:
-            return json.loads(data) if data else None
-        except ValueError:  # e.g. a proxy's or a web server's HTML page
-            subject = f"{what}: " if what else ""
-            raise BackendError(
-                f"{subject}{self.host} did not answer with JSON",
-                hint="is the kubeconfig's server a Kubernetes API server?",
-            ) from None
+    # --- verbs by kind ---------------------------------------------------------------
 
-    def read_node(self, name: str) -> dict:
-        try:
-            return self.call(self.core.read_node, name, what=f"reading node {name}")
-        except NotFound:
-            raise GpuctlError(
-                f"no node {name!r} in the cluster", hint="kubectl get nodes lists them"
-            ) from None
+    def create(self, obj: dict, dry_run: bool = False) -> dict:
+        """Create OBJ in its metadata.namespace (the context's namespace if it has none);
+        with dry_run the server only checks it."""
+        kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name")
+        namespace = (obj.get("metadata") or {}).get("namespace") or self.namespace
+        fn, ns = self._method("create", kind, namespace, obj.get("apiVersion"))
+        kwargs = {"dry_run": "All"} if dry_run else {}
+        what = f"creating {_subject(kind, name, *ns)}"
+        return self._call(fn, *ns, obj, what=what, **kwargs)
 
-    def unfinished_pods(self, namespace: str | None = None) -> list[dict]:
-        """Pods not yet Succeeded or Failed, in one namespace or all. Callers check the phase
-        again: not every server (nor the test emulator) applies field selectors."""
-        running = "status.phase!=Succeeded,status.phase!=Failed"
-        if namespace:
-            return self.call(
-                self.core.list_namespaced_pod,
-                namespace,
-                field_selector=running,
-                what=f"listing pods in namespace {namespace}",
-            )["items"]
-        return self.call(
-            self.core.list_pod_for_all_namespaces, field_selector=running, what="listing pods"
+    def read(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        fn, ns = self._method("read", kind, namespace or self.namespace)
+        return self._call(fn, name, *ns, what=f"reading {_subject(kind, name, *ns)}")
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict]:
+        """Objects of KIND in NAMESPACE, or in all namespaces when it is None."""
+        fn, ns = self._method("list", kind, namespace)
+        return self._call(
+            fn,
+            *ns,
+            label_selector=selector,
+            field_selector=field_selector,
+            what=f"listing {_plural(kind)}" + "".join(f" in namespace {n}" for n in ns),
         )["items"]
 
-    def raw(self, fn: Callable, *args, what: str = "", **kwargs):
-        """Call a client method; return the undecoded HTTP response (for streams)."""
-        kwargs.setdefault("_request_timeout", self.timeout)
-        kwargs["_preload_content"] = False
-        return self._guard(fn, args, kwargs, what)
+    def patch(self, kind: str, name: str, namespace: str | None, body: dict | list) -> dict:
+        """A dict is a strategic-merge patch, a list a JSON patch (RFC 6902)."""
+        fn, ns = self._method("patch", kind, namespace or self.namespace)
+        return self._call(fn, name, *ns, body, what=f"updating {_subject(kind, name, *ns)}")
 
-    def stream(self, fn: Callable, *args, what: str = "", **kwargs) -> Iterator[dict]:
-        """Watch events ({type, object}) as plain data. Ends when the server closes the watch
-        or when nothing arrives for `timeout_seconds` (+2 s grace): the caller loops."""
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        fn, ns = self._method("delete", kind, namespace or self.namespace)
+        # what the object owns (a Job's pods) goes too, as with kubectl; the API's default
+        # for a Job would leave its pods running
+        self._call(
+            fn,
+            name,
+            *ns,
+            propagation_policy="Background",
+            what=f"deleting {_subject(kind, name, *ns)}",
+        )
+
+    def watch(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        name: str | None = None,
+        timeout_seconds: int = 60,
+    ) -> Iterator[dict]:
+        """Events ({type, object}) on objects of KIND (only NAME if given). Ends when the
+        server closes the watch or when nothing arrives for `timeout_seconds` (+2 s
+        grace): the caller loops."""
         import urllib3
         from kubernetes import watch
 
-        timeout = kwargs.setdefault("timeout_seconds", 60)
-        kwargs.setdefault("_request_timeout", (self.timeout, timeout + 2))
+        fn, ns = self._method("list", kind, namespace)
+        what = f"watching {kind} {name}" if name else f"watching {_plural(kind)}"
         w = watch.Watch()
         try:
-            for event in w.stream(fn, *args, **kwargs):
-                obj = event.get("raw_object") or self.api.sanitize_for_serialization(
+            for event in w.stream(
+                fn,
+                *ns,
+                field_selector=f"metadata.name={name}" if name else None,
+                timeout_seconds=timeout_seconds,
+                _request_timeout=(self.timeout, timeout_seconds + 2),
+            ):
+                obj = event.get("raw_object") or self._api.sanitize_for_serialization(
                     event["object"]
                 )
                 yield {"type": event["type"], "object": obj}
@@ -159,7 +200,91 @@ class Kube:
         finally:
             w.stop()
 
-    def _guard(self, fn, args, kwargs, what):
+    # --- special verbs ---------------------------------------------------------------
+
+    def read_node(self, name: str) -> dict:
+        try:
+            return self.read("Node", name)
+        except NotFound:
+            raise GpuctlError(
+                f"no node {name!r} in the cluster", hint="kubectl get nodes lists them"
+            ) from None
+
+    def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict:
+        """Set the node's labels; a None value removes that label."""
+        return self._call(
+            self._apis["v1"].patch_node,
+            name,
+            {"metadata": {"labels": labels}},
+            what=f"labelling node {name}",
+        )
+
+    def unfinished_pods(self, namespace: str | None = None) -> list[dict]:
+        """Pods not yet Succeeded or Failed, in one namespace or all. Callers check the phase
+        again: not every server (nor the test emulator) applies field selectors."""
+        return self.list(
+            "Pod", namespace, field_selector="status.phase!=Succeeded,status.phase!=Failed"
+        )
+
+    def pod_log_lines(self, name: str, namespace: str, follow: bool = False) -> Iterator[str]:
+        """The pod's log, line by line; with follow, until the container ends."""
+        resp = self._raw(
+            self._apis["v1"].read_namespaced_pod_log,
+            name,
+            namespace,
+            follow=follow,
+            _request_timeout=None if follow else self.timeout,
+            what=f"reading logs of {name}",
+        )
+        pending = b""
+        try:
+            for chunk in resp.stream(4096) if follow else [resp.data]:
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+            if pending:
+                yield pending.decode("utf-8", "replace")
+        finally:
+            resp.release_conn()
+
+    # --- the client ------------------------------------------------------------------
+
+    def _method(
+        self, verb: str, kind: str | None, namespace: str | None, api_version: str | None = None
+    ) -> tuple[Callable, tuple[str, ...]]:
+        """The client's method for VERB on KIND and the namespace argument it takes: none for
+        a cluster-scoped kind, none either when a namespaced kind is listed across all."""
+        known = _KINDS.get(kind or "")
+        if known is None or api_version not in (None, known[0]):
+            what = f"{api_version} {kind}" if api_version else kind
+            raise GpuctlError(
+                f"gpuctl does not handle Kubernetes objects of kind {what}",
+                hint="it handles " + ", ".join(f"{v} {k}" for k, (v, _, _) in _KINDS.items()),
+            )
+        version, name, namespaced = known
+        api = self._apis[version]
+        if not namespaced:
+            return getattr(api, f"{verb}_{name}"), ()
+        if namespace is None:
+            return getattr(api, f"{verb}_{name}_for_all_namespaces"), ()
+        return getattr(api, f"{verb}_namespaced_{name}"), (namespace,)
+
+    def _call(self, fn: Callable, *args, what: str = "", **kwargs) -> Any:
+        """Call a client method with a timeout; return the response body as plain data."""
+        data = self._raw(fn, *args, what=what, **kwargs).data
+        try:
+            return json.loads(data) if data else None
+        except ValueError:  # e.g. a proxy's or a web server's HTML page
+            subject = f"{what}: " if what else ""
+            raise BackendError(
+                f"{subject}{self.host} did not answer with JSON",
+                hint="is the kubeconfig's server a Kubernetes API server?",
+            ) from None
+
+    def _raw(self, fn: Callable, *args, what: str = "", **kwargs):
+        """Call a client method; return the undecoded HTTP response (for streams)."""
+        kwargs.setdefault("_request_timeout", self.timeout)
+        kwargs["_preload_content"] = False
         try:
             return fn(*args, **kwargs)
         except Exception as e:
@@ -215,6 +340,15 @@ class Kube:
                 hint="is the cluster up and the kubeconfig context right?",
             )
         return BackendError(f"{subject}{type(e).__name__}: {_first_line(e)}")
+
+
+def _plural(kind: str) -> str:
+    """The resource's name in URLs and kubectl: "resourcequotas"."""
+    return kind.lower() + "s"
+
+
+def _subject(kind: str, name: str | None, namespace: str | None = None) -> str:
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
 def _api_message(e) -> str:

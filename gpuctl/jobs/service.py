@@ -20,33 +20,12 @@ def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
     resource = spec.gpu_resource
     if resource is None:
         return fit.check_fit([], [], None, 0, spec.nodes, (), label_key, [])
-    nodes = kube.call(kube.core.list_node, what="listing nodes")["items"]
+    nodes = kube.list("Node")
     pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
     return fit.check_fit(
         nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type, label_key, tolerations
     )
-
-
-def _create_one(kube: Kube, obj: dict, namespace: str, dry_run: str | None) -> None:
-    kind, name = obj["kind"], obj["metadata"]["name"]
-    create = {
-        "Service": kube.core.create_namespaced_service,
-        "Pod": kube.core.create_namespaced_pod,
-        "Job": kube.batch.create_namespaced_job,
-    }[kind]
-    kwargs = {"dry_run": "All"} if dry_run == "server" else {}
-    kube.call(create, namespace, obj, what=f"creating {kind} {namespace}/{name}", **kwargs)
-
-
-def _delete_one(kube: Kube, kind: str, name: str, namespace: str) -> None:
-    delete = {
-        "Service": kube.core.delete_namespaced_service,
-        "Pod": kube.core.delete_namespaced_pod,
-        "Job": kube.batch.delete_namespaced_job,
-    }[kind]
-    kwargs = {"propagation_policy": "Background"} if kind == "Job" else {}
-    kube.call(delete, name, namespace, what=f"deleting {kind} {namespace}/{name}", **kwargs)
 
 
 def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | None = None) -> None:
@@ -55,7 +34,7 @@ def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | Non
     try:
         for obj in manifests:
             obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
-            _create_one(kube, obj, namespace, dry_run)
+            kube.create(obj, dry_run=dry_run == "server")
             made.append(obj)
     except Conflict:
         _rollback(kube, made, namespace, dry_run)
@@ -78,7 +57,7 @@ def _rollback(kube: Kube, made: list[dict], namespace: str, dry_run: str | None)
         return
     for obj in reversed(made):
         try:
-            _delete_one(kube, obj["kind"], obj["metadata"]["name"], namespace)
+            kube.delete(obj["kind"], obj["metadata"]["name"], namespace)
         except NotFound:
             pass
 
@@ -91,30 +70,8 @@ def _managed(items: list[dict]) -> list[dict]:
 
 def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
     """gpuctl-managed Jobs and bare Pods, as plain objects with their kind set."""
-    if namespace is None:
-        jobs = kube.call(
-            kube.batch.list_job_for_all_namespaces,
-            label_selector=MANAGED_SELECTOR,
-            what="listing jobs",
-        )["items"]
-        pods = kube.call(
-            kube.core.list_pod_for_all_namespaces,
-            label_selector=MANAGED_SELECTOR,
-            what="listing pods",
-        )["items"]
-    else:
-        jobs = kube.call(
-            kube.batch.list_namespaced_job,
-            namespace,
-            label_selector=MANAGED_SELECTOR,
-            what="listing jobs",
-        )["items"]
-        pods = kube.call(
-            kube.core.list_namespaced_pod,
-            namespace,
-            label_selector=MANAGED_SELECTOR,
-            what="listing pods",
-        )["items"]
+    jobs = kube.list("Job", namespace, selector=MANAGED_SELECTOR)
+    pods = kube.list("Pod", namespace, selector=MANAGED_SELECTOR)
     out = [{**j, "kind": "Job"} for j in _managed(jobs)]
     # a Job's own pods carry the job label too; only bare Pods are listed as jobs
     out += [
@@ -132,12 +89,9 @@ def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
 
 def get_job(kube: Kube, name: str, namespace: str) -> dict:
     """The managed Job or bare Pod called NAME."""
-    for kind, read in (
-        ("Job", kube.batch.read_namespaced_job),
-        ("Pod", kube.core.read_namespaced_pod),
-    ):
+    for kind in ("Job", "Pod"):
         try:
-            obj = kube.call(read, name, namespace, what=f"reading {kind} {namespace}/{name}")
+            obj = kube.read(kind, name, namespace)
         except NotFound:
             continue
         if _managed([obj]):
@@ -152,12 +106,12 @@ def get_job(kube: Kube, name: str, namespace: str) -> dict:
 def delete_job(kube: Kube, name: str, namespace: str) -> list[str]:
     """Delete the job and its headless Service; return what was deleted."""
     obj = get_job(kube, name, namespace)
-    _delete_one(kube, obj["kind"], name, namespace)
+    kube.delete(obj["kind"], name, namespace)
     deleted = [f"{obj['kind']}/{name}"]
     try:
-        svc = kube.call(kube.core.read_namespaced_service, name, namespace, what="reading service")
+        svc = kube.read("Service", name, namespace)
         if _managed([svc]) and (svc["metadata"].get("labels") or {}).get(JOB_LABEL) == name:
-            _delete_one(kube, "Service", name, namespace)
+            kube.delete("Service", name, namespace)
             deleted.append(f"Service/{name}")
     except NotFound:
         pass
@@ -174,7 +128,6 @@ def wait(
 ) -> dict:
     """Follow the job's status until it finishes or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
-    list_fn = kube.batch.list_namespaced_job if kind == "Job" else kube.core.list_namespaced_pod
     current = get_job(kube, name, namespace)
     on_update(job_status.row(current))
     while job_status.status_of(current) not in job_status.FINISHED:
@@ -184,12 +137,8 @@ def wait(
                 f"gave up waiting after {timeout:g} s; {kind} {name} is "
                 f"{job_status.status_of(current)} and keeps running"
             )
-        for event in kube.stream(
-            list_fn,
-            namespace,
-            field_selector=f"metadata.name={name}",
-            timeout_seconds=max(1, int(min(remaining, 30))),
-            what=f"watching {kind} {name}",
+        for event in kube.watch(
+            kind, namespace, name=name, timeout_seconds=max(1, int(min(remaining, 30)))
         ):
             obj = event["object"]
             if (obj.get("metadata") or {}).get("name") != name:
@@ -223,26 +172,16 @@ def logs(
             hint=f"gpuctl jobs get {name} -n {namespace}",
         )
     pod_names = [p["metadata"]["name"] for p in pods]
+    prefix = len(pod_names) > 1
     for pod in pod_names[:1] if follow else pod_names:
-        yield from _pod_log_lines(kube, pod, namespace, follow, prefix=len(pod_names) > 1)
+        for line in kube.pod_log_lines(pod, namespace, follow):
+            yield f"[{pod}] {line}" if prefix else line
 
 
 def _pods(kube: Kube, kind: str, name: str, namespace: str) -> list[dict]:
     if kind == "Pod":
-        return [
-            kube.call(
-                kube.core.read_namespaced_pod,
-                name,
-                namespace,
-                what=f"reading Pod {namespace}/{name}",
-            )
-        ]
-    pods = kube.call(
-        kube.core.list_namespaced_pod,
-        namespace,
-        label_selector=f"{JOB_LABEL}={name}",
-        what="listing pods",
-    )["items"]
+        return [kube.read("Pod", name, namespace)]
+    pods = kube.list("Pod", namespace, selector=f"{JOB_LABEL}={name}")
     return sorted(
         (p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name),
         key=_worker_order,
@@ -262,28 +201,3 @@ def _worker_order(pod: dict) -> tuple[int, str]:
 
 def _phase(pod: dict) -> str:
     return (pod.get("status") or {}).get("phase") or "Pending"
-
-
-def _pod_log_lines(
-    kube: Kube, pod: str, namespace: str, follow: bool, prefix: bool
-) -> Iterator[str]:
-    resp = kube.raw(
-        kube.core.read_namespaced_pod_log,
-        pod,
-        namespace,
-        follow=follow,
-        _request_timeout=None if follow else kube.timeout,
-        what=f"reading logs of {pod}",
-    )
-    pending = b""
-    try:
-        for chunk in resp.stream(4096) if follow else [resp.data]:
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                text = line.decode("utf-8", "replace")
-                yield f"[{pod}] {text}" if prefix else text
-        if pending:
-            text = pending.decode("utf-8", "replace")
-            yield f"[{pod}] {text}" if prefix else text
-    finally:
-        resp.release_conn()

@@ -76,9 +76,7 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
         items = [kube.read_node(node)]
     else:
         wanted = label_selector.parse(selector)
-        items = kube.call(kube.core.list_node, label_selector=selector, what="listing nodes")[
-            "items"
-        ]
+        items = kube.list("Node", selector=selector)
         items = [n for n in items if label_selector.matches(wanted, n["metadata"].get("labels"))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")
@@ -109,12 +107,7 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
 
 def label(kube: Kube, nodes: list[NodeTarget], config: str) -> None:
     for t in nodes:
-        kube.call(
-            kube.core.patch_node,
-            t.name,
-            {"metadata": {"labels": {CONFIG_LABEL: config}}},
-            what=f"labelling node {t.name}",
-        )
+        kube.patch_node_labels(t.name, {CONFIG_LABEL: config})
 
 
 def follow(
@@ -144,9 +137,7 @@ def follow(
         left = timeout - (clock() - start)
         if left <= 0:
             break
-        for event in kube.stream(
-            kube.core.list_node, timeout_seconds=max(1, min(int(left), 30)), what="watching nodes"
-        ):
+        for event in kube.watch("Node", timeout_seconds=max(1, min(int(left), 30))):
             node = event["object"]
             name = node["metadata"]["name"]
             if name not in names or name in done:
@@ -192,12 +183,7 @@ def operator_config(
     found, notes = [], []
     for name in dict.fromkeys(names):
         try:
-            cm = kube.call(
-                kube.core.read_namespaced_config_map,
-                name,
-                namespace,
-                what=f"reading ConfigMap {namespace}/{name}",
-            )
+            cm = kube.read("ConfigMap", name, namespace)
         except NotFound:
             continue
         except BackendError as e:

@@ -37,19 +37,14 @@ class QuotaPlan:
 def plan_set(kube: Kube, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan:
     desired = core.hard(gpus, mig)
     try:
-        kube.call(kube.core.read_namespace, team, what=f"reading namespace {team}")
+        kube.read("Namespace", team)
         create_ns = False
     except NotFound:
         create_ns = True
     current = None
     if not create_ns:
         try:
-            obj = kube.call(
-                kube.core.read_namespaced_resource_quota,
-                core.QUOTA_NAME,
-                team,
-                what=f"reading ResourceQuota {team}/{core.QUOTA_NAME}",
-            )
+            obj = kube.read("ResourceQuota", core.QUOTA_NAME, team)
             current = (obj.get("spec") or {}).get("hard") or {}
         except NotFound:
             pass
@@ -58,41 +53,27 @@ def plan_set(kube: Kube, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan
 
 def apply_set(kube: Kube, p: QuotaPlan) -> None:
     if p.create_namespace:
-        kube.call(
-            kube.core.create_namespace,
-            core.namespace_object(p.team),
-            what=f"creating namespace {p.team}",
-        )
+        kube.create(core.namespace_object(p.team))
     if p.current is None:
-        kube.call(
-            kube.core.create_namespaced_resource_quota,
-            p.team,
-            core.quota_object(p.team, p.desired),
-            what=f"creating ResourceQuota {p.team}/{core.QUOTA_NAME}",
-        )
+        kube.create(core.quota_object(p.team, p.desired))
     elif p.changes:
         # gpuctl owns this quota object: its hard limits are replaced as a whole, so a MIG
         # profile left out of --mig is removed
-        kube.call(
-            kube.core.patch_namespaced_resource_quota,
+        kube.patch(
+            "ResourceQuota",
             core.QUOTA_NAME,
             p.team,
             [{"op": "replace", "path": "/spec/hard", "value": p.desired}],
-            what=f"updating ResourceQuota {p.team}/{core.QUOTA_NAME}",
         )
 
 
 def usage(kube: Kube, namespace: str | None) -> list[dict]:
     if namespace:
-        quotas = kube.call(
-            kube.core.list_namespaced_resource_quota, namespace, what="listing ResourceQuotas"
-        )["items"]
-        pods = kube.call(kube.core.list_namespaced_pod, namespace, what="listing pods")["items"]
+        quotas = kube.list("ResourceQuota", namespace)
+        pods = kube.list("Pod", namespace)
         quotas, pods = _in(namespace, quotas), _in(namespace, pods)
     else:
-        quotas = kube.call(
-            kube.core.list_resource_quota_for_all_namespaces, what="listing ResourceQuotas"
-        )["items"]
+        quotas = kube.list("ResourceQuota")
         pods = kube.unfinished_pods()
     return core.usage_rows(quotas, pods)
 
@@ -113,11 +94,7 @@ def precheck(kube: Kube, spec: JobSpec, namespace: str) -> None:
         return
     name, per_worker = resource
     total = per_worker * spec.nodes
-    quotas = kube.call(
-        kube.core.list_namespaced_resource_quota,
-        namespace,
-        what=f"reading quotas of namespace {namespace}",
-    )["items"]
+    quotas = kube.list("ResourceQuota", namespace)
     pods = None
     if core.needs_pods(quotas, name):
         pods = _in(namespace, kube.unfinished_pods(namespace))

@@ -21,9 +21,7 @@ class Target:
 
 
 def list_daemonsets(kube: Kube) -> list[dict]:
-    return kube.call(kube.apps.list_daemon_set_for_all_namespaces, what="listing DaemonSets")[
-        "items"
-    ]
+    return kube.list("DaemonSet")
 
 
 def locate(
@@ -52,23 +50,14 @@ def locate(
     mounted_name = core.plugin_config_map(plugin) if plugin else None
     name = config_map or mounted_name or core.DEFAULT_CONFIG_MAP
     try:
-        data = (
-            kube.call(
-                kube.core.read_namespaced_config_map,
-                name,
-                ns,
-                what=f"reading ConfigMap {ns}/{name}",
-            ).get("data")
-            or {}
-        )
+        data = kube.read("ConfigMap", name, ns).get("data") or {}
     except NotFound:
         data = None
     return Target(ns, name, mounted_name == name, data)
 
 
 def list_nodes(kube: Kube, selector_text: str | None) -> list[dict]:
-    kwargs = {"label_selector": selector_text} if selector_text else {}
-    return kube.call(kube.core.list_node, what="listing nodes", **kwargs)["items"]
+    return kube.list("Node", selector=selector_text or None)
 
 
 @dataclass
@@ -137,32 +126,16 @@ def apply(kube: Kube, p: Plan) -> None:
     """Write the config first, then the labels: a node never points at a missing key."""
     t = p.target
     if p.config_map_action == "create":
-        kube.call(
-            kube.core.create_namespaced_config_map,
-            t.namespace,
-            core.config_map(t.config_map, t.namespace, {p.name: p.text}),
-            what=f"creating ConfigMap {t.namespace}/{t.config_map}",
-        )
+        kube.create(core.config_map(t.config_map, t.namespace, {p.name: p.text}))
     elif p.config_map_action == "add key":
-        kube.call(
-            kube.core.patch_namespaced_config_map,
-            t.config_map,
-            t.namespace,
-            {"data": {p.name: p.text}},
-            what=f"updating ConfigMap {t.namespace}/{t.config_map}",
-        )
+        kube.patch("ConfigMap", t.config_map, t.namespace, {"data": {p.name: p.text}})
     apply_labels(kube, p.changes)
 
 
 def apply_labels(kube: Kube, changes: list[core.NodeChange]) -> None:
     for c in changes:
-        if c.changes:  # a None value removes the label (strategic merge patch)
-            kube.call(
-                kube.core.patch_node,
-                c.node,
-                {"metadata": {"labels": {core.CONFIG_LABEL: c.new}}},
-                what=f"labelling node {c.node}",
-            )
+        if c.changes:  # a None value removes the label
+            kube.patch_node_labels(c.node, {core.CONFIG_LABEL: c.new})
 
 
 def plan_off(

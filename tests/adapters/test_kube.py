@@ -1,0 +1,132 @@
+"""The Kubernetes adapter's verbs against the API emulator, through the official client."""
+
+import pytest
+
+from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
+from gpuctl.common.errors import BackendError, GpuctlError
+from tests.gpu_cluster import mark, node, pod, seed, writes
+
+
+@pytest.fixture
+def k(kube):
+    with Kube() as k:
+        yield k
+
+
+def config_map(name, namespace=None, data=None):
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data or {}}
+
+
+def test_namespaced_object_round_trip(k, kube):
+    made = k.create(config_map("cfg", "team-a", {"a": "1"}))
+    assert made["metadata"]["name"] == "cfg"
+    assert k.read("ConfigMap", "cfg", "team-a")["data"] == {"a": "1"}
+    k.patch("ConfigMap", "cfg", "team-a", {"data": {"b": "2"}})  # strategic merge
+    assert k.read("ConfigMap", "cfg", "team-a")["data"] == {"a": "1", "b": "2"}
+    k.patch("ConfigMap", "cfg", "team-a", [{"op": "replace", "path": "/data", "value": {}}])
+    assert not k.read("ConfigMap", "cfg", "team-a").get("data")
+    since = mark(kube)
+    k.delete("ConfigMap", "cfg", "team-a")
+    assert writes(kube, since) == [("DELETE", "/api/v1/namespaces/team-a/configmaps/cfg")]
+    with pytest.raises(NotFound, match="reading ConfigMap team-a/cfg: not found"):
+        k.read("ConfigMap", "cfg", "team-a")
+
+
+def test_cluster_scoped_objects_and_the_context_namespace(k, kube):
+    k.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    assert k.read("Namespace", "ml")["metadata"]["name"] == "ml"
+    k.create(config_map("plain"))  # no namespace: the kubeconfig context's ("default")
+    assert k.read("ConfigMap", "plain")["metadata"]["name"] == "plain"  # read: the same
+    assert ("POST", "/api/v1/namespaces") in writes(kube, 0)
+    assert ("POST", "/api/v1/namespaces/default/configmaps") in writes(kube, 0)
+
+
+def test_jobs_are_deleted_with_their_pods(k, kube):
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+    }
+    k.create(job)
+    since = mark(kube)
+    k.delete("Job", "train", "ml")
+    (method, path, query) = kube.requests()[since]
+    assert (path, query.get("propagationPolicy")) == (
+        "/apis/batch/v1/namespaces/ml/jobs/train",
+        "Background",
+    )
+    assert k.list("Job", "ml") == []
+
+
+def test_list_in_one_namespace_or_all_sends_the_selectors(k, kube, kube_api):
+    seed(kube_api, pod("a", "ml"), pod("b", "web"), node("gpu-1"))
+    assert [p["metadata"]["name"] for p in k.list("Pod", "ml")] == ["a"]
+    assert sorted(p["metadata"]["name"] for p in k.list("Pod")) == ["a", "b"]
+    since = mark(kube)
+    assert [n["metadata"]["name"] for n in k.list("Node", selector="pool=a")] == ["gpu-1"]
+    k.list("DaemonSet", field_selector="metadata.name=x")
+    assert [(p, q) for _, p, q in kube.requests()[since:]] == [
+        ("/api/v1/nodes", {"labelSelector": "pool=a"}),
+        ("/apis/apps/v1/daemonsets", {"fieldSelector": "metadata.name=x"}),
+    ]
+
+
+def test_dry_run_create_asks_the_server_to_only_check(k, kube):
+    since = mark(kube)
+    k.create(config_map("cfg", "ml"), dry_run=True)
+    assert [q.get("dryRun") for _, _, q in kube.requests()[since:]] == ["All"]
+
+
+def test_node_labels_are_set_and_removed(k, kube_api):
+    seed(kube_api, node("gpu-1", labels={"old": "x"}))
+    k.patch_node_labels("gpu-1", {"new": "y", "old": None})
+    labels = k.read_node("gpu-1")["metadata"]["labels"]
+    assert labels["new"] == "y" and "old" not in labels
+    with pytest.raises(GpuctlError, match="no node 'gpu-9' in the cluster"):
+        k.read_node("gpu-9")
+
+
+def test_watch_reports_changes_and_ends_when_quiet(k, kube_api):
+    seed(kube_api, node("gpu-1"), node("gpu-2"))
+    events = list(k.watch("Node", timeout_seconds=1))
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "gpu-1"),
+        ("ADDED", "gpu-2"),
+    ]
+
+
+def test_pod_log_lines(k, kube):
+    kube.call(lambda: kube.emulator["get /api/v1/namespaces/ml/pods/p/log"] << b"one\ntwo\npartial")
+    assert list(k.pod_log_lines("p", "ml")) == ["one", "two", "partial"]
+
+
+def test_kinds_it_does_not_know_are_refused_before_anything_is_sent(k, kube):
+    with pytest.raises(
+        GpuctlError, match="not handle Kubernetes objects of kind jobset.x-k8s.io/v1alpha2 JobSet"
+    ):
+        k.create({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {}})
+    with pytest.raises(GpuctlError, match="of kind batch/v2 Job"):
+        k.create({"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "j"}})
+    with pytest.raises(GpuctlError, match="of kind Deployment"):
+        k.list("Deployment")
+    assert kube.requests() == []
+
+
+def test_http_errors_become_gpuctl_errors(k, kube):
+    k.create(config_map("cfg", "ml"))
+    with pytest.raises(Conflict, match="creating ConfigMap ml/cfg: already exists"):
+        k.create(config_map("cfg", "ml"))
+    with pytest.raises(NotFound, match="deleting Pod ml/nope: not found"):
+        k.delete("Pod", "nope", "ml")
+    kube.call(lambda: kube.emulator["get /api/v1/namespaces/ml/configmaps"] << 403)
+    with pytest.raises(Forbidden, match="listing configmaps in namespace ml: not allowed") as e:
+        k.list("ConfigMap", "ml")
+    assert "RBAC" in e.value.hint
+    kube.call(lambda: kube.emulator["get /api/v1/nodes/gpu-1"] << 500)
+    with pytest.raises(BackendError, match=r"reading Node gpu-1: the API server failed \(HTTP 500"):
+        k.read_node("gpu-1")
+    kube.call(lambda: kube.emulator["get /api/v1/namespaces"] << b"<html>Sign in</html>")
+    with pytest.raises(BackendError, match="did not answer with JSON"):
+        k.list("Namespace")
