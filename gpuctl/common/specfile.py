@@ -16,6 +16,7 @@ from typing import Any
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import SpecError
 from gpuctl.common.numbers import whole_number
+from gpuctl.common.quantity import parse as parse_quantity
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -208,9 +209,6 @@ def _convert(node, path: Path, doc: Doc, loader) -> Any:
 
 # ---------- typed access to the fields of one mapping ----------
 
-_QUANTITY = re.compile(
-    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?\Z"
-)
 _DURATION_PART = re.compile(r"([0-9]+)(d|h|m|s)")
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MISSING = object()
@@ -343,8 +341,11 @@ class Fields:
         if value is default:
             return value
         text = value if isinstance(value, bool) else self._text((key,), value)
-        if not isinstance(text, str) or not _QUANTITY.match(text):
+        amount = parse_quantity(text) if isinstance(text, str) else None
+        if amount is None:
             raise self.error(key, f"{value!r} is not a Kubernetes quantity (e.g. 8, 500m, 64Gi)")
+        if amount < 0:
+            raise self.error(key, f"must not be negative (got {value!r})")
         return text
 
     def duration(self, key: str, default: Any = None) -> Any:
