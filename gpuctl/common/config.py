@@ -32,7 +32,7 @@ def setting(name: str, option_value=None, check: Callable[[str], str | None] | N
         if os.path.exists(path):
             f = load_yaml_file(path).root()
             f.reject_unknown(SETTINGS)
-            value = f.str(name)
+            value = f.text(name)
             if value is not None and check and check(value):
                 raise f.error(name, check(value))
     elif check and check(value):

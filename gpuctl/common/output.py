@@ -77,18 +77,6 @@ def out_console():
     return Console()
 
 
-def namespace_option(value: str | None) -> str | None:
-    """Typer callback for -n/--namespace: a bad name is refused before any request."""
-    from gpuctl.common.k8s_names import dns1123_label
-
-    if value is not None and not dns1123_label(value):
-        raise UsageError(
-            f"--namespace {value!r} is not a valid namespace name (lower-case "
-            "letters, digits and '-', at most 63)"
-        )
-    return value
-
-
 def confirm(question: str, yes: bool) -> None:
     """Proceed if --yes was given or the user agrees; otherwise abort (exit 3)."""
     if yes:

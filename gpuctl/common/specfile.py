@@ -16,6 +16,7 @@ from typing import Any
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import SpecError
 from gpuctl.common.numbers import whole_number
+from gpuctl.common.quantity import parse as parse_quantity
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -208,9 +209,6 @@ def _convert(node, path: Path, doc: Doc, loader) -> Any:
 
 # ---------- typed access to the fields of one mapping ----------
 
-_QUANTITY = re.compile(
-    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?\Z"
-)
 _DURATION_PART = re.compile(r"([0-9]+)(d|h|m|s)")
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MISSING = object()
@@ -252,7 +250,7 @@ class Fields:
             return _MISSING if default is _MISSING else default
         return self.data[key]
 
-    def str(
+    def text(
         self,
         key: str,
         default: Any = None,
@@ -272,7 +270,7 @@ class Fields:
         return value
 
     def name(self, key: str, default: Any = None, *, required: bool = False) -> Any:
-        value = self.str(key, default, required=required)
+        value = self.text(key, default, required=required)
         if value is not default and not k8s_names.dns1123_label(value):
             raise self.error(
                 key,
@@ -281,7 +279,7 @@ class Fields:
             )
         return value
 
-    def int(
+    def integer(
         self,
         key: str,
         default: Any = None,
@@ -301,7 +299,7 @@ class Fields:
             raise self.error(key, f"must be at most {maximum} (got {value})")
         return value
 
-    def bool(self, key: str, default: Any = None) -> Any:
+    def flag(self, key: str, default: Any = None) -> Any:
         value = self._get(key, default, False)
         if value is not default and not isinstance(value, bool):
             raise self.error(key, f"expected true or false, got {_kind(value)} {value!r}")
@@ -320,7 +318,7 @@ class Fields:
         for i, item in enumerate(value):
             if isinstance(item, bool) or not isinstance(item, (str, int, float)):
                 raise self.doc.error(self.path + (key, i), f"expected a string, got {_kind(item)}")
-        value = [self._text((key, i), v) for i, v in enumerate(value)]
+        value = [self._as_written((key, i), v) for i, v in enumerate(value)]
         if non_empty and (not value or any(not v.strip() for v in value)):
             raise self.error(key, "must not be empty")
         return value
@@ -335,16 +333,19 @@ class Fields:
         for k, v in value.items():
             if isinstance(v, (dict, list)) or v is None:
                 raise self.error(key, f"{k}: expected a string value, got {_kind(v)}")
-            out[str(k)] = self._text((key, k), v)
+            out[str(k)] = self._as_written((key, k), v)
         return out
 
     def quantity(self, key: str, default: Any = None) -> Any:
         value = self._get(key, default, False)
         if value is default:
             return value
-        text = value if isinstance(value, bool) else self._text((key,), value)
-        if not isinstance(text, str) or not _QUANTITY.match(text):
+        text = value if isinstance(value, bool) else self._as_written((key,), value)
+        amount = parse_quantity(text) if isinstance(text, str) else None
+        if amount is None:
             raise self.error(key, f"{value!r} is not a Kubernetes quantity (e.g. 8, 500m, 64Gi)")
+        if amount < 0:
+            raise self.error(key, f"must not be negative (got {value!r})")
         return text
 
     def duration(self, key: str, default: Any = None) -> Any:
@@ -359,7 +360,7 @@ class Fields:
             raise self.error(key, f"{value!r} is longer than {MAX_SECONDS} seconds (68 years)")
         return seconds
 
-    def _text(self, rel: Path, value: Any) -> Any:
+    def _as_written(self, rel: Path, value: Any) -> Any:
         """A scalar as the user wrote it (YAML reads `010` as 8 and `12.10` as 12.1)."""
         if isinstance(value, str):
             return value

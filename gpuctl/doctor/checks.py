@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gpuctl.common.errors import GpuctlError
-from gpuctl.gpus.resources import count
+from gpuctl.common.numbers import whole_number
+from gpuctl.common.quantity import count
 from gpuctl.sharing import config as sharing
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -238,7 +239,7 @@ def check_sharing(nodes: list[dict], config_map: str | None, data: dict | None) 
             )
             continue
         labels = sharing.labels_of(n)
-        applied = count(labels.get(sharing.GFD_REPLICAS, ""))
+        applied = whole_number(labels.get(sharing.GFD_REPLICAS, "")) or 0
         if sharing.GFD_REPLICAS in labels and applied != s.replicas:
             waiting.append(
                 f"{name}: wants {s.strategy} ×{s.replicas}, GPU Feature Discovery "

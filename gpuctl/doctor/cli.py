@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuctl.common import options
 from gpuctl.common.output import Format, dump, echo, out_console
 
 
@@ -16,8 +17,8 @@ _STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
 
 def doctor(
     node: str | None = typer.Option(None, "--node", help="Check one node only."),
-    output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    output: Format = options.output(),
+    context: str | None = options.context(),
 ) -> None:
     """Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin,
     MIG, sharing configs, DCGM exporter. Exits 1 if any check fails."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from gpuctl.common.quantity import count
+
 DONE_PHASES = ("Succeeded", "Failed")
-_INT = re.compile(r"^\d+\Z")
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,6 @@ class FitReport:
     @property
     def fits_now(self) -> bool:
         return self.resource is None or sum(n.slots_now for n in self.nodes) >= self.workers
-
-
-def count(quantity) -> int:
-    """Extended resources are whole numbers; anything else counts as none."""
-    text = str(quantity).strip()
-    return int(text) if _INT.match(text) else 0
 
 
 def gpu_resources(pod: dict) -> set[str]:

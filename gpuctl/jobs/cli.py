@@ -6,6 +6,7 @@ import enum
 
 import typer
 
+from gpuctl.common import options
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.output import (
     DataFormat,
@@ -15,7 +16,6 @@ from gpuctl.common.output import (
     dump_documents,
     echo,
     err_console,
-    namespace_option,
     out_console,
 )
 
@@ -76,7 +76,7 @@ def _label_key(option: str | None) -> str:
 
 def render(
     files: list[str] = typer.Argument(..., metavar="JOB.yaml...", help="Job spec files."),
-    output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
+    output: DataFormat = options.data_output(),
     gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
@@ -89,13 +89,9 @@ def render(
 
 def submit(
     file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
-    namespace: str | None = typer.Option(
-        None,
-        "-n",
-        "--namespace",
-        callback=namespace_option,
-        help="Namespace (default: the spec's, else the context's).",
+    context: str | None = options.context(),
+    namespace: str | None = options.namespace(
+        "Namespace (default: the spec's, else the context's)."
     ),
     dry_run: DryRun | None = typer.Option(
         None,
@@ -224,10 +220,10 @@ def _kube(context: str | None):
 
 @jobs_app.command("list")
 def jobs_list(
-    namespace: str | None = typer.Option(None, "-n", "--namespace", callback=namespace_option),
+    namespace: str | None = options.namespace(),
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
-    context: str | None = typer.Option(None, "--context"),
-    output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
+    context: str | None = options.context(),
+    output: Format = options.output(),
 ) -> None:
     """List jobs gpuctl manages."""
     from gpuctl.jobs import service as workloads
@@ -275,9 +271,9 @@ def jobs_list(
 @jobs_app.command("get")
 def jobs_get(
     name: str,
-    namespace: str | None = typer.Option(None, "-n", "--namespace", callback=namespace_option),
-    context: str | None = typer.Option(None, "--context"),
-    output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
+    namespace: str | None = options.namespace(),
+    context: str | None = options.context(),
+    output: Format = options.output(),
 ) -> None:
     """Show one job: its status, or the whole object with -o yaml|json."""
     from gpuctl.jobs import service as workloads
@@ -295,9 +291,9 @@ def jobs_get(
 @jobs_app.command("logs")
 def jobs_logs(
     name: str,
-    namespace: str | None = typer.Option(None, "-n", "--namespace", callback=namespace_option),
+    namespace: str | None = options.namespace(),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0)."),
-    context: str | None = typer.Option(None, "--context"),
+    context: str | None = options.context(),
 ) -> None:
     """Print a job's logs (every worker, prefixed, for a multi-node job)."""
     from gpuctl.jobs import service as workloads
@@ -316,9 +312,9 @@ def jobs_logs(
 @jobs_app.command("delete")
 def jobs_delete(
     name: str,
-    namespace: str | None = typer.Option(None, "-n", "--namespace", callback=namespace_option),
+    namespace: str | None = options.namespace(),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
-    context: str | None = typer.Option(None, "--context"),
+    context: str | None = options.context(),
 ) -> None:
     """Delete a job gpuctl manages, with its pods and headless Service."""
     from gpuctl.jobs import service as workloads

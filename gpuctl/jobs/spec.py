@@ -95,7 +95,7 @@ def parse_job(doc: Doc) -> JobSpec:
     f = doc.root()
     # what the document is comes first: a Kubernetes manifest or a cluster spec is said to be
     # one, not refused for its first unknown field
-    api = f.str("apiVersion")
+    api = f.text("apiVersion")
     if api is not None and api != API_VERSION:
         raise f.error(
             "apiVersion",
@@ -105,18 +105,18 @@ def parse_job(doc: Doc) -> JobSpec:
             else "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
             "kubectl apply",
         )
-    kind = f.str("kind", "Job", choices=KINDS)
+    kind = f.text("kind", "Job", choices=KINDS)
     f.reject_unknown(FIELDS)
-    f.str("apiVersion", required=True)
+    f.text("apiVersion", required=True)
     name = f.name("name", required=True)
-    nodes = f.int("nodes", 1, minimum=1, maximum=MAX_NODES)
+    nodes = f.integer("nodes", 1, minimum=1, maximum=MAX_NODES)
 
-    image = f.str("image", required=True)
+    image = f.text("image", required=True)
     if any(ch.isspace() for ch in image):
         raise f.error("image", f"{image!r} contains white space")
 
-    mig = f.str("mig")
-    shared = f.bool("shared", False)
+    mig = f.text("mig")
+    shared = f.flag("shared", False)
     if mig is not None and f.has("gpus"):
         raise f.error("mig", "give either 'gpus' (whole GPUs) or 'mig' (one MIG slice), not both")
     if mig is not None and shared:
@@ -127,7 +127,7 @@ def parse_job(doc: Doc) -> JobSpec:
             f"{mig!r} is not a MIG profile of any known GPU",
             hint="e.g. 1g.10gb, 2g.20gb, 3g.40gb (see `gpuctl mig profiles`)",
         )
-    gpus = f.int("gpus", 0 if mig is not None else 1, minimum=0, maximum=MAX_GPUS_PER_WORKER)
+    gpus = f.integer("gpus", 0 if mig is not None else 1, minimum=0, maximum=MAX_GPUS_PER_WORKER)
     if shared and gpus == 0:
         raise f.error("shared", "a shared GPU needs gpus ≥ 1")
 
@@ -173,14 +173,14 @@ def parse_job(doc: Doc) -> JobSpec:
             raise f.error("labels", f"{key!r} is set by gpuctl")
 
     namespace = f.name("namespace")
-    priority = f.str("priority")
+    priority = f.text("priority")
     if priority is not None and not k8s_names.dns1123_subdomain(priority):
         raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
     pull_secrets = f.str_list("image_pull_secrets", [])
     for secret in pull_secrets:
         if not k8s_names.dns1123_subdomain(secret):
             raise f.error("image_pull_secrets", f"{secret!r} is not a valid Secret name")
-    service_account = f.str("service_account")
+    service_account = f.text("service_account")
     if service_account is not None and not k8s_names.dns1123_subdomain(service_account):
         raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
 
@@ -197,14 +197,14 @@ def parse_job(doc: Doc) -> JobSpec:
         mig=mig,
         shared=shared,
         nodes=nodes,
-        nproc_per_node=f.int("nproc_per_node", None, minimum=1, maximum=MAX_GPUS_PER_WORKER),
-        master_port=f.int("master_port", DEFAULT_MASTER_PORT, minimum=1, maximum=65535),
+        nproc_per_node=f.integer("nproc_per_node", None, minimum=1, maximum=MAX_GPUS_PER_WORKER),
+        master_port=f.integer("master_port", DEFAULT_MASTER_PORT, minimum=1, maximum=65535),
         cpu=f.quantity("cpu"),
         memory=f.quantity("memory"),
         shm=f.quantity("shm"),
         ttl_after_finished=f.duration("ttl_after_finished"),
         deadline=f.duration("deadline"),
-        retries=f.int("retries", 0, minimum=0, maximum=1000),
+        retries=f.integer("retries", 0, minimum=0, maximum=1000),
         priority=priority,
         labels=tuple(labels.items()),
         tolerations=tuple(_tolerations(f)),
@@ -218,13 +218,13 @@ def _tolerations(f: Fields) -> list[dict]:
     out = []
     for t in f.list_of_maps("tolerations"):
         t.reject_unknown(TOLERATION_FIELDS)
-        operator = t.str("operator", "Equal", choices=("Exists", "Equal"))
+        operator = t.text("operator", "Equal", choices=("Exists", "Equal"))
         tol = {
-            "key": t.str("key"),
+            "key": t.text("key"),
             "operator": operator,
-            "value": t.str("value"),
-            "effect": t.str("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
-            "tolerationSeconds": t.int("tolerationSeconds", minimum=0, maximum=MAX_SECONDS),
+            "value": t.text("value"),
+            "effect": t.text("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
+            "tolerationSeconds": t.integer("tolerationSeconds", minimum=0, maximum=MAX_SECONDS),
         }
         if tol["key"] is not None and not k8s_names.label_key(tol["key"]):
             raise t.error("key", f"{tol['key']!r} is not a valid taint key")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuctl.common import options
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.output import DataFormat, Format, confirm, dump, echo, err_console
@@ -22,7 +23,6 @@ _SIMULATE = typer.Option(
     metavar="SPEC",
     help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB.",
 )
-_OUTPUT = typer.Option(Format.table, "-o", "--output", help="table, json or yaml.")
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +47,7 @@ def profiles(
         help="A GPU model (H100-80GB, A100-40GB, …) or 'all'; default: the GPUs of this node.",
     ),
     simulate: str | None = _SIMULATE,
-    output: Format = _OUTPUT,
+    output: Format = options.output(),
 ) -> None:
     """List the MIG profiles of a GPU model: ids, slices, memory, placements, limits."""
     from gpuctl.gpus.geometry import find_model, known_model, models
@@ -150,7 +150,7 @@ def plan(
         metavar="NxMODEL,…",
         help="The GPUs there are, e.g. 8xH100-80GB or 4xH100-80GB,4xA100-80GB.",
     ),
-    output: Format = _OUTPUT,
+    output: Format = options.output(),
 ) -> None:
     """The fewest GPUs, and a layout for each, that hold a demand of MIG devices."""
     from gpuctl.mig import plan as mig_plan
@@ -290,7 +290,7 @@ def _proc(p) -> dict:
 
 
 @mig_app.command("show")
-def show(simulate: str | None = _SIMULATE, output: Format = _OUTPUT) -> None:
+def show(simulate: str | None = _SIMULATE, output: Format = options.output()) -> None:
     """Current MIG layout of each GPU on this node: placements, memory, processes."""
     from gpuctl.mig import node as mig_apply
     from gpuctl.mig.layout import slice_range
@@ -344,7 +344,7 @@ def show(simulate: str | None = _SIMULATE, output: Format = _OUTPUT) -> None:
 def export(
     name: str = typer.Option("current", "--name", help="Name of the config in the file."),
     simulate: str | None = _SIMULATE,
-    output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
+    output: DataFormat = options.data_output(),
     configmap: bool = typer.Option(
         False, "--configmap", help="Wrap it in the GPU Operator's mig-parted ConfigMap."
     ),
@@ -446,13 +446,11 @@ def configure(
         help="The mig-parted ConfigMap to render, or to look the config up in (besides "
         "default-mig-parted-config).",
     ),
-    namespace: str = typer.Option(
-        "gpu-operator", "--namespace", "-n", help="The GPU Operator's namespace."
-    ),
+    namespace: str = options.namespace("The GPU Operator's namespace.", default="gpu-operator"),
     timeout: float = typer.Option(
         600.0, "--timeout", min=1, help="Cluster: seconds to wait for the operator."
     ),
-    context: str | None = typer.Option(None, "--context", help="Kubeconfig context."),
+    context: str | None = options.context(),
     simulate: str | None = _SIMULATE,
 ) -> None:
     """Apply a MIG layout: on this node via NVML, or on cluster nodes via the GPU Operator."""

@@ -95,7 +95,7 @@ def load(path: str) -> MigConfigFile:
 def parse(doc: Doc) -> MigConfigFile:
     root = doc.root()
     root.reject_unknown(["version", "mig-configs"])
-    version = root.str("version", required=True)
+    version = root.text("version", required=True)
     if version != VERSION:
         raise root.error(
             "version",
@@ -157,7 +157,7 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
             )
     if "mig-enabled" not in f.data:
         raise f.error(None, "missing required field 'mig-enabled' (true or false)")
-    enabled = f.bool("mig-enabled")
+    enabled = f.flag("mig-enabled")
     mig_devices = f.data.get("mig-devices")
     if enabled and mig_devices is None:
         raise f.error(None, "missing required field 'mig-devices' when 'mig-enabled' is true")

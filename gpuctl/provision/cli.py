@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from gpuctl.common import options
 from gpuctl.common.config import setting
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
@@ -34,12 +35,7 @@ _BIN = typer.Option(
     metavar="PATH",
     help="Use this terraform or tofu executable instead of the embedded engine.",
 )
-_OUTPUT = typer.Option(
-    Format.table,
-    "-o",
-    "--output",
-    help="table, json or yaml (json/yaml: the result on stdout, progress on stderr).",
-)
+_OUTPUT_HELP = "table, json or yaml (json/yaml: the result on stdout, progress on stderr)."
 
 
 def provision(
@@ -53,7 +49,7 @@ def provision(
     plan_only: bool = typer.Option(False, "--plan-only", help="Stop after showing the plan."),
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
-    output: Format = _OUTPUT,
+    output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
     """Create or update the VPC and GPU auto-scaling groups a cluster spec describes."""
     from gpuctl.provision import terraform as tf_adapter
@@ -131,7 +127,7 @@ def destroy(
     yes: bool = _YES,
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
-    output: Format = _OUTPUT,
+    output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
     """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."""
     from gpuctl.provision import terraform as tf_adapter

@@ -97,14 +97,14 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
             "state",
         )
     )
-    root.str("apiVersion", required=True, choices=(API_VERSION,))
-    root.str("kind", required=True, choices=(KIND,))
+    root.text("apiVersion", required=True, choices=(API_VERSION,))
+    root.text("kind", required=True, choices=(KIND,))
     name = root.name("name", required=True)
-    region = root.str("region", required=True)
+    region = root.text("region", required=True)
     if not _REGION.match(region):
         raise root.error("region", f"{region!r} is not an AWS region name (e.g. us-east-1)")
     vpc_cidr = _vpc_cidr(root)
-    eks = root.str("kubernetes_cluster", required=True)
+    eks = root.text("kubernetes_cluster", required=True)
     if not _EKS_NAME.match(eks):
         raise root.error(
             "kubernetes_cluster",
@@ -113,7 +113,7 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
             "at most 100",
         )
     version = _plain_version(root)
-    label_key = root.str("gpu_label_key", DEFAULT_LABEL_KEY)
+    label_key = root.text("gpu_label_key", DEFAULT_LABEL_KEY)
     if not k8s_names.label_key(label_key):
         raise root.error("gpu_label_key", f"{label_key!r} is not a Kubernetes label key")
     if _kubelet_refuses(label_key):
@@ -155,7 +155,7 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
 
 
 def _vpc_cidr(root: Fields) -> str:
-    text = root.str("vpc_cidr", required=True)
+    text = root.text("vpc_cidr", required=True)
     try:
         net = ipaddress.ip_network(text, strict=True)
     except ValueError as e:
@@ -206,27 +206,27 @@ def _node_group(g: Fields) -> NodeGroup:
     name = g.name("name", required=True)
     if len(name) > 40:  # becomes part of ASG, launch template and IAM names
         raise g.error("name", f"must be at most 40 characters (got {len(name)})")
-    itype = g.str("instance_type", required=True)
+    itype = g.text("instance_type", required=True)
     if not _INSTANCE_TYPE.match(itype):
         raise g.error("instance_type", f"{itype!r} is not an EC2 instance type (e.g. p4d.24xlarge)")
-    min_size = g.int("min_size", required=True, minimum=0, maximum=MAX_GROUP_SIZE)
-    max_size = g.int("max_size", required=True, minimum=1, maximum=MAX_GROUP_SIZE)
+    min_size = g.integer("min_size", required=True, minimum=0, maximum=MAX_GROUP_SIZE)
+    max_size = g.integer("max_size", required=True, minimum=1, maximum=MAX_GROUP_SIZE)
     if min_size > max_size:
         raise g.error("min_size", f"min_size ({min_size}) is larger than max_size ({max_size})")
-    desired = g.int("desired_size", min_size, minimum=0, maximum=MAX_GROUP_SIZE)
+    desired = g.integer("desired_size", min_size, minimum=0, maximum=MAX_GROUP_SIZE)
     if not min_size <= desired <= max_size:
         raise g.error(
             "desired_size",
             f"must be between min_size ({min_size}) and max_size ({max_size}) (got {desired})",
         )
-    gpu_type = g.str("gpu_type", required=True)
+    gpu_type = g.text("gpu_type", required=True)
     if not k8s_names.label_value(gpu_type):
         raise g.error(
             "gpu_type",
             f"{gpu_type!r} is not a valid label value: letters, digits, "
             "'-', '_' and '.', at most 63",
         )
-    capacity = g.str("capacity_type", "on-demand", choices=("on-demand", "spot"))
+    capacity = g.text("capacity_type", "on-demand", choices=("on-demand", "spot"))
     taint_texts = g.str_list("taints", [DEFAULT_TAINT])
     taints = []
     for i, text in enumerate(taint_texts):
@@ -279,16 +279,16 @@ def _state(root: Fields, name: str, region: str) -> StateBackend | None:
     if st is None:
         return None
     st.reject_unknown(("s3_bucket", "dynamodb_table", "key", "region"))
-    bucket = st.str("s3_bucket", required=True)
+    bucket = st.text("s3_bucket", required=True)
     if not _S3_BUCKET.match(bucket) or ".." in bucket:
         raise st.error("s3_bucket", f"{bucket!r} is not an S3 bucket name")
-    table = st.str("dynamodb_table", required=True)
+    table = st.text("dynamodb_table", required=True)
     if not _DYNAMO_TABLE.match(table):
         raise st.error("dynamodb_table", f"{table!r} is not a DynamoDB table name")
-    key = st.str("key", f"gpuctl/{name}/terraform.tfstate")
+    key = st.text("key", f"gpuctl/{name}/terraform.tfstate")
     if key.startswith("/") or any(ord(c) < 32 for c in key) or len(key) > 1024:
         raise st.error("key", f"{key!r} is not a usable S3 object key")
-    state_region = st.str("region", region)
+    state_region = st.text("region", region)
     if not _REGION.match(state_region):
         raise st.error("region", f"{state_region!r} is not an AWS region name")
     return StateBackend(bucket, table, key, state_region)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import typer
 
+from gpuctl.common import options
 from gpuctl.common.output import (
     Format,
     dump,
     dump_documents,
     echo,
     err_console,
-    namespace_option,
     out_console,
 )
 
@@ -36,10 +36,8 @@ def quota_set(
         help="MIG slices of a profile the team may request (repeatable), e.g. 1g.10gb=4.",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
-    output: Format | None = typer.Option(
-        None, "-o", "--output", help="yaml or json: print the objects."
-    ),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    output: Format | None = options.output("yaml or json: print the objects.", default=None),
+    context: str | None = options.context(),
 ) -> None:
     """Create or update a team's GPU quota (idempotent: re-running changes nothing)."""
     from gpuctl.adapters.kube import Kube
@@ -76,11 +74,9 @@ def quota_set(
 
 @quota_app.command("list")
 def quota_list(
-    namespace: str | None = typer.Option(
-        None, "-n", "--namespace", callback=namespace_option, help="One namespace (default: all)."
-    ),
-    output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    namespace: str | None = options.namespace("One namespace (default: all)."),
+    output: Format = options.output(),
+    context: str | None = options.context(),
 ) -> None:
     """GPUs used and allowed per namespace."""
     from gpuctl.adapters.kube import Kube

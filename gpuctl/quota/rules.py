@@ -4,13 +4,12 @@ Pure: quotas and pods come in as the API returns them."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_label
 from gpuctl.common.numbers import whole_number
+from gpuctl.common.quantity import from_api, rounded_down
 from gpuctl.gpus import geometry
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 
@@ -18,43 +17,6 @@ QUOTA_NAME = "gpuctl-gpus"
 GPU = "nvidia.com/gpu"
 MAX_GPUS = 1_000_000
 MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
-_SUFFIX = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-_QUANTITY = re.compile(
-    r"^([+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(m)|([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E))?$"
-)
-
-
-def quantity(text) -> int | None:
-    """A Kubernetes quantity as a whole count (rounded down); None if not a quantity."""
-    m = _QUANTITY.match(str(text).strip())
-    if not m:
-        return None
-    try:
-        value = Decimal(m[1])
-        if m[2]:
-            value /= 1000
-        elif m[3]:
-            value *= Decimal(10) ** int(m[3][1:])
-        elif m[4]:
-            value *= _SUFFIX[m[4]]
-    except (InvalidOperation, OverflowError):
-        return None
-    return int(value.to_integral_value(ROUND_FLOOR))
 
 
 def check_team(team: str) -> str:
@@ -124,10 +86,13 @@ def diff(
     out = []
     for key in sorted(set(current) | set(desired)):
         old, new = current.get(key), desired.get(key)
-        if old is not None and new is not None and quantity(old) == quantity(new):
+        if old == new:
             continue
-        if old != new:
-            out.append((key, old, new))
+        if old is not None and new is not None:
+            value = from_api(old)
+            if value is not None and value == from_api(new):
+                continue
+        out.append((key, old, new))
     return out
 
 
@@ -169,9 +134,9 @@ def usage_rows(quotas: list[dict], pods: list[dict]) -> list[dict]:
             resource = gpu_resource_of(key)
             if resource is None:
                 continue
-            limit = quantity(value)
-            if key in status_used and quantity(status_used[key]) is not None:
-                used, source = quantity(status_used[key]), "quota"
+            limit = rounded_down(value)
+            if key in status_used and rounded_down(status_used[key]) is not None:
+                used, source = rounded_down(status_used[key]), "quota"
             else:
                 used, source = by_pods.get((ns, resource), 0), "pods"
             row = rows.get((ns, resource))
@@ -224,11 +189,11 @@ def check_job(
         for key in (f"requests.{resource}", resource):
             if key not in spec_hard:
                 continue
-            limit = quantity(spec_hard[key])
+            limit = rounded_down(spec_hard[key])
             if limit is None:
                 continue
-            if key in status_used and quantity(status_used[key]) is not None:
-                used, source = quantity(status_used[key]), "quota"
+            if key in status_used and rounded_down(status_used[key]) is not None:
+                used, source = rounded_down(status_used[key]), "quota"
             else:
                 used, source = held(pods or []).get((namespace, resource), 0), "pods"
             if used + total > limit:

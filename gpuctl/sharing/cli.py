@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuctl.common import options
 from gpuctl.common.output import (
     Format,
     confirm,
@@ -11,7 +12,6 @@ from gpuctl.common.output import (
     dump_documents,
     echo,
     err_console,
-    namespace_option,
     out_console,
 )
 
@@ -65,12 +65,8 @@ def timeslice(
     name: str | None = typer.Option(
         None, "--name", help="Config name (ConfigMap key and node label value)."
     ),
-    namespace: str | None = typer.Option(
-        None,
-        "-n",
-        "--namespace",
-        callback=namespace_option,
-        help="The device plugin's namespace (default: where its DaemonSet runs).",
+    namespace: str | None = options.namespace(
+        "The device plugin's namespace (default: where its DaemonSet runs)."
     ),
     config_map: str | None = typer.Option(
         None,
@@ -81,11 +77,9 @@ def timeslice(
         False, "--replace", help="Switch nodes between time-slicing and MPS."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
-    output: Format | None = typer.Option(
-        None, "-o", "--output", help="yaml or json: print the objects."
-    ),
+    output: Format | None = options.output("yaml or json: print the objects.", default=None),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    context: str | None = options.context(),
 ) -> None:
     """Let several pods share each GPU on the chosen nodes (time-slicing, or MPS with --mps)."""
     from gpuctl.adapters.kube import Kube
@@ -169,7 +163,7 @@ def off(
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    context: str | None = options.context(),
 ) -> None:
     """Stop sharing on the chosen nodes: remove their nvidia.com/device-plugin.config label
     (they return to the device plugin's default config)."""
@@ -208,14 +202,12 @@ def off(
 
 @share_app.command("show")
 def show(
-    namespace: str | None = typer.Option(
-        None, "-n", "--namespace", callback=namespace_option, help="The device plugin's namespace."
-    ),
+    namespace: str | None = options.namespace("The device plugin's namespace."),
     config_map: str | None = typer.Option(
         None, "--config-map", help="ConfigMap of device plugin configs."
     ),
-    output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    output: Format = options.output(),
+    context: str | None = options.context(),
 ) -> None:
     """List GPU nodes with their sharing strategy and replicas."""
     from gpuctl.adapters.kube import Kube

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.numbers import whole_number
+from gpuctl.common.quantity import count
 from gpuctl.gpus import geometry
-from gpuctl.gpus.resources import count
 
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 # Set by GPU Feature Discovery from the config the device plugin actually loaded.
@@ -284,7 +285,7 @@ def current_strategy(node: dict, configs: dict) -> tuple[str | None, int | None]
         if s is None:
             return None, None
     gfd = labels.get(GFD_STRATEGY)
-    replicas = count(labels.get(GFD_REPLICAS, "")) or None
+    replicas = whole_number(labels.get(GFD_REPLICAS, "")) or None
     if gfd in (TIME_SLICING, MPS):
         return gfd, replicas
     return None, None
@@ -406,7 +407,7 @@ def show_rows(nodes: list[dict], configs: dict) -> list[dict]:
                 "strategy": strategy or "none",
                 "replicas": replicas or 1,
                 "applied_strategy": labels.get(GFD_STRATEGY),
-                "applied_replicas": count(labels.get(GFD_REPLICAS, "")) or None,
+                "applied_replicas": whole_number(labels.get(GFD_REPLICAS, "")) or None,
                 "mig": mig_reason(node) is not None,
                 "problem": problem,
             }

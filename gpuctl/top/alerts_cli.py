@@ -6,6 +6,7 @@ import enum
 
 import typer
 
+from gpuctl.common import options
 from gpuctl.common.errors import UsageError
 from gpuctl.common.output import DataFormat, dump, echo
 
@@ -27,7 +28,7 @@ def register(app: typer.Typer) -> None:
 
 @alerts_app.command("render")
 def render(
-    output: DataFormat = typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json."),
+    output: DataFormat = options.data_output(),
     fmt: RuleFormat = typer.Option(
         RuleFormat.rules,
         "--format",
@@ -37,9 +38,7 @@ def render(
     name: str = typer.Option(
         "gpuctl-gpu-alerts", "--name", metavar="NAME", help="PrometheusRule name."
     ),
-    namespace: str = typer.Option(
-        "monitoring", "--namespace", "-n", metavar="NAMESPACE", help="PrometheusRule namespace."
-    ),
+    namespace: str = options.namespace("PrometheusRule namespace.", default="monitoring"),
     label: list[str] = typer.Option(
         [],
         "--label",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuctl.common import options
 from gpuctl.common.output import Format
 
 
@@ -29,7 +30,7 @@ def top(
     ),
     delay: float = typer.Option(2.0, "-d", "--delay", min=0.1, help="Seconds between refreshes."),
     once: bool = typer.Option(False, "--once", help="Print one frame and exit."),
-    output: Format = typer.Option(Format.table, "-o", "--output", help="table, json or yaml."),
+    output: Format = options.output(),
     sort: str = typer.Option(
         "index",
         "--sort",

@@ -107,3 +107,34 @@ def test_control_characters_are_refused_with_their_line(text, line):
     with pytest.raises(SpecError) as e:
         load_yaml(text, "job.yaml")
     assert "not allowed" in str(e.value) and e.value.line == line
+
+
+@pytest.mark.parametrize(
+    "text, written",
+    [
+        ("250u", "250u"),
+        ("5n", "5n"),
+        ("1e3", "1e3"),
+        ("010", "010"),
+        ("0.50", "0.50"),
+        ("-0", "-0"),
+    ],
+)
+def test_quantities_are_kept_as_written(text, written):
+    assert load_yaml(f"cpu: {text}\n", "job.yaml").root().quantity("cpu") == written
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("-1", "must not be negative"),
+        ("-500m", "must not be negative"),
+        ("1e99999999999", "not a Kubernetes quantity"),  # the API server reads an int32 exponent
+        ("'٣'", "not a Kubernetes quantity"),
+        ("true", "not a Kubernetes quantity"),
+    ],
+)
+def test_bad_quantities_are_refused_with_their_line(text, needle):
+    with pytest.raises(SpecError) as e:
+        load_yaml(f"name: x\ncpu: {text}\n", "job.yaml").root().quantity("cpu")
+    assert needle in str(e.value) and e.value.line == 2 and e.value.field == "cpu"

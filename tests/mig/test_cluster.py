@@ -161,6 +161,14 @@ def test_dry_run_and_unknown_node_change_nothing(kube, kube_api, capsys):
     assert code == 1 and "no node 'nope'" in err
 
 
+def test_bad_operator_namespace_is_refused_before_any_request(kube, capsys):
+    code, _, err = run(
+        capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb", "-n", "GPU_Op", "--yes"
+    )
+    assert code == 2 and "not a valid namespace name" in err
+    assert kube.requests() == []
+
+
 def test_config_file_checked_against_node_gpu_before_labelling(kube, kube_api, capsys, tmp_path):
     add_node(kube_api, "gpu-1", dict(H100_LABELS))
     cfg = tmp_path / "c.yaml"

@@ -444,6 +444,10 @@ def test_the_blog_rule_never_fires_on_a_saturated_gpu(promtool, tmp_path, capsys
         (["--pod-label", "pod-name"], "--pod-label"),
         (["--format", "prometheusrule", "--name", "Bad_Name"], "--name"),
         (["--format", "prometheusrule", "-n", "a.b"], "--namespace"),
+        (
+            ["-n", "a.b"],
+            "--namespace",
+        ),  # checked like every -n, though only a PrometheusRule has one
         (["--format", "prometheusrule", "-l", "novalue"], "--label: 'novalue' is not KEY=VALUE"),
         (["--format", "prometheusrule", "-l", "a=b c"], "--label"),
     ],

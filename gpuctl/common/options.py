@@ -1,0 +1,40 @@
+"""Command-line options several commands share, declared once. Each call makes a new typer
+option, to be used as a parameter's default; where one command means more by an option, it
+passes its own help."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from gpuctl.common.errors import UsageError
+from gpuctl.common.k8s_names import dns1123_label
+from gpuctl.common.output import DataFormat, Format
+
+
+def namespace(help: str | None = None, default: str | None = None) -> Any:
+    return typer.Option(default, "-n", "--namespace", callback=_check_namespace, help=help)
+
+
+def _check_namespace(value: str | None) -> str | None:
+    """A name Kubernetes would refuse is refused before any request."""
+    if value is not None and not dns1123_label(value):
+        raise UsageError(
+            f"--namespace {value!r} is not a valid namespace name (lower-case "
+            "letters, digits and '-', at most 63)"
+        )
+    return value
+
+
+def context() -> Any:
+    return typer.Option(None, "--context", help="kubeconfig context.")
+
+
+def output(help: str = "table, json or yaml.", default: Format | None = Format.table) -> Any:
+    return typer.Option(default, "-o", "--output", help=help)
+
+
+def data_output() -> Any:
+    """-o/--output for commands whose output is data only (manifests, configs)."""
+    return typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json.")
