@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import math
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
 from gpuctl.gpus import geometry
-from gpuctl.mig import layout as mig_layout
+from gpuctl.gpus.geometry import CI_PROFILE_SLICES
 
 # NVML return codes used here (values from nvml.h; identical in pynvml).
 SUCCESS = 0
@@ -40,8 +39,6 @@ MIB = 1024 * 1024
 # leaves a few unconfirmed (None), and the simulator needs some id to hand out.
 _STANDARD_PROFILE_IDS = {0x0: 19, 0x7: 20, 0x9: 15, 0x1: 14, 0x2: 9, 0x3: 5, 0x4: 0}
 
-# Compute-instance profile constant -> compute slices (nvml.h NVML_COMPUTE_INSTANCE_PROFILE_*).
-CI_PROFILE_SLICES = mig_layout.CI_PROFILE_SLICES
 _CI_PROFILE_REV1 = 7
 _GI_PROFILE_1_SLICE_REV2 = 0x9
 
@@ -79,19 +76,6 @@ _NON_MIG = (
     ),
 )
 _IDLE_SM_CLOCK = 345
-
-
-@functools.lru_cache(maxsize=1)
-def _pci_device_ids() -> dict[str, int]:
-    """First PCI device id (device << 16 | vendor) of each model, from the geometry data."""
-    from importlib import resources
-
-    raw = json.loads(resources.files("gpuctl.data").joinpath("mig_geometry.json").read_text())
-    return {
-        g["nvml_name"]: int(g["pci_device_ids_mig_parted"][0], 16)
-        for g in raw
-        if g.get("pci_device_ids_mig_parted")
-    }
 
 
 class SimError(Exception):
@@ -539,8 +523,8 @@ class Node:
         return max(0, min(100, int(value)))
 
     def pci_device_id(self, index: int) -> int:
-        model = self.models[index]
-        return _pci_device_ids().get(model.nvml_name) or int(model.pci_device_ids[0], 16)
+        """The model's first PCI device id (device << 16 | vendor)."""
+        return int(self.models[index].pci_device_ids[0], 16)
 
     def board(self, index: int) -> tuple[int, int, int, int]:
         return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))
@@ -610,9 +594,12 @@ class Node:
         profiles = [self.profile_by_id(index, gi["profile_id"]).profile for gi in gis]
         if sum(p.slices for p in profiles) + sp.profile.slices > model.compute_slices:
             raise SimError(INSUFFICIENT_RESOURCES, "not enough compute slices left")
-        media = mig_layout.media_conflict([p.name for p in profiles] + [sp.profile.name])
+        media = geometry.media_conflict([p.name for p in profiles] + [sp.profile.name])
         if media:
-            raise SimError(INSUFFICIENT_RESOURCES, media)
+            rule, culprits = media
+            raise SimError(
+                INSUFFICIENT_RESOURCES, f"media engines taken ({rule}: {', '.join(culprits)})"
+            )
         occupied = {s for gi in gis for s in range(gi["start"], gi["start"] + gi["size"])}
         candidates = [start] if start is not None else sorted(sp.profile.starts, reverse=True)
         for s in candidates:
