@@ -1,14 +1,16 @@
-"""NVML: the one module in gpuctl that calls the NVIDIA driver (through pynvml), or the
-simulated driver of gpuctl.sim when a simulated node is asked for.
+"""NVML: the one module in gpuctl that calls the NVIDIA driver (through pynvml and, for a
+GPU reset, nvidia-smi), or the simulated node of gpuctl.sim when one is asked for.
 
 Every query goes through `_query`: "not supported" and "function not found" (an older
 driver) become None, never an exception. Anything else the driver refuses becomes an
-NvmlError carrying the NVML return code. A missing driver is one GpuctlError with a hint.
+NvmlError carrying the NVML return code (pynvml's NVML_ERROR_* constants). A missing driver
+is one GpuctlError with a hint.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 
 from gpuctl.common.errors import BackendError, GpuctlError
@@ -23,46 +25,50 @@ from gpuctl.gpus.sample import (
 
 __all__ = ["Nvml", "NvmlError", "GpuInstance", "ComputeInstance", "Process", "NodeSample"]
 
-# NVML return codes (nvml.h).
-INVALID_ARGUMENT = 2
-NOT_SUPPORTED = 3
-NO_PERMISSION = 4
-NOT_FOUND = 6
-LIBRARY_NOT_FOUND = 12
-FUNCTION_NOT_FOUND = 13
-RESET_REQUIRED = 16
-IN_USE = 19
-INSUFFICIENT_RESOURCES = 23
-
-_MISSING = (NOT_SUPPORTED, FUNCTION_NOT_FOUND)
 _NO_ID = 0xFFFFFFFF
 _MIB = 1024 * 1024
 _GI_PROFILE_COUNT = 0x12  # NVML_GPU_INSTANCE_PROFILE_COUNT
 _CI_PROFILE_COUNT = 0x9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
 _MAX_INSTANCES = 8  # more GPU (or compute) instances than any GPU holds
 
-_REASONS = {
-    1: "NVML is not initialized",
-    2: "invalid argument",
-    3: "not supported",
-    4: "insufficient permissions",
-    6: "not found",
-    9: "driver not loaded",
-    15: "the GPU is lost",
-    16: "the GPU requires a reset",
-    19: "in use by another client",
-    23: "insufficient resources",
-    999: "unknown error",
-}
-_HINTS = {
-    NO_PERMISSION: "run as root (MIG changes and resets need it)",
-    IN_USE: "stop the processes on that GPU or MIG device (see `gpuctl top`), then retry",
-    INSUFFICIENT_RESOURCES: "the requested placement overlaps or the profile's limit is reached; "
-    "see the GPU's current MIG layout",
-    RESET_REQUIRED: "reset the GPU (nvidia-smi --gpu-reset -i N) or reboot the node",
-    NOT_SUPPORTED: "the GPU lacks this feature, or MIG is not enabled on it",
-    15: "the GPU fell off the bus: check `dmesg` for Xid errors; the node likely needs a reboot",
-}
+
+@functools.lru_cache(maxsize=1)
+def _explanations() -> tuple[dict[int, str], dict[int, str]]:
+    """(reason, hint) texts by NVML return code. pynvml is imported here, not at the top, so
+    that a missing nvidia-ml-py is Nvml.open's one clear error."""
+    import pynvml as n
+
+    reasons = {
+        n.NVML_ERROR_UNINITIALIZED: "NVML is not initialized",
+        n.NVML_ERROR_INVALID_ARGUMENT: "invalid argument",
+        n.NVML_ERROR_NOT_SUPPORTED: "not supported",
+        n.NVML_ERROR_NO_PERMISSION: "insufficient permissions",
+        n.NVML_ERROR_NOT_FOUND: "not found",
+        n.NVML_ERROR_DRIVER_NOT_LOADED: "driver not loaded",
+        n.NVML_ERROR_GPU_IS_LOST: "the GPU is lost",
+        n.NVML_ERROR_RESET_REQUIRED: "the GPU requires a reset",
+        n.NVML_ERROR_IN_USE: "in use by another client",
+        n.NVML_ERROR_INSUFFICIENT_RESOURCES: "insufficient resources",
+        n.NVML_ERROR_UNKNOWN: "unknown error",
+    }
+    hints = {
+        n.NVML_ERROR_NO_PERMISSION: "run as root (MIG changes and resets need it)",
+        n.NVML_ERROR_IN_USE: (
+            "stop the processes on that GPU or MIG device (see `gpuctl top`), then retry"
+        ),
+        n.NVML_ERROR_INSUFFICIENT_RESOURCES: (
+            "the requested placement overlaps or the profile's limit is reached; "
+            "see the GPU's current MIG layout"
+        ),
+        n.NVML_ERROR_RESET_REQUIRED: (
+            "reset the GPU (nvidia-smi --gpu-reset -i N) or reboot the node"
+        ),
+        n.NVML_ERROR_NOT_SUPPORTED: "the GPU lacks this feature, or MIG is not enabled on it",
+        n.NVML_ERROR_GPU_IS_LOST: (
+            "the GPU fell off the bus: check `dmesg` for Xid errors; the node likely needs a reboot"
+        ),
+    }
+    return reasons, hints
 
 
 class NvmlError(BackendError):
@@ -70,8 +76,9 @@ class NvmlError(BackendError):
 
     def __init__(self, code: int, what: str):
         self.code = code
-        reason = _REASONS.get(code, f"NVML error {code}")
-        super().__init__(f"{what}: {reason} (NVML code {code})", hint=_HINTS.get(code))
+        reasons, hints = _explanations()
+        reason = reasons.get(code, f"NVML error {code}")
+        super().__init__(f"{what}: {reason} (NVML code {code})", hint=hints.get(code))
 
 
 def _text(value) -> str | None:
@@ -111,7 +118,7 @@ class Nvml:
     def __init__(self, simulate: str | None = None):
         self.simulate = simulate or os.environ.get("GPUCTL_SIMULATE") or None
         self._module = None
-        self._sim = None
+        self._nvidia_smi = ["nvidia-smi"]  # found on PATH, as an admin runs it
 
     # ---- session -------------------------------------------------------------------------
     def __enter__(self) -> Nvml:
@@ -134,8 +141,10 @@ class Nvml:
         if self.simulate:
             import gpuctl.sim
 
+            # The simulated node's NVML library and nvidia-smi stand in for the driver's; the
+            # rest of this class uses them exactly as it uses the real ones.
             n = gpuctl.sim.load_pynvml(self.simulate)
-            self._sim = gpuctl.sim.library_of(n)
+            self._nvidia_smi = gpuctl.sim.nvidia_smi_command(self.simulate)
         else:
             try:
                 import pynvml as n
@@ -147,7 +156,7 @@ class Nvml:
         try:
             n.nvmlInit()
         except n.NVMLError as e:
-            if e.value == LIBRARY_NOT_FOUND:
+            if e.value == n.NVML_ERROR_LIBRARY_NOT_FOUND:
                 raise GpuctlError(
                     "no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",
                     hint="run on a GPU node, or try a simulated one: --simulate 8xH100-80GB",
@@ -165,7 +174,7 @@ class Nvml:
 
     @property
     def simulated(self) -> bool:
-        return self._sim is not None
+        return self.simulate is not None
 
     # ---- the two wrappers every call goes through -------------------------------------------
     def _call(self, what: str, fn, *args, **kwargs):
@@ -179,7 +188,8 @@ class Nvml:
         try:
             return fn(*args, **kwargs)
         except self._n.NVMLError as e:
-            if e.value in _MISSING or e.value in absent:
+            missing = (self._n.NVML_ERROR_NOT_SUPPORTED, self._n.NVML_ERROR_FUNCTION_NOT_FOUND)
+            if e.value in missing or e.value in absent:
                 return None
             raise NvmlError(e.value, f"NVML {getattr(fn, '__name__', 'call')}") from None
 
@@ -250,7 +260,9 @@ class Nvml:
     def _mig_devices(self, handle):
         n, q = self._n, self._query
         for i in range(q(n.nvmlDeviceGetMaxMigDeviceCount, handle) or 0):
-            mh = q(n.nvmlDeviceGetMigDeviceHandleByIndex, handle, i, absent=(NOT_FOUND,))
+            mh = q(
+                n.nvmlDeviceGetMigDeviceHandleByIndex, handle, i, absent=(n.NVML_ERROR_NOT_FOUND,)
+            )
             if mh is None:
                 continue
             gi_id = q(n.nvmlDeviceGetGpuInstanceId, mh)
@@ -258,9 +270,14 @@ class Nvml:
             name = _text(q(n.nvmlDeviceGetName, mh)) or ""
             used, total = self._memory_mib(mh)
             start = size = None
-            gi = q(n.nvmlDeviceGetGpuInstanceById, handle, gi_id, absent=(NO_PERMISSION, NOT_FOUND))
+            gi = q(
+                n.nvmlDeviceGetGpuInstanceById,
+                handle,
+                gi_id,
+                absent=(n.NVML_ERROR_NO_PERMISSION, n.NVML_ERROR_NOT_FOUND),
+            )
             if gi is not None:
-                info = q(n.nvmlGpuInstanceGetInfo, gi, absent=(NO_PERMISSION,))
+                info = q(n.nvmlGpuInstanceGetInfo, gi, absent=(n.NVML_ERROR_NO_PERMISSION,))
                 if info is not None:
                     start, size = info.placement.start, info.placement.size
             yield (
@@ -298,18 +315,18 @@ class Nvml:
         return list(seen.values())
 
     def _process_name(self, pid: int) -> str | None:
-        name = _text(
-            self._query(self._n.nvmlSystemGetProcessName, pid, absent=(NOT_FOUND, NO_PERMISSION))
-        )
+        n = self._n
+        absent = (n.NVML_ERROR_NOT_FOUND, n.NVML_ERROR_NO_PERMISSION)
+        name = _text(self._query(n.nvmlSystemGetProcessName, pid, absent=absent))
         return name or _proc_name(pid)
 
     def _process_user(self, pid: int) -> str | None:
-        user = _proc_user(pid)
-        if user is None and self._sim is not None:
-            user = next(
-                (p["user"] for p in self._sim.node.state["processes"] if p["pid"] == pid), None
-            )
-        return user
+        # NVML does not say who runs a process: this machine's /proc does. For a pid /proc
+        # lacks, ask the loaded NVML module: gpuctl.sim's answers `process_user(pid)` for its
+        # simulated node (real pynvml has none). The owner then comes from the module in use,
+        # like every reading, and this class never looks into the simulator.
+        owner = getattr(self._n, "process_user", None)
+        return _proc_user(pid) or (owner(pid) if owner else None)
 
     # ---- single readings (for mig and other commands) -----------------------------------------
     def gpu_name(self, index: int) -> str:
@@ -345,7 +362,12 @@ class Nvml:
             return []
         out = []
         for const in range(_GI_PROFILE_COUNT):
-            info = q(n.nvmlDeviceGetGpuInstanceProfileInfo, h, const, absent=(INVALID_ARGUMENT,))
+            info = q(
+                n.nvmlDeviceGetGpuInstanceProfileInfo,
+                h,
+                const,
+                absent=(n.NVML_ERROR_INVALID_ARGUMENT,),
+            )
             if info is None or info.instanceCount == 0:
                 continue
             # Room for more than instanceCount: on A30 NVML reports it too low (mig-parted).
@@ -384,7 +406,7 @@ class Nvml:
                 gi,
                 const,
                 n.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
-                absent=(INVALID_ARGUMENT,),
+                absent=(n.NVML_ERROR_INVALID_ARGUMENT,),
             )
             if info is None or info.instanceCount == 0:
                 continue
@@ -415,21 +437,15 @@ class Nvml:
 
     def reset_gpu(self, index: int) -> None:
         """Resets the GPU, which applies a pending MIG mode (and clears its MIG instances).
-        NVML has no reset call: the real driver is reset by `nvidia-smi --gpu-reset`."""
+        NVML has no reset call: the driver is reset by `nvidia-smi --gpu-reset` (on a
+        simulated node, by its stand-in for nvidia-smi)."""
+        n = self._n
         what = f"GPU {index}: reset"
-        if self._sim is not None:
-            from gpuctl.sim.node import SimError
-
-            try:
-                self._sim.reset_gpu(index)
-            except SimError as e:
-                raise NvmlError(e.code, what) from None
-            return
         import subprocess
 
         try:
             proc = subprocess.run(
-                ["nvidia-smi", "--gpu-reset", "-i", str(index)],
+                [*self._nvidia_smi, "--gpu-reset", "-i", str(index)],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -441,11 +457,11 @@ class Nvml:
         if proc.returncode != 0:
             text = (proc.stdout + proc.stderr).strip()
             code = (
-                IN_USE
+                n.NVML_ERROR_IN_USE
                 if "in use" in text.lower()
-                else NO_PERMISSION
+                else n.NVML_ERROR_NO_PERMISSION
                 if "permission" in text.lower()
-                else 999
+                else n.NVML_ERROR_UNKNOWN
             )
             raise NvmlError(
                 code, f"{what} ({text.splitlines()[-1] if text else 'nvidia-smi failed'})"
@@ -475,7 +491,7 @@ class Nvml:
             ctypes.byref(count),
         )
         if count.value == 0:
-            raise NvmlError(NOT_SUPPORTED, what)
+            raise NvmlError(n.NVML_ERROR_NOT_SUPPORTED, what)
         array = (n.c_nvmlGpuInstancePlacement_t * count.value)()
         self._call(
             what,

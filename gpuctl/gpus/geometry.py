@@ -8,6 +8,7 @@ plain, typed records once; everything else in gpuctl reads only these records.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -30,6 +31,13 @@ _MODELS = {
     "unconfirmed (GB200)": ("GB200", 189471),
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": ("RTX-PRO-6000", 97887),
 }
+
+
+# NVML_COMPUTE_INSTANCE_PROFILE_* by compute slices (nvml.h).
+CI_PROFILE_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+# ... and back, _1_SLICE_REV1 (7) included: the driver's default compute instance in a 1g
+# REV2 GPU instance on Hopper.
+CI_PROFILE_SLICES = {i: s for s, i in CI_PROFILE_BY_SLICES.items()} | {7: 1}
 
 
 @dataclass(frozen=True)
@@ -152,3 +160,25 @@ def known_model(name: str) -> GpuModel | None:
 
 def all_profile_names() -> frozenset[str]:
     return frozenset(p.name for m in models() for p in m.profiles)
+
+
+def media_conflict(names: Sequence[str]) -> tuple[str, list[str]] | None:
+    """Which media-engine rule (nvml.h) GPU instances of these profiles on one GPU break, or
+    None. A GPU has one set of media engines: ("+me", the +me instances) when there are two
+    or more; ("+me.all", the others) when a +me.all instance has any but -me ones beside it."""
+    media = [n for n in names if _has_attr(n, "+me")]
+    if len(media) > 1:
+        return "+me", media
+    me_all = [n for n in names if _has_attr(n, "+me.all")]
+    if me_all:
+        others = [n for n in names if not _has_attr(n, "-me")]
+        others.remove(me_all[0])
+        if others:
+            return "+me.all", others
+    return None
+
+
+def _has_attr(name: str, attr: str) -> bool:
+    # "+me" must not match "+me.all"; "-me" is its own attribute.
+    tail = name[name.find("gb") + 2 :]
+    return tail == attr

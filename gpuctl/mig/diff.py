@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.common.errors import GpuctlError, UsageError
-from gpuctl.gpus.geometry import GpuModel, Profile
+from gpuctl.gpus.geometry import CI_PROFILE_SLICES, GpuModel, Profile
 from gpuctl.mig.layout import (
-    CI_PROFILE_SLICES,
     Device,
     LayoutError,
     Placed,

@@ -19,13 +19,8 @@ from dataclasses import dataclass
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
-from gpuctl.gpus.geometry import GpuModel, Profile
-
-# NVML_COMPUTE_INSTANCE_PROFILE_* by compute slices (nvml.h).
-CI_PROFILE_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
-# ... and back, _1_SLICE_REV1 (7) included: the driver's default compute instance in a 1g
-# REV2 GPU instance on Hopper.
-CI_PROFILE_SLICES = {i: s for s, i in CI_PROFILE_BY_SLICES.items()} | {7: 1}
+from gpuctl.gpus import geometry
+from gpuctl.gpus.geometry import CI_PROFILE_BY_SLICES, GpuModel, Profile
 
 _DEVICE_NAME = re.compile(r"^(?:(\d+)c\.)?(\d+g\.\d+gb(?:[+-][a-z][a-z0-9.,]*)?)\Z")
 
@@ -183,7 +178,7 @@ def place(
 
 def check_counts(model: GpuModel, profiles: Sequence[Profile]) -> None:
     """Every rule that does not depend on positions; raises LayoutError with the reason."""
-    media = media_conflict([p.name for p in profiles])
+    media = _media_reason([p.name for p in profiles])
     if media:
         raise LayoutError(media)
     for p, n in Counter(profiles).items():
@@ -204,25 +199,21 @@ def check_counts(model: GpuModel, profiles: Sequence[Profile]) -> None:
         raise LayoutError(_over_memory(model, profiles))
 
 
-def media_conflict(names: Sequence[str]) -> str | None:
-    """Why these instances cannot share one GPU's media engines, or None (nvml.h: one +me
-    instance at most; a +me.all instance allows only -me instances beside it)."""
-    media = [n for n in names if _has_attr(n, "+me")]
-    if len(media) > 1:
+def _media_reason(names: Sequence[str]) -> str | None:
+    """Why these instances cannot share one GPU's media engines, in words, or None."""
+    conflict = geometry.media_conflict(names)
+    if conflict is None:
+        return None
+    rule, culprits = conflict
+    if rule == "+me":
         return (
-            f"{_fmt(Counter(media))}: a GPU has one set of media engines, so at most one "
+            f"{_fmt(Counter(culprits))}: a GPU has one set of media engines, so at most one "
             "+me instance"
         )
-    me_all = [n for n in names if _has_attr(n, "+me.all")]
-    if me_all:
-        others = [n for n in names if not _has_attr(n, "-me")]
-        others.remove(me_all[0])
-        if others:
-            return (
-                f"a +me.all instance takes every media engine; only -me profiles can share "
-                f"the GPU with it, not {_join(sorted(set(others)))}"
-            )
-    return None
+    return (
+        f"a +me.all instance takes every media engine; only -me profiles can share "
+        f"the GPU with it, not {_join(sorted(set(culprits)))}"
+    )
 
 
 def _check_max(model: GpuModel, p: Profile, n: int) -> None:
@@ -236,12 +227,6 @@ def _check_max(model: GpuModel, p: Profile, n: int) -> None:
             f"{p.name} ×{n}: each {model.short_name} holds at most "
             f"{p.max_instances} {p.name} ({where})"
         )
-
-
-def _has_attr(name: str, attr: str) -> bool:
-    # "+me" must not match "+me.all"; "-me" is its own attribute.
-    tail = name[name.find("gb") + 2 :]
-    return tail == attr
 
 
 def _over_memory(model: GpuModel, profiles: Sequence[Profile]) -> str:

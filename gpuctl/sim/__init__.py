@@ -2,7 +2,11 @@
 
 - ``load_pynvml(spec)`` returns a ``pynvml`` module (nvidia-ml-py's own code, freshly loaded)
   whose C library is the simulated one (gpuctl.sim.libnvml) over a node such as
-  ``8xH100-80GB`` or ``2xH200,2xA30``.
+  ``8xH100-80GB`` or ``2xH200,2xA30``. Beside pynvml's API the module has
+  ``process_user(pid)``: who runs a process of the simulated node, which on a real node the
+  OS's process table tells (NVML does not).
+- ``nvidia_smi_command(spec)`` runs the node's stand-in for ``nvidia-smi`` (its
+  ``--gpu-reset``), gpuctl.sim.nvidia_smi.
 - ``SHIM_DIR`` put first on ``PYTHONPATH`` makes ``import pynvml`` in any program (nvitop,
   gpustat) load that module; the node comes from ``GPUCTL_SIMULATE`` / ``GPUCTL_SIM_STATE``.
 - ``add_process`` / ``remove_process`` / ``reset_gpu`` change the simulated node, for tests
@@ -94,21 +98,26 @@ def library(node):
     without = tuple(
         n.strip() for n in os.environ.get("GPUCTL_SIM_WITHOUT", "").split(",") if n.strip()
     )
-    unprivileged = os.environ.get("GPUCTL_SIM_UNPRIVILEGED", "") not in ("", "0")
-    return SimulatedLibrary(node, without=without, privileged=not unprivileged)
+    return SimulatedLibrary(node, without=without, privileged=privileged())
+
+
+def privileged() -> bool:
+    """False under GPUCTL_SIM_UNPRIVILEGED=1: the simulated node then refuses what a real
+    driver refuses a user who is not root."""
+    return os.environ.get("GPUCTL_SIM_UNPRIVILEGED", "") in ("", "0")
 
 
 def attach(module, library) -> None:
-    """Make `library` the C library of a pynvml module (what its nvmlInit would load)."""
+    """Make `library` the C library of a pynvml module (what its nvmlInit would load), and
+    let the module tell who runs the simulated processes."""
     module.nvmlLib = library.entries
+    module.process_user = library.process_user
 
 
-def library_of(pynvml_module):
-    """The SimulatedLibrary behind a module from load_pynvml (None for the real driver)."""
-    from gpuctl.sim.libnvml import SimulatedLibrary
-
-    lib = getattr(getattr(pynvml_module, "nvmlLib", None), "library", None)
-    return lib if isinstance(lib, SimulatedLibrary) else None
+def nvidia_smi_command(spec: str | None = None) -> list[str]:
+    """The command line of the simulated node's `nvidia-smi` (gpuctl.sim.nvidia_smi); the
+    node is `spec` (default GPUCTL_SIMULATE), its state GPUCTL_SIM_STATE."""
+    return [sys.executable, "-m", "gpuctl.sim.nvidia_smi", *(["--simulate", spec] if spec else [])]
 
 
 def add_process(

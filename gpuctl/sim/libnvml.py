@@ -16,21 +16,23 @@ import ctypes
 import os
 import sys
 
-from gpuctl.sim.node import (
-    CI_PROFILE_SLICES,
-    INVALID_ARGUMENT,
-    MIB,
-    NOT_FOUND,
-    NOT_SUPPORTED,
-    SUCCESS,
-    Node,
-    SimError,
+from pynvml import (
+    NVML_ERROR_IN_USE,
+    NVML_ERROR_INSUFFICIENT_RESOURCES,
+    NVML_ERROR_INSUFFICIENT_SIZE,
+    NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_NO_PERMISSION,
+    NVML_ERROR_NOT_FOUND,
+    NVML_ERROR_NOT_SUPPORTED,
+    NVML_ERROR_RESET_REQUIRED,
+    NVML_ERROR_UNINITIALIZED,
+    NVML_ERROR_UNKNOWN,
+    NVML_SUCCESS,
 )
 
-NO_PERMISSION = 4
+from gpuctl.gpus.geometry import CI_PROFILE_SLICES
+from gpuctl.sim.node import MIB, Node, SimError, bus_id, pci_location
 
-INSUFFICIENT_SIZE = 7
-UNINITIALIZED = 1
 NO_VALUE = 0xFFFFFFFF  # NVML's "not available" for unsigned ids (no GPU/compute instance)
 DRIVER_VERSION = "580.95.05"
 CUDA_VERSION = 13000
@@ -39,17 +41,17 @@ _CArg = type(ctypes.byref(ctypes.c_int()))
 _PTR = ctypes.sizeof(ctypes.c_void_p)
 
 _ERROR_STRINGS = {
-    0: "Success",
-    1: "Uninitialized",
-    2: "Invalid Argument",
-    3: "Not Supported",
-    4: "Insufficient Permissions",
-    6: "Not Found",
-    7: "Insufficient Size",
-    16: "GPU requires restart",
-    19: "In use by another client",
-    23: "Insufficient Resources",
-    999: "Unknown Error",
+    NVML_SUCCESS: "Success",
+    NVML_ERROR_UNINITIALIZED: "Uninitialized",
+    NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+    NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+    NVML_ERROR_NOT_FOUND: "Not Found",
+    NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
+    NVML_ERROR_RESET_REQUIRED: "GPU requires restart",
+    NVML_ERROR_IN_USE: "In use by another client",
+    NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient Resources",
+    NVML_ERROR_UNKNOWN: "Unknown Error",
 }
 
 
@@ -82,9 +84,9 @@ def _put(ref, value) -> None:
 def _put_string(buf, text: str) -> int:
     data = text.encode()
     if len(data) >= len(buf):
-        return INSUFFICIENT_SIZE
+        return NVML_ERROR_INSUFFICIENT_SIZE
     buf.value = data
-    return SUCCESS
+    return NVML_SUCCESS
 
 
 def _capacity(array, count: int) -> int:
@@ -94,11 +96,11 @@ def _capacity(array, count: int) -> int:
 
 
 def _privileged(fn):
-    """MIG layout calls: root only on a real driver (NO_PERMISSION otherwise)."""
+    """MIG layout calls: root only on a real driver (NVML_ERROR_NO_PERMISSION otherwise)."""
 
     def c_function(self, *args):
         if not self.privileged:
-            raise SimError(NO_PERMISSION, "insufficient permissions")
+            raise SimError(NVML_ERROR_NO_PERMISSION, "insufficient permissions")
         return fn(self, *args)
 
     c_function.__name__ = fn.__name__
@@ -110,13 +112,13 @@ def _nvml(fn):
 
     def c_function(self, *args):
         if not self._initialized:
-            return UNINITIALIZED
+            return NVML_ERROR_UNINITIALIZED
         self.node.refresh()  # another command may have changed the node
         try:
             ret = fn(self, *args)
         except SimError as e:
             return e.code
-        return SUCCESS if ret is None else ret
+        return NVML_SUCCESS if ret is None else ret
 
     c_function.__name__ = fn.__name__
     return c_function
@@ -172,7 +174,7 @@ class SimulatedLibrary:
     def _key(self, handle) -> tuple:
         key = self._keys.get(_address(handle))
         if key is None:
-            raise SimError(INVALID_ARGUMENT, "invalid handle")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "invalid handle")
         return key
 
     def _out_handle(self, ref, key: tuple) -> None:
@@ -184,39 +186,39 @@ class SimulatedLibrary:
         if key[0] == "mig":
             self.node.compute_instance(key[1], key[2], key[3])
         elif key[0] != "gpu":
-            raise SimError(INVALID_ARGUMENT, "not a device handle")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "not a device handle")
         return key
 
     def _gpu(self, handle) -> int:
         key = self._device(handle)
         if key[0] != "gpu":
-            raise SimError(INVALID_ARGUMENT, "a MIG device handle is not accepted here")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "a MIG device handle is not accepted here")
         return key[1]
 
     def _gi(self, handle) -> tuple[int, dict]:
         key = self._key(handle)
         if key[0] != "gi":
-            raise SimError(INVALID_ARGUMENT, "not a GPU instance handle")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "not a GPU instance handle")
         return key[1], self.node.gpu_instance(key[1], key[2])
 
     def _ci(self, handle) -> tuple[int, int, dict]:
         key = self._key(handle)
         if key[0] != "ci":
-            raise SimError(INVALID_ARGUMENT, "not a compute instance handle")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "not a compute instance handle")
         return key[1], key[2], self.node.compute_instance(key[1], key[2], key[3])
 
     # ---- library --------------------------------------------------------------------------
     def nvmlInitWithFlags(self, flags=0):
         self.node.refresh()
         self._initialized = True
-        return SUCCESS
+        return NVML_SUCCESS
 
     def nvmlInit_v2(self):
         return self.nvmlInitWithFlags(0)
 
     def nvmlShutdown(self):
         self._initialized = False
-        return SUCCESS
+        return NVML_SUCCESS
 
     def nvmlErrorString(self, result):
         return _ERROR_STRINGS.get(_val(result), "Unknown Error").encode()
@@ -240,7 +242,7 @@ class SimulatedLibrary:
         for p in self.node.state["processes"]:
             if p["pid"] == _val(pid):
                 return _put_string(buf, p["name"])
-        raise SimError(NOT_FOUND, "no such GPU process")
+        raise SimError(NVML_ERROR_NOT_FOUND, "no such GPU process")
 
     # ---- devices --------------------------------------------------------------------------
     @_nvml
@@ -262,15 +264,15 @@ class SimulatedLibrary:
             for gi, ci in self.node.mig_devices(i):
                 if self._mig_uuid(i, gi, ci) == text:
                     return self._out_handle(ref, ("mig", i, gi["id"], ci["id"]))
-        raise SimError(NOT_FOUND, "no such UUID")
+        raise SimError(NVML_ERROR_NOT_FOUND, "no such UUID")
 
     @_nvml
-    def nvmlDeviceGetHandleByPciBusId_v2(self, bus_id, ref):
-        text = _val(bus_id).decode().lower()
+    def nvmlDeviceGetHandleByPciBusId_v2(self, pci_bus_id, ref):
+        text = _val(pci_bus_id).decode().lower()
         for i in range(len(self.node.gpus)):
-            if self._bus_id(i).lower() in (text, "0000" + text):
+            if bus_id(i).lower() in (text, "0000" + text):
                 return self._out_handle(ref, ("gpu", i))
-        raise SimError(NOT_FOUND, "no such PCI bus id")
+        raise SimError(NVML_ERROR_NOT_FOUND, "no such PCI bus id")
 
     @_nvml
     def nvmlDeviceGetIndex(self, handle, ref):
@@ -309,22 +311,13 @@ class SimulatedLibrary:
         i = self._gpu(handle)
         return _put_string(buf, f"{1650923000000 + i:013d}")
 
-    @staticmethod
-    def _pci_location(i: int) -> tuple[int, int]:
-        """(domain, bus): 16 GPUs per PCI domain, buses 0x18, 0x26, ..."""
-        return i // 16, 0x18 + i % 16 * 0x0E
-
-    def _bus_id(self, i: int) -> str:
-        domain, bus = self._pci_location(i)
-        return f"{domain:08X}:{bus:02X}:00.0"
-
     @_nvml
     def nvmlDeviceGetPciInfo_v3(self, handle, ref):
         i = self._gpu(handle)
         info = _obj(ref)
-        domain, bus = self._pci_location(i)
+        domain, bus = pci_location(i)
         info.busIdLegacy = f"{domain:04X}:{bus:02X}:00.0".encode()
-        info.busId = self._bus_id(i).encode()
+        info.busId = bus_id(i).encode()
         info.domain, info.bus, info.device = domain, bus, 0
         info.pciDeviceId, info.pciSubSystemId = self.node.pci_device_id(i), 0x16C110DE
 
@@ -364,7 +357,9 @@ class SimulatedLibrary:
         # As on the hardware: no utilization counters while MIG is on (GPU or MIG device).
         key = self._device(handle)
         if key[0] == "mig" or self.node.mig_enabled(key[1]):
-            raise SimError(NOT_SUPPORTED, "utilization is not supported with MIG enabled")
+            raise SimError(
+                NVML_ERROR_NOT_SUPPORTED, "utilization is not supported with MIG enabled"
+            )
         util = _obj(ref)
         util.gpu = self.node.utilization(key[1])
         util.memory = util.gpu * 3 // 5
@@ -381,13 +376,13 @@ class SimulatedLibrary:
     def nvmlDeviceGetTemperature(self, handle, sensor, ref):
         i = self._gpu(handle)
         if _val(sensor) != 0:
-            raise SimError(INVALID_ARGUMENT, "unknown sensor")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "unknown sensor")
         _put(ref, self.node.temperature(i))
 
     @_nvml
     def nvmlDeviceGetFanSpeed(self, handle, ref):
         self._gpu(handle)
-        raise SimError(NOT_SUPPORTED, "passively cooled board has no fan")
+        raise SimError(NVML_ERROR_NOT_SUPPORTED, "passively cooled board has no fan")
 
     nvmlDeviceGetFanSpeed_v2 = nvmlDeviceGetFanSpeed
 
@@ -448,13 +443,13 @@ class SimulatedLibrary:
     def nvmlDeviceGetPcieThroughput(self, handle, counter, ref):
         i = self._gpu(handle)
         if _val(counter) not in (0, 1):
-            raise SimError(INVALID_ARGUMENT, "unknown PCIe counter")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "unknown PCIe counter")
         _put(ref, self.node.utilization(i) * 1200)  # KB/s
 
     @_nvml
     def nvmlDeviceGetDriverModel_v2(self, handle, current_ref, pending_ref):
         self._gpu(handle)
-        raise SimError(NOT_SUPPORTED, "driver models are a Windows feature")
+        raise SimError(NVML_ERROR_NOT_SUPPORTED, "driver models are a Windows feature")
 
     nvmlDeviceGetDriverModel = nvmlDeviceGetDriverModel_v2
 
@@ -462,14 +457,14 @@ class SimulatedLibrary:
     def nvmlDeviceGetProcessUtilization(self, handle, samples, count_ref, since):
         i = self._gpu(handle)
         if self.node.mig_enabled(i):
-            raise SimError(NOT_SUPPORTED, "no per-process utilization with MIG enabled")
+            raise SimError(NVML_ERROR_NOT_SUPPORTED, "no per-process utilization with MIG enabled")
         procs = self.node.processes(i)
         if not procs:
-            raise SimError(NOT_FOUND, "no samples")
+            raise SimError(NVML_ERROR_NOT_FOUND, "no samples")
         count = _obj(count_ref)
         if samples is None or _capacity(samples, count.value) < len(procs):
             count.value = len(procs)
-            return INSUFFICIENT_SIZE
+            return NVML_ERROR_INSUFFICIENT_SIZE
         util = self.node.utilization(i)
         stamp = int(self.node.now() * 1e6)
         for slot, p in zip(samples, procs):
@@ -490,7 +485,7 @@ class SimulatedLibrary:
         count = _obj(count_ref)
         if array is None or _capacity(array, count.value) < len(procs):
             count.value = len(procs)
-            return SUCCESS if not procs else INSUFFICIENT_SIZE
+            return NVML_SUCCESS if not procs else NVML_ERROR_INSUFFICIENT_SIZE
         for slot, p in zip(array, procs):
             slot.pid = p["pid"]
             slot.usedGpuMemory = p["used_memory_mib"] * MIB
@@ -498,7 +493,7 @@ class SimulatedLibrary:
                 slot.gpuInstanceId = NO_VALUE if p["gi_id"] is None else p["gi_id"]
                 slot.computeInstanceId = NO_VALUE if p["ci_id"] is None else p["ci_id"]
         count.value = len(procs)
-        return SUCCESS
+        return NVML_SUCCESS
 
     @_nvml
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle, count_ref, array):
@@ -518,7 +513,7 @@ class SimulatedLibrary:
     def nvmlDeviceGetMigMode(self, handle, current_ref, pending_ref):
         i = self._gpu(handle)
         if not self.node.model(i).profiles:
-            raise SimError(NOT_SUPPORTED, "no MIG on this GPU")
+            raise SimError(NVML_ERROR_NOT_SUPPORTED, "no MIG on this GPU")
         gpu = self.node.gpu(i)
         _put(current_ref, gpu["mig_current"])
         _put(pending_ref, gpu["mig_pending"])
@@ -540,7 +535,7 @@ class SimulatedLibrary:
         devices = self.node.mig_devices(i)
         n = _val(index)
         if not 0 <= n < len(devices):
-            raise SimError(NOT_FOUND, f"no MIG device {n}")
+            raise SimError(NVML_ERROR_NOT_FOUND, f"no MIG device {n}")
         gi, ci = devices[n]
         self._out_handle(ref, ("mig", i, gi["id"], ci["id"]))
 
@@ -552,21 +547,21 @@ class SimulatedLibrary:
     def nvmlDeviceGetGpuInstanceId(self, handle, ref):
         key = self._device(handle)
         if key[0] != "mig":
-            raise SimError(INVALID_ARGUMENT, "not a MIG device handle")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
         _put(ref, key[2])
 
     @_nvml
     def nvmlDeviceGetComputeInstanceId(self, handle, ref):
         key = self._device(handle)
         if key[0] != "mig":
-            raise SimError(INVALID_ARGUMENT, "not a MIG device handle")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
         _put(ref, key[3])
 
     @_nvml
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle, ref):
         key = self._device(handle)
         if key[0] != "mig":
-            raise SimError(INVALID_ARGUMENT, "not a MIG device handle")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
         self._out_handle(ref, ("gpu", key[1]))
 
     # ---- GPU-instance profiles and GPU instances ----------------------------------------------
@@ -607,11 +602,11 @@ class SimulatedLibrary:
         count = _obj(count_ref)
         if placements is None:
             count.value = len(sp.profile.starts)
-            return SUCCESS
+            return NVML_SUCCESS
         array = _obj(placements)
         if _capacity(array, count.value) < len(sp.profile.starts):
             count.value = len(sp.profile.starts)
-            return INSUFFICIENT_SIZE
+            return NVML_ERROR_INSUFFICIENT_SIZE
         base = ctypes.addressof(array)
         item = ctypes.sizeof(ctypes.c_uint) * 2
         for n, start in enumerate(sp.profile.starts):
@@ -663,12 +658,12 @@ class SimulatedLibrary:
         if array is not None:
             if _capacity(array, count.value) < len(keys):
                 count.value = len(keys)
-                return INSUFFICIENT_SIZE
+                return NVML_ERROR_INSUFFICIENT_SIZE
             base = ctypes.addressof(_obj(array))
             for n, key in enumerate(keys):
                 _put_pointer(base + n * _PTR, self._handle(key))
         count.value = len(keys)
-        return SUCCESS
+        return NVML_SUCCESS
 
     @_nvml
     @_privileged
@@ -688,9 +683,13 @@ class SimulatedLibrary:
     # ---- compute instances ------------------------------------------------------------------
     def _fill_ci_profile(self, i: int, gi: dict, profile: int, info, with_name: bool) -> None:
         if not 0 <= profile < 9:
-            raise SimError(INVALID_ARGUMENT, f"compute-instance profile {profile} out of range")
+            raise SimError(
+                NVML_ERROR_INVALID_ARGUMENT, f"compute-instance profile {profile} out of range"
+            )
         if not self.node.ci_profile_supported(i, gi, profile):
-            raise SimError(NOT_SUPPORTED, f"compute-instance profile {profile} not supported here")
+            raise SimError(
+                NVML_ERROR_NOT_SUPPORTED, f"compute-instance profile {profile} not supported here"
+            )
         sp = self.node.profile_by_id(i, gi["profile_id"])
         c = CI_PROFILE_SLICES[profile]
         info.id, info.sliceCount = profile, c
@@ -717,7 +716,7 @@ class SimulatedLibrary:
     def nvmlGpuInstanceGetComputeInstanceRemainingCapacity(self, gi_handle, profile, ref):
         i, gi = self._gi(gi_handle)
         if not self.node.ci_profile_supported(i, gi, _val(profile)):
-            raise SimError(NOT_SUPPORTED, "compute-instance profile not supported here")
+            raise SimError(NVML_ERROR_NOT_SUPPORTED, "compute-instance profile not supported here")
         _put(ref, self.node.ci_remaining(i, gi, _val(profile)))
 
     @_nvml
@@ -760,8 +759,8 @@ class SimulatedLibrary:
         i, gi_id, ci = self._ci(ci_handle)
         self.node.destroy_compute_instance(i, gi_id, ci["id"])
 
-    # ---- not part of NVML: what `nvidia-smi --gpu-reset` does ---------------------------------
-    def reset_gpu(self, index: int) -> None:
-        if not self.privileged:
-            raise SimError(NO_PERMISSION, "insufficient permissions")
-        self.node.reset(index)
+    # ---- not part of NVML: who runs a process (on a real node the OS's process table says) ----
+    def process_user(self, pid: int) -> str | None:
+        """The recorded user of simulated process `pid`, or None for a pid not on the node."""
+        self.node.refresh()
+        return next((p["user"] for p in self.node.state["processes"] if p["pid"] == pid), None)

@@ -2,14 +2,14 @@
 processes, kept in a JSON state file so that separate commands see the same node.
 
 Every operation that the hardware can refuse raises SimError with the NVML return code the
-driver gives in that case; the simulated library (gpuctl.sim.libnvml) passes the code on.
+driver gives in that case (pynvml's NVML_ERROR_* constants); the simulated library
+(gpuctl.sim.libnvml) passes the code on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import math
@@ -18,19 +18,20 @@ import re
 import time
 from dataclasses import dataclass
 
+from pynvml import (
+    NVML_ERROR_IN_USE,
+    NVML_ERROR_INSUFFICIENT_RESOURCES,
+    NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_NOT_FOUND,
+    NVML_ERROR_NOT_SUPPORTED,
+    NVML_ERROR_RESET_REQUIRED,
+    NVML_SUCCESS,
+)
+
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
 from gpuctl.gpus import geometry
-from gpuctl.mig import layout as mig_layout
-
-# NVML return codes used here (values from nvml.h; identical in pynvml).
-SUCCESS = 0
-INVALID_ARGUMENT = 2
-NOT_SUPPORTED = 3
-NOT_FOUND = 6
-RESET_REQUIRED = 16
-IN_USE = 19
-INSUFFICIENT_RESOURCES = 23
+from gpuctl.gpus.geometry import CI_PROFILE_SLICES
 
 STATE_VERSION = 1
 MAX_GPUS = 1024
@@ -40,8 +41,6 @@ MIB = 1024 * 1024
 # leaves a few unconfirmed (None), and the simulator needs some id to hand out.
 _STANDARD_PROFILE_IDS = {0x0: 19, 0x7: 20, 0x9: 15, 0x1: 14, 0x2: 9, 0x3: 5, 0x4: 0}
 
-# Compute-instance profile constant -> compute slices (nvml.h NVML_COMPUTE_INSTANCE_PROFILE_*).
-CI_PROFILE_SLICES = mig_layout.CI_PROFILE_SLICES
 _CI_PROFILE_REV1 = 7
 _GI_PROFILE_1_SLICE_REV2 = 0x9
 
@@ -63,7 +62,7 @@ _BOARD = {
     "T4": (70, 10, 1590, 5001),
 }
 # A GPU without MIG, for mixed nodes (not in the MIG geometry table): NVML answers its MIG
-# calls with NOT_SUPPORTED, as mig-parted relies on.
+# calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on.
 _NON_MIG = (
     geometry.GpuModel(
         nvml_name="Tesla T4",
@@ -81,17 +80,15 @@ _NON_MIG = (
 _IDLE_SM_CLOCK = 345
 
 
-@functools.lru_cache(maxsize=1)
-def _pci_device_ids() -> dict[str, int]:
-    """First PCI device id (device << 16 | vendor) of each model, from the geometry data."""
-    from importlib import resources
+def pci_location(index: int) -> tuple[int, int]:
+    """(domain, bus) of GPU `index`: 16 GPUs per PCI domain, buses 0x18, 0x26, ..."""
+    return index // 16, 0x18 + index % 16 * 0x0E
 
-    raw = json.loads(resources.files("gpuctl.data").joinpath("mig_geometry.json").read_text())
-    return {
-        g["nvml_name"]: int(g["pci_device_ids_mig_parted"][0], 16)
-        for g in raw
-        if g.get("pci_device_ids_mig_parted")
-    }
+
+def bus_id(index: int) -> str:
+    """GPU `index`'s PCI bus id as NVML and nvidia-smi write it: 00000000:18:00.0."""
+    domain, bus = pci_location(index)
+    return f"{domain:08X}:{bus:02X}:00.0"
 
 
 class SimError(Exception):
@@ -354,7 +351,9 @@ class Node:
             try:
                 sp = self.profile_by_id(index, gi["profile_id"])
                 if gi["size"] != sp.profile.size:
-                    raise SimError(INVALID_ARGUMENT, f"size {gi['size']} is not {sp.profile.size}")
+                    raise SimError(
+                        NVML_ERROR_INVALID_ARGUMENT, f"size {gi['size']} is not {sp.profile.size}"
+                    )
                 self._free_start(index, sp, gi["start"], made)
             except SimError as e:
                 return f"GPU instance {gi['id']} could not exist: {e}"
@@ -440,7 +439,7 @@ class Node:
 
     def gpu(self, index: int) -> dict:
         if not 0 <= index < len(self.gpus):
-            raise SimError(INVALID_ARGUMENT, f"no GPU {index}")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, f"no GPU {index}")
         return self.gpus[index]
 
     def model(self, index: int) -> geometry.GpuModel:
@@ -451,17 +450,21 @@ class Node:
 
     def profile_by_index(self, index: int, constant: int) -> SimProfile:
         if not 0 <= constant < 0x12:
-            raise SimError(INVALID_ARGUMENT, f"profile index {constant} out of range")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, f"profile index {constant} out of range")
         for p in self.profiles(index):
             if p.profile.index == constant:
                 return p
-        raise SimError(NOT_SUPPORTED, f"profile index {constant} not supported on GPU {index}")
+        raise SimError(
+            NVML_ERROR_NOT_SUPPORTED, f"profile index {constant} not supported on GPU {index}"
+        )
 
     def profile_by_id(self, index: int, profile_id: int) -> SimProfile:
         for p in self.profiles(index):
             if p.profile_id == profile_id:
                 return p
-        raise SimError(NOT_SUPPORTED, f"profile id {profile_id} not supported on GPU {index}")
+        raise SimError(
+            NVML_ERROR_NOT_SUPPORTED, f"profile id {profile_id} not supported on GPU {index}"
+        )
 
     def mig_enabled(self, index: int) -> bool:
         return self.gpu(index)["mig_current"] == 1
@@ -469,22 +472,22 @@ class Node:
     def require_mig(self, index: int) -> dict:
         gpu = self.gpu(index)
         if not self.models[index].profiles:
-            raise SimError(NOT_SUPPORTED, f"GPU {index} has no MIG")
+            raise SimError(NVML_ERROR_NOT_SUPPORTED, f"GPU {index} has no MIG")
         if gpu["mig_current"] != 1:
-            raise SimError(NOT_SUPPORTED, f"MIG is not enabled on GPU {index}")
+            raise SimError(NVML_ERROR_NOT_SUPPORTED, f"MIG is not enabled on GPU {index}")
         return gpu
 
     def gpu_instance(self, index: int, gi_id: int) -> dict:
         for gi in self.require_mig(index)["gpu_instances"]:
             if gi["id"] == gi_id:
                 return gi
-        raise SimError(NOT_FOUND, f"no GPU instance {gi_id} on GPU {index}")
+        raise SimError(NVML_ERROR_NOT_FOUND, f"no GPU instance {gi_id} on GPU {index}")
 
     def compute_instance(self, index: int, gi_id: int, ci_id: int) -> dict:
         for ci in self.gpu_instance(index, gi_id)["compute_instances"]:
             if ci["id"] == ci_id:
                 return ci
-        raise SimError(NOT_FOUND, f"no compute instance {ci_id} in GPU instance {gi_id}")
+        raise SimError(NVML_ERROR_NOT_FOUND, f"no compute instance {ci_id} in GPU instance {gi_id}")
 
     def mig_devices(self, index: int) -> list[tuple[dict, dict]]:
         """(GI, CI) pairs in the order NVML enumerates MIG device handles."""
@@ -539,8 +542,8 @@ class Node:
         return max(0, min(100, int(value)))
 
     def pci_device_id(self, index: int) -> int:
-        model = self.models[index]
-        return _pci_device_ids().get(model.nvml_name) or int(model.pci_device_ids[0], 16)
+        """The model's first PCI device id (device << 16 | vendor)."""
+        return int(self.models[index].pci_device_ids[0], 16)
 
     def board(self, index: int) -> tuple[int, int, int, int]:
         return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))
@@ -568,15 +571,15 @@ class Node:
     def set_mig_mode(self, index: int, mode: int) -> int:
         """Sets the pending mode; returns the activation status (applied only by a reset)."""
         if not self.models[index].profiles:
-            raise SimError(NOT_SUPPORTED, f"GPU {index} has no MIG")
+            raise SimError(NVML_ERROR_NOT_SUPPORTED, f"GPU {index} has no MIG")
         if mode not in (0, 1):
-            raise SimError(INVALID_ARGUMENT, f"bad MIG mode {mode}")
+            raise SimError(NVML_ERROR_INVALID_ARGUMENT, f"bad MIG mode {mode}")
         with self.change():
             gpu = self.gpu(index)
             gpu["mig_pending"] = mode
             if gpu["mig_current"] == mode:
-                return SUCCESS
-            return IN_USE if self.processes(index) else RESET_REQUIRED
+                return NVML_SUCCESS
+            return NVML_ERROR_IN_USE if self.processes(index) else NVML_ERROR_RESET_REQUIRED
 
     def reset(self, index: int) -> None:
         """A GPU reset: refused while processes run; applies the pending MIG mode; like on
@@ -584,7 +587,7 @@ class Node:
         with self.change():
             gpu = self.gpu(index)
             if self.processes(index):
-                raise SimError(IN_USE, f"GPU {index} has running processes")
+                raise SimError(NVML_ERROR_IN_USE, f"GPU {index} has running processes")
             gpu["mig_current"] = gpu["mig_pending"]
             gpu["gpu_instances"] = []
 
@@ -593,32 +596,39 @@ class Node:
         model = self.models[index]
         if start is not None and start not in sp.profile.starts:
             raise SimError(
-                INVALID_ARGUMENT,
+                NVML_ERROR_INVALID_ARGUMENT,
                 f"start {start} is not a placement of {sp.profile.name} "
                 f"(valid: {list(sp.profile.starts)})",
             )
         same = sum(1 for gi in gis if gi["profile_id"] == sp.profile_id)
         if same >= sp.profile.max_instances:
             raise SimError(
-                INSUFFICIENT_RESOURCES,
+                NVML_ERROR_INSUFFICIENT_RESOURCES,
                 f"at most {sp.profile.max_instances} {sp.profile.name} instances",
             )
         if len(gis) >= model.max_gpu_instances:
             raise SimError(
-                INSUFFICIENT_RESOURCES, f"at most {model.max_gpu_instances} GPU instances"
+                NVML_ERROR_INSUFFICIENT_RESOURCES,
+                f"at most {model.max_gpu_instances} GPU instances",
             )
         profiles = [self.profile_by_id(index, gi["profile_id"]).profile for gi in gis]
         if sum(p.slices for p in profiles) + sp.profile.slices > model.compute_slices:
-            raise SimError(INSUFFICIENT_RESOURCES, "not enough compute slices left")
-        media = mig_layout.media_conflict([p.name for p in profiles] + [sp.profile.name])
+            raise SimError(NVML_ERROR_INSUFFICIENT_RESOURCES, "not enough compute slices left")
+        media = geometry.media_conflict([p.name for p in profiles] + [sp.profile.name])
         if media:
-            raise SimError(INSUFFICIENT_RESOURCES, media)
+            rule, culprits = media
+            raise SimError(
+                NVML_ERROR_INSUFFICIENT_RESOURCES,
+                f"media engines taken ({rule}: {', '.join(culprits)})",
+            )
         occupied = {s for gi in gis for s in range(gi["start"], gi["start"] + gi["size"])}
         candidates = [start] if start is not None else sorted(sp.profile.starts, reverse=True)
         for s in candidates:
             if not occupied & set(range(s, s + sp.profile.size)):
                 return s
-        raise SimError(INSUFFICIENT_RESOURCES, f"memory slices for {sp.profile.name} are occupied")
+        raise SimError(
+            NVML_ERROR_INSUFFICIENT_RESOURCES, f"memory slices for {sp.profile.name} are occupied"
+        )
 
     def create_gpu_instance(
         self, index: int, profile_id: int, start: int | None = None, size: int | None = None
@@ -629,7 +639,7 @@ class Node:
             sp = self.profile_by_id(index, profile_id)
             if size is not None and size != sp.profile.size:
                 raise SimError(
-                    INVALID_ARGUMENT,
+                    NVML_ERROR_INVALID_ARGUMENT,
                     f"placement size {size} is not {sp.profile.name}'s {sp.profile.size}",
                 )
             s = self._free_start(index, sp, start, gpu["gpu_instances"])
@@ -661,9 +671,11 @@ class Node:
         with self.change():
             gi = self.gpu_instance(index, gi_id)
             if self.processes(index, gi_id):
-                raise SimError(IN_USE, f"GPU instance {gi_id} has running processes")
+                raise SimError(NVML_ERROR_IN_USE, f"GPU instance {gi_id} has running processes")
             if gi["compute_instances"]:
-                raise SimError(IN_USE, f"GPU instance {gi_id} still has compute instances")
+                raise SimError(
+                    NVML_ERROR_IN_USE, f"GPU instance {gi_id} still has compute instances"
+                )
             self.gpu(index)["gpu_instances"].remove(gi)
 
     def ci_profile_supported(self, index: int, gi: dict, ci_profile: int) -> bool:
@@ -703,13 +715,14 @@ class Node:
             gi = self.gpu_instance(index, gi_id)
             if not self.ci_profile_supported(index, gi, ci_profile):
                 raise SimError(
-                    NOT_SUPPORTED,
+                    NVML_ERROR_NOT_SUPPORTED,
                     f"compute-instance profile {ci_profile} not supported in GPU instance {gi_id}",
                 )
             starts = self.ci_free_starts(index, gi, ci_profile)
             if not starts:
                 raise SimError(
-                    INSUFFICIENT_RESOURCES, f"GPU instance {gi_id} has no compute slices left"
+                    NVML_ERROR_INSUFFICIENT_RESOURCES,
+                    f"GPU instance {gi_id} has no compute slices left",
                 )
             start = starts[0]
             used_ids = {c["id"] for c in gi["compute_instances"]}
@@ -726,7 +739,7 @@ class Node:
         with self.change():
             ci = self.compute_instance(index, gi_id, ci_id)
             if self.processes(index, gi_id, ci_id):
-                raise SimError(IN_USE, f"compute instance {ci_id} has running processes")
+                raise SimError(NVML_ERROR_IN_USE, f"compute instance {ci_id} has running processes")
             self.gpu_instance(index, gi_id)["compute_instances"].remove(ci)
 
     # ---- processes (the test and demo API) ------------------------------------------------
@@ -743,17 +756,18 @@ class Node:
         with self.change():
             g = self.gpu(gpu)
             if (gi_id is None) != (ci_id is None):
-                raise SimError(INVALID_ARGUMENT, "give both gi_id and ci_id, or neither")
+                raise SimError(NVML_ERROR_INVALID_ARGUMENT, "give both gi_id and ci_id, or neither")
             if g["mig_current"] == 1 and gi_id is None:
                 raise SimError(
-                    INVALID_ARGUMENT, f"MIG is enabled on GPU {gpu}: a process runs on a MIG device"
+                    NVML_ERROR_INVALID_ARGUMENT,
+                    f"MIG is enabled on GPU {gpu}: a process runs on a MIG device",
                 )
             if g["mig_current"] != 1 and gi_id is not None:
-                raise SimError(INVALID_ARGUMENT, f"MIG is not enabled on GPU {gpu}")
+                raise SimError(NVML_ERROR_INVALID_ARGUMENT, f"MIG is not enabled on GPU {gpu}")
             if used_memory_mib < 0:
-                raise SimError(INVALID_ARGUMENT, "used memory must not be negative")
+                raise SimError(NVML_ERROR_INVALID_ARGUMENT, "used memory must not be negative")
             if pid <= 0:
-                raise SimError(INVALID_ARGUMENT, f"bad pid {pid}")
+                raise SimError(NVML_ERROR_INVALID_ARGUMENT, f"bad pid {pid}")
             if gi_id is not None:
                 gi = self.gpu_instance(gpu, gi_id)
                 self.compute_instance(gpu, gi_id, ci_id)
@@ -764,11 +778,13 @@ class Node:
                 used = self.memory_used_mib(gpu)
             if used + used_memory_mib > total:
                 raise SimError(
-                    INSUFFICIENT_RESOURCES,
+                    NVML_ERROR_INSUFFICIENT_RESOURCES,
                     f"out of memory: {used} + {used_memory_mib} MiB > {total} MiB",
                 )
             if any(p["pid"] == pid and p["gpu"] == gpu for p in self.state["processes"]):
-                raise SimError(INVALID_ARGUMENT, f"process {pid} is already on GPU {gpu}")
+                raise SimError(
+                    NVML_ERROR_INVALID_ARGUMENT, f"process {pid} is already on GPU {gpu}"
+                )
             proc = {
                 "pid": pid,
                 "name": name,

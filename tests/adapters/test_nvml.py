@@ -161,3 +161,58 @@ def test_without_root_layout_calls_are_refused_and_placements_read_na(mig_node, 
                 call()
             assert e.value.code == 4 and "run as root" in e.value.hint
         assert nvml.mig_mode(1) == (0, 0)
+
+
+def test_a_reset_runs_nvidia_smi_which_the_simulated_node_answers(mig_node, monkeypatch):
+    # nvidia-smi's own words in the error show the reset went through the stand-in.
+    with Nvml("2xH100-80GB") as nvml:
+        with pytest.raises(NvmlError) as e:
+            nvml.reset_gpu(0)
+        assert e.value.code == 19 and "Please first kill all processes" in e.value.message
+        monkeypatch.setenv("GPUCTL_SIM_UNPRIVILEGED", "1")
+        with pytest.raises(NvmlError) as e:
+            nvml.reset_gpu(1)
+        assert e.value.code == 4 and "Insufficient Permissions" in e.value.message
+
+
+def test_the_adapter_uses_only_the_simulators_public_entry_points():
+    """It may choose the simulated library and nvidia-smi; it never reads simulator state or
+    calls simulator-only methods (gpuctl.sim.node, libnvml, SimError, reset_gpu ...)."""
+    import ast
+    import inspect
+
+    import gpuctl.adapters.nvml as adapter
+
+    tree = ast.parse(inspect.getsource(adapter))
+    imports = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    imports += [
+        f"{n.module}.{a.name}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
+    ]
+    assert [m for m in imports if m.startswith("gpuctl.sim")] == ["gpuctl.sim"]
+    used = {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "gpuctl.sim"
+    }
+    assert used == {"load_pynvml", "nvidia_smi_command"}
+
+
+def test_a_session_on_the_real_driver_loads_nothing_of_the_simulator():
+    code = (
+        "import sys\n"
+        "from gpuctl.adapters.nvml import Nvml\n"
+        "from gpuctl.common.errors import GpuctlError\n"
+        "try:\n"
+        "    Nvml().open()\n"
+        "except GpuctlError:\n"
+        "    pass  # no driver on this machine\n"
+        "print(sorted(m for m in sys.modules if m.startswith('gpuctl.sim')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GPUCTL_SIMULATE"}
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr

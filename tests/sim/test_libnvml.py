@@ -576,3 +576,48 @@ def test_a_short_buffer_is_insufficient_size_not_an_overflow(nvml):
     count = ctypes.c_uint(7)
     with pytest.raises(n.NVMLError_InsufficientSize):
         n.nvmlDeviceGetGpuInstancePossiblePlacements(h, 19, placements, ctypes.byref(count))
+
+
+def test_the_module_tells_who_runs_a_simulated_process():
+    n = gpuctl.sim.load_pynvml("1xA30")
+    gpuctl.sim.add_process(0, 42, 100, user="alice", spec="1xA30")
+    assert n.process_user(42) == "alice"  # NVML has no such call; the OS would say on a node
+    gpuctl.sim.remove_process(42, spec="1xA30")
+    gpuctl.sim.add_process(0, 42, 100, user="bob", spec="1xA30")
+    assert n.process_user(42) == "bob" and n.process_user(43) is None  # the node as it is now
+
+
+def test_the_shim_serves_programs_and_the_simulator_itself(tmp_path):
+    """With the shim first on PYTHONPATH, `import pynvml` inside the simulator (for NVML's
+    return codes) loads the shim too; the node is opened only at nvmlInit."""
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([gpuctl.sim.SHIM_DIR, ROOT]),
+        GPUCTL_SIMULATE="1xA30",
+        GPUCTL_SIM_STATE=str(tmp_path / "n.json"),
+    )
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, *args], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    added = run("-m", "gpuctl.sim", "add-process", "--gpu", "0", "--pid", "42", "--mib", "10")
+    assert added.returncode == 0, added.stderr
+    code = "import pynvml as n; n.nvmlInit(); print(n.nvmlDeviceGetCount(), n.process_user(42))"
+    assert run("-c", code).stdout == "1 root\n"
+    del env["GPUCTL_SIMULATE"], env["GPUCTL_SIM_STATE"]
+    no_node = run(
+        "-c",
+        "import pynvml as n\ntry: n.nvmlInit()\nexcept n.NVMLError_LibraryNotFound: print('no driver')",
+    )
+    assert no_node.stdout == "no driver\n", no_node.stderr
+
+
+def test_the_simulator_takes_mig_geometry_from_gpus_not_from_mig():
+    code = (
+        "import sys, gpuctl.sim.libnvml, gpuctl.sim.nvidia_smi\n"
+        "print(sorted(m for m in sys.modules if m.startswith('gpuctl.mig')))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == "[]\n", run.stderr

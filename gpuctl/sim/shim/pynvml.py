@@ -16,8 +16,12 @@ import gpuctl.sim as _sim  # noqa: E402
 
 _sim.exec_pynvml_into(_sys.modules[__name__])
 
-if _os.environ.get("GPUCTL_SIMULATE") or _os.path.exists(_os.environ.get("GPUCTL_SIM_STATE", "")):
+
+# The node is opened when nvmlInit loads "the driver", not on import: the simulator itself
+# imports pynvml (for its return codes), which may be this module.
+def _LoadNvmlLibrary():  # noqa: F811
+    if nvmlLib is not None:  # noqa: F821
+        return
+    if not (_os.environ.get("GPUCTL_SIMULATE") or _os.path.exists(_os.environ.get("GPUCTL_SIM_STATE", ""))):
+        _nvmlCheckReturn(NVML_ERROR_LIBRARY_NOT_FOUND)  # noqa: F821 - no node: as with no driver
     _sim.attach(_sys.modules[__name__], _sim.library(_sim.open_node()))
-else:
-    def _LoadNvmlLibrary():  # noqa: F811 - no simulated node: behave as with no driver
-        _nvmlCheckReturn(NVML_ERROR_LIBRARY_NOT_FOUND)  # noqa: F821
