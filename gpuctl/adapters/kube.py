@@ -127,7 +127,7 @@ class Kube:
         fn, ns = self._method("read", kind, namespace or self.namespace)
         return self._call(fn, name, *ns, what=f"reading {_subject(kind, name, *ns)}")
 
-    def list(
+    def list_objects(
         self,
         kind: str,
         namespace: str | None = None,
@@ -222,7 +222,7 @@ class Kube:
     def unfinished_pods(self, namespace: str | None = None) -> list[dict]:
         """Pods not yet Succeeded or Failed, in one namespace or all. Callers check the phase
         again: not every server (nor the test emulator) applies field selectors."""
-        return self.list(
+        return self.list_objects(
             "Pod", namespace, field_selector="status.phase!=Succeeded,status.phase!=Failed"
         )
 

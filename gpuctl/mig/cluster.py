@@ -76,7 +76,7 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
         items = [kube.read_node(node)]
     else:
         wanted = label_selector.parse(selector)
-        items = kube.list("Node", selector=selector)
+        items = kube.list_objects("Node", selector=selector)
         items = [n for n in items if label_selector.matches(wanted, n["metadata"].get("labels"))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")

@@ -21,7 +21,7 @@ class Target:
 
 
 def list_daemonsets(kube: Kube) -> list[dict]:
-    return kube.list("DaemonSet")
+    return kube.list_objects("DaemonSet")
 
 
 def locate(
@@ -57,7 +57,7 @@ def locate(
 
 
 def list_nodes(kube: Kube, selector_text: str | None) -> list[dict]:
-    return kube.list("Node", selector=selector_text or None)
+    return kube.list_objects("Node", selector=selector_text or None)
 
 
 @dataclass
