@@ -96,7 +96,7 @@ class Kube:
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         self.host = cfg.host
         self._api = client.ApiClient(cfg)
-        self._apis = {
+        self._apis: dict[str, Any] = {  # apiVersion -> the client's API for it
             "v1": client.CoreV1Api(self._api),
             "batch/v1": client.BatchV1Api(self._api),
             "apps/v1": client.AppsV1Api(self._api),
@@ -347,7 +347,7 @@ def _plural(kind: str) -> str:
     return kind.lower() + "s"
 
 
-def _subject(kind: str, name: str | None, namespace: str | None = None) -> str:
+def _subject(kind: str | None, name: str | None, namespace: str | None = None) -> str:
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
