@@ -107,7 +107,7 @@ def profiles_hint(model: GpuModel) -> str:
     return f"{model.short_name} profiles: " + ", ".join(p.name for p in model.profiles)
 
 
-def parse_layout_text(text: str) -> dict[str, int]:
+def parse_layout_text(text: str | None) -> dict[str, int]:
     """``3g.40gb=2,1g.10gb`` (a missing count means 1) → ``{"3g.40gb": 2, "1g.10gb": 1}``."""
     out: dict[str, int] = {}
     for part in (text or "").split(","):

@@ -64,7 +64,7 @@ class DemandPlan:
         return sum(g.gpus for g in self.groups)
 
 
-def parse_fleet(text: str) -> list[Fleet]:
+def parse_fleet(text: str | None) -> list[Fleet]:
     """``8xH100-80GB``, ``H100-80GB`` (unbounded) or ``4xH100-80GB,2xA100-80GB``."""
     out: dict[str, Fleet] = {}
     for part in (text or "").split(","):
@@ -90,7 +90,7 @@ def parse_fleet(text: str) -> list[Fleet]:
     return list(out.values())
 
 
-def parse_demand(text: str) -> dict[str, int]:
+def parse_demand(text: str | None) -> dict[str, int]:
     """``1g.10gb=9,3g.40gb=3``; Kubernetes resource names (``nvidia.com/mig-1g.10gb``) too."""
     out: dict[str, int] = {}
     for name, n in parse_layout_text(text).items():
