@@ -63,7 +63,7 @@ class DynamicBatcher(Generic[T, R]):
 
     def __init__(
         self,
-        fn: BatchFn,
+        fn: BatchFn[T, R],
         *,
         max_batch_size: int = 32,
         max_wait_ms: float = 5.0,
