@@ -43,7 +43,8 @@ def direct_cost(fn, item, batch_size: int, min_seconds: float = 0.3) -> float:
     """Median seconds for one fn call on a batch of batch_size, without the batcher."""
     items = [item] * batch_size
     fn(items)  # warm up
-    times, spent = [], 0.0
+    times: list[float] = []
+    spent = 0.0
     while spent < min_seconds or len(times) < 5:
         t0 = time.perf_counter()
         fn(items)
@@ -90,7 +91,7 @@ async def open_loop(
 
 async def overhead_per_request(batch_size: int, n: int = 4000) -> float:
     """Seconds the batcher itself adds per request (no-op sync fn, all requests at once)."""
-    async with DynamicBatcher(
+    async with DynamicBatcher[int, int](
         lambda items: items, max_batch_size=batch_size, max_wait_ms=1, max_queue=n
     ) as batcher:
         t0 = time.perf_counter()

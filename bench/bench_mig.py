@@ -42,8 +42,8 @@ def first_fit_decreasing(model, demand: dict) -> int:
 
 def exhaustive(model, demand: dict) -> int:
     names = sorted(demand)
-    layouts = {tuple(c.get(n, 0) for n in names) for c in feasible_layouts(model)}
-    layouts = [lay for lay in layouts if any(lay)]
+    distinct = {tuple(c.get(n, 0) for n in names) for c in feasible_layouts(model)}
+    layouts = [lay for lay in distinct if any(lay)]
 
     @cache
     def f(left):

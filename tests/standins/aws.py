@@ -42,7 +42,9 @@ class MotoAWS:
 
         store = ssm_backends[ACCOUNT][region]._parameters
         store[name].append(
-            Parameter(
+            # moto marks Parameter's CloudFormation hooks abstract for type checkers only (its
+            # metaclass is not ABCMeta); moto's own SSM backend builds it just like this
+            Parameter(  # type: ignore[abstract]
                 account_id=ACCOUNT,
                 name=name,
                 value=value,

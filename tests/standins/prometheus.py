@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,7 +123,7 @@ class PrometheusServer:
 
 
 def start_prometheus(
-    data_dir_filler=None, scrape_target: str = None, tmp: str = None
+    data_dir_filler=None, scrape_target: str | None = None, tmp: str | None = None
 ) -> PrometheusServer:
     prom = need("prometheus")
     tmp = tmp or tempfile.mkdtemp(prefix="gpuctl-prom-")
@@ -152,9 +153,9 @@ def start_prometheus(
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            log = open(os.path.join(tmp, "log")).read()[-2000:]
+            tail = open(os.path.join(tmp, "log")).read()[-2000:]
             server.stop()
-            pytest.fail(f"prometheus exited: {log}")
+            pytest.fail(f"prometheus exited: {tail}")
         try:
             with urllib.request.urlopen(server.url + "/-/ready", timeout=1) as r:
                 if r.status == 200:
@@ -225,9 +226,15 @@ def scraped_prometheus():
         exporter_port = free_port()
         httpd, thread = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
         server = start_prometheus(scrape_target=f"127.0.0.1:{exporter_port}")
-        server.stop_hooks.append(lambda: (httpd.shutdown(), httpd.server_close(), thread.join(5)))
+
+        def stop_exporter() -> None:
+            httpd.shutdown()
+            httpd.server_close()
+            thread.join(5)
+
+        server.stop_hooks.append(stop_exporter)
         servers.append(server)
-        q = urllib.request.quote("count(DCGM_FI_DEV_FB_USED)")
+        q = urllib.parse.quote("count(DCGM_FI_DEV_FB_USED)")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if server.api(f"/api/v1/query?query={q}")["data"]["result"]:
