@@ -42,9 +42,7 @@ class MotoAWS:
 
         store = ssm_backends[ACCOUNT][region]._parameters
         store[name].append(
-            # moto marks Parameter's CloudFormation hooks abstract for type checkers only (its
-            # metaclass is not ABCMeta); moto's own SSM backend builds it just like this
-            Parameter(  # type: ignore[abstract]
+            Parameter(
                 account_id=ACCOUNT,
                 name=name,
                 value=value,
