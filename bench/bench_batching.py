@@ -4,7 +4,7 @@ Default model: a NumPy matmul against a fixed weight matrix on one BLAS thread, 
 grows far slower than its batch size (like a GPU's).
 - Capacity: a closed loop of 4 x the largest batch size clients, each sending its next
   request as soon as its last is answered, so the batcher never waits for work; requests
-  answered per second, median of three runs per batch size taken in turn. Target: batch
+  answered per second, median of five runs per batch size taken in turn. Target: batch
   32's capacity >= 1.5x batch 1's.
 - Latency: an open-loop load (requests arrive on a Poisson schedule, whether or not earlier
   ones are answered) at two rates set from the model's own speed measured in this run:
@@ -147,15 +147,15 @@ def run_suite(
             f"batch {bs}: {c * 1000:.2f} ms = {bs / c:,.0f} {unit}/s" for bs, c in costs.items()
         )
     )
-    ok = capacity_suite(fn, item, unit, batch_sizes, max_wait_ms, duration)
+    ok = capacity_suite(fn, item, unit, batch_sizes, max_wait_ms, duration, costs)
     latency_suite(fn, item, unit, batch_sizes, max_wait_ms, duration, costs)
     return ok
 
 
-def capacity_suite(fn, item, unit, batch_sizes, max_wait_ms, duration, rounds=3) -> bool:
+def capacity_suite(fn, item, unit, batch_sizes, max_wait_ms, duration, costs, rounds=5) -> bool:
     """Closed-loop capacity of each batch size, the median of `rounds` runs taken in turn
-    (so a machine that gets busier mid-way slows every batch size alike); True when the
-    largest batch size meets the target."""
+    (so a machine that gets busier mid-way slows every batch size alike), beside what fn
+    alone serves at that batch size; True when the largest batch size meets the target."""
     base, top = min(batch_sizes), max(batch_sizes)
     clients = 4 * top
     print(
@@ -178,11 +178,14 @@ def capacity_suite(fn, item, unit, batch_sizes, max_wait_ms, duration, rounds=3)
                 )
             )
     capacity = {bs: statistics.median(r["served"] for r in rs) for bs, rs in runs.items()}
-    print(f"{'max_batch':>9}{f'{unit}/s':>12}{'mean batch':>12}{'ratio':>9}   runs, {unit}/s")
+    print(
+        f"{'max_batch':>9}{f'{unit}/s':>12}{'mean batch':>12}{'ratio':>9}"
+        f"{'fn alone':>10}   runs, {unit}/s"
+    )
     for bs, rs in runs.items():
         print(
             f"{bs:>9}{capacity[bs]:>12,.0f}{statistics.median(r['mean_batch'] for r in rs):>12.1f}"
-            f"{capacity[bs] / capacity[base]:>8.2f}x   "
+            f"{capacity[bs] / capacity[base]:>8.2f}x{bs / costs[bs]:>10,.0f}   "
             + " ".join(f"{r['served']:,.0f}" for r in rs)
         )
     ratio = capacity[top] / capacity[base]
