@@ -152,7 +152,7 @@ def bench(nodes: int, frames: int) -> dict:
         server.stop()
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", default="10,100,1000")
     ap.add_argument("--frames", type=int, default=5)
@@ -186,7 +186,8 @@ def main() -> None:
         f"{[r['nodes'] for r in results]} nodes (constant: "
         f"{'yes' if len({r['server_q'] for r in results}) == 1 else 'NO'})."
     )
+    return 0 if frame_cpu <= 250 and len({r["server_q"] for r in results}) == 1 else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -43,7 +43,7 @@ def first_fit_decreasing(model, demand: dict) -> int:
     return len(gpus)
 
 
-def main() -> None:
+def main() -> int:
     model = find_model("H100-80GB")
     fleet = [Fleet(model, None)]
     t = time.perf_counter()
@@ -101,7 +101,8 @@ def main() -> None:
         f"quality: gpuctl equals the exhaustive optimum on {equal}/{cases} small cases; "
         f"first-fit-decreasing on {ffd_equal}/{cases} (+{extra} GPUs in total)"
     )
+    return 0 if plan_s < 1.0 and plan.optimal and equal == cases else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
