@@ -35,6 +35,7 @@ def loaded_modules(*args: str) -> list[str]:
     return [m for m in line[len("LOADED:") :].split(",") if m], proc
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args",
     [
@@ -57,12 +58,14 @@ def test_help_imports_no_heavy_library(args):
     assert loaded == []
 
 
+@pytest.mark.integration
 def test_render_imports_no_heavy_library():
     loaded, proc = loaded_modules("render", os.path.join(ROOT, "examples", "seed-pod.yaml"))
     assert "kind: Pod" in proc.stdout
     assert loaded == []
 
 
+@pytest.mark.integration
 def test_python_dash_m_runs():
     proc = subprocess.run(
         [sys.executable, "-m", "gpuctl", "--version"],

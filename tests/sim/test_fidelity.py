@@ -15,6 +15,8 @@ from gpuctl.adapters.nvml import Nvml
 from gpuctl.gpus.sample import to_dict
 from tests import ROOT
 
+pytestmark = pytest.mark.integration  # runs nvitop and gpustat
+
 SPEC = "2xH100-80GB,2xA30"
 CLOCK = "1700000000"  # the same instant for every program, so readings agree exactly
 BIN = os.path.dirname(sys.executable)
