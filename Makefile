@@ -27,8 +27,10 @@ demo: setup
 	@echo '$$ gpuctl mig plan --demand 1g.10gb=9,3g.40gb=3 --gpu H100-80GB'
 	@$(BIN)/gpuctl mig plan --demand 1g.10gb=9,3g.40gb=3 --gpu H100-80GB
 
+# One pytest-xdist worker per core (PYTEST_XDIST_AUTO_NUM_WORKERS=N to choose); the fast half
+# alone, without stand-ins: $(BIN)/python -m pytest -m "not integration".
 test: setup system-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 bench: setup
 	$(BIN)/python bench/run.py
