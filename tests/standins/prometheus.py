@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.standins import missing
+
 STEP_S = 15  # DCGM-exporter's and Prometheus's usual scrape interval
 
 
@@ -73,9 +75,7 @@ def openmetrics(series: list, now: float) -> str:
 def need(binary: str) -> str:
     path = shutil.which(binary)
     if not path:
-        pytest.skip(
-            f"{binary} not installed (Debian: apt-get install prometheus; `make system-deps`)"
-        )
+        missing(f"{binary} not installed (Debian: apt-get install prometheus; `make system-deps`)")
     return path
 
 
