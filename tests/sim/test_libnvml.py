@@ -376,6 +376,7 @@ def test_error_strings_and_classes_are_pynvml_s(nvml):
 # ---- state shared between commands --------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_state_persists_across_processes(tmp_path):
     state = str(tmp_path / "shared.json")
     script = (
@@ -526,6 +527,7 @@ def test_pci_identity_per_gpu(nvml):
     assert len(seen) == len(handles)
 
 
+@pytest.mark.integration
 def test_shell_helper_changes_the_node(tmp_path):
     env = dict(
         os.environ,
