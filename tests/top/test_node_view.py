@@ -57,6 +57,7 @@ def test_yaml_output(capsys):
     assert code == 0 and yaml.safe_load(out)["gpus"][0]["name"] == "NVIDIA A30"
 
 
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_mig_devices_nest_under_their_gpu(capsys):
     with Nvml("2xH200,2xA30") as nvml:
         nvml.set_mig_mode(2, True)
