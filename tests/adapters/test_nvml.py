@@ -50,7 +50,6 @@ def test_sample_reads_every_field(mig_node, monkeypatch):
     assert g1.power_w <= g1.power_limit_w == 700 and g1.temperature_c > 30
 
 
-@pytest.mark.integration
 def test_a_real_process_gets_its_user_and_name_from_the_os():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
