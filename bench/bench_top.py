@@ -1,5 +1,6 @@
 """CPU time per refreshed frame: `gpuctl top` against nvitop and gpustat, on the same
-simulated node (8 and 64 H100s), in one run. Target: gpuctl <= nvitop per frame.
+simulated node (8 and 64 H100s, one in eight split by MIG, each MIG device running a
+process), in one run. Target: gpuctl <= nvitop per frame.
 
     PYTHONPATH=. python bench/bench_top.py [--frames 20]
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import json
 import os
 import resource
@@ -98,22 +100,60 @@ def worker(tool: str, frames: int, interval: float) -> None:
 # ---- driver -------------------------------------------------------------------------------------
 
 
+def _mig_gpus(gpus: int) -> list[int]:
+    """The last GPU of every eight runs MIG."""
+    return list(range(7, gpus, 8))
+
+
 def _setup_node(spec: str, gpus: int, state: str, pids: list[int]) -> None:
-    """Half the GPUs busy, each with one of the real (sleeping) processes; one GPU with MIG."""
+    """The even GPUs busy, each with one of the real (sleeping) processes; the MIG GPUs split
+    into two 3g.40gb devices, each with a process of its own. All written to the node's state
+    file `state`, the one the measured tools are pointed at."""
     sys.path.insert(0, ROOT)
     import gpuctl.sim
-    from gpuctl.adapters.nvml import Nvml
+    from gpuctl.gpus.geometry import find_model
+    from gpuctl.mig.layout import CI_PROFILE_BY_SLICES
 
     node = gpuctl.sim.open_node(spec, state)
-    for i in range(0, gpus, 2):
-        node.add_process(i, pids[i // 2 % len(pids)], 4096 + 512 * i, name="python3")
-    with Nvml(spec) as nvml:
-        last = gpus - 1
-        nvml.set_mig_mode(last, True)
-        nvml.reset_gpu(last)
-        for start in (0, 4):
-            gi = nvml.create_gpu_instance(last, 9, start)
-            nvml.create_compute_instance(last, gi, 2)
+    half = find_model("H100-80GB").profile("3g.40gb")
+    pid = itertools.cycle(pids)
+    for i in range(gpus):
+        if i in _mig_gpus(gpus):
+            node.set_mig_mode(i, 1)
+            node.reset(i)
+            for start in (0, 4):
+                gi = node.create_gpu_instance(i, half.profile_id, start)
+                ci = node.create_compute_instance(i, gi["id"], CI_PROFILE_BY_SLICES[half.slices])
+                node.add_process(i, next(pid), 8192, name="python3", gi_id=gi["id"], ci_id=ci["id"])
+        elif i % 2 == 0:
+            node.add_process(i, next(pid), 4096 + 512 * i, name="python3")
+
+
+def _check_node(env: dict, gpus: int) -> None:
+    """The node the tools see through `env` is the one set up: it must not silently be
+    another (say, the default state file's, without MIG)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuctl", "top", "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    seen = json.loads(out.stdout)["gpus"]
+    mig = [g["index"] for g in seen if g["mig_mode"] == 1]
+    on_mig = [
+        g["index"]
+        for g in seen
+        if len(g["mig_devices"]) == 2 and sum(p["gi_id"] is not None for p in g["processes"]) == 2
+    ]
+    busy = [g["index"] for g in seen if g["mig_mode"] != 1 and g["processes"]]
+    expected_busy = [i for i in range(0, gpus, 2) if i not in _mig_gpus(gpus)]
+    if (len(seen), mig, on_mig, busy) != (gpus, _mig_gpus(gpus), _mig_gpus(gpus), expected_busy):
+        raise SystemExit(
+            f"measured node is not the one set up: {len(seen)} GPUs, MIG on {mig}, "
+            f"two MIG devices with processes on {on_mig}, busy without MIG {busy}"
+        )
 
 
 def _env(spec: str, state: str) -> dict:
@@ -174,6 +214,7 @@ def main() -> None:
                 state = os.path.join(tmp, f"{gpus}.json")
                 _setup_node(spec, gpus, state, [p.pid for p in sleepers])
                 env = _env(spec, state)
+                _check_node(env, gpus)
                 frames = args.frames if gpus == 8 else max(3, args.frames // 4)
                 for tool in TOOLS:
                     out = subprocess.run(

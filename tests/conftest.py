@@ -6,6 +6,7 @@ pytest_plugins = [
     "tests.standins.prometheus",
     "tests.standins.aws",
     "tests.standins.nvml",
+    "tests.standins.integration",
 ]
 
 
@@ -18,8 +19,14 @@ def _isolated_env(monkeypatch, tmp_path):
         "GPUCTL_PROMETHEUS_URL",
         "GPUCTL_CONFIG",
         "GPUCTL_GPU_LABEL_KEY",
+        "XDG_CACHE_HOME",
+        "XDG_CONFIG_HOME",
     ):
         monkeypatch.delenv(var, raising=False)
+    # A home of its own: what libraries keep under ~ (Terraform's ~/.terraform.d, ~/.aws,
+    # ~/.cache, ~/.config/gpuctl) is neither the developer's nor shared by parallel workers.
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("COLUMNS", "200")  # rich tables unwrapped, whatever the terminal
     monkeypatch.setenv("GPUCTL_SIM_STATE", str(tmp_path / "sim-state.json"))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))

@@ -1,10 +1,15 @@
-"""`gpuctl --help` and `gpuctl render` must stay fast: no heavy library at import time."""
+"""`gpuctl --help` and `gpuctl render` must stay fast: no heavy library at import time;
+every command module is reachable through the lazy registration table."""
 
+import ast
+import importlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import typer
 
 from tests import ROOT
 
@@ -35,6 +40,7 @@ def loaded_modules(*args: str) -> tuple[list[str], subprocess.CompletedProcess[s
     return [m for m in line[len("LOADED:") :].split(",") if m], proc
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args",
     [
@@ -57,12 +63,14 @@ def test_help_imports_no_heavy_library(args):
     assert loaded == []
 
 
+@pytest.mark.integration
 def test_render_imports_no_heavy_library():
     loaded, proc = loaded_modules("render", os.path.join(ROOT, "examples", "seed-pod.yaml"))
     assert "kind: Pod" in proc.stdout
     assert loaded == []
 
 
+@pytest.mark.integration
 def test_python_dash_m_runs():
     proc = subprocess.run(
         [sys.executable, "-m", "gpuctl", "--version"],
@@ -86,3 +94,46 @@ def test_every_command_is_in_the_lazy_registration_table(cli):
     for name in app_module.COMMANDS:
         r = cli(name, "--help")
         assert r.code == 0 and "Usage: gpuctl " + name in r.out
+
+
+def makes_commands(source: str) -> bool:
+    """A top-level register() function, or typer apps or commands made in the module."""
+    tree = ast.parse(source)
+    if any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body):
+        return True
+    return any(
+        isinstance(n, ast.Call)
+        and getattr(n.func, "attr", getattr(n.func, "id", None))
+        in ("Typer", "command", "add_typer")
+        for n in ast.walk(tree)
+    )
+
+
+def command_modules() -> set[str]:
+    """Every gpuctl module that makes commands, found in the source whatever its name."""
+    found = set()
+    for path in Path(ROOT, "gpuctl").rglob("*.py"):
+        if makes_commands(path.read_text()):
+            found.add(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    return found - {"gpuctl.app"}  # the root app, which registers the others
+
+
+def test_every_command_module_is_registered():
+    """A command module missing from COMMANDS would be unreachable, and a command missing
+    from it would be reachable only when another command's module happened to load it."""
+    from gpuctl.app import COMMANDS
+
+    modules = command_modules()
+    assert modules == set(COMMANDS.values())
+    for module in sorted(modules):
+        mod = importlib.import_module(module)
+        assert hasattr(mod, "register"), f"{module} makes commands but has no register(app)"
+        app = typer.Typer()
+        mod.register(app)
+        names = [
+            c.name or typer.main.get_command_name(c.callback.__name__)
+            for c in app.registered_commands
+        ]
+        names += [g.name for g in app.registered_groups]
+        assert names, f"{module}.register(app) registers no command"
+        assert {n: COMMANDS.get(n) for n in names} == dict.fromkeys(names, module)

@@ -11,6 +11,8 @@ import gpuctl.sim
 from gpuctl.adapters.nvml import ComputeInstance, GpuInstance, Nvml, NvmlError, Process
 from gpuctl.common.errors import BackendError, GpuctlError
 
+pytestmark = pytest.mark.integration  # its MIG set-up resets a GPU through the simulated nvidia-smi
+
 
 @pytest.fixture
 def mig_node():

@@ -645,6 +645,7 @@ print("LOADED:" + ",".join(sorted(m for m in sys.modules if m.split(".")[0] in
 """
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("how", ["import", "--help"])
 async def test_library_stays_light_and_help_does_not_load_it(how):
     proc = subprocess.run(
@@ -689,6 +690,7 @@ except BaseException as e:
 """
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit"])
 async def test_interrupt_raised_in_fn_stops_the_program_not_just_its_batch(exc):
     # Ctrl-C lands in whatever the loop runs, fn included: it must reach asyncio.run, as it

@@ -10,6 +10,7 @@ from gpuctl.batching import DynamicBatcher
 from gpuctl.batching.tensors import pad_stack, stack, torch_batch_fn, unstack
 
 np = pytest.importorskip("numpy")
+NO_TORCH = "torch is not installed: it is optional, not a gpuctl dependency (pip install torch)"
 
 
 def test_stack_and_unstack_round_trip_numpy():
@@ -82,7 +83,7 @@ async def test_numpy_model_behind_the_batcher_answers_each_request_with_its_own_
 
 
 def test_torch_stack_pad_and_unstack():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason=NO_TORCH)
     items = [torch.full((n, 2), float(n)) for n in (2, 3)]
     batch, lengths = pad_stack(items, pad_value=0.5)
     assert isinstance(batch, torch.Tensor) and batch.shape == (2, 3, 2) and lengths == [2, 3]
@@ -97,7 +98,7 @@ def test_torch_stack_pad_and_unstack():
 
 @pytest.mark.asyncio
 async def test_torch_batch_fn_matches_the_model_run_one_by_one():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason=NO_TORCH)
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(6, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3)

@@ -303,6 +303,7 @@ def test_without_rights_to_list_nodes_submit_skips_the_fit_check(cli, api, kube)
     assert core.read_namespaced_pod("gpu-pod", "default").metadata.name == "gpu-pod"
 
 
+@pytest.mark.integration  # takes a free port to find nothing listening there
 def test_unreachable_cluster_and_missing_kubeconfig(cli, tmp_path, monkeypatch):
     import socket
 

@@ -49,6 +49,7 @@ mig-configs:
 """
 
 
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_configure_from_file_then_idempotent_assert_export(capsys, node, tmp_path):
     cfg = write(tmp_path, CONFIG)
     code, out, err = run(capsys, "mig", "configure", "-f", cfg, "-c", "mixed", "--yes", "--reset")
@@ -84,6 +85,7 @@ def test_dry_run_and_confirmation_change_nothing(capsys, node):
     assert all(not g["mig"]["current"] and not g["mig"]["pending"] for g in show(capsys))
 
 
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_pending_mode_needs_reset_and_rerun_completes(capsys, node):
     code, _, err = run(capsys, "mig", "configure", "--layout", "7g.80gb=1", "--yes")
     assert code == 1 and "GPU 0, 1: the MIG mode change is pending a GPU reset" in err
@@ -96,6 +98,7 @@ def test_pending_mode_needs_reset_and_rerun_completes(capsys, node):
     assert [g["layout"] for g in show(capsys)] == [{"7g.80gb": 1}] * 2
 
 
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_refuses_busy_gpu_and_busy_instance_naming_processes(capsys, node):
     gpuctl.sim.add_process(1, 4242, 2048, name="train.py", user="alice")
     code, _, err = run(capsys, "mig", "configure", "--layout", "all-3g.40gb", "--yes", "--reset")
@@ -117,6 +120,7 @@ def test_refuses_busy_gpu_and_busy_instance_naming_processes(capsys, node):
     assert any(i["gi_id"] == gi["gi_id"] and i["processes"][0]["pid"] == 99 for i in insts)
 
 
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
     assert (
         run(
@@ -200,6 +204,7 @@ def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):
     assert show(capsys)[0]["mig"] == {"current": False, "pending": False}
 
 
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_a_gpu_without_mig_is_skipped_by_all_and_refused_by_index(capsys, monkeypatch):
     monkeypatch.setenv("GPUCTL_SIMULATE", "1xH100-80GB,1xT4")
     code, out, _ = run(capsys, "mig", "configure", "--layout", "all-1g.10gb", "--yes", "--reset")

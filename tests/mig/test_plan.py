@@ -2,7 +2,6 @@
 
 import random
 from collections import Counter
-from functools import cache
 
 import pytest
 
@@ -11,29 +10,17 @@ from gpuctl.gpus.geometry import find_model, models
 from gpuctl.mig.layout import place
 from gpuctl.mig.plan import Fleet, feasible_layouts, parse_demand, parse_fleet, plan_demand
 from tests.clirun import run_gpuctl as run_cli
+from tests.mig.exhaustive import fewest_gpus, gpu_layouts
 
 H100 = find_model("H100-80GB")
 A30 = find_model("A30")
 A100 = find_model("A100-80GB")
 
 
-def exhaustive(model, demand: dict) -> int:
-    """Fewest GPUs by trying every feasible layout for the next GPU (memoised DP)."""
-    names = sorted(demand)
-    layouts = [tuple(c.get(n, 0) for n in names) for c in feasible_layouts(model)]
-    layouts = [lay for lay in set(layouts) if any(lay)]
-
-    @cache
-    def f(left: tuple) -> int:
-        if not any(left):
-            return 0
-        return 1 + min(
-            f(tuple(max(0, a - b) for a, b in zip(left, lay)))
-            for lay in layouts
-            if any(a and b for a, b in zip(left, lay))
-        )
-
-    return f(tuple(demand[n] for n in names))
+@pytest.mark.parametrize("model", models(), ids=lambda m: m.short_name)
+def test_feasible_layouts_are_every_layout_the_gpu_holds(model):
+    got = {frozenset(c.items()) for c in feasible_layouts(model)}
+    assert got == gpu_layouts(model.nvml_name)
 
 
 def check_plan(plan, demand, fleet):
@@ -59,14 +46,16 @@ def test_optimal_against_exhaustive_search(model):
         fleet = [Fleet(model, None)]
         plan = plan_demand(demand, fleet)
         assert plan.optimal
-        assert plan.gpus == exhaustive(model, {k: v for k, v in demand.items() if v}), demand
+        assert plan.gpus == fewest_gpus(model.nvml_name, {k: v for k, v in demand.items() if v}), (
+            demand
+        )
         check_plan(plan, demand, fleet)
 
 
 def test_issue_example():
     demand = parse_demand("1g.10gb=9,3g.40gb=3")
     plan = plan_demand(demand, parse_fleet("H100-80GB"))
-    assert plan.gpus == 3 == exhaustive(H100, demand)
+    assert plan.gpus == 3 == fewest_gpus(H100.nvml_name, demand)
     check_plan(plan, demand, parse_fleet("H100-80GB"))
 
 

@@ -19,6 +19,8 @@ import tests
 from gpuctl.provision.spec import load_cluster_file
 from gpuctl.provision.tfvars import TFVARS_FILE, Facts, GroupFacts, render_tfvars
 
+pytestmark = pytest.mark.integration  # the Terraform engine
+
 ROOT = Path(tests.ROOT)
 TF = ROOT / "terraform"
 MODULE_DIRS = [TF] + sorted(p for p in (TF / "modules").iterdir() if p.is_dir())

@@ -14,6 +14,8 @@ import tests
 from gpuctl.common.errors import BackendError
 from gpuctl.provision.terraform import ApplyInterrupted, Terraform, prepare_workdir
 
+pytestmark = pytest.mark.integration  # the Terraform engine, in its worker processes
+
 # Node i takes `delay` * 4^i seconds (a local-exec provisioner), so an interrupt lands
 # between two completions even on a loaded machine, and the node at index `fail_at` fails: enough to observe progress, a failure and an interrupt.
 MODULE = """

@@ -14,6 +14,9 @@ from gpuctl import sim
 from gpuctl.adapters.nvml import Nvml
 from gpuctl.gpus.sample import to_dict
 from tests import ROOT
+from tests.standins import missing
+
+pytestmark = pytest.mark.integration  # runs nvitop and gpustat
 
 SPEC = "2xH100-80GB,2xA30"
 CLOCK = "1700000000"  # the same instant for every program, so readings agree exactly
@@ -23,7 +26,7 @@ BIN = os.path.dirname(sys.executable)
 def tool(name):
     path = os.path.join(BIN, name)
     if not os.path.exists(path):
-        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
+        missing(f"{name} is not installed (pip install -e '.[test]')")
     return path
 
 

@@ -376,6 +376,7 @@ def test_error_strings_and_classes_are_pynvml_s(nvml):
 # ---- state shared between commands --------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_state_persists_across_processes(tmp_path):
     state = str(tmp_path / "shared.json")
     script = (
@@ -526,6 +527,7 @@ def test_pci_identity_per_gpu(nvml):
     assert len(seen) == len(handles)
 
 
+@pytest.mark.integration
 def test_shell_helper_changes_the_node(tmp_path):
     env = dict(
         os.environ,
@@ -587,6 +589,7 @@ def test_the_module_tells_who_runs_a_simulated_process():
     assert n.process_user(42) == "bob" and n.process_user(43) is None  # the node as it is now
 
 
+@pytest.mark.integration  # runs programs on the shim (a process)
 def test_the_shim_serves_programs_and_the_simulator_itself(tmp_path):
     """With the shim first on PYTHONPATH, `import pynvml` inside the simulator (for NVML's
     return codes) loads the shim too; the node is opened only at nvmlInit."""
@@ -614,6 +617,7 @@ def test_the_shim_serves_programs_and_the_simulator_itself(tmp_path):
     assert no_node.stdout == "no driver\n", no_node.stderr
 
 
+@pytest.mark.integration  # imports in a fresh interpreter (a process)
 def test_the_simulator_takes_mig_geometry_from_gpus_not_from_mig():
     code = (
         "import sys, gpuctl.sim.libnvml, gpuctl.sim.nvidia_smi\n"

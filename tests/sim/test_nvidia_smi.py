@@ -8,6 +8,8 @@ import pytest
 
 import gpuctl.sim
 
+pytestmark = pytest.mark.integration  # runs the simulated nvidia-smi as a process
+
 SPEC = "2xA30"
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.standins import missing
+
 STEP_S = 15  # DCGM-exporter's and Prometheus's usual scrape interval
 
 
@@ -74,9 +76,7 @@ def openmetrics(series: list, now: float) -> str:
 def need(binary: str) -> str:
     path = shutil.which(binary)
     if not path:
-        pytest.skip(
-            f"{binary} not installed (Debian: apt-get install prometheus; `make system-deps`)"
-        )
+        missing(f"{binary} not installed (Debian: apt-get install prometheus; `make system-deps`)")
     return path
 
 
@@ -135,8 +135,20 @@ def start_prometheus(
         f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n")
         if scrape_target:
             f.write(f"- job_name: dcgm\n  static_configs: [{{targets: ['{scrape_target}']}}]\n")
+    # The free port can be taken (by a test in another xdist worker, or any connection's
+    # local port) before Prometheus binds it: then try another one.
+    for _attempt in range(3):
+        server = _launch(prom, config, data, tmp)
+        if server is not None:
+            return server
+    pytest.fail("prometheus found no free port in 3 tries")
+
+
+def _launch(prom: str, config: str, data: str, tmp: str) -> PrometheusServer | None:
+    """Prometheus on a free port, once ready; None when that port was taken meanwhile."""
     port = free_port()
-    with open(os.path.join(tmp, "log"), "w") as log:  # the child keeps its own descriptor
+    log_path = os.path.join(tmp, "log")
+    with open(log_path, "w") as log:  # the child keeps its own descriptor
         proc = subprocess.Popen(
             [
                 prom,
@@ -153,7 +165,9 @@ def start_prometheus(
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = open(os.path.join(tmp, "log")).read()[-2000:]
+            tail = open(log_path).read()[-2000:]
+            if "address already in use" in tail:
+                return None
             server.stop()
             pytest.fail(f"prometheus exited: {tail}")
         try:
@@ -223,9 +237,8 @@ def scraped_prometheus():
         registry = CollectorRegistry()
         gauges = {name: Gauge(name, name, labels, registry=registry) for name in METRICS}
         set_metrics(gauges)
-        exporter_port = free_port()
-        httpd, thread = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
-        server = start_prometheus(scrape_target=f"127.0.0.1:{exporter_port}")
+        httpd, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+        server = start_prometheus(scrape_target=f"127.0.0.1:{httpd.server_port}")
 
         def stop_exporter() -> None:
             httpd.shutdown()

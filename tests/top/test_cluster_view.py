@@ -13,6 +13,8 @@ from tests.clirun import run_gpuctl as gpuctl
 from tests.cluster_data import A100, TOTAL_MIB, busy_until, gpu
 from tests.standins.prometheus import free_port, load_blocks, start_prometheus
 
+pytestmark = pytest.mark.integration  # Prometheus, shared by the module (`prom`)
+
 GPU_KEYS = {
     "node",
     "gpu",

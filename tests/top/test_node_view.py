@@ -57,6 +57,7 @@ def test_yaml_output(capsys):
     assert code == 0 and yaml.safe_load(out)["gpus"][0]["name"] == "NVIDIA A30"
 
 
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_mig_devices_nest_under_their_gpu(capsys):
     with Nvml("2xH200,2xA30") as nvml:
         nvml.set_mig_mode(2, True)
@@ -155,11 +156,13 @@ def _run_in_terminal(stop):
     return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
 
 
+@pytest.mark.integration
 def test_live_view_refreshes_and_q_quits():
     rc, out = _run_in_terminal(lambda pid, fd: os.write(fd, b"q"))
     assert rc == 0 and out.count("2 GPUs:") >= 2 and "Traceback" not in out
 
 
+@pytest.mark.integration
 def test_live_view_ctrl_c_exits_cleanly():
     rc, out = _run_in_terminal(lambda pid, fd: os.kill(pid, signal.SIGINT))
     assert rc == 0 and "Traceback" not in out and "interrupted" not in out
