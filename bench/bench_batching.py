@@ -163,7 +163,7 @@ def capacity_suite(fn, item, unit, batch_sizes, max_wait_ms, duration, costs, ro
         f"capacity: closed loop, {clients} clients, median of {rounds} runs of {duration:g} s "
         f"taken in turn, max_wait_ms={max_wait_ms:g}; ratios vs max_batch_size {base}"
     )
-    runs = {bs: [] for bs in batch_sizes}
+    runs: dict[int, list[dict]] = {bs: [] for bs in batch_sizes}
     for _ in range(rounds):
         for bs in batch_sizes:
             runs[bs].append(
