@@ -35,3 +35,11 @@ test: setup system-deps
 
 bench: setup
 	$(BIN)/python bench/run.py
+
+# Stops at the first problem: lint, formatting, types, import contracts (config: pyproject.toml).
+.PHONY: lint
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports

@@ -48,7 +48,8 @@ def direct_cost(fn, item, batch_size: int, min_seconds: float = 0.3) -> float:
     """Median seconds for one fn call on a batch of batch_size, without the batcher."""
     items = [item] * batch_size
     fn(items)  # warm up
-    times, spent = [], 0.0
+    times: list[float] = []
+    spent = 0.0
     while spent < min_seconds or len(times) < 5:
         t0 = time.perf_counter()
         fn(items)
@@ -122,7 +123,7 @@ async def closed_loop(
 
 async def overhead_per_request(batch_size: int, n: int = 4000) -> float:
     """Seconds the batcher itself adds per request (no-op sync fn, all requests at once)."""
-    async with DynamicBatcher(
+    async with DynamicBatcher[int, int](
         lambda items: items, max_batch_size=batch_size, max_wait_ms=1, max_queue=n
     ) as batcher:
         t0 = time.perf_counter()
@@ -162,7 +163,7 @@ def capacity_suite(fn, item, unit, batch_sizes, max_wait_ms, duration, costs, ro
         f"capacity: closed loop, {clients} clients, median of {rounds} runs of {duration:g} s "
         f"taken in turn, max_wait_ms={max_wait_ms:g}; ratios vs max_batch_size {base}"
     )
-    runs = {bs: [] for bs in batch_sizes}
+    runs: dict[int, list[dict]] = {bs: [] for bs in batch_sizes}
     for _ in range(rounds):
         for bs in batch_sizes:
             runs[bs].append(

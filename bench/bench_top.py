@@ -111,8 +111,7 @@ def _setup_node(spec: str, gpus: int, state: str, pids: list[int]) -> None:
     file `state`, the one the measured tools are pointed at."""
     sys.path.insert(0, ROOT)
     import gpuctl.sim
-    from gpuctl.gpus.geometry import find_model
-    from gpuctl.mig.layout import CI_PROFILE_BY_SLICES
+    from gpuctl.gpus.geometry import CI_PROFILE_BY_SLICES, find_model
 
     node = gpuctl.sim.open_node(spec, state)
     half = find_model("H100-80GB").profile("3g.40gb")

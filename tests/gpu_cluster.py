@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 GFD = {
     "nvidia.com/gpu.present": "true",
     "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
@@ -39,7 +42,9 @@ def daemonset(
 ) -> dict:
     """A DaemonSet; with config_map, mounted at /available-configs the way the GPU Operator
     (volume named after the ConfigMap) or the Helm chart (volume 'available-configs') do."""
-    pod = {"containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]}
+    pod: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]
+    }
     if config_map:
         vol = config_map if operator_style else "available-configs"
         pod["volumes"] = [
@@ -99,13 +104,16 @@ def seed(api, *objects: dict) -> None:
     from kubernetes import client
 
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    namespaced = {
+    namespaced: dict[str, Callable[..., object]] = {
         "Pod": core.create_namespaced_pod,
         "ConfigMap": core.create_namespaced_config_map,
         "ResourceQuota": core.create_namespaced_resource_quota,
         "DaemonSet": apps.create_namespaced_daemon_set,
     }
-    cluster_wide = {"Node": core.create_node, "Namespace": core.create_namespace}
+    cluster_wide: dict[str, Callable[..., object]] = {
+        "Node": core.create_node,
+        "Namespace": core.create_namespace,
+    }
     for o in objects:
         if o["kind"] in cluster_wide:
             cluster_wide[o["kind"]](o)

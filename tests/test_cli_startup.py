@@ -26,7 +26,7 @@ print("LOADED:" + ",".join(m for m in HEAVY if m in sys.modules), file=sys.stder
 """.replace("HEAVY", repr(HEAVY))
 
 
-def loaded_modules(*args: str) -> list[str]:
+def loaded_modules(*args: str) -> tuple[list[str], subprocess.CompletedProcess[str]]:
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *args],

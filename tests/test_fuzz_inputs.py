@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pathlib
 import tempfile
+from typing import Any
 
 import pytest
 import yaml
@@ -165,7 +166,8 @@ def mutated(draw, kind: str) -> str:
         )
         return "\n".join(lines)
     data = yaml.safe_load(text)
-    paths, stack = [], [((), data)]
+    paths: list[tuple[Any, ...]] = []  # keys and indexes from the root
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), data)]
     while stack:
         path, node = stack.pop()
         items = (

@@ -96,7 +96,7 @@ class Kube:
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         self.host = cfg.host
         self._api = client.ApiClient(cfg)
-        self._apis = {
+        self._apis: dict[str, Any] = {  # apiVersion -> the client's API for it
             "v1": client.CoreV1Api(self._api),
             "batch/v1": client.BatchV1Api(self._api),
             "apps/v1": client.AppsV1Api(self._api),
@@ -127,7 +127,7 @@ class Kube:
         fn, ns = self._method("read", kind, namespace or self.namespace)
         return self._call(fn, name, *ns, what=f"reading {_subject(kind, name, *ns)}")
 
-    def list(
+    def list_objects(
         self,
         kind: str,
         namespace: str | None = None,
@@ -222,7 +222,7 @@ class Kube:
     def unfinished_pods(self, namespace: str | None = None) -> list[dict]:
         """Pods not yet Succeeded or Failed, in one namespace or all. Callers check the phase
         again: not every server (nor the test emulator) applies field selectors."""
-        return self.list(
+        return self.list_objects(
             "Pod", namespace, field_selector="status.phase!=Succeeded,status.phase!=Failed"
         )
 
@@ -347,7 +347,7 @@ def _plural(kind: str) -> str:
     return kind.lower() + "s"
 
 
-def _subject(kind: str, name: str | None, namespace: str | None = None) -> str:
+def _subject(kind: str | None, name: str | None, namespace: str | None = None) -> str:
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 

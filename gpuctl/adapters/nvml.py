@@ -81,9 +81,11 @@ class NvmlError(BackendError):
         super().__init__(f"{what}: {reason} (NVML code {code})", hint=hints.get(code))
 
 
-def _text(value) -> str | None:
-    if value is None:
-        return None
+def _text(value: object) -> str | None:
+    return None if value is None else _decoded(value)
+
+
+def _decoded(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
@@ -147,12 +149,13 @@ class Nvml:
             self._nvidia_smi = gpuctl.sim.nvidia_smi_command(self.simulate)
         else:
             try:
-                import pynvml as n
+                import pynvml
             except ImportError:
                 raise GpuctlError(
                     "the NVML Python binding (nvidia-ml-py) is not installed",
                     hint="pip install 'nvidia-ml-py>=12,<14'",
                 ) from None
+            n = pynvml
         try:
             n.nvmlInit()
         except n.NVMLError as e:
@@ -330,12 +333,12 @@ class Nvml:
 
     # ---- single readings (for mig and other commands) -----------------------------------------
     def gpu_name(self, index: int) -> str:
-        return _text(
+        return _decoded(
             self._call(f"GPU {index}: name", self._n.nvmlDeviceGetName, self._handle(index))
         )
 
     def gpu_uuid(self, index: int) -> str:
-        return _text(
+        return _decoded(
             self._call(f"GPU {index}: UUID", self._n.nvmlDeviceGetUUID, self._handle(index))
         )
 

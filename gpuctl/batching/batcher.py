@@ -12,7 +12,7 @@ import operator
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Set, Sized
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from gpuctl.batching.metrics import BatcherMetrics, MetricsRecorder
 from gpuctl.common.errors import GpuctlError
@@ -63,24 +63,18 @@ class DynamicBatcher(Generic[T, R]):
 
     def __init__(
         self,
-        fn: BatchFn,
+        fn: BatchFn[T, R],
         *,
         max_batch_size: int = 32,
         max_wait_ms: float = 5.0,
         max_queue: int = 1024,
         executor: concurrent.futures.Executor | None = None,
-    ):
+    ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         max_batch_size = _positive_int("max_batch_size", max_batch_size)
         max_queue = _positive_int("max_queue", max_queue)
-        if (
-            isinstance(max_wait_ms, bool)
-            or not isinstance(max_wait_ms, numbers.Real)
-            or not math.isfinite(max_wait_ms)
-            or max_wait_ms < 0
-        ):
-            raise ValueError(f"max_wait_ms must be a finite number >= 0, got {max_wait_ms!r}")
+        max_wait_ms = _non_negative_number("max_wait_ms", max_wait_ms)
         if max_queue < max_batch_size:
             raise ValueError(
                 f"max_queue ({max_queue}) must be >= max_batch_size ({max_batch_size}),"
@@ -91,7 +85,7 @@ class DynamicBatcher(Generic[T, R]):
             type(fn).__call__
         )
         self.max_batch_size = max_batch_size
-        self.max_wait_ms = float(max_wait_ms)
+        self.max_wait_ms = max_wait_ms
         self.max_queue = max_queue
         self._max_wait = self.max_wait_ms / 1000.0
         self._own_executor = executor is None
@@ -158,6 +152,12 @@ class DynamicBatcher(Generic[T, R]):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def _started_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop start() bound the batcher to; only called once it started."""
+        assert self._loop is not None, "the DynamicBatcher has not started"
+        return self._loop
+
     # -- requests ------------------------------------------------------------------------------
 
     async def submit(self, item: T) -> R:
@@ -172,9 +172,9 @@ class DynamicBatcher(Generic[T, R]):
         if held:
             await self._wait_for_room()
             self._check_open()
-        loop = self._loop
+        loop = self._started_loop
         req = _Request(item, loop.create_future(), loop.time())
-        req.future.add_done_callback(lambda _f, req=req: self._drop_if_cancelled(req))
+        req.future.add_done_callback(lambda _f: self._drop_if_cancelled(req))
         self._queue.append(req)
         self._queued += 1
         if held:
@@ -220,7 +220,7 @@ class DynamicBatcher(Generic[T, R]):
 
     async def _wait_for_room(self) -> None:
         """Wait, first come first served, until a queue slot is reserved for this caller."""
-        waiter = self._loop.create_future()
+        waiter = self._started_loop.create_future()
         self._room_waiters.append(waiter)
         try:
             await waiter
@@ -257,10 +257,11 @@ class DynamicBatcher(Generic[T, R]):
 
     async def _sleep(self, until: float | None) -> None:
         """Sleep until the loop time `until` (None: forever), or until woken."""
-        self._wakeup = wakeup = self._loop.create_future()
+        loop = self._started_loop
+        self._wakeup = wakeup = loop.create_future()
         timer = None
         if until is not None:
-            timer = self._loop.call_at(until, lambda: wakeup.done() or wakeup.set_result(None))
+            timer = loop.call_at(until, self._wake_dispatcher)
         try:
             await wakeup
         finally:
@@ -289,7 +290,7 @@ class DynamicBatcher(Generic[T, R]):
                     continue
                 if not self._closed and self._queued < self.max_batch_size:
                     deadline = head.enqueued_at + self._max_wait
-                    if self._loop.time() < deadline:
+                    if self._started_loop.time() < deadline:
                         await self._sleep(deadline)
                         continue  # look again: full, past the deadline, closing, or cancelled
                 await self._run(self._take())
@@ -311,16 +312,17 @@ class DynamicBatcher(Generic[T, R]):
         return batch
 
     async def _run(self, batch: list[_Request]) -> None:
-        self._metrics.dispatched([self._loop.time() - r.enqueued_at for r in batch])
+        loop = self._started_loop
+        self._metrics.dispatched([loop.time() - r.enqueued_at for r in batch])
         self._in_flight = len(batch)
         items = [r.item for r in batch]
         started = time.perf_counter()
         ok = False
         try:
             if self._is_async:
-                results = await self._fn(items)
+                results = await cast(Awaitable[Iterable[R]], self._fn(items))
             else:  # the thread also unpacks the results: a lazy generator runs there, too
-                results = await self._loop.run_in_executor(self._executor, _call, self._fn, items)
+                results = await loop.run_in_executor(self._executor, _call, self._fn, items)
             if inspect.isawaitable(results):  # an async callable inspect did not recognise
                 results = await results
             results = _one_per_item(results, len(batch))
@@ -328,35 +330,30 @@ class DynamicBatcher(Generic[T, R]):
             if _stops_batcher(e):
                 self._settle(
                     batch,
-                    error=BatcherClosed(
+                    BatcherClosed(
                         f"the DynamicBatcher stopped "
                         f"({type(e).__name__}) while this "
                         f"request's batch ran"
                     ),
                 )
                 raise
-            self._settle(batch, error=e if isinstance(e, Exception) else _from_fn(e))
+            self._settle(batch, e if isinstance(e, Exception) else _from_fn(e))
         else:
             ok = True
-            self._settle(batch, results=results)
+            self._settle(batch, results)
         finally:
             self._in_flight = 0
             self._metrics.finished(time.perf_counter() - started, ok=ok)
 
-    def _settle(
-        self,
-        batch: list[_Request],
-        *,
-        results: list | None = None,
-        error: BaseException | None = None,
-    ) -> None:
+    def _settle(self, batch: list[_Request], outcome: list[Any] | BaseException) -> None:
+        """Each request gets its own result, or all of them the batch's exception."""
         for i, req in enumerate(batch):
             if req.future.done():  # its caller cancelled while the batch ran
                 continue
-            if error is not None:
-                req.future.set_exception(error)
+            if isinstance(outcome, BaseException):
+                req.future.set_exception(outcome)
             else:
-                req.future.set_result(results[i])
+                req.future.set_result(outcome[i])
 
     def _fail_queued(self, error: BaseException) -> None:
         while self._head() is not None:
@@ -367,6 +364,7 @@ class DynamicBatcher(Generic[T, R]):
 
 
 def _positive_int(name: str, value: Any) -> int:
+    number: int | None
     try:
         number = operator.index(value)  # int, numpy integer...; not float or str
     except TypeError:
@@ -374,6 +372,18 @@ def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or number is None or number < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return number
+
+
+def _non_negative_number(name: str, value: object) -> float:
+    # `object`, not float: the check is for callers that pass anything
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 def _call(fn: Callable, items: list) -> Any:
@@ -425,8 +435,8 @@ def _one_per_item(results: Any, expected: int) -> list:
     # Read no further than one past the batch: an endless iterator must not hang it.
     out = results if type(results) is list else list(itertools.islice(results, expected + 1))
     if len(out) != expected:
-        got = len(out)
-        if got > expected and out is not results:  # cut short: how many did fn return?
+        got: int | None = len(out)
+        if len(out) > expected and out is not results:  # cut short: how many did fn return?
             got = len(results) if isinstance(results, Sized) else None
         raise BatchResultError(
             f"batch function returned {f'more than {expected}' if got is None else got} "

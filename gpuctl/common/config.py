@@ -21,7 +21,9 @@ def config_path() -> str:
     return os.environ.get("GPUCTL_CONFIG") or os.path.expanduser("~/.config/gpuctl/config.yaml")
 
 
-def setting(name: str, option_value=None, check: Callable[[str], str | None] | None = None):
+def setting(
+    name: str, option_value: str | None = None, check: Callable[[str], str | None] | None = None
+) -> str | None:
     """The value of a setting; `check(value)` says why a value is unusable (None: usable)."""
     env_var, default = SETTINGS[name]
     value, where = option_value, "the command line"
@@ -33,8 +35,8 @@ def setting(name: str, option_value=None, check: Callable[[str], str | None] | N
             f = load_yaml_file(path).root()
             f.reject_unknown(SETTINGS)
             value = f.text(name)
-            if value is not None and check and check(value):
-                raise f.error(name, check(value))
-    elif check and check(value):
-        raise UsageError(f"{name} {value!r} (from {where}): {check(value)}")
+            if value is not None and check and (problem := check(value)):
+                raise f.error(name, problem)
+    elif check and (problem := check(value)):
+        raise UsageError(f"{name} {value!r} (from {where}): {problem}")
     return default if value is None else value

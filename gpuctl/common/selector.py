@@ -26,7 +26,7 @@ class Requirement:
     op: str  # "=", "!=", "in", "notin", "exists", "!exists"
     values: tuple[str, ...] = ()
 
-    def matches(self, labels: dict) -> bool:
+    def matches(self, labels: dict[str, str]) -> bool:
         has, value = self.key in labels, labels.get(self.key)
         if self.op == "exists":
             return has
@@ -77,5 +77,5 @@ def parse(text: str) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
-def matches(selector: tuple[Requirement, ...], labels: dict | None) -> bool:
+def matches(selector: tuple[Requirement, ...], labels: dict[str, str] | None) -> bool:
     return all(r.matches(labels or {}) for r in selector)

@@ -11,12 +11,15 @@ import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import SpecError
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import parse as parse_quantity
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -26,7 +29,7 @@ _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
 _TEXT_TAGS = {_STD + t for t in ("timestamp", "binary")}  # kept as the text written
 
-Path = tuple  # keys (str) and list indexes (int) from the document root
+Path = tuple[str | int, ...]  # keys (str) and list indexes (int) from the document root
 
 
 @dataclass
@@ -91,8 +94,9 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
     class _Loader(yaml.SafeLoader):
         depth = 0
 
-        def compose_node(self, parent, index):
-            mark = self.peek_event().start_mark
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+            # types-PyYAML leaves peek_event unannotated
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
             if self.check_event(yaml.AliasEvent):
                 raise SpecError(
                     "YAML aliases (*name) are not allowed in spec files",
@@ -144,7 +148,7 @@ def load_yaml(text: str, file: str = "<input>") -> Doc:
     return doc
 
 
-def _convert(node, path: Path, doc: Doc, loader) -> Any:
+def _convert(node: yaml.Node, path: Path, doc: Doc, loader: yaml.SafeLoader) -> Any:
     import yaml
 
     line = node.start_mark.line + 1
@@ -219,7 +223,7 @@ class Fields:
 
     def __init__(self, doc: Doc, path: Path):
         self.doc, self.path = doc, path
-        self.data: dict = _at(doc.data, path)
+        self.data: dict[str, Any] = _at(doc.data, path)
 
     def error(self, key: str | int | None, message: str, hint: str | None = None) -> SpecError:
         path = self.path if key is None else self.path + (key,)

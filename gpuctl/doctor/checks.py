@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.numbers import whole_number
@@ -23,7 +24,7 @@ class Check:
     detail: str
     fix: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -32,11 +33,11 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
-def _name(obj: dict) -> str:
+def _name(obj: dict[str, Any]) -> str:
     return (obj.get("metadata") or {}).get("name") or "?"
 
 
-def _gpu_count(node: dict) -> int:
+def _gpu_count(node: dict[str, Any]) -> int:
     return sum(
         count(v)
         for k, v in sharing.allocatable(node).items()
@@ -44,7 +45,7 @@ def _gpu_count(node: dict) -> int:
     )
 
 
-def check_gpu_nodes(nodes: list[dict]) -> Check:
+def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
     advertising = [n for n in nodes if _gpu_count(n) > 0]
     silent = [
         _name(n)
@@ -70,11 +71,11 @@ def check_gpu_nodes(nodes: list[dict]) -> Check:
     return Check("gpu-nodes", PASS, f"{len(advertising)} GPU node(s), {total} GPU(s) allocatable")
 
 
-def _gpu_nodes(nodes: list[dict]) -> list[dict]:
+def _gpu_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [n for n in nodes if sharing.is_gpu_node(n)]
 
 
-def check_gfd(nodes: list[dict]) -> Check:
+def check_gfd(nodes: list[dict[str, Any]]) -> Check:
     gpu_nodes = _gpu_nodes(nodes)
     if not gpu_nodes:
         return Check("feature-discovery", WARN, "no GPU node to check", "fix gpu-nodes first")
@@ -100,17 +101,17 @@ def check_gfd(nodes: list[dict]) -> Check:
     )
 
 
-def _ready(ds: dict) -> tuple[int, int]:
+def _ready(ds: dict[str, Any]) -> tuple[int, int]:
     st = ds.get("status") or {}
     return int(st.get("numberReady") or 0), int(st.get("desiredNumberScheduled") or 0)
 
 
-def _where(ds: dict) -> str:
+def _where(ds: dict[str, Any]) -> str:
     meta = ds.get("metadata") or {}
     return f"{meta.get('namespace') or '?'}/{meta.get('name')}"
 
 
-def check_device_plugin(plugin: dict | None) -> Check:
+def check_device_plugin(plugin: dict[str, Any] | None) -> Check:
     if plugin is None:
         return Check(
             "device-plugin",
@@ -141,9 +142,10 @@ def check_device_plugin(plugin: dict | None) -> Check:
     return Check("device-plugin", PASS, f"DaemonSet {_where(plugin)}: {ready}/{desired} ready")
 
 
-def check_mig(nodes: list[dict]) -> Check:
+def check_mig(nodes: list[dict[str, Any]]) -> Check:
     gpu_nodes = _gpu_nodes(nodes)
-    problems, pending, strategies, mig_nodes = [], [], {}, []
+    problems, pending, mig_nodes = [], [], []
+    strategies: dict[str, list[str]] = {}  # mig.strategy -> nodes
     for n in gpu_nodes:
         labels, name = sharing.labels_of(n), _name(n)
         strategy = labels.get(sharing.MIG_STRATEGY)
@@ -201,7 +203,9 @@ def check_mig(nodes: list[dict]) -> Check:
     )
 
 
-def check_sharing(nodes: list[dict], config_map: str | None, data: dict | None) -> Check:
+def check_sharing(
+    nodes: list[dict[str, Any]], config_map: str | None, data: dict[str, Any] | None
+) -> Check:
     labelled = [n for n in _gpu_nodes(nodes) if sharing.CONFIG_LABEL in sharing.labels_of(n)]
     if not labelled:
         return Check(
@@ -224,10 +228,10 @@ def check_sharing(nodes: list[dict], config_map: str | None, data: dict | None) 
     failures, waiting = [], []
     for n in labelled:
         name, chosen = _name(n), sharing.labels_of(n)[sharing.CONFIG_LABEL]
-        s = configs.get(chosen, KeyError)
-        if s is KeyError:
+        if chosen not in configs:
             failures.append(f"{name}: config {chosen!r} is not in ConfigMap {config_map}")
             continue
+        s = configs[chosen]
         if isinstance(s, GpuctlError):
             failures.append(f"{name}: config {chosen!r} is invalid: {s}")
             continue
@@ -267,7 +271,7 @@ def check_sharing(nodes: list[dict], config_map: str | None, data: dict | None) 
     )
 
 
-def check_dcgm(daemonsets: list[dict]) -> Check:
+def check_dcgm(daemonsets: list[dict[str, Any]]) -> Check:
     found = [d for d in daemonsets if "dcgm-exporter" in _name(d)]
     if not found:
         return Check(
@@ -291,7 +295,10 @@ def check_dcgm(daemonsets: list[dict]) -> Check:
 
 
 def run_checks(
-    nodes: list[dict], daemonsets: list[dict], config_map: str | None, config_data: dict | None
+    nodes: list[dict[str, Any]],
+    daemonsets: list[dict[str, Any]],
+    config_map: str | None,
+    config_data: dict[str, Any] | None,
 ) -> list[Check]:
     plugin = sharing.find_device_plugin(daemonsets)
     return [

@@ -13,8 +13,7 @@ def run(kube: Kube, node: str | None = None) -> list[doctor.Check]:
     else:
         nodes = sharing.list_nodes(kube, None)
     daemonsets = sharing.list_daemonsets(kube)
-    target = sharing.locate(kube, None, None, required=False, daemonsets=daemonsets)
-    mounted = target is not None and target.mounted
-    return doctor.run_checks(
-        nodes, daemonsets, target.config_map if mounted else None, target.data if mounted else None
-    )
+    target = sharing.locate(kube, None, None, daemonsets=daemonsets)
+    if target is not None and target.mounted:
+        return doctor.run_checks(nodes, daemonsets, target.config_map, target.data)
+    return doctor.run_checks(nodes, daemonsets, None, None)

@@ -88,7 +88,7 @@ class GpuModel:
         return next((p for p in self.profiles if p.profile_id == profile_id), None)
 
 
-def _first_int(value) -> int | None:
+def _first_int(value: object) -> int | None:
     if isinstance(value, list):
         value = value[0] if value else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None

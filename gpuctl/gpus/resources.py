@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gpuctl.common.quantity import count
 
@@ -45,7 +46,7 @@ class FitReport:
         return self.resource is None or sum(n.slots_now for n in self.nodes) >= self.workers
 
 
-def gpu_resources(pod: dict) -> set[str]:
+def gpu_resources(pod: dict[str, Any]) -> set[str]:
     """The nvidia.com/* resources any of the pod's containers (init ones too) asks for."""
     spec = pod.get("spec") or {}
     return {
@@ -57,7 +58,7 @@ def gpu_resources(pod: dict) -> set[str]:
     }
 
 
-def requested(pod: dict, resource: str) -> int:
+def requested(pod: dict[str, Any], resource: str) -> int:
     spec = pod.get("spec") or {}
     total = 0
     for c in spec.get("containers") or []:
@@ -75,7 +76,7 @@ def requested(pod: dict, resource: str) -> int:
     return max(total, init)
 
 
-def tolerates(taint: dict, tolerations: list[dict]) -> bool:
+def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
     if taint.get("effect") == "PreferNoSchedule":
         return True
     for t in tolerations:
@@ -90,14 +91,14 @@ def tolerates(taint: dict, tolerations: list[dict]) -> bool:
 
 
 def check_fit(
-    nodes: list[dict],
-    pods: list[dict],
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
     resource: str | None,
     per_worker: int,
     workers: int,
     gpu_types: tuple[str, ...],
     label_key: str,
-    tolerations: list[dict],
+    tolerations: list[dict[str, Any]],
 ) -> FitReport:
     """Per GPU node: how many workers fit now and on an empty node, and why not."""
     if resource is None:

@@ -6,6 +6,7 @@ A field NVML does not support on a GPU is None (shown `N/A`, `null` in JSON)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class NodeSample:
     simulated: bool = False
 
 
-def to_dict(sample: NodeSample) -> dict:
+def to_dict(sample: NodeSample) -> dict[str, Any]:
     """The JSON shape `gpuctl top -o json` prints (stable field names)."""
     return {
         "driver_version": sample.driver_version,

@@ -63,7 +63,7 @@ def _label_key(option: str | None) -> str:
     from gpuctl.common.config import setting
     from gpuctl.common.k8s_names import label_key
 
-    return setting(
+    key = setting(
         "gpu_label_key",
         option,
         lambda key: (
@@ -72,6 +72,8 @@ def _label_key(option: str | None) -> str:
             else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
         ),
     )
+    assert key is not None  # the setting has a default
+    return key
 
 
 def render(
@@ -176,7 +178,7 @@ def _wait(kube, kind: str, name: str, namespace: str, timeout: float) -> str:
     from gpuctl.jobs.status import status_of
 
     err = err_console()
-    shown = []
+    shown: list[str] = []  # the lines printed so far
     with err.status(f"waiting for {kind} {name}") as status:
 
         def update(row: dict) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuctl.jobs.spec import JobSpec
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuctl")
@@ -12,11 +14,11 @@ COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-ind
 MANAGED_SELECTOR = "=".join(MANAGED_BY)
 
 
-def labels_for(spec: JobSpec) -> dict:
+def labels_for(spec: JobSpec) -> dict[str, str]:
     return {MANAGED_BY[0]: MANAGED_BY[1], JOB_LABEL: spec.name, **dict(spec.labels)}
 
 
-def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[dict]:
+def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[dict[str, Any]]:
     """All objects of the job, in the order they must be created."""
     if spec.kind == "Pod":
         pod = _pod_spec(spec, gpu_label_key)
@@ -27,7 +29,7 @@ def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[di
 
     pod = _pod_spec(spec, gpu_label_key)
     pod["restartPolicy"] = "Never"
-    job_spec: dict = {"backoffLimit": spec.retries}
+    job_spec: dict[str, Any] = {"backoffLimit": spec.retries}
     if spec.ttl_after_finished:
         job_spec["ttlSecondsAfterFinished"] = spec.ttl_after_finished
     if spec.deadline:
@@ -45,16 +47,16 @@ def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[di
     return objects
 
 
-def _meta(spec: JobSpec) -> dict:
-    meta = {"name": spec.name}
+def _meta(spec: JobSpec) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": spec.name}
     if spec.namespace:
         meta["namespace"] = spec.namespace
     meta["labels"] = labels_for(spec)
     return meta
 
 
-def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict:
-    container: dict = {"name": "main", "image": spec.image}
+def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": spec.image}
     if spec.command:
         container["command"] = list(spec.command)
     if spec.args:
@@ -62,8 +64,8 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict:
     if spec.env:
         container["env"] = [{"name": k, "value": v} for k, v in spec.env]
 
-    limits: dict = {}
-    requests: dict = {}
+    limits: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
     resource = spec.gpu_resource
     if resource:
         limits[resource[0]] = str(resource[1])
@@ -73,7 +75,7 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict:
     if limits:
         container["resources"] = {"limits": limits, **({"requests": requests} if requests else {})}
 
-    pod: dict = {"containers": [container]}
+    pod: dict[str, Any] = {"containers": [container]}
     if spec.shm:
         container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
         pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm}}]
@@ -113,7 +115,7 @@ def nproc_per_node(spec: JobSpec) -> int:
     return spec.gpus if spec.gpus and not spec.shared else 1
 
 
-def _torchrun_env(spec: JobSpec) -> list[dict]:
+def _torchrun_env(spec: JobSpec) -> list[dict[str, Any]]:
     nproc = nproc_per_node(spec)
     return [
         {"name": "MASTER_ADDR", "value": f"{spec.name}-0.{spec.name}"},
@@ -125,7 +127,7 @@ def _torchrun_env(spec: JobSpec) -> list[dict]:
     ]
 
 
-def _headless_service(spec: JobSpec) -> dict:
+def _headless_service(spec: JobSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",

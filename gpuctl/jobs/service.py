@@ -20,7 +20,7 @@ def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
     resource = spec.gpu_resource
     if resource is None:
         return fit.check_fit([], [], None, 0, spec.nodes, (), label_key, [])
-    nodes = kube.list("Node")
+    nodes = kube.list_objects("Node")
     pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
     return fit.check_fit(
@@ -70,8 +70,8 @@ def _managed(items: list[dict]) -> list[dict]:
 
 def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
     """gpuctl-managed Jobs and bare Pods, as plain objects with their kind set."""
-    jobs = kube.list("Job", namespace, selector=MANAGED_SELECTOR)
-    pods = kube.list("Pod", namespace, selector=MANAGED_SELECTOR)
+    jobs = kube.list_objects("Job", namespace, selector=MANAGED_SELECTOR)
+    pods = kube.list_objects("Pod", namespace, selector=MANAGED_SELECTOR)
     out = [{**j, "kind": "Job"} for j in _managed(jobs)]
     # a Job's own pods carry the job label too; only bare Pods are listed as jobs
     out += [
@@ -181,7 +181,7 @@ def logs(
 def _pods(kube: Kube, kind: str, name: str, namespace: str) -> list[dict]:
     if kind == "Pod":
         return [kube.read("Pod", name, namespace)]
-    pods = kube.list("Pod", namespace, selector=f"{JOB_LABEL}={name}")
+    pods = kube.list_objects("Pod", namespace, selector=f"{JOB_LABEL}={name}")
     return sorted(
         (p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name),
         key=_worker_order,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuctl.common import k8s_names
 from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
@@ -76,7 +77,7 @@ class JobSpec:
     retries: int = 0
     priority: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
-    tolerations: tuple[dict, ...] = ()
+    tolerations: tuple[dict[str, Any], ...] = ()
     service_account: str | None = None
     image_pull_secrets: tuple[str, ...] = ()
     source: str = field(default="<input>", compare=False)
@@ -214,7 +215,7 @@ def parse_job(doc: Doc) -> JobSpec:
     )
 
 
-def _tolerations(f: Fields) -> list[dict]:
+def _tolerations(f: Fields) -> list[dict[str, Any]]:
     out = []
     for t in f.list_of_maps("tolerations"):
         t.reject_unknown(TOLERATION_FIELDS)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuctl.gpus.resources import requested
 from gpuctl.jobs.manifests import JOB_LABEL
 
 FINISHED = ("Succeeded", "Failed")
 
 
-def status_of(obj: dict) -> str:
+def status_of(obj: dict[str, Any]) -> str:
     status = obj.get("status") or {}
     if obj.get("kind") == "Pod":
         return status.get("phase") or "Pending"
@@ -23,7 +25,7 @@ def status_of(obj: dict) -> str:
     return "Pending"
 
 
-def gpu_request(pod_spec_owner: dict) -> str:
+def gpu_request(pod_spec_owner: dict[str, Any]) -> str:
     """'2 × nvidia.com/gpu' for a Pod or a Job's pod template; '-' when no GPU."""
     spec = pod_spec_owner.get("spec") or {}
     pod = (
@@ -38,7 +40,7 @@ def gpu_request(pod_spec_owner: dict) -> str:
     return "-"
 
 
-def row(obj: dict) -> dict:
+def row(obj: dict[str, Any]) -> dict[str, Any]:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     kind = obj.get("kind") or "?"
     workers = spec.get("completions") or 1 if kind == "Job" else 1

@@ -3,6 +3,8 @@ applied on this node through NVML or on a cluster through the GPU Operator."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from gpuctl.common import options
@@ -69,7 +71,7 @@ def profiles(
                 err_console().print(f"{n}: not a MIG GPU known to gpuctl")
             elif m not in chosen:
                 chosen.append(m)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "gpu": m.short_name,
             "profile": p.name,

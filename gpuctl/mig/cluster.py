@@ -75,8 +75,9 @@ def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarg
     if node:
         items = [kube.read_node(node)]
     else:
+        assert selector  # exactly one of the two, checked above
         wanted = label_selector.parse(selector)
-        items = kube.list("Node", selector=selector)
+        items = kube.list_objects("Node", selector=selector)
         items = [n for n in items if label_selector.matches(wanted, n["metadata"].get("labels"))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")
@@ -116,8 +117,8 @@ def follow(
     config: str,
     timeout: float,
     report: Callable[[str, str, float], None],
-    clock=time.monotonic,
-) -> dict[str, str]:
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, str | None]:
     """Wait until each node's state is success or failed after our change; report every
     state seen as (node, state, seconds). Nodes already on this config and in success are
     done at once. Raises on failure or timeout, naming the nodes."""

@@ -37,8 +37,8 @@ class GpuState:
     uuid: str
     model: GpuModel | None  # None: not in gpuctl's geometry table
     mig: tuple[bool, bool] | None  # (current, pending); None: the GPU has no MIG
-    instances: list = field(default_factory=list)
-    processes: list = field(default_factory=list)
+    instances: list[Any] = field(default_factory=list)
+    processes: list[Any] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -51,7 +51,7 @@ class GpuState:
         """The current layout as mig-parted names: a GI with one whole-GI compute instance (or
         none yet) is its profile (``3g.40gb``); smaller compute instances count one each
         (``1c.3g.40gb``), as mig-parted counts them."""
-        out: Counter = Counter()
+        out: Counter[str] = Counter()
         for inst in self.instances:
             p = self.profile_of(inst)
             name = p.name if p else f"profile-{inst.profile_id}"
@@ -69,7 +69,7 @@ def ci_slices(ci_profile_id: int) -> int | None:
     return CI_PROFILE_SLICES.get(ci_profile_id)
 
 
-def _sort_key(name: str):
+def _sort_key(name: str) -> tuple[int, str]:
     g = name.split(".")[-2] if name.count(".") >= 2 else name.split(".")[0]
     try:
         return (-int(g.rstrip("g")), name)
@@ -126,16 +126,11 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
         if desired.enabled:
             raise UsageError(f"GPU {state.index} ({state.name}) does not support MIG")
         return plan
-    if desired.enabled and state.model is None:
-        raise GpuctlError(
-            f"GPU {state.index} is a {state.name!r}, which is not in gpuctl's MIG "
-            "geometry table, so its layouts cannot be checked"
-        )
     current, pending = state.mig
     busy_gpu = [describe_process(p) for p in state.processes]
 
-    def gpu_step(kind: str, text: str, **kw) -> None:
-        plan.steps.append(Step(kind, state.index, text, **kw))
+    def gpu_step(kind: str, text: str, enable: bool | None = None) -> None:
+        plan.steps.append(Step(kind, state.index, text, enable=enable))
         if busy_gpu:
             plan.blocked.append(
                 f"{state.label}: cannot {text.split(' on GPU')[0]} while "
@@ -156,9 +151,15 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
             )
         return plan
 
+    model = state.model
+    if model is None:
+        raise GpuctlError(
+            f"GPU {state.index} is a {state.name!r}, which is not in gpuctl's MIG "
+            "geometry table, so its layouts cannot be checked"
+        )
     try:
-        wanted = devices_of(state.model, desired.layout)
-        place(state.model, wanted)
+        wanted = devices_of(model, desired.layout)
+        place(model, wanted)
     except LayoutError as e:
         raise LayoutError(f"{state.label}: {e.message}", hint=e.hint) from None
     if not current:
@@ -166,14 +167,14 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
             gpu_step("reset", f"reset GPU {state.index} to apply the pending MIG enable")
         else:
             gpu_step("set-mig-mode", f"enable MIG mode on GPU {state.index}", enable=True)
-        for p in place(state.model, wanted):
+        for p in place(model, wanted):
             _create(plan, p)
         return plan
     if not pending:
         gpu_step(
             "set-mig-mode", f"cancel the pending MIG disable on GPU {state.index}", enable=True
         )
-    _diff_instances(plan, wanted)
+    _diff_instances(plan, model, wanted)
     return plan
 
 
@@ -233,18 +234,20 @@ def _exact(inst: Any, device: Device) -> bool:
     return len(cis) == 1 and ci_slices(cis[0].profile_id) == device.ci_slices
 
 
-def _diff_instances(plan: GpuPlan, wanted: list[Device]) -> None:
-    state, model = plan.state, plan.state.model
-    wanted_by_profile = Counter(d.profile for d in wanted)
+def _diff_instances(plan: GpuPlan, model: GpuModel, wanted: list[Device]) -> None:
+    state = plan.state
+    # keyed by Profile | None: profile_of() is None for an instance of an unknown profile
+    wanted_by_profile: Counter[Profile | None] = Counter(d.profile for d in wanted)
     usable = [
         i
         for i in state.instances
-        if (p := state.profile_of(i)) in wanted_by_profile
+        if (p := state.profile_of(i)) is not None
+        and p in wanted_by_profile
         and i.start in p.starts
         and i.size == p.size
     ]
 
-    def score(subset):
+    def score(subset: tuple[Any, ...]) -> tuple[int, int, int]:
         busy = sum(1 for i in subset if _busy(state, i.gi_id))
         exact = sum(
             1
@@ -253,7 +256,7 @@ def _diff_instances(plan: GpuPlan, wanted: list[Device]) -> None:
         )
         return (busy, len(subset), exact)
 
-    candidates = []
+    candidates: list[tuple[Any, ...]] = []
     for n in range(len(usable), -1, -1):
         for subset in itertools.combinations(usable, n):
             counts = Counter(state.profile_of(i) for i in subset)
@@ -309,12 +312,14 @@ def _diff_instances(plan: GpuPlan, wanted: list[Device]) -> None:
                 ci_profile_id=device.ci_profile_id,
             )
         )
-    for p in new:
-        if p not in fixed:
-            _create(plan, p)
+    for placed in new:
+        if placed not in fixed:
+            _create(plan, placed)
 
 
-def _assign(state: GpuState, subset, wanted: list[Device]) -> list[tuple[Any, Device]]:
+def _assign(
+    state: GpuState, subset: tuple[Any, ...], wanted: list[Device]
+) -> list[tuple[Any, Device]]:
     """(kept GI, the wanted device it will serve), exact compute-instance matches first."""
     free = list(wanted)
     out = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuctl.common.errors import GpuctlError, UsageError
@@ -107,7 +107,7 @@ def profiles_hint(model: GpuModel) -> str:
     return f"{model.short_name} profiles: " + ", ".join(p.name for p in model.profiles)
 
 
-def parse_layout_text(text: str) -> dict[str, int]:
+def parse_layout_text(text: str | None) -> dict[str, int]:
     """``3g.40gb=2,1g.10gb`` (a missing count means 1) → ``{"3g.40gb": 2, "1g.10gb": 1}``."""
     out: dict[str, int] = {}
     for part in (text or "").split(","):
@@ -232,7 +232,9 @@ def _check_max(model: GpuModel, p: Profile, n: int) -> None:
 def _over_memory(model: GpuModel, profiles: Sequence[Profile]) -> str:
     total = model.memory_slices
     ordered = sorted(profiles, key=lambda p: -p.size)
-    fit, rest, used = Counter(), Counter(), 0
+    fit: Counter[str] = Counter()
+    rest: Counter[str] = Counter()
+    used = 0
     for p in ordered:
         if not rest and used + p.size <= total:
             fit[p.name] += 1
@@ -302,9 +304,9 @@ def feasible(model: GpuModel, devices: Sequence[Device]) -> bool:
         return False
 
 
-def _join(items) -> str:
-    items = [str(i) for i in items]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+def _join(items: Iterable[object]) -> str:
+    texts = [str(i) for i in items]
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " or " + texts[-1]
 
 
 def _fmt(counts: Mapping[str, int]) -> str:

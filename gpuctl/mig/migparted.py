@@ -14,9 +14,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpuctl.common.errors import GpuctlError, SpecError, UsageError
-from gpuctl.common.specfile import Doc, Fields, load_yaml_file
+from gpuctl.common.specfile import Doc, Fields, Path, load_yaml_file
 from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.mig.diff import Desired, GpuState
 from gpuctl.mig.layout import (
@@ -40,8 +41,8 @@ class Entry:
     devices: str | tuple[int, ...]  # "all" or GPU indexes
     device_filter: tuple[str, ...]  # upper-case PCI device ids; empty: any GPU
     enabled: bool
-    mig_devices: dict
-    path: tuple  # where it is in the file, for errors
+    mig_devices: dict[str, Any]
+    path: Path  # where it is in the file, for errors
 
     def matches(self, gpu: GpuState) -> bool:
         if self.devices != "all" and gpu.index not in self.devices:
@@ -84,7 +85,9 @@ class MigConfigFile:
             for model in _filtered_models(entry):
                 _check(self.doc, entry, model)
 
-    def error(self, entry: Entry, key: str | None, message: str, hint: str | None = None):
+    def error(
+        self, entry: Entry, key: str | None, message: str, hint: str | None = None
+    ) -> SpecError:
         return self.doc.error(entry.path + ((key,) if key else ()), message, hint)
 
 
@@ -118,7 +121,7 @@ def parse(doc: Doc) -> MigConfigFile:
     return MigConfigFile(doc, configs)
 
 
-def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
+def _entry(doc: Doc, config: str, index: int, path: Path) -> Entry:
     item = doc.data
     for p in path:
         item = item[p]
@@ -180,7 +183,7 @@ def _entry(doc: Doc, config: str, index: int, path: tuple) -> Entry:
     )
 
 
-def _pci_id_text(value):
+def _pci_id_text(value: object) -> object:
     """YAML reads an unquoted 0x233010DE as a number: take it as the id it spells."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 32:
         return f"0x{value:08X}"
@@ -298,7 +301,7 @@ def shorthand_desired(layout: str, gpu: GpuState) -> Desired:
 
 def shorthand_config(
     name: str, layout: str, indexes: Sequence[int] | None = None, model: GpuModel | None = None
-) -> dict:
+) -> dict[str, Any]:
     """A v1 config holding one shorthand layout, for the GPU Operator (``all-<profile>``
     becomes one entry per GPU model that has the profile, filtered by PCI id)."""
     devices = list(indexes) if indexes else "all"
@@ -332,7 +335,7 @@ def shorthand_config(
         place(model, devices_of(model, counts))
     else:
         _check_held_somewhere(counts)
-    entry = {"devices": devices, "mig-enabled": True, "mig-devices": counts}
+    entry: dict[str, Any] = {"devices": devices, "mig-enabled": True, "mig-devices": counts}
     if model is not None:
         entry = {"device-filter": list(model.pci_device_ids), **entry}
     return _config(name, [entry])
@@ -357,13 +360,13 @@ def _check_held_somewhere(counts: dict[str, int]) -> None:
     )
 
 
-def _config(name: str, entries: list[dict]) -> dict:
+def _config(name: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
     return {"version": VERSION, "mig-configs": {name: entries}}
 
 
-def export(gpus: Sequence[GpuState], name: str = "current") -> dict:
+def export(gpus: Sequence[GpuState], name: str = "current") -> dict[str, Any]:
     """The node's current layout as a v1 config (``devices: all`` when every MIG GPU agrees)."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[bool, tuple[tuple[str, int], ...]], list[int]] = {}
     for gpu in gpus:
         if gpu.mig is None:
             continue
@@ -373,17 +376,17 @@ def export(gpus: Sequence[GpuState], name: str = "current") -> dict:
         groups.setdefault(key, []).append(gpu.index)
     capable = [g.index for g in gpus if g.mig is not None]
     entries = []
-    for (enabled, layout), indexes in groups.items():
+    for (enabled, counts), indexes in groups.items():
         devices = "all" if len(groups) == 1 and indexes == capable else indexes
-        entries.append({"devices": devices, "mig-enabled": enabled, "mig-devices": dict(layout)})
+        entries.append({"devices": devices, "mig-enabled": enabled, "mig-devices": dict(counts)})
     if not entries:
         raise GpuctlError("no GPU on this node supports MIG: nothing to export")
     return _config(name, entries)
 
 
 def render_configmap(
-    config: dict, name: str = "custom-mig-config", namespace: str = "gpu-operator"
-) -> dict:
+    config: dict[str, Any], name: str = "custom-mig-config", namespace: str = "gpu-operator"
+) -> dict[str, Any]:
     """The ConfigMap the GPU Operator's mig-manager reads (``migManager.config.name``)."""
     import yaml
 

@@ -64,7 +64,7 @@ class DemandPlan:
         return sum(g.gpus for g in self.groups)
 
 
-def parse_fleet(text: str) -> list[Fleet]:
+def parse_fleet(text: str | None) -> list[Fleet]:
     """``8xH100-80GB``, ``H100-80GB`` (unbounded) or ``4xH100-80GB,2xA100-80GB``."""
     out: dict[str, Fleet] = {}
     for part in (text or "").split(","):
@@ -72,6 +72,7 @@ def parse_fleet(text: str) -> list[Fleet]:
         if not part:
             continue
         m = _FLEET_PART.match(part)
+        assert m is not None  # its (.+) matches any part that is not empty
         count = whole_number(m.group(1)) if m.group(1) else None
         if m.group(1) and count is None:
             raise UsageError(f"{part[:40]!r}…: the GPU count is too large")
@@ -89,7 +90,7 @@ def parse_fleet(text: str) -> list[Fleet]:
     return list(out.values())
 
 
-def parse_demand(text: str) -> dict[str, int]:
+def parse_demand(text: str | None) -> dict[str, int]:
     """``1g.10gb=9,3g.40gb=3``; Kubernetes resource names (``nvidia.com/mig-1g.10gb``) too."""
     out: dict[str, int] = {}
     for name, n in parse_layout_text(text).items():
@@ -121,17 +122,17 @@ def plan_demand(
                 hint="; ".join(profiles_hint(m) for m in models),
             )
     names = list(demand)
-    columns = []  # (fleet index, layout Counter)
+    columns: list[tuple[int, Counter[str]]] = []  # (fleet index, layout)
     for fi, f in enumerate(fleet):
         for layout in maximal_layouts(f.model):
             if any(layout.get(n) for n in names):
                 columns.append((fi, layout))
     a = np.array([[layout.get(n, 0) for _, layout in columns] for n in names], dtype=float)
     cons = [LinearConstraint(a, lb=np.array([demand[n] for n in names], dtype=float))]
-    limited = [fi for fi, f in enumerate(fleet) if f.count is not None]
-    for fi in limited:
+    limits = {fi: f.count for fi, f in enumerate(fleet) if f.count is not None}
+    for fi, limit in limits.items():
         row = np.array([[1.0 if c[0] == fi else 0.0 for c in columns]])
-        cons.append(LinearConstraint(row, ub=float(fleet[fi].count)))
+        cons.append(LinearConstraint(row, ub=float(limit)))
     cost = np.ones(len(columns))
     options = {"mip_rel_gap": 0.0, "time_limit": time_limit}
     res = milp(
@@ -142,7 +143,7 @@ def plan_demand(
         options=options,
     )
     if res.x is None:
-        if limited:
+        if limits:
             unlimited = plan_demand(demand, [Fleet(f.model, None) for f in fleet], time_limit)
             given = ", ".join(
                 (f"{f.count}x" if f.count else "") + f.model.short_name for f in fleet
@@ -151,7 +152,7 @@ def plan_demand(
                 raise GpuctlError(
                     f"the demand needs {unlimited.gpus} GPUs; only {fleet[0].count} given ({given})"
                 )
-            used = Counter()
+            used: Counter[str] = Counter()
             for g in unlimited.groups:
                 used[g.model.short_name] += g.gpus
             raise GpuctlError(
@@ -163,7 +164,7 @@ def plan_demand(
     bound = getattr(res, "mip_dual_bound", None)
     lower = int(-(-(bound - 1e-6) // 1)) if bound is not None else sum(counts)
     groups = _expand(columns, counts, fleet, demand)
-    held = Counter()
+    held: Counter[str] = Counter()
     for g in groups:
         held.update({k: v * g.gpus for k, v in g.layout.items()})
     if held != Counter(demand):  # the solver works in floating point: never trust it blindly
@@ -178,12 +179,17 @@ def _has(model: GpuModel, name: str) -> bool:
     return any(p.name == name for p in model.profiles)
 
 
-def _expand(columns, counts, fleet, demand) -> list[LayoutGroup]:
+def _expand(
+    columns: list[tuple[int, Counter[str]]],
+    counts: list[int],
+    fleet: list[Fleet],
+    demand: dict[str, int],
+) -> list[LayoutGroup]:
     """Groups of identical GPUs with surplus instances dropped (from the last groups first),
     splitting a group where only some of its GPUs lose an instance; never one entry per GPU,
     so a demand for millions of devices stays cheap."""
-    groups = [
-        [n, fi, Counter({k: v for k, v in layout.items() if k in demand})]
+    groups = [  # (GPUs, fleet index, layout)
+        (n, fi, Counter({k: v for k, v in layout.items() if k in demand}))
         for (fi, layout), n in zip(columns, counts)
         if n
     ]
@@ -193,20 +199,20 @@ def _expand(columns, counts, fleet, demand) -> list[LayoutGroup]:
         for n, fi, layout in reversed(groups):
             a = layout[name]
             if surplus <= 0 or not a:
-                out.append([n, fi, layout])
+                out.append((n, fi, layout))
                 continue
             r = min(surplus, n * a)
             surplus -= r
             full, part = divmod(r, a)
             rest = n - full - (1 if part else 0)
             if rest:
-                out.append([rest, fi, layout])
+                out.append((rest, fi, layout))
             if full:
-                out.append([full, fi, layout - Counter({name: a})])
+                out.append((full, fi, layout - Counter({name: a})))
             if part:
-                out.append([1, fi, layout - Counter({name: part})])
+                out.append((1, fi, layout - Counter({name: part})))
         groups = out[::-1]
-    merged: dict[tuple, int] = Counter()
+    merged: Counter[tuple[int, tuple[tuple[str, int], ...]]] = Counter()
     for n, fi, layout in groups:
         key = (
             fi,
@@ -219,23 +225,23 @@ def _expand(columns, counts, fleet, demand) -> list[LayoutGroup]:
         )
         if key[1]:
             merged[key] += n
-    out = []
+    result = []
     for (fi, items), n in sorted(merged.items(), key=lambda kv: (-kv[1], kv[0][0])):
         model = fleet[fi].model
-        out.append(LayoutGroup(model, dict(items), n, place(model, dict(items))))
-    return out
+        result.append(LayoutGroup(model, dict(items), n, place(model, dict(items))))
+    return result
 
 
-def _profile_order(model: GpuModel, name: str):
+def _profile_order(model: GpuModel, name: str) -> tuple[int, int, str]:
     p = model.profile(name)
     return (-p.size, -p.slices, name)
 
 
 @cache
-def feasible_layouts(model: GpuModel) -> tuple[Counter, ...]:
+def feasible_layouts(model: GpuModel) -> tuple[Counter[str], ...]:
     """Every multiset of profiles one GPU of this model can hold (empty one included)."""
     profiles = list(model.profiles)
-    out: list[Counter] = []
+    out: list[Counter[str]] = []
 
     def ok(counts: list[int]) -> bool:
         devs = [Device(p, p.slices) for p, n in zip(profiles, counts) for _ in range(n)]
@@ -264,7 +270,7 @@ def feasible_layouts(model: GpuModel) -> tuple[Counter, ...]:
 
 
 @cache
-def maximal_layouts(model: GpuModel) -> tuple[Counter, ...]:
+def maximal_layouts(model: GpuModel) -> tuple[Counter[str], ...]:
     """The layouts to which no further instance can be added."""
     keys = {_key(c) for c in feasible_layouts(model)}
     out = []
@@ -276,5 +282,5 @@ def maximal_layouts(model: GpuModel) -> tuple[Counter, ...]:
     return tuple(out)
 
 
-def _key(c: Counter) -> tuple:
+def _key(c: Counter[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((k, v) for k, v in c.items() if v))

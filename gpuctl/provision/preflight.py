@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from typing import Any, Generic, TypeVar
 
 from gpuctl.provision.spec import ClusterSpec
 from gpuctl.provision.tfvars import Facts, GroupFacts
@@ -57,12 +58,15 @@ class InstanceInfo:
     gpu_memory_mib: int = 0  # per GPU
 
 
+V = TypeVar("V")
+
+
 @dataclass(frozen=True)
-class Answer:
+class Answer(Generic[V]):
     """One API answer: a value, or why there is none (`missing`: the thing does not exist;
     otherwise the API could not be asked)."""
 
-    value: object = None
+    value: V | None = None
     error: str | None = None
     missing: bool = False
 
@@ -70,11 +74,11 @@ class Answer:
 @dataclass
 class RawFacts:
     region_zones: list[str]
-    eks_version: Answer
+    eks_version: Answer[str]
     offerings: dict[str, list[str]]  # instance type → zones offering it
-    instances: dict[str, Answer]  # instance type → Answer(InstanceInfo)
-    amis: dict[str, Answer]  # SSM parameter name → Answer(ami id)
-    quotas: dict[str, Answer]  # quota code → Answer(vCPU limit)
+    instances: dict[str, Answer[InstanceInfo]]  # instance type → its details
+    amis: dict[str, Answer[str]]  # SSM parameter name → AMI id
+    quotas: dict[str, Answer[float]]  # quota code → vCPU limit
 
 
 @dataclass
@@ -119,7 +123,7 @@ class PreflightReport:
     def ok(self) -> bool:
         return not self.blockers
 
-    def cost_estimate(self) -> dict:
+    def cost_estimate(self) -> dict[str, Any]:
         """Hourly and monthly cost at every group's min and max size (None when a
         price is not in the table)."""
         table = price_table()
@@ -148,7 +152,7 @@ class PreflightReport:
             },
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "region": self.region,
             "kubernetes_version": self.kubernetes_version,
@@ -180,9 +184,10 @@ class PreflightReport:
 
 
 @lru_cache(maxsize=1)
-def price_table() -> dict:
+def price_table() -> dict[str, Any]:
     text = resources.files("gpuctl.data").joinpath(PRICE_TABLE).read_text("utf-8")
-    return json.loads(text)
+    table: dict[str, Any] = json.loads(text)
+    return table
 
 
 def price_source() -> str:
@@ -235,9 +240,10 @@ def evaluate(spec: ClusterSpec, raw: RawFacts) -> PreflightReport:
                 f"node group {g.name}: {g.instance_type} is not an instance type "
                 f"EC2 knows in {spec.region}"
             )
-        elif info.error:
+        elif info.error or info.value is None:
             report.notes.append(
-                f"node group {g.name}: could not read {g.instance_type}'s details: {info.error}"
+                f"node group {g.name}: could not read {g.instance_type}'s details: "
+                f"{info.error or 'no value'}"
             )
         else:
             gr.instance = info.value

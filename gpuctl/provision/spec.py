@@ -131,7 +131,8 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
             "node_groups" if root.has("node_groups") else None,
             "at least one node group is required",
         )
-    groups, seen = [], {}
+    groups = []
+    seen: dict[str, int | None] = {}  # node group name -> its line
     for g in root.list_of_maps("node_groups"):
         group = _node_group(g)
         if group.name in seen:

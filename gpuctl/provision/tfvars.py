@@ -8,6 +8,7 @@ an S3 state bucket, `backend.tf.json`. Values the preflight did not resolve are 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuctl.provision.spec import ClusterSpec
 
@@ -30,7 +31,7 @@ class Facts:
     groups: dict[str, GroupFacts] = field(default_factory=dict)
 
 
-def render_tfvars(spec: ClusterSpec, facts: Facts | None = None) -> dict:
+def render_tfvars(spec: ClusterSpec, facts: Facts | None = None) -> dict[str, Any]:
     facts = facts or Facts()
     groups = {}
     for g in spec.node_groups:
@@ -58,7 +59,7 @@ def render_tfvars(spec: ClusterSpec, facts: Facts | None = None) -> dict:
     }
 
 
-def render_backend(spec: ClusterSpec) -> dict | None:
+def render_backend(spec: ClusterSpec) -> dict[str, Any] | None:
     """`backend.tf.json` for remote state, or None to keep Terraform's local state file."""
     if spec.state is None:
         return None

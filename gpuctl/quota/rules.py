@@ -5,6 +5,7 @@ Pure: quotas and pods come in as the API returns them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_label
@@ -61,7 +62,7 @@ def hard(gpus: int, mig: dict[str, int]) -> dict[str, str]:
     return out
 
 
-def namespace_object(team: str) -> dict:
+def namespace_object(team: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -69,7 +70,7 @@ def namespace_object(team: str) -> dict:
     }
 
 
-def quota_object(team: str, hard_limits: dict[str, str]) -> dict:
+def quota_object(team: str, hard_limits: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
@@ -105,7 +106,7 @@ def gpu_resource_of(key: str) -> str | None:
     return name if name.startswith("nvidia.com/") else None
 
 
-def held(pods: list[dict]) -> dict[tuple[str, str], int]:
+def held(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     """(namespace, GPU resource) → count requested by pods that have not finished."""
     out: dict[tuple[str, str], int] = {}
     for p in pods:
@@ -119,12 +120,12 @@ def held(pods: list[dict]) -> dict[tuple[str, str], int]:
     return out
 
 
-def usage_rows(quotas: list[dict], pods: list[dict]) -> list[dict]:
+def usage_rows(quotas: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per namespace and GPU resource: used and hard. `used` comes from the quota's status
     when the quota controller has filled it, else from the running pods. Namespaces using
     GPUs without a quota on them are listed with hard None."""
     by_pods = held(pods)
-    rows: dict[tuple[str, str], dict] = {}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
     for q in quotas:
         meta = q.get("metadata") or {}
         ns = meta.get("namespace") or ""
@@ -179,7 +180,11 @@ class Excess:
 
 
 def check_job(
-    quotas: list[dict], pods: list[dict] | None, namespace: str, resource: str, total: int
+    quotas: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None,
+    namespace: str,
+    resource: str,
+    total: int,
 ) -> Excess | None:
     """The first quota in `namespace` that `total` more of `resource` would exceed.
     `pods` may be None when every quota carries its used count in its status."""
@@ -192,8 +197,9 @@ def check_job(
             limit = rounded_down(spec_hard[key])
             if limit is None:
                 continue
-            if key in status_used and rounded_down(status_used[key]) is not None:
-                used, source = rounded_down(status_used[key]), "quota"
+            counted = rounded_down(status_used[key]) if key in status_used else None
+            if counted is not None:
+                used, source = counted, "quota"
             else:
                 used, source = held(pods or []).get((namespace, resource), 0), "pods"
             if used + total > limit:
@@ -208,7 +214,7 @@ def check_job(
     return None
 
 
-def needs_pods(quotas: list[dict], resource: str) -> bool:
+def needs_pods(quotas: list[dict[str, Any]], resource: str) -> bool:
     """Whether some quota on `resource` lacks a used count, so the pods must be counted."""
     for q in quotas:
         spec_hard = (q.get("spec") or {}).get("hard") or {}

@@ -69,11 +69,11 @@ def apply_set(kube: Kube, p: QuotaPlan) -> None:
 
 def usage(kube: Kube, namespace: str | None) -> list[dict]:
     if namespace:
-        quotas = kube.list("ResourceQuota", namespace)
-        pods = kube.list("Pod", namespace)
+        quotas = kube.list_objects("ResourceQuota", namespace)
+        pods = kube.list_objects("Pod", namespace)
         quotas, pods = _in(namespace, quotas), _in(namespace, pods)
     else:
-        quotas = kube.list("ResourceQuota")
+        quotas = kube.list_objects("ResourceQuota")
         pods = kube.unfinished_pods()
     return core.usage_rows(quotas, pods)
 
@@ -94,7 +94,7 @@ def precheck(kube: Kube, spec: JobSpec, namespace: str) -> None:
         return
     name, per_worker = resource
     total = per_worker * spec.nodes
-    quotas = kube.list("ResourceQuota", namespace)
+    quotas = kube.list_objects("ResourceQuota", namespace)
     pods = None
     if core.needs_pods(quotas, name):
         pods = _in(namespace, kube.unfinished_pods(namespace))

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import count
 from gpuctl.gpus import geometry
+
+if TYPE_CHECKING:
+    from gpuctl.common.selector import Requirement
 
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 # Set by GPU Feature Discovery from the config the device plugin actually loaded.
@@ -53,6 +57,10 @@ class Sharing:
         if self.resources != (GPU,):
             name += "-" + hashlib.sha1(",".join(self.resources).encode()).hexdigest()[:6]
         return name
+
+
+# ConfigMap key -> its sharing (None: no sharing), or the error that makes it unusable
+Configs = dict[str, Sharing | None | GpuctlError]
 
 
 def make_sharing(
@@ -103,9 +111,9 @@ def check_name(name: str) -> str:
     return name
 
 
-def render_config(s: Sharing) -> dict:
+def render_config(s: Sharing) -> dict[str, Any]:
     """The device plugin config file, as data."""
-    section = {"renameByDefault": s.rename_by_default}
+    section: dict[str, Any] = {"renameByDefault": s.rename_by_default}
     if s.strategy == TIME_SLICING:
         section["failRequestsGreaterThanOne"] = s.fail_requests_greater_than_one
     section["resources"] = [{"name": r, "replicas": s.replicas} for r in s.resources]
@@ -165,16 +173,18 @@ def parse_config(text: str) -> Sharing | None:
     )
 
 
-def config_map(name: str, namespace: str, data: dict[str, str], created: bool = True) -> dict:
+def config_map(
+    name: str, namespace: str, data: dict[str, str], created: bool = True
+) -> dict[str, Any]:
     """The ConfigMap of configs; `created` marks one gpuctl creates (an existing one, e.g. the
     Helm chart's, only gets keys added)."""
-    meta = {"name": name, "namespace": namespace}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if created:
         meta["labels"] = {"app.kubernetes.io/managed-by": "gpuctl"}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(data)}
 
 
-def node_label_patch(node: str, config: str | None) -> dict:
+def node_label_patch(node: str, config: str | None) -> dict[str, Any]:
     """The Node fields gpuctl changes (a strategic-merge patch; None removes the label)."""
     return {
         "apiVersion": "v1",
@@ -186,10 +196,10 @@ def node_label_patch(node: str, config: str | None) -> dict:
 # --- the device plugin -------------------------------------------------------------
 
 
-def find_device_plugin(daemonsets: list[dict]) -> dict | None:
+def find_device_plugin(daemonsets: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The NVIDIA device plugin DaemonSet (GPU Operator or Helm chart), if any."""
 
-    def is_plugin(ds: dict) -> bool:
+    def is_plugin(ds: dict[str, Any]) -> bool:
         meta = ds.get("metadata") or {}
         name, labels = meta.get("name") or "", meta.get("labels") or {}
         if "mps-control-daemon" in name:
@@ -206,12 +216,12 @@ def find_device_plugin(daemonsets: list[dict]) -> dict | None:
     return found[0] if found else None
 
 
-def plugin_config_map(ds: dict) -> str | None:
+def plugin_config_map(ds: dict[str, Any]) -> str | None:
     """The ConfigMap the device plugin DaemonSet mounts its configs from, if it mounts one.
     Both the GPU Operator and the Helm chart mount it at /available-configs, where the
     plugin's config-manager picks the key a node's label names."""
     pod = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    by_name = {
+    by_name: dict[str, str | None] = {
         v.get("name"): (v.get("configMap") or {}).get("name")
         for v in pod.get("volumes") or []
         if v.get("configMap")
@@ -227,15 +237,15 @@ def plugin_config_map(ds: dict) -> str | None:
 # --- nodes ---------------------------------------------------------------------------
 
 
-def labels_of(node: dict) -> dict:
+def labels_of(node: dict[str, Any]) -> dict[str, str]:
     return (node.get("metadata") or {}).get("labels") or {}
 
 
-def allocatable(node: dict) -> dict:
+def allocatable(node: dict[str, Any]) -> dict[str, Any]:
     return (node.get("status") or {}).get("allocatable") or {}
 
 
-def is_gpu_node(node: dict) -> bool:
+def is_gpu_node(node: dict[str, Any]) -> bool:
     alloc = allocatable(node)
     return labels_of(node).get(GFD_PRESENT) == "true" or any(
         count(v) > 0
@@ -244,7 +254,7 @@ def is_gpu_node(node: dict) -> bool:
     )
 
 
-def mig_reason(node: dict) -> str | None:
+def mig_reason(node: dict[str, Any]) -> str | None:
     """Why this node counts as a MIG node (None if it does not)."""
     labels, alloc = labels_of(node), allocatable(node)
     mig = sorted(k for k, v in alloc.items() if k.startswith("nvidia.com/mig-") and count(v) > 0)
@@ -261,10 +271,9 @@ def mig_reason(node: dict) -> str | None:
     return None
 
 
-def parse_configs(data: dict[str, str] | None) -> dict[str, Sharing | None | GpuctlError]:
-    """Each ConfigMap key → its sharing (None: no sharing), or the error that makes it
-    unusable."""
-    out: dict = {}
+def parse_configs(data: dict[str, str] | None) -> Configs:
+    """The sharing each ConfigMap key describes."""
+    out: Configs = {}
     for key, text in (data or {}).items():
         try:
             out[key] = parse_config(text)
@@ -273,7 +282,7 @@ def parse_configs(data: dict[str, str] | None) -> dict[str, Sharing | None | Gpu
     return out
 
 
-def current_strategy(node: dict, configs: dict) -> tuple[str | None, int | None]:
+def current_strategy(node: dict[str, Any], configs: Configs) -> tuple[str | None, int | None]:
     """(strategy, replicas) the node is set to: from its config label if the ConfigMap has
     that key, else from what GPU Feature Discovery reports."""
     labels = labels_of(node)
@@ -303,7 +312,9 @@ class NodeChange:
         return self.old != self.new
 
 
-def select_nodes(nodes: list[dict], names: tuple[str, ...], selector) -> list[dict]:
+def select_nodes(
+    nodes: list[dict[str, Any]], names: tuple[str, ...], selector: tuple[Requirement, ...]
+) -> list[dict[str, Any]]:
     """The nodes named (all must exist), or those matching the selector, or all GPU nodes."""
     from gpuctl.common import selector as sel
 
@@ -322,7 +333,7 @@ def select_nodes(nodes: list[dict], names: tuple[str, ...], selector) -> list[di
 
 
 def plan(
-    nodes: list[dict], sharing: Sharing, name: str, configs: dict, replace: bool
+    nodes: list[dict[str, Any]], sharing: Sharing, name: str, configs: Configs, replace: bool
 ) -> list[NodeChange]:
     """Label changes for the chosen nodes; refuses (GpuctlError) what the plugin cannot do."""
     refusals, out = [], []
@@ -376,7 +387,7 @@ def plan(
     return out
 
 
-def show_rows(nodes: list[dict], configs: dict) -> list[dict]:
+def show_rows(nodes: list[dict[str, Any]], configs: Configs) -> list[dict[str, Any]]:
     """One row per GPU node: its config label, the strategy and replicas it asks for, and
     what GPU Feature Discovery reports as applied."""
     rows = []
@@ -393,7 +404,7 @@ def show_rows(nodes: list[dict], configs: dict) -> list[dict]:
                 if configs
                 else "no ConfigMap of device plugin configs"
             )
-        elif isinstance(configs.get(chosen), GpuctlError):
+        elif chosen is not None and isinstance(configs[chosen], GpuctlError):
             problem = f"config {chosen!r}: {configs[chosen]}"
         rows.append(
             {

@@ -17,33 +17,26 @@ class Target:
     namespace: str
     config_map: str
     mounted: bool  # the DaemonSet mounts this ConfigMap
-    data: dict | None  # the ConfigMap's data, None if it does not exist yet
+    data: dict[str, str] | None  # the ConfigMap's data, None if it does not exist yet
 
 
 def list_daemonsets(kube: Kube) -> list[dict]:
-    return kube.list("DaemonSet")
+    return kube.list_objects("DaemonSet")
 
 
 def locate(
     kube: Kube,
     namespace: str | None,
     config_map: str | None,
-    required: bool = True,
     daemonsets: list[dict] | None = None,
 ) -> Target | None:
     """The device plugin's namespace and config ConfigMap (None if there is no plugin and
-    `required` is false)."""
+    no namespace is given)."""
     if daemonsets is None:
         daemonsets = list_daemonsets(kube)
     plugin = core.find_device_plugin(daemonsets)
     if plugin is None and namespace is None:
-        if not required:
-            return None
-        raise GpuctlError(
-            "no NVIDIA device plugin DaemonSet found in the cluster",
-            hint="install the GPU Operator or the nvidia-device-plugin Helm chart, "
-            "or pass --namespace where it runs",
-        )
+        return None
     ns = namespace or ((plugin or {}).get("metadata") or {}).get("namespace") or kube.namespace
     if plugin is not None and (plugin["metadata"].get("namespace") or ns) != ns:
         plugin = None  # a plugin elsewhere does not read this namespace's ConfigMaps
@@ -57,7 +50,7 @@ def locate(
 
 
 def list_nodes(kube: Kube, selector_text: str | None) -> list[dict]:
-    return kube.list("Node", selector=selector_text or None)
+    return kube.list_objects("Node", selector=selector_text or None)
 
 
 @dataclass
@@ -95,6 +88,12 @@ def plan(
     parsed = selector.parse(selector_text) if selector_text is not None else ()
     name = core.check_name(name or sharing.default_name)
     target = locate(kube, namespace, config_map)
+    if target is None:
+        raise GpuctlError(
+            "no NVIDIA device plugin DaemonSet found in the cluster",
+            hint="install the GPU Operator or the nvidia-device-plugin Helm chart, "
+            "or pass --namespace where it runs",
+        )
     configs = core.parse_configs(target.data)
     text = core.config_text(sharing)
     if target.data is None:
@@ -157,6 +156,8 @@ def plan_off(
 def show(
     kube: Kube, namespace: str | None, config_map: str | None
 ) -> tuple[Target | None, list[dict]]:
-    target = locate(kube, namespace, config_map, required=False)
-    rows = core.show_rows(list_nodes(kube, None), core.parse_configs(target and target.data))
+    target = locate(kube, namespace, config_map)
+    rows = core.show_rows(
+        list_nodes(kube, None), core.parse_configs(target.data if target else None)
+    )
     return target, rows

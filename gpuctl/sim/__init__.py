@@ -67,10 +67,11 @@ def open_node(spec: str | None = None, state_path: str | None = None):
             ) from None
     if not spec or not isinstance(spec, str):
         raise UsageError("no simulated node given", hint="set GPUCTL_SIMULATE, e.g. 8xH100-80GB")
-    seed = os.environ.get("GPUCTL_SIM_SEED", "").strip() or "0"
-    if whole_number(seed) is None:
-        raise UsageError(f"GPUCTL_SIM_SEED={seed!r} is not a whole number")
-    return Node(spec, state_path, seed=whole_number(seed))
+    seed_text = os.environ.get("GPUCTL_SIM_SEED", "").strip() or "0"
+    seed = whole_number(seed_text)
+    if seed is None:
+        raise UsageError(f"GPUCTL_SIM_SEED={seed_text!r} is not a whole number")
+    return Node(spec, state_path, seed=seed)
 
 
 def load_pynvml(spec: str | None = None, state_path: str | None = None):

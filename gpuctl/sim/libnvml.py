@@ -172,7 +172,8 @@ class SimulatedLibrary:
         return ctypes.addressof(cell)
 
     def _key(self, handle) -> tuple:
-        key = self._keys.get(_address(handle))
+        address = _address(handle)
+        key = self._keys.get(address) if address is not None else None
         if key is None:
             raise SimError(NVML_ERROR_INVALID_ARGUMENT, "invalid handle")
         return key

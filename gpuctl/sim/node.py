@@ -119,6 +119,7 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
         )
     for part in parts:
         m = re.fullmatch(r"(?:([0-9]+)\s*[xX*]\s*)?(.+)", part, re.DOTALL)
+        assert m is not None  # its (.+) matches any part that is not empty
         count = whole_number(m.group(1)) if m.group(1) else 1
         try:
             model = _find_model(m.group(2).strip())
@@ -367,7 +368,8 @@ class Node:
         cis = gi["compute_instances"]
         if not isinstance(cis, list):
             return "compute_instances is not a list"
-        ids, used = set(), set()
+        ids: set[int] = set()  # compute instance ids
+        used: set[int] = set()  # slices
         g = self.profile_by_id(index, gi["profile_id"]).profile.slices
         for ci in cis:
             if (
@@ -768,7 +770,7 @@ class Node:
                 raise SimError(NVML_ERROR_INVALID_ARGUMENT, "used memory must not be negative")
             if pid <= 0:
                 raise SimError(NVML_ERROR_INVALID_ARGUMENT, f"bad pid {pid}")
-            if gi_id is not None:
+            if gi_id is not None and ci_id is not None:  # both or neither, checked above
                 gi = self.gpu_instance(gpu, gi_id)
                 self.compute_instance(gpu, gi_id, ci_id)
                 total = self.gi_memory_mib(gpu, gi)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import UsageError
@@ -42,35 +43,35 @@ class AlertOptions:
 
 def check(o: AlertOptions) -> None:
     """Every option is checked here, so nothing malformed reaches a rule file."""
-    for option, value in (
+    for option, percent in (
         ("--high-util", o.high_util),
         ("--idle-util", o.idle_util),
         ("--memory", o.memory),
     ):
-        if not 0 <= value <= 100:
-            raise UsageError(f"{option}: {value:g} is not a percentage (0 to 100)")
+        if not 0 <= percent <= 100:
+            raise UsageError(f"{option}: {percent:g} is not a percentage (0 to 100)")
     if not 0 < o.temperature < 200:
         raise UsageError(f"--temperature: {o.temperature:g} is not a GPU temperature in Celsius")
-    for option, value in (
+    for option, window in (
         ("--high-util-window", o.high_util_window),
         ("--idle-window", o.idle_window),
         ("--xid-window", o.xid_window),
     ):
-        duration_seconds(value, option)
+        duration_seconds(window, option)
     if duration_seconds(o.xid_window, "--xid-window") < XID_MIN_WINDOW_S:
         raise UsageError(
             f"--xid-window: {o.xid_window!r} is shorter than 2m",
             hint="the change of code is found by comparing rule evaluations "
             "(1m apart by default): the window must hold at least two",
         )
-    for option, value in (
+    for option, duration in (
         ("--high-util-for", o.high_util_for),
         ("--idle-for", o.idle_for),
         ("--memory-for", o.memory_for),
         ("--temperature-for", o.temperature_for),
     ):
-        if value not in ("0", "0s"):
-            duration_seconds(value, option)
+        if duration not in ("0", "0s"):
+            duration_seconds(duration, option)
     if not _LABEL_NAME.match(o.pod_label):
         raise UsageError(f"--pod-label: {o.pod_label!r} is not a Prometheus label name")
 
@@ -100,8 +101,8 @@ def _num(value: float) -> str:
 
 def _rule(
     name: str, expr: str, duration: str, severity: str, summary: str, description: str
-) -> dict:
-    rule = {"alert": name, "expr": expr}
+) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
     if duration not in ("0", "0s"):
         rule["for"] = duration
     rule["labels"] = {"severity": severity}
@@ -109,7 +110,7 @@ def _rule(
     return rule
 
 
-def rules(o: AlertOptions = AlertOptions()) -> dict:
+def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
     """A Prometheus rule file (what `rule_files:` and `promtool` read)."""
     check(o)
     gpu_on_host = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
@@ -178,7 +179,9 @@ def rules(o: AlertOptions = AlertOptions()) -> dict:
     }
 
 
-def prometheus_rule(groups: dict, name: str, namespace: str, labels: dict) -> dict:
+def prometheus_rule(
+    groups: dict[str, Any], name: str, namespace: str, labels: dict[str, str]
+) -> dict[str, Any]:
     """The same groups as a monitoring.coreos.com/v1 PrometheusRule."""
     if not k8s_names.dns1123_subdomain(name):
         raise UsageError(
@@ -190,7 +193,7 @@ def prometheus_rule(groups: dict, name: str, namespace: str, labels: dict) -> di
     for key, value in labels.items():
         if not k8s_names.label_key(key) or not k8s_names.label_value(value):
             raise UsageError(f"--label: {key}={value} is not a valid Kubernetes label")
-    metadata = {"name": name, "namespace": namespace}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)
     return {

@@ -252,7 +252,7 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
             "bold red" if s.idle_allocated_gpus else "",
         ),
     )
-    if s.busiest is not None:
+    if s.busiest is not None and s.idlest is not None:
         text.append(
             f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "
             f"idlest node {_safe(s.idlest.node)} ({_pct(s.idlest.mean_utilization)})"

@@ -3,6 +3,7 @@ text, bars and a level per cell (the CLI maps levels to colours). Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuctl.gpus.sample import GpuSample, NodeSample
@@ -79,13 +80,13 @@ def bar(fraction: float | None, width: int) -> str:
     return text + " " * (width - len(text))
 
 
-def _pct(used, total) -> float | None:
+def _pct(used: float | None, total: float | None) -> float | None:
     if used is None or not total:
         return None
     return 100.0 * used / total
 
 
-def _mem_text(used, total) -> str:
+def _mem_text(used: float | None, total: float | None) -> str:
     if used is None or total is None:
         return NA
     return f"{used / 1024:.1f}/{total / 1024:.1f}G"
@@ -180,9 +181,9 @@ def _gpu_row(g: GpuSample, bar_width: int) -> GpuRow:
     )
 
 
-def _sort_key(sort: str):
-    def value(g: GpuSample):
-        v = {
+def _sort_key(sort: str) -> Callable[[GpuSample], tuple[float, ...]]:
+    def value(g: GpuSample) -> float | None:
+        v: float | None = {
             "index": g.index,
             "util": g.utilization_gpu,
             "memory": _pct(g.memory_used_mib, g.memory_total_mib),
@@ -191,10 +192,13 @@ def _sort_key(sort: str):
         }[sort]
         return v
 
+    def highest_first(g: GpuSample) -> tuple[float, ...]:
+        v = value(g)  # GPUs without the reading last, then by index
+        return (1, 0, g.index) if v is None else (0, -v, g.index)
+
     if sort == "index":
         return lambda g: (0, g.index)
-    # Highest first; GPUs without the reading last, then by index.
-    return lambda g: (1, 0, g.index) if value(g) is None else (0, -value(g), g.index)
+    return highest_first
 
 
 def build_frame(

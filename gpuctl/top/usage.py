@@ -6,8 +6,9 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.numbers import whole_number
@@ -56,8 +57,8 @@ _UNIT_SECONDS = {
     "ms": 0.001,
 }
 
-Key = tuple  # values of IDENTITY, "" where absent
-Sample = tuple  # (labels: dict[str, str], value: float)
+Key = tuple[str, ...]  # values of IDENTITY, "" where absent
+Sample = tuple[dict[str, Any], float]  # (labels, value)
 
 
 def duration_seconds(text: str, option: str) -> float:
@@ -69,7 +70,7 @@ def duration_seconds(text: str, option: str) -> float:
             f"{option}: {text!r} is not a Prometheus duration",
             hint="use a number with a unit, e.g. 30s, 10m, 1h or 1h30m",
         )
-    seconds = sum(whole_number(n) * _UNIT_SECONDS[u] for n, u in parts)
+    seconds = sum((whole_number(n) or 0) * _UNIT_SECONDS[u] for n, u in parts)  # none is None
     if seconds <= 0:
         raise UsageError(f"{option}: {text!r} must be longer than zero")
     return seconds
@@ -82,7 +83,7 @@ class Queries:
     window_util: str  # per-device mean utilization (percent) over the window
 
 
-def _per_device(make) -> str:
+def _per_device(make: Callable[[str, str], str]) -> str:
     # Series with a UUID are keyed by it alone (a smaller answer to decode); any without
     # one fall back to node and index. make(matcher, by) gives one side of the union.
     return " or ".join(
@@ -95,6 +96,12 @@ def queries(window: str) -> Queries:
     """The three instant queries one frame needs, whatever the cluster size."""
     duration_seconds(window, "--window")
     names = "|".join(METRICS)
+
+    def window_mean(metric: str, scale: str, only: str) -> str:
+        return _per_device(
+            lambda m, by: f"max by ({by}) ({scale}avg_over_time({metric}{{{m}{only}}}[{window}]))"
+        )
+
     return Queries(
         current=_per_device(
             lambda m, by: f'max by (__name__, {by}) ({{__name__=~"{names}", {m}}})'
@@ -104,11 +111,7 @@ def queries(window: str) -> Queries:
         # over its profiling metric. MIG devices (GPU_I_ID set) report GPU_UTIL as 0 or
         # not at all, so for them only the profiling metric counts.
         window_util=" or ".join(
-            _per_device(
-                lambda m, by, metric=metric, scale=scale, only=only: (
-                    f"max by ({by}) ({scale}avg_over_time({metric}{{{m}{only}}}[{window}]))"
-                )
-            )
+            window_mean(metric, scale, only)
             for metric, scale, only in ((UTIL, "", ', GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
         ),
     )
@@ -167,12 +170,12 @@ class ClusterSummary:
 
 @dataclass
 class Frame:
-    rows: list
-    namespaces: list
+    rows: list[GpuRow]
+    namespaces: list[NamespaceUsage]
     summary: ClusterSummary
 
 
-def key_of(labels: dict) -> Key:
+def key_of(labels: dict[str, Any]) -> Key:
     """The device a series is about; the MIG instance (or "") is always last."""
     get = labels.get  # spelled out: this runs once per sample, tens of thousands per frame
     uuid = get("UUID")
@@ -181,16 +184,19 @@ def key_of(labels: dict) -> Key:
     return ("", get("Hostname", ""), get("hostname", ""), get("gpu", ""), get("GPU_I_ID", ""))
 
 
-def _labels_of(key: Key) -> dict:
+def _labels_of(key: Key) -> dict[str, Any]:
     return dict(zip(BY_UUID if len(key) == 2 else ("",) + BY_HOST, key))
 
 
-def _holder(attrs: dict, renamed: bool) -> tuple:
+def _holder(attrs: dict[str, Any], renamed: bool) -> tuple[str | None, str | None, str | None]:
     prefix = "exported_" if renamed else ""
-    return tuple(attrs.get(prefix + name) or None for name in ("pod", "namespace", "container"))
+    pod, namespace, container = (
+        attrs.get(prefix + name) or None for name in ("pod", "namespace", "container")
+    )
+    return pod, namespace, container
 
 
-def _richest(candidates: list) -> dict:
+def _richest(candidates: list[dict[str, Any]]) -> dict[str, Any]:
     # The same device can come with more than one set of attributes (a label present on
     # some metrics only, a pod changing between scrapes): keep the fullest, deterministically.
     if len(candidates) == 1:
@@ -199,7 +205,7 @@ def _richest(candidates: list) -> dict:
 
 
 @functools.lru_cache(maxsize=65536)
-def natural_key(text: str) -> tuple:
+def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
     parts = [(p, whole_number(p)) for p in re.split(r"([0-9]+)", text) if p]
     return tuple((1, 0, p) if n is None else (0, n, "") for p, n in parts)
 
@@ -217,7 +223,7 @@ def build_frame(
         name = labels.get("__name__")
         if name in wanted and math.isfinite(value):
             values.setdefault(key_of(labels), {})[name] = value
-    attrs: dict[Key, list] = {}
+    attrs: dict[Key, list[dict[str, Any]]] = {}
     for labels, _ in attributes:
         attrs.setdefault(key_of(labels), []).append(labels)
     means = {key_of(labels): value for labels, value in window_util if math.isfinite(value)}
@@ -242,7 +248,14 @@ def build_frame(
     return Frame(rows, namespace_usage(rows), summarize(rows))
 
 
-def _row(m: dict, parent: dict, a: dict, mean, renamed: bool, threshold: float) -> GpuRow:
+def _row(
+    m: dict[str, Any],
+    parent: dict[str, Any],
+    a: dict[str, Any],
+    mean: float | None,
+    renamed: bool,
+    threshold: float,
+) -> GpuRow:
     gpu, instance_id = a.get("gpu"), a.get("GPU_I_ID")
     util = None if instance_id else m.get(UTIL)  # a MIG device's GPU_UTIL is a meaningless 0
     if util is None and m.get(GR_ACTIVE) is not None:
@@ -273,14 +286,14 @@ def _row(m: dict, parent: dict, a: dict, mean, renamed: bool, threshold: float) 
     )
 
 
-def _mean(values: list) -> float | None:
+def _mean(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known else None
 
 
-def namespace_usage(rows: list) -> list:
+def namespace_usage(rows: list[GpuRow]) -> list[NamespaceUsage]:
     """GPUs held per namespace (a pod holds them), their mean utilization, the idle ones."""
-    groups: dict[str, list] = {}
+    groups: dict[str, list[GpuRow]] = {}
     for r in rows:
         if r.allocated:
             groups.setdefault(r.namespace or "-", []).append(r)
@@ -292,8 +305,8 @@ def namespace_usage(rows: list) -> list:
     ]
 
 
-def summarize(rows: list) -> ClusterSummary:
-    per_node: dict[str, list] = {}
+def summarize(rows: list[GpuRow]) -> ClusterSummary:
+    per_node: dict[str, list[float | None]] = {}
     for r in rows:
         per_node.setdefault(r.node, []).append(r.mean_utilization)
     nodes = [NodeUsage(n, m) for n, v in per_node.items() if (m := _mean(v)) is not None]
@@ -308,15 +321,15 @@ def summarize(rows: list) -> ClusterSummary:
     )
 
 
-def _round(value):
+def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def _mib(value):
+def _mib(value: float | None) -> int | None:
     return None if value is None else int(round(value))
 
 
-def frame_to_dict(frame: Frame) -> dict:
+def frame_to_dict(frame: Frame) -> dict[str, Any]:
     """The `--once -o json|yaml` document."""
     s = frame.summary
     return {

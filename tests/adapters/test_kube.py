@@ -57,16 +57,16 @@ def test_jobs_are_deleted_with_their_pods(k, kube):
         "/apis/batch/v1/namespaces/ml/jobs/train",
         "Background",
     )
-    assert k.list("Job", "ml") == []
+    assert k.list_objects("Job", "ml") == []
 
 
 def test_list_in_one_namespace_or_all_sends_the_selectors(k, kube, kube_api):
     seed(kube_api, pod("a", "ml"), pod("b", "web"), node("gpu-1"))
-    assert [p["metadata"]["name"] for p in k.list("Pod", "ml")] == ["a"]
-    assert sorted(p["metadata"]["name"] for p in k.list("Pod")) == ["a", "b"]
+    assert [p["metadata"]["name"] for p in k.list_objects("Pod", "ml")] == ["a"]
+    assert sorted(p["metadata"]["name"] for p in k.list_objects("Pod")) == ["a", "b"]
     since = mark(kube)
-    assert [n["metadata"]["name"] for n in k.list("Node", selector="pool=a")] == ["gpu-1"]
-    k.list("DaemonSet", field_selector="metadata.name=x")
+    assert [n["metadata"]["name"] for n in k.list_objects("Node", selector="pool=a")] == ["gpu-1"]
+    k.list_objects("DaemonSet", field_selector="metadata.name=x")
     assert [(p, q) for _, p, q in kube.requests()[since:]] == [
         ("/api/v1/nodes", {"labelSelector": "pool=a"}),
         ("/apis/apps/v1/daemonsets", {"fieldSelector": "metadata.name=x"}),
@@ -110,7 +110,7 @@ def test_kinds_it_does_not_know_are_refused_before_anything_is_sent(k, kube):
     with pytest.raises(GpuctlError, match="of kind batch/v2 Job"):
         k.create({"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "j"}})
     with pytest.raises(GpuctlError, match="of kind Deployment"):
-        k.list("Deployment")
+        k.list_objects("Deployment")
     assert kube.requests() == []
 
 
@@ -122,11 +122,11 @@ def test_http_errors_become_gpuctl_errors(k, kube):
         k.delete("Pod", "nope", "ml")
     kube.call(lambda: kube.emulator["get /api/v1/namespaces/ml/configmaps"] << 403)
     with pytest.raises(Forbidden, match="listing configmaps in namespace ml: not allowed") as e:
-        k.list("ConfigMap", "ml")
+        k.list_objects("ConfigMap", "ml")
     assert "RBAC" in e.value.hint
     kube.call(lambda: kube.emulator["get /api/v1/nodes/gpu-1"] << 500)
     with pytest.raises(BackendError, match=r"reading Node gpu-1: the API server failed \(HTTP 500"):
         k.read_node("gpu-1")
     kube.call(lambda: kube.emulator["get /api/v1/namespaces"] << b"<html>Sign in</html>")
     with pytest.raises(BackendError, match="did not answer with JSON"):
-        k.list("Namespace")
+        k.list_objects("Namespace")

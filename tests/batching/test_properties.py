@@ -105,7 +105,8 @@ async def play(sc: Scenario):
         await asyncio.sleep(sc.run_ms / 1000)
         return record(items, start)
 
-    arrivals, tasks = {}, {}
+    arrivals: dict[int, float] = {}  # item id -> when submitted
+    tasks: dict[int, asyncio.Task[object]] = {}
 
     async def submit(b, item):
         arrivals[item.id] = time.monotonic()

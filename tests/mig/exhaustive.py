@@ -66,8 +66,8 @@ def fewest_gpus(nvml_name: str, demand: dict[str, int]) -> int:
     """Fewest GPUs of this model that hold `demand` ({profile: count}, counts > 0): each GPU
     takes one of gpu_layouts, every way tried (memoised on what is left)."""
     names = sorted(demand)
-    layouts = {tuple(dict(lay).get(n, 0) for n in names) for lay in gpu_layouts(nvml_name)}
-    layouts = [lay for lay in layouts if any(lay)]
+    distinct = {tuple(dict(lay).get(n, 0) for n in names) for lay in gpu_layouts(nvml_name)}
+    layouts = [lay for lay in distinct if any(lay)]
 
     @cache
     def f(left: tuple) -> int:

@@ -66,7 +66,9 @@ def required_variables(module_dir: Path, tmp_path: Path) -> tuple[set, set]:
     for ev in plan.value:
         diag = ev.get("diagnostic") or {}
         if diag.get("summary") == "No value for required variable":
-            required.add(re.search(r'variable "([^"]+)"', diag["detail"]).group(1))
+            m = re.search(r'variable "([^"]+)"', diag["detail"])
+            assert m, diag["detail"]
+            required.add(m.group(1))
         elif diag.get("severity") == "error":
             raise AssertionError(diag)
     return set(module["Variables"]), required

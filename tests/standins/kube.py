@@ -21,11 +21,15 @@ VERSION = {
 }
 
 
+_namespace_paths_patched = False
+
+
 def _patch_namespace_paths() -> None:
     """kmock 0.8 fails (HTTP 500) to parse /api/v1/namespaces[/NAME[/status]]."""
+    global _namespace_paths_patched
     from kmock._internal import parsing
 
-    if getattr(parsing.parse_path, "_gpuctl_patched", False):
+    if _namespace_paths_patched:
         return
     original = parsing.parse_path
 
@@ -44,8 +48,8 @@ def _patch_namespace_paths() -> None:
             )
         return original(path)
 
-    parse_path._gpuctl_patched = True
     parsing.parse_path = parse_path
+    _namespace_paths_patched = True
 
 
 class KubeEmulator:

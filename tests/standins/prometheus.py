@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,7 +123,7 @@ class PrometheusServer:
 
 
 def start_prometheus(
-    data_dir_filler=None, scrape_target: str = None, tmp: str = None
+    data_dir_filler=None, scrape_target: str | None = None, tmp: str | None = None
 ) -> PrometheusServer:
     prom = need("prometheus")
     tmp = tmp or tempfile.mkdtemp(prefix="gpuctl-prom-")
@@ -164,11 +165,11 @@ def _launch(prom: str, config: str, data: str, tmp: str) -> PrometheusServer | N
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            log = open(log_path).read()[-2000:]
-            if "address already in use" in log:
+            tail = open(log_path).read()[-2000:]
+            if "address already in use" in tail:
                 return None
             server.stop()
-            pytest.fail(f"prometheus exited: {log}")
+            pytest.fail(f"prometheus exited: {tail}")
         try:
             with urllib.request.urlopen(server.url + "/-/ready", timeout=1) as r:
                 if r.status == 200:
@@ -238,9 +239,15 @@ def scraped_prometheus():
         set_metrics(gauges)
         httpd, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
         server = start_prometheus(scrape_target=f"127.0.0.1:{httpd.server_port}")
-        server.stop_hooks.append(lambda: (httpd.shutdown(), httpd.server_close(), thread.join(5)))
+
+        def stop_exporter() -> None:
+            httpd.shutdown()
+            httpd.server_close()
+            thread.join(5)
+
+        server.stop_hooks.append(stop_exporter)
         servers.append(server)
-        q = urllib.request.quote("count(DCGM_FI_DEV_FB_USED)")
+        q = urllib.parse.quote("count(DCGM_FI_DEV_FB_USED)")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if server.api(f"/api/v1/query?query={q}")["data"]["result"]:

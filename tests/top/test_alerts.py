@@ -17,7 +17,7 @@ def render(capsys, *args) -> tuple:
     capsys.readouterr()
     try:
         main(["alerts", "render", *args])
-        code = 0
+        code: int | str | None = 0
     except SystemExit as e:
         code = e.code
     out, err = capsys.readouterr()
