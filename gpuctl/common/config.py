@@ -7,11 +7,12 @@ import os
 from collections.abc import Callable
 
 from gpuctl.common.errors import UsageError
+from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.common.specfile import load_yaml_file
 
 SETTINGS = {
     # name: (environment variable, default)
-    "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", "gpu-type"),
+    "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", DEFAULT_GPU_LABEL_KEY),
     "prometheus_url": ("GPUCTL_PROMETHEUS_URL", None),
     "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
 }

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 
+# The node label that names a node's GPU model, unless the settings say otherwise.
+DEFAULT_GPU_LABEL_KEY = "gpu-type"
+
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.jobs.spec import JobSpec
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuctl")
 JOB_LABEL = "gpuctl.io/job"
-DEFAULT_GPU_LABEL_KEY = "gpu-type"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 MANAGED_SELECTOR = "=".join(MANAGED_BY)

@@ -170,7 +170,7 @@ def place(
     are), or LayoutError saying why none exists. Returned in placement order."""
     devices = devices_of(model, layout) if isinstance(layout, Mapping) else list(layout)
     check_counts(model, [d.profile for d in devices] + [f.profile for f in fixed])
-    found = _search(devices, fixed)
+    found = search_placement(devices, fixed)
     if found is None:
         raise LayoutError(_no_placement(devices, fixed))
     return sorted(found, key=lambda p: p.start)
@@ -266,7 +266,7 @@ def _no_placement(devices: Sequence[Device], fixed: Sequence[Placed]) -> str:
     return text
 
 
-def _search(devices: Sequence[Device], fixed: Sequence[Placed]) -> list[Placed] | None:
+def search_placement(devices: Sequence[Device], fixed: Sequence[Placed]) -> list[Placed] | None:
     mask = 0
     for f in fixed:
         if mask & f.mask:

@@ -21,11 +21,11 @@ from gpuctl.mig.layout import (
     Device,
     LayoutError,
     Placed,
-    _search,
     check_counts,
     parse_layout_text,
     place,
     profiles_hint,
+    search_placement,
 )
 
 _FLEET_PART = re.compile(r"^(?:([0-9]+)\s*[x×*]\s*)?(.+)\Z", re.DOTALL)
@@ -249,7 +249,7 @@ def feasible_layouts(model: GpuModel) -> tuple[Counter[str], ...]:
             check_counts(model, [d.profile for d in devs])
         except LayoutError:
             return False
-        return _search(devs, ()) is not None
+        return search_placement(devs, ()) is not None
 
     def go(i: int, counts: list[int]) -> None:
         if i == len(profiles):

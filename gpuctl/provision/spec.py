@@ -11,12 +11,12 @@ import re
 from dataclasses import dataclass, field
 
 from gpuctl.common import k8s_names
+from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.common.specfile import Doc, Fields, load_yaml_file
 
 API_VERSION = "gpuctl/v1"
 KIND = "Cluster"
 DEFAULT_TAINT = "nvidia.com/gpu=present:NoSchedule"
-DEFAULT_LABEL_KEY = "gpu-type"
 MAX_GROUP_SIZE = 1000  # an Auto Scaling group's own limit is higher; a typo is likelier
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -68,7 +68,7 @@ class ClusterSpec:
     kubernetes_cluster: str
     node_groups: tuple[NodeGroup, ...]
     kubernetes_version: str | None = None  # None: read from the EKS cluster at preflight
-    gpu_label_key: str = DEFAULT_LABEL_KEY
+    gpu_label_key: str = DEFAULT_GPU_LABEL_KEY
     state: StateBackend | None = None
     file: str = field(default="<input>", compare=False)
 
@@ -113,7 +113,7 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
             "at most 100",
         )
     version = _plain_version(root)
-    label_key = root.text("gpu_label_key", DEFAULT_LABEL_KEY)
+    label_key = root.text("gpu_label_key", DEFAULT_GPU_LABEL_KEY)
     if not k8s_names.label_key(label_key):
         raise root.error("gpu_label_key", f"{label_key!r} is not a Kubernetes label key")
     if _kubelet_refuses(label_key):
