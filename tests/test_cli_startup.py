@@ -23,6 +23,7 @@ try:
 except SystemExit:
     pass
 print("LOADED:" + ",".join(m for m in HEAVY if m in sys.modules), file=sys.stderr)
+print("GPUCTL:" + ",".join(m for m in sys.modules if m.startswith("gpuctl")), file=sys.stderr)
 """.replace("HEAVY", repr(HEAVY))
 
 
@@ -61,6 +62,22 @@ def test_help_imports_no_heavy_library(args):
     loaded, proc = loaded_modules(*args)
     assert "Usage:" in proc.stdout
     assert loaded == []
+
+
+@pytest.mark.integration
+def test_help_imports_only_command_modules_of_the_capabilities():
+    """--help builds every command's help from its command module; the rest of a capability
+    (specs, planning, services) waits until a command runs."""
+    from gpuctl.app import COMMANDS
+
+    _, proc = loaded_modules("--help")
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("GPUCTL:")][-1]
+    loaded = set(line[len("GPUCTL:") :].split(","))
+    command_modules = set(COMMANDS.values())
+    allowed = {"gpuctl", "gpuctl.__main__", "gpuctl.app"} | command_modules
+    allowed |= {m.rsplit(".", 1)[0] for m in command_modules}  # their packages
+    extra = {m for m in loaded - allowed if not m.startswith("gpuctl.common")}
+    assert command_modules <= loaded and extra == set()
 
 
 @pytest.mark.integration
