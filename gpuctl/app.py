@@ -51,6 +51,7 @@ COMMANDS = {
     "alerts": "gpuctl.top.alerts_cli",
     "share": "gpuctl.sharing.cli",
     "quota": "gpuctl.quota.cli",
+    "sched": "gpuctl.sched.cli",
     "doctor": "gpuctl.doctor.cli",
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",
