@@ -52,6 +52,7 @@ COMMANDS = {
     "share": "gpuctl.sharing.cli",
     "quota": "gpuctl.quota.cli",
     "sched": "gpuctl.sched.cli",
+    "advise": "gpuctl.advise.cli",
     "doctor": "gpuctl.doctor.cli",
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",
