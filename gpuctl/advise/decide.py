@@ -235,7 +235,7 @@ def decide(row: WorkloadAdvice, idle_threshold: float, memory_total_mib: float |
         row.reason = "no MIG on this GPU, and two of it would not fit one GPU"
         return
     row.advice, row.share = SHARE, share
-    row.reason = f"no MIG on this GPU: {share} such pods fit one (memory and p95)"
+    row.reason = f"no MIG on this GPU; {share} fit one by memory and p95"
 
 
 def smallest_profile(model: GpuModel, memory_mib: float, utilization: float) -> Profile | None:

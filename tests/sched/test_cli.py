@@ -74,3 +74,13 @@ def test_deploy_without_a_cluster_or_a_version_says_how_to_go_offline(cli):
 def test_bad_options_exit_2_and_print_nothing(cli, args, needle):
     r = cli("sched", "render", *args)
     assert r.code == 2 and r.out == "" and needle in r.err, r
+
+
+def test_the_docs_show_the_real_default_profile(cli):
+    import os
+
+    from tests import ROOT
+
+    text = open(os.path.join(ROOT, "docs", "utilization.md")).read()
+    shown = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert cli("sched", "render").out == shown

@@ -279,7 +279,10 @@ def test_stranded_gpus_against_the_most_common_request(prometheus_with, capsys):
     summary = snapshot(capsys, server.url)["summary"]
     assert (summary["request_shape_gpus"], summary["stranded_gpus"]) == (2, 1)
     code, out, _ = gpuctl(capsys, "top", "--prometheus", server.url, "--once")
-    assert code == 0 and "1 stranded (free GPUs on nodes with fewer than 2 free; most pods hold 2)" in out
+    assert (
+        code == 0
+        and "1 stranded (free GPUs on nodes with fewer than 2 free; most pods hold 2)" in out
+    )
 
 
 def test_exported_labels_from_a_servicemonitor_scrape(prometheus_with, capsys):
