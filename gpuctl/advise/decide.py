@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.advise import owners
@@ -102,7 +102,6 @@ class _Stats:
     peak: float | None = None
     p95: float | None = None
     top: float | None = None
-    devices: set[usage.Key] = field(default_factory=set)
 
 
 def _max(a: float | None, b: float) -> float:
@@ -147,7 +146,9 @@ def advise(
             holder = holder_of(labels)
             if holder is None or not math.isfinite(value):
                 continue
-            w = workload_of.setdefault(holder, lookup.workload(holder))
+            if holder not in workload_of:  # a pod gone since: its workload may be held now
+                workload_of[holder] = lookup.workload(holder)
+            w = workload_of[holder]
             if w in stats:
                 setattr(stats[w], slot, _max(getattr(stats[w], slot), value))
 
@@ -212,8 +213,11 @@ def decide(row: WorkloadAdvice, idle_threshold: float, memory_total_mib: float |
     if peak is None:
         row.reason = "no framebuffer samples in the window"
         return
+    if not row.model:
+        row.reason = "its GPU model is unknown (no modelName label)"
+        return
     need = peak * MEMORY_HEADROOM
-    model = geometry.known_model(row.model) if row.model else None
+    model = geometry.known_model(row.model)
     if model is not None:
         profile = smallest_profile(model, need, p95)
         if profile is None or profile.slices >= model.compute_slices:

@@ -169,6 +169,13 @@ def test_holder_from_exported_labels_when_the_scrape_renamed_them():
     assert (row.workload.namespace, row.pods) == ("ml", ["train-0"])
 
 
+def test_a_gpu_of_unknown_model_is_kept():
+    gpu = Gpu(1, "x-0")
+    del gpu.labels["modelName"]
+    row = only(run([gpu]))
+    assert row.advice == KEEP and "model is unknown" in row.reason
+
+
 def test_gpus_of_several_models_are_kept():
     row = only(run([Gpu(1, "x-0"), Gpu(2, "x-0", model=A100)]))
     assert row.advice == KEEP and "several models" in row.reason
