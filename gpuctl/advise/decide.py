@@ -236,10 +236,10 @@ def decide(row: WorkloadAdvice, idle_threshold: float, memory_total_mib: float |
     by_compute = int(100 // p95) if p95 > 0 else MAX_SHARE
     share = min(MAX_SHARE, by_memory, by_compute)
     if share < 2:
-        row.reason = "no MIG on this GPU, and two of it would not fit one GPU"
+        row.reason = "no MIG geometry for this model, and two would not fit one GPU"
         return
     row.advice, row.share = SHARE, share
-    row.reason = f"no MIG on this GPU; {share} fit one by memory and p95"
+    row.reason = f"no MIG geometry for this model; {share} fit one by memory and p95"
 
 
 def smallest_profile(model: GpuModel, memory_mib: float, utilization: float) -> Profile | None:
