@@ -252,6 +252,12 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
             "bold red" if s.idle_allocated_gpus else "",
         ),
     )
+    if s.stranded_gpus is not None:
+        text.append(
+            f" · {s.stranded_gpus} stranded (free GPUs on nodes with fewer than "
+            f"{s.request_shape} free; most pods hold {s.request_shape})",
+            "bold red" if s.stranded_gpus else "",
+        )
     if s.busiest is not None and s.idlest is not None:
         text.append(
             f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "

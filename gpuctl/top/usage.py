@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -166,6 +167,8 @@ class ClusterSummary:
     idle_allocated_gpus: int
     busiest: NodeUsage | None
     idlest: NodeUsage | None
+    request_shape: int | None = None  # whole GPUs the most common pod holds
+    stranded_gpus: int | None = None  # free GPUs on nodes with fewer free than that
 
 
 @dataclass
@@ -311,6 +314,7 @@ def summarize(rows: list[GpuRow]) -> ClusterSummary:
         per_node.setdefault(r.node, []).append(r.mean_utilization)
     nodes = [NodeUsage(n, m) for n, v in per_node.items() if (m := _mean(v)) is not None]
     nodes.sort(key=lambda n: natural_key(n.node))
+    shape, stranded_gpus = stranded(rows)
     return ClusterSummary(
         gpus=len(rows),
         mean_utilization=_mean([r.mean_utilization for r in rows]),
@@ -318,7 +322,24 @@ def summarize(rows: list[GpuRow]) -> ClusterSummary:
         idle_allocated_gpus=sum(1 for r in rows if r.idle_allocated),
         busiest=max(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
+        request_shape=shape,
+        stranded_gpus=stranded_gpus,
     )
+
+
+def stranded(rows: list[GpuRow]) -> tuple[int | None, int | None]:
+    """The most common request shape (how many whole GPUs a pod holds, over the pods that
+    hold whole GPUs now; a tie goes to the larger) and the stranded GPUs: free whole GPUs
+    on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
+    are left out of both. (None, None) when no pod holds a whole GPU."""
+    whole = [r for r in rows if r.mig_profile is None]
+    per_pod = Counter((r.namespace, r.pod) for r in whole if r.allocated)
+    if not per_pod:
+        return None, None
+    shapes = Counter(per_pod.values())
+    shape = max(shapes, key=lambda n: (shapes[n], n))
+    free = Counter(r.node for r in whole if not r.allocated)
+    return shape, sum(n for n in free.values() if n < shape)
 
 
 def _round(value: float | None) -> float | None:
@@ -364,5 +385,7 @@ def frame_to_dict(frame: Frame) -> dict[str, Any]:
             "mean_utilization": _round(s.mean_utilization),
             "idle_gpus": s.idle_gpus,
             "idle_allocated_gpus": s.idle_allocated_gpus,
+            "request_shape_gpus": s.request_shape,
+            "stranded_gpus": s.stranded_gpus,
         },
     }

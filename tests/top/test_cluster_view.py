@@ -98,7 +98,14 @@ def test_json_has_exactly_the_documented_shape(prom, capsys):
     assert all(
         set(n) == {"namespace", "gpus", "mean_utilization", "idle_gpus"} for n in doc["namespaces"]
     )
-    assert set(doc["summary"]) == {"gpus", "mean_utilization", "idle_gpus", "idle_allocated_gpus"}
+    assert set(doc["summary"]) == {
+        "gpus",
+        "mean_utilization",
+        "idle_gpus",
+        "idle_allocated_gpus",
+        "request_shape_gpus",
+        "stranded_gpus",
+    }
 
 
 def test_one_row_per_gpu_grouped_by_node_with_values(prom, capsys):
@@ -143,6 +150,9 @@ def test_idle_and_idle_allocated(prom, capsys):
         "mean_utilization": pytest.approx(30.5, abs=0.1),
         "idle_gpus": 4,
         "idle_allocated_gpus": 3,
+        # every pod holds one whole GPU, and one fits wherever a GPU is free
+        "request_shape_gpus": 1,
+        "stranded_gpus": 0,
     }
 
 
@@ -250,6 +260,29 @@ def test_three_queries_per_frame_whatever_the_cluster_size(prom, capsys, prometh
         before = server.query_requests()
         assert snapshot(capsys, server.url)["summary"]["gpus"] == gpus
         assert server.query_requests() - before == 3
+
+
+def test_stranded_gpus_against_the_most_common_request(prometheus_with, capsys):
+    """Most pods hold 2 GPUs: s1's last free GPU can take none of them; s2's two can."""
+    holders = {
+        "s1": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", None],
+        "s2": ["q1", "q1", None, None],
+    }
+    server = prometheus_with(
+        [
+            s
+            for host, pods in holders.items()
+            for i, pod in enumerate(pods)
+            for s in gpu("Hostname", host, i, 50, pod=pod, namespace="ml" if pod else None)
+        ]
+    )
+    summary = snapshot(capsys, server.url)["summary"]
+    assert (summary["request_shape_gpus"], summary["stranded_gpus"]) == (2, 1)
+    code, out, _ = gpuctl(capsys, "top", "--prometheus", server.url, "--once")
+    assert (
+        code == 0
+        and "1 stranded (free GPUs on nodes with fewer than 2 free; most pods hold 2)" in out
+    )
 
 
 def test_exported_labels_from_a_servicemonitor_scrape(prometheus_with, capsys):

@@ -160,6 +160,9 @@ def test_summary_counts_are_consistent(devs, threshold):
     )
     assert sum(n.gpus for n in f.namespaces) == sum(1 for r in f.rows if r.pod)
     assert sum(n.idle_gpus for n in f.namespaces) == s.idle_allocated_gpus
+    free_whole = sum(1 for r in f.rows if not r.pod and r.mig_profile is None)
+    assert (s.stranded_gpus or 0) <= free_whole
+    assert (s.request_shape is None) == (not any(r.pod and r.mig_profile is None for r in f.rows))
     if s.mean_utilization is not None:
         assert s.idlest.mean_utilization <= s.mean_utilization + 1e-9
         assert s.busiest.mean_utilization >= s.mean_utilization - 1e-9
@@ -192,3 +195,42 @@ def test_label_values_cannot_drive_the_terminal():
     text = top_cluster.render_plain(f, "10m", 5.0)
     assert "\x1b" not in text and "\x07" not in text
     assert "evil?[2Jnode" in text and "ns?/p?]0;pwned?" in text
+
+
+def held_frame(nodes):
+    """nodes: {host: [pod or None per GPU, or ("mig", pod)]} -> a frame."""
+    current, attrs = [], []
+    for host, gpus in nodes.items():
+        for i, holder in enumerate(gpus):
+            mig = isinstance(holder, tuple)
+            pod = holder[1] if mig else holder
+            d = dev(host, str(i), **({"GPU_I_ID": "1", "GPU_I_PROFILE": "1g.10gb"} if mig else {}))
+            current.append(sample(usage.UTIL, 50.0, **d))
+            attrs.append(({**d, **({"pod": pod, "namespace": "ns"} if pod else {})}, 1.0))
+    return frame(current, attrs)
+
+
+def test_stranded_gpus_are_free_ones_the_common_request_cannot_use():
+    f = held_frame(
+        {
+            # pods of 2 GPUs are the most common; s1 keeps one GPU free: stranded
+            "s1": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", None],
+            "s2": ["q1", "q1", None, None],  # two free: a 2-GPU pod fits
+            "s3": [None] * 8,  # an empty node is not stranded
+            "s4": [("mig", None), ("mig", "m1")],  # MIG devices: neither shape nor free GPU
+        }
+    )
+    assert (f.summary.request_shape, f.summary.stranded_gpus) == (2, 1)
+    doc = usage.frame_to_dict(f)["summary"]
+    assert (doc["request_shape_gpus"], doc["stranded_gpus"]) == (2, 1)
+
+
+def test_stranded_shape_ties_go_to_the_larger_request():
+    f = held_frame({"a": ["x", "y", "big", "big", "big", "big"], "b": ["b4"] * 4 + [None] * 3})
+    assert f.summary.request_shape == 4  # two 1-GPU pods, two 4-GPU pods (big, b4)
+    assert f.summary.stranded_gpus == 3
+
+
+def test_no_pod_holding_a_whole_gpu_means_no_shape():
+    f = held_frame({"a": [None, None], "b": [("mig", "m")]})
+    assert (f.summary.request_shape, f.summary.stranded_gpus) == (None, None)
