@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuctl.common.errors import UsageError
 
@@ -48,14 +48,10 @@ LABELS = EXPORTED + OLD_NAMESPACE + PLAIN + ("job",)  # every label the rule rea
 _REGEX_SPECIAL = set("\\.+*?()|[]{}^$")  # what stands for itself only escaped, in RE2
 
 
-@dataclass(frozen=True)
-class Holder:
+class Holder(NamedTuple):  # a tuple: made for every series of every frame, it must be cheap
     namespace: str | None
     pod: str
     container: str | None
-
-    def to_dict(self) -> dict[str, str | None]:
-        return {"namespace": self.namespace, "pod": self.pod, "container": self.container}
 
 
 @dataclass(frozen=True)
@@ -91,14 +87,17 @@ def exporter(
 
 def holder(labels: Mapping[str, Any], exp: Exporter) -> Holder | None:
     """The pod this series says holds its device; None for a free device."""
-    for names in (EXPORTED, OLD_NAMESPACE):
-        pod = labels.get(names[1])
-        if pod:
-            return Holder(labels.get(names[0]) or None, pod, labels.get(names[2]) or None)
-    pod = labels.get("pod")
+    get = labels.get  # spelled out, no loop: this runs for every series of every frame
+    pod = get("exported_pod")
+    if pod:
+        return Holder(get("exported_namespace") or None, pod, get("exported_container") or None)
+    pod = get("pod_name")
+    if pod:
+        return Holder(get("pod_namespace") or None, pod, get("container_name") or None)
+    pod = get("pod")
     if not pod or exp.is_self(labels):
         return None
-    return Holder(labels.get("namespace") or None, pod, labels.get("container") or None)
+    return Holder(get("namespace") or None, pod, get("container") or None)
 
 
 def _any_of(names: tuple[str, ...]) -> str:

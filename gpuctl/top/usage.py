@@ -236,7 +236,8 @@ def build_frame(
             continue
         parent = values.get(board(key), {}) if key[-1] else {}
         a = _richest(attrs.get(key) or [_labels_of(key)])
-        who = tuple(sorted(held.get(key, ()), key=_holder_order))
+        pods = held.get(key, set())
+        who = tuple(sorted(pods, key=_holder_order)) if len(pods) > 1 else tuple(pods)
         rows.append(_row(metrics, parent, a, means.get(key), who, idle_threshold))
     rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
     return Frame(rows, namespace_usage(rows), summarize(rows))
@@ -345,7 +346,7 @@ def frame_to_dict(frame: Frame) -> dict[str, Any]:
                 "power_w": _round(r.power_w),
                 "pod": r.pod,  # the first holder, as before shared GPUs were listed
                 "namespace": r.namespace,
-                "holders": [h.to_dict() for h in r.holders],
+                "holders": [h._asdict() for h in r.holders],
                 "idle": r.idle,
             }
             for r in frame.rows

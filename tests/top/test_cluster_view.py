@@ -10,6 +10,7 @@ import pytest
 
 from tests import ROOT
 from tests.clirun import run_gpuctl as gpuctl
+from tests.clirun import top_snapshot as snapshot
 from tests.cluster_data import (
     A100,
     H100,
@@ -88,12 +89,6 @@ def prom():
     server = start_prometheus(load_blocks(cluster(), time.time()))
     yield server
     server.stop()
-
-
-def snapshot(capsys, url, *args) -> dict:
-    code, out, err = gpuctl(capsys, "top", "--prometheus", url, "--once", "-o", "json", *args)
-    assert code == 0, err
-    return json.loads(out)
 
 
 def by_device(doc) -> dict:

@@ -3,7 +3,6 @@
 chart, honorLabels false and true; a hand-written static scrape): the cluster view and the
 alert rules give the same answer under every one."""
 
-import json
 import time
 
 import pytest
@@ -11,6 +10,7 @@ import yaml
 
 from gpuctl.top import alert_rules
 from tests.clirun import run_gpuctl as gpuctl
+from tests.clirun import top_snapshot as snapshot
 from tests.cluster_data import SCRAPE_SETUPS, scraped_cluster
 from tests.standins.prometheus import start_dcgm_scrape
 
@@ -28,12 +28,6 @@ def scraped(request, tmp_path_factory):
     server = start_dcgm_scrape(scraped_cluster(), deployment, honor, rule_files=[str(rules)])
     yield server
     server.stop()
-
-
-def snapshot(capsys, url, *args) -> dict:
-    code, out, err = gpuctl(capsys, "top", "--prometheus", url, "--once", "-o", "json", *args)
-    assert code == 0, err
-    return json.loads(out)
 
 
 def holders_of(*triples) -> list:
