@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuctl.common.errors import UsageError
-from gpuctl.top import usage
+from gpuctl.top import holders, usage
 
 
 def sample(name, value, **labels):
@@ -121,6 +121,81 @@ def test_natural_order_and_summaries():
     assert [(n.namespace, n.gpus, n.idle_gpus, n.mean_utilization) for n in f.namespaces] == [
         ("team", 2, 1, pytest.approx(40.5))
     ]
+
+
+def test_memory_total_includes_reserved_memory_when_reported():
+    d, old = dev("n1", "0"), dev("n1", "1")
+    current = [
+        sample(usage.FB_USED, 1000.0, **d),
+        sample(usage.FB_FREE, 80000.0, **d),
+        sample(usage.FB_RESERVED, 559.0, **d),
+        sample(usage.FB_USED, 1000.0, **old),  # an exporter before 4.3.1-4.4.0: no reserved
+        sample(usage.FB_FREE, 80000.0, **old),
+    ]
+    rows = frame(current).rows
+    assert [(r.memory_used_mib, r.memory_total_mib) for r in rows] == [
+        (1000, 81559),
+        (1000, 81000),
+    ]
+
+
+def test_every_pod_sharing_a_gpu_is_a_holder():
+    """Time-slicing / MPS: dcgm-exporter gives one series per pod, and the device's own for
+    the per-process fields; the scrape (honorLabels: false) renames the pods' labels."""
+    d = dev("n1", "0")
+    exporter_pod = {
+        "pod": "nvidia-dcgm-exporter-x",
+        "namespace": "gpu-operator",
+        "container": "nvidia-dcgm-exporter",
+        "job": "nvidia-dcgm-exporter",
+    }
+    attrs = [({**d, **exporter_pod}, 1.0)] + [
+        (
+            {
+                **d,
+                **exporter_pod,
+                "exported_pod": p,
+                "exported_namespace": ns,
+                "exported_container": "c",
+            },
+            1.0,
+        )
+        for ns, p in (("team-b", "z"), ("team-a", "y"), ("team-a", "x"))
+    ]
+    f = frame([sample(usage.UTIL, 2.0, **d)], attrs, means=[(d, 2.0)])
+    row = f.rows[0]
+    assert [(h.namespace, h.pod) for h in row.holders] == [
+        ("team-a", "x"),
+        ("team-a", "y"),
+        ("team-b", "z"),
+    ]
+    assert (row.namespace, row.pod) == ("team-a", "x")  # the first, for -o json's pod/namespace
+    assert row.idle_allocated and f.summary.idle_allocated_gpus == 1
+    # One GPU, counted once in each namespace whose pods hold it.
+    assert [(n.namespace, n.gpus, n.idle_gpus) for n in f.namespaces] == [
+        ("team-a", 1, 1),
+        ("team-b", 1, 1),
+    ]
+    doc = usage.frame_to_dict(f)["gpus"][0]
+    assert (doc["pod"], doc["namespace"]) == ("x", "team-a")
+    assert doc["holders"] == [
+        {"namespace": "team-a", "pod": "x", "container": "c"},
+        {"namespace": "team-a", "pod": "y", "container": "c"},
+        {"namespace": "team-b", "pod": "z", "container": "c"},
+    ]
+
+
+def test_a_gpu_with_only_the_exporters_pod_is_free():
+    d = dev("n1", "0")
+    exporter_pod = {"pod": "dcgm-exporter-abcde", "namespace": "mon", "container": "exporter"}
+    f = frame([sample(usage.UTIL, 0.0, **d)], [({**d, **exporter_pod}, 1.0)], means=[(d, 0.0)])
+    assert f.rows[0].holders == () and f.rows[0].idle is True
+    assert f.summary.idle_allocated_gpus == 0 and f.namespaces == []
+    named = holders.exporter(["something-else"], [])
+    f = usage.build_frame(
+        [sample(usage.UTIL, 0.0, **d)], [({**d, **exporter_pod}, 1.0)], [(d, 0.0)], 5.0, named
+    )
+    assert f.rows[0].pod == "dcgm-exporter-abcde"  # not recognised: taken as a holder
 
 
 def test_threshold_is_strict():
