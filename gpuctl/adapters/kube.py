@@ -360,12 +360,13 @@ class Kube:
                 f"gpuctl does not handle Kubernetes objects of kind {api_version} {kind}"
             )
         api, gvp = self._custom, (group, version, plural)
+        ns: tuple[str, ...]
         if not namespaced:
             where, ns = "cluster", ()
         elif namespace is None and verb == "list":
             where, ns = "all", ()
         else:
-            where, ns = "namespaced", (namespace,)
+            where, ns = "namespaced", (namespace or self.namespace,)
 
         def locate(ns_args: tuple) -> tuple:  # the CustomObjectsApi's argument order
             return (group, version, *ns_args, plural)

@@ -76,10 +76,10 @@ def check(q: TeamQuota) -> TeamQuota:
             f"--lending-limit {q.lending_limit} is more than the team's {q.gpus} GPUs "
             "(Kueue: must be less than or equal to the nominalQuota)"
         )
-    for option, value in (("--cpu", q.cpu), ("--memory", q.memory), ("--weight", q.weight)):
-        amount = None if value is None else from_api(value)
-        if value is not None and (amount is None or amount < 0 or value != value.strip()):
-            raise UsageError(f"{option} {value!r} is not a quantity ≥ 0 (e.g. 64, 500m, 256Gi)")
+    for option, text in (("--cpu", q.cpu), ("--memory", q.memory), ("--weight", q.weight)):
+        amount = None if text is None else from_api(text)
+        if text is not None and (amount is None or amount < 0 or text != text.strip()):
+            raise UsageError(f"{option} {text!r} is not a quantity ≥ 0 (e.g. 64, 500m, 256Gi)")
     return q
 
 

@@ -244,12 +244,12 @@ def lint(
             )
             continue
         for cq in sorted(cluster_queues, key=_name):
-            q = quotas(cq).get((flavor, resource))
-            if q is not None and (q["nominal"] or 0) > have:
+            mine = quotas(cq).get((flavor, resource))
+            if mine is not None and (mine["nominal"] or 0) > have:
                 findings.append(
                     Finding(
                         ERROR,
-                        f"ClusterQueue {_name(cq)}: nominal {format_quantity(q['nominal'] or Fraction(0), resource)} "
+                        f"ClusterQueue {_name(cq)}: nominal {format_quantity(mine['nominal'] or Fraction(0), resource)} "
                         f"{resource} on flavor {flavor}, but its nodes have "
                         f"{format_quantity(have, resource)}: it can never be satisfied",
                         flavor,

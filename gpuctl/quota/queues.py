@@ -77,9 +77,10 @@ def plan_set(
     used = []
     for f in flavors:
         reused = kueue.reuse_flavor(existing_flavors, f)
-        if reused is not None and reused != f.name:
-            steps.append(Step(_found(existing_flavors, reused), "reused"))
-            used.append(kueue.Flavor(reused, f.gpu_type, label_key, f.cpu, f.memory))
+        theirs = _found(existing_flavors, reused) if reused is not None else None
+        if theirs is not None and reused != f.name:
+            steps.append(Step(theirs, "reused"))
+            used.append(kueue.Flavor(str(reused), f.gpu_type, label_key, f.cpu, f.memory))
             continue
         desired = f.object()
         desired["apiVersion"] = kueue.api_version(version)
