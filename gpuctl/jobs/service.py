@@ -69,10 +69,15 @@ def _managed(items: list[dict]) -> list[dict]:
 
 
 def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
-    """gpuctl-managed Jobs and bare Pods, as plain objects with their kind set."""
+    """gpuctl-managed Jobs, JobSets and bare Pods, as plain objects with their kind set."""
     jobs = kube.list_objects("Job", namespace, selector=MANAGED_SELECTOR)
     pods = kube.list_objects("Pod", namespace, selector=MANAGED_SELECTOR)
     out = [{**j, "kind": "Job"} for j in _managed(jobs)]
+    try:
+        jobsets = kube.list_objects("JobSet", namespace, selector=MANAGED_SELECTOR)
+    except NotFound:  # the cluster has no JobSet
+        jobsets = []
+    out += [{**j, "kind": "JobSet"} for j in _managed(jobsets)]
     # a Job's own pods carry the job label too; only bare Pods are listed as jobs
     out += [
         {**p, "kind": "Pod"}
@@ -88,8 +93,8 @@ def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
 
 
 def get_job(kube: Kube, name: str, namespace: str) -> dict:
-    """The managed Job or bare Pod called NAME."""
-    for kind in ("Job", "Pod"):
+    """The managed Job, JobSet or bare Pod called NAME."""
+    for kind in ("Job", "JobSet", "Pod"):
         try:
             obj = kube.read(kind, name, namespace)
         except NotFound:
@@ -108,6 +113,8 @@ def delete_job(kube: Kube, name: str, namespace: str) -> list[str]:
     obj = get_job(kube, name, namespace)
     kube.delete(obj["kind"], name, namespace)
     deleted = [f"{obj['kind']}/{name}"]
+    if obj["kind"] == "JobSet":  # its Jobs, pods and Service are JobSet's, deleted with it
+        return deleted
     try:
         svc = kube.read("Service", name, namespace)
         if _managed([svc]) and (svc["metadata"].get("labels") or {}).get(JOB_LABEL) == name:

@@ -14,6 +14,10 @@ from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
 
 API_VERSION = "gpuctl/v1"
 KINDS = ("Job", "Pod")
+JOBSET, INDEXED_JOB = "jobset", "indexed-job"
+MULTINODE = (JOBSET, INDEXED_JOB)  # how a multi-node job is made
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's: the job's LocalQueue
+JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
 MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
 DEFAULT_MASTER_PORT = 29500
@@ -48,6 +52,8 @@ FIELDS = (
     "tolerations",
     "service_account",
     "image_pull_secrets",
+    "queue",
+    "multinode",
 )
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
@@ -82,6 +88,8 @@ class JobSpec:
     tolerations: tuple[dict[str, Any], ...] = ()
     service_account: str | None = None
     image_pull_secrets: tuple[str, ...] = ()
+    queue: str | None = None  # Kueue LocalQueue; None: the namespace's only one, if any
+    multinode: str | None = None  # jobset | indexed-job; None: decided by the cluster
     source: str = field(default="<input>", compare=False)
 
     @property
@@ -143,6 +151,8 @@ def parse_job(doc: Doc) -> JobSpec:
         for key in ("ttl_after_finished", "retries"):
             if f.has(key):
                 raise f.error(key, "applies to kind Job only (a bare Pod has no retries or TTL)")
+        if f.has("queue"):
+            raise f.error("queue", "applies to kind Job only (Kueue admits Jobs and JobSets)")
         if nodes > 1:
             raise f.error("nodes", "a multi-node job must be kind Job")
     if nodes > 1:
@@ -159,6 +169,15 @@ def parse_job(doc: Doc) -> JobSpec:
                 "in 63 characters (it is a worker's host name)",
             )
 
+    multinode = f.text("multinode", choices=MULTINODE)
+    if multinode is not None and nodes == 1:
+        raise f.error("multinode", "applies to multi-node jobs only (nodes > 1)")
+    if multinode == JOBSET and (problem := jobset_name_problem(name, nodes)):
+        raise f.error("name", problem, hint="a shorter name, or multinode: indexed-job")
+    queue = f.text("queue")
+    if queue is not None and not k8s_names.dns1123_subdomain(queue):
+        raise f.error("queue", f"{queue!r} is not a valid LocalQueue name")
+
     env = f.str_map("env", {})
     for key in env:
         if not _ENV_NAME.match(key):
@@ -174,6 +193,8 @@ def parse_job(doc: Doc) -> JobSpec:
             raise f.error("labels", f"{key}: {value!r} is not a valid label value")
         if key.startswith("app.kubernetes.io/managed-by") or key.startswith("gpuctl.io/"):
             raise f.error("labels", f"{key!r} is set by gpuctl")
+        if key == QUEUE_LABEL:
+            raise f.error("labels", f"{key!r} is set by gpuctl: give the LocalQueue as queue:")
 
     namespace = f.name("namespace")
     priority = f.text("priority")
@@ -222,7 +243,21 @@ def parse_job(doc: Doc) -> JobSpec:
         tolerations=tuple(_tolerations(f)),
         service_account=service_account,
         image_pull_secrets=tuple(pull_secrets),
+        queue=queue,
+        multinode=multinode,
         source=doc.file,
+    )
+
+
+def jobset_name_problem(name: str, nodes: int) -> str | None:
+    """Why NAME cannot name a JobSet of NODES workers (JobSet's webhook: the longest pod
+    name, `<name>-workers-0-<last index>-<5 random characters>`, is a DNS-1035 label)."""
+    longest = f"{name}-{JOBSET_WORKERS}-0-{nodes - 1}-xxxxx"
+    if len(longest) <= 63:
+        return None
+    return (
+        f"too long for a JobSet of {nodes} workers: its pods are named {longest!r}, "
+        "which must fit in 63 characters"
     )
 
 
