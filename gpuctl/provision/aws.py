@@ -184,8 +184,8 @@ def _ask(call) -> Answer:
 
     try:
         return Answer(value=call())
-    except ResponseParserError as e:  # an answer that is not AWS's (e.g. an HTML error page)
-        return Answer(error=f"unreadable answer: {_first_line(str(e))}")
+    except ResponseParserError:  # e.g. an HTML error page from a proxy or a stand-in
+        return Answer(error="the answer was not an AWS response")
     except ClientError as e:
         code = e.response.get("Error", {}).get("Code", "")
         message = e.response.get("Error", {}).get("Message", "") or str(e)

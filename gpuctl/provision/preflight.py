@@ -350,6 +350,12 @@ def _existing_cluster(spec: ClusterSpec, raw: RawFacts, report: PreflightReport)
             f"EKS cluster {name!r} reported no cluster security group; the nodes get its "
             f"additional security groups ({', '.join(info.security_group_ids) or 'none'})"
         )
+    if spec.autoscaler == "karpenter":
+        report.notes.append(
+            f"Karpenter's controller authenticates through EKS Pod Identity: EKS cluster "
+            f"{name!r} needs the eks-pod-identity-agent add-on (not checked), and must not "
+            "run a Karpenter of its own"
+        )
     if info.authentication_mode == "CONFIG_MAP":
         report.blockers.append(
             f"EKS cluster {name!r} authenticates through the aws-auth ConfigMap only; the "
