@@ -9,8 +9,10 @@ gpuctl's other commands expect:
   `default` entry; nodes pick one with the label nvidia.com/device-plugin.config;
 - `gpuctl submit`/`mig`: the MIG strategy (default mixed: MIG slices are advertised as
   nvidia.com/mig-<profile>), GPU Feature Discovery labels, the GPU Operator's MIG manager;
-- `gpuctl top --prometheus`/`alerts`: dcgm-exporter with its pod/namespace labels kept
-  (a ServiceMonitor with honorLabels, where the Prometheus Operator is installed).
+- `gpuctl top --prometheus`/`alerts`: dcgm-exporter, scraped through a ServiceMonitor where
+  the Prometheus Operator is installed (its default `honorLabels: false`: the GPU's holder
+  in `exported_pod`, which gpuctl reads; the release is named so that gpuctl recognises the
+  exporter's own labels).
 Pure: plain data in, plain data out.
 """
 
@@ -28,7 +30,7 @@ from gpuctl.sharing.config import DEFAULT_CONFIG_MAP
 AUTOSCALER, NODE_POOLS, GPU_STACK = "autoscaler", "node-pools", "gpu-stack"
 OBJECTS_CHART = "charts/gpuctl-objects"  # terraform/charts/: plain objects as a release
 DEFAULT_CONFIG = "default"  # the device plugin config a node without a config label uses
-DCGM_RELEASE = "dcgm-exporter"
+DCGM_RELEASE = "dcgm-exporter"  # its Service, so the scrape's job: a name `gpuctl top` knows
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
         },
         "gfd": {"enabled": True},
         # The operator creates the ServiceMonitor only where its CRD exists.
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True, "honorLabels": True}},
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
         "daemonsets": {"tolerations": tol},
         "node-feature-discovery": {"worker": {"tolerations": tol}},
     }
@@ -130,9 +132,7 @@ def dcgm_service_monitor(namespace: str) -> dict[str, Any]:
                 }
             },
             "namespaceSelector": {"matchNames": [namespace]},
-            # honorLabels keeps dcgm-exporter's pod/namespace labels (the GPU's holder)
-            # instead of renaming them exported_pod/exported_namespace.
-            "endpoints": [{"port": "metrics", "path": "/metrics", "honorLabels": True}],
+            "endpoints": [{"port": "metrics", "path": "/metrics"}],
         },
     }
 

@@ -208,17 +208,25 @@ def test_device_plugin_config_is_one_gpuctl_share_and_doctor_read(strategy):
     assert dp["values"]["gfd"]["enabled"] is True  # the labels doctor's feature-discovery reads
 
 
-def test_dcgm_exporter_keeps_its_pod_labels_for_top_and_alerts():
+def test_dcgm_exporter_is_scraped_the_way_top_and_alerts_read_it():
+    """A ServiceMonitor with the Prometheus Operator's default honorLabels (false): the
+    GPU's holder arrives in exported_pod, and the exporter's own labels are recognised by
+    its job, which is the Service's, that is the release's, name."""
+    from gpuctl.top import holders
+
     op = releases()["gpu-operator"]["values"]["dcgmExporter"]
-    assert op == {"enabled": True, "serviceMonitor": {"enabled": True, "honorLabels": True}}
+    assert op == {"enabled": True, "serviceMonitor": {"enabled": True}}
+    assert "nvidia-dcgm-exporter" in holders.DEFAULT_JOBS  # the operator's exporter
     r = releases("gpu_stack: device-plugin")
     # the chart's own ServiceMonitor would fail where the Prometheus Operator is missing
     assert r["dcgm-exporter"]["values"]["serviceMonitor"] == {"enabled": False}
+    assert stack.DCGM_RELEASE in r and stack.DCGM_RELEASE in holders.DEFAULT_JOBS
     monitoring = r["gpuctl-monitoring"]["values"]
     assert monitoring["objects"] == []
     (sm,) = monitoring["ifServed"]
     assert sm["kind"] == "ServiceMonitor" and sm["apiVersion"] == "monitoring.coreos.com/v1"
-    assert sm["spec"]["endpoints"][0]["honorLabels"] is True
+    assert "honorLabels" not in sm["spec"]["endpoints"][0]
+    assert sm["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] == stack.DCGM_RELEASE
     assert sm["metadata"]["namespace"] == r["dcgm-exporter"]["namespace"]
 
 
