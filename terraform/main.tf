@@ -40,8 +40,12 @@ data "aws_eks_cluster" "existing" {
   name  = var.kubernetes_cluster
 }
 
+# A token lives 15 minutes: read it once the control plane exists (at apply time for a new
+# cluster), not when the plan was made.
 data "aws_eks_cluster_auth" "this" {
   name = local.cluster.name
+
+  depends_on = [module.control_plane]
 }
 
 locals {

@@ -455,3 +455,15 @@ def test_every_root_module_call_belongs_to_a_component():
     from gpuctl.provision.plan_summary import COMPONENT_OF_MODULE
 
     assert set(load(TF)["ModuleCalls"]) == set(COMPONENT_OF_MODULE)
+
+
+def test_the_cluster_token_is_read_after_the_control_plane_exists():
+    """EKS tokens live 15 minutes: one read at plan time would be stale by the time a new
+    cluster's Helm releases are installed."""
+    auth = load(TF)["DataResources"]["data.aws_eks_cluster_auth.this"]
+    block = _block_at(
+        Path(auth["DeclRange"]["Filename"]).read_text(), auth["DeclRange"]["Start"]["Byte"]
+    )
+    assert "depends_on = [module.control_plane]" in block
+    provider = (TF / "main.tf").read_text().split('provider "helm"', 1)[1].split("\n}\n", 1)[0]
+    assert "token                  = data.aws_eks_cluster_auth.this.token" in provider
