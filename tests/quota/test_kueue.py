@@ -113,6 +113,19 @@ def test_cpu_and_memory_quota_can_be_given_and_offline_must_be():
         kueue.cluster_queue(team(), [f], "v1beta2")
 
 
+def test_the_crds_own_rules_agree_with_the_checks():
+    (f,) = kueue.flavors_for([h100("h1")], KEY, ())
+    cq = kueue.cluster_queue(team(cohort="ml", borrowing_limit=2), [f], "v1beta2")
+    del cq["spec"]["cohortName"]  # what --borrowing-limit without --cohort would make
+    assert errors(cq) == ["spec: borrowingLimit must be nil when cohort is empty"]
+    cq = kueue.cluster_queue(team(), [f], "v1beta2")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
+    assert errors(cq) == [
+        "spec.resourceGroups[0]: flavors must have the same number of resources as the "
+        "coveredResources"
+    ]
+
+
 @pytest.mark.parametrize(
     "kw, message",
     [

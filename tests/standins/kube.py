@@ -63,9 +63,10 @@ def crd_emulator_class():
       (/apis, /apis/GROUP, /apis/GROUP/VERSION) and their objects servable;
     - an object of a resource the server does not have is refused (404), not stored;
     - a custom resource written (created or patched) is checked against its CRD's schema
-      and refused with 422 when invalid. Stricter than an API server on one point: an
-      unknown field is refused, where a server would prune it (gpuctl would lose it).
-      CEL rules and admission webhooks are not run.
+      and CEL rules (tests/crd_schema.py) and refused with 422 when invalid. Stricter than
+      an API server on one point: an unknown field is refused, where a server would prune
+      it (gpuctl would lose it). Transition rules (oldSelf) and admission webhooks are not
+      run.
     """
     global _crd_emulator
     if _crd_emulator is not None:
@@ -112,10 +113,7 @@ def crd_emulator_class():
                 check = crd_schema.validator(kind, version)
             else:
                 check = crd_schema.validator_of(definition, version)
-            problems = [
-                "/".join(map(str, e.absolute_path)) + f": {e.message}"
-                for e in check.iter_errors(candidate)
-            ]
+            problems = crd_schema.errors(candidate, definition, check)
             if problems:
                 raise kmock.KubernetesError(
                     status=422,
