@@ -109,6 +109,7 @@ def seed(api, *objects: dict) -> None:
         "ConfigMap": core.create_namespaced_config_map,
         "ResourceQuota": core.create_namespaced_resource_quota,
         "DaemonSet": apps.create_namespaced_daemon_set,
+        "Deployment": apps.create_namespaced_deployment,
     }
     cluster_wide: dict[str, Callable[..., object]] = {
         "Node": core.create_node,
