@@ -137,8 +137,19 @@ def _explain(loaded: list, output: DataFormat | None) -> None:
         for col in ("FIELD", "VALUE", "FROM", "AT"):
             table.add_column(col, overflow="fold")
         for row in report["fields"]:
-            table.add_row(*(Text(row[k]) for k in ("field", "value", "from", "at")))
+            at = _short_path(row["at"])
+            table.add_row(Text(row["field"]), Text(row["value"]), Text(row["from"]), Text(at))
         out_console().print(table)
+
+
+def _short_path(at: str) -> str:
+    """FILE:LINE with FILE relative to the working directory when it is below it."""
+    import os
+
+    if not os.path.isabs(at):
+        return at
+    relative = os.path.relpath(at)
+    return at if relative.startswith("..") else relative
 
 
 def submit(

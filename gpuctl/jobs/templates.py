@@ -142,11 +142,11 @@ def check_template(doc: Doc) -> Any:
         raise t.error(
             "apiVersion", f"unsupported version {api!r}; this gpuctl reads {job_spec.API_VERSION}"
         )
-    kind = t.text("kind", required=True)
+    kind = t.text("kind")
     if kind != KIND:
         raise t.error(
-            "kind",
-            f"a template says kind: {KIND} (this is a {kind})",
+            "kind" if kind else None,
+            f"a template says kind: {KIND}" + (f" (this is a {kind})" if kind else ""),
             hint="a job spec cannot stand in for a template",
         )
     if "name" in t.data:
