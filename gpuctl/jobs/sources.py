@@ -82,8 +82,8 @@ def load_job(path: str, template: str | None = None) -> tuple[JobSpec, templates
     merged = templates.resolve(
         load_yaml_file(path),
         finder,
-        template=_ref(template, "--template") if template else None,
-        default=_ref(default, "default_template (settings)") if default else None,
+        template=None if template is None else _ref(template, "--template"),
+        default=None if default is None else _ref(default, "default_template (settings)"),
     )
     return parse_job(merged.doc), merged
 

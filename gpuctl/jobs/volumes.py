@@ -18,7 +18,6 @@ from gpuctl.common.specfile import Fields, dotted
 VOLUME_FIELDS = ("name", "pvc", "empty_dir", "config_map", "mount", "read_only", "memory")
 SOURCES = ("pvc", "empty_dir", "config_map")
 SECRET_FIELDS = ("secret", "env", "mount")
-HOST_PATH_KEYS = ("hostPath", "host_path", "hostpath")
 SHM_VOLUME = "dshm"  # the volume `shm:` renders, mounted at /dev/shm
 SHM_PATH = "/dev/shm"
 # Mounting over these hides what the container needs from its runtime (the GPU device
@@ -75,8 +74,8 @@ def _volumes(f: Fields, mounts: list[tuple[str, Fields]]) -> list[Volume]:
     out: list[Volume] = []
     names: dict[str, Fields] = {}
     for v in f.list_of_maps("volumes"):
-        for key in HOST_PATH_KEYS:
-            if key in v.data:
+        for key in v.data:
+            if str(key).lower().replace("_", "").replace("-", "") == "hostpath":
                 raise v.error(
                     key,
                     "a job cannot mount a directory of its node (hostPath)",

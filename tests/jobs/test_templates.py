@@ -235,6 +235,8 @@ def test_an_unknown_template_names_where_it_was_asked_for(site, monkeypatch, tmp
     assert "efa, efa-p4d, efa-p5" in e.hint  # the site's and the shipped ones
     e = error_of(path, "nope")
     assert isinstance(e, UsageError) and e.message.startswith("--template nope: no template")
+    e = error_of(path, "")
+    assert isinstance(e, UsageError) and "neither a template name nor a path" in e.message
     e = error_of(job(site, "image: x\ntemplate: ../../etc/passwd\n"))
     assert "no template file" in e.message
     e = error_of(job(site, "image: x\ntemplate: 'a b'\n"))

@@ -218,6 +218,7 @@ V = "volumes:\n"
             "hostPath",
         ),
         (V + "  - {name: a, host_path: /etc, mount: /a}\n", 5, "volumes[0].host_path", "hostPath"),
+        (V + "  - {name: a, HostPath: /etc, mount: /a}\n", 5, "volumes[0].HostPath", "hostPath"),
         ("hostPath: /etc\n", 4, "hostPath", "unknown field"),
         # secrets
         ("secrets: [{secret: s}]\n", 4, "secrets[0]", "give env"),
