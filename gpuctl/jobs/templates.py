@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.errors import GpuctlError
-from gpuctl.common.specfile import Doc, Path
+from gpuctl.common.specfile import Doc, Fields, Path
 from gpuctl.jobs import spec as job_spec
 
 KIND = "Template"
@@ -134,7 +134,7 @@ def _error_at(doc: Doc, path: Path) -> Callable[[str, str | None], GpuctlError]:
     return error
 
 
-def check_template(doc: Doc) -> Any:
+def check_template(doc: Doc) -> Fields:
     """The template's root fields, after checking it is one and its values are valid."""
     t = doc.root()
     api = t.text("apiVersion", required=True)
@@ -264,6 +264,8 @@ def explain(merged: Merged, spec: job_spec.JobSpec) -> list[dict[str, str]]:
         )
 
     for key in job_spec.FIELDS:
+        if key == "template":
+            continue  # the layers say which templates were applied (--template may replace it)
         value = data.get(key)
         if value is None:
             default = getattr(spec, key, None)
