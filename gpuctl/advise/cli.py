@@ -35,12 +35,15 @@ def advise(
         "advised to release them.",
     ),
     output: Format = options.output(),
+    exporter_container: list[str] = options.exporter_containers(),
+    exporter_job: list[str] = options.exporter_jobs(),
 ) -> None:
     """Rightsizing advice per workload: keep its GPUs, move it to a MIG profile or a
     time-sliced share, or release them; and how many GPUs the cluster would free."""
     from gpuctl.adapters.prometheus import Prometheus
     from gpuctl.advise import service
-    from gpuctl.common.config import setting
+    from gpuctl.common.config import setting, setting_list
+    from gpuctl.top import holders
 
     if not 0 <= idle_threshold <= 100:
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
@@ -49,7 +52,11 @@ def advise(
         raise UsageError(
             "no Prometheus URL", hint="pass --prometheus URL (or set GPUCTL_PROMETHEUS_URL)"
         )
-    result = service.advise(Prometheus(url), window, idle_threshold, namespace)
+    exporter = holders.exporter(
+        setting_list("exporter_containers", exporter_container),
+        setting_list("exporter_jobs", exporter_job),
+    )
+    result = service.advise(Prometheus(url), window, idle_threshold, namespace, exporter)
     if output.value != "table":
         echo(dump(to_dict(result, window), output.value))
     else:

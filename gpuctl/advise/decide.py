@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +18,12 @@ from gpuctl.advise import owners
 from gpuctl.advise.owners import Holder, Workload
 from gpuctl.gpus import geometry
 from gpuctl.gpus.geometry import GpuModel, Profile
-from gpuctl.top import usage
+from gpuctl.top import holders, usage
 
 MEMORY_HEADROOM = 1.1  # a MIG profile or share must hold the peak framebuffer use + 10 %
 QUANTILE = 0.95
 # Time-slicing isolates neither memory nor faults: at most this many pods share one GPU.
 MAX_SHARE = 8
-HOLDER_LABELS = ("namespace", "pod", "exported_namespace", "exported_pod")
 KEEP, MIG, SHARE, RELEASE = "keep", "mig", "time-slice", "release"
 
 Sample = tuple[dict[str, Any], float]
@@ -46,7 +45,7 @@ def queries(window: str) -> Queries:
     """Five instant queries, whatever the cluster size: the window's statistics are
     computed by Prometheus, one series per device and holder."""
     usage.duration_seconds(window, "--window")
-    by = ", ".join(usage.IDENTITY + HOLDER_LABELS)
+    by = ", ".join(usage.IDENTITY + holders.LABELS)
     whole = 'GPU_I_ID=""'
 
     def utilization(over: str) -> str:
@@ -116,9 +115,13 @@ def advise(
     owner_samples: Iterable[Sample],
     idle_threshold: float,
     namespace: str | None = None,
+    exporter: holders.Exporter = holders.Exporter(),
 ) -> Advice:
-    now = list(now)
-    holder_of = _holder_rule(now)
+    def holder_of(labels: dict[str, Any]) -> Holder | None:
+        """The cluster view's rule for who holds a GPU (holders.holder)."""
+        h = holders.holder(labels, exporter)
+        return None if h is None else (h.namespace or "", h.pod)
+
     devices: dict[usage.Key, dict[str, Any]] = {}  # whole GPUs held now
     for labels, value in now:
         holder = holder_of(labels)
@@ -155,18 +158,6 @@ def advise(
     rows = [_row(w, ds, stats[w], idle_threshold) for w, ds in held.items()]
     rows.sort(key=lambda r: (r.workload.namespace, r.workload.name, r.workload.kind or ""))
     return Advice(rows, Totals(sum(r.gpus for r in rows), gpus_needed(rows)))
-
-
-def _holder_rule(now: list[Sample]) -> Callable[[dict[str, Any]], Holder | None]:
-    """The cluster view's rule for who holds a GPU (exported_* labels when the scrape
-    renamed dcgm-exporter's own)."""
-    renamed = any("exported_pod" in labels or "exported_namespace" in labels for labels, _ in now)
-
-    def holder_of(labels: dict[str, Any]) -> Holder | None:
-        pod, namespace, _ = usage._holder(labels, renamed)
-        return (namespace or "", pod) if pod else None
-
-    return holder_of
 
 
 def _row(w: Workload, devices: list[dict[str, Any]], s: _Stats, idle: float) -> WorkloadAdvice:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from gpuctl.advise import decide
 from gpuctl.common.errors import BackendError
 from gpuctl.top import usage
+from gpuctl.top.holders import Exporter
 
 
-def advise(client, window: str, idle_threshold: float, namespace: str | None) -> decide.Advice:
+def advise(
+    client, window: str, idle_threshold: float, namespace: str | None, exporter: Exporter
+) -> decide.Advice:
     queries = decide.queries(window)  # checks --window before anything is sent
     now, peak, p95, top, owner_samples = client.query_all(queries.all())
     if not now:
@@ -17,4 +20,4 @@ def advise(client, window: str, idle_threshold: float, namespace: str | None) ->
             hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
             "sure this Prometheus scrapes it",
         )
-    return decide.advise(now, peak, p95, top, owner_samples, idle_threshold, namespace)
+    return decide.advise(now, peak, p95, top, owner_samples, idle_threshold, namespace, exporter)

@@ -41,8 +41,8 @@ def data_output() -> Any:
 
 
 def exporter_containers() -> Any:
-    """--exporter-container: `gpuctl top` and `gpuctl alerts render` tell the DCGM
-    exporter's own pod from a pod holding a GPU by it."""
+    """--exporter-container: `gpuctl top`, `gpuctl advise` and `gpuctl alerts render` tell
+    the DCGM exporter's own pod from a pod holding a GPU by it."""
     return _exporter_names(
         "--exporter-container",
         "Container name of the DCGM exporter's pod (default: the names the GPU Operator, "

@@ -333,7 +333,7 @@ def stranded(rows: list[GpuRow]) -> tuple[int | None, int | None]:
     on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
     are left out of both. (None, None) when no pod holds a whole GPU."""
     whole = [r for r in rows if r.mig_profile is None]
-    per_pod = Counter((r.namespace, r.pod) for r in whole if r.allocated)
+    per_pod = Counter((h.namespace, h.pod) for r in whole for h in r.holders)
     if not per_pod:
         return None, None
     shapes = Counter(per_pod.values())

@@ -160,7 +160,13 @@ def test_free_gpus_mig_devices_and_other_namespaces_are_left_out():
 
 
 def test_holder_from_exported_labels_when_the_scrape_renamed_them():
-    exporter = {"pod": "dcgm-exporter-7x", "namespace": "gpu-operator"}
+    # the exporter's own labels as the Prometheus Operator writes them (honorLabels false)
+    exporter = {
+        "pod": "nvidia-dcgm-exporter-7x",
+        "namespace": "gpu-operator",
+        "container": "nvidia-dcgm-exporter",
+        "job": "nvidia-dcgm-exporter",
+    }
     gpus = [
         Gpu(1, None, extra={**exporter, "exported_pod": "train-0", "exported_namespace": "ml"}),
         Gpu(2, None, extra=exporter),  # free: not held by the exporter's own pod

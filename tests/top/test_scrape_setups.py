@@ -68,6 +68,8 @@ def test_the_cluster_view_is_the_same_under_every_setting(scraped, capsys):
         "mean_utilization": pytest.approx(145 / 8, abs=0.1),
         "idle_gpus": 6,
         "idle_allocated_gpus": 2,
+        "request_shape_gpus": 1,  # every holder, the two sharing node-2's GPU too, holds one
+        "stranded_gpus": 0,
     }
     assert doc["namespaces"] == [
         {
