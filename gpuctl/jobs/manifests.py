@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
+from gpuctl.jobs import volumes
 from gpuctl.jobs.spec import JobSpec
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuctl")
@@ -61,8 +62,11 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
-    if spec.env:
-        container["env"] = [{"name": k, "value": v} for k, v in spec.env]
+    env = [{"name": k, "value": v} for k, v in spec.env] + volumes.secret_env(spec.secrets)
+    if env:
+        container["env"] = env
+    if spec.working_dir:
+        container["workingDir"] = spec.working_dir
 
     limits: dict[str, Any] = {}
     requests: dict[str, Any] = {}
@@ -72,13 +76,21 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
     for key, value in (("cpu", spec.cpu), ("memory", spec.memory)):
         if value is not None:
             limits[key] = requests[key] = value
+    limits.update(spec.extra_resources)
     if limits:
         container["resources"] = {"limits": limits, **({"requests": requests} if requests else {})}
 
     pod: dict[str, Any] = {"containers": [container]}
+    pod_volumes, mounts = volumes.pod_volumes(spec.volumes, spec.secrets)
     if spec.shm:
-        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-        pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm}}]
+        shm = {"medium": "Memory", "sizeLimit": spec.shm}
+        pod_volumes.insert(0, {"name": volumes.SHM_VOLUME, "emptyDir": shm})
+        mounts.insert(0, {"name": volumes.SHM_VOLUME, "mountPath": volumes.SHM_PATH})
+    if mounts:
+        container["volumeMounts"] = mounts
+        pod["volumes"] = pod_volumes
+    if spec.node_selector:
+        pod["nodeSelector"] = dict(spec.node_selector)
     if spec.gpu_type:
         pod["affinity"] = {
             "nodeAffinity": {

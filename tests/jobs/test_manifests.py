@@ -7,6 +7,7 @@ import pytest
 
 from gpuctl.common.specfile import load_yaml, load_yaml_file
 from gpuctl.jobs.manifests import render
+from gpuctl.jobs.sources import load_job
 from gpuctl.jobs.spec import parse_job
 from tests import ROOT
 from tests.k8s_schema import assert_valid
@@ -42,7 +43,7 @@ def pod_spec(objs):
 
 @pytest.mark.parametrize("path", JOB_EXAMPLES, ids=os.path.basename)
 def test_every_example_is_schema_valid(path):
-    objs = render(parse_job(load_yaml_file(path)))
+    objs = render(load_job(path)[0])  # with the templates it names
     assert objs
     for obj in objs:
         assert_valid(obj)
