@@ -61,6 +61,10 @@ _BOARD = {
     "RTX-PRO-6000": (600, 40, 2430, 1750),
     "T4": (70, 10, 1590, 5001),
 }
+# PCI subsystem ids (subsystem device << 16 | vendor) where one was seen on such a board: an
+# A100 SXM4 40GB shows [10de:134f] under lspci (a public transcript); others get one value.
+_PCI_SUBSYSTEM = {"A100-40GB": 0x134F10DE}
+_DEFAULT_PCI_SUBSYSTEM = 0x16C110DE
 # A GPU without MIG, for mixed nodes (not in the MIG geometry table): NVML answers its MIG
 # calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on.
 _NON_MIG = (
@@ -546,6 +550,9 @@ class Node:
     def pci_device_id(self, index: int) -> int:
         """The model's first PCI device id (device << 16 | vendor)."""
         return int(self.models[index].pci_device_ids[0], 16)
+
+    def pci_subsystem_id(self, index: int) -> int:
+        return _PCI_SUBSYSTEM.get(self.models[index].short_name, _DEFAULT_PCI_SUBSYSTEM)
 
     def board(self, index: int) -> tuple[int, int, int, int]:
         return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))
