@@ -26,8 +26,10 @@ def parse(text):
 
 
 def error(text):
+    """The error reading the file, or else choosing its config 'a' (a bad config is refused
+    when it is chosen, so that the file's other configs stay usable)."""
     with pytest.raises(SpecError) as e:
-        parse(text)
+        parse(text).select("a")
     return str(e.value), e.value
 
 
@@ -111,8 +113,7 @@ def test_layouts_checked_on_the_models_a_device_filter_names():
 
 
 def test_a_config_for_other_models_does_not_stop_using_the_file():
-    # As in NVIDIA's config-default.yaml: its GB200 entries use a name gpuctl's table spells
-    # differently (1g.23gb); all-1g.10gb must still apply to H100s (it was a parse error).
+    # Config b names a profile no GB200 has; config a must still apply to H100s.
     cfg = parse("""\
         version: v1
         mig-configs:
@@ -125,16 +126,15 @@ def test_a_config_for_other_models_does_not_stop_using_the_file():
             - device-filter: ["0x294110DE"]
               devices: all
               mig-enabled: true
-              mig-devices: {"1g.24gb": 7}
+              mig-devices: {"1g.99gb": 7}
         """)
     assert migparted.resolve(cfg, cfg.select("a"), [gpu(0)])[0].layout == {"1g.10gb": 7}
-    with pytest.raises(SpecError, match="GB200 has no MIG profile '1g.24gb'"):
+    with pytest.raises(SpecError, match="GB200 has no MIG profile '1g.99gb'"):
         cfg.check_models("b")
 
 
-@pytest.mark.parametrize("written", ["0x233010DE", "[0x233010DE]", "['0x233010de']"])
-def test_device_filter_quoted_or_not(written):
-    # Unquoted, YAML reads the id as the number 590352606; it still means the H100.
+@pytest.mark.parametrize("written", ['"0x233010DE"', '["0x233010DE"]', "['0x233010de']"])
+def test_device_filter_string_or_list(written):
     cfg = parse(
         ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
         "      mig-devices: {3g.40gb: 2}\n"
@@ -142,6 +142,18 @@ def test_device_filter_quoted_or_not(written):
     entries = cfg.select("a")
     desired = migparted.resolve(cfg, entries, [gpu(0), gpu(1, A100)])
     assert desired[0].layout == {"3g.40gb": 2} and desired[1] is None
+
+
+@pytest.mark.parametrize("written", ["0x233010DE", "[0x233010DE]"])
+def test_unquoted_device_filter_is_refused_as_mig_parted_refuses_it(written):
+    # Unquoted, YAML reads the id as the number 590352606; mig-parted's device-filter takes
+    # only strings, so its parser refuses the file. gpuctl refuses that config, saying why.
+    msg, e = error(
+        ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
+        "      mig-devices: {3g.40gb: 2}\n"
+    )
+    assert "c.yaml:5: mig-configs.a[0].device-filter" in msg and "0x233010DE" in msg
+    assert "quoted" in msg and e.exit_code == 2
 
 
 def test_unknown_config_lists_the_configs():
@@ -189,10 +201,14 @@ def test_resolve_follows_devices_and_device_filter():
     assert out[0].source == "c.yaml:4 (mixed[0])"
 
 
-def test_two_entries_for_one_gpu_conflict():
+def test_when_two_entries_match_a_gpu_the_last_decides_as_in_mig_parted():
     cfg = parse(CONFIG)
-    with pytest.raises(SpecError, match=r"GPU 1 is matched by two entries .*\(lines 12 and 15\)"):
-        migparted.resolve(cfg, cfg.select("clash"), [gpu(0), gpu(1)])
+    out = migparted.resolve(cfg, cfg.select("clash"), [gpu(0), gpu(1)])
+    assert out[0].layout == {"7g.80gb": 1} and not out[0].notes
+    assert not out[1].enabled and out[1].source == "c.yaml:15 (clash[1])"
+    assert out[1].notes == (
+        "also matched by the entry at line 12; the last matching entry decides, as in mig-parted",
+    )
 
 
 def test_explicit_non_mig_gpu_is_an_error_and_layout_checked_per_gpu():

@@ -208,12 +208,20 @@ def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):
 def test_a_gpu_without_mig_is_skipped_by_all_and_refused_by_index(capsys, monkeypatch):
     monkeypatch.setenv("GPUCTL_SIMULATE", "1xH100-80GB,1xT4")
     code, out, _ = run(capsys, "mig", "configure", "--layout", "all-1g.10gb", "--yes", "--reset")
-    assert code == 0 and "GPU 1" not in out
+    assert code == 0 and "GPU 1 (Tesla T4): no MIG on this GPU: left as is" in out
     gpus = show(capsys)
     assert gpus[0]["layout"] == {"1g.10gb": 7} and gpus[1]["mig"] is None
     code, _, err = run(capsys, "mig", "configure", "--gpus", "1", "--layout", "1g.10gb=1", "--yes")
     assert code == 2 and "GPU 1 (Tesla T4) does not support MIG" in err
+    # Like mig-parted's export, the GPU without MIG is written too (so mig-parted's assert
+    # accepts the file on this node), each kind of GPU under its PCI device id.
     code, out, _ = run(capsys, "mig", "export", "-o", "json")
     assert json.loads(out)["mig-configs"]["current"] == [
-        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+        {
+            "device-filter": "0x233010DE",
+            "devices": "all",
+            "mig-enabled": True,
+            "mig-devices": {"1g.10gb": 7},
+        },
+        {"device-filter": "0x1EB810DE", "devices": "all", "mig-enabled": False, "mig-devices": {}},
     ]
