@@ -166,7 +166,7 @@ def _apply_gpu(nvml, plan: GpuPlan, allow_reset: bool, report) -> None:
             raise Halted(
                 f"GPU {index}: step {done + 1} of {len(plan.steps)} failed ({step.text}): "
                 f"{e.message}",
-                hint=_after_failure(e, index, done),
+                hint=_after_failure(e, index),
             ) from None
         done += 1
         if step.kind == "set-mig-mode":
@@ -177,26 +177,20 @@ def _apply_gpu(nvml, plan: GpuPlan, allow_reset: bool, report) -> None:
                 _reset(nvml, index, allow_reset, report, why="to activate the new MIG mode")
 
 
-def _after_failure(e: GpuctlError, index: int, done: int) -> str:
+def _after_failure(e: GpuctlError, index: int) -> str:
     """What to do after a failed step: run the command again only where that can finish
     (the driver's refusal can pass: a process, root rights, a reset); else it would stop
-    at the same step, so say how to see and undo what was done."""
+    at the same step, so say how to see, and undo, what was done."""
     head = (e.hint + "; ") if e.hint else ""
     if getattr(e, "passes", False):
         return (
-            head
-            + "`gpuctl mig show` shows the state now; once that is fixed, run the same command again to finish"
+            head + "`gpuctl mig show` shows the state now; once that is fixed, run the same "
+            "command again to finish"
         )
-    undo = (
-        f"; the {done} step(s) before it stay done: `gpuctl mig configure --gpus {index} "
-        "--layout all-disabled` undoes them"
-        if done
-        else ""
-    )
     return (
-        head
-        + "running the same command again would stop at the same step; `gpuctl mig show` shows the state now"
-        + undo
+        head + "running the same command again would stop at the same step; `gpuctl mig "
+        f"show` shows the state now, `gpuctl mig configure --gpus {index} --layout "
+        "all-disabled` undoes what was done"
     )
 
 

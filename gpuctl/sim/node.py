@@ -65,9 +65,11 @@ _BOARD = {
 # A100 SXM4 40GB shows [10de:134f] under lspci (a public transcript); others get one value.
 _PCI_SUBSYSTEM = {"A100-40GB": 0x134F10DE}
 _DEFAULT_PCI_SUBSYSTEM = 0x16C110DE
-# A GPU without MIG, for mixed nodes (not in the MIG geometry table): NVML answers its MIG
-# calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on.
-_NON_MIG = (
+# GPUs without MIG, for mixed nodes (not in the MIG geometry table): NVML answers their MIG
+# calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on. The DGX Station A100's
+# display GPU is what mig-parted's dgx-station example config filters by 0x1FB010DE (its
+# name and 4096 MiB as nvidia-smi prints them in public transcripts).
+NON_MIG_MODELS = (
     geometry.GpuModel(
         nvml_name="Tesla T4",
         short_name="T4",
@@ -79,6 +81,18 @@ _NON_MIG = (
         compute_capability="7.5",
         profiles=(),
         pci_device_ids=("0x1EB810DE",),
+    ),
+    geometry.GpuModel(
+        nvml_name="NVIDIA DGX Display",
+        short_name="DGX-Display",
+        memory_total_mib=4096,
+        memory_slices=0,
+        compute_slices=0,
+        max_gpu_instances=0,
+        architecture="Turing",
+        compute_capability="7.5",
+        profiles=(),
+        pci_device_ids=("0x1FB010DE",),
     ),
 )
 _IDLE_SM_CLOCK = 345
@@ -139,16 +153,21 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
     return gpus
 
 
+def _alnum(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
 def _find_model(name: str) -> geometry.GpuModel:
-    key = "".join(ch for ch in name.lower() if ch.isalnum())
-    for m in _NON_MIG:
-        if key in (m.short_name.lower(), "".join(ch for ch in m.nvml_name.lower() if ch.isalnum())):
+    key = _alnum(name)
+    for m in NON_MIG_MODELS:
+        if key in (_alnum(m.short_name), _alnum(m.nvml_name)):
             return m
     try:
         return geometry.find_model(name)
     except GpuctlError as e:
         raise GpuctlError(
-            e.message, hint=f"{e.hint}; without MIG: " + ", ".join(m.short_name for m in _NON_MIG)
+            e.message,
+            hint=f"{e.hint}; without MIG: " + ", ".join(m.short_name for m in NON_MIG_MODELS),
         ) from None
 
 

@@ -270,3 +270,192 @@ def test_shorthand_configs_and_configmap():
     cm = migparted.render_configmap(cfg, "mine", "ns")
     assert cm["metadata"] == {"name": "mine", "namespace": "ns"}
     assert yaml.safe_load(cm["data"]["config.yaml"]) == cfg
+
+
+# ---- what mig-parted parses, and what it refuses --------------------------------------
+
+
+def on(model, index=0, pci=None, subsystem=None):
+    pci = int(model.pci_device_ids[0], 16) if pci is None else pci
+    return GpuState(
+        index, model.nvml_name, f"GPU-{index}", model, (False, False), [], [], pci, subsystem
+    )
+
+
+@pytest.mark.parametrize(
+    "written, matches",
+    [
+        ('"0x20B010DE:0x134F10DE"', True),  # the board's subsystem id: this one
+        ('"0x20B010DE:0x145F10DE"', False),  # a sibling board
+        ('["0x233010DE", "0x20B010DE:0x134F10DE"]', True),
+        ('"0x20b010de"', True),  # ParseUint reads lower-case hex, decimal, ...
+        ('"548409566"', True),  # ... 0x20B010DE in decimal
+        ('"0x20B0_10DE"', True),  # ... and Go's digit separators
+        ('""', True),  # an empty filter filters nothing
+        ("[]", True),
+        ('"0x233010DE:0x134F10DE"', False),
+    ],
+)
+def test_device_filter_with_subsystem_id_as_mig_parted_matches_it(written, matches):
+    cfg = parse(
+        ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
+        "      mig-devices: {3g.20gb: 2}\n"
+    )
+    gpu_ = on(A100, subsystem=0x134F10DE)
+    out = migparted.resolve(cfg, cfg.select("a"), [gpu_])
+    assert (out[0] is not None) == matches
+    if matches:
+        assert out[0].layout == {"3g.20gb": 2}
+
+
+def test_devices_empty_list_matches_no_gpu():
+    cfg = parse(HEAD + "    - devices: []\n      mig-enabled: true\n      mig-devices: {}\n")
+    assert migparted.resolve(cfg, cfg.select("a"), [on(H100)]) == {0: None}
+
+
+BAD_CONFIGS = [
+    ("mig-devices: {1g.10gb: 0, 2g.20gb: 0}", "all counts are 0"),
+    ("mig-devices: {1g.10gb: -7}", "expected a count >= 0, got -7"),
+    ("mig-devices: {1g.10gb: 1.5}", "expected a count"),
+    ("mig-devices: {1g.10gb+me-x: 1}", "both '+' and '-' attributes"),
+    ("mig-devices: {'1g.10gb+me,me': 1}", "an attribute is given twice"),
+    ("device-filter: H100\n      mig-devices: {1g.10gb: 1}", "not a PCI device id"),
+    ("device-filter: '0x2330:0x10DE:0x1'\n      mig-devices: {1g.10gb: 1}", "not a PCI device id"),
+    ("device-filter: '0x1233010DE'\n      mig-devices: {1g.10gb: 1}", "not a PCI device id"),
+]
+
+
+@pytest.mark.parametrize("entry, words", BAD_CONFIGS)
+def test_a_bad_config_is_refused_when_chosen_and_the_others_stay_usable(entry, words):
+    text = (
+        "version: v1\nmig-configs:\n  good:\n    - devices: all\n      mig-enabled: true\n"
+        "      mig-devices: {7g.80gb: 1}\n"
+        f"  bad:\n    - devices: all\n      mig-enabled: true\n      {entry}\n"
+    )
+    cfg = parse(text)
+    assert migparted.resolve(cfg, cfg.select("good"), [on(H100)])[0].layout == {"7g.80gb": 1}
+    assert cfg.names == ["good", "bad"]
+    with pytest.raises(SpecError) as e:
+        cfg.select("bad")
+    assert words in str(e.value) and "c.yaml:10: mig-configs.bad[0]" in str(e.value), str(e.value)
+
+
+def test_mig_enabled_false_with_zero_counts_is_refused():
+    msg, _ = error(
+        ALL + "      mig-enabled: false\n      mig-devices: {1g.10gb: 0}\n"
+    )  # mig-parted: "all counts for all MigProfiles are 0"
+    assert "c.yaml:6: mig-configs.a[0].mig-devices" in msg
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("mig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "'version'"),
+        ("version: v1\nmig-configs: [a]\n", "at least one config"),
+        ("version: v1\nextra: 1\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "extra"),
+    ],
+)
+def test_a_malformed_file_is_refused_whole(text, words):
+    with pytest.raises(SpecError, match=words):
+        parse(text)
+
+
+def test_a_profile_name_is_read_as_go_nvlib_reads_it():
+    # "01g.10gb" is the 1g.10gb profile to mig-parted (strconv.Atoi); GB200's early driver
+    # name 3g.95gb is today's 3g.93gb.
+    cfg = parse(ON + "      mig-devices: {01g.10gb: 2}\n")
+    assert migparted.resolve(cfg, cfg.select("a"), [on(H100)])[0].layout == {"01g.10gb": 2}
+    gb200 = find_model("GB200")
+    cfg = parse(ON + "      mig-devices: {3g.95gb: 2}\n")
+    assert migparted.resolve(cfg, cfg.select("a"), [on(gb200)])[0].layout == {"3g.95gb": 2}
+    assert gb200.profile("3g.95gb").name == "3g.93gb"
+
+
+# ---- export, as mig-parted's export shapes it (its export_test.go cases) ---------------
+
+
+def state(index, model, enabled, layout_gi=None):
+    instances = []
+    if layout_gi:
+        instances = [
+            SimpleNamespace(
+                gi_id=1,
+                profile_id=0,
+                profile_index=4,
+                start=0,
+                size=8,
+                compute_instances=[SimpleNamespace(ci_id=0, profile_id=4)],
+            )
+        ]
+    pci = int(model.pci_device_ids[0], 16)
+    return GpuState(
+        index, model.nvml_name, f"GPU-{index}", model, (enabled, enabled), instances, [], pci
+    )
+
+
+A100_80 = find_model("A100-80GB")
+
+
+@pytest.mark.parametrize(
+    "gpus, expected",
+    [
+        # one kind of GPU, one state: everything merged, no filter
+        ([(A100, False), (A100, False)], [{"devices": "all", "mig-enabled": False}]),
+        # one kind, two states: by index, no filter
+        (
+            [(A100, False), (A100, True)],
+            [{"devices": [0], "mig-enabled": False}, {"devices": [1], "mig-enabled": True}],
+        ),
+        # two kinds, the same state: one entry, no filter
+        ([(A100, False), (A100_80, False)], [{"devices": "all", "mig-enabled": False}]),
+        # two kinds, a state per kind: filtered, devices all
+        (
+            [(A100, False), (A100, False), (A100_80, True), (A100_80, True)],
+            [
+                {"device-filter": "0x20B010DE", "devices": "all", "mig-enabled": False},
+                {"device-filter": "0x20B210DE", "devices": "all", "mig-enabled": True},
+            ],
+        ),
+        # two kinds, both states on each kind: both filters, by index
+        (
+            [(A100, False), (A100, True), (A100_80, False), (A100_80, True)],
+            [
+                {
+                    "device-filter": ["0x20B010DE", "0x20B210DE"],
+                    "devices": [0, 2],
+                    "mig-enabled": False,
+                },
+                {
+                    "device-filter": ["0x20B010DE", "0x20B210DE"],
+                    "devices": [1, 3],
+                    "mig-enabled": True,
+                },
+            ],
+        ),
+    ],
+)
+def test_export_merges_as_mig_parted_does(gpus, expected):
+    states = [state(i, m, on_) for i, (m, on_) in enumerate(gpus)]
+    entries = migparted.export(states)["mig-configs"]["current"]
+    assert [{k: v for k, v in e.items() if k != "mig-devices"} for e in entries] == expected
+    assert all(e["mig-devices"] == {} for e in entries)  # enabled, no instances; or MIG off
+
+
+def test_export_writes_gpus_without_mig_as_mig_parted_does():
+    states = [
+        state(0, H100, True, layout_gi=True),
+        GpuState(1, "Tesla T4", "GPU-1", None, None, [], [], 0x1EB810DE),  # NVML: no MIG
+    ]
+    data = migparted.export(states)
+    assert data["mig-configs"]["current"] == [
+        {
+            "device-filter": "0x233010DE",
+            "devices": "all",
+            "mig-enabled": True,
+            "mig-devices": {"7g.80gb": 1},
+        },
+        {"device-filter": "0x1EB810DE", "devices": "all", "mig-enabled": False, "mig-devices": {}},
+    ]
+    back = migparted.parse(load_yaml(yaml.safe_dump(data), "x.yaml"))
+    out = migparted.resolve(back, back.select("current"), states)
+    assert out[0].layout == {"7g.80gb": 1} and out[1] is not None and not out[1].enabled
