@@ -352,7 +352,10 @@ def test_mig_enabled_false_with_zero_counts_is_refused():
     [
         ("mig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "'version'"),
         ("version: v1\nmig-configs: [a]\n", "at least one config"),
-        ("version: v1\nextra: 1\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "extra"),
+        (
+            "version: v1\nextra: 1\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
+            "extra",
+        ),
     ],
 )
 def test_a_malformed_file_is_refused_whole(text, words):
