@@ -546,8 +546,8 @@ def assert_(
         "the selected MIG configuration is not applied: " + "; ".join(differ),
         hint="see the steps with `gpuctl mig configure … --dry-run`"
         if any(p.steps for p in asked)
-        else "mig-parted's assert fails on such a node too: give every GPU an entry "
-        "(a device-filter for the GPUs without MIG, with mig-enabled: false)",
+        else "mig-parted's assert fails on such a node too: give every GPU an entry that "
+        "holds on it (e.g. its device-filter with mig-enabled: false)",
     )
 
 

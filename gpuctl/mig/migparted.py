@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +150,10 @@ class MigConfigFile:
         return self.doc.error(entry.path + ((key,) if key else ()), message, hint)
 
 
+# Makes the error for a field of one entry: (key or sub-path, message).
+_ErrorAt = Callable[[str | Path | None, str], SpecError]
+
+
 def load(path: str) -> MigConfigFile:
     return parse(load_yaml_file(path))
 
@@ -205,7 +209,7 @@ def _entry(doc: Doc, config: str, index: int, path: Path) -> Entry:
         if key not in item:
             raise error(None, f"missing required field {key!r}")
     devices = _devices(item["devices"], error)
-    filters = _filters(doc, path, item.get("device-filter"), error)
+    filters = _filters(doc, path, item.get("device-filter"))
     enabled = item["mig-enabled"]
     if enabled is None:
         enabled = False  # as JSON null reads into Go's bool
@@ -236,7 +240,7 @@ def _entry(doc: Doc, config: str, index: int, path: Path) -> Entry:
     return Entry(config, index, devices, filters, enabled, counts, path)
 
 
-def _devices(value: object, error) -> str | tuple[int, ...]:
+def _devices(value: object, error: _ErrorAt) -> str | tuple[int, ...]:
     if value == "all":
         return "all"
     if not isinstance(value, list):
@@ -248,7 +252,7 @@ def _devices(value: object, error) -> str | tuple[int, ...]:
     return tuple(value)  # [] is allowed, and matches no GPU
 
 
-def _filters(doc: Doc, path: Path, raw: object, error) -> tuple[DeviceFilter, ...]:
+def _filters(doc: Doc, path: Path, raw: object) -> tuple[DeviceFilter, ...]:
     if raw is None or raw == "":
         return ()
     listed = isinstance(raw, list)
@@ -308,7 +312,7 @@ def resolve(
         for entry in matched:
             _check_on(cfg, entry, gpu)
         source = f"{cfg.doc.file}:{cfg.doc.line(last.path)} ({last.config}[{last.index}])"
-        notes = ()
+        notes: tuple[str, ...] = ()
         overridden = [
             e for e in matched[:-1] if (e.enabled, e.layout) != (last.enabled, last.layout)
         ]

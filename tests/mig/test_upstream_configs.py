@@ -66,7 +66,8 @@ def targets(name: str, config: str) -> list[GpuModel]:
 
 def gpus_needed(name: str, config: str) -> int:
     """Enough GPUs for the indexes the config names (custom-config names GPUs 0-7)."""
-    indexes = [i for e in parsed(name).select(config) if e.devices != "all" for i in e.devices]
+    entries = parsed(name).select(config)
+    indexes = [i for e in entries if isinstance(e.devices, tuple) for i in e.devices]
     return max(indexes, default=0) + 1
 
 
@@ -80,11 +81,11 @@ def node_models(name: str, config: str, model: GpuModel) -> tuple[GpuModel, ...]
         for other in NON_MIG_MODELS:
             if not filters & {int(i, 16) for i in other.pci_device_ids}:
                 continue
-            if entry.devices == "all":
-                node.append(other)
-            else:
+            if isinstance(entry.devices, tuple):
                 for i in entry.devices:
                     node[i] = other
+            else:
+                node.append(other)
     return tuple(node)
 
 
