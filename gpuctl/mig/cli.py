@@ -589,7 +589,8 @@ def _configure_cluster(
             if note:
                 echo(f"note: config {config!r} not checked: {note}\n")
         if cfg is not None:
-            mig_cluster.check_config(cfg, config, nodes)
+            for note in mig_cluster.check_config(cfg, config, nodes):
+                echo(f"note: {note}\n")
         for t in nodes:
             change = "already set" if t.config == config else f"{t.config or '(none)'} -> {config}"
             echo(

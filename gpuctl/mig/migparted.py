@@ -332,6 +332,21 @@ def resolve(
     return out
 
 
+def aliases_used(entries: Sequence[Entry], model: GpuModel) -> list[tuple[str, str]]:
+    """(name written, today's name) for profile names only an earlier driver of this model
+    used (GB200 3g.95gb for 3g.93gb)."""
+    out = []
+    for entry in entries:
+        for name in entry.layout:
+            parsed = parse_profile_name(name)
+            if isinstance(parsed, str):
+                continue
+            profile = next((p for p in model.profiles if parsed.gi_name in p.aliases), None)
+            if profile is not None:
+                out.append((name, profile.name))
+    return out
+
+
 def _check_on(cfg: MigConfigFile, entry: Entry, gpu: GpuState) -> None:
     if gpu.mig is None:
         if entry.enabled and entry.devices != "all":

@@ -21,6 +21,16 @@ share_app = typer.Typer(
 )
 
 
+_PLUGIN_NAMESPACE = options.namespace(
+    "The device plugin's namespace (default: where its DaemonSet runs)."
+)
+_CONFIG_MAP = typer.Option(
+    None,
+    "--config-map",
+    help="ConfigMap of device plugin configs (default: the one the plugin mounts).",
+)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(share_app, name="share")
 
@@ -68,14 +78,8 @@ def timeslice(
     name: str | None = typer.Option(
         None, "--name", help="Config name (ConfigMap key and node label value)."
     ),
-    namespace: str | None = options.namespace(
-        "The device plugin's namespace (default: where its DaemonSet runs)."
-    ),
-    config_map: str | None = typer.Option(
-        None,
-        "--config-map",
-        help="ConfigMap of device plugin configs (default: the one the plugin mounts).",
-    ),
+    namespace: str | None = _PLUGIN_NAMESPACE,
+    config_map: str | None = _CONFIG_MAP,
     replace: bool = typer.Option(
         False, "--replace", help="Switch nodes between time-slicing and MPS."
     ),
@@ -187,14 +191,8 @@ def off(
     selector: str | None = typer.Option(
         None, "--selector", "-l", help="Label selector for the nodes."
     ),
-    namespace: str | None = options.namespace(
-        "The device plugin's namespace (default: where its DaemonSet runs)."
-    ),
-    config_map: str | None = typer.Option(
-        None,
-        "--config-map",
-        help="ConfigMap of device plugin configs (default: the one the plugin mounts).",
-    ),
+    namespace: str | None = _PLUGIN_NAMESPACE,
+    config_map: str | None = _CONFIG_MAP,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
     context: str | None = options.context(),

@@ -65,35 +65,30 @@ _BOARD = {
 # A100 SXM4 40GB shows [10de:134f] under lspci (a public transcript); others get one value.
 _PCI_SUBSYSTEM = {"A100-40GB": 0x134F10DE}
 _DEFAULT_PCI_SUBSYSTEM = 0x16C110DE
+
+
 # GPUs without MIG, for mixed nodes (not in the MIG geometry table): NVML answers their MIG
 # calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on. The DGX Station A100's
 # display GPU is what mig-parted's dgx-station example config filters by 0x1FB010DE (its
 # name and 4096 MiB as nvidia-smi prints them in public transcripts).
+def _without_mig(nvml_name: str, short_name: str, memory_mib: int, pci_id: str):
+    return geometry.GpuModel(
+        nvml_name=nvml_name,
+        short_name=short_name,
+        memory_total_mib=memory_mib,
+        memory_slices=0,
+        compute_slices=0,
+        max_gpu_instances=0,
+        architecture="Turing",
+        compute_capability="7.5",
+        profiles=(),
+        pci_device_ids=(pci_id,),
+    )
+
+
 NON_MIG_MODELS = (
-    geometry.GpuModel(
-        nvml_name="Tesla T4",
-        short_name="T4",
-        memory_total_mib=15360,
-        memory_slices=0,
-        compute_slices=0,
-        max_gpu_instances=0,
-        architecture="Turing",
-        compute_capability="7.5",
-        profiles=(),
-        pci_device_ids=("0x1EB810DE",),
-    ),
-    geometry.GpuModel(
-        nvml_name="NVIDIA DGX Display",
-        short_name="DGX-Display",
-        memory_total_mib=4096,
-        memory_slices=0,
-        compute_slices=0,
-        max_gpu_instances=0,
-        architecture="Turing",
-        compute_capability="7.5",
-        profiles=(),
-        pci_device_ids=("0x1FB010DE",),
-    ),
+    _without_mig("Tesla T4", "T4", 15360, "0x1EB810DE"),
+    _without_mig("NVIDIA DGX Display", "DGX-Display", 4096, "0x1FB010DE"),
 )
 _IDLE_SM_CLOCK = 345
 

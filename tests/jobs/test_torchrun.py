@@ -16,7 +16,6 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -79,7 +78,7 @@ def worker_env(container: dict, index: int) -> dict[str, str]:
 
 def run_job(tmp_path, spec_text: str) -> list[dict]:
     (tmp_path / "train.py").write_text(TRAIN)
-    spec = parse_job(load_yaml(textwrap.dedent(spec_text), "job.yaml"))
+    spec = parse_job(load_yaml(spec_text, "job.yaml"))
     service, job = render(spec)
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -108,21 +107,15 @@ def run_job(tmp_path, spec_text: str) -> list[dict]:
     return results
 
 
+def job(**fields) -> str:
+    """A multi-node job spec on a free port, with these fields (command, nodes, ...)."""
+    spec = {"apiVersion": "gpuctl/v1", "kind": "Job", "name": "ddp", "image": "pytorch"}
+    return json.dumps(spec | fields | {"master_port": free_port()})  # JSON is YAML
+
+
 def test_a_bare_torchrun_on_every_worker_forms_one_group(tmp_path):
-    port = free_port()
     results = run_job(
-        tmp_path,
-        f"""\
-        apiVersion: gpuctl/v1
-        kind: Job
-        name: ddp
-        image: pytorch
-        command: [torchrun]
-        args: [train.py]
-        nodes: 2
-        nproc_per_node: 2
-        master_port: {port}
-        """,
+        tmp_path, job(command=["torchrun"], args=["train.py"], nodes=2, nproc_per_node=2)
     )
     # 2 workers × 2 processes, one group: every rank once, all-reduce over all of them
     assert sorted(r["rank"] for r in results) == [0, 1, 2, 3]
@@ -132,20 +125,7 @@ def test_a_bare_torchrun_on_every_worker_forms_one_group(tmp_path):
 
 
 def test_one_process_per_worker_with_init_process_group_env(tmp_path):
-    port = free_port()
-    results = run_job(
-        tmp_path,
-        f"""\
-        apiVersion: gpuctl/v1
-        kind: Job
-        name: ddp
-        image: pytorch
-        command: [python, train.py]
-        nodes: 3
-        gpus: 8
-        master_port: {port}
-        """,
-    )
+    results = run_job(tmp_path, job(command=["python", "train.py"], nodes=3, gpus=8))
     # RANK is the worker's index and WORLD_SIZE the number of workers: not 3 × 8
     assert sorted(r["rank"] for r in results) == [0, 1, 2]
     assert {r["world_size"] for r in results} == {3}

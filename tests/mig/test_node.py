@@ -124,12 +124,7 @@ def test_refuses_busy_gpu_and_busy_instance_naming_processes(capsys, node):
 
 @pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
-    assert (
-        run(
-            capsys, "mig", "configure", "--gpus", "0", "--layout", "all-enabled", "--yes", "--reset"
-        )[0]
-        == 0
-    )
+    mig_on(capsys, 0)
     # Another actor takes slices 4-7 between our plan and our apply: the second create fails.
     from gpuctl.mig import node as mig_apply
     from gpuctl.mig.migparted import resolve_shorthand
@@ -156,6 +151,14 @@ def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
     assert code == 0, err
     assert "create the 3g.40gb compute instance" in out
     assert run(capsys, "mig", "assert", "--gpus", "0", "--layout", "3g.40gb=2")[0] == 0
+
+
+def mig_on(capsys, gpu):
+    """MIG enabled on GPU `gpu`, no instances yet."""
+    code, _, err = run(
+        capsys, "mig", "configure", "--gpus", gpu, "--layout", "all-enabled", "--yes", "--reset"
+    )
+    assert code == 0, err
 
 
 def test_bad_inputs_exit_2_and_change_nothing(capsys, node, tmp_path):
@@ -235,12 +238,7 @@ def test_a_gpu_without_mig_is_skipped_by_all_and_refused_by_index(capsys, monkey
 def test_a_failure_a_rerun_cannot_fix_says_so(capsys, node, monkeypatch):
     """An older driver without a function gpuctl needs: re-running would stop at the same
     step, so the hint says how to see and undo what was done instead."""
-    assert (
-        run(
-            capsys, "mig", "configure", "--gpus", "0", "--layout", "all-enabled", "--yes", "--reset"
-        )[0]
-        == 0
-    )
+    mig_on(capsys, 0)
     monkeypatch.setenv("GPUCTL_SIM_WITHOUT", "nvmlGpuInstanceCreateComputeInstance")
     code, _, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=2", "--yes")
     assert code == 1 and "step 1 of 2 failed (create 3g.40gb at slices 0-3)" in err
@@ -254,12 +252,7 @@ def test_a_failure_a_rerun_cannot_fix_says_so(capsys, node, monkeypatch):
 def test_a_step_the_driver_cannot_do_fails_the_dry_run(capsys, node, monkeypatch):
     """A driver that lists no GPU-instance profiles (here: one without the call) cannot make
     any: refused before anything is changed, in the dry run as in the real run."""
-    assert (
-        run(
-            capsys, "mig", "configure", "--gpus", "0", "--layout", "all-enabled", "--yes", "--reset"
-        )[0]
-        == 0
-    )
+    mig_on(capsys, 0)
     monkeypatch.setenv("GPUCTL_SIM_WITHOUT", "nvmlDeviceGetGpuInstanceProfileInfo")
     for extra in ("--dry-run", "--yes"):
         code, out, err = run(

@@ -31,6 +31,15 @@ def cluster(kube, kube_api):
     return kube_api
 
 
+def config_map(name, data):
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS},
+        "data": data,
+    }
+
+
 def core_api(api):
     from kubernetes import client
 
@@ -114,15 +123,7 @@ def test_dry_run_prints_valid_objects_and_changes_nothing(cli, kube, cluster):
 
 
 def test_existing_configmap_keeps_its_other_configs(cli, cluster):
-    seed(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": CM, "namespace": NS},
-            "data": {"default": "version: v1\nflags: {migStrategy: mixed}\n"},
-        },
-    )
+    seed(cluster, config_map(CM, {"default": "version: v1\nflags: {migStrategy: mixed}\n"}))
     assert cli("share", "timeslice", "--replicas", "2", "--nodes", "gpu-2", "--yes").code == 0
     data = core_api(cluster).read_namespaced_config_map(CM, NS).data
     assert set(data) == {"default", "ts-2"}
@@ -130,15 +131,7 @@ def test_existing_configmap_keeps_its_other_configs(cli, cluster):
 
 
 def test_same_name_with_other_content_is_refused(cli, kube, cluster):
-    seed(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": CM, "namespace": NS},
-            "data": {"shared": sharing.config_text(sharing.make_sharing("mps", 2))},
-        },
-    )
+    seed(cluster, config_map(CM, {"shared": sharing.config_text(sharing.make_sharing("mps", 2))}))
     since = mark(kube)
     r = cli(
         "share", "timeslice", "--replicas", "4", "--name", "shared", "--nodes", "gpu-1", "--yes"
@@ -300,12 +293,7 @@ def test_helm_chart_timeslice_keeps_a_default_without_sharing(cli, helm_cluster)
 def lone_sharing_key(api):
     seed(
         api,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": HELM_CM, "namespace": NS},
-            "data": {"ts-4": sharing.config_text(sharing.make_sharing("time-slicing", 4))},
-        },
+        config_map(HELM_CM, {"ts-4": sharing.config_text(sharing.make_sharing("time-slicing", 4))}),
     )
 
 
