@@ -130,14 +130,32 @@ def nproc_per_node(spec: JobSpec) -> int:
 
 
 def _torchrun_env(spec: JobSpec) -> list[dict[str, Any]]:
-    nproc = nproc_per_node(spec)
+    """What a Kubeflow PyTorchJob gives each worker (training-operator v1.9 setPodEnv), with
+    worker 0 as its master:
+    - PET_*: torchrun reads PET_<OPTION> as the default of each option, so a bare
+      `torchrun train.py` joins the others (static rendezvous at worker 0);
+    - MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE: for one process per worker that calls
+      init_process_group("env://") itself. WORLD_SIZE counts those processes, one per
+      worker (as the operator's, whose default nprocPerNode is "auto"); under torchrun each
+      process gets its own RANK and WORLD_SIZE (workers × nproc) from torchrun instead;
+    - NNODES/NPROC_PER_NODE/NODE_RANK: gpuctl's names, for `torchrun --nnodes=$(NNODES)`."""
+    nproc = str(nproc_per_node(spec))
+    master = f"{spec.name}-0.{spec.name}"
+    port = str(spec.master_port)
+    index = {"valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
     return [
-        {"name": "MASTER_ADDR", "value": f"{spec.name}-0.{spec.name}"},
-        {"name": "MASTER_PORT", "value": str(spec.master_port)},
+        {"name": "PET_NNODES", "value": str(spec.nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": nproc},
+        {"name": "PET_NODE_RANK", **index},
+        {"name": "PET_MASTER_ADDR", "value": master},
+        {"name": "PET_MASTER_PORT", "value": port},
+        {"name": "MASTER_ADDR", "value": master},
+        {"name": "MASTER_PORT", "value": port},
+        {"name": "RANK", **index},
+        {"name": "WORLD_SIZE", "value": str(spec.nodes)},
         {"name": "NNODES", "value": str(spec.nodes)},
-        {"name": "NPROC_PER_NODE", "value": str(nproc)},
-        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-        {"name": "WORLD_SIZE", "value": str(spec.nodes * nproc)},
+        {"name": "NPROC_PER_NODE", "value": nproc},
+        {"name": "NODE_RANK", **index},
     ]
 
 

@@ -20,7 +20,20 @@ MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
 DEFAULT_MASTER_PORT = 29500
 # Set by gpuctl on every worker of a multi-node job; a spec may not set them itself.
-TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE", "NODE_RANK", "WORLD_SIZE")
+TORCHRUN_ENV = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "WORLD_SIZE",
+    "NNODES",
+    "NPROC_PER_NODE",
+    "NODE_RANK",
+)
 
 FIELDS = (
     "apiVersion",
