@@ -287,31 +287,42 @@ def _list_queues(kube, version: str, output: Format) -> None:
     if output != Format.table:
         echo(dump({"clusterQueues": [r.to_dict() for r in rows]}, output.value))
         return
+    from itertools import groupby
+
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(box=None)
-    columns = ("CLUSTERQUEUE", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "IN USE", "BORROWED")
-    for col in (*columns, "LENT", "BORROW LIMIT", "LEND LIMIT", "PENDING", "ADMITTED"):
-        table.add_column(col)
-    last = None
-    for r in rows:
-        first = r.cluster_queue != last
-        last = r.cluster_queue
-        table.add_row(
-            r.cluster_queue if first else "",
-            (r.cohort or "-") if first else "",
-            r.flavor,
-            r.resource,
-            r.nominal,
-            r.in_use,
-            r.borrowed,
-            r.lent,
-            r.borrowing_limit or "-",
-            r.lending_limit or "-",
-            str(r.pending) if first else "",
-            str(r.admitted) if first else "",
+    console = out_console()
+    if not rows:
+        console.print("No ClusterQueues found.")
+    for name, group in groupby(rows, key=lambda r: r.cluster_queue):
+        mine = list(group)
+        first = mine[0]
+        cohort = f"  cohort {first.cohort}" if first.cohort else ""
+        console.print(
+            escape(
+                f"ClusterQueue {name}{cohort}  workloads: {first.pending} pending, "
+                f"{first.admitted} admitted"
+            ),
+            highlight=False,
         )
-    out_console().print(table if rows else "No ClusterQueues found.")
+        table = Table(box=None)
+        for col in ("FLAVOR", "RESOURCE", "NOMINAL", "IN USE", "BORROWED", "LENT"):
+            table.add_column(col)
+        table.add_column("MAX BORROW")
+        table.add_column("MAX LEND")
+        for r in mine:
+            table.add_row(
+                r.flavor,
+                r.resource,
+                r.nominal,
+                r.in_use,
+                r.borrowed,
+                r.lent,
+                r.borrowing_limit or "-",
+                r.lending_limit or "-",
+            )
+        console.print(table)
 
 
 def _list_resource_quotas(kube, namespace: str | None, output: Format) -> None:

@@ -168,3 +168,11 @@ def test_jobset_status_in_rows():
     assert status_of(js) == "Succeeded"
     suspended_job = {"kind": "Job", "metadata": {}, "spec": {"suspend": True}}
     assert status_of(suspended_job) == "Suspended"  # no queue: nothing will start it
+
+
+def test_rendered_yaml_has_no_anchors(cli, tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(TRAIN)
+    out = cli("render", str(path), "--multinode", "jobset").out
+    assert "&id" not in out and "*id" not in out
+    assert out.count("fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']") >= 3
