@@ -114,7 +114,10 @@ def check_jobset(served: list[str], deployment: dict[str, Any] | None) -> Check:
             INSTALL_JOBSET,
         )
     version = image_version(deployment, JOBSET_IMAGE)
-    detail = f"JobSet {version or '(version unknown)'}, API jobset.x-k8s.io/{', '.join(served)}"
+    where = f" in {_where(deployment)}" if deployment else ""
+    detail = (
+        f"JobSet {version or '(version unknown)'}{where}, API jobset.x-k8s.io/{', '.join(served)}"
+    )
     if "v1alpha2" not in served:
         return Check("jobset", FAIL, detail + ": gpuctl makes v1alpha2 JobSets", INSTALL_JOBSET)
     if deployment is None:
@@ -124,7 +127,7 @@ def check_jobset(served: list[str], deployment: dict[str, Any] | None) -> Check:
             detail + ": the CRD is there, but no controller Deployment was found",
             "kubectl get deploy -A | grep jobset; reinstall: " + INSTALL_JOBSET,
         )
-    return Check("jobset", PASS, detail + f" in {_where(deployment)}")
+    return Check("jobset", PASS, detail)
 
 
 def feature_gates(config: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, bool]:

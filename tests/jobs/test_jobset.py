@@ -175,4 +175,27 @@ def test_rendered_yaml_has_no_anchors(cli, tmp_path):
     path.write_text(TRAIN)
     out = cli("render", str(path), "--multinode", "jobset").out
     assert "&id" not in out and "*id" not in out
-    assert out.count("fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']") >= 3
+    assert (
+        out.count("fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']")
+        >= 3
+    )
+
+
+def test_every_multinode_example_is_a_valid_jobset():
+    import glob
+    import os
+
+    from gpuctl.common.specfile import load_yaml_file
+    from tests import ROOT
+
+    made = 0
+    for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*.yaml"))):
+        text = open(path).read()
+        if "gpuctl/v1" not in text or "kind: Cluster" in text or "kind: Template" in text:
+            continue
+        spec = parse_job(load_yaml_file(path))
+        if spec.nodes > 1:
+            (js,) = render(multinode(None, spec, "jobset"))
+            assert_valid_cr(js)
+            made += 1
+    assert made >= 1
