@@ -100,6 +100,7 @@ def quota_set(
     given = [k for k, v in kueue_options.items() if v is not None]
     if engine == Engine.resourcequota and given:
         raise UsageError(f"{', '.join(given)}: for --engine kueue only")
+    kueue.check_gpu_types(tuple(gpu_type))
     request = kueue.check(
         kueue.TeamQuota(
             team, gpus, limits, cpu, memory, cohort, borrowing_limit, lending_limit, weight

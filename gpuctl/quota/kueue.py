@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from gpuctl.common.errors import UsageError
-from gpuctl.common.k8s_names import dns1123_subdomain
+from gpuctl.common.k8s_names import dns1123_subdomain, label_value
 from gpuctl.common.quantity import from_api
 from gpuctl.quota.rules import GPU, MANAGED, MAX_GPUS
 
@@ -107,10 +107,10 @@ class Flavor:
 
 
 def flavor_names(gpu_types: list[str]) -> dict[str, str]:
-    """GPU type label value -> ResourceFlavor name: the value in lower case, with what a
-    name may not hold replaced by '-'. Values that would share a name (`A100`, `a100`)
+    """GPU type label value -> ResourceFlavor name: the value in lower case, each run of
+    characters other than letters and digits replaced by '-'. Values that would share a name (`A100`, `a100`)
     each get a suffix from a hash of the value, so the names do not depend on the order."""
-    plain = {t: re.sub(r"[^a-z0-9.-]+", "-", t.lower()).strip("-.") or "gpu" for t in gpu_types}
+    plain = {t: re.sub(r"[^a-z0-9]+", "-", t.lower()).strip("-") or "gpu" for t in gpu_types}
     clash = {n for n in plain.values() if list(plain.values()).count(n) > 1}
     return {
         t: f"{n}-{hashlib.sha256(t.encode()).hexdigest()[:5]}" if n in clash else n
@@ -138,12 +138,22 @@ def format_quantity(value: Fraction, resource: str) -> str:
     return f"{float(value):.3g}"
 
 
+def check_gpu_types(gpu_types: tuple[str, ...]) -> tuple[str, ...]:
+    for t in gpu_types:
+        if not t or not label_value(t):
+            raise UsageError(f"--gpu-type {t!r} is not a node label value")
+    if len(set(gpu_types)) != len(gpu_types):
+        raise UsageError("--gpu-type: a GPU type is given twice")
+    return gpu_types
+
+
 def flavors_for(
     nodes: list[dict[str, Any]], label_key: str, gpu_types: tuple[str, ...]
 ) -> list[Flavor]:
     """One flavor per GPU type: the types asked for, else those on GPU nodes' labels (one
     flavor for every GPU node when none carries the label). cpu and memory: the totals the
     matching GPU nodes have allocatable (None without nodes)."""
+    check_gpu_types(gpu_types)
     gpu_nodes = [n for n in nodes if is_gpu_node(n)]
     types = list(gpu_types) or sorted(
         {t for n in gpu_nodes if (t := labels_of(n).get(label_key)) is not None}

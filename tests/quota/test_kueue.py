@@ -92,8 +92,15 @@ def test_flavors_select_gpu_nodes_by_type_with_the_gpu_toleration():
     assert "nodeLabels" not in everything.object()["spec"]
 
 
+@pytest.mark.parametrize("types", [("h100 sxm",), ("",), ("a" * 64,), ("h100", "h100")])
+def test_bad_gpu_types_are_refused(types):
+    with pytest.raises(UsageError, match="--gpu-type"):
+        kueue.flavors_for([], KEY, types)
+
+
 def test_flavor_names_are_valid_and_distinct():
-    names = kueue.flavor_names(["A100", "a100", "H100_SXM", "---", "L4"])
+    names = kueue.flavor_names(["A100", "a100", "H100_SXM", "---", "L4", "tesla..v100", "x.-_y"])
+    assert names["tesla..v100"] == "tesla-v100" and names["x.-_y"] == "x-y"
     assert names["H100_SXM"] == "h100-sxm" and names["L4"] == "l4" and names["---"] == "gpu"
     assert names["A100"] != names["a100"] and names["A100"].startswith("a100-")
     assert kueue.flavor_names(["a100", "A100"]) == {k: names[k] for k in ("a100", "A100")}
