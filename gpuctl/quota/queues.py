@@ -78,7 +78,8 @@ def plan_set(
     for f in flavors:
         reused = kueue.reuse_flavor(existing_flavors, f)
         theirs = _found(existing_flavors, reused) if reused is not None else None
-        if theirs is not None and reused != f.name:
+        # one that selects the same nodes is used as it is, unless gpuctl made it
+        if theirs is not None and (reused != f.name or not kueue.managed_by_gpuctl(theirs)):
             steps.append(Step(theirs, "reused"))
             used.append(kueue.Flavor(str(reused), f.gpu_type, label_key, f.cpu, f.memory))
             continue

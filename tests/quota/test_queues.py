@@ -201,6 +201,26 @@ def test_queues_gpuctl_does_not_manage_are_left_alone(cli, cluster, kube_api):
     assert writes(cluster, since) == []
 
 
+@pytest.mark.parametrize("name", ["h100", H100])
+def test_an_existing_flavor_for_the_same_nodes_is_used_as_it_is(
+    cli, cluster, custom, kube_api, name
+):
+    theirs = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": {"nodeLabels": {KEY: "NVIDIA-H100-80GB-HBM3"}},
+    }
+    seed(kube_api, theirs)
+    since = mark(cluster)
+    r = quota_set(cli, "team-a", "--gpus", "8")
+    assert r.code == 0 and f"ResourceFlavor {name}: reused" in r.err, r
+    assert f"{V}/resourceflavors" not in [p for _, p in writes(cluster, since)]
+    cq = read(custom, "ClusterQueue", "team-a")
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["name"] == name
+    assert read(custom, "ResourceFlavor", name)["spec"] == theirs["spec"]
+
+
 def test_a_failure_undoes_what_was_created(cli, cluster, custom):
     cluster.call(lambda: cluster.emulator[f"post {V}/namespaces/team-a/localqueues"] << 500)
     since = mark(cluster)
