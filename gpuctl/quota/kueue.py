@@ -20,13 +20,12 @@ from typing import Any
 from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_subdomain, label_value
 from gpuctl.common.quantity import from_api
+from gpuctl.jobs.manifests import GPU_TOLERATION
 from gpuctl.quota.rules import GPU, MANAGED, MAX_GPUS
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")  # what gpuctl speaks, preferred first
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # on a Job or JobSet: its LocalQueue
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by Kubernetes
-GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 ALL_GPUS_FLAVOR = "nvidia-gpu"  # the one flavor when GPU nodes carry no GPU-type label
 MAX_FLAVORS = 64  # per resource group (the CRD's maxItems)
 

@@ -146,8 +146,8 @@ def _step(desired: dict[str, Any], current: dict[str, Any] | None, changes_of) -
 
 
 def apply_set(kube: Kube, plan: KueuePlan) -> None:
-    """Create or update every object of the plan, in order; on a failure, undo what this
-    call did (delete what it created, restore what it updated) and re-raise."""
+    """Create or update every object of the plan, in order; on a failure or Ctrl-C, undo
+    what this call did (delete what it created, restore what it updated) and re-raise."""
     done: list[Step] = []
     try:
         for step in plan.steps:
@@ -167,6 +167,9 @@ def apply_set(kube: Kube, plan: KueuePlan) -> None:
                 if undone
                 else "undoing the changes made before the failure failed too"
             )
+        raise
+    except KeyboardInterrupt:
+        _undo(kube, done)
         raise
 
 
