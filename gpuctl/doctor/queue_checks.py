@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from gpuctl.doctor.checks import FAIL, PASS, WARN, Check
+from gpuctl.jobs.jobset import GROUP as JOBSET_GROUP
 from gpuctl.quota.kueue import GROUP as KUEUE_GROUP
 from gpuctl.quota.kueue import VERSIONS as KUEUE_VERSIONS
 from gpuctl.quota.kueue import allocatable, is_gpu_node
@@ -73,61 +74,56 @@ def _where(deployment: dict[str, Any]) -> str:
 
 
 def check_kueue(served: list[str], deployment: dict[str, Any] | None) -> Check:
-    if not served:
-        return Check(
-            "kueue",
-            WARN,
-            "Kueue is not installed (no kueue.x-k8s.io API): no queueing, no borrowing or "
-            "lending between teams; quota set falls back to ResourceQuotas",
-            INSTALL_KUEUE,
-        )
-    version = image_version(deployment, KUEUE_IMAGE)
-    runs = f"Kueue {version or '(version unknown)'}" + (
-        f" in {_where(deployment)}" if deployment else ", no controller Deployment found"
+    return _installed(
+        ("kueue", "Kueue", KUEUE_GROUP, KUEUE_IMAGE, INSTALL_KUEUE),
+        KUEUE_VERSIONS,
+        served,
+        deployment,
+        "Kueue is not installed (no kueue.x-k8s.io API): no queueing, no borrowing or "
+        "lending between teams; quota set falls back to ResourceQuotas",
     )
-    speaks = next((v for v in KUEUE_VERSIONS if v in served), None)
-    if speaks is None:
-        return Check(
-            "kueue",
-            FAIL,
-            f"{runs}, serving {KUEUE_GROUP} {', '.join(served)}: gpuctl needs v1beta2 or v1beta1",
-            "upgrade Kueue: " + INSTALL_KUEUE,
-        )
-    detail = f"{runs}, API {KUEUE_GROUP}/{speaks}"
-    if deployment is None:
-        return Check(
-            "kueue",
-            WARN,
-            detail + ": the CRDs are there, but is the controller?",
-            "kubectl get deploy -A | grep kueue; reinstall: " + INSTALL_KUEUE,
-        )
-    return Check("kueue", PASS, detail)
 
 
 def check_jobset(served: list[str], deployment: dict[str, Any] | None) -> Check:
-    if not served:
-        return Check(
-            "jobset",
-            WARN,
-            "JobSet is not installed: multi-node jobs are Indexed Jobs, which can start in "
-            "part and whose failed worker cannot rejoin its group",
-            INSTALL_JOBSET,
-        )
-    version = image_version(deployment, JOBSET_IMAGE)
-    where = f" in {_where(deployment)}" if deployment else ""
-    detail = (
-        f"JobSet {version or '(version unknown)'}{where}, API jobset.x-k8s.io/{', '.join(served)}"
+    return _installed(
+        ("jobset", "JobSet", JOBSET_GROUP, JOBSET_IMAGE, INSTALL_JOBSET),
+        ("v1alpha2",),
+        served,
+        deployment,
+        "JobSet is not installed: multi-node jobs are Indexed Jobs, which can start in "
+        "part and whose failed worker cannot rejoin its group",
     )
-    if "v1alpha2" not in served:
-        return Check("jobset", FAIL, detail + ": gpuctl makes v1alpha2 JobSets", INSTALL_JOBSET)
+
+
+def _installed(
+    what: tuple[str, str, str, str, str],
+    wanted: tuple[str, ...],
+    served: list[str],
+    deployment: dict[str, Any] | None,
+    absent: str,
+) -> Check:
+    """Whether a project's API is served in a version gpuctl speaks and its controller
+    runs; its version from the controller's image."""
+    check, project, group, image, install = what
+    if not served:
+        return Check(check, WARN, absent, install)
+    version = image_version(deployment, image)
+    where = f" in {_where(deployment)}" if deployment else ""
+    speaks = next((v for v in wanted if v in served), None)
+    api = f"{group}/{speaks}" if speaks else f"{group} {', '.join(served)}"
+    detail = f"{project} {version or '(version unknown)'}{where}, API {api}"
+    if speaks is None:
+        return Check(
+            check, FAIL, f"{detail}: gpuctl needs {' or '.join(wanted)}", "upgrade: " + install
+        )
     if deployment is None:
         return Check(
-            "jobset",
+            check,
             WARN,
-            detail + ": the CRD is there, but no controller Deployment was found",
-            "kubectl get deploy -A | grep jobset; reinstall: " + INSTALL_JOBSET,
+            f"{detail}: the CRDs are there, but no controller Deployment was found",
+            f"kubectl get deploy -A | grep {check}; reinstall: {install}",
         )
-    return Check("jobset", PASS, detail)
+    return Check(check, PASS, detail)
 
 
 def feature_gates(config: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, bool]:
