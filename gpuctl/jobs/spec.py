@@ -197,10 +197,9 @@ def parse_job(doc: Doc) -> JobSpec:
                 "in 63 characters (it is a worker's host name)",
             )
 
+    # a single-node job has no multi-node form: a site template may set multinode for all
     multinode = f.text("multinode", choices=MULTINODE)
-    if multinode is not None and nodes == 1:
-        raise f.error("multinode", "applies to multi-node jobs only (nodes > 1)")
-    if multinode == JOBSET and (problem := jobset_name_problem(name, nodes)):
+    if nodes > 1 and multinode == JOBSET and (problem := jobset_name_problem(name, nodes)):
         raise f.error("name", problem, hint="a shorter name, or multinode: indexed-job")
     queue = f.text("queue")
     if queue is not None and not k8s_names.dns1123_subdomain(queue):

@@ -79,6 +79,11 @@ def test_a_queued_job_is_created_suspended_with_the_queue_label():
     assert "suspend" not in plain["spec"]
 
 
+def test_a_single_node_job_ignores_multinode():
+    (job,) = render(spec_of(BASE + "multinode: jobset\n"))
+    assert job["kind"] == "Job"
+
+
 def test_render_makes_a_jobset_offline_only_when_asked():
     spec = spec_of(TRAIN)
     assert multinode(None, spec, None).multinode == "indexed-job"
@@ -106,7 +111,6 @@ def test_the_render_command_takes_multinode(cli, tmp_path):
     [
         (BASE + "kind: Pod\nqueue: a\n", "queue", "applies to kind Job only"),
         (BASE + "queue: Team_A\n", "queue", "not a valid LocalQueue name"),
-        (BASE + "multinode: jobset\n", "multinode", "multi-node jobs only"),
         (TRAIN + "multinode: slurm\n", "multinode", "must be one of jobset, indexed-job"),
         (
             BASE + "labels: {kueue.x-k8s.io/queue-name: a}\n",
