@@ -21,6 +21,7 @@ def _isolated_env(monkeypatch, tmp_path):
         "GPUCTL_GPU_LABEL_KEY",
         "XDG_CACHE_HOME",
         "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
     ):
         monkeypatch.delenv(var, raising=False)
     # A home of its own: what libraries keep under ~ (Terraform's ~/.terraform.d, ~/.aws,
