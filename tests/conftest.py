@@ -6,6 +6,7 @@ pytest_plugins = [
     "tests.standins.prometheus",
     "tests.standins.aws",
     "tests.standins.nvml",
+    "tests.standins.faults",
     "tests.standins.integration",
 ]
 
@@ -19,6 +20,7 @@ def _isolated_env(monkeypatch, tmp_path):
         "GPUCTL_PROMETHEUS_URL",
         "GPUCTL_CONFIG",
         "GPUCTL_GPU_LABEL_KEY",
+        "GPUCTL_REQUEST_TIMEOUT",
         "XDG_CACHE_HOME",
         "XDG_CONFIG_HOME",
         "XDG_STATE_HOME",

@@ -54,11 +54,13 @@ class Kube:
     namespace is read, patched or deleted in the context's namespace, and listed or watched
     in all namespaces."""
 
-    def __init__(self, context: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, context: str | None = None, timeout: float | None = None):
         import yaml
         from kubernetes import client, config
 
-        self.timeout = timeout
+        from gpuctl.common.config import request_timeout
+
+        self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
         cfg = client.Configuration()
         # The client reads $KUBECONFIG once at import time; read it now, per connection.
         config_file = os.path.expanduser(os.environ.get("KUBECONFIG") or "~/.kube/config")
@@ -407,6 +409,8 @@ class Kube:
                     f"{subject}cannot reach the Kubernetes API at {self.host}",
                     hint="is the cluster up and the kubeconfig context right?",
                 )
+            if isinstance(cause, urllib3.exceptions.ProtocolError) and len(cause.args) > 1:
+                cause = cause.args[1]  # ("Connection aborted.", RemoteDisconnected(...))
             return NoAnswer(  # the connection broke after the request went out
                 f"{subject}the connection to the Kubernetes API at {self.host} broke "
                 f"before its answer ({_first_line(cause)})",

@@ -8,13 +8,14 @@ import threading
 
 from gpuctl.common.errors import BackendError, UsageError
 
+DEFAULT_TIMEOUT = 10.0  # seconds per query, the whole answer included
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
 
 
 class Prometheus:
     """One Prometheus server. `queries_sent` counts the HTTP queries made so far."""
 
-    def __init__(self, url: str, timeout: float = 10.0):
+    def __init__(self, url: str, timeout: float | None = None):
         from urllib.parse import urlsplit, urlunsplit
 
         text = (url or "").strip()
@@ -46,6 +47,10 @@ class Prometheus:
             netloc += f":{parts.port}"
         # Shown in messages: never the credentials.
         self.url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+        if timeout is None:
+            from gpuctl.common.config import request_timeout
+
+            timeout = request_timeout(DEFAULT_TIMEOUT)
         self.timeout = timeout
         self.queries_sent = 0
         self._count_lock = threading.Lock()
@@ -200,7 +205,7 @@ def _sample_problem(item) -> str | None:
     try:
         float(number)
     except (ValueError, OverflowError):
-        return f"value {_text(number)} is not a number"
+        return f"value {_text(repr(number))} is not a number"
     return None
 
 

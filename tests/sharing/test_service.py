@@ -250,3 +250,13 @@ def test_namespace_without_the_plugin_warns_that_nothing_reads_it(cli, kube, clu
     assert r.code == 0, r
     assert f"elsewhere/{sharing.DEFAULT_CONFIG_MAP}" in r.err  # not the plugin's, elsewhere
     assert "does not read ConfigMap" in r.err
+
+
+def test_a_refusal_for_several_nodes_prints_one_line_per_node(cli, kube, cluster):
+    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--nodes", "mig-1,cpu-1", "--yes")
+    assert r.code == 1 and "\\n" not in r.err, r
+    lines = r.err.splitlines()
+    assert lines[0] == "gpuctl: error: refusing to change sharing on 2 node(s):"
+    assert lines[1].startswith("  mig-1: MPS is not supported on MIG nodes")
+    assert lines[2].startswith("  cpu-1: ")
+    assert lines[3].startswith("  hint: ")
