@@ -33,14 +33,6 @@ def cluster(kube_api):
     return core, batch
 
 
-@pytest.fixture
-def proxied(kube, fault_proxy, monkeypatch, tmp_path):
-    """gpuctl reaches the emulator only through a fault proxy."""
-    proxy = fault_proxy(kube.url)
-    monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "via-proxy", proxy.url))
-    return proxy
-
-
 def left_in(cluster):
     core, batch = cluster
     return [j.metadata.name for j in batch.list_namespaced_job("team-a").items] + [
@@ -77,36 +69,36 @@ STATUS_FAILURE = json.dumps(
     ids=["dropped", "gateway-html", "200-with-status", "slow", "trickled"],
 )
 def test_a_job_made_despite_a_lost_answer_is_read_back_and_removed(
-    cli, cluster, proxied, monkeypatch, fault, says
+    cli, cluster, proxied_kube, monkeypatch, fault, says
 ):
     monkeypatch.setenv("GPUCTL_REQUEST_TIMEOUT", "1.5")
-    rule = proxied.on("POST", JOBS, fault)
+    rule = proxied_kube.on("POST", JOBS, fault)
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
     assert rule.fired.is_set()
     assert r.code == 1 and "Traceback" not in r.err, r
     assert says in r.err
     # the Job was created behind the lost answer: found by name and removed, with the Service
-    assert proxied.seen("GET", f"{JOBS}/{NAME}"), "the Job was not read back"
+    assert proxied_kube.seen("GET", f"{JOBS}/{NAME}"), "the Job was not read back"
     assert f"the objects created before the failure were removed: Job/{NAME}, Service/{NAME}" in (
         r.err
     )
     assert wait_until(lambda: left_in(cluster) == [], 10), left_in(cluster)
 
 
-def test_a_refused_create_is_not_read_back_and_nothing_else_is_touched(cli, cluster, proxied):
-    proxied.on("POST", JOBS, reply(422, STATUS_FAILURE.replace("500", "422")))
+def test_a_refused_create_is_not_read_back_and_nothing_else_is_touched(cli, cluster, proxied_kube):
+    proxied_kube.on("POST", JOBS, reply(422, STATUS_FAILURE.replace("500", "422")))
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
     assert r.code == 1
     assert f"were removed: Service/{NAME}" in r.err and f"Job/{NAME}" not in r.err
-    assert not proxied.seen("GET", f"{JOBS}/{NAME}")  # a refusal is certain: nothing to check
+    assert not proxied_kube.seen("GET", f"{JOBS}/{NAME}")  # a refusal is certain: nothing to check
     assert left_in(cluster) == []
 
 
 def test_a_failed_rollback_says_what_is_left_and_its_command_removes_it(
-    cli, cluster, kube, proxied, monkeypatch, tmp_path
+    cli, cluster, kube, proxied_kube, monkeypatch, tmp_path
 ):
-    proxied.on("POST", JOBS, drop_answer())
-    proxied.on("DELETE", f"{JOBS}/{NAME}", reply(503, STATUS_FAILURE), nth=None)
+    proxied_kube.on("POST", JOBS, drop_answer())
+    proxied_kube.on("DELETE", f"{JOBS}/{NAME}", reply(503, STATUS_FAILURE), nth=None)
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
     assert r.code == 1, r
     lines = r.err.strip().splitlines()
@@ -122,10 +114,10 @@ def test_a_failed_rollback_says_what_is_left_and_its_command_removes_it(
 
 
 def test_an_unknown_outcome_that_cannot_be_checked_is_reported_as_possibly_left(
-    cli, cluster, proxied
+    cli, cluster, proxied_kube
 ):
-    proxied.on("POST", JOBS, drop_answer())
-    proxied.on("GET", f"{JOBS}/{NAME}", drop_answer(), nth=None)  # reading back fails too
+    proxied_kube.on("POST", JOBS, drop_answer())
+    proxied_kube.on("GET", f"{JOBS}/{NAME}", drop_answer(), nth=None)  # reading back fails too
     r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
     assert r.code == 1
     assert f"  left: Job/{NAME} (may exist; checking failed:" in r.err
@@ -133,7 +125,7 @@ def test_an_unknown_outcome_that_cannot_be_checked_is_reported_as_possibly_left(
     assert "were removed" not in r.err
 
 
-def test_an_object_of_the_same_name_that_is_not_ours_is_never_removed(cli, cluster, proxied):
+def test_an_object_of_the_same_name_that_is_not_ours_is_never_removed(cli, cluster, proxied_kube):
     """The Job create conflicts with someone else's Job: rollback takes back only the
     Service this submit made, and the hint does not offer to delete their Job."""
     core, batch = cluster
@@ -227,9 +219,9 @@ def interrupt_when(proc, rule, seconds=60):
     return proc.returncode, out, err
 
 
-def test_ctrl_c_while_the_job_is_being_created_rolls_everything_back(cluster, proxied):
+def test_ctrl_c_while_the_job_is_being_created_rolls_everything_back(cluster, proxied_kube):
     # the Job is made upstream, its answer held: SIGINT lands while the create is in flight
-    rule = proxied.on("POST", JOBS, delay(3))
+    rule = proxied_kube.on("POST", JOBS, delay(3))
     proc = gpuctl_process("submit", os.path.join(EX, "multinode-train.yaml"))
     code, out, err = interrupt_when(proc, rule)
     assert code == 130, err
@@ -238,8 +230,8 @@ def test_ctrl_c_while_the_job_is_being_created_rolls_everything_back(cluster, pr
     assert wait_until(lambda: left_in(cluster) == [], 10), left_in(cluster)
 
 
-def test_ctrl_c_before_anything_is_created_changes_nothing(cluster, proxied, kube):
-    rule = proxied.on("GET", "/api/v1/nodes", delay(30))  # the fit check hangs
+def test_ctrl_c_before_anything_is_created_changes_nothing(cluster, proxied_kube, kube):
+    rule = proxied_kube.on("GET", "/api/v1/nodes", delay(30))  # the fit check hangs
     seeded = len(kube.requests())
     proc = gpuctl_process("submit", os.path.join(EX, "multinode-train.yaml"))
     code, out, err = interrupt_when(proc, rule)
@@ -247,19 +239,21 @@ def test_ctrl_c_before_anything_is_created_changes_nothing(cluster, proxied, kub
     assert [q[0] for q in kube.requests()[seeded:]] == ["method.GET"]  # the node list only
 
 
-def test_ctrl_c_while_a_command_waits_for_the_cluster_is_one_line(cluster, proxied):
-    rule = proxied.on("GET", r"/apis/batch/v1/namespaces/default/jobs", delay(30))
+def test_ctrl_c_while_a_command_waits_for_the_cluster_is_one_line(cluster, proxied_kube):
+    rule = proxied_kube.on("GET", r"/apis/batch/v1/namespaces/default/jobs", delay(30))
     proc = gpuctl_process("jobs", "list")
     assert interrupt_when(proc, rule) == (130, "", "gpuctl: interrupted\n")
 
 
-def test_ctrl_c_while_following_a_submitted_job_leaves_it_running(cluster, proxied, tmp_path):
+def test_ctrl_c_while_following_a_submitted_job_leaves_it_running(cluster, proxied_kube, tmp_path):
     """The job was created: Ctrl-C during --wait stops the watching, not the job."""
     core, batch = cluster
     spec = tmp_path / "job.yaml"
     spec.write_text("apiVersion: gpuctl/v1\nname: long\nimage: x\ngpus: 1\ngpu_type: h100\n")
     # the watch of the Job: held, unanswered
-    rule = proxied.on("GET", r"/apis/batch/v1/namespaces/default/jobs", delay(30, forward=False))
+    rule = proxied_kube.on(
+        "GET", r"/apis/batch/v1/namespaces/default/jobs", delay(30, forward=False)
+    )
     proc = gpuctl_process("submit", str(spec), "--wait")
     code, out, err = interrupt_when(proc, rule)
     assert code == 130, err

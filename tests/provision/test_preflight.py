@@ -125,13 +125,18 @@ def test_no_credentials_is_one_clear_error(aws, monkeypatch, tmp_path):
     assert "aws configure" in err.value.hint
 
 
-def test_unreachable_endpoint_is_one_clear_error(aws, monkeypatch):
+def unused_port() -> int:
     import socket
 
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
+    return port
+
+
+def test_unreachable_endpoint_is_one_clear_error(aws, monkeypatch):
+    port = unused_port()
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
     with pytest.raises(BackendError, match="cannot reach AWS in us-east-1"):
         gather(spec())
@@ -211,12 +216,7 @@ def test_an_unknown_aws_profile_is_one_clear_error(aws, monkeypatch, tmp_path):
 
 
 def test_credentials_in_the_endpoint_url_are_masked(aws, monkeypatch):
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = unused_port()
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://key:s3cr3t@127.0.0.1:{port}")
     with pytest.raises(BackendError) as err:
         gather(spec())

@@ -8,7 +8,6 @@ import pytest
 
 from gpuctl.quota.rules import QUOTA_NAME
 from tests.standins.faults import drop_answer, reply
-from tests.standins.kube import write_kubeconfig
 
 QUOTAS = "/api/v1/namespaces/team-a/resourcequotas"
 NAMESPACE = "/api/v1/namespaces/team-a"
@@ -31,13 +30,6 @@ def core(kube_api):
     return client.CoreV1Api(kube_api)
 
 
-@pytest.fixture
-def proxied(kube, fault_proxy, monkeypatch, tmp_path):
-    proxy = fault_proxy(kube.url)
-    monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "via-proxy", proxy.url))
-    return proxy
-
-
 def namespaces(core):
     return [n.metadata.name for n in core.list_namespace().items]
 
@@ -46,25 +38,25 @@ def quotas(core):
     return [q.metadata.name for q in core.list_namespaced_resource_quota("team-a").items]
 
 
-def test_a_refused_quota_takes_the_new_namespace_back(cli, core, proxied):
-    proxied.on("POST", QUOTAS, reply(403, FORBIDDEN))
+def test_a_refused_quota_takes_the_new_namespace_back(cli, core, proxied_kube):
+    proxied_kube.on("POST", QUOTAS, reply(403, FORBIDDEN))
     r = cli("quota", "set", "team-a", "--gpus", "4")
     assert r.code == 1 and "not allowed by the cluster (HTTP 403" in r.err, r
     assert "the objects created before the failure were removed: Namespace/team-a" in r.err
     assert "team-a" not in namespaces(core)
 
 
-def test_a_quota_made_behind_a_lost_answer_is_removed_with_its_namespace(cli, core, proxied):
-    rule = proxied.on("POST", QUOTAS, drop_answer())
+def test_a_quota_made_behind_a_lost_answer_is_removed_with_its_namespace(cli, core, proxied_kube):
+    rule = proxied_kube.on("POST", QUOTAS, drop_answer())
     r = cli("quota", "set", "team-a", "--gpus", "4")
     assert rule.fired.is_set() and r.code == 1, r
     assert f"removed: ResourceQuota/{QUOTA_NAME}, Namespace/team-a" in r.err
     assert "team-a" not in namespaces(core) and quotas(core) == []
 
 
-def test_when_the_namespace_cannot_be_removed_the_message_says_so(cli, core, proxied):
-    proxied.on("POST", QUOTAS, reply(403, FORBIDDEN))
-    proxied.on("DELETE", NAMESPACE, reply(403, FORBIDDEN.replace("create", "delete")))
+def test_when_the_namespace_cannot_be_removed_the_message_says_so(cli, core, proxied_kube):
+    proxied_kube.on("POST", QUOTAS, reply(403, FORBIDDEN))
+    proxied_kube.on("DELETE", NAMESPACE, reply(403, FORBIDDEN.replace("create", "delete")))
     r = cli("quota", "set", "team-a", "--gpus", "4")
     assert r.code == 1
     lines = r.err.strip().splitlines()[-3:]  # after the plan

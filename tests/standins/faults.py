@@ -273,6 +273,17 @@ def fault_proxy():
         p.stop()
 
 
+@pytest.fixture
+def proxied_kube(kube, fault_proxy, monkeypatch, tmp_path):
+    """A fault proxy in front of the API emulator; gpuctl's KUBECONFIG points at the proxy
+    (tests read and seed the emulator directly)."""
+    from tests.standins.kube import write_kubeconfig
+
+    proxy = fault_proxy(kube.url)
+    monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "via-proxy", proxy.url))
+    return proxy
+
+
 def wait_until(condition: Callable[[], bool], seconds: float = 30) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
