@@ -27,7 +27,25 @@ _NOT_FOUND = {
 }
 
 
+PREFLIGHT_DEADLINE_S = 300  # all questions together; each has its own timeouts and retries
+
+
 def gather(spec: ClusterSpec) -> RawFacts:
+    """The preflight's answers, or one error; never longer than PREFLIGHT_DEADLINE_S (an
+    endpoint that trickles its answers does not hold gpuctl)."""
+    from gpuctl.common import deadline
+
+    try:
+        return deadline.call(lambda: _gather(spec), PREFLIGHT_DEADLINE_S)
+    except deadline.DeadlineExceeded:
+        raise BackendError(
+            f"the AWS preflight in {spec.region} got no complete answers within "
+            f"{PREFLIGHT_DEADLINE_S} s",
+            hint="check the network path to AWS and AWS_ENDPOINT_URL",
+        ) from None
+
+
+def _gather(spec: ClusterSpec) -> RawFacts:
     import boto3
     from botocore.config import Config
 
