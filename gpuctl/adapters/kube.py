@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpuctl.common.errors import BackendError, GpuctlError
+from gpuctl.common.errors import BackendError, GpuctlError, redact
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -102,7 +102,7 @@ class Kube:
         import urllib3
 
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
-        self.host = cfg.host
+        self.host = redact(cfg.host)  # for messages: never the credentials in a server URL
         self._api = client.ApiClient(cfg)
         self._apis: dict[str, Any] = {  # apiVersion -> the client's API for it
             "v1": client.CoreV1Api(self._api),
@@ -214,6 +214,13 @@ class Kube:
             w.stop()
 
     # --- special verbs ---------------------------------------------------------------
+
+    def server_version(self) -> str:
+        """The API server's gitVersion (``v1.30.2``, ``v1.29.4-eks-036c24b``) from /version."""
+        from kubernetes import client
+
+        info = self._call(client.VersionApi(self._api).get_code, what="reading the server version")
+        return str((info or {}).get("gitVersion") or "")
 
     def read_node(self, name: str) -> dict:
         try:
