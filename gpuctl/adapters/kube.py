@@ -266,9 +266,9 @@ class Kube:
                 ) from None
             yield from _lines([data or b""])
             return
-        # connecting is bounded; reading is not: a followed log may stay quiet for hours
-        timeout = (self.timeout, None)
-        resp = self._raw(fn, name, namespace, follow=True, _request_timeout=timeout, what=what)
+        # unbounded: a followed log may stay quiet for hours (the client takes no
+        # connect-only timeout); Ctrl-C ends it
+        resp = self._raw(fn, name, namespace, follow=True, _request_timeout=None, what=what)
         try:
             yield from _lines(resp.stream(4096))
         finally:
