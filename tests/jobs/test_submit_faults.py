@@ -262,3 +262,21 @@ def test_ctrl_c_while_following_a_submitted_job_leaves_it_running(cluster, proxi
         "  hint: gpuctl jobs delete long -n default stops it",
     ]
     assert batch.read_namespaced_job("long", "default").metadata.name == "long"
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (STATUS_FAILURE, "the API server answered with a failure: etcdserver: request timed out"),
+        ('{"kind": "JobList", "items": [1, 2]}', "gave an answer that is not a Kubernetes list"),
+        ('{"items": "none"}', "gave an answer that is not a Kubernetes list"),
+        ("[" * 100_000 + "]" * 100_000, "did not answer with JSON"),
+    ],
+    ids=["200-with-status", "items-not-objects", "items-not-a-list", "deeply-nested"],
+)
+def test_a_200_answer_that_is_no_list_is_one_error_line(cli, cluster, proxied_kube, body, says):
+    proxied_kube.on("GET", r"/apis/batch/v1/namespaces/default/jobs", reply(200, body))
+    r = cli("jobs", "list")
+    assert r.code == 1 and "Traceback" not in r.err, r
+    assert r.err.splitlines()[0].startswith("gpuctl: error: listing jobs in namespace default: ")
+    assert says in r.err and len(r.err.splitlines()) <= 2
