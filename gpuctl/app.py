@@ -137,13 +137,13 @@ def _usage_hint(ctx) -> str | None:
 def _fail(
     message: str, hint: str | None = None, details: list[str] | tuple = (), prefix="gpuctl: error: "
 ) -> None:
-    from gpuctl.common.errors import redact
-
-    lines = [prefix + message]
-    lines += [f"  {d}" for d in details]
-    if hint:
-        lines.append(f"  hint: {hint}")
-    sys.stderr.write("".join(redact(line) + "\n" for line in lines))
+    # through GpuctlError again: click's messages quote the command line, an unexpected
+    # error anything; none may carry a control character or a password to the terminal
+    clean = GpuctlError(message, hint, details)
+    lines = [prefix + clean.message, *(f"  {d}" for d in clean.details)]
+    if clean.hint:
+        lines.append(f"  hint: {clean.hint}")
+    sys.stderr.write("".join(line + "\n" for line in lines))
     sys.stderr.flush()
 
 
