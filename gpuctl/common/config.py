@@ -18,6 +18,10 @@ SETTINGS = {
     "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
     # seconds one request to Kubernetes or Prometheus may take, whole answer included
     "request_timeout": ("GPUCTL_REQUEST_TIMEOUT", None),
+    # site job templates (gpuctl.jobs.templates): where to look first, and the one every
+    # job inherits
+    "templates_dir": ("GPUCTL_TEMPLATES_DIR", None),
+    "default_template": ("GPUCTL_DEFAULT_TEMPLATE", None),
 }
 LIST_SETTINGS = {
     # name: environment variable (comma-separated there); unset unless given

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.common import k8s_names
-from gpuctl.common.errors import SpecError
+from gpuctl.common.errors import SpecError, location
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import parse as parse_quantity
 
@@ -51,6 +51,8 @@ class Doc:
     # numbers not written as plain decimals (`010`, `0x10`, `1_6`, `1:04`, `.inf`), kept as
     # their text, with what YAML 1.1 would have read: a number field refuses them
     not_plain: dict[Path, int | float] = field(default_factory=dict)
+    # the file of each part that came from another file (a job merged with its templates)
+    files: dict[Path, str] = field(default_factory=dict)
 
     def line(self, path: Path) -> int | None:
         while path:
@@ -59,9 +61,24 @@ class Doc:
             path = path[:-1]
         return self.lines.get(())
 
+    def file_of(self, path: Path) -> str:
+        while path:
+            if path in self.files:
+                return self.files[path]
+            path = path[:-1]
+        return self.files.get((), self.file)
+
+    def where(self, path: Path) -> str:
+        """Where PATH is, as messages name it: job.yaml:8: volumes[0].pvc."""
+        return location(self.file_of(path), self.line(path), dotted(path) or None)
+
     def error(self, path: Path, message: str, hint: str | None = None) -> SpecError:
         return SpecError(
-            message, file=self.file, line=self.line(path), field=dotted(path) or None, hint=hint
+            message,
+            file=self.file_of(path),
+            line=self.line(path),
+            field=dotted(path) or None,
+            hint=hint,
         )
 
     def root(self) -> Fields:
