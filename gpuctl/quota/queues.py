@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.adapters.kube import Kube, NotFound
+from gpuctl.adapters.kube import Kube, NoAnswer, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.quota import kueue
 from gpuctl.quota import rules as core
@@ -151,13 +151,13 @@ def apply_set(kube: Kube, plan: KueuePlan) -> None:
     done: list[Step] = []
     try:
         for step in plan.steps:
-            if step.action == "create":
-                kube.create(step.obj)
-            elif step.action == "update":
-                patch = kueue.spec_patch(step.kind, step.current or {}, step.obj["spec"])
-                kube.patch(*_where(step), patch, api_version=step.obj["apiVersion"])
-            else:
+            if step.action not in ("create", "update"):
                 continue
+            try:
+                _apply(kube, step)
+            except NoAnswer:
+                done.append(step)  # it may have been made: undo it too
+                raise
             done.append(step)
     except GpuctlError as e:
         undone = _undo(kube, done)
@@ -171,6 +171,14 @@ def apply_set(kube: Kube, plan: KueuePlan) -> None:
     except KeyboardInterrupt:
         _undo(kube, done)
         raise
+
+
+def _apply(kube: Kube, step: Step) -> None:
+    if step.action == "create":
+        kube.create(step.obj)
+    else:
+        patch = kueue.spec_patch(step.kind, step.current or {}, step.obj["spec"])
+        kube.patch(*_where(step), patch, api_version=step.obj["apiVersion"])
 
 
 def _where(step: Step) -> tuple[str, str, str | None]:
