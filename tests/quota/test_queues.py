@@ -233,7 +233,10 @@ def test_a_failure_undoes_what_was_created(cli, cluster, custom):
         ("POST", f"{V}/clusterqueues"),
         ("POST", f"{V}/namespaces/team-a/localqueues"),
     ]
+    # an HTTP 500 is an answer lost: the LocalQueue may have been made (the emulator did
+    # store it), so it is undone with the rest
     assert made[4:] == [
+        ("DELETE", f"{V}/namespaces/team-a/localqueues/team-a"),
         ("DELETE", f"{V}/clusterqueues/team-a"),
         ("DELETE", f"{V}/resourceflavors/{H100}"),
         ("DELETE", "/api/v1/namespaces/team-a"),
@@ -242,6 +245,18 @@ def test_a_failure_undoes_what_was_created(cli, cluster, custom):
         custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
         == []
     )
+
+
+def test_a_refused_step_is_not_undone_the_ones_before_are(cli, cluster):
+    cluster.call(lambda: cluster.emulator[f"post {V}/namespaces/team-a/localqueues"] << 403)
+    since = mark(cluster)
+    r = quota_set(cli, "team-a", "--gpus", "2")
+    assert r.code == 1 and "not allowed by the cluster" in r.err and "undone" in r.err, r
+    assert [w for w in writes(cluster, since) if w[0] == "DELETE"] == [
+        ("DELETE", f"{V}/clusterqueues/team-a"),
+        ("DELETE", f"{V}/resourceflavors/{H100}"),
+        ("DELETE", "/api/v1/namespaces/team-a"),
+    ]
 
 
 def test_a_failed_update_is_rolled_back(cli, cluster, custom):
@@ -257,9 +272,16 @@ def test_a_failed_update_is_rolled_back(cli, cluster, custom):
     assert writes(cluster, since) == [
         ("PATCH", f"{V}/clusterqueues/team-a"),
         ("POST", f"{V}/namespaces/team-a/localqueues"),
+        ("DELETE", f"{V}/namespaces/team-a/localqueues/team-a"),  # its answer was lost
         ("PATCH", f"{V}/clusterqueues/team-a"),
     ]
     assert read(custom, "ClusterQueue", "team-a")["spec"] == before["spec"]
+    assert (
+        custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "team-a", "localqueues")[
+            "items"
+        ]
+        == []
+    )
 
 
 def test_offline_dry_run_prints_valid_objects(cli):
