@@ -35,6 +35,35 @@ def output(help: str = "table, json or yaml.", default: Format | None = Format.t
     return typer.Option(default, "-o", "--output", help=help)
 
 
+GPU_LABEL_KEY_HELP = (
+    "Node label that holds the GPU type (default gpu-type; e.g. "
+    "nvidia.com/gpu.product for GPU Feature Discovery). "
+    "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file."
+)
+
+
+def gpu_label_key() -> Any:
+    return typer.Option(None, "--gpu-label-key", help=GPU_LABEL_KEY_HELP)
+
+
+def resolve_gpu_label_key(option: str | None) -> str:
+    """The GPU-type label key: the option, else the environment, else the config file."""
+    from gpuctl.common.config import setting
+    from gpuctl.common.k8s_names import label_key
+
+    key = setting(
+        "gpu_label_key",
+        option,
+        lambda key: (
+            None
+            if label_key(key)
+            else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
+        ),
+    )
+    assert key is not None  # the setting has a default
+    return key
+
+
 def data_output() -> Any:
     """-o/--output for commands whose output is data only (manifests, configs)."""
     return typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json.")
