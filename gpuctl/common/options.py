@@ -38,3 +38,31 @@ def output(help: str = "table, json or yaml.", default: Format | None = Format.t
 def data_output() -> Any:
     """-o/--output for commands whose output is data only (manifests, configs)."""
     return typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json.")
+
+
+def gpu_label_key() -> Any:
+    return typer.Option(
+        None,
+        "--gpu-label-key",
+        help="Node label that holds the GPU type (default gpu-type; e.g. "
+        "nvidia.com/gpu.product for GPU Feature Discovery). "
+        "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file.",
+    )
+
+
+def resolve_gpu_label_key(option: str | None) -> str:
+    """--gpu-label-key, else the environment or config file, else the default."""
+    from gpuctl.common.config import setting
+    from gpuctl.common.k8s_names import label_key
+
+    key = setting(
+        "gpu_label_key",
+        option,
+        lambda key: (
+            None
+            if label_key(key)
+            else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
+        ),
+    )
+    assert key is not None  # the setting has a default
+    return key

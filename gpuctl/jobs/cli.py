@@ -31,12 +31,6 @@ class DryRun(str, enum.Enum):
 
 FOLLOW_START_TIMEOUT = 600  # seconds `jobs logs -f` waits for a pod to start
 
-LABEL_KEY_HELP = (
-    "Node label that holds the GPU type (default gpu-type; e.g. "
-    "nvidia.com/gpu.product for GPU Feature Discovery). "
-    "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file."
-)
-
 
 def register(app: typer.Typer) -> None:
     app.command("render")(render)
@@ -59,32 +53,15 @@ def _positive(value: float) -> float:
     return value
 
 
-def _label_key(option: str | None) -> str:
-    from gpuctl.common.config import setting
-    from gpuctl.common.k8s_names import label_key
-
-    key = setting(
-        "gpu_label_key",
-        option,
-        lambda key: (
-            None
-            if label_key(key)
-            else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
-        ),
-    )
-    assert key is not None  # the setting has a default
-    return key
-
-
 def render(
     files: list[str] = typer.Argument(..., metavar="JOB.yaml...", help="Job spec files."),
     output: DataFormat = options.data_output(),
-    gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
+    gpu_label_key: str | None = options.gpu_label_key(),
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
     from gpuctl.jobs.manifests import render as render_job
 
-    key = _label_key(gpu_label_key)
+    key = options.resolve_gpu_label_key(gpu_label_key)
     docs = [obj for spec in _load(files) for obj in render_job(spec, key)]
     echo(dump_documents(docs, output.value))
 
@@ -108,7 +85,7 @@ def submit(
     timeout: float = typer.Option(
         24 * 3600, "--timeout", callback=_positive, help="Seconds to --wait at most."
     ),
-    gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
+    gpu_label_key: str | None = options.gpu_label_key(),
 ) -> None:
     """Check that a job fits the cluster, then create it (all objects, or none)."""
     from gpuctl.adapters.kube import Forbidden, Kube
@@ -117,7 +94,7 @@ def submit(
     from gpuctl.quota import service as quota
 
     spec = _load([file])[0]
-    key = _label_key(gpu_label_key)
+    key = options.resolve_gpu_label_key(gpu_label_key)
     manifests = render_job(spec, key)
     err = err_console()
     with Kube(context) as kube:
