@@ -166,17 +166,19 @@ def _print_table(result: dict[str, Any]) -> None:
     from gpuctl.common.output import out_console
 
     def cell(value: Any, digits: int = 2) -> str:
-        return "-" if value is None else f"{value:,.{digits}f}"
+        if value is None:
+            return "-"
+        return f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}f}"
 
     seeds = ", ".join(str(s) for s in result["policies"][0]["seeds"])
     table = Table(
         title=f"GPU allocated (% of capacity) as demand grows; medians over seeds {seeds}",
-        caption="drop: demand (%) when a GPU pod first fit nowhere; unalloc: GPUs left "
+        caption="drop: demand (%) when a GPU pod first fit nowhere; left: GPUs left "
         "unallocated at the end, frag: % of them fragmented; whole: nodes with all GPUs "
         "free at 50 % demand",
     )
     table.add_column("policy", no_wrap=True)
-    for heading in ("@50%", "@90%", "@100%", "@130%", "drop", "unalloc", "frag", "whole"):
+    for heading in ("@50%", "@90%", "@100%", "@130%", "drop", "left", "frag", "whole"):
         table.add_column(heading, justify="right")
     for p in result["policies"]:
         alloc = p["alloc_pct"]
@@ -186,6 +188,6 @@ def _print_table(result: dict[str, Any]) -> None:
             cell(p["first_gpu_pod_failure_demand_pct"]),
             cell(p["unallocated_gpus_end"], 1),
             cell(p["fragmented_gpu_pct_end"], 1),
-            cell(p["empty_full_nodes_at_50"], 0),
+            cell(p["empty_full_nodes_at_50"], 1),
         )
     out_console().print(table)

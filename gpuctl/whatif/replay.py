@@ -9,9 +9,10 @@ removed); then each pod in turn goes to the fitting node its policy scores highe
 dropped if it fits nowhere. No pod leaves. Ties go to the node that comes first in an order
 of the nodes drawn at random with the seed (the artifact's scheduler picks the smallest node
 name, and names the nodes in a random order; upstream kube-scheduler picks one of the tied
-nodes at random at each placement). Fit: free CPU and memory cover the pod's requests; the node's GPU model is one the
-pod accepts (if it names any); a pod with a share of one GPU needs one GPU with that much
-free, a pod with whole GPUs that many GPUs with nothing allocated.
+nodes at random at each placement). Fit: free CPU and memory cover the pod's requests; the
+node's GPU model is one the pod accepts (if it names any); a pod with a share of one GPU
+needs one GPU with that much free, a pod with whole GPUs that many GPUs with nothing
+allocated.
 
 Policies (GPU amounts in thousandths of a GPU):
 - k8s-default: kube-scheduler's default profile, GPU-blind: LeastAllocated over cpu and
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     Ints = NDArray[np.int64]
-    Floats = NDArray[np.float64]
     Bools = NDArray[np.bool_]
 
 POLICIES = ("k8s-default", "most-allocated", "best-fit", "first-fit", "fgd")
@@ -90,9 +90,9 @@ class Cluster:
         self.used: Ints = np.zeros_like(self.cap)  # what the pods request; GPU in thousandths
         self.cpu_free: Ints = self.cap[self.CPU].copy()
         self.memory_free: Ints = self.cap[self.MEMORY].copy()
-        # cpu and memory as kube-scheduler's resource scores count them: a pod requesting
-        # none counts as NON_ZERO_*
-        self.nonzero: Ints = np.zeros_like(self.cap[:2])
+        # the requests as kube-scheduler's resource scores count them: a pod requesting no
+        # cpu or memory counts as requesting NON_ZERO_*
+        self.counted: Ints = np.zeros_like(self.cap)
         self.capacity = int(self.cap[self.GPU].sum())
         self.gpu_free: Ints = np.zeros((len(nodes), max(int(self.gpus.max()), 1)), np.int64)
         for i, n in enumerate(nodes):
@@ -116,38 +116,45 @@ class Cluster:
     def fits(self, pod: Pod) -> Bools:
         ok: Bools = (self.cpu_free >= pod.cpu_milli) & (self.memory_free >= pod.memory_mib)
         if pod.gpus:
-            ok &= self.accepting(pod.gpu_models)
+            if pod.gpu_models:
+                ok &= self.accepting(pod.gpu_models)
             ok &= (
                 (self.max_free >= pod.gpu_milli) if pod.gpus == 1 else (self.whole_free >= pod.gpus)
             )
         return ok
 
     def accepting(self, models: tuple[str, ...]) -> Bools:
-        """Nodes whose GPU model is one of `models` (all nodes for no models)."""
+        """Nodes whose GPU model is one of `models`."""
         import numpy as np
 
         if models not in self._accepting:
-            self._accepting[models] = np.array([not models or m in models for m in self.models])
+            self._accepting[models] = np.array([m in models for m in self.models])
         return self._accepting[models]
 
     def place(self, node: int, pod: Pod, gpu: int | None) -> None:
         """Allocate the pod on the node; `gpu` is the GPU that gets a share of one."""
-        import numpy as np
-
-        self.used[:, node] += (pod.cpu_milli, pod.memory_mib, pod.gpu_request)
+        # element by element: numpy is slow on single elements, and this runs per pod
+        self.used[self.CPU, node] += pod.cpu_milli
+        self.used[self.MEMORY, node] += pod.memory_mib
         self.cpu_free[node] -= pod.cpu_milli
         self.memory_free[node] -= pod.memory_mib
-        self.nonzero[:, node : node + 1] += _nonzero(pod)
+        self.counted[self.CPU, node] += pod.cpu_milli or scoring.NON_ZERO_CPU_MILLI
+        self.counted[self.MEMORY, node] += pod.memory_mib or scoring.NON_ZERO_MEMORY_MIB
         if not pod.gpus:
             return
-        row = self.gpu_free[node]
+        self.used[self.GPU, node] += pod.gpu_request
+        self.counted[self.GPU, node] += pod.gpu_request
+        row = self.gpu_free[node].tolist()
         if pod.gpu_milli < MILLI:
             assert gpu is not None
             row[gpu] -= pod.gpu_milli
         else:
-            row[np.flatnonzero(row == MILLI)[: pod.gpus]] = 0
-        self.max_free[node] = row.max()
-        self.whole_free[node] = (row == MILLI).sum()
+            whole = [i for i, free in enumerate(row) if free == MILLI][: pod.gpus]
+            for i in whole:
+                row[i] = 0
+        self.gpu_free[node] = row
+        self.max_free[node] = max(row)
+        self.whole_free[node] = row.count(MILLI)
 
 
 class Policy(Protocol):
@@ -178,29 +185,27 @@ class _Scored:
 
 
 class KubeDefault(_Scored):
+    def __init__(self, cluster: Cluster):
+        self.scorer = scoring.Scorer(cluster.cap[:2], (1, 1))
+
     def scores(self, cluster: Cluster, pod: Pod) -> Ints:
-        cap = cluster.cap[:2]
-        least = scoring.least_allocated(cluster.nonzero + _nonzero(pod), cap, (1, 1))
+        least = self.scorer.least_allocated(cluster.counted[:2] + _counted(pod)[:2])
         if not (pod.cpu_milli or pod.memory_mib):
             return least  # BalancedAllocation skips a pod that requests nothing
         requested = cluster.used[:2] + _column(pod.cpu_milli, pod.memory_mib)
-        balanced = scoring.balanced_allocation(requested, cap)
-        result: Ints = least + balanced
+        result: Ints = least + self.scorer.balanced_allocation(requested)
         return result
 
 
 class MostAllocated(_Scored):
-    def __init__(self, gpu_weight: int):
-        self.weights = (1, 1, gpu_weight)
+    def __init__(self, cluster: Cluster, gpu_weight: int):
+        self.cpu_memory = scoring.Scorer(cluster.cap[:2], (1, 1))
+        self.with_gpu = scoring.Scorer(cluster.cap, (1, 1, gpu_weight))
 
     def scores(self, cluster: Cluster, pod: Pod) -> Ints:
-        import numpy as np
-
-        requested = cluster.nonzero + _nonzero(pod)
         if not pod.gpus:  # an extended resource the pod does not request is not scored
-            return scoring.most_allocated(requested, cluster.cap[:2], self.weights[:2])
-        gpu = cluster.used[Cluster.GPU] + pod.gpu_request
-        return scoring.most_allocated(np.vstack([requested, gpu]), cluster.cap, self.weights)
+            return self.cpu_memory.most_allocated(cluster.counted[:2] + _counted(pod)[:2])
+        return self.with_gpu.most_allocated(cluster.counted + _counted(pod))
 
 
 class BestFit(_Scored):
@@ -290,9 +295,9 @@ class Fgd:
 
 def make_policy(name: str, cluster: Cluster, shapes: Sequence[Shape], gpu_weight: int) -> Policy:
     if name == "k8s-default":
-        return KubeDefault()
+        return KubeDefault(cluster)
     if name == "most-allocated":
-        return MostAllocated(gpu_weight)
+        return MostAllocated(cluster, gpu_weight)
     if name == "best-fit":
         return BestFit(cluster)
     if name == "first-fit":
@@ -408,10 +413,12 @@ def _whole_nodes(cluster: Cluster) -> int:
     return int(((cluster.gpus > 0) & (cluster.whole_free == cluster.gpus)).sum())
 
 
-def _nonzero(pod: Pod) -> Ints:
-    """The pod's cpu and memory as a column, as kube-scheduler's resource scores count them."""
+def _counted(pod: Pod) -> Ints:
+    """The pod's requests as a column, as kube-scheduler's resource scores count them."""
     return _column(
-        pod.cpu_milli or scoring.NON_ZERO_CPU_MILLI, pod.memory_mib or scoring.NON_ZERO_MEMORY_MIB
+        pod.cpu_milli or scoring.NON_ZERO_CPU_MILLI,
+        pod.memory_mib or scoring.NON_ZERO_MEMORY_MIB,
+        pod.gpu_request,
     )
 
 

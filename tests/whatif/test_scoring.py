@@ -17,35 +17,35 @@ def test_most_allocated_differently_sized_nodes():
     # pod cpu 3000, memory 5000 on empty nodes of (4000, 10000) and (6000, 10000)
     requested = rows([3000, 3000], [5000, 5000])
     allocatable = rows([4000, 6000], [10000, 10000])
-    assert scoring.most_allocated(requested, allocatable, (1, 1)).tolist() == [62, 50]
+    assert scoring.Scorer(allocatable, (1, 1)).most_allocated(requested).tolist() == [62, 50]
     # memory weighted 2
-    assert scoring.most_allocated(requested, allocatable, (1, 2)).tolist() == [58, 50]
+    assert scoring.Scorer(allocatable, (1, 2)).most_allocated(requested).tolist() == [58, 50]
 
 
 def test_most_allocated_caps_requests_above_capacity():
     # "nonzero request for resource": 300m of 250m cpu counts as 100
     requested = rows([300, 100], [600, 200])
     allocatable = rows([250, 250], [1000, 1000])
-    assert scoring.most_allocated(requested, allocatable, (1, 1)).tolist() == [80, 30]
+    assert scoring.Scorer(allocatable, (1, 1)).most_allocated(requested).tolist() == [80, 30]
 
 
 def test_most_allocated_honours_the_gpu_and_leaves_out_what_a_node_lacks():
     # "honor extended resource if the pod request": 2 of 4 and 2 of 10
     requested = rows([3000, 3000], [5000, 5000], [2, 2])
     allocatable = rows([6000, 6000], [10000, 10000], [4, 10])
-    assert scoring.most_allocated(requested, allocatable, (1, 1, 1)).tolist() == [50, 40]
+    assert scoring.Scorer(allocatable, (1, 1, 1)).most_allocated(requested).tolist() == [50, 40]
     # a node without the resource is scored on the others: (50 + 40) / 2
     requested = rows([3000], [4000], [1])
     allocatable = rows([6000], [10000], [0])
-    assert scoring.most_allocated(requested, allocatable, (1, 1, 2)).tolist() == [45]
+    assert scoring.Scorer(allocatable, (1, 1, 2)).most_allocated(requested).tolist() == [45]
 
 
 def test_least_allocated():
     requested = rows([3000, 3000], [5000, 5000])
     allocatable = rows([4000, 6000], [10000, 10000])
-    assert scoring.least_allocated(requested, allocatable, (1, 1)).tolist() == [37, 50]
+    assert scoring.Scorer(allocatable, (1, 1)).least_allocated(requested).tolist() == [37, 50]
     # more requested than allocatable scores 0 for that resource
-    over = scoring.least_allocated(rows([5000], [5000]), rows([4000], [10000]), (1, 1))
+    over = scoring.Scorer(rows([4000], [10000]), (1, 1)).least_allocated(rows([5000], [5000]))
     assert over.tolist() == [25]
 
 
@@ -59,15 +59,31 @@ def test_least_allocated():
     ],
 )
 def test_balanced_allocation(requested, allocatable, expected):
-    assert scoring.balanced_allocation(rows(*requested), rows(*allocatable)).tolist() == expected
+    scorer = scoring.Scorer(rows(*allocatable), (1, 1))
+    assert scorer.balanced_allocation(rows(*requested)).tolist() == expected
 
 
-def test_the_most_allocated_profile_resources():
-    assert scoring.most_allocated_resources(7) == [
-        {"name": "cpu", "weight": 1},
-        {"name": "memory", "weight": 1},
-        {"name": "nvidia.com/gpu", "weight": 7},
-    ]
+def test_the_most_allocated_profile():
+    # the shape of kubernetes.io's "Resource Bin Packing" example (MostAllocated strategy),
+    # with the balanced scorer, which works against packing, disabled
+    assert scoring.most_allocated_profile(7) == {
+        "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+        "pluginConfig": [
+            {
+                "name": "NodeResourcesFit",
+                "args": {
+                    "scoringStrategy": {
+                        "type": "MostAllocated",
+                        "resources": [
+                            {"name": "cpu", "weight": 1},
+                            {"name": "memory", "weight": 1},
+                            {"name": "nvidia.com/gpu", "weight": 7},
+                        ],
+                    }
+                },
+            }
+        ],
+    }
     for bad in (0, 101):
         with pytest.raises(ValueError):
             scoring.most_allocated_resources(bad)
