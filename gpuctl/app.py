@@ -51,6 +51,8 @@ COMMANDS = {
     "alerts": "gpuctl.top.alerts_cli",
     "share": "gpuctl.sharing.cli",
     "quota": "gpuctl.quota.cli",
+    "sched": "gpuctl.sched.cli",
+    "advise": "gpuctl.advise.cli",
     "doctor": "gpuctl.doctor.cli",
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",

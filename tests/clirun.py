@@ -1,5 +1,7 @@
 """Run `gpuctl ARGS…` in-process as a user would, and capture what it printed."""
 
+import json
+
 from gpuctl.app import main
 
 
@@ -13,3 +15,10 @@ def run_gpuctl(capsys, *args) -> tuple[int, str, str]:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def top_snapshot(capsys, url: str, *args) -> dict:
+    """The `gpuctl top --prometheus URL --once -o json` document; the run must succeed."""
+    code, out, err = run_gpuctl(capsys, "top", "--prometheus", url, "--once", "-o", "json", *args)
+    assert code == 0, err
+    return json.loads(out)

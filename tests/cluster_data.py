@@ -1,5 +1,7 @@
-"""DCGM-exporter-shaped test data for the cluster view: a small cluster with every case."""
+"""DCGM-exporter-shaped test data for the cluster view and the alert rules: a small cluster
+with every case, as backfilled series and as exporter stand-ins to scrape."""
 
+from tests.standins import dcgm_exporter as dcgm
 from tests.standins.prometheus import Series
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -63,3 +65,108 @@ def gpu(
 
 def busy_until(minutes_ago: float, busy: float):
     return lambda age: busy if age > minutes_ago * 60 else 0.0
+
+
+L40S = "NVIDIA L40S"
+
+
+def dcgm_values(util, used, free, reserved=None, temp=45, power=120.5, mig=False) -> dict:
+    values = {
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if mig else "DCGM_FI_DEV_GPU_UTIL": util / 100
+        if mig
+        else util,
+        "DCGM_FI_DEV_FB_USED": used,
+        "DCGM_FI_DEV_FB_FREE": free,
+        "DCGM_FI_DEV_GPU_TEMP": temp,
+        "DCGM_FI_DEV_POWER_USAGE": power,
+    }
+    if reserved is not None:
+        values["DCGM_FI_DEV_FB_RESERVED"] = reserved
+    return values
+
+
+def scraped_cluster() -> list:
+    """dcgm-exporter stand-ins, one per node, each a different release or option:
+    (node, devices, release). Free GPUs on every node; idle held ones on node-2 (shared by
+    two pods) and node-4."""
+    shared = [
+        dcgm.Holder(
+            "research",
+            "nb-b",
+            "notebook",
+            share={"DCGM_FI_DEV_GPU_UTIL": 2, "DCGM_FI_DEV_FB_USED": 5000},
+        ),
+        dcgm.Holder(
+            "research",
+            "nb-a",
+            "notebook",
+            share={"DCGM_FI_DEV_GPU_UTIL": 1, "DCGM_FI_DEV_FB_USED": 3000},
+        ),
+    ]
+    return [
+        (  # a current release: `hostname`, reserved memory reported
+            "node-1",
+            [
+                dcgm.Device(
+                    0,
+                    "GPU-n1-0",
+                    H100,
+                    dcgm_values(90, 70000, 10920, 639),
+                    [dcgm.Holder("ml", "train-0", "main")],
+                ),
+                dcgm.Device(1, "GPU-n1-1", H100, dcgm_values(0, 0, 80920, 639)),
+            ],
+            dcgm.Release(),
+        ),
+        (  # time-slicing: two pods share GPU 0 (--kubernetes-virtual-gpus)
+            "node-2",
+            [dcgm.Device(0, "GPU-n2-0", L40S, dcgm_values(3, 8000, 37000, 0), shared)],
+            dcgm.Release(shared=True),
+        ),
+        (  # 4.x before `hostname` and FB_RESERVED; MIG instances, one held
+            "node-3",
+            [
+                dcgm.Device(
+                    0,
+                    "GPU-n3-0",
+                    A100,
+                    dcgm_values(50, 20000, 20192, mig=True),
+                    [dcgm.Holder("ml", "infer", "server")],
+                    mig=("3g.40gb", 1),
+                ),
+                dcgm.Device(
+                    0, "GPU-n3-0", A100, dcgm_values(1, 0, 40192, mig=True), mig=("3g.40gb", 2)
+                ),
+            ],
+            dcgm.Release(host_label="Hostname", driver_version="550.144.03"),
+        ),
+        (  # --use-old-namespace: `uuid`, container_name/pod_name/pod_namespace
+            "node-4",
+            [
+                dcgm.Device(
+                    0,
+                    "GPU-n4-0",
+                    H100,
+                    dcgm_values(1, 500, 80000),
+                    [dcgm.Holder("ml", "old-job", "main")],
+                ),
+                dcgm.Device(1, "GPU-n4-1", H100, dcgm_values(0, 0, 80500)),
+            ],
+            dcgm.Release(host_label="Hostname", uuid_label="uuid", old_namespace=True),
+        ),
+        (  # an old release writing empty pod labels on a free GPU
+            "node-5",
+            [dcgm.Device(0, "GPU-n5-0", H100, dcgm_values(0, 0, 80500))],
+            dcgm.Release(host_label="Hostname", empty_attributes=True),
+        ),
+    ]
+
+
+# Each way a Prometheus comes to scrape dcgm-exporter: (Deployment or None, honor_labels).
+SCRAPE_SETUPS = {
+    "gpu-operator, honorLabels false": (dcgm.GPU_OPERATOR, False),
+    "gpu-operator, honorLabels true": (dcgm.GPU_OPERATOR, True),
+    "helm chart, honorLabels false": (dcgm.HELM_CHART, False),
+    "helm chart, honorLabels true": (dcgm.HELM_CHART, True),
+    "static scrape, no Kubernetes labels": (None, False),
+}

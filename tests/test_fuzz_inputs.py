@@ -23,6 +23,7 @@ from gpuctl.mig import migparted
 from gpuctl.mig import plan as mig_plan
 from gpuctl.provision import spec as cluster_spec
 from gpuctl.quota import rules as quota
+from gpuctl.top import alert_rules, holders
 from gpuctl.top import usage as cluster_usage
 from gpuctl.top.alert_rules import AlertOptions
 from gpuctl.top.alert_rules import check as check_alerts
@@ -261,9 +262,15 @@ def test_config_file_refused_cleanly(text):
         old = os.environ.get("GPUCTL_CONFIG")
         os.environ["GPUCTL_CONFIG"] = path
         try:
-            for name in config.SETTINGS:
+            reads = [
+                lambda name=name: config.setting(
+                    name, check=lambda v: None if v.isascii() else "not ASCII"
+                )
+                for name in config.SETTINGS
+            ] + [lambda name=name: config.setting_list(name, []) for name in config.LIST_SETTINGS]
+            for read in reads:
                 try:
-                    config.setting(name, check=lambda v: None if v.isascii() else "not ASCII")
+                    read()
                 except SpecError as e:
                     assert e.message and e.file == path, e
                     if _has_data(text):
@@ -304,6 +311,7 @@ OPTION_PARSERS = {
     "--selector": selector.parse,
     "quota set --mig": lambda text: quota.parse_mig(text.split(";")),
     "top --window": cluster_usage.queries,
+    "--exporter-container": lambda text: holders.exporter(text.split(","), None),
     "spec duration": parse_duration,
     "shorthand config": lambda text: migparted.shorthand_config("c", text),
 }
@@ -328,7 +336,7 @@ def test_option_parsers_refuse_cleanly(option, text):
     durations=st.lists(OPTION_TEXT, min_size=8, max_size=8),
     label=OPTION_TEXT,
 )
-@example(pcts=[float("nan")] * 4, durations=["5m"] * 8, label="pod")
+@example(pcts=[float("nan")] * 4, durations=["5m"] * 8, label='a"b\\.c')
 def test_alert_thresholds_refused_cleanly(pcts, durations, label):
     fields = (
         "high_util_window",
@@ -338,16 +346,16 @@ def test_alert_thresholds_refused_cleanly(pcts, durations, label):
         "memory_for",
         "temperature_for",
         "xid_window",
-        "pod_label",
     )
     options = AlertOptions(
         high_util=pcts[0],
         idle_util=pcts[1],
         memory=pcts[2],
         temperature=pcts[3],
-        **dict(zip(fields, durations[:7] + [label])),
+        **dict(zip(fields, durations[:7])),
     )
     _clean(check_alerts, options)
+    _clean(lambda: alert_rules.rules(AlertOptions(exporter=holders.exporter([label], [label]))))
 
 
 # ---------- the whole CLI, in-process ----------
@@ -360,7 +368,13 @@ COMMANDS = {
     ("jobs", "logs"): ["-n"],
     ("jobs", "delete"): ["-n", "--yes"],
     ("top", "--once"): ["-o", "--sort", "--window", "--idle-threshold", "-d"],
-    ("top", "--once", "--prometheus", "http://127.0.0.1:9"): ["--window", "--idle-threshold", "-o"],
+    ("top", "--once", "--prometheus", "http://127.0.0.1:9"): [
+        "--window",
+        "--idle-threshold",
+        "-o",
+        "--exporter-container",
+        "--exporter-job",
+    ],
     ("mig", "profiles"): ["--gpu", "-o"],
     ("mig", "plan"): ["--demand", "--layout", "--gpu", "--gpus", "-o"],
     ("mig", "show"): ["-o"],
@@ -393,7 +407,8 @@ COMMANDS = {
         "--memory",
         "--temperature",
         "--xid-window",
-        "--pod-label",
+        "--exporter-container",
+        "--exporter-job",
         "--idle-for",
     ],
     ("share", "timeslice"): [

@@ -202,6 +202,13 @@ class Kube:
 
     # --- special verbs ---------------------------------------------------------------
 
+    def server_version(self) -> str:
+        """The API server's gitVersion (``v1.30.2``, ``v1.29.4-eks-036c24b``) from /version."""
+        from kubernetes import client
+
+        info = self._call(client.VersionApi(self._api).get_code, what="reading the server version")
+        return str((info or {}).get("gitVersion") or "")
+
     def read_node(self, name: str) -> dict:
         try:
             return self.read("Node", name)

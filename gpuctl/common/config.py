@@ -16,6 +16,11 @@ SETTINGS = {
     "prometheus_url": ("GPUCTL_PROMETHEUS_URL", None),
     "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
 }
+LIST_SETTINGS = {
+    # name: environment variable (comma-separated there); unset unless given
+    "exporter_containers": "GPUCTL_EXPORTER_CONTAINERS",
+    "exporter_jobs": "GPUCTL_EXPORTER_JOBS",
+}
 
 
 def config_path() -> str:
@@ -34,10 +39,31 @@ def setting(
         path = config_path()
         if os.path.exists(path):
             f = load_yaml_file(path).root()
-            f.reject_unknown(SETTINGS)
+            f.reject_unknown({**SETTINGS, **LIST_SETTINGS})
             value = f.text(name)
             if value is not None and check and (problem := check(value)):
                 raise f.error(name, problem)
     elif check and (problem := check(value)):
         raise UsageError(f"{name} {value!r} (from {where}): {problem}")
     return default if value is None else value
+
+
+def setting_list(name: str, option_values: list[str]) -> list[str] | None:
+    """A list setting: the option's values (repeated or comma-separated), else the
+    environment variable's (comma-separated), else the config file's (a list or a
+    comma-separated string); None when none gives it. An empty value gives an empty list."""
+    env_var = LIST_SETTINGS[name]
+    if option_values:
+        values = option_values
+    elif os.environ.get(env_var):
+        values = [os.environ[env_var]]
+    else:
+        path = config_path()
+        if not os.path.exists(path):
+            return None
+        f = load_yaml_file(path).root()
+        f.reject_unknown({**SETTINGS, **LIST_SETTINGS})
+        values = f.str_list(name, allow_scalar=True)
+        if values is None:
+            return None
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]

@@ -66,3 +66,37 @@ def resolve_gpu_label_key(option: str | None) -> str:
     )
     assert key is not None  # the setting has a default
     return key
+
+
+def exporter_containers() -> Any:
+    """--exporter-container: `gpuctl top`, `gpuctl advise` and `gpuctl alerts render` tell
+    the DCGM exporter's own pod from a pod holding a GPU by it."""
+    return _exporter_names(
+        "--exporter-container",
+        "Container name of the DCGM exporter's pod (default: the names the GPU Operator, "
+        "dcgm-exporter's manifest and its Helm chart give it; see docs/cluster-top.md).",
+        "GPUCTL_EXPORTER_CONTAINERS",
+        "exporter_containers",
+    )
+
+
+def exporter_jobs() -> Any:
+    """--exporter-job: the same for series that carry no container label."""
+    return _exporter_names(
+        "--exporter-job",
+        "Scrape job of the DCGM exporter, for series without a container label (default: "
+        "the GPU Operator's and dcgm-exporter's service names).",
+        "GPUCTL_EXPORTER_JOBS",
+        "exporter_jobs",
+    )
+
+
+def _exporter_names(flag: str, what: str, env: str, setting: str) -> Any:
+    return typer.Option(
+        [],
+        flag,
+        metavar="NAME",
+        help=f"{what} A series whose pod is the exporter's own is a free GPU. Repeat the "
+        "option or separate names with commas; the names replace the defaults. Also "
+        f"{env} or {setting} in the config file.",
+    )

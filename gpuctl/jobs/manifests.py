@@ -102,6 +102,8 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
         pod["tolerations"] = tolerations
     if spec.priority:
         pod["priorityClassName"] = spec.priority
+    if spec.scheduler:
+        pod["schedulerName"] = spec.scheduler
     if spec.service_account:
         pod["serviceAccountName"] = spec.service_account
     if spec.image_pull_secrets:

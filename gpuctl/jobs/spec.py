@@ -43,6 +43,7 @@ FIELDS = (
     "deadline",
     "retries",
     "priority",
+    "scheduler",
     "labels",
     "tolerations",
     "service_account",
@@ -76,6 +77,7 @@ class JobSpec:
     deadline: int | None = None
     retries: int = 0
     priority: str | None = None
+    scheduler: str | None = None  # the pods' schedulerName; None: the default scheduler
     labels: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[dict[str, Any], ...] = ()
     service_account: str | None = None
@@ -177,6 +179,14 @@ def parse_job(doc: Doc) -> JobSpec:
     priority = f.text("priority")
     if priority is not None and not k8s_names.dns1123_subdomain(priority):
         raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
+    scheduler = f.text("scheduler")
+    if scheduler is not None and not k8s_names.dns1123_subdomain(scheduler):
+        raise f.error(
+            "scheduler",
+            f"{scheduler!r} is not a valid scheduler name",
+            hint="the schedulerName of a kube-scheduler profile, e.g. gpuctl-binpack "
+            "(`gpuctl sched render`)",
+        )
     pull_secrets = f.str_list("image_pull_secrets", [])
     for secret in pull_secrets:
         if not k8s_names.dns1123_subdomain(secret):
@@ -207,6 +217,7 @@ def parse_job(doc: Doc) -> JobSpec:
         deadline=f.duration("deadline"),
         retries=f.integer("retries", 0, minimum=0, maximum=1000),
         priority=priority,
+        scheduler=scheduler,
         labels=tuple(labels.items()),
         tolerations=tuple(_tolerations(f)),
         service_account=service_account,

@@ -7,13 +7,22 @@ DCGM's utilization, memory and temperature metrics are gauges: they are averaged
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import UsageError
-from gpuctl.top.usage import FB_FREE, FB_USED, GR_ACTIVE, TEMP, UTIL, duration_seconds
+from gpuctl.top import holders
+from gpuctl.top.holders import Exporter
+from gpuctl.top.usage import (
+    FB_FREE,
+    FB_RESERVED,
+    FB_USED,
+    GR_ACTIVE,
+    TEMP,
+    UTIL,
+    duration_seconds,
+)
 
 XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge keeping the last XID code (0: none since start)
 XID_MIN_WINDOW_S = 120
@@ -21,8 +30,9 @@ GROUP = "gpuctl-gpu"
 # Hardware alerts are keyed by the board, not by who uses it: a pod coming or going
 # must not restart their `for` timer or split one GPU into several alerts.
 BOARD = "Hostname, gpu, UUID, modelName"
-
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")  # a Prometheus label name
+# A device (a GPU or a MIG instance) counts once however many pods share it, and however
+# many series dcgm-exporter gives it (one per pod, plus per-process totals).
+DEVICE = BOARD + ", GPU_I_ID, GPU_I_PROFILE"
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,7 @@ class AlertOptions:
     temperature: float = 85.0  # Celsius
     temperature_for: str = "5m"
     xid_window: str = "10m"
-    pod_label: str = "pod"  # "exported_pod" when the scrape renamed DCGM's pod label
+    exporter: Exporter = Exporter()  # whose pod is the exporter's own (see holders.py)
 
 
 def check(o: AlertOptions) -> None:
@@ -72,8 +82,6 @@ def check(o: AlertOptions) -> None:
     ):
         if duration not in ("0", "0s"):
             duration_seconds(duration, option)
-    if not _LABEL_NAME.match(o.pod_label):
-        raise UsageError(f"--pod-label: {o.pod_label!r} is not a Prometheus label name")
 
 
 def _host(expr: str) -> str:
@@ -110,13 +118,37 @@ def _rule(
     return rule
 
 
+def _holder_text() -> str:
+    """namespace/pod of the holder, from whichever labels name it (holders.py's order)."""
+    branches = [
+        f"{{{{ $labels.{ns} }}}}/{{{{ $labels.{pod} }}}}"
+        for ns, pod, _ in (holders.EXPORTED, holders.OLD_NAMESPACE, holders.PLAIN)
+    ]
+    return (
+        f"{{{{ if $labels.{holders.EXPORTED[1]} }}}}{branches[0]}"
+        f"{{{{ else if $labels.{holders.OLD_NAMESPACE[1]} }}}}{branches[1]}"
+        f"{{{{ else }}}}{branches[2]}{{{{ end }}}}"
+    )
+
+
+def _held_utilization(window: str, exporter: Exporter) -> str:
+    """_utilization of the series a pod holds: one disjoint branch per place the holder's
+    labels can be, so that the exporter's own pod never counts as a holder."""
+    return " or ".join(
+        f"({_utilization(window, matcher)})" for matcher in holders.held_matchers(exporter)
+    )
+
+
+def _per_device(metric: str) -> str:
+    return f"max by ({DEVICE}) ({_host(metric)})"
+
+
 def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
     """A Prometheus rule file (what `rule_files:` and `promtool` read)."""
     check(o)
     gpu_on_host = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
-    holder = f'{o.pod_label}!=""'
     xid = f"max by ({BOARD}) ({_host(XID)})"
-    ns_label = "exported_namespace" if o.pod_label.startswith("exported_") else "namespace"
+    used, free, reserved = (_per_device(m) for m in (FB_USED, FB_FREE, FB_RESERVED))
     return {
         "groups": [
             {
@@ -124,8 +156,8 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
                 "rules": [
                     _rule(
                         "GPUHighUtilization",
-                        f"avg by (Hostname) ({_host(f'({_utilization(o.high_util_window)})')})"
-                        f" > {_num(o.high_util)}",
+                        f"avg by (Hostname) (max by ({DEVICE}) "
+                        f"({_host(f'({_utilization(o.high_util_window)})')})) > {_num(o.high_util)}",
                         o.high_util_for,
                         "warning",
                         "GPUs on {{ $labels.Hostname }} are saturated",
@@ -135,17 +167,21 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
                     ),
                     _rule(
                         "GPUIdleAllocated",
-                        f"{_host(f'({_utilization(o.idle_window, holder)})')} < {_num(o.idle_util)}",
+                        f"{_host(f'({_held_utilization(o.idle_window, o.exporter)})')}"
+                        f" < {_num(o.idle_util)}",
                         o.idle_for,
                         "warning",
                         f"{gpu_on_host} is held by a pod but idle",
-                        f"{{{{ $labels.{ns_label} }}}}/{{{{ $labels.{o.pod_label} }}}} holds {gpu_on_host} "
-                        f"whose utilization averaged {{{{ $value | humanize }}}}% over {o.idle_window} "
+                        f"{_holder_text()} holds {gpu_on_host} whose utilization averaged "
+                        f"{{{{ $value | humanize }}}}% over {o.idle_window} "
                         f"(threshold {_num(o.idle_util)}%).",
                     ),
+                    # Reserved memory (reported since dcgm-exporter 4.3.1-4.4.0) is in neither
+                    # used nor free: without it the ratio overstates use.
                     _rule(
                         "GPUMemoryNearFull",
-                        f"{_host(f'100 * {FB_USED} / ({FB_USED} + {FB_FREE})')} > {_num(o.memory)}",
+                        f"100 * {used} / ({used} + {free} + ({reserved} or {free} * 0))"
+                        f" > {_num(o.memory)}",
                         o.memory_for,
                         "warning",
                         f"{gpu_on_host} memory is nearly full",

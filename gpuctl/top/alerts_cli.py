@@ -8,7 +8,7 @@ import typer
 
 from gpuctl.common import options
 from gpuctl.common.errors import UsageError
-from gpuctl.common.output import DataFormat, dump, echo
+from gpuctl.common.output import DataFormat, dump, echo, err_console
 
 alerts_app = typer.Typer(
     help="Prometheus alert rules for GPUs (DCGM-exporter metrics).",
@@ -87,18 +87,24 @@ def render(
         metavar="DURATION",
         help="GPUXidError: fires for this long after a GPU reports a new XID code.",
     ),
-    pod_label: str = typer.Option(
-        "pod",
-        "--pod-label",
-        metavar="LABEL",
-        help="Label naming the pod that holds a GPU; exported_pod when your scrape config "
-        "(e.g. a ServiceMonitor without honorLabels) renamed DCGM-exporter's pod label.",
+    exporter_container: list[str] = options.exporter_containers(),
+    exporter_job: list[str] = options.exporter_jobs(),
+    pod_label: str | None = typer.Option(
+        None, "--pod-label", hidden=True, help="No longer needed: ignored."
     ),
 ) -> None:
     """Write GPU alert rules (high utilization, idle-but-allocated, memory near full,
     temperature, XID errors) to stdout; `promtool check rules` accepts them."""
-    from gpuctl.top import alert_rules
+    from gpuctl.common.config import setting_list
+    from gpuctl.top import alert_rules, holders
 
+    if pod_label is not None:
+        err_console().print(
+            "warning: --pod-label is ignored: the rules find the pod holding a GPU "
+            "under every scrape setup (see docs/alerts.md)",
+            style="yellow",
+            markup=False,
+        )
     if fmt is RuleFormat.rules and label:
         raise UsageError(
             "--label applies to --format prometheusrule only; a rule file has no object labels"
@@ -115,7 +121,10 @@ def render(
         temperature=temperature,
         temperature_for=temperature_for,
         xid_window=xid_window,
-        pod_label=pod_label,
+        exporter=holders.exporter(
+            setting_list("exporter_containers", exporter_container),
+            setting_list("exporter_jobs", exporter_job),
+        ),
     )
     document = alert_rules.rules(options)
     if fmt is RuleFormat.prometheusrule:

@@ -46,13 +46,16 @@ def top(
         metavar="PCT",
         help="Cluster view: a GPU under this mean utilization is idle.",
     ),
+    exporter_container: list[str] = options.exporter_containers(),
+    exporter_job: list[str] = options.exporter_jobs(),
 ) -> None:
     """Show GPU utilization, memory, temperature, power and processes."""
-    from gpuctl.common.config import setting
+    from gpuctl.common.config import setting, setting_list
 
     prometheus = setting("prometheus_url", prometheus)
     if prometheus:
         from gpuctl.top import cluster_cli as top_cluster
+        from gpuctl.top import holders
 
         top_cluster.run(
             prometheus,
@@ -61,6 +64,10 @@ def top(
             output=output.value,
             window=window,
             idle_threshold=idle_threshold,
+            exporter=holders.exporter(
+                setting_list("exporter_containers", exporter_container),
+                setting_list("exporter_jobs", exporter_job),
+            ),
         )
     else:
         from gpuctl.top import node_cli as top_node

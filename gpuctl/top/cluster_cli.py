@@ -9,13 +9,21 @@ import time
 from gpuctl.common.errors import BackendError, UsageError
 from gpuctl.common.output import dump, echo, out_console
 from gpuctl.top import usage
+from gpuctl.top.holders import Exporter
 
 BAR_WIDTH = 10
 LIVE_NAMESPACES = 5
 
 
 def run(
-    url: str, *, delay: float, once: bool, output: str, window: str, idle_threshold: float
+    url: str,
+    *,
+    delay: float,
+    once: bool,
+    output: str,
+    window: str,
+    idle_threshold: float,
+    exporter: Exporter,
 ) -> None:
     if not 0 <= idle_threshold <= 100:
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
@@ -23,7 +31,7 @@ def run(
     from gpuctl.adapters.prometheus import Prometheus
 
     client = Prometheus(url)
-    frame = fetch(client, queries, idle_threshold)
+    frame = fetch(client, queries, idle_threshold, exporter)
     if output != "table":  # a document is one snapshot: json/yaml imply --once
         echo(dump(usage.frame_to_dict(frame), output))
         return
@@ -34,13 +42,15 @@ def run(
         else:
             echo(render_plain(frame, window, idle_threshold))
         return
-    _live(console, client, queries, frame, delay, window, idle_threshold)
+    _live(console, client, queries, frame, delay, window, idle_threshold, exporter)
 
 
-def fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame:
+def fetch(
+    client, queries: usage.Queries, idle_threshold: float, exporter: Exporter = Exporter()
+) -> usage.Frame:
     """One frame: three concurrent queries, then pure aggregation."""
     with _cyclic_gc_paused():
-        return _fetch(client, queries, idle_threshold)
+        return _fetch(client, queries, idle_threshold, exporter)
 
 
 @contextlib.contextmanager
@@ -56,7 +66,9 @@ def _cyclic_gc_paused():
             gc.enable()
 
 
-def _fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame:
+def _fetch(
+    client, queries: usage.Queries, idle_threshold: float, exporter: Exporter
+) -> usage.Frame:
     # Evaluated at Prometheus's own "now": a client clock running ahead would otherwise
     # look past the 5-minute lookback and find no GPUs at all.
     current, attributes, means = client.query_all(
@@ -69,10 +81,10 @@ def _fetch(client, queries: usage.Queries, idle_threshold: float) -> usage.Frame
             hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
             "sure this Prometheus scrapes it",
         )
-    return usage.build_frame(current, attributes, means, idle_threshold)
+    return usage.build_frame(current, attributes, means, idle_threshold, exporter)
 
 
-def _live(console, client, queries, frame, delay, window, idle_threshold) -> None:
+def _live(console, client, queries, frame, delay, window, idle_threshold, exporter) -> None:
     from rich.live import Live
 
     error = None
@@ -88,7 +100,7 @@ def _live(console, client, queries, frame, delay, window, idle_threshold) -> Non
                 )
                 time.sleep(delay)
                 try:
-                    frame, error = fetch(client, queries, idle_threshold), None
+                    frame, error = fetch(client, queries, idle_threshold, exporter), None
                 except BackendError as e:  # keep the last frame and say why it is stale
                     error = e.message
     except KeyboardInterrupt:
@@ -121,6 +133,12 @@ def _safe(text: str) -> str:
 
 def _model(name) -> str:
     return "-" if not name else _safe(name.removeprefix("NVIDIA "))
+
+
+def _holders(row: usage.GpuRow) -> str:
+    if not row.holders:
+        return "-"
+    return _safe(", ".join(f"{h.namespace or '-'}/{h.pod}" for h in row.holders))
 
 
 def _state(row: usage.GpuRow) -> tuple:
@@ -178,7 +196,7 @@ def gpu_cells(rows: list) -> list:
                 _bar(mem, mem_label, "cyan"),
                 plain("-" if r.temperature_c is None else f"{r.temperature_c:.0f}C"),
                 plain("-" if r.power_w is None else f"{r.power_w:.0f}W"),
-                plain("-" if not r.allocated else _safe(f"{r.namespace or '-'}/{r.pod}")),
+                plain(_holders(r)),
                 (_state(r),),
             )
         )
@@ -252,6 +270,12 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
             "bold red" if s.idle_allocated_gpus else "",
         ),
     )
+    if s.stranded_gpus is not None:
+        text.append(
+            f" · {s.stranded_gpus} stranded (free GPUs on nodes with fewer than "
+            f"{s.request_shape} free; most pods hold {s.request_shape})",
+            "bold red" if s.stranded_gpus else "",
+        )
     if s.busiest is not None and s.idlest is not None:
         text.append(
             f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "

@@ -6,12 +6,15 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.numbers import whole_number
+from gpuctl.top import holders
+from gpuctl.top.holders import Exporter, Holder
 
 UTIL = (
     "DCGM_FI_DEV_GPU_UTIL"  # percent; absent or a constant 0 for MIG devices: never used for them
@@ -19,9 +22,10 @@ UTIL = (
 GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1; what MIG devices report
 FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB
+FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"  # MiB, dcgm-exporter 4.3.1-4.4.0 and later
 TEMP = "DCGM_FI_DEV_GPU_TEMP"  # Celsius
 POWER = "DCGM_FI_DEV_POWER_USAGE"  # Watts
-METRICS = (UTIL, GR_ACTIVE, FB_USED, FB_FREE, TEMP, POWER)
+METRICS = (UTIL, GR_ACTIVE, FB_USED, FB_FREE, FB_RESERVED, TEMP, POWER)
 
 # Labels that tell one device from another: its UUID (and MIG instance) where the
 # exporter gives one, else its node and index. Grouping by exactly these on the server
@@ -30,19 +34,9 @@ METRICS = (UTIL, GR_ACTIVE, FB_USED, FB_FREE, TEMP, POWER)
 BY_UUID = ("UUID", "GPU_I_ID")
 BY_HOST = ("Hostname", "hostname", "gpu", "GPU_I_ID")
 IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
-# Labels worth showing. `exported_*` appear when the scrape config attaches its own
-# pod/namespace labels (prometheus-operator) and Prometheus renames the exporter's ones.
-ATTRIBUTES = IDENTITY + (
-    "GPU_I_PROFILE",
-    "modelName",
-    "instance",
-    "pod",
-    "namespace",
-    "container",
-    "exported_pod",
-    "exported_namespace",
-    "exported_container",
-)
+# Labels worth showing, and those that say who holds the device (see holders.py).
+# (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
+ATTRIBUTES = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance") + holders.LABELS
 
 _DURATION = re.compile(
     r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z"
@@ -127,17 +121,23 @@ class GpuRow:
     utilization_gpu: float | None  # percent, now
     mean_utilization: float | None  # percent, over the window
     memory_used_mib: float | None
-    memory_total_mib: float | None
+    memory_total_mib: float | None  # used + free (+ reserved where reported)
     temperature_c: float | None
     power_w: float | None
-    pod: str | None
-    namespace: str | None
-    container: str | None
+    holders: tuple[Holder, ...]  # sorted; several when a shared GPU (time-slicing, MPS)
     idle: bool | None  # None when the window holds no utilization sample
 
     @property
+    def pod(self) -> str | None:
+        return self.holders[0].pod if self.holders else None
+
+    @property
+    def namespace(self) -> str | None:
+        return self.holders[0].namespace if self.holders else None
+
+    @property
     def allocated(self) -> bool:
-        return self.pod is not None
+        return bool(self.holders)
 
     @property
     def idle_allocated(self) -> bool:
@@ -166,6 +166,8 @@ class ClusterSummary:
     idle_allocated_gpus: int
     busiest: NodeUsage | None
     idlest: NodeUsage | None
+    request_shape: int | None = None  # whole GPUs the most common pod holds
+    stranded_gpus: int | None = None  # free GPUs on nodes with fewer free than that
 
 
 @dataclass
@@ -188,17 +190,9 @@ def _labels_of(key: Key) -> dict[str, Any]:
     return dict(zip(BY_UUID if len(key) == 2 else ("",) + BY_HOST, key))
 
 
-def _holder(attrs: dict[str, Any], renamed: bool) -> tuple[str | None, str | None, str | None]:
-    prefix = "exported_" if renamed else ""
-    pod, namespace, container = (
-        attrs.get(prefix + name) or None for name in ("pod", "namespace", "container")
-    )
-    return pod, namespace, container
-
-
 def _richest(candidates: list[dict[str, Any]]) -> dict[str, Any]:
     # The same device can come with more than one set of attributes (a label present on
-    # some metrics only, a pod changing between scrapes): keep the fullest, deterministically.
+    # some metrics only, one set per pod sharing it): keep the fullest, deterministically.
     if len(candidates) == 1:
         return candidates[0]
     return max(candidates, key=lambda a: (sum(1 for v in a.values() if v), sorted(a.items())))
@@ -215,6 +209,7 @@ def build_frame(
     attributes: Iterable[Sample],
     window_util: Iterable[Sample],
     idle_threshold: float,
+    exporter: Exporter = Exporter(),
 ) -> Frame:
     """Rows (one per GPU or MIG device, grouped by node) and the waste summaries."""
     values: dict[Key, dict[str, float]] = {}
@@ -224,12 +219,13 @@ def build_frame(
         if name in wanted and math.isfinite(value):
             values.setdefault(key_of(labels), {})[name] = value
     attrs: dict[Key, list[dict[str, Any]]] = {}
+    held: dict[Key, set[Holder]] = {}
     for labels, _ in attributes:
-        attrs.setdefault(key_of(labels), []).append(labels)
+        key = key_of(labels)
+        attrs.setdefault(key, []).append(labels)
+        if (h := holders.holder(labels, exporter)) is not None:
+            held.setdefault(key, set()).add(h)
     means = {key_of(labels): value for labels, value in window_util if math.isfinite(value)}
-    renamed = any(
-        "exported_pod" in a or "exported_namespace" in a for group in attrs.values() for a in group
-    )
 
     # A MIG-enabled GPU may also report board-level series (temperature, power) without
     # a GPU instance: those fill in its MIG devices instead of making a row of their own.
@@ -243,9 +239,15 @@ def build_frame(
             continue
         parent = values.get(board(key), {}) if key[-1] else {}
         a = _richest(attrs.get(key) or [_labels_of(key)])
-        rows.append(_row(metrics, parent, a, means.get(key), renamed, idle_threshold))
+        pods = held.get(key, set())
+        who = tuple(sorted(pods, key=_holder_order)) if len(pods) > 1 else tuple(pods)
+        rows.append(_row(metrics, parent, a, means.get(key), who, idle_threshold))
     rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
     return Frame(rows, namespace_usage(rows), summarize(rows))
+
+
+def _holder_order(h: Holder) -> tuple[str, str, str]:
+    return (h.namespace or "", h.pod, h.container or "")
 
 
 def _row(
@@ -253,7 +255,7 @@ def _row(
     parent: dict[str, Any],
     a: dict[str, Any],
     mean: float | None,
-    renamed: bool,
+    who: tuple[Holder, ...],
     threshold: float,
 ) -> GpuRow:
     gpu, instance_id = a.get("gpu"), a.get("GPU_I_ID")
@@ -266,22 +268,22 @@ def _row(
         gpu = f"{gpu or '?'}/mig{instance_id}"
         if model:
             model = f"{model} MIG {profile}" if profile else f"{model} MIG"
-    pod, namespace, container = _holder(a, renamed)
     return GpuRow(
         node=a.get("Hostname") or a.get("hostname") or a.get("instance") or "-",
         gpu=gpu or "-",
-        uuid=a.get("UUID") or None,
+        uuid=a.get("UUID") or a.get("uuid") or None,
         model=model,
         mig_profile=profile,
         utilization_gpu=util,
         mean_utilization=mean,
         memory_used_mib=used,
-        memory_total_mib=used + free if used is not None and free is not None else None,
+        # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
+        memory_total_mib=used + free + m.get(FB_RESERVED, 0.0)
+        if used is not None and free is not None
+        else None,
         temperature_c=m.get(TEMP, parent.get(TEMP)),
         power_w=m.get(POWER, parent.get(POWER)),
-        pod=pod,
-        namespace=namespace,
-        container=container,
+        holders=who,
         idle=None if mean is None else mean < threshold,
     )
 
@@ -292,11 +294,12 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def namespace_usage(rows: list[GpuRow]) -> list[NamespaceUsage]:
-    """GPUs held per namespace (a pod holds them), their mean utilization, the idle ones."""
+    """GPUs held per namespace (its pods hold them), their mean utilization, the idle ones.
+    A GPU shared by pods of several namespaces counts once in each."""
     groups: dict[str, list[GpuRow]] = {}
     for r in rows:
-        if r.allocated:
-            groups.setdefault(r.namespace or "-", []).append(r)
+        for ns in sorted({h.namespace or "-" for h in r.holders}):
+            groups.setdefault(ns, []).append(r)
     return [
         NamespaceUsage(
             ns, len(g), _mean([r.mean_utilization for r in g]), sum(1 for r in g if r.idle)
@@ -311,6 +314,7 @@ def summarize(rows: list[GpuRow]) -> ClusterSummary:
         per_node.setdefault(r.node, []).append(r.mean_utilization)
     nodes = [NodeUsage(n, m) for n, v in per_node.items() if (m := _mean(v)) is not None]
     nodes.sort(key=lambda n: natural_key(n.node))
+    shape, stranded_gpus = stranded(rows)
     return ClusterSummary(
         gpus=len(rows),
         mean_utilization=_mean([r.mean_utilization for r in rows]),
@@ -318,7 +322,24 @@ def summarize(rows: list[GpuRow]) -> ClusterSummary:
         idle_allocated_gpus=sum(1 for r in rows if r.idle_allocated),
         busiest=max(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
+        request_shape=shape,
+        stranded_gpus=stranded_gpus,
     )
+
+
+def stranded(rows: list[GpuRow]) -> tuple[int | None, int | None]:
+    """The most common request shape (how many whole GPUs a pod holds, over the pods that
+    hold whole GPUs now; a tie goes to the larger) and the stranded GPUs: free whole GPUs
+    on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
+    are left out of both. (None, None) when no pod holds a whole GPU."""
+    whole = [r for r in rows if r.mig_profile is None]
+    per_pod = Counter((h.namespace, h.pod) for r in whole for h in r.holders)
+    if not per_pod:
+        return None, None
+    shapes = Counter(per_pod.values())
+    shape = max(shapes, key=lambda n: (shapes[n], n))
+    free = Counter(r.node for r in whole if not r.allocated)
+    return shape, sum(n for n in free.values() if n < shape)
 
 
 def _round(value: float | None) -> float | None:
@@ -344,8 +365,9 @@ def frame_to_dict(frame: Frame) -> dict[str, Any]:
                 "memory_total_mib": _mib(r.memory_total_mib),
                 "temperature_c": _round(r.temperature_c),
                 "power_w": _round(r.power_w),
-                "pod": r.pod,
+                "pod": r.pod,  # the first holder, as before shared GPUs were listed
                 "namespace": r.namespace,
+                "holders": [h._asdict() for h in r.holders],
                 "idle": r.idle,
             }
             for r in frame.rows
@@ -364,5 +386,7 @@ def frame_to_dict(frame: Frame) -> dict[str, Any]:
             "mean_utilization": _round(s.mean_utilization),
             "idle_gpus": s.idle_gpus,
             "idle_allocated_gpus": s.idle_allocated_gpus,
+            "request_shape_gpus": s.request_shape,
+            "stranded_gpus": s.stranded_gpus,
         },
     }

@@ -12,9 +12,9 @@ from gpuctl.common import options
 from gpuctl.common.output import Format
 
 # Literal here so that `--help` loads nothing of the replay; tests/whatif/test_cli.py checks
-# they are replay.POLICIES and scoring.DEFAULT_GPU_WEIGHT.
+# they are replay.POLICIES and gpus.scoring.DEFAULT_GPU_WEIGHT.
 POLICIES = "k8s-default,most-allocated,best-fit,first-fit,fgd"
-GPU_WEIGHT = 10
+GPU_WEIGHT = 20
 MAX_SEEDS = 100
 MAX_DEMAND = 10.0
 
@@ -78,9 +78,11 @@ def whatif(
     if from_cluster == bool(nodes or pods) or (not from_cluster and not (nodes and pods)):
         raise UsageError("give either --nodes and --pods, or --from-cluster")
     chosen = _policies(policy)
-    if not 1 <= gpu_weight <= 100:
+    from gpuctl.gpus.scoring import MAX_WEIGHT
+
+    if not 1 <= gpu_weight <= MAX_WEIGHT:
         raise UsageError(
-            f"--gpu-weight must be 1 to 100 (kube-scheduler's range), got {gpu_weight}"
+            f"--gpu-weight must be 1 to {MAX_WEIGHT} (kube-scheduler's range), got {gpu_weight}"
         )
     permille = _demand_permille(demand)
     seed_list = _seeds(seeds)
@@ -172,14 +174,18 @@ def _print_table(result: dict[str, Any]) -> None:
 
     seeds = ", ".join(str(s) for s in result["policies"][0]["seeds"])
     table = Table(
-        title=f"GPU allocated (% of capacity) as demand grows; medians over seeds {seeds}",
-        caption="drop: demand (%) when a GPU pod first fit nowhere; left: GPUs left "
-        "unallocated at the end, frag: % of them fragmented; whole: nodes with all GPUs "
-        "free at 50 % demand",
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+        caption=f"ALLOC: GPU allocated (% of capacity) when demand reached 50/90/100/130 %; "
+        "DROP: demand (%) when a GPU pod first fit nowhere; LEFT: GPUs unallocated at the "
+        "end, FRAG: % of them fragmented; WHOLE: nodes with all GPUs free at 50 % demand. "
+        f"Medians over seeds {seeds}.",
+        caption_justify="left",
     )
-    table.add_column("policy", no_wrap=True)
-    for heading in ("@50%", "@90%", "@100%", "@130%", "drop", "left", "frag", "whole"):
-        table.add_column(heading, justify="right")
+    headings = ("POLICY", "ALLOC@50", "@90", "@100", "@130", "DROP", "LEFT", "FRAG", "WHOLE")
+    for heading in headings:
+        table.add_column(heading, justify="left" if heading == "POLICY" else "right")
     for p in result["policies"]:
         alloc = p["alloc_pct"]
         table.add_row(

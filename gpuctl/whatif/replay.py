@@ -17,8 +17,9 @@ allocated.
 Policies (GPU amounts in thousandths of a GPU):
 - k8s-default: kube-scheduler's default profile, GPU-blind: LeastAllocated over cpu and
   memory (weights 1) + BalancedAllocation (scoring.py);
-- most-allocated: NodeResourcesFit MostAllocated over cpu 1, memory 1, nvidia.com/gpu W —
-  the profile `gpuctl sched render` writes;
+- most-allocated: NodeResourcesFit MostAllocated with gpuctl.gpus.scoring's weights (cpu 1,
+  memory 1, nvidia.com/gpu W), BalancedAllocation off — the profile `gpuctl sched render`
+  writes;
 - best-fit: the artifact's BestFitScore: ⌊100 · (1 − ½ (free CPU − CPU) / largest node's
   CPU − ½ (free GPU − GPU) / largest node's GPU)⌋, after placing the pod;
 - first-fit: the first fitting node (in the seed's order of the nodes);
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from gpuctl.common.errors import UsageError
+from gpuctl.gpus.scoring import DEFAULT_GPU_WEIGHT, GPU_RESOURCE, resource_weights
 from gpuctl.whatif import scoring
 from gpuctl.whatif.fragmentation import Fragmentation, Shape, fgd_score, typical_shapes
 from gpuctl.whatif.trace import MILLI, Node, Pod
@@ -199,8 +201,11 @@ class KubeDefault(_Scored):
 
 class MostAllocated(_Scored):
     def __init__(self, cluster: Cluster, gpu_weight: int):
-        self.cpu_memory = scoring.Scorer(cluster.cap[:2], (1, 1))
-        self.with_gpu = scoring.Scorer(cluster.cap, (1, 1, gpu_weight))
+        weight = dict(resource_weights(gpu_weight))
+        self.cpu_memory = scoring.Scorer(cluster.cap[:2], (weight["cpu"], weight["memory"]))
+        self.with_gpu = scoring.Scorer(
+            cluster.cap, (weight["cpu"], weight["memory"], weight[GPU_RESOURCE])
+        )
 
     def scores(self, cluster: Cluster, pod: Pod) -> Ints:
         if not pod.gpus:  # an extended resource the pod does not request is not scored
@@ -336,7 +341,7 @@ def replay(
     policy: str,
     seed: int,
     demand_permille: int,
-    gpu_weight: int = scoring.DEFAULT_GPU_WEIGHT,
+    gpu_weight: int = DEFAULT_GPU_WEIGHT,
     shapes: Sequence[Shape] | None = None,
 ) -> Run:
     """One replay of `pods` onto empty `nodes` until the GPU request reaches

@@ -1,6 +1,6 @@
 """How kube-scheduler scores nodes by their resources, computed for many nodes at once.
-Pure. This module is the one definition of the `most-allocated` profile: `gpuctl whatif`
-replays with it and `gpuctl sched render` writes it (most_allocated_profile).
+Pure. The weights of the `most-allocated` profile are gpuctl.gpus.scoring's, the ones
+`gpuctl sched render` writes.
 
 The formulas are upstream's (kubernetes/kubernetes, pkg/scheduler/framework/plugins/
 noderesources: most_allocated.go, least_allocated.go, balanced_allocation.go,
@@ -27,7 +27,7 @@ same ratio).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,48 +37,8 @@ if TYPE_CHECKING:
     Floats = NDArray[np.float64]
 
 MAX_NODE_SCORE = 100
-MAX_WEIGHT = 100  # upstream refuses resource weights outside 1..100 (validateResources)
 NON_ZERO_CPU_MILLI = 100  # upstream's DefaultMilliCPURequest
 NON_ZERO_MEMORY_MIB = 200  # upstream's DefaultMemoryRequest, 200 MiB
-
-GPU_RESOURCE = "nvidia.com/gpu"
-DEFAULT_GPU_WEIGHT = 10
-
-FIT_PLUGIN = "NodeResourcesFit"
-BALANCED_PLUGIN = "NodeResourcesBalancedAllocation"
-
-
-def most_allocated_resources(gpu_weight: int = DEFAULT_GPU_WEIGHT) -> list[dict[str, str | int]]:
-    """`scoringStrategy.resources` of the most-allocated profile: cpu 1, memory 1,
-    nvidia.com/gpu W."""
-    if not 1 <= gpu_weight <= MAX_WEIGHT:
-        raise ValueError(f"the GPU weight must be 1 to {MAX_WEIGHT}, got {gpu_weight}")
-    return [
-        {"name": "cpu", "weight": 1},
-        {"name": "memory", "weight": 1},
-        {"name": GPU_RESOURCE, "weight": gpu_weight},
-    ]
-
-
-def most_allocated_profile(gpu_weight: int = DEFAULT_GPU_WEIGHT) -> dict[str, Any]:
-    """What makes a KubeSchedulerConfiguration profile (kubescheduler.config.k8s.io/v1) score
-    as the replay's most-allocated: NodeResourcesFit with scoringStrategy MostAllocated, and
-    NodeResourcesBalancedAllocation, which favours nodes whose cpu and memory are equally
-    used and so works against packing, disabled. Its `plugins` and `pluginConfig`."""
-    return {
-        "plugins": {"score": {"disabled": [{"name": BALANCED_PLUGIN}]}},
-        "pluginConfig": [
-            {
-                "name": FIT_PLUGIN,
-                "args": {
-                    "scoringStrategy": {
-                        "type": "MostAllocated",
-                        "resources": most_allocated_resources(gpu_weight),
-                    }
-                },
-            }
-        ],
-    }
 
 
 class Scorer:

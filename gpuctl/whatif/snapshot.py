@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuctl.common.quantity import from_api
 from gpuctl.gpus.resources import DONE_PHASES
-from gpuctl.whatif.scoring import GPU_RESOURCE
+from gpuctl.gpus.scoring import GPU_RESOURCE
 from gpuctl.whatif.trace import MAX_CPU_MILLI, MAX_GPUS, MAX_MEMORY_MIB, MILLI, Node, Pod
 
 MIB = 2**20

@@ -22,7 +22,7 @@ TEST_SPECS = [
     BASE + "kind: Pod\ngpus: 4\nshm: 1Gi\ndeadline: 1h\n",
     BASE + "mig: 3g.40gb\ngpu_type: h100\ncpu: 500m\nmemory: 8Gi\n",
     BASE + "gpus: 1\nshared: true\npriority: low\nservice_account: trainer\n"
-    "image_pull_secrets: [regcred]\n",
+    "image_pull_secrets: [regcred]\nscheduler: gpuctl-binpack\n",
     BASE + "gpus: 0\ncommand: [sleep, '1']\n",
     BASE + "nodes: 4\ngpus: 8\nmaster_port: 23456\nttl_after_finished: 10m\nretries: 3\n"
     "tolerations: [{key: spot, operator: Exists, effect: NoExecute, tolerationSeconds: 60}]\n",
@@ -115,6 +115,13 @@ def test_single_node_job_fields():
     assert job["spec"]["activeDeadlineSeconds"] == 7200
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert "completionMode" not in job["spec"]
+
+
+def test_scheduler_becomes_every_pods_scheduler_name():
+    assert "schedulerName" not in pod_spec(rendered(BASE))  # the default scheduler
+    for text in (BASE, BASE + "kind: Pod\n", BASE + "nodes: 2\n"):
+        spec = pod_spec(rendered(text + "scheduler: gpuctl-binpack\n"))
+        assert spec["schedulerName"] == "gpuctl-binpack"
 
 
 def test_no_gpu_means_no_gpu_toleration_or_limit():

@@ -60,6 +60,12 @@ def test_full_spec():
     )
 
 
+def test_scheduler_names_a_profile_or_defaults_to_none():
+    assert parse(BASE).scheduler is None
+    assert parse(BASE + "scheduler: gpuctl-binpack\n").scheduler == "gpuctl-binpack"
+    assert parse(BASE + "scheduler: team.pack-2\n").scheduler == "team.pack-2"  # a subdomain
+
+
 def test_mig_and_shared_resources():
     assert parse(BASE + "mig: 1g.10gb+me\n").gpu_resource == ("nvidia.com/mig-1g.10gb.me", 1)
     assert parse(BASE + "gpus: 2\nshared: true\n").gpu_resource == ("nvidia.com/gpu.shared", 2)
@@ -133,6 +139,9 @@ def test_mig_and_shared_resources():
             "at most",
         ),
         ("image_pull_secrets: [Reg_Cred]\n", 4, "image_pull_secrets", "Secret name"),
+        ("scheduler: GPU_Binpack\n", 4, "scheduler", "scheduler name"),
+        ('scheduler: "gpuctl-binpack\\n"\n', 4, "scheduler", "scheduler name"),
+        ("scheduler: [a]\n", 4, "scheduler", "string"),
     ],
 )
 def test_bad_fields_name_file_line_and_field(extra, line, field, needle):

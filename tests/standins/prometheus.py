@@ -3,8 +3,9 @@
 `prometheus_with(series)` loads fixed DCGM-exporter-shaped data through
 `promtool tsdb create-blocks-from openmetrics` and starts Prometheus on it (~0.2 s, no
 scrape to wait for). Timestamps are relative to now, so gpuctl queries at "now" exactly
-as it does against a live cluster. `scraped_prometheus` is Prometheus scraping a
-DCGM-exporter look-alike written with prometheus_client (first scrape takes a few seconds).
+as it does against a live cluster. `dcgm_scrape` is Prometheus scraping dcgm-exporter
+stand-ins (tests/standins/dcgm_exporter.py) through a real scrape configuration (the first
+scrape takes a second or two).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+import yaml
 
-from tests.standins import missing
+from tests.standins import dcgm_exporter, missing
 
 STEP_S = 15  # DCGM-exporter's and Prometheus's usual scrape interval
 
@@ -44,9 +46,10 @@ class Series:
     value: float | Callable[[float], float]
     history_s: int = 1800
     newest_s: int = 5  # age of the newest sample
+    step_s: int = STEP_S  # a window of days loads faster with fewer samples
 
     def samples(self, now: float):
-        for age in range(self.history_s, self.newest_s - 1, -STEP_S):
+        for age in range(self.history_s, self.newest_s - 1, -self.step_s):
             v = self.value(age) if callable(self.value) else self.value
             yield now - age, v
 
@@ -123,7 +126,11 @@ class PrometheusServer:
 
 
 def start_prometheus(
-    data_dir_filler=None, scrape_target: str | None = None, tmp: str | None = None
+    data_dir_filler=None,
+    scrape_target: str | None = None,
+    tmp: str | None = None,
+    scrape_configs: list | None = None,
+    rule_files: list | None = None,
 ) -> PrometheusServer:
     prom = need("prometheus")
     tmp = tmp or tempfile.mkdtemp(prefix="gpuctl-prom-")
@@ -131,10 +138,18 @@ def start_prometheus(
     if data_dir_filler:
         data_dir_filler(data)
     config = os.path.join(tmp, "prometheus.yml")
+    scrapes = list(scrape_configs or [])
+    if scrape_target:
+        scrapes.append({"job_name": "dcgm", "static_configs": [{"targets": [scrape_target]}]})
     with open(config, "w") as f:
-        f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n")
-        if scrape_target:
-            f.write(f"- job_name: dcgm\n  static_configs: [{{targets: ['{scrape_target}']}}]\n")
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "scrape_configs": scrapes,
+                "rule_files": list(rule_files or []),
+            },
+            f,
+        )
     # The free port can be taken (by a test in another xdist worker, or any connection's
     # local port) before Prometheus binds it: then try another one.
     for _attempt in range(3):
@@ -156,7 +171,7 @@ def _launch(prom: str, config: str, data: str, tmp: str) -> PrometheusServer | N
                 f"--storage.tsdb.path={data}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--log.level=error",
-                "--storage.tsdb.retention.time=1d",
+                "--storage.tsdb.retention.time=15d",  # test data may span a week
             ],
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -188,8 +203,18 @@ def load_blocks(series: list, now: float):
         om = os.path.join(os.path.dirname(data_dir), "data.om")
         with open(om, "w") as f:
             f.write(openmetrics(series, now))
+        # One block for the whole history: a week cut into 2-hour blocks takes 20 s, not 0.6.
+        hours = max(2, -(-max((s.history_s for s in series), default=0) // 3600) + 1)
         proc = subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", om, data_dir],
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                f"--max-block-duration={hours}h",
+                om,
+                data_dir,
+            ],
             capture_output=True,
             text=True,
             timeout=300,
@@ -220,40 +245,53 @@ def promtool() -> str:
     return need("promtool")
 
 
+def start_dcgm_scrape(
+    exporters: list, deployment=None, honor_labels: bool = False, rule_files=()
+) -> PrometheusServer:
+    """A Prometheus that has scraped dcgm-exporter stand-ins once, one per
+    (node, devices, release) in exporters: with the scrape config the Prometheus Operator
+    generates for the deployment's ServiceMonitor, or, for deployment None, a hand-written
+    static one. Stopping it stops the exporters."""
+    need("prometheus")
+    servers, targets = [], []
+    for i, (node, devices, release) in enumerate(exporters):
+        servers.append(
+            dcgm_exporter.ExporterServer(dcgm_exporter.metrics_text(devices, node, release))
+        )
+        # A DaemonSet's pods are named after it (its service's name here) plus 5 characters.
+        pod = f"{deployment.service if deployment else 'dcgm-exporter'}-{i:05d}"
+        targets.append((servers[-1].address, pod, node))
+    if deployment is None:
+        config = dcgm_exporter.static_scrape_config([t[0] for t in targets])
+    else:
+        config = dcgm_exporter.servicemonitor_scrape_config(deployment, targets, honor_labels)
+    try:
+        prom = start_prometheus(scrape_configs=[config], rule_files=list(rule_files))
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    prom.stop_hooks += [server.stop for server in servers]
+    q = urllib.parse.quote("sum(up)")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        result = prom.api(f"/api/v1/query?query={q}")["data"]["result"]
+        if result and float(result[0]["value"][1]) == len(targets):
+            return prom
+        time.sleep(0.2)
+    prom.stop()
+    pytest.fail(f"prometheus did not scrape the {len(targets)} exporters within 30 s")
+
+
 @pytest.fixture
-def scraped_prometheus():
-    """Factory: scraped_prometheus(set_metrics) -> PrometheusServer scraping a
-    prometheus_client DCGM-exporter look-alike; set_metrics(gauges) fills the gauges
-    (dict name -> Gauge). Returns once the first scrape is visible."""
-    servers = []
+def dcgm_scrape():
+    """Factory: dcgm_scrape(exporters, deployment, honor_labels, rule_files=()) ->
+    start_dcgm_scrape's server, stopped after the test."""
+    servers: list = []
 
-    def start(set_metrics, labels: tuple) -> PrometheusServer:
-        need("prometheus")
-        from prometheus_client import CollectorRegistry, Gauge
-        from prometheus_client.exposition import start_http_server
-
-        from gpuctl.top.usage import METRICS
-
-        registry = CollectorRegistry()
-        gauges = {name: Gauge(name, name, labels, registry=registry) for name in METRICS}
-        set_metrics(gauges)
-        httpd, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
-        server = start_prometheus(scrape_target=f"127.0.0.1:{httpd.server_port}")
-
-        def stop_exporter() -> None:
-            httpd.shutdown()
-            httpd.server_close()
-            thread.join(5)
-
-        server.stop_hooks.append(stop_exporter)
-        servers.append(server)
-        q = urllib.parse.quote("count(DCGM_FI_DEV_FB_USED)")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if server.api(f"/api/v1/query?query={q}")["data"]["result"]:
-                return server
-            time.sleep(0.2)
-        pytest.fail("prometheus did not scrape the exporter within 30 s")
+    def start(*args, **kwargs) -> PrometheusServer:
+        servers.append(start_dcgm_scrape(*args, **kwargs))
+        return servers[-1]
 
     yield start
     for s in servers:

@@ -1,6 +1,7 @@
 """`gpuctl alerts render`: every variant passes `promtool check rules`, and `promtool test
 rules` shows each alert firing and not firing on crafted DCGM series."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -9,8 +10,16 @@ import pytest
 import yaml
 
 from gpuctl.app import main
+from gpuctl.top import holders
 
 H100 = "NVIDIA H100 80GB HBM3"
+# The target labels a GPU Operator ServiceMonitor scrape puts on every series.
+EXPORTER_POD = {
+    "pod": "nvidia-dcgm-exporter-x7k2p",
+    "namespace": "gpu-operator",
+    "container": "nvidia-dcgm-exporter",
+    "job": "nvidia-dcgm-exporter",
+}
 
 
 def render(capsys, *args) -> tuple:
@@ -81,9 +90,9 @@ def run_unit_tests(promtool, tmp_path, rules_path, cases, name="tests.yml"):
         ["-o", "json"],
         ["--format", "prometheusrule"],
         ["--format", "prometheusrule", "-o", "json", "-l", "release=kps"],
+        ["--exporter-container", "a.b,c", "--exporter-job", 'j"1', "--exporter-job", "j2"],
+        ["--exporter-container", "", "--exporter-job", ""],
         [
-            "--pod-label",
-            "exported_pod",
             "--high-util",
             "60",
             "--high-util-window",
@@ -242,8 +251,8 @@ def test_default_rules_fire_and_stay_quiet(promtool, tmp_path, capsys):
             "GPUMemoryNearFull",
             "20m",
             [
-                alert(
-                    {"severity": "warning", **gpu_labels("n1", "0", **held)},
+                alert(  # per device: whoever holds it
+                    {"severity": "warning", **gpu_labels("n1", "0")},
                     "GPU 0 on n1 memory is nearly full",
                     "GPU 0 on n1 has used 98.75% of its memory for 15m (threshold 95%).",
                 )
@@ -330,11 +339,9 @@ def test_thresholds_and_durations_are_options(promtool, tmp_path, capsys):
         "5m",
         "--temperature",
         "75",
-        "--pod-label",
-        "exported_pod",
     )
     util = "DCGM_FI_DEV_GPU_UTIL"
-    held = {"exported_pod": "nb", "exported_namespace": "team", "pod": "dcgm-exporter-x"}
+    held = {"exported_pod": "nb", "exported_namespace": "team", **EXPORTER_POD}
     cases = [
         case(
             [series(util, "60x20", **gpu_labels("n1", "0"))],
@@ -351,7 +358,7 @@ def test_thresholds_and_durations_are_options(promtool, tmp_path, capsys):
         case(
             [
                 series(util, "8x30", **gpu_labels("n1", "0", **held)),
-                series(util, "8x30", **gpu_labels("n1", "1", pod="dcgm-exporter-x")),
+                series(util, "8x30", **gpu_labels("n1", "1", **EXPORTER_POD)),
             ],
             "GPUIdleAllocated",
             "20m",
@@ -441,7 +448,7 @@ def test_the_blog_rule_never_fires_on_a_saturated_gpu(promtool, tmp_path, capsys
         (["--xid-window", "0s"], "--xid-window: '0s' must be longer than zero"),
         # shorter than two rule evaluations, the change would never be seen
         (["--xid-window", "90s"], "--xid-window: '90s' is shorter than 2m"),
-        (["--pod-label", "pod-name"], "--pod-label"),
+        (["--exporter-container", "a\x01b"], "--exporter-container"),
         (["--format", "prometheusrule", "--name", "Bad_Name"], "--name"),
         (["--format", "prometheusrule", "-n", "a.b"], "--namespace"),
         (
@@ -460,8 +467,186 @@ def test_bad_options_exit_2_with_one_line(capsys, args, message):
     assert "Traceback" not in err
 
 
+def test_the_former_pod_label_option_is_ignored_with_a_warning(capsys):
+    """--pod-label chose one setting for the whole cluster; the rules now handle both."""
+    code, plain, _ = render(capsys)
+    assert code == 0
+    code, out, err = render(capsys, "--pod-label", "exported_pod")
+    assert code == 0 and out == plain
+    assert "--pod-label is ignored" in err
+
+
 def test_label_without_prometheusrule_is_refused(capsys):
     from tests.clirun import run_gpuctl
 
     code, out, err = run_gpuctl(capsys, "alerts", "render", "-l", "release=prom")
     assert code == 2 and out == "" and "--label applies to --format prometheusrule" in err
+
+
+# ---- who holds a GPU, under each scrape setting ----
+
+
+def idle_alert(host, gpu, holder, labels, window="30m") -> dict:
+    return alert(
+        {"severity": "warning", **labels},
+        f"GPU {gpu} on {host} is held by a pod but idle",
+        f"{holder} holds GPU {gpu} on {host} whose utilization averaged 1% over {window} "
+        "(threshold 5%).",
+    )
+
+
+def test_idle_allocated_finds_the_holder_under_both_honor_labels_settings(
+    promtool, tmp_path, capsys
+):
+    """honorLabels false: the exporter pod takes pod/namespace/container and the holder's
+    become exported_*; true: the holder's keep the plain names and a free GPU carries the
+    exporter pod's. A shared GPU has a series per pod plus the device's own."""
+    path = rules_file(tmp_path, capsys)
+    util = "DCGM_FI_DEV_GPU_UTIL"
+    exported = {"exported_pod": "train", "exported_namespace": "ml", "exported_container": "m"}
+    holder_false = {**EXPORTER_POD, **exported}
+    holder_true = {**EXPORTER_POD, "pod": "train", "namespace": "ml", "container": "m"}
+    old = {**EXPORTER_POD, "pod_name": "old", "pod_namespace": "ml", "container_name": "m"}
+    helm_pod = {
+        "pod": "dcgm-exporter-1723456789-abcde",
+        "namespace": "monitoring",
+        "container": "exporter",
+        "job": "dcgm-exporter-1723456789",
+    }
+
+    def share(host, pod, honor):
+        names = ("pod", "namespace", "container") if honor else EXPORTED_NAMES
+        return gpu_labels(host, "2", **{**EXPORTER_POD, **dict(zip(names, (pod, "nb", "c")))})
+
+    inputs = [
+        series(util, "1x80", **gpu_labels("f", "0", **holder_false)),
+        series(util, "1x80", **gpu_labels("f", "1", **EXPORTER_POD)),  # free
+        series(util, "1x80", **gpu_labels("t", "0", **holder_true)),
+        series(util, "1x80", **gpu_labels("t", "1", **EXPORTER_POD)),  # free
+        series(util, "1x80", **gpu_labels("o", "0", **old)),  # --use-old-namespace
+        series(util, "1x80", **gpu_labels("h", "0", **helm_pod)),  # free, Helm chart
+    ]
+    for host, honor in (("f", False), ("t", True)):
+        inputs += [
+            series(util, "2x80", **gpu_labels(host, "2", **EXPORTER_POD)),  # the device's own
+            series(util, "1x80", **share(host, "nb-a", honor)),
+            series(util, "1x80", **share(host, "nb-b", honor)),
+        ]
+    expected = [
+        idle_alert("f", "0", "ml/train", gpu_labels("f", "0", **holder_false)),
+        idle_alert("t", "0", "ml/train", gpu_labels("t", "0", **holder_true)),
+        idle_alert("o", "0", "ml/old", gpu_labels("o", "0", **old)),
+    ] + [
+        idle_alert(host, "2", f"nb/{pod}", share(host, pod, honor))
+        for host, honor in (("f", False), ("t", True))
+        for pod in ("nb-a", "nb-b")
+    ]
+    run_unit_tests(promtool, tmp_path, path, [case(inputs, "GPUIdleAllocated", "70m", expected)])
+
+
+EXPORTED_NAMES = ("exported_pod", "exported_namespace", "exported_container")
+
+
+@pytest.mark.parametrize(
+    "options, exporter",
+    [
+        ([], holders.exporter()),
+        # Names with regex characters: matched literally (`weird.name` is not `weirdXname`).
+        (
+            ["--exporter-container", "weird.name", "--exporter-job", "j|x"],
+            holders.exporter(["weird.name"], ["j|x"]),
+        ),
+    ],
+)
+def test_the_rules_and_the_cluster_view_agree_on_every_label_combination(
+    promtool, tmp_path, capsys, options, exporter
+):
+    """GPUIdleAllocated fires on exactly the series holders.holder (the cluster view's rule)
+    names a holder for."""
+    path = rules_file(tmp_path, capsys, *options, "--idle-window", "2m", "--idle-for", "0s")
+    combos = itertools.product(
+        ("", "ex-pod"),
+        ("", "old-pod"),
+        ("", "plain-pod"),
+        ("", "nvidia-dcgm-exporter", "exporter", "main", "weird.name", "weirdXname"),
+        ("", "nvidia-dcgm-exporter", "dcgm-exporter", "other", "j|x", "j"),
+    )
+    inputs, expected = [], []
+    for i, (exported_pod, pod_name, pod, container, job) in enumerate(combos):
+        labels = {
+            "exported_pod": exported_pod,
+            "exported_namespace": exported_pod and "ex-ns",
+            "pod_name": pod_name,
+            "pod_namespace": pod_name and "old-ns",
+            "pod": pod,
+            "namespace": pod and "plain-ns",
+            "container": container,
+            "job": job,
+        }
+        labels = gpu_labels("n1", str(i), **{k: v for k, v in labels.items() if v})
+        inputs.append(series("DCGM_FI_DEV_GPU_UTIL", "1x3", **labels))
+        holder = holders.holder(labels, exporter)
+        if holder is not None:
+            who = f"{holder.namespace}/{holder.pod}"
+            expected.append(idle_alert("n1", str(i), who, labels, window="2m"))
+    assert 0 < len(expected) < len(inputs)
+    run_unit_tests(promtool, tmp_path, path, [case(inputs, "GPUIdleAllocated", "2m", expected)])
+
+
+def test_memory_and_utilization_count_each_device_once(promtool, tmp_path, capsys):
+    """Reserved memory is part of the total; a shared GPU's per-pod series (each pod's share
+    of FB_USED and GPU_UTIL, and copies of the rest) neither split nor dilute it."""
+    path = rules_file(tmp_path, capsys)
+    used, free, reserved = "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"
+    util = "DCGM_FI_DEV_GPU_UTIL"
+    pod = lambda p: {"pod": p, "namespace": "nb", "container": "c"}  # noqa: E731
+    inputs = [
+        # n1/0: 98.75 % of used + free, 93.2 % of the total with reserved memory: quiet.
+        series(used, "79000x30", **gpu_labels("n1", "0")),
+        series(free, "1000x30", **gpu_labels("n1", "0")),
+        series(reserved, "4559x30", **gpu_labels("n1", "0")),
+        # n1/1: an exporter without FB_RESERVED: 98.75 %, fires.
+        series(used, "79000x30", **gpu_labels("n1", "1")),
+        series(free, "1000x30", **gpu_labels("n1", "1")),
+        # n2/0 shared by two pods: 79000 MiB used in all (40000 + 39000), 1000 free.
+        series(used, "79000x30", **gpu_labels("n2", "0")),
+        series(used, "40000x30", **gpu_labels("n2", "0", **pod("a"))),
+        series(used, "39000x30", **gpu_labels("n2", "0", **pod("b"))),
+        series(free, "1000x30", **gpu_labels("n2", "0", **pod("a"))),
+        series(free, "1000x30", **gpu_labels("n2", "0", **pod("b"))),
+        series(reserved, "0x30", **gpu_labels("n2", "0", **pod("a"))),
+        series(reserved, "0x30", **gpu_labels("n2", "0", **pod("b"))),
+        # n3: one GPU at 90 % shared by two pods each busy 45 % of the time: saturated.
+        series(util, "90x30", **gpu_labels("n3", "0")),
+        series(util, "45x30", **gpu_labels("n3", "0", **pod("a"))),
+        series(util, "45x30", **gpu_labels("n3", "0", **pod("b"))),
+    ]
+    memory_alert = lambda gpu_on_host, labels: alert(  # noqa: E731
+        {"severity": "warning", **labels},
+        f"{gpu_on_host} memory is nearly full",
+        f"{gpu_on_host} has used 98.75% of its memory for 15m (threshold 95%).",
+    )
+    cases = [
+        case(
+            inputs,
+            "GPUMemoryNearFull",
+            "20m",
+            [
+                memory_alert("GPU 1 on n1", gpu_labels("n1", "1")),
+                memory_alert("GPU 0 on n2", gpu_labels("n2", "0")),
+            ],
+        ),
+        case(
+            inputs,
+            "GPUHighUtilization",
+            "20m",
+            [
+                alert(
+                    {"severity": "warning", "Hostname": "n3"},
+                    "GPUs on n3 are saturated",
+                    "The GPUs of n3 averaged 90% utilization over 5m, above 80% for 15m.",
+                )
+            ],
+        ),
+    ]
+    run_unit_tests(promtool, tmp_path, path, cases)

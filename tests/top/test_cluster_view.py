@@ -10,8 +10,17 @@ import pytest
 
 from tests import ROOT
 from tests.clirun import run_gpuctl as gpuctl
-from tests.cluster_data import A100, TOTAL_MIB, busy_until, gpu
-from tests.standins.prometheus import free_port, load_blocks, start_prometheus
+from tests.clirun import top_snapshot as snapshot
+from tests.cluster_data import (
+    A100,
+    H100,
+    TOTAL_MIB,
+    busy_until,
+    dcgm_values,
+    gpu,
+)
+from tests.standins import dcgm_exporter as dcgm
+from tests.standins.prometheus import free_port, load_blocks, start_dcgm_scrape, start_prometheus
 
 pytestmark = pytest.mark.integration  # Prometheus, shared by the module (`prom`)
 
@@ -27,6 +36,7 @@ GPU_KEYS = {
     "power_w",
     "pod",
     "namespace",
+    "holders",
     "idle",
 }
 
@@ -81,12 +91,6 @@ def prom():
     server.stop()
 
 
-def snapshot(capsys, url, *args) -> dict:
-    code, out, err = gpuctl(capsys, "top", "--prometheus", url, "--once", "-o", "json", *args)
-    assert code == 0, err
-    return json.loads(out)
-
-
 def by_device(doc) -> dict:
     return {(g["node"], g["gpu"]): g for g in doc["gpus"]}
 
@@ -98,7 +102,14 @@ def test_json_has_exactly_the_documented_shape(prom, capsys):
     assert all(
         set(n) == {"namespace", "gpus", "mean_utilization", "idle_gpus"} for n in doc["namespaces"]
     )
-    assert set(doc["summary"]) == {"gpus", "mean_utilization", "idle_gpus", "idle_allocated_gpus"}
+    assert set(doc["summary"]) == {
+        "gpus",
+        "mean_utilization",
+        "idle_gpus",
+        "idle_allocated_gpus",
+        "request_shape_gpus",
+        "stranded_gpus",
+    }
 
 
 def test_one_row_per_gpu_grouped_by_node_with_values(prom, capsys):
@@ -127,6 +138,7 @@ def test_one_row_per_gpu_grouped_by_node_with_values(prom, capsys):
         "power_w": 610.5,
         "pod": "train-0",
         "namespace": "ml",
+        "holders": [{"namespace": "ml", "pod": "train-0", "container": "main"}],
         "idle": False,
     }
 
@@ -143,6 +155,9 @@ def test_idle_and_idle_allocated(prom, capsys):
         "mean_utilization": pytest.approx(30.5, abs=0.1),
         "idle_gpus": 4,
         "idle_allocated_gpus": 3,
+        # every pod holds one whole GPU, and one fits wherever a GPU is free
+        "request_shape_gpus": 1,
+        "stranded_gpus": 0,
     }
 
 
@@ -252,6 +267,29 @@ def test_three_queries_per_frame_whatever_the_cluster_size(prom, capsys, prometh
         assert server.query_requests() - before == 3
 
 
+def test_stranded_gpus_against_the_most_common_request(prometheus_with, capsys):
+    """Most pods hold 2 GPUs: s1's last free GPU can take none of them; s2's two can."""
+    holders = {
+        "s1": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", None],
+        "s2": ["q1", "q1", None, None],
+    }
+    server = prometheus_with(
+        [
+            s
+            for host, pods in holders.items()
+            for i, pod in enumerate(pods)
+            for s in gpu("Hostname", host, i, 50, pod=pod, namespace="ml" if pod else None)
+        ]
+    )
+    summary = snapshot(capsys, server.url)["summary"]
+    assert (summary["request_shape_gpus"], summary["stranded_gpus"]) == (2, 1)
+    code, out, _ = gpuctl(capsys, "top", "--prometheus", server.url, "--once")
+    assert (
+        code == 0
+        and "1 stranded (free GPUs on nodes with fewer than 2 free; most pods hold 2)" in out
+    )
+
+
 def test_exported_labels_from_a_servicemonitor_scrape(prometheus_with, capsys):
     """prometheus-operator puts the exporter's own pod/namespace on every series and renames
     DCGM's to exported_*: the GPU holder is exported_pod; a GPU without one is free."""
@@ -276,36 +314,61 @@ def test_exported_labels_from_a_servicemonitor_scrape(prometheus_with, capsys):
     ]
 
 
-def test_live_scrape_of_a_dcgm_exporter_look_alike(scraped_prometheus, capsys):
-    """End to end through a real scrape: `hostname` labels and a GPU with no pod."""
-    labels = ("gpu", "UUID", "modelName", "hostname", "pod", "namespace", "container")
+# ---- real scrapes of dcgm-exporter stand-ins, under each deployment setting ----
 
-    def fill(g):
-        for i, (util, pod) in enumerate(((0, "idle-pod"), (75, "busy-pod"), (0, ""))):
-            lab = dict(
-                gpu=str(i),
-                UUID=f"GPU-{i}",
-                modelName="NVIDIA L4",
-                hostname="live-1",
-                pod=pod,
-                namespace="ns" if pod else "",
-                container="c" if pod else "",
-            )
-            g["DCGM_FI_DEV_GPU_UTIL"].labels(**lab).set(util)
-            g["DCGM_FI_DEV_FB_USED"].labels(**lab).set(1000)
-            g["DCGM_FI_DEV_FB_FREE"].labels(**lab).set(22000)
-            g["DCGM_FI_DEV_GPU_TEMP"].labels(**lab).set(40)
-            g["DCGM_FI_DEV_POWER_USAGE"].labels(**lab).set(30.5)
 
-    server = scraped_prometheus(fill, labels)
-    doc = snapshot(capsys, server.url)
-    assert [(g["node"], g["gpu"], g["pod"], g["idle"]) for g in doc["gpus"]] == [
-        ("live-1", "0", "idle-pod", True),
-        ("live-1", "1", "busy-pod", False),
-        ("live-1", "2", None, True),
+CUSTOM = dcgm.Deployment(
+    "monitoring", "gpu-metrics", "http", "dcgm", None, (("app", "gpu-metrics"),)
+)
+
+
+@pytest.fixture(scope="module")
+def custom_deployment():
+    """An exporter deployed under names of its own, honorLabels true: GPU 0 held, 1 free."""
+    devices = [
+        dcgm.Device(0, "GPU-c-0", H100, dcgm_values(1, 500, 80000), [dcgm.Holder("ml", "a", "m")]),
+        dcgm.Device(1, "GPU-c-1", H100, dcgm_values(0, 0, 80500)),
     ]
-    assert doc["gpus"][0]["memory_total_mib"] == 23000 and doc["gpus"][0]["model"] == "NVIDIA L4"
-    assert doc["summary"]["idle_allocated_gpus"] == 1
+    server = start_dcgm_scrape([("node-c", devices, dcgm.Release())], CUSTOM, True)
+    yield server
+    server.stop()
+
+
+def pods(doc) -> list:
+    return [g["pod"] for g in doc["gpus"]]
+
+
+def test_an_exporter_with_other_names_is_named_by_option(custom_deployment, capsys):
+    url = custom_deployment.url
+    assert pods(snapshot(capsys, url)) == ["a", "gpu-metrics-00000"]  # taken as a holder
+    assert pods(snapshot(capsys, url, "--exporter-container", "dcgm")) == ["a", None]
+    assert pods(snapshot(capsys, url, "--exporter-container", "x,dcgm")) == ["a", None]
+
+
+def test_the_exporter_names_come_from_the_environment_or_the_config_file(
+    custom_deployment, capsys, monkeypatch, tmp_path
+):
+    url = custom_deployment.url
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("exporter_containers: [dcgm]\n")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+    assert pods(snapshot(capsys, url)) == ["a", None]
+    monkeypatch.setenv("GPUCTL_EXPORTER_CONTAINERS", "other")  # the environment wins
+    assert pods(snapshot(capsys, url)) == ["a", "gpu-metrics-00000"]
+    # ...and the option wins over both.
+    assert pods(snapshot(capsys, url, "--exporter-container", "dcgm")) == ["a", None]
+
+
+def test_a_bad_exporter_setting_is_one_line_naming_the_file(
+    custom_deployment, capsys, monkeypatch, tmp_path
+):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("exporter_containers: {a: b}\n")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+    before = custom_deployment.query_requests()
+    code, out, err = gpuctl(capsys, "top", "--prometheus", custom_deployment.url, "--once")
+    assert_one_line_error(code, out, err, 2, str(cfg), "exporter_containers")
+    assert custom_deployment.query_requests() == before
 
 
 # ---- failures: one line, non-zero exit, nothing sent when the input is bad ----

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuctl.common.errors import UsageError
-from gpuctl.top import usage
+from gpuctl.top import holders, usage
 
 
 def sample(name, value, **labels):
@@ -123,6 +123,81 @@ def test_natural_order_and_summaries():
     ]
 
 
+def test_memory_total_includes_reserved_memory_when_reported():
+    d, old = dev("n1", "0"), dev("n1", "1")
+    current = [
+        sample(usage.FB_USED, 1000.0, **d),
+        sample(usage.FB_FREE, 80000.0, **d),
+        sample(usage.FB_RESERVED, 559.0, **d),
+        sample(usage.FB_USED, 1000.0, **old),  # an exporter before 4.3.1-4.4.0: no reserved
+        sample(usage.FB_FREE, 80000.0, **old),
+    ]
+    rows = frame(current).rows
+    assert [(r.memory_used_mib, r.memory_total_mib) for r in rows] == [
+        (1000, 81559),
+        (1000, 81000),
+    ]
+
+
+def test_every_pod_sharing_a_gpu_is_a_holder():
+    """Time-slicing / MPS: dcgm-exporter gives one series per pod, and the device's own for
+    the per-process fields; the scrape (honorLabels: false) renames the pods' labels."""
+    d = dev("n1", "0")
+    exporter_pod = {
+        "pod": "nvidia-dcgm-exporter-x",
+        "namespace": "gpu-operator",
+        "container": "nvidia-dcgm-exporter",
+        "job": "nvidia-dcgm-exporter",
+    }
+    attrs = [({**d, **exporter_pod}, 1.0)] + [
+        (
+            {
+                **d,
+                **exporter_pod,
+                "exported_pod": p,
+                "exported_namespace": ns,
+                "exported_container": "c",
+            },
+            1.0,
+        )
+        for ns, p in (("team-b", "z"), ("team-a", "y"), ("team-a", "x"))
+    ]
+    f = frame([sample(usage.UTIL, 2.0, **d)], attrs, means=[(d, 2.0)])
+    row = f.rows[0]
+    assert [(h.namespace, h.pod) for h in row.holders] == [
+        ("team-a", "x"),
+        ("team-a", "y"),
+        ("team-b", "z"),
+    ]
+    assert (row.namespace, row.pod) == ("team-a", "x")  # the first, for -o json's pod/namespace
+    assert row.idle_allocated and f.summary.idle_allocated_gpus == 1
+    # One GPU, counted once in each namespace whose pods hold it.
+    assert [(n.namespace, n.gpus, n.idle_gpus) for n in f.namespaces] == [
+        ("team-a", 1, 1),
+        ("team-b", 1, 1),
+    ]
+    doc = usage.frame_to_dict(f)["gpus"][0]
+    assert (doc["pod"], doc["namespace"]) == ("x", "team-a")
+    assert doc["holders"] == [
+        {"namespace": "team-a", "pod": "x", "container": "c"},
+        {"namespace": "team-a", "pod": "y", "container": "c"},
+        {"namespace": "team-b", "pod": "z", "container": "c"},
+    ]
+
+
+def test_a_gpu_with_only_the_exporters_pod_is_free():
+    d = dev("n1", "0")
+    exporter_pod = {"pod": "dcgm-exporter-abcde", "namespace": "mon", "container": "exporter"}
+    f = frame([sample(usage.UTIL, 0.0, **d)], [({**d, **exporter_pod}, 1.0)], means=[(d, 0.0)])
+    assert f.rows[0].holders == () and f.rows[0].idle is True
+    assert f.summary.idle_allocated_gpus == 0 and f.namespaces == []
+    named = holders.exporter(["something-else"], [])
+    f = usage.build_frame(
+        [sample(usage.UTIL, 0.0, **d)], [({**d, **exporter_pod}, 1.0)], [(d, 0.0)], 5.0, named
+    )
+    assert f.rows[0].pod == "dcgm-exporter-abcde"  # not recognised: taken as a holder
+
+
 def test_threshold_is_strict():
     d = dev()
     assert frame([sample(usage.UTIL, 5.0, **d)], means=[(d, 5.0)]).rows[0].idle is False
@@ -160,6 +235,9 @@ def test_summary_counts_are_consistent(devs, threshold):
     )
     assert sum(n.gpus for n in f.namespaces) == sum(1 for r in f.rows if r.pod)
     assert sum(n.idle_gpus for n in f.namespaces) == s.idle_allocated_gpus
+    free_whole = sum(1 for r in f.rows if not r.pod and r.mig_profile is None)
+    assert (s.stranded_gpus or 0) <= free_whole
+    assert (s.request_shape is None) == (not any(r.pod and r.mig_profile is None for r in f.rows))
     if s.mean_utilization is not None:
         assert s.idlest.mean_utilization <= s.mean_utilization + 1e-9
         assert s.busiest.mean_utilization >= s.mean_utilization - 1e-9
@@ -192,3 +270,42 @@ def test_label_values_cannot_drive_the_terminal():
     text = top_cluster.render_plain(f, "10m", 5.0)
     assert "\x1b" not in text and "\x07" not in text
     assert "evil?[2Jnode" in text and "ns?/p?]0;pwned?" in text
+
+
+def held_frame(nodes):
+    """nodes: {host: [pod or None per GPU, or ("mig", pod)]} -> a frame."""
+    current, attrs = [], []
+    for host, gpus in nodes.items():
+        for i, holder in enumerate(gpus):
+            mig = isinstance(holder, tuple)
+            pod = holder[1] if mig else holder
+            d = dev(host, str(i), **({"GPU_I_ID": "1", "GPU_I_PROFILE": "1g.10gb"} if mig else {}))
+            current.append(sample(usage.UTIL, 50.0, **d))
+            attrs.append(({**d, **({"pod": pod, "namespace": "ns"} if pod else {})}, 1.0))
+    return frame(current, attrs)
+
+
+def test_stranded_gpus_are_free_ones_the_common_request_cannot_use():
+    f = held_frame(
+        {
+            # pods of 2 GPUs are the most common; s1 keeps one GPU free: stranded
+            "s1": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", None],
+            "s2": ["q1", "q1", None, None],  # two free: a 2-GPU pod fits
+            "s3": [None] * 8,  # an empty node is not stranded
+            "s4": [("mig", None), ("mig", "m1")],  # MIG devices: neither shape nor free GPU
+        }
+    )
+    assert (f.summary.request_shape, f.summary.stranded_gpus) == (2, 1)
+    doc = usage.frame_to_dict(f)["summary"]
+    assert (doc["request_shape_gpus"], doc["stranded_gpus"]) == (2, 1)
+
+
+def test_stranded_shape_ties_go_to_the_larger_request():
+    f = held_frame({"a": ["x", "y", "big", "big", "big", "big"], "b": ["b4"] * 4 + [None] * 3})
+    assert f.summary.request_shape == 4  # two 1-GPU pods, two 4-GPU pods (big, b4)
+    assert f.summary.stranded_gpus == 3
+
+
+def test_no_pod_holding_a_whole_gpu_means_no_shape():
+    f = held_frame({"a": [None, None], "b": [("mig", "m")]})
+    assert (f.summary.request_shape, f.summary.stranded_gpus) == (None, None)

@@ -61,29 +61,3 @@ def test_least_allocated():
 def test_balanced_allocation(requested, allocatable, expected):
     scorer = scoring.Scorer(rows(*allocatable), (1, 1))
     assert scorer.balanced_allocation(rows(*requested)).tolist() == expected
-
-
-def test_the_most_allocated_profile():
-    # the shape of kubernetes.io's "Resource Bin Packing" example (MostAllocated strategy),
-    # with the balanced scorer, which works against packing, disabled
-    assert scoring.most_allocated_profile(7) == {
-        "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
-        "pluginConfig": [
-            {
-                "name": "NodeResourcesFit",
-                "args": {
-                    "scoringStrategy": {
-                        "type": "MostAllocated",
-                        "resources": [
-                            {"name": "cpu", "weight": 1},
-                            {"name": "memory", "weight": 1},
-                            {"name": "nvidia.com/gpu", "weight": 7},
-                        ],
-                    }
-                },
-            }
-        ],
-    }
-    for bad in (0, 101):
-        with pytest.raises(ValueError):
-            scoring.most_allocated_resources(bad)

@@ -1,0 +1,111 @@
+"""Which workload a pod belongs to: from kube-state-metrics' owner series where Prometheus
+has them (kube_pod_owner, then kube_replicaset_owner / kube_job_owner one level up), else
+from the names Kubernetes controllers give their pods. Pure: samples in, names out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+# The alphabet of Kubernetes' generated name suffixes and pod-template hashes
+# (apimachinery util/rand: no vowels, no 0, 1, 3).
+_SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
+_DEPLOYMENT_POD = re.compile(rf"(.+)-{_SAFE}{{6,10}}-{_SAFE}{{5}}")  # NAME-HASH-xxxxx
+_INDEXED_JOB_POD = re.compile(rf"(.+)-[0-9]+-{_SAFE}{{5}}")  # NAME-INDEX-xxxxx
+_GENERATED_POD = re.compile(rf"(.+)-{_SAFE}{{5}}")  # a Job's, ReplicaSet's, DaemonSet's
+_STATEFUL_POD = re.compile(r"(.+)-[0-9]+")  # NAME-ORDINAL
+_REPLICASET = re.compile(rf"(.+)-{_SAFE}{{6,10}}")  # a Deployment's ReplicaSet: NAME-HASH
+
+KSM, POD_NAME = "kube-state-metrics", "pod name"
+OWNER_METRICS = ("kube_pod_owner", "kube_replicaset_owner", "kube_job_owner")
+NONE = "<none>"  # kube-state-metrics' owner_kind and owner_name for a pod without owner
+
+Holder = tuple[str, str]  # (namespace, pod)
+
+
+@dataclass(frozen=True)
+class Workload:
+    namespace: str
+    kind: str | None  # None: a ReplicaSet's, Job's or DaemonSet's pod, told only by its name
+    name: str
+    source: str  # KSM or POD_NAME
+
+
+def query(window: str) -> str:
+    """One query for every owner series over the window; each kind keeps its own label
+    (pod, replicaset, job_name), so the metric name is not needed to tell them apart."""
+    names = "|".join(OWNER_METRICS)
+    by = "namespace, exported_namespace, pod, exported_pod, replicaset, job_name, owner_kind, owner_name, owner_is_controller"
+    return f'max by ({by}) (max_over_time({{__name__=~"{names}"}}[{window}]))'
+
+
+@dataclass
+class Owners:
+    pods: dict[Holder, tuple[str, str]]  # (namespace, pod) -> (owner kind, owner name)
+    replicasets: dict[tuple[str, str], tuple[str, str]]
+    jobs: dict[tuple[str, str], tuple[str, str]]
+
+    def workload(self, holder: Holder) -> Workload:
+        namespace, pod = holder
+        owner = self.pods.get(holder)
+        if owner is None:
+            return from_pod_name(namespace, pod)
+        kind, name = owner
+        if kind in ("", NONE):
+            return Workload(namespace, "Pod", pod, KSM)
+        if kind == "ReplicaSet":
+            up = self.replicasets.get((namespace, name))
+            if up and up[0] not in ("", NONE):
+                return Workload(namespace, *up, KSM)
+            m = _REPLICASET.fullmatch(name)  # no kube_replicaset_owner: strip the hash
+            return Workload(namespace, *(("Deployment", m.group(1)) if m else (kind, name)), KSM)
+        if kind == "Job":
+            up = self.jobs.get((namespace, name))
+            if up and up[0] not in ("", NONE):
+                return Workload(namespace, *up, KSM)
+        return Workload(namespace, kind, name, KSM)
+
+
+def parse(samples: Iterable[tuple[dict[str, Any], float]]) -> Owners:
+    """Owner series into lookups; a controller owner wins over any other of the same pod."""
+    out = Owners({}, {}, {})
+    tables = {"pod": out.pods, "replicaset": out.replicasets, "job": out.jobs}
+    controlled: set[tuple[str, tuple[str, str]]] = set()
+    for labels, _ in samples:
+        # A scrape that attaches its own namespace/pod labels (prometheus-operator without
+        # honorLabels) renames kube-state-metrics' ones to exported_*.
+        namespace = labels.get("exported_namespace") or labels.get("namespace") or ""
+        pod = labels.get("exported_pod") or labels.get("pod")
+        if labels.get("replicaset"):
+            which, key = "replicaset", (namespace, labels["replicaset"])
+        elif labels.get("job_name"):
+            which, key = "job", (namespace, labels["job_name"])
+        elif pod:
+            which, key = "pod", (namespace, pod)
+        else:
+            continue
+        controller = labels.get("owner_is_controller") == "true"
+        if (which, key) in controlled and not controller:
+            continue
+        tables[which][key] = (labels.get("owner_kind", ""), labels.get("owner_name", ""))
+        if controller:
+            controlled.add((which, key))
+    return out
+
+
+def from_pod_name(namespace: str, pod: str) -> Workload:
+    """The workload a pod's name implies: NAME-HASH-xxxxx a Deployment, NAME-INDEX-xxxxx an
+    Indexed Job, NAME-xxxxx some controller's (kind unknown), NAME-N a StatefulSet, else the
+    pod itself."""
+    for pattern, kind in (
+        (_DEPLOYMENT_POD, "Deployment"),
+        (_INDEXED_JOB_POD, "Job"),
+        (_GENERATED_POD, None),
+        (_STATEFUL_POD, "StatefulSet"),
+    ):
+        m = pattern.fullmatch(pod)
+        if m:
+            return Workload(namespace, kind, m.group(1), POD_NAME)
+    return Workload(namespace, "Pod", pod, POD_NAME)

@@ -1,0 +1,23 @@
+"""Ask Prometheus the advice's five queries at once, then decide."""
+
+from __future__ import annotations
+
+from gpuctl.advise import decide
+from gpuctl.common.errors import BackendError
+from gpuctl.top import usage
+from gpuctl.top.holders import Exporter
+
+
+def advise(
+    client, window: str, idle_threshold: float, namespace: str | None, exporter: Exporter
+) -> decide.Advice:
+    queries = decide.queries(window)  # checks --window before anything is sent
+    now, peak, p95, top, owner_samples = client.query_all(queries.all())
+    if not now:
+        raise BackendError(
+            f"no DCGM-exporter metrics in Prometheus at {client.url} "
+            f"(no {usage.FB_USED} series of a whole GPU in the last 5 minutes)",
+            hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
+            "sure this Prometheus scrapes it",
+        )
+    return decide.advise(now, peak, p95, top, owner_samples, idle_threshold, namespace, exporter)

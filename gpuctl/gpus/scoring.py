@@ -1,0 +1,26 @@
+"""How gpuctl weighs resources when kube-scheduler scores a node for a pod (the
+NodeResourcesFit plugin's scoring strategy). One definition: `gpuctl sched render` emits it,
+and a replay that wants to place pods as that profile does reads the same weights.
+
+kube-scheduler scores each resource 0..100 (requested / allocatable, after adding the pod)
+and takes the weighted mean, in integers. With cpu and memory at weight 1, the GPU weight
+decides how much GPU occupancy counts against cpu and memory:
+
+- on an 8-GPU node one more GPU allocated moves the GPU score by 12.5 points, worth
+  12.5·W/(W+2) in the mean; cpu and memory together can move it by at most 200/(W+2).
+- W = 20 is the smallest round weight where one GPU outweighs any cpu/memory difference
+  (11.4 > 9.1 points): GPU pods fill the fullest GPU node first, whatever cpu and memory
+  say. At W = 10 a node with one GPU less in use but much more cpu and memory requested
+  can still win (10.4 < 16.7), and at W = 5 a GPU is worth 8.9 points against 28.6.
+"""
+
+from __future__ import annotations
+
+GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_GPU_WEIGHT = 20
+MAX_WEIGHT = 100  # kube-scheduler refuses resource weights outside 1..100
+
+
+def resource_weights(gpu_weight: int = DEFAULT_GPU_WEIGHT) -> tuple[tuple[str, int], ...]:
+    """The scored resources and their weights, in the order the profile lists them."""
+    return (("cpu", 1), ("memory", 1), (GPU_RESOURCE, gpu_weight))

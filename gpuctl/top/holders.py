@@ -1,0 +1,124 @@
+"""Who holds a GPU, read from one DCGM-exporter series, whatever the scrape setup. Pure.
+
+dcgm-exporter adds `pod`, `namespace` and `container` to a series when a pod holds the
+device (one series per pod when several share it), and nothing when none does. How they
+reach Prometheus depends on the scrape:
+
+- Prometheus Operator ServiceMonitor, `honorLabels: false` (the GPU Operator's and the
+  dcgm-exporter chart's default): the target's own labels (the exporter pod) take the
+  plain names, the holder's are renamed `exported_pod`/`exported_namespace`/
+  `exported_container`. A free GPU carries only the exporter pod's labels.
+- `honorLabels: true`: the holder's labels keep the plain names; a free GPU carries the
+  exporter pod's (the target labels fill in what the series lacks).
+- dcgm-exporter's `--use-old-namespace`: the holder is `pod_name`/`pod_namespace`/
+  `container_name`, which no scrape renames.
+
+So, per series: `exported_*` wins, then the old names, then the plain ones unless they
+describe the exporter itself: its `container` is one of the exporter's container names,
+or, on a series without `container`, its `job` is one of the exporter's job names.
+`holder` (the cluster view) and `held_matchers` (the alert rules) apply this one rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from gpuctl.common.errors import UsageError
+
+# NVIDIA GPU Operator: container and ServiceMonitor job (jobLabel: app) `nvidia-dcgm-exporter`,
+# `nvidia-dcgm-exporter-dra` for its DRA variant; dcgm-exporter's own manifest
+# (dcgm-exporter.yaml): container and service `dcgm-exporter`; dcgm-exporter's Helm chart:
+# container `exporter`, job = the release's full name (`dcgm-exporter` for a release of
+# that name, otherwise unpredictable: name it with --exporter-job).
+DEFAULT_CONTAINERS = (
+    "nvidia-dcgm-exporter",
+    "nvidia-dcgm-exporter-dra",
+    "dcgm-exporter",
+    "exporter",
+)
+DEFAULT_JOBS = ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-dra", "dcgm-exporter")
+
+# (namespace, pod, container) label names, in order of precedence.
+EXPORTED = ("exported_namespace", "exported_pod", "exported_container")
+OLD_NAMESPACE = ("pod_namespace", "pod_name", "container_name")
+PLAIN = ("namespace", "pod", "container")
+LABELS = EXPORTED + OLD_NAMESPACE + PLAIN + ("job",)  # every label the rule reads
+_REGEX_SPECIAL = set("\\.+*?()|[]{}^$")  # what stands for itself only escaped, in RE2
+
+
+class Holder(NamedTuple):  # a tuple: made for every series of every frame, it must be cheap
+    namespace: str | None
+    pod: str
+    container: str | None
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """How the exporter's own pod is recognised: its container names and scrape job names."""
+
+    containers: tuple[str, ...] = DEFAULT_CONTAINERS
+    jobs: tuple[str, ...] = DEFAULT_JOBS
+
+    def is_self(self, labels: Mapping[str, Any]) -> bool:
+        container = labels.get("container")
+        if container:
+            return container in self.containers
+        return labels.get("job") in self.jobs
+
+
+def exporter(
+    containers: Iterable[str] | None = None, jobs: Iterable[str] | None = None
+) -> Exporter:
+    """An Exporter from option values (None: the defaults), each name checked."""
+    names = {}
+    for option, given, default in (
+        ("--exporter-container", containers, DEFAULT_CONTAINERS),
+        ("--exporter-job", jobs, DEFAULT_JOBS),
+    ):
+        values = default if given is None else tuple(given)
+        for value in values:
+            if not value or not value.isprintable() or value != value.strip():
+                raise UsageError(f"{option}: {value!r} is not a name (blank or control characters)")
+        names[option] = values
+    return Exporter(names["--exporter-container"], names["--exporter-job"])
+
+
+def holder(labels: Mapping[str, Any], exp: Exporter) -> Holder | None:
+    """The pod this series says holds its device; None for a free device."""
+    get = labels.get  # spelled out, no loop: this runs for every series of every frame
+    pod = get("exported_pod")
+    if pod:
+        return Holder(get("exported_namespace") or None, pod, get("exported_container") or None)
+    pod = get("pod_name")
+    if pod:
+        return Holder(get("pod_namespace") or None, pod, get("container_name") or None)
+    pod = get("pod")
+    if not pod or exp.is_self(labels):
+        return None
+    return Holder(get("namespace") or None, pod, get("container") or None)
+
+
+def _any_of(names: tuple[str, ...]) -> str:
+    """A PromQL string literal holding a regex that matches exactly these names."""
+
+    def literal(name: str) -> str:
+        return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in name)
+
+    regex = "|".join(literal(n) for n in names)
+    return '"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def held_matchers(exp: Exporter) -> list[str]:
+    """PromQL label matchers selecting exactly the series `holder` names a holder for, as
+    disjoint branches: the holder in exported_*, in the old names, in the plain names."""
+    plain = 'exported_pod="", pod_name="", pod!=""'
+    own_container = f", container!~{_any_of(exp.containers)}" if exp.containers else ""
+    own_job = f", job!~{_any_of(exp.jobs)}" if exp.jobs else ""
+    return [
+        'exported_pod!=""',
+        'exported_pod="", pod_name!=""',
+        f'{plain}, container!=""{own_container}',
+        f'{plain}, container=""{own_job}',
+    ]
