@@ -19,6 +19,8 @@ def _isolated_env(monkeypatch, tmp_path):
         "GPUCTL_PROMETHEUS_URL",
         "GPUCTL_CONFIG",
         "GPUCTL_GPU_LABEL_KEY",
+        "GPUCTL_TEMPLATES_DIR",
+        "GPUCTL_DEFAULT_TEMPLATE",
         "GPUCTL_EXPORTER_CONTAINERS",
         "GPUCTL_EXPORTER_JOBS",
         "XDG_CACHE_HOME",

@@ -18,6 +18,7 @@ from gpuctl.common import config, selector
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.common.specfile import load_yaml, parse_duration
 from gpuctl.jobs.spec import parse_job
+from gpuctl.jobs.templates import check_template
 from gpuctl.mig import layout as mig_layout
 from gpuctl.mig import migparted
 from gpuctl.mig import plan as mig_plan
@@ -30,6 +31,7 @@ from gpuctl.top.alert_rules import check as check_alerts
 from tests.clirun import run_gpuctl
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+TEMPLATES = EXAMPLES.parent / "templates"
 MIG_CONFIG = """\
 version: v1
 mig-configs:
@@ -48,8 +50,9 @@ mig-configs:
 SAMPLES = {
     "job": [
         (EXAMPLES / n).read_text()
-        for n in ("mig-job.yaml", "multinode-train.yaml", "seed-pod.yaml")
+        for n in ("mig-job.yaml", "multinode-train.yaml", "seed-pod.yaml", "train-volumes.yaml")
     ],
+    "template": [p.read_text() for p in sorted(TEMPLATES.glob("*.yaml"))],
     "cluster": [(EXAMPLES / "cluster.yaml").read_text()],
     "migparted": [MIG_CONFIG],
     "config": ["gpu_label_key: gpu-type\nprometheus_url: http://localhost:9090\n"],
@@ -204,7 +207,12 @@ def _parse_migparted(doc):
     cfg.select(None)
 
 
-PARSERS = {"job": parse_job, "cluster": cluster_spec.parse_cluster, "migparted": _parse_migparted}
+PARSERS = {
+    "job": parse_job,
+    "template": check_template,
+    "cluster": cluster_spec.parse_cluster,
+    "migparted": _parse_migparted,
+}
 
 
 def _check_spec(kind: str, text: str) -> None:

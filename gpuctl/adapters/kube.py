@@ -34,6 +34,8 @@ _KINDS = {
     "Namespace": ("v1", "namespace", False),
     "Node": ("v1", "node", False),
     "ConfigMap": ("v1", "config_map", True),
+    "PersistentVolumeClaim": ("v1", "persistent_volume_claim", True),
+    "Secret": ("v1", "secret", True),
     "Pod": ("v1", "pod", True),
     "ResourceQuota": ("v1", "resource_quota", True),
     "Service": ("v1", "service", True),

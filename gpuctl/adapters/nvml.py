@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from dataclasses import dataclass
 
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.gpus.sample import (
@@ -79,6 +80,28 @@ class NvmlError(BackendError):
         reasons, hints = _explanations()
         reason = reasons.get(code, f"NVML error {code}")
         super().__init__(f"{what}: {reason} (NVML code {code})", hint=hints.get(code))
+
+    @property
+    def passes(self) -> bool:
+        """Whether the same call can succeed later, once its cause is gone (a process
+        stopped, root rights, a reset): not for what the GPU does not support at all."""
+        import pynvml as n
+
+        return self.code in (
+            n.NVML_ERROR_IN_USE,
+            n.NVML_ERROR_NO_PERMISSION,
+            n.NVML_ERROR_INSUFFICIENT_RESOURCES,
+            n.NVML_ERROR_RESET_REQUIRED,
+            n.NVML_ERROR_TIMEOUT,
+        )
+
+
+@dataclass(frozen=True)
+class GiProfile:
+    """A GPU-instance profile as one GPU's driver reports it."""
+
+    id: int  # what Create*/Placements take
+    placements: tuple[tuple[int, int], ...] | None  # (start, size); None: not allowed to ask
 
 
 def _text(value: object) -> str | None:
@@ -396,6 +419,7 @@ class Nvml:
                         start=gi_info.placement.start,
                         size=gi_info.placement.size,
                         compute_instances=self._compute_instances(gi),
+                        profile_index=const,
                     )
                 )
         return sorted(out, key=lambda g: g.gi_id)
@@ -470,8 +494,54 @@ class Nvml:
                 code, f"{what} ({text.splitlines()[-1] if text else 'nvidia-smi failed'})"
             )
 
+    def pci_ids(self, index: int) -> tuple[int | None, int | None]:
+        """(PCI device id, subsystem id) as NVML packs them (device << 16 | vendor, e.g.
+        0x20B010DE, 0x134F10DE): what mig-parted's device-filter matches."""
+        info = self._query(self._n.nvmlDeviceGetPciInfo, self._handle(index))
+        if info is None:
+            return None, None
+        return info.pciDeviceId, info.pciSubSystemId
+
+    def gi_profile(self, index: int, profile_index: int) -> GiProfile | None:
+        """This GPU's GPU-instance profile of NVML constant `profile_index`: the id the driver
+        gives it and where it may be placed; None if the GPU (or its driver) has no such
+        profile. As mig-parted does, the id is asked of the GPU, never assumed."""
+        n = self._n
+        h = self._handle(index)
+        what = f"GPU {index}: GPU instance profile {profile_index}"
+        # version 1: nvmlDeviceGetGpuInstanceProfileInfo itself, as go-nvlib calls it (the
+        # V variant pynvml prefers refuses while MIG is off)
+        info = self._query(
+            n.nvmlDeviceGetGpuInstanceProfileInfo,
+            h,
+            profile_index,
+            version=1,
+            absent=(n.NVML_ERROR_INVALID_ARGUMENT,),
+        )
+        if info is None:
+            return None
+        count = ctypes.c_uint(0)
+        try:
+            n.nvmlDeviceGetGpuInstancePossiblePlacements(h, info.id, None, ctypes.byref(count))
+        except n.NVMLError as e:
+            if e.value == n.NVML_ERROR_NO_PERMISSION:  # only root may ask
+                return GiProfile(info.id, None)
+            raise NvmlError(e.value, what) from None
+        array = (n.c_nvmlGpuInstancePlacement_t * count.value)()
+        if count.value:
+            self._call(
+                what,
+                n.nvmlDeviceGetGpuInstancePossiblePlacements,
+                h,
+                info.id,
+                array,
+                ctypes.byref(count),
+            )
+        return GiProfile(info.id, tuple((p.start, p.size) for p in array[: count.value]))
+
     def create_gpu_instance(self, index: int, profile_id: int, start: int) -> int:
-        """Creates a GPU instance of profile *id* `profile_id` at memory slice `start`; returns its id."""
+        """Creates a GPU instance of profile *id* `profile_id` (see gi_profile) at memory
+        slice `start`; returns the instance's id."""
         n = self._n
         h = self._handle(index)
         what = f"GPU {index}: create GPU instance (profile id {profile_id} at slice {start})"

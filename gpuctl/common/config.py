@@ -15,6 +15,10 @@ SETTINGS = {
     "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", DEFAULT_GPU_LABEL_KEY),
     "prometheus_url": ("GPUCTL_PROMETHEUS_URL", None),
     "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
+    # site job templates (gpuctl.jobs.templates): where to look first, and the one every
+    # job inherits
+    "templates_dir": ("GPUCTL_TEMPLATES_DIR", None),
+    "default_template": ("GPUCTL_DEFAULT_TEMPLATE", None),
 }
 LIST_SETTINGS = {
     # name: environment variable (comma-separated there); unset unless given

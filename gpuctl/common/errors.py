@@ -39,11 +39,14 @@ class SpecError(GpuctlError):
         hint: str | None = None,
     ):
         self.file, self.line, self.field = file, line, field
-        where = ":".join(str(p) for p in (file, line) if p is not None)
-        prefix = f"{where}: " if where else ""
-        if field:
-            prefix += f"{field}: "
-        super().__init__(prefix + message, hint)
+        prefix = location(file, line, field)
+        super().__init__(f"{prefix}: {message}" if prefix else message, hint)
+
+
+def location(file: str | None, line: int | None = None, field: str | None = None) -> str:
+    """Where in a spec file: "job.yaml:8: volumes[0].pvc" (the parts that are known)."""
+    where = ":".join(str(p) for p in (file, line) if p is not None)
+    return ": ".join(p for p in (where, field) if p)
 
 
 class UsageError(GpuctlError):

@@ -15,6 +15,8 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DATA_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+_ENV_VAR = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 
 def dns1123_label(name: str) -> bool:
@@ -43,3 +45,14 @@ def label_key(key: str) -> bool:
 def label_value(value: str) -> bool:
     """Empty, or a qualified name (≤ 63)."""
     return value == "" or bool(_QUALIFIED_NAME.fullmatch(value))
+
+
+def data_key(key: str) -> bool:
+    """A key of a Secret's or ConfigMap's data: letters, digits, '-', '_', '.' (≤ 253)."""
+    return bool(_DATA_KEY.fullmatch(key)) and key != "." and not key.startswith("..")
+
+
+def env_var_name(name: str) -> bool:
+    """A container environment variable's name (letters, digits, '-', '_', '.'; no leading
+    digit)."""
+    return bool(_ENV_VAR.fullmatch(name))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.common import k8s_names
-from gpuctl.common.errors import SpecError
+from gpuctl.common.errors import SpecError, location
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import parse as parse_quantity
 
@@ -41,6 +41,8 @@ class Doc:
     lines: dict[Path, int] = field(default_factory=dict)
     # as written, for numbers and booleans: `010`, `1:30`, `12.10`, `yes` are text to a user
     written: dict[Path, str] = field(default_factory=dict)
+    # the file of each part that came from another file (a job merged with its templates)
+    files: dict[Path, str] = field(default_factory=dict)
 
     def line(self, path: Path) -> int | None:
         while path:
@@ -49,9 +51,24 @@ class Doc:
             path = path[:-1]
         return self.lines.get(())
 
+    def file_of(self, path: Path) -> str:
+        while path:
+            if path in self.files:
+                return self.files[path]
+            path = path[:-1]
+        return self.files.get((), self.file)
+
+    def where(self, path: Path) -> str:
+        """Where PATH is, as messages name it: job.yaml:8: volumes[0].pvc."""
+        return location(self.file_of(path), self.line(path), dotted(path) or None)
+
     def error(self, path: Path, message: str, hint: str | None = None) -> SpecError:
         return SpecError(
-            message, file=self.file, line=self.line(path), field=dotted(path) or None, hint=hint
+            message,
+            file=self.file_of(path),
+            line=self.line(path),
+            field=dotted(path) or None,
+            hint=hint,
         )
 
     def root(self) -> Fields:

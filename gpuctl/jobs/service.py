@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from gpuctl.adapters.kube import Conflict, Kube, NotFound
+from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.gpus import resources as fit
 from gpuctl.jobs import status as job_status
@@ -26,6 +26,66 @@ def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
     return fit.check_fit(
         nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type, label_key, tolerations
     )
+
+
+def check_references(kube: Kube, spec: JobSpec, namespace: str) -> list[str]:
+    """Every PersistentVolumeClaim, ConfigMap and Secret the job mounts or takes variables
+    from exists in NAMESPACE and can serve it; otherwise raise, before anything is created
+    (a pod would wait in ContainerCreating for it). Returns warnings: what RBAC does not let
+    gpuctl read, and claims that may hold workers on other nodes."""
+    wanted: list[tuple[str, str, str, tuple[str, ...]]] = []  # kind, name, where, keys
+    for v in spec.volumes:
+        if v.kind in ("pvc", "config_map"):
+            kind = "PersistentVolumeClaim" if v.kind == "pvc" else "ConfigMap"
+            wanted.append((kind, v.source or "", v.where, ()))
+    for s in spec.secrets:
+        wanted.append(("Secret", s.secret, s.where, tuple(key for _, key in s.env)))
+    problems: list[str] = []
+    warnings: list[str] = []
+    read: dict[tuple[str, str], dict | None] = {}
+    for kind, name, where, keys in wanted:
+        subject = f"{kind} {namespace}/{name}"
+        if (kind, name) not in read:
+            try:
+                read[(kind, name)] = kube.read(kind, name, namespace)
+            except NotFound:
+                read[(kind, name)] = None
+            except Forbidden as e:
+                warnings.append(f"cannot check {subject}: {e.message}")
+                continue
+        obj = read[(kind, name)]
+        if obj is None:
+            problems.append(f"{where}: {subject} does not exist")
+            continue
+        missing = [k for k in keys if k not in (obj.get("data") or {})]
+        if missing:
+            problems.append(f"{where}: {subject} has no key {', '.join(missing)}")
+        if kind == "PersistentVolumeClaim":
+            problem, warning = _claim_check(obj, spec.nodes)
+            problems += [f"{where}: {subject} {problem}"] if problem else []
+            warnings += [f"{where}: {subject} {warning}"] if warning else []
+    if problems:
+        more = problems[1:]
+        raise GpuctlError(
+            f"{problems[0]}; nothing was created",
+            hint=("also: " + "; ".join(more)) if more else "create it first, or change the spec",
+        )
+    return warnings
+
+
+def _claim_check(claim: dict, workers: int) -> tuple[str | None, str | None]:
+    """(why the claim cannot serve the job, why it may hold some workers), None if neither."""
+    modes = set((claim.get("spec") or {}).get("accessModes") or [])
+    if (claim.get("status") or {}).get("phase") == "Lost":
+        return "is Lost (its PersistentVolume is gone)", None
+    if workers > 1 and modes == {"ReadWriteOncePod"}:
+        return f"is ReadWriteOncePod: one pod only, and the job has {workers} workers", None
+    if workers > 1 and modes == {"ReadWriteOnce"}:
+        return None, (
+            "is ReadWriteOnce: workers on other nodes than the first will wait in "
+            "ContainerCreating (ReadOnlyMany or ReadWriteMany serve them all)"
+        )
+    return None, None
 
 
 def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | None = None) -> None:

@@ -74,7 +74,10 @@ def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict 
         )
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / MARKER_FILE).write_text("Terraform working directory managed by gpuctl\n")
-    for old in list(workdir.glob("*.tf")) + [workdir / "modules"]:
+    copied_dirs = [
+        workdir / d.name for d in modules_dir.iterdir() if d.is_dir() and d.name[0] != "."
+    ]
+    for old in list(workdir.glob("*.tf")) + [workdir / "modules"] + copied_dirs:
         if old.is_dir():
             shutil.rmtree(old)
         elif old.exists():

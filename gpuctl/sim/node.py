@@ -61,21 +61,34 @@ _BOARD = {
     "RTX-PRO-6000": (600, 40, 2430, 1750),
     "T4": (70, 10, 1590, 5001),
 }
-# A GPU without MIG, for mixed nodes (not in the MIG geometry table): NVML answers its MIG
-# calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on.
-_NON_MIG = (
-    geometry.GpuModel(
-        nvml_name="Tesla T4",
-        short_name="T4",
-        memory_total_mib=15360,
+# PCI subsystem ids (subsystem device << 16 | vendor) where one was seen on such a board: an
+# A100 SXM4 40GB shows [10de:134f] under lspci (a public transcript); others get one value.
+_PCI_SUBSYSTEM = {"A100-40GB": 0x134F10DE}
+_DEFAULT_PCI_SUBSYSTEM = 0x16C110DE
+
+
+# GPUs without MIG, for mixed nodes (not in the MIG geometry table): NVML answers their MIG
+# calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on. The DGX Station A100's
+# display GPU is what mig-parted's dgx-station example config filters by 0x1FB010DE (its
+# name and 4096 MiB as nvidia-smi prints them in public transcripts).
+def _without_mig(nvml_name: str, short_name: str, memory_mib: int, pci_id: str):
+    return geometry.GpuModel(
+        nvml_name=nvml_name,
+        short_name=short_name,
+        memory_total_mib=memory_mib,
         memory_slices=0,
         compute_slices=0,
         max_gpu_instances=0,
         architecture="Turing",
         compute_capability="7.5",
         profiles=(),
-        pci_device_ids=("0x1EB810DE",),
-    ),
+        pci_device_ids=(pci_id,),
+    )
+
+
+NON_MIG_MODELS = (
+    _without_mig("Tesla T4", "T4", 15360, "0x1EB810DE"),
+    _without_mig("NVIDIA DGX Display", "DGX-Display", 4096, "0x1FB010DE"),
 )
 _IDLE_SM_CLOCK = 345
 
@@ -135,16 +148,21 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
     return gpus
 
 
+def _alnum(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
 def _find_model(name: str) -> geometry.GpuModel:
-    key = "".join(ch for ch in name.lower() if ch.isalnum())
-    for m in _NON_MIG:
-        if key in (m.short_name.lower(), "".join(ch for ch in m.nvml_name.lower() if ch.isalnum())):
+    key = _alnum(name)
+    for m in NON_MIG_MODELS:
+        if key in (_alnum(m.short_name), _alnum(m.nvml_name)):
             return m
     try:
         return geometry.find_model(name)
     except GpuctlError as e:
         raise GpuctlError(
-            e.message, hint=f"{e.hint}; without MIG: " + ", ".join(m.short_name for m in _NON_MIG)
+            e.message,
+            hint=f"{e.hint}; without MIG: " + ", ".join(m.short_name for m in NON_MIG_MODELS),
         ) from None
 
 
@@ -546,6 +564,9 @@ class Node:
     def pci_device_id(self, index: int) -> int:
         """The model's first PCI device id (device << 16 | vendor)."""
         return int(self.models[index].pci_device_ids[0], 16)
+
+    def pci_subsystem_id(self, index: int) -> int:
+        return _PCI_SUBSYSTEM.get(self.models[index].short_name, _DEFAULT_PCI_SUBSYSTEM)
 
     def board(self, index: int) -> tuple[int, int, int, int]:
         return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))

@@ -88,8 +88,10 @@ def test_mig_layout_round_trip():
         c2 = nvml.create_compute_instance(0, b, 1)
         assert nvml.gpu_instances(0) == sorted(
             [
-                GpuInstance(a, 14, 4, 2, [ComputeInstance(ca, 1)]),
-                GpuInstance(b, 9, 0, 4, [ComputeInstance(c1, 0), ComputeInstance(c2, 1)]),
+                GpuInstance(a, 14, 4, 2, [ComputeInstance(ca, 1)], profile_index=1),
+                GpuInstance(
+                    b, 9, 0, 4, [ComputeInstance(c1, 0), ComputeInstance(c2, 1)], profile_index=2
+                ),
             ],
             key=lambda g: g.gi_id,
         )

@@ -95,7 +95,7 @@ def test_mig_and_shared_resources():
         ("deadline: soon\n", 4, "deadline", "duration"),
         ("env: [A, B]\n", 4, "env", "mapping"),
         ("env: {'1BAD': x}\n", 4, "env", "environment variable name"),
-        ("nodes: 2\nenv: {WORLD_SIZE: '4'}\n", 5, "env", "set by gpuctl"),
+        ("nodes: 2\nenv: {WORLD_SIZE: '4'}\n", 5, "env.WORLD_SIZE", "set by gpuctl"),
         ("command: python train.py\n", 4, "command", "list"),
         ("labels: {app.kubernetes.io/managed-by: me}\n", 4, "labels", "set by gpuctl"),
         ("labels: {'bad key!': x}\n", 4, "labels", "label key"),
