@@ -375,7 +375,9 @@ def test_efa_templates(site, name, instance, efa):
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": instance}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
-    assert env["NODE_RANK"] is None and env["WORLD_SIZE"] == "32"  # torchrun's, beside them
+    assert (
+        env["NODE_RANK"] is None and env["WORLD_SIZE"] == "4"
+    )  # torchrun's, beside them (K workers)
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
 
 
