@@ -56,6 +56,7 @@ COMMANDS = {
     "doctor": "gpuctl.doctor.cli",
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",
+    "whatif": "gpuctl.whatif.cli",
 }
 _registered: set[str] = set()
 
