@@ -1,5 +1,6 @@
-"""What the package carries: every module, the Terraform modules, the examples, the simulated
-NVML's pynvml shim and the licence, so that an installed wheel works from any directory.
+"""What the package carries: every module, the Terraform modules, the examples, the site job
+templates, the simulated NVML's pynvml shim and the licence, so that an installed wheel
+works from any directory.
 
 The end-to-end check builds the wheel, installs it with pip into a new virtual environment
 and runs the README's commands that need no cluster from a directory outside the checkout.
@@ -192,7 +193,7 @@ def _run(bin_dir: Path, cwd: Path, *argv: str, check: bool = True) -> subprocess
 
 
 @pytest.mark.integration
-def test_the_wheel_carries_the_tracked_modules_examples_and_licence(installed_wheel):
+def test_the_wheel_carries_the_tracked_modules_examples_templates_and_licence(installed_wheel):
     wheel, _ = installed_wheel
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())

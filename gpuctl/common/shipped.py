@@ -1,5 +1,5 @@
-"""The directories gpuctl ships beside its code: the Terraform modules (`terraform`) and the
-example specs (`examples`).
+"""The directories gpuctl ships beside its code: the Terraform modules (`terraform`), the
+example specs (`examples`) and the site job templates (`templates`).
 
 In a source checkout they live at the repository's top; the wheel maps them into the package
 (pyproject.toml's package-dir), so an installed gpuctl finds them as gpuctl/NAME/ whatever

@@ -7,7 +7,7 @@ itself) points everything at another endpoint, e.g. a moto server.
 
 from __future__ import annotations
 
-from gpuctl.common.errors import BackendError
+from gpuctl.common.errors import BackendError, redact
 from gpuctl.provision.preflight import (
     ON_DEMAND_QUOTAS,
     SPOT_QUOTAS,
@@ -31,17 +31,37 @@ _NOT_FOUND = {
 }
 
 
+PREFLIGHT_DEADLINE_S = 300  # all questions together; each has its own timeouts and retries
+
+
 def gather(spec: ClusterSpec) -> RawFacts:
+    """The preflight's answers, or one error; never longer than PREFLIGHT_DEADLINE_S (an
+    endpoint that trickles its answers does not hold gpuctl)."""
+    from gpuctl.common import deadline
+
+    try:
+        return deadline.call(lambda: _gather(spec), PREFLIGHT_DEADLINE_S)
+    except deadline.DeadlineExceeded:
+        raise BackendError(
+            f"the AWS preflight in {spec.region} got no complete answers within "
+            f"{PREFLIGHT_DEADLINE_S} s",
+            hint="check the network path to AWS and AWS_ENDPOINT_URL",
+        ) from None
+
+
+def _gather(spec: ClusterSpec) -> RawFacts:
     import boto3
     from botocore.config import Config
 
-    session = boto3.session.Session(region_name=spec.region)
     config = Config(
         connect_timeout=10, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}
     )
+    with _errors(spec.region):  # a bad AWS_PROFILE or config file fails here
+        session = boto3.session.Session(region_name=spec.region)
 
     def client(name):
-        return session.client(name, config=config)
+        with _errors(spec.region):
+            return session.client(name, config=config)
 
     with _errors(spec.region):
         ec2 = client("ec2")
@@ -191,11 +211,11 @@ def _ask(call) -> Answer:
         message = e.response.get("Error", {}).get("Message", "") or str(e)
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return Answer(
-            error=f"{code or 'HTTP ' + str(status)}: {_first_line(message)}",
+            error=redact(f"{code or 'HTTP ' + str(status)}: {_first_line(message)}"),
             missing=code in _NOT_FOUND,
         )
-    except BotoCoreError as e:
-        return Answer(error=_first_line(str(e)))
+    except BotoCoreError as e:  # its text can quote the endpoint URL
+        return Answer(error=redact(_first_line(str(e))))
 
 
 class _errors:
@@ -216,8 +236,14 @@ class _errors:
             EndpointConnectionError,
             NoCredentialsError,
             NoRegionError,
+            ProfileNotFound,
         )
 
+        if isinstance(exc, ProfileNotFound):
+            raise BackendError(
+                f"AWS profile {exc.kwargs.get('profile')!r} not found",
+                hint="check AWS_PROFILE against `aws configure list-profiles`",
+            ) from None
         if isinstance(exc, NoCredentialsError):
             raise BackendError(
                 "no AWS credentials found",
@@ -240,6 +266,11 @@ class _errors:
 
         if isinstance(exc, (BotoCoreError, NoRegionError, ResponseParserError)):
             raise BackendError(f"AWS preflight failed: {_first_line(str(exc))}") from None
+        if isinstance(exc, ValueError):  # botocore: e.g. an AWS_ENDPOINT_URL that is no URL
+            raise BackendError(
+                f"AWS preflight failed: {_first_line(str(exc))}",
+                hint="check AWS_ENDPOINT_URL and the region",
+            ) from None
         return False
 
 

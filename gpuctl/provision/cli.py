@@ -13,8 +13,6 @@ from gpuctl.common.config import setting
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
 
-WORKDIR_ROOT = Path(".gpuctl") / "clusters"
-
 
 def register(app: typer.Typer) -> None:
     app.command("provision")(provision)
@@ -27,7 +25,8 @@ _WORKDIR = typer.Option(
     None,
     "--workdir",
     metavar="DIR",
-    help="Terraform working directory of this cluster [default: .gpuctl/clusters/NAME].",
+    help="Terraform working directory of this cluster "
+    "[default: $XDG_STATE_HOME/gpuctl/NAME, i.e. ~/.local/state/gpuctl/NAME].",
 )
 _BIN = typer.Option(
     None,
@@ -55,13 +54,18 @@ def provision(
     """Create or update what a cluster spec describes: a new EKS cluster in a new VPC (or GPU
     nodes for an existing cluster, in its own network), the GPU node groups (Auto Scaling
     groups or Karpenter NodePools), EFA and the GPU stack."""
+    from gpuctl.provision import statedir
     from gpuctl.provision import terraform as tf_adapter
     from gpuctl.provision.spec import load_cluster_file
     from gpuctl.provision.tfvars import render_backend, render_tfvars
 
     spec = load_cluster_file(str(file))
-    workdir = workdir or WORKDIR_ROOT / spec.name
-    result: dict = {"cluster": spec.name, "workdir": str(workdir)}
+    workdir = statedir.cluster_workdir(spec, workdir)
+    result: dict = {
+        "cluster": spec.name,
+        "workdir": str(workdir),
+        "state": statedir.describe(spec, workdir),
+    }
 
     if dry_run:
         tfvars = render_tfvars(spec)
@@ -71,6 +75,7 @@ def provision(
         result["variables"] = tfvars
         if output == Format.table:
             show = out_console()
+            show.print(f"Terraform state: {result['state']}", highlight=False)
             show.print(f"Wrote {workdir} (dry run: no AWS call, no Terraform run). Variables:")
             echo(dump(tfvars, "json"))
             show.print(
@@ -92,6 +97,7 @@ def provision(
     from gpuctl.provision.preflight import evaluate
 
     show = out_console() if output == Format.table else err_console()
+    show.print(f"Terraform state: {result['state']}", highlight=False)
     show.print(f"Preflight for [bold]{spec.name}[/] in {spec.region} …")
     report = evaluate(spec, aws.gather(spec))
     _show_preflight(show, report)
@@ -137,17 +143,22 @@ def provision(
 def destroy(
     file: Path = _FILE,
     yes: bool = _YES,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Show what would be destroyed; destroy nothing."
+    ),
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
     output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
-    """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."""
+    """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply).
+    The state is found as `provision` keeps it, whatever directory this runs in."""
+    from gpuctl.provision import statedir
     from gpuctl.provision import terraform as tf_adapter
     from gpuctl.provision.spec import load_cluster_file
     from gpuctl.provision.tfvars import TFVARS_FILE
 
     spec = load_cluster_file(str(file))
-    workdir = workdir or WORKDIR_ROOT / spec.name
+    workdir = statedir.cluster_workdir(spec, workdir)
     show = out_console() if output == Format.table else err_console()
     if not (workdir / TFVARS_FILE).is_file():
         raise GpuctlError(
@@ -155,18 +166,22 @@ def destroy(
             "nothing was provisioned from here",
             hint="pass --workdir DIR where `gpuctl provision` ran",
         )
+    result: dict[str, Any] = {
+        "cluster": spec.name,
+        "workdir": str(workdir),
+        "state": statedir.describe(spec, workdir),
+    }
+    show.print(f"Terraform state: {result['state']}", highlight=False)
     tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
     show.print(f"{tf.engine} in {workdir}: init, destroy plan …")
     tf.init()
     summary = tf.plan(destroy=True)
     _show_plan(show, summary)
-    result: dict[str, Any] = {
-        "cluster": spec.name,
-        "workdir": str(workdir),
-        "plan": summary.to_dict(),
-    }
+    result["plan"] = summary.to_dict()
     if summary.empty:
         show.print("Nothing to destroy.")
+    elif dry_run:
+        show.print("Dry run: nothing was destroyed.")
     else:
         confirm(f"Destroy these {summary.destroy} resources of {spec.name}?", yes)
         result["applied"] = _apply(tf, summary, err_console())
