@@ -6,6 +6,7 @@ pytest_plugins = [
     "tests.standins.prometheus",
     "tests.standins.aws",
     "tests.standins.nvml",
+    "tests.standins.terraform",
     "tests.standins.faults",
     "tests.standins.integration",
 ]

