@@ -125,9 +125,7 @@ def _names(model: Named) -> tuple[str, ...]:
 
 def family(model: Named) -> tuple[str, ...]:
     """The words every name of the model has: its short name less memory and variant."""
-    return tuple(
-        w for w in tokens(model.short_name) if w not in _VARIANTS and not _is_memory(w)
-    )
+    return tuple(w for w in tokens(model.short_name) if w not in _VARIANTS and not _is_memory(w))
 
 
 def _is_memory(word: str) -> bool:
@@ -204,7 +202,11 @@ def _listed(models: Iterable[Named], sep: str = ", ") -> str:
 
 def _without_mig_note(name: str) -> str:
     other = candidates(name, WITHOUT_MIG)
-    return f"; {_listed(other, ' and ')} {'has' if len(other) == 1 else 'have'} no MIG" if other else ""
+    return (
+        f"; {_listed(other, ' and ')} {'has' if len(other) == 1 else 'have'} no MIG"
+        if other
+        else ""
+    )
 
 
 def split_product(value: str, exact: bool = True) -> tuple[str, str | None, bool]:

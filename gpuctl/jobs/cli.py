@@ -59,9 +59,7 @@ def _load(paths: list[str], label_key: str, template: str | None = None):
     loaded = [load_job(p, template) for p in paths]
     for spec, merged in loaded:
         for warning in gpu_type_warnings(merged.doc, spec, label_key):
-            err_console().print(
-                f"warning: {warning}", style="yellow", markup=False, soft_wrap=True
-            )
+            err_console().print(f"warning: {warning}", style="yellow", markup=False, soft_wrap=True)
     return loaded
 
 

@@ -343,7 +343,8 @@ def _check_mig_on_gpu_type(f: Fields, mig: str, gpu_type: list[str]) -> None:
     knows (`h100` names both H100s)."""
     from gpuctl.gpus import geometry, names
 
-    meant = [names.candidates(v, [*geometry.models(), *names.WITHOUT_MIG]) for v in gpu_type]
+    known: list[names.Named] = [*geometry.models(), *names.WITHOUT_MIG]
+    meant = [names.candidates(v, known) for v in gpu_type]
     if not all(meant):
         return
     gpus = list(dict.fromkeys(m for found in meant for m in found))
@@ -355,8 +356,7 @@ def _check_mig_on_gpu_type(f: Fields, mig: str, gpu_type: list[str]) -> None:
         f"{mig!r} is not a MIG profile of {' or '.join(m.short_name for m in gpus)} "
         f"(gpu_type {', '.join(gpu_type)}): no such node offers it",
         hint="; ".join(
-            f"{m.short_name} profiles: {', '.join(p.name for p in m.profiles)}"
-            for m in mig_gpus
+            f"{m.short_name} profiles: {', '.join(p.name for p in m.profiles)}" for m in mig_gpus
         )
         or "these GPUs have no MIG: ask for whole GPUs (gpus: N)",
     )
