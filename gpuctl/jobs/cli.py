@@ -162,7 +162,7 @@ def submit(
     file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
     context: str | None = options.context(),
     namespace: str | None = options.namespace(
-        "Namespace (default: the spec's, else the context's)."
+        f"Namespace (default: the spec's, else {options.NAMESPACE_DEFAULT})."
     ),
     dry_run: DryRun | None = typer.Option(
         None,

@@ -1,4 +1,5 @@
-"""AWS through boto3: the read-only questions the provision preflight asks.
+"""AWS through boto3: the read-only questions the provision preflight asks, and the AWS
+settings (profile, region) gpuctl and Terraform share.
 
 Every call is a describe/get; nothing is created. Answers come back as
 gpuctl.provision.preflight.RawFacts for the core to judge. `AWS_ENDPOINT_URL` (read by botocore
@@ -7,7 +8,9 @@ itself) points everything at another endpoint, e.g. a moto server.
 
 from __future__ import annotations
 
-from gpuctl.common.errors import BackendError
+import os
+
+from gpuctl.common.errors import BackendError, UsageError
 from gpuctl.provision.preflight import (
     ON_DEMAND_QUOTAS,
     SPOT_QUOTAS,
@@ -31,17 +34,73 @@ _NOT_FOUND = {
 }
 
 
-def gather(spec: ClusterSpec) -> RawFacts:
+# Static keys the AWS SDKs prefer to a profile named in AWS_PROFILE; boto3 ignores them for
+# a profile it is given, as AWS's own CLI does for --profile.
+_KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
+def session(profile: str | None, region: str | None):
+    """A boto3 session with this profile (None: AWS_PROFILE, else the default chain)."""
     import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    if profile == "":
+        raise UsageError("--profile needs the name of a profile in the AWS config files")
+    try:
+        return boto3.session.Session(profile_name=profile, region_name=region)
+    except ProfileNotFound:
+        where = "--profile" if profile else _profile_env()
+        name = profile or os.environ.get(where, "")
+        files = " or ".join(
+            os.environ.get(var) or os.path.expanduser(f"~/.aws/{default}")
+            for var, default in (
+                ("AWS_CONFIG_FILE", "config"),
+                ("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+            )
+        )
+        raise UsageError(
+            f"AWS profile {name!r} (from {where}) is not in {files}",
+            hint="`aws configure list-profiles` lists the profiles there",
+        ) from None
+
+
+def _profile_env() -> str:
+    return next((v for v in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE") if os.environ.get(v)), "")
+
+
+def default_region(profile: str | None) -> tuple[str, str] | None:
+    """(region, where it came from) for a cluster spec that names no region: AWS_REGION,
+    AWS_DEFAULT_REGION, else the profile's `region` in the AWS config file; None if none."""
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if os.environ.get(var):
+            return os.environ[var], var
+    found = session(profile, None)
+    if not found.region_name:
+        return None
+    return found.region_name, f"the AWS profile {found.profile_name!r}"
+
+
+def terraform_env(profile: str | None) -> dict[str, str | None]:
+    """Terraform's environment for --profile (None: unset): the AWS provider and the S3 state
+    backend both read AWS_PROFILE, and the backend takes no variables (a -backend-config
+    profile would make Terraform see a changed backend whenever the profile changes)."""
+    if profile is None:
+        return {}
+    return {"AWS_PROFILE": profile, **dict.fromkeys(_KEY_ENV)}
+
+
+def gather(spec: ClusterSpec, aws=None) -> RawFacts:
+    """What the preflight asks AWS, through the boto3 session AWS (`session`; default: the
+    environment's credentials)."""
     from botocore.config import Config
 
-    session = boto3.session.Session(region_name=spec.region)
+    aws = aws or session(None, spec.region)
     config = Config(
         connect_timeout=10, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}
     )
 
     def client(name):
-        return session.client(name, config=config)
+        return aws.client(name, config=config)
 
     with _errors(spec.region):
         ec2 = client("ec2")

@@ -10,7 +10,7 @@ import typer
 
 from gpuctl.common import options
 from gpuctl.common.config import setting
-from gpuctl.common.errors import GpuctlError
+from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
 
 WORKDIR_ROOT = Path(".gpuctl") / "clusters"
@@ -36,6 +36,20 @@ _BIN = typer.Option(
     metavar="PATH",
     help="Use this terraform or tofu executable instead of the embedded engine.",
 )
+_PROFILE = typer.Option(
+    None,
+    "--profile",
+    metavar="NAME",
+    help="AWS profile for the preflight and for Terraform (its AWS provider and S3 state "
+    "backend) [default: AWS_PROFILE, else the default credentials].",
+)
+_REGION = typer.Option(
+    None,
+    "--region",
+    metavar="REGION",
+    help="AWS region, for a spec without region: (one with it must agree) "
+    "[default: AWS_REGION, AWS_DEFAULT_REGION, the profile's region].",
+)
 _OUTPUT_HELP = "table, json or yaml (json/yaml: the result on stdout, progress on stderr)."
 
 
@@ -50,17 +64,30 @@ def provision(
     plan_only: bool = typer.Option(False, "--plan-only", help="Stop after showing the plan."),
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
+    profile: str | None = _PROFILE,
+    region: str | None = _REGION,
     output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
     """Create or update what a cluster spec describes: a new EKS cluster in a new VPC (or GPU
     nodes for an existing cluster, in its own network), the GPU node groups (Auto Scaling
     groups or Karpenter NodePools), EFA and the GPU stack."""
+    from gpuctl.common.specfile import load_yaml_file
+    from gpuctl.provision import aws
     from gpuctl.provision import terraform as tf_adapter
-    from gpuctl.provision.spec import load_cluster_file
+    from gpuctl.provision.spec import parse_cluster, writes_region
     from gpuctl.provision.tfvars import render_backend, render_tfvars
 
-    spec = load_cluster_file(str(file))
+    doc = load_yaml_file(str(file))
+    default = None if region or writes_region(doc) else aws.default_region(profile)
+    spec = parse_cluster(doc, region, default)
     workdir = workdir or WORKDIR_ROOT / spec.name
+    recorded = tf_adapter.recorded_region(workdir)
+    if recorded not in (None, spec.region):
+        raise UsageError(
+            f"{workdir} holds cluster {spec.name} in {recorded}, not in {spec.region}",
+            hint="give this region a --workdir of its own (or remove the directory if "
+            "nothing was applied from it)",
+        )
     result: dict = {"cluster": spec.name, "workdir": str(workdir)}
 
     if dry_run:
@@ -86,12 +113,12 @@ def provision(
             echo(dump(result, output.value))
         return
 
-    from gpuctl.provision import aws
     from gpuctl.provision.preflight import evaluate
 
+    session = aws.session(profile, spec.region)
     show = out_console() if output == Format.table else err_console()
     show.print(f"Preflight for [bold]{spec.name}[/] in {spec.region} …")
-    report = evaluate(spec, aws.gather(spec))
+    report = evaluate(spec, aws.gather(spec, session))
     _show_preflight(show, report)
     result["preflight"] = report.to_dict()
     if not report.ok:
@@ -108,7 +135,9 @@ def provision(
         render_tfvars(spec, report.facts()),
         render_backend(spec),
     )
-    tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
+    tf = tf_adapter.Terraform(
+        workdir, setting("terraform_binary", terraform_bin), aws.terraform_env(profile)
+    )
     show.print(f"{tf.engine} in {workdir}: init, plan …")
     tf.init()
     summary = tf.plan()
@@ -137,23 +166,42 @@ def destroy(
     yes: bool = _YES,
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
+    profile: str | None = _PROFILE,
+    region: str | None = typer.Option(
+        None,
+        "--region",
+        metavar="REGION",
+        help="AWS region; must be the one the cluster was provisioned in [default: that one].",
+    ),
     output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
     """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."""
+    from gpuctl.common.specfile import load_yaml_file
+    from gpuctl.provision import aws
     from gpuctl.provision import terraform as tf_adapter
-    from gpuctl.provision.spec import load_cluster_file
-    from gpuctl.provision.tfvars import TFVARS_FILE
+    from gpuctl.provision.spec import cluster_name, parse_cluster
 
-    spec = load_cluster_file(str(file))
-    workdir = workdir or WORKDIR_ROOT / spec.name
-    show = out_console() if output == Format.table else err_console()
-    if not (workdir / TFVARS_FILE).is_file():
+    doc = load_yaml_file(str(file))
+    name = cluster_name(doc)
+    workdir = workdir or WORKDIR_ROOT / name
+    recorded = tf_adapter.recorded_region(workdir)
+    if recorded is None:
         raise GpuctlError(
-            f"no working directory for cluster {spec.name!r} at {workdir}; "
+            f"no working directory for cluster {name!r} at {workdir}; "
             "nothing was provisioned from here",
             hint="pass --workdir DIR where `gpuctl provision` ran",
         )
-    tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
+    spec = parse_cluster(doc, region, (recorded, str(workdir)))
+    if spec.region != recorded:
+        raise UsageError(
+            f"cluster {spec.name} was provisioned in {recorded} (from {workdir}), "
+            f"not in {spec.region}",
+            hint="destroy acts where provision did: drop --region, or fix the spec's region:",
+        )
+    show = out_console() if output == Format.table else err_console()
+    tf = tf_adapter.Terraform(
+        workdir, setting("terraform_binary", terraform_bin), aws.terraform_env(profile)
+    )
     show.print(f"{tf.engine} in {workdir}: init, destroy plan …")
     tf.init()
     summary = tf.plan(destroy=True)
