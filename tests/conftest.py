@@ -6,6 +6,7 @@ pytest_plugins = [
     "tests.standins.prometheus",
     "tests.standins.aws",
     "tests.standins.nvml",
+    "tests.standins.faults",
     "tests.standins.integration",
 ]
 
@@ -19,6 +20,7 @@ def _isolated_env(monkeypatch, tmp_path):
         "GPUCTL_PROMETHEUS_URL",
         "GPUCTL_CONFIG",
         "GPUCTL_GPU_LABEL_KEY",
+        "GPUCTL_REQUEST_TIMEOUT",
         "GPUCTL_TEMPLATES_DIR",
         "GPUCTL_DEFAULT_TEMPLATE",
         "GPUCTL_EXPORTER_CONTAINERS",
@@ -33,6 +35,7 @@ def _isolated_env(monkeypatch, tmp_path):
         "AWS_DEFAULT_REGION",
         "AWS_CONFIG_FILE",
         "AWS_SHARED_CREDENTIALS_FILE",
+        "XDG_STATE_HOME",
     ):
         monkeypatch.delenv(var, raising=False)
     # A home of its own: what libraries keep under ~ (Terraform's ~/.terraform.d, ~/.aws,

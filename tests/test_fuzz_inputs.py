@@ -479,6 +479,7 @@ def hostile_env(monkeypatch, tmp_path):
 def _assert_clean(capsys, argv):
     code, out, err = run_gpuctl(capsys, *argv)
     assert code in (0, 1, 2, 3) and "Traceback" not in err, (argv, code, err[-2000:])
+    assert "gpuctl: error: unexpected " not in err, (argv, err)  # the last-resort line of a bug
 
 
 @settings(
@@ -528,6 +529,7 @@ def test_cli_bad_spec_file_is_one_line_naming_the_file(hostile_env, capsys, kind
     )
     code, _, err = run_gpuctl(capsys, *CLI_FOR_FILE[kind], "spec.yaml")
     assert code in (0, 1, 2) and "Traceback" not in err, (code, err)
+    assert "gpuctl: error: unexpected " not in err, err
     if code == 2 and err.startswith("gpuctl: error: spec.yaml"):
         assert len([line for line in err.splitlines() if not line.startswith("  hint:")]) == 1, err
 

@@ -51,6 +51,7 @@ def _explanations() -> tuple[dict[int, str], dict[int, str]]:
         n.NVML_ERROR_IN_USE: "in use by another client",
         n.NVML_ERROR_INSUFFICIENT_RESOURCES: "insufficient resources",
         n.NVML_ERROR_UNKNOWN: "unknown error",
+        n.NVML_ERROR_FUNCTION_NOT_FOUND: "this driver's NVML library lacks a function it needs",
     }
     hints = {
         n.NVML_ERROR_NO_PERMISSION: "run as root (MIG changes and resets need it)",
@@ -68,6 +69,7 @@ def _explanations() -> tuple[dict[int, str], dict[int, str]]:
         n.NVML_ERROR_GPU_IS_LOST: (
             "the GPU fell off the bus: check `dmesg` for Xid errors; the node likely needs a reboot"
         ),
+        n.NVML_ERROR_FUNCTION_NOT_FOUND: "the NVIDIA driver is older than gpuctl needs: upgrade it",
     }
     return reasons, hints
 
@@ -75,10 +77,13 @@ def _explanations() -> tuple[dict[int, str], dict[int, str]]:
 class NvmlError(BackendError):
     """The driver refused an NVML call; `code` is the NVML return code."""
 
-    def __init__(self, code: int, what: str):
+    def __init__(self, code: int, what: str, error: BaseException | None = None):
         self.code = code
         reasons, hints = _explanations()
         reason = reasons.get(code, f"NVML error {code}")
+        missing = _missing_function(error) if error is not None else None
+        if missing:
+            reason = f"this driver's NVML library has no function {missing}"
         super().__init__(f"{what}: {reason} (NVML code {code})", hint=hints.get(code))
 
     @property
@@ -102,6 +107,19 @@ class GiProfile:
 
     id: int  # what Create*/Placements take
     placements: tuple[tuple[int, int], ...] | None  # (start, size); None: not allowed to ask
+
+
+def _missing_function(error: BaseException) -> str | None:
+    """The C function pynvml looked up and did not find (NVML_ERROR_FUNCTION_NOT_FOUND):
+    pynvml raises that error without the name, from its lookup helper."""
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "_nvmlGetFunctionPointer":
+            name = frame.f_locals.get("name")
+            return name if isinstance(name, str) else None
+        tb = tb.tb_next
+    return None
 
 
 def _text(value: object) -> str | None:
@@ -187,7 +205,7 @@ class Nvml:
                     "no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",
                     hint="run on a GPU node, or try a simulated one: --simulate 8xH100-80GB",
                 ) from None
-            raise NvmlError(e.value, "cannot initialize NVML") from None
+            raise NvmlError(e.value, "cannot initialize NVML", e) from None
         self._module = n
 
     def close(self) -> None:
@@ -207,7 +225,7 @@ class Nvml:
         try:
             return fn(*args, **kwargs)
         except self._n.NVMLError as e:
-            raise NvmlError(e.value, what) from None
+            raise NvmlError(e.value, what, e) from None
 
     def _query(self, fn, *args, absent: tuple[int, ...] = (), **kwargs):
         """A reading: None where the driver does not support it (or has no such function)."""
@@ -217,7 +235,7 @@ class Nvml:
             missing = (self._n.NVML_ERROR_NOT_SUPPORTED, self._n.NVML_ERROR_FUNCTION_NOT_FOUND)
             if e.value in missing or e.value in absent:
                 return None
-            raise NvmlError(e.value, f"NVML {getattr(fn, '__name__', 'call')}") from None
+            raise NvmlError(e.value, f"NVML {getattr(fn, '__name__', 'call')}", e) from None
 
     def _handle(self, index: int):
         n = self._n

@@ -56,3 +56,39 @@ def env_var_name(name: str) -> bool:
     """A container environment variable's name (letters, digits, '-', '_', '.'; no leading
     digit)."""
     return bool(_ENV_VAR.fullmatch(name))
+
+
+# Label keys a job spec may not set, with who sets them. gpuctl finds its objects by its
+# own two; the Job controller (kubernetes/kubernetes pkg/apis/batch: JobNameLabel,
+# ControllerUidLabel and their unprefixed legacy forms, job-completion-index) selects its
+# pods by its own, and a pod carrying them is taken for a Job's pod.
+_RESERVED_LABELS = {
+    "app.kubernetes.io/managed-by": "gpuctl",
+    "job-name": "the Kubernetes Job controller",
+    "controller-uid": "the Kubernetes Job controller",
+    "pod-template-hash": "the Kubernetes ReplicaSet controller",
+    "controller-revision-hash": "the Kubernetes StatefulSet and DaemonSet controllers",
+}
+_RESERVED_PREFIXES = {
+    "gpuctl.io/": "gpuctl",
+    "batch.kubernetes.io/": "the Kubernetes Job controller",
+    "jobset.sigs.k8s.io/": "the JobSet controller",
+    # "The kubernetes.io/ and k8s.io/ prefixes are reserved for Kubernetes core components"
+    # (kubernetes.io/docs/concepts/overview/working-with-objects/labels), subdomains too
+    "kubernetes.io/": "Kubernetes",
+    "k8s.io/": "Kubernetes",
+}
+
+
+def reserved_label(key: str) -> str | None:
+    """Who sets the label `key` itself (so a job spec may not), or None. Keys of the
+    app.kubernetes.io/ recommended labels other than managed-by stay free."""
+    if key in _RESERVED_LABELS:
+        return _RESERVED_LABELS[key]
+    prefix = key.rpartition("/")[0] + "/" if "/" in key else ""
+    if prefix.startswith("app.kubernetes.io/"):
+        return None
+    for reserved, owner in _RESERVED_PREFIXES.items():
+        if prefix == reserved or prefix.endswith("." + reserved):
+            return owner
+    return None

@@ -7,7 +7,7 @@ import enum
 import typer
 
 from gpuctl.common import options
-from gpuctl.common.errors import GpuctlError
+from gpuctl.common.errors import GpuctlError, Interrupted
 from gpuctl.common.output import (
     DataFormat,
     Format,
@@ -231,17 +231,23 @@ def submit(
         if dry_run:
             return
         kind = manifests[-1]["kind"]
-        if follow:
-            err.print(f"following the logs of {spec.name} once its first worker has started")
-            for line in workloads.logs(kube, spec.name, ns, follow=True, start_timeout=timeout):
-                echo(line + "\n")
-        if wait:
-            final = _wait(kube, kind, spec.name, ns, timeout)
-            if final != "Succeeded":
-                raise GpuctlError(
-                    f"{kind} {ns}/{spec.name} {final.lower()}",
-                    hint=f"gpuctl jobs logs {spec.name} -n {ns}",
-                )
+        try:
+            if follow:
+                err.print(f"following the logs of {spec.name} once its first worker has started")
+                for line in workloads.logs(kube, spec.name, ns, follow=True, start_timeout=timeout):
+                    echo(line + "\n")
+            if wait:
+                final = _wait(kube, kind, spec.name, ns, timeout)
+                if final != "Succeeded":
+                    raise GpuctlError(
+                        f"{kind} {ns}/{spec.name} {final.lower()}",
+                        hint=f"gpuctl jobs logs {spec.name} -n {ns}",
+                    )
+        except KeyboardInterrupt:  # the job was submitted: only the watching stops
+            raise Interrupted(
+                f"interrupted; {kind} {ns}/{spec.name} keeps running",
+                hint=f"gpuctl jobs delete {spec.name} -n {ns} stops it",
+            ) from None
 
 
 def _names(manifests: list[dict]) -> str:
@@ -393,12 +399,15 @@ def jobs_delete(
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
     context: str | None = options.context(),
 ) -> None:
-    """Delete a job gpuctl manages, with its pods and headless Service."""
+    """Delete a job gpuctl manages: its Job (with the Job's pods) or bare Pod, and its
+    headless Service, including one left alone by an earlier failure."""
     from gpuctl.jobs import service as workloads
 
     with _kube(context) as kube:
         ns = namespace or kube.namespace
-        obj = workloads.get_job(kube, name, ns)
-        confirm(f"Delete {obj['kind']} {ns}/{name} and its pods?", yes)
-        deleted = workloads.delete_job(kube, name, ns)
+        objects = workloads.find_job_objects(kube, name, ns)
+        names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+        pods = " and the Job's pods" if any(o["kind"] == "Job" for o in objects) else ""
+        confirm(f"Delete {names}{pods} in namespace {ns}?", yes)
+        deleted = workloads.delete_job(kube, name, ns, objects)
     err_console().print(f"deleted {', '.join(deleted)} in namespace {ns}")

@@ -209,8 +209,8 @@ def parse_job(doc: Doc) -> JobSpec:
             raise f.error("labels", f"{key!r} is not a valid label key")
         if not k8s_names.label_value(value):
             raise f.error("labels", f"{key}: {value!r} is not a valid label value")
-        if key.startswith("app.kubernetes.io/managed-by") or key.startswith("gpuctl.io/"):
-            raise f.error("labels", f"{key!r} is set by gpuctl")
+        if owner := k8s_names.reserved_label(key):
+            raise f.error("labels", f"{key!r} is set by {owner}; a job spec may not set it")
 
     namespace = f.name("namespace")
     f.text("template")  # already applied: gpuctl.jobs.templates merges it in before this

@@ -156,7 +156,9 @@ def check_template(doc: Doc) -> Fields:
     # overrides is still checked, and the error names the template's file.
     data = {k: v for k, v in t.data.items() if k not in ("kind", "template")}
     data.setdefault("image", "template")
-    job_spec.parse_job(Doc({**data, "name": "template"}, doc.file, doc.lines, doc.written))
+    job_spec.parse_job(
+        Doc({**data, "name": "template"}, doc.file, doc.lines, doc.written, doc.not_plain)
+    )
     return t
 
 
@@ -245,6 +247,8 @@ def _graft(out: Doc, dst: Path, src: Doc, at: Path, index: dict[Path, list[Path]
             out.lines[moved] = src.lines[path]
         if path in src.written:
             out.written[moved] = src.written[path]
+        if path in src.not_plain:
+            out.not_plain[moved] = src.not_plain[path]
     out.files[dst] = src.file
 
 

@@ -260,8 +260,8 @@ def _filters(doc: Doc, path: Path, raw: object) -> tuple[DeviceFilter, ...]:
     out = []
     for i, item in enumerate(items):
         where = path + ("device-filter",) + ((i,) if listed else ())
-        if not isinstance(item, str):
-            written = doc.written.get(where, repr(item))
+        if not isinstance(item, str) or where in doc.not_plain:  # 0x… unquoted is a number
+            written = item if isinstance(item, str) else doc.written.get(where, repr(item))
             raise doc.error(
                 where,
                 f"expected a quoted PCI device id, got the number {written}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from gpuctl.common.errors import BackendError, UsageError
+from gpuctl.common.errors import BackendError, UsageError, redact
 from gpuctl.provision.preflight import (
     ON_DEMAND_QUOTAS,
     SPOT_QUOTAS,
@@ -34,6 +34,7 @@ _NOT_FOUND = {
 }
 
 
+PREFLIGHT_DEADLINE_S = 300  # all questions together; each has its own timeouts and retries
 # Static keys the AWS SDKs prefer to a profile named in AWS_PROFILE; boto3 ignores them for
 # a profile it is given, as AWS's own CLI does for --profile.
 _KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
@@ -46,22 +47,23 @@ def session(profile: str | None, region: str | None):
 
     if profile == "":
         raise UsageError("--profile needs the name of a profile in the AWS config files")
-    try:
-        return boto3.session.Session(profile_name=profile, region_name=region)
-    except ProfileNotFound:
-        where = "--profile" if profile else _profile_env()
-        name = profile or os.environ.get(where, "")
-        files = " or ".join(
-            os.environ.get(var) or os.path.expanduser(f"~/.aws/{default}")
-            for var, default in (
-                ("AWS_CONFIG_FILE", "config"),
-                ("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+    with _errors(region or "the default region"):  # a bad AWS config file fails here
+        try:
+            return boto3.session.Session(profile_name=profile, region_name=region)
+        except ProfileNotFound:
+            where = "--profile" if profile else _profile_env()
+            name = profile or os.environ.get(where, "")
+            files = " or ".join(
+                os.environ.get(var) or os.path.expanduser(f"~/.aws/{default}")
+                for var, default in (
+                    ("AWS_CONFIG_FILE", "config"),
+                    ("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+                )
             )
-        )
-        raise UsageError(
-            f"AWS profile {name!r} (from {where}) is not in {files}",
-            hint="`aws configure list-profiles` lists the profiles there",
-        ) from None
+            raise UsageError(
+                f"AWS profile {name!r} not found in {files} (from {where})",
+                hint=f"check {where} against `aws configure list-profiles`",
+            ) from None
 
 
 def _profile_env() -> str:
@@ -90,17 +92,32 @@ def terraform_env(profile: str | None) -> dict[str, str | None]:
 
 
 def gather(spec: ClusterSpec, aws=None) -> RawFacts:
-    """What the preflight asks AWS, through the boto3 session AWS (`session`; default: the
-    environment's credentials)."""
-    from botocore.config import Config
+    """The preflight's answers, through the boto3 session AWS (`session`; default: the
+    environment's credentials), or one error; never longer than PREFLIGHT_DEADLINE_S (an
+    endpoint that trickles its answers does not hold gpuctl)."""
+    from gpuctl.common import deadline
 
     aws = aws or session(None, spec.region)
+    try:
+        return deadline.call(lambda: _gather(spec, aws), PREFLIGHT_DEADLINE_S)
+    except deadline.DeadlineExceeded:
+        raise BackendError(
+            f"the AWS preflight in {spec.region} got no complete answers within "
+            f"{PREFLIGHT_DEADLINE_S} s",
+            hint="check the network path to AWS and AWS_ENDPOINT_URL",
+        ) from None
+
+
+def _gather(spec: ClusterSpec, aws) -> RawFacts:
+    from botocore.config import Config
+
     config = Config(
         connect_timeout=10, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}
     )
 
     def client(name):
-        return aws.client(name, config=config)
+        with _errors(spec.region):
+            return aws.client(name, config=config)
 
     with _errors(spec.region):
         ec2 = client("ec2")
@@ -250,11 +267,11 @@ def _ask(call) -> Answer:
         message = e.response.get("Error", {}).get("Message", "") or str(e)
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return Answer(
-            error=f"{code or 'HTTP ' + str(status)}: {_first_line(message)}",
+            error=redact(f"{code or 'HTTP ' + str(status)}: {_first_line(message)}"),
             missing=code in _NOT_FOUND,
         )
-    except BotoCoreError as e:
-        return Answer(error=_first_line(str(e)))
+    except BotoCoreError as e:  # its text can quote the endpoint URL
+        return Answer(error=redact(_first_line(str(e))))
 
 
 class _errors:
@@ -299,6 +316,11 @@ class _errors:
 
         if isinstance(exc, (BotoCoreError, NoRegionError, ResponseParserError)):
             raise BackendError(f"AWS preflight failed: {_first_line(str(exc))}") from None
+        if isinstance(exc, ValueError):  # botocore: e.g. an AWS_ENDPOINT_URL that is no URL
+            raise BackendError(
+                f"AWS preflight failed: {_first_line(str(exc))}",
+                hint="check AWS_ENDPOINT_URL and the region",
+            ) from None
         return False
 
 

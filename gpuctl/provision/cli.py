@@ -10,10 +10,8 @@ import typer
 
 from gpuctl.common import options
 from gpuctl.common.config import setting
-from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.errors import GpuctlError
 from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
-
-WORKDIR_ROOT = Path(".gpuctl") / "clusters"
 
 
 def register(app: typer.Typer) -> None:
@@ -27,7 +25,8 @@ _WORKDIR = typer.Option(
     None,
     "--workdir",
     metavar="DIR",
-    help="Terraform working directory of this cluster [default: .gpuctl/clusters/NAME].",
+    help="Terraform working directory of this cluster "
+    "[default: $XDG_STATE_HOME/gpuctl/NAME, i.e. ~/.local/state/gpuctl/NAME].",
 )
 _BIN = typer.Option(
     None,
@@ -53,6 +52,17 @@ _REGION = typer.Option(
 _OUTPUT_HELP = "table, json or yaml (json/yaml: the result on stdout, progress on stderr)."
 
 
+def _cluster_spec(file: Path, region: str | None, profile: str | None):
+    """The cluster spec, in the region the spec, --region or the AWS settings give."""
+    from gpuctl.common.specfile import load_yaml_file
+    from gpuctl.provision import aws
+    from gpuctl.provision.spec import parse_cluster, writes_region
+
+    doc = load_yaml_file(str(file))
+    default = None if region or writes_region(doc) else aws.default_region(profile)
+    return parse_cluster(doc, region, default)
+
+
 def provision(
     file: Path = _FILE,
     yes: bool = _YES,
@@ -71,24 +81,17 @@ def provision(
     """Create or update what a cluster spec describes: a new EKS cluster in a new VPC (or GPU
     nodes for an existing cluster, in its own network), the GPU node groups (Auto Scaling
     groups or Karpenter NodePools), EFA and the GPU stack."""
-    from gpuctl.common.specfile import load_yaml_file
-    from gpuctl.provision import aws
+    from gpuctl.provision import statedir
     from gpuctl.provision import terraform as tf_adapter
-    from gpuctl.provision.spec import parse_cluster, writes_region
     from gpuctl.provision.tfvars import render_backend, render_tfvars
 
-    doc = load_yaml_file(str(file))
-    default = None if region or writes_region(doc) else aws.default_region(profile)
-    spec = parse_cluster(doc, region, default)
-    workdir = workdir or WORKDIR_ROOT / spec.name
-    recorded = tf_adapter.recorded_region(workdir)
-    if recorded not in (None, spec.region):
-        raise UsageError(
-            f"{workdir} holds cluster {spec.name} in {recorded}, not in {spec.region}",
-            hint="give this region a --workdir of its own (or remove the directory if "
-            "nothing was applied from it)",
-        )
-    result: dict = {"cluster": spec.name, "workdir": str(workdir)}
+    spec = _cluster_spec(file, region, profile)
+    workdir = statedir.cluster_workdir(spec, workdir)
+    result: dict = {
+        "cluster": spec.name,
+        "workdir": str(workdir),
+        "state": statedir.describe(spec, workdir),
+    }
 
     if dry_run:
         tfvars = render_tfvars(spec)
@@ -98,6 +101,7 @@ def provision(
         result["variables"] = tfvars
         if output == Format.table:
             show = out_console()
+            show.print(f"Terraform state: {result['state']}", highlight=False)
             show.print(f"Wrote {workdir} (dry run: no AWS call, no Terraform run). Variables:")
             echo(dump(tfvars, "json"))
             show.print(
@@ -113,10 +117,12 @@ def provision(
             echo(dump(result, output.value))
         return
 
+    from gpuctl.provision import aws
     from gpuctl.provision.preflight import evaluate
 
     session = aws.session(profile, spec.region)
     show = out_console() if output == Format.table else err_console()
+    show.print(f"Terraform state: {result['state']}", highlight=False)
     show.print(f"Preflight for [bold]{spec.name}[/] in {spec.region} …")
     report = evaluate(spec, aws.gather(spec, session))
     _show_preflight(show, report)
@@ -164,41 +170,36 @@ def provision(
 def destroy(
     file: Path = _FILE,
     yes: bool = _YES,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Show what would be destroyed; destroy nothing."
+    ),
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
     profile: str | None = _PROFILE,
-    region: str | None = typer.Option(
-        None,
-        "--region",
-        metavar="REGION",
-        help="AWS region; must be the one the cluster was provisioned in [default: that one].",
-    ),
+    region: str | None = _REGION,
     output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
-    """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."""
-    from gpuctl.common.specfile import load_yaml_file
-    from gpuctl.provision import aws
+    """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply).
+    The state is found as `provision` keeps it, whatever directory this runs in."""
+    from gpuctl.provision import aws, statedir
     from gpuctl.provision import terraform as tf_adapter
-    from gpuctl.provision.spec import cluster_name, parse_cluster
+    from gpuctl.provision.tfvars import TFVARS_FILE
 
-    doc = load_yaml_file(str(file))
-    name = cluster_name(doc)
-    workdir = workdir or WORKDIR_ROOT / name
-    recorded = tf_adapter.recorded_region(workdir)
-    if recorded is None:
+    spec = _cluster_spec(file, region, profile)
+    workdir = statedir.cluster_workdir(spec, workdir)
+    show = out_console() if output == Format.table else err_console()
+    if not (workdir / TFVARS_FILE).is_file():
         raise GpuctlError(
-            f"no working directory for cluster {name!r} at {workdir}; "
+            f"no working directory for cluster {spec.name!r} at {workdir}; "
             "nothing was provisioned from here",
             hint="pass --workdir DIR where `gpuctl provision` ran",
         )
-    spec = parse_cluster(doc, region, (recorded, str(workdir)))
-    if spec.region != recorded:
-        raise UsageError(
-            f"cluster {spec.name} was provisioned in {recorded} (from {workdir}), "
-            f"not in {spec.region}",
-            hint="destroy acts where provision did: drop --region, or fix the spec's region:",
-        )
-    show = out_console() if output == Format.table else err_console()
+    result: dict[str, Any] = {
+        "cluster": spec.name,
+        "workdir": str(workdir),
+        "state": statedir.describe(spec, workdir),
+    }
+    show.print(f"Terraform state: {result['state']}", highlight=False)
     tf = tf_adapter.Terraform(
         workdir, setting("terraform_binary", terraform_bin), aws.terraform_env(profile)
     )
@@ -206,13 +207,11 @@ def destroy(
     tf.init()
     summary = tf.plan(destroy=True)
     _show_plan(show, summary)
-    result: dict[str, Any] = {
-        "cluster": spec.name,
-        "workdir": str(workdir),
-        "plan": summary.to_dict(),
-    }
+    result["plan"] = summary.to_dict()
     if summary.empty:
         show.print("Nothing to destroy.")
+    elif dry_run:
+        show.print("Dry run: nothing was destroyed.")
     else:
         confirm(f"Destroy these {summary.destroy} resources of {spec.name}?", yes)
         result["applied"] = _apply(tf, summary, err_console())

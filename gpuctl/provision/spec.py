@@ -135,11 +135,6 @@ def load_cluster_file(path: str) -> ClusterSpec:
     return parse_cluster(load_yaml_file(path))
 
 
-def cluster_name(doc: Doc) -> str:
-    name: str = doc.root().name("name", required=True)
-    return name
-
-
 def writes_region(doc: Doc) -> bool:
     return isinstance(doc.data, dict) and doc.data.get("region") is not None
 

@@ -552,7 +552,8 @@ def plan(
     if refusals:
         exclusive = any("exclusive" in r for r in refusals)
         raise GpuctlError(
-            f"refusing to change sharing on {len(refusals)} node(s):\n  " + "\n  ".join(refusals),
+            f"refusing to change sharing on {len(refusals)} node(s):",
+            details=refusals,
             hint=(
                 "pass --replace to switch a node between time-slicing and MPS (or `gpuctl "
                 "share off --nodes NODE` first), or pick other nodes"

@@ -29,6 +29,7 @@ from pynvml import (
 )
 
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.files import make_private_dir, open_lock, write_atomic
 from gpuctl.common.numbers import whole_number
 from gpuctl.gpus import geometry, names
 from gpuctl.gpus.geometry import CI_PROFILE_SLICES
@@ -187,6 +188,24 @@ _GI_KEYS = {"id", "profile_id", "start", "size", "compute_instances"}
 _PROCESS_KEYS = {"pid", "name", "user", "gpu", "gi_id", "ci_id", "used_memory_mib"}
 
 
+MAX_CLOCK_S = 1e11  # year 5138: NVML timestamps in microseconds still fit 64 bits
+
+
+def fixed_clock(text: str) -> float:
+    """GPUCTL_SIM_CLOCK: the simulated node's time, seconds since 1970."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_CLOCK_S:  # also refuses nan and inf
+        raise UsageError(
+            f"GPUCTL_SIM_CLOCK={text!r} is not a time in seconds since 1970 "
+            f"(0 to {MAX_CLOCK_S:.0e})",
+            hint="unset it to use this machine's clock",
+        )
+    return value
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -201,6 +220,7 @@ class Node:
 
     def __init__(self, spec: str, state_path: str | None = None, seed: int = 0):
         self.spec = canonical_spec(spec)
+        self.now()  # a bad GPUCTL_SIM_CLOCK is refused before anything is read or written
         self.models = parse_spec(self.spec)
         self.path = state_path or default_state_path(self.spec)
         self._stamp: tuple | None = None  # identity of the state file version we hold
@@ -406,23 +426,19 @@ class Node:
     @contextlib.contextmanager
     def _locked(self):
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            lock = open(self.path + ".lock", "a")
+            make_private_dir(os.path.dirname(os.path.abspath(self.path)))
+            lock = open_lock(self.path + ".lock")
         except OSError as e:
             raise self._unwritable(e) from None
-        with lock:
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+            yield
+        finally:
+            os.close(lock)  # releases the lock
 
     def _write(self) -> None:
-        tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.state, f, indent=1)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(self.state, indent=1))
         except OSError as e:
             raise self._unwritable(e) from None
         st = os.stat(self.path)
@@ -531,7 +547,7 @@ class Node:
     # ---- time-varying readings -----------------------------------------------------------
     def now(self) -> float:
         fixed = os.environ.get("GPUCTL_SIM_CLOCK")
-        return float(fixed) if fixed else time.time()
+        return fixed_clock(fixed) if fixed else time.time()
 
     def utilization(self, index: int, gi_id: int | None = None) -> int:
         """Busy GPUs (with processes) move between ~30 and 100 %; idle ones read 0."""

@@ -88,23 +88,18 @@ def _live(console, client, queries, frame, delay, window, idle_threshold, export
     from rich.live import Live
 
     error = None
-    try:
-        with Live(console=console, screen=True, auto_refresh=False) as live:
-            while True:
-                # 14 lines besides GPU rows: summary, stale line, headers, captions, blanks.
-                rows = max(
-                    5, console.size.height - 14 - min(len(frame.namespaces), LIVE_NAMESPACES)
-                )
-                live.update(
-                    render(frame, window, idle_threshold, max_rows=rows, error=error), refresh=True
-                )
-                time.sleep(delay)
-                try:
-                    frame, error = fetch(client, queries, idle_threshold, exporter), None
-                except BackendError as e:  # keep the last frame and say why it is stale
-                    error = e.message
-    except KeyboardInterrupt:
-        pass
+    with Live(console=console, screen=True, auto_refresh=False) as live:
+        while True:
+            # 14 lines besides GPU rows: summary, stale line, headers, captions, blanks.
+            rows = max(5, console.size.height - 14 - min(len(frame.namespaces), LIVE_NAMESPACES))
+            live.update(
+                render(frame, window, idle_threshold, max_rows=rows, error=error), refresh=True
+            )
+            time.sleep(delay)
+            try:
+                frame, error = fetch(client, queries, idle_threshold, exporter), None
+            except BackendError as e:  # keep the last frame and say why it is stale
+                error = e.message
 
 
 def _pct(value) -> str:

@@ -253,6 +253,8 @@ def test_an_unknown_template_names_where_it_was_asked_for(site, monkeypatch, tmp
     "template_text, line, field, needle",
     [
         ("gpus: -1\n", 3, "gpus", "at least 0"),
+        ("gpus: 010\n", 3, "gpus", "'010' is not a plain decimal number"),
+        ("nodes: 0x10\n", 3, "nodes", "'0x10' is not a plain decimal number"),
         ("gpuz: 1\n", 3, "gpuz", "did you mean 'gpus'"),
         ("volumes: [{name: h, hostPath: /etc, mount: /h}]\n", 3, "volumes[0].hostPath", "hostPath"),
         ("volumes: [{name: s, pvc: s, mount: /dev/shm}]\n", 3, "volumes[0].mount", "shm:"),
@@ -388,3 +390,12 @@ def test_datasets_and_notebook_templates(site):
     spec, _ = load_job(job(site, "image: x\ntemplate: notebook\n"))
     assert spec.gpu_resource == ("nvidia.com/gpu.shared", 1)
     assert (spec.deadline, spec.ttl_after_finished) == (8 * 3600, 3600)
+
+
+def test_a_number_a_template_writes_oddly_is_refused_in_the_merged_job_too(site):
+    """The job's own value is plain; the template's deadline (1:04, base 60 in YAML 1.1)
+    reaches the merged job, which refuses it at the template's line."""
+    t = site("odd.yaml", TEMPLATE + "deadline: 1:04\n")
+    e = error_of(job(site, "image: x\ntemplate: odd\n"))
+    assert (e.file, e.line, e.field) == (t, 3, "deadline"), e.message
+    assert "'1:04' is not a" in e.message

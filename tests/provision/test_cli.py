@@ -352,8 +352,8 @@ def test_a_profile_that_does_not_exist_is_one_line(tmp_path, modules, account, p
     )
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.splitlines()[0] == (
-        f"gpuctl: error: AWS profile 'tema' (from --profile) is not in {profiles} or "
-        f"{profiles.parent / 'credentials'}"
+        f"gpuctl: error: AWS profile 'tema' not found in {profiles} or "
+        f"{profiles.parent / 'credentials'} (from --profile)"
     )
     assert not work.exists()
 
@@ -439,8 +439,87 @@ def test_a_working_directory_stays_in_its_region(tmp_path, modules, gpuctl):
     work = tmp_path / "wd"
     base = ("-f", str(spec), "--workdir", str(work))
     assert gpuctl("provision", *base, "--dry-run", "--region", "us-east-1")[0] == 0
+    held = f"{work} holds cluster 'ml-prod' in us-east-1, not 'ml-prod' in us-west-2"
     code, out, err = gpuctl("provision", *base, "--dry-run", "--region", "us-west-2")
-    assert code == 2 and f"{work} holds cluster ml-prod in us-east-1, not in us-west-2" in err
+    assert code == 1 and held in err
     assert region_of(work) == "us-east-1"  # not overwritten
     code, out, err = gpuctl("destroy", *base, "--region", "us-west-2", "--yes")
-    assert code == 2 and "ml-prod was provisioned in us-east-1" in err
+    assert code == 1 and held in err
+
+
+# ---- the state belongs to the cluster, found the same from any directory ----
+
+
+def test_provision_from_another_directory_plans_no_second_cluster(
+    tmp_path, modules, account, gpuctl, monkeypatch
+):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    state = tmp_path / "state" / "gpuctl" / "ml-prod"
+    for d in ("a", "b", "c", "d"):
+        (tmp_path / d).mkdir()
+
+    monkeypatch.chdir(tmp_path / "a")
+    code, out, err = gpuctl("provision", "-f", str(NEW), "--yes")
+    assert code == 0, err
+    assert f"Terraform state: {state / 'terraform.tfstate'}" in out
+    assert (state / "terraform.tfstate").is_file() and os.listdir(tmp_path / "a") == []
+    assert oct(os.stat(tmp_path / "state" / "gpuctl").st_mode & 0o777) == "0o700"
+
+    monkeypatch.chdir(tmp_path / "b")  # the same cluster from elsewhere: nothing to add
+    code, out, err = gpuctl("provision", "-f", str(NEW), "--plan-only")
+    assert code == 0 and "Plan: 0 to add" in out and "Nothing to change." in out, out
+
+    monkeypatch.chdir(tmp_path / "c")
+    code, out, err = gpuctl("destroy", "-f", str(NEW), "--dry-run", "-o", "json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["plan"]["destroy"] == 5 and "applied" not in result
+    assert result["state"] == str(state / "terraform.tfstate")
+    assert "Dry run: nothing was destroyed." in err
+
+    monkeypatch.chdir(tmp_path / "d")
+    code, out, err = gpuctl("destroy", "-f", str(NEW), "--yes")
+    assert code == 0 and "Destroyed 5 resources." in out, err
+
+
+def test_without_xdg_state_home_the_state_is_under_the_home(tmp_path, modules, gpuctl):
+    code, out, err = gpuctl("provision", "-f", str(NEW), "--dry-run", "-o", "json")
+    assert code == 0, err
+    home = os.environ["HOME"]
+    assert json.loads(out)["workdir"] == f"{home}/.local/state/gpuctl/ml-prod"
+    assert os.path.isfile(f"{home}/.local/state/gpuctl/ml-prod/terraform.tfvars.json")
+
+
+def test_state_left_where_an_older_gpuctl_kept_it_is_not_silently_ignored(
+    tmp_path, modules, gpuctl, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    old = tmp_path / ".gpuctl" / "clusters" / "ml-prod"
+    old.mkdir(parents=True)
+    (old / "terraform.tfstate").write_text("{}")
+    for command in (("provision", "--dry-run"), ("destroy",)):
+        code, out, err = gpuctl(command[0], "-f", str(NEW), *command[1:])
+        assert code == 1, err
+        assert f"has Terraform state in {old}, where earlier gpuctl versions kept it" in err
+        assert "--workdir .gpuctl/clusters/ml-prod" in err
+
+
+def test_a_cluster_of_the_same_name_in_another_region_is_refused(tmp_path, modules, gpuctl):
+    assert gpuctl("provision", "-f", str(NEW), "--dry-run")[0] == 0
+    other = tmp_path / "other.yaml"
+    other.write_text(NEW.read_text().replace("us-east-1", "us-west-2"))
+    code, out, err = gpuctl("provision", "-f", str(other), "--dry-run")
+    assert code == 1 and "holds cluster 'ml-prod' in us-east-1, not 'ml-prod' in us-west-2" in err
+
+
+def test_terraform_variables_are_not_written_through_a_planted_symlink(tmp_path, modules, gpuctl):
+    work = tmp_path / "wd"
+    assert gpuctl("provision", "-f", str(NEW), "--workdir", str(work), "--dry-run")[0] == 0
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (work / "terraform.tfvars.json").unlink()
+    (work / "terraform.tfvars.json").symlink_to(victim)
+    code, out, err = gpuctl("provision", "-f", str(NEW), "--workdir", str(work), "--dry-run")
+    assert code == 0, err
+    assert victim.read_text() == "precious"
+    assert json.loads((work / "terraform.tfvars.json").read_text())["cluster_name"] == "ml-prod"

@@ -3,7 +3,7 @@ of answers moto cannot give (quotas, capacity reservations) on plain data."""
 
 import pytest
 
-from gpuctl.common.errors import BackendError
+from gpuctl.common.errors import BackendError, UsageError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.provision.aws import gather
 from gpuctl.provision.cost import price_table
@@ -220,13 +220,18 @@ def test_no_credentials_is_one_clear_error(aws, monkeypatch, tmp_path):
     assert "aws configure" in err.value.hint
 
 
-def test_unreachable_endpoint_is_one_clear_error(aws, monkeypatch):
+def unused_port() -> int:
     import socket
 
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
+    return port
+
+
+def test_unreachable_endpoint_is_one_clear_error(aws, monkeypatch):
+    port = unused_port()
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
     with pytest.raises(BackendError, match="cannot reach AWS in us-east-1"):
         gather(spec())
@@ -386,3 +391,21 @@ def test_price_table_states_its_date_and_source():
     assert all(
         s["source"].startswith("https://aws.amazon.com/") for s in table["services"].values()
     )
+
+
+def test_an_unknown_aws_profile_is_one_clear_error(aws, monkeypatch, tmp_path):
+    (tmp_path / "config").write_text("[profile prod]\nregion = us-east-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_PROFILE", "typo")
+    with pytest.raises(UsageError, match="AWS profile 'typo' not found") as err:
+        gather(spec())  # bad input: exit 2
+    assert "AWS_PROFILE" in err.value.hint
+
+
+def test_credentials_in_the_endpoint_url_are_masked(aws, monkeypatch):
+    port = unused_port()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://key:s3cr3t@127.0.0.1:{port}")
+    with pytest.raises(BackendError) as err:
+        gather(spec())
+    assert f"http://***@127.0.0.1:{port}" in err.value.message
+    assert "s3cr3t" not in str(err.value)

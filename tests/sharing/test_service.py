@@ -404,3 +404,13 @@ def test_mps_can_write_an_explicit_false_for_requests_over_one(cli, cluster):
         "resources": [{"name": "nvidia.com/gpu", "replicas": 4}],
     }
     assert config_label(cluster, "gpu-1") == "mps-4-multi"
+
+
+def test_a_refusal_for_several_nodes_prints_one_line_per_node(cli, kube, cluster):
+    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--nodes", "mig-1,cpu-1", "--yes")
+    assert r.code == 1 and "\\n" not in r.err, r
+    lines = r.err.splitlines()
+    assert lines[0] == "gpuctl: error: refusing to change sharing on 2 node(s):"
+    assert lines[1].startswith("  mig-1: MPS is not supported on MIG nodes")
+    assert lines[2].startswith("  cpu-1: ")
+    assert lines[3].startswith("  hint: ")
