@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpuctl.common.errors import BackendError, GpuctlError, redact
+from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -64,15 +64,27 @@ _CUSTOM_KINDS = {
 class Kube:
     """A connection to one cluster (a kubeconfig context). Objects go in and come out as
     plain dicts; the verbs name them by kind ("Pod", "Job", …). A namespaced kind given no
-    namespace is read, patched or deleted in the context's namespace, and listed or watched
-    in all namespaces."""
+    namespace is read, patched or deleted in `self.namespace`, and listed or watched in all
+    namespaces.
+
+    The context is the one given (--context), else the `context` setting (GPUCTL_CONTEXT,
+    the config file), else the kubeconfig's current one; `self.namespace` is the
+    `namespace` setting (GPUCTL_NAMESPACE, the config file), else that context's namespace.
+    Every command reaches Kubernetes through here, so all of them agree."""
 
     def __init__(self, context: str | None = None, timeout: float | None = None):
         import yaml
         from kubernetes import client, config
 
-        from gpuctl.common.config import request_timeout
+        from gpuctl.common.config import request_timeout, setting, setting_from
+        from gpuctl.common.k8s_names import dns1123_label
 
+        context, context_from = setting_from("context", context)
+        namespace = setting(
+            "namespace",
+            None,
+            lambda ns: None if dns1123_label(ns) else "not a valid namespace name",
+        )
         self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
         cfg = client.Configuration()
         # The client reads $KUBECONFIG once at import time; read it now, per connection.
@@ -82,14 +94,17 @@ class Kube:
             if context:
                 active = next((c for c in contexts if c["name"] == context), None)
                 if active is None:
-                    raise GpuctlError(
-                        f"no context {context!r} in the kubeconfig",
+                    raise UsageError(
+                        f"no context {context!r} in the kubeconfig {config_file}"
+                        + ("" if context_from == "the command line" else f" (from {context_from})"),
                         hint="contexts: " + ", ".join(c["name"] for c in contexts),
                     )
             config.load_kube_config(
                 config_file=config_file, context=context, client_configuration=cfg
             )
-            self.namespace = str(active.get("context", {}).get("namespace") or "default")
+            self.namespace = namespace or str(
+                active.get("context", {}).get("namespace") or "default"
+            )
             self.context = active.get("name")
         # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
         except (
@@ -104,7 +119,7 @@ class Kube:
             try:  # inside a pod: the service account
                 config.load_incluster_config(client_configuration=cfg)
                 with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-                    self.namespace = f.read().strip() or "default"
+                    self.namespace = namespace or f.read().strip() or "default"
                 self.context = "in-cluster"
             except (config.ConfigException, OSError):
                 raise GpuctlError(

@@ -12,9 +12,20 @@ from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_label
 from gpuctl.common.output import DataFormat, Format
 
+# Where a command falls back to when -n is not given (gpuctl.adapters.kube.Kube.namespace).
+NAMESPACE_DEFAULT = (
+    "GPUCTL_NAMESPACE or namespace: in the config file, else the kubeconfig context's"
+)
+
 
 def namespace(help: str | None = None, default: str | None = None) -> Any:
-    return typer.Option(default, "-n", "--namespace", callback=_check_namespace, help=help)
+    return typer.Option(
+        default,
+        "-n",
+        "--namespace",
+        callback=_check_namespace,
+        help=help or f"Namespace (default: {NAMESPACE_DEFAULT}).",
+    )
 
 
 def _check_namespace(value: str | None) -> str | None:
@@ -28,7 +39,12 @@ def _check_namespace(value: str | None) -> str | None:
 
 
 def context() -> Any:
-    return typer.Option(None, "--context", help="kubeconfig context.")
+    return typer.Option(
+        None,
+        "--context",
+        help="kubeconfig context (default: GPUCTL_CONTEXT or context: in the config file, "
+        "else the kubeconfig's current context).",
+    )
 
 
 def output(help: str = "table, json or yaml.", default: Format | None = Format.table) -> Any:

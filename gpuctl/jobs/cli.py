@@ -58,11 +58,17 @@ TEMPLATE_HELP = (
 )
 
 
-def _load(paths: list[str], template: str | None = None):
-    """(spec, merge with its templates) for each job spec file."""
+def _load(paths: list[str], label_key: str, template: str | None = None):
+    """(spec, merge with its templates) for each job spec file; a warning on stderr for each
+    gpu_type value that may match no node."""
     from gpuctl.jobs.sources import load_job
+    from gpuctl.jobs.spec import gpu_type_warnings
 
-    return [load_job(p, template) for p in paths]
+    loaded = [load_job(p, template) for p in paths]
+    for spec, merged in loaded:
+        for warning in gpu_type_warnings(merged.doc, spec, label_key):
+            err_console().print(f"warning: {warning}", style="yellow", markup=False, soft_wrap=True)
+    return loaded
 
 
 def _positive(value: float) -> float:
@@ -100,7 +106,7 @@ def render(
     from gpuctl.jobs.manifests import render as render_job
 
     key = options.resolve_gpu_label_key(gpu_label_key)
-    loaded = _load(files, template)
+    loaded = _load(files, key, template)
     if explain:
         _explain(loaded, output)
         return
@@ -154,7 +160,7 @@ def submit(
     file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
     context: str | None = options.context(),
     namespace: str | None = options.namespace(
-        "Namespace (default: the spec's, else the context's)."
+        f"Namespace (default: the spec's, else {options.NAMESPACE_DEFAULT})."
     ),
     dry_run: DryRun | None = typer.Option(
         None,
@@ -186,8 +192,8 @@ def submit(
     from gpuctl.jobs.manifests import render as render_job
     from gpuctl.quota import service as quota
 
-    spec, _ = _load([file], template)[0]
     key = options.resolve_gpu_label_key(gpu_label_key)
+    spec, _ = _load([file], key, template)[0]
     err = err_console()
     with Kube(context) as kube:
         ns = namespace or spec.namespace or kube.namespace

@@ -174,6 +174,8 @@ def parse_job(doc: Doc) -> JobSpec:
     for value in gpu_type:
         if not k8s_names.label_value(value):
             raise f.error("gpu_type", f"{value!r} is not a valid node label value")
+    if mig is not None and gpu_type:
+        _check_mig_on_gpu_type(f, mig, gpu_type)
 
     if kind == "Pod":
         for key in ("ttl_after_finished", "retries"):
@@ -367,6 +369,47 @@ def _extra_resources(f: Fields) -> tuple[tuple[str, str], ...]:
         if parse_quantity(amount):
             out.append((name, amount))
     return tuple(out)
+
+
+def _check_mig_on_gpu_type(f: Fields, mig: str, gpu_type: list[str]) -> None:
+    """A MIG profile that no GPU of the job's gpu_type has never schedules: the device plugin
+    advertises only its own GPU's profiles. Judged only when every value names GPUs gpuctl
+    knows (`h100` names both H100s)."""
+    from gpuctl.gpus import geometry, names
+
+    known: list[names.Named] = [*geometry.models(), *names.WITHOUT_MIG]
+    meant = [names.candidates(v, known) for v in gpu_type]
+    if not all(meant):
+        return
+    gpus = list(dict.fromkeys(m for found in meant for m in found))
+    mig_gpus = [m for m in gpus if isinstance(m, geometry.GpuModel) and m.profiles]
+    if any(m.has_profile(mig) for m in mig_gpus):
+        return
+    raise f.error(
+        "mig",
+        f"{mig!r} is not a MIG profile of {' or '.join(m.short_name for m in gpus)} "
+        f"(gpu_type {', '.join(gpu_type)}): no such node offers it",
+        hint="; ".join(
+            f"{m.short_name} profiles: {', '.join(p.name for p in m.profiles)}" for m in mig_gpus
+        )
+        or "these GPUs have no MIG: ask for whole GPUs (gpus: N)",
+    )
+
+
+def gpu_type_warnings(doc: Doc, spec: JobSpec, label_key: str) -> list[str]:
+    """For each gpu_type value that may match no node (gpuctl.gpus.names.gpu_type_warning):
+    where it is, and why."""
+    if not spec.gpu_type:
+        return []
+    from gpuctl.gpus import geometry, names
+
+    listed = isinstance(doc.data.get("gpu_type"), list)
+    out = []
+    for i, value in enumerate(spec.gpu_type):
+        why = names.gpu_type_warning(value, label_key, geometry.models())
+        if why:
+            out.append(f"{doc.where(('gpu_type', i) if listed else ('gpu_type',))}: {why}")
+    return out
 
 
 def _mig_profile_names() -> frozenset[str]:

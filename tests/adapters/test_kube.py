@@ -251,3 +251,61 @@ def test_watch_a_custom_resource(k, kube):
     k.create(js)
     events = list(k.watch("JobSet", "ml", name="llm", timeout_seconds=1))
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "llm")]
+
+
+def two_contexts(path, url):
+    """A kubeconfig whose current context 'emu' works in 'default', and 'other' in team-b."""
+    import yaml
+
+    cluster = {"name": "emu", "cluster": {"server": url}}
+    ctx = [
+        {"name": "emu", "context": {"cluster": "emu", "user": "u", "namespace": "default"}},
+        {"name": "other", "context": {"cluster": "emu", "user": "u", "namespace": "team-b"}},
+    ]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "emu",
+                "clusters": [cluster],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": ctx,
+            }
+        )
+    )
+    return str(path)
+
+
+def test_context_and_namespace_settings(kube, tmp_path, monkeypatch):
+    from gpuctl.common.errors import SpecError, UsageError
+
+    monkeypatch.setenv("KUBECONFIG", two_contexts(tmp_path / "kubeconfig", kube.url))
+    cfg = tmp_path / "config.yaml"
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+
+    def connected(context=None):
+        with Kube(context) as k:
+            return k.context, k.namespace
+
+    cfg.write_text("")
+    assert connected() == ("emu", "default")  # the kubeconfig's own choice
+    cfg.write_text("context: other\n")
+    assert connected() == ("other", "team-b")  # the file's context, with its namespace
+    cfg.write_text("context: other\nnamespace: ml\n")
+    assert connected() == ("other", "ml")  # the file's namespace over the context's
+    monkeypatch.setenv("GPUCTL_CONTEXT", "emu")
+    monkeypatch.setenv("GPUCTL_NAMESPACE", "team-env")
+    assert connected() == ("emu", "team-env")  # the environment over the file
+    assert connected("other") == ("other", "team-env")  # --context over both
+    monkeypatch.setenv("GPUCTL_CONTEXT", "gone")
+    with pytest.raises(
+        UsageError, match=r"no context 'gone' in the kubeconfig .* \(from GPUCTL_CONTEXT\)"
+    ):
+        connected()
+    monkeypatch.delenv("GPUCTL_CONTEXT")
+    monkeypatch.delenv("GPUCTL_NAMESPACE")
+    cfg.write_text("namespace: Not_A_Namespace\n")
+    with pytest.raises(SpecError) as e:
+        connected()
+    assert (e.value.file, e.value.line, e.value.field) == (str(cfg), 1, "namespace")
