@@ -48,6 +48,8 @@ def _root(
 # Each command's module, in the order `--help` lists them. Only the module the invoked
 # command needs is imported (none imports a heavy library at module level).
 COMMANDS = {
+    "init": "gpuctl.specs.cli",
+    "schema": "gpuctl.specs.cli",
     "render": "gpuctl.jobs.cli",
     "submit": "gpuctl.jobs.cli",
     "jobs": "gpuctl.jobs.cli",
