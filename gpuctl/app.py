@@ -6,12 +6,14 @@ import sys
 
 import typer
 
+from gpuctl import completion
 from gpuctl.common.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Aborted, GpuctlError
 
 app = typer.Typer(
     name="gpuctl",
     help="Provision GPU capacity, put work on it, watch how it is used, partition and share it.",
-    add_completion=False,
+    # --install-completion / --show-completion; values complete through gpuctl.completion
+    add_completion=True,
     # Plain click help: rich-formatted help costs ~50 ms of imports on every --help.
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -115,11 +117,14 @@ def _run(argv: list[str]) -> int:
         from click import exceptions as click  # type: ignore[no-redef]
 
     register(argv)
+    command = typer.main.get_command(app)
+    if completion.requested():  # a shell asks for completions: argv is empty, all registered
+        completion.attach(command)
     no_args_help = getattr(click, "NoArgsIsHelpError", ())
     try:
         # standalone_mode=False: click's usage errors come back here instead of being printed
         # as several lines, and its Exit carries the code
-        result = app(args=argv, prog_name="gpuctl", standalone_mode=False)
+        result = command.main(args=argv, prog_name="gpuctl", standalone_mode=False)
     except no_args_help as e:  # `gpuctl mig`: the group's help
         e.show()
         return e.exit_code
