@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 
-from gpuctl import completion
 from gpuctl.common.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Aborted, GpuctlError
 
 app = typer.Typer(
@@ -118,7 +118,9 @@ def _run(argv: list[str]) -> int:
 
     register(argv)
     command = typer.main.get_command(app)
-    if completion.requested():  # a shell asks for completions: argv is empty, all registered
+    if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks (argv is empty: all registered)
+        from gpuctl import completion
+
         completion.attach(command)
     no_args_help = getattr(click, "NoArgsIsHelpError", ())
     try:

@@ -10,17 +10,11 @@ does not answer, no kubeconfig) it leaves out.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable
 
-COMPLETE_VAR = "_GPUCTL_COMPLETE"
 COMPLETION_SECONDS = 2.0
 
 Values = Iterable[tuple[str, str]]  # (value, what it is)
-
-
-def requested() -> bool:
-    return bool(os.environ.get(COMPLETE_VAR))
 
 
 def attach(command) -> None:

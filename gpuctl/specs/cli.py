@@ -9,8 +9,6 @@ import typer
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.output import DataFormat, dump, echo
-from gpuctl.specs.schemas import file_name
-from gpuctl.specs.starters import STARTERS
 
 
 class Starter(str, enum.Enum):
@@ -43,6 +41,8 @@ def init(
     `gpuctl schema job > gpuctl-job.schema.json`."""
     from gpuctl.common import shipped
     from gpuctl.common.files import write_atomic
+    from gpuctl.specs.schemas import file_name
+    from gpuctl.specs.starters import STARTERS
     from gpuctl.specs.starters import starter as starter_text
 
     example, kind = STARTERS[starter.value]
