@@ -42,6 +42,8 @@ def _completer(path: tuple[str, ...], param) -> Callable[..., Values] | None:
         return mig_profile_list
     if "--gpu" in flags:
         return gpu_models
+    if "--profile" in flags and path[:1] in (("provision",), ("destroy",)):
+        return aws_profiles
     if path[:1] == ("jobs",) and param.name == "name" and param.param_type_name == "argument":
         return job_names
     return None
@@ -79,6 +81,14 @@ def mig_profile_list(ctx, incomplete: str) -> Values:
     if "=" in last:
         return []  # a count comes next
     return [(f"{head}{p}=", "MIG profile") for p in sorted(geometry.all_profile_names())]
+
+
+def aws_profiles(ctx, incomplete: str) -> Values:
+    """The profiles of the AWS config and credentials files, as boto3 reads them (nothing
+    without the `aws` extra)."""
+    import botocore.session
+
+    return [(p, "AWS profile") for p in sorted(botocore.session.Session().available_profiles)]
 
 
 def namespaces(ctx, incomplete: str) -> Values:

@@ -85,6 +85,24 @@ def test_gpu_models_complete():
     assert set(done.stdout.split()) == models and "H100-80GB" in models
 
 
+def test_aws_profiles_complete_from_the_aws_files(tmp_path):
+    (tmp_path / "config").write_text("[default]\nregion = us-east-1\n[profile prod-gpu]\n")
+    (tmp_path / "credentials").write_text("[ci]\naws_access_key_id = x\n")
+    files = {
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
+    }
+    assert complete("bash", "gpuctl provision --profile ", **files).stdout.split() == [
+        "ci", "default", "prod-gpu",
+    ]  # fmt: skip
+    assert complete("bash", "gpuctl destroy --profile p", **files).stdout.split() == ["prod-gpu"]
+
+
+def test_starters_and_schemas_complete():
+    assert complete("bash", "gpuctl init m").stdout.split() == ["multinode", "mig-job"]
+    assert complete("bash", "gpuctl schema ").stdout.split() == ["job", "cluster"]
+
+
 def test_commands_complete_although_they_are_registered_lazily():
     offered = complete("bash", "gpuctl s").stdout.split()
     assert {"schema", "submit", "share", "sched"} <= set(offered)
