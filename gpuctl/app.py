@@ -121,7 +121,7 @@ def _run(argv: list[str]) -> int:
     if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks (argv is empty: all registered)
         from gpuctl import completion
 
-        completion.attach(command)
+        completion.run(command)
     no_args_help = getattr(click, "NoArgsIsHelpError", ())
     try:
         # standalone_mode=False: click's usage errors come back here instead of being printed

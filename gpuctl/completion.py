@@ -10,11 +10,30 @@ does not answer, no kubeconfig) it leaves out.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Callable, Iterable
+from typing import NoReturn
 
 COMPLETION_SECONDS = 2.0
 
 Values = Iterable[tuple[str, str]]  # (value, what it is)
+
+
+def run(command) -> NoReturn:
+    """Answer the shell (click reads what it asks from the environment) and end the process.
+    The answer is written and flushed; the interpreter's teardown is skipped, because a
+    request that ran out of time may still hold a thread, and finishing the interpreter
+    around it can abort the process (SIGABRT), which the shell would report in the prompt."""
+    attach(command)
+    try:
+        command.main(args=[], prog_name="gpuctl", standalone_mode=False)
+        code = 0
+    except SystemExit as e:  # click ends a completion with sys.exit
+        code = e.code if isinstance(e.code, int) else 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def attach(command) -> None:
