@@ -31,6 +31,8 @@ def run(command) -> NoReturn:
         code = 0
     except SystemExit as e:  # click ends a completion with sys.exit
         code = e.code if isinstance(e.code, int) else 0
+    except Exception:  # a completion offers nothing rather than an error in the prompt
+        code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

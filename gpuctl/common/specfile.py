@@ -286,10 +286,10 @@ class Fields:
         values, bounds); DEFAULT replaces the row's where it depends on other fields."""
         default = row.default if default is _MISSING else default
         t = row.type
-        if t in (spec_fields.TEXT, spec_fields.NAME):
+        if t == spec_fields.NAME:
+            return self.name(row.name, default, required=row.required)
+        if t == spec_fields.TEXT:
             choices = row.choices or None
-            if t == spec_fields.NAME:
-                return self.name(row.name, default, required=row.required)
             return self.text(row.name, default, required=row.required, choices=choices)
         if t == spec_fields.INTEGER:
             return self.integer(
@@ -299,14 +299,15 @@ class Fields:
             return self.str_list(
                 row.name, default, allow_scalar=row.single, non_empty=row.non_empty
             )
-        if t not in (
+        simple = (
             spec_fields.FLAG,
             spec_fields.STRING_MAP,
             spec_fields.QUANTITY,
             spec_fields.DURATION,
-        ):
+        )
+        if t not in simple:
             raise ValueError(f"{row.name}: a {t} field is read by its parser, part by part")
-        method = getattr(self, t)  # flag, str_map, quantity, duration
+        method = getattr(self, t)  # the Fields method of the type's name
         return method(row.name, default)
 
     def reject_unknown(self, known: Iterable[str] | spec_fields.Table) -> None:
