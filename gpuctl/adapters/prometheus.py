@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
+from gpuctl.adapters import vector_stream
 from gpuctl.common.errors import BackendError, UsageError
+
+Sample = tuple[dict[str, Any], float]
+T = TypeVar("T")
 
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
 
@@ -50,8 +56,10 @@ class Prometheus:
         self.queries_sent = 0
         self._count_lock = threading.Lock()
 
-    def query(self, expr: str) -> list:
-        """An instant query: [(labels, value)], value a float (NaN kept as NaN)."""
+    def query(self, expr: str, consume: Callable[[Iterator[Sample]], T] = list) -> T:  # type: ignore[assignment]
+        """An instant query: its samples (labels, value), value a float (NaN kept as NaN),
+        passed to `consume` as they are decoded; what it returns is returned (by default
+        the list of samples). Memory holds a slice of the answer, not all of it."""
         import urllib.error
         import urllib.parse
         import urllib.request
@@ -71,7 +79,10 @@ class Prometheus:
             self.queries_sent += 1
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read()
+                try:
+                    return consume(self._samples(response.read))
+                except vector_stream.NotAVectorStream as e:
+                    body = e.head + response.read()
         except urllib.error.HTTPError as e:
             raise self._http_error(e) from None
         except urllib.error.URLError as e:
@@ -86,7 +97,19 @@ class Prometheus:
                 f"cannot reach Prometheus at {self.url}: {what} (after {self.timeout:g} s)",
                 hint="check the URL and that Prometheus is running",
             ) from None
-        return self._vector(body)
+        return consume(iter(self._vector(body)))
+
+    def _samples(self, read) -> Iterator[Sample]:
+        try:
+            for batch in vector_stream.batches(read):
+                for item in batch:
+                    labels = item["metric"]
+                    if type(labels) is not dict:
+                        raise TypeError
+                    "".join(labels.values())  # a TypeError unless every value is text
+                    yield labels, float(item["value"][1])
+        except (ValueError, TypeError, KeyError, IndexError, RecursionError):
+            raise BackendError(f"Prometheus at {self.url} gave a malformed sample") from None
 
     def _http_error(self, e) -> BackendError:
         detail = ""
@@ -131,10 +154,14 @@ class Prometheus:
         except (KeyError, IndexError, TypeError, ValueError):
             raise BackendError(f"Prometheus at {self.url} gave a malformed sample") from None
 
-    def query_all(self, exprs: list) -> list:
-        """Several instant queries, sent concurrently (each evaluated at the server's now)."""
+    def query_all(self, exprs: list, consumers: list | None = None) -> list:
+        """Several instant queries, sent concurrently (each evaluated at the server's now);
+        each answer goes to its consumer (see `query`), by default into a list."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
-            futures = [pool.submit(self.query, e) for e in exprs]
+            futures = [
+                pool.submit(self.query, e, *([consumers[i]] if consumers else []))
+                for i, e in enumerate(exprs)
+            ]
             return [f.result() for f in futures]

@@ -36,7 +36,9 @@ BY_HOST = ("Hostname", "hostname", "gpu", "GPU_I_ID")
 IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 # Labels worth showing, and those that say who holds the device (see holders.py).
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
-ATTRIBUTES = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance") + holders.LABELS
+ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
+ATTRIBUTES = ROW_LABELS + holders.LABELS
+_METRIC = {m: m for m in METRICS}  # a series' metric name -> one shared copy of it
 
 _DURATION = re.compile(
     r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z"
@@ -86,27 +88,48 @@ def _per_device(make: Callable[[str, str], str]) -> str:
     )
 
 
-def queries(window: str) -> Queries:
-    """The three instant queries one frame needs, whatever the cluster size."""
-    duration_seconds(window, "--window")
-    names = "|".join(METRICS)
+def on_nodes(nodes: Iterable[str]) -> tuple[str, ...]:
+    """Label matchers selecting exactly the series of these nodes, as disjoint
+    alternatives: a row's node is its `Hostname`, else its `hostname`, else its `instance`."""
+    names = holders.any_of(sorted(set(nodes)))
+    return (
+        f"Hostname=~{names}",
+        f'Hostname="", hostname=~{names}',
+        f'Hostname="", hostname="", instance=~{names}',
+    )
 
-    def window_mean(metric: str, scale: str, only: str) -> str:
+
+def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
+    """The three instant queries one frame needs, whatever the cluster size; `only`:
+    label matchers (alternatives, e.g. on_nodes()) limiting them to some series."""
+    duration_seconds(window, "--window")
+    names = '__name__=~"' + "|".join(METRICS) + '"'
+
+    def select(matchers: str, wrap: Callable[[str], str] = str) -> str:
+        # One selector per alternative in `only`, each wrapped, joined by `or`.
+        return " or ".join(wrap("{" + ", ".join(filter(None, (matchers, o))) + "}") for o in only)
+
+    def window_mean(metric: str, scale: str, whole: str) -> str:
         return _per_device(
-            lambda m, by: f"max by ({by}) ({scale}avg_over_time({metric}{{{m}{only}}}[{window}]))"
+            lambda m, by: (
+                f"max by ({by}) ("
+                + select(
+                    f'__name__="{metric}", {m}{whole}',
+                    lambda sel: f"{scale}avg_over_time({sel}[{window}])",
+                )
+                + ")"
+            )
         )
 
     return Queries(
-        current=_per_device(
-            lambda m, by: f'max by (__name__, {by}) ({{__name__=~"{names}", {m}}})'
-        ),
-        attributes=f'group by ({", ".join(ATTRIBUTES)}) ({{__name__=~"{names}"}})',
+        current=_per_device(lambda m, by: f"max by (__name__, {by}) ({select(f'{names}, {m}')})"),
+        attributes=f"group by ({', '.join(ATTRIBUTES)}) ({select(names)})",
         # `or` keeps the left side where both exist: a full GPU's own utilization wins
         # over its profiling metric. MIG devices (GPU_I_ID set) report GPU_UTIL as 0 or
         # not at all, so for them only the profiling metric counts.
         window_util=" or ".join(
-            window_mean(metric, scale, only)
-            for metric, scale, only in ((UTIL, "", ', GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
+            window_mean(metric, scale, whole)
+            for metric, scale, whole in ((UTIL, "", ', GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
         ),
     )
 
@@ -186,18 +209,6 @@ def key_of(labels: dict[str, Any]) -> Key:
     return ("", get("Hostname", ""), get("hostname", ""), get("gpu", ""), get("GPU_I_ID", ""))
 
 
-def _labels_of(key: Key) -> dict[str, Any]:
-    return dict(zip(BY_UUID if len(key) == 2 else ("",) + BY_HOST, key))
-
-
-def _richest(candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    # The same device can come with more than one set of attributes (a label present on
-    # some metrics only, one set per pod sharing it): keep the fullest, deterministically.
-    if len(candidates) == 1:
-        return candidates[0]
-    return max(candidates, key=lambda a: (sum(1 for v in a.values() if v), sorted(a.items())))
-
-
 @functools.lru_cache(maxsize=65536)
 def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
     parts = [(p, whole_number(p)) for p in re.split(r"([0-9]+)", text) if p]
@@ -212,38 +223,85 @@ def build_frame(
     exporter: Exporter = Exporter(),
 ) -> Frame:
     """Rows (one per GPU or MIG device, grouped by node) and the waste summaries."""
-    values: dict[Key, dict[str, float]] = {}
-    wanted = set(METRICS)
-    for labels, value in current:
-        name = labels.get("__name__")
-        if name in wanted and math.isfinite(value):
-            values.setdefault(key_of(labels), {})[name] = value
-    attrs: dict[Key, list[dict[str, Any]]] = {}
-    held: dict[Key, set[Holder]] = {}
-    for labels, _ in attributes:
+    builder = FrameBuilder(exporter)
+    builder.add_current(current)
+    builder.add_attributes(attributes)
+    builder.add_means(window_util)
+    return builder.frame(idle_threshold)
+
+
+class FrameBuilder:
+    """The three answers of `queries` folded as they are decoded (each by its own thread),
+    keeping per device only what its row needs: its values, its fullest attributes, its
+    holders and its window mean. Memory grows with the GPUs, not with the answers."""
+
+    def __init__(self, exporter: Exporter = Exporter()):
+        self.exporter = exporter
+        self.values: dict[Key, dict[str, float]] = {}
+        self.attributes: dict[Key, tuple[int, dict[str, str]]] = {}  # (labels set, kept)
+        self.holders: dict[Key, set[Holder]] = {}
+        self.means: dict[Key, float] = {}
+        self._keys: dict[Key, Key] = {}  # one copy of each device key for the three dicts
+        self._texts: dict[str, str] = {}  # one copy of each repeated label value
+
+    def _key(self, labels: dict[str, Any]) -> Key:
         key = key_of(labels)
-        attrs.setdefault(key, []).append(labels)
-        if (h := holders.holder(labels, exporter)) is not None:
-            held.setdefault(key, set()).add(h)
-    means = {key_of(labels): value for labels, value in window_util if math.isfinite(value)}
+        return self._keys.setdefault(key, key)
 
-    # A MIG-enabled GPU may also report board-level series (temperature, power) without
-    # a GPU instance: those fill in its MIG devices instead of making a row of their own.
-    def board(key: Key) -> Key:
-        return key[:-1] + ("",)
+    def add_current(self, samples: Iterable[Sample]) -> None:
+        values, metric = self.values, _METRIC
+        for labels, value in samples:
+            name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
+            if name is not None and math.isfinite(value):
+                key = self._key(labels)
+                (values.get(key) or values.setdefault(key, {}))[name] = value
 
-    mig_boards = {board(k) for k in values if k[-1]}
-    rows = []
-    for key, metrics in values.items():
-        if not key[-1] and key in mig_boards:
-            continue
-        parent = values.get(board(key), {}) if key[-1] else {}
-        a = _richest(attrs.get(key) or [_labels_of(key)])
-        pods = held.get(key, set())
-        who = tuple(sorted(pods, key=_holder_order)) if len(pods) > 1 else tuple(pods)
-        rows.append(_row(metrics, parent, a, means.get(key), who, idle_threshold))
-    rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
-    return Frame(rows, namespace_usage(rows), summarize(rows))
+    def add_attributes(self, samples: Iterable[Sample]) -> None:
+        # The same device can come with more than one set of attributes (a label present
+        # on some metrics only, one set per pod sharing it): keep the fullest,
+        # deterministically. Only the labels a row shows are kept.
+        kept, held, text = self.attributes, self.holders, self._texts
+        for labels, _ in samples:
+            key = self._key(labels)
+            if (h := holders.holder(labels, self.exporter)) is not None:
+                held.setdefault(key, set()).add(h)
+            size = len(labels) - list(labels.values()).count("")
+            best = kept.get(key)
+            if best is not None and size < best[0]:
+                continue
+            row = {k: text.setdefault(v, v) for k in ROW_LABELS if (v := labels.get(k))}
+            if best is None or size > best[0] or sorted(row.items()) > sorted(best[1].items()):
+                kept[key] = (size, row)
+
+    def add_means(self, samples: Iterable[Sample]) -> None:
+        for labels, value in samples:
+            if math.isfinite(value):
+                self.means[self._key(labels)] = value
+
+    def frame(self, idle_threshold: float) -> Frame:
+        values = self.values
+
+        # A MIG-enabled GPU may also report board-level series (temperature, power)
+        # without a GPU instance: those fill in its MIG devices instead of making a row.
+        def board(key: Key) -> Key:
+            return key[:-1] + ("",)
+
+        mig_boards = {board(k) for k in values if k[-1]}
+        rows = []
+        for key, metrics in values.items():
+            if not key[-1] and key in mig_boards:
+                continue
+            parent = values.get(board(key), {}) if key[-1] else {}
+            a = self.attributes[key][1] if key in self.attributes else _labels_of(key)
+            pods = self.holders.get(key, set())
+            who = tuple(sorted(pods, key=_holder_order)) if len(pods) > 1 else tuple(pods)
+            rows.append(_row(metrics, parent, a, self.means.get(key), who, idle_threshold))
+        rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
+        return Frame(rows, namespace_usage(rows), summarize(rows))
+
+
+def _labels_of(key: Key) -> dict[str, Any]:
+    return dict(zip(BY_UUID if len(key) == 2 else ("",) + BY_HOST, key))
 
 
 def _holder_order(h: Holder) -> tuple[str, str, str]:
@@ -333,7 +391,7 @@ def stranded(rows: list[GpuRow]) -> tuple[int | None, int | None]:
     on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
     are left out of both. (None, None) when no pod holds a whole GPU."""
     whole = [r for r in rows if r.mig_profile is None]
-    per_pod = Counter((h.namespace, h.pod) for r in whole for h in r.holders)
+    per_pod = Counter(pod for r in whole for pod in {(h.namespace, h.pod) for h in r.holders})
     if not per_pod:
         return None, None
     shapes = Counter(per_pod.values())
@@ -350,28 +408,30 @@ def _mib(value: float | None) -> int | None:
     return None if value is None else int(round(value))
 
 
+def gpu_to_dict(r: GpuRow) -> dict[str, Any]:
+    """One GPU of the `--once -o json|yaml` document."""
+    return {
+        "node": r.node,
+        "gpu": r.gpu,
+        "uuid": r.uuid,
+        "model": r.model,
+        "utilization_gpu": _round(r.utilization_gpu),
+        "memory_used_mib": _mib(r.memory_used_mib),
+        "memory_total_mib": _mib(r.memory_total_mib),
+        "temperature_c": _round(r.temperature_c),
+        "power_w": _round(r.power_w),
+        "pod": r.pod,  # the first holder, as before shared GPUs were listed
+        "namespace": r.namespace,
+        "holders": [h._asdict() for h in r.holders],
+        "idle": r.idle,
+    }
+
+
 def frame_to_dict(frame: Frame) -> dict[str, Any]:
     """The `--once -o json|yaml` document."""
     s = frame.summary
     return {
-        "gpus": [
-            {
-                "node": r.node,
-                "gpu": r.gpu,
-                "uuid": r.uuid,
-                "model": r.model,
-                "utilization_gpu": _round(r.utilization_gpu),
-                "memory_used_mib": _mib(r.memory_used_mib),
-                "memory_total_mib": _mib(r.memory_total_mib),
-                "temperature_c": _round(r.temperature_c),
-                "power_w": _round(r.power_w),
-                "pod": r.pod,  # the first holder, as before shared GPUs were listed
-                "namespace": r.namespace,
-                "holders": [h._asdict() for h in r.holders],
-                "idle": r.idle,
-            }
-            for r in frame.rows
-        ],
+        "gpus": [gpu_to_dict(r) for r in frame.rows],
         "namespaces": [
             {
                 "namespace": n.namespace,
