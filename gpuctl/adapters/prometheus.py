@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any, TypeVar
 
 from gpuctl.adapters import vector_stream
 from gpuctl.common.errors import BackendError, UsageError
 
 Sample = tuple[dict[str, Any], float]
+_TEXT = {str}
 T = TypeVar("T")
 
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
@@ -102,12 +104,12 @@ class Prometheus:
     def _samples(self, read) -> Iterator[Sample]:
         try:
             for batch in vector_stream.batches(read):
-                for item in batch:
-                    labels = item["metric"]
-                    if type(labels) is not dict:
-                        raise TypeError
-                    "".join(labels.values())  # a TypeError unless every value is text
-                    yield labels, float(item["value"][1])
+                labels = [item["metric"] for item in batch]
+                values = [float(item["value"][1]) for item in batch]
+                # Every label set an object (else dict.values raises) of text (C speed).
+                if not _TEXT.issuperset(map(type, chain.from_iterable(map(dict.values, labels)))):
+                    raise TypeError
+                yield from zip(labels, values)
         except (ValueError, TypeError, KeyError, IndexError, RecursionError):
             raise BackendError(f"Prometheus at {self.url} gave a malformed sample") from None
 

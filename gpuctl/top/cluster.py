@@ -101,6 +101,7 @@ class LiveFrames:
         self.client, self.window, self.threshold = client, window, idle_threshold
         self.exporter, self.sort, self.delay = exporter, sort, delay
         self.rows = 0  # rows on screen, as the last frame asked
+        self.refreshes = 0  # figures refreshed so far
         self._figures: live.Figures | None = None
         self._figures_rows = 0  # rows the figures' page was chosen for
         self._figures_at = 0.0
@@ -121,6 +122,7 @@ class LiveFrames:
                 with self._lock:
                     self._figures, self._figures_rows, self._error = found, rows, None
                     self._figures_at = time.monotonic()
+                    self.refreshes += 1
             except BackendError as e:
                 with self._lock:
                     self._error = e

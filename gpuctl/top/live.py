@@ -26,8 +26,6 @@ from gpuctl.common.errors import UsageError
 from gpuctl.top import holders, usage
 from gpuctl.top.holders import Exporter
 from gpuctl.top.usage import (
-    BY_HOST,
-    BY_UUID,
     FB_FREE,
     FB_RESERVED,
     FB_USED,
@@ -51,6 +49,7 @@ _UTILIZATION = f'__name__=~"{UTIL}|{GR_ACTIVE}"'
 _WHOLE, _MIG = 'GPU_I_ID=""', 'GPU_I_ID!=""'
 # (namespace, pod) label names of a holder, in holders.held_branches' order of precedence
 _HOLDER_LABELS = (holders.EXPORTED[:2], holders.OLD_NAMESPACE[:2], holders.PLAIN[:2])
+_KEYINGS = usage.FEW_KEYINGS  # answers are small: no UUID matcher (see usage.KEYINGS)
 _ON = ", ".join(usage.IDENTITY)  # matches a device across both keyings (absent labels are "")
 _NODE = "Hostname, hostname, instance"
 _NAMESPACE = ", ".join(label for label, _ in _HOLDER_LABELS)
@@ -73,13 +72,13 @@ def check_sort(sort: str) -> None:
         )
 
 
-def _per_device(inner: Callable[[str], str], node: bool = False) -> str:
+def _per_device(inner: Callable[[str], str], node: bool = False, keyings=_KEYINGS) -> str:
     """`max by` device of inner(matchers), an expression over raw series, for devices keyed
     by UUID and for those keyed by node and index; with the labels naming its node if asked
     (its Hostname or hostname, or for a device with neither, its instance: grouping by
     instance everywhere would count a GPU scraped by two jobs twice)."""
     parts = []
-    for by, key in ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""')):
+    for by, key in keyings:
         if not node:
             parts.append(f"max by ({', '.join(by)}) ({inner(key)})")
             continue
@@ -96,7 +95,7 @@ def _join(*matchers: str) -> str:
     return ", ".join(m for m in matchers if m)
 
 
-def _mean(window: str, node: bool = False, whole_only: bool = False) -> str:
+def _mean(window: str, node: bool = False, whole_only: bool = False, keyings=_KEYINGS) -> str:
     """Per device, its mean utilization (percent) over the window: GPU_UTIL for a whole GPU,
     GR_ENGINE_ACTIVE for a MIG device (see usage.queries)."""
 
@@ -107,16 +106,20 @@ def _mean(window: str, node: bool = False, whole_only: bool = False) -> str:
         mig = f'avg_over_time({{__name__="{GR_ACTIVE}", {_join(m, _MIG)}}}[{window}])'
         return f"{whole} or 100 * {mig}"
 
-    return _per_device(inner, node)
+    return _per_device(inner, node, keyings)
 
 
 def _held(
-    exporter: Exporter, namespace: bool = False, pod: bool = False, whole: bool = False
+    exporter: Exporter,
+    namespace: bool = False,
+    pod: bool = False,
+    whole: bool = False,
+    keyings=_KEYINGS,
 ) -> str:
     """One series per device and holder (with the labels naming the holder's namespace and
     pod, as the series has them, if asked): a device no pod holds has none."""
     parts = []
-    for by, key in ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""')):
+    for by, key in keyings:
         for matchers, (ns_label, pod_label, _container) in holders.held_branches(exporter):
             labels = list(by) + [ns_label] * namespace + [pod_label] * pod
             selector = f"{{{_UTILIZATION}, {_join(key, matchers, _WHOLE if whole else '')}}}"
@@ -242,11 +245,9 @@ def page_nodes(figures: Figures, sort: str, rows: int) -> list[str]:
     return chosen
 
 
-def page_rows(rows: list[GpuRow], sort: str, limit: int) -> list[GpuRow]:
-    """The rows on screen, in the sort's order, from the rows of page_nodes."""
-    if sort == "index":
-        return rows[:limit]  # build_frame's order
-    reading: Callable[[GpuRow], float | None] = {
+def reading(sort: str) -> Callable[[GpuRow], float | None]:
+    """What a sort by value orders rows by, highest first (`idle`: the mean, negated)."""
+    return {
         "util": lambda r: r.utilization_gpu,
         "memory": lambda r: (
             100 * r.memory_used_mib / r.memory_total_mib
@@ -258,8 +259,16 @@ def page_rows(rows: list[GpuRow], sort: str, limit: int) -> list[GpuRow]:
         "idle": lambda r: None if r.mean_utilization is None else -r.mean_utilization,
     }[sort]
 
+
+def page_rows(rows: list[GpuRow], sort: str, limit: int) -> list[GpuRow]:
+    """The rows on screen, in the sort's order (GPUs without the reading last, ties in node
+    order), from the rows of page_nodes."""
+    if sort == "index":
+        return rows[:limit]  # build_frame's order
+    value_of = reading(sort)
+
     def order(r: GpuRow) -> tuple[bool, float, tuple[object, ...], tuple[object, ...]]:
-        value = reading(r)
+        value = value_of(r)
         return (value is None, -(value or 0.0), natural_key(r.node), natural_key(r.gpu))
 
     return sorted(rows, key=order)[:limit]

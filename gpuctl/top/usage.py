@@ -79,13 +79,16 @@ class Queries:
     window_util: str  # per-device mean utilization (percent) over the window
 
 
-def _per_device(make: Callable[[str, str], str]) -> str:
-    # Series with a UUID are keyed by it alone (a smaller answer to decode); any without
-    # one fall back to node and index. make(matcher, by) gives one side of the union.
-    return " or ".join(
-        make(matcher, ", ".join(by))
-        for by, matcher in ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""'))
-    )
+# Each device once: series with a UUID keyed by it alone (a smaller answer to decode), any
+# without one by node and index. Selecting on UUID's presence costs Prometheus a merge of
+# every GPU's postings per selector; a query limited to a few nodes groups by all of them.
+KEYINGS = ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""'))
+FEW_KEYINGS = ((IDENTITY, ""),)
+
+
+def _per_device(make: Callable[[str, str], str], keyings=KEYINGS) -> str:
+    # make(matcher, by) gives the expression for one keying; the keyings are disjoint.
+    return " or ".join(make(matcher, ", ".join(by)) for by, matcher in keyings)
 
 
 def on_nodes(nodes: Iterable[str]) -> tuple[str, ...]:
@@ -104,37 +107,38 @@ def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
     label matchers (alternatives, e.g. on_nodes()) limiting them to some series."""
     duration_seconds(window, "--window")
     names = '__name__=~"' + "|".join(METRICS) + '"'
+    keyings = KEYINGS if only == ("",) else FEW_KEYINGS
 
-    def select(matchers: str, wrap: Callable[[str], str] = str) -> str:
+    def select(*matchers: str, wrap: Callable[[str], str] = str) -> str:
         # One selector per alternative in `only`, each wrapped, joined by `or`.
-        return " or ".join(wrap("{" + ", ".join(filter(None, (matchers, o))) + "}") for o in only)
+        return " or ".join(wrap("{" + ", ".join(filter(None, (*matchers, o))) + "}") for o in only)
 
     def window_mean(metric: str, scale: str, whole: str) -> str:
-        return _per_device(
-            lambda m, by: (
-                f"max by ({by}) ("
-                + select(
-                    f'__name__="{metric}", {m}{whole}',
-                    lambda sel: f"{scale}avg_over_time({sel}[{window}])",
-                )
-                + ")"
+        def make(m: str, by: str) -> str:
+            means = select(
+                f'__name__="{metric}"',
+                m,
+                whole,
+                wrap=lambda sel: f"{scale}avg_over_time({sel}[{window}])",
             )
-        )
+            return f"max by ({by}) ({means})"
+
+        return _per_device(make, keyings)
 
     return Queries(
-        current=_per_device(lambda m, by: f"max by (__name__, {by}) ({select(f'{names}, {m}')})"),
+        current=_per_device(lambda m, by: f"max by (__name__, {by}) ({select(names, m)})", keyings),
         attributes=f"group by ({', '.join(ATTRIBUTES)}) ({select(names)})",
         # `or` keeps the left side where both exist: a full GPU's own utilization wins
         # over its profiling metric. MIG devices (GPU_I_ID set) report GPU_UTIL as 0 or
         # not at all, so for them only the profiling metric counts.
         window_util=" or ".join(
             window_mean(metric, scale, whole)
-            for metric, scale, whole in ((UTIL, "", ', GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
+            for metric, scale, whole in ((UTIL, "", 'GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
         ),
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class GpuRow:
     node: str
     gpu: str
@@ -249,11 +253,12 @@ class FrameBuilder:
         return self._keys.setdefault(key, key)
 
     def add_current(self, samples: Iterable[Sample]) -> None:
-        values, metric = self.values, _METRIC
-        for labels, value in samples:
+        values, metric, keys, finite = self.values, _METRIC, self._keys, math.isfinite
+        for labels, value in samples:  # spelled out: 5 to 7 series per GPU
             name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
-            if name is not None and math.isfinite(value):
-                key = self._key(labels)
+            if name is not None and finite(value):
+                key = key_of(labels)
+                key = keys.setdefault(key, key)
                 (values.get(key) or values.setdefault(key, {}))[name] = value
 
     def add_attributes(self, samples: Iterable[Sample]) -> None:
@@ -287,15 +292,20 @@ class FrameBuilder:
             return key[:-1] + ("",)
 
         mig_boards = {board(k) for k in values if k[-1]}
+        attributes, held, means = self.attributes, self.holders, self.means
         rows = []
         for key, metrics in values.items():
             if not key[-1] and key in mig_boards:
                 continue
             parent = values.get(board(key), {}) if key[-1] else {}
-            a = self.attributes[key][1] if key in self.attributes else _labels_of(key)
-            pods = self.holders.get(key, set())
-            who = tuple(sorted(pods, key=_holder_order)) if len(pods) > 1 else tuple(pods)
-            rows.append(_row(metrics, parent, a, self.means.get(key), who, idle_threshold))
+            kept = attributes.get(key)
+            pods = held.get(key)
+            if not pods:
+                who: tuple[Holder, ...] = ()
+            else:
+                who = tuple(sorted(pods, key=_holder_order)) if len(pods) > 1 else tuple(pods)
+            a = kept[1] if kept else _labels_of(key)
+            rows.append(_row(metrics, parent, a, means.get(key), who, idle_threshold))
         rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
         return Frame(rows, namespace_usage(rows), summarize(rows))
 
@@ -409,20 +419,23 @@ def _mib(value: float | None) -> int | None:
 
 
 def gpu_to_dict(r: GpuRow) -> dict[str, Any]:
-    """One GPU of the `--once -o json|yaml` document."""
+    """One GPU of the `--once -o json|yaml` document (spelled out: once per GPU)."""
+    util, temp, power = r.utilization_gpu, r.temperature_c, r.power_w
     return {
         "node": r.node,
         "gpu": r.gpu,
         "uuid": r.uuid,
         "model": r.model,
-        "utilization_gpu": _round(r.utilization_gpu),
+        "utilization_gpu": None if util is None else round(util, 1),
         "memory_used_mib": _mib(r.memory_used_mib),
         "memory_total_mib": _mib(r.memory_total_mib),
-        "temperature_c": _round(r.temperature_c),
-        "power_w": _round(r.power_w),
+        "temperature_c": None if temp is None else round(temp, 1),
+        "power_w": None if power is None else round(power, 1),
         "pod": r.pod,  # the first holder, as before shared GPUs were listed
         "namespace": r.namespace,
-        "holders": [h._asdict() for h in r.holders],
+        "holders": [
+            {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in r.holders
+        ],
         "idle": r.idle,
     }
 

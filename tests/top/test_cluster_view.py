@@ -15,9 +15,9 @@ from tests.cluster_data import (
     A100,
     H100,
     TOTAL_MIB,
-    busy_until,
     dcgm_values,
     gpu,
+    mixed_cluster,
 )
 from tests.standins import dcgm_exporter as dcgm
 from tests.standins.prometheus import free_port, load_blocks, start_dcgm_scrape, start_prometheus
@@ -41,52 +41,9 @@ GPU_KEYS = {
 }
 
 
-def cluster() -> list:
-    """node-a (`Hostname`): busy held, idle held, idle free, busy until 20 min ago (held),
-    plus gpu 0 scraped a second time by another job. node-b (`hostname`): held at 40 %,
-    free at 60 % with no power metric. node-10: two MIG devices of one A100."""
-    return (
-        gpu("Hostname", "node-a", 0, 90, pod="train-0", namespace="ml")
-        + gpu(
-            "Hostname",
-            "node-a",
-            0,
-            90,
-            pod="train-0",
-            namespace="ml",
-            extra={"job": "dcgm-again", "instance": "10.9.9.9:9400"},
-        )
-        + gpu("Hostname", "node-a", 1, 1, pod="notebook", namespace="research")
-        + gpu("Hostname", "node-a", 2, 2)
-        + gpu("Hostname", "node-a", 3, busy_until(20, 90), pod="train-3", namespace="ml")
-        + gpu("hostname", "node-b", 0, 40, pod="job-1", namespace="research")
-        + gpu("hostname", "node-b", 1, 60, power=False)
-        + gpu(
-            "Hostname",
-            "node-10",
-            0,
-            50,
-            model=A100,
-            pod="infer",
-            namespace="ml",
-            mig=(1, "3g.40gb", 40192),
-        )
-        + gpu(
-            "Hostname",
-            "node-10",
-            0,
-            1,
-            model=A100,
-            pod="nb-2",
-            namespace="research",
-            mig=(2, "3g.40gb", 40192),
-        )
-    )
-
-
 @pytest.fixture(scope="module")
 def prom():
-    server = start_prometheus(load_blocks(cluster(), time.time()))
+    server = start_prometheus(load_blocks(mixed_cluster(), time.time()))
     yield server
     server.stop()
 
