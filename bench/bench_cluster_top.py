@@ -35,6 +35,7 @@ import time
 import tracemalloc
 import urllib.parse
 import urllib.request
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -112,7 +113,9 @@ def load(nodes: int, times: dict):
 def server_cpu(url: str) -> float:
     with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
         text = r.read().decode()
-    return float(re.search(r"^process_cpu_seconds_total (\S+)", text, re.M).group(1))
+    found = re.search(r"^process_cpu_seconds_total (\S+)", text, re.M)
+    assert found, "no process_cpu_seconds_total in Prometheus's /metrics"
+    return float(found.group(1))
 
 
 def console():
@@ -228,7 +231,7 @@ def bench(nodes: int, json_runs: int) -> dict:
     try:
         url = server.url
         floor(url)  # warm Prometheus's caches once
-        result = dict(nodes=nodes, gpus=nodes * GPUS_PER_NODE, setup=times)
+        result: dict[str, Any] = dict(nodes=nodes, gpus=nodes * GPUS_PER_NODE, setup=times)
         before = server.query_requests()
         result["live"] = live(url, max_s=600)
         result["queries_per_frame"] = (server.query_requests() - before) / (

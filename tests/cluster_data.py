@@ -213,3 +213,17 @@ SCRAPE_SETUPS = {
     "helm chart, honorLabels true": (dcgm.HELM_CHART, True),
     "static scrape, no Kubernetes labels": (None, False),
 }
+
+
+def stranded_cluster() -> list:
+    """Most pods hold 2 GPUs: s1's last free GPU can take none of them; s2's two can."""
+    holders = {
+        "s1": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", None],
+        "s2": ["q1", "q1", None, None],
+    }
+    return [
+        s
+        for host, pods in holders.items()
+        for i, pod in enumerate(pods)
+        for s in gpu("Hostname", host, i, 50, pod=pod, namespace="ml" if pod else None)
+    ]

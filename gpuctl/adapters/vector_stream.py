@@ -68,6 +68,7 @@ def batches(read: Callable[[int], bytes], chunk: int = CHUNK) -> Iterator[list[A
 
 def _last(tail: str) -> list[Any]:
     """The elements left at the end, checking that the rest closes the answer."""
+    items: list[Any]
     items, end = json.JSONDecoder().raw_decode("[" + tail)
     json.loads('{"data":{"result":[]' + tail[end - 1 :])  # `}` + warnings/infos + `}`
     return items

@@ -50,7 +50,7 @@ _WHOLE, _MIG = 'GPU_I_ID=""', 'GPU_I_ID!=""'
 # (namespace, pod) label names of a holder, in holders.held_branches' order of precedence
 _HOLDER_LABELS = (holders.EXPORTED[:2], holders.OLD_NAMESPACE[:2], holders.PLAIN[:2])
 _KEYINGS = usage.FEW_KEYINGS  # answers are small: no UUID matcher (see usage.KEYINGS)
-_ON = ", ".join(usage.IDENTITY)  # matches a device across both keyings (absent labels are "")
+_ON = ", ".join(usage.IDENTITY)
 _NODE = "Hostname, hostname, instance"
 _NAMESPACE = ", ".join(label for label, _ in _HOLDER_LABELS)
 _POD = ", ".join(f"{ns}, {pod}" for ns, pod in _HOLDER_LABELS)
@@ -72,13 +72,13 @@ def check_sort(sort: str) -> None:
         )
 
 
-def _per_device(inner: Callable[[str], str], node: bool = False, keyings=_KEYINGS) -> str:
+def _per_device(inner: Callable[[str], str], node: bool = False) -> str:
     """`max by` device of inner(matchers), an expression over raw series, for devices keyed
     by UUID and for those keyed by node and index; with the labels naming its node if asked
     (its Hostname or hostname, or for a device with neither, its instance: grouping by
     instance everywhere would count a GPU scraped by two jobs twice)."""
     parts = []
-    for by, key in keyings:
+    for by, key in _KEYINGS:
         if not node:
             parts.append(f"max by ({', '.join(by)}) ({inner(key)})")
             continue
@@ -95,7 +95,7 @@ def _join(*matchers: str) -> str:
     return ", ".join(m for m in matchers if m)
 
 
-def _mean(window: str, node: bool = False, whole_only: bool = False, keyings=_KEYINGS) -> str:
+def _mean(window: str, node: bool = False, whole_only: bool = False) -> str:
     """Per device, its mean utilization (percent) over the window: GPU_UTIL for a whole GPU,
     GR_ENGINE_ACTIVE for a MIG device (see usage.queries)."""
 
@@ -106,7 +106,7 @@ def _mean(window: str, node: bool = False, whole_only: bool = False, keyings=_KE
         mig = f'avg_over_time({{__name__="{GR_ACTIVE}", {_join(m, _MIG)}}}[{window}])'
         return f"{whole} or 100 * {mig}"
 
-    return _per_device(inner, node, keyings)
+    return _per_device(inner, node)
 
 
 def _held(
@@ -114,12 +114,11 @@ def _held(
     namespace: bool = False,
     pod: bool = False,
     whole: bool = False,
-    keyings=_KEYINGS,
 ) -> str:
     """One series per device and holder (with the labels naming the holder's namespace and
     pod, as the series has them, if asked): a device no pod holds has none."""
     parts = []
-    for by, key in keyings:
+    for by, key in _KEYINGS:
         for matchers, (ns_label, pod_label, _container) in holders.held_branches(exporter):
             labels = list(by) + [ns_label] * namespace + [pod_label] * pod
             selector = f"{{{_UTILIZATION}, {_join(key, matchers, _WHOLE if whole else '')}}}"

@@ -82,11 +82,12 @@ class Queries:
 # Each device once: series with a UUID keyed by it alone (a smaller answer to decode), any
 # without one by node and index. Selecting on UUID's presence costs Prometheus a merge of
 # every GPU's postings per selector; a query limited to a few nodes groups by all of them.
-KEYINGS = ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""'))
-FEW_KEYINGS = ((IDENTITY, ""),)
+Keyings = tuple[tuple[tuple[str, ...], str], ...]  # (labels grouped by, matcher)
+KEYINGS: Keyings = ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""'))
+FEW_KEYINGS: Keyings = ((IDENTITY, ""),)
 
 
-def _per_device(make: Callable[[str, str], str], keyings=KEYINGS) -> str:
+def _per_device(make: Callable[[str, str], str], keyings: Keyings = KEYINGS) -> str:
     # make(matcher, by) gives the expression for one keying; the keyings are disjoint.
     return " or ".join(make(matcher, ", ".join(by)) for by, matcher in keyings)
 

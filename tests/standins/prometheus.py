@@ -298,14 +298,13 @@ def dcgm_scrape():
         s.stop()
 
 
-class QueryServer:
+class QueryServer(dcgm_exporter.ThreadedServer):
     """A stand-in Prometheus API: answers each /api/v1/query with answer(query) (bytes a test
     writes itself), or passes it to a real Prometheus at `upstream`; either way it records
     every (query, answer) pair in `exchanges`."""
 
     def __init__(self, answer: Callable[[str], bytes] | None = None, upstream: str | None = None):
         import http.server
-        import threading
 
         self.exchanges: list[tuple[str, bytes]] = []
         owner = self
@@ -332,15 +331,8 @@ class QueryServer:
             def log_message(self, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+        super().__init__(Handler)
+        self.url = "http://" + self.address
 
 
 @pytest.fixture

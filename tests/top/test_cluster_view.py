@@ -18,6 +18,7 @@ from tests.cluster_data import (
     dcgm_values,
     gpu,
     mixed_cluster,
+    stranded_cluster,
 )
 from tests.standins import dcgm_exporter as dcgm
 from tests.standins.prometheus import free_port, load_blocks, start_dcgm_scrape, start_prometheus
@@ -226,18 +227,7 @@ def test_three_queries_per_frame_whatever_the_cluster_size(prom, capsys, prometh
 
 def test_stranded_gpus_against_the_most_common_request(prometheus_with, capsys):
     """Most pods hold 2 GPUs: s1's last free GPU can take none of them; s2's two can."""
-    holders = {
-        "s1": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", None],
-        "s2": ["q1", "q1", None, None],
-    }
-    server = prometheus_with(
-        [
-            s
-            for host, pods in holders.items()
-            for i, pod in enumerate(pods)
-            for s in gpu("Hostname", host, i, 50, pod=pod, namespace="ml" if pod else None)
-        ]
-    )
+    server = prometheus_with(stranded_cluster())
     summary = snapshot(capsys, server.url)["summary"]
     assert (summary["request_shape_gpus"], summary["stranded_gpus"]) == (2, 1)
     code, out, _ = gpuctl(capsys, "top", "--prometheus", server.url, "--once")

@@ -13,7 +13,7 @@ from gpuctl.adapters.prometheus import Prometheus
 from gpuctl.top import cluster, live, usage
 from gpuctl.top.holders import Exporter
 from tests.clirun import run_gpuctl as gpuctl
-from tests.cluster_data import gpu, mixed_cluster
+from tests.cluster_data import gpu, mixed_cluster, stranded_cluster
 
 pytestmark = pytest.mark.integration  # Prometheus and stand-in servers
 
@@ -44,6 +44,7 @@ def assert_live_equals_full(url: str, sorts=live.SORT_KEYS, rows: int = ROWS, wi
         assert (s.request_shape, s.stranded_gpus) == (f.request_shape, f.stranded_gpus)
         assert s.mean_utilization == pytest.approx(f.mean_utilization)
         for mine, theirs in ((s.busiest, f.busiest), (s.idlest, f.idlest)):
+            assert mine is not None and theirs is not None
             assert mine.node == theirs.node
             assert mine.mean_utilization == pytest.approx(theirs.mean_utilization)
         assert [(n.namespace, n.gpus, n.idle_gpus) for n in found.namespaces] == [
@@ -73,18 +74,7 @@ def test_live_figures_follow_the_window(prometheus_with):
 
 def test_live_stranded_figure(prometheus_with):
     """Most pods hold 2 GPUs: s1's last free GPU can take none of them; s2's two can."""
-    holders = {
-        "s1": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", None],
-        "s2": ["q1", "q1", None, None],
-    }
-    server = prometheus_with(
-        [
-            s
-            for host, pods in holders.items()
-            for i, pod in enumerate(pods)
-            for s in gpu("Hostname", host, i, 50, pod=pod, namespace="ml" if pod else None)
-        ]
-    )
+    server = prometheus_with(stranded_cluster())
     found, _ = live_frame(server.url)
     assert (found.summary.request_shape, found.summary.stranded_gpus) == (2, 1)
     assert_live_equals_full(server.url, sorts=("index",), rows=12)
