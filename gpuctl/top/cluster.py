@@ -18,6 +18,9 @@ from gpuctl.top.holders import Exporter
 # GPUs): after each refresh the next waits PAUSE times as long as it took, so gpuctl keeps
 # Prometheus busy at most 1/(1 + PAUSE) of the time; small clusters refresh every frame.
 PAUSE = 4
+# Evaluating the figures takes Prometheus seconds at 40,000 GPUs (25 s on a busy 2-core
+# machine): their background query may take this long; the rows keep the client's timeout.
+FIGURES_TIMEOUT = 120.0
 
 
 @contextlib.contextmanager
@@ -98,7 +101,11 @@ class LiveFrames:
     def __init__(
         self, client, window: str, idle_threshold: float, exporter: Exporter, sort: str, delay
     ):
+        import copy
+
         self.client, self.window, self.threshold = client, window, idle_threshold
+        self._figures_client = copy.copy(client)
+        self._figures_client.timeout = max(client.timeout, FIGURES_TIMEOUT)
         self.exporter, self.sort, self.delay = exporter, sort, delay
         self.rows = 0  # rows on screen, as the last frame asked
         self.refreshes = 0  # figures refreshed so far
@@ -117,7 +124,12 @@ class LiveFrames:
             start, rows = time.monotonic(), self.rows
             try:
                 found = figures(
-                    self.client, self.window, self.threshold, self.exporter, self.sort, rows
+                    self._figures_client,
+                    self.window,
+                    self.threshold,
+                    self.exporter,
+                    self.sort,
+                    rows,
                 )
                 with self._lock:
                     self._figures, self._figures_rows, self._error = found, rows, None

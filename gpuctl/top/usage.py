@@ -38,6 +38,8 @@ IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
 ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
 ATTRIBUTES = ROW_LABELS + holders.LABELS
+_OWN_LABELS = ("UUID", "uuid")  # one device's own; the others repeat across devices
+_SHARED_LABELS = tuple(label for label in ROW_LABELS if label not in _OWN_LABELS)
 _METRIC = {m: m for m in METRICS}  # a series' metric name -> one shared copy of it
 
 _DURATION = re.compile(
@@ -244,7 +246,8 @@ class FrameBuilder:
         self.exporter = exporter
         self.values: dict[Key, dict[str, float]] = {}
         self.attributes: dict[Key, tuple[int, dict[str, str]]] = {}  # (labels set, kept)
-        self.holders: dict[Key, set[Holder]] = {}
+        # a device's holders: its only one, or the set of several (a shared GPU)
+        self.holders: dict[Key, Holder | set[Holder]] = {}
         self.means: dict[Key, float] = {}
         self._keys: dict[Key, Key] = {}  # one copy of each device key for the three dicts
         self._texts: dict[str, str] = {}  # one copy of each repeated label value
@@ -270,12 +273,21 @@ class FrameBuilder:
         for labels, _ in samples:
             key = self._key(labels)
             if (h := holders.holder(labels, self.exporter)) is not None:
-                held.setdefault(key, set()).add(h)
+                known = held.get(key)
+                if known is None:
+                    held[key] = h
+                elif isinstance(known, set):
+                    known.add(h)
+                elif known != h:
+                    held[key] = {known, h}
             size = len(labels) - list(labels.values()).count("")
             best = kept.get(key)
             if best is not None and size < best[0]:
                 continue
-            row = {k: text.setdefault(v, v) for k in ROW_LABELS if (v := labels.get(k))}
+            row = {k: text.setdefault(v, v) for k in _SHARED_LABELS if (v := labels.get(k))}
+            for k in _OWN_LABELS:
+                if v := labels.get(k):
+                    row[k] = v
             if best is None or size > best[0] or sorted(row.items()) > sorted(best[1].items()):
                 kept[key] = (size, row)
 
@@ -301,10 +313,13 @@ class FrameBuilder:
             parent = values.get(board(key), {}) if key[-1] else {}
             kept = attributes.get(key)
             pods = held.get(key)
-            if not pods:
-                who: tuple[Holder, ...] = ()
-            else:
-                who = tuple(sorted(pods, key=_holder_order)) if len(pods) > 1 else tuple(pods)
+            who: tuple[Holder, ...] = (
+                ()
+                if pods is None
+                else (pods,)
+                if isinstance(pods, Holder)
+                else tuple(sorted(pods, key=_holder_order))
+            )
             a = kept[1] if kept else _labels_of(key)
             rows.append(_row(metrics, parent, a, means.get(key), who, idle_threshold))
         rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))

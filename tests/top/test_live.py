@@ -10,6 +10,7 @@ import tracemalloc
 import pytest
 
 from gpuctl.adapters.prometheus import Prometheus
+from gpuctl.common.errors import BackendError
 from gpuctl.top import cluster, live, usage
 from gpuctl.top.holders import Exporter
 from tests.clirun import run_gpuctl as gpuctl
@@ -229,3 +230,24 @@ def test_a_malformed_streamed_sample_is_one_error(query_server, capsys):
     code, out, err = gpuctl(capsys, "top", "--prometheus", server.url, "--once")
     assert code == 1 and out == "" and "Traceback" not in err
     assert err.startswith("gpuctl: error: Prometheus at ") and "malformed sample" in err
+
+
+def test_live_frames_refresh_the_figures_in_the_background(prometheus_with):
+    """A small cluster's figures take milliseconds: refreshed about every frame, while each
+    frame fetches its rows; a Prometheus gone makes the next frame fail (the view keeps the
+    last one and says it is stale)."""
+    server = prometheus_with(mixed_cluster())
+    frames = cluster.LiveFrames(Prometheus(server.url), "10m", 5.0, Exporter(), "util", 0.2)
+    try:
+        deadline, seen = time.monotonic() + 30, []
+        while frames.refreshes < 3 and time.monotonic() < deadline:
+            frame, age = frames.frame(4)
+            seen.append(([r.utilization_gpu for r in frame.rows], age))
+            time.sleep(0.2)
+        assert frames.refreshes >= 3 and all(age < 10 for _, age in seen)
+        assert all(utils == [90.0, 60.0, 50.0, 40.0] for utils, _ in seen)
+        server.stop()
+        with pytest.raises(BackendError, match="cannot reach Prometheus"):
+            frames.frame(4)
+    finally:
+        frames.close()
