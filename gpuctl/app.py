@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gpuctl import __version__
-from gpuctl.common.errors import EXIT_INTERRUPTED, GpuctlError
+from gpuctl.common.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Aborted, GpuctlError
 
 app = typer.Typer(
     name="gpuctl",
@@ -73,19 +73,87 @@ def register(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run one command. Whatever happens, the user sees at most a few lines on stderr and an
+    exit code from the README's contract, never a traceback (unless --debug)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        register(argv)
-        app(args=argv, prog_name="gpuctl")
+        code = _run(argv)
     except GpuctlError as e:
-        if _debug:
-            import traceback
-
-            traceback.print_exc()
-        print(f"gpuctl: error: {e.message}", file=sys.stderr)
-        if e.hint:
-            print(f"  hint: {e.hint}", file=sys.stderr)
-        sys.exit(e.exit_code)
+        _debug_traceback()
+        # an interrupt is not an error: "gpuctl: interrupted; …" (what was undone or is left)
+        prefix = "gpuctl: " if e.exit_code == EXIT_INTERRUPTED else "gpuctl: error: "
+        _fail(e.message, e.hint, e.details, prefix)
+        code = e.exit_code
     except KeyboardInterrupt:
-        print("gpuctl: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        _fail("interrupted", prefix="gpuctl: ")
+        code = EXIT_INTERRUPTED
+    except Exception as e:  # a bug in gpuctl or a library's surprise: still one line
+        _debug_traceback()
+        _fail(
+            f"unexpected {type(e).__name__}: {_first_line(e)}",
+            "this is a bug in gpuctl; rerun with --debug for the traceback and report it",
+        )
+        code = EXIT_FAILURE
+    sys.exit(code)
+
+
+def _run(argv: list[str]) -> int:
+    """The command's exit code; gpuctl's own errors and Ctrl-C propagate to main."""
+    try:  # typer ≥ 0.26 carries its own copy of click
+        from typer._click import exceptions as click
+    except ImportError:  # pragma: no cover - older typer on click
+        from click import exceptions as click  # type: ignore[no-redef]
+
+    register(argv)
+    no_args_help = getattr(click, "NoArgsIsHelpError", ())
+    try:
+        # standalone_mode=False: click's usage errors come back here instead of being printed
+        # as several lines, and its Exit carries the code
+        result = app(args=argv, prog_name="gpuctl", standalone_mode=False)
+    except no_args_help as e:  # `gpuctl mig`: the group's help
+        e.show()
+        return e.exit_code
+    except click.UsageError as e:
+        _fail(e.format_message(), _usage_hint(e.ctx))
+        return e.exit_code
+    except click.ClickException as e:
+        _fail(e.format_message())
+        return e.exit_code
+    except typer.Abort:  # end of input at a prompt
+        raise Aborted("aborted; nothing was changed") from None
+    if result == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt into Exit(130)
+        raise KeyboardInterrupt
+    return result if isinstance(result, int) else 0
+
+
+def _usage_hint(ctx) -> str | None:
+    if ctx is None:
+        return None
+    usage = ctx.get_usage().replace("\n", " ").strip()
+    usage = usage[0].lower() + usage[1:] if usage else usage
+    return f"{usage}; see '{ctx.command_path} {ctx.help_option_names[0]}'"
+
+
+def _fail(
+    message: str, hint: str | None = None, details: list[str] | tuple = (), prefix="gpuctl: error: "
+) -> None:
+    # through GpuctlError again: click's messages quote the command line, an unexpected
+    # error anything; none may carry a control character or a password to the terminal
+    clean = GpuctlError(message, hint, details)
+    lines = [prefix + clean.message, *(f"  {d}" for d in clean.details)]
+    if clean.hint:
+        lines.append(f"  hint: {clean.hint}")
+    sys.stderr.write("".join(line + "\n" for line in lines))
+    sys.stderr.flush()
+
+
+def _debug_traceback() -> None:
+    if _debug:
+        import traceback
+
+        traceback.print_exc()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else "no detail"

@@ -8,7 +8,11 @@ terraform {
   required_providers {
     aws = {
       source  = "hashicorp/aws"
-      version = ">= 5.46, < 6.0"
+      version = ">= 6.28, < 7.0"
+    }
+    helm = {
+      source  = "hashicorp/helm"
+      version = ">= 3.0, < 4.0"
     }
   }
 }

@@ -6,6 +6,7 @@ pytest_plugins = [
     "tests.standins.prometheus",
     "tests.standins.aws",
     "tests.standins.nvml",
+    "tests.standins.faults",
     "tests.standins.integration",
 ]
 
@@ -19,10 +20,14 @@ def _isolated_env(monkeypatch, tmp_path):
         "GPUCTL_PROMETHEUS_URL",
         "GPUCTL_CONFIG",
         "GPUCTL_GPU_LABEL_KEY",
+        "GPUCTL_REQUEST_TIMEOUT",
+        "GPUCTL_TEMPLATES_DIR",
+        "GPUCTL_DEFAULT_TEMPLATE",
         "GPUCTL_EXPORTER_CONTAINERS",
         "GPUCTL_EXPORTER_JOBS",
         "XDG_CACHE_HOME",
         "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
     ):
         monkeypatch.delenv(var, raising=False)
     # A home of its own: what libraries keep under ~ (Terraform's ~/.terraform.d, ~/.aws,

@@ -39,9 +39,16 @@ def daemonset(
     desired: int = 2,
     config_map: str | None = None,
     operator_style: bool = True,
+    default_config: str = "",
+    fallbacks: str | None = None,
 ) -> dict:
     """A DaemonSet; with config_map, mounted at /available-configs the way the GPU Operator
-    (volume named after the ConfigMap) or the Helm chart (volume 'available-configs') do."""
+    (volume named after the ConfigMap) or the Helm chart (volume 'available-configs') do,
+    beside the config-manager with the environment each gives it: DEFAULT_CONFIG (the
+    ClusterPolicy's devicePlugin.config.default, the chart's config.default) and
+    FALLBACK_STRATEGIES ("empty" from the operator, "named,single" from the chart)."""
+    if fallbacks is None:
+        fallbacks = "empty" if operator_style else "named,single"
     pod: dict[str, Any] = {
         "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]
     }
@@ -55,6 +62,12 @@ def daemonset(
             {
                 "name": "config-manager",
                 "image": "x",
+                "env": [
+                    {"name": "NODE_LABEL", "value": "nvidia.com/device-plugin.config"},
+                    {"name": "CONFIG_FILE_SRCDIR", "value": "/available-configs"},
+                    {"name": "DEFAULT_CONFIG", "value": default_config},
+                    {"name": "FALLBACK_STRATEGIES", "value": fallbacks},
+                ],
                 "volumeMounts": [
                     {"name": "config", "mountPath": "/config"},
                     {"name": vol, "mountPath": "/available-configs"},

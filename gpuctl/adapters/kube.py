@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpuctl.common.errors import BackendError, GpuctlError
+from gpuctl.common.errors import BackendError, GpuctlError, redact
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -28,12 +28,20 @@ class Forbidden(BackendError):
     """HTTP 403: RBAC does not allow this request."""
 
 
+class NoAnswer(BackendError):
+    """The request reached the server, or may have, but no usable answer came back (a
+    timeout, a dropped connection, a gateway's error page, a failure Status): a change it
+    asked for may have been made."""
+
+
 # The kinds gpuctl reads and writes: kind -> (apiVersion, the client's name for it,
 # namespaced). A custom resource (e.g. a JobSet) would go through the CustomObjectsApi.
 _KINDS = {
     "Namespace": ("v1", "namespace", False),
     "Node": ("v1", "node", False),
     "ConfigMap": ("v1", "config_map", True),
+    "PersistentVolumeClaim": ("v1", "persistent_volume_claim", True),
+    "Secret": ("v1", "secret", True),
     "Pod": ("v1", "pod", True),
     "ResourceQuota": ("v1", "resource_quota", True),
     "Service": ("v1", "service", True),
@@ -48,11 +56,13 @@ class Kube:
     namespace is read, patched or deleted in the context's namespace, and listed or watched
     in all namespaces."""
 
-    def __init__(self, context: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, context: str | None = None, timeout: float | None = None):
         import yaml
         from kubernetes import client, config
 
-        self.timeout = timeout
+        from gpuctl.common.config import request_timeout
+
+        self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
         cfg = client.Configuration()
         # The client reads $KUBECONFIG once at import time; read it now, per connection.
         config_file = os.path.expanduser(os.environ.get("KUBECONFIG") or "~/.kube/config")
@@ -94,7 +104,7 @@ class Kube:
         import urllib3
 
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
-        self.host = cfg.host
+        self.host = redact(cfg.host)  # for messages: never the credentials in a server URL
         self._api = client.ApiClient(cfg)
         self._apis: dict[str, Any] = {  # apiVersion -> the client's API for it
             "v1": client.CoreV1Api(self._api),
@@ -121,11 +131,13 @@ class Kube:
         fn, ns = self._method("create", kind, namespace, obj.get("apiVersion"))
         kwargs = {"dry_run": "All"} if dry_run else {}
         what = f"creating {_subject(kind, name, *ns)}"
-        return self._call(fn, *ns, obj, what=what, **kwargs)
+        return self._call(fn, *ns, obj, what=what, answer=_OBJECT, changes=True, **kwargs)
 
     def read(self, kind: str, name: str, namespace: str | None = None) -> dict:
         fn, ns = self._method("read", kind, namespace or self.namespace)
-        return self._call(fn, name, *ns, what=f"reading {_subject(kind, name, *ns)}")
+        return self._call(
+            fn, name, *ns, what=f"reading {_subject(kind, name, *ns)}", answer=_OBJECT
+        )
 
     def list_objects(
         self,
@@ -142,12 +154,14 @@ class Kube:
             label_selector=selector,
             field_selector=field_selector,
             what=f"listing {_plural(kind)}" + "".join(f" in namespace {n}" for n in ns),
+            answer=_LIST,
         )["items"]
 
     def patch(self, kind: str, name: str, namespace: str | None, body: dict | list) -> dict:
         """A dict is a strategic-merge patch, a list a JSON patch (RFC 6902)."""
         fn, ns = self._method("patch", kind, namespace or self.namespace)
-        return self._call(fn, name, *ns, body, what=f"updating {_subject(kind, name, *ns)}")
+        what = f"updating {_subject(kind, name, *ns)}"
+        return self._call(fn, name, *ns, body, what=what, answer=_OBJECT, changes=True)
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
         fn, ns = self._method("delete", kind, namespace or self.namespace)
@@ -159,6 +173,7 @@ class Kube:
             *ns,
             propagation_policy="Background",
             what=f"deleting {_subject(kind, name, *ns)}",
+            changes=True,
         )
 
     def watch(
@@ -224,6 +239,8 @@ class Kube:
             name,
             {"metadata": {"labels": labels}},
             what=f"labelling node {name}",
+            answer=_OBJECT,
+            changes=True,
         )
 
     def unfinished_pods(self, namespace: str | None = None) -> list[dict]:
@@ -235,22 +252,27 @@ class Kube:
 
     def pod_log_lines(self, name: str, namespace: str, follow: bool = False) -> Iterator[str]:
         """The pod's log, line by line; with follow, until the container ends."""
-        resp = self._raw(
-            self._apis["v1"].read_namespaced_pod_log,
-            name,
-            namespace,
-            follow=follow,
-            _request_timeout=None if follow else self.timeout,
-            what=f"reading logs of {name}",
-        )
-        pending = b""
+        from gpuctl.common import deadline
+
+        what = f"reading logs of {name}"
+        fn = self._apis["v1"].read_namespaced_pod_log
+        if not follow:
+            try:
+                data = deadline.call(
+                    lambda: self._raw(fn, name, namespace, what=what).data, self.timeout
+                )
+            except deadline.DeadlineExceeded:
+                raise NoAnswer(
+                    f"{what}: the Kubernetes API at {self.host} timed out (no whole answer "
+                    f"within {self.timeout:g} s)"
+                ) from None
+            yield from _lines([data or b""])
+            return
+        # unbounded: a followed log may stay quiet for hours (the client takes no
+        # connect-only timeout); Ctrl-C ends it
+        resp = self._raw(fn, name, namespace, follow=True, _request_timeout=None, what=what)
         try:
-            for chunk in resp.stream(4096) if follow else [resp.data]:
-                *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    yield line.decode("utf-8", "replace")
-            if pending:
-                yield pending.decode("utf-8", "replace")
+            yield from _lines(resp.stream(4096))
         finally:
             resp.release_conn()
 
@@ -276,17 +298,55 @@ class Kube:
             return getattr(api, f"{verb}_{name}_for_all_namespaces"), ()
         return getattr(api, f"{verb}_namespaced_{name}"), (namespace,)
 
-    def _call(self, fn: Callable, *args, what: str = "", **kwargs) -> Any:
-        """Call a client method with a timeout; return the response body as plain data."""
-        data = self._raw(fn, *args, what=what, **kwargs).data
+    def _call(
+        self,
+        fn: Callable,
+        *args,
+        what: str = "",
+        answer: Callable[[Any], bool] | None = None,
+        changes: bool = False,
+        **kwargs,
+    ) -> Any:
+        """Call a client method; return the response body as plain data. The whole request
+        has `timeout` seconds (a server trickling its answer does not hold gpuctl); `answer`
+        checks the body's shape; a change (`changes`) interrupted by Ctrl-C is still waited
+        for, so that whoever undoes it finds it."""
+        from gpuctl.common import deadline
+
+        subject = f"{what}: " if what else ""
         try:
-            return json.loads(data) if data else None
-        except ValueError:  # e.g. a proxy's or a web server's HTML page
-            subject = f"{what}: " if what else ""
-            raise BackendError(
+            data = deadline.call(
+                lambda: self._raw(fn, *args, what=what, **kwargs).data,
+                self.timeout,
+                settle_on_interrupt=changes,
+            )
+        except deadline.DeadlineExceeded:
+            raise NoAnswer(
+                f"{subject}the Kubernetes API at {self.host} timed out (no whole answer "
+                f"within {self.timeout:g} s)",
+                hint="check the network path to the cluster",
+            ) from None
+        try:
+            body = json.loads(data) if data else None
+        except (ValueError, RecursionError):  # e.g. a proxy's or a web server's HTML page
+            raise NoAnswer(
                 f"{subject}{self.host} did not answer with JSON",
                 hint="is the kubeconfig's server a Kubernetes API server?",
             ) from None
+        if (
+            isinstance(body, dict)
+            and body.get("kind") == "Status"
+            and body.get("status") != "Success"
+        ):
+            # a failure reported in a 2xx answer (some proxies and aggregated APIs do this)
+            raise NoAnswer(f"{subject}the API server answered with a failure: {_status_text(body)}")
+        if answer is not None and not answer(body):
+            raise NoAnswer(
+                f"{subject}{self.host} gave an answer that is not a Kubernetes "
+                + ("object" if answer is _OBJECT else "list"),
+                hint="is the kubeconfig's server a Kubernetes API server?",
+            )
+        return body
 
     def _raw(self, fn: Callable, *args, what: str = "", **kwargs):
         """Call a client method; return the undecoded HTTP response (for streams)."""
@@ -317,24 +377,29 @@ class Kube:
                 )
             if e.status == 422 or e.status == 400:
                 return BackendError(f"{subject}rejected by the API server: {reason}")
-            if e.status and e.status >= 500:
-                return BackendError(
+            if e.status and e.status >= 500:  # a gateway's 502/504 may follow a change made
+                return NoAnswer(
                     f"{subject}the API server failed (HTTP {e.status}: {reason})",
                     hint="retry later; check the control plane's health",
                 )
             return BackendError(f"{subject}HTTP {e.status}: {reason}")
         if isinstance(e, (urllib3.exceptions.HTTPError, OSError)):
-            if isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) or "timed out" in str(
-                e
-            ):
-                return BackendError(
-                    f"{subject}the Kubernetes API at {self.host} timed out",
-                    hint="check the network path to the cluster",
-                )
-            if "SSLError" in str(e) or isinstance(e, ssl.SSLError):  # reached, but TLS failed
+            cause = getattr(e, "reason", None) or e  # MaxRetryError wraps the last failure
+            text = f"{e} {cause}"
+            unsent = isinstance(
+                cause,
+                (
+                    urllib3.exceptions.NewConnectionError,
+                    urllib3.exceptions.ConnectTimeoutError,
+                    urllib3.exceptions.NameResolutionError,
+                    urllib3.exceptions.SSLError,
+                    ssl.SSLError,
+                ),
+            )
+            if "SSLError" in text or isinstance(cause, ssl.SSLError):  # reached, but TLS failed
                 why = (
                     "its certificate is not trusted"
-                    if "CERTIFICATE_VERIFY_FAILED" in str(e)
+                    if "CERTIFICATE_VERIFY_FAILED" in text
                     else "the TLS handshake failed"
                 )
                 return BackendError(
@@ -342,11 +407,58 @@ class Kube:
                     hint="check the kubeconfig's server URL (https or http) and "
                     "its certificate-authority-data",
                 )
-            return BackendError(
-                f"{subject}cannot reach the Kubernetes API at {self.host}",
-                hint="is the cluster up and the kubeconfig context right?",
+            if not unsent and (
+                isinstance(cause, (urllib3.exceptions.TimeoutError, TimeoutError))
+                or "timed out" in text
+            ):
+                return NoAnswer(
+                    f"{subject}the Kubernetes API at {self.host} timed out",
+                    hint="check the network path to the cluster",
+                )
+            if unsent:
+                return BackendError(
+                    f"{subject}cannot reach the Kubernetes API at {self.host}",
+                    hint="is the cluster up and the kubeconfig context right?",
+                )
+            if isinstance(cause, urllib3.exceptions.ProtocolError) and len(cause.args) > 1:
+                cause = cause.args[1]  # ("Connection aborted.", RemoteDisconnected(...))
+            return NoAnswer(  # the connection broke after the request went out
+                f"{subject}the connection to the Kubernetes API at {self.host} broke "
+                f"before its answer ({_first_line(cause)})",
+                hint="check the network path to the cluster (a proxy or load balancer?)",
             )
         return BackendError(f"{subject}{type(e).__name__}: {_first_line(e)}")
+
+
+def _is_object(body: Any) -> bool:
+    return isinstance(body, dict) and isinstance(body.get("metadata"), dict)
+
+
+def _is_list(body: Any) -> bool:
+    return (
+        isinstance(body, dict)
+        and isinstance(body.get("items"), list)
+        and all(_is_object(item) for item in body["items"])
+    )
+
+
+_OBJECT, _LIST = _is_object, _is_list
+
+
+def _status_text(status: dict) -> str:
+    message, reason = status.get("message"), status.get("reason")
+    text = message if isinstance(message, str) and message else reason
+    return _first_line(text) if isinstance(text, str) and text else "no detail"
+
+
+def _lines(chunks) -> Iterator[str]:
+    pending = b""
+    for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")
 
 
 def _plural(kind: str) -> str:
@@ -361,10 +473,10 @@ def _subject(kind: str | None, name: str | None, namespace: str | None = None) -
 def _api_message(e) -> str:
     try:
         return json.loads(e.body).get("message") or e.reason
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, RecursionError):
         return str(e.reason or "").strip() or "no detail"
 
 
-def _first_line(e: Exception) -> str:
+def _first_line(e: object) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from dataclasses import dataclass
 
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.gpus.sample import (
@@ -50,6 +51,7 @@ def _explanations() -> tuple[dict[int, str], dict[int, str]]:
         n.NVML_ERROR_IN_USE: "in use by another client",
         n.NVML_ERROR_INSUFFICIENT_RESOURCES: "insufficient resources",
         n.NVML_ERROR_UNKNOWN: "unknown error",
+        n.NVML_ERROR_FUNCTION_NOT_FOUND: "this driver's NVML library lacks a function it needs",
     }
     hints = {
         n.NVML_ERROR_NO_PERMISSION: "run as root (MIG changes and resets need it)",
@@ -67,6 +69,7 @@ def _explanations() -> tuple[dict[int, str], dict[int, str]]:
         n.NVML_ERROR_GPU_IS_LOST: (
             "the GPU fell off the bus: check `dmesg` for Xid errors; the node likely needs a reboot"
         ),
+        n.NVML_ERROR_FUNCTION_NOT_FOUND: "the NVIDIA driver is older than gpuctl needs: upgrade it",
     }
     return reasons, hints
 
@@ -74,11 +77,49 @@ def _explanations() -> tuple[dict[int, str], dict[int, str]]:
 class NvmlError(BackendError):
     """The driver refused an NVML call; `code` is the NVML return code."""
 
-    def __init__(self, code: int, what: str):
+    def __init__(self, code: int, what: str, error: BaseException | None = None):
         self.code = code
         reasons, hints = _explanations()
         reason = reasons.get(code, f"NVML error {code}")
+        missing = _missing_function(error) if error is not None else None
+        if missing:
+            reason = f"this driver's NVML library has no function {missing}"
         super().__init__(f"{what}: {reason} (NVML code {code})", hint=hints.get(code))
+
+    @property
+    def passes(self) -> bool:
+        """Whether the same call can succeed later, once its cause is gone (a process
+        stopped, root rights, a reset): not for what the GPU does not support at all."""
+        import pynvml as n
+
+        return self.code in (
+            n.NVML_ERROR_IN_USE,
+            n.NVML_ERROR_NO_PERMISSION,
+            n.NVML_ERROR_INSUFFICIENT_RESOURCES,
+            n.NVML_ERROR_RESET_REQUIRED,
+            n.NVML_ERROR_TIMEOUT,
+        )
+
+
+@dataclass(frozen=True)
+class GiProfile:
+    """A GPU-instance profile as one GPU's driver reports it."""
+
+    id: int  # what Create*/Placements take
+    placements: tuple[tuple[int, int], ...] | None  # (start, size); None: not allowed to ask
+
+
+def _missing_function(error: BaseException) -> str | None:
+    """The C function pynvml looked up and did not find (NVML_ERROR_FUNCTION_NOT_FOUND):
+    pynvml raises that error without the name, from its lookup helper."""
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "_nvmlGetFunctionPointer":
+            name = frame.f_locals.get("name")
+            return name if isinstance(name, str) else None
+        tb = tb.tb_next
+    return None
 
 
 def _text(value: object) -> str | None:
@@ -164,7 +205,7 @@ class Nvml:
                     "no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)",
                     hint="run on a GPU node, or try a simulated one: --simulate 8xH100-80GB",
                 ) from None
-            raise NvmlError(e.value, "cannot initialize NVML") from None
+            raise NvmlError(e.value, "cannot initialize NVML", e) from None
         self._module = n
 
     def close(self) -> None:
@@ -184,7 +225,7 @@ class Nvml:
         try:
             return fn(*args, **kwargs)
         except self._n.NVMLError as e:
-            raise NvmlError(e.value, what) from None
+            raise NvmlError(e.value, what, e) from None
 
     def _query(self, fn, *args, absent: tuple[int, ...] = (), **kwargs):
         """A reading: None where the driver does not support it (or has no such function)."""
@@ -194,7 +235,7 @@ class Nvml:
             missing = (self._n.NVML_ERROR_NOT_SUPPORTED, self._n.NVML_ERROR_FUNCTION_NOT_FOUND)
             if e.value in missing or e.value in absent:
                 return None
-            raise NvmlError(e.value, f"NVML {getattr(fn, '__name__', 'call')}") from None
+            raise NvmlError(e.value, f"NVML {getattr(fn, '__name__', 'call')}", e) from None
 
     def _handle(self, index: int):
         n = self._n
@@ -396,6 +437,7 @@ class Nvml:
                         start=gi_info.placement.start,
                         size=gi_info.placement.size,
                         compute_instances=self._compute_instances(gi),
+                        profile_index=const,
                     )
                 )
         return sorted(out, key=lambda g: g.gi_id)
@@ -470,8 +512,54 @@ class Nvml:
                 code, f"{what} ({text.splitlines()[-1] if text else 'nvidia-smi failed'})"
             )
 
+    def pci_ids(self, index: int) -> tuple[int | None, int | None]:
+        """(PCI device id, subsystem id) as NVML packs them (device << 16 | vendor, e.g.
+        0x20B010DE, 0x134F10DE): what mig-parted's device-filter matches."""
+        info = self._query(self._n.nvmlDeviceGetPciInfo, self._handle(index))
+        if info is None:
+            return None, None
+        return info.pciDeviceId, info.pciSubSystemId
+
+    def gi_profile(self, index: int, profile_index: int) -> GiProfile | None:
+        """This GPU's GPU-instance profile of NVML constant `profile_index`: the id the driver
+        gives it and where it may be placed; None if the GPU (or its driver) has no such
+        profile. As mig-parted does, the id is asked of the GPU, never assumed."""
+        n = self._n
+        h = self._handle(index)
+        what = f"GPU {index}: GPU instance profile {profile_index}"
+        # version 1: nvmlDeviceGetGpuInstanceProfileInfo itself, as go-nvlib calls it (the
+        # V variant pynvml prefers refuses while MIG is off)
+        info = self._query(
+            n.nvmlDeviceGetGpuInstanceProfileInfo,
+            h,
+            profile_index,
+            version=1,
+            absent=(n.NVML_ERROR_INVALID_ARGUMENT,),
+        )
+        if info is None:
+            return None
+        count = ctypes.c_uint(0)
+        try:
+            n.nvmlDeviceGetGpuInstancePossiblePlacements(h, info.id, None, ctypes.byref(count))
+        except n.NVMLError as e:
+            if e.value == n.NVML_ERROR_NO_PERMISSION:  # only root may ask
+                return GiProfile(info.id, None)
+            raise NvmlError(e.value, what) from None
+        array = (n.c_nvmlGpuInstancePlacement_t * count.value)()
+        if count.value:
+            self._call(
+                what,
+                n.nvmlDeviceGetGpuInstancePossiblePlacements,
+                h,
+                info.id,
+                array,
+                ctypes.byref(count),
+            )
+        return GiProfile(info.id, tuple((p.start, p.size) for p in array[: count.value]))
+
     def create_gpu_instance(self, index: int, profile_id: int, start: int) -> int:
-        """Creates a GPU instance of profile *id* `profile_id` at memory slice `start`; returns its id."""
+        """Creates a GPU instance of profile *id* `profile_id` (see gi_profile) at memory
+        slice `start`; returns the instance's id."""
         n = self._n
         h = self._handle(index)
         what = f"GPU {index}: create GPU instance (profile id {profile_id} at slice {start})"

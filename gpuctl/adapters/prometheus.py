@@ -13,16 +13,16 @@ from gpuctl.adapters import vector_stream
 from gpuctl.common.errors import BackendError, UsageError
 
 Sample = tuple[dict[str, Any], float]
-_TEXT = {str}
 T = TypeVar("T")
-
+_TEXT = {str}
+DEFAULT_TIMEOUT = 10.0  # seconds per query, the whole answer included
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
 
 
 class Prometheus:
     """One Prometheus server. `queries_sent` counts the HTTP queries made so far."""
 
-    def __init__(self, url: str, timeout: float = 10.0):
+    def __init__(self, url: str, timeout: float | None = None):
         from urllib.parse import urlsplit, urlunsplit
 
         text = (url or "").strip()
@@ -54,14 +54,22 @@ class Prometheus:
             netloc += f":{parts.port}"
         # Shown in messages: never the credentials.
         self.url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+        if timeout is None:
+            from gpuctl.common.config import request_timeout
+
+            timeout = request_timeout(DEFAULT_TIMEOUT)
         self.timeout = timeout
         self.queries_sent = 0
         self._count_lock = threading.Lock()
+        self._in_flight: list[list] = []  # the sockets of each query under way
 
     def query(self, expr: str, consume: Callable[[Iterator[Sample]], T] = list) -> T:  # type: ignore[assignment]
         """An instant query: its samples (labels, value), value a float (NaN kept as NaN),
         passed to `consume` as they are decoded; what it returns is returned (by default
-        the list of samples). Memory holds a slice of the answer, not all of it."""
+        the list of samples). Memory holds a slice of the answer, not all of it. The whole
+        exchange, redirects and consume included, has `timeout` seconds."""
+        import http.client
+        import socket
         import urllib.error
         import urllib.parse
         import urllib.request
@@ -74,52 +82,88 @@ class Prometheus:
                 "Accept": "application/json",
                 "User-Agent": "gpuctl",
             },
+            method="POST",
         )
         if self._auth:
             request.add_header("Authorization", self._auth)
         with self._count_lock:
             self.queries_sent += 1
+        sockets: list[socket.socket] = []
+        expired = threading.Event()
+
+        def expire() -> None:  # a trickling server must not hold gpuctl: cut it off
+            expired.set()
+            _shut(sockets)
+
+        timer = threading.Timer(self.timeout, expire)
+        timer.daemon = True
+        with self._count_lock:
+            self._in_flight.append(sockets)
+        timer.start()
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with _opener(sockets).open(request, timeout=self.timeout) as response:
                 try:
                     return consume(self._samples(response.read))
-                except vector_stream.NotAVectorStream as e:
+                except vector_stream.NotAVectorStream as e:  # an error, another shape
                     body = e.head + response.read()
         except urllib.error.HTTPError as e:
             raise self._http_error(e) from None
-        except urllib.error.URLError as e:
-            reason = getattr(e.reason, "strerror", None) or str(e.reason)
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            if expired.is_set():
+                raise BackendError(
+                    f"Prometheus at {self.url} did not answer within {self.timeout:g} s",
+                    hint="check that Prometheus is healthy and the network path to it "
+                    "(a proxy that holds the connection?)",
+                ) from None
+            reason = getattr(e, "reason", e)
+            if isinstance(e, TimeoutError) or isinstance(reason, TimeoutError):
+                what = "timed out"
+            else:
+                what = getattr(reason, "strerror", None) or str(reason) or type(e).__name__
             raise BackendError(
-                f"cannot reach Prometheus at {self.url}: {reason}",
+                f"cannot reach Prometheus at {self.url}: {what} (after {self.timeout:g} s)"
+                if what == "timed out"
+                else f"cannot reach Prometheus at {self.url}: {what}",
                 hint="check the URL and that Prometheus is running; " + HINT_URL,
             ) from None
-        except (TimeoutError, OSError) as e:
-            what = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
-            raise BackendError(
-                f"cannot reach Prometheus at {self.url}: {what} (after {self.timeout:g} s)",
-                hint="check the URL and that Prometheus is running",
-            ) from None
+        finally:
+            timer.cancel()
+            with self._count_lock:
+                self._in_flight.remove(sockets)
+        if expired.is_set():
+            raise BackendError(f"Prometheus at {self.url} did not answer within {self.timeout:g} s")
         return consume(iter(self._vector(body)))
 
     def _samples(self, read) -> Iterator[Sample]:
+        """A successful vector answer's samples, a slice of the answer at a time."""
         try:
             for batch in vector_stream.batches(read):
-                labels = [item["metric"] for item in batch]
-                values = [float(item["value"][1]) for item in batch]
-                # Every label set an object (else dict.values raises) of text (C speed).
-                if not _TEXT.issuperset(map(type, chain.from_iterable(map(dict.values, labels)))):
-                    raise TypeError
+                try:
+                    labels = [item.get("metric") or {} for item in batch]
+                    values = [float(item["value"][1]) for item in batch]
+                    # Every label set an object (else dict.values raises) of text (C speed).
+                    if not _TEXT.issuperset(
+                        map(type, chain.from_iterable(map(dict.values, labels)))
+                    ):
+                        raise TypeError
+                except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+                    problem = next(filter(None, map(_sample_problem, batch)), "not a sample")
+                    raise BackendError(
+                        f"Prometheus at {self.url} gave a malformed sample: {problem}"
+                    ) from None
                 yield from zip(labels, values)
-        except (ValueError, TypeError, KeyError, IndexError, RecursionError):
-            raise BackendError(f"Prometheus at {self.url} gave a malformed sample") from None
+        except (ValueError, RecursionError):  # not JSON, or cut short
+            raise BackendError(
+                f"Prometheus at {self.url} gave a malformed answer (not JSON, or cut short)"
+            ) from None
 
     def _http_error(self, e) -> BackendError:
         detail = ""
         try:
             answer = json.loads(e.read() or b"null")
             if isinstance(answer, dict) and answer.get("error"):
-                detail = f": {answer.get('errorType', 'error')}: {answer['error']}"
-        except (ValueError, OSError):
+                detail = f": {_text(answer.get('errorType', 'error'))}: {_text(answer['error'])}"
+        except (ValueError, OSError, RecursionError):
             pass
         hints = {
             401: "Prometheus wants credentials: put them in the URL (https://user:pass@host)",
@@ -127,38 +171,44 @@ class Prometheus:
             404: f"no /api/v1/query under {self.url}: is this the Prometheus base URL?",
         }
         return BackendError(
-            f"Prometheus at {self.url} answered HTTP {e.code} {e.reason}{detail}",
+            f"Prometheus at {self.url} answered HTTP {e.code} {_text(e.reason)}{detail}",
             hint=hints.get(e.code, HINT_URL if e.code < 500 else None),
         )
 
     def _vector(self, body: bytes) -> list:
         try:
             answer = json.loads(body)
-            status, data = answer["status"], answer.get("data")
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, RecursionError):  # HTML, or JSON nested past any sense
+            answer = None
+        if not isinstance(answer, dict) or "status" not in answer:
             raise BackendError(
                 f"{self.url} did not answer like a Prometheus server "
                 "(no JSON status from /api/v1/query)",
                 hint=HINT_URL,
-            ) from None
-        if status != "success":
+            )
+        if answer["status"] != "success":
             raise BackendError(
                 f"Prometheus at {self.url} rejected a query: "
-                f"{answer.get('errorType', 'error')}: {answer.get('error', '?')}"
+                f"{_text(answer.get('errorType', 'error'))}: {_text(answer.get('error', '?'))}"
             )
+        data = answer.get("data")
         if not isinstance(data, dict) or data.get("resultType") != "vector":
+            kind = data.get("resultType") if isinstance(data, dict) else None
             raise BackendError(
-                f"Prometheus at {self.url} gave an unexpected answer "
-                f"(resultType {data.get('resultType') if isinstance(data, dict) else None!r})"
+                f"Prometheus at {self.url} gave an unexpected answer (resultType {_text(kind)})"
             )
-        try:
-            return [(item["metric"], float(item["value"][1])) for item in data.get("result") or ()]
-        except (KeyError, IndexError, TypeError, ValueError):
-            raise BackendError(f"Prometheus at {self.url} gave a malformed sample") from None
+        samples = []
+        for item in data.get("result") or ():
+            problem = _sample_problem(item)
+            if problem:
+                raise BackendError(f"Prometheus at {self.url} gave a malformed sample: {problem}")
+            samples.append((item.get("metric") or {}, float(item["value"][1])))
+        return samples
 
     def query_all(self, exprs: list, consumers: list | None = None) -> list:
         """Several instant queries, sent concurrently (each evaluated at the server's now);
-        each answer goes to its consumer (see `query`), by default into a list."""
+        each answer goes to its consumer (see `query`), by default into a list. Ctrl-C
+        cuts every one off at once."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
@@ -166,4 +216,118 @@ class Prometheus:
                 pool.submit(self.query, e, *([consumers[i]] if consumers else []))
                 for i, e in enumerate(exprs)
             ]
-            return [f.result() for f in futures]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                with self._count_lock:
+                    for sockets in self._in_flight:
+                        _shut(sockets)
+                raise
+
+
+def _sample_problem(item) -> str | None:
+    """Why one element of a vector result is not a Prometheus sample, or None."""
+    if not isinstance(item, dict):
+        return f"expected an object, got {type(item).__name__}"
+    metric = item.get("metric") or {}
+    if not isinstance(metric, dict):
+        return f"labels are {type(metric).__name__}, not an object"
+    for key, value in metric.items():
+        if not isinstance(value, str):
+            return f"label {_text(key)} is {type(value).__name__}, not text"
+    value = item.get("value")
+    if not isinstance(value, list) or len(value) != 2:
+        return "value is not a [time, value] pair"
+    number = value[1]
+    if isinstance(number, bool) or not isinstance(number, (str, int, float)):
+        return f"value is {type(number).__name__}, not a number"
+    try:
+        float(number)
+    except (ValueError, OverflowError):
+        return f"value {_text(repr(number))} is not a number"
+    return None
+
+
+def _text(value: object, limit: int = 120) -> str:
+    """Something a server sent, shortened for one line of a message."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shut(sockets: list) -> None:
+    for sock in list(sockets):
+        try:
+            sock.shutdown(2)  # SHUT_RDWR: a blocked read returns at once
+        except OSError:
+            pass
+
+
+def _opener(sockets: list):
+    """urllib with proxies from the environment as usual, the connections' sockets recorded
+    in `sockets` (so a deadline can cut them off), and redirects that keep the POST and
+    send basic-auth credentials only to the same origin."""
+    import functools
+    import http.client
+    import urllib.request
+
+    def tracked(cls, *args, **kwargs):
+        conn = cls(*args, **kwargs)
+        create = conn._create_connection
+
+        def connect(*a, **k):
+            sock = create(*a, **k)
+            sockets.append(sock)
+            return sock
+
+        conn._create_connection = connect
+        return conn
+
+    class Plain(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(functools.partial(tracked, http.client.HTTPConnection), req)
+
+    class Secure(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(
+                functools.partial(tracked, http.client.HTTPSConnection),
+                req,
+                context=self._context,
+            )
+
+    return urllib.request.build_opener(Plain, Secure, _redirects())
+
+
+def _origin(url: str) -> tuple:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+
+
+def _redirects():
+    import urllib.request
+
+    class Redirects(urllib.request.HTTPRedirectHandler):
+        """Follow a redirect with the same POST (a query is read-only); the Authorization
+        header goes along only to the same scheme, host and port."""
+
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            if code not in (301, 302, 303, 307, 308):
+                return None
+            same_origin = _origin(newurl) == _origin(req.full_url)
+            keep = {
+                k: v
+                for k, v in req.header_items()
+                if k.lower() not in ("host", "content-length")
+                and (same_origin or k.lower() not in ("authorization", "cookie"))
+            }
+            return urllib.request.Request(
+                newurl,
+                data=req.data,
+                headers=keep,
+                origin_req_host=req.origin_req_host,
+                method="POST",
+            )
+
+    return Redirects

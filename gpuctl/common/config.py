@@ -3,6 +3,7 @@ config file (GPUCTL_CONFIG, default ~/.config/gpuctl/config.yaml), which wins ov
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 
@@ -15,6 +16,12 @@ SETTINGS = {
     "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", DEFAULT_GPU_LABEL_KEY),
     "prometheus_url": ("GPUCTL_PROMETHEUS_URL", None),
     "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
+    # seconds one request to Kubernetes or Prometheus may take, whole answer included
+    "request_timeout": ("GPUCTL_REQUEST_TIMEOUT", None),
+    # site job templates (gpuctl.jobs.templates): where to look first, and the one every
+    # job inherits
+    "templates_dir": ("GPUCTL_TEMPLATES_DIR", None),
+    "default_template": ("GPUCTL_DEFAULT_TEMPLATE", None),
 }
 LIST_SETTINGS = {
     # name: environment variable (comma-separated there); unset unless given
@@ -46,6 +53,20 @@ def setting(
     elif check and (problem := check(value)):
         raise UsageError(f"{name} {value!r} (from {where}): {problem}")
     return default if value is None else value
+
+
+def request_timeout(default: float) -> float:
+    """The request_timeout setting in seconds, or `default` when it is not set."""
+    value = setting("request_timeout", check=_seconds_problem)
+    return default if value is None else float(value)
+
+
+def _seconds_problem(text: str) -> str | None:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    return None if 0 < seconds <= 86400 else "not a number of seconds (above 0, at most 86400)"
 
 
 def setting_list(name: str, option_values: list[str]) -> list[str] | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 # Exit codes scripts can rely on.
 EXIT_FAILURE = 1  # an outside system failed or refused (cluster, cloud, GPU)
 EXIT_USAGE = 2  # bad input: a spec file or an option
@@ -10,18 +13,22 @@ EXIT_INTERRUPTED = 130
 
 
 class GpuctlError(Exception):
-    """An error with a message meant for the user, and optionally a hint to fix it."""
+    """An error with a message meant for the user, and optionally a hint to fix it.
+
+    `details` are lines printed below the message (one per refused node, object left, …).
+    Every text is made printable and has credentials in URLs masked (see `redact`)."""
 
     exit_code = EXIT_FAILURE
 
-    def __init__(self, message: str, hint: str | None = None):
-        message, hint = _printable(message), hint and _printable(hint)
+    def __init__(self, message: str, hint: str | None = None, details: Iterable[str] = ()):
+        message = _printable(redact(message))
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = hint and _printable(redact(hint))
+        self.details = [_printable(redact(d)) for d in details]
 
     def __str__(self) -> str:
-        return self.message
+        return "\n".join([self.message, *self.details])
 
 
 class SpecError(GpuctlError):
@@ -39,11 +46,14 @@ class SpecError(GpuctlError):
         hint: str | None = None,
     ):
         self.file, self.line, self.field = file, line, field
-        where = ":".join(str(p) for p in (file, line) if p is not None)
-        prefix = f"{where}: " if where else ""
-        if field:
-            prefix += f"{field}: "
-        super().__init__(prefix + message, hint)
+        prefix = location(file, line, field)
+        super().__init__(f"{prefix}: {message}" if prefix else message, hint)
+
+
+def location(file: str | None, line: int | None = None, field: str | None = None) -> str:
+    """Where in a spec file: "job.yaml:8: volumes[0].pvc" (the parts that are known)."""
+    where = ":".join(str(p) for p in (file, line) if p is not None)
+    return ": ".join(p for p in (where, field) if p)
 
 
 class UsageError(GpuctlError):
@@ -60,6 +70,26 @@ class BackendError(GpuctlError):
     """An outside system (Kubernetes, AWS, NVML, Prometheus, Terraform) failed."""
 
     exit_code = EXIT_FAILURE
+
+
+class Interrupted(GpuctlError):
+    """Ctrl-C: what was stopped, and what was undone or is left."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+# user:password@ in any URL, and the values of query parameters that carry credentials
+# (tokens, keys, AWS pre-signed URLs' signatures).
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s'\"?#<>]+@")
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&](?:[a-z0-9_.-]*(?:token|password|passwd|secret|signature|credential|apikey|api_key)"
+    r"|key|sig|auth|x-amz-[a-z-]+)=)[^&\s'\"#<>]+"
+)
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials of every URL in it masked: `https://***@host/?token=***`."""
+    return _SECRET_QUERY.sub(r"\1***", _URL_USERINFO.sub(r"\1***@", text))
 
 
 def _printable(text: str) -> str:

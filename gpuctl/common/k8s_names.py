@@ -15,6 +15,8 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DATA_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+_ENV_VAR = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 
 def dns1123_label(name: str) -> bool:
@@ -43,3 +45,50 @@ def label_key(key: str) -> bool:
 def label_value(value: str) -> bool:
     """Empty, or a qualified name (≤ 63)."""
     return value == "" or bool(_QUALIFIED_NAME.fullmatch(value))
+
+
+def data_key(key: str) -> bool:
+    """A key of a Secret's or ConfigMap's data: letters, digits, '-', '_', '.' (≤ 253)."""
+    return bool(_DATA_KEY.fullmatch(key)) and key != "." and not key.startswith("..")
+
+
+def env_var_name(name: str) -> bool:
+    """A container environment variable's name (letters, digits, '-', '_', '.'; no leading
+    digit)."""
+    return bool(_ENV_VAR.fullmatch(name))
+
+
+# Label keys a job spec may not set, with who sets them. gpuctl finds its objects by its
+# own two; the Job controller (kubernetes/kubernetes pkg/apis/batch: JobNameLabel,
+# ControllerUidLabel and their unprefixed legacy forms, job-completion-index) selects its
+# pods by its own, and a pod carrying them is taken for a Job's pod.
+_RESERVED_LABELS = {
+    "app.kubernetes.io/managed-by": "gpuctl",
+    "job-name": "the Kubernetes Job controller",
+    "controller-uid": "the Kubernetes Job controller",
+    "pod-template-hash": "the Kubernetes ReplicaSet controller",
+    "controller-revision-hash": "the Kubernetes StatefulSet and DaemonSet controllers",
+}
+_RESERVED_PREFIXES = {
+    "gpuctl.io/": "gpuctl",
+    "batch.kubernetes.io/": "the Kubernetes Job controller",
+    "jobset.sigs.k8s.io/": "the JobSet controller",
+    # "The kubernetes.io/ and k8s.io/ prefixes are reserved for Kubernetes core components"
+    # (kubernetes.io/docs/concepts/overview/working-with-objects/labels), subdomains too
+    "kubernetes.io/": "Kubernetes",
+    "k8s.io/": "Kubernetes",
+}
+
+
+def reserved_label(key: str) -> str | None:
+    """Who sets the label `key` itself (so a job spec may not), or None. Keys of the
+    app.kubernetes.io/ recommended labels other than managed-by stay free."""
+    if key in _RESERVED_LABELS:
+        return _RESERVED_LABELS[key]
+    prefix = key.rpartition("/")[0] + "/" if "/" in key else ""
+    if prefix.startswith("app.kubernetes.io/"):
+        return None
+    for reserved, owner in _RESERVED_PREFIXES.items():
+        if prefix == reserved or prefix.endswith("." + reserved):
+            return owner
+    return None

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import sys
 from typing import Any
 
-import typer
-
 from gpuctl.common.errors import Aborted, UsageError
+
+# Width of tables written to a file or a pipe: every cell whole, as kubectl prints them.
+UNBOUNDED_WIDTH = 100_000
 
 
 class Format(str, enum.Enum):
@@ -28,7 +30,11 @@ class DataFormat(str, enum.Enum):
 def dump(data: Any, fmt: str) -> str:
     """YAML or JSON text (several manifests: dump_documents)."""
     if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+        # JSON has no Infinity or NaN: a reading that overflowed or is undefined is null
+        return (
+            json.dumps(_finite(data), indent=2, sort_keys=False, default=str, allow_nan=False)
+            + "\n"
+        )
     if fmt == "yaml":
         import yaml
 
@@ -43,6 +49,16 @@ def dump_documents(docs: list[dict], fmt: str) -> str:
     import yaml
 
     return yaml.dump_all(docs, Dumper=_dumper(), sort_keys=False, default_flow_style=False)
+
+
+def _finite(data: Any) -> Any:
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    return data
 
 
 def _dumper():
@@ -66,22 +82,34 @@ def echo(text: str) -> None:
 
 
 def err_console():
-    from rich.console import Console
-
-    return Console(stderr=True)
+    return _console(stderr=True)
 
 
 def out_console():
+    return _console(stderr=False)
+
+
+def _console(stderr: bool):
+    """A terminal gets tables fitted to its width; a file or a pipe gets every cell whole."""
     from rich.console import Console
 
-    return Console()
+    stream = sys.stderr if stderr else sys.stdout
+    terminal = hasattr(stream, "isatty") and stream.isatty()
+    return Console(stderr=stderr, width=None if terminal else UNBOUNDED_WIDTH)
 
 
 def confirm(question: str, yes: bool) -> None:
-    """Proceed if --yes was given or the user agrees; otherwise abort (exit 3)."""
+    """Proceed if --yes was given or the user agrees; otherwise abort (exit 3). Ctrl-C at
+    the prompt is an interrupt like anywhere else (exit 130)."""
     if yes:
         return
     if not sys.stdin.isatty():
         raise Aborted("not confirmed: pass --yes to proceed without a prompt")
-    if not typer.confirm(question, default=False):
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    try:
+        answer = sys.stdin.readline()
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
         raise Aborted("aborted; nothing was changed")

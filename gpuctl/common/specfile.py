@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.common import k8s_names
-from gpuctl.common.errors import SpecError
+from gpuctl.common.errors import SpecError, location
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import parse as parse_quantity
 
@@ -28,6 +28,13 @@ MAX_SECONDS = 2**31 - 1  # Kubernetes' int32 duration fields (ttlSecondsAfterFin
 _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
 _TEXT_TAGS = {_STD + t for t in ("timestamp", "binary")}  # kept as the text written
+# A number as a person writes it in decimal: YAML 1.1 also reads octal (010 is 8), hex
+# (0x10), underscores (1_6), base 60 (1:04 is 64) and .inf/.nan.
+_PLAIN_NUMBER = re.compile(r"[-+]?(0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|[-+]?\.[0-9]+")
+# Text may hold tabs and line breaks (a script in `args: |`), no other control character:
+# NUL ends a C string, escapes drive terminals, a carriage return hides what precedes it,
+# bidirectional overrides show text in another order than it is read.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 Path = tuple[str | int, ...]  # keys (str) and list indexes (int) from the document root
 
@@ -41,6 +48,11 @@ class Doc:
     lines: dict[Path, int] = field(default_factory=dict)
     # as written, for numbers and booleans: `010`, `1:30`, `12.10`, `yes` are text to a user
     written: dict[Path, str] = field(default_factory=dict)
+    # numbers not written as plain decimals (`010`, `0x10`, `1_6`, `1:04`, `.inf`), kept as
+    # their text, with what YAML 1.1 would have read: a number field refuses them
+    not_plain: dict[Path, int | float] = field(default_factory=dict)
+    # the file of each part that came from another file (a job merged with its templates)
+    files: dict[Path, str] = field(default_factory=dict)
 
     def line(self, path: Path) -> int | None:
         while path:
@@ -49,9 +61,24 @@ class Doc:
             path = path[:-1]
         return self.lines.get(())
 
+    def file_of(self, path: Path) -> str:
+        while path:
+            if path in self.files:
+                return self.files[path]
+            path = path[:-1]
+        return self.files.get((), self.file)
+
+    def where(self, path: Path) -> str:
+        """Where PATH is, as messages name it: job.yaml:8: volumes[0].pvc."""
+        return location(self.file_of(path), self.line(path), dotted(path) or None)
+
     def error(self, path: Path, message: str, hint: str | None = None) -> SpecError:
         return SpecError(
-            message, file=self.file, line=self.line(path), field=dotted(path) or None, hint=hint
+            message,
+            file=self.file_of(path),
+            line=self.line(path),
+            field=dotted(path) or None,
+            hint=hint,
         )
 
     def root(self) -> Fields:
@@ -172,6 +199,12 @@ def _convert(node: yaml.Node, path: Path, doc: Doc, loader: yaml.SafeLoader) -> 
                 line=line,
                 field=dotted(path) or None,
             ) from None
+        if isinstance(value, str):
+            _check_text(value, doc, path, line)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not _PLAIN_NUMBER.fullmatch(node.value):
+                doc.not_plain[path] = value
+                return node.value
         if isinstance(value, (bool, int, float)):
             doc.written[path] = node.value
         return value
@@ -202,6 +235,7 @@ def _convert(node: yaml.Node, path: Path, doc: Doc, loader: yaml.SafeLoader) -> 
                 field=dotted(path) or None,
             )
         key = knode.value
+        _check_text(key, doc, path + (key,), kline)
         if key in out:
             raise SpecError(
                 f"duplicate key {key!r}", file=doc.file, line=kline, field=dotted(path + (key,))
@@ -209,6 +243,18 @@ def _convert(node: yaml.Node, path: Path, doc: Doc, loader: yaml.SafeLoader) -> 
         doc.lines[path + (key,)] = kline
         out[key] = _convert(vnode, path + (key,), doc, loader)
     return out
+
+
+def _check_text(text: str, doc: Doc, path: Path, line: int) -> None:
+    bad = _CONTROL.search(text)
+    if bad:
+        raise SpecError(
+            f"control character U+{ord(bad.group()):04X} in text (of the control characters "
+            "only tabs and line breaks are allowed)",
+            file=doc.file,
+            line=line,
+            field=dotted(path) or None,
+        )
 
 
 # ---------- typed access to the fields of one mapping ----------
@@ -295,6 +341,7 @@ class Fields:
         value = self._get(key, default, required)
         if value is default:
             return value
+        self._plain(key)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(key, f"expected a whole number, got {_kind(value)} {value!r}")
         if minimum is not None and value < minimum:
@@ -357,12 +404,24 @@ class Fields:
         value = self._get(key, default, False)
         if value is default:
             return value
+        self._plain(key)
         seconds = parse_duration(value)
         if seconds is None:
             raise self.error(key, f"{value!r} is not a duration (e.g. 90s, 30m, 24h, 1h30m, 2d)")
         if seconds > MAX_SECONDS:
             raise self.error(key, f"{value!r} is longer than {MAX_SECONDS} seconds (68 years)")
         return seconds
+
+    def _plain(self, key: str) -> None:
+        """Refuse a number written in a form YAML 1.1 reads other than as decimal."""
+        path = self.path + (key,)
+        if path in self.doc.not_plain:
+            text, read = self.data[key], self.doc.not_plain[path]
+            raise self.error(
+                key,
+                f"{text!r} is not a plain decimal number (YAML 1.1 would read it as {read!r}); "
+                "write digits only, without leading zeros, underscores or colons",
+            )
 
     def _as_written(self, rel: Path, value: Any) -> Any:
         """A scalar as the user wrote it (YAML reads `010` as 8 and `12.10` as 12.1)."""

@@ -24,11 +24,15 @@ _MODELS = {
     "NVIDIA H100 80GB HBM3": ("H100-80GB", 81559),
     "NVIDIA H100 NVL": ("H100-NVL", 95830),
     "NVIDIA GH200 480GB": ("GH200-480GB", 97871),
+    "NVIDIA H20": ("H20", 97871),
     "NVIDIA H200": ("H200", 143771),
     "NVIDIA H200 NVL": ("H200-NVL", 143771),
     "NVIDIA GH200 144G HBM3e": ("GH200-144GB", 146931),
     "NVIDIA B200": ("B200", 183359),
     "unconfirmed (GB200)": ("GB200", 189471),
+    # Derived from the names of their 7g profiles (see the entries' notes in the JSON).
+    "NVIDIA B300 SXM6 AC": ("B300", 275040),
+    "NVIDIA GB300": ("GB300", 284416),
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": ("RTX-PRO-6000", 97887),
 }
 
@@ -46,7 +50,9 @@ class Profile:
 
     name: str  # e.g. "1g.10gb", "1g.10gb+me"
     index: int  # NVML_GPU_INSTANCE_PROFILE_* constant value (what GetGpuInstanceProfileInfo takes)
-    profile_id: int | None  # the id NVML returns and Create*/Placements take; None if unconfirmed
+    # The id NVML returns for that constant and Create*/Placements take; None if unconfirmed.
+    # gpuctl asks the GPU for it (as mig-parted does); the table's value is for display.
+    profile_id: int | None
     slices: int  # compute (SM) slices
     memory_slices: int
     memory_mib: int | None  # None if unconfirmed
@@ -55,6 +61,7 @@ class Profile:
     starts: tuple[int, ...]  # valid placement starts, in placement units
     size: int  # placement size, in placement units
     ci_profile_id: int | None  # default compute-instance profile, where sourced
+    aliases: tuple[str, ...] = ()  # the names other drivers give this profile (GB200 3g.95gb)
 
     @property
     def resource_name(self) -> str:
@@ -76,8 +83,12 @@ class GpuModel:
     pci_device_ids: tuple[str, ...] = ()  # as mig-parted's device-filter writes them
 
     def profile(self, name: str) -> Profile:
+        """The profile called `name`, by this driver's name or an older one's (an alias)."""
         for p in self.profiles:
             if p.name == name:
+                return p
+        for p in self.profiles:
+            if name in p.aliases:
                 return p
         raise GpuctlError(
             f"{self.short_name} has no MIG profile {name!r}",
@@ -86,6 +97,10 @@ class GpuModel:
 
     def profile_by_id(self, profile_id: int) -> Profile | None:
         return next((p for p in self.profiles if p.profile_id == profile_id), None)
+
+    def profile_by_index(self, index: int) -> Profile | None:
+        """The profile of NVML constant `index` (NVML_GPU_INSTANCE_PROFILE_*)."""
+        return next((p for p in self.profiles if p.index == index), None)
 
 
 def _first_int(value: object) -> int | None:
@@ -113,6 +128,7 @@ def models() -> tuple[GpuModel, ...]:
                 starts=tuple(p["placements_start"]),
                 size=p["placement_size"],
                 ci_profile_id=_first_int(p.get("default_ci_profile_id")),
+                aliases=tuple(p.get("name_aliases", ())),
             )
             for p in g["profiles"]
         )
@@ -158,8 +174,16 @@ def known_model(name: str) -> GpuModel | None:
         return None
 
 
+def model_by_pci_id(pci_id: int) -> GpuModel | None:
+    """The model whose MIG geometry a GPU of this PCI device id (device << 16 | vendor, as
+    NVML's pciDeviceId) has: an H100 PCIe or an H800 has the H100 80GB's, as NVIDIA's own
+    mig-parted config groups them."""
+    return next((m for m in models() if pci_id in {int(i, 16) for i in m.pci_device_ids}), None)
+
+
 def all_profile_names() -> frozenset[str]:
-    return frozenset(p.name for m in models() for p in m.profiles)
+    """Every profile name of every model, the names older drivers used included."""
+    return frozenset(n for m in models() for p in m.profiles for n in (p.name, *p.aliases))
 
 
 def media_conflict(names: Sequence[str]) -> tuple[str, list[str]] | None:

@@ -22,6 +22,7 @@ class GpuInstance:
     start: int  # placement, in memory slices
     size: int
     compute_instances: list[ComputeInstance] = field(default_factory=list)
+    profile_index: int | None = None  # its NVML_GPU_INSTANCE_PROFILE_* constant, where known
 
 
 @dataclass(frozen=True)

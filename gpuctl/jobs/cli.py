@@ -7,7 +7,7 @@ import enum
 import typer
 
 from gpuctl.common import options
-from gpuctl.common.errors import GpuctlError
+from gpuctl.common.errors import GpuctlError, Interrupted
 from gpuctl.common.output import (
     DataFormat,
     Format,
@@ -44,11 +44,17 @@ def register(app: typer.Typer) -> None:
     app.add_typer(jobs_app, name="jobs")
 
 
-def _load(paths: list[str]):
-    from gpuctl.common.specfile import load_yaml_file
-    from gpuctl.jobs.spec import parse_job
+TEMPLATE_HELP = (
+    "Site template: a name (looked up in the settings' templates_dir, then in gpuctl's own "
+    "templates) or a path to a YAML file. Replaces the spec's own template:."
+)
 
-    return [parse_job(load_yaml_file(p)) for p in paths]
+
+def _load(paths: list[str], template: str | None = None):
+    """(spec, merge with its templates) for each job spec file."""
+    from gpuctl.jobs.sources import load_job
+
+    return [load_job(p, template) for p in paths]
 
 
 def _positive(value: float) -> float:
@@ -78,15 +84,72 @@ def _label_key(option: str | None) -> str:
 
 def render(
     files: list[str] = typer.Argument(..., metavar="JOB.yaml...", help="Job spec files."),
-    output: DataFormat = options.data_output(),
+    output: DataFormat | None = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="yaml (the default) or json; with --explain, a table unless given.",
+    ),
     gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
+    template: str | None = typer.Option(
+        None, "--template", metavar="NAME|PATH", help=TEMPLATE_HELP
+    ),
+    explain: bool = typer.Option(
+        False,
+        "--explain",
+        help="Instead of manifests: each field's value and where it came from "
+        "(the job, which template, or a default).",
+    ),
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
     from gpuctl.jobs.manifests import render as render_job
 
     key = _label_key(gpu_label_key)
-    docs = [obj for spec in _load(files) for obj in render_job(spec, key)]
-    echo(dump_documents(docs, output.value))
+    loaded = _load(files, template)
+    if explain:
+        _explain(loaded, output)
+        return
+    docs = [obj for spec, _ in loaded for obj in render_job(spec, key)]
+    echo(dump_documents(docs, (output or DataFormat.yaml).value))
+
+
+def _explain(loaded: list, output: DataFormat | None) -> None:
+    from gpuctl.jobs.templates import explain
+
+    reports = [
+        {
+            "file": merged.doc.file,
+            "layers": [{"from": layer.source, "file": layer.doc.file} for layer in merged.layers],
+            "fields": explain(merged, spec),
+        }
+        for spec, merged in loaded
+    ]
+    if output is not None:
+        echo(dump(reports, output.value))
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    for report in reports:
+        chain = " ← ".join(layer["from"] for layer in report["layers"])
+        title = Text(f"{report['file']}: {chain}")
+        table = Table(title=title, title_justify="left", box=None)
+        for col in ("FIELD", "VALUE", "FROM", "AT"):
+            table.add_column(col, overflow="fold")
+        for row in report["fields"]:
+            at = _short_path(row["at"])
+            table.add_row(Text(row["field"]), Text(row["value"]), Text(row["from"]), Text(at))
+        out_console().print(table)
+
+
+def _short_path(at: str) -> str:
+    """FILE:LINE with FILE relative to the working directory when it is below it."""
+    import os
+
+    if not os.path.isabs(at):
+        return at
+    relative = os.path.relpath(at)
+    return at if relative.startswith("..") else relative
 
 
 def submit(
@@ -109,14 +172,18 @@ def submit(
         24 * 3600, "--timeout", callback=_positive, help="Seconds to --wait at most."
     ),
     gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
+    template: str | None = typer.Option(
+        None, "--template", metavar="NAME|PATH", help=TEMPLATE_HELP
+    ),
 ) -> None:
-    """Check that a job fits the cluster, then create it (all objects, or none)."""
+    """Check that a job fits the cluster and that the volumes and secrets it uses exist,
+    then create it (all objects, or none)."""
     from gpuctl.adapters.kube import Forbidden, Kube
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs.manifests import render as render_job
     from gpuctl.quota import service as quota
 
-    spec = _load([file])[0]
+    spec, _ = _load([file], template)[0]
     key = _label_key(gpu_label_key)
     manifests = render_job(spec, key)
     err = err_console()
@@ -140,6 +207,8 @@ def submit(
                 f"[yellow]No room right now: {spec.name} will queue until "
                 f"{report.workers} × {report.per_worker} {report.resource} are free.[/]"
             )
+        for warning in workloads.check_references(kube, spec, ns):
+            err.print(f"warning: {warning}", style="yellow", markup=False)
         quota.precheck(kube, spec, ns)
         if dry_run == DryRun.client:
             err.print(f"dry run: would create {_names(manifests)} in namespace {ns}")
@@ -156,17 +225,23 @@ def submit(
         if dry_run:
             return
         kind = manifests[-1]["kind"]
-        if follow:
-            err.print(f"following the logs of {spec.name} once its first worker has started")
-            for line in workloads.logs(kube, spec.name, ns, follow=True, start_timeout=timeout):
-                echo(line + "\n")
-        if wait:
-            final = _wait(kube, kind, spec.name, ns, timeout)
-            if final != "Succeeded":
-                raise GpuctlError(
-                    f"{kind} {ns}/{spec.name} {final.lower()}",
-                    hint=f"gpuctl jobs logs {spec.name} -n {ns}",
-                )
+        try:
+            if follow:
+                err.print(f"following the logs of {spec.name} once its first worker has started")
+                for line in workloads.logs(kube, spec.name, ns, follow=True, start_timeout=timeout):
+                    echo(line + "\n")
+            if wait:
+                final = _wait(kube, kind, spec.name, ns, timeout)
+                if final != "Succeeded":
+                    raise GpuctlError(
+                        f"{kind} {ns}/{spec.name} {final.lower()}",
+                        hint=f"gpuctl jobs logs {spec.name} -n {ns}",
+                    )
+        except KeyboardInterrupt:  # the job was submitted: only the watching stops
+            raise Interrupted(
+                f"interrupted; {kind} {ns}/{spec.name} keeps running",
+                hint=f"gpuctl jobs delete {spec.name} -n {ns} stops it",
+            ) from None
 
 
 def _names(manifests: list[dict]) -> str:
@@ -318,12 +393,15 @@ def jobs_delete(
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
     context: str | None = options.context(),
 ) -> None:
-    """Delete a job gpuctl manages, with its pods and headless Service."""
+    """Delete a job gpuctl manages: its Job (with the Job's pods) or bare Pod, and its
+    headless Service, including one left alone by an earlier failure."""
     from gpuctl.jobs import service as workloads
 
     with _kube(context) as kube:
         ns = namespace or kube.namespace
-        obj = workloads.get_job(kube, name, ns)
-        confirm(f"Delete {obj['kind']} {ns}/{name} and its pods?", yes)
-        deleted = workloads.delete_job(kube, name, ns)
+        objects = workloads.find_job_objects(kube, name, ns)
+        names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+        pods = " and the Job's pods" if any(o["kind"] == "Job" for o in objects) else ""
+        confirm(f"Delete {names}{pods} in namespace {ns}?", yes)
+        deleted = workloads.delete_job(kube, name, ns, objects)
     err_console().print(f"deleted {', '.join(deleted)} in namespace {ns}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
+from gpuctl.jobs import volumes
 from gpuctl.jobs.spec import JobSpec
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuctl")
@@ -61,8 +62,11 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
-    if spec.env:
-        container["env"] = [{"name": k, "value": v} for k, v in spec.env]
+    env = [{"name": k, "value": v} for k, v in spec.env] + volumes.secret_env(spec.secrets)
+    if env:
+        container["env"] = env
+    if spec.working_dir:
+        container["workingDir"] = spec.working_dir
 
     limits: dict[str, Any] = {}
     requests: dict[str, Any] = {}
@@ -72,13 +76,21 @@ def _pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
     for key, value in (("cpu", spec.cpu), ("memory", spec.memory)):
         if value is not None:
             limits[key] = requests[key] = value
+    limits.update(spec.extra_resources)
     if limits:
         container["resources"] = {"limits": limits, **({"requests": requests} if requests else {})}
 
     pod: dict[str, Any] = {"containers": [container]}
+    pod_volumes, mounts = volumes.pod_volumes(spec.volumes, spec.secrets)
     if spec.shm:
-        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-        pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm}}]
+        shm = {"medium": "Memory", "sizeLimit": spec.shm}
+        pod_volumes.insert(0, {"name": volumes.SHM_VOLUME, "emptyDir": shm})
+        mounts.insert(0, {"name": volumes.SHM_VOLUME, "mountPath": volumes.SHM_PATH})
+    if mounts:
+        container["volumeMounts"] = mounts
+        pod["volumes"] = pod_volumes
+    if spec.node_selector:
+        pod["nodeSelector"] = dict(spec.node_selector)
     if spec.gpu_type:
         pod["affinity"] = {
             "nodeAffinity": {
@@ -118,14 +130,32 @@ def nproc_per_node(spec: JobSpec) -> int:
 
 
 def _torchrun_env(spec: JobSpec) -> list[dict[str, Any]]:
-    nproc = nproc_per_node(spec)
+    """What a Kubeflow PyTorchJob gives each worker (training-operator v1.9 setPodEnv), with
+    worker 0 as its master:
+    - PET_*: torchrun reads PET_<OPTION> as the default of each option, so a bare
+      `torchrun train.py` joins the others (static rendezvous at worker 0);
+    - MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE: for one process per worker that calls
+      init_process_group("env://") itself. WORLD_SIZE counts those processes, one per
+      worker (as the operator's, whose default nprocPerNode is "auto"); under torchrun each
+      process gets its own RANK and WORLD_SIZE (workers × nproc) from torchrun instead;
+    - NNODES/NPROC_PER_NODE/NODE_RANK: gpuctl's names, for `torchrun --nnodes=$(NNODES)`."""
+    nproc = str(nproc_per_node(spec))
+    master = f"{spec.name}-0.{spec.name}"
+    port = str(spec.master_port)
+    index = {"valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
     return [
-        {"name": "MASTER_ADDR", "value": f"{spec.name}-0.{spec.name}"},
-        {"name": "MASTER_PORT", "value": str(spec.master_port)},
+        {"name": "PET_NNODES", "value": str(spec.nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": nproc},
+        {"name": "PET_NODE_RANK", **index},
+        {"name": "PET_MASTER_ADDR", "value": master},
+        {"name": "PET_MASTER_PORT", "value": port},
+        {"name": "MASTER_ADDR", "value": master},
+        {"name": "MASTER_PORT", "value": port},
+        {"name": "RANK", **index},
+        {"name": "WORLD_SIZE", "value": str(spec.nodes)},
         {"name": "NNODES", "value": str(spec.nodes)},
-        {"name": "NPROC_PER_NODE", "value": str(nproc)},
-        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-        {"name": "WORLD_SIZE", "value": str(spec.nodes * nproc)},
+        {"name": "NPROC_PER_NODE", "value": nproc},
+        {"name": "NODE_RANK", **index},
     ]
 
 

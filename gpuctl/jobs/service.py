@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from gpuctl.adapters.kube import Conflict, Kube, NotFound
+from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
+from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.gpus import resources as fit
 from gpuctl.jobs import status as job_status
@@ -28,38 +29,96 @@ def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
     )
 
 
-def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | None = None) -> None:
-    """Create every object or none: on a failure, remove what this call created."""
-    made: list[dict] = []
-    try:
-        for obj in manifests:
-            obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
-            kube.create(obj, dry_run=dry_run == "server")
-            made.append(obj)
-    except Conflict:
-        _rollback(kube, made, namespace, dry_run)
-        name = obj["metadata"]["name"]  # the object that exists: the Job after its Service
+def check_references(kube: Kube, spec: JobSpec, namespace: str) -> list[str]:
+    """Every PersistentVolumeClaim, ConfigMap and Secret the job mounts or takes variables
+    from exists in NAMESPACE and can serve it; otherwise raise, before anything is created
+    (a pod would wait in ContainerCreating for it). Returns warnings: what RBAC does not let
+    gpuctl read, and claims that may hold workers on other nodes."""
+    wanted: list[tuple[str, str, str, tuple[str, ...]]] = []  # kind, name, where, keys
+    for v in spec.volumes:
+        if v.kind in ("pvc", "config_map"):
+            kind = "PersistentVolumeClaim" if v.kind == "pvc" else "ConfigMap"
+            wanted.append((kind, v.source or "", v.where, ()))
+    for s in spec.secrets:
+        wanted.append(("Secret", s.secret, s.where, tuple(key for _, key in s.env)))
+    problems: list[str] = []
+    warnings: list[str] = []
+    read: dict[tuple[str, str], dict | None] = {}
+    for kind, name, where, keys in wanted:
+        subject = f"{kind} {namespace}/{name}"
+        if (kind, name) not in read:
+            try:
+                read[(kind, name)] = kube.read(kind, name, namespace)
+            except NotFound:
+                read[(kind, name)] = None
+            except Forbidden as e:
+                warnings.append(f"cannot check {subject}: {e.message}")
+                continue
+        obj = read[(kind, name)]
+        if obj is None:
+            problems.append(f"{where}: {subject} does not exist")
+            continue
+        missing = [k for k in keys if k not in (obj.get("data") or {})]
+        if missing:
+            problems.append(f"{where}: {subject} has no key {', '.join(missing)}")
+        if kind == "PersistentVolumeClaim":
+            problem, warning = _claim_check(obj, spec.nodes)
+            problems += [f"{where}: {subject} {problem}"] if problem else []
+            warnings += [f"{where}: {subject} {warning}"] if warning else []
+    if problems:
+        more = problems[1:]
         raise GpuctlError(
-            f"a {obj['kind']} named {name!r} already exists in namespace "
-            f"{namespace!r}; nothing was changed",
-            hint=f"delete it first (gpuctl jobs delete {name} -n {namespace}) "
-            "or choose another name",
-        ) from None
-    except GpuctlError as e:
-        _rollback(kube, made, namespace, dry_run)
-        if made and dry_run != "server":
-            e.message += "; the objects created before the failure were removed"
-        raise
+            f"{problems[0]}; nothing was created",
+            hint=("also: " + "; ".join(more)) if more else "create it first, or change the spec",
+        )
+    return warnings
 
 
-def _rollback(kube: Kube, made: list[dict], namespace: str, dry_run: str | None) -> None:
+def _claim_check(claim: dict, workers: int) -> tuple[str | None, str | None]:
+    """(why the claim cannot serve the job, why it may hold some workers), None if neither."""
+    modes = set((claim.get("spec") or {}).get("accessModes") or [])
+    if (claim.get("status") or {}).get("phase") == "Lost":
+        return "is Lost (its PersistentVolume is gone)", None
+    if workers > 1 and modes == {"ReadWriteOncePod"}:
+        return f"is ReadWriteOncePod: one pod only, and the job has {workers} workers", None
+    if workers > 1 and modes == {"ReadWriteOnce"}:
+        return None, (
+            "is ReadWriteOnce: workers on other nodes than the first will wait in "
+            "ContainerCreating (ReadOnlyMany or ReadWriteMany serve them all)"
+        )
+    return None, None
+
+
+def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | None = None) -> None:
+    """Create every object or none (see adapters.kube_atomic); a server dry run only asks
+    the API server to check each object."""
+    objects = [{**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in manifests]
     if dry_run == "server":
+        for obj in objects:
+            kube.create(obj, dry_run=True)
         return
-    for obj in reversed(made):
+    name = manifests[-1]["metadata"]["name"]
+
+    def explain(error: GpuctlError, obj: dict) -> GpuctlError:
+        if not isinstance(error, Conflict):
+            return error
+        kind, taken = obj["kind"], obj["metadata"]["name"]
         try:
-            kube.delete(obj["kind"], obj["metadata"]["name"], namespace)
-        except NotFound:
-            pass
+            theirs = _managed([kube.read(kind, taken, namespace)])
+        except GpuctlError:
+            theirs = []
+        return GpuctlError(
+            f"a {kind} named {taken!r} already exists in namespace {namespace!r}",
+            hint=f"delete it first (gpuctl jobs delete {taken} -n {namespace}) or choose "
+            "another name"
+            if theirs
+            else f"it is not gpuctl's: choose another name, or remove it "
+            f"(kubectl delete {kind.lower()} {taken} -n {namespace})",
+        )
+
+    create_all(
+        kube, objects, cleanup=f"gpuctl jobs delete {name} -n {namespace} --yes", explain=explain
+    )
 
 
 def _managed(items: list[dict]) -> list[dict]:
@@ -103,19 +162,60 @@ def get_job(kube: Kube, name: str, namespace: str) -> dict:
     )
 
 
-def delete_job(kube: Kube, name: str, namespace: str) -> list[str]:
-    """Delete the job and its headless Service; return what was deleted."""
-    obj = get_job(kube, name, namespace)
-    kube.delete(obj["kind"], name, namespace)
-    deleted = [f"{obj['kind']}/{name}"]
-    try:
-        svc = kube.read("Service", name, namespace)
-        if _managed([svc]) and (svc["metadata"].get("labels") or {}).get(JOB_LABEL) == name:
-            kube.delete("Service", name, namespace)
-            deleted.append(f"Service/{name}")
-    except NotFound:
-        pass
+def job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
+    """Every gpuctl-managed object of job NAME, in the order to delete them: its Job or bare
+    Pod, and its headless Service, also when one was left alone by an earlier failure.
+    The pods of a Job go with the Job."""
+    selector = f"{MANAGED_SELECTOR},{JOB_LABEL}={name}"
+    found = []
+    for kind in ("Job", "Pod", "Service"):
+        for obj in _managed(kube.list_objects(kind, namespace, selector=selector)):
+            meta = obj.get("metadata") or {}
+            if (meta.get("labels") or {}).get(JOB_LABEL) != name:
+                continue  # the server filters by label selector; check again
+            if meta.get("namespace") not in (None, namespace):
+                continue
+            if kind == "Pod" and _owned_by_job(obj):
+                continue
+            found.append({**obj, "kind": kind})
+    return found
+
+
+def _owned_by_job(pod: dict) -> bool:
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return (
+        any(ref.get("kind") == "Job" for ref in meta.get("ownerReferences") or [])
+        or "job-name" in labels
+        or "batch.kubernetes.io/job-name" in labels
+    )
+
+
+def delete_job(kube: Kube, name: str, namespace: str, objects: list[dict]) -> list[str]:
+    """Delete `objects` (from job_objects); return what was deleted. A failure names what
+    was deleted before it and what is left."""
+    deleted: list[str] = []
+    for i, obj in enumerate(objects):
+        what = f"{obj['kind']}/{obj['metadata']['name']}"
+        try:
+            kube.delete(obj["kind"], obj["metadata"]["name"], namespace)
+        except NotFound:
+            pass
+        except GpuctlError as e:
+            left = [f"{o['kind']}/{o['metadata']['name']}" for o in objects[i:]]
+            e.message += (
+                f"; deleted {', '.join(deleted)}" if deleted else ""
+            ) + f"; left in namespace {namespace}: {', '.join(left)}"
+            e.hint = f"run it again: gpuctl jobs delete {name} -n {namespace}"
+            raise
+        deleted.append(what)
     return deleted
+
+
+def find_job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
+    """job_objects, or the reason there are none: no such job, or an object of that name
+    that gpuctl does not manage."""
+    return job_objects(kube, name, namespace) or [get_job(kube, name, namespace)]
 
 
 def wait(

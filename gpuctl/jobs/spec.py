@@ -5,12 +5,14 @@ Every error names the file, the line and the field (see gpuctl.common.specfile).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.common import k8s_names
+from gpuctl.common.quantity import parse as parse_quantity
 from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
+from gpuctl.jobs import volumes
+from gpuctl.jobs.volumes import SecretUse, Volume
 
 API_VERSION = "gpuctl/v1"
 KINDS = ("Job", "Pod")
@@ -18,7 +20,20 @@ MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
 DEFAULT_MASTER_PORT = 29500
 # Set by gpuctl on every worker of a multi-node job; a spec may not set them itself.
-TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE", "NODE_RANK", "WORLD_SIZE")
+TORCHRUN_ENV = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "WORLD_SIZE",
+    "NNODES",
+    "NPROC_PER_NODE",
+    "NODE_RANK",
+)
 
 FIELDS = (
     "apiVersion",
@@ -48,10 +63,17 @@ FIELDS = (
     "tolerations",
     "service_account",
     "image_pull_secrets",
+    "volumes",
+    "secrets",
+    "working_dir",
+    "node_selector",
+    "extra_resources",
+    "template",
 )
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
-
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
+MAX_EXTRA_RESOURCE = 1_000_000
+# Asked for with gpus / mig / shared, never as extra_resources.
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 
 
 @dataclass(frozen=True)
@@ -82,6 +104,12 @@ class JobSpec:
     tolerations: tuple[dict[str, Any], ...] = ()
     service_account: str | None = None
     image_pull_secrets: tuple[str, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    secrets: tuple[SecretUse, ...] = ()
+    working_dir: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    # devices beside GPUs, e.g. ("vpc.amazonaws.com/efa", "32"), and huge pages
+    extra_resources: tuple[tuple[str, str], ...] = ()
     source: str = field(default="<input>", compare=False)
 
     @property
@@ -161,10 +189,17 @@ def parse_job(doc: Doc) -> JobSpec:
 
     env = f.str_map("env", {})
     for key in env:
-        if not _ENV_NAME.match(key):
+        if not k8s_names.env_var_name(key):
             raise f.error("env", f"{key!r} is not a valid environment variable name")
         if nodes > 1 and key in TORCHRUN_ENV:
-            raise f.error("env", f"{key} is set by gpuctl on every worker of a multi-node job")
+            raise f.doc.error(
+                f.path + ("env", key),
+                f"{key} is set by gpuctl on every worker of a multi-node job",
+            )
+    job_volumes, job_secrets = volumes.parse(f, env, TORCHRUN_ENV if nodes > 1 else ())
+    working_dir = f.text("working_dir")
+    if working_dir is not None and (problem := volumes.mount_problem(working_dir)):
+        raise f.error("working_dir", problem)
 
     labels = f.str_map("labels", {})
     for key, value in labels.items():
@@ -172,10 +207,11 @@ def parse_job(doc: Doc) -> JobSpec:
             raise f.error("labels", f"{key!r} is not a valid label key")
         if not k8s_names.label_value(value):
             raise f.error("labels", f"{key}: {value!r} is not a valid label value")
-        if key.startswith("app.kubernetes.io/managed-by") or key.startswith("gpuctl.io/"):
-            raise f.error("labels", f"{key!r} is set by gpuctl")
+        if owner := k8s_names.reserved_label(key):
+            raise f.error("labels", f"{key!r} is set by {owner}; a job spec may not set it")
 
     namespace = f.name("namespace")
+    f.text("template")  # already applied: gpuctl.jobs.templates merges it in before this
     priority = f.text("priority")
     if priority is not None and not k8s_names.dns1123_subdomain(priority):
         raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
@@ -222,6 +258,11 @@ def parse_job(doc: Doc) -> JobSpec:
         tolerations=tuple(_tolerations(f)),
         service_account=service_account,
         image_pull_secrets=tuple(pull_secrets),
+        volumes=job_volumes,
+        secrets=job_secrets,
+        working_dir=working_dir,
+        node_selector=tuple(_node_selector(f).items()),
+        extra_resources=_extra_resources(f),
         source=doc.file,
     )
 
@@ -250,6 +291,48 @@ def _tolerations(f: Fields) -> list[dict[str, Any]]:
             raise t.error("tolerationSeconds", "applies only with effect NoExecute")
         out.append({k: v for k, v in tol.items() if v is not None})
     return out
+
+
+def _node_selector(f: Fields) -> dict[str, str]:
+    selector: dict[str, str] = f.str_map("node_selector", {})
+    for key, value in selector.items():
+        if not k8s_names.label_key(key):
+            raise f.doc.error(f.path + ("node_selector", key), f"{key!r} is not a valid label key")
+        if not k8s_names.label_value(value):
+            raise f.doc.error(
+                f.path + ("node_selector", key), f"{value!r} is not a valid label value"
+            )
+    return selector
+
+
+def _extra_resources(f: Fields) -> tuple[tuple[str, str], ...]:
+    """Devices beside GPUs (extended resources: a whole number each) and huge pages (a
+    quantity). A count of 0 asks for none: a job can drop what a template adds."""
+    r = f.child("extra_resources")
+    if r is None:
+        return ()
+    out = []
+    for name in r.data:
+        if name.startswith("hugepages-"):
+            if not parse_quantity(name.removeprefix("hugepages-")):
+                raise r.error(name, "not a huge page size (e.g. hugepages-2Mi, hugepages-1Gi)")
+            if not (f.has("cpu") or f.has("memory")):
+                raise r.error(name, "huge pages need cpu or memory set too (a Kubernetes rule)")
+            amount = r.quantity(name, "0")
+        else:
+            domain, _, _ = name.rpartition("/")
+            if not domain or not k8s_names.label_key(name):
+                raise r.error(
+                    name, "not an extended resource name (domain/name, e.g. vpc.amazonaws.com/efa)"
+                )
+            if domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+                raise r.error(name, "a Kubernetes resource is not an extra (extended) resource")
+            if name.startswith(GPU_RESOURCE_PREFIXES):
+                raise r.error(name, "GPUs are asked for with gpus, mig or shared")
+            amount = str(r.integer(name, 0, minimum=0, maximum=MAX_EXTRA_RESOURCE))
+        if parse_quantity(amount):
+            out.append((name, amount))
+    return tuple(out)
 
 
 def _mig_profile_names() -> frozenset[str]:

@@ -383,17 +383,23 @@ def _indexes(text: str | None) -> list[int] | None:
     return out
 
 
-def _plan_text(plans) -> list[str]:
+def _plan_text(plans, from_file: bool = False) -> list[str]:
     from gpuctl.mig.migparted import summary
 
     lines = []
     for p in plans:
         if p.desired is None:
+            if from_file:
+                lines.append(f"{p.state.label}: matched by no entry: left as is")
             continue
-        head = f"{p.state.label}: {summary(p.desired)}"
+        what = p.desired.skipped or summary(p.desired)
+        head = f"{p.state.label}: {what}"
         if p.desired.source:
             head += f"  [{p.desired.source}]"
         lines.append(head)
+        lines += [f"  note: {n}" for n in p.desired.notes]
+        if p.desired.skipped:
+            continue
         if not p.steps:
             lines.append("  already applied")
         for k in p.kept:
@@ -481,16 +487,16 @@ def configure(
         states = mig_apply.read_node(nvml)
         desired = mig_apply.desired(states, file, config, layout, indexes)
         plans = mig_apply.plan(states, desired)
-        lines = _plan_text(plans)
-        if not lines:
+        if all(d is None for d in desired.values()):
             echo("no GPU on this node is matched by that config: nothing to do\n")
             return
-        echo("\n".join(lines) + "\n")
+        echo("\n".join(_plan_text(plans, from_file=file is not None)) + "\n")
         if all(p.applied for p in plans):
             echo("nothing to change\n")
             return
         if any(p.blocked for p in plans):
             mig_apply.apply(nvml, plans, allow_reset=reset)  # raises, naming the processes
+        mig_apply.check_steps(nvml, plans)
         if dry_run:
             echo("dry run: nothing changed\n")
             return
@@ -519,15 +525,29 @@ def assert_(
 
     with _nvml(simulate) as nvml:
         states = mig_apply.read_node(nvml)
-    desired = mig_apply.desired(states, file, config, layout, _indexes(gpus))
+    indexes = _indexes(gpus)
+    desired = mig_apply.desired(states, file, config, layout, indexes)
     plans = mig_apply.plan(states, desired)
-    if all(p.applied for p in plans):
+    # As mig-parted's assert: every GPU of the node must match an entry and be as it says
+    # (with --gpus, the GPUs not named are not asked about).
+    asked = [p for p in plans if indexes is None or p.state.index in indexes]
+    if all(p.holds for p in asked):
         echo("the selected MIG configuration is applied\n")
         return
-    differ = [f"{p.state.label}: {len(p.steps)} step(s) needed" for p in plans if not p.applied]
+    differ = []
+    for p in asked:
+        if p.desired is None:
+            differ.append(f"{p.state.label}: matched by no entry of the config")
+        elif p.desired.skipped:
+            differ.append(f"{p.state.label}: no MIG, but the config enables MIG on it")
+        elif p.steps:
+            differ.append(f"{p.state.label}: {len(p.steps)} step(s) needed")
     raise GpuctlError(
         "the selected MIG configuration is not applied: " + "; ".join(differ),
-        hint="see the steps with `gpuctl mig configure … --dry-run`",
+        hint="see the steps with `gpuctl mig configure … --dry-run`"
+        if any(p.steps for p in asked)
+        else "mig-parted's assert fails on such a node too: give every GPU an entry that "
+        "holds on it (e.g. its device-filter with mig-enabled: false)",
     )
 
 
@@ -569,7 +589,8 @@ def _configure_cluster(
             if note:
                 echo(f"note: config {config!r} not checked: {note}\n")
         if cfg is not None:
-            mig_cluster.check_config(cfg, config, nodes)
+            for note in mig_cluster.check_config(cfg, config, nodes):
+                echo(f"note: {note}\n")
         for t in nodes:
             change = "already set" if t.config == config else f"{t.config or '(none)'} -> {config}"
             echo(

@@ -50,7 +50,9 @@ def config_to_render(
     if file:
         cfg = migparted.load(file)
         data = cfg.doc.data
-        for name in [config] if config else cfg.configs:
+        # mig-parted reads the whole file before choosing: one config it refuses makes the
+        # ConfigMap unusable to mig-manager, so a file rendered whole must be good throughout
+        for name in [config] if config else cfg.names:
             cfg.check_models(name)
         if config:
             data = {
@@ -194,23 +196,32 @@ def operator_config(
         if not text:
             continue
         cfg = migparted.parse(load_yaml(text, f"ConfigMap {namespace}/{name} config.yaml"))
-        if config in cfg.configs:
+        if config in cfg.names:
             return cfg, None
         found.append((name, cfg))
     if found:
         raise SpecError(
             f"no MIG config {config!r} in ConfigMap "
             + ", ".join(f"{namespace}/{n}" for n, _ in found),
-            hint="configs: " + ", ".join(c for _, cfg in found for c in cfg.configs),
+            hint="configs: " + ", ".join(c for _, cfg in found for c in cfg.names),
         )
     return None, "; ".join(notes) or (
         f"no mig-parted ConfigMap found in {namespace} ({', '.join(dict.fromkeys(names))})"
     )
 
 
-def check_config(cfg: migparted.MigConfigFile, config: str, nodes: list[NodeTarget]) -> None:
-    """Where a node's GPU model is known from its labels, check the config's layouts on it."""
+def check_config(cfg: migparted.MigConfigFile, config: str, nodes: list[NodeTarget]) -> list[str]:
+    """Where a node's GPU model is known from its labels, check the config's layouts on it.
+    Refuses a file with any config mig-parted refuses: mig-manager reads the whole file, so
+    then it can use none of them. Returns notes: names that only some drivers use."""
     entries = cfg.select(config)
+    for name, problem in cfg.problems.items():
+        raise SpecError(
+            f"{problem.message} (config {name!r}): mig-parted refuses the whole file for it, "
+            f"so mig-manager cannot apply {config!r} either",
+            hint="fix or remove that config in the ConfigMap",
+        )
+    notes = []
     for t in nodes:
         if t.model is None:
             continue
@@ -219,3 +230,10 @@ def check_config(cfg: migparted.MigConfigFile, config: str, nodes: list[NodeTarg
             for i in range(max(t.gpu_count, 1))
         ]
         migparted.resolve(cfg, entries, gpus)
+        for alias, name in migparted.aliases_used(entries, t.model):
+            notes.append(
+                f"node {t.name}: {alias} is what an earlier {t.model.short_name} driver called "
+                f"{name}; mig-manager resolves names on the GPU, so this config works only "
+                "where the driver still uses that name"
+            )
+    return list(dict.fromkeys(notes))

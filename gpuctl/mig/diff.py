@@ -39,13 +39,22 @@ class GpuState:
     mig: tuple[bool, bool] | None  # (current, pending); None: the GPU has no MIG
     instances: list[Any] = field(default_factory=list)
     processes: list[Any] = field(default_factory=list)
+    pci_id: int | None = None  # device << 16 | vendor, e.g. 0x233010DE; None if not read
+    pci_subsystem_id: int | None = None
 
     @property
     def label(self) -> str:
         return f"GPU {self.index} ({self.model.short_name if self.model else self.name})"
 
     def profile_of(self, inst: Any) -> Profile | None:
-        return self.model.profile_by_id(inst.profile_id) if self.model else None
+        """The profile of an instance: by the NVML constant it was listed under (the id a
+        driver gives a profile differs between models), else by the table's id."""
+        if self.model is None:
+            return None
+        index = getattr(inst, "profile_index", None)
+        if index is not None:
+            return self.model.profile_by_index(index)
+        return self.model.profile_by_id(inst.profile_id)
 
     def layout(self) -> dict[str, int]:
         """The current layout as mig-parted names: a GI with one whole-GI compute instance (or
@@ -79,11 +88,16 @@ def _sort_key(name: str) -> tuple[int, str]:
 
 @dataclass(frozen=True)
 class Desired:
-    """What one GPU should look like. ``source`` says where that was asked (file:line)."""
+    """What one GPU should look like. ``source`` says where that was asked (file:line);
+    ``notes`` are remarks for the plan; ``skipped`` says why the GPU is left as it is although
+    an entry names it (a GPU without MIG under ``devices: all``, as mig-parted's apply skips
+    it; its assert fails on such a GPU, and so does gpuctl's)."""
 
     enabled: bool
     layout: Mapping[str, int]
     source: str = ""
+    notes: tuple[str, ...] = ()
+    skipped: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +107,7 @@ class Step:
     text: str
     gi_id: int | None = None
     ci_id: int | None = None
-    profile_id: int | None = None
+    profile: Profile | None = None  # of a new GPU instance
     start: int | None = None
     ci_profile_id: int | None = None
     enable: bool | None = None
@@ -111,6 +125,12 @@ class GpuPlan:
     def applied(self) -> bool:
         return self.desired is None or not self.steps
 
+    @property
+    def holds(self) -> bool:
+        """Whether the GPU is as the config asks (what `assert` checks): false for a GPU no
+        entry matches and for one the config skips, as in mig-parted."""
+        return self.desired is not None and self.desired.skipped is None and not self.steps
+
 
 def describe_process(p: Any) -> str:
     mem = f", {p.used_memory_mib} MiB" if getattr(p, "used_memory_mib", None) is not None else ""
@@ -120,7 +140,7 @@ def describe_process(p: Any) -> str:
 
 def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
     plan = GpuPlan(state, desired)
-    if desired is None:
+    if desired is None or desired.skipped:
         return plan
     if state.mig is None:
         if desired.enabled:
@@ -220,7 +240,7 @@ def _create(plan: GpuPlan, p: Placed) -> None:
             "create",
             plan.state.index,
             f"create {d.name} at slices {p.slices_text()}",
-            profile_id=d.profile.profile_id,
+            profile=d.profile,
             start=p.start,
             ci_profile_id=d.ci_profile_id,
         )

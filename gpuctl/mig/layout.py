@@ -22,7 +22,8 @@ from gpuctl.common.numbers import whole_number
 from gpuctl.gpus import geometry
 from gpuctl.gpus.geometry import CI_PROFILE_BY_SLICES, GpuModel, Profile
 
-_DEVICE_NAME = re.compile(r"^(?:(\d+)c\.)?(\d+g\.\d+gb(?:[+-][a-z][a-z0-9.,]*)?)\Z")
+_NUMBER = re.compile(r"[+-]?[0-9]+\Z")  # what Go's strconv.Atoi reads
+_ATTRIBUTE = re.compile(r"[A-Za-z][A-Za-z0-9.]*\Z")
 
 
 class LayoutError(UsageError):
@@ -79,20 +80,70 @@ def slice_range(start: int, size: int) -> str:
 # ---------- names ----------
 
 
+@dataclass(frozen=True)
+class ProfileName:
+    """A MIG profile name read as mig-parted reads one (go-nvlib's parseMigProfile):
+    ``[<C>c.]<G>g.<GB>gb``, then ``+attr[,attr...]`` or ``-attr``."""
+
+    c: int
+    g: int
+    gb: int
+    attributes: tuple[str, ...] = ()
+    negative: bool = False
+
+    @property
+    def gi_name(self) -> str:
+        """The GPU-instance profile: ``3g.40gb`` of ``1c.3g.40gb``, ``1g.10gb+me``."""
+        # go-nvlib compares attributes as a set
+        attributes = ",".join(sorted(self.attributes))
+        tail = ("-" if self.negative else "+") + attributes if attributes else ""
+        return f"{self.g}g.{self.gb}gb{tail}"
+
+
+def parse_profile_name(name: object) -> ProfileName | str:
+    """The parsed name, or why it is not one (the checks go-nvlib makes, in its order)."""
+    if not isinstance(name, str) or not name:
+        return "a profile name must be a non-empty string"
+    plus, minus = name.split("+", 1), name.split("-", 1)
+    if len(plus) == 2 and len(minus) == 2:
+        return "it has both '+' and '-' attributes"
+    parts = plus if len(plus) == 2 else minus
+    fields = parts[0].split(".", 2)
+    if len(fields) not in (2, 3):
+        return "expected <G>g.<GB>gb or <C>c.<G>g.<GB>gb"
+    suffixes = ("c", "g", "gb") if len(fields) == 3 else ("g", "gb")
+    numbers = []
+    for text, suffix in zip(fields, suffixes):
+        number = text[: -len(suffix)] if text.endswith(suffix) else None
+        if number is None or not _NUMBER.match(number):
+            return f"{text!r} is not a number followed by {suffix!r}"
+        numbers.append(int(number))
+    g, gb = numbers[-2:]
+    c = numbers[0] if len(numbers) == 3 else g
+    if len(parts) == 1:
+        return ProfileName(c, g, gb)
+    attributes = parts[1].split(",")
+    if len(set(attributes)) != len(attributes):
+        return "an attribute is given twice"
+    for a in attributes:
+        if not _ATTRIBUTE.match(a) or a.endswith("."):
+            return f"attribute {a!r} is not letters, digits and dots starting with a letter"
+    return ProfileName(c, g, gb, tuple(attributes), negative=len(plus) == 1)
+
+
 def parse_device(model: GpuModel, name: str) -> Device:
     """``3g.40gb`` or ``1c.3g.40gb`` on this model → Device; unknown names list the model's."""
-    text = name.strip() if isinstance(name, str) else ""
-    m = _DEVICE_NAME.match(text)
-    if not m:
+    parsed = parse_profile_name(name)
+    if isinstance(parsed, str):
         raise LayoutError(
-            f"{name!r} is not a MIG profile name (like 3g.40gb or 1c.3g.40gb)",
+            f"{name!r} is not a MIG profile name (like 3g.40gb or 1c.3g.40gb): {parsed}",
             hint=profiles_hint(model),
         )
     try:
-        profile = model.profile(m.group(2))
+        profile = model.profile(parsed.gi_name)
     except GpuctlError as e:
         raise LayoutError(e.message, hint=e.hint) from None
-    ci = int(m.group(1)) if m.group(1) else profile.slices
+    ci = parsed.c
     if ci != profile.slices:
         # mig-parted packs several such compute instances into one GPU instance; gpuctl
         # creates one compute instance over each whole GPU instance.

@@ -7,13 +7,16 @@ itself) points everything at another endpoint, e.g. a moto server.
 
 from __future__ import annotations
 
-from gpuctl.common.errors import BackendError
+from gpuctl.common.errors import BackendError, redact
 from gpuctl.provision.preflight import (
     ON_DEMAND_QUOTAS,
     SPOT_QUOTAS,
     Answer,
+    ClusterInfo,
     InstanceInfo,
     RawFacts,
+    ReservationInfo,
+    SubnetInfo,
     ami_parameter,
     quota_family,
 )
@@ -24,20 +27,41 @@ _NOT_FOUND = {
     "ParameterNotFound",
     "InvalidInstanceType",
     "NoSuchResourceException",
+    "InvalidCapacityReservationId.NotFound",
 }
 
 
+PREFLIGHT_DEADLINE_S = 300  # all questions together; each has its own timeouts and retries
+
+
 def gather(spec: ClusterSpec) -> RawFacts:
+    """The preflight's answers, or one error; never longer than PREFLIGHT_DEADLINE_S (an
+    endpoint that trickles its answers does not hold gpuctl)."""
+    from gpuctl.common import deadline
+
+    try:
+        return deadline.call(lambda: _gather(spec), PREFLIGHT_DEADLINE_S)
+    except deadline.DeadlineExceeded:
+        raise BackendError(
+            f"the AWS preflight in {spec.region} got no complete answers within "
+            f"{PREFLIGHT_DEADLINE_S} s",
+            hint="check the network path to AWS and AWS_ENDPOINT_URL",
+        ) from None
+
+
+def _gather(spec: ClusterSpec) -> RawFacts:
     import boto3
     from botocore.config import Config
 
-    session = boto3.session.Session(region_name=spec.region)
     config = Config(
         connect_timeout=10, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}
     )
+    with _errors(spec.region):  # a bad AWS_PROFILE or config file fails here
+        session = boto3.session.Session(region_name=spec.region)
 
     def client(name):
-        return session.client(name, config=config)
+        with _errors(spec.region):
+            return session.client(name, config=config)
 
     with _errors(spec.region):
         ec2 = client("ec2")
@@ -50,10 +74,24 @@ def gather(spec: ClusterSpec) -> RawFacts:
         offerings = {t: _offered_zones(ec2, t) for t in spec.instance_types}
     instances = {t: _ask(lambda t=t: _instance_info(ec2, t)) for t in spec.instance_types}
 
-    eks_version = _ask(
-        lambda: client("eks").describe_cluster(name=spec.kubernetes_cluster)["cluster"]["version"]
+    cluster = _ask(lambda: _cluster_info(client("eks"), spec.kubernetes_cluster))
+    subnets: dict[str, SubnetInfo] = {}
+    if not spec.cluster.create and isinstance(cluster.value, ClusterInfo):
+        with _errors(spec.region):
+            subnets = _subnets(ec2, cluster.value.subnet_ids)
+    caller: Answer[str] = Answer(error="not asked")
+    if spec.cluster.create:
+        caller = _ask(lambda: client("sts").get_caller_identity()["Arn"])
+    reservations = {
+        g.capacity_reservation.id: _ask(
+            lambda rid=g.capacity_reservation.id: _reservation(ec2, rid)
+        )
+        for g in spec.node_groups
+        if g.capacity_reservation is not None
+    }
+    version = spec.kubernetes_version or (
+        cluster.value.version if isinstance(cluster.value, ClusterInfo) else None
     )
-    version = spec.kubernetes_version or (eks_version.value if not eks_version.error else None)
     amis = {}
     if version:
         ssm = client("ssm")
@@ -80,11 +118,14 @@ def gather(spec: ClusterSpec) -> RawFacts:
             )
     return RawFacts(
         region_zones=zones,
-        eks_version=eks_version,
+        cluster=cluster,
         offerings=offerings,
         instances=instances,
         amis=amis,
         quotas=quotas,
+        subnets=subnets,
+        reservations=reservations,
+        caller=caller,
     )
 
 
@@ -100,6 +141,7 @@ def _offered_zones(ec2, instance_type: str) -> list[str]:
 
 def _instance_info(ec2, instance_type: str) -> InstanceInfo:
     it = ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
+    network = it.get("NetworkInfo") or {}
     gpus = (it.get("GpuInfo") or {}).get("Gpus") or []
     first = gpus[0] if gpus else {}
     return InstanceInfo(
@@ -110,25 +152,70 @@ def _instance_info(ec2, instance_type: str) -> InstanceInfo:
         gpu_manufacturer=first.get("Manufacturer"),
         gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
         gpu_memory_mib=int((first.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
+        efa_supported=bool(network.get("EfaSupported")),
+        max_efa_interfaces=int((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)),
+    )
+
+
+def _cluster_info(eks, name: str) -> ClusterInfo:
+    c = eks.describe_cluster(name=name)["cluster"]
+    vpc = c.get("resourcesVpcConfig") or {}
+    return ClusterInfo(
+        version=c["version"],
+        vpc_id=vpc.get("vpcId"),
+        subnet_ids=tuple(vpc.get("subnetIds") or ()),
+        security_group_ids=tuple(vpc.get("securityGroupIds") or ()),
+        cluster_security_group_id=vpc.get("clusterSecurityGroupId"),
+        authentication_mode=(c.get("accessConfig") or {}).get("authenticationMode"),
+    )
+
+
+def _subnets(ec2, ids: tuple[str, ...]) -> dict[str, SubnetInfo]:
+    if not ids:
+        return {}
+    return {
+        s["SubnetId"]: SubnetInfo(
+            id=s["SubnetId"],
+            zone=s["AvailabilityZone"],
+            vpc_id=s["VpcId"],
+            public=bool(s.get("MapPublicIpOnLaunch")),
+        )
+        for s in ec2.describe_subnets(SubnetIds=list(ids))["Subnets"]
+    }
+
+
+def _reservation(ec2, rid: str) -> ReservationInfo:
+    r = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"][0]
+    return ReservationInfo(
+        id=r["CapacityReservationId"],
+        instance_type=r["InstanceType"],
+        zone=r["AvailabilityZone"],
+        state=r["State"],
+        reservation_type=r.get("ReservationType", "default"),
+        total=int(r.get("TotalInstanceCount", 0)),
+        available=int(r.get("AvailableInstanceCount", 0)),
     )
 
 
 def _ask(call) -> Answer:
     """Run one optional question; turn 'does not exist' and 'could not ask' into answers."""
     from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
 
     try:
         return Answer(value=call())
+    except ResponseParserError:  # e.g. an HTML error page from a proxy or a stand-in
+        return Answer(error="the answer was not an AWS response")
     except ClientError as e:
         code = e.response.get("Error", {}).get("Code", "")
         message = e.response.get("Error", {}).get("Message", "") or str(e)
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return Answer(
-            error=f"{code or 'HTTP ' + str(status)}: {_first_line(message)}",
+            error=redact(f"{code or 'HTTP ' + str(status)}: {_first_line(message)}"),
             missing=code in _NOT_FOUND,
         )
-    except BotoCoreError as e:
-        return Answer(error=_first_line(str(e)))
+    except BotoCoreError as e:  # its text can quote the endpoint URL
+        return Answer(error=redact(_first_line(str(e))))
 
 
 class _errors:
@@ -149,8 +236,14 @@ class _errors:
             EndpointConnectionError,
             NoCredentialsError,
             NoRegionError,
+            ProfileNotFound,
         )
 
+        if isinstance(exc, ProfileNotFound):
+            raise BackendError(
+                f"AWS profile {exc.kwargs.get('profile')!r} not found",
+                hint="check AWS_PROFILE against `aws configure list-profiles`",
+            ) from None
         if isinstance(exc, NoCredentialsError):
             raise BackendError(
                 "no AWS credentials found",
@@ -169,8 +262,15 @@ class _errors:
                 f"{err.get('Code', '')}: {_first_line(err.get('Message', ''))}",
                 hint="the credentials need ec2:Describe* permissions",
             ) from None
-        if isinstance(exc, (BotoCoreError, NoRegionError)):
+        from botocore.parsers import ResponseParserError
+
+        if isinstance(exc, (BotoCoreError, NoRegionError, ResponseParserError)):
             raise BackendError(f"AWS preflight failed: {_first_line(str(exc))}") from None
+        if isinstance(exc, ValueError):  # botocore: e.g. an AWS_ENDPOINT_URL that is no URL
+            raise BackendError(
+                f"AWS preflight failed: {_first_line(str(exc))}",
+                hint="check AWS_ENDPOINT_URL and the region",
+            ) from None
         return False
 
 

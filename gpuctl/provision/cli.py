@@ -13,8 +13,6 @@ from gpuctl.common.config import setting
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
 
-WORKDIR_ROOT = Path(".gpuctl") / "clusters"
-
 
 def register(app: typer.Typer) -> None:
     app.command("provision")(provision)
@@ -27,7 +25,8 @@ _WORKDIR = typer.Option(
     None,
     "--workdir",
     metavar="DIR",
-    help="Terraform working directory of this cluster [default: .gpuctl/clusters/NAME].",
+    help="Terraform working directory of this cluster "
+    "[default: $XDG_STATE_HOME/gpuctl/NAME, i.e. ~/.local/state/gpuctl/NAME].",
 )
 _BIN = typer.Option(
     None,
@@ -52,14 +51,21 @@ def provision(
     terraform_bin: str | None = _BIN,
     output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
-    """Create or update the VPC and GPU auto-scaling groups a cluster spec describes."""
+    """Create or update what a cluster spec describes: a new EKS cluster in a new VPC (or GPU
+    nodes for an existing cluster, in its own network), the GPU node groups (Auto Scaling
+    groups or Karpenter NodePools), EFA and the GPU stack."""
+    from gpuctl.provision import statedir
     from gpuctl.provision import terraform as tf_adapter
     from gpuctl.provision.spec import load_cluster_file
     from gpuctl.provision.tfvars import render_backend, render_tfvars
 
     spec = load_cluster_file(str(file))
-    workdir = workdir or WORKDIR_ROOT / spec.name
-    result: dict = {"cluster": spec.name, "workdir": str(workdir)}
+    workdir = statedir.cluster_workdir(spec, workdir)
+    result: dict = {
+        "cluster": spec.name,
+        "workdir": str(workdir),
+        "state": statedir.describe(spec, workdir),
+    }
 
     if dry_run:
         tfvars = render_tfvars(spec)
@@ -69,12 +75,18 @@ def provision(
         result["variables"] = tfvars
         if output == Format.table:
             show = out_console()
+            show.print(f"Terraform state: {result['state']}", highlight=False)
             show.print(f"Wrote {workdir} (dry run: no AWS call, no Terraform run). Variables:")
             echo(dump(tfvars, "json"))
             show.print(
                 "Zones, GPU count and AMI are left for Terraform to look up; a real run "
                 "fills them in from the preflight."
             )
+            if spec.autoscaler == "karpenter" and not spec.cluster.create:
+                show.print(
+                    "Karpenter's node pools need the existing cluster's subnets and security "
+                    "group from the preflight: a real run renders them."
+                )
         else:
             echo(dump(result, output.value))
         return
@@ -83,6 +95,7 @@ def provision(
     from gpuctl.provision.preflight import evaluate
 
     show = out_console() if output == Format.table else err_console()
+    show.print(f"Terraform state: {result['state']}", highlight=False)
     show.print(f"Preflight for [bold]{spec.name}[/] in {spec.region} …")
     report = evaluate(spec, aws.gather(spec))
     _show_preflight(show, report)
@@ -106,6 +119,8 @@ def provision(
     tf.init()
     summary = tf.plan()
     _show_plan(show, summary)
+    if plan_only:
+        _show_cost(show, report)
     result["plan"] = summary.to_dict()
     if plan_only or summary.empty:
         if summary.empty:
@@ -126,17 +141,22 @@ def provision(
 def destroy(
     file: Path = _FILE,
     yes: bool = _YES,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Show what would be destroyed; destroy nothing."
+    ),
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
     output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
-    """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."""
+    """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply).
+    The state is found as `provision` keeps it, whatever directory this runs in."""
+    from gpuctl.provision import statedir
     from gpuctl.provision import terraform as tf_adapter
     from gpuctl.provision.spec import load_cluster_file
     from gpuctl.provision.tfvars import TFVARS_FILE
 
     spec = load_cluster_file(str(file))
-    workdir = workdir or WORKDIR_ROOT / spec.name
+    workdir = statedir.cluster_workdir(spec, workdir)
     show = out_console() if output == Format.table else err_console()
     if not (workdir / TFVARS_FILE).is_file():
         raise GpuctlError(
@@ -144,18 +164,22 @@ def destroy(
             "nothing was provisioned from here",
             hint="pass --workdir DIR where `gpuctl provision` ran",
         )
+    result: dict[str, Any] = {
+        "cluster": spec.name,
+        "workdir": str(workdir),
+        "state": statedir.describe(spec, workdir),
+    }
+    show.print(f"Terraform state: {result['state']}", highlight=False)
     tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
     show.print(f"{tf.engine} in {workdir}: init, destroy plan …")
     tf.init()
     summary = tf.plan(destroy=True)
     _show_plan(show, summary)
-    result: dict[str, Any] = {
-        "cluster": spec.name,
-        "workdir": str(workdir),
-        "plan": summary.to_dict(),
-    }
+    result["plan"] = summary.to_dict()
     if summary.empty:
         show.print("Nothing to destroy.")
+    elif dry_run:
+        show.print("Dry run: nothing was destroyed.")
     else:
         confirm(f"Destroy these {summary.destroy} resources of {spec.name}?", yes)
         result["applied"] = _apply(tf, summary, err_console())
@@ -211,12 +235,28 @@ def _apply(tf, summary, console) -> dict:
 def _show_preflight(console, report) -> None:
     from rich.table import Table
 
+    c = report.cluster
+    if c.create:
+        console.print(
+            f"New EKS cluster [bold]{c.name}[/] (Kubernetes {report.kubernetes_version}) in a "
+            f"new VPC across {_zones(c.vpc_zones, report.region)}; admins: "
+            + (", ".join(c.admins) or "the identity running gpuctl"),
+            highlight=False,
+        )
+    else:
+        console.print(
+            f"Existing EKS cluster [bold]{c.name}[/] (Kubernetes "
+            f"{report.kubernetes_version or '?'}): VPC {c.vpc_id or '?'}, security group "
+            f"{', '.join(c.security_group_ids) or '?'}",
+            highlight=False,
+        )
     table = Table(title="Preflight", title_justify="left")
     for col in (
         "group",
         "instance type",
         "GPUs",
-        f"zones ({report.region}…)",
+        "EFA",
+        f"zones ({report.region}…)" if c.create else "zones / subnets",
         "GPU AMI",
         "$/hour min–max",
     ):
@@ -235,11 +275,17 @@ def _show_preflight(console, report) -> None:
             if g.hourly_price is None
             else f"{g.cost(g.min_size):,.2f} – {g.cost(g.max_size):,.2f}"
         )
+        where = _zones(g.zones, report.region)
+        if g.subnet_ids:
+            where += " " + " ".join(g.subnet_ids)
+        if g.reservation:
+            where += f" ({g.reservation.id})"
         table.add_row(
             g.name,
             f"{g.instance_type} {g.capacity_type}",
             gpu,
-            _zones(g.zones, report.region),
+            str(g.efa_interfaces) if g.efa_interfaces else "-",
+            where,
             g.ami_id or "not resolved",
             cost,
         )
@@ -269,6 +315,23 @@ def _show_preflight(console, report) -> None:
         console.print(f"[red]problem:[/] {blocker}", highlight=False)
 
 
+def _show_cost(console, report) -> None:
+    from rich.table import Table
+
+    table = Table(title="Monthly cost estimate by component", title_justify="left")
+    for col in ("component", "what", "$/month at min", "$/month at max"):
+        table.add_column(col)
+    for comp in report.components:
+        low, high = comp.monthly("min"), comp.monthly("max")
+        what = "; ".join(i.label for i in comp.items) or comp.note
+        table.add_row(comp.component, what, _dollars(low), _dollars(high))
+    console.print(table)
+
+
+def _dollars(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.0f}"
+
+
 def _zones(zones: list[str], region: str) -> str:
     if not zones:
         return "none"
@@ -282,12 +345,17 @@ def _show_plan(console, summary) -> None:
 
     if summary.changes:
         table = Table(title=summary.headline(), title_justify="left")
+        table.add_column("component")
         table.add_column("action")
         table.add_column("resource")
-        for action, changes in summary.by_action():
-            for c in changes:
-                label = ACTION_LABEL.get(action, action)
-                table.add_row(label, c.address + (f" ({c.reason})" if c.reason else ""))
+        for component, changes in summary.by_component():
+            for i, c in enumerate(changes):
+                table.add_row(
+                    component if i == 0 else "",
+                    ACTION_LABEL.get(c.action, c.action),
+                    c.address + (f" ({c.reason})" if c.reason else ""),
+                    end_section=i == len(changes) - 1,
+                )
         console.print(table)
     else:
         console.print(summary.headline())

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuctl.provision.cost import COMPONENTS, CONTROL_PLANE, GPU_STACK, NETWORK, NODE_GROUPS
+
 # Terraform's action verbs, in the order a reader cares about them.
 ACTION_ORDER = (
     "create",
@@ -31,6 +33,29 @@ ACTION_LABEL = {
     "forget": "forget",
     "no-op": "no change",
 }
+
+
+# The root module's calls (terraform/main.tf) → the component their resources belong to.
+COMPONENT_OF_MODULE = {
+    "vpc": NETWORK,
+    "control_plane": CONTROL_PLANE,
+    "gpu_nodes": NODE_GROUPS,
+    "karpenter": NODE_GROUPS,
+    "karpenter_groups": NODE_GROUPS,
+    "autoscaler_releases": NODE_GROUPS,
+    "node_pool_releases": NODE_GROUPS,
+    "gpu_stack_releases": GPU_STACK,
+}
+OTHER = "other"
+
+
+def component_of(address: str) -> str:
+    """The component a resource address belongs to, by the root module call it is in
+    (`module.gpu_nodes["a100"].aws_autoscaling_group.this` → node groups)."""
+    if not address.startswith("module."):
+        return OTHER
+    call = address.removeprefix("module.").split(".", 1)[0].split("[", 1)[0]
+    return COMPONENT_OF_MODULE.get(call, OTHER)
 
 
 @dataclass(frozen=True)
@@ -66,6 +91,15 @@ class PlanSummary:
             for a in sorted(groups, key=lambda a: rank.get(a, len(rank)))
         ]
 
+    def by_component(self) -> list[tuple[str, list[Change]]]:
+        """Changes per component (network, control plane, node groups, GPU stack, other),
+        in that order; within one, by action and address."""
+        groups: dict[str, list[Change]] = {}
+        for _, changes in self.by_action():
+            for c in changes:
+                groups.setdefault(component_of(c.address), []).append(c)
+        return [(name, groups[name]) for name in (*COMPONENTS, OTHER) if name in groups]
+
     def headline(self) -> str:
         verb = "Destroy" if self.operation == "destroy" else "Plan"
         return f"{verb}: {self.add} to add, {self.change} to change, {self.destroy} to destroy"
@@ -82,6 +116,7 @@ class PlanSummary:
                     "action": c.action,
                     "type": c.resource_type,
                     "module": c.module,
+                    "component": component_of(c.address),
                     **({"reason": c.reason} if c.reason else {}),
                 }
                 for c in self.changes

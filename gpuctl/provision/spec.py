@@ -1,4 +1,5 @@
-"""The cluster spec (`kind: Cluster`): a VPC and GPU node groups that join an EKS cluster.
+"""The cluster spec (`kind: Cluster`): an EKS cluster (a new one in a new VPC, or an existing
+one), its GPU node groups, the GPU software stack and how the groups scale.
 
 Parsed strictly: unknown keys, bad names and impossible sizes are rejected with the file,
 the line and the field, before anything is sent anywhere.
@@ -26,6 +27,21 @@ _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}\Z")
 _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
 _DYNAMO_TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}\Z")
 _K8S_VERSION = re.compile(r"^1\.\d{1,2}\Z")
+_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}\Z")
+# Principals an EKS access entry takes: IAM users and roles (not an STS assumed-role session).
+_PRINCIPAL = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}\Z")
+
+GPU_STACKS = ("gpu-operator", "device-plugin", "none")
+MIG_STRATEGIES = ("none", "single", "mixed")
+AUTOSCALERS = ("cluster-autoscaler", "karpenter")
+ENDPOINT_ACCESS = ("public-and-private", "private", "public")
+RESERVATION_TYPES = ("on-demand", "capacity-block")
+# Where the cluster add-ons run (CoreDNS, the GPU Operator's controller, Karpenter): the GPU
+# nodes are tainted, so a new cluster gets a small untainted managed node group.
+DEFAULT_SYSTEM_INSTANCE_TYPE = "m6i.large"
+DEFAULT_SYSTEM_NODES = 2
+# Fields that describe a cluster gpuctl creates; an existing cluster keeps its own.
+_CREATE_ONLY = ("endpoint_access", "public_access_cidrs", "admin_principals", "system_nodes")
 
 
 @dataclass(frozen=True)
@@ -41,6 +57,12 @@ class Taint:
 
 
 @dataclass(frozen=True)
+class CapacityReservation:
+    id: str
+    type: str  # "on-demand" (an On-Demand Capacity Reservation) or "capacity-block"
+
+
+@dataclass(frozen=True)
 class NodeGroup:
     name: str
     instance_type: str
@@ -50,6 +72,27 @@ class NodeGroup:
     gpu_type: str
     capacity_type: str  # "on-demand" or "spot"
     taints: tuple[Taint, ...]
+    efa: bool = False
+    capacity_reservation: CapacityReservation | None = None
+
+
+@dataclass(frozen=True)
+class SystemNodes:
+    instance_type: str = DEFAULT_SYSTEM_INSTANCE_TYPE
+    count: int = DEFAULT_SYSTEM_NODES
+
+
+@dataclass(frozen=True)
+class KubernetesCluster:
+    """The EKS cluster: one gpuctl creates (`create`), or an existing one the nodes join."""
+
+    name: str
+    create: bool
+    version: str | None = None  # existing cluster: None reads its version at preflight
+    endpoint_access: str = "public-and-private"
+    public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    admin_principals: tuple[str, ...] = ()
+    system_nodes: SystemNodes = SystemNodes()
 
 
 @dataclass(frozen=True)
@@ -64,13 +107,23 @@ class StateBackend:
 class ClusterSpec:
     name: str
     region: str
-    vpc_cidr: str
-    kubernetes_cluster: str
+    vpc_cidr: str | None  # None for an existing cluster: its nodes go into its own VPC
+    cluster: KubernetesCluster
     node_groups: tuple[NodeGroup, ...]
-    kubernetes_version: str | None = None  # None: read from the EKS cluster at preflight
+    gpu_stack: str = "gpu-operator"
+    mig_strategy: str = "mixed"  # what `gpuctl submit` asks for: nvidia.com/mig-<profile>
+    autoscaler: str = "cluster-autoscaler"
     gpu_label_key: str = DEFAULT_GPU_LABEL_KEY
     state: StateBackend | None = None
     file: str = field(default="<input>", compare=False)
+
+    @property
+    def kubernetes_cluster(self) -> str:
+        return self.cluster.name
+
+    @property
+    def kubernetes_version(self) -> str | None:
+        return self.cluster.version
 
     @property
     def instance_types(self) -> list[str]:
@@ -83,6 +136,12 @@ def load_cluster_file(path: str) -> ClusterSpec:
 
 def parse_cluster(doc: Doc) -> ClusterSpec:
     root = doc.root()
+    if root.has("kubernetes_version"):
+        raise root.error(
+            "kubernetes_version",
+            "moved: write it as kubernetes_cluster.version",
+            hint='e.g. kubernetes_cluster: {name: my-eks, version: "1.31"}',
+        )
     root.reject_unknown(
         (
             "apiVersion",
@@ -91,7 +150,9 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
             "region",
             "vpc_cidr",
             "kubernetes_cluster",
-            "kubernetes_version",
+            "gpu_stack",
+            "mig_strategy",
+            "autoscaler",
             "gpu_label_key",
             "node_groups",
             "state",
@@ -103,16 +164,16 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
     region = root.text("region", required=True)
     if not _REGION.match(region):
         raise root.error("region", f"{region!r} is not an AWS region name (e.g. us-east-1)")
-    vpc_cidr = _vpc_cidr(root)
-    eks = root.text("kubernetes_cluster", required=True)
-    if not _EKS_NAME.match(eks):
+    cluster = _kubernetes_cluster(root, name)
+    vpc_cidr = _vpc_cidr(root, cluster)
+    gpu_stack = root.text("gpu_stack", "gpu-operator", choices=GPU_STACKS)
+    if gpu_stack == "none" and root.has("mig_strategy"):
         raise root.error(
-            "kubernetes_cluster",
-            f"{eks!r} is not an EKS cluster name: letters, "
-            "digits, '-' and '_', starting with a letter or digit, "
-            "at most 100",
+            "mig_strategy",
+            "the MIG strategy is a setting of the GPU stack gpuctl installs, and gpu_stack is none",
         )
-    version = _plain_version(root)
+    mig_strategy = root.text("mig_strategy", "mixed", choices=MIG_STRATEGIES)
+    autoscaler = root.text("autoscaler", "cluster-autoscaler", choices=AUTOSCALERS)
     label_key = root.text("gpu_label_key", DEFAULT_GPU_LABEL_KEY)
     if not k8s_names.label_key(label_key):
         raise root.error("gpu_label_key", f"{label_key!r} is not a Kubernetes label key")
@@ -134,7 +195,7 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
     groups = []
     seen: dict[str, int | None] = {}  # node group name -> its line
     for g in root.list_of_maps("node_groups"):
-        group = _node_group(g)
+        group = _node_group(g, autoscaler)
         if group.name in seen:
             raise g.error(
                 "name",
@@ -146,16 +207,128 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
         name=name,
         region=region,
         vpc_cidr=vpc_cidr,
-        kubernetes_cluster=eks,
+        cluster=cluster,
         node_groups=tuple(groups),
-        kubernetes_version=version,
+        gpu_stack=gpu_stack,
+        mig_strategy=mig_strategy,
+        autoscaler=autoscaler,
         gpu_label_key=label_key,
         state=_state(root, name, region),
         file=doc.file,
     )
 
 
-def _vpc_cidr(root: Fields) -> str:
+def _kubernetes_cluster(root: Fields, spec_name: str) -> KubernetesCluster:
+    """`kubernetes_cluster`: an existing cluster's name, or a mapping. By default gpuctl
+    creates a new cluster (named like the spec); `name` without `create` is an existing one."""
+    value = root.raw("kubernetes_cluster")
+    if value is None:
+        raise root.error(
+            None,
+            "missing required field 'kubernetes_cluster'",
+            hint='a new cluster: kubernetes_cluster: {version: "1.33"}; '
+            "an existing one: kubernetes_cluster: {name: my-eks}",
+        )
+    if isinstance(value, str):
+        return KubernetesCluster(name=_eks_name(root, "kubernetes_cluster"), create=False)
+    kc = root.child("kubernetes_cluster")
+    assert kc is not None  # a mapping, or child() raised
+    kc.reject_unknown(("name", "create", "version") + _CREATE_ONLY)
+    create = kc.flag("create", not kc.has("name"))
+    if not create:
+        if not kc.has("name"):
+            raise kc.error(None, "name the existing EKS cluster (name: …), or drop create: false")
+        for key in _CREATE_ONLY:
+            if kc.has(key):
+                raise kc.error(
+                    key,
+                    "applies only to a cluster gpuctl creates (create: true); "
+                    "an existing cluster keeps its own",
+                )
+    name = _eks_name(kc, "name") if kc.has("name") else spec_name
+    version = _plain_version(kc, required=create)
+    if not create:
+        return KubernetesCluster(name=name, create=False, version=version)
+    access = kc.text("endpoint_access", "public-and-private", choices=ENDPOINT_ACCESS)
+    cidrs = tuple(_public_cidrs(kc)) if kc.has("public_access_cidrs") else ("0.0.0.0/0",)
+    if access == "private" and kc.has("public_access_cidrs"):
+        raise kc.error("public_access_cidrs", "the endpoint is private: there is no public access")
+    principals = kc.str_list("admin_principals", [])
+    for i, arn in enumerate(principals):
+        if not _PRINCIPAL.match(arn):
+            raise kc.doc.error(
+                kc.path + ("admin_principals", i),
+                f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME)",
+                hint="EKS access entries take IAM roles and users, not STS session ARNs",
+            )
+    if len(set(principals)) != len(principals):
+        raise kc.error("admin_principals", "the same principal appears twice")
+    return KubernetesCluster(
+        name=name,
+        create=True,
+        version=version,
+        endpoint_access=access,
+        public_access_cidrs=cidrs,
+        admin_principals=tuple(principals),
+        system_nodes=_system_nodes(kc),
+    )
+
+
+def _eks_name(fields: Fields, key: str) -> str:
+    name: str = fields.text(key, required=True)
+    if not _EKS_NAME.match(name):
+        raise fields.error(
+            key,
+            f"{name!r} is not an EKS cluster name: letters, digits, '-' and '_', "
+            "starting with a letter or digit, at most 100",
+        )
+    return name
+
+
+def _public_cidrs(kc: Fields) -> list[str]:
+    out = []
+    for i, text in enumerate(kc.str_list("public_access_cidrs", non_empty=True)):
+        try:
+            net = ipaddress.ip_network(text, strict=True)
+        except ValueError as e:
+            raise kc.doc.error(
+                kc.path + ("public_access_cidrs", i), f"{text!r} is not a CIDR ({e})"
+            ) from None
+        if net.version != 4:
+            raise kc.doc.error(kc.path + ("public_access_cidrs", i), "must be an IPv4 CIDR")
+        out.append(str(net))
+    return out
+
+
+def _system_nodes(kc: Fields) -> SystemNodes:
+    sn = kc.child("system_nodes")
+    if sn is None:
+        return SystemNodes()
+    sn.reject_unknown(("instance_type", "count"))
+    itype = sn.text("instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
+    if not _INSTANCE_TYPE.match(itype):
+        raise sn.error("instance_type", f"{itype!r} is not an EC2 instance type (e.g. m6i.large)")
+    return SystemNodes(itype, sn.integer("count", DEFAULT_SYSTEM_NODES, minimum=1, maximum=20))
+
+
+def _vpc_cidr(root: Fields, cluster: KubernetesCluster) -> str | None:
+    if not cluster.create:
+        if root.has("vpc_cidr"):
+            raise root.error(
+                "vpc_cidr",
+                f"the GPU nodes of the existing cluster {cluster.name!r} go into that "
+                "cluster's own VPC and subnets; gpuctl creates no VPC for it",
+                hint="remove vpc_cidr, or set kubernetes_cluster.create: true for a new "
+                "cluster in a new VPC",
+            )
+        return None
+    if not root.has("vpc_cidr"):
+        raise root.error(
+            None,
+            "missing required field 'vpc_cidr' (the new cluster's VPC)",
+            hint="e.g. vpc_cidr: 10.0.0.0/16; for GPU nodes in an existing cluster's "
+            "network: kubernetes_cluster: {name: EXISTING}",
+        )
     text = root.text("vpc_cidr", required=True)
     try:
         net = ipaddress.ip_network(text, strict=True)
@@ -175,23 +348,27 @@ def _vpc_cidr(root: Fields) -> str:
     return str(net)
 
 
-def _plain_version(root: Fields) -> str | None:
-    value = root.raw("kubernetes_version")
+def _plain_version(fields: Fields, required: bool) -> str | None:
+    value = fields.raw("version")
     if value is None:
+        if required:
+            raise fields.error(
+                None,
+                "missing required field 'version' (the Kubernetes version of the new cluster, "
+                'e.g. "1.33"; it also picks the GPU AMI)',
+            )
         return None
     if isinstance(value, float):  # unquoted, YAML reads 1.30 as the number 1.3
-        raise root.error(
-            "kubernetes_version",
+        raise fields.error(
+            "version",
             f'write the version in quotes, e.g. "{value}" (unquoted, 1.30 reads as the number 1.3)',
         )
     if not isinstance(value, str) or not _K8S_VERSION.match(value):
-        raise root.error(
-            "kubernetes_version", f'{value!r} is not a Kubernetes minor version (e.g. "1.31")'
-        )
+        raise fields.error("version", f'{value!r} is not a Kubernetes minor version (e.g. "1.31")')
     return value
 
 
-def _node_group(g: Fields) -> NodeGroup:
+def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
     g.reject_unknown(
         (
             "name",
@@ -202,6 +379,8 @@ def _node_group(g: Fields) -> NodeGroup:
             "gpu_type",
             "capacity_type",
             "taints",
+            "efa",
+            "capacity_reservation",
         )
     )
     name = g.name("name", required=True)
@@ -242,6 +421,21 @@ def _node_group(g: Fields) -> NodeGroup:
     keys = [(t.key, t.effect) for t in taints]
     if len(set(keys)) != len(keys):
         raise g.error("taints", "the same key and effect appear twice")
+    reservation = _reservation(g)
+    if reservation is not None and capacity == "spot":
+        raise g.error(
+            "capacity_type",
+            "a capacity reservation holds On-Demand capacity; spot cannot use it",
+        )
+    if autoscaler == "karpenter":
+        for key in ("min_size", "desired_size"):
+            if g.raw(key, 0) != 0:
+                raise g.error(
+                    key,
+                    "Karpenter launches nodes for pending pods and keeps no minimum; set 0",
+                    hint="or use autoscaler: cluster-autoscaler for Auto Scaling groups "
+                    "with a minimum size",
+                )
     return NodeGroup(
         name=name,
         instance_type=itype,
@@ -251,7 +445,29 @@ def _node_group(g: Fields) -> NodeGroup:
         gpu_type=gpu_type,
         capacity_type=capacity,
         taints=tuple(taints),
+        efa=g.flag("efa", False),
+        capacity_reservation=reservation,
     )
+
+
+def _reservation(g: Fields) -> CapacityReservation | None:
+    """`capacity_reservation: cr-…` (an On-Demand Capacity Reservation) or
+    `{id: cr-…, type: on-demand|capacity-block}`."""
+    value = g.raw("capacity_reservation")
+    if value is None:
+        return None
+    if isinstance(value, str):
+        fields, key, rtype = g, "capacity_reservation", "on-demand"
+    else:
+        cr = g.child("capacity_reservation")
+        assert cr is not None  # a mapping, or child() raised
+        cr.reject_unknown(("id", "type"))
+        fields, key = cr, "id"
+        rtype = cr.text("type", "on-demand", choices=RESERVATION_TYPES)
+    rid: str = fields.text(key, required=True)
+    if not _RESERVATION_ID.match(rid):
+        raise fields.error(key, f"{rid!r} is not a capacity reservation id (cr-0123456789abcdef0)")
+    return CapacityReservation(rid, rtype)
 
 
 def parse_taint(text: str) -> Taint | None:

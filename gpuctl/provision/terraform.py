@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl.common.errors import EXIT_INTERRUPTED, BackendError, GpuctlError
+from gpuctl.common.files import make_private_dir, write_atomic
 from gpuctl.provision.plan_summary import ApplyProgress, PlanSummary, summarize
 from gpuctl.provision.tfvars import BACKEND_FILE, TFVARS_FILE
 
@@ -72,9 +73,12 @@ def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict 
             f"{workdir} is not empty and was not written by gpuctl; refusing to replace its files",
             hint="choose another --workdir",
         )
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / MARKER_FILE).write_text("Terraform working directory managed by gpuctl\n")
-    for old in list(workdir.glob("*.tf")) + [workdir / "modules"]:
+    make_private_dir(workdir)
+    write_atomic(workdir / MARKER_FILE, "Terraform working directory managed by gpuctl\n")
+    copied_dirs = [
+        workdir / d.name for d in modules_dir.iterdir() if d.is_dir() and d.name[0] != "."
+    ]
+    for old in list(workdir.glob("*.tf")) + [workdir / "modules"] + copied_dirs:
         if old.is_dir():
             shutil.rmtree(old)
         elif old.exists():
@@ -89,13 +93,13 @@ def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict 
                 ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"),
             )
         elif item.suffix in (".tf", ".tpl"):
-            shutil.copy2(item, workdir / item.name)
-    (workdir / TFVARS_FILE).write_text(json.dumps(tfvars, indent=2) + "\n", encoding="utf-8")
+            write_atomic(workdir / item.name, item.read_bytes())
+    write_atomic(workdir / TFVARS_FILE, json.dumps(tfvars, indent=2) + "\n")
     backend_path = workdir / BACKEND_FILE
     if backend is None:
         backend_path.unlink(missing_ok=True)
     else:
-        backend_path.write_text(json.dumps(backend, indent=2) + "\n", encoding="utf-8")
+        write_atomic(backend_path, json.dumps(backend, indent=2) + "\n")
     return workdir
 
 

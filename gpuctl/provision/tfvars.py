@@ -7,28 +7,15 @@ an S3 state bucket, `backend.tf.json`. Values the preflight did not resolve are 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
 from typing import Any
 
+from gpuctl.provision import karpenter, stack
+from gpuctl.provision.facts import Facts, GroupFacts
 from gpuctl.provision.spec import ClusterSpec
 
 TFVARS_FILE = "terraform.tfvars.json"
 BACKEND_FILE = "backend.tf.json"
-
-
-@dataclass(frozen=True)
-class GroupFacts:
-    """What the preflight learnt about one node group's instance type."""
-
-    zones: tuple[str, ...] = ()
-    gpu_count: int | None = None
-    ami_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Facts:
-    kubernetes_version: str | None = None
-    groups: dict[str, GroupFacts] = field(default_factory=dict)
 
 
 def render_tfvars(spec: ClusterSpec, facts: Facts | None = None) -> dict[str, Any]:
@@ -36,6 +23,7 @@ def render_tfvars(spec: ClusterSpec, facts: Facts | None = None) -> dict[str, An
     groups = {}
     for g in spec.node_groups:
         gf = facts.groups.get(g.name, GroupFacts())
+        cr = g.capacity_reservation
         groups[g.name] = {
             "instance_type": g.instance_type,
             "min_size": g.min_size,
@@ -47,15 +35,44 @@ def render_tfvars(spec: ClusterSpec, facts: Facts | None = None) -> dict[str, An
             "gpu_count": gf.gpu_count,
             "ami_id": gf.ami_id,
             "availability_zones": sorted(gf.zones),
+            "subnet_ids": sorted(gf.subnet_ids),
+            "efa": g.efa,
+            "efa_interfaces": gf.efa_interfaces,
+            "capacity_reservation": None if cr is None else {"id": cr.id, "type": cr.type},
         }
+    kc = spec.cluster
+    releases = stack.releases(spec, facts)
     return {
         "cluster_name": spec.name,
         "region": spec.region,
+        "create_cluster": kc.create,
+        "kubernetes_cluster": kc.name,
+        "kubernetes_version": kc.version or facts.kubernetes_version,
         "vpc_cidr": spec.vpc_cidr,
-        "kubernetes_cluster": spec.kubernetes_cluster,
-        "kubernetes_version": spec.kubernetes_version or facts.kubernetes_version,
+        "availability_zones": list(facts.vpc_zones),
+        "control_plane": {
+            "endpoint_public_access": kc.endpoint_access != "private",
+            "endpoint_private_access": kc.endpoint_access != "public",
+            "public_access_cidrs": list(kc.public_access_cidrs),
+            "admin_principals": list(kc.admin_principals),
+            "system_instance_type": kc.system_nodes.instance_type,
+            "system_node_count": kc.system_nodes.count,
+        },
+        "autoscaler": spec.autoscaler,
+        "karpenter": {
+            "node_role_name": karpenter.node_role_name(spec),
+            "queue_name": karpenter.queue_name(spec),
+            "namespace": karpenter.NAMESPACE,
+            "service_account": karpenter.SERVICE_ACCOUNT,
+        },
         "gpu_label_key": spec.gpu_label_key,
         "node_groups": groups,
+        # Helm takes YAML; JSON is YAML, and one string per release keeps the variable's
+        # type the same for every release whatever its values hold.
+        "helm_releases": {
+            name: {**r, "values": json.dumps(r["values"], sort_keys=True)}
+            for name, r in releases.items()
+        },
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuctl.adapters.kube import Kube, NotFound
+from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError
 from gpuctl.jobs.spec import JobSpec
 from gpuctl.quota import rules as core
@@ -52,9 +53,10 @@ def plan_set(kube: Kube, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan
 
 
 def apply_set(kube: Kube, p: QuotaPlan) -> None:
+    """A new namespace and its quota are created together or not at all."""
     if p.create_namespace:
-        kube.create(core.namespace_object(p.team))
-    if p.current is None:
+        create_all(kube, p.objects(), cleanup=f"kubectl delete namespace {p.team}")
+    elif p.current is None:
         kube.create(core.quota_object(p.team, p.desired))
     elif p.changes:
         # gpuctl owns this quota object: its hard limits are replaced as a whole, so a MIG

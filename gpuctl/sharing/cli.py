@@ -21,6 +21,16 @@ share_app = typer.Typer(
 )
 
 
+_PLUGIN_NAMESPACE = options.namespace(
+    "The device plugin's namespace (default: where its DaemonSet runs)."
+)
+_CONFIG_MAP = typer.Option(
+    None,
+    "--config-map",
+    help="ConfigMap of device plugin configs (default: the one the plugin mounts).",
+)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(share_app, name="share")
 
@@ -45,10 +55,13 @@ def timeslice(
         "--rename-by-default",
         help="Advertise shared GPUs as nvidia.com/gpu.shared (jobs ask with `shared: true`).",
     ),
-    fail_gt_one: bool = typer.Option(
-        False,
-        "--fail-requests-greater-than-one",
-        help="Refuse pods that ask for more than one replica (time-slicing only).",
+    fail_gt_one: bool | None = typer.Option(
+        None,
+        "--fail-requests-greater-than-one/--no-fail-requests-greater-than-one",
+        help="Refuse pods that ask for more than one replica. Default: no for time-slicing, "
+        "yes for MPS (the plugin's defaults); --no-… with --mps writes an explicit false, "
+        "which the device plugin honours from v0.20.0.",
+        show_default=False,
     ),
     resource: list[str] = typer.Option(
         [],
@@ -65,14 +78,8 @@ def timeslice(
     name: str | None = typer.Option(
         None, "--name", help="Config name (ConfigMap key and node label value)."
     ),
-    namespace: str | None = options.namespace(
-        "The device plugin's namespace (default: where its DaemonSet runs)."
-    ),
-    config_map: str | None = typer.Option(
-        None,
-        "--config-map",
-        help="ConfigMap of device plugin configs (default: the one the plugin mounts).",
-    ),
+    namespace: str | None = _PLUGIN_NAMESPACE,
+    config_map: str | None = _CONFIG_MAP,
     replace: bool = typer.Option(
         False, "--replace", help="Switch nodes between time-slicing and MPS."
     ),
@@ -123,19 +130,33 @@ def _print_plan(err, p, spec) -> None:
     from gpuctl.sharing import config as core
 
     t = p.target
+    from gpuctl.sharing import service
+
     err.print(
         f"config {p.name!r}: {spec.strategy}, {spec.replicas} replicas per GPU of "
         f"{', '.join(spec.resources)}"
         + (" (renamed to <resource>.shared)" if spec.rename_by_default else "")
+        + (
+            "; requests for more than one replica refused"
+            if spec.fail_requests_greater_than_one
+            else ""
+        )
     )
     err.print(f"ConfigMap {t.namespace}/{t.config_map}: {p.config_map_action}")
+    for key in p.extra:
+        err.print(f"  and key {key!r}: a config without sharing, for nodes without the label")
+    _print_fallback(err, service.fallback_change(t, p.added))
     if not t.mounted:
         import json
 
-        patch = json.dumps({"spec": {"devicePlugin": {"config": {"name": t.config_map}}}})
+        default = core.NAMED_FALLBACK
+        patch = json.dumps(
+            {"spec": {"devicePlugin": {"config": {"name": t.config_map, "default": default}}}}
+        )
         err.print(
             f"[yellow]warning[/]: the device plugin does not read ConfigMap "
-            f"{t.config_map} yet; point it there:"
+            f"{t.config_map} yet; point it there, with its config {default!r} (no sharing) "
+            "as the default for nodes without the label:"
         )
         err.print(
             f"  GPU Operator: kubectl patch clusterpolicies.nvidia.com/cluster-policy "
@@ -143,7 +164,10 @@ def _print_plan(err, p, spec) -> None:
             markup=False,
             soft_wrap=True,
         )
-        err.print(f"  Helm chart: --set config.name={t.config_map}", markup=False)
+        err.print(
+            f"  Helm chart: --set config.name={t.config_map} --set config.default={default}",
+            markup=False,
+        )
     for c in p.changes:
         what = (
             f"label {core.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
@@ -151,6 +175,12 @@ def _print_plan(err, p, spec) -> None:
             else "unchanged"
         )
         err.print(f"  node {c.node}: {what}" + (f" ({c.note})" if c.note and c.changes else ""))
+
+
+def _print_fallback(err, change) -> None:
+    if change:
+        was, now = change
+        err.print(f"  nodes without the label: run {was} now; {now} after", markup=False)
 
 
 @share_app.command("off")
@@ -161,12 +191,15 @@ def off(
     selector: str | None = typer.Option(
         None, "--selector", "-l", help="Label selector for the nodes."
     ),
+    namespace: str | None = _PLUGIN_NAMESPACE,
+    config_map: str | None = _CONFIG_MAP,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
     context: str | None = options.context(),
 ) -> None:
-    """Stop sharing on the chosen nodes: remove their nvidia.com/device-plugin.config label
-    (they return to the device plugin's default config)."""
+    """Stop sharing on the chosen nodes: remove their nvidia.com/device-plugin.config label,
+    so that they run the plugin's default config, and make sure that default shares
+    nothing (else label them with a config without sharing)."""
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import UsageError
     from gpuctl.sharing import service as sharing
@@ -177,27 +210,36 @@ def off(
         raise UsageError("give the nodes: --nodes NAME... or --selector LABELS")
     err = err_console()
     with Kube(context) as kube:
-        changes = sharing.plan_off(kube, names, selector)
-        for c in changes:
+        p = sharing.plan_off(kube, names, selector, namespace, config_map)
+        if p.target is None:
             err.print(
-                f"  node {c.node}: "
-                + (
-                    f"remove label {CONFIG_LABEL}={c.old}"
-                    if c.changes
-                    else "no sharing config label; unchanged"
-                )
+                "[yellow]warning[/]: no NVIDIA device plugin found: what a node falls back "
+                "to without the label is not known"
             )
-        changing = [c for c in changes if c.changes]
-        if dry_run or not changing:
+        for key in p.added:
+            assert p.target is not None  # keys are only added to a known ConfigMap
+            err.print(
+                f"ConfigMap {p.target.namespace}/{p.target.config_map}: add key {key!r} "
+                "(a config without sharing)"
+            )
+        _print_fallback(err, sharing.fallback_change(p.target, p.added))
+        for c in p.changes:
+            if not c.changes:
+                what = "label unchanged"
+            elif c.new is None:
+                what = f"remove label {CONFIG_LABEL}={c.old}"
+            else:
+                what = f"label {CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
+            err.print(f"  node {c.node}: {what}" + (f" ({c.note})" if c.note else ""))
+        if dry_run or not p.todo:
             err.print("dry run: nothing was changed" if dry_run else "nothing to change")
             return
         confirm(
-            f"Remove the sharing config from {len(changing)} node(s)? The device plugin "
-            "restarts on them",
+            f"Stop sharing on {len(p.changes)} node(s)? The device plugin restarts on them",
             yes,
         )
-        sharing.apply_labels(kube, changes)
-    err.print(f"[green]done[/]: {len(changing)} node(s) back on the default config")
+        sharing.apply_off(kube, p)
+    err.print(f"[green]done[/]: {len(p.changes)} node(s) on a config without sharing")
 
 
 @share_app.command("show")
@@ -248,10 +290,14 @@ def show(
         gpus = str(r["gpus"] + r["shared_gpus"]) + (
             f" +{r['mig_devices']} MIG" if r["mig_devices"] else ""
         )
+        config = r["config"] or "-"
+        if r["config"] is None and r["config_source"] and r["config_source"] != "label":
+            # no label: name the config the plugin falls back to
+            config = f"({r['running_config'] or 'none'}: {r['config_source']})"
         table.add_row(
             r["node"],
             gpus,
-            r["config"] or "-",
+            escape(config),
             r["strategy"],
             str(r["replicas"]),
             applied,

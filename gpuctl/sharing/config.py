@@ -43,6 +43,8 @@ class Sharing:
     strategy: str  # TIME_SLICING or MPS
     replicas: int
     rename_by_default: bool = False
+    # What the plugin does: refuse a pod asking for more than one replica. Off by default
+    # for time-slicing; on by default for MPS, which honours an explicit false from v0.20.0.
     fail_requests_greater_than_one: bool = False
     resources: tuple[str, ...] = (GPU,)
 
@@ -54,6 +56,8 @@ class Sharing:
             name += "-rename"
         if self.fail_requests_greater_than_one and self.strategy == TIME_SLICING:
             name += "-strict"
+        if not self.fail_requests_greater_than_one and self.strategy == MPS:
+            name += "-multi"
         if self.resources != (GPU,):
             name += "-" + hashlib.sha1(",".join(self.resources).encode()).hexdigest()[:6]
         return name
@@ -67,10 +71,11 @@ def make_sharing(
     strategy: str,
     replicas: int,
     rename_by_default: bool = False,
-    fail_requests_greater_than_one: bool = False,
+    fail_requests_greater_than_one: bool | None = None,
     resources: tuple[str, ...] = (GPU,),
 ) -> Sharing:
-    """Validate options into a Sharing (UsageError on a bad combination)."""
+    """Validate options into a Sharing (UsageError on a bad combination). An unset
+    `fail_requests_greater_than_one` is the plugin's default for the strategy."""
     if strategy not in (TIME_SLICING, MPS):
         raise UsageError(f"unknown sharing strategy {strategy!r}")
     limit = MAX_MPS_REPLICAS if strategy == MPS else MAX_REPLICAS
@@ -86,19 +91,16 @@ def make_sharing(
                 f"--resource {r!r} is not nvidia.com/gpu or a MIG resource "
                 "(nvidia.com/mig-<profile>)"
             )
-    if strategy == MPS:
-        if resources != (GPU,):
-            raise UsageError("MPS can share only nvidia.com/gpu, not MIG resources")
-        if fail_requests_greater_than_one:
-            raise UsageError(
-                "--fail-requests-greater-than-one applies to time-slicing; "
-                "MPS always refuses requests for more than one replica"
-            )
+    if strategy == MPS and resources != (GPU,):
+        raise UsageError("MPS can share only nvidia.com/gpu, not MIG resources")
+    if fail_requests_greater_than_one is None:
+        fail_requests_greater_than_one = strategy == MPS
     return Sharing(strategy, replicas, rename_by_default, fail_requests_greater_than_one, resources)
 
 
 def _mig_profile(resource: str) -> bool:
-    names = {p.resource_name for m in geometry.models() for p in m.profiles}
+    # as the plugin advertises them: nvidia.com/mig-1g.10gb.me for 1g.10gb+me
+    names = {"nvidia.com/mig-" + n.replace("+", ".") for n in geometry.all_profile_names()}
     return resource in names
 
 
@@ -114,7 +116,9 @@ def check_name(name: str) -> str:
 def render_config(s: Sharing) -> dict[str, Any]:
     """The device plugin config file, as data."""
     section: dict[str, Any] = {"renameByDefault": s.rename_by_default}
-    if s.strategy == TIME_SLICING:
+    if s.strategy == TIME_SLICING or not s.fail_requests_greater_than_one:
+        # Under mps only an explicit false is written: the plugin's default there is true
+        # (before v0.20.0 it forced true whatever the file said).
         section["failRequestsGreaterThanOne"] = s.fail_requests_greater_than_one
     section["resources"] = [{"name": r, "replicas": s.replicas} for r in s.resources]
     key = "timeSlicing" if s.strategy == TIME_SLICING else "mps"
@@ -164,11 +168,13 @@ def parse_config(text: str) -> Sharing | None:
         )
     ):
         raise GpuctlError(f"sharing.{present[0]}.resources must list {{name, replicas}} entries")
+    strategy = TIME_SLICING if present[0] == "timeSlicing" else MPS
+    fail = section.get("failRequestsGreaterThanOne")
     return Sharing(
-        TIME_SLICING if present[0] == "timeSlicing" else MPS,
+        strategy,
         max(r["replicas"] for r in resources),
         bool(section.get("renameByDefault")),
-        bool(section.get("failRequestsGreaterThanOne")),
+        strategy == MPS if fail is None else bool(fail),  # absent: the plugin's default
         tuple(r["name"] for r in resources),
     )
 
@@ -234,6 +240,161 @@ def plugin_config_map(ds: dict[str, Any]) -> str | None:
     return None
 
 
+# --- which config a node runs ------------------------------------------------------------
+# The plugin's config-manager picks a node's config (cmd/config-manager/main.go,
+# updateConfigName, k8s-device-plugin v0.20.0): the key its label names; else DEFAULT_CONFIG;
+# else the fallback strategies in order: "named" takes the key "default", "single" the only
+# key, "empty" no config at all. The Helm chart's defaults are ["named", "single"]: there a
+# ConfigMap with one key is every unlabelled node's config. The GPU Operator sets "empty".
+NAMED_FALLBACK = "default"
+HELM_FALLBACKS = ("named", "single")
+NO_SHARING_TEXT = (
+    "# No sharing: written by gpuctl so that nodes without the\n"
+    f"# {CONFIG_LABEL} label do not share their GPUs.\nversion: v1\n"
+)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The config-manager's DEFAULT_CONFIG and FALLBACK_STRATEGIES."""
+
+    default: str | None = None
+    fallbacks: tuple[str, ...] = HELM_FALLBACKS
+
+
+# What the advice gpuctl prints for a plugin that reads none of its ConfigMaps sets up:
+# config.name=<ConfigMap>, config.default=default.
+ADVISED = Selection(NAMED_FALLBACK)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The config a node runs: a ConfigMap key, or None for no config file (the plugin's
+    built-in defaults: no sharing); `error` when the config-manager fails instead."""
+
+    key: str | None
+    how: str  # "label", "DEFAULT_CONFIG", "fallback named|single|empty"
+    error: str | None = None
+
+
+def plugin_selection(ds: dict[str, Any]) -> Selection | None:
+    """DEFAULT_CONFIG and FALLBACK_STRATEGIES of the DaemonSet's config-manager (the
+    container watching the node label), or None if it runs none."""
+    pod = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
+        env = {e.get("name"): e.get("value") for e in c.get("env") or []}
+        if env.get("NODE_LABEL") == CONFIG_LABEL:
+            text = env.get("FALLBACK_STRATEGIES") or ""
+            fallbacks = tuple(f.strip() for f in text.split(",") if f.strip())
+            return Selection(env.get("DEFAULT_CONFIG") or None, fallbacks)
+    return None
+
+
+def chosen_config(label: str | None, keys: list[str], sel: Selection) -> Chosen:
+    """The config-manager's choice for a node with this label value (None: no label)."""
+    if not keys:
+        return Chosen(None, "", "no configuration files available")
+    if label:
+        if label not in keys:
+            return Chosen(None, "label", f"specified config {label} does not exist")
+        return Chosen(label, "label")
+    if sel.default:
+        if sel.default not in keys:
+            return Chosen(None, "DEFAULT_CONFIG", f"specified config {sel.default} does not exist")
+        return Chosen(sel.default, "DEFAULT_CONFIG")
+    for fallback in sel.fallbacks:
+        if fallback == "named" and NAMED_FALLBACK in keys:
+            return Chosen(NAMED_FALLBACK, "fallback named")
+        if fallback == "single" and len(keys) == 1:
+            return Chosen(keys[0], "fallback single")
+        if fallback == "empty":
+            return Chosen(None, "fallback empty")
+        if fallback not in ("named", "single"):
+            return Chosen(None, "fallback", f"unknown fallback strategy: {fallback}")
+    return Chosen(
+        None, "fallback", "no config was set, no default was provided, and all fallbacks failed"
+    )
+
+
+def shares(chosen: Chosen, configs: Configs) -> bool | None:
+    """Whether a node on this config shares its GPUs; None when that cannot be told (the
+    config-manager fails, or the config does not parse)."""
+    if chosen.error:
+        return None
+    if chosen.key is None:
+        return False
+    s = configs.get(chosen.key)
+    return None if isinstance(s, GpuctlError) else s is not None
+
+
+def unshare_fallback(data: dict[str, str], sel: Selection) -> dict[str, str] | None:
+    """Keys to add so that a node without the label runs no sharing: {} if it already does;
+    a 'default' without sharing where the fallbacks reach that key; None if no key can do
+    it (DEFAULT_CONFIG names a sharing config, a 'default' key shares, ...)."""
+    if shares(chosen_config(None, sorted(data), sel), parse_configs(data)) is False:
+        return {}
+    if NAMED_FALLBACK not in data:
+        extra = {NAMED_FALLBACK: NO_SHARING_TEXT}
+        fixed = data | extra
+        if shares(chosen_config(None, sorted(fixed), sel), parse_configs(fixed)) is False:
+            return extra
+    return None
+
+
+def keep_unlabelled_unshared(
+    before: dict[str, str], after: dict[str, str], sel: Selection
+) -> dict[str, str]:
+    """Keys to add beside a new sharing config (`after` = `before` + it) so that nodes
+    without the label do not start sharing, or lose their config, because of it: with the
+    chart's fallbacks a ConfigMap's only key is every unlabelled node's config. Refuses
+    (GpuctlError) where no key can prevent that."""
+    extra = unshare_fallback(after, sel)
+    if extra is not None:
+        return extra
+    if before and shares(chosen_config(None, sorted(before), sel), parse_configs(before)):
+        return {}  # unlabelled nodes share already, by the admin's choice of default
+    now = chosen_config(None, sorted(after), sel)
+    raise GpuctlError(
+        "nodes without the sharing label would "
+        + (f"fail to get a config ({now.error})" if now.error else f"share as {now.key!r}")
+        + f" (DEFAULT_CONFIG={sel.default or 'unset'}, FALLBACK_STRATEGIES="
+        f"{','.join(sel.fallbacks) or 'unset'})",
+        hint="give the device plugin a default config without sharing (Helm: --set "
+        f"config.default={NAMED_FALLBACK}, with a key {NAMED_FALLBACK!r} in its ConfigMap)",
+    )
+
+
+def describe(chosen: Chosen, configs: Configs) -> str:
+    """`'ts-4' (fallback single, time-slicing ×4)`, for plans and tables."""
+    if chosen.error:
+        return f"no config (the config-manager fails: {chosen.error})"
+    if chosen.key is None:
+        return f"no config file ({chosen.how}: no sharing)"
+    s = configs.get(chosen.key)
+    what = (
+        "no sharing"
+        if s is None
+        else "unreadable"
+        if isinstance(s, GpuctlError)
+        else f"{s.strategy} ×{s.replicas}"
+    )
+    return f"{chosen.key!r} ({chosen.how}, {what})"
+
+
+def no_sharing_key(data: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """A key of the ConfigMap whose config shares nothing, and the keys to add for it."""
+    configs = parse_configs(data)
+    for key in (NAMED_FALLBACK, "no-sharing"):
+        if key not in data:
+            return key, {key: NO_SHARING_TEXT}
+        if configs[key] is None:
+            return key, {}
+    raise GpuctlError(
+        f"the ConfigMap's keys {NAMED_FALLBACK!r} and 'no-sharing' both share GPUs",
+        hint="add a config without sharing to it, and label the nodes with its key",
+    )
+
+
 # --- nodes ---------------------------------------------------------------------------
 
 
@@ -282,13 +443,23 @@ def parse_configs(data: dict[str, str] | None) -> Configs:
     return out
 
 
-def current_strategy(node: dict[str, Any], configs: Configs) -> tuple[str | None, int | None]:
-    """(strategy, replicas) the node is set to: from its config label if the ConfigMap has
-    that key, else from what GPU Feature Discovery reports."""
+def node_config(node: dict[str, Any], configs: Configs, sel: Selection | None) -> Chosen | None:
+    """The config the node runs (None where the plugin's way of choosing is not known)."""
+    label = labels_of(node).get(CONFIG_LABEL)
+    if sel is None:
+        return Chosen(label, "label") if label in configs else None
+    return chosen_config(label, sorted(configs), sel)
+
+
+def current_strategy(
+    node: dict[str, Any], configs: Configs, sel: Selection | None = None
+) -> tuple[str | None, int | None]:
+    """(strategy, replicas) the node is set to: from the config it runs (its label's, or
+    the one the plugin falls back to), else from what GPU Feature Discovery reports."""
     labels = labels_of(node)
-    chosen = labels.get(CONFIG_LABEL)
-    if chosen in configs:
-        s = configs[chosen]
+    chosen = node_config(node, configs, sel)
+    if chosen is not None and not chosen.error:
+        s = configs.get(chosen.key) if chosen.key else None
         if isinstance(s, Sharing):
             return s.strategy, s.replicas
         if s is None:
@@ -333,7 +504,12 @@ def select_nodes(
 
 
 def plan(
-    nodes: list[dict[str, Any]], sharing: Sharing, name: str, configs: Configs, replace: bool
+    nodes: list[dict[str, Any]],
+    sharing: Sharing,
+    name: str,
+    configs: Configs,
+    replace: bool,
+    sel: Selection | None = None,
 ) -> list[NodeChange]:
     """Label changes for the chosen nodes; refuses (GpuctlError) what the plugin cannot do."""
     refusals, out = [], []
@@ -349,7 +525,7 @@ def plan(
         if sharing.strategy == MPS and why_mig:
             refusals.append(f"{node_name}: MPS is not supported on MIG nodes ({why_mig})")
             continue
-        strategy, _ = current_strategy(node, configs)
+        strategy, _ = current_strategy(node, configs, sel)
         if old != name and strategy and strategy != sharing.strategy and not replace:
             refusals.append(
                 f"{node_name}: uses {strategy}"
@@ -376,7 +552,8 @@ def plan(
     if refusals:
         exclusive = any("exclusive" in r for r in refusals)
         raise GpuctlError(
-            f"refusing to change sharing on {len(refusals)} node(s):\n  " + "\n  ".join(refusals),
+            f"refusing to change sharing on {len(refusals)} node(s):",
+            details=refusals,
             hint=(
                 "pass --replace to switch a node between time-slicing and MPS (or `gpuctl "
                 "share off --nodes NODE` first), or pick other nodes"
@@ -387,25 +564,31 @@ def plan(
     return out
 
 
-def show_rows(nodes: list[dict[str, Any]], configs: Configs) -> list[dict[str, Any]]:
-    """One row per GPU node: its config label, the strategy and replicas it asks for, and
-    what GPU Feature Discovery reports as applied."""
+def show_rows(
+    nodes: list[dict[str, Any]], configs: Configs, sel: Selection | None = None
+) -> list[dict[str, Any]]:
+    """One row per GPU node: its config label, the config it really runs (the label's, or
+    the one the plugin falls back to without it), the strategy and replicas that asks for,
+    and what GPU Feature Discovery reports as applied."""
     rows = []
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
         if not is_gpu_node(node):
             continue
         labels, alloc = labels_of(node), allocatable(node)
-        chosen = labels.get(CONFIG_LABEL)
-        strategy, replicas = current_strategy(node, configs)
+        label = labels.get(CONFIG_LABEL)
+        running = node_config(node, configs, sel)
+        strategy, replicas = current_strategy(node, configs, sel)
         problem = None
-        if chosen is not None and chosen not in configs:
+        if label is not None and label not in configs:
             problem = (
-                f"config {chosen!r} not in the ConfigMap"
+                f"config {label!r} not in the ConfigMap"
                 if configs
                 else "no ConfigMap of device plugin configs"
             )
-        elif chosen is not None and isinstance(configs[chosen], GpuctlError):
-            problem = f"config {chosen!r}: {configs[chosen]}"
+        elif running is not None and running.error:
+            problem = f"the plugin's config-manager fails: {running.error}"
+        elif running is not None and isinstance(configs.get(running.key or ""), GpuctlError):
+            problem = f"config {running.key!r}: {configs[running.key or '']}"
         rows.append(
             {
                 "node": node["metadata"]["name"],
@@ -414,7 +597,9 @@ def show_rows(nodes: list[dict[str, Any]], configs: Configs) -> list[dict[str, A
                 "mig_devices": sum(
                     count(v) for k, v in alloc.items() if k.startswith("nvidia.com/mig-")
                 ),
-                "config": chosen,
+                "config": label,
+                "running_config": running.key if running and not running.error else None,
+                "config_source": running.how if running else None,
                 "strategy": strategy or "none",
                 "replicas": replicas or 1,
                 "applied_strategy": labels.get(GFD_STRATEGY),

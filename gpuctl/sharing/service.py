@@ -3,7 +3,7 @@ node labels (gpuctl.sharing.config), then write the ConfigMap and label the node
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import GpuctlError
@@ -12,12 +12,15 @@ from gpuctl.sharing import config as core
 
 @dataclass
 class Target:
-    """Where the device plugin reads its configs from."""
+    """Where the device plugin reads its configs from, and how it picks one for a node."""
 
     namespace: str
     config_map: str
     mounted: bool  # the DaemonSet mounts this ConfigMap
     data: dict[str, str] | None  # the ConfigMap's data, None if it does not exist yet
+    # the plugin's DEFAULT_CONFIG and fallbacks; for a ConfigMap it does not read yet, what
+    # the printed advice sets up
+    selection: core.Selection = core.ADVISED
 
 
 def list_daemonsets(kube: Kube) -> list[dict]:
@@ -46,7 +49,12 @@ def locate(
         data = kube.read("ConfigMap", name, ns).get("data") or {}
     except NotFound:
         data = None
-    return Target(ns, name, mounted_name == name, data)
+    mounted = mounted_name == name
+    selection = core.ADVISED
+    if plugin is not None and mounted:
+        # no config-manager environment: its own defaults (no default, no fallbacks)
+        selection = core.plugin_selection(plugin) or core.Selection(None, ())
+    return Target(ns, name, mounted, data, selection)
 
 
 def list_nodes(kube: Kube, selector_text: str | None) -> list[dict]:
@@ -60,17 +68,24 @@ class Plan:
     text: str  # the config YAML
     config_map_action: str  # "create", "add key", "unchanged"
     changes: list[core.NodeChange]
+    extra: dict[str, str] = field(default_factory=dict)  # e.g. a non-sharing 'default'
+
+    @property
+    def added(self) -> dict[str, str]:
+        """The keys this plan writes into the ConfigMap."""
+        if self.config_map_action == "unchanged":
+            return {}
+        return {self.name: self.text, **self.extra}
 
     def objects(self) -> list[dict]:
-        data = dict(self.target.data or {})
-        data[self.name] = self.text
-        cm = core.config_map(
-            self.target.config_map,
-            self.target.namespace,
-            data,
-            created=self.config_map_action == "create",
-        )
-        return [cm] + [core.node_label_patch(c.node, c.new) for c in self.changes if c.changes]
+        out = []
+        if self.config_map_action != "unchanged" or self.target.data is None:
+            data = dict(self.target.data or {}) | self.added
+            created = self.target.data is None
+            out.append(
+                core.config_map(self.target.config_map, self.target.namespace, data, created)
+            )
+        return out + [core.node_label_patch(c.node, c.new) for c in self.changes if c.changes]
 
 
 def plan(
@@ -96,10 +111,11 @@ def plan(
         )
     configs = core.parse_configs(target.data)
     text = core.config_text(sharing)
-    if target.data is None:
-        action = "create"
-    elif name not in target.data:
-        action = "add key"
+    extra: dict[str, str] = {}
+    if target.data is None or name not in target.data:
+        action = "create" if target.data is None else "add key"
+        before = dict(target.data or {})
+        extra = core.keep_unlabelled_unshared(before, before | {name: text}, target.selection)
     elif configs[name] == sharing:
         action = "unchanged"
         text = target.data[name]  # keep the stored text when it means the same
@@ -117,18 +133,24 @@ def plan(
             "no GPU node matches" + (f" {selector_text!r}" if selector_text else ""),
             hint="see the GPU nodes with `gpuctl share show`",
         )
-    changes = core.plan(chosen, sharing, name, configs, replace)
-    return Plan(target, name, text, action, changes)
+    changes = core.plan(chosen, sharing, name, configs, replace, target.selection)
+    return Plan(target, name, text, action, changes, extra)
 
 
 def apply(kube: Kube, p: Plan) -> None:
     """Write the config first, then the labels: a node never points at a missing key."""
-    t = p.target
-    if p.config_map_action == "create":
-        kube.create(core.config_map(t.config_map, t.namespace, {p.name: p.text}))
-    elif p.config_map_action == "add key":
-        kube.patch("ConfigMap", t.config_map, t.namespace, {"data": {p.name: p.text}})
+    write_keys(kube, p.target, p.added)
     apply_labels(kube, p.changes)
+
+
+def write_keys(kube: Kube, t: Target, added: dict[str, str]) -> None:
+    """Create the ConfigMap with these keys, or add them to it (its other keys stay)."""
+    if not added:
+        return
+    if t.data is None:
+        kube.create(core.config_map(t.config_map, t.namespace, added))
+    else:
+        kube.patch("ConfigMap", t.config_map, t.namespace, {"data": added})
 
 
 def apply_labels(kube: Kube, changes: list[core.NodeChange]) -> None:
@@ -137,20 +159,82 @@ def apply_labels(kube: Kube, changes: list[core.NodeChange]) -> None:
             kube.patch_node_labels(c.node, {core.CONFIG_LABEL: c.new})
 
 
+@dataclass
+class OffPlan:
+    target: Target | None
+    changes: list[core.NodeChange]
+    added: dict[str, str]  # keys to add to the ConfigMap first (a config without sharing)
+
+    @property
+    def todo(self) -> bool:
+        return bool(self.added) or any(c.changes for c in self.changes)
+
+
 def plan_off(
-    kube: Kube, nodes: tuple[str, ...], selector_text: str | None
-) -> list[core.NodeChange]:
-    """Label removals that put the chosen nodes back on the device plugin's default config."""
+    kube: Kube,
+    nodes: tuple[str, ...],
+    selector_text: str | None,
+    namespace: str | None = None,
+    config_map: str | None = None,
+) -> OffPlan:
+    """Stop sharing on the chosen nodes. Removing the label puts a node on the config the
+    plugin falls back to, which shares too where that is a sharing config (with the Helm
+    chart's fallbacks, a ConfigMap's only key): then the node is labelled with a config
+    without sharing instead (added to the ConfigMap if it has none)."""
     from gpuctl.common import selector
 
     parsed = selector.parse(selector_text) if selector_text is not None else ()
     chosen = core.select_nodes(
         list_nodes(kube, selector_text if not nodes else None), nodes, parsed
     )
-    return [
-        core.NodeChange(n["metadata"]["name"], core.labels_of(n).get(core.CONFIG_LABEL), None)
-        for n in chosen
-    ]
+    target = locate(kube, namespace, config_map)
+    data = dict((target.data if target else None) or {})
+    added: dict[str, str] = {}
+    new_label = None  # remove the label
+    if target is not None:
+        fix = core.unshare_fallback(data, target.selection)
+        if fix is None:  # the plugin's default config shares: point the nodes elsewhere
+            new_label, added = core.no_sharing_key(data)
+        else:
+            added = fix
+    configs, after = core.parse_configs(data), core.parse_configs(data | added)
+    changes, moved = [], False
+    for n in chosen:
+        old = core.labels_of(n).get(core.CONFIG_LABEL)
+        note = ""
+        if target is not None:
+            was = core.chosen_config(old, sorted(data), target.selection)
+            now = core.chosen_config(new_label, sorted(data | added), target.selection)
+            moved = moved or (was.key, was.error) != (now.key, now.error)
+            if core.shares(was, configs) is not False:
+                note = f"runs {core.describe(was, configs)}; then {core.describe(now, after)}"
+        changes.append(core.NodeChange(n["metadata"]["name"], old, new_label, note))
+    if not moved:
+        added = {}
+    return OffPlan(target, changes, added)
+
+
+def fallback_change(target: Target | None, added: dict[str, str]) -> tuple[str, str] | None:
+    """What nodes without the label run before and after `added` is written, if it differs
+    (they stop falling back to a sharing config)."""
+    if target is None or not added:
+        return None
+    before = dict(target.data or {})
+    after = before | added
+    was = core.chosen_config(None, sorted(before), target.selection)
+    now = core.chosen_config(None, sorted(after), target.selection)
+    if (was.key, was.error) == (now.key, now.error):
+        return None
+    return (
+        core.describe(was, core.parse_configs(before)),
+        core.describe(now, core.parse_configs(after)),
+    )
+
+
+def apply_off(kube: Kube, p: OffPlan) -> None:
+    if p.target is not None:
+        write_keys(kube, p.target, p.added)
+    apply_labels(kube, p.changes)
 
 
 def show(
@@ -158,6 +242,8 @@ def show(
 ) -> tuple[Target | None, list[dict]]:
     target = locate(kube, namespace, config_map)
     rows = core.show_rows(
-        list_nodes(kube, None), core.parse_configs(target.data if target else None)
+        list_nodes(kube, None),
+        core.parse_configs(target.data if target else None),
+        target.selection if target else None,
     )
     return target, rows

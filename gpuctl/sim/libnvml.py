@@ -320,7 +320,8 @@ class SimulatedLibrary:
         info.busIdLegacy = f"{domain:04X}:{bus:02X}:00.0".encode()
         info.busId = bus_id(i).encode()
         info.domain, info.bus, info.device = domain, bus, 0
-        info.pciDeviceId, info.pciSubSystemId = self.node.pci_device_id(i), 0x16C110DE
+        info.pciDeviceId = self.node.pci_device_id(i)
+        info.pciSubSystemId = self.node.pci_subsystem_id(i)
 
     @_nvml
     def nvmlDeviceGetMemoryInfo(self, handle, ref):

@@ -29,6 +29,7 @@ from pynvml import (
 )
 
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.files import make_private_dir, open_lock, write_atomic
 from gpuctl.common.numbers import whole_number
 from gpuctl.gpus import geometry
 from gpuctl.gpus.geometry import CI_PROFILE_SLICES
@@ -61,21 +62,34 @@ _BOARD = {
     "RTX-PRO-6000": (600, 40, 2430, 1750),
     "T4": (70, 10, 1590, 5001),
 }
-# A GPU without MIG, for mixed nodes (not in the MIG geometry table): NVML answers its MIG
-# calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on.
-_NON_MIG = (
-    geometry.GpuModel(
-        nvml_name="Tesla T4",
-        short_name="T4",
-        memory_total_mib=15360,
+# PCI subsystem ids (subsystem device << 16 | vendor) where one was seen on such a board: an
+# A100 SXM4 40GB shows [10de:134f] under lspci (a public transcript); others get one value.
+_PCI_SUBSYSTEM = {"A100-40GB": 0x134F10DE}
+_DEFAULT_PCI_SUBSYSTEM = 0x16C110DE
+
+
+# GPUs without MIG, for mixed nodes (not in the MIG geometry table): NVML answers their MIG
+# calls with NVML_ERROR_NOT_SUPPORTED, as mig-parted relies on. The DGX Station A100's
+# display GPU is what mig-parted's dgx-station example config filters by 0x1FB010DE (its
+# name and 4096 MiB as nvidia-smi prints them in public transcripts).
+def _without_mig(nvml_name: str, short_name: str, memory_mib: int, pci_id: str):
+    return geometry.GpuModel(
+        nvml_name=nvml_name,
+        short_name=short_name,
+        memory_total_mib=memory_mib,
         memory_slices=0,
         compute_slices=0,
         max_gpu_instances=0,
         architecture="Turing",
         compute_capability="7.5",
         profiles=(),
-        pci_device_ids=("0x1EB810DE",),
-    ),
+        pci_device_ids=(pci_id,),
+    )
+
+
+NON_MIG_MODELS = (
+    _without_mig("Tesla T4", "T4", 15360, "0x1EB810DE"),
+    _without_mig("NVIDIA DGX Display", "DGX-Display", 4096, "0x1FB010DE"),
 )
 _IDLE_SM_CLOCK = 345
 
@@ -135,16 +149,21 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
     return gpus
 
 
+def _alnum(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
 def _find_model(name: str) -> geometry.GpuModel:
-    key = "".join(ch for ch in name.lower() if ch.isalnum())
-    for m in _NON_MIG:
-        if key in (m.short_name.lower(), "".join(ch for ch in m.nvml_name.lower() if ch.isalnum())):
+    key = _alnum(name)
+    for m in NON_MIG_MODELS:
+        if key in (_alnum(m.short_name), _alnum(m.nvml_name)):
             return m
     try:
         return geometry.find_model(name)
     except GpuctlError as e:
         raise GpuctlError(
-            e.message, hint=f"{e.hint}; without MIG: " + ", ".join(m.short_name for m in _NON_MIG)
+            e.message,
+            hint=f"{e.hint}; without MIG: " + ", ".join(m.short_name for m in NON_MIG_MODELS),
         ) from None
 
 
@@ -183,6 +202,24 @@ _GI_KEYS = {"id", "profile_id", "start", "size", "compute_instances"}
 _PROCESS_KEYS = {"pid", "name", "user", "gpu", "gi_id", "ci_id", "used_memory_mib"}
 
 
+MAX_CLOCK_S = 1e11  # year 5138: NVML timestamps in microseconds still fit 64 bits
+
+
+def fixed_clock(text: str) -> float:
+    """GPUCTL_SIM_CLOCK: the simulated node's time, seconds since 1970."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_CLOCK_S:  # also refuses nan and inf
+        raise UsageError(
+            f"GPUCTL_SIM_CLOCK={text!r} is not a time in seconds since 1970 "
+            f"(0 to {MAX_CLOCK_S:.0e})",
+            hint="unset it to use this machine's clock",
+        )
+    return value
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -197,6 +234,7 @@ class Node:
 
     def __init__(self, spec: str, state_path: str | None = None, seed: int = 0):
         self.spec = canonical_spec(spec)
+        self.now()  # a bad GPUCTL_SIM_CLOCK is refused before anything is read or written
         self.models = parse_spec(self.spec)
         self.path = state_path or default_state_path(self.spec)
         self._stamp: tuple | None = None  # identity of the state file version we hold
@@ -402,23 +440,19 @@ class Node:
     @contextlib.contextmanager
     def _locked(self):
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            lock = open(self.path + ".lock", "a")
+            make_private_dir(os.path.dirname(os.path.abspath(self.path)))
+            lock = open_lock(self.path + ".lock")
         except OSError as e:
             raise self._unwritable(e) from None
-        with lock:
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+            yield
+        finally:
+            os.close(lock)  # releases the lock
 
     def _write(self) -> None:
-        tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.state, f, indent=1)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(self.state, indent=1))
         except OSError as e:
             raise self._unwritable(e) from None
         st = os.stat(self.path)
@@ -527,7 +561,7 @@ class Node:
     # ---- time-varying readings -----------------------------------------------------------
     def now(self) -> float:
         fixed = os.environ.get("GPUCTL_SIM_CLOCK")
-        return float(fixed) if fixed else time.time()
+        return fixed_clock(fixed) if fixed else time.time()
 
     def utilization(self, index: int, gi_id: int | None = None) -> int:
         """Busy GPUs (with processes) move between ~30 and 100 %; idle ones read 0."""
@@ -546,6 +580,9 @@ class Node:
     def pci_device_id(self, index: int) -> int:
         """The model's first PCI device id (device << 16 | vendor)."""
         return int(self.models[index].pci_device_ids[0], 16)
+
+    def pci_subsystem_id(self, index: int) -> int:
+        return _PCI_SUBSYSTEM.get(self.models[index].short_name, _DEFAULT_PCI_SUBSYSTEM)
 
     def board(self, index: int) -> tuple[int, int, int, int]:
         return _BOARD.get(self.models[index].short_name, (400, 50, 1500, 1500))

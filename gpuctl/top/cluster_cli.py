@@ -98,9 +98,7 @@ def _live(console, frames: cluster.LiveFrames) -> None:
                     refresh=True,
                 )
                 time.sleep(max(0.0, frames.delay - (time.monotonic() - started)))
-    except KeyboardInterrupt:
-        pass
-    finally:
+    finally:  # Ctrl-C is an interrupt as in every command (exit 130)
         frames.close()
 
 

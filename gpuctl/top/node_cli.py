@@ -140,20 +140,17 @@ def _live(console, nvml, delay: float, sort: str) -> None:
     from rich.live import Live
 
     keys = _Keys()
-    try:
-        with (
-            keys,
-            Live(
-                render(nvml.sample(), sort=sort, width=console.width),
-                console=console,
-                screen=True,
-                auto_refresh=False,
-            ) as live,
-        ):
-            while not keys.quit_within(delay):
-                live.update(render(nvml.sample(), sort=sort, width=console.width), refresh=True)
-    except KeyboardInterrupt:
-        pass
+    with (
+        keys,
+        Live(
+            render(nvml.sample(), sort=sort, width=console.width),
+            console=console,
+            screen=True,
+            auto_refresh=False,
+        ) as live,
+    ):
+        while not keys.quit_within(delay):
+            live.update(render(nvml.sample(), sort=sort, width=console.width), refresh=True)
 
 
 class _Keys:

@@ -431,7 +431,8 @@ def _round(value: float | None) -> float | None:
 
 
 def _mib(value: float | None) -> int | None:
-    return None if value is None else int(round(value))
+    # an exporter's reading can be NaN, or overflow when added up
+    return None if value is None or not math.isfinite(value) else int(round(value))
 
 
 def gpu_to_dict(r: GpuRow) -> dict[str, Any]:

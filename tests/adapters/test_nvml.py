@@ -88,8 +88,10 @@ def test_mig_layout_round_trip():
         c2 = nvml.create_compute_instance(0, b, 1)
         assert nvml.gpu_instances(0) == sorted(
             [
-                GpuInstance(a, 14, 4, 2, [ComputeInstance(ca, 1)]),
-                GpuInstance(b, 9, 0, 4, [ComputeInstance(c1, 0), ComputeInstance(c2, 1)]),
+                GpuInstance(a, 14, 4, 2, [ComputeInstance(ca, 1)], profile_index=1),
+                GpuInstance(
+                    b, 9, 0, 4, [ComputeInstance(c1, 0), ComputeInstance(c2, 1)], profile_index=2
+                ),
             ],
             key=lambda g: g.gi_id,
         )
@@ -218,3 +220,24 @@ def test_a_session_on_the_real_driver_loads_nothing_of_the_simulator():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr
+
+
+@pytest.mark.parametrize(
+    "missing, what",
+    [
+        ("nvmlInitWithFlags", "cannot initialize NVML"),
+        ("nvmlDeviceGetCount_v2", "count GPUs"),
+        ("nvmlDeviceGetHandleByIndex_v2", "GPU 0"),
+    ],
+)
+def test_a_missing_nvml_function_is_named(capsys, monkeypatch, missing, what):
+    from tests.clirun import run_gpuctl
+
+    monkeypatch.setenv("GPUCTL_SIM_WITHOUT", missing)
+    code, out, err = run_gpuctl(capsys, "top", "--simulate", "1xA100-40GB", "--once")
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert err.splitlines() == [
+        f"gpuctl: error: {what}: this driver's NVML library has no function {missing} "
+        "(NVML code 13)",
+        "  hint: the NVIDIA driver is older than gpuctl needs: upgrade it",
+    ]

@@ -7,6 +7,7 @@ import pytest
 
 from gpuctl.common.specfile import load_yaml, load_yaml_file
 from gpuctl.jobs.manifests import render
+from gpuctl.jobs.sources import load_job
 from gpuctl.jobs.spec import parse_job
 from tests import ROOT
 from tests.k8s_schema import assert_valid
@@ -42,7 +43,7 @@ def pod_spec(objs):
 
 @pytest.mark.parametrize("path", JOB_EXAMPLES, ids=os.path.basename)
 def test_every_example_is_schema_valid(path):
-    objs = render(parse_job(load_yaml_file(path)))
+    objs = render(load_job(path)[0])  # with the templates it names
     assert objs
     for obj in objs:
         assert_valid(obj)
@@ -149,15 +150,22 @@ def test_multinode_indexed_job_with_headless_service_and_torchrun_env():
     # the Service selects exactly the job's pods
     assert svc["spec"]["selector"].items() <= job["spec"]["template"]["metadata"]["labels"].items()
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    # what torchrun reads by itself (PET_<option>), as a Kubeflow PyTorchJob sets it
+    assert env["PET_NNODES"]["value"] == "3"
+    assert env["PET_NPROC_PER_NODE"]["value"] == "8"
+    assert env["PET_NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == index
+    assert env["PET_MASTER_ADDR"]["value"] == "train-0.train"
+    assert env["PET_MASTER_PORT"]["value"] == "29500"
+    # for one process per worker calling init_process_group("env://"): one rank per worker
     assert env["MASTER_ADDR"]["value"] == "train-0.train"
     assert env["MASTER_PORT"]["value"] == "29500"
+    assert env["RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == index
+    assert env["WORLD_SIZE"]["value"] == "3"
+    # gpuctl's own names, for torchrun --nnodes=$(NNODES) ... as in examples/
     assert env["NNODES"]["value"] == "3"
     assert env["NPROC_PER_NODE"]["value"] == "8"
-    assert env["WORLD_SIZE"]["value"] == "24"
-    assert (
-        env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
-        == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-    )
+    assert env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == index
 
 
 def test_every_object_is_labelled():

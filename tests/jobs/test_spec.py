@@ -95,9 +95,26 @@ def test_mig_and_shared_resources():
         ("deadline: soon\n", 4, "deadline", "duration"),
         ("env: [A, B]\n", 4, "env", "mapping"),
         ("env: {'1BAD': x}\n", 4, "env", "environment variable name"),
-        ("nodes: 2\nenv: {WORLD_SIZE: '4'}\n", 5, "env", "set by gpuctl"),
+        ("nodes: 2\nenv: {WORLD_SIZE: '4'}\n", 5, "env.WORLD_SIZE", "set by gpuctl"),
         ("command: python train.py\n", 4, "command", "list"),
         ("labels: {app.kubernetes.io/managed-by: me}\n", 4, "labels", "set by gpuctl"),
+        ("labels: {gpuctl.io/job: other}\n", 4, "labels", "set by gpuctl"),
+        ("labels: {job-name: x}\n", 4, "labels", "set by the Kubernetes Job controller"),
+        ("labels: {controller-uid: x}\n", 4, "labels", "set by the Kubernetes Job controller"),
+        (
+            "labels: {batch.kubernetes.io/job-name: x}\n",
+            4,
+            "labels",
+            "set by the Kubernetes Job controller",
+        ),
+        (
+            "labels: {batch.kubernetes.io/job-completion-index: '0'}\n",
+            4,
+            "labels",
+            "set by the Kubernetes Job controller",
+        ),
+        ("labels: {kubernetes.io/hostname: n1}\n", 4, "labels", "set by Kubernetes"),
+        ("labels: {node.k8s.io/x: y}\n", 4, "labels", "set by Kubernetes"),
         ("labels: {'bad key!': x}\n", 4, "labels", "label key"),
         ("tolerations: [{key: a, operator: Maybe}]\n", 4, "tolerations[0].operator", "one of"),
         ("tolerations: [{operator: Exists, value: x}]\n", 4, "tolerations[0].value", "Exists"),
@@ -230,3 +247,48 @@ def test_numbers_and_booleans_are_kept_as_written():
     assert dict(spec.labels)["version"] == "12.10"
     assert (spec.cpu, spec.memory) == ("010", "0.50")
     assert "not a Kubernetes quantity" in str(error_of(BASE + "cpu: 1:30\n"))
+
+
+@pytest.mark.parametrize(
+    "written, yaml11",
+    [("010", "8"), ("0x10", "16"), ("1_6", "16"), ("1:04", "64"), ("0b11", "3"), ("-010", "-8")],
+)
+@pytest.mark.parametrize("field", ["gpus", "nodes", "retries", "master_port", "deadline"])
+def test_numbers_must_be_plain_decimals(field, written, yaml11):
+    e = error_of(BASE + f"{field}: {written}\n")
+    assert (e.file, e.line, e.field) == ("job.yaml", 4, field)
+    assert f"'{written}' is not a plain decimal number (YAML 1.1 would read it as {yaml11})" in (
+        e.message
+    )
+
+
+@pytest.mark.parametrize("written", [".inf", "-.inf", ".nan"])
+def test_infinity_and_nan_are_not_numbers_of_a_spec(written):
+    e = error_of(BASE + f"gpus: {written}\n")
+    assert e.line == 4 and "not a plain decimal number" in e.message
+
+
+def test_plain_decimals_still_read():
+    spec = parse(BASE + "gpus: 8\nnodes: +2\nretries: 0\ndeadline: 90\nmaster_port: 29500\n")
+    assert (spec.gpus, spec.nodes, spec.retries, spec.deadline) == (8, 2, 0, 90)
+
+
+@pytest.mark.parametrize(
+    "line, char",
+    [
+        ('command: ["python\\0"]', "U+0000"),
+        ('priority: "x\\e[31m"', "U+001B"),
+        ('args: ["ok", "a\\rb"]', "U+000D"),
+        ('env: {A: "\\x7f"}', "U+007F"),
+        ('env: {"B\\x01": x}', "U+0001"),
+        ('labels: {team: "\\u202eevil"}', "U+202E"),
+    ],
+)
+def test_control_characters_are_refused_in_any_string(line, char):
+    e = error_of(BASE + line + "\n")
+    assert e.line == 4 and f"control character {char}" in e.message
+
+
+def test_tabs_and_line_breaks_stay_allowed_in_text():
+    spec = parse(BASE + 'args: ["-c", "set -e\\n\\tpython train.py\\n"]\n')
+    assert spec.args == ("-c", "set -e\n\tpython train.py\n")

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tests import ROOT
+from tests.gpu_cluster import mark, writes
 
 EX = os.path.join(ROOT, "examples")
 
@@ -74,13 +75,14 @@ def test_submit_refuses_a_job_that_can_never_fit_and_sends_nothing(cli, api, kub
     add_node(
         core, "cpu-only", gpu_type=None, gpus=0
     )  # no nvidia.com/gpu → not listed? still GPU key 0
+    since = mark(kube)
     r = cli("submit", write(tmp_path, "name: big\nimage: x\ngpus: 8\ngpu_type: h100\n"))
     assert r.code == 1
     assert "can never fit" in r.err
     assert "gpu-type=a100, job needs h100" in r.err  # the per-node table says why
     assert "4 nvidia.com/gpu, a worker needs 8" in r.err
     assert batch.list_namespaced_job("default").items == []
-    assert not [q for q in kube.requests() if q[0] == "POST"]
+    assert writes(kube, since) == []
 
 
 def test_submit_refuses_unknown_mig_resource_on_cluster(cli, api, tmp_path):
@@ -195,9 +197,10 @@ def test_half_made_multinode_job_is_rolled_back(cli, api, tmp_path):
 def test_dry_run_client_creates_nothing(cli, api, kube, tmp_path):
     core, batch = api
     add_node(core, "gpu-a", 8, "a100")
+    since = mark(kube)
     r = cli("submit", os.path.join(EX, "seed-pod.yaml"), "--dry-run", "client", "-n", "ml")
     assert r.code == 0 and "dry run" in r.err and "namespace: ml" in r.out
-    assert not [q for q in kube.requests() if q[0] == "POST"]
+    assert writes(kube, since) == []
 
 
 def set_job_status(batch, name, ns, status, delay):

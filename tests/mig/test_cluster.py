@@ -341,3 +341,51 @@ def test_set_based_selector_and_bad_selector(kube, kube_api, capsys):
     )
     assert code == 2 and "label selector" in err
     assert not any("nodes" in path for _, path, _ in kube.requests()[sent:])  # nothing sent
+
+
+def test_a_configmap_mig_parted_cannot_read_is_refused_before_labelling(kube, kube_api, capsys):
+    # mig-manager parses the whole file: a config with all counts 0 makes every config of
+    # the ConfigMap unusable to it, the good one too
+    add_node(kube_api, "gpu-1", dict(H100_LABELS))
+    add_configmap(
+        kube_api,
+        "custom-mig-config",
+        """\
+        version: v1
+        mig-configs:
+          all-1g.10gb:
+            - devices: all
+              mig-enabled: true
+              mig-devices: {1g.10gb: 7}
+          zeros:
+            - devices: all
+              mig-enabled: true
+              mig-devices: {1g.10gb: 0}
+        """,
+    )
+    code, _, err = run(capsys, "mig", "configure", "--node", "gpu-1", "-c", "all-1g.10gb", "--yes")
+    assert code == 2 and "all counts are 0" in err
+    assert "mig-parted refuses the whole file for it" in err
+    assert labels_of(kube_api, "gpu-1")["nvidia.com/mig.config"] == "all-disabled"
+
+
+def test_an_early_driver_name_is_accepted_with_a_note(kube, kube_api, capsys):
+    labels = dict(H100_LABELS, **{"nvidia.com/gpu.product": "NVIDIA-GB200"})
+    add_node(kube_api, "gb-1", labels)
+    add_configmap(
+        kube_api,
+        "custom-mig-config",
+        """\
+        version: v1
+        mig-configs:
+          all-3g.95gb:
+            - devices: all
+              mig-enabled: true
+              mig-devices: {"3g.95gb": 2}
+        """,
+    )
+    code, out, err = run(
+        capsys, "mig", "configure", "--node", "gb-1", "-c", "all-3g.95gb", "--dry-run"
+    )
+    assert code == 0, err
+    assert "3g.95gb is what an earlier GB200 driver called 3g.93gb" in out

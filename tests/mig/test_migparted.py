@@ -26,8 +26,10 @@ def parse(text):
 
 
 def error(text):
+    """The error reading the file, or else choosing its config 'a' (a bad config is refused
+    when it is chosen, so that the file's other configs stay usable)."""
     with pytest.raises(SpecError) as e:
-        parse(text)
+        parse(text).select("a")
     return str(e.value), e.value
 
 
@@ -111,8 +113,7 @@ def test_layouts_checked_on_the_models_a_device_filter_names():
 
 
 def test_a_config_for_other_models_does_not_stop_using_the_file():
-    # As in NVIDIA's config-default.yaml: its GB200 entries use a name gpuctl's table spells
-    # differently (1g.23gb); all-1g.10gb must still apply to H100s (it was a parse error).
+    # Config b names a profile no GB200 has; config a must still apply to H100s.
     cfg = parse("""\
         version: v1
         mig-configs:
@@ -125,16 +126,15 @@ def test_a_config_for_other_models_does_not_stop_using_the_file():
             - device-filter: ["0x294110DE"]
               devices: all
               mig-enabled: true
-              mig-devices: {"1g.24gb": 7}
+              mig-devices: {"1g.99gb": 7}
         """)
     assert migparted.resolve(cfg, cfg.select("a"), [gpu(0)])[0].layout == {"1g.10gb": 7}
-    with pytest.raises(SpecError, match="GB200 has no MIG profile '1g.24gb'"):
+    with pytest.raises(SpecError, match="GB200 has no MIG profile '1g.99gb'"):
         cfg.check_models("b")
 
 
-@pytest.mark.parametrize("written", ["0x233010DE", "[0x233010DE]", "['0x233010de']"])
-def test_device_filter_quoted_or_not(written):
-    # Unquoted, YAML reads the id as the number 590352606; it still means the H100.
+@pytest.mark.parametrize("written", ['"0x233010DE"', '["0x233010DE"]', "['0x233010de']"])
+def test_device_filter_string_or_list(written):
     cfg = parse(
         ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
         "      mig-devices: {3g.40gb: 2}\n"
@@ -142,6 +142,18 @@ def test_device_filter_quoted_or_not(written):
     entries = cfg.select("a")
     desired = migparted.resolve(cfg, entries, [gpu(0), gpu(1, A100)])
     assert desired[0].layout == {"3g.40gb": 2} and desired[1] is None
+
+
+@pytest.mark.parametrize("written", ["0x233010DE", "[0x233010DE]"])
+def test_unquoted_device_filter_is_refused_as_mig_parted_refuses_it(written):
+    # Unquoted, YAML reads the id as the number 590352606; mig-parted's device-filter takes
+    # only strings, so its parser refuses the file. gpuctl refuses that config, saying why.
+    msg, e = error(
+        ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
+        "      mig-devices: {3g.40gb: 2}\n"
+    )
+    assert "c.yaml:5: mig-configs.a[0].device-filter" in msg and "0x233010DE" in msg
+    assert "quoted" in msg and e.exit_code == 2
 
 
 def test_unknown_config_lists_the_configs():
@@ -189,10 +201,14 @@ def test_resolve_follows_devices_and_device_filter():
     assert out[0].source == "c.yaml:4 (mixed[0])"
 
 
-def test_two_entries_for_one_gpu_conflict():
+def test_when_two_entries_match_a_gpu_the_last_decides_as_in_mig_parted():
     cfg = parse(CONFIG)
-    with pytest.raises(SpecError, match=r"GPU 1 is matched by two entries .*\(lines 12 and 15\)"):
-        migparted.resolve(cfg, cfg.select("clash"), [gpu(0), gpu(1)])
+    out = migparted.resolve(cfg, cfg.select("clash"), [gpu(0), gpu(1)])
+    assert out[0].layout == {"7g.80gb": 1} and not out[0].notes
+    assert not out[1].enabled and out[1].source == "c.yaml:15 (clash[1])"
+    assert out[1].notes == (
+        "also matched by the entry at line 12; the last matching entry decides, as in mig-parted",
+    )
 
 
 def test_explicit_non_mig_gpu_is_an_error_and_layout_checked_per_gpu():
@@ -254,3 +270,195 @@ def test_shorthand_configs_and_configmap():
     cm = migparted.render_configmap(cfg, "mine", "ns")
     assert cm["metadata"] == {"name": "mine", "namespace": "ns"}
     assert yaml.safe_load(cm["data"]["config.yaml"]) == cfg
+
+
+# ---- what mig-parted parses, and what it refuses --------------------------------------
+
+
+def on(model, index=0, pci=None, subsystem=None):
+    pci = int(model.pci_device_ids[0], 16) if pci is None else pci
+    return GpuState(
+        index, model.nvml_name, f"GPU-{index}", model, (False, False), [], [], pci, subsystem
+    )
+
+
+@pytest.mark.parametrize(
+    "written, matches",
+    [
+        ('"0x20B010DE:0x134F10DE"', True),  # the board's subsystem id: this one
+        ('"0x20B010DE:0x145F10DE"', False),  # a sibling board
+        ('["0x233010DE", "0x20B010DE:0x134F10DE"]', True),
+        ('"0x20b010de"', True),  # ParseUint reads lower-case hex, decimal, ...
+        ('"548409566"', True),  # ... 0x20B010DE in decimal
+        ('"0x20B0_10DE"', True),  # ... and Go's digit separators
+        ('""', True),  # an empty filter filters nothing
+        ("[]", True),
+        ('"0x233010DE:0x134F10DE"', False),
+    ],
+)
+def test_device_filter_with_subsystem_id_as_mig_parted_matches_it(written, matches):
+    cfg = parse(
+        ALL + f"      device-filter: {written}\n      mig-enabled: true\n"
+        "      mig-devices: {3g.20gb: 2}\n"
+    )
+    gpu_ = on(A100, subsystem=0x134F10DE)
+    out = migparted.resolve(cfg, cfg.select("a"), [gpu_])
+    assert (out[0] is not None) == matches
+    if matches:
+        assert out[0].layout == {"3g.20gb": 2}
+
+
+def test_devices_empty_list_matches_no_gpu():
+    cfg = parse(HEAD + "    - devices: []\n      mig-enabled: true\n      mig-devices: {}\n")
+    assert migparted.resolve(cfg, cfg.select("a"), [on(H100)]) == {0: None}
+
+
+BAD_CONFIGS = [
+    ("mig-devices: {1g.10gb: 0, 2g.20gb: 0}", "all counts are 0"),
+    ("mig-devices: {1g.10gb: -7}", "expected a count >= 0, got -7"),
+    ("mig-devices: {1g.10gb: 1.5}", "expected a count"),
+    ("mig-devices: {1g.10gb+me-x: 1}", "both '+' and '-' attributes"),
+    ("mig-devices: {'1g.10gb+me,me': 1}", "an attribute is given twice"),
+    ("device-filter: H100\n      mig-devices: {1g.10gb: 1}", "not a PCI device id"),
+    ("device-filter: '0x2330:0x10DE:0x1'\n      mig-devices: {1g.10gb: 1}", "not a PCI device id"),
+    ("device-filter: '0x1233010DE'\n      mig-devices: {1g.10gb: 1}", "not a PCI device id"),
+]
+
+
+@pytest.mark.parametrize("entry, words", BAD_CONFIGS)
+def test_a_bad_config_is_refused_when_chosen_and_the_others_stay_usable(entry, words):
+    text = (
+        "version: v1\nmig-configs:\n  good:\n    - devices: all\n      mig-enabled: true\n"
+        "      mig-devices: {7g.80gb: 1}\n"
+        f"  bad:\n    - devices: all\n      mig-enabled: true\n      {entry}\n"
+    )
+    cfg = parse(text)
+    assert migparted.resolve(cfg, cfg.select("good"), [on(H100)])[0].layout == {"7g.80gb": 1}
+    assert cfg.names == ["good", "bad"]
+    with pytest.raises(SpecError) as e:
+        cfg.select("bad")
+    assert words in str(e.value) and "c.yaml:10: mig-configs.bad[0]" in str(e.value), str(e.value)
+
+
+def test_mig_enabled_false_with_zero_counts_is_refused():
+    msg, _ = error(
+        ALL + "      mig-enabled: false\n      mig-devices: {1g.10gb: 0}\n"
+    )  # mig-parted: "all counts for all MigProfiles are 0"
+    assert "c.yaml:6: mig-configs.a[0].mig-devices" in msg
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("mig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "'version'"),
+        ("version: v1\nmig-configs: [a]\n", "at least one config"),
+        (
+            "version: v1\nextra: 1\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
+            "extra",
+        ),
+    ],
+)
+def test_a_malformed_file_is_refused_whole(text, words):
+    with pytest.raises(SpecError, match=words):
+        parse(text)
+
+
+def test_a_profile_name_is_read_as_go_nvlib_reads_it():
+    # "01g.10gb" is the 1g.10gb profile to mig-parted (strconv.Atoi); GB200's early driver
+    # name 3g.95gb is today's 3g.93gb.
+    cfg = parse(ON + "      mig-devices: {01g.10gb: 2}\n")
+    assert migparted.resolve(cfg, cfg.select("a"), [on(H100)])[0].layout == {"01g.10gb": 2}
+    gb200 = find_model("GB200")
+    cfg = parse(ON + "      mig-devices: {3g.95gb: 2}\n")
+    assert migparted.resolve(cfg, cfg.select("a"), [on(gb200)])[0].layout == {"3g.95gb": 2}
+    assert gb200.profile("3g.95gb").name == "3g.93gb"
+
+
+# ---- export, as mig-parted's export shapes it (its export_test.go cases) ---------------
+
+
+def state(index, model, enabled, layout_gi=None):
+    instances = []
+    if layout_gi:
+        instances = [
+            SimpleNamespace(
+                gi_id=1,
+                profile_id=0,
+                profile_index=4,
+                start=0,
+                size=8,
+                compute_instances=[SimpleNamespace(ci_id=0, profile_id=4)],
+            )
+        ]
+    pci = int(model.pci_device_ids[0], 16)
+    return GpuState(
+        index, model.nvml_name, f"GPU-{index}", model, (enabled, enabled), instances, [], pci
+    )
+
+
+A100_80 = find_model("A100-80GB")
+
+
+@pytest.mark.parametrize(
+    "gpus, expected",
+    [
+        # one kind of GPU, one state: everything merged, no filter
+        ([(A100, False), (A100, False)], [{"devices": "all", "mig-enabled": False}]),
+        # one kind, two states: by index, no filter
+        (
+            [(A100, False), (A100, True)],
+            [{"devices": [0], "mig-enabled": False}, {"devices": [1], "mig-enabled": True}],
+        ),
+        # two kinds, the same state: one entry, no filter
+        ([(A100, False), (A100_80, False)], [{"devices": "all", "mig-enabled": False}]),
+        # two kinds, a state per kind: filtered, devices all
+        (
+            [(A100, False), (A100, False), (A100_80, True), (A100_80, True)],
+            [
+                {"device-filter": "0x20B010DE", "devices": "all", "mig-enabled": False},
+                {"device-filter": "0x20B210DE", "devices": "all", "mig-enabled": True},
+            ],
+        ),
+        # two kinds, both states on each kind: both filters, by index
+        (
+            [(A100, False), (A100, True), (A100_80, False), (A100_80, True)],
+            [
+                {
+                    "device-filter": ["0x20B010DE", "0x20B210DE"],
+                    "devices": [0, 2],
+                    "mig-enabled": False,
+                },
+                {
+                    "device-filter": ["0x20B010DE", "0x20B210DE"],
+                    "devices": [1, 3],
+                    "mig-enabled": True,
+                },
+            ],
+        ),
+    ],
+)
+def test_export_merges_as_mig_parted_does(gpus, expected):
+    states = [state(i, m, on_) for i, (m, on_) in enumerate(gpus)]
+    entries = migparted.export(states)["mig-configs"]["current"]
+    assert [{k: v for k, v in e.items() if k != "mig-devices"} for e in entries] == expected
+    assert all(e["mig-devices"] == {} for e in entries)  # enabled, no instances; or MIG off
+
+
+def test_export_writes_gpus_without_mig_as_mig_parted_does():
+    states = [
+        state(0, H100, True, layout_gi=True),
+        GpuState(1, "Tesla T4", "GPU-1", None, None, [], [], 0x1EB810DE),  # NVML: no MIG
+    ]
+    data = migparted.export(states)
+    assert data["mig-configs"]["current"] == [
+        {
+            "device-filter": "0x233010DE",
+            "devices": "all",
+            "mig-enabled": True,
+            "mig-devices": {"7g.80gb": 1},
+        },
+        {"device-filter": "0x1EB810DE", "devices": "all", "mig-enabled": False, "mig-devices": {}},
+    ]
+    back = migparted.parse(load_yaml(yaml.safe_dump(data), "x.yaml"))
+    out = migparted.resolve(back, back.select("current"), states)
+    assert out[0].layout == {"7g.80gb": 1} and out[1] is not None and not out[1].enabled

@@ -2,9 +2,11 @@
 NVML (state in GPUCTL_SIM_STATE, per test). Never a real GPU."""
 
 import json
+import pathlib
 import textwrap
 
 import pytest
+import yaml
 
 import gpuctl.sim
 from gpuctl.adapters.nvml import Nvml
@@ -122,12 +124,7 @@ def test_refuses_busy_gpu_and_busy_instance_naming_processes(capsys, node):
 
 @pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
-    assert (
-        run(
-            capsys, "mig", "configure", "--gpus", "0", "--layout", "all-enabled", "--yes", "--reset"
-        )[0]
-        == 0
-    )
+    mig_on(capsys, 0)
     # Another actor takes slices 4-7 between our plan and our apply: the second create fails.
     from gpuctl.mig import node as mig_apply
     from gpuctl.mig.migparted import resolve_shorthand
@@ -139,6 +136,8 @@ def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
         with pytest.raises(mig_apply.Halted) as e:
             mig_apply.apply(nvml, plans, allow_reset=False)
     assert "step 2 of 2 failed (create 3g.40gb at slices 4-7)" in str(e.value)
+    # The slices were taken by someone else: once that is sorted out, a re-run can finish.
+    assert "run the same command again to finish" in e.value.hint
     g0 = show(capsys)[0]
     assert sorted((i["start"], len(i["compute_instances"])) for i in g0["instances"]) == [
         (0, 1),
@@ -152,6 +151,14 @@ def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
     assert code == 0, err
     assert "create the 3g.40gb compute instance" in out
     assert run(capsys, "mig", "assert", "--gpus", "0", "--layout", "3g.40gb=2")[0] == 0
+
+
+def mig_on(capsys, gpu):
+    """MIG enabled on GPU `gpu`, no instances yet."""
+    code, _, err = run(
+        capsys, "mig", "configure", "--gpus", gpu, "--layout", "all-enabled", "--yes", "--reset"
+    )
+    assert code == 0, err
 
 
 def test_bad_inputs_exit_2_and_change_nothing(capsys, node, tmp_path):
@@ -208,12 +215,107 @@ def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):
 def test_a_gpu_without_mig_is_skipped_by_all_and_refused_by_index(capsys, monkeypatch):
     monkeypatch.setenv("GPUCTL_SIMULATE", "1xH100-80GB,1xT4")
     code, out, _ = run(capsys, "mig", "configure", "--layout", "all-1g.10gb", "--yes", "--reset")
-    assert code == 0 and "GPU 1" not in out
+    assert code == 0 and "GPU 1 (Tesla T4): no MIG on this GPU: left as is" in out
     gpus = show(capsys)
     assert gpus[0]["layout"] == {"1g.10gb": 7} and gpus[1]["mig"] is None
     code, _, err = run(capsys, "mig", "configure", "--gpus", "1", "--layout", "1g.10gb=1", "--yes")
     assert code == 2 and "GPU 1 (Tesla T4) does not support MIG" in err
+    # Like mig-parted's export, the GPU without MIG is written too (so mig-parted's assert
+    # accepts the file on this node), each kind of GPU under its PCI device id.
     code, out, _ = run(capsys, "mig", "export", "-o", "json")
     assert json.loads(out)["mig-configs"]["current"] == [
-        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+        {
+            "device-filter": "0x233010DE",
+            "devices": "all",
+            "mig-enabled": True,
+            "mig-devices": {"1g.10gb": 7},
+        },
+        {"device-filter": "0x1EB810DE", "devices": "all", "mig-enabled": False, "mig-devices": {}},
     ]
+
+
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
+def test_a_failure_a_rerun_cannot_fix_says_so(capsys, node, monkeypatch):
+    """An older driver without a function gpuctl needs: re-running would stop at the same
+    step, so the hint says how to see and undo what was done instead."""
+    mig_on(capsys, 0)
+    monkeypatch.setenv("GPUCTL_SIM_WITHOUT", "nvmlGpuInstanceCreateComputeInstance")
+    code, _, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=2", "--yes")
+    assert code == 1 and "step 1 of 2 failed (create 3g.40gb at slices 0-3)" in err
+    assert "running the same command again would stop at the same step" in err
+    assert "run the same command again to finish" not in err
+    code, _, err = run(capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=2", "--yes")
+    assert code == 1 and "step 1 of 2 failed" in err and "--layout all-disabled" in err
+
+
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
+def test_a_step_the_driver_cannot_do_fails_the_dry_run(capsys, node, monkeypatch):
+    """A driver that lists no GPU-instance profiles (here: one without the call) cannot make
+    any: refused before anything is changed, in the dry run as in the real run."""
+    mig_on(capsys, 0)
+    monkeypatch.setenv("GPUCTL_SIM_WITHOUT", "nvmlDeviceGetGpuInstanceProfileInfo")
+    for extra in ("--dry-run", "--yes"):
+        code, out, err = run(
+            capsys, "mig", "configure", "--gpus", "0", "--layout", "3g.40gb=2", extra
+        )
+        assert code == 2 and "the driver offers no 3g.40gb on this GPU" in err, err
+        assert "dry run" not in out
+    monkeypatch.delenv("GPUCTL_SIM_WITHOUT")
+    assert show(capsys)[0]["instances"] == []
+
+
+NVIDIA_DEFAULT = pathlib.Path(__file__).parent / "upstream" / "gpu-operator_0400_configmap.yaml"
+
+
+def nvidia_default_config(tmp_path) -> str:
+    data = yaml.safe_load(NVIDIA_DEFAULT.read_text())["data"]["config.yaml"]
+    p = tmp_path / "config-default.yaml"
+    p.write_text(data)
+    return str(p)
+
+
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
+def test_assert_fails_when_a_gpu_matches_no_entry(capsys, monkeypatch, tmp_path):
+    # NVIDIA's all-1g.35gb has entries for the H200 (0x2335) and the GB300 only: an H200 NVL
+    # beside an H200 is left alone, and mig-parted's assert fails on such a node. So does ours.
+    monkeypatch.setenv("GPUCTL_SIMULATE", "1xH200,1xH200-NVL")
+    cfg = nvidia_default_config(tmp_path)
+    code, out, err = run(
+        capsys, "mig", "configure", "-f", cfg, "-c", "all-1g.35gb", "--yes", "--reset"
+    )
+    assert code == 0, err
+    assert "GPU 1 (H200-NVL): matched by no entry: left as is" in out
+    assert [g["layout"] for g in show(capsys)] == [{"1g.35gb": 4}, {}]
+    code, _, err = run(capsys, "mig", "assert", "-f", cfg, "-c", "all-1g.35gb")
+    assert code == 1 and "GPU 1 (H200-NVL): matched by no entry of the config" in err
+    assert "GPU 0" not in err.split("hint")[0]
+
+
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
+def test_export_of_a_mixed_node_is_asserted_back_and_shorthands_assert_like_files(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("GPUCTL_SIMULATE", "1xH100-80GB,1xT4")
+    assert run(capsys, "mig", "configure", "--layout", "all-1g.10gb", "--yes", "--reset")[0] == 0
+    code, exported, _ = run(capsys, "mig", "export")
+    path = write(tmp_path, exported, "exported.yaml")
+    assert run(capsys, "mig", "assert", "-f", path, "-c", "current")[0] == 0
+    # `all` asks MIG of the T4 too: configure skips it, assert fails, as in mig-parted.
+    code, _, err = run(capsys, "mig", "assert", "--layout", "all-1g.10gb")
+    assert code == 1 and "GPU 1 (Tesla T4): no MIG, but the config enables MIG on it" in err
+    assert run(capsys, "mig", "assert", "--gpus", "0", "--layout", "all-1g.10gb")[0] == 0
+
+
+def docs_example() -> str:
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "mig.md").read_text()
+    return text.split("### mig-parted `v1` files", 1)[1].split("```yaml\n", 1)[1].split("```")[0]
+
+
+@pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
+def test_the_example_in_the_docs_is_accepted_as_written(capsys, node, tmp_path):
+    path = write(tmp_path, docs_example(), "example.yaml")
+    code, out, err = run(capsys, "mig", "configure", "-f", path, "-c", "mixed", "--yes", "--reset")
+    assert code == 0, err
+    assert "the last matching entry decides" in out
+    assert run(capsys, "mig", "assert", "-f", path, "-c", "mixed")[0] == 0
+    assert [g["layout"] for g in show(capsys)] == [{"1g.10gb": 7}] * 2

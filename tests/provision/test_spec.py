@@ -18,7 +18,7 @@ kind: Cluster
 name: ml-prod
 region: us-east-1
 vpc_cidr: 10.0.0.0/16
-kubernetes_cluster: ml-prod-eks
+kubernetes_cluster: {version: "1.31"}
 node_groups:
   - name: a100
     instance_type: p4d.24xlarge
@@ -40,6 +40,14 @@ def error(text: str) -> SpecError:
 
 def test_example_parses_with_defaults():
     spec = load_cluster_file(str(EXAMPLE))
+    assert spec.cluster.create and spec.cluster.name == "ml-prod"  # named like the spec
+    assert spec.cluster.endpoint_access == "public-and-private"
+    assert spec.cluster.system_nodes.count == 2
+    assert (spec.gpu_stack, spec.mig_strategy, spec.autoscaler) == (
+        "gpu-operator",
+        "mixed",
+        "cluster-autoscaler",
+    )
     a100, h100 = spec.node_groups
     assert (a100.min_size, a100.max_size, a100.desired_size) == (2, 10, 2)
     assert [str(t) for t in a100.taints] == ["nvidia.com/gpu=present:NoSchedule"]
@@ -54,7 +62,8 @@ def test_tfvars_carry_the_spec():
     group = tfvars["node_groups"]["a100"]
     assert group["capacity_type"] == "spot"
     assert group["taints"] == [{"key": "dedicated", "value": "", "effect": "NoExecute"}]
-    assert tfvars["kubernetes_cluster"] == "ml-prod-eks" and tfvars["vpc_cidr"] == "10.0.0.0/16"
+    assert tfvars["kubernetes_cluster"] == "ml-prod" and tfvars["vpc_cidr"] == "10.0.0.0/16"
+    assert tfvars["create_cluster"] is True and tfvars["kubernetes_version"] == "1.31"
     assert render_backend(spec) is None
 
 
@@ -71,12 +80,14 @@ def test_s3_state_becomes_a_backend():
 
 
 def test_kubernetes_version_must_be_quoted_text():
-    assert (
-        parse(GOOD.replace("kind:", 'kubernetes_version: "1.30"\nkind:')).kubernetes_version
-        == "1.30"
-    )
-    err = error(GOOD.replace("kind:", "kubernetes_version: 1.30\nkind:"))
-    assert err.line == 2 and err.field == "kubernetes_version" and "in quotes" in str(err)
+    assert parse(GOOD.replace('"1.31"', '"1.30"')).kubernetes_version == "1.30"
+    err = error(GOOD.replace('"1.31"', "1.30"))
+    assert (err.line, err.field) == (6, "kubernetes_cluster.version") and "in quotes" in str(err)
+
+
+def test_the_old_top_level_version_says_where_it_went():
+    err = error(GOOD.replace("kind:", 'kubernetes_version: "1.30"\nkind:'))
+    assert err.field == "kubernetes_version" and "kubernetes_cluster.version" in str(err)
 
 
 @pytest.mark.parametrize(
@@ -97,10 +108,10 @@ def test_kubernetes_version_must_be_quoted_text():
         ("vpc_cidr: 10.0.0.0/16", "vpc_cidr: fd00::/56", 5, "vpc_cidr", "IPv4"),
         ("vpc_cidr: 10.0.0.0/16", "vpc_cidr: 300.0.0.0/16", 5, "vpc_cidr", "not a network"),
         (
-            "kubernetes_cluster: ml-prod-eks",
-            "kubernetes_cluster: 'a b'",
+            'kubernetes_cluster: {version: "1.31"}',
+            "kubernetes_cluster: {name: 'a b', create: true, version: '1.31'}",
             6,
-            "kubernetes_cluster",
+            "kubernetes_cluster.name",
             "not an EKS cluster name",
         ),
         (
@@ -265,3 +276,194 @@ def test_a_label_key_the_kubelet_refuses_is_rejected(key, ok):
     else:
         err = error(text)
         assert (err.line, err.field) == (7, "gpu_label_key") and "kubelet" in str(err)
+
+
+# ---- the cluster: new (default) or existing ----
+
+EXISTING = GOOD.replace("vpc_cidr: 10.0.0.0/16\n", "").replace(
+    'kubernetes_cluster: {version: "1.31"}', "kubernetes_cluster: {name: ml-prod-eks}"
+)
+
+
+def test_an_existing_cluster_gets_no_vpc():
+    spec = parse(EXISTING)
+    assert not spec.cluster.create and spec.cluster.name == "ml-prod-eks"
+    assert spec.vpc_cidr is None and spec.kubernetes_version is None  # read at preflight
+    tfvars = render_tfvars(spec)
+    assert tfvars["create_cluster"] is False and tfvars["vpc_cidr"] is None
+    # the plain name is the same as {name: …}
+    assert parse(EXISTING.replace("{name: ml-prod-eks}", "ml-prod-eks")).cluster == spec.cluster
+
+
+def test_an_existing_cluster_and_a_vpc_cidr_are_refused_with_the_reason():
+    err = error(
+        EXISTING.replace("region: us-east-1\n", "region: us-east-1\nvpc_cidr: 10.9.0.0/16\n")
+    )
+    assert (err.line, err.field) == (5, "vpc_cidr")
+    assert "go into that cluster's own VPC" in str(err) and "create: true" in err.hint
+
+
+@pytest.mark.parametrize(
+    "cluster, field, message",
+    [
+        (
+            "{name: ml-prod-eks, admin_principals: []}",
+            "kubernetes_cluster.admin_principals",
+            "only to a cluster gpuctl creates",
+        ),
+        (
+            "{name: ml-prod-eks, endpoint_access: private}",
+            "kubernetes_cluster.endpoint_access",
+            "only to a cluster gpuctl creates",
+        ),
+        ("{create: false}", "kubernetes_cluster", "name the existing EKS cluster"),
+        ("{create: true}", "kubernetes_cluster", "missing required field 'version'"),
+        ("{}", "kubernetes_cluster", "missing required field 'version'"),
+        (
+            "{version: '1.31', endpoint_access: open}",
+            "kubernetes_cluster.endpoint_access",
+            "must be one of",
+        ),
+        (
+            "{version: '1.31', endpoint_access: private, public_access_cidrs: [10.0.0.0/8]}",
+            "kubernetes_cluster.public_access_cidrs",
+            "no public access",
+        ),
+        (
+            "{version: '1.31', public_access_cidrs: [10.0.0.1/8]}",
+            "kubernetes_cluster.public_access_cidrs[0]",
+            "not a CIDR",
+        ),
+        (
+            "{version: '1.31', admin_principals: ['arn:aws:sts::123456789012:assumed-role/x/y']}",
+            "kubernetes_cluster.admin_principals[0]",
+            "not an IAM role or user ARN",
+        ),
+        (
+            "{version: '1.31', admin_principals: [arn:aws:iam::123456789012:role/a, arn:aws:iam::123456789012:role/a]}",
+            "kubernetes_cluster.admin_principals",
+            "twice",
+        ),
+        (
+            "{version: '1.31', system_nodes: {count: 0}}",
+            "kubernetes_cluster.system_nodes.count",
+            "at least 1",
+        ),
+        (
+            "{version: '1.31', system_nodes: {instance_type: 'm6i.large; x'}}",
+            "kubernetes_cluster.system_nodes.instance_type",
+            "not an EC2 instance type",
+        ),
+        ("{version: '1.31', nmae: x}", "kubernetes_cluster.nmae", "did you mean 'name'"),
+        ("[ml-prod-eks]", "kubernetes_cluster", "expected a mapping"),
+    ],
+)
+def test_bad_cluster_is_named_with_its_field(cluster, field, message):
+    err = error(GOOD.replace('{version: "1.31"}', cluster))
+    assert err.field == field and message in str(err), str(err)
+    assert err.line == 6
+
+
+def test_a_new_cluster_needs_a_vpc_cidr():
+    err = error(GOOD.replace("vpc_cidr: 10.0.0.0/16\n", ""))
+    assert "the new cluster's VPC" in str(err) and err.field is None and "existing" in err.hint
+
+
+def test_new_cluster_options_reach_the_variables():
+    spec = parse(
+        GOOD.replace(
+            '{version: "1.31"}',
+            "{name: ml-eks, create: true, version: '1.32', endpoint_access: private, "
+            "admin_principals: [arn:aws:iam::123456789012:role/ops], "
+            "system_nodes: {instance_type: m6i.xlarge, count: 3}}",
+        )
+    )
+    cp = render_tfvars(spec)["control_plane"]
+    assert spec.cluster.name == "ml-eks" and spec.kubernetes_version == "1.32"
+    assert cp == {
+        "endpoint_public_access": False,
+        "endpoint_private_access": True,
+        "public_access_cidrs": ["0.0.0.0/0"],
+        "admin_principals": ["arn:aws:iam::123456789012:role/ops"],
+        "system_instance_type": "m6i.xlarge",
+        "system_node_count": 3,
+    }
+
+
+# ---- cluster-level choices and node-group options ----
+
+
+@pytest.mark.parametrize(
+    "extra, field, message",
+    [
+        ("gpu_stack: nvidia\n", "gpu_stack", "gpu-operator, device-plugin, none"),
+        ("autoscaler: keda\n", "autoscaler", "cluster-autoscaler, karpenter"),
+        ("mig_strategy: all\n", "mig_strategy", "none, single, mixed"),
+        ("gpu_stack: none\nmig_strategy: single\n", "mig_strategy", "gpu_stack is none"),
+    ],
+)
+def test_bad_cluster_choices_are_rejected(extra, field, message):
+    err = error(GOOD.replace("node_groups:", extra + "node_groups:"))
+    assert err.field == field and message in str(err)
+
+
+@pytest.mark.parametrize(
+    "extra, field, message",
+    [
+        ("    efa: yes please\n", "node_groups[0].efa", "true or false"),
+        (
+            "    capacity_reservation: cr-xyz\n",
+            "node_groups[0].capacity_reservation",
+            "not a capacity reservation id",
+        ),
+        (
+            "    capacity_reservation: {id: cr-0123456789abcdef0, type: block}\n",
+            "node_groups[0].capacity_reservation.type",
+            "on-demand, capacity-block",
+        ),
+        (
+            "    capacity_reservation: {type: capacity-block}\n",
+            "node_groups[0].capacity_reservation",
+            "missing required field 'id'",
+        ),
+        (
+            "    capacity_type: spot\n    capacity_reservation: cr-0123456789abcdef0\n",
+            "node_groups[0].capacity_type",
+            "spot cannot use it",
+        ),
+    ],
+)
+def test_bad_group_options_are_rejected(extra, field, message):
+    err = error(GOOD + extra)
+    assert err.field == field and message in str(err), str(err)
+
+
+def test_efa_and_reservations_reach_the_variables():
+    spec = parse(
+        GOOD
+        + "    efa: true\n    capacity_reservation: {id: cr-0123456789abcdef0, type: capacity-block}\n"
+        + "  - {name: b, instance_type: g5.48xlarge, min_size: 0, max_size: 1, gpu_type: a10g,"
+        + " capacity_reservation: cr-0fedcba9876543210}\n"
+    )
+    groups = render_tfvars(spec)["node_groups"]
+    assert groups["a100"]["efa"] is True
+    assert groups["a100"]["capacity_reservation"] == {
+        "id": "cr-0123456789abcdef0",
+        "type": "capacity-block",
+    }
+    assert groups["b"]["efa"] is False
+    assert groups["b"]["capacity_reservation"] == {
+        "id": "cr-0fedcba9876543210",
+        "type": "on-demand",
+    }
+
+
+def test_karpenter_keeps_no_minimum():
+    err = error(GOOD.replace("node_groups:", "autoscaler: karpenter\nnode_groups:"))
+    assert err.field == "node_groups[0].min_size" and "keeps no minimum" in str(err)
+    spec = parse(
+        GOOD.replace("node_groups:", "autoscaler: karpenter\nnode_groups:").replace(
+            "min_size: 2", "min_size: 0"
+        )
+    )
+    assert spec.autoscaler == "karpenter" and spec.node_groups[0].min_size == 0

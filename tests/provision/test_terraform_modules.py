@@ -16,8 +16,10 @@ import pytest
 import yaml
 
 import tests
+from gpuctl.provision import karpenter
+from gpuctl.provision.facts import ExistingNetwork, Facts, GroupFacts
 from gpuctl.provision.spec import load_cluster_file
-from gpuctl.provision.tfvars import TFVARS_FILE, Facts, GroupFacts, render_tfvars
+from gpuctl.provision.tfvars import TFVARS_FILE, render_tfvars
 
 pytestmark = pytest.mark.integration  # the Terraform engine
 
@@ -25,6 +27,8 @@ ROOT = Path(tests.ROOT)
 TF = ROOT / "terraform"
 MODULE_DIRS = [TF] + sorted(p for p in (TF / "modules").iterdir() if p.is_dir())
 EXAMPLE = ROOT / "examples" / "cluster.yaml"
+EXAMPLES = sorted((ROOT / "examples").glob("cluster*.yaml"))
+REGISTRY = json.loads((Path(__file__).parent / "upstream" / "terraform-modules.json").read_text())
 
 
 def tf(cwd):
@@ -99,15 +103,43 @@ def test_every_module_parses(module_dir):
     assert module["Variables"] or module["Outputs"]
 
 
-def test_vpc_wraps_the_pinned_registry_module():
-    call = load(TF / "modules" / "vpc")["ModuleCalls"]["this"]
-    assert source_text(call["SourceExpr"]["SrcRange"]) == '"terraform-aws-modules/vpc/aws"'
-    assert re.fullmatch(r'"\d+\.\d+\.\d+"', source_text(call["VersionExpr"]["SrcRange"]))
+@pytest.mark.parametrize(
+    "module_dir, call, source",
+    [
+        ("vpc", "this", "terraform-aws-modules/vpc/aws"),
+        ("control-plane", "eks", "terraform-aws-modules/eks/aws"),
+        ("karpenter", "this", "terraform-aws-modules/eks/aws//modules/karpenter"),
+    ],
+)
+def test_registry_modules_are_pinned_and_called_with_their_own_names(module_dir, call, source):
+    """Each registry module is pinned to the exact release whose interface the tests keep
+    (tests/provision/upstream/terraform-modules.json): every argument passed is one of its
+    inputs (v21 renamed many of v20's) and every output read is one of its outputs."""
+    module = load(TF / "modules" / module_dir)
+    mc = module["ModuleCalls"][call]
+    upstream = REGISTRY[source]
+    assert source_text(mc["SourceExpr"]["SrcRange"]) == f'"{source}"'
+    assert source_text(mc["VersionExpr"]["SrcRange"]) == f'"{upstream["version"]}"'
+    rng = mc["DeclRange"]
+    block = _block_at(Path(rng["Filename"]).read_text(), rng["Start"]["Byte"])
+    passed = set(re.findall(r"^\s{2}(\w+)\s*=", block, re.M)) - {"source", "version"}
+    assert passed and passed <= set(upstream["variables"]), passed - set(upstream["variables"])
+    text = (TF / "modules" / module_dir / "main.tf").read_text()
+    read = set(re.findall(rf"module\.{call}\.(\w+)", text))
+    assert read and read <= set(upstream["outputs"]), read - set(upstream["outputs"])
 
 
-def test_root_outputs_vpc_subnets_and_asg_names():
+def test_root_outputs_cluster_network_groups_and_releases():
     outputs = load(TF)["Outputs"]
-    assert {"vpc_id", "private_subnet_ids", "asg_names"} <= set(outputs)
+    assert {
+        "cluster_name",
+        "cluster_endpoint",
+        "vpc_id",
+        "private_subnet_ids",
+        "asg_names",
+        "placement_groups",
+        "helm_releases",
+    } <= set(outputs)
 
 
 def test_node_group_has_launch_template_and_mixed_instances_asg():
@@ -123,30 +155,105 @@ def test_node_group_has_launch_template_and_mixed_instances_asg():
     )
 
 
+def test_efa_capacity_reservation_and_placement_reach_the_launch_template_and_asg():
+    module = load(TF / "modules" / "gpu-node-group")
+    lt = _block_at(*_resource_text(module, "aws_launch_template.this"))
+    # one interface per EFA interface, carrying the security groups (none at the top then)
+    assert 'dynamic "network_interfaces"' in lt
+    assert "for_each = module.efa.network_interfaces" in lt
+    assert "interface_type              = network_interfaces.value.interface_type" in lt
+    assert "vpc_security_group_ids = var.efa ? null : local.security_group_ids" in lt
+    assert 'dynamic "capacity_reservation_specification"' in lt
+    assert "capacity_reservation_id = capacity_reservation_specification.value" in lt
+    assert 'dynamic "instance_market_options"' in lt and "capacity-block" in lt
+    asg = _block_at(*_resource_text(module, "aws_autoscaling_group.this"))
+    assert "placement_group     = module.network.placement_group" in asg
+    # a Capacity Block launches through the launch template alone
+    assert 'dynamic "launch_template"' in asg
+    network = load(TF / "modules" / "node-group-network")
+    assert set(network["ManagedResources"]) == {
+        "aws_security_group.this",
+        "aws_placement_group.this",
+    }
+    pg = _block_at(*_resource_text(network, "aws_placement_group.this"))
+    assert 'strategy = "cluster"' in pg and "count    = var.efa ? 1 : 0" in pg
+    sg = _block_at(*_resource_text(network, "aws_security_group.this"))
+    # EFA needs all traffic to and from the group itself, both ways
+    assert sg.count("self        = true") == 2 and 'dynamic "egress"' in sg
+    # the tag Karpenter's EC2NodeClass selects the group's security group by
+    assert f'tags = {{ "{karpenter.GROUP_SG_TAG}" = var.name }}' in sg
+
+
+def test_discovery_tags_and_names_karpenter_relies_on_are_wired():
+    root = (TF / "main.tf").read_text()
+    vpc_call = _block_at(root, root.index('module "vpc"'))
+    assert (
+        f'private_subnet_tags = {{ "{karpenter.DISCOVERY_TAG}" = var.kubernetes_cluster }}'
+        in vpc_call
+    )
+    cp = (TF / "modules" / "control-plane" / "main.tf").read_text()
+    assert f'node_security_group_tags = {{ "{karpenter.DISCOVERY_TAG}" = var.name }}' in cp
+    km = (TF / "modules" / "karpenter" / "main.tf").read_text()
+    for arg in (
+        "node_iam_role_name              = var.node_role_name",
+        "queue_name                      = var.queue_name",
+        "node_iam_role_use_name_prefix   = false",
+        "create_pod_identity_association = true",
+    ):
+        assert arg in km
+    # the release stages wait for what they need
+    for call, needs in (
+        ("autoscaler_releases", "module.karpenter"),
+        ("node_pool_releases", "module.autoscaler_releases"),
+        ("gpu_stack_releases", "module.gpu_nodes"),
+        ("gpu_stack_releases", "module.node_pool_releases"),
+    ):
+        assert needs in _block_at(root, root.index(f'module "{call}"')).split("depends_on", 1)[1]
+
+
+def test_a_new_cluster_gets_admins_core_addons_and_system_nodes():
+    cp = (TF / "modules" / "control-plane" / "main.tf").read_text()
+    assert "enable_cluster_creator_admin_permissions = true" in cp
+    assert "AmazonEKSClusterAdminPolicy" in cp and "for i, arn in var.admin_principals" in cp
+    for addon in ("vpc-cni", "eks-pod-identity-agent", "kube-proxy", "coredns"):
+        assert re.search(rf"^\s+{addon}\s+=", cp, re.M), addon
+    assert "eks_managed_node_groups" in cp and "var.system_node_count" in cp
+
+
 def _resource_text(module, address):
     rng = module["ManagedResources"][address]["DeclRange"]
     return Path(rng["Filename"]).read_text(), rng["Start"]["Byte"]
 
 
+FACTS = Facts(
+    "1.31",
+    {
+        name: GroupFacts(("us-east-1a", "us-east-1b"), 8, "ami-0abc", 4, ("subnet-a",))
+        for name in ("a100", "h100-spot", "l40s", "h100-efa", "a100-spot")
+    },
+    vpc_zones=("us-east-1a", "us-east-1b"),
+    network=ExistingNetwork("vpc-1", ("sg-1",)),
+)
+
+
 @pytest.mark.parametrize("with_facts", [False, True], ids=["dry-run", "after-preflight"])
-def test_written_variables_match_the_root_module(tmp_path, config_tmp, with_facts):
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_written_variables_match_the_root_module(tmp_path, config_tmp, with_facts, example):
     """The engine type-checks what gpuctl writes against the root's declarations: every
     written variable is declared, every required one is written, types match."""
-    spec = load_cluster_file(str(EXAMPLE))
-    facts = (
-        Facts("1.31", {"a100": GroupFacts(("us-east-1a", "us-east-1b"), 8, "ami-0abc")})
-        if with_facts
-        else None
-    )
-    tfvars = render_tfvars(spec, facts)
-    declared, required = required_variables(TF, config_tmp / str(with_facts))
+    spec = load_cluster_file(str(example))
+    tfvars = render_tfvars(spec, FACTS if with_facts else None)
+    declared, required = required_variables(TF, config_tmp / f"{example.stem}-{with_facts}")
     assert set(tfvars) <= declared
     assert required <= set(tfvars)
 
     work = tmp_path / "root"
     work.mkdir()
     shutil.copy(TF / "variables.tf", work)
-    (work / "echo.tf").write_text('output "node_groups" {\n  value = var.node_groups\n}\n')
+    (work / "echo.tf").write_text(
+        'output "node_groups" {\n  value = var.node_groups\n}\n'
+        'output "releases" {\n  value = var.helm_releases\n}\n'
+    )
     (work / TFVARS_FILE).write_text(json.dumps(tfvars))
     cli = tf(work)
     assert cli.init().retcode == 0
@@ -154,30 +261,39 @@ def test_written_variables_match_the_root_module(tmp_path, config_tmp, with_fact
     diags = [e["diagnostic"] for e in plan.value if e["type"] == "diagnostic"]
     assert plan.retcode == 0 and not diags, diags
     assert cli.apply(check=True).retcode == 0
-    echoed = cli.output(check=True).value["node_groups"]["value"]
-    assert echoed["a100"]["max_size"] == 10 and echoed["h100-spot"]["capacity_type"] == "spot"
+    out = cli.output(check=True).value
+    assert out["node_groups"]["value"] == json.loads(json.dumps(tfvars["node_groups"]))
+    assert set(out["releases"]["value"]) == set(tfvars["helm_releases"])
 
 
 def test_a_missing_required_variable_is_caught(tmp_path):
     """Control for the check above: drop one variable and the engine refuses."""
     tfvars = render_tfvars(load_cluster_file(str(EXAMPLE)))
-    del tfvars["vpc_cidr"]
+    del tfvars["create_cluster"]
     shutil.copy(TF / "variables.tf", tmp_path)
     (tmp_path / TFVARS_FILE).write_text(json.dumps(tfvars))
     cli = tf(tmp_path)
     cli.init()
     plan = cli.plan()
     assert plan.retcode == 1
-    assert any("vpc_cidr" in (e.get("diagnostic") or {}).get("detail", "") for e in plan.value)
+    assert any(
+        "create_cluster" in (e.get("diagnostic") or {}).get("detail", "") for e in plan.value
+    )
 
 
 @pytest.mark.parametrize(
     "caller, call",
     [
         (TF, "vpc"),
+        (TF, "control_plane"),
         (TF, "gpu_nodes"),
+        (TF, "karpenter"),
+        (TF, "karpenter_groups"),
+        (TF, "gpu_stack_releases"),
         (TF / "modules" / "vpc", "layout"),
         (TF / "modules" / "gpu-node-group", "config"),
+        (TF / "modules" / "gpu-node-group", "network"),
+        (TF / "modules" / "gpu-node-group", "efa"),
     ],
 )
 def test_module_calls_pass_every_required_variable(caller, call, config_tmp):
@@ -307,6 +423,47 @@ def test_gpu_ami_is_the_parameter_aws_publishes():
     block = _block_at(Path(rng["Filename"]).read_text(), rng["Start"]["Byte"])
     name = re.search(r'name\s*=\s*"([^"]+)"', block).group(1)
     assert (
-        re.sub(r"\$\{[^}]*kubernetes_version[^}]*\}", "{v}", name.replace("${local.arch}", "{a}"))
-        == published
+        name.replace("${var.cluster.version}", "{v}").replace("${local.arch}", "{a}") == published
     )
+
+
+@pytest.mark.parametrize("interfaces", [0, 1, 4, 32])
+def test_efa_layout_is_one_interface_per_network_card(tmp_path, interfaces):
+    """AWS's layout for multi-card GPU instances: the primary interface (EFA with ENA) on
+    card 0 at device 0, an EFA-only interface on every other card at device 1."""
+    out = _apply_module(tmp_path, "efa-layout", {"interfaces": interfaces})
+    nics = out["network_interfaces"]
+    assert [n["network_card_index"] for n in nics] == list(range(interfaces))
+    if interfaces:
+        assert nics[0] == {"network_card_index": 0, "device_index": 0, "interface_type": "efa"}
+        assert all((n["device_index"], n["interface_type"]) == (1, "efa-only") for n in nics[1:])
+
+
+def test_objects_chart_renders_both_lists():
+    chart = TF / "charts" / "gpuctl-objects"
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    assert meta["apiVersion"] == "v2" and meta["name"] == "gpuctl-objects"
+    assert yaml.safe_load((chart / "values.yaml").read_text()) == {"objects": [], "ifServed": []}
+    template = (chart / "templates" / "objects.yaml").read_text()
+    assert "range .Values.objects" in template and "range .Values.ifServed" in template
+    assert '$.Capabilities.APIVersions.Has (printf "%s/%s" .apiVersion .kind)' in template
+
+
+def test_every_root_module_call_belongs_to_a_component():
+    """The plan display groups resources by the root call they sit in: a new call without
+    a component would show up as 'other'."""
+    from gpuctl.provision.plan_summary import COMPONENT_OF_MODULE
+
+    assert set(load(TF)["ModuleCalls"]) == set(COMPONENT_OF_MODULE)
+
+
+def test_the_cluster_token_is_read_after_the_control_plane_exists():
+    """EKS tokens live 15 minutes: one read at plan time would be stale by the time a new
+    cluster's Helm releases are installed."""
+    auth = load(TF)["DataResources"]["data.aws_eks_cluster_auth.this"]
+    block = _block_at(
+        Path(auth["DeclRange"]["Filename"]).read_text(), auth["DeclRange"]["Start"]["Byte"]
+    )
+    assert "depends_on = [module.control_plane]" in block
+    provider = (TF / "main.tf").read_text().split('provider "helm"', 1)[1].split("\n}\n", 1)[0]
+    assert "token                  = data.aws_eks_cluster_auth.this.token" in provider

@@ -48,6 +48,20 @@ def test_mps_config_has_no_fail_requests_flag():
     assert section["failRequestsGreaterThanOne"] is False
 
 
+def test_mps_can_allow_requests_for_more_than_one_replica():
+    # The plugin (v0.20.0, api/config/v1/config.go) sets mps.failRequestsGreaterThanOne to
+    # true only when the key is absent: an explicit false is written and read back as such.
+    assert MPS4.fail_requests_greater_than_one is True  # the plugin's default
+    lenient = sharing.make_sharing(sharing.MPS, 4, fail_requests_greater_than_one=False)
+    section = sharing.render_config(lenient)["sharing"]["mps"]
+    assert section["failRequestsGreaterThanOne"] is False
+    assert sharing.parse_config(sharing.config_text(lenient)) == lenient
+    assert sharing.parse_config(sharing.config_text(MPS4)) == MPS4
+    assert lenient.default_name == "mps-4-multi" != MPS4.default_name
+    strict = sharing.make_sharing(sharing.MPS, 4, fail_requests_greater_than_one=True)
+    assert strict == MPS4  # true is what an absent key means
+
+
 def test_default_names_differ_by_content_and_are_label_values():
     names = {
         sharing.make_sharing(st, r, rn, f, res).default_name
@@ -72,7 +86,6 @@ def test_default_names_differ_by_content_and_are_label_values():
         (("time-slicing", 1), "between 2 and"),
         (("time-slicing", 100000), "between 2 and"),
         (("mps", 49), "between 2 and 48"),
-        (("mps", 4, False, True), "MPS always refuses"),
         (("mps", 4, False, False, ("nvidia.com/mig-1g.10gb",)), "MPS can share only"),
         (
             ("time-slicing", 4, False, False, ("nvidia.com/mig-9g.99gb",)),
@@ -148,8 +161,8 @@ def test_plan_refuses_mps_on_mig_and_names_the_reason():
     nodes = [node("gpu-1"), node("mig-1", 0, alloc={"nvidia.com/mig-3g.40gb": "2"})]
     with pytest.raises(GpuctlError) as e:
         sharing.plan(nodes, MPS4, "mps-4", {}, replace=False)
-    assert "mig-1: MPS is not supported on MIG nodes" in e.value.message
-    assert "gpu-1" not in e.value.message
+    assert "mig-1: MPS is not supported on MIG nodes" in str(e.value)
+    assert "gpu-1" not in str(e.value)
     # time-slicing on the same node is allowed, with a note about MIG slices
     changes = sharing.plan(nodes, TS4, "ts-4", {}, replace=False)
     assert [c.node for c in changes] == ["gpu-1", "mig-1"]
@@ -269,3 +282,79 @@ def test_show_rows_report_config_applied_and_problems():
     assert "unsupported config version" in by["c"]["problem"]
     [row] = sharing.show_rows([node("d", labels={sharing.CONFIG_LABEL: "ts-4"})], {})
     assert row["problem"] == "no ConfigMap of device plugin configs"
+
+
+# ---- which config a node runs: the device plugin's config-manager -------------------
+
+
+@pytest.mark.parametrize(
+    "label, keys, sel, expected",
+    [
+        # the label names a key
+        ("ts-4", ["default", "ts-4"], sharing.Selection(), ("ts-4", "label", None)),
+        (
+            "nope",
+            ["ts-4"],
+            sharing.Selection(),
+            (None, "label", "specified config nope does not exist"),
+        ),
+        # no label: DEFAULT_CONFIG first
+        (None, ["a", "b"], sharing.Selection("b"), ("b", "DEFAULT_CONFIG", None)),
+        # the Helm chart's fallbacks: a key named "default", else the only key
+        (None, ["default", "ts-4"], sharing.Selection(), ("default", "fallback named", None)),
+        (None, ["ts-4"], sharing.Selection(), ("ts-4", "fallback single", None)),
+        (
+            None,
+            ["mps-2", "ts-4"],
+            sharing.Selection(),
+            (
+                None,
+                "fallback",
+                "no config was set, no default was provided, and all fallbacks failed",
+            ),
+        ),
+        # the GPU Operator's: no config file at all
+        (None, ["ts-4"], sharing.Selection(None, ("empty",)), (None, "fallback empty", None)),
+        ("", ["ts-4"], sharing.Selection(None, ("empty",)), (None, "fallback empty", None)),
+    ],
+)
+def test_the_config_a_node_runs_is_chosen_as_the_config_manager_chooses(label, keys, sel, expected):
+    c = sharing.chosen_config(label, keys, sel)
+    assert (c.key, c.how, c.error) == expected
+
+
+def test_plugin_selection_is_read_from_the_config_manager_environment():
+    helm = daemonset("nvidia-device-plugin", "x", config_map="c", operator_style=False)
+    assert sharing.plugin_selection(helm) == sharing.Selection(None, ("named", "single"))
+    op = daemonset("nvidia-device-plugin-daemonset", "x", config_map="c", default_config="ts-2")
+    assert sharing.plugin_selection(op) == sharing.Selection("ts-2", ("empty",))
+    assert sharing.plugin_selection(daemonset("nvidia-device-plugin", "x")) is None
+
+
+def test_a_new_sharing_config_keeps_unlabelled_nodes_unshared():
+    ts4 = sharing.config_text(TS4)
+    helm = sharing.Selection()
+    # the chart's "single" fallback would make ts-4 every unlabelled node's config
+    assert sharing.keep_unlabelled_unshared({}, {"ts-4": ts4}, helm) == {
+        "default": sharing.NO_SHARING_TEXT
+    }
+    assert sharing.parse_config(sharing.NO_SHARING_TEXT) is None
+    # a "default" already there (e.g. flags for MIG) does it; so does the operator's "empty"
+    assert (
+        sharing.keep_unlabelled_unshared(
+            {"default": "version: v1\n"}, {"default": "version: v1\n", "ts-4": ts4}, helm
+        )
+        == {}
+    )
+    op = sharing.Selection(None, ("empty",))
+    assert sharing.keep_unlabelled_unshared({}, {"ts-4": ts4}, op) == {}
+    # a default the admin chose to share stays the admin's choice
+    mine = {"ts-8": sharing.config_text(sharing.make_sharing("time-slicing", 8))}
+    assert (
+        sharing.keep_unlabelled_unshared(mine, mine | {"ts-4": ts4}, sharing.Selection("ts-8"))
+        == {}
+    )
+    # "single" alone cannot be kept safe: refused, saying what to set
+    with pytest.raises(GpuctlError, match="would share as 'ts-4'") as e:
+        sharing.keep_unlabelled_unshared({}, {"ts-4": ts4}, sharing.Selection(None, ("single",)))
+    assert "config.default=default" in e.value.hint

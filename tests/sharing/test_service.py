@@ -31,6 +31,15 @@ def cluster(kube, kube_api):
     return kube_api
 
 
+def config_map(name, data):
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS},
+        "data": data,
+    }
+
+
 def core_api(api):
     from kubernetes import client
 
@@ -114,15 +123,7 @@ def test_dry_run_prints_valid_objects_and_changes_nothing(cli, kube, cluster):
 
 
 def test_existing_configmap_keeps_its_other_configs(cli, cluster):
-    seed(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": CM, "namespace": NS},
-            "data": {"default": "version: v1\nflags: {migStrategy: mixed}\n"},
-        },
-    )
+    seed(cluster, config_map(CM, {"default": "version: v1\nflags: {migStrategy: mixed}\n"}))
     assert cli("share", "timeslice", "--replicas", "2", "--nodes", "gpu-2", "--yes").code == 0
     data = core_api(cluster).read_namespaced_config_map(CM, NS).data
     assert set(data) == {"default", "ts-2"}
@@ -130,15 +131,7 @@ def test_existing_configmap_keeps_its_other_configs(cli, cluster):
 
 
 def test_same_name_with_other_content_is_refused(cli, kube, cluster):
-    seed(
-        cluster,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": CM, "namespace": NS},
-            "data": {"shared": sharing.config_text(sharing.make_sharing("mps", 2))},
-        },
-    )
+    seed(cluster, config_map(CM, {"shared": sharing.config_text(sharing.make_sharing("mps", 2))}))
     since = mark(kube)
     r = cli(
         "share", "timeslice", "--replicas", "4", "--name", "shared", "--nodes", "gpu-1", "--yes"
@@ -250,3 +243,174 @@ def test_namespace_without_the_plugin_warns_that_nothing_reads_it(cli, kube, clu
     assert r.code == 0, r
     assert f"elsewhere/{sharing.DEFAULT_CONFIG_MAP}" in r.err  # not the plugin's, elsewhere
     assert "does not read ConfigMap" in r.err
+
+
+# ---- the Helm chart: its fallbacks make a lone key every unlabelled node's config ------
+
+HELM_CM = "nvidia-device-plugin-configs"
+
+
+@pytest.fixture
+def helm_cluster(kube, kube_api):
+    """The nvidia-device-plugin chart with config.name=HELM_CM and its default
+    config.fallbackStrategies [named, single] (no config.default)."""
+    seed(
+        kube_api,
+        node("gpu-1"),
+        node("gpu-2"),
+        daemonset("nvidia-device-plugin", NS, config_map=HELM_CM, operator_style=False),
+    )
+    return kube_api
+
+
+def rows(cli):
+    r = cli("share", "show", "-o", "json")
+    assert r.code == 0, r
+    return {row["node"]: row for row in json.loads(r.out)["nodes"]}
+
+
+def test_helm_chart_timeslice_keeps_a_default_without_sharing(cli, helm_cluster):
+    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes")
+    assert r.code == 0, r
+    assert "and key 'default': a config without sharing" in r.err
+    data = core_api(helm_cluster).read_namespaced_config_map(HELM_CM, NS).data
+    assert set(data) == {"ts-4", "default"} and sharing.parse_config(data["default"]) is None
+    by = rows(cli)
+    assert (by["gpu-1"]["running_config"], by["gpu-1"]["strategy"]) == ("ts-4", "time-slicing")
+    # gpu-2 has no label: the chart's "named" fallback gives it 'default', without sharing
+    assert by["gpu-2"]["config"] is None
+    assert (by["gpu-2"]["running_config"], by["gpu-2"]["config_source"]) == (
+        "default",
+        "fallback named",
+    )
+    assert by["gpu-2"]["strategy"] == "none"
+    # and share off really is off: back on 'default', which shares nothing
+    assert cli("share", "off", "--nodes", "gpu-1", "--yes").code == 0
+    by = rows(cli)
+    assert by["gpu-1"]["config"] is None and by["gpu-1"]["strategy"] == "none"
+
+
+def lone_sharing_key(api):
+    seed(
+        api,
+        config_map(HELM_CM, {"ts-4": sharing.config_text(sharing.make_sharing("time-slicing", 4))}),
+    )
+
+
+def test_show_names_the_config_an_unlabelled_node_falls_back_to(cli, helm_cluster):
+    lone_sharing_key(helm_cluster)
+    by = rows(cli)
+    # no label, yet time-slicing: the "single" fallback picks the only key
+    assert by["gpu-2"]["config"] is None
+    assert (by["gpu-2"]["running_config"], by["gpu-2"]["config_source"]) == (
+        "ts-4",
+        "fallback single",
+    )
+    assert (by["gpu-2"]["strategy"], by["gpu-2"]["replicas"]) == ("time-slicing", 4)
+    r = cli("share", "show")
+    assert "(ts-4: fallback single)" in r.out
+
+
+def test_off_stops_sharing_where_removing_the_label_would_not(cli, kube, helm_cluster):
+    lone_sharing_key(helm_cluster)
+    core_api(helm_cluster).patch_node(
+        "gpu-1", {"metadata": {"labels": {sharing.CONFIG_LABEL: "ts-4"}}}
+    )
+    since = mark(kube)
+    r = cli("share", "off", "--nodes", "gpu-1", "--dry-run")
+    assert r.code == 0 and writes(kube, since) == []
+    assert f"ConfigMap {NS}/{HELM_CM}: add key 'default' (a config without sharing)" in r.err
+    assert "nodes without the label: run 'ts-4' (fallback single, time-slicing ×4) now" in r.err
+    r = cli("share", "off", "--nodes", "gpu-1", "--yes")
+    assert r.code == 0, r
+    # the key first, then the label: the node never falls back to the sharing config
+    assert writes(kube, since) == [
+        ("PATCH", f"/api/v1/namespaces/{NS}/configmaps/{HELM_CM}"),
+        ("PATCH", "/api/v1/nodes/gpu-1"),
+    ]
+    by = rows(cli)
+    for name in ("gpu-1", "gpu-2"):
+        assert (by[name]["running_config"], by[name]["strategy"]) == ("default", "none")
+
+
+def test_off_labels_a_config_without_sharing_where_the_default_shares(cli, kube, kube_api):
+    # config.default=ts-4: the admin's choice for unlabelled nodes; off must not rely on it
+    seed(
+        kube_api,
+        node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}),
+        node("gpu-2"),
+        daemonset(
+            "nvidia-device-plugin",
+            NS,
+            config_map=HELM_CM,
+            operator_style=False,
+            default_config="ts-4",
+        ),
+    )
+    lone_sharing_key(kube_api)
+    r = cli("share", "off", "--nodes", "gpu-1", "--yes")
+    assert r.code == 0, r
+    assert config_label(kube_api, "gpu-1") == "default"
+    by = rows(cli)
+    assert by["gpu-1"]["strategy"] == "none"
+    # the unlabelled node keeps the default the admin chose
+    assert (by["gpu-2"]["running_config"], by["gpu-2"]["config_source"]) == (
+        "ts-4",
+        "DEFAULT_CONFIG",
+    )
+
+
+def test_fallbacks_that_cannot_be_kept_safe_are_refused(cli, kube, kube_api):
+    seed(
+        kube_api,
+        node("gpu-1"),
+        daemonset(
+            "nvidia-device-plugin", NS, config_map=HELM_CM, operator_style=False, fallbacks="single"
+        ),
+    )
+    since = mark(kube)
+    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes")
+    assert r.code == 1 and "nodes without the sharing label would share as 'ts-4'" in r.err
+    assert "config.default=default" in r.err and writes(kube, since) == []
+
+
+def test_unmounted_config_map_advice_sets_a_default_without_sharing(cli, kube, kube_api):
+    seed(kube_api, node("gpu-1"), daemonset("nvidia-device-plugin-daemonset", NS))
+    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--dry-run", "-o", "yaml")
+    assert r.code == 0, r
+    assert f"--set config.name={sharing.DEFAULT_CONFIG_MAP} --set config.default=default" in r.err
+    assert '"default": "default"' in r.err  # the ClusterPolicy patch
+    cm = next(yaml.safe_load_all(r.out))
+    assert set(cm["data"]) == {"ts-4", "default"}
+
+
+def test_mps_can_write_an_explicit_false_for_requests_over_one(cli, cluster):
+    r = cli(
+        "share",
+        "timeslice",
+        "--replicas",
+        "4",
+        "--mps",
+        "--no-fail-requests-greater-than-one",
+        "--nodes",
+        "gpu-1",
+        "--yes",
+    )
+    assert r.code == 0, r
+    data = core_api(cluster).read_namespaced_config_map(CM, NS).data
+    assert yaml.safe_load(data["mps-4-multi"])["sharing"]["mps"] == {
+        "renameByDefault": False,
+        "failRequestsGreaterThanOne": False,
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 4}],
+    }
+    assert config_label(cluster, "gpu-1") == "mps-4-multi"
+
+
+def test_a_refusal_for_several_nodes_prints_one_line_per_node(cli, kube, cluster):
+    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--nodes", "mig-1,cpu-1", "--yes")
+    assert r.code == 1 and "\\n" not in r.err, r
+    lines = r.err.splitlines()
+    assert lines[0] == "gpuctl: error: refusing to change sharing on 2 node(s):"
+    assert lines[1].startswith("  mig-1: MPS is not supported on MIG nodes")
+    assert lines[2].startswith("  cpu-1: ")
+    assert lines[3].startswith("  hint: ")

@@ -25,13 +25,43 @@ class MotoAWS:
 
         return boto3.client(service, region_name=region, endpoint_url=self.endpoint)
 
-    def create_eks_cluster(self, name: str, version: str = "1.31", region: str = "us-east-1"):
+    def create_eks_cluster(
+        self,
+        name: str,
+        version: str = "1.31",
+        region: str = "us-east-1",
+        subnet_ids: list[str] | None = None,
+        security_group_ids: list[str] | None = None,
+    ):
         self.client("eks", region).create_cluster(
             name=name,
             version=version,
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks",
-            resourcesVpcConfig={"subnetIds": []},
+            resourcesVpcConfig={
+                "subnetIds": subnet_ids or [],
+                "securityGroupIds": security_group_ids or [],
+            },
         )
+
+    def create_network(
+        self, zones: dict[str, bool], cidr: str = "10.1.0.0/16", region: str = "us-east-1"
+    ) -> tuple[str, dict[str, str], str]:
+        """A VPC with one subnet per zone (zone → public?) and a security group:
+        (vpc id, zone → subnet id, security group id)."""
+        ec2 = self.client("ec2", region)
+        vpc = ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
+        subnets = {}
+        base = cidr.split(".")
+        for i, (zone, public) in enumerate(zones.items()):
+            block = f"{base[0]}.{base[1]}.{i}.0/24"
+            sid = ec2.create_subnet(VpcId=vpc, CidrBlock=block, AvailabilityZone=zone)["Subnet"][
+                "SubnetId"
+            ]
+            if public:
+                ec2.modify_subnet_attribute(SubnetId=sid, MapPublicIpOnLaunch={"Value": True})
+            subnets[zone] = sid
+        sg = ec2.create_security_group(GroupName="eks-cluster", Description="eks", VpcId=vpc)
+        return vpc, subnets, sg["GroupId"]
 
     def seed_public_parameter(self, name: str, value: str, region: str = "us-east-1") -> None:
         """Put an AWS-owned public parameter (e.g. the EKS GPU AMI id) into moto's SSM.

@@ -17,7 +17,12 @@ import sys
 import pytest
 import urllib3.util.connection  # noqa: F401  probes for IPv6 by binding ::1 when imported
 
-STAND_IN_MODULES = ("tests.standins.kube", "tests.standins.aws", "tests.standins.prometheus")
+STAND_IN_MODULES = (
+    "tests.standins.kube",
+    "tests.standins.aws",
+    "tests.standins.prometheus",
+    "tests.standins.faults",
+)
 
 
 class StandInStarted(RuntimeError):

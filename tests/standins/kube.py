@@ -93,7 +93,9 @@ class KubeEmulator:
         what the client sent, e.g. label selectors the emulator itself ignores."""
         return self.call(
             lambda: [
-                (str(r.method), r.url.path, dict(r.url.query)) for r in self.emulator._requests
+                # the method as sent ("POST"; str() of kmock's enum reads "method.POST")
+                (getattr(r.method, "value", str(r.method)), r.url.path, dict(r.url.query))
+                for r in self.emulator._requests
             ]
         )
 

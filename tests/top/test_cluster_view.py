@@ -421,7 +421,7 @@ def test_bad_options_send_nothing(prom, capsys, args, fragment):
 
 def test_live_view_refreshes_then_shows_stale_when_prometheus_goes_away(prometheus_with):
     """The live view on a real terminal (a pty): frames keep coming; when Prometheus stops,
-    the last frame stays with a `stale:` line; Ctrl-C ends it with exit 0."""
+    the last frame stays with a `stale:` line; Ctrl-C ends it: `interrupted`, exit 130."""
     import pty
     import signal
     import subprocess
@@ -464,7 +464,9 @@ def test_live_view_refreshes_then_shows_stale_when_prometheus_goes_away(promethe
         server.stop()
         assert read_until(b"stale: cannot reach Prometheus", 20), seen[-2000:]
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(10) == 0
+        assert proc.wait(10) == 130
+        read_until(b"gpuctl: interrupted", 5)
+        assert b"gpuctl: interrupted" in seen and b"Traceback" not in seen
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -163,6 +163,40 @@ def test_live_view_refreshes_and_q_quits():
 
 
 @pytest.mark.integration
-def test_live_view_ctrl_c_exits_cleanly():
+def test_live_view_ctrl_c_is_an_interrupt_as_everywhere():
+    """`q` is the way out (exit 0); Ctrl-C, as in every command, says so and exits 130,
+    with the terminal restored and no traceback."""
     rc, out = _run_in_terminal(lambda pid, fd: os.kill(pid, signal.SIGINT))
-    assert rc == 0 and "Traceback" not in out and "interrupted" not in out
+    assert rc == 130 and "Traceback" not in out and "gpuctl: interrupted" in out
+
+
+@pytest.mark.parametrize("clock", ["abc", "nan", "inf", "-1", "1e400"])
+def test_a_bad_simulator_clock_exits_2(capsys, monkeypatch, clock):
+    sim.add_process(0, 4242, 1024, spec="1xA30")  # a busy GPU's utilization reads the clock
+    monkeypatch.setenv("GPUCTL_SIM_CLOCK", clock)
+    code, out, err = cli(capsys, "top", "--simulate", "1xA30", "--once")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.splitlines()[0] == (
+        f"gpuctl: error: GPUCTL_SIM_CLOCK={clock!r} is not a time in seconds since 1970 "
+        "(0 to 1e+11)"
+    )
+
+
+def test_simulator_state_is_not_written_through_a_planted_symlink(capsys, tmp_path, monkeypatch):
+    """Symlinks planted where gpuctl writes, at a temporary name it could guess (this
+    process's pid) or at the lock file, never make it write or create a file elsewhere."""
+    state = tmp_path / "state.json"
+    state.symlink_to(tmp_path / "victim-state")  # dangling: gpuctl would create it
+    (tmp_path / f"state.json.{os.getpid()}.tmp").symlink_to(tmp_path / "victim-tmp")
+    monkeypatch.setenv("GPUCTL_SIM_STATE", str(state))
+    code, out, err = cli(capsys, "top", "--simulate", "1xA30", "--once")
+    assert code == 0, err
+    assert not (tmp_path / "victim-state").exists() and not (tmp_path / "victim-tmp").exists()
+    assert not state.is_symlink() and json.loads(state.read_text())["spec"] == "1xA30"
+
+    state.unlink()
+    (tmp_path / "state.json.lock").unlink()
+    (tmp_path / "state.json.lock").symlink_to(tmp_path / "victim-lock")
+    code, out, err = cli(capsys, "top", "--simulate", "1xA30", "--once")
+    assert code == 1 and "cannot write simulator state" in err and "Traceback" not in err
+    assert not (tmp_path / "victim-lock").exists()

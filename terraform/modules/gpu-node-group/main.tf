@@ -2,16 +2,12 @@ terraform {
   required_providers {
     aws = {
       source  = "hashicorp/aws"
-      version = ">= 5.46, < 6.0"
+      version = ">= 6.28, < 7.0"
     }
   }
 }
 
 data "aws_partition" "current" {}
-
-data "aws_eks_cluster" "this" {
-  name = var.kubernetes_cluster
-}
 
 data "aws_ec2_instance_type" "this" {
   instance_type = var.instance_type
@@ -19,7 +15,7 @@ data "aws_ec2_instance_type" "this" {
 
 # The EKS-optimized Amazon Linux 2023 NVIDIA AMI (used unless the preflight resolved it).
 data "aws_ssm_parameter" "ami" {
-  name = "/aws/service/eks/optimized-ami/${coalesce(var.kubernetes_version, data.aws_eks_cluster.this.version)}/amazon-linux-2023/${local.arch}/nvidia/recommended/image_id"
+  name = "/aws/service/eks/optimized-ami/${var.cluster.version}/amazon-linux-2023/${local.arch}/nvidia/recommended/image_id"
 }
 
 locals {
@@ -27,15 +23,34 @@ locals {
   ami_id    = coalesce(var.ami_id, data.aws_ssm_parameter.ami.insecure_value)
   gpu_count = coalesce(var.gpu_count, try(one(data.aws_ec2_instance_type.this.gpus).count, 0))
   spot      = contains(["spot"], var.capacity_type)
+
+  efa_count          = var.efa ? coalesce(var.efa_interfaces, data.aws_ec2_instance_type.this.efa_maximum_interfaces) : 0
+  security_group_ids = concat(var.security_group_ids, [module.network.security_group_id])
+  reservation_ids    = compact([try(var.capacity_reservation.id, "")])
+  capacity_block     = contains(["capacity-block"], try(var.capacity_reservation.type, ""))
+}
+
+module "efa" {
+  source = "../efa-layout"
+
+  interfaces = local.efa_count
+}
+
+module "network" {
+  source = "../node-group-network"
+
+  name   = var.name
+  vpc_id = var.vpc_id
+  efa    = var.efa
 }
 
 module "config" {
   source = "../gpu-node-config"
 
-  kubernetes_cluster    = var.kubernetes_cluster
-  api_server_endpoint   = data.aws_eks_cluster.this.endpoint
-  certificate_authority = data.aws_eks_cluster.this.certificate_authority[0].data
-  service_cidr          = data.aws_eks_cluster.this.kubernetes_network_config[0].service_ipv4_cidr
+  kubernetes_cluster    = var.cluster.name
+  api_server_endpoint   = var.cluster.endpoint
+  certificate_authority = var.cluster.certificate_authority
+  service_cidr          = var.cluster.service_cidr
   node_group            = var.node_group
   gpu_label_key         = var.gpu_label_key
   gpu_type              = var.gpu_type
@@ -74,47 +89,51 @@ resource "aws_iam_instance_profile" "node" {
 
 # Lets the nodes' role join the cluster (EKS authentication mode API or API_AND_CONFIG_MAP).
 resource "aws_eks_access_entry" "node" {
-  cluster_name  = var.kubernetes_cluster
+  cluster_name  = var.cluster.name
   principal_arn = aws_iam_role.node.arn
   type          = "EC2_LINUX"
 }
 
-resource "aws_security_group" "node" {
-  name_prefix = "${var.name}-nodes-"
-  description = "GPU nodes of ${var.name}"
-  vpc_id      = var.vpc_id
-
-  ingress {
-    description = "Node to node (NCCL, pods)"
-    from_port   = 0
-    to_port     = 0
-    protocol    = "-1"
-    self        = true
-  }
-
-  egress {
-    description = "All outbound"
-    from_port   = 0
-    to_port     = 0
-    protocol    = "-1"
-    cidr_blocks = ["0.0.0.0/0"]
-  }
-
-  lifecycle {
-    create_before_destroy = true
-  }
-}
-
 resource "aws_launch_template" "this" {
-  name_prefix            = "${substr(var.name, 0, 90)}-"
-  image_id               = local.ami_id
-  instance_type          = var.instance_type
-  user_data              = base64encode(module.config.user_data)
-  vpc_security_group_ids = [aws_security_group.node.id]
+  name_prefix   = "${substr(var.name, 0, 90)}-"
+  image_id      = local.ami_id
+  instance_type = var.instance_type
+  user_data     = base64encode(module.config.user_data)
+  # With EFA the security groups go on each interface instead.
+  vpc_security_group_ids = var.efa ? null : local.security_group_ids
   update_default_version = true
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.node.arn
+  }
+
+  dynamic "network_interfaces" {
+    for_each = module.efa.network_interfaces
+    content {
+      network_card_index          = network_interfaces.value.network_card_index
+      device_index                = network_interfaces.value.device_index
+      interface_type              = network_interfaces.value.interface_type
+      security_groups             = local.security_group_ids
+      associate_public_ip_address = false
+      delete_on_termination       = true
+    }
+  }
+
+  # An On-Demand Capacity Reservation or a Capacity Block the instances launch into.
+  dynamic "capacity_reservation_specification" {
+    for_each = local.reservation_ids
+    content {
+      capacity_reservation_target {
+        capacity_reservation_id = capacity_reservation_specification.value
+      }
+    }
+  }
+
+  dynamic "instance_market_options" {
+    for_each = local.capacity_block ? ["capacity-block"] : []
+    content {
+      market_type = instance_market_options.value
+    }
   }
 
   metadata_options {
@@ -147,23 +166,37 @@ resource "aws_autoscaling_group" "this" {
   desired_capacity    = var.desired_size
   vpc_zone_identifier = var.subnet_ids
   capacity_rebalance  = local.spot
+  placement_group     = module.network.placement_group
 
-  mixed_instances_policy {
-    instances_distribution {
-      on_demand_base_capacity                  = 0
-      on_demand_percentage_above_base_capacity = local.spot ? 0 : 100
-      spot_allocation_strategy                 = "price-capacity-optimized"
+  # Spot or On-Demand through a mixed instances policy; a Capacity Block through the
+  # launch template alone (its market type is set there).
+  dynamic "mixed_instances_policy" {
+    for_each = local.capacity_block ? [] : ["mixed"]
+    content {
+      instances_distribution {
+        on_demand_base_capacity                  = 0
+        on_demand_percentage_above_base_capacity = local.spot ? 0 : 100
+        spot_allocation_strategy                 = "price-capacity-optimized"
+      }
+
+      launch_template {
+        launch_template_specification {
+          launch_template_id = aws_launch_template.this.id
+          version            = aws_launch_template.this.latest_version
+        }
+
+        override {
+          instance_type = var.instance_type
+        }
+      }
     }
+  }
 
-    launch_template {
-      launch_template_specification {
-        launch_template_id = aws_launch_template.this.id
-        version            = aws_launch_template.this.latest_version
-      }
-
-      override {
-        instance_type = var.instance_type
-      }
+  dynamic "launch_template" {
+    for_each = local.capacity_block ? ["capacity-block"] : []
+    content {
+      id      = aws_launch_template.this.id
+      version = aws_launch_template.this.latest_version
     }
   }
 
@@ -182,7 +215,7 @@ resource "aws_autoscaling_group" "this" {
 
     precondition {
       condition     = can(var.subnet_ids[0])
-      error_message = "No private subnet is in a zone that offers ${var.instance_type}."
+      error_message = "No subnet is in a zone that offers ${var.instance_type}."
     }
   }
 

@@ -12,3 +12,8 @@ output "node_role_arn" {
   description = "IAM role of the nodes."
   value       = aws_iam_role.node.arn
 }
+
+output "placement_group" {
+  description = "Cluster placement group of the nodes (null without EFA)."
+  value       = module.network.placement_group
+}

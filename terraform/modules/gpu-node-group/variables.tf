@@ -8,15 +8,15 @@ variable "node_group" {
   type        = string
 }
 
-variable "kubernetes_cluster" {
-  description = "Name of the EKS cluster the nodes join."
-  type        = string
-}
-
-variable "kubernetes_version" {
-  description = "Kubernetes minor version for the AMI; null reads it from the EKS cluster."
-  type        = string
-  default     = null
+variable "cluster" {
+  description = "The EKS cluster the nodes join: name, API endpoint, CA (base64), service CIDR, Kubernetes version (picks the AMI)."
+  type = object({
+    name                  = string
+    endpoint              = string
+    certificate_authority = string
+    service_cidr          = string
+    version               = string
+  })
 }
 
 variable "vpc_id" {
@@ -25,7 +25,12 @@ variable "vpc_id" {
 }
 
 variable "subnet_ids" {
-  description = "Private subnets to launch into."
+  description = "Subnets to launch into (in zones that offer the instance type)."
+  type        = list(string)
+}
+
+variable "security_group_ids" {
+  description = "Security groups that let the nodes reach the control plane (the group adds its own)."
   type        = list(string)
 }
 
@@ -87,4 +92,25 @@ variable "root_volume_gb" {
   description = "Root volume size (GiB); GPU images and container layers are large."
   type        = number
   default     = 200
+}
+
+variable "efa" {
+  description = "Give each node EFA interfaces and put the group in a cluster placement group."
+  type        = bool
+  default     = false
+}
+
+variable "efa_interfaces" {
+  description = "EFA interfaces per node; null reads the instance type's maximum."
+  type        = number
+  default     = null
+}
+
+variable "capacity_reservation" {
+  description = "A capacity reservation to launch into: id, and type on-demand (an ODCR) or capacity-block."
+  type = object({
+    id   = string
+    type = string
+  })
+  default = null
 }

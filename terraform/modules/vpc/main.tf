@@ -2,7 +2,7 @@ terraform {
   required_providers {
     aws = {
       source  = "hashicorp/aws"
-      version = ">= 5.46, < 6.0"
+      version = ">= 6.28, < 7.0"
     }
   }
 }
@@ -34,6 +34,12 @@ variable "tags" {
   default     = {}
 }
 
+variable "private_subnet_tags" {
+  description = "Extra tags for the private subnets (the nodes'), e.g. Karpenter's discovery tag."
+  type        = map(string)
+  default     = {}
+}
+
 module "layout" {
   source = "../subnet-layout"
 
@@ -43,7 +49,7 @@ module "layout" {
 
 module "this" {
   source  = "terraform-aws-modules/vpc/aws"
-  version = "5.21.0"
+  version = "6.6.0"
 
   name = var.name
   cidr = var.cidr
@@ -57,7 +63,7 @@ module "this" {
   enable_dns_hostnames = true
   enable_dns_support   = true
 
-  private_subnet_tags = { "kubernetes.io/role/internal-elb" = "1" }
+  private_subnet_tags = merge({ "kubernetes.io/role/internal-elb" = "1" }, var.private_subnet_tags)
   public_subnet_tags  = { "kubernetes.io/role/elb" = "1" }
   tags                = var.tags
 }

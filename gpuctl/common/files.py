@@ -1,0 +1,48 @@
+"""Writing the files gpuctl keeps (simulator state, Terraform variables, caches) safely.
+
+A reader sees the old content or the new one, never half of it, and a symlink planted where
+gpuctl writes (or beside it, under a guessable temporary name) is never followed: the new
+content goes to a temporary file created exclusively in the same directory, which then
+replaces the target path itself with rename(2).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# What gpuctl writes can hold account ids, cluster endpoints and Terraform state.
+PRIVATE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = PRIVATE) -> None:
+    """Replace the file at `path` with `data` (text is written as UTF-8) in one step."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    # mkstemp: O_CREAT | O_EXCL with a random name, mode 0600
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)  # replaces a symlink at `path` itself, never its target
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def open_lock(path: str | os.PathLike[str]) -> int:
+    """A descriptor on the lock file at `path` (created if missing), for fcntl.flock. A
+    symlink there is refused (ELOOP), not followed to a file somewhere else."""
+    return os.open(os.fspath(path), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE)
+
+
+def make_private_dir(path: str | os.PathLike[str]) -> None:
+    """Create `path` and its parents (mode 0700 for those created)."""
+    os.makedirs(path, mode=PRIVATE_DIR, exist_ok=True)

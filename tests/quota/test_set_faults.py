@@ -1,0 +1,66 @@
+"""`gpuctl quota set` under faults: a new namespace and its quota are created together or not
+at all (or the message says exactly what is left), through a proxy in front of the API
+emulator that refuses or loses answers."""
+
+import json
+
+import pytest
+
+from gpuctl.quota.rules import QUOTA_NAME
+from tests.standins.faults import drop_answer, reply
+
+QUOTAS = "/api/v1/namespaces/team-a/resourcequotas"
+NAMESPACE = "/api/v1/namespaces/team-a"
+FORBIDDEN = json.dumps(
+    {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": 'resourcequotas is forbidden: User "dev" cannot create resource',
+        "reason": "Forbidden",
+        "code": 403,
+    }
+)
+
+
+@pytest.fixture
+def core(kube_api):
+    from kubernetes import client
+
+    return client.CoreV1Api(kube_api)
+
+
+def namespaces(core):
+    return [n.metadata.name for n in core.list_namespace().items]
+
+
+def quotas(core):
+    return [q.metadata.name for q in core.list_namespaced_resource_quota("team-a").items]
+
+
+def test_a_refused_quota_takes_the_new_namespace_back(cli, core, proxied_kube):
+    proxied_kube.on("POST", QUOTAS, reply(403, FORBIDDEN))
+    r = cli("quota", "set", "team-a", "--gpus", "4")
+    assert r.code == 1 and "not allowed by the cluster (HTTP 403" in r.err, r
+    assert "the objects created before the failure were removed: Namespace/team-a" in r.err
+    assert "team-a" not in namespaces(core)
+
+
+def test_a_quota_made_behind_a_lost_answer_is_removed_with_its_namespace(cli, core, proxied_kube):
+    rule = proxied_kube.on("POST", QUOTAS, drop_answer())
+    r = cli("quota", "set", "team-a", "--gpus", "4")
+    assert rule.fired.is_set() and r.code == 1, r
+    assert f"removed: ResourceQuota/{QUOTA_NAME}, Namespace/team-a" in r.err
+    assert "team-a" not in namespaces(core) and quotas(core) == []
+
+
+def test_when_the_namespace_cannot_be_removed_the_message_says_so(cli, core, proxied_kube):
+    proxied_kube.on("POST", QUOTAS, reply(403, FORBIDDEN))
+    proxied_kube.on("DELETE", NAMESPACE, reply(403, FORBIDDEN.replace("create", "delete")))
+    r = cli("quota", "set", "team-a", "--gpus", "4")
+    assert r.code == 1
+    lines = r.err.strip().splitlines()[-3:]  # after the plan
+    assert "rollback incomplete: 1 object(s) left in the cluster" in lines[0]
+    assert lines[1].startswith("  left: Namespace/team-a (deleting it failed: ")
+    assert lines[2] == "  hint: remove them with: kubectl delete namespace team-a"
+    assert "team-a" in namespaces(core)

@@ -1,0 +1,115 @@
+"""The README's error contract, command by command: one error line (plus a hint), the exit
+codes it lists, credentials never shown, and output a script can rely on."""
+
+import json
+import math
+
+import pytest
+
+from gpuctl.common.errors import GpuctlError, redact
+from gpuctl.common.output import dump
+
+
+@pytest.mark.parametrize(
+    "args, message, usage",
+    [
+        (["top", "--delay", "x"], "Invalid value for '-d' / '--delay'", "gpuctl top [OPTIONS]"),
+        (["nosuch"], "No such command 'nosuch'.", "gpuctl [OPTIONS] COMMAND [ARGS]..."),
+        (["submit"], "Missing argument 'JOB.yaml'.", "gpuctl submit [OPTIONS]"),
+        (["jobs", "list", "-o", "xml"], "Invalid value for '-o' / '--output'", "gpuctl jobs list"),
+        (["quota", "set", "team-a"], "Missing option '--gpus'.", "gpuctl quota set"),
+        (["mig", "plan", "--bogus"], "No such option: --bogus", "gpuctl mig plan [OPTIONS]"),
+    ],
+)
+def test_usage_errors_are_one_line_and_the_usage(cli, args, message, usage):
+    r = cli(*args)
+    assert r.code == 2 and r.out == ""
+    first, hint = r.err.splitlines()
+    assert first.startswith("gpuctl: error: ") and message in first
+    assert hint.startswith(f"  hint: usage: {usage}") and f"see '{hint.split()[2]}" in hint
+
+
+def test_a_group_without_a_command_shows_its_help(cli):
+    r = cli("jobs")
+    assert r.code == 2 and "Usage: gpuctl jobs" in r.err and "delete" in r.err
+
+
+def test_json_output_never_holds_infinity_or_nan():
+    text = dump({"a": math.inf, "b": [-math.inf, math.nan, 1.5], "c": {"d": 1e308 * 10}}, "json")
+    assert json.loads(text) == {"a": None, "b": [None, None, 1.5], "c": {"d": None}}
+    assert "Infinity" not in text and "NaN" not in text
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("cannot reach https://admin:s3cr3t@prom:9090/x", "cannot reach https://***@prom:9090/x"),
+        ("at 'http://u:p@ss:w@h:1'", "at 'http://***@h:1'"),
+        ("GET http://h/q?token=abc&x=1", "GET http://h/q?token=***&x=1"),
+        (
+            "http://h/?X-Amz-Signature=ff&X-Amz-Credential=k",
+            "http://h/?X-Amz-Signature=***&X-Amz-Credential=***",
+        ),
+        ("no url here: user@example.com", "no url here: user@example.com"),
+    ],
+)
+def test_credentials_in_urls_are_masked(text, shown):
+    assert redact(text) == shown
+    e = GpuctlError(text, hint=text, details=[text])
+    assert (e.message, e.hint, e.details) == (shown, shown, [shown])
+
+
+# ---- against stand-ins ----------------------------------------------------------------
+
+MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
+
+
+def test_tables_written_to_a_pipe_keep_every_cell_whole(cli, kube_api, monkeypatch):
+    """As kubectl does: only a terminal gets cells cut to its width."""
+    from kubernetes import client
+
+    monkeypatch.setenv("COLUMNS", "40")  # a narrow terminal's setting, irrelevant to a pipe
+    core = client.CoreV1Api(kube_api)
+    namespace = "research-team-with-a-rather-long-namespace-name"
+    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {
+                "name": "notebook-of-someone",
+                "namespace": namespace,
+                "labels": {**MANAGED, "gpuctl.io/job": "notebook-of-someone"},
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "x",
+                        "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}},
+                    }
+                ]
+            },
+        },
+    )
+    r = cli("jobs", "list", "-A")
+    assert r.code == 0, r
+    row = r.out.splitlines()[1].split()
+    assert row[:2] == [namespace, "notebook-of-someone"] and "nvidia.com/mig-1g.10gb" in r.out
+    assert "…" not in r.out
+
+
+@pytest.mark.integration  # takes a free port to find nothing listening there
+def test_credentials_in_the_kubeconfig_server_are_masked(cli, tmp_path, monkeypatch):
+    import socket
+
+    from tests.standins.kube import write_kubeconfig
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    server = f"http://admin:s3cr3t@127.0.0.1:{port}"
+    monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "kc", server))
+    r = cli("jobs", "list")
+    assert r.code == 1 and f"http://***@127.0.0.1:{port}" in r.err, r
+    assert "s3cr3t" not in r.err + r.out
