@@ -7,7 +7,7 @@ import sys
 import time
 
 from gpuctl.common.errors import BackendError, UsageError
-from gpuctl.common.output import dump, echo, out_console
+from gpuctl.common.output import dump, echo, finite, out_console
 from gpuctl.top import cluster, live, usage
 from gpuctl.top.holders import Exporter
 
@@ -60,13 +60,20 @@ def write_json(frame: usage.Frame, out, batch: int = 500) -> None:
         rows = [usage.gpu_to_dict(r) for r in frame.rows[start : start + batch]]
         # One C-encoded list per batch, cut into lines where one GPU ends and the next
         # begins: `}, {"node": ` cannot occur inside a JSON string (its quote would be \").
-        text = json.dumps(rows, default=str)[1:-1].replace('}, {"node": ', '},\n    {"node": ')
+        text = _json(rows)[1:-1].replace('}, {"node": ', '},\n    {"node": ')
         out.write(("\n    " if start == 0 else ",\n    ") + text)
     out.write("\n  ]," if frame.rows else "],")
     for key in ("namespaces", "summary"):
-        text = json.dumps(doc[key], indent=2, default=str).replace("\n", "\n  ")
+        text = _json(doc[key], indent=2).replace("\n", "\n  ")
         out.write(f'\n  "{key}": {text}' + ("," if key == "namespaces" else "\n}\n"))
     out.flush()
+
+
+def _json(data, indent=None) -> str:
+    try:
+        return json.dumps(data, indent=indent, default=str, allow_nan=False)
+    except ValueError:  # a reading overflowed: null, as in every -o json
+        return json.dumps(finite(data), indent=indent, default=str, allow_nan=False)
 
 
 def _live(console, frames: cluster.LiveFrames) -> None:
