@@ -32,8 +32,7 @@ def dump(data: Any, fmt: str) -> str:
     if fmt == "json":
         # JSON has no Infinity or NaN: a reading that overflowed or is undefined is null
         return (
-            json.dumps(finite(data), indent=2, sort_keys=False, default=str, allow_nan=False)
-            + "\n"
+            json.dumps(finite(data), indent=2, sort_keys=False, default=str, allow_nan=False) + "\n"
         )
     if fmt == "yaml":
         import yaml
