@@ -386,7 +386,7 @@ def test_something_that_is_not_prometheus(capsys):
     httpd = http.server.HTTPServer(("127.0.0.1", 0), Hello)
     # gpuctl cuts its other queries off once one answer is refused: the server's broken
     # pipes are expected and must not be printed into the captured stderr.
-    httpd.handle_error = lambda request, address: None  # type: ignore[method-assign]
+    httpd.handle_error = lambda request, address: None
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
