@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from itertools import chain
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from gpuctl.adapters import vector_stream
@@ -15,6 +16,7 @@ from gpuctl.common.errors import BackendError, UsageError
 Sample = tuple[dict[str, Any], float]
 T = TypeVar("T")
 _TEXT = {str}
+_METRIC, _VALUE, _SECOND = itemgetter("metric"), itemgetter("value"), itemgetter(1)
 DEFAULT_TIMEOUT = 10.0  # seconds per query, the whole answer included
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
 
@@ -139,13 +141,7 @@ class Prometheus:
         try:
             for batch in vector_stream.batches(read):
                 try:
-                    labels = [item.get("metric") or {} for item in batch]
-                    values = [float(item["value"][1]) for item in batch]
-                    # Every label set an object (else dict.values raises) of text (C speed).
-                    if not _TEXT.issuperset(
-                        map(type, chain.from_iterable(map(dict.values, labels)))
-                    ):
-                        raise TypeError
+                    labels, values = _decoded(batch)
                 except (AttributeError, TypeError, KeyError, IndexError, ValueError):
                     problem = next(filter(None, map(_sample_problem, batch)), "not a sample")
                     raise BackendError(
@@ -223,6 +219,23 @@ class Prometheus:
                     for sockets in self._in_flight:
                         _shut(sockets)
                 raise
+
+
+def _decoded(batch: list) -> tuple[list[dict[str, Any]], list[float]]:
+    """The labels and values of a batch of samples, by C-level operations only (they run
+    for every series of every answer). Raises one of the exceptions _samples catches when
+    a sample is malformed."""
+    try:
+        labels = list(map(_METRIC, batch))
+    except (KeyError, TypeError):  # no "metric", or not an object: sorted out below
+        labels = [item.get("metric") for item in batch]
+    if not all(labels):  # a series without labels, or "metric": null
+        labels = [m or {} for m in labels]
+    values = list(map(float, map(_SECOND, map(_VALUE, batch))))
+    # Every label set an object (else dict.values raises) of text.
+    if not _TEXT.issuperset(map(type, chain.from_iterable(map(dict.values, labels)))):
+        raise TypeError
+    return labels, values
 
 
 def _sample_problem(item) -> str | None:

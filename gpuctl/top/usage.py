@@ -38,8 +38,19 @@ IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
 ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
 ATTRIBUTES = ROW_LABELS + holders.LABELS
-_OWN_LABELS = ("UUID", "uuid")  # one device's own; the others repeat across devices
-_SHARED_LABELS = tuple(label for label in ROW_LABELS if label not in _OWN_LABELS)
+# A row's labels, kept as two tuples of values (None where absent): those that repeat
+# across devices (one shared copy of each value), and the device's own.
+_SHARED_LABELS = (
+    "Hostname",
+    "hostname",
+    "gpu",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "modelName",
+    "instance",
+)
+_OWN_LABELS = ("UUID", "uuid")
+assert set(_SHARED_LABELS + _OWN_LABELS) == set(ROW_LABELS)
 _METRIC = {m: m for m in METRICS}  # a series' metric name -> one shared copy of it
 
 _DURATION = re.compile(
@@ -245,12 +256,12 @@ class FrameBuilder:
     def __init__(self, exporter: Exporter = Exporter()):
         self.exporter = exporter
         self.values: dict[Key, dict[str, float]] = {}
-        self.attributes: dict[Key, tuple[int, dict[str, str]]] = {}  # (labels set, kept)
+        self.attributes: dict[Key, Kept] = {}
         # a device's holders: its only one, or the set of several (a shared GPU)
         self.holders: dict[Key, Holder | set[Holder]] = {}
         self.means: dict[Key, float] = {}
         self._keys: dict[Key, Key] = {}  # one copy of each device key for the three dicts
-        self._texts: dict[str, str] = {}  # one copy of each repeated label value
+        self._texts: dict[str | None, str | None] = {}  # one copy of each repeated label value
 
     def _key(self, labels: dict[str, Any]) -> Key:
         key = key_of(labels)
@@ -258,18 +269,22 @@ class FrameBuilder:
 
     def add_current(self, samples: Iterable[Sample]) -> None:
         values, metric, keys, finite = self.values, _METRIC, self._keys, math.isfinite
+        last: Key | None = None
+        readings: dict[str, float] = {}
         for labels, value in samples:  # spelled out: 5 to 7 series per GPU
             name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
             if name is not None and finite(value):
                 key = key_of(labels)
-                key = keys.setdefault(key, key)
-                (values.get(key) or values.setdefault(key, {}))[name] = value
+                if key != last:  # a device's series mostly come one after another
+                    key = last = keys.setdefault(key, key)
+                    readings = values.get(key) or values.setdefault(key, {})
+                readings[name] = value
 
     def add_attributes(self, samples: Iterable[Sample]) -> None:
         # The same device can come with more than one set of attributes (a label present
         # on some metrics only, one set per pod sharing it): keep the fullest,
         # deterministically. Only the labels a row shows are kept.
-        kept, held, text = self.attributes, self.holders, self._texts
+        kept, held, intern = self.attributes, self.holders, self._texts.setdefault
         for labels, _ in samples:
             key = self._key(labels)
             if (h := holders.holder(labels, self.exporter)) is not None:
@@ -284,12 +299,10 @@ class FrameBuilder:
             best = kept.get(key)
             if best is not None and size < best[0]:
                 continue
-            row = {k: text.setdefault(v, v) for k in _SHARED_LABELS if (v := labels.get(k))}
-            for k in _OWN_LABELS:
-                if v := labels.get(k):
-                    row[k] = v
-            if best is None or size > best[0] or sorted(row.items()) > sorted(best[1].items()):
-                kept[key] = (size, row)
+            shared = list(map(labels.get, _SHARED_LABELS))
+            new = (size, tuple(map(intern, shared, shared)), tuple(map(labels.get, _OWN_LABELS)))
+            if best is None or size > best[0] or _shown(new) > _shown(best):
+                kept[key] = new
 
     def add_means(self, samples: Iterable[Sample]) -> None:
         for labels, value in samples:
@@ -311,7 +324,7 @@ class FrameBuilder:
             if not key[-1] and key in mig_boards:
                 continue
             parent = values.get(board(key), {}) if key[-1] else {}
-            kept = attributes.get(key)
+            kept = attributes.get(key) or _kept_of(key)
             pods = held.get(key)
             who: tuple[Holder, ...] = (
                 ()
@@ -320,14 +333,28 @@ class FrameBuilder:
                 if isinstance(pods, Holder)
                 else tuple(sorted(pods, key=_holder_order))
             )
-            a = kept[1] if kept else _labels_of(key)
-            rows.append(_row(metrics, parent, a, means.get(key), who, idle_threshold))
+            rows.append(_row(metrics, parent, kept, means.get(key), who, idle_threshold))
         rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
         return Frame(rows, namespace_usage(rows), summarize(rows))
 
 
-def _labels_of(key: Key) -> dict[str, Any]:
-    return dict(zip(BY_UUID if len(key) == 2 else ("",) + BY_HOST, key))
+# What a device's row shows of its attributes: (labels set, values of _SHARED_LABELS,
+# values of _OWN_LABELS), each value None (or "") where the series lacks it.
+Kept = tuple[int, tuple[Any, ...], tuple[Any, ...]]
+
+
+def _shown(kept: Kept) -> list[tuple[str, Any]]:
+    """The labels set in `kept`, sorted: which of two equally full sets wins."""
+    pairs = zip(_SHARED_LABELS + _OWN_LABELS, kept[1] + kept[2])
+    return sorted((k, v) for k, v in pairs if v)
+
+
+def _kept_of(key: Key) -> Kept:
+    """A device's attributes as its key gives them (no attributes series for it)."""
+    if len(key) == 2:  # BY_UUID
+        return (0, (None, None, None, key[1], None, None, None), (key[0], None))
+    _, host, hostname, gpu, instance_id = key
+    return (0, (host, hostname, gpu, instance_id, None, None, None), (None, None))
 
 
 def _holder_order(h: Holder) -> tuple[str, str, str]:
@@ -337,38 +364,37 @@ def _holder_order(h: Holder) -> tuple[str, str, str]:
 def _row(
     m: dict[str, Any],
     parent: dict[str, Any],
-    a: dict[str, Any],
+    kept: Kept,
     mean: float | None,
     who: tuple[Holder, ...],
     threshold: float,
 ) -> GpuRow:
-    gpu, instance_id = a.get("gpu"), a.get("GPU_I_ID")
+    host, hostname, gpu, instance_id, profile, model, instance = kept[1]
+    uuid, old_uuid = kept[2]
     util = None if instance_id else m.get(UTIL)  # a MIG device's GPU_UTIL is a meaningless 0
     if util is None and m.get(GR_ACTIVE) is not None:
         util = 100.0 * m[GR_ACTIVE]
     used, free = m.get(FB_USED), m.get(FB_FREE)
-    model, profile = a.get("modelName") or None, a.get("GPU_I_PROFILE") or None
+    model, profile = model or None, profile or None
     if instance_id:
         gpu = f"{gpu or '?'}/mig{instance_id}"
         if model:
             model = f"{model} MIG {profile}" if profile else f"{model} MIG"
     return GpuRow(
-        node=a.get("Hostname") or a.get("hostname") or a.get("instance") or "-",
-        gpu=gpu or "-",
-        uuid=a.get("UUID") or a.get("uuid") or None,
-        model=model,
-        mig_profile=profile,
-        utilization_gpu=util,
-        mean_utilization=mean,
-        memory_used_mib=used,
+        host or hostname or instance or "-",  # node
+        gpu or "-",
+        uuid or old_uuid or None,
+        model,
+        profile,  # mig_profile
+        util,  # utilization_gpu
+        mean,  # mean_utilization
+        used,  # memory_used_mib
         # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
-        memory_total_mib=used + free + m.get(FB_RESERVED, 0.0)
-        if used is not None and free is not None
-        else None,
-        temperature_c=m.get(TEMP, parent.get(TEMP)),
-        power_w=m.get(POWER, parent.get(POWER)),
-        holders=who,
-        idle=None if mean is None else mean < threshold,
+        used + free + m.get(FB_RESERVED, 0.0) if used is not None and free is not None else None,
+        m.get(TEMP, parent.get(TEMP)),  # temperature_c
+        m.get(POWER, parent.get(POWER)),  # power_w
+        who,  # holders
+        None if mean is None else mean < threshold,  # idle
     )
 
 
@@ -382,6 +408,9 @@ def namespace_usage(rows: list[GpuRow]) -> list[NamespaceUsage]:
     A GPU shared by pods of several namespaces counts once in each."""
     groups: dict[str, list[GpuRow]] = {}
     for r in rows:
+        if len(r.holders) == 1:  # most GPUs: no set to build
+            groups.setdefault(r.holders[0].namespace or "-", []).append(r)
+            continue
         for ns in sorted({h.namespace or "-" for h in r.holders}):
             groups.setdefault(ns, []).append(r)
     return [
@@ -430,26 +459,31 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def _mib(value: float | None) -> int | None:
-    # an exporter's reading can be NaN, or overflow when added up
-    return None if value is None or not math.isfinite(value) else int(round(value))
-
-
 def gpu_to_dict(r: GpuRow) -> dict[str, Any]:
     """One GPU of the `--once -o json|yaml` document (spelled out: once per GPU)."""
-    util, temp, power = r.utilization_gpu, r.temperature_c, r.power_w
+    util, temp, power, used, total = (
+        r.utilization_gpu,
+        r.temperature_c,
+        r.power_w,
+        r.memory_used_mib,
+        r.memory_total_mib,
+    )
+    first = r.holders[0] if r.holders else None
+    # (memory in whole MiB: an exporter's reading can be NaN, or overflow when added up)
     return {
         "node": r.node,
         "gpu": r.gpu,
         "uuid": r.uuid,
         "model": r.model,
         "utilization_gpu": None if util is None else round(util, 1),
-        "memory_used_mib": _mib(r.memory_used_mib),
-        "memory_total_mib": _mib(r.memory_total_mib),
+        "memory_used_mib": None if used is None or not math.isfinite(used) else int(round(used)),
+        "memory_total_mib": None
+        if total is None or not math.isfinite(total)
+        else int(round(total)),
         "temperature_c": None if temp is None else round(temp, 1),
         "power_w": None if power is None else round(power, 1),
-        "pod": r.pod,  # the first holder, as before shared GPUs were listed
-        "namespace": r.namespace,
+        "pod": first and first.pod,  # the first holder, as before shared GPUs were listed
+        "namespace": first and first.namespace,
         "holders": [
             {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in r.holders
         ],
