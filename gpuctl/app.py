@@ -6,13 +6,11 @@ import sys
 
 import typer
 
-from gpuctl import __version__
 from gpuctl.common.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Aborted, GpuctlError
 
 app = typer.Typer(
     name="gpuctl",
     help="Provision GPU capacity, put work on it, watch how it is used, partition and share it.",
-    no_args_is_help=True,
     add_completion=False,
     # Plain click help: rich-formatted help costs ~50 ms of imports on every --help.
     rich_markup_mode=None,
@@ -25,7 +23,10 @@ _debug = False
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"gpuctl {__version__}")
+        from gpuctl.common.output import Format
+        from gpuctl.version.cli import version
+
+        version(context=None, terraform_bin=None, output=Format.table)
         raise typer.Exit()
 
 
@@ -33,7 +34,11 @@ def _version(value: bool) -> None:
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print the versions of gpuctl and the engines it found (as `gpuctl version`).",
     ),
 ) -> None:
     global _debug
@@ -56,6 +61,8 @@ COMMANDS = {
     "doctor": "gpuctl.doctor.cli",
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",
+    "whatif": "gpuctl.whatif.cli",
+    "version": "gpuctl.version.cli",
 }
 _registered: set[str] = set()
 
@@ -76,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     """Run one command. Whatever happens, the user sees at most a few lines on stderr and an
     exit code from the README's contract, never a traceback (unless --debug)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    argv = argv or ["--help"]  # no arguments: the help, and success
     try:
         code = _run(argv)
     except GpuctlError as e:

@@ -6,6 +6,7 @@ pytest_plugins = [
     "tests.standins.prometheus",
     "tests.standins.aws",
     "tests.standins.nvml",
+    "tests.standins.terraform",
     "tests.standins.faults",
     "tests.standins.integration",
 ]
@@ -25,8 +26,16 @@ def _isolated_env(monkeypatch, tmp_path):
         "GPUCTL_DEFAULT_TEMPLATE",
         "GPUCTL_EXPORTER_CONTAINERS",
         "GPUCTL_EXPORTER_JOBS",
+        "GPUCTL_CONTEXT",
+        "GPUCTL_NAMESPACE",
         "XDG_CACHE_HOME",
         "XDG_CONFIG_HOME",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
         "XDG_STATE_HOME",
     ):
         monkeypatch.delenv(var, raising=False)

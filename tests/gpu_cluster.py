@@ -122,16 +122,61 @@ def seed(api, *objects: dict) -> None:
         "ConfigMap": core.create_namespaced_config_map,
         "ResourceQuota": core.create_namespaced_resource_quota,
         "DaemonSet": apps.create_namespaced_daemon_set,
+        "Deployment": apps.create_namespaced_deployment,
     }
     cluster_wide: dict[str, Callable[..., object]] = {
         "Node": core.create_node,
         "Namespace": core.create_namespace,
     }
     for o in objects:
-        if o["kind"] in cluster_wide:
+        if "." in o["apiVersion"].split("/")[0]:  # a custom resource (its CRD installed)
+            seed_custom(api, o)
+        elif o["kind"] in cluster_wide:
             cluster_wide[o["kind"]](o)
         else:
             namespaced[o["kind"]](o["metadata"]["namespace"], o)
+
+
+def _custom_path(obj: dict) -> tuple[str, str, str | None, str]:
+    from tests import crd_schema
+
+    group, _, version = obj["apiVersion"].rpartition("/")
+    names = crd_schema.crd(obj["kind"])["spec"]["names"]
+    return group, version, obj["metadata"].get("namespace"), names["plural"]
+
+
+def seed_custom(api, obj: dict) -> None:
+    """Create a custom resource (a Kueue or JobSet object) through the official client."""
+    from kubernetes import client
+
+    group, version, namespace, plural = _custom_path(obj)
+    custom = client.CustomObjectsApi(api)
+    if namespace:
+        custom.create_namespaced_custom_object(
+            group, version, namespace, plural, obj, _preload_content=False
+        ).release_conn()
+    else:
+        custom.create_cluster_custom_object(
+            group, version, plural, obj, _preload_content=False
+        ).release_conn()
+
+
+def set_status(api, obj: dict, status: dict) -> None:
+    """Write a custom resource's status (a merge patch of its status subresource), as its
+    controller (Kueue, JobSet) would."""
+    from kubernetes import client
+
+    group, version, namespace, plural = _custom_path(obj)
+    custom, name = client.CustomObjectsApi(api), obj["metadata"]["name"]
+    body = {"status": status}
+    if namespace:
+        custom.patch_namespaced_custom_object_status(
+            group, version, namespace, plural, name, body, _preload_content=False
+        ).release_conn()
+    else:
+        custom.patch_cluster_custom_object_status(
+            group, version, plural, name, body, _preload_content=False
+        ).release_conn()
 
 
 def mark(kube) -> int:

@@ -100,6 +100,11 @@ def test_python_dash_m_runs():
     assert proc.returncode == 0 and proc.stdout.startswith("gpuctl ")
 
 
+def test_no_arguments_print_the_help_and_succeed(cli):
+    r = cli()
+    assert r.code == 0 and r.out.startswith("Usage: gpuctl") and "Commands:" in r.out
+
+
 def test_every_command_is_in_the_lazy_registration_table(cli):
     """A command module missing from COMMANDS would be unreachable by name."""
     from gpuctl import app as app_module

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from gpuctl.common import config, selector
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.common.specfile import load_yaml, parse_duration
+from gpuctl.gpus import geometry, names
 from gpuctl.jobs.spec import parse_job
 from gpuctl.jobs.templates import check_template
 from gpuctl.mig import layout as mig_layout
@@ -315,6 +316,11 @@ def _clean(parse, *args) -> None:
 OPTION_PARSERS = {
     "mig plan --demand": mig_plan.parse_demand,
     "mig plan --gpus": mig_plan.parse_fleet,
+    "GPU model name": geometry.find_model,
+    "gpu_type warning": lambda text: names.gpu_type_warning(text, "gpu-type", geometry.models()),
+    "GFD gpu_type warning": lambda text: names.gpu_type_warning(
+        text, names.GFD_PRODUCT_LABEL, geometry.models()
+    ),
     "--layout": mig_layout.parse_layout_text,
     "--selector": selector.parse,
     "quota set --mig": lambda text: quota.parse_mig(text.split(";")),

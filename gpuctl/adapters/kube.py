@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpuctl.common.errors import BackendError, GpuctlError, redact
+from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -35,7 +35,7 @@ class NoAnswer(BackendError):
 
 
 # The kinds gpuctl reads and writes: kind -> (apiVersion, the client's name for it,
-# namespaced). A custom resource (e.g. a JobSet) would go through the CustomObjectsApi.
+# namespaced).
 _KINDS = {
     "Namespace": ("v1", "namespace", False),
     "Node": ("v1", "node", False),
@@ -47,21 +47,44 @@ _KINDS = {
     "Service": ("v1", "service", True),
     "Job": ("batch/v1", "job", True),
     "DaemonSet": ("apps/v1", "daemon_set", True),
+    "Deployment": ("apps/v1", "deployment", True),
+}
+# Custom resources (served by CRDs, reached through the CustomObjectsApi): kind -> (the
+# apiVersion used unless the caller names another version of the group, plural,
+# namespaced).
+_CUSTOM_KINDS = {
+    "ResourceFlavor": ("kueue.x-k8s.io/v1beta2", "resourceflavors", False),
+    "ClusterQueue": ("kueue.x-k8s.io/v1beta2", "clusterqueues", False),
+    "LocalQueue": ("kueue.x-k8s.io/v1beta2", "localqueues", True),
+    "Workload": ("kueue.x-k8s.io/v1beta2", "workloads", True),
+    "JobSet": ("jobset.x-k8s.io/v1alpha2", "jobsets", True),
 }
 
 
 class Kube:
     """A connection to one cluster (a kubeconfig context). Objects go in and come out as
     plain dicts; the verbs name them by kind ("Pod", "Job", …). A namespaced kind given no
-    namespace is read, patched or deleted in the context's namespace, and listed or watched
-    in all namespaces."""
+    namespace is read, patched or deleted in `self.namespace`, and listed or watched in all
+    namespaces.
+
+    The context is the one given (--context), else the `context` setting (GPUCTL_CONTEXT,
+    the config file), else the kubeconfig's current one; `self.namespace` is the
+    `namespace` setting (GPUCTL_NAMESPACE, the config file), else that context's namespace.
+    Every command reaches Kubernetes through here, so all of them agree."""
 
     def __init__(self, context: str | None = None, timeout: float | None = None):
         import yaml
         from kubernetes import client, config
 
-        from gpuctl.common.config import request_timeout
+        from gpuctl.common.config import request_timeout, setting, setting_from
+        from gpuctl.common.k8s_names import dns1123_label
 
+        context, context_from = setting_from("context", context)
+        namespace = setting(
+            "namespace",
+            None,
+            lambda ns: None if dns1123_label(ns) else "not a valid namespace name",
+        )
         self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
         cfg = client.Configuration()
         # The client reads $KUBECONFIG once at import time; read it now, per connection.
@@ -71,14 +94,17 @@ class Kube:
             if context:
                 active = next((c for c in contexts if c["name"] == context), None)
                 if active is None:
-                    raise GpuctlError(
-                        f"no context {context!r} in the kubeconfig",
+                    raise UsageError(
+                        f"no context {context!r} in the kubeconfig {config_file}"
+                        + ("" if context_from == "the command line" else f" (from {context_from})"),
                         hint="contexts: " + ", ".join(c["name"] for c in contexts),
                     )
             config.load_kube_config(
                 config_file=config_file, context=context, client_configuration=cfg
             )
-            self.namespace = str(active.get("context", {}).get("namespace") or "default")
+            self.namespace = namespace or str(
+                active.get("context", {}).get("namespace") or "default"
+            )
             self.context = active.get("name")
         # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
         except (
@@ -93,7 +119,7 @@ class Kube:
             try:  # inside a pod: the service account
                 config.load_incluster_config(client_configuration=cfg)
                 with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-                    self.namespace = f.read().strip() or "default"
+                    self.namespace = namespace or f.read().strip() or "default"
                 self.context = "in-cluster"
             except (config.ConfigException, OSError):
                 raise GpuctlError(
@@ -106,11 +132,14 @@ class Kube:
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         self.host = redact(cfg.host)  # for messages: never the credentials in a server URL
         self._api = client.ApiClient(cfg)
+        self._cfg = cfg
         self._apis: dict[str, Any] = {  # apiVersion -> the client's API for it
             "v1": client.CoreV1Api(self._api),
             "batch/v1": client.BatchV1Api(self._api),
             "apps/v1": client.AppsV1Api(self._api),
         }
+        self._custom = client.CustomObjectsApi(self._api)
+        self._groups: dict[str, list[str]] | None = None  # API discovery, read once
 
     def close(self) -> None:
         self._api.close()
@@ -133,8 +162,10 @@ class Kube:
         what = f"creating {_subject(kind, name, *ns)}"
         return self._call(fn, *ns, obj, what=what, answer=_OBJECT, changes=True, **kwargs)
 
-    def read(self, kind: str, name: str, namespace: str | None = None) -> dict:
-        fn, ns = self._method("read", kind, namespace or self.namespace)
+    def read(
+        self, kind: str, name: str, namespace: str | None = None, api_version: str | None = None
+    ) -> dict:
+        fn, ns = self._method("read", kind, namespace or self.namespace, api_version)
         return self._call(
             fn, name, *ns, what=f"reading {_subject(kind, name, *ns)}", answer=_OBJECT
         )
@@ -145,9 +176,10 @@ class Kube:
         namespace: str | None = None,
         selector: str | None = None,
         field_selector: str | None = None,
+        api_version: str | None = None,
     ) -> list[dict]:
         """Objects of KIND in NAMESPACE, or in all namespaces when it is None."""
-        fn, ns = self._method("list", kind, namespace)
+        fn, ns = self._method("list", kind, namespace, api_version)
         return self._call(
             fn,
             *ns,
@@ -157,14 +189,24 @@ class Kube:
             answer=_LIST,
         )["items"]
 
-    def patch(self, kind: str, name: str, namespace: str | None, body: dict | list) -> dict:
-        """A dict is a strategic-merge patch, a list a JSON patch (RFC 6902)."""
-        fn, ns = self._method("patch", kind, namespace or self.namespace)
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        body: dict | list,
+        api_version: str | None = None,
+    ) -> dict:
+        """A dict is a strategic-merge patch (a JSON merge patch for a custom resource, which
+        has no strategic merge), a list a JSON patch (RFC 6902)."""
+        fn, ns = self._method("patch", kind, namespace or self.namespace, api_version)
         what = f"updating {_subject(kind, name, *ns)}"
         return self._call(fn, name, *ns, body, what=what, answer=_OBJECT, changes=True)
 
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
-        fn, ns = self._method("delete", kind, namespace or self.namespace)
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, api_version: str | None = None
+    ) -> None:
+        fn, ns = self._method("delete", kind, namespace or self.namespace, api_version)
         # what the object owns (a Job's pods) goes too, as with kubectl; the API's default
         # for a Job would leave its pods running
         self._call(
@@ -182,6 +224,7 @@ class Kube:
         namespace: str | None = None,
         name: str | None = None,
         timeout_seconds: int = 60,
+        api_version: str | None = None,
     ) -> Iterator[dict]:
         """Events ({type, object}) on objects of KIND (only NAME if given). Ends when the
         server closes the watch or when nothing arrives for `timeout_seconds` (+2 s
@@ -189,7 +232,7 @@ class Kube:
         import urllib3
         from kubernetes import watch
 
-        fn, ns = self._method("list", kind, namespace)
+        fn, ns = self._method("list", kind, namespace, api_version)
         what = f"watching {kind} {name}" if name else f"watching {_plural(kind)}"
         w = watch.Watch()
         try:
@@ -223,6 +266,47 @@ class Kube:
 
         info = self._call(client.VersionApi(self._api).get_code, what="reading the server version")
         return str((info or {}).get("gitVersion") or "")
+
+    def api_versions(self, group: str) -> list[str]:
+        """The versions of an API group the cluster serves ([] when it has none, e.g. no
+        Kueue CRDs), from API discovery (/apis), which every authenticated user may read.
+        Read once per connection."""
+        from kubernetes import client
+
+        if self._groups is None:
+            found = self._call(
+                client.ApisApi(self._api).get_api_versions, what="reading the API groups"
+            )
+            self._groups = {
+                g.get("name", ""): [v.get("version", "") for v in g.get("versions") or []]
+                for g in (found or {}).get("groups") or []
+            }
+        return list(self._groups.get(group, []))
+
+    def get_path(self, path: str, query: dict[str, str] | None = None) -> dict:
+        """GET an API path that no typed call reaches, e.g. an aggregated API's
+        subresource such as Kueue's pending workloads of a LocalQueue."""
+        from urllib.parse import quote, urlencode
+
+        url = self._cfg.host.rstrip("/") + quote(path) + (f"?{urlencode(query)}" if query else "")
+        headers = {"Accept": "application/json"}
+        for auth in self._cfg.auth_settings().values():  # the bearer token, if any
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        return self._call(self._get_url, url, headers, what=f"reading {path}")
+
+    def _get_url(self, url: str, headers: dict, _request_timeout=None, _preload_content=False):
+        # the client's own connection pool (its TLS and client-certificate settings)
+        from kubernetes.client.exceptions import ApiException
+
+        resp = self._api.rest_client.pool_manager.request(
+            "GET", url, headers=headers, timeout=_request_timeout, preload_content=True
+        )
+        if not 200 <= resp.status < 300:
+            e = ApiException(status=resp.status, reason=resp.reason)
+            e.body = resp.data
+            raise e
+        return resp
 
     def read_node(self, name: str) -> dict:
         try:
@@ -283,12 +367,15 @@ class Kube:
     ) -> tuple[Callable, tuple[str, ...]]:
         """The client's method for VERB on KIND and the namespace argument it takes: none for
         a cluster-scoped kind, none either when a namespaced kind is listed across all."""
+        if kind in _CUSTOM_KINDS:
+            return self._custom_method(verb, kind, namespace, api_version)
         known = _KINDS.get(kind or "")
         if known is None or api_version not in (None, known[0]):
             what = f"{api_version} {kind}" if api_version else kind
             raise GpuctlError(
                 f"gpuctl does not handle Kubernetes objects of kind {what}",
-                hint="it handles " + ", ".join(f"{v} {k}" for k, (v, _, _) in _KINDS.items()),
+                hint="it handles "
+                + ", ".join(f"{v} {k}" for k, (v, *_) in {**_KINDS, **_CUSTOM_KINDS}.items()),
             )
         version, name, namespaced = known
         api = self._apis[version]
@@ -297,6 +384,49 @@ class Kube:
         if namespace is None:
             return getattr(api, f"{verb}_{name}_for_all_namespaces"), ()
         return getattr(api, f"{verb}_namespaced_{name}"), (namespace,)
+
+    def _custom_method(
+        self, verb: str, kind: str, namespace: str | None, api_version: str | None
+    ) -> tuple[Callable, tuple[str, ...]]:
+        """A CustomObjectsApi call for VERB on a custom KIND, taking its arguments the way
+        the typed calls above do: (name, namespace, body)."""
+        default, plural, namespaced = _CUSTOM_KINDS[kind]
+        group, _, version = (api_version or default).rpartition("/")
+        if group != default.rpartition("/")[0]:
+            raise GpuctlError(
+                f"gpuctl does not handle Kubernetes objects of kind {api_version} {kind}"
+            )
+        api, gvp = self._custom, (group, version, plural)
+        ns: tuple[str, ...]
+        if not namespaced:
+            where, ns = "cluster", ()
+        elif namespace is None and verb == "list":
+            where, ns = "all", ()
+        else:
+            where, ns = "namespaced", (namespace or self.namespace,)
+
+        def locate(ns_args: tuple) -> tuple:  # the CustomObjectsApi's argument order
+            return (group, version, *ns_args, plural)
+
+        if verb == "list":
+            if where == "all":
+                return (lambda **kw: api.list_custom_object_for_all_namespaces(*gvp, **kw)), ()
+            fn = getattr(api, f"list_{where}_custom_object")
+            return (lambda *n, **kw: fn(*locate(n), **kw)), ns
+        if verb == "create":
+            fn = getattr(api, f"create_{where}_custom_object")
+            return (lambda *a, **kw: fn(*locate(a[:-1]), a[-1], **kw)), ns
+        if verb == "patch":
+            fn = getattr(api, f"patch_{where}_custom_object")
+
+            def patch(name: str, *a: Any, **kw: Any) -> Any:
+                if isinstance(a[-1], list):
+                    kw["_content_type"] = "application/json-patch+json"
+                return fn(*locate(a[:-1]), name, a[-1], **kw)
+
+            return patch, ns
+        fn = getattr(api, f"{'get' if verb == 'read' else verb}_{where}_custom_object")
+        return (lambda name, *n, **kw: fn(*locate(n), name, **kw)), ns
 
     def _call(
         self,

@@ -241,6 +241,17 @@ class Nvml:
         n = self._n
         return self._call(f"GPU {index}", n.nvmlDeviceGetHandleByIndex, index)
 
+    def driver_versions(self) -> dict[str, str | None]:
+        """The driver's version, the newest CUDA version it runs and NVML's own version
+        (None where the driver does not say)."""
+        n = self._n
+        cuda = self._query(n.nvmlSystemGetCudaDriverVersion_v2)  # e.g. 12040 for CUDA 12.4
+        return {
+            "driver": _text(self._query(n.nvmlSystemGetDriverVersion)),
+            "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
+            "nvml": _text(self._query(n.nvmlSystemGetNVMLVersion)),
+        }
+
     # ---- node sample, for top -------------------------------------------------------------------
     def gpu_count(self) -> int:
         return self._call("count GPUs", self._n.nvmlDeviceGetCount)

@@ -12,9 +12,20 @@ from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_label
 from gpuctl.common.output import DataFormat, Format
 
+# Where a command falls back to when -n is not given (gpuctl.adapters.kube.Kube.namespace).
+NAMESPACE_DEFAULT = (
+    "GPUCTL_NAMESPACE or namespace: in the config file, else the kubeconfig context's"
+)
+
 
 def namespace(help: str | None = None, default: str | None = None) -> Any:
-    return typer.Option(default, "-n", "--namespace", callback=_check_namespace, help=help)
+    return typer.Option(
+        default,
+        "-n",
+        "--namespace",
+        callback=_check_namespace,
+        help=help or f"Namespace (default: {NAMESPACE_DEFAULT}).",
+    )
 
 
 def _check_namespace(value: str | None) -> str | None:
@@ -28,11 +39,45 @@ def _check_namespace(value: str | None) -> str | None:
 
 
 def context() -> Any:
-    return typer.Option(None, "--context", help="kubeconfig context.")
+    return typer.Option(
+        None,
+        "--context",
+        help="kubeconfig context (default: GPUCTL_CONTEXT or context: in the config file, "
+        "else the kubeconfig's current context).",
+    )
 
 
 def output(help: str = "table, json or yaml.", default: Format | None = Format.table) -> Any:
     return typer.Option(default, "-o", "--output", help=help)
+
+
+GPU_LABEL_KEY_HELP = (
+    "Node label that holds the GPU type (default gpu-type; e.g. "
+    "nvidia.com/gpu.product for GPU Feature Discovery). "
+    "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file."
+)
+
+
+def gpu_label_key() -> Any:
+    return typer.Option(None, "--gpu-label-key", help=GPU_LABEL_KEY_HELP)
+
+
+def resolve_gpu_label_key(option: str | None) -> str:
+    """The GPU-type label key: the option, else the environment, else the config file."""
+    from gpuctl.common.config import setting
+    from gpuctl.common.k8s_names import label_key
+
+    key = setting(
+        "gpu_label_key",
+        option,
+        lambda key: (
+            None
+            if label_key(key)
+            else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
+        ),
+    )
+    assert key is not None  # the setting has a default
+    return key
 
 
 def data_output() -> Any:

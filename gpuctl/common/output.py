@@ -66,7 +66,10 @@ def _dumper():
     import yaml
 
     class Dumper(yaml.SafeDumper):
-        pass
+        def ignore_aliases(self, data) -> bool:
+            # a value used twice (the same valueFrom on several env entries) is written out
+            # each time, not as an &anchor / *alias a reader of a manifest has to resolve
+            return True
 
     def text(dumper, value: str):
         style = "|" if "\n" in value else None

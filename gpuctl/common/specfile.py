@@ -98,18 +98,24 @@ def dotted(path: Path) -> str:
 
 
 def load_yaml_file(path: str) -> Doc:
+    return load_yaml(read_text(path, MAX_BYTES), path)
+
+
+def read_text(path: str, max_bytes: int) -> str:
+    """A UTF-8 text file of at most `max_bytes`, or a SpecError naming the file (and the
+    line of a byte that is not UTF-8)."""
     try:
         with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+            raw = f.read(max_bytes + 1)
     except OSError as e:
         raise SpecError(f"cannot read file: {e.strerror}", file=path) from None
-    if len(raw) > MAX_BYTES:
-        raise SpecError(f"file is larger than {MAX_BYTES // 1024} KiB", file=path)
+    if len(raw) > max_bytes:
+        raise SpecError(f"file is larger than {max_bytes // 1024:,} KiB", file=path)
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise SpecError(f"not UTF-8 text (byte {e.start})", file=path) from None
-    return load_yaml(text, path)
+        line = raw[: e.start].count(b"\n") + 1
+        raise SpecError(f"not UTF-8 text (byte {e.start})", file=path, line=line) from None
 
 
 def load_yaml(text: str, file: str = "<input>") -> Doc:

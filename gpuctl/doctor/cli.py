@@ -21,7 +21,9 @@ def doctor(
     context: str | None = options.context(),
 ) -> None:
     """Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin,
-    MIG, sharing configs, DCGM exporter. Exits 1 if any check fails."""
+    MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing
+    admission (waitForPodsReady), GPU resources covered by ClusterQueues. Exits 1 if any
+    check fails."""
     from gpuctl.adapters.kube import Kube
     from gpuctl.doctor import service as run_doctor
     from gpuctl.doctor.checks import failed

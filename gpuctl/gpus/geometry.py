@@ -14,6 +14,7 @@ from functools import lru_cache
 from importlib import resources
 
 from gpuctl.common.errors import GpuctlError
+from gpuctl.gpus import names
 
 # Short names used in specs and on the command line (``8xH100-80GB``), and the total
 # framebuffer memory NVML reports for the whole GPU (MiB, as nvidia-smi prints it).
@@ -95,6 +96,9 @@ class GpuModel:
             hint=f"{self.short_name} profiles: " + ", ".join(p.name for p in self.profiles),
         )
 
+    def has_profile(self, name: str) -> bool:
+        return any(name in (p.name, *p.aliases) for p in self.profiles)
+
     def profile_by_id(self, profile_id: int) -> Profile | None:
         return next((p for p in self.profiles if p.profile_id == profile_id), None)
 
@@ -149,29 +153,16 @@ def models() -> tuple[GpuModel, ...]:
     return tuple(out)
 
 
-def _key(name: str) -> str:
-    return "".join(ch for ch in name.lower().replace("nvidia", "") if ch.isalnum())
-
-
 def find_model(name: str) -> GpuModel:
-    """A model by short name (``H100-80GB``), NVML name (``NVIDIA H100 80GB HBM3``) or a
-    spelling of either that differs only in case, spaces and dashes."""
-    key = _key(name)
-    for m in models():
-        if key in (_key(m.short_name), _key(m.nvml_name)):
-            return m
-    raise GpuctlError(
-        f"unknown GPU model {name!r}",
-        hint="known models: " + ", ".join(m.short_name for m in models()),
-    )
+    """The model a name typed by a person means (``H100``, ``a100-80gb``,
+    ``NVIDIA-H100-80GB-HBM3``; see gpuctl.gpus.names); UsageError for none or several."""
+    return names.resolve(name, models())
 
 
 def known_model(name: str) -> GpuModel | None:
-    """find_model, or None for a GPU gpuctl has no MIG geometry for."""
-    try:
-        return find_model(name)
-    except GpuctlError:
-        return None
+    """The model of a GPU by the name it reports (NVML, DCGM), or None for a GPU gpuctl
+    has no MIG geometry for."""
+    return names.reported(name, models())
 
 
 def model_by_pci_id(pci_id: int) -> GpuModel | None:

@@ -29,13 +29,21 @@ class DryRun(str, enum.Enum):
     server = "server"
 
 
-FOLLOW_START_TIMEOUT = 600  # seconds `jobs logs -f` waits for a pod to start
+class Multinode(str, enum.Enum):
+    jobset = "jobset"
+    indexed_job = "indexed-job"
 
-LABEL_KEY_HELP = (
-    "Node label that holds the GPU type (default gpu-type; e.g. "
-    "nvidia.com/gpu.product for GPU Feature Discovery). "
-    "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file."
-)
+
+def _multinode_option(default_help: str):
+    return typer.Option(
+        None,
+        "--multinode",
+        help="How a multi-node job is made: jobset (a JobSet, restarted as one) or "
+        f"indexed-job (an Indexed Job and a headless Service). {default_help}",
+    )
+
+
+FOLLOW_START_TIMEOUT = 600  # seconds `jobs logs -f` waits for a pod to start
 
 
 def register(app: typer.Typer) -> None:
@@ -50,11 +58,17 @@ TEMPLATE_HELP = (
 )
 
 
-def _load(paths: list[str], template: str | None = None):
-    """(spec, merge with its templates) for each job spec file."""
+def _load(paths: list[str], label_key: str, template: str | None = None):
+    """(spec, merge with its templates) for each job spec file; a warning on stderr for each
+    gpu_type value that may match no node."""
     from gpuctl.jobs.sources import load_job
+    from gpuctl.jobs.spec import gpu_type_warnings
 
-    return [load_job(p, template) for p in paths]
+    loaded = [load_job(p, template) for p in paths]
+    for spec, merged in loaded:
+        for warning in gpu_type_warnings(merged.doc, spec, label_key):
+            err_console().print(f"warning: {warning}", style="yellow", markup=False, soft_wrap=True)
+    return loaded
 
 
 def _positive(value: float) -> float:
@@ -65,23 +79,6 @@ def _positive(value: float) -> float:
     return value
 
 
-def _label_key(option: str | None) -> str:
-    from gpuctl.common.config import setting
-    from gpuctl.common.k8s_names import label_key
-
-    key = setting(
-        "gpu_label_key",
-        option,
-        lambda key: (
-            None
-            if label_key(key)
-            else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
-        ),
-    )
-    assert key is not None  # the setting has a default
-    return key
-
-
 def render(
     files: list[str] = typer.Argument(..., metavar="JOB.yaml...", help="Job spec files."),
     output: DataFormat | None = typer.Option(
@@ -90,7 +87,7 @@ def render(
         "--output",
         help="yaml (the default) or json; with --explain, a table unless given.",
     ),
-    gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
+    gpu_label_key: str | None = options.gpu_label_key(),
     template: str | None = typer.Option(
         None, "--template", metavar="NAME|PATH", help=TEMPLATE_HELP
     ),
@@ -100,16 +97,23 @@ def render(
         help="Instead of manifests: each field's value and where it came from "
         "(the job, which template, or a default).",
     ),
+    multinode: Multinode | None = _multinode_option(
+        "Default: the spec's multinode:, else indexed-job (submit asks the cluster)."
+    ),
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
+    from gpuctl.jobs.admission import multinode as decide_multinode
     from gpuctl.jobs.manifests import render as render_job
 
-    key = _label_key(gpu_label_key)
-    loaded = _load(files, template)
+    key = options.resolve_gpu_label_key(gpu_label_key)
+    loaded = _load(files, key, template)
     if explain:
         _explain(loaded, output)
         return
-    docs = [obj for spec, _ in loaded for obj in render_job(spec, key)]
+    form = multinode.value if multinode else None
+    docs = [
+        obj for spec, _ in loaded for obj in render_job(decide_multinode(None, spec, form), key)
+    ]
     echo(dump_documents(docs, (output or DataFormat.yaml).value))
 
 
@@ -156,7 +160,7 @@ def submit(
     file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
     context: str | None = options.context(),
     namespace: str | None = options.namespace(
-        "Namespace (default: the spec's, else the context's)."
+        f"Namespace (default: the spec's, else {options.NAMESPACE_DEFAULT})."
     ),
     dry_run: DryRun | None = typer.Option(
         None,
@@ -171,24 +175,33 @@ def submit(
     timeout: float = typer.Option(
         24 * 3600, "--timeout", callback=_positive, help="Seconds to --wait at most."
     ),
-    gpu_label_key: str | None = typer.Option(None, "--gpu-label-key", help=LABEL_KEY_HELP),
+    gpu_label_key: str | None = options.gpu_label_key(),
     template: str | None = typer.Option(
         None, "--template", metavar="NAME|PATH", help=TEMPLATE_HELP
     ),
+    multinode: Multinode | None = _multinode_option(
+        "Default: the spec's multinode:, else jobset when the cluster has JobSet's CRD."
+    ),
 ) -> None:
     """Check that a job fits the cluster and that the volumes and secrets it uses exist,
-    then create it (all objects, or none)."""
+    then create it (all objects, or none). With Kueue, the job goes to its queue: (or the
+    namespace's only LocalQueue) and starts when its ClusterQueue has quota for all of it."""
     from gpuctl.adapters.kube import Forbidden, Kube
+    from gpuctl.jobs import admission
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs.manifests import render as render_job
     from gpuctl.quota import service as quota
 
-    spec, _ = _load([file], template)[0]
-    key = _label_key(gpu_label_key)
-    manifests = render_job(spec, key)
+    key = options.resolve_gpu_label_key(gpu_label_key)
+    spec, _ = _load([file], key, template)[0]
     err = err_console()
     with Kube(context) as kube:
         ns = namespace or spec.namespace or kube.namespace
+        spec = admission.multinode(kube, spec, multinode.value if multinode else None)
+        spec, note = admission.queue(kube, spec, ns)
+        if note:
+            err.print(f"[yellow]{note}[/]", highlight=False)
+        manifests = render_job(spec, key)
         try:
             report = workloads.fit_report(kube, spec, key)
         except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
@@ -224,6 +237,12 @@ def submit(
         err.print(f"{_names(manifests)} {verb} in namespace {ns}")
         if dry_run:
             return
+        if spec.queue:
+            err.print(
+                f"queued in LocalQueue {spec.queue}: Kueue starts it when there is quota for "
+                f"all {spec.nodes} worker(s); gpuctl jobs why {spec.name} -n {ns} tells why not",
+                highlight=False,
+            )
         kind = manifests[-1]["kind"]
         try:
             if follow:
@@ -405,3 +424,45 @@ def jobs_delete(
         confirm(f"Delete {names}{pods} in namespace {ns}?", yes)
         deleted = workloads.delete_job(kube, name, ns, objects)
     err_console().print(f"deleted {', '.join(deleted)} in namespace {ns}")
+
+
+@jobs_app.command("why")
+def jobs_why(
+    name: str,
+    namespace: str | None = options.namespace(),
+    context: str | None = options.context(),
+    gpu_label_key: str | None = options.gpu_label_key(),
+    output: Format = options.output(),
+) -> None:
+    """Why a job is not running: what Kueue says of its Workload (quota reserved?
+    admitted? evicted, and why? waiting for its pods?), its place in the queue, why its
+    pods wait, and which nodes it fits."""
+    from rich.markup import escape
+
+    from gpuctl.jobs.diagnose import diagnose
+
+    key = options.resolve_gpu_label_key(gpu_label_key)
+    with _kube(context) as kube:
+        d = diagnose(kube, name, namespace or kube.namespace, key)
+    if output != Format.table:
+        echo(dump(d.to_dict(), output.value))
+        return
+    out = out_console()
+    out.print(escape(d.job), highlight=False)
+    if d.queue:
+        target = f" → ClusterQueue {d.cluster_queue}" if d.cluster_queue else ""
+        out.print(escape(f"queue: LocalQueue {d.queue}{target}"), highlight=False)
+    if d.kueue or d.position:
+        out.print(escape(f"Kueue Workload {d.workload}:" if d.workload else "Kueue:"))
+        for line in d.kueue + ([d.position] if d.position else []):
+            out.print(escape(f"  {line}"), highlight=False)
+    if d.pods:
+        out.print("pods:")
+        for line in d.pods:
+            out.print(escape(f"  {line}"), highlight=False)
+    if d.fit is not None:
+        out.print(_fit_table(d.fit))
+        if not d.fit.can_ever_fit:
+            out.print(escape(f"it can never fit: {d.fit.never_fits_reason(key, ())}"))
+        elif d.fit.fits_now:
+            out.print("the nodes have room for it now")

@@ -6,7 +6,7 @@ from typing import Any
 
 from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.jobs import volumes
-from gpuctl.jobs.spec import JobSpec
+from gpuctl.jobs.spec import JOBSET, QUEUE_LABEL, JobSpec
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuctl")
 JOB_LABEL = "gpuctl.io/job"
@@ -20,7 +20,14 @@ def labels_for(spec: JobSpec) -> dict[str, str]:
 
 
 def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[dict[str, Any]]:
-    """All objects of the job, in the order they must be created."""
+    """All objects of the job, in the order they must be created: a Pod; a Job; for a
+    multi-node job a headless Service and an Indexed Job, or a JobSet (multinode: jobset).
+    A job with a queue is created suspended, with Kueue's queue-name label: Kueue starts
+    it when its ClusterQueue has quota for all of it."""
+    if spec.nodes > 1 and spec.multinode == JOBSET:
+        from gpuctl.jobs import jobset
+
+        return [jobset.render(spec, gpu_label_key)]
     if spec.kind == "Pod":
         pod = _pod_spec(spec, gpu_label_key)
         pod["restartPolicy"] = "Never"
@@ -39,8 +46,10 @@ def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[di
     if spec.nodes > 1:
         job_spec.update(completionMode="Indexed", completions=spec.nodes, parallelism=spec.nodes)
         pod["subdomain"] = spec.name  # gives worker i the DNS name <name>-i.<name>
-        pod["containers"][0]["env"] = _torchrun_env(spec) + pod["containers"][0].get("env", [])
+        with_torchrun_env(pod, spec, master=f"{spec.name}-0.{spec.name}")
         objects.append(_headless_service(spec))
+    if spec.queue:
+        job_spec["suspend"] = True
     job_spec["template"] = {"metadata": {"labels": labels_for(spec)}, "spec": pod}
     objects.append(
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(spec), "spec": job_spec}
@@ -49,10 +58,14 @@ def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[di
 
 
 def _meta(spec: JobSpec) -> dict[str, Any]:
+    """The metadata of the job's top object (and its Service): with the queue label when
+    Kueue is to admit it."""
     meta: dict[str, Any] = {"name": spec.name}
     if spec.namespace:
         meta["namespace"] = spec.namespace
     meta["labels"] = labels_for(spec)
+    if spec.queue:
+        meta["labels"][QUEUE_LABEL] = spec.queue
     return meta
 
 
@@ -129,9 +142,16 @@ def nproc_per_node(spec: JobSpec) -> int:
     return spec.gpus if spec.gpus and not spec.shared else 1
 
 
-def _torchrun_env(spec: JobSpec) -> list[dict[str, Any]]:
+def with_torchrun_env(pod: dict[str, Any], spec: JobSpec, master: str) -> None:
+    """Put the torchrun environment first in the worker container's env; MASTER is the
+    stable DNS name of worker 0."""
+    container = pod["containers"][0]
+    container["env"] = _torchrun_env(spec, master) + container.get("env", [])
+
+
+def _torchrun_env(spec: JobSpec, master: str) -> list[dict[str, Any]]:
     """What a Kubeflow PyTorchJob gives each worker (training-operator v1.9 setPodEnv), with
-    worker 0 as its master:
+    worker 0 (MASTER, its stable DNS name) as its master:
     - PET_*: torchrun reads PET_<OPTION> as the default of each option, so a bare
       `torchrun train.py` joins the others (static rendezvous at worker 0);
     - MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE: for one process per worker that calls
@@ -140,7 +160,6 @@ def _torchrun_env(spec: JobSpec) -> list[dict[str, Any]]:
       process gets its own RANK and WORLD_SIZE (workers × nproc) from torchrun instead;
     - NNODES/NPROC_PER_NODE/NODE_RANK: gpuctl's names, for `torchrun --nnodes=$(NNODES)`."""
     nproc = str(nproc_per_node(spec))
-    master = f"{spec.name}-0.{spec.name}"
     port = str(spec.master_port)
     index = {"valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
     return [
@@ -163,7 +182,7 @@ def _headless_service(spec: JobSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(spec),
+        "metadata": {**_meta(spec), "labels": labels_for(spec)},
         "spec": {
             "clusterIP": "None",
             # Workers must resolve each other before they are Ready (rendezvous comes first).

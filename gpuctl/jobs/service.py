@@ -128,10 +128,15 @@ def _managed(items: list[dict]) -> list[dict]:
 
 
 def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
-    """gpuctl-managed Jobs and bare Pods, as plain objects with their kind set."""
+    """gpuctl-managed Jobs, JobSets and bare Pods, as plain objects with their kind set."""
     jobs = kube.list_objects("Job", namespace, selector=MANAGED_SELECTOR)
     pods = kube.list_objects("Pod", namespace, selector=MANAGED_SELECTOR)
     out = [{**j, "kind": "Job"} for j in _managed(jobs)]
+    try:
+        jobsets = kube.list_objects("JobSet", namespace, selector=MANAGED_SELECTOR)
+    except NotFound:  # the cluster has no JobSet
+        jobsets = []
+    out += [{**j, "kind": "JobSet"} for j in _managed(jobsets)]
     # a Job's own pods carry the job label too; only bare Pods are listed as jobs
     out += [
         {**p, "kind": "Pod"}
@@ -147,8 +152,8 @@ def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
 
 
 def get_job(kube: Kube, name: str, namespace: str) -> dict:
-    """The managed Job or bare Pod called NAME."""
-    for kind in ("Job", "Pod"):
+    """The managed Job, JobSet or bare Pod called NAME."""
+    for kind in ("Job", "JobSet", "Pod"):
         try:
             obj = kube.read(kind, name, namespace)
         except NotFound:
@@ -163,13 +168,18 @@ def get_job(kube: Kube, name: str, namespace: str) -> dict:
 
 
 def job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
-    """Every gpuctl-managed object of job NAME, in the order to delete them: its Job or bare
-    Pod, and its headless Service, also when one was left alone by an earlier failure.
-    The pods of a Job go with the Job."""
+    """Every gpuctl-managed object of job NAME, in the order to delete them: its Job,
+    JobSet or bare Pod, and its headless Service, also when one was left alone by an
+    earlier failure. The pods of a Job go with the Job; a JobSet's Jobs, pods and Service
+    with the JobSet."""
     selector = f"{MANAGED_SELECTOR},{JOB_LABEL}={name}"
     found = []
-    for kind in ("Job", "Pod", "Service"):
-        for obj in _managed(kube.list_objects(kind, namespace, selector=selector)):
+    for kind in ("Job", "JobSet", "Pod", "Service"):
+        try:
+            items = kube.list_objects(kind, namespace, selector=selector)
+        except NotFound:  # no JobSet on this cluster
+            continue
+        for obj in _managed(items):
             meta = obj.get("metadata") or {}
             if (meta.get("labels") or {}).get(JOB_LABEL) != name:
                 continue  # the server filters by label selector; check again

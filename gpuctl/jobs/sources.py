@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 
+from gpuctl.common import shipped
 from gpuctl.common.config import setting
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.specfile import Doc, load_yaml_file
@@ -17,11 +18,9 @@ _NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]*")
 
 
 def shipped_dir() -> str:
-    """The templates shipped with gpuctl: gpuctl/templates/ in an installed package (the
-    wheel maps the checkout's top-level templates/ there), else the checkout's templates/."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # …/gpuctl
-    inside = os.path.join(package, "templates")
-    return inside if os.path.isdir(inside) else os.path.join(os.path.dirname(package), "templates")
+    """The templates shipped with gpuctl (templates/ of the checkout, gpuctl/templates/ when
+    installed)."""
+    return str(shipped.directory("templates"))
 
 
 def is_path(ref: str) -> bool:

@@ -16,6 +16,10 @@ from gpuctl.jobs.volumes import SecretUse, Volume
 
 API_VERSION = "gpuctl/v1"
 KINDS = ("Job", "Pod")
+JOBSET, INDEXED_JOB = "jobset", "indexed-job"
+MULTINODE = (JOBSET, INDEXED_JOB)  # how a multi-node job is made
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's: the job's LocalQueue
+JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
 MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
 DEFAULT_MASTER_PORT = 29500
@@ -69,6 +73,8 @@ FIELDS = (
     "node_selector",
     "extra_resources",
     "template",
+    "queue",
+    "multinode",
 )
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 MAX_EXTRA_RESOURCE = 1_000_000
@@ -110,6 +116,8 @@ class JobSpec:
     node_selector: tuple[tuple[str, str], ...] = ()
     # devices beside GPUs, e.g. ("vpc.amazonaws.com/efa", "32"), and huge pages
     extra_resources: tuple[tuple[str, str], ...] = ()
+    queue: str | None = None  # Kueue LocalQueue; None: the namespace's only one, if any
+    multinode: str | None = None  # jobset | indexed-job; None: decided by the cluster
     source: str = field(default="<input>", compare=False)
 
     @property
@@ -166,11 +174,15 @@ def parse_job(doc: Doc) -> JobSpec:
     for value in gpu_type:
         if not k8s_names.label_value(value):
             raise f.error("gpu_type", f"{value!r} is not a valid node label value")
+    if mig is not None and gpu_type:
+        _check_mig_on_gpu_type(f, mig, gpu_type)
 
     if kind == "Pod":
         for key in ("ttl_after_finished", "retries"):
             if f.has(key):
                 raise f.error(key, "applies to kind Job only (a bare Pod has no retries or TTL)")
+        if f.has("queue"):
+            raise f.error("queue", "applies to kind Job only (Kueue admits Jobs and JobSets)")
         if nodes > 1:
             raise f.error("nodes", "a multi-node job must be kind Job")
     if nodes > 1:
@@ -186,6 +198,14 @@ def parse_job(doc: Doc) -> JobSpec:
                 f"too long for {nodes} workers: '{name}-{nodes - 1}' must fit "
                 "in 63 characters (it is a worker's host name)",
             )
+
+    # a single-node job has no multi-node form: a site template may set multinode for all
+    multinode = f.text("multinode", choices=MULTINODE)
+    if nodes > 1 and multinode == JOBSET and (problem := jobset_name_problem(name, nodes)):
+        raise f.error("name", problem, hint="a shorter name, or multinode: indexed-job")
+    queue = f.text("queue")
+    if queue is not None and not k8s_names.dns1123_subdomain(queue):
+        raise f.error("queue", f"{queue!r} is not a valid LocalQueue name")
 
     env = f.str_map("env", {})
     for key in env:
@@ -207,6 +227,8 @@ def parse_job(doc: Doc) -> JobSpec:
             raise f.error("labels", f"{key!r} is not a valid label key")
         if not k8s_names.label_value(value):
             raise f.error("labels", f"{key}: {value!r} is not a valid label value")
+        if key == QUEUE_LABEL:
+            raise f.error("labels", f"{key!r} is set by gpuctl: give the LocalQueue as queue:")
         if owner := k8s_names.reserved_label(key):
             raise f.error("labels", f"{key!r} is set by {owner}; a job spec may not set it")
 
@@ -263,7 +285,21 @@ def parse_job(doc: Doc) -> JobSpec:
         working_dir=working_dir,
         node_selector=tuple(_node_selector(f).items()),
         extra_resources=_extra_resources(f),
+        queue=queue,
+        multinode=multinode,
         source=doc.file,
+    )
+
+
+def jobset_name_problem(name: str, nodes: int) -> str | None:
+    """Why NAME cannot name a JobSet of NODES workers (JobSet's webhook: the longest pod
+    name, `<name>-workers-0-<last index>-<5 random characters>`, is a DNS-1035 label)."""
+    longest = f"{name}-{JOBSET_WORKERS}-0-{nodes - 1}-xxxxx"
+    if len(longest) <= 63:
+        return None
+    return (
+        f"too long for a JobSet of {nodes} workers: its pods are named {longest!r}, "
+        "which must fit in 63 characters"
     )
 
 
@@ -333,6 +369,47 @@ def _extra_resources(f: Fields) -> tuple[tuple[str, str], ...]:
         if parse_quantity(amount):
             out.append((name, amount))
     return tuple(out)
+
+
+def _check_mig_on_gpu_type(f: Fields, mig: str, gpu_type: list[str]) -> None:
+    """A MIG profile that no GPU of the job's gpu_type has never schedules: the device plugin
+    advertises only its own GPU's profiles. Judged only when every value names GPUs gpuctl
+    knows (`h100` names both H100s)."""
+    from gpuctl.gpus import geometry, names
+
+    known: list[names.Named] = [*geometry.models(), *names.WITHOUT_MIG]
+    meant = [names.candidates(v, known) for v in gpu_type]
+    if not all(meant):
+        return
+    gpus = list(dict.fromkeys(m for found in meant for m in found))
+    mig_gpus = [m for m in gpus if isinstance(m, geometry.GpuModel) and m.profiles]
+    if any(m.has_profile(mig) for m in mig_gpus):
+        return
+    raise f.error(
+        "mig",
+        f"{mig!r} is not a MIG profile of {' or '.join(m.short_name for m in gpus)} "
+        f"(gpu_type {', '.join(gpu_type)}): no such node offers it",
+        hint="; ".join(
+            f"{m.short_name} profiles: {', '.join(p.name for p in m.profiles)}" for m in mig_gpus
+        )
+        or "these GPUs have no MIG: ask for whole GPUs (gpus: N)",
+    )
+
+
+def gpu_type_warnings(doc: Doc, spec: JobSpec, label_key: str) -> list[str]:
+    """For each gpu_type value that may match no node (gpuctl.gpus.names.gpu_type_warning):
+    where it is, and why."""
+    if not spec.gpu_type:
+        return []
+    from gpuctl.gpus import geometry, names
+
+    listed = isinstance(doc.data.get("gpu_type"), list)
+    out = []
+    for i, value in enumerate(spec.gpu_type):
+        why = names.gpu_type_warning(value, label_key, geometry.models())
+        if why:
+            out.append(f"{doc.where(('gpu_type', i) if listed else ('gpu_type',))}: {why}")
+    return out
 
 
 def _mig_profile_names() -> frozenset[str]:

@@ -57,10 +57,7 @@ def profiles(
     if gpu == "all":
         chosen = list(models())
     elif gpu:
-        try:
-            chosen = [find_model(gpu)]
-        except GpuctlError as e:
-            raise UsageError(e.message, hint=e.hint) from None
+        chosen = [find_model(gpu)]
     else:
         with _nvml(simulate) as nvml:
             names = [nvml.gpu_name(i) for i in range(nvml.gpu_count())]

@@ -14,13 +14,14 @@ from gpuctl.common import selector as label_selector
 from gpuctl.common.errors import BackendError, GpuctlError, SpecError, UsageError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import GpuModel, known_model
+from gpuctl.gpus.names import GFD_PRODUCT_LABEL, split_product
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources
 from gpuctl.mig import migparted
 from gpuctl.mig.diff import GpuState
 
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
-PRODUCT_LABEL = "nvidia.com/gpu.product"
+PRODUCT_LABEL = GFD_PRODUCT_LABEL
 COUNT_LABEL = "nvidia.com/gpu.count"
 # The operator's shipped config, then the usual name of a custom one.
 OPERATOR_CONFIGMAP = "default-mig-parted-config"
@@ -37,8 +38,7 @@ class NodeTarget:
 
 
 def _model_of(labels: dict) -> GpuModel | None:
-    product = labels.get(PRODUCT_LABEL, "")
-    product = product.split("-MIG-")[0].replace("-SHARED", "")
+    product, _, _ = split_product(labels.get(PRODUCT_LABEL, ""))
     return known_model(product) if product else None
 
 

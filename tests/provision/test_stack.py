@@ -293,7 +293,12 @@ def test_doctor_passes_on_what_the_operator_makes_of_the_values(cli, kube_api):
     r = cli("doctor", "-o", "json")
     assert r.code == 0, r
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
-    assert {n: c["status"] for n, c in checks.items()} == dict.fromkeys(checks, "pass")
+    # Kueue and JobSet are not part of the stack provision installs: doctor warns of them
+    queueing = {"kueue": "warn", "jobset": "warn"}
+    assert {n: c["status"] for n, c in checks.items()} == {
+        **dict.fromkeys(checks, "pass"),
+        **queueing,
+    }
     # `gpuctl share` finds the plugin's ConfigMap the same way
     r = cli("share", "show", "-o", "json")
     assert r.code == 0, r

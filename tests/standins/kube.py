@@ -52,6 +52,96 @@ def _patch_namespace_paths() -> None:
     _namespace_paths_patched = True
 
 
+_crd_emulator = None
+
+
+def crd_emulator_class():
+    """kmock's emulator, extended the way its docs invite (a subclass) with what an API
+    server does for custom resources and kmock does not:
+
+    - creating a CustomResourceDefinition makes its served versions appear in API discovery
+      (/apis, /apis/GROUP, /apis/GROUP/VERSION) and their objects servable;
+    - an object of a resource the server does not have is refused (404), not stored;
+    - a custom resource written (created or patched) is checked against its CRD's schema
+      and CEL rules (tests/crd_schema.py) and refused with 422 when invalid. Stricter than
+      an API server on one point: an unknown field is refused, where a server would prune
+      it (gpuctl would lose it). Transition rules (oldSelf) and admission webhooks are not
+      run.
+    """
+    global _crd_emulator
+    if _crd_emulator is not None:
+        return _crd_emulator
+    import copy
+
+    import attrs
+    import kmock
+    from kmock._internal import dicts
+
+    from tests import crd_schema
+
+    crds = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+
+    @attrs.define(kw_only=True)
+    class CrdServingEmulator(kmock.KubernetesEmulator):
+        _schemas: dict = attrs.field(factory=dict, init=False)  # resource -> (CRD, version)
+
+        async def _handle(self, request):
+            res, act = request.resource, request.action
+            if res is not None and act in (kmock.action.CREATE, kmock.action.UPDATE):
+                if res not in self.resources:
+                    raise kmock.KubernetesResourceNotFoundError()
+                if res in self._schemas and request.subresource in (None, "status"):
+                    self._check(request)
+            response = await super()._handle(request)
+            if res == crds and act == kmock.action.CREATE and response.status < 300:
+                self._serve(request.data)
+            return response
+
+        def _check(self, request) -> None:
+            res, data = request.resource, request.data
+            if request.action == kmock.action.CREATE:
+                candidate, name = data, (data.get("metadata") or {}).get("name")
+            else:
+                key = (res, request.namespace, request.name)
+                if key not in self.objects or self.objects[key].deleted:
+                    return  # the emulator answers 404 itself
+                candidate = dicts.patch_dict(copy.deepcopy(self.objects[key].raw), data)
+                name = request.name
+            definition, version = self._schemas[res]
+            kind = definition["spec"]["names"]["kind"]
+            if kind in crd_schema.CRD_FILES and definition == crd_schema.crd(kind):
+                check = crd_schema.validator(kind, version)
+            else:
+                check = crd_schema.validator_of(definition, version)
+            problems = crd_schema.errors(candidate, definition, check)
+            if problems:
+                raise kmock.KubernetesError(
+                    status=422,
+                    reason="Invalid",
+                    message=f"{kind}.{res.group} {name!r} is invalid: " + "; ".join(problems),
+                )
+
+        def _serve(self, definition: dict) -> None:
+            spec = definition["spec"]
+            names = spec["names"]
+            for v in spec["versions"]:
+                if not v.get("served"):
+                    continue
+                res = kmock.resource(spec["group"], v["name"], names["plural"])
+                self.resources[res] = kmock.ResourceInfo(
+                    kind=names["kind"],
+                    singular=names.get("singular"),
+                    namespaced=spec["scope"] == "Namespaced",
+                    verbs={"create", "delete", "get", "list", "patch", "update", "watch"},
+                    shortnames=set(names.get("shortNames") or ()),
+                    subresources={"status"} if "status" in (v.get("subresources") or {}) else (),
+                )
+                self._schemas[res] = (definition, v["name"])
+
+    _crd_emulator = CrdServingEmulator
+    return _crd_emulator
+
+
 class KubeEmulator:
     """A running emulator: `.url` for clients, `.call(fn)` to touch its state safely."""
 
@@ -68,9 +158,10 @@ class KubeEmulator:
         import kmock
 
         self._stop = asyncio.Event()
-        async with kmock.KubernetesEmulator() as emu, kmock.Server(emu) as srv:
+        async with crd_emulator_class()() as emu, kmock.Server(emu) as srv:
             emu.resources.load_bundled()
             emu["get /version/"] << VERSION
+            emu["get /apis/"] << emu._serve_apis  # the client asks with the slash
             self.emulator, self.url = emu, str(srv.url).rstrip("/")
             self._ready.set()
             await self._stop.wait()
@@ -87,6 +178,30 @@ class KubeEmulator:
             return fn(*a, **kw)
 
         return asyncio.run_coroutine_threadsafe(_c(), self.loop).result(10)
+
+    def install_crds(self, *kinds: str, served: tuple[str, ...] | None = None) -> None:
+        """Create the upstream CRDs of these kinds (tests/crds/) through the API, as
+        `kubectl apply -f` of a release's manifests would; `served` limits the versions
+        served (an older release: Kueue before 0.15 served only v1beta1)."""
+        import copy
+
+        from kubernetes import client
+
+        from tests import crd_schema
+
+        cfg = client.Configuration()
+        cfg.host = self.url
+        with client.ApiClient(cfg) as api:
+            ext = client.ApiextensionsV1Api(api)
+            for kind in kinds:
+                definition = crd_schema.crd(kind)
+                if served is not None:
+                    definition = copy.deepcopy(definition)
+                    for v in definition["spec"]["versions"]:
+                        v["served"] = v["storage"] = v["name"] in served
+                ext.create_custom_resource_definition(
+                    definition, _preload_content=False
+                ).release_conn()
 
     def requests(self) -> list:
         """Every request the emulator has served (method, path, query) — for asserting

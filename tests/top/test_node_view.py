@@ -88,6 +88,19 @@ def test_sort_by_memory(capsys):
     assert [int(ln.split()[0]) for ln in out.splitlines() if " A30 " in ln] == [3, 1, 0, 2]
 
 
+def test_simulated_gpus_by_the_names_people_type(capsys):
+    code, out, err = cli(
+        capsys, "top", "--simulate", "2xH100,1xa100_80gb,1xNVIDIA-H100-NVL", "-o", "json"
+    )
+    assert code == 0, err
+    assert [g["name"] for g in json.loads(out)["gpus"]] == [
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA A100-SXM4-80GB",
+        "NVIDIA H100 NVL",
+    ]
+
+
 def test_env_var_selects_the_simulator(capsys, monkeypatch):
     monkeypatch.setenv("GPUCTL_SIMULATE", "2xA30")
     code, out, _ = cli(capsys, "top", "-o", "json")
@@ -98,6 +111,7 @@ def test_env_var_selects_the_simulator(capsys, monkeypatch):
     "args,words",
     [
         (["--simulate", "3xV100", "--once"], "unknown GPU model 'V100'"),
+        (["--simulate", "8xA100", "--once"], "ambiguous: it could be A100-40GB or A100-80GB"),
         (["--simulate", "8xH100-80GB", "--once", "--sort", "name"], "unknown --sort key 'name'"),
         (["--simulate", "8xH100-80GB", "--once", "-d", "nan"], "--delay must be a number"),
         (["--simulate", "8xH100-80GB", "--once", "-d", "inf"], "--delay must be a number"),

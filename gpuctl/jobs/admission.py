@@ -1,0 +1,99 @@
+"""What the cluster decides about a job before it is rendered for `gpuctl submit`: the
+form of a multi-node job (a JobSet when the cluster has JobSet, else an Indexed Job) and
+the Kueue LocalQueue it goes to (the one asked for, else the namespace's only one)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpuctl.adapters.kube import Forbidden, Kube, NotFound
+from gpuctl.common.errors import GpuctlError, SpecError
+from gpuctl.jobs import jobset
+from gpuctl.jobs.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
+from gpuctl.quota import kueue
+from gpuctl.quota.queues import kueue_version
+
+INSTALL_JOBSET = (
+    "install JobSet (kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
+    "releases/download/v0.12.0/manifests.yaml) or use multinode: indexed-job"
+)
+
+
+def has_jobset(kube: Kube) -> bool:
+    return jobset.API_VERSION.rpartition("/")[2] in kube.api_versions(jobset.GROUP)
+
+
+def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
+    """The spec with its multi-node form decided: the option, else the spec's, else a
+    JobSet when the cluster has JobSet's CRD (with no cluster: an Indexed Job)."""
+    if spec.nodes == 1:
+        return spec
+    chosen = option or spec.multinode
+    if chosen is None:
+        chosen = JOBSET if kube is not None and has_jobset(kube) else INDEXED_JOB
+        if chosen == JOBSET and (problem := jobset_name_problem(spec.name, spec.nodes)):
+            raise SpecError(
+                problem,
+                file=spec.source,
+                field="name",
+                hint="a shorter name, or --multinode indexed-job",
+            )
+    elif chosen == JOBSET:
+        if problem := jobset_name_problem(spec.name, spec.nodes):
+            raise SpecError(problem, file=spec.source, field="name", hint="a shorter name")
+        if kube is not None and not has_jobset(kube):
+            raise GpuctlError(
+                f"{spec.name} is a JobSet, but this cluster has no JobSet "
+                f"(it serves no {jobset.API_VERSION} API)",
+                hint=INSTALL_JOBSET,
+            )
+    return dataclasses.replace(spec, multinode=chosen)
+
+
+def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | None]:
+    """The spec with its LocalQueue decided, and a note for the user when the namespace
+    has queues but the job goes to none. A queue the spec names must exist."""
+    if spec.kind != "Job":
+        return spec, None
+    version = kueue_version(kube)
+    if spec.queue is not None:
+        if version is None:
+            raise GpuctlError(
+                f"{spec.name} asks for queue {spec.queue}, but this cluster has no Kueue "
+                "(it serves no kueue.x-k8s.io API)",
+                hint="install Kueue, or remove queue: from the job",
+            )
+        try:
+            kube.read("LocalQueue", spec.queue, namespace, api_version=kueue.api_version(version))
+        except NotFound:
+            names = _local_queues(kube, namespace, version)
+            raise GpuctlError(
+                f"no LocalQueue {spec.queue!r} in namespace {namespace}; nothing was sent",
+                hint=f"queues there: {', '.join(names)}"
+                if names
+                else f"gpuctl quota set {namespace} --gpus N makes one",
+            ) from None
+        return spec, None
+    if version is None:
+        return spec, None
+    try:
+        names = _local_queues(kube, namespace, version)
+    except Forbidden:
+        return spec, f"cannot list the LocalQueues of namespace {namespace}: the job is not queued"
+    if len(names) == 1:
+        return dataclasses.replace(spec, queue=names[0]), None
+    if names:
+        return spec, (
+            f"namespace {namespace} has LocalQueues {', '.join(names)}: name one with "
+            "queue: to have Kueue admit the job; it is not queued"
+        )
+    return spec, None
+
+
+def _local_queues(kube: Kube, namespace: str, version: str) -> list[str]:
+    found = kube.list_objects("LocalQueue", namespace, api_version=kueue.api_version(version))
+    return sorted(
+        str(q["metadata"]["name"])
+        for q in found
+        if (q.get("metadata") or {}).get("namespace") in (None, namespace)
+    )

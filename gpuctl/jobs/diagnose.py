@@ -1,0 +1,148 @@
+"""Gathering what `gpuctl jobs why` explains: the job, its Kueue Workload and LocalQueue,
+its place in line from Kueue's visibility API, its pods, and the per-node fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.adapters.kube import Forbidden, Kube, NotFound
+from gpuctl.common.errors import GpuctlError
+from gpuctl.gpus import resources as fit
+from gpuctl.jobs import why
+from gpuctl.jobs.manifests import JOB_LABEL
+from gpuctl.jobs.service import get_job
+from gpuctl.jobs.spec import QUEUE_LABEL
+from gpuctl.jobs.status import status_of
+from gpuctl.quota import kueue
+from gpuctl.quota.queues import kueue_version
+
+VISIBILITY = "visibility.kueue.x-k8s.io"
+
+
+@dataclass
+class Diagnosis:
+    job: str  # the job and its state, in words
+    status: str
+    queue: str | None = None
+    cluster_queue: str | None = None
+    workload: str | None = None
+    kueue: list[str] = field(default_factory=list)  # what Kueue says, one line each
+    position: str | None = None
+    pods: list[str] = field(default_factory=list)
+    fit: fit.FitReport | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "fit"}
+        if self.fit is not None:
+            out["fit"] = {
+                "resource": self.fit.resource,
+                "per_worker": self.fit.per_worker,
+                "workers": self.fit.workers,
+                "fits_now": self.fit.fits_now,
+                "can_ever_fit": self.fit.can_ever_fit,
+                "nodes": [n.__dict__ for n in self.fit.nodes],
+            }
+        return out
+
+
+def diagnose(kube: Kube, name: str, namespace: str, label_key: str) -> Diagnosis:
+    job = get_job(kube, name, namespace)
+    state = status_of(job)
+    d = Diagnosis(why.job_in_words(job), state)
+    d.queue = ((job.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+    version = _kueue(kube)
+    if version is not None:
+        _explain_kueue(kube, d, job, namespace, version)
+    elif d.queue:
+        d.kueue.append(
+            f"it names LocalQueue {d.queue}, but the cluster has no Kueue: nothing will admit it"
+        )
+    if state in ("Running", "Succeeded", "Failed"):
+        return d
+    pods = _pods(kube, job, name, namespace)
+    d.pods = why.pods_in_words(pods)
+    resource, per_worker, workers, types, tolerations = why.fit_inputs(job, label_key)
+    if resource is not None:
+        try:
+            d.fit = fit.check_fit(
+                kube.list_objects("Node"),
+                kube.unfinished_pods(),
+                resource,
+                per_worker,
+                workers,
+                types,
+                label_key,
+                tolerations,
+            )
+        except Forbidden:
+            pass  # RBAC for one namespace only: no fit table
+    return d
+
+
+def _kueue(kube: Kube) -> str | None:
+    try:
+        return kueue_version(kube)
+    except Forbidden:
+        return None
+
+
+def _explain_kueue(kube: Kube, d: Diagnosis, job: dict, namespace: str, version: str) -> None:
+    av = kueue.api_version(version)
+    if d.queue:
+        try:
+            lq = kube.read("LocalQueue", d.queue, namespace, api_version=av)
+            d.cluster_queue = (lq.get("spec") or {}).get("clusterQueue")
+        except NotFound:
+            d.kueue.append(
+                f"LocalQueue {d.queue} does not exist in namespace {namespace}: Kueue leaves "
+                "the job suspended until it does"
+            )
+        except Forbidden:
+            pass
+    try:
+        workload = why.workload_of(job, kube.list_objects("Workload", namespace, api_version=av))
+    except Forbidden as e:
+        d.kueue.append(f"cannot read Kueue's Workloads: {e.message}")
+        return
+    if workload is None:
+        if d.queue:
+            d.kueue.append(
+                "Kueue has made no Workload for it yet (is Kueue's integration for "
+                f"{job.get('kind')} enabled in its configuration?)"
+            )
+        return
+    d.workload = (workload.get("metadata") or {}).get("name")
+    d.kueue += why.workload_in_words(workload, d.cluster_queue)
+    reserved = next(
+        (
+            c
+            for c in (workload.get("status") or {}).get("conditions") or []
+            if c.get("type") == "QuotaReserved"
+        ),
+        None,
+    )
+    if d.queue and d.workload and (reserved is None or reserved.get("status") != "True"):
+        d.position = _position(kube, namespace, d.queue, d.workload, version)
+
+
+def _position(kube: Kube, namespace: str, queue: str, workload: str, version: str) -> str:
+    path = (
+        f"/apis/{VISIBILITY}/{version}/namespaces/{namespace}/localqueues/{queue}/pendingworkloads"
+    )
+    try:
+        summary = kube.get_path(path)
+    except GpuctlError as e:
+        return f"position: unknown (Kueue's visibility API did not answer: {e.message})"
+    return why.position_in_words(summary or {}, workload) or (
+        "position: not in the pending list of the visibility API (being admitted?)"
+    )
+
+
+def _pods(kube: Kube, job: dict, name: str, namespace: str) -> list[dict]:
+    if job.get("kind") == "Pod":
+        return [job]
+    pods = kube.list_objects("Pod", namespace, selector=f"{JOB_LABEL}={name}")
+    return [
+        p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL) == name
+    ]

@@ -1,0 +1,199 @@
+"""`gpuctl whatif`: replay a workload under several scheduling policies and compare how much
+GPU capacity each one allocates as demand grows."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import typer
+
+from gpuctl.common import options
+from gpuctl.common.output import Format
+
+# Literal here so that `--help` loads nothing of the replay; tests/whatif/test_cli.py checks
+# they are replay.POLICIES and gpus.scoring.DEFAULT_GPU_WEIGHT.
+POLICIES = "k8s-default,most-allocated,best-fit,first-fit,fgd"
+GPU_WEIGHT = 20
+MAX_SEEDS = 100
+MAX_DEMAND = 10.0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("whatif")(whatif)
+
+
+def whatif(
+    nodes: str | None = typer.Option(
+        None,
+        "--nodes",
+        metavar="NODES.csv",
+        help="Nodes in the openb format: sn, cpu_milli, memory_mib, gpu, model.",
+    ),
+    pods: str | None = typer.Option(
+        None,
+        "--pods",
+        metavar="PODS.csv",
+        help="Pods in the openb format: name, cpu_milli, memory_mib, num_gpu, gpu_milli "
+        "(thousandths of each GPU), and optionally gpu_spec (allowed models, |-separated).",
+    ),
+    from_cluster: bool = typer.Option(
+        False,
+        "--from-cluster",
+        help="Replay the cluster's unfinished pods onto its nodes (read only).",
+    ),
+    policy: str = typer.Option(
+        POLICIES,
+        "--policy",
+        help="Policies to compare, comma-separated: k8s-default (LeastAllocated + "
+        "BalancedAllocation on cpu and memory), most-allocated (MostAllocated over cpu, "
+        "memory and nvidia.com/gpu, as `gpuctl sched render` writes), best-fit, first-fit, "
+        "fgd (fragmentation gradient descent).",
+    ),
+    gpu_weight: int = typer.Option(
+        GPU_WEIGHT, "--gpu-weight", help="Weight of nvidia.com/gpu in most-allocated (1-100)."
+    ),
+    demand: float = typer.Option(
+        1.3,
+        "--demand",
+        help="Replay until the pods' GPU request reaches this times the GPU capacity "
+        "(resampling the pods, or leaving some out).",
+    ),
+    seeds: str = typer.Option(
+        "42,43,44",
+        "--seeds",
+        help="Random seeds, comma-separated: each one a pod order; figures are medians.",
+    ),
+    output: Format = options.output(),
+    context: str | None = options.context(),
+    gpu_label_key: str | None = options.gpu_label_key(),
+) -> None:
+    """Replay pods onto nodes one at a time, as the FGD paper's simulator does, under each
+    policy, and report the GPU allocation at 50/90/100/130 % demand, when the first GPU pod
+    fails, and how fragmented the unallocated GPUs end up. No pod leaves; a pod that fits
+    nowhere is dropped."""
+    from gpuctl.common.errors import UsageError
+    from gpuctl.common.output import dump, echo, err_console
+
+    if from_cluster == bool(nodes or pods) or (not from_cluster and not (nodes and pods)):
+        raise UsageError("give either --nodes and --pods, or --from-cluster")
+    chosen = _policies(policy)
+    from gpuctl.gpus.scoring import MAX_WEIGHT
+
+    if not 1 <= gpu_weight <= MAX_WEIGHT:
+        raise UsageError(
+            f"--gpu-weight must be 1 to {MAX_WEIGHT} (kube-scheduler's range), got {gpu_weight}"
+        )
+    permille = _demand_permille(demand)
+    seed_list = _seeds(seeds)
+
+    from gpuctl.whatif import service
+    from gpuctl.whatif.fragmentation import typical_shapes
+    from gpuctl.whatif.replay import replay
+    from gpuctl.whatif.summary import summarise
+
+    if from_cluster:
+        from gpuctl.adapters.kube import Kube
+
+        with Kube(context) as kube:
+            node_list, pod_list = service.snapshot(
+                kube, options.resolve_gpu_label_key(gpu_label_key)
+            )
+    else:
+        assert nodes and pods
+        node_list, pod_list = service.read_trace(nodes, pods)
+    err = err_console()
+    gpus = sum(n.gpus for n in node_list)
+    requested = sum(p.gpu_request for p in pod_list) / 1000
+    err.print(
+        f"{len(node_list):,} nodes, {gpus:,} GPUs; {len(pod_list):,} pods requesting "
+        f"{requested:,.1f} GPUs; replaying to {permille / 10:g} % demand",
+        soft_wrap=True,
+    )
+    shapes = typical_shapes(pod_list)
+    runs = []
+    with err.status("") as status:
+        for name in chosen:
+            for seed in seed_list:
+                status.update(f"replaying {name}, seed {seed}")
+                runs.append(replay(node_list, pod_list, name, seed, permille, gpu_weight, shapes))
+    result = summarise(runs)
+    if output == Format.table:
+        _print_table(result)
+    else:
+        echo(dump(result, output.value))
+
+
+def _policies(text: str) -> list[str]:
+    from gpuctl.common.errors import UsageError
+
+    chosen = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    unknown = [p for p in chosen if p not in POLICIES.split(",")]
+    if unknown or not chosen:
+        raise UsageError(
+            f"--policy {text!r}: {'unknown ' + ', '.join(unknown) if unknown else 'none given'}"
+            f" (choose from {POLICIES})"
+        )
+    return chosen
+
+
+def _demand_permille(demand: float) -> int:
+    from gpuctl.common.errors import UsageError
+
+    permille = round(demand * 1000) if math.isfinite(demand) else 0
+    if not 0 < demand <= MAX_DEMAND or abs(demand * 1000 - permille) > 1e-6:
+        raise UsageError(
+            f"--demand must be above 0 and at most {MAX_DEMAND:g}, with at most 3 decimals "
+            f"(1.3 = 130 % of the GPU capacity), got {demand}"
+        )
+    return permille
+
+
+def _seeds(text: str) -> list[int]:
+    from gpuctl.common.errors import UsageError
+    from gpuctl.common.numbers import whole_number
+
+    values = [whole_number(s.strip()) for s in text.split(",")]
+    if not values or len(values) > MAX_SEEDS or any(v is None or v >= 2**32 for v in values):
+        raise UsageError(
+            f"--seeds {text!r}: expected 1 to {MAX_SEEDS} whole numbers below 2^32, "
+            "comma-separated (e.g. 42,43,44)"
+        )
+    return list(dict.fromkeys(v for v in values if v is not None))
+
+
+def _print_table(result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from gpuctl.common.output import out_console
+
+    def cell(value: Any, digits: int = 2) -> str:
+        if value is None:
+            return "-"
+        return f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}f}"
+
+    seeds = ", ".join(str(s) for s in result["policies"][0]["seeds"])
+    table = Table(
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+        caption=f"ALLOC: GPU allocated (% of capacity) when demand reached 50/90/100/130 %; "
+        "DROP: demand (%) when a GPU pod first fit nowhere; LEFT: GPUs unallocated at the "
+        "end, FRAG: % of them fragmented; WHOLE: nodes with all GPUs free at 50 % demand. "
+        f"Medians over seeds {seeds}.",
+        caption_justify="left",
+    )
+    headings = ("POLICY", "ALLOC@50", "@90", "@100", "@130", "DROP", "LEFT", "FRAG", "WHOLE")
+    for heading in headings:
+        table.add_column(heading, justify="left" if heading == "POLICY" else "right")
+    for p in result["policies"]:
+        alloc = p["alloc_pct"]
+        table.add_row(
+            p["policy"],
+            *(cell(alloc[k]) for k in ("50", "90", "100", "130")),
+            cell(p["first_gpu_pod_failure_demand_pct"]),
+            cell(p["unallocated_gpus_end"], 1),
+            cell(p["fragmented_gpu_pct_end"], 1),
+            cell(p["empty_full_nodes_at_50"], 1),
+        )
+    out_console().print(table)

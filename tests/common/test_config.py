@@ -1,0 +1,89 @@
+"""Settings: option > environment > config file > default; where the config file is."""
+
+import pytest
+
+from gpuctl.common import config
+from gpuctl.common.errors import EXIT_USAGE, SpecError, UsageError
+from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def home(tmp_path):
+    return tmp_path / "home"  # $HOME of every test (tests/conftest.py)
+
+
+def test_precedence_option_environment_file_default(tmp_path, monkeypatch):
+    cfg = write(tmp_path / "cfg.yaml", "gpu_label_key: from/file\nnamespace: team-file\n")
+    assert config.setting_from("gpu_label_key") == (DEFAULT_GPU_LABEL_KEY, "the default")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+    assert config.setting_from("gpu_label_key") == ("from/file", str(cfg))
+    assert config.setting_from("namespace") == ("team-file", str(cfg))
+    assert config.setting_from("context") == (None, "the default")
+    monkeypatch.setenv("GPUCTL_GPU_LABEL_KEY", "from/env")
+    monkeypatch.setenv("GPUCTL_NAMESPACE", "team-env")
+    assert config.setting_from("gpu_label_key") == ("from/env", "GPUCTL_GPU_LABEL_KEY")
+    assert config.setting_from("namespace") == ("team-env", "GPUCTL_NAMESPACE")
+    assert config.setting_from("gpu_label_key", "from/option") == (
+        "from/option",
+        "the command line",
+    )
+
+
+def test_the_default_file_is_under_xdg_config_home_else_dot_config(tmp_path, home, monkeypatch):
+    write(home / ".config" / "gpuctl" / "config.yaml", "context: from-dot-config\n")
+    assert config.setting("context") == "from-dot-config"
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    assert config.config_path() == str(xdg / "gpuctl" / "config.yaml")
+    assert config.setting("context") is None  # no file there: no settings, no error
+    write(xdg / "gpuctl" / "config.yaml", "context: from-xdg\n")
+    assert config.setting("context") == "from-xdg"
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative/dir")  # the XDG spec: ignored
+    assert config.setting("context") == "from-dot-config"
+    cfg = write(tmp_path / "named.yaml", "context: from-gpuctl-config\n")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))  # wins over both
+    assert config.setting("context") == "from-gpuctl-config"
+
+
+def test_a_gpuctl_config_that_does_not_exist_is_an_error(tmp_path, home, monkeypatch):
+    write(home / ".config" / "gpuctl" / "config.yaml", "context: not-this-one\n")
+    missing = tmp_path / "typo.yaml"
+    monkeypatch.setenv("GPUCTL_CONFIG", str(missing))
+    with pytest.raises(UsageError) as e:
+        config.setting("context")
+    assert e.value.exit_code == EXIT_USAGE
+    assert e.value.message == f"GPUCTL_CONFIG={missing}: no such file"
+    with pytest.raises(UsageError):
+        config.setting_list("exporter_jobs", [])
+    # an option or a variable needs no file
+    assert config.setting("context", "given") == "given"
+
+
+def test_an_empty_file_has_no_settings_and_a_bad_one_says_where(tmp_path, monkeypatch):
+    cfg = write(tmp_path / "cfg.yaml", "")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+    assert config.setting("gpu_label_key") == DEFAULT_GPU_LABEL_KEY
+    write(cfg, "context: a\ncontxt: b\n")
+    with pytest.raises(SpecError) as e:
+        config.setting("context")
+    assert (e.value.file, e.value.line) == (str(cfg), 2)
+
+
+def test_a_missing_gpuctl_config_is_one_line_exit_2(cli, tmp_path, monkeypatch):
+    import os
+
+    from tests import ROOT
+
+    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "nope.yaml"))
+    r = cli("render", os.path.join(ROOT, "examples", "seed-pod.yaml"))
+    assert r.code == 2 and r.out == ""
+    assert (
+        r.err.splitlines()[0]
+        == f"gpuctl: error: GPUCTL_CONFIG={tmp_path / 'nope.yaml'}: no such file"
+    )

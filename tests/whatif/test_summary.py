@@ -1,0 +1,48 @@
+"""Medians over seeds, where "never" (None) counts above every number."""
+
+from gpuctl.whatif.replay import Run
+from gpuctl.whatif.summary import median, summarise
+
+
+def test_median_counts_none_as_never():
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 2, 3]) == 2.5
+    assert median([1, None, 2]) == 2
+    assert median([1, None, None]) is None
+    assert median([1, 2, None, None]) is None
+    assert median([None]) is None
+
+
+def run(seed, allocated_130, failure, unallocated, fragmented):
+    return Run(
+        policy="fgd",
+        seed=seed,
+        capacity=10_000,
+        allocated_at={50: 5000, 90: 9000, 100: 9500, 130: allocated_130},
+        whole_nodes_at={50: seed, 90: 0, 100: 0, 130: 0},
+        first_gpu_failure=failure,
+        unallocated=unallocated,
+        fragmented=fragmented,
+    )
+
+
+def test_summary_per_policy_is_the_median_over_seeds():
+    runs = [
+        run(1, 9600, 9000, 400, 100.0),
+        run(2, 9700, None, 300, 300.0),
+        run(3, 9650, 9100, 350, 35.0),
+    ]
+    assert summarise(runs) == {
+        "policies": [
+            {
+                "policy": "fgd",
+                "seeds": [1, 2, 3],
+                "alloc_pct": {"50": 50, "90": 90, "100": 95, "130": 96.5},
+                "first_gpu_pod_failure_demand_pct": 91,
+                "unallocated_gpus_end": 0.35,
+                # 25 %, 100 %, 10 %
+                "fragmented_gpu_pct_end": 25,
+                "empty_full_nodes_at_50": 2,
+            }
+        ]
+    }
