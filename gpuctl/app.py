@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -11,7 +12,8 @@ from gpuctl.common.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Aborted, Gpuctl
 app = typer.Typer(
     name="gpuctl",
     help="Provision GPU capacity, put work on it, watch how it is used, partition and share it.",
-    add_completion=False,
+    # --install-completion / --show-completion; values complete through gpuctl.completion
+    add_completion=True,
     # Plain click help: rich-formatted help costs ~50 ms of imports on every --help.
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -48,6 +50,8 @@ def _root(
 # Each command's module, in the order `--help` lists them. Only the module the invoked
 # command needs is imported (none imports a heavy library at module level).
 COMMANDS = {
+    "init": "gpuctl.specs.cli",
+    "schema": "gpuctl.specs.cli",
     "render": "gpuctl.jobs.cli",
     "submit": "gpuctl.jobs.cli",
     "jobs": "gpuctl.jobs.cli",
@@ -113,11 +117,16 @@ def _run(argv: list[str]) -> int:
         from click import exceptions as click  # type: ignore[no-redef]
 
     register(argv)
+    command = typer.main.get_command(app)
+    if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks (argv is empty: all registered)
+        from gpuctl import completion
+
+        completion.run(command)
     no_args_help = getattr(click, "NoArgsIsHelpError", ())
     try:
         # standalone_mode=False: click's usage errors come back here instead of being printed
         # as several lines, and its Exit carries the code
-        result = app(args=argv, prog_name="gpuctl", standalone_mode=False)
+        result = command.main(args=argv, prog_name="gpuctl", standalone_mode=False)
     except no_args_help as e:  # `gpuctl mig`: the group's help
         e.show()
         return e.exit_code
