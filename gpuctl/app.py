@@ -106,6 +106,12 @@ def main(argv: list[str] | None = None) -> None:
             "this is a bug in gpuctl; rerun with --debug for the traceback and report it",
         )
         code = EXIT_FAILURE
+    from gpuctl.common import deadline
+
+    if deadline.abandoned():  # a request thread still blocked: skip the teardown it can abort
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
