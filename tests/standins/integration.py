@@ -74,7 +74,12 @@ def pytest_fixture_setup(fixturedef, request):
     if _refused is not None and _is_stand_in(fixturedef):
         what = f"set up the stand-in fixture {fixturedef.argname!r}"
         _refused.append(what)
-        raise StandInStarted(f"{what} in a test not marked integration")
+        error = StandInStarted(f"{what} in a test not marked integration")
+        # Recorded as pytest records a fixture's own error, so that its teardown resets the
+        # fixture (pytest >= 9.1 otherwise keeps a stale finalizer, and the next test using
+        # this fixture fails with a bare AssertionError: pytest-dev/pytest#14800).
+        fixturedef.cached_result = (None, fixturedef.cache_key(request), (error, None))
+        raise error
 
 
 def _guarded(item):
