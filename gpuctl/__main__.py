@@ -1,3 +1,3 @@
-from gpuctl.app import main
+from gpuctl.app import entry
 
-main()
+entry()

@@ -106,13 +106,24 @@ def main(argv: list[str] | None = None) -> None:
             "this is a bug in gpuctl; rerun with --debug for the traceback and report it",
         )
         code = EXIT_FAILURE
+    sys.exit(code)
+
+
+def entry() -> None:
+    """The `gpuctl` program (console script, python -m gpuctl): main, then the process ends.
+    A request that ran out of time may still hold a thread; finishing the interpreter around
+    it can abort the process (SIGABRT) after the error was printed, so it then ends without
+    the interpreter's teardown, keeping main's exit code."""
     from gpuctl.common import deadline
 
-    if deadline.abandoned():  # a request thread still blocked: skip the teardown it can abort
+    try:
+        main()
+    except SystemExit as e:
+        if not deadline.abandoned():
+            raise
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+        os._exit(e.code if isinstance(e.code, int) else 1)
 
 
 def _run(argv: list[str]) -> int:
