@@ -436,10 +436,10 @@ def configure(
         "--reset",
         help="Reset a GPU when a MIG mode change needs it (only if nothing runs on it).",
     ),
-    node: str | None = typer.Option(None, "--node", help="Cluster: label this node."),
-    selector: str | None = typer.Option(
-        None, "--selector", "-l", help="Cluster: label the nodes matching this."
+    node: list[str] = options.nodes(
+        "Cluster: label this node (repeat it, or separate names with commas)."
     ),
+    selector: str | None = options.selector("Cluster: label the nodes matching this."),
     render_configmap: bool = typer.Option(
         False,
         "--render-configmap",
@@ -456,23 +456,26 @@ def configure(
         600.0, "--timeout", min=1, help="Cluster: seconds to wait for the operator."
     ),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     simulate: str | None = _SIMULATE,
 ) -> None:
     """Apply a MIG layout: on this node via NVML, or on cluster nodes via the GPU Operator."""
     if render_configmap:
         _render(file, config, layout, _indexes(gpus), configmap_name, namespace)
         return
-    if node or selector:
+    names = options.node_names(node)
+    if names or selector:
         _configure_cluster(
             file,
             config,
             layout,
-            node,
+            names,
             selector,
             yes,
             dry_run,
             timeout,
             context,
+            kubeconfig,
             namespace,
             configmap_name,
         )
@@ -557,7 +560,18 @@ def _render(file, config, layout, indexes, name, namespace) -> None:
 
 
 def _configure_cluster(
-    file, config, layout, node, selector, yes, dry_run, timeout, context, namespace, configmap_name
+    file,
+    config,
+    layout,
+    nodes,
+    selector,
+    yes,
+    dry_run,
+    timeout,
+    context,
+    kubeconfig,
+    namespace,
+    configmap_name,
 ) -> None:
     from gpuctl.adapters.kube import Kube
     from gpuctl.mig import cluster as mig_cluster
@@ -577,8 +591,8 @@ def _configure_cluster(
 
         cfg = migparted.load(file)
         cfg.select(config)
-    with Kube(context) as kube:
-        nodes = mig_cluster.targets(kube, node, selector)
+    with Kube(context, kubeconfig=kubeconfig) as kube:
+        nodes = mig_cluster.targets(kube, nodes, selector)
         if cfg is None:
             cfg, note = mig_cluster.operator_config(
                 kube, namespace, config, [configmap_name, mig_cluster.OPERATOR_CONFIGMAP]
