@@ -47,11 +47,7 @@ CHANGERS = {
 # Commands that read a spec file: -f/--file.
 SPEC_READERS = {"render", "submit", "provision", "destroy", "mig configure", "mig assert"}
 # Commands without -o, and why.
-NO_OUTPUT = {
-    "jobs logs": "prints the job's own log lines",
-    "mig configure": "prints a plan and applies it; --render-configmap prints YAML",
-    "mig assert": "its answer is the exit code",
-}
+NO_OUTPUT = {"jobs logs": "prints the job's own log lines"}
 # `jobs logs -f` follows, as `kubectl logs -f` does; everywhere else -f is --file.
 F_IS_FOLLOW = {"jobs logs"}
 
