@@ -126,7 +126,7 @@ def test_common_options_are_spelled_alike(name):
         choices = set(getattr(out.type, "choices", ()))
         assert {"json", "yaml"} <= choices, f"{name}: -o {choices}"
     if "-n" in flags:
-        spelled("-n", "-n", "--namespace")
+        spelled("-n", "-n", "--namespace", metavar="NAMESPACE")
         assert flags["-n"].callback is not None, f"{name}: -n without the namespace check"
     if "-l" in flags:
         spelled("-l", "-l", "--selector", metavar="SELECTOR")

@@ -23,6 +23,7 @@ def namespace(help: str | None = None, default: str | None = None) -> Any:
         default,
         "-n",
         "--namespace",
+        metavar="NAMESPACE",
         callback=_check_namespace,
         help=help or f"Namespace (default: {NAMESPACE_DEFAULT}).",
     )
