@@ -505,17 +505,27 @@ def configure(
         return
     names = options.node_names(node)
     if names or selector:
+        if layout:
+            raise UsageError(
+                "on a cluster the GPU Operator applies a named config: use -c NAME "
+                "(render a custom one with --layout … --render-configmap)"
+            )
+        if not config:
+            raise UsageError(
+                "--node/--selector need -c CONFIG (a config in the GPU Operator's mig-parted "
+                "ConfigMap)"
+            )
+        from gpuctl.adapters.kube import Kube
+
         _configure_cluster(
+            lambda: Kube(context, kubeconfig=kubeconfig),
             file,
             config,
-            layout,
             names,
             selector,
             yes,
             dry_run,
             timeout,
-            context,
-            kubeconfig,
             namespace,
             configmap_name,
             output,
@@ -620,32 +630,10 @@ def _render(file, config, layout, indexes, name, namespace, form: str) -> None:
 
 
 def _configure_cluster(
-    file,
-    config,
-    layout,
-    nodes,
-    selector,
-    yes,
-    dry_run,
-    timeout,
-    context,
-    kubeconfig,
-    namespace,
-    configmap_name,
-    output,
+    connect, file, config, nodes, selector, yes, dry_run, timeout, namespace, configmap_name, output
 ) -> None:
-    from gpuctl.adapters.kube import Kube
     from gpuctl.mig import cluster as mig_cluster
 
-    if layout:
-        raise UsageError(
-            "on a cluster the GPU Operator applies a named config: use -c NAME "
-            "(render a custom one with --layout … --render-configmap)"
-        )
-    if not config:
-        raise UsageError(
-            "--node/--selector need -c CONFIG (a config in the GPU Operator's mig-parted ConfigMap)"
-        )
     cfg = None
     if file:
         from gpuctl.mig import migparted
@@ -653,7 +641,7 @@ def _configure_cluster(
         cfg = migparted.load(file)
         cfg.select(config)
     echo_plan = _say(output)
-    with Kube(context, kubeconfig=kubeconfig) as kube:
+    with connect() as kube:
         nodes = mig_cluster.targets(kube, nodes, selector)
         if output != Format.table:
             rows = [

@@ -134,23 +134,14 @@ def test_off_renders_label_removals(cli):
     assert r.out == "" and f"kubectl label nodes -l pool=a {sharing.CONFIG_LABEL}-" in r.err
 
 
+QUOTA = "quota set team-a --gpus 4 --dry-run -o yaml".split()
+KUEUE_RESOURCES = ["--cpu", "8", "--memory", "64Gi"]  # what nodes would tell
+
+
 @pytest.mark.parametrize("engine", ["resourcequota", "kueue"])
 def test_quota_set_renders_without_a_cluster(cli, engine):
-    extra = ["--cpu", "8", "--memory", "64Gi"] if engine == "kueue" else []
-    r = offline(
-        cli,
-        "quota",
-        "set",
-        "team-a",
-        "--gpus",
-        "4",
-        "--engine",
-        engine,
-        *extra,
-        "--dry-run",
-        "-o",
-        "yaml",
-    )
+    extra = KUEUE_RESOURCES if engine == "kueue" else []
+    r = offline(cli, *QUOTA, "--engine", engine, *extra)
     kinds = [d["kind"] for d in yaml.safe_load_all(r.out)]
     assert kinds == (
         ["Namespace", "ResourceQuota"]
@@ -160,21 +151,7 @@ def test_quota_set_renders_without_a_cluster(cli, engine):
 
 
 def test_quota_set_offline_defaults_to_kueue_and_says_so(cli):
-    r = offline(
-        cli,
-        "quota",
-        "set",
-        "team-a",
-        "--gpus",
-        "4",
-        "--cpu",
-        "8",
-        "--memory",
-        "64Gi",
-        "--dry-run",
-        "-o",
-        "yaml",
-    )
+    r = offline(cli, *QUOTA, *KUEUE_RESOURCES)
     assert "ClusterQueue" in [d["kind"] for d in yaml.safe_load_all(r.out)]
     assert "engine: kueue, as no cluster says which" in r.err
 
