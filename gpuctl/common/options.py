@@ -114,6 +114,12 @@ def _usage_error(message: str) -> Exception:
     return exceptions.UsageError(message, globals.get_current_context(silent=True))
 
 
+def offline_ok(dry_run: bool, context: str | None, kubeconfig: str | None) -> bool:
+    """Whether a command may render without a cluster: a dry run (as kubectl's client dry
+    run) for which no cluster was named with --context or --kubeconfig."""
+    return dry_run and context is None and kubeconfig is None
+
+
 def offline_note(why: str) -> None:
     """Said on stderr when a dry run renders without a cluster."""
     from rich.markup import escape
@@ -135,7 +141,7 @@ def nodes(help: str = "Node name (repeat it, or separate names with commas).") -
 
 
 def old_nodes() -> Any:
-    """--nodes, the spelling of --node before gpuctl 0.x settled on one: still accepted."""
+    """--nodes, the old spelling of --node (share timeslice|off): accepted with a warning."""
     return typer.Option([], "--nodes", hidden=True, help="Old spelling of --node.")
 
 

@@ -110,9 +110,7 @@ def quota_set(
         )
     )
     key = options.resolve_gpu_label_key(gpu_label_key)
-    # as kubectl's client dry run: no cluster needed, unless one was named
-    offline_ok = dry_run and context is None and kubeconfig is None
-    kube = _connect(context, kubeconfig, offline_ok)
+    kube = _connect(context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig))
     try:
         if kube is None:
             if engine == Engine.resourcequota:

@@ -100,7 +100,9 @@ def timeslice(
     if name:
         core.check_name(name)
     err = err_console()
-    kube, why = connect_or_offline(context, kubeconfig, _offline_ok(dry_run, context, kubeconfig))
+    kube, why = connect_or_offline(
+        context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig)
+    )
     if kube is None:
         assert why is not None
         p = sharing.plan_offline(spec, name, names, namespace, config_map)
@@ -128,12 +130,6 @@ def timeslice(
         )
         sharing.apply(kube, p)
     err.print(f"[green]done[/]: {len(changing)} node(s) labelled {core.CONFIG_LABEL}={p.name}")
-
-
-def _offline_ok(dry_run: bool, context: str | None, kubeconfig: str | None) -> bool:
-    """A dry run renders without a cluster (as kubectl's client dry run), unless one was
-    named."""
-    return dry_run and context is None and kubeconfig is None
 
 
 def _offline_plan_notes(err, why: str, target, namespace, config_map) -> None:
@@ -261,7 +257,9 @@ def off(
     if bool(names) == bool(selector):
         raise UsageError("give the nodes: --node NAME... or --selector LABELS")
     err = err_console()
-    kube, why = connect_or_offline(context, kubeconfig, _offline_ok(dry_run, context, kubeconfig))
+    kube, why = connect_or_offline(
+        context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig)
+    )
     if kube is None:
         assert why is not None
         _off_offline(err, why, names, selector, output)
