@@ -67,6 +67,49 @@ def busy_until(minutes_ago: float, busy: float):
     return lambda age: busy if age > minutes_ago * 60 else 0.0
 
 
+def mixed_cluster() -> list:
+    """node-a (`Hostname`): busy held, idle held, idle free, busy until 20 min ago (held),
+    plus gpu 0 scraped a second time by another job. node-b (`hostname`): held at 40 %,
+    free at 60 % with no power metric. node-10: two MIG devices of one A100."""
+    return (
+        gpu("Hostname", "node-a", 0, 90, pod="train-0", namespace="ml")
+        + gpu(
+            "Hostname",
+            "node-a",
+            0,
+            90,
+            pod="train-0",
+            namespace="ml",
+            extra={"job": "dcgm-again", "instance": "10.9.9.9:9400"},
+        )
+        + gpu("Hostname", "node-a", 1, 1, pod="notebook", namespace="research")
+        + gpu("Hostname", "node-a", 2, 2)
+        + gpu("Hostname", "node-a", 3, busy_until(20, 90), pod="train-3", namespace="ml")
+        + gpu("hostname", "node-b", 0, 40, pod="job-1", namespace="research")
+        + gpu("hostname", "node-b", 1, 60, power=False)
+        + gpu(
+            "Hostname",
+            "node-10",
+            0,
+            50,
+            model=A100,
+            pod="infer",
+            namespace="ml",
+            mig=(1, "3g.40gb", 40192),
+        )
+        + gpu(
+            "Hostname",
+            "node-10",
+            0,
+            1,
+            model=A100,
+            pod="nb-2",
+            namespace="research",
+            mig=(2, "3g.40gb", 40192),
+        )
+    )
+
+
 L40S = "NVIDIA L40S"
 
 
@@ -170,3 +213,17 @@ SCRAPE_SETUPS = {
     "helm chart, honorLabels true": (dcgm.HELM_CHART, True),
     "static scrape, no Kubernetes labels": (None, False),
 }
+
+
+def stranded_cluster() -> list:
+    """Most pods hold 2 GPUs: s1's last free GPU can take none of them; s2's two can."""
+    holders = {
+        "s1": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", None],
+        "s2": ["q1", "q1", None, None],
+    }
+    return [
+        s
+        for host, pods in holders.items()
+        for i, pod in enumerate(pods)
+        for s in gpu("Hostname", host, i, 50, pod=pod, namespace="ml" if pod else None)
+    ]

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterator
+from itertools import chain
+from operator import itemgetter
+from typing import Any, TypeVar
 
+from gpuctl.adapters import vector_stream
 from gpuctl.common.errors import BackendError, UsageError
 
+Sample = tuple[dict[str, Any], float]
+T = TypeVar("T")
+_TEXT = {str}
+_METRIC, _VALUE, _SECOND = itemgetter("metric"), itemgetter("value"), itemgetter(1)
 DEFAULT_TIMEOUT = 10.0  # seconds per query, the whole answer included
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
 
@@ -56,9 +65,11 @@ class Prometheus:
         self._count_lock = threading.Lock()
         self._in_flight: list[list] = []  # the sockets of each query under way
 
-    def query(self, expr: str) -> list:
-        """An instant query: [(labels, value)], value a float (NaN kept as NaN). The whole
-        exchange, redirects included, has `timeout` seconds."""
+    def query(self, expr: str, consume: Callable[[Iterator[Sample]], T] = list) -> T:  # type: ignore[assignment]
+        """An instant query: its samples (labels, value), value a float (NaN kept as NaN),
+        passed to `consume` as they are decoded; what it returns is returned (by default
+        the list of samples). Memory holds a slice of the answer, not all of it. The whole
+        exchange, redirects and consume included, has `timeout` seconds."""
         import http.client
         import socket
         import urllib.error
@@ -93,7 +104,10 @@ class Prometheus:
         timer.start()
         try:
             with _opener(sockets).open(request, timeout=self.timeout) as response:
-                body = response.read()
+                try:
+                    return consume(self._samples(response.read))
+                except vector_stream.NotAVectorStream as e:  # an error, another shape
+                    body = e.head + response.read()
         except urllib.error.HTTPError as e:
             raise self._http_error(e) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
@@ -120,7 +134,24 @@ class Prometheus:
                 self._in_flight.remove(sockets)
         if expired.is_set():
             raise BackendError(f"Prometheus at {self.url} did not answer within {self.timeout:g} s")
-        return self._vector(body)
+        return consume(iter(self._vector(body)))
+
+    def _samples(self, read) -> Iterator[Sample]:
+        """A successful vector answer's samples, a slice of the answer at a time."""
+        try:
+            for batch in vector_stream.batches(read):
+                try:
+                    labels, values = _decoded(batch)
+                except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+                    problem = next(filter(None, map(_sample_problem, batch)), "not a sample")
+                    raise BackendError(
+                        f"Prometheus at {self.url} gave a malformed sample: {problem}"
+                    ) from None
+                yield from zip(labels, values)
+        except (ValueError, RecursionError):  # not JSON, or cut short
+            raise BackendError(
+                f"Prometheus at {self.url} gave a malformed answer (not JSON, or cut short)"
+            ) from None
 
     def _http_error(self, e) -> BackendError:
         detail = ""
@@ -170,13 +201,17 @@ class Prometheus:
             samples.append((item.get("metric") or {}, float(item["value"][1])))
         return samples
 
-    def query_all(self, exprs: list) -> list:
-        """Several instant queries, sent concurrently (each evaluated at the server's now).
-        Ctrl-C cuts every one off at once."""
+    def query_all(self, exprs: list, consumers: list | None = None) -> list:
+        """Several instant queries, sent concurrently (each evaluated at the server's now);
+        each answer goes to its consumer (see `query`), by default into a list. Ctrl-C
+        cuts every one off at once."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
-            futures = [pool.submit(self.query, e) for e in exprs]
+            futures = [
+                pool.submit(self.query, e, *([consumers[i]] if consumers else []))
+                for i, e in enumerate(exprs)
+            ]
             try:
                 return [f.result() for f in futures]
             except BaseException:
@@ -184,6 +219,23 @@ class Prometheus:
                     for sockets in self._in_flight:
                         _shut(sockets)
                 raise
+
+
+def _decoded(batch: list) -> tuple[list[dict[str, Any]], list[float]]:
+    """The labels and values of a batch of samples, by C-level operations only (they run
+    for every series of every answer). Raises one of the exceptions _samples catches when
+    a sample is malformed."""
+    try:
+        labels = list(map(_METRIC, batch))
+    except (KeyError, TypeError):  # no "metric", or not an object: sorted out below
+        labels = [item.get("metric") for item in batch]
+    if not all(labels):  # a series without labels, or "metric": null
+        labels = [m or {} for m in labels]
+    values = list(map(float, map(_SECOND, map(_VALUE, batch))))
+    # Every label set an object (else dict.values raises) of text.
+    if not _TEXT.issuperset(map(type, chain.from_iterable(map(dict.values, labels)))):
+        raise TypeError
+    return labels, values
 
 
 def _sample_problem(item) -> str | None:

@@ -32,8 +32,7 @@ def dump(data: Any, fmt: str) -> str:
     if fmt == "json":
         # JSON has no Infinity or NaN: a reading that overflowed or is undefined is null
         return (
-            json.dumps(_finite(data), indent=2, sort_keys=False, default=str, allow_nan=False)
-            + "\n"
+            json.dumps(finite(data), indent=2, sort_keys=False, default=str, allow_nan=False) + "\n"
         )
     if fmt == "yaml":
         import yaml
@@ -51,13 +50,14 @@ def dump_documents(docs: list[dict], fmt: str) -> str:
     return yaml.dump_all(docs, Dumper=_dumper(), sort_keys=False, default_flow_style=False)
 
 
-def _finite(data: Any) -> Any:
+def finite(data: Any) -> Any:
+    """The data with every infinite or NaN float made None (JSON has neither)."""
     if isinstance(data, float):
         return data if math.isfinite(data) else None
     if isinstance(data, dict):
-        return {k: _finite(v) for k, v in data.items()}
+        return {k: finite(v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
-        return [_finite(v) for v in data]
+        return [finite(v) for v in data]
     return data
 
 

@@ -35,7 +35,8 @@ def top(
         "index",
         "--sort",
         metavar="KEY",
-        help="Node view: order GPUs by index, util, memory, temp or power.",
+        help="Order GPUs by index (node view) or node (cluster view), or highest first by "
+        "util, memory, temp or power; cluster view also idle (lowest mean over --window first).",
     ),
     window: str = typer.Option(
         "10m", "--window", help="Cluster view: window over which a GPU's mean utilization is taken."
@@ -68,6 +69,7 @@ def top(
                 setting_list("exporter_containers", exporter_container),
                 setting_list("exporter_jobs", exporter_job),
             ),
+            sort=sort,
         )
     else:
         from gpuctl.top import node_cli as top_node

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
+import json
+import sys
 import time
 
 from gpuctl.common.errors import BackendError, UsageError
-from gpuctl.common.output import dump, echo, out_console
-from gpuctl.top import usage
+from gpuctl.common.output import dump, echo, finite, out_console
+from gpuctl.top import cluster, live, usage
 from gpuctl.top.holders import Exporter
 
 BAR_WIDTH = 10
 LIVE_NAMESPACES = 5
+CHROME_LINES = 14  # lines besides GPU rows: summary, stale line, headers, captions, blanks
 
 
 def run(
@@ -24,82 +25,88 @@ def run(
     window: str,
     idle_threshold: float,
     exporter: Exporter,
+    sort: str = "index",
 ) -> None:
     if not 0 <= idle_threshold <= 100:
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
-    queries = usage.queries(window)  # checks --window before anything is sent
+    usage.queries(window)  # checks --window before anything is sent
+    live.check_sort(sort)
     from gpuctl.adapters.prometheus import Prometheus
 
     client = Prometheus(url)
-    frame = fetch(client, queries, idle_threshold, exporter)
-    if output != "table":  # a document is one snapshot: json/yaml imply --once
-        echo(dump(usage.frame_to_dict(frame), output))
-        return
     console = out_console()
-    if once:
-        if console.is_terminal:
+    if output != "table" or once or not console.is_terminal:
+        frame = cluster.snapshot(client, window, idle_threshold, exporter)
+        if sort != "index":
+            frame.rows = live.page_rows(frame.rows, sort, len(frame.rows))
+        if output == "json":  # a document is one snapshot: json/yaml imply --once
+            write_json(frame, sys.stdout)
+        elif output != "table":
+            echo(dump(usage.frame_to_dict(frame), output))
+        elif console.is_terminal:
             console.print(render(frame, window, idle_threshold))
         else:
             echo(render_plain(frame, window, idle_threshold))
         return
-    _live(console, client, queries, frame, delay, window, idle_threshold, exporter)
+    _live(console, cluster.LiveFrames(client, window, idle_threshold, exporter, sort, delay))
 
 
-def fetch(
-    client, queries: usage.Queries, idle_threshold: float, exporter: Exporter = Exporter()
-) -> usage.Frame:
-    """One frame: three concurrent queries, then pure aggregation."""
-    with _cyclic_gc_paused():
-        return _fetch(client, queries, idle_threshold, exporter)
+def write_json(frame: usage.Frame, out, batch: int = 500) -> None:
+    """The `-o json` document, written a GPU per line, a batch of GPUs at a time rather than
+    built whole: at 40,000 GPUs the text alone is tens of megabytes."""
+    doc = usage.frame_to_dict(usage.Frame([], frame.namespaces, frame.summary))
+    out.write('{\n  "gpus": [')
+    for start in range(0, len(frame.rows), batch):
+        rows = [usage.gpu_to_dict(r) for r in frame.rows[start : start + batch]]
+        # One C-encoded list per batch, cut into lines where one GPU ends and the next
+        # begins: `}, {"node": ` cannot occur inside a JSON string (its quote would be \").
+        text = _json(rows)[1:-1].replace('}, {"node": ', '},\n    {"node": ')
+        out.write(("\n    " if start == 0 else ",\n    ") + text)
+    out.write("\n  ]," if frame.rows else "],")
+    for key in ("namespaces", "summary"):
+        text = _json(doc[key], indent=2).replace("\n", "\n  ")
+        out.write(f'\n  "{key}": {text}' + ("," if key == "namespaces" else "\n}\n"))
+    out.flush()
 
 
-@contextlib.contextmanager
-def _cyclic_gc_paused():
-    # A large cluster's answers are ~10^5 small acyclic objects (dicts, lists, strings);
-    # letting the cycle collector rescan them while they are built costs a third of a frame.
-    enabled = gc.isenabled()
-    gc.disable()
+def _json(data, indent=None) -> str:
     try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+        return json.dumps(data, indent=indent, default=str, allow_nan=False)
+    except ValueError:  # a reading overflowed: null, as in every -o json
+        return json.dumps(finite(data), indent=indent, default=str, allow_nan=False)
 
 
-def _fetch(
-    client, queries: usage.Queries, idle_threshold: float, exporter: Exporter
-) -> usage.Frame:
-    # Evaluated at Prometheus's own "now": a client clock running ahead would otherwise
-    # look past the 5-minute lookback and find no GPUs at all.
-    current, attributes, means = client.query_all(
-        [queries.current, queries.attributes, queries.window_util]
-    )
-    if not current:
-        raise BackendError(
-            f"no DCGM-exporter metrics in Prometheus at {client.url} "
-            f"(no {usage.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
-            hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
-            "sure this Prometheus scrapes it",
-        )
-    return usage.build_frame(current, attributes, means, idle_threshold, exporter)
-
-
-def _live(console, client, queries, frame, delay, window, idle_threshold, exporter) -> None:
+def _live(console, frames: cluster.LiveFrames) -> None:
     from rich.live import Live
 
-    error = None
-    with Live(console=console, screen=True, auto_refresh=False) as live:
-        while True:
-            # 14 lines besides GPU rows: summary, stale line, headers, captions, blanks.
-            rows = max(5, console.size.height - 14 - min(len(frame.namespaces), LIVE_NAMESPACES))
-            live.update(
-                render(frame, window, idle_threshold, max_rows=rows, error=error), refresh=True
-            )
-            time.sleep(delay)
-            try:
-                frame, error = fetch(client, queries, idle_threshold, exporter), None
-            except BackendError as e:  # keep the last frame and say why it is stale
-                error = e.message
+    frame, age, error, namespaces = None, 0.0, None, LIVE_NAMESPACES
+    try:
+        with Live(console=console, screen=True, auto_refresh=False) as live_view:
+            while True:
+                started = time.monotonic()
+                rows = max(5, console.size.height - CHROME_LINES - namespaces)
+                try:
+                    frame, age = frames.frame(rows)
+                    error = None
+                    namespaces = min(len(frame.namespaces), LIVE_NAMESPACES)
+                except BackendError as e:  # keep the last frame and say why it is stale
+                    if frame is None:
+                        raise
+                    error = e.message
+                live_view.update(
+                    render(
+                        frame,
+                        frames.window,
+                        frames.threshold,
+                        max_rows=rows,
+                        error=error,
+                        age=age if age > 2 * frames.delay else None,
+                    ),
+                    refresh=True,
+                )
+                time.sleep(max(0.0, frames.delay - (time.monotonic() - started)))
+    finally:  # Ctrl-C is an interrupt as in every command (exit 130)
+        frames.close()
 
 
 def _pct(value) -> str:
@@ -252,7 +259,7 @@ def namespace_table(namespaces: list, limit=None):
     return table
 
 
-def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
+def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, age=None):
     from rich.text import Text
 
     text = Text.assemble(
@@ -276,6 +283,8 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float):
             f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "
             f"idlest node {_safe(s.idlest.node)} ({_pct(s.idlest.mean_utilization)})"
         )
+    if age is not None:
+        text.append(f" · cluster figures from {age:.0f} s ago", "dim")
     return text
 
 
@@ -303,16 +312,19 @@ def render_plain(frame: usage.Frame, window: str, idle_threshold: float) -> str:
     return out
 
 
-def render(frame: usage.Frame, window: str, idle_threshold: float, max_rows=None, error=None):
+def render(
+    frame: usage.Frame, window: str, idle_threshold: float, max_rows=None, error=None, age=None
+):
+    """A frame for the terminal; `age`: how old its cluster figures are, if worth saying."""
     from rich.console import Group
     from rich.text import Text
 
     parts = []
     if error:
         parts.append(Text(f"stale: {error}", style="bold red"))
-    parts.append(summary_text(frame.summary, window, idle_threshold))
+    parts.append(summary_text(frame.summary, window, idle_threshold, age))
     rows = frame.rows if max_rows is None else frame.rows[:max_rows]
-    parts += [Text(""), gpu_table(rows, window, len(frame.rows))]
+    parts += [Text(""), gpu_table(rows, window, max(frame.summary.gpus, len(frame.rows)))]
     if frame.namespaces:
         limit = None if max_rows is None else LIVE_NAMESPACES
         parts += [Text(""), namespace_table(frame.namespaces, limit)]

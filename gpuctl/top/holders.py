@@ -100,25 +100,37 @@ def holder(labels: Mapping[str, Any], exp: Exporter) -> Holder | None:
     return Holder(get("namespace") or None, pod, get("container") or None)
 
 
-def _any_of(names: tuple[str, ...]) -> str:
-    """A PromQL string literal holding a regex that matches exactly these names."""
+def any_of(names: Iterable[str]) -> str:
+    """A PromQL string literal holding a regex that matches exactly these names (label
+    values: any text, control characters included)."""
+
+    def char(c: str) -> str:
+        if c in _REGEX_SPECIAL:
+            return "\\" + c
+        return c if c.isprintable() else f"\\x{{{ord(c):x}}}"
 
     def literal(name: str) -> str:
-        return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in name)
+        return "".join(map(char, name))
 
     regex = "|".join(literal(n) for n in names)
     return '"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def held_matchers(exp: Exporter) -> list[str]:
+def held_branches(exp: Exporter) -> list[tuple[str, tuple[str, str, str]]]:
     """PromQL label matchers selecting exactly the series `holder` names a holder for, as
-    disjoint branches: the holder in exported_*, in the old names, in the plain names."""
+    disjoint branches (the holder in exported_*, in the old names, in the plain names),
+    each with the labels that name its holder's namespace, pod and container."""
     plain = 'exported_pod="", pod_name="", pod!=""'
-    own_container = f", container!~{_any_of(exp.containers)}" if exp.containers else ""
-    own_job = f", job!~{_any_of(exp.jobs)}" if exp.jobs else ""
+    own_container = f", container!~{any_of(exp.containers)}" if exp.containers else ""
+    own_job = f", job!~{any_of(exp.jobs)}" if exp.jobs else ""
     return [
-        'exported_pod!=""',
-        'exported_pod="", pod_name!=""',
-        f'{plain}, container!=""{own_container}',
-        f'{plain}, container=""{own_job}',
+        ('exported_pod!=""', EXPORTED),
+        ('exported_pod="", pod_name!=""', OLD_NAMESPACE),
+        (f'{plain}, container!=""{own_container}', PLAIN),
+        (f'{plain}, container=""{own_job}', PLAIN),
     ]
+
+
+def held_matchers(exp: Exporter) -> list[str]:
+    """held_branches' matchers alone."""
+    return [matchers for matchers, _ in held_branches(exp)]

@@ -36,7 +36,22 @@ BY_HOST = ("Hostname", "hostname", "gpu", "GPU_I_ID")
 IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 # Labels worth showing, and those that say who holds the device (see holders.py).
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
-ATTRIBUTES = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance") + holders.LABELS
+ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
+ATTRIBUTES = ROW_LABELS + holders.LABELS
+# A row's labels, kept as two tuples of values (None where absent): those that repeat
+# across devices (one shared copy of each value), and the device's own.
+_SHARED_LABELS = (
+    "Hostname",
+    "hostname",
+    "gpu",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "modelName",
+    "instance",
+)
+_OWN_LABELS = ("UUID", "uuid")
+assert set(_SHARED_LABELS + _OWN_LABELS) == set(ROW_LABELS)
+_METRIC = {m: m for m in METRICS}  # a series' metric name -> one shared copy of it
 
 _DURATION = re.compile(
     r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z"
@@ -77,41 +92,67 @@ class Queries:
     window_util: str  # per-device mean utilization (percent) over the window
 
 
-def _per_device(make: Callable[[str, str], str]) -> str:
-    # Series with a UUID are keyed by it alone (a smaller answer to decode); any without
-    # one fall back to node and index. make(matcher, by) gives one side of the union.
-    return " or ".join(
-        make(matcher, ", ".join(by))
-        for by, matcher in ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""'))
+# Each device once: series with a UUID keyed by it alone (a smaller answer to decode), any
+# without one by node and index. Selecting on UUID's presence costs Prometheus a merge of
+# every GPU's postings per selector; a query limited to a few nodes groups by all of them.
+Keyings = tuple[tuple[tuple[str, ...], str], ...]  # (labels grouped by, matcher)
+KEYINGS: Keyings = ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""'))
+FEW_KEYINGS: Keyings = ((IDENTITY, ""),)
+
+
+def _per_device(make: Callable[[str, str], str], keyings: Keyings = KEYINGS) -> str:
+    # make(matcher, by) gives the expression for one keying; the keyings are disjoint.
+    return " or ".join(make(matcher, ", ".join(by)) for by, matcher in keyings)
+
+
+def on_nodes(nodes: Iterable[str]) -> tuple[str, ...]:
+    """Label matchers selecting exactly the series of these nodes, as disjoint
+    alternatives: a row's node is its `Hostname`, else its `hostname`, else its `instance`."""
+    names = holders.any_of(sorted(set(nodes)))
+    return (
+        f"Hostname=~{names}",
+        f'Hostname="", hostname=~{names}',
+        f'Hostname="", hostname="", instance=~{names}',
     )
 
 
-def queries(window: str) -> Queries:
-    """The three instant queries one frame needs, whatever the cluster size."""
+def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
+    """The three instant queries one frame needs, whatever the cluster size; `only`:
+    label matchers (alternatives, e.g. on_nodes()) limiting them to some series."""
     duration_seconds(window, "--window")
-    names = "|".join(METRICS)
+    names = '__name__=~"' + "|".join(METRICS) + '"'
+    keyings = KEYINGS if only == ("",) else FEW_KEYINGS
 
-    def window_mean(metric: str, scale: str, only: str) -> str:
-        return _per_device(
-            lambda m, by: f"max by ({by}) ({scale}avg_over_time({metric}{{{m}{only}}}[{window}]))"
-        )
+    def select(*matchers: str, wrap: Callable[[str], str] = str) -> str:
+        # One selector per alternative in `only`, each wrapped, joined by `or`.
+        return " or ".join(wrap("{" + ", ".join(filter(None, (*matchers, o))) + "}") for o in only)
+
+    def window_mean(metric: str, scale: str, whole: str) -> str:
+        def make(m: str, by: str) -> str:
+            means = select(
+                f'__name__="{metric}"',
+                m,
+                whole,
+                wrap=lambda sel: f"{scale}avg_over_time({sel}[{window}])",
+            )
+            return f"max by ({by}) ({means})"
+
+        return _per_device(make, keyings)
 
     return Queries(
-        current=_per_device(
-            lambda m, by: f'max by (__name__, {by}) ({{__name__=~"{names}", {m}}})'
-        ),
-        attributes=f'group by ({", ".join(ATTRIBUTES)}) ({{__name__=~"{names}"}})',
+        current=_per_device(lambda m, by: f"max by (__name__, {by}) ({select(names, m)})", keyings),
+        attributes=f"group by ({', '.join(ATTRIBUTES)}) ({select(names)})",
         # `or` keeps the left side where both exist: a full GPU's own utilization wins
         # over its profiling metric. MIG devices (GPU_I_ID set) report GPU_UTIL as 0 or
         # not at all, so for them only the profiling metric counts.
         window_util=" or ".join(
-            window_mean(metric, scale, only)
-            for metric, scale, only in ((UTIL, "", ', GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
+            window_mean(metric, scale, whole)
+            for metric, scale, whole in ((UTIL, "", 'GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
         ),
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class GpuRow:
     node: str
     gpu: str
@@ -186,18 +227,6 @@ def key_of(labels: dict[str, Any]) -> Key:
     return ("", get("Hostname", ""), get("hostname", ""), get("gpu", ""), get("GPU_I_ID", ""))
 
 
-def _labels_of(key: Key) -> dict[str, Any]:
-    return dict(zip(BY_UUID if len(key) == 2 else ("",) + BY_HOST, key))
-
-
-def _richest(candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    # The same device can come with more than one set of attributes (a label present on
-    # some metrics only, one set per pod sharing it): keep the fullest, deterministically.
-    if len(candidates) == 1:
-        return candidates[0]
-    return max(candidates, key=lambda a: (sum(1 for v in a.values() if v), sorted(a.items())))
-
-
 @functools.lru_cache(maxsize=65536)
 def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
     parts = [(p, whole_number(p)) for p in re.split(r"([0-9]+)", text) if p]
@@ -212,38 +241,120 @@ def build_frame(
     exporter: Exporter = Exporter(),
 ) -> Frame:
     """Rows (one per GPU or MIG device, grouped by node) and the waste summaries."""
-    values: dict[Key, dict[str, float]] = {}
-    wanted = set(METRICS)
-    for labels, value in current:
-        name = labels.get("__name__")
-        if name in wanted and math.isfinite(value):
-            values.setdefault(key_of(labels), {})[name] = value
-    attrs: dict[Key, list[dict[str, Any]]] = {}
-    held: dict[Key, set[Holder]] = {}
-    for labels, _ in attributes:
+    builder = FrameBuilder(exporter)
+    builder.add_current(current)
+    builder.add_attributes(attributes)
+    builder.add_means(window_util)
+    return builder.frame(idle_threshold)
+
+
+class FrameBuilder:
+    """The three answers of `queries` folded as they are decoded (each by its own thread),
+    keeping per device only what its row needs: its values, its fullest attributes, its
+    holders and its window mean. Memory grows with the GPUs, not with the answers."""
+
+    def __init__(self, exporter: Exporter = Exporter()):
+        self.exporter = exporter
+        self.values: dict[Key, dict[str, float]] = {}
+        self.attributes: dict[Key, Kept] = {}
+        # a device's holders: its only one, or the set of several (a shared GPU)
+        self.holders: dict[Key, Holder | set[Holder]] = {}
+        self.means: dict[Key, float] = {}
+        self._keys: dict[Key, Key] = {}  # one copy of each device key for the three dicts
+        self._texts: dict[str | None, str | None] = {}  # one copy of each repeated label value
+
+    def _key(self, labels: dict[str, Any]) -> Key:
         key = key_of(labels)
-        attrs.setdefault(key, []).append(labels)
-        if (h := holders.holder(labels, exporter)) is not None:
-            held.setdefault(key, set()).add(h)
-    means = {key_of(labels): value for labels, value in window_util if math.isfinite(value)}
+        return self._keys.setdefault(key, key)
 
-    # A MIG-enabled GPU may also report board-level series (temperature, power) without
-    # a GPU instance: those fill in its MIG devices instead of making a row of their own.
-    def board(key: Key) -> Key:
-        return key[:-1] + ("",)
+    def add_current(self, samples: Iterable[Sample]) -> None:
+        values, metric, keys, finite = self.values, _METRIC, self._keys, math.isfinite
+        last: Key | None = None
+        readings: dict[str, float] = {}
+        for labels, value in samples:  # spelled out: 5 to 7 series per GPU
+            name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
+            if name is not None and finite(value):
+                key = key_of(labels)
+                if key != last:  # a device's series mostly come one after another
+                    key = last = keys.setdefault(key, key)
+                    readings = values.get(key) or values.setdefault(key, {})
+                readings[name] = value
 
-    mig_boards = {board(k) for k in values if k[-1]}
-    rows = []
-    for key, metrics in values.items():
-        if not key[-1] and key in mig_boards:
-            continue
-        parent = values.get(board(key), {}) if key[-1] else {}
-        a = _richest(attrs.get(key) or [_labels_of(key)])
-        pods = held.get(key, set())
-        who = tuple(sorted(pods, key=_holder_order)) if len(pods) > 1 else tuple(pods)
-        rows.append(_row(metrics, parent, a, means.get(key), who, idle_threshold))
-    rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
-    return Frame(rows, namespace_usage(rows), summarize(rows))
+    def add_attributes(self, samples: Iterable[Sample]) -> None:
+        # The same device can come with more than one set of attributes (a label present
+        # on some metrics only, one set per pod sharing it): keep the fullest,
+        # deterministically. Only the labels a row shows are kept.
+        kept, held, intern = self.attributes, self.holders, self._texts.setdefault
+        for labels, _ in samples:
+            key = self._key(labels)
+            if (h := holders.holder(labels, self.exporter)) is not None:
+                known = held.get(key)
+                if known is None:
+                    held[key] = h
+                elif isinstance(known, set):
+                    known.add(h)
+                elif known != h:
+                    held[key] = {known, h}
+            size = len(labels) - list(labels.values()).count("")
+            best = kept.get(key)
+            if best is not None and size < best[0]:
+                continue
+            shared = list(map(labels.get, _SHARED_LABELS))
+            new = (size, tuple(map(intern, shared, shared)), tuple(map(labels.get, _OWN_LABELS)))
+            if best is None or size > best[0] or _shown(new) > _shown(best):
+                kept[key] = new
+
+    def add_means(self, samples: Iterable[Sample]) -> None:
+        for labels, value in samples:
+            if math.isfinite(value):
+                self.means[self._key(labels)] = value
+
+    def frame(self, idle_threshold: float) -> Frame:
+        values = self.values
+
+        # A MIG-enabled GPU may also report board-level series (temperature, power)
+        # without a GPU instance: those fill in its MIG devices instead of making a row.
+        def board(key: Key) -> Key:
+            return key[:-1] + ("",)
+
+        mig_boards = {board(k) for k in values if k[-1]}
+        attributes, held, means = self.attributes, self.holders, self.means
+        rows = []
+        for key, metrics in values.items():
+            if not key[-1] and key in mig_boards:
+                continue
+            parent = values.get(board(key), {}) if key[-1] else {}
+            kept = attributes.get(key) or _kept_of(key)
+            pods = held.get(key)
+            who: tuple[Holder, ...] = (
+                ()
+                if pods is None
+                else (pods,)
+                if isinstance(pods, Holder)
+                else tuple(sorted(pods, key=_holder_order))
+            )
+            rows.append(_row(metrics, parent, kept, means.get(key), who, idle_threshold))
+        rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
+        return Frame(rows, namespace_usage(rows), summarize(rows))
+
+
+# What a device's row shows of its attributes: (labels set, values of _SHARED_LABELS,
+# values of _OWN_LABELS), each value None (or "") where the series lacks it.
+Kept = tuple[int, tuple[Any, ...], tuple[Any, ...]]
+
+
+def _shown(kept: Kept) -> list[tuple[str, Any]]:
+    """The labels set in `kept`, sorted: which of two equally full sets wins."""
+    pairs = zip(_SHARED_LABELS + _OWN_LABELS, kept[1] + kept[2])
+    return sorted((k, v) for k, v in pairs if v)
+
+
+def _kept_of(key: Key) -> Kept:
+    """A device's attributes as its key gives them (no attributes series for it)."""
+    if len(key) == 2:  # BY_UUID
+        return (0, (None, None, None, key[1], None, None, None), (key[0], None))
+    _, host, hostname, gpu, instance_id = key
+    return (0, (host, hostname, gpu, instance_id, None, None, None), (None, None))
 
 
 def _holder_order(h: Holder) -> tuple[str, str, str]:
@@ -253,38 +364,37 @@ def _holder_order(h: Holder) -> tuple[str, str, str]:
 def _row(
     m: dict[str, Any],
     parent: dict[str, Any],
-    a: dict[str, Any],
+    kept: Kept,
     mean: float | None,
     who: tuple[Holder, ...],
     threshold: float,
 ) -> GpuRow:
-    gpu, instance_id = a.get("gpu"), a.get("GPU_I_ID")
+    host, hostname, gpu, instance_id, profile, model, instance = kept[1]
+    uuid, old_uuid = kept[2]
     util = None if instance_id else m.get(UTIL)  # a MIG device's GPU_UTIL is a meaningless 0
     if util is None and m.get(GR_ACTIVE) is not None:
         util = 100.0 * m[GR_ACTIVE]
     used, free = m.get(FB_USED), m.get(FB_FREE)
-    model, profile = a.get("modelName") or None, a.get("GPU_I_PROFILE") or None
+    model, profile = model or None, profile or None
     if instance_id:
         gpu = f"{gpu or '?'}/mig{instance_id}"
         if model:
             model = f"{model} MIG {profile}" if profile else f"{model} MIG"
     return GpuRow(
-        node=a.get("Hostname") or a.get("hostname") or a.get("instance") or "-",
-        gpu=gpu or "-",
-        uuid=a.get("UUID") or a.get("uuid") or None,
-        model=model,
-        mig_profile=profile,
-        utilization_gpu=util,
-        mean_utilization=mean,
-        memory_used_mib=used,
+        host or hostname or instance or "-",  # node
+        gpu or "-",
+        uuid or old_uuid or None,
+        model,
+        profile,  # mig_profile
+        util,  # utilization_gpu
+        mean,  # mean_utilization
+        used,  # memory_used_mib
         # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
-        memory_total_mib=used + free + m.get(FB_RESERVED, 0.0)
-        if used is not None and free is not None
-        else None,
-        temperature_c=m.get(TEMP, parent.get(TEMP)),
-        power_w=m.get(POWER, parent.get(POWER)),
-        holders=who,
-        idle=None if mean is None else mean < threshold,
+        used + free + m.get(FB_RESERVED, 0.0) if used is not None and free is not None else None,
+        m.get(TEMP, parent.get(TEMP)),  # temperature_c
+        m.get(POWER, parent.get(POWER)),  # power_w
+        who,  # holders
+        None if mean is None else mean < threshold,  # idle
     )
 
 
@@ -298,6 +408,9 @@ def namespace_usage(rows: list[GpuRow]) -> list[NamespaceUsage]:
     A GPU shared by pods of several namespaces counts once in each."""
     groups: dict[str, list[GpuRow]] = {}
     for r in rows:
+        if len(r.holders) == 1:  # most GPUs: no set to build
+            groups.setdefault(r.holders[0].namespace or "-", []).append(r)
+            continue
         for ns in sorted({h.namespace or "-" for h in r.holders}):
             groups.setdefault(ns, []).append(r)
     return [
@@ -333,7 +446,7 @@ def stranded(rows: list[GpuRow]) -> tuple[int | None, int | None]:
     on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
     are left out of both. (None, None) when no pod holds a whole GPU."""
     whole = [r for r in rows if r.mig_profile is None]
-    per_pod = Counter((h.namespace, h.pod) for r in whole for h in r.holders)
+    per_pod = Counter(pod for r in whole for pod in {(h.namespace, h.pod) for h in r.holders})
     if not per_pod:
         return None, None
     shapes = Counter(per_pod.values())
@@ -346,33 +459,43 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def _mib(value: float | None) -> int | None:
-    # an exporter's reading can be NaN, or overflow when added up
-    return None if value is None or not math.isfinite(value) else int(round(value))
+def gpu_to_dict(r: GpuRow) -> dict[str, Any]:
+    """One GPU of the `--once -o json|yaml` document (spelled out: once per GPU)."""
+    util, temp, power, used, total = (
+        r.utilization_gpu,
+        r.temperature_c,
+        r.power_w,
+        r.memory_used_mib,
+        r.memory_total_mib,
+    )
+    first = r.holders[0] if r.holders else None
+    # (memory in whole MiB: an exporter's reading can be NaN, or overflow when added up)
+    return {
+        "node": r.node,
+        "gpu": r.gpu,
+        "uuid": r.uuid,
+        "model": r.model,
+        "utilization_gpu": None if util is None else round(util, 1),
+        "memory_used_mib": None if used is None or not math.isfinite(used) else int(round(used)),
+        "memory_total_mib": None
+        if total is None or not math.isfinite(total)
+        else int(round(total)),
+        "temperature_c": None if temp is None else round(temp, 1),
+        "power_w": None if power is None else round(power, 1),
+        "pod": first and first.pod,  # the first holder, as before shared GPUs were listed
+        "namespace": first and first.namespace,
+        "holders": [
+            {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in r.holders
+        ],
+        "idle": r.idle,
+    }
 
 
 def frame_to_dict(frame: Frame) -> dict[str, Any]:
     """The `--once -o json|yaml` document."""
     s = frame.summary
     return {
-        "gpus": [
-            {
-                "node": r.node,
-                "gpu": r.gpu,
-                "uuid": r.uuid,
-                "model": r.model,
-                "utilization_gpu": _round(r.utilization_gpu),
-                "memory_used_mib": _mib(r.memory_used_mib),
-                "memory_total_mib": _mib(r.memory_total_mib),
-                "temperature_c": _round(r.temperature_c),
-                "power_w": _round(r.power_w),
-                "pod": r.pod,  # the first holder, as before shared GPUs were listed
-                "namespace": r.namespace,
-                "holders": [h._asdict() for h in r.holders],
-                "idle": r.idle,
-            }
-            for r in frame.rows
-        ],
+        "gpus": [gpu_to_dict(r) for r in frame.rows],
         "namespaces": [
             {
                 "namespace": n.namespace,

@@ -133,7 +133,22 @@ def metrics_text(devices: list, hostname: str | None, release: Release = Release
     return "\n".join(out) + "\n"
 
 
-class ExporterServer:
+class ThreadedServer:
+    """An HTTP server on a free local port, answering from threads until stopped."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]):
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.address = f"127.0.0.1:{self.httpd.server_port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+class ExporterServer(ThreadedServer):
     """Serves a text on /metrics (as dcgm-exporter's Prometheus handler does) until stopped."""
 
     def __init__(self, text: str):
@@ -152,15 +167,7 @@ class ExporterServer:
             def log_message(self, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.httpd.server_port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+        super().__init__(Handler)
 
 
 @dataclass(frozen=True)

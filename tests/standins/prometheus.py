@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -291,6 +292,66 @@ def dcgm_scrape():
 
     def start(*args, **kwargs) -> PrometheusServer:
         servers.append(start_dcgm_scrape(*args, **kwargs))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+class QueryServer(dcgm_exporter.ThreadedServer):
+    """A stand-in Prometheus API: answers each /api/v1/query with answer(query) (bytes a test
+    writes itself), or passes it to a real Prometheus at `upstream`; either way it records
+    every (query, answer) pair in `exchanges`."""
+
+    def __init__(self, answer: Callable[[str], bytes] | None = None, upstream: str | None = None):
+        import http.server
+
+        self.exchanges: list[tuple[str, bytes]] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                form = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                query = urllib.parse.parse_qs(form.decode())["query"][0]
+                if upstream:
+                    request = urllib.request.Request(upstream + self.path, data=form)
+                    with urllib.request.urlopen(request, timeout=30) as r:
+                        body = r.read()
+                else:
+                    body = answer(query) if answer else b""
+                owner.exchanges.append((query, body))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                view = memoryview(body)
+                for start in range(0, len(view), 1 << 16):
+                    self.wfile.write(view[start : start + (1 << 16)])
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(Handler)
+        self.url = "http://" + self.address
+        # gpuctl cuts its other queries off once one answer is refused: the broken pipes
+        # that leaves are expected and must not be printed into a test's captured stderr.
+        report = self.httpd.handle_error
+
+        def handle_error(request, address) -> None:
+            if not isinstance(sys.exc_info()[1], ConnectionError):
+                report(request, address)
+
+        self.httpd.handle_error = handle_error  # type: ignore[method-assign, assignment]
+
+
+@pytest.fixture
+def query_server():
+    """Factory: query_server(answer=None, upstream=None) -> a running QueryServer."""
+    servers: list[QueryServer] = []
+
+    def start(*args, **kwargs) -> QueryServer:
+        servers.append(QueryServer(*args, **kwargs))
         return servers[-1]
 
     yield start

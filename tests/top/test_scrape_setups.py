@@ -13,6 +13,7 @@ from tests.clirun import run_gpuctl as gpuctl
 from tests.clirun import top_snapshot as snapshot
 from tests.cluster_data import SCRAPE_SETUPS, scraped_cluster
 from tests.standins.prometheus import start_dcgm_scrape
+from tests.top.test_live import assert_live_equals_full
 
 pytestmark = pytest.mark.integration  # Prometheus, shared by the module's tests per setting
 
@@ -117,3 +118,9 @@ def test_idle_allocated_fires_for_each_holder_and_never_for_a_free_gpu(scraped):
             "ml/old-job holds GPU 0 on node-4",
         }
     )
+
+
+def test_the_live_frame_is_the_full_frame_under_every_setting(scraped):
+    """Figures aggregated by Prometheus, and the rows on screen in every order, equal what
+    gpuctl computes from every GPU: shared GPU, MIG devices, old names, empty pod labels."""
+    assert_live_equals_full(scraped.url)

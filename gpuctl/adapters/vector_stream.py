@@ -1,0 +1,74 @@
+"""A Prometheus instant-vector answer decoded while it arrives, a batch of samples at a time.
+
+At 40,000 GPUs one answer is tens of megabytes of JSON; reading it whole and decoding it
+with json.loads holds the text and every decoded object at once. Here json.loads (C) still
+does all the decoding, on slices of the `result` array cut at element boundaries: memory
+holds one slice, and the cost stays that of json.loads.
+
+The boundary is the byte sequence `},{"metric":`. In valid JSON it cannot lie inside a
+string (a quote inside a string is escaped, and a string closed by that quote could not be
+followed by `metric":`), so it always ends one element of an array of objects and starts
+the next; in a vector answer the only such array is `result`. A slice that is not valid
+JSON (a malformed or truncated answer) fails json.loads like a whole answer would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+CHUNK = 1 << 16  # bytes read at a time (a slice decodes to ~5x that in objects)
+# A successful vector answer as Prometheus writes it (whitespace tolerated). Anything
+# else (an error, another key order) is decoded whole by the caller.
+_HEAD = re.compile(
+    rb'\s*\{\s*"status"\s*:\s*"success"\s*,\s*"data"\s*:\s*\{\s*"resultType"\s*:\s*"vector"'
+    rb'\s*,\s*"result"\s*:\s*\['
+)
+_HEAD_MAX = 256  # bytes enough to hold _HEAD with generous whitespace
+_BOUNDARY = b'},{"metric":'
+
+
+class NotAVectorStream(Exception):
+    """The answer does not start like a successful vector answer; `head` is what was read."""
+
+    def __init__(self, head: bytes):
+        super().__init__("not a streamable vector answer")
+        self.head = head
+
+
+def batches(read: Callable[[int], bytes], chunk: int = CHUNK) -> Iterator[list[Any]]:
+    """The `result` elements as json.loads makes them, a list per slice of the answer.
+    Raises NotAVectorStream before yielding anything when the answer is not a successful
+    vector answer, ValueError when it is not valid JSON."""
+    buf = b""
+    while len(buf) < _HEAD_MAX:
+        data = read(chunk)
+        if not data:
+            break
+        buf += data
+    head = _HEAD.match(buf)
+    if head is None:
+        raise NotAVectorStream(buf)
+    buf = buf[head.end() :]
+    while True:
+        data = read(chunk)
+        if not data:
+            break
+        search_from = max(0, len(buf) - len(_BOUNDARY))
+        buf += data
+        cut = buf.rfind(_BOUNDARY, search_from)
+        if cut < 0:
+            continue  # one element longer than what is read so far
+        yield json.loads(b"[" + buf[: cut + 1] + b"]")
+        buf = buf[cut + 2 :]
+    yield _last(buf.decode("utf-8"))
+
+
+def _last(tail: str) -> list[Any]:
+    """The elements left at the end, checking that the rest closes the answer."""
+    items: list[Any]
+    items, end = json.JSONDecoder().raw_decode("[" + tail)
+    json.loads('{"data":{"result":[]' + tail[end - 1 :])  # `}` + warnings/infos + `}`
+    return items

@@ -1,0 +1,253 @@
+"""The live cluster view against a real Prometheus: the figures Prometheus aggregates equal
+those gpuctl computes from every GPU, a frame asks a constant number of queries and fetches
+per-GPU values only for the rows on screen; and `--once -o json` decodes its answers as they
+stream, in memory well below their size."""
+
+import json
+import time
+import tracemalloc
+
+import pytest
+
+from gpuctl.adapters.prometheus import Prometheus
+from gpuctl.common.errors import BackendError
+from gpuctl.top import cluster, live, usage
+from gpuctl.top.holders import Exporter
+from tests.clirun import run_gpuctl as gpuctl
+from tests.cluster_data import gpu, mixed_cluster, stranded_cluster
+
+pytestmark = pytest.mark.integration  # Prometheus and stand-in servers
+
+ROWS = 3
+
+
+def live_frame(url: str, sort: str = "index", rows: int = ROWS, window: str = "10m"):
+    client = Prometheus(url)
+    found = cluster.figures(client, window, 5.0, Exporter(), sort, rows)
+    page = cluster.rows_on_screen(client, window, 5.0, Exporter(), found, sort, rows)
+    return found, page
+
+
+def row(r: usage.GpuRow) -> str:
+    return json.dumps(usage.gpu_to_dict(r)) + f" mean={r.mean_utilization}"
+
+
+def assert_live_equals_full(url: str, sorts=live.SORT_KEYS, rows: int = ROWS, window="10m"):
+    full = cluster.snapshot(Prometheus(url), window, 5.0, Exporter())
+    for sort in sorts:
+        found, page = live_frame(url, sort, rows, window)
+        s, f = found.summary, full.summary
+        assert (s.gpus, s.idle_gpus, s.idle_allocated_gpus) == (
+            f.gpus,
+            f.idle_gpus,
+            f.idle_allocated_gpus,
+        )
+        assert (s.request_shape, s.stranded_gpus) == (f.request_shape, f.stranded_gpus)
+        assert s.mean_utilization == pytest.approx(f.mean_utilization)
+        for mine, theirs in ((s.busiest, f.busiest), (s.idlest, f.idlest)):
+            assert mine is not None and theirs is not None
+            assert mine.node == theirs.node
+            assert mine.mean_utilization == pytest.approx(theirs.mean_utilization)
+        assert [(n.namespace, n.gpus, n.idle_gpus) for n in found.namespaces] == [
+            (n.namespace, n.gpus, n.idle_gpus) for n in full.namespaces
+        ]
+        assert [n.mean_utilization for n in found.namespaces] == pytest.approx(
+            [n.mean_utilization for n in full.namespaces]
+        )
+        expected = live.page_rows(full.rows, sort, rows)
+        if sort == "index":
+            assert [row(r) for r in page] == [row(r) for r in expected]
+        else:  # Prometheus breaks ties (topk): the same readings, each row one of the cluster's
+            value = live.reading(sort)
+            assert [value(r) for r in page] == [value(r) for r in expected], sort
+            assert {row(r) for r in page} <= {row(r) for r in full.rows}, sort
+
+
+def test_live_figures_equal_the_full_frame(prometheus_with):
+    """Both host label spellings, a GPU scraped twice, MIG devices, idle and held GPUs."""
+    assert_live_equals_full(prometheus_with(mixed_cluster()).url)
+
+
+def test_live_figures_follow_the_window(prometheus_with):
+    server = prometheus_with(mixed_cluster())
+    assert_live_equals_full(server.url, sorts=("index", "idle"), window="30m")
+
+
+def test_live_stranded_figure(prometheus_with):
+    """Most pods hold 2 GPUs: s1's last free GPU can take none of them; s2's two can."""
+    server = prometheus_with(stranded_cluster())
+    found, _ = live_frame(server.url)
+    assert (found.summary.request_shape, found.summary.stranded_gpus) == (2, 1)
+    assert_live_equals_full(server.url, sorts=("index",), rows=12)
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    """8 GPUs on 4 nodes, and 480 GPUs on 60 nodes, each in a Prometheus."""
+    from tests.standins.prometheus import load_blocks, start_prometheus
+
+    big = [
+        s
+        for n in range(60)
+        for i in range(8)
+        for s in gpu(
+            "Hostname",
+            f"big-{n}",
+            i,
+            (7 * n + 3 * i) % 100,
+            pod=f"p{n}-{i}",
+            namespace=f"team-{n % 5}",
+        )
+    ]
+    servers = [start_prometheus(load_blocks(data, time.time())) for data in (mixed_cluster(), big)]
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+@pytest.mark.parametrize("sort", ["index", "util"])
+def test_queries_per_frame_do_not_grow_with_the_cluster(clusters, sort):
+    asked = []
+    for server in clusters:
+        before = server.query_requests()
+        live_frame(server.url, sort)
+        asked.append(server.query_requests() - before)
+    assert asked == [4, 4]  # the figures, then current/attributes/window for the rows
+
+
+@pytest.mark.parametrize("sort", ["index", "util", "idle"])
+def test_only_the_rows_on_screen_are_fetched(clusters, query_server, sort):
+    """Through a recording stand-in in front of Prometheus: the answers for per-GPU values
+    hold the nodes of the 3 rows on screen only; the figures are per node at most."""
+    big = clusters[1]
+    recorder = query_server(upstream=big.url)
+    found, page = live_frame(recorder.url, sort)
+    assert len(page) == ROWS and found.summary.gpus == 480
+    figures, *per_gpu = recorder.exchanges
+    assert "label_replace(" in figures[0] and len(per_gpu) == 3
+    shown = {r.node for r in page}
+    uuids = {r.uuid for r in page}
+    for _, body in per_gpu:
+        for series in json.loads(body)["data"]["result"]:
+            labels = series["metric"]
+            node = labels.get("Hostname") or labels["UUID"].rsplit("-", 1)[0].removeprefix("GPU-")
+            assert node in shown, (node, shown)
+    # At most the GPUs of the nodes on screen (8 each), 5 series each at most.
+    assert sum(len(json.loads(b)["data"]["result"]) for _, b in per_gpu) <= 7 * 8 * len(shown)
+    assert len(shown) <= ROWS and uuids <= {f"GPU-{n}-{i:04d}" for n in shown for i in range(8)}
+    assert len(json.loads(figures[1])["data"]["result"]) <= 2 * 60 * 2 + 30  # per node, not GPU
+
+
+def test_once_sorts_too(prometheus_with, capsys):
+    server = prometheus_with(mixed_cluster())
+    code, out, err = gpuctl(
+        capsys, "top", "--prometheus", server.url, "-o", "json", "--sort", "idle"
+    )
+    assert code == 0, err
+    first = [(g["node"], g["gpu"]) for g in json.loads(out)["gpus"][:4]]
+    # the lowest mean first: 0 %, then 1 % and 1 % (node order), 2 %
+    assert first == [("node-a", "3"), ("node-10", "0/mig2"), ("node-a", "1"), ("node-a", "2")]
+    code, out, err = gpuctl(capsys, "top", "--prometheus", server.url, "--sort", "bogus")
+    assert code == 2 and "--sort: unknown key 'bogus'" in err
+
+
+# ---- --once -o json streams ----------------------------------------------------------------
+
+DEVICES = 2000
+PAD = "x" * 2000  # long labels on every series, as an exporter could add
+
+
+def synthetic_answers():
+    """What a Prometheus could answer the snapshot's three queries with, 7 series a GPU."""
+
+    def encode(result) -> bytes:
+        doc = {"status": "success", "data": {"resultType": "vector", "result": result}}
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def labels(d: int, **more) -> dict:
+        return {
+            "UUID": f"GPU-{d:05d}",
+            "Hostname": f"node-{d // 8}",
+            "gpu": str(d % 8),
+            "pad": PAD,
+            **more,
+        }
+
+    current = [
+        {"metric": labels(d, __name__=name), "value": [1.0, str(value)]}
+        for d in range(DEVICES)
+        for name, value in (
+            (usage.UTIL, d % 100),
+            (usage.FB_USED, 1000),
+            (usage.FB_FREE, 79000),
+            (usage.TEMP, 50),
+            (usage.POWER, 300.5),
+        )
+    ]
+    attributes = [
+        {
+            "metric": labels(d, modelName="NVIDIA H100 80GB HBM3", pod=f"p{d}", namespace="ml"),
+            "value": [1.0, "1"],
+        }
+        for d in range(DEVICES)
+    ]
+    means = [{"metric": labels(d), "value": [1.0, str(d % 100)]} for d in range(DEVICES)]
+    return {"current": encode(current), "attributes": encode(attributes), "window": encode(means)}
+
+
+def test_once_json_decodes_as_it_streams_in_bounded_memory(query_server, capsys):
+    answers = synthetic_answers()
+
+    def answer(query: str) -> bytes:
+        if "avg_over_time" in query:
+            return answers["window"]
+        return answers["current" if query.startswith("max by (__name__") else "attributes"]
+
+    server = query_server(answer)
+    size = sum(len(a) for a in answers.values())
+    assert gpuctl(capsys, "top", "--prometheus", server.url, "-o", "json")[0] == 0  # imports
+    tracemalloc.start()
+    try:
+        code, out, err = gpuctl(capsys, "top", "--prometheus", server.url, "-o", "json")
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        for body in answers.values():  # the same answers decoded whole
+            json.loads(body)
+        whole = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 0, err
+    doc = json.loads(out)
+    assert len(doc["gpus"]) == DEVICES and doc["summary"]["gpus"] == DEVICES
+    assert doc["gpus"][0]["memory_total_mib"] == 80000 and doc["gpus"][0]["pod"] == "p0"
+    assert peak < size / 4, (peak, size)  # the answers were never held whole
+    assert whole > size  # ...as decoding them whole would need
+
+
+def test_a_malformed_streamed_sample_is_one_error(query_server, capsys):
+    body = b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{"gpu":3},"value":[1,"5"]}]}}'
+    server = query_server(lambda q: body)
+    code, out, err = gpuctl(capsys, "top", "--prometheus", server.url, "--once")
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert err.startswith("gpuctl: error: Prometheus at ") and "malformed sample" in err
+
+
+def test_live_frames_refresh_the_figures_in_the_background(prometheus_with):
+    """A small cluster's figures take milliseconds: refreshed about every frame, while each
+    frame fetches its rows; a Prometheus gone makes the next frame fail (the view keeps the
+    last one and says it is stale)."""
+    server = prometheus_with(mixed_cluster())
+    frames = cluster.LiveFrames(Prometheus(server.url), "10m", 5.0, Exporter(), "util", 0.2)
+    try:
+        deadline, seen = time.monotonic() + 30, []
+        while frames.refreshes < 3 and time.monotonic() < deadline:
+            frame, age = frames.frame(4)
+            seen.append(([r.utilization_gpu for r in frame.rows], age))
+            time.sleep(0.2)
+        assert frames.refreshes >= 3 and all(age < 10 for _, age in seen)
+        assert all(utils == [90.0, 60.0, 50.0, 40.0] for utils, _ in seen)
+        server.stop()
+        with pytest.raises(BackendError, match="cannot reach Prometheus"):
+            frames.frame(4)
+    finally:
+        frames.close()
