@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -18,7 +19,8 @@ from gpuctl.common.errors import (
 app = typer.Typer(
     name="gpuctl",
     help="Provision GPU capacity, put work on it, watch how it is used, partition and share it.",
-    add_completion=False,
+    # --install-completion / --show-completion; values complete through gpuctl.completion
+    add_completion=True,
     # Plain click help: rich-formatted help costs ~50 ms of imports on every --help.
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -56,6 +58,8 @@ def _root(
 # Each command's module, in the order `--help` lists them. Only the module the invoked
 # command needs is imported (none imports a heavy library at module level).
 COMMANDS = {
+    "init": "gpuctl.specs.cli",
+    "schema": "gpuctl.specs.cli",
     "render": "gpuctl.jobs.cli",
     "submit": "gpuctl.jobs.cli",
     "jobs": "gpuctl.jobs.cli",
@@ -184,6 +188,12 @@ def main(argv: list[str] | None = None) -> None:
             "this is a bug in gpuctl; rerun with --debug for the traceback and report it",
         )
         code = EXIT_FAILURE
+    from gpuctl.common import deadline
+
+    if deadline.abandoned():  # a request thread still blocked: skip the teardown it can abort
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
@@ -196,11 +206,16 @@ def _run(argv: list[str]) -> int:
 
     register(argv)
     argv = _server_dry_run(argv)
+    root = command()
+    if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks (argv is empty: all registered)
+        from gpuctl import completion
+
+        completion.run(root)
     no_args_help = getattr(click, "NoArgsIsHelpError", ())
     try:
         # standalone_mode=False: click's usage errors come back here instead of being printed
         # as several lines, and its Exit carries the code
-        result = command().main(args=argv, prog_name="gpuctl", standalone_mode=False)
+        result = root.main(args=argv, prog_name="gpuctl", standalone_mode=False)
     except no_args_help as e:  # `gpuctl mig`: the group's help
         e.show()
         return e.exit_code

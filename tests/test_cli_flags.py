@@ -47,7 +47,10 @@ CHANGERS = {
 # Commands that read a spec file: -f/--file.
 SPEC_READERS = {"render", "submit", "provision", "destroy", "mig configure", "mig assert"}
 # Commands without -o, and why.
-NO_OUTPUT = {"jobs logs": "prints the job's own log lines"}
+NO_OUTPUT = {
+    "jobs logs": "prints the job's own log lines",
+    "init": "prints a commented YAML starter; -o FILE names where it goes (as the issue spells it)",
+}
 # `jobs logs -f` follows, as `kubectl logs -f` does; everywhere else -f is --file.
 F_IS_FOLLOW = {"jobs logs"}
 

@@ -249,6 +249,13 @@ def test_the_installed_wheel_runs_the_readme_commands_from_elsewhere(
     for rel in _tracked("terraform"):
         assert (workdir / rel).read_bytes() == Path(ROOT, "terraform", rel).read_bytes(), rel
 
+    # Starter specs come from the shipped examples and render as they are.
+    gpuctl("init", "multinode", "-o", "starter-job.yaml")
+    assert "kind: Service" in gpuctl("render", "starter-job.yaml").stdout  # its workers
+    gpuctl("init", "cluster", "-o", "starter-cluster.yaml")
+    gpuctl("provision", "-f", "starter-cluster.yaml", "--dry-run")
+    assert json.loads(gpuctl("schema", "cluster").stdout)["title"].startswith("gpuctl cluster")
+
     # A simulated node: the sample, and the shim that makes other tools see it.
     sample = json.loads(gpuctl("top", "--simulate", "8xH100-80GB", "--once", "-o", "json").stdout)
     assert [g["name"] for g in sample["gpus"]] == ["NVIDIA H100 80GB HBM3"] * 8

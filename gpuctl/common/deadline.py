@@ -14,6 +14,16 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+_workers: set[threading.Thread] = set()  # every helper thread started, until it ends
+
+
+def abandoned() -> bool:
+    """Whether a call that ran out of time still holds its helper thread. Such a thread
+    waking while the interpreter shuts down aborts the process (SIGABRT, exit 134): the
+    program should then end without the interpreter's teardown."""
+    return any(worker.is_alive() for worker in _workers)
+
+
 class DeadlineExceeded(Exception):
     """The call did not finish in time (it may still be running, unseen)."""
 
@@ -39,8 +49,10 @@ def call(
             outcome.append((False, e))
         finally:
             done.set()
+            _workers.discard(worker)
 
     worker = threading.Thread(target=run, name="gpuctl-deadline", daemon=True)
+    _workers.add(worker)
     worker.start()
     try:
         finished = done.wait(seconds)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpuctl.common import k8s_names
+from gpuctl.common import k8s_names, spec_fields
 from gpuctl.common.errors import SpecError, location
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import parse as parse_quantity
@@ -265,7 +265,7 @@ def _check_text(text: str, doc: Doc, path: Path, line: int) -> None:
 
 # ---------- typed access to the fields of one mapping ----------
 
-_DURATION_PART = re.compile(r"([0-9]+)(d|h|m|s)")
+_DURATION_PART = re.compile(spec_fields.DURATION_PART)
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MISSING = object()
 
@@ -281,7 +281,37 @@ class Fields:
         path = self.path if key is None else self.path + (key,)
         return self.doc.error(path, message, hint)
 
-    def reject_unknown(self, known: Iterable[str]) -> None:
+    def read(self, row: spec_fields.Field, default: Any = _MISSING) -> Any:
+        """The field ROW describes, checked as the row says (its type, required, allowed
+        values, bounds); DEFAULT replaces the row's where it depends on other fields."""
+        default = row.default if default is _MISSING else default
+        t = row.type
+        if t == spec_fields.NAME:
+            return self.name(row.name, default, required=row.required)
+        if t == spec_fields.TEXT:
+            choices = row.choices or None
+            return self.text(row.name, default, required=row.required, choices=choices)
+        if t == spec_fields.INTEGER:
+            return self.integer(
+                row.name, default, required=row.required, minimum=row.minimum, maximum=row.maximum
+            )
+        if t == spec_fields.STRINGS:
+            return self.str_list(
+                row.name, default, allow_scalar=row.single, non_empty=row.non_empty
+            )
+        simple = (
+            spec_fields.FLAG,
+            spec_fields.STRING_MAP,
+            spec_fields.QUANTITY,
+            spec_fields.DURATION,
+        )
+        if t not in simple:
+            raise ValueError(f"{row.name}: a {t} field is read by its parser, part by part")
+        method = getattr(self, t)  # the Fields method of the type's name
+        return method(row.name, default)
+
+    def reject_unknown(self, known: Iterable[str] | spec_fields.Table) -> None:
+        known = known.names() if isinstance(known, spec_fields.Table) else known
         known = list(known)
         for key in self.data:
             if key not in known:

@@ -10,6 +10,20 @@ from typing import Any
 
 from gpuctl.common import k8s_names
 from gpuctl.common.quantity import parse as parse_quantity
+from gpuctl.common.spec_fields import (
+    DURATION,
+    FLAG,
+    INTEGER,
+    MAPPINGS,
+    NAME,
+    QUANTITY,
+    RESOURCES,
+    STRING_MAP,
+    STRINGS,
+    TEXT,
+    Field,
+    Table,
+)
 from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
 from gpuctl.jobs import volumes
 from gpuctl.jobs.volumes import SecretUse, Volume
@@ -22,6 +36,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's: the job's LocalQueue
 JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
 MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
+MAX_EXTRA_RESOURCE = 1_000_000
 DEFAULT_MASTER_PORT = 29500
 # Set by gpuctl on every worker of a multi-node job; a spec may not set them itself.
 TORCHRUN_ENV = (
@@ -39,45 +54,63 @@ TORCHRUN_ENV = (
     "NODE_RANK",
 )
 
-FIELDS = (
-    "apiVersion",
-    "kind",
-    "name",
-    "namespace",
-    "image",
-    "command",
-    "args",
-    "env",
-    "gpus",
-    "gpu_type",
-    "mig",
-    "shared",
-    "nodes",
-    "nproc_per_node",
-    "master_port",
-    "cpu",
-    "memory",
-    "shm",
-    "ttl_after_finished",
-    "deadline",
-    "retries",
-    "priority",
-    "scheduler",
-    "labels",
-    "tolerations",
-    "service_account",
-    "image_pull_secrets",
-    "volumes",
-    "secrets",
-    "working_dir",
-    "node_selector",
-    "extra_resources",
-    "template",
-    "queue",
-    "multinode",
-)
-TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
-MAX_EXTRA_RESOURCE = 1_000_000
+TOLERATIONS = Table(
+    Field("key", TEXT, "The taint's key (required with operator Equal)."),
+    Field("operator", TEXT, "Equal (key and value match) or Exists.", default="Equal",
+          choices=("Exists", "Equal")),
+    Field("value", TEXT, "The taint's value (operator Equal)."),
+    Field("effect", TEXT, "The taint's effect; none: every effect.",
+          choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
+    Field("tolerationSeconds", INTEGER, "Effect NoExecute: how long the pod stays once tainted.",
+          minimum=0, maximum=MAX_SECONDS),
+)  # fmt: skip
+JOB = Table(
+    Field("apiVersion", TEXT, "The job spec's version.", required=True, choices=(API_VERSION,)),
+    Field("kind", TEXT, "Job (a batch Job: retries, a TTL, Kueue) or Pod (a bare Pod).",
+          default="Job", choices=KINDS),
+    Field("name", NAME, "The job's name; a multi-node job's starts with a letter.", required=True),
+    Field("namespace", NAME, "Default: -n, the settings, else the kubeconfig context's."),
+    Field("image", TEXT, "The container image.", required=True),
+    Field("command", STRINGS, "The container's command (default: the image's entrypoint)."),
+    Field("args", STRINGS, "Arguments to the command."),
+    Field("env", STRING_MAP, "Environment variables; numbers and booleans are sent as text."),
+    Field("gpus", INTEGER, "Whole GPUs per worker (default 1; 0 if mig is given).",
+          minimum=0, maximum=MAX_GPUS_PER_WORKER),
+    Field("gpu_type", STRINGS, "GPU type(s) the nodes must have (their GPU-type label).",
+          single=True, non_empty=True),
+    Field("mig", TEXT, "Instead of gpus: one MIG slice of this profile, e.g. 1g.10gb."),
+    Field("shared", FLAG, "Time-sliced GPUs (nvidia.com/gpu.shared).", default=False),
+    Field("nodes", INTEGER, "Workers; more than 1 makes a multi-node data-parallel job.",
+          default=1, minimum=1, maximum=MAX_NODES),
+    Field("nproc_per_node", INTEGER, "torchrun processes per worker (default: gpus, or 1).",
+          minimum=1, maximum=MAX_GPUS_PER_WORKER),
+    Field("master_port", INTEGER, "The rendezvous port of a multi-node job.",
+          default=DEFAULT_MASTER_PORT, minimum=1, maximum=65535),
+    Field("cpu", QUANTITY, "CPU per worker (requests = limits), e.g. 8 or 500m."),
+    Field("memory", QUANTITY, "Memory per worker (requests = limits), e.g. 64Gi."),
+    Field("shm", QUANTITY, "Size of /dev/shm (in memory), e.g. 16Gi."),
+    Field("ttl_after_finished", DURATION, "Job only: delete it this long after it finished."),
+    Field("deadline", DURATION, "Stop it after this long (90s, 30m, 24h, 1h30m, 2d)."),
+    Field("retries", INTEGER, "Job only: reruns after a failure (backoffLimit).",
+          default=0, minimum=0, maximum=1000),
+    Field("priority", TEXT, "A PriorityClass name."),
+    Field("scheduler", TEXT, "The pods' schedulerName, e.g. gpuctl-binpack."),
+    Field("labels", STRING_MAP, "Labels added to every object."),
+    Field("tolerations", MAPPINGS, "Added to the default GPU toleration.", fields=TOLERATIONS),
+    Field("service_account", TEXT, "A ServiceAccount name."),
+    Field("image_pull_secrets", STRINGS, "Secrets to pull the image with."),
+    Field("volumes", MAPPINGS, "Volumes mounted in the container.", fields=volumes.VOLUME),
+    Field("secrets", MAPPINGS, "Secrets as variables or files.", fields=volumes.SECRET),
+    Field("working_dir", TEXT, "The container's working directory (an absolute path)."),
+    Field("node_selector", STRING_MAP, "The pods' nodeSelector: label -> value."),
+    Field("extra_resources", RESOURCES, "Devices beside GPUs (vpc.amazonaws.com/efa: 32) and "
+          "huge pages (hugepages-2Mi: 1Gi).", maximum=MAX_EXTRA_RESOURCE),
+    Field("template", TEXT, "A site template by name, or a path."),
+    Field("queue", TEXT, "A Kueue LocalQueue (default: the namespace's only one)."),
+    Field("multinode", TEXT, "How a multi-node job is made (default: jobset where the cluster "
+          "has JobSet).", choices=MULTINODE),
+)  # fmt: skip
+FIELDS = JOB.names()
 # Asked for with gpus / mig / shared, never as extra_resources.
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 
@@ -144,18 +177,18 @@ def parse_job(doc: Doc) -> JobSpec:
             else "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
             "kubectl apply",
         )
-    kind = f.text("kind", "Job", choices=KINDS)
-    f.reject_unknown(FIELDS)
-    f.text("apiVersion", required=True)
-    name = f.name("name", required=True)
-    nodes = f.integer("nodes", 1, minimum=1, maximum=MAX_NODES)
+    kind = f.read(JOB["kind"])
+    f.reject_unknown(JOB)
+    f.read(JOB["apiVersion"])
+    name = f.read(JOB["name"])
+    nodes = f.read(JOB["nodes"])
 
-    image = f.text("image", required=True)
+    image = f.read(JOB["image"])
     if any(ch.isspace() for ch in image):
         raise f.error("image", f"{image!r} contains white space")
 
-    mig = f.text("mig")
-    shared = f.flag("shared", False)
+    mig = f.read(JOB["mig"])
+    shared = f.read(JOB["shared"])
     if mig is not None and f.has("gpus"):
         raise f.error("mig", "give either 'gpus' (whole GPUs) or 'mig' (one MIG slice), not both")
     if mig is not None and shared:
@@ -166,11 +199,11 @@ def parse_job(doc: Doc) -> JobSpec:
             f"{mig!r} is not a MIG profile of any known GPU",
             hint="e.g. 1g.10gb, 2g.20gb, 3g.40gb (see `gpuctl mig profiles`)",
         )
-    gpus = f.integer("gpus", 0 if mig is not None else 1, minimum=0, maximum=MAX_GPUS_PER_WORKER)
+    gpus = f.read(JOB["gpus"], 0 if mig is not None else 1)
     if shared and gpus == 0:
         raise f.error("shared", "a shared GPU needs gpus ≥ 1")
 
-    gpu_type = f.str_list("gpu_type", (), allow_scalar=True, non_empty=True)
+    gpu_type = f.read(JOB["gpu_type"], ())
     for value in gpu_type:
         if not k8s_names.label_value(value):
             raise f.error("gpu_type", f"{value!r} is not a valid node label value")
@@ -200,14 +233,14 @@ def parse_job(doc: Doc) -> JobSpec:
             )
 
     # a single-node job has no multi-node form: a site template may set multinode for all
-    multinode = f.text("multinode", choices=MULTINODE)
+    multinode = f.read(JOB["multinode"])
     if nodes > 1 and multinode == JOBSET and (problem := jobset_name_problem(name, nodes)):
         raise f.error("name", problem, hint="a shorter name, or multinode: indexed-job")
-    queue = f.text("queue")
+    queue = f.read(JOB["queue"])
     if queue is not None and not k8s_names.dns1123_subdomain(queue):
         raise f.error("queue", f"{queue!r} is not a valid LocalQueue name")
 
-    env = f.str_map("env", {})
+    env = f.read(JOB["env"], {})
     for key in env:
         if not k8s_names.env_var_name(key):
             raise f.error("env", f"{key!r} is not a valid environment variable name")
@@ -217,11 +250,11 @@ def parse_job(doc: Doc) -> JobSpec:
                 f"{key} is set by gpuctl on every worker of a multi-node job",
             )
     job_volumes, job_secrets = volumes.parse(f, env, TORCHRUN_ENV if nodes > 1 else ())
-    working_dir = f.text("working_dir")
+    working_dir = f.read(JOB["working_dir"])
     if working_dir is not None and (problem := volumes.mount_problem(working_dir)):
         raise f.error("working_dir", problem)
 
-    labels = f.str_map("labels", {})
+    labels = f.read(JOB["labels"], {})
     for key, value in labels.items():
         if not k8s_names.label_key(key):
             raise f.error("labels", f"{key!r} is not a valid label key")
@@ -232,12 +265,12 @@ def parse_job(doc: Doc) -> JobSpec:
         if owner := k8s_names.reserved_label(key):
             raise f.error("labels", f"{key!r} is set by {owner}; a job spec may not set it")
 
-    namespace = f.name("namespace")
-    f.text("template")  # already applied: gpuctl.jobs.templates merges it in before this
-    priority = f.text("priority")
+    namespace = f.read(JOB["namespace"])
+    f.read(JOB["template"])  # already applied: gpuctl.jobs.templates merges it in before this
+    priority = f.read(JOB["priority"])
     if priority is not None and not k8s_names.dns1123_subdomain(priority):
         raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
-    scheduler = f.text("scheduler")
+    scheduler = f.read(JOB["scheduler"])
     if scheduler is not None and not k8s_names.dns1123_subdomain(scheduler):
         raise f.error(
             "scheduler",
@@ -245,11 +278,11 @@ def parse_job(doc: Doc) -> JobSpec:
             hint="the schedulerName of a kube-scheduler profile, e.g. gpuctl-binpack "
             "(`gpuctl sched render`)",
         )
-    pull_secrets = f.str_list("image_pull_secrets", [])
+    pull_secrets = f.read(JOB["image_pull_secrets"], [])
     for secret in pull_secrets:
         if not k8s_names.dns1123_subdomain(secret):
             raise f.error("image_pull_secrets", f"{secret!r} is not a valid Secret name")
-    service_account = f.text("service_account")
+    service_account = f.read(JOB["service_account"])
     if service_account is not None and not k8s_names.dns1123_subdomain(service_account):
         raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
 
@@ -258,22 +291,22 @@ def parse_job(doc: Doc) -> JobSpec:
         image=image,
         kind=kind,
         namespace=namespace,
-        command=tuple(f.str_list("command", [])),
-        args=tuple(f.str_list("args", [])),
+        command=tuple(f.read(JOB["command"], [])),
+        args=tuple(f.read(JOB["args"], [])),
         env=tuple(env.items()),
         gpus=gpus,
         gpu_type=tuple(gpu_type),
         mig=mig,
         shared=shared,
         nodes=nodes,
-        nproc_per_node=f.integer("nproc_per_node", None, minimum=1, maximum=MAX_GPUS_PER_WORKER),
-        master_port=f.integer("master_port", DEFAULT_MASTER_PORT, minimum=1, maximum=65535),
-        cpu=f.quantity("cpu"),
-        memory=f.quantity("memory"),
-        shm=f.quantity("shm"),
-        ttl_after_finished=f.duration("ttl_after_finished"),
-        deadline=f.duration("deadline"),
-        retries=f.integer("retries", 0, minimum=0, maximum=1000),
+        nproc_per_node=f.read(JOB["nproc_per_node"]),
+        master_port=f.read(JOB["master_port"]),
+        cpu=f.read(JOB["cpu"]),
+        memory=f.read(JOB["memory"]),
+        shm=f.read(JOB["shm"]),
+        ttl_after_finished=f.read(JOB["ttl_after_finished"]),
+        deadline=f.read(JOB["deadline"]),
+        retries=f.read(JOB["retries"]),
         priority=priority,
         scheduler=scheduler,
         labels=tuple(labels.items()),
@@ -306,15 +339,9 @@ def jobset_name_problem(name: str, nodes: int) -> str | None:
 def _tolerations(f: Fields) -> list[dict[str, Any]]:
     out = []
     for t in f.list_of_maps("tolerations"):
-        t.reject_unknown(TOLERATION_FIELDS)
-        operator = t.text("operator", "Equal", choices=("Exists", "Equal"))
-        tol = {
-            "key": t.text("key"),
-            "operator": operator,
-            "value": t.text("value"),
-            "effect": t.text("effect", choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
-            "tolerationSeconds": t.integer("tolerationSeconds", minimum=0, maximum=MAX_SECONDS),
-        }
+        t.reject_unknown(TOLERATIONS)
+        operator = t.read(TOLERATIONS["operator"])
+        tol = {row.name: t.read(row) for row in TOLERATIONS}
         if tol["key"] is not None and not k8s_names.label_key(tol["key"]):
             raise t.error("key", f"{tol['key']!r} is not a valid taint key")
         if tol["value"] is not None and not k8s_names.label_value(tol["value"]):
@@ -330,7 +357,7 @@ def _tolerations(f: Fields) -> list[dict[str, Any]]:
 
 
 def _node_selector(f: Fields) -> dict[str, str]:
-    selector: dict[str, str] = f.str_map("node_selector", {})
+    selector: dict[str, str] = f.read(JOB["node_selector"], {})
     for key, value in selector.items():
         if not k8s_names.label_key(key):
             raise f.doc.error(f.path + ("node_selector", key), f"{key!r} is not a valid label key")

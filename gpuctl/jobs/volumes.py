@@ -13,11 +13,24 @@ from typing import Any
 
 from gpuctl.common import k8s_names
 from gpuctl.common.quantity import parse as parse_quantity
+from gpuctl.common.spec_fields import FLAG, NAME, QUANTITY, STRING_MAP, TEXT, Field, Table
 from gpuctl.common.specfile import Fields, dotted
 
-VOLUME_FIELDS = ("name", "pvc", "empty_dir", "config_map", "mount", "read_only", "memory")
+VOLUME = Table(
+    Field("name", NAME, "The volume's name, unique in the job.", required=True),
+    Field("pvc", TEXT, "A PersistentVolumeClaim's name."),
+    Field("empty_dir", QUANTITY, "An empty directory of this size limit, e.g. 200Gi."),
+    Field("config_map", TEXT, "A ConfigMap's name: its keys as files."),
+    Field("mount", TEXT, "Where it is mounted in the container.", required=True),
+    Field("read_only", FLAG, "Mount it read-only.", default=False),
+    Field("memory", FLAG, "An empty_dir in RAM (tmpfs).", default=False),
+)
 SOURCES = ("pvc", "empty_dir", "config_map")
-SECRET_FIELDS = ("secret", "env", "mount")
+SECRET = Table(
+    Field("secret", TEXT, "The Secret's name.", required=True),
+    Field("env", STRING_MAP, "Variables from its keys: variable -> key."),
+    Field("mount", TEXT, "Where its keys are mounted as files, read-only."),
+)
 SHM_VOLUME = "dshm"  # the volume `shm:` renders, mounted at /dev/shm
 SHM_PATH = "/dev/shm"
 # Mounting over these hides what the container needs from its runtime (the GPU device
@@ -81,8 +94,8 @@ def _volumes(f: Fields, mounts: list[tuple[str, Fields]]) -> list[Volume]:
                     "a job cannot mount a directory of its node (hostPath)",
                     hint="use a pvc, an empty_dir or a config_map",
                 )
-        v.reject_unknown(VOLUME_FIELDS)
-        name = v.name("name", required=True)
+        v.reject_unknown(VOLUME)
+        name = v.read(VOLUME["name"])
         if name == SHM_VOLUME:
             raise v.error("name", f"{name!r} is the name of the volume `shm:` makes")
         if name in names:
@@ -94,23 +107,23 @@ def _volumes(f: Fields, mounts: list[tuple[str, Fields]]) -> list[Volume]:
                 kinds[1] if kinds else None, "give exactly one of pvc, empty_dir, config_map"
             )
         kind = kinds[0]
-        memory = v.flag("memory", False)
-        read_only = v.flag("read_only", False)
+        memory = v.read(VOLUME["memory"])
+        read_only = v.read(VOLUME["read_only"])
         if memory and kind != "empty_dir":
             raise v.error("memory", "applies to an empty_dir only")
         if read_only and kind == "empty_dir":
             raise v.error("read_only", "an empty_dir starts empty: read-only, it would stay empty")
         source = size = None
         if kind == "empty_dir":
-            size = v.quantity("empty_dir")
+            size = v.read(VOLUME["empty_dir"])
             if size is None or not parse_quantity(size):
                 raise v.error("empty_dir", "give its size limit, e.g. empty_dir: 200Gi")
         else:
-            source = v.text(kind, required=True)
+            source = v.read(VOLUME[kind])
             if not k8s_names.dns1123_subdomain(source):
                 what = "PersistentVolumeClaim" if kind == "pvc" else "ConfigMap"
                 raise v.error(kind, f"{source!r} is not a valid {what} name")
-        mount = v.text("mount", required=True)
+        mount = v.read(VOLUME["mount"])
         mounts.append((mount, v))
         out.append(
             Volume(
@@ -137,8 +150,8 @@ def _secrets(
     seen: dict[str, Fields] = {}
     env_from: dict[str, Fields] = {}  # variable -> the entry that sets it
     for s in f.list_of_maps("secrets"):
-        s.reject_unknown(SECRET_FIELDS)
-        name = s.text("secret", required=True)
+        s.reject_unknown(SECRET)
+        name = s.read(SECRET["secret"])
         if not k8s_names.dns1123_subdomain(name):
             raise s.error("secret", f"{name!r} is not a valid Secret name")
         if name in seen:
@@ -148,7 +161,7 @@ def _secrets(
                 hint="give one entry per Secret, with env and mount together",
             )
         seen[name] = s
-        variables = s.str_map("env", {})
+        variables = s.read(SECRET["env"], {})
         for var, key in variables.items():
             path = s.path + ("env", var)
             if not k8s_names.env_var_name(var):
@@ -162,7 +175,7 @@ def _secrets(
             if var in env_from:
                 raise s.doc.error(path, f"{var} is also set by {_at(env_from[var], 'secret')}")
             env_from[var] = s
-        mount = s.text("mount")
+        mount = s.read(SECRET["mount"])
         if mount is not None:
             mounts.append((mount, s))
         if not variables and mount is None:

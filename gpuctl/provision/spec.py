@@ -14,6 +14,18 @@ from dataclasses import dataclass, field
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
+from gpuctl.common.spec_fields import (
+    FLAG,
+    INTEGER,
+    MAPPING,
+    MAPPINGS,
+    NAME,
+    STRINGS,
+    TEXT,
+    TEXT_OR_MAPPING,
+    Field,
+    Table,
+)
 from gpuctl.common.specfile import Doc, Fields, load_yaml_file
 
 API_VERSION = "gpuctl/v1"
@@ -22,13 +34,21 @@ DEFAULT_TAINT = "nvidia.com/gpu=present:NoSchedule"
 MAX_GROUP_SIZE = 1000  # an Auto Scaling group's own limit is higher; a typo is likelier
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}\Z")
-_EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}\Z")
-_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
-_DYNAMO_TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}\Z")
-_K8S_VERSION = re.compile(r"^1\.\d{1,2}\Z")
-_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}\Z")
+# Whole-text patterns (fullmatch); the JSON Schema states them too.
+REGION = r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"
+EKS_NAME = r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}"
+INSTANCE_TYPE = r"[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}"
+S3_BUCKET = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+DYNAMO_TABLE = r"[A-Za-z0-9_.-]{3,255}"
+K8S_VERSION = r"1\.[0-9]{1,2}"
+RESERVATION_ID = r"cr-[0-9a-f]{8,17}"
+_REGION = re.compile(REGION)
+_EKS_NAME = re.compile(EKS_NAME)
+_INSTANCE_TYPE = re.compile(INSTANCE_TYPE)
+_S3_BUCKET = re.compile(S3_BUCKET)
+_DYNAMO_TABLE = re.compile(DYNAMO_TABLE)
+_K8S_VERSION = re.compile(K8S_VERSION)
+_RESERVATION_ID = re.compile(RESERVATION_ID)
 # Principals an EKS access entry takes: IAM users and roles (not an STS assumed-role session).
 _PRINCIPAL = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}\Z")
 
@@ -43,6 +63,80 @@ DEFAULT_SYSTEM_INSTANCE_TYPE = "m6i.large"
 DEFAULT_SYSTEM_NODES = 2
 # Fields that describe a cluster gpuctl creates; an existing cluster keeps its own.
 _CREATE_ONLY = ("endpoint_access", "public_access_cidrs", "admin_principals", "system_nodes")
+
+
+SYSTEM_NODES = Table(
+    Field("instance_type", TEXT, "Their EC2 instance type.",
+          default=DEFAULT_SYSTEM_INSTANCE_TYPE, pattern=INSTANCE_TYPE),
+    Field("count", INTEGER, "How many.", default=DEFAULT_SYSTEM_NODES, minimum=1, maximum=20),
+)  # fmt: skip
+KUBERNETES_CLUSTER = Table(
+    Field("name", TEXT, "The EKS cluster's name (default: the spec's name); with no create: "
+          "an existing cluster.", pattern=EKS_NAME),
+    Field("create", FLAG, "Create it (default: true unless name is given)."),
+    Field("version", TEXT, 'A new cluster\'s Kubernetes version, quoted: "1.33".',
+          pattern=K8S_VERSION),
+    Field("endpoint_access", TEXT, "New cluster: where its API endpoint is reachable from.",
+          default="public-and-private", choices=ENDPOINT_ACCESS),
+    Field("public_access_cidrs", STRINGS, "New cluster: IPv4 networks that reach the public "
+          "endpoint.", non_empty=True),
+    Field("admin_principals", STRINGS, "New cluster: IAM role or user ARNs made admins."),
+    Field("system_nodes", MAPPING, "New cluster: the small untainted node group for add-ons.",
+          fields=SYSTEM_NODES),
+)  # fmt: skip
+RESERVATION = Table(
+    Field("id", TEXT, "The reservation's id.", required=True, pattern=RESERVATION_ID),
+    Field("type", TEXT, "An On-Demand Capacity Reservation or a Capacity Block for ML.",
+          default="on-demand", choices=RESERVATION_TYPES),
+)  # fmt: skip
+NODE_GROUP = Table(
+    Field("name", NAME, "The group's name (at most 40 characters).", required=True),
+    Field("instance_type", TEXT, "Its EC2 instance type, e.g. p5.48xlarge.", required=True,
+          pattern=INSTANCE_TYPE),
+    Field("min_size", INTEGER, "Fewest nodes.", required=True, minimum=0, maximum=MAX_GROUP_SIZE),
+    Field("max_size", INTEGER, "Most nodes.", required=True, minimum=1, maximum=MAX_GROUP_SIZE),
+    Field("desired_size", INTEGER, "Nodes to start with (default: min_size).",
+          minimum=0, maximum=MAX_GROUP_SIZE),
+    Field("gpu_type", TEXT, "The nodes' GPU-type label value, e.g. h100.", required=True),
+    Field("capacity_type", TEXT, "How the nodes are bought.", default="on-demand",
+          choices=("on-demand", "spot")),
+    Field("taints", STRINGS, "KEY[=VALUE]:EFFECT taints on the nodes.", default=(DEFAULT_TAINT,)),
+    Field("efa", FLAG, "Elastic Fabric Adapter interfaces on every node.", default=False),
+    Field("capacity_reservation", TEXT_OR_MAPPING, "A capacity reservation id (cr-…), or "
+          "{id, type}.", pattern=RESERVATION_ID, fields=RESERVATION),
+)  # fmt: skip
+STATE = Table(
+    Field("s3_bucket", TEXT, "The S3 bucket of the Terraform state.", required=True,
+          pattern=S3_BUCKET),
+    Field("dynamodb_table", TEXT, "The DynamoDB table of its lock.", required=True,
+          pattern=DYNAMO_TABLE),
+    Field("key", TEXT, "The state's object key (default: gpuctl/NAME/terraform.tfstate)."),
+    Field("region", TEXT, "The bucket's region (default: the cluster's).", pattern=REGION),
+)  # fmt: skip
+CLUSTER = Table(
+    Field("apiVersion", TEXT, "The cluster spec's version.", required=True,
+          choices=(API_VERSION,)),
+    Field("kind", TEXT, "Always Cluster.", required=True, choices=(KIND,)),
+    Field("name", NAME, "The cluster spec's name.", required=True),
+    Field("region", TEXT, "The AWS region (default: --region, AWS_REGION or the AWS profile's).",
+          pattern=REGION),
+    Field("vpc_cidr", TEXT, "A new cluster's new VPC, /16 to /20, e.g. 10.0.0.0/16."),
+    Field("kubernetes_cluster", TEXT_OR_MAPPING, "A new cluster ({version: \"1.33\"}) or an "
+          "existing one (its name).", required=True, pattern=EKS_NAME,
+          fields=KUBERNETES_CLUSTER),
+    Field("gpu_stack", TEXT, "The GPU software gpuctl installs.", default="gpu-operator",
+          choices=GPU_STACKS),
+    Field("mig_strategy", TEXT, "How MIG slices are advertised (mixed: nvidia.com/mig-PROFILE).",
+          default="mixed", choices=MIG_STRATEGIES),
+    Field("autoscaler", TEXT, "What scales the GPU nodes.", default="cluster-autoscaler",
+          choices=AUTOSCALERS),
+    Field("gpu_label_key", TEXT, "The node label that holds the GPU type.",
+          default=DEFAULT_GPU_LABEL_KEY),
+    Field("node_groups", MAPPINGS, "The GPU node groups.", required=True, minimum=1,
+          fields=NODE_GROUP),
+    Field("state", MAPPING, "Terraform state in S3 (default: local, per cluster).",
+          fields=STATE),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -152,37 +246,22 @@ def parse_cluster(
             "moved: write it as kubernetes_cluster.version",
             hint='e.g. kubernetes_cluster: {name: my-eks, version: "1.31"}',
         )
-    root.reject_unknown(
-        (
-            "apiVersion",
-            "kind",
-            "name",
-            "region",
-            "vpc_cidr",
-            "kubernetes_cluster",
-            "gpu_stack",
-            "mig_strategy",
-            "autoscaler",
-            "gpu_label_key",
-            "node_groups",
-            "state",
-        )
-    )
-    root.text("apiVersion", required=True, choices=(API_VERSION,))
-    root.text("kind", required=True, choices=(KIND,))
-    name = root.name("name", required=True)
+    root.reject_unknown(CLUSTER)
+    root.read(CLUSTER["apiVersion"])
+    root.read(CLUSTER["kind"])
+    name = root.read(CLUSTER["name"])
     region = _region(root, region, default_region)
     cluster = _kubernetes_cluster(root, name)
     vpc_cidr = _vpc_cidr(root, cluster)
-    gpu_stack = root.text("gpu_stack", "gpu-operator", choices=GPU_STACKS)
+    gpu_stack = root.read(CLUSTER["gpu_stack"])
     if gpu_stack == "none" and root.has("mig_strategy"):
         raise root.error(
             "mig_strategy",
             "the MIG strategy is a setting of the GPU stack gpuctl installs, and gpu_stack is none",
         )
-    mig_strategy = root.text("mig_strategy", "mixed", choices=MIG_STRATEGIES)
-    autoscaler = root.text("autoscaler", "cluster-autoscaler", choices=AUTOSCALERS)
-    label_key = root.text("gpu_label_key", DEFAULT_GPU_LABEL_KEY)
+    mig_strategy = root.read(CLUSTER["mig_strategy"])
+    autoscaler = root.read(CLUSTER["autoscaler"])
+    label_key = root.read(CLUSTER["gpu_label_key"])
     if not k8s_names.label_key(label_key):
         raise root.error("gpu_label_key", f"{label_key!r} is not a Kubernetes label key")
     if _kubelet_refuses(label_key):
@@ -241,8 +320,8 @@ def _kubernetes_cluster(root: Fields, spec_name: str) -> KubernetesCluster:
         return KubernetesCluster(name=_eks_name(root, "kubernetes_cluster"), create=False)
     kc = root.child("kubernetes_cluster")
     assert kc is not None  # a mapping, or child() raised
-    kc.reject_unknown(("name", "create", "version") + _CREATE_ONLY)
-    create = kc.flag("create", not kc.has("name"))
+    kc.reject_unknown(KUBERNETES_CLUSTER)
+    create = kc.read(KUBERNETES_CLUSTER["create"], not kc.has("name"))
     if not create:
         if not kc.has("name"):
             raise kc.error(None, "name the existing EKS cluster (name: …), or drop create: false")
@@ -257,13 +336,13 @@ def _kubernetes_cluster(root: Fields, spec_name: str) -> KubernetesCluster:
     version = _plain_version(kc, required=create)
     if not create:
         return KubernetesCluster(name=name, create=False, version=version)
-    access = kc.text("endpoint_access", "public-and-private", choices=ENDPOINT_ACCESS)
+    access = kc.read(KUBERNETES_CLUSTER["endpoint_access"])
     cidrs = tuple(_public_cidrs(kc)) if kc.has("public_access_cidrs") else ("0.0.0.0/0",)
     if access == "private" and kc.has("public_access_cidrs"):
         raise kc.error("public_access_cidrs", "the endpoint is private: there is no public access")
-    principals = kc.str_list("admin_principals", [])
+    principals = kc.read(KUBERNETES_CLUSTER["admin_principals"], [])
     for i, arn in enumerate(principals):
-        if not _PRINCIPAL.match(arn):
+        if not _PRINCIPAL.fullmatch(arn):
             raise kc.doc.error(
                 kc.path + ("admin_principals", i),
                 f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME)",
@@ -284,7 +363,7 @@ def _kubernetes_cluster(root: Fields, spec_name: str) -> KubernetesCluster:
 
 def _eks_name(fields: Fields, key: str) -> str:
     name: str = fields.text(key, required=True)
-    if not _EKS_NAME.match(name):
+    if not _EKS_NAME.fullmatch(name):
         raise fields.error(
             key,
             f"{name!r} is not an EKS cluster name: letters, digits, '-' and '_', "
@@ -295,7 +374,7 @@ def _eks_name(fields: Fields, key: str) -> str:
 
 def _public_cidrs(kc: Fields) -> list[str]:
     out = []
-    for i, text in enumerate(kc.str_list("public_access_cidrs", non_empty=True)):
+    for i, text in enumerate(kc.read(KUBERNETES_CLUSTER["public_access_cidrs"])):
         try:
             net = ipaddress.ip_network(text, strict=True)
         except ValueError as e:
@@ -312,11 +391,11 @@ def _system_nodes(kc: Fields) -> SystemNodes:
     sn = kc.child("system_nodes")
     if sn is None:
         return SystemNodes()
-    sn.reject_unknown(("instance_type", "count"))
-    itype = sn.text("instance_type", DEFAULT_SYSTEM_INSTANCE_TYPE)
-    if not _INSTANCE_TYPE.match(itype):
+    sn.reject_unknown(SYSTEM_NODES)
+    itype = sn.read(SYSTEM_NODES["instance_type"])
+    if not _INSTANCE_TYPE.fullmatch(itype):
         raise sn.error("instance_type", f"{itype!r} is not an EC2 instance type (e.g. m6i.large)")
-    return SystemNodes(itype, sn.integer("count", DEFAULT_SYSTEM_NODES, minimum=1, maximum=20))
+    return SystemNodes(itype, sn.read(SYSTEM_NODES["count"]))
 
 
 def _vpc_cidr(root: Fields, cluster: KubernetesCluster) -> str | None:
@@ -337,7 +416,7 @@ def _vpc_cidr(root: Fields, cluster: KubernetesCluster) -> str | None:
             hint="e.g. vpc_cidr: 10.0.0.0/16; for GPU nodes in an existing cluster's "
             "network: kubernetes_cluster: {name: EXISTING}",
         )
-    text = root.text("vpc_cidr", required=True)
+    text = root.read(CLUSTER["vpc_cidr"])
     try:
         net = ipaddress.ip_network(text, strict=True)
     except ValueError as e:
@@ -371,51 +450,38 @@ def _plain_version(fields: Fields, required: bool) -> str | None:
             "version",
             f'write the version in quotes, e.g. "{value}" (unquoted, 1.30 reads as the number 1.3)',
         )
-    if not isinstance(value, str) or not _K8S_VERSION.match(value):
+    if not isinstance(value, str) or not _K8S_VERSION.fullmatch(value):
         raise fields.error("version", f'{value!r} is not a Kubernetes minor version (e.g. "1.31")')
     return value
 
 
 def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
-    g.reject_unknown(
-        (
-            "name",
-            "instance_type",
-            "min_size",
-            "max_size",
-            "desired_size",
-            "gpu_type",
-            "capacity_type",
-            "taints",
-            "efa",
-            "capacity_reservation",
-        )
-    )
-    name = g.name("name", required=True)
+    g.reject_unknown(NODE_GROUP)
+    name = g.read(NODE_GROUP["name"])
     if len(name) > 40:  # becomes part of ASG, launch template and IAM names
         raise g.error("name", f"must be at most 40 characters (got {len(name)})")
-    itype = g.text("instance_type", required=True)
-    if not _INSTANCE_TYPE.match(itype):
+    itype = g.read(NODE_GROUP["instance_type"])
+    if not _INSTANCE_TYPE.fullmatch(itype):
         raise g.error("instance_type", f"{itype!r} is not an EC2 instance type (e.g. p4d.24xlarge)")
-    min_size = g.integer("min_size", required=True, minimum=0, maximum=MAX_GROUP_SIZE)
-    max_size = g.integer("max_size", required=True, minimum=1, maximum=MAX_GROUP_SIZE)
+    min_size = g.read(NODE_GROUP["min_size"])
+    max_size = g.read(NODE_GROUP["max_size"])
     if min_size > max_size:
         raise g.error("min_size", f"min_size ({min_size}) is larger than max_size ({max_size})")
-    desired = g.integer("desired_size", min_size, minimum=0, maximum=MAX_GROUP_SIZE)
+    desired = g.read(NODE_GROUP["desired_size"], min_size)
     if not min_size <= desired <= max_size:
         raise g.error(
             "desired_size",
             f"must be between min_size ({min_size}) and max_size ({max_size}) (got {desired})",
         )
-    gpu_type = g.text("gpu_type", required=True)
+    gpu_type = g.read(NODE_GROUP["gpu_type"])
     if not k8s_names.label_value(gpu_type):
         raise g.error(
             "gpu_type",
             f"{gpu_type!r} is not a valid label value: letters, digits, "
             "'-', '_' and '.', at most 63",
         )
-    capacity = g.text("capacity_type", "on-demand", choices=("on-demand", "spot"))
-    taint_texts = g.str_list("taints", [DEFAULT_TAINT])
+    capacity = g.read(NODE_GROUP["capacity_type"])
+    taint_texts = g.read(NODE_GROUP["taints"])
     taints = []
     for i, text in enumerate(taint_texts):
         taint = parse_taint(text)
@@ -453,7 +519,7 @@ def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
         gpu_type=gpu_type,
         capacity_type=capacity,
         taints=tuple(taints),
-        efa=g.flag("efa", False),
+        efa=g.read(NODE_GROUP["efa"]),
         capacity_reservation=reservation,
     )
 
@@ -469,11 +535,11 @@ def _reservation(g: Fields) -> CapacityReservation | None:
     else:
         cr = g.child("capacity_reservation")
         assert cr is not None  # a mapping, or child() raised
-        cr.reject_unknown(("id", "type"))
+        cr.reject_unknown(RESERVATION)
         fields, key = cr, "id"
-        rtype = cr.text("type", "on-demand", choices=RESERVATION_TYPES)
+        rtype = cr.read(RESERVATION["type"])
     rid: str = fields.text(key, required=True)
-    if not _RESERVATION_ID.match(rid):
+    if not _RESERVATION_ID.fullmatch(rid):
         raise fields.error(key, f"{rid!r} is not a capacity reservation id (cr-0123456789abcdef0)")
     return CapacityReservation(rid, rtype)
 
@@ -500,10 +566,10 @@ def _kubelet_refuses(key: str) -> bool:
 
 
 def _region(root: Fields, option: str | None, default: tuple[str, str] | None) -> str:
-    written = root.text("region")
-    if written is not None and not _REGION.match(written):
+    written = root.read(CLUSTER["region"])
+    if written is not None and not _REGION.fullmatch(written):
         raise root.error("region", f"{written!r} is not an AWS region name (e.g. us-east-1)")
-    if option is not None and not _REGION.match(option):
+    if option is not None and not _REGION.fullmatch(option):
         raise UsageError(f"--region {option!r} is not an AWS region name (e.g. us-east-1)")
     if written is not None and option is not None and option != written:
         raise root.error(
@@ -521,7 +587,7 @@ def _region(root: Fields, option: str | None, default: tuple[str, str] | None) -
             "AWS profile with a region",
         )
     value, where = default
-    if not _REGION.match(value):
+    if not _REGION.fullmatch(value):
         raise UsageError(f"{value!r} (from {where}) is not an AWS region name (e.g. us-east-1)")
     return value
 
@@ -530,17 +596,17 @@ def _state(root: Fields, name: str, region: str) -> StateBackend | None:
     st = root.child("state")
     if st is None:
         return None
-    st.reject_unknown(("s3_bucket", "dynamodb_table", "key", "region"))
-    bucket = st.text("s3_bucket", required=True)
-    if not _S3_BUCKET.match(bucket) or ".." in bucket:
+    st.reject_unknown(STATE)
+    bucket = st.read(STATE["s3_bucket"])
+    if not _S3_BUCKET.fullmatch(bucket) or ".." in bucket:
         raise st.error("s3_bucket", f"{bucket!r} is not an S3 bucket name")
-    table = st.text("dynamodb_table", required=True)
-    if not _DYNAMO_TABLE.match(table):
+    table = st.read(STATE["dynamodb_table"])
+    if not _DYNAMO_TABLE.fullmatch(table):
         raise st.error("dynamodb_table", f"{table!r} is not a DynamoDB table name")
-    key = st.text("key", f"gpuctl/{name}/terraform.tfstate")
+    key = st.read(STATE["key"], f"gpuctl/{name}/terraform.tfstate")
     if key.startswith("/") or any(ord(c) < 32 for c in key) or len(key) > 1024:
         raise st.error("key", f"{key!r} is not a usable S3 object key")
-    state_region = st.text("region", region)
-    if not _REGION.match(state_region):
+    state_region = st.read(STATE["region"], region)
+    if not _REGION.fullmatch(state_region):
         raise st.error("region", f"{state_region!r} is not an AWS region name")
     return StateBackend(bucket, table, key, state_region)

@@ -6,6 +6,7 @@ which (or exactly what is left, with the command that removes it)."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -245,6 +246,22 @@ def test_ctrl_c_while_a_command_waits_for_the_cluster_is_one_line(cluster, proxi
     rule = proxied_kube.on("GET", r"/apis/batch/v1/namespaces/default/jobs", delay(30))
     proc = gpuctl_process("jobs", "list")
     assert interrupt_when(proc, rule) == (130, "", "gpuctl: interrupted\n")
+
+
+@pytest.mark.integration
+def test_a_request_that_times_out_ends_the_process_with_its_exit_code(tmp_path):
+    """An API server that accepts the connection and never answers: the request's thread is
+    still waiting when gpuctl exits, and its socket times out while the interpreter shuts
+    down. The process must end with exit 1 and one error, not be aborted by that thread
+    waking then (SIGABRT, exit 134)."""
+    with socket.create_server(("127.0.0.1", 0)) as black_hole:
+        url = f"http://127.0.0.1:{black_hole.getsockname()[1]}"
+        env = {"KUBECONFIG": write_kubeconfig(tmp_path / "kubeconfig", url)}
+        proc = gpuctl_process("jobs", "list", env_extra={**env, "GPUCTL_REQUEST_TIMEOUT": "1"})
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "timed out" in err and "Fatal Python error" not in err
+    assert len(err.strip().splitlines()) == 2, err  # the error and its hint
 
 
 def test_ctrl_c_while_following_a_submitted_job_leaves_it_running(cluster, proxied_kube, tmp_path):

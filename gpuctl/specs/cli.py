@@ -1,0 +1,74 @@
+"""`gpuctl init` (a starter spec) and `gpuctl schema` (the JSON Schema of a spec)."""
+
+from __future__ import annotations
+
+import enum
+import os
+
+import typer
+
+from gpuctl.common.errors import UsageError
+from gpuctl.common.output import DataFormat, dump, echo
+
+
+class Starter(str, enum.Enum):
+    job = "job"
+    multinode = "multinode"
+    mig_job = "mig-job"
+    cluster = "cluster"
+
+
+class SchemaKind(str, enum.Enum):
+    job = "job"
+    cluster = "cluster"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init)
+    app.command("schema")(schema)
+
+
+def init(
+    starter: Starter = typer.Argument(..., help="job, multinode, mig-job or cluster."),
+    output: str = typer.Option(
+        "-", "-o", "--output", metavar="FILE", help="Write the spec to FILE (- : stdout)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
+) -> None:
+    """Write a commented starter spec that renders as it is: a single-node job, a multi-node
+    job, a job on one MIG slice, or a cluster. Its first line points editors (through the
+    YAML language server) at the spec's JSON Schema beside it: write that with
+    `gpuctl schema job > gpuctl-job.schema.json`."""
+    from gpuctl.common import shipped
+    from gpuctl.common.files import write_atomic
+    from gpuctl.specs.schemas import file_name
+    from gpuctl.specs.starters import STARTERS
+    from gpuctl.specs.starters import starter as starter_text
+
+    example, kind = STARTERS[starter.value]
+    with open(shipped.directory("examples") / example, encoding="utf-8") as f:
+        text = starter_text(starter.value, f.read())
+    if output == "-":
+        echo(text)
+        return
+    if os.path.lexists(output) and not force:
+        raise UsageError(f"{output} exists", hint="--force replaces it")
+    try:
+        write_atomic(output, text, mode=0o644)
+    except OSError as e:
+        raise UsageError(f"cannot write {output}: {e.strerror}") from None
+    beside = os.path.join(os.path.dirname(output), file_name(kind))
+    typer.echo(f"wrote {output}; for editor checks: gpuctl schema {kind} > {beside}", err=True)
+
+
+def schema(
+    kind: SchemaKind = typer.Argument(..., help="job or cluster."),
+    output: DataFormat = typer.Option(DataFormat.json, "-o", "--output", help="json or yaml."),
+) -> None:
+    """Print the JSON Schema (draft 2020-12) of the job spec or the cluster spec, made from
+    the field table gpuctl's own parser reads. Editors use it to complete and check fields;
+    what depends on several fields (a MIG profile of the GPU type, min_size ≤ max_size) is
+    still checked by gpuctl render / provision only."""
+    from gpuctl.specs.schemas import schema as make
+
+    echo(dump(make(kind.value), output.value))

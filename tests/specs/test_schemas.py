@@ -1,0 +1,272 @@
+"""The JSON Schemas stay in step with the parsers: what the parser accepts validates, and
+what it refuses for an unknown field, a wrong type, a word or number out of range or a bad
+name is refused by the schema too. The cases come from the field tables themselves, so a
+field added to a table is covered at once."""
+
+from __future__ import annotations
+
+import ast
+import copy
+from pathlib import Path as FilePath
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from gpuctl.common import spec_fields as sf
+from gpuctl.common.errors import SpecError
+from gpuctl.common.specfile import dotted, load_yaml
+from gpuctl.jobs.spec import JOB, parse_job
+from gpuctl.provision.spec import CLUSTER, parse_cluster
+from gpuctl.specs.schemas import schema
+from tests import ROOT
+
+VALIDATORS = {kind: jsonschema.Draft202012Validator(schema(kind)) for kind in ("job", "cluster")}
+TABLES = {"job": JOB, "cluster": CLUSTER}
+
+# Every field of both tables, each with a valid value (mig, which excludes gpus, and
+# template, which may supply the image, in jobs of their own).
+FULL_JOB = {
+    "apiVersion": "gpuctl/v1", "kind": "Job", "name": "train", "namespace": "team-a",
+    "image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["torchrun"], "args": ["t.py", 3],
+    "env": {"EPOCHS": 90, "DEBUG": True}, "gpus": 8, "gpu_type": ["h100", "h200"],
+    "shared": False, "nodes": 2, "nproc_per_node": 8, "master_port": 29501, "cpu": "96",
+    "memory": "1000Gi", "shm": 64, "ttl_after_finished": "1h", "deadline": 3600, "retries": 2,
+    "priority": "high", "scheduler": "gpuctl-binpack", "labels": {"team": "a"},
+    "tolerations": [
+        {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoExecute",
+         "tolerationSeconds": 60},
+    ],
+    "service_account": "trainer", "image_pull_secrets": ["regcred"],
+    "volumes": [
+        {"name": "data", "pvc": "imagenet", "mount": "/data", "read_only": True},
+        {"name": "cache", "empty_dir": "16Gi", "memory": True, "mount": "/cache"},
+        {"name": "cfg", "config_map": "train-cfg", "mount": "/etc/train"},
+    ],
+    "secrets": [{"secret": "hf-token", "env": {"HF_TOKEN": "token"}, "mount": "/etc/hf"}],
+    "working_dir": "/workspace", "node_selector": {"topology.kubernetes.io/zone": "us-east-1a"},
+    "extra_resources": {"vpc.amazonaws.com/efa": 32, "hugepages-2Mi": "1Gi"},
+    "queue": "team-a", "multinode": "jobset",
+}  # fmt: skip
+MIG_JOB = {"apiVersion": "gpuctl/v1", "name": "bert", "image": "pytorch", "mig": "1g.10gb"}
+TEMPLATED_JOB = {"apiVersion": "gpuctl/v1", "name": "nb", "template": "notebook", "image": "x"}
+FULL_CLUSTER = {
+    "apiVersion": "gpuctl/v1", "kind": "Cluster", "name": "ml-prod", "region": "us-east-1",
+    "vpc_cidr": "10.0.0.0/16",
+    "kubernetes_cluster": {
+        "name": "ml-prod-eks", "create": True, "version": "1.33",
+        "endpoint_access": "public-and-private", "public_access_cidrs": ["10.1.0.0/16"],
+        "admin_principals": ["arn:aws:iam::123456789012:role/admins"],
+        "system_nodes": {"instance_type": "m6i.large", "count": 2},
+    },
+    "gpu_stack": "gpu-operator", "mig_strategy": "mixed", "autoscaler": "cluster-autoscaler",
+    "gpu_label_key": "gpu-type",
+    "node_groups": [
+        {"name": "h100", "instance_type": "p5.48xlarge", "min_size": 1, "max_size": 4,
+         "desired_size": 2, "gpu_type": "h100", "capacity_type": "on-demand",
+         "taints": ["nvidia.com/gpu=present:NoSchedule"], "efa": True,
+         "capacity_reservation": {"id": "cr-0123456789abcdef0", "type": "capacity-block"}},
+    ],
+    "state": {"s3_bucket": "tf-state", "dynamodb_table": "tf-locks", "key": "k/state",
+              "region": "us-west-2"},
+}  # fmt: skip
+VALID = [("job", FULL_JOB), ("job", MIG_JOB), ("job", TEMPLATED_JOB), ("cluster", FULL_CLUSTER)]
+
+Path = tuple[str | int, ...]
+
+
+def parser_verdict(kind: str, data: Any) -> SpecError | None:
+    doc = load_yaml(yaml.safe_dump(data), f"{kind}.yaml")
+    try:
+        if kind == "job":
+            parse_job(doc)
+        else:
+            parse_cluster(doc, default_region=("us-east-1", "the test"))
+    except SpecError as e:
+        return e
+    return None
+
+
+def schema_errors(kind: str, data: Any) -> list[str]:
+    return [e.message for e in VALIDATORS[kind].iter_errors(data)]
+
+
+def rows(table: sf.Table, data: dict[str, Any], at: Path = ()):
+    """(path, row) of every field set in DATA, walking into mappings and lists of them."""
+    for key, value in data.items():
+        row = table[key]
+        yield at + (key,), row
+        if row.fields is not None and isinstance(value, dict):
+            yield from rows(row.fields, value, at + (key,))
+        if row.fields is not None and isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from rows(row.fields, item, at + (key, i))
+
+
+def with_value(data: dict[str, Any], path: Path, value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    inner: Any = out
+    for p in path[:-1]:
+        inner = inner[p]
+    inner[path[-1]] = value
+    return out
+
+
+def without(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    inner: Any = out
+    for p in path[:-1]:
+        inner = inner[p]
+    del inner[path[-1]]
+    return out
+
+
+WRONG_TYPE = {
+    sf.TEXT: [1, 2], sf.NAME: 7, sf.INTEGER: "many", sf.FLAG: "maybe", sf.STRINGS: {"a": "b"},
+    sf.STRING_MAP: ["a"], sf.QUANTITY: ["8"], sf.DURATION: [60], sf.MAPPING: "text",
+    sf.MAPPINGS: "text", sf.TEXT_OR_MAPPING: [1], sf.RESOURCES: ["x"],
+}  # fmt: skip
+
+
+def bad_values(row: sf.Field):
+    """(what is wrong, a value the parser refuses for it) for one field."""
+    yield "wrong type", WRONG_TYPE[row.type]
+    for choice in row.choices[:1]:
+        yield "not an allowed word", choice.upper() + "x"
+    if row.pattern is not None or row.type == sf.NAME:
+        yield "not the pattern", "Not Valid!"
+    if row.type == sf.INTEGER and row.minimum is not None:
+        yield "below the minimum", row.minimum - 1
+    if row.type == sf.INTEGER and row.maximum is not None:
+        yield "above the maximum", row.maximum + 1
+
+
+def cases():
+    for kind, data in VALID:
+        for path, row in rows(TABLES[kind], data):
+            for why, value in bad_values(row):
+                yield pytest.param(kind, data, path, value, id=f"{kind}:{dotted(path)}:{why}")
+            if row.required and not (kind == "job" and "template" in data):
+                yield pytest.param(kind, data, path, None, id=f"{kind}:{dotted(path)}:missing")
+        for path in [(), *(p for p, r in rows(TABLES[kind], data) if r.type == sf.MAPPING)]:
+            grown = path + ("colour",)
+            yield pytest.param(kind, data, grown, "red", id=f"{kind}:{dotted(grown)}:unknown")
+
+
+@pytest.mark.parametrize("kind, data", VALID, ids=["job", "mig-job", "templated", "cluster"])
+def test_a_full_spec_validates_and_parses(kind, data):
+    assert schema_errors(kind, data) == []
+    assert parser_verdict(kind, data) is None
+
+
+def test_the_full_specs_set_every_field_of_the_tables():
+    """Else a field added to a table would have no case below."""
+
+    def every(table: sf.Table, at: Path = ()) -> set[Path]:
+        out = set()
+        for row in table:
+            out.add(at + (row.name,))
+            if row.fields is not None:
+                out |= every(row.fields, at + (row.name,))
+        return out
+
+    for kind in ("job", "cluster"):
+        set_ = {tuple(p for p in path if isinstance(p, str)) for kind_, data in VALID
+                if kind_ == kind for path, _ in rows(TABLES[kind], data)}  # fmt: skip
+        assert every(TABLES[kind]) == set_
+
+
+@pytest.mark.parametrize("kind, data, path, value", list(cases()))
+def test_what_the_parser_refuses_the_schema_refuses(kind, data, path, value):
+    bad = without(data, path) if value is None else with_value(data, path, value)
+    refused = parser_verdict(kind, bad)
+    assert refused is not None, "the parser accepts it"
+    assert schema_errors(kind, bad), f"the schema accepts what the parser refuses: {refused}"
+
+
+def test_a_job_naming_a_template_may_leave_the_image_to_it():
+    job = without(TEMPLATED_JOB, ("image",))
+    assert schema_errors("job", job) == []
+    assert schema_errors("job", without(job, ("template",))) != []
+
+
+def _kind_of(data: Any) -> str | None:
+    if not isinstance(data, dict) or data.get("apiVersion") != "gpuctl/v1":
+        return None
+    return {"Cluster": "cluster", "Job": "job", "Pod": "job", None: "job"}.get(data.get("kind"))
+
+
+def _specs_in_tests() -> list[tuple[str, str]]:
+    """(where, text) of every whole YAML spec written in a test module as a string, or as a
+    sum of strings and of the module's string constants (BASE + "gpus: 2\n")."""
+    found = []
+    for module in sorted(FilePath(ROOT, "tests").rglob("test_*.py")):
+        tree = ast.parse(module.read_text())
+        named = {
+            t.id: n.value.value
+            for n in tree.body
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+            for t in n.targets
+            if isinstance(t, ast.Name) and isinstance(n.value.value, str)
+        }
+        for node in ast.walk(tree):
+            text = _text_of(node, named)
+            if text is not None and "apiVersion: gpuctl/v1" in text:
+                found.append((f"{module.relative_to(ROOT)}:{node.lineno}", text))  # type: ignore[attr-defined]
+    return found
+
+
+def _text_of(node: ast.AST, named: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return None  # a constant on its own is found where it is written
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        parts = [
+            named.get(n.id) if isinstance(n, ast.Name) else _text_of(n, named)
+            for n in (node.left, node.right)
+        ]
+        if parts[0] is not None and parts[1] is not None:
+            return parts[0] + parts[1]
+    return None
+
+
+def _examples() -> list[tuple[str, str]]:
+    return [
+        (f"examples/{p.name}", p.read_text())
+        for p in sorted(FilePath(ROOT, "examples").glob("*.yaml"))
+    ]
+
+
+def test_every_example_validates():
+    checked = 0
+    for where, text in _examples():
+        data = yaml.safe_load(text)
+        kind = _kind_of(data)
+        assert kind is not None, where
+        assert schema_errors(kind, data) == [], where
+        checked += 1
+    assert checked >= 8
+
+
+def test_specs_written_in_the_tests_get_the_same_verdict_from_the_schema():
+    """A spec the parser accepts validates; one it refuses for an unknown field or a value
+    of the wrong type does not (the cases above cover that field by field)."""
+    accepted = 0
+    for where, text in _specs_in_tests():
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        kind = _kind_of(data)
+        if kind is None or (kind == "job" and "template" in data):
+            continue  # a template's fields are merged in before the parser reads the job
+        verdict = parser_verdict(kind, data)
+        errors = schema_errors(kind, data)
+        if verdict is None:
+            assert errors == [], (where, errors)
+            accepted += 1
+        elif verdict.message.startswith(("unknown field", "expected ")):
+            assert errors, (where, verdict.message)
+    assert accepted >= 40, accepted
