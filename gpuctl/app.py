@@ -7,7 +7,14 @@ import sys
 
 import typer
 
-from gpuctl.common.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Aborted, GpuctlError
+from gpuctl.common import options
+from gpuctl.common.errors import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    Aborted,
+    GpuctlError,
+    UsageError,
+)
 
 app = typer.Typer(
     name="gpuctl",
@@ -20,21 +27,21 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-_debug = False
-
 
 def _version(value: bool) -> None:
     if value:
         from gpuctl.common.output import Format
         from gpuctl.version.cli import version
 
-        version(context=None, terraform_bin=None, output=Format.table)
+        version(context=None, kubeconfig=None, terraform_bin=None, output=Format.table)
         raise typer.Exit()
 
 
 @app.callback()
 def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+    debug: bool = typer.Option(False, "--debug", help=options.DEBUG_HELP),
+    context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     version: bool = typer.Option(
         False,
         "--version",
@@ -43,8 +50,9 @@ def _root(
         help="Print the versions of gpuctl and the engines it found (as `gpuctl version`).",
     ),
 ) -> None:
-    global _debug
-    _debug = debug
+    """--context, --kubeconfig and --debug given here hold for the command after them, as
+    if given after it."""
+    options.set_debug(debug)
 
 
 # Each command's module, in the order `--help` lists them. Only the module the invoked
@@ -75,12 +83,85 @@ def register(argv: list[str]) -> None:
     """Add the commands `argv` needs (all of them for --help or an unknown command)."""
     import importlib
 
-    words = [a for a in argv if not a.startswith("-")]
-    wanted = {COMMANDS[words[0]]} if words and words[0] in COMMANDS else set(COMMANDS.values())
+    word = _command_word(argv)
+    wanted = {COMMANDS[word]} if word in COMMANDS else set(COMMANDS.values())
     for name in dict.fromkeys(COMMANDS.values()):
         if name in wanted and name not in _registered:
             importlib.import_module(name).register(app)
             _registered.add(name)
+
+
+def command():
+    """The click command tree of the registered commands, each accepting --debug too."""
+    from typer.core import TyperOption
+
+    root = typer.main.get_command(app)
+
+    def debug_option(_ctx, _param, value: bool) -> None:
+        if value:
+            options.set_debug(True)
+
+    def add(cmd) -> None:
+        for sub in getattr(cmd, "commands", {}).values():
+            add(sub)
+        if not hasattr(cmd, "commands") and not any(p.name == "debug" for p in cmd.params):
+            cmd.params.append(
+                TyperOption(
+                    param_decls=["--debug"],
+                    is_flag=True,
+                    default=False,
+                    expose_value=False,
+                    callback=debug_option,
+                    help=options.DEBUG_HELP,
+                )
+            )
+
+    add(root)
+    return root
+
+
+# The root options that take a value (the word after them is not the command).
+_ROOT_VALUE_OPTIONS = ("--context", "--kubeconfig")
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The command's name in ARGV: its first word that is not a root option or its value."""
+    words = iter(argv)
+    for word in words:
+        if word in _ROOT_VALUE_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _server_dry_run(argv: list[str]) -> list[str]:
+    """`submit --dry-run=server` (kubectl's spelling) as the hidden flag submit reads it by.
+    click can only give an option an optional value by taking the next word as it, which
+    would swallow `submit --dry-run job.yaml`'s file; so the one spelling that carries a
+    value is rewritten here. The old `--dry-run client|server` still works, with a warning."""
+    if _command_word(argv) != "submit":
+        return argv
+    from gpuctl.jobs.cli import SERVER_DRY_RUN
+
+    out: list[str] = []
+    for i, word in enumerate(argv):
+        if word == "--":
+            return out + argv[i:]
+        if word in ("client", "server") and argv[i - 1 : i] == ["--dry-run"]:
+            right = "--dry-run" if word == "client" else "--dry-run=server"
+            sys.stderr.write(f"gpuctl: warning: `--dry-run {word}` is deprecated: use {right}\n")
+        elif not word.startswith("--dry-run="):
+            out.append(word)
+            continue
+        mode = word.removeprefix("--dry-run=")
+        if mode not in ("client", "server"):
+            raise UsageError(f"--dry-run={mode}: use --dry-run or --dry-run=server")
+        if argv[i - 1 : i] != ["--dry-run"]:
+            out.append("--dry-run")
+        if mode == "server":
+            out.append(SERVER_DRY_RUN)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     exit code from the README's contract, never a traceback (unless --debug)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = argv or ["--help"]  # no arguments: the help, and success
+    options.set_debug(False)
     try:
         code = _run(argv)
     except GpuctlError as e:
@@ -134,16 +216,17 @@ def _run(argv: list[str]) -> int:
         from click import exceptions as click  # type: ignore[no-redef]
 
     register(argv)
-    command = typer.main.get_command(app)
+    argv = _server_dry_run(argv)
+    root = command()
     if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks (argv is empty: all registered)
         from gpuctl import completion
 
-        completion.run(command)
+        completion.run(root)
     no_args_help = getattr(click, "NoArgsIsHelpError", ())
     try:
         # standalone_mode=False: click's usage errors come back here instead of being printed
         # as several lines, and its Exit carries the code
-        result = command.main(args=argv, prog_name="gpuctl", standalone_mode=False)
+        result = root.main(args=argv, prog_name="gpuctl", standalone_mode=False)
     except no_args_help as e:  # `gpuctl mig`: the group's help
         e.show()
         return e.exit_code
@@ -182,7 +265,7 @@ def _fail(
 
 
 def _debug_traceback() -> None:
-    if _debug:
+    if options.debug_requested():
         import traceback
 
         traceback.print_exc()

@@ -15,7 +15,7 @@ from gpuctl.common.output import dump
     [
         (["top", "--delay", "x"], "Invalid value for '-d' / '--delay'", "gpuctl top [OPTIONS]"),
         (["nosuch"], "No such command 'nosuch'.", "gpuctl [OPTIONS] COMMAND [ARGS]..."),
-        (["submit"], "Missing argument 'JOB.yaml'.", "gpuctl submit [OPTIONS]"),
+        (["submit"], "Missing job spec: -f FILE (or as an argument).", "gpuctl submit [OPTIONS]"),
         (["jobs", "list", "-o", "xml"], "Invalid value for '-o' / '--output'", "gpuctl jobs list"),
         (["quota", "set", "team-a"], "Missing option '--gpus'.", "gpuctl quota set"),
         (["mig", "plan", "--bogus"], "No such option: --bogus", "gpuctl mig plan [OPTIONS]"),

@@ -68,11 +68,17 @@ class Kube:
     namespaces.
 
     The context is the one given (--context), else the `context` setting (GPUCTL_CONTEXT,
-    the config file), else the kubeconfig's current one; `self.namespace` is the
+    the config file), else the kubeconfig's current one, of the kubeconfig file given
+    (--kubeconfig), else KUBECONFIG's, else ~/.kube/config; `self.namespace` is the
     `namespace` setting (GPUCTL_NAMESPACE, the config file), else that context's namespace.
     Every command reaches Kubernetes through here, so all of them agree."""
 
-    def __init__(self, context: str | None = None, timeout: float | None = None):
+    def __init__(
+        self,
+        context: str | None = None,
+        timeout: float | None = None,
+        kubeconfig: str | None = None,
+    ):
         import yaml
         from kubernetes import client, config
 
@@ -88,7 +94,11 @@ class Kube:
         self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
         cfg = client.Configuration()
         # The client reads $KUBECONFIG once at import time; read it now, per connection.
-        config_file = os.path.expanduser(os.environ.get("KUBECONFIG") or "~/.kube/config")
+        config_file = os.path.expanduser(
+            kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        )
+        if kubeconfig and not os.path.isfile(config_file):  # named: no in-cluster fallback
+            raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
         try:
             contexts, active = config.list_kube_config_contexts(config_file=config_file)
             if context:
@@ -558,6 +568,33 @@ class Kube:
                 hint="check the network path to the cluster (a proxy or load balancer?)",
             )
         return BackendError(f"{subject}{type(e).__name__}: {_first_line(e)}")
+
+
+def connect_or_offline(
+    context: str | None,
+    kubeconfig: str | None,
+    offline_ok: bool,
+    probe: Callable[[Kube], object] = Kube.server_version,
+) -> tuple[Kube | None, str | None]:
+    """(a connection that answered PROBE, None); with OFFLINE_OK, (None, why not) when there
+    is no usable kubeconfig or its cluster does not answer, for a dry run that can render
+    from its options alone, as kubectl's client dry run does."""
+    try:
+        kube = Kube(context, kubeconfig=kubeconfig)
+    except GpuctlError as e:
+        if not offline_ok:
+            raise
+        return None, e.message
+    try:
+        probe(kube)
+    except Forbidden:  # RBAC says no to the probe: the cluster is there
+        pass
+    except GpuctlError as e:
+        kube.close()
+        if not offline_ok:
+            raise
+        return None, e.message
+    return kube, None
 
 
 def _is_object(body: Any) -> bool:

@@ -23,6 +23,7 @@ def namespace(help: str | None = None, default: str | None = None) -> Any:
         default,
         "-n",
         "--namespace",
+        metavar="NAMESPACE",
         callback=_check_namespace,
         help=help or f"Namespace (default: {NAMESPACE_DEFAULT}).",
     )
@@ -38,13 +39,128 @@ def _check_namespace(value: str | None) -> str | None:
     return value
 
 
+CONTEXT_HELP = (
+    "kubeconfig context (default: GPUCTL_CONTEXT or context: in the config file, "
+    "else the kubeconfig's current context)."
+)
+KUBECONFIG_HELP = "kubeconfig file (default: KUBECONFIG, else ~/.kube/config)."
+DEBUG_HELP = "Show full tracebacks on errors."
+
+
+def _from_root(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """A root option given again after the subcommand: that value wins (it comes later on
+    the command line); not given there, the root's value holds (`gpuctl --context X jobs
+    list` and `gpuctl jobs list --context X` mean the same)."""
+    root = ctx.find_root()
+    if value is None and root is not ctx:
+        return root.params.get(param.name or "")
+    return value
+
+
 def context() -> Any:
+    return typer.Option(None, "--context", metavar="NAME", callback=_from_root, help=CONTEXT_HELP)
+
+
+def kubeconfig() -> Any:
     return typer.Option(
-        None,
-        "--context",
-        help="kubeconfig context (default: GPUCTL_CONTEXT or context: in the config file, "
-        "else the kubeconfig's current context).",
+        None, "--kubeconfig", metavar="FILE", callback=_from_root, help=KUBECONFIG_HELP
     )
+
+
+# --debug is a process-wide switch (how errors are reported, not what a command does), so
+# it is not a parameter of each command: gpuctl.app adds it to every command and root.
+_debug = False
+
+
+def set_debug(value: bool) -> None:
+    global _debug
+    _debug = bool(value)
+
+
+def debug_requested() -> bool:
+    return _debug
+
+
+def yes(help: str = "Do not ask for confirmation.") -> Any:
+    return typer.Option(False, "-y", "--yes", help=help)
+
+
+def dry_run(help: str = "Show the plan; change nothing.") -> Any:
+    return typer.Option(False, "--dry-run", help=help)
+
+
+def spec_file(metavar: str, help: str) -> Any:
+    """-f/--file for a command that reads a spec (a positional argument may name it too)."""
+    return typer.Option(None, "-f", "--file", metavar=metavar, help=help)
+
+
+def spec_files(option: list[str], positional: list[str], what: str) -> list[str]:
+    """The spec files named by -f or by positional arguments: one way, not both, not none.
+    A usage error, so that gpuctl.app shows the command's usage after it."""
+    if option and positional:
+        raise _usage_error(f"give {what} once: with -f/--file or as arguments, not both")
+    if not (option or positional):
+        raise _usage_error(f"Missing {what}: -f FILE (or as an argument).")
+    return option or positional
+
+
+def _usage_error(message: str) -> Exception:
+    try:  # typer ≥ 0.26 carries its own copy of click
+        from typer._click import exceptions, globals
+    except ImportError:  # pragma: no cover - older typer on click
+        import click as exceptions  # type: ignore[no-redef]
+        import click as globals  # type: ignore[no-redef]
+
+    return exceptions.UsageError(message, globals.get_current_context(silent=True))
+
+
+def offline_ok(dry_run: bool, context: str | None, kubeconfig: str | None) -> bool:
+    """Whether a command may render without a cluster: a dry run (as kubectl's client dry
+    run) for which no cluster was named with --context or --kubeconfig."""
+    return dry_run and context is None and kubeconfig is None
+
+
+def offline_note(why: str) -> None:
+    """Said on stderr when a dry run renders without a cluster."""
+    from rich.markup import escape
+
+    from gpuctl.common.output import err_console
+
+    err_console().print(
+        f"[yellow]no cluster ({escape(why)}): planning from the options alone[/]",
+        highlight=False,
+    )
+
+
+def selector(help: str = "Label selector for the nodes, e.g. gpu-type=H100.") -> Any:
+    return typer.Option(None, "-l", "--selector", metavar="SELECTOR", help=help)
+
+
+def nodes(help: str = "Node name (repeat it, or separate names with commas).") -> Any:
+    return typer.Option([], "--node", metavar="NAME", help=help)
+
+
+def old_nodes() -> Any:
+    """--nodes, the old spelling of --node (share timeslice|off): accepted with a warning."""
+    return typer.Option([], "--nodes", hidden=True, help="Old spelling of --node.")
+
+
+def node_names(values: list[str], old: list[str] | None = None) -> tuple[str, ...]:
+    """The names given to --node (repeated or comma separated), in order, once each; OLD:
+    those given to the old spelling --nodes (a warning says to use --node)."""
+    if old:
+        from gpuctl.common.output import err_console
+
+        err_console().print(
+            "warning: --nodes is deprecated: use --node (repeat it, or separate names with commas)",
+            style="yellow",
+            markup=False,
+        )
+        values = [*values, *old]
+    names = tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
+    if values and not names:  # e.g. --node "$EMPTY": never fall back to every GPU node
+        raise UsageError("--node was given without a node name")
+    return names
 
 
 def output(help: str = "table, json or yaml.", default: Format | None = Format.table) -> Any:

@@ -254,7 +254,7 @@ def check_sharing(
             "sharing",
             FAIL,
             "; ".join(failures[:_SHOWN]),
-            "gpuctl share timeslice --nodes NODE ... (writes the config and the "
+            "gpuctl share timeslice --node NODE ... (writes the config and the "
             "label), or remove the label: kubectl label node NODE "
             f"{sharing.CONFIG_LABEL}-",
         )

@@ -16,9 +16,12 @@ _STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
 
 
 def doctor(
-    node: str | None = typer.Option(None, "--node", help="Check one node only."),
+    node: list[str] = options.nodes(
+        "Check only this node (repeat it, or separate names with commas)."
+    ),
     output: Format = options.output(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin,
     MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing
@@ -28,8 +31,8 @@ def doctor(
     from gpuctl.doctor import service as run_doctor
     from gpuctl.doctor.checks import failed
 
-    with Kube(context) as kube:
-        checks = run_doctor.run(kube, node)
+    with Kube(context, kubeconfig=kubeconfig) as kube:
+        checks = run_doctor.run(kube, options.node_names(node))
     if output != Format.table:
         echo(
             dump({"ok": not failed(checks), "checks": [c.to_dict() for c in checks]}, output.value)

@@ -13,9 +13,9 @@ from gpuctl.quota import kueue
 from gpuctl.sharing import service as sharing
 
 
-def run(kube: Kube, node: str | None = None) -> list[doctor.Check]:
-    if node:
-        nodes = [kube.read_node(node)]
+def run(kube: Kube, names: tuple[str, ...] = ()) -> list[doctor.Check]:
+    if names:
+        nodes = [kube.read_node(name) for name in names]
     else:
         nodes = sharing.list_nodes(kube, None)
     daemonsets = sharing.list_daemonsets(kube)

@@ -24,11 +24,6 @@ jobs_app = typer.Typer(
 )
 
 
-class DryRun(str, enum.Enum):
-    client = "client"
-    server = "server"
-
-
 class Multinode(str, enum.Enum):
     jobset = "jobset"
     indexed_job = "indexed-job"
@@ -42,6 +37,11 @@ def _multinode_option(default_help: str):
         f"indexed-job (an Indexed Job and a headless Service). {default_help}",
     )
 
+
+# `submit --dry-run=server` arrives as `--dry-run` and this hidden flag: gpuctl.app rewrites
+# it, as click cannot give `--dry-run` an optional value without taking the job file after
+# it as that value.
+SERVER_DRY_RUN = "--dry-run-server-side"
 
 FOLLOW_START_TIMEOUT = 600  # seconds `jobs logs -f` waits for a pod to start
 
@@ -80,7 +80,12 @@ def _positive(value: float) -> float:
 
 
 def render(
-    files: list[str] = typer.Argument(..., metavar="JOB.yaml...", help="Job spec files."),
+    files: list[str] | None = typer.Argument(
+        None, metavar="[JOB.yaml...]", help="Job spec files (or -f).", show_default=False
+    ),
+    file_options: list[str] = typer.Option(
+        [], "-f", "--file", metavar="JOB.yaml", help="Job spec file (repeatable)."
+    ),
     output: DataFormat | None = typer.Option(
         None,
         "-o",
@@ -106,7 +111,7 @@ def render(
     from gpuctl.jobs.manifests import render as render_job
 
     key = options.resolve_gpu_label_key(gpu_label_key)
-    loaded = _load(files, key, template)
+    loaded = _load(options.spec_files(file_options, files or [], "job spec"), key, template)
     if explain:
         _explain(loaded, output)
         return
@@ -157,16 +162,30 @@ def _short_path(at: str) -> str:
 
 
 def submit(
-    file: str = typer.Argument(..., metavar="JOB.yaml", help="Job spec file."),
+    positional: str | None = typer.Argument(
+        None, metavar="[JOB.yaml]", help="Job spec file (or -f).", show_default=False
+    ),
+    file: str | None = options.spec_file("JOB.yaml", "Job spec file."),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     namespace: str | None = options.namespace(
         f"Namespace (default: the spec's, else {options.NAMESPACE_DEFAULT})."
     ),
-    dry_run: DryRun | None = typer.Option(
+    dry_run: bool = options.dry_run(
+        "Check fit and print the objects; create nothing. --dry-run=server: have the API "
+        "server validate them too, without persisting."
+    ),
+    server_side: bool = typer.Option(False, SERVER_DRY_RUN, hidden=True),
+    yes: bool = options.yes(
+        "Accepted for scripts that pass it to every changing command: submit never asks "
+        "(it only creates new objects; an existing job of that name is an error)."
+    ),
+    output: DataFormat | None = typer.Option(
         None,
-        "--dry-run",
-        help="client: check fit and print, create nothing; "
-        "server: ask the API server to validate without persisting.",
+        "-o",
+        "--output",
+        help="Print the objects created (or, with --dry-run, that would be) as yaml or json; "
+        "--dry-run alone prints yaml.",
     ),
     wait: bool = typer.Option(
         False, "--wait", help="Follow the job to completion; exit 0 only if it succeeded."
@@ -193,9 +212,12 @@ def submit(
     from gpuctl.quota import service as quota
 
     key = options.resolve_gpu_label_key(gpu_label_key)
-    spec, _ = _load([file], key, template)[0]
+    named = options.spec_files(
+        [file] if file else [], [positional] if positional else [], "job spec"
+    )
+    spec, _ = _load(named, key, template)[0]
     err = err_console()
-    with Kube(context) as kube:
+    with Kube(context, kubeconfig=kubeconfig) as kube:
         ns = namespace or spec.namespace or kube.namespace
         spec = admission.multinode(kube, spec, multinode.value if multinode else None)
         spec, note = admission.queue(kube, spec, ns)
@@ -223,19 +245,17 @@ def submit(
         for warning in workloads.check_references(kube, spec, ns):
             err.print(f"warning: {warning}", style="yellow", markup=False)
         quota.precheck(kube, spec, ns)
-        if dry_run == DryRun.client:
+        placed = [{**m, "metadata": {**m["metadata"], "namespace": ns}} for m in manifests]
+        if dry_run and not server_side:
             err.print(f"dry run: would create {_names(manifests)} in namespace {ns}")
-            echo(
-                dump_documents(
-                    [{**m, "metadata": {**m["metadata"], "namespace": ns}} for m in manifests],
-                    "yaml",
-                )
-            )
+            echo(dump_documents(placed, (output or DataFormat.yaml).value))
             return
-        workloads.create(kube, manifests, ns, dry_run.value if dry_run else None)
-        verb = "validated (server dry run)" if dry_run else "created"
+        workloads.create(kube, manifests, ns, "server" if server_side else None)
+        verb = "validated (server dry run)" if server_side else "created"
         err.print(f"{_names(manifests)} {verb} in namespace {ns}")
-        if dry_run:
+        if output is not None:
+            echo(dump_documents(placed, output.value))
+        if server_side:
             return
         if spec.queue:
             err.print(
@@ -308,10 +328,10 @@ def _fit_table(report):
     return table
 
 
-def _kube(context: str | None):
+def _kube(context: str | None, kubeconfig: str | None):
     from gpuctl.adapters.kube import Kube
 
-    return Kube(context)
+    return Kube(context, kubeconfig=kubeconfig)
 
 
 @jobs_app.command("list")
@@ -319,13 +339,14 @@ def jobs_list(
     namespace: str | None = options.namespace(),
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     output: Format = options.output(),
 ) -> None:
     """List jobs gpuctl manages."""
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs.status import row
 
-    with _kube(context) as kube:
+    with _kube(context, kubeconfig) as kube:
         ns = None if all_namespaces else (namespace or kube.namespace)
         rows = sorted(
             (row(o) for o in workloads.list_jobs(kube, ns)),
@@ -369,13 +390,14 @@ def jobs_get(
     name: str,
     namespace: str | None = options.namespace(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     output: Format = options.output(),
 ) -> None:
     """Show one job: its status, or the whole object with -o yaml|json."""
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs.status import row
 
-    with _kube(context) as kube:
+    with _kube(context, kubeconfig) as kube:
         obj = workloads.get_job(kube, name, namespace or kube.namespace)
     if output != Format.table:
         echo(dump(obj, output.value))
@@ -390,11 +412,12 @@ def jobs_logs(
     namespace: str | None = options.namespace(),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0)."),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Print a job's logs (every worker, prefixed, for a multi-node job)."""
     from gpuctl.jobs import service as workloads
 
-    with _kube(context) as kube:
+    with _kube(context, kubeconfig) as kube:
         for line in workloads.logs(
             kube,
             name,
@@ -409,21 +432,31 @@ def jobs_logs(
 def jobs_delete(
     name: str,
     namespace: str | None = options.namespace(),
-    yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
+    yes: bool = options.yes(),
+    dry_run: bool = options.dry_run("Say what would be deleted; delete nothing."),
+    output: Format = options.output("table, json or yaml: the objects deleted."),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Delete a job gpuctl manages: its Job (with the Job's pods) or bare Pod, and its
     headless Service, including one left alone by an earlier failure."""
     from gpuctl.jobs import service as workloads
 
-    with _kube(context) as kube:
+    err = err_console()
+    with _kube(context, kubeconfig) as kube:
         ns = namespace or kube.namespace
         objects = workloads.find_job_objects(kube, name, ns)
         names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
         pods = " and the Job's pods" if any(o["kind"] == "Job" for o in objects) else ""
-        confirm(f"Delete {names}{pods} in namespace {ns}?", yes)
-        deleted = workloads.delete_job(kube, name, ns, objects)
-    err_console().print(f"deleted {', '.join(deleted)} in namespace {ns}")
+        if dry_run:
+            err.print(f"dry run: would delete {names}{pods} in namespace {ns}", highlight=False)
+            deleted = [f"{o['kind']}/{o['metadata']['name']}" for o in objects]
+        else:
+            confirm(f"Delete {names}{pods} in namespace {ns}?", yes)
+            deleted = workloads.delete_job(kube, name, ns, objects)
+            err.print(f"deleted {', '.join(deleted)} in namespace {ns}", highlight=False)
+    if output != Format.table:
+        echo(dump({"namespace": ns, "deleted": deleted, "dryRun": dry_run}, output.value))
 
 
 @jobs_app.command("why")
@@ -431,6 +464,7 @@ def jobs_why(
     name: str,
     namespace: str | None = options.namespace(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     gpu_label_key: str | None = options.gpu_label_key(),
     output: Format = options.output(),
 ) -> None:
@@ -442,7 +476,7 @@ def jobs_why(
     from gpuctl.jobs.diagnose import diagnose
 
     key = options.resolve_gpu_label_key(gpu_label_key)
-    with _kube(context) as kube:
+    with _kube(context, kubeconfig) as kube:
         d = diagnose(kube, name, namespace or kube.namespace, key)
     if output != Format.table:
         echo(dump(d.to_dict(), output.value))

@@ -380,6 +380,41 @@ def _indexes(text: str | None) -> list[int] | None:
     return out
 
 
+def _plan_data(plans) -> list[dict]:
+    """The plan of each GPU the config touches, for -o json|yaml."""
+    from gpuctl.mig.migparted import summary
+
+    return [
+        {
+            "gpu": p.state.label,
+            "index": p.state.index,
+            "wanted": p.desired.skipped or summary(p.desired),
+            "source": p.desired.source or None,
+            "notes": list(p.desired.notes),
+            "keep": list(p.kept),
+            "steps": [s.text for s in p.steps],
+            "blocked": list(p.blocked),
+            "applied": p.applied,
+        }
+        for p in plans
+        if p.desired is not None
+    ]
+
+
+def _say(output: Format):
+    """Where the plan's text goes: stdout, or stderr when stdout carries -o json|yaml."""
+    if output == Format.table:
+        return echo
+
+    def to_stderr(text: str) -> None:
+        import sys
+
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    return to_stderr
+
+
 def _plan_text(plans, from_file: bool = False) -> list[str]:
     from gpuctl.mig.migparted import summary
 
@@ -436,10 +471,10 @@ def configure(
         "--reset",
         help="Reset a GPU when a MIG mode change needs it (only if nothing runs on it).",
     ),
-    node: str | None = typer.Option(None, "--node", help="Cluster: label this node."),
-    selector: str | None = typer.Option(
-        None, "--selector", "-l", help="Cluster: label the nodes matching this."
+    node: list[str] = options.nodes(
+        "Cluster: label this node (repeat it, or separate names with commas)."
     ),
+    selector: str | None = options.selector("Cluster: label the nodes matching this."),
     render_configmap: bool = typer.Option(
         False,
         "--render-configmap",
@@ -456,46 +491,68 @@ def configure(
         600.0, "--timeout", min=1, help="Cluster: seconds to wait for the operator."
     ),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     simulate: str | None = _SIMULATE,
+    output: Format = options.output(
+        "table (the plan as text), json or yaml (the plan as data, the text on stderr; "
+        "with --render-configmap: the ConfigMap)."
+    ),
 ) -> None:
     """Apply a MIG layout: on this node via NVML, or on cluster nodes via the GPU Operator."""
     if render_configmap:
-        _render(file, config, layout, _indexes(gpus), configmap_name, namespace)
+        form = "yaml" if output == Format.table else output.value
+        _render(file, config, layout, _indexes(gpus), configmap_name, namespace, form)
         return
-    if node or selector:
+    names = options.node_names(node)
+    if names or selector:
+        if layout:
+            raise UsageError(
+                "on a cluster the GPU Operator applies a named config: use -c NAME "
+                "(render a custom one with --layout … --render-configmap)"
+            )
+        if not config:
+            raise UsageError(
+                "--node/--selector need -c CONFIG (a config in the GPU Operator's mig-parted "
+                "ConfigMap)"
+            )
+        from gpuctl.adapters.kube import Kube
+
         _configure_cluster(
+            lambda: Kube(context, kubeconfig=kubeconfig),
             file,
             config,
-            layout,
-            node,
+            names,
             selector,
             yes,
             dry_run,
             timeout,
-            context,
             namespace,
             configmap_name,
+            output,
         )
         return
     from gpuctl.mig import node as mig_apply
 
     indexes = _indexes(gpus)
+    say = _say(output)
     with _nvml(simulate) as nvml:
         states = mig_apply.read_node(nvml)
         desired = mig_apply.desired(states, file, config, layout, indexes)
         plans = mig_apply.plan(states, desired)
+        if output != Format.table:
+            echo(dump({"gpus": _plan_data(plans), "dryRun": dry_run}, output.value))
         if all(d is None for d in desired.values()):
-            echo("no GPU on this node is matched by that config: nothing to do\n")
+            say("no GPU on this node is matched by that config: nothing to do\n")
             return
-        echo("\n".join(_plan_text(plans, from_file=file is not None)) + "\n")
+        say("\n".join(_plan_text(plans, from_file=file is not None)) + "\n")
         if all(p.applied for p in plans):
-            echo("nothing to change\n")
+            say("nothing to change\n")
             return
         if any(p.blocked for p in plans):
             mig_apply.apply(nvml, plans, allow_reset=reset)  # raises, naming the processes
         mig_apply.check_steps(nvml, plans)
         if dry_run:
-            echo("dry run: nothing changed\n")
+            say("dry run: nothing changed\n")
             return
         confirm("Apply these MIG changes?", yes)
         con = err_console()
@@ -506,7 +563,7 @@ def configure(
                 "the layout is not fully applied yet",
                 hint="see `gpuctl mig show`; run the same command again",
             )
-    echo("applied\n")
+    say("applied\n")
 
 
 @mig_app.command("assert")
@@ -516,6 +573,9 @@ def assert_(
     layout: str | None = typer.Option(None, "--layout", metavar="LAYOUT"),
     gpus: str | None = typer.Option(None, "--gpus", metavar="0,1,…"),
     simulate: str | None = _SIMULATE,
+    output: Format = options.output(
+        "table, json or yaml: whether it is applied and, per GPU, what differs."
+    ),
 ) -> None:
     """Exit 0 if the config is applied on this node; else exit 1 saying what differs."""
     from gpuctl.mig import node as mig_apply
@@ -528,17 +588,19 @@ def assert_(
     # As mig-parted's assert: every GPU of the node must match an entry and be as it says
     # (with --gpus, the GPUs not named are not asked about).
     asked = [p for p in plans if indexes is None or p.state.index in indexes]
+    differences = {p.state.index: _difference(p) for p in asked}
+    if output != Format.table:
+        gpus_out = [
+            {"gpu": p.state.label, "index": p.state.index, "difference": differences[p.state.index]}
+            for p in asked
+        ]
+        applied = all(p.holds for p in asked)
+        echo(dump({"applied": applied, "gpus": gpus_out}, output.value))
     if all(p.holds for p in asked):
-        echo("the selected MIG configuration is applied\n")
+        if output == Format.table:
+            echo("the selected MIG configuration is applied\n")
         return
-    differ = []
-    for p in asked:
-        if p.desired is None:
-            differ.append(f"{p.state.label}: matched by no entry of the config")
-        elif p.desired.skipped:
-            differ.append(f"{p.state.label}: no MIG, but the config enables MIG on it")
-        elif p.steps:
-            differ.append(f"{p.state.label}: {len(p.steps)} step(s) needed")
+    differ = [f"{p.state.label}: {d}" for p in asked if (d := differences[p.state.index])]
     raise GpuctlError(
         "the selected MIG configuration is not applied: " + "; ".join(differ),
         hint="see the steps with `gpuctl mig configure … --dry-run`"
@@ -548,56 +610,72 @@ def assert_(
     )
 
 
-def _render(file, config, layout, indexes, name, namespace) -> None:
+def _difference(p) -> str | None:
+    """What keeps the config from holding on this GPU (None: it holds)."""
+    if p.desired is None:
+        return "matched by no entry of the config"
+    if p.desired.skipped:
+        return "no MIG, but the config enables MIG on it"
+    if p.steps:
+        return f"{len(p.steps)} step(s) needed"
+    return None
+
+
+def _render(file, config, layout, indexes, name, namespace, form: str) -> None:
     from gpuctl.mig import cluster as mig_cluster
     from gpuctl.mig import migparted
 
     data = mig_cluster.config_to_render(file, config, layout, indexes)
-    echo(dump(migparted.render_configmap(data, name, namespace), "yaml"))
+    echo(dump(migparted.render_configmap(data, name, namespace), form))
 
 
 def _configure_cluster(
-    file, config, layout, node, selector, yes, dry_run, timeout, context, namespace, configmap_name
+    connect, file, config, nodes, selector, yes, dry_run, timeout, namespace, configmap_name, output
 ) -> None:
-    from gpuctl.adapters.kube import Kube
     from gpuctl.mig import cluster as mig_cluster
 
-    if layout:
-        raise UsageError(
-            "on a cluster the GPU Operator applies a named config: use -c NAME "
-            "(render a custom one with --layout … --render-configmap)"
-        )
-    if not config:
-        raise UsageError(
-            "--node/--selector need -c CONFIG (a config in the GPU Operator's mig-parted ConfigMap)"
-        )
     cfg = None
     if file:
         from gpuctl.mig import migparted
 
         cfg = migparted.load(file)
         cfg.select(config)
-    with Kube(context) as kube:
-        nodes = mig_cluster.targets(kube, node, selector)
+    echo_plan = _say(output)
+    with connect() as kube:
+        nodes = mig_cluster.targets(kube, nodes, selector)
+        if output != Format.table:
+            rows = [
+                {
+                    "node": t.name,
+                    "from": t.config,
+                    "to": config,
+                    "state": t.state,
+                    "gpuPods": list(t.gpu_pods),
+                }
+                for t in nodes
+            ]
+            echo(dump({"nodes": rows, "dryRun": dry_run}, output.value))
         if cfg is None:
             cfg, note = mig_cluster.operator_config(
                 kube, namespace, config, [configmap_name, mig_cluster.OPERATOR_CONFIGMAP]
             )
             if note:
-                echo(f"note: config {config!r} not checked: {note}\n")
+                echo_plan(f"note: config {config!r} not checked: {note}\n")
         if cfg is not None:
             for note in mig_cluster.check_config(cfg, config, nodes):
-                echo(f"note: {note}\n")
+                echo_plan(f"note: {note}\n")
         for t in nodes:
             change = "already set" if t.config == config else f"{t.config or '(none)'} -> {config}"
-            echo(
+            echo_plan(
                 f"node {t.name}: {mig_cluster.CONFIG_LABEL}: {change}"
                 f" (state: {t.state or 'none'})\n"
             )
             if t.gpu_pods:
-                echo(f"  WARNING: pods using GPUs there will lose them: {', '.join(t.gpu_pods)}\n")
+                echo_plan(
+                    f"  WARNING: pods using GPUs there will lose them: {', '.join(t.gpu_pods)}\n"
+                )
         if dry_run:
-            echo("dry run: nothing changed\n")
+            echo_plan("dry run: nothing changed\n")
             return
         pending = [t for t in nodes if t.config != config]
         if pending:
@@ -607,4 +685,4 @@ def _configure_cluster(
         mig_cluster.follow(
             kube, nodes, config, timeout, lambda n, s, t: con.print(f"  {n}: {s} ({t:.0f}s)")
         )
-    echo(f"MIG config {config!r} applied on {len(nodes)} node(s)\n")
+    echo_plan(f"MIG config {config!r} applied on {len(nodes)} node(s)\n")

@@ -71,11 +71,11 @@ def _config_name(layout: str) -> str:
     return "custom-" + re.sub(r"[^a-z0-9.]+", "-", layout.lower()).strip("-")
 
 
-def targets(kube: Kube, node: str | None, selector: str | None) -> list[NodeTarget]:
-    if bool(node) == bool(selector):
+def targets(kube: Kube, nodes: tuple[str, ...], selector: str | None) -> list[NodeTarget]:
+    if bool(nodes) == bool(selector):
         raise UsageError("give exactly one of --node or --selector")
-    if node:
-        items = [kube.read_node(node)]
+    if nodes:
+        items = [kube.read_node(node) for node in nodes]
     else:
         assert selector  # exactly one of the two, checked above
         wanted = label_selector.parse(selector)

@@ -10,6 +10,7 @@ import typer
 from gpuctl.common import options
 from gpuctl.common.output import (
     Format,
+    confirm,
     dump,
     dump_documents,
     echo,
@@ -72,13 +73,15 @@ def quota_set(
     ),
     engine: Engine | None = typer.Option(None, "--engine", help=ENGINE_HELP),
     gpu_label_key: str | None = options.gpu_label_key(),
-    dry_run: bool = typer.Option(
-        False,
-        "--dry-run",
-        help="Show the plan; change nothing. With --engine kueue it works without a cluster.",
+    dry_run: bool = options.dry_run(
+        "Show the plan; change nothing. Works without a cluster too (no kubeconfig, or its "
+        "cluster does not answer): then every object is new, --engine defaults to kueue and "
+        "--gpu-type names the flavors."
     ),
     output: Format | None = options.output("yaml or json: print the objects.", default=None),
+    yes: bool = options.yes("Change an existing quota without asking."),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Create or update a team's GPU quota (idempotent: re-running changes nothing)."""
     from gpuctl.common.errors import UsageError
@@ -107,11 +110,19 @@ def quota_set(
         )
     )
     key = options.resolve_gpu_label_key(gpu_label_key)
-    offline_ok = dry_run and engine == Engine.kueue and context is None
-    kube = _connect(context, offline_ok)
+    kube = _connect(context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig))
     try:
         if kube is None:
-            _set_with_kueue(None, request, key, tuple(gpu_type), None, dry_run, output)
+            if engine == Engine.resourcequota:
+                _set_with_resource_quota(None, team, gpus, limits, dry_run, output, yes)
+            else:
+                if engine is None:
+                    err_console().print(
+                        "[yellow]engine: kueue, as no cluster says which (--engine "
+                        "resourcequota for a ResourceQuota)[/]",
+                        highlight=False,
+                    )
+                _set_with_kueue(None, request, key, tuple(gpu_type), None, dry_run, output, yes)
             return
         version = _kueue_version(kube)
         if engine is None:
@@ -122,9 +133,9 @@ def quota_set(
                     hint=_INSTALL_KUEUE,
                 )
         if engine == Engine.kueue:
-            _set_with_kueue(kube, request, key, tuple(gpu_type), version, dry_run, output)
+            _set_with_kueue(kube, request, key, tuple(gpu_type), version, dry_run, output, yes)
         else:
-            _set_with_resource_quota(kube, team, gpus, limits, dry_run, output)
+            _set_with_resource_quota(kube, team, gpus, limits, dry_run, output, yes)
     finally:
         if kube is not None:
             kube.close()
@@ -136,36 +147,17 @@ _INSTALL_KUEUE = (
 )
 
 
-def _connect(context: str | None, offline_ok: bool):
+def _connect(context: str | None, kubeconfig: str | None, offline_ok: bool):
     """A connection to the cluster; None when OFFLINE_OK and there is no usable one."""
-    from gpuctl.adapters.kube import Forbidden, Kube
-    from gpuctl.common.errors import GpuctlError
+    from gpuctl.adapters.kube import connect_or_offline
     from gpuctl.quota import kueue
 
-    try:
-        kube = Kube(context)
-    except GpuctlError as e:
-        if not offline_ok:
-            raise
-        _offline(e)
-        return None
-    try:
-        kube.api_versions(kueue.GROUP)  # the first request: is the cluster there?
-    except Forbidden:
-        pass
-    except GpuctlError as e:
-        kube.close()
-        if not offline_ok:
-            raise
-        _offline(e)
-        return None
-    return kube
-
-
-def _offline(e) -> None:
-    err_console().print(
-        f"[yellow]no cluster ({e.message}): planning from the options alone[/]", highlight=False
+    kube, why = connect_or_offline(
+        context, kubeconfig, offline_ok, lambda kube: kube.api_versions(kueue.GROUP)
     )
+    if why is not None:
+        options.offline_note(why)
+    return kube
 
 
 def _kueue_version(kube) -> str | None:
@@ -178,7 +170,7 @@ def _kueue_version(kube) -> str | None:
         return None
 
 
-def _set_with_kueue(kube, request, label_key, gpu_types, version, dry_run, output) -> None:
+def _set_with_kueue(kube, request, label_key, gpu_types, version, dry_run, output, yes) -> None:
     from gpuctl.common.errors import GpuctlError
     from gpuctl.quota import queues
 
@@ -209,6 +201,9 @@ def _set_with_kueue(kube, request, label_key, gpu_types, version, dry_run, outpu
     if not plan.changes_anything:
         err.print("nothing to change")
         return
+    updated = [f"{s.kind} {s.name}" for s in plan.steps if s.action == "update"]
+    if updated:
+        confirm(f"Replace the quota of {', '.join(updated)}?", yes)
     queues.apply_set(kube, plan)
     q = plan.quota
     flavors = ", ".join(f.name for f in plan.flavors)
@@ -227,7 +222,7 @@ def _set_with_kueue(kube, request, label_key, gpu_types, version, dry_run, outpu
     )
 
 
-def _set_with_resource_quota(kube, team, gpus, limits, dry_run, output) -> None:
+def _set_with_resource_quota(kube, team, gpus, limits, dry_run, output, yes) -> None:
     from gpuctl.quota import rules as core
     from gpuctl.quota import service as quota
 
@@ -248,6 +243,8 @@ def _set_with_resource_quota(kube, team, gpus, limits, dry_run, output) -> None:
     if not p.create_namespace and p.quota_action == "unchanged":
         err.print("nothing to change")
         return
+    if p.quota_action == "update":
+        confirm(f"Replace the hard limits of ResourceQuota {team}/{core.QUOTA_NAME}?", yes)
     quota.apply_set(kube, p)
     err.print(
         f"[green]done[/]: {team} may request {gpus} nvidia.com/gpu"
@@ -263,13 +260,14 @@ def quota_list(
     engine: Engine | None = typer.Option(None, "--engine", help=ENGINE_HELP),
     output: Format = options.output(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Per ClusterQueue: nominal quota, in use, borrowed, lent, pending and admitted
     workloads (Kueue); or GPUs used and allowed per namespace (ResourceQuota)."""
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import GpuctlError
 
-    with Kube(context) as kube:
+    with Kube(context, kubeconfig=kubeconfig) as kube:
         version = _kueue_version(kube) if engine != Engine.resourcequota else None
         if engine == Engine.kueue and version is None:
             raise GpuctlError(
@@ -356,6 +354,7 @@ def _list_resource_quotas(kube, namespace: str | None, output: Format) -> None:
 def quota_lint(
     output: Format = options.output(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Compare the ClusterQueues' nominal GPU and MIG quotas, per flavor, with what the
     flavor's nodes have allocatable; flag quota that can never be satisfied (exit 1)."""
@@ -364,7 +363,7 @@ def quota_lint(
     from gpuctl.quota import queues
     from gpuctl.quota.queue_usage import has_errors
 
-    with Kube(context) as kube:
+    with Kube(context, kubeconfig=kubeconfig) as kube:
         version = _kueue_version(kube)
         if version is None:
             raise GpuctlError(

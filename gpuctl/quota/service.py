@@ -35,8 +35,11 @@ class QuotaPlan:
         return ns + [core.quota_object(self.team, self.desired)]
 
 
-def plan_set(kube: Kube, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan:
+def plan_set(kube: Kube | None, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan:
+    """What `quota set` would do. Without a cluster (kube None) both objects are new."""
     desired = core.hard(gpus, mig)
+    if kube is None:
+        return QuotaPlan(team, True, None, desired)
     try:
         kube.read("Namespace", team)
         create_ns = False

@@ -68,6 +68,7 @@ def render(
         "(default: read from the cluster's /version).",
     ),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     output: DataFormat = options.data_output(),
 ) -> None:
     """Print a KubeSchedulerConfiguration whose profile scores nodes by GPU. Needs no
@@ -82,19 +83,19 @@ def render(
     if kube_version is not None:
         image = sched.image(kube_version)
     else:
-        image = _cluster_image(context)
+        image = _cluster_image(context, kubeconfig)
     objects = sched.deploy_objects(p, image, sched.config_text(config))
     echo(dump_documents(objects, output.value))
 
 
-def _cluster_image(context: str | None) -> str:
+def _cluster_image(context: str | None, kubeconfig: str | None) -> str:
     """The kube-scheduler image of the cluster's own version, read from its /version."""
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import GpuctlError
     from gpuctl.sched import profile as sched
 
     try:
-        with Kube(context) as kube:
+        with Kube(context, kubeconfig=kubeconfig) as kube:
             version, host = kube.server_version(), kube.host
     except GpuctlError as e:
         offline = "or give --kube-version vX.Y.Z to render without a cluster"

@@ -35,15 +35,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(share_app, name="share")
 
 
-def _nodes(values: list[str]) -> tuple[str, ...]:
-    from gpuctl.common.errors import UsageError
-
-    names = tuple(n.strip() for v in values for n in v.split(",") if n.strip())
-    if values and not names:  # e.g. --nodes "$EMPTY": never fall back to every GPU node
-        raise UsageError("--nodes was given without a node name")
-    return names
-
-
 @share_app.command("timeslice")
 def timeslice(
     replicas: int = typer.Option(..., "--replicas", help="Pods that may share each GPU."),
@@ -69,11 +60,10 @@ def timeslice(
         help="Resource to share (repeatable; default nvidia.com/gpu; "
         "nvidia.com/mig-<profile> for MIG slices).",
     ),
-    nodes: list[str] = typer.Option(
-        [], "--nodes", help="Node names (repeatable or comma separated)."
-    ),
-    selector: str | None = typer.Option(
-        None, "--selector", "-l", help="Label selector for the nodes (default: all GPU nodes)."
+    nodes: list[str] = options.nodes(),
+    old_nodes: list[str] = options.old_nodes(),
+    selector: str | None = options.selector(
+        "Label selector for the nodes (default: all GPU nodes)."
     ),
     name: str | None = typer.Option(
         None, "--name", help="Config name (ConfigMap key and node label value)."
@@ -83,20 +73,23 @@ def timeslice(
     replace: bool = typer.Option(
         False, "--replace", help="Switch nodes between time-slicing and MPS."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
+    dry_run: bool = options.dry_run(
+        "Show the plan; change nothing. Works without a cluster too (see docs/sharing.md)."
+    ),
     output: Format | None = options.output("yaml or json: print the objects.", default=None),
-    yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
+    yes: bool = options.yes(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Let several pods share each GPU on the chosen nodes (time-slicing, or MPS with --mps)."""
-    from gpuctl.adapters.kube import Kube
+    from gpuctl.adapters.kube import connect_or_offline
     from gpuctl.common.errors import UsageError
     from gpuctl.sharing import config as core
     from gpuctl.sharing import service as sharing
 
-    names = _nodes(nodes)
+    names = options.node_names(nodes, old_nodes)
     if names and selector:
-        raise UsageError("give --nodes or --selector, not both")
+        raise UsageError("give --node or --selector, not both")
     spec = core.make_sharing(
         core.MPS if mps else core.TIME_SLICING,
         replicas,
@@ -107,7 +100,20 @@ def timeslice(
     if name:
         core.check_name(name)
     err = err_console()
-    with Kube(context) as kube:
+    kube, why = connect_or_offline(
+        context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig)
+    )
+    if kube is None:
+        assert why is not None
+        p = sharing.plan_offline(spec, name, names, namespace, config_map)
+        _offline_plan_notes(err, why, p.target, namespace, config_map)
+        _print_plan(err, p, spec)
+        _label_advice(err, names, selector, p.name)
+        if output is not None and output != Format.table:
+            echo(dump_documents(p.objects(), output.value))
+        err.print("dry run: nothing was changed")
+        return
+    with kube:
         p = sharing.plan(kube, spec, name, names, selector, namespace, config_map, replace)
         _print_plan(err, p, spec)
         if output is not None and output != Format.table:
@@ -124,6 +130,44 @@ def timeslice(
         )
         sharing.apply(kube, p)
     err.print(f"[green]done[/]: {len(changing)} node(s) labelled {core.CONFIG_LABEL}={p.name}")
+
+
+def _offline_plan_notes(err, why: str, target, namespace, config_map) -> None:
+    from gpuctl.sharing.config import CONFIG_LABEL, NAMED_FALLBACK
+
+    options.offline_note(why)
+    guessed = [
+        f"namespace {target.namespace}" + ("" if namespace else " (-n to change)"),
+        f"ConfigMap {target.config_map}" + ("" if config_map else " (--config-map to change)"),
+    ]
+    err.print(
+        "assumed, as a cluster would have told: the device plugin reads its configs from "
+        + ", ".join(guessed)
+        + f" and falls back to its key {NAMED_FALLBACK!r} (Helm: config.default="
+        f"{NAMED_FALLBACK}; GPU Operator: devicePlugin.config.default={NAMED_FALLBACK}); "
+        "that ConfigMap does not exist yet (merge these keys into one that does); "
+        f"the nodes carry no {CONFIG_LABEL} label yet",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _label_advice(err, names, selector, value) -> None:
+    import shlex
+
+    from gpuctl.sharing.config import CONFIG_LABEL, GFD_PRESENT
+
+    if names:
+        return
+    which = f"-l {shlex.quote(selector)}" if selector else f"-l {GFD_PRESENT}=true"
+    err.print(
+        f"label the nodes to share (no node names without a cluster; --node NAME to render "
+        f"their labels): kubectl label nodes {which} {CONFIG_LABEL}={value} --overwrite",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _print_plan(err, p, spec) -> None:
@@ -185,31 +229,42 @@ def _print_fallback(err, change) -> None:
 
 @share_app.command("off")
 def off(
-    nodes: list[str] = typer.Option(
-        [], "--nodes", help="Node names (repeatable or comma separated)."
-    ),
-    selector: str | None = typer.Option(
-        None, "--selector", "-l", help="Label selector for the nodes."
-    ),
+    nodes: list[str] = options.nodes(),
+    old_nodes: list[str] = options.old_nodes(),
+    selector: str | None = options.selector(),
     namespace: str | None = _PLUGIN_NAMESPACE,
     config_map: str | None = _CONFIG_MAP,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
-    yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask for confirmation."),
+    dry_run: bool = options.dry_run(
+        "Show the plan; change nothing. Works without a cluster too (see docs/sharing.md)."
+    ),
+    output: Format | None = options.output(
+        "yaml or json: print the objects (node label patches, ConfigMap keys added).",
+        default=None,
+    ),
+    yes: bool = options.yes(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Stop sharing on the chosen nodes: remove their nvidia.com/device-plugin.config label,
     so that they run the plugin's default config, and make sure that default shares
     nothing (else label them with a config without sharing)."""
-    from gpuctl.adapters.kube import Kube
+    from gpuctl.adapters.kube import connect_or_offline
     from gpuctl.common.errors import UsageError
     from gpuctl.sharing import service as sharing
     from gpuctl.sharing.config import CONFIG_LABEL
 
-    names = _nodes(nodes)
+    names = options.node_names(nodes, old_nodes)
     if bool(names) == bool(selector):
-        raise UsageError("give the nodes: --nodes NAME... or --selector LABELS")
+        raise UsageError("give the nodes: --node NAME... or --selector LABELS")
     err = err_console()
-    with Kube(context) as kube:
+    kube, why = connect_or_offline(
+        context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig)
+    )
+    if kube is None:
+        assert why is not None
+        _off_offline(err, why, names, selector, output)
+        return
+    with kube:
         p = sharing.plan_off(kube, names, selector, namespace, config_map)
         if p.target is None:
             err.print(
@@ -231,6 +286,8 @@ def off(
             else:
                 what = f"label {CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
             err.print(f"  node {c.node}: {what}" + (f" ({c.note})" if c.note else ""))
+        if output is not None and output != Format.table:
+            echo(dump_documents(p.objects(), output.value))
         if dry_run or not p.todo:
             err.print("dry run: nothing was changed" if dry_run else "nothing to change")
             return
@@ -242,6 +299,35 @@ def off(
     err.print(f"[green]done[/]: {len(p.changes)} node(s) on a config without sharing")
 
 
+def _off_offline(err, why: str, names, selector, output) -> None:
+    """`share off --dry-run` without a cluster: the named nodes lose their config label."""
+    import shlex
+
+    from gpuctl.sharing.config import CONFIG_LABEL, node_label_patch
+
+    options.offline_note(why)
+    err.print(
+        "assumed, as a cluster would have told: the device plugin's default config (what a "
+        "node without the label runs) shares nothing, as `gpuctl share timeslice` sets it up",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    if selector:
+        err.print(
+            f"no node names without a cluster: kubectl label nodes -l {shlex.quote(selector)} "
+            f"{CONFIG_LABEL}-",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    for n in names:
+        err.print(f"  node {n}: remove label {CONFIG_LABEL}", markup=False)
+    if output is not None and output != Format.table:
+        echo(dump_documents([node_label_patch(n, None) for n in names], output.value))
+    err.print("dry run: nothing was changed")
+
+
 @share_app.command("show")
 def show(
     namespace: str | None = options.namespace("The device plugin's namespace."),
@@ -250,12 +336,13 @@ def show(
     ),
     output: Format = options.output(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """List GPU nodes with their sharing strategy and replicas."""
     from gpuctl.adapters.kube import Kube
     from gpuctl.sharing import service as sharing
 
-    with Kube(context) as kube:
+    with Kube(context, kubeconfig=kubeconfig) as kube:
         target, rows = sharing.show(kube, namespace, config_map)
     if output != Format.table:
         echo(

@@ -556,10 +556,10 @@ def plan(
             details=refusals,
             hint=(
                 "pass --replace to switch a node between time-slicing and MPS (or `gpuctl "
-                "share off --nodes NODE` first), or pick other nodes"
+                "share off --node NODE` first), or pick other nodes"
             )
             if exclusive
-            else "pick other nodes (--nodes / --selector)",
+            else "pick other nodes (--node / --selector)",
         )
     return out
 

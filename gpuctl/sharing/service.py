@@ -137,6 +137,36 @@ def plan(
     return Plan(target, name, text, action, changes, extra)
 
 
+# Without a cluster: where the device plugin is taken to read its configs (-n, --config-map
+# change it). The GPU Operator's namespace; the ConfigMap gpuctl creates when the plugin
+# mounts none.
+OFFLINE_NAMESPACE = "gpu-operator"
+
+
+def plan_offline(
+    sharing: core.Sharing,
+    name: str | None,
+    nodes: tuple[str, ...],
+    namespace: str | None,
+    config_map: str | None,
+) -> Plan:
+    """What `share timeslice` would apply to a cluster that has no ConfigMap of configs
+    yet and whose nodes carry no config label, told by the options alone (a dry run without
+    a cluster, for manifests kept in Git). Beside the new config, the ConfigMap gets the
+    'default' config without sharing the plugin is to fall back to."""
+    name = core.check_name(name or sharing.default_name)
+    target = Target(
+        namespace or OFFLINE_NAMESPACE,
+        config_map or core.DEFAULT_CONFIG_MAP,
+        mounted=True,
+        data=None,
+    )
+    text = core.config_text(sharing)
+    extra = core.keep_unlabelled_unshared({}, {name: text}, target.selection)
+    changes = [core.NodeChange(n, None, name) for n in nodes]
+    return Plan(target, name, text, "create", changes, extra)
+
+
 def apply(kube: Kube, p: Plan) -> None:
     """Write the config first, then the labels: a node never points at a missing key."""
     write_keys(kube, p.target, p.added)
@@ -168,6 +198,15 @@ class OffPlan:
     @property
     def todo(self) -> bool:
         return bool(self.added) or any(c.changes for c in self.changes)
+
+    def objects(self) -> list[dict]:
+        """The ConfigMap with the keys added (if any are), then the node labels."""
+        out = []
+        if self.added and self.target is not None:
+            t = self.target
+            data = dict(t.data or {}) | self.added
+            out.append(core.config_map(t.config_map, t.namespace, data, t.data is None))
+        return out + [core.node_label_patch(c.node, c.new) for c in self.changes if c.changes]
 
 
 def plan_off(

@@ -42,7 +42,6 @@ def render(
     label: list[str] = typer.Option(
         [],
         "--label",
-        "-l",
         metavar="KEY=VALUE",
         help="PrometheusRule label, repeatable (match your Prometheus ruleSelector, e.g. "
         "release=kube-prometheus-stack).",
@@ -89,6 +88,9 @@ def render(
     ),
     exporter_container: list[str] = options.exporter_containers(),
     exporter_job: list[str] = options.exporter_jobs(),
+    old_label: list[str] = typer.Option(
+        [], "-l", hidden=True, help="Old spelling of --label (-l is a label selector)."
+    ),
     pod_label: str | None = typer.Option(
         None, "--pod-label", hidden=True, help="No longer needed: ignored."
     ),
@@ -98,6 +100,11 @@ def render(
     from gpuctl.common.config import setting_list
     from gpuctl.top import alert_rules, holders
 
+    if old_label:
+        raise UsageError(
+            f"-l {old_label[0]}: use --label {old_label[0]} (in gpuctl -l is a label "
+            "selector, as in kubectl)"
+        )
     if pod_label is not None:
         err_console().print(
             "warning: --pod-label is ignored: the rules find the pod holding a GPU "

@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
 
 def version(
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     terraform_bin: str | None = typer.Option(
         None,
         "--terraform-bin",
@@ -38,7 +39,7 @@ def version(
     from gpuctl.common.config import setting
     from gpuctl.version.service import report
 
-    found = report(context, setting("terraform_binary", terraform_bin))
+    found = report(context, setting("terraform_binary", terraform_bin), kubeconfig)
     if output == Format.table:
         echo(table(found))
     else:

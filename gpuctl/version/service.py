@@ -40,11 +40,13 @@ class Component:
         return asdict(self)
 
 
-def report(context: str | None = None, terraform_bin: str | None = None) -> dict[str, Component]:
+def report(
+    context: str | None = None, terraform_bin: str | None = None, kubeconfig: str | None = None
+) -> dict[str, Component]:
     """Every component, probing the engines at the same time (each within its deadline)."""
     probes: dict[str, Callable[[], Component]] = {
         "nvidia_driver": _nvidia_driver,
-        "kubernetes": lambda: _kubernetes(context),
+        "kubernetes": lambda: _kubernetes(context, kubeconfig),
         "terraform": lambda: _terraform(terraform_bin),
     }
     results: dict[str, Component] = {}
@@ -95,11 +97,11 @@ def _nvidia_driver() -> Component:
     return Component(v["driver"], SIMULATED if simulated else FOUND, detail)
 
 
-def _kubernetes(context: str | None) -> Component:
+def _kubernetes(context: str | None, kubeconfig: str | None) -> Component:
     from gpuctl.adapters.kube import Kube
 
     try:
-        kube = Kube(context, timeout=KUBE_TIMEOUT_S)
+        kube = Kube(context, timeout=KUBE_TIMEOUT_S, kubeconfig=kubeconfig)
     except GpuctlError as e:
         return Component(None, NOT_FOUND, e.message)
     with kube:

@@ -26,13 +26,13 @@ def register(app: typer.Typer) -> None:
 def whatif(
     nodes: str | None = typer.Option(
         None,
-        "--nodes",
+        "--node-csv",
         metavar="NODES.csv",
         help="Nodes in the openb format: sn, cpu_milli, memory_mib, gpu, model.",
     ),
     pods: str | None = typer.Option(
         None,
-        "--pods",
+        "--pod-csv",
         metavar="PODS.csv",
         help="Pods in the openb format: name, cpu_milli, memory_mib, num_gpu, gpu_milli "
         "(thousandths of each GPU), and optionally gpu_spec (allowed models, |-separated).",
@@ -64,8 +64,15 @@ def whatif(
         "--seeds",
         help="Random seeds, comma-separated: each one a pod order; figures are medians.",
     ),
+    old_nodes: str | None = typer.Option(
+        None, "--nodes", hidden=True, help="Old spelling of --node-csv."
+    ),
+    old_pods: str | None = typer.Option(
+        None, "--pods", hidden=True, help="Old spelling of --pod-csv."
+    ),
     output: Format = options.output(),
     context: str | None = options.context(),
+    kubeconfig: str | None = options.kubeconfig(),
     gpu_label_key: str | None = options.gpu_label_key(),
 ) -> None:
     """Replay pods onto nodes one at a time, as the FGD paper's simulator does, under each
@@ -75,8 +82,10 @@ def whatif(
     from gpuctl.common.errors import UsageError
     from gpuctl.common.output import dump, echo, err_console
 
+    nodes = _renamed(nodes, old_nodes, "--nodes", "--node-csv")
+    pods = _renamed(pods, old_pods, "--pods", "--pod-csv")
     if from_cluster == bool(nodes or pods) or (not from_cluster and not (nodes and pods)):
-        raise UsageError("give either --nodes and --pods, or --from-cluster")
+        raise UsageError("give either --node-csv and --pod-csv, or --from-cluster")
     chosen = _policies(policy)
     from gpuctl.gpus.scoring import MAX_WEIGHT
 
@@ -95,7 +104,7 @@ def whatif(
     if from_cluster:
         from gpuctl.adapters.kube import Kube
 
-        with Kube(context) as kube:
+        with Kube(context, kubeconfig=kubeconfig) as kube:
             node_list, pod_list = service.snapshot(
                 kube, options.resolve_gpu_label_key(gpu_label_key)
             )
@@ -122,6 +131,21 @@ def whatif(
         _print_table(result)
     else:
         echo(dump(result, output.value))
+
+
+def _renamed(value: str | None, old: str | None, old_flag: str, flag: str) -> str | None:
+    """--node-csv/--pod-csv, once --nodes/--pods (which, everywhere else, name nodes)."""
+    if old is None:
+        return value
+    from gpuctl.common.errors import UsageError
+    from gpuctl.common.output import err_console
+
+    if value is not None:
+        raise UsageError(f"give {flag} only ({old_flag} is its old spelling)")
+    err_console().print(
+        f"warning: {old_flag} is deprecated: use {flag}", style="yellow", markup=False
+    )
+    return old
 
 
 def _policies(text: str) -> list[str]:

@@ -198,7 +198,7 @@ def test_dry_run_client_creates_nothing(cli, api, kube, tmp_path):
     core, batch = api
     add_node(core, "gpu-a", 8, "a100")
     since = mark(kube)
-    r = cli("submit", os.path.join(EX, "seed-pod.yaml"), "--dry-run", "client", "-n", "ml")
+    r = cli("submit", os.path.join(EX, "seed-pod.yaml"), "--dry-run", "-n", "ml")
     assert r.code == 0 and "dry run" in r.err and "namespace: ml" in r.out
     assert writes(kube, since) == []
 

@@ -107,7 +107,7 @@ def test_submit_refuses_a_job_whose_volumes_or_secrets_are_missing(
     since = mark(kube)
     path = tmp_path / "job.yaml"
     path.write_text(JOB)
-    for args in ((), ("--dry-run", "client")):
+    for args in ((), ("--dry-run",)):
         r = cli("submit", path, *args)
         assert r.code == 1, r
         assert f"{tmp_path}/{message}" in r.err and "nothing was created" in r.err

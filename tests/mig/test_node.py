@@ -323,3 +323,30 @@ def test_the_example_in_the_docs_is_accepted_as_written(capsys, node, tmp_path):
     assert "the last matching entry decides" in out
     assert run(capsys, "mig", "assert", "-f", path, "-c", "mixed")[0] == 0
     assert [g["layout"] for g in show(capsys)] == [{"1g.10gb": 7}] * 2
+
+
+def test_configure_and_assert_print_data_with_o_json(capsys, node):
+    args = ["--gpus", "0", "--layout", "3g.40gb=2"]
+    code, text, _ = run(capsys, "mig", "configure", *args, "--dry-run")
+    assert code == 0 and "dry run: nothing changed" in text
+    code, out, err = run(capsys, "mig", "configure", *args, "--dry-run", "-o", "json")
+    assert code == 0, err
+    plan = json.loads(out)  # stdout is the document alone; the plan's text went to stderr
+    assert err == text
+    assert plan["dryRun"] is True and [g["index"] for g in plan["gpus"]] == [0]
+    assert plan["gpus"][0]["steps"] and plan["gpus"][0]["applied"] is False
+    assert (
+        plan["gpus"][0]["steps"]
+        == [line.strip() for line in text.splitlines()[1:] if line.startswith("  ")][
+            -len(plan["gpus"][0]["steps"]) :
+        ]
+    )
+    code, out, err = run(capsys, "mig", "assert", *args, "-o", "yaml")
+    assert code == 1 and "not applied" in err
+    steps = len(plan["gpus"][0]["steps"])
+    assert yaml.safe_load(out) == {
+        "applied": False,
+        "gpus": [
+            {"gpu": plan["gpus"][0]["gpu"], "index": 0, "difference": f"{steps} step(s) needed"}
+        ],
+    }

@@ -140,6 +140,9 @@ def test_an_update_patches_only_what_changed(cli, cluster, custom):
     assert quota_set(cli, "team-a", "--gpus", "8", "--cohort", "ml", "--mig", "1g.10gb=2").code == 0
     since = mark(cluster)
     r = quota_set(cli, "team-a", "--gpus", "4")
+    assert r.code == 3 and "not confirmed: pass --yes" in r.err, r  # a replace asks first
+    assert writes(cluster, since) == []
+    r = quota_set(cli, "team-a", "--gpus", "4", "--yes")
     assert r.code == 0, r
     assert "ClusterQueue team-a: update" in r.err
     assert f"  {H100} nvidia.com/gpu nominalQuota: 8 → 4" in r.err
@@ -267,7 +270,7 @@ def test_a_failed_update_is_rolled_back(cli, cluster, custom):
     )
     cluster.call(lambda: cluster.emulator[f"post {V}/namespaces/team-a/localqueues"] << 500)
     since = mark(cluster)
-    r = quota_set(cli, "team-a", "--gpus", "4")
+    r = quota_set(cli, "team-a", "--gpus", "4", "--yes")
     assert r.code == 1 and "the changes made before the failure were undone" in r.err, r
     assert writes(cluster, since) == [
         ("PATCH", f"{V}/clusterqueues/team-a"),

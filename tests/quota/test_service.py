@@ -40,6 +40,9 @@ def test_set_updates_and_drops_profiles_left_out(cli, kube, core):
     assert cli("quota", "set", "team-a", "--gpus", "4", "--mig", "1g.10gb=2").code == 0
     since = mark(kube)
     r = cli("quota", "set", "team-a", "--gpus", "8")
+    assert r.code == 3 and "not confirmed: pass --yes" in r.err, r  # a replace asks first
+    assert writes(kube, since) == []
+    r = cli("quota", "set", "team-a", "--gpus", "8", "--yes")
     assert r.code == 0, r
     assert "requests.nvidia.com/gpu: 4 → 8" in r.err
     assert "requests.nvidia.com/mig-1g.10gb: 2 → (removed)" in r.err

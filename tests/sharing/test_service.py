@@ -81,9 +81,9 @@ def test_timeslice_writes_config_then_labels_selected_nodes(cli, kube, cluster):
 
 
 def test_rerun_is_idempotent_and_sends_no_write(cli, kube, cluster):
-    assert cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes").code == 0
+    assert cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--yes").code == 0
     since = mark(kube)
-    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes")
+    r = cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--yes")
     assert (
         r.code == 0
         and "nothing to change" in r.err
@@ -101,7 +101,7 @@ def test_dry_run_prints_valid_objects_and_changes_nothing(cli, kube, cluster):
         "3",
         "--mps",
         "--rename-by-default",
-        "--nodes",
+        "--node",
         "gpu-1,gpu-2",
         "--dry-run",
         "-o",
@@ -124,7 +124,7 @@ def test_dry_run_prints_valid_objects_and_changes_nothing(cli, kube, cluster):
 
 def test_existing_configmap_keeps_its_other_configs(cli, cluster):
     seed(cluster, config_map(CM, {"default": "version: v1\nflags: {migStrategy: mixed}\n"}))
-    assert cli("share", "timeslice", "--replicas", "2", "--nodes", "gpu-2", "--yes").code == 0
+    assert cli("share", "timeslice", "--replicas", "2", "--node", "gpu-2", "--yes").code == 0
     data = core_api(cluster).read_namespaced_config_map(CM, NS).data
     assert set(data) == {"default", "ts-2"}
     assert sharing.parse_config(data["ts-2"]).replicas == 2
@@ -133,16 +133,14 @@ def test_existing_configmap_keeps_its_other_configs(cli, cluster):
 def test_same_name_with_other_content_is_refused(cli, kube, cluster):
     seed(cluster, config_map(CM, {"shared": sharing.config_text(sharing.make_sharing("mps", 2))}))
     since = mark(kube)
-    r = cli(
-        "share", "timeslice", "--replicas", "4", "--name", "shared", "--nodes", "gpu-1", "--yes"
-    )
+    r = cli("share", "timeslice", "--replicas", "4", "--name", "shared", "--node", "gpu-1", "--yes")
     assert r.code == 1 and "already has a config 'shared' with different content" in r.err
     assert writes(kube, since) == []
 
 
 def test_mps_is_refused_on_mig_nodes_before_anything_is_sent(cli, kube, cluster):
     since = mark(kube)
-    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--nodes", "gpu-1,mig-1", "--yes")
+    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--node", "gpu-1,mig-1", "--yes")
     assert r.code == 1
     assert "mig-1: MPS is not supported on MIG nodes" in r.err
     assert writes(kube, since) == []
@@ -150,12 +148,12 @@ def test_mps_is_refused_on_mig_nodes_before_anything_is_sent(cli, kube, cluster)
 
 
 def test_switching_strategy_needs_replace(cli, kube, cluster):
-    assert cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes").code == 0
-    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--nodes", "gpu-1", "--yes")
+    assert cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--yes").code == 0
+    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--node", "gpu-1", "--yes")
     assert r.code == 1 and "time-slicing and MPS are exclusive on a node" in r.err
     assert config_label(cluster, "gpu-1") == "ts-4"
     r = cli(
-        "share", "timeslice", "--replicas", "4", "--mps", "--nodes", "gpu-1", "--yes", "--replace"
+        "share", "timeslice", "--replicas", "4", "--mps", "--node", "gpu-1", "--yes", "--replace"
     )
     assert r.code == 0, r
     assert config_label(cluster, "gpu-1") == "mps-4"
@@ -163,7 +161,7 @@ def test_switching_strategy_needs_replace(cli, kube, cluster):
 
 def test_without_yes_and_no_terminal_nothing_changes(cli, kube, cluster):
     since = mark(kube)
-    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1")
+    r = cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1")
     assert r.code == 3 and "--yes" in r.err
     assert writes(kube, since) == []
 
@@ -172,10 +170,10 @@ def test_without_yes_and_no_terminal_nothing_changes(cli, kube, cluster):
     "args, message",
     [
         (["--replicas", "1"], "between 2 and"),
-        (["--replicas", "4", "--nodes", "gpu-1", "--selector", "pool=a"], "not both"),
+        (["--replicas", "4", "--node", "gpu-1", "--selector", "pool=a"], "not both"),
         (["--replicas", "4", "--selector", "pool in a"], "bad label selector"),
         (["--replicas", "4", "--name", "bad name"], "config name"),
-        (["--replicas", "4", "--nodes", " , "], "without a node name"),
+        (["--replicas", "4", "--node", " , "], "without a node name"),
         # --selector "$UNSET" must not widen to every GPU node
         (["--replicas", "4", "--selector", ""], "empty label selector"),
         (["--replicas", "4", "-n", "GPU_Operator"], "not a valid namespace name"),
@@ -193,7 +191,7 @@ def test_unknown_node_and_missing_plugin(cli, kube, kube_api):
     r = cli("share", "timeslice", "--replicas", "4", "--yes")
     assert r.code == 1 and "no NVIDIA device plugin DaemonSet found" in r.err
     seed(kube_api, daemonset("nvidia-device-plugin-daemonset", NS))
-    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "nope", "--yes")
+    r = cli("share", "timeslice", "--replicas", "4", "--node", "nope", "--yes")
     assert r.code == 1 and "no such node: nope" in r.err
     # a plugin that mounts no ConfigMap: gpuctl's own, and a warning how to point it there
     r = cli("share", "timeslice", "--replicas", "4", "--dry-run")
@@ -202,7 +200,7 @@ def test_unknown_node_and_missing_plugin(cli, kube, kube_api):
 
 
 def test_show_lists_strategy_and_replicas(cli, cluster):
-    assert cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes").code == 0
+    assert cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--yes").code == 0
     r = cli("share", "show", "-o", "json")
     assert r.code == 0, r
     data = json.loads(r.out)
@@ -221,24 +219,24 @@ def test_show_lists_strategy_and_replicas(cli, cluster):
 
 
 def test_off_removes_only_the_config_label(cli, kube, cluster):
-    assert cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1,gpu-2", "--yes").code == 0
+    assert cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1,gpu-2", "--yes").code == 0
     since = mark(kube)
-    r = cli("share", "off", "--nodes", "gpu-1", "--dry-run")
+    r = cli("share", "off", "--node", "gpu-1", "--dry-run")
     assert r.code == 0 and "remove label" in r.err and writes(kube, since) == []
-    r = cli("share", "off", "--nodes", "gpu-1", "--yes")
+    r = cli("share", "off", "--node", "gpu-1", "--yes")
     assert r.code == 0, r
     labels = core_api(cluster).read_node("gpu-1").metadata.labels
     assert sharing.CONFIG_LABEL not in labels and labels["pool"] == "a"
     assert config_label(cluster, "gpu-2") == "ts-4"
     # with the label gone, the node may switch to MPS without --replace
-    r = cli("share", "timeslice", "--replicas", "2", "--mps", "--nodes", "gpu-1", "--yes")
+    r = cli("share", "timeslice", "--replicas", "2", "--mps", "--node", "gpu-1", "--yes")
     assert r.code == 0, r
     assert cli("share", "off").code == 2
 
 
 def test_namespace_without_the_plugin_warns_that_nothing_reads_it(cli, kube, cluster):
     r = cli(
-        "share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "-n", "elsewhere", "--dry-run"
+        "share", "timeslice", "--replicas", "4", "--node", "gpu-1", "-n", "elsewhere", "--dry-run"
     )
     assert r.code == 0, r
     assert f"elsewhere/{sharing.DEFAULT_CONFIG_MAP}" in r.err  # not the plugin's, elsewhere
@@ -270,7 +268,7 @@ def rows(cli):
 
 
 def test_helm_chart_timeslice_keeps_a_default_without_sharing(cli, helm_cluster):
-    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes")
+    r = cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--yes")
     assert r.code == 0, r
     assert "and key 'default': a config without sharing" in r.err
     data = core_api(helm_cluster).read_namespaced_config_map(HELM_CM, NS).data
@@ -285,7 +283,7 @@ def test_helm_chart_timeslice_keeps_a_default_without_sharing(cli, helm_cluster)
     )
     assert by["gpu-2"]["strategy"] == "none"
     # and share off really is off: back on 'default', which shares nothing
-    assert cli("share", "off", "--nodes", "gpu-1", "--yes").code == 0
+    assert cli("share", "off", "--node", "gpu-1", "--yes").code == 0
     by = rows(cli)
     assert by["gpu-1"]["config"] is None and by["gpu-1"]["strategy"] == "none"
 
@@ -317,11 +315,11 @@ def test_off_stops_sharing_where_removing_the_label_would_not(cli, kube, helm_cl
         "gpu-1", {"metadata": {"labels": {sharing.CONFIG_LABEL: "ts-4"}}}
     )
     since = mark(kube)
-    r = cli("share", "off", "--nodes", "gpu-1", "--dry-run")
+    r = cli("share", "off", "--node", "gpu-1", "--dry-run")
     assert r.code == 0 and writes(kube, since) == []
     assert f"ConfigMap {NS}/{HELM_CM}: add key 'default' (a config without sharing)" in r.err
     assert "nodes without the label: run 'ts-4' (fallback single, time-slicing ×4) now" in r.err
-    r = cli("share", "off", "--nodes", "gpu-1", "--yes")
+    r = cli("share", "off", "--node", "gpu-1", "--yes")
     assert r.code == 0, r
     # the key first, then the label: the node never falls back to the sharing config
     assert writes(kube, since) == [
@@ -348,7 +346,7 @@ def test_off_labels_a_config_without_sharing_where_the_default_shares(cli, kube,
         ),
     )
     lone_sharing_key(kube_api)
-    r = cli("share", "off", "--nodes", "gpu-1", "--yes")
+    r = cli("share", "off", "--node", "gpu-1", "--yes")
     assert r.code == 0, r
     assert config_label(kube_api, "gpu-1") == "default"
     by = rows(cli)
@@ -369,14 +367,14 @@ def test_fallbacks_that_cannot_be_kept_safe_are_refused(cli, kube, kube_api):
         ),
     )
     since = mark(kube)
-    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--yes")
+    r = cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--yes")
     assert r.code == 1 and "nodes without the sharing label would share as 'ts-4'" in r.err
     assert "config.default=default" in r.err and writes(kube, since) == []
 
 
 def test_unmounted_config_map_advice_sets_a_default_without_sharing(cli, kube, kube_api):
     seed(kube_api, node("gpu-1"), daemonset("nvidia-device-plugin-daemonset", NS))
-    r = cli("share", "timeslice", "--replicas", "4", "--nodes", "gpu-1", "--dry-run", "-o", "yaml")
+    r = cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--dry-run", "-o", "yaml")
     assert r.code == 0, r
     assert f"--set config.name={sharing.DEFAULT_CONFIG_MAP} --set config.default=default" in r.err
     assert '"default": "default"' in r.err  # the ClusterPolicy patch
@@ -392,7 +390,7 @@ def test_mps_can_write_an_explicit_false_for_requests_over_one(cli, cluster):
         "4",
         "--mps",
         "--no-fail-requests-greater-than-one",
-        "--nodes",
+        "--node",
         "gpu-1",
         "--yes",
     )
@@ -407,7 +405,7 @@ def test_mps_can_write_an_explicit_false_for_requests_over_one(cli, cluster):
 
 
 def test_a_refusal_for_several_nodes_prints_one_line_per_node(cli, kube, cluster):
-    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--nodes", "mig-1,cpu-1", "--yes")
+    r = cli("share", "timeslice", "--replicas", "4", "--mps", "--node", "mig-1,cpu-1", "--yes")
     assert r.code == 1 and "\\n" not in r.err, r
     lines = r.err.splitlines()
     assert lines[0] == "gpuctl: error: refusing to change sharing on 2 node(s):"

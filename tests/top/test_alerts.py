@@ -89,7 +89,7 @@ def run_unit_tests(promtool, tmp_path, rules_path, cases, name="tests.yml"):
         [],
         ["-o", "json"],
         ["--format", "prometheusrule"],
-        ["--format", "prometheusrule", "-o", "json", "-l", "release=kps"],
+        ["--format", "prometheusrule", "-o", "json", "--label", "release=kps"],
         ["--exporter-container", "a.b,c", "--exporter-job", 'j"1', "--exporter-job", "j2"],
         ["--exporter-container", "", "--exporter-job", ""],
         [
@@ -124,7 +124,7 @@ def test_promtool_accepts_every_variant(promtool, tmp_path, capsys, args):
         assert doc["metadata"] == {
             "name": "gpuctl-gpu-alerts",
             "namespace": "monitoring",
-            **({"labels": {"release": "kps"}} if "-l" in args else {}),
+            **({"labels": {"release": "kps"}} if "--label" in args else {}),
         }
         # promtool reads rule files; the CRD's spec is exactly one.
         path = str(tmp_path / "spec.yml")
@@ -455,8 +455,13 @@ def test_the_blog_rule_never_fires_on_a_saturated_gpu(promtool, tmp_path, capsys
             ["-n", "a.b"],
             "--namespace",
         ),  # checked like every -n, though only a PrometheusRule has one
-        (["--format", "prometheusrule", "-l", "novalue"], "--label: 'novalue' is not KEY=VALUE"),
-        (["--format", "prometheusrule", "-l", "a=b c"], "--label"),
+        (
+            ["--format", "prometheusrule", "--label", "novalue"],
+            "--label: 'novalue' is not KEY=VALUE",
+        ),
+        (["--format", "prometheusrule", "--label", "a=b c"], "--label"),
+        # -l was --label's short form; in gpuctl -l is a label selector
+        (["--format", "prometheusrule", "-l", "release=kps"], "use --label release=kps"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(capsys, args, message):
@@ -479,7 +484,7 @@ def test_the_former_pod_label_option_is_ignored_with_a_warning(capsys):
 def test_label_without_prometheusrule_is_refused(capsys):
     from tests.clirun import run_gpuctl
 
-    code, out, err = run_gpuctl(capsys, "alerts", "render", "-l", "release=prom")
+    code, out, err = run_gpuctl(capsys, "alerts", "render", "--label", "release=prom")
     assert code == 2 and out == "" and "--label applies to --format prometheusrule" in err
 
 

@@ -25,7 +25,7 @@ def trace(tmp_path):
     nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
     nodes.write_text(NODES)
     pods.write_text(PODS)
-    return ["--nodes", str(nodes), "--pods", str(pods)]
+    return ["--node-csv", str(nodes), "--pod-csv", str(pods)]
 
 
 def test_option_defaults_are_the_replays():
@@ -67,8 +67,11 @@ def test_table_and_a_lower_demand(cli, trace):
 @pytest.mark.parametrize(
     "args, message",
     [
-        ([], "give either --nodes and --pods, or --from-cluster"),
-        (["--from-cluster", "--nodes", "x"], "give either --nodes and --pods, or --from-cluster"),
+        ([], "give either --node-csv and --pod-csv, or --from-cluster"),
+        (
+            ["--from-cluster", "--nodes", "x"],
+            "give either --node-csv and --pod-csv, or --from-cluster",
+        ),
         (["--policy", "fgd,spread"], "--policy 'fgd,spread': unknown spread"),
         (["--gpu-weight", "0"], "--gpu-weight must be 1 to 100"),
         (["--demand", "0"], "--demand must be above 0"),
@@ -86,13 +89,13 @@ def test_bad_options_exit_2(cli, trace, args, message):
 def test_a_bad_trace_names_file_line_and_field(cli, tmp_path, trace):
     bad = tmp_path / "bad.csv"
     bad.write_text(PODS.replace("p3,16000,65536,4,1000", "p3,16000,65536,4,500"))
-    r = cli("whatif", "--nodes", trace[1], "--pods", str(bad))
+    r = cli("whatif", "--node-csv", trace[1], "--pod-csv", str(bad))
     assert r.code == 2
     assert f"gpuctl: error: {bad}:4: gpu_milli: 500 with num_gpu 4" in r.err
-    r = cli("whatif", "--nodes", str(tmp_path / "none.csv"), "--pods", str(bad))
+    r = cli("whatif", "--node-csv", str(tmp_path / "none.csv"), "--pod-csv", str(bad))
     assert r.code == 2 and "none.csv: cannot read file" in r.err
     bad.write_bytes(b"name,cpu_milli\n\xff\n")
-    r = cli("whatif", "--nodes", trace[1], "--pods", str(bad))
+    r = cli("whatif", "--node-csv", trace[1], "--pod-csv", str(bad))
     assert r.code == 2 and f"{bad}:2: not UTF-8 text" in r.err
 
 
