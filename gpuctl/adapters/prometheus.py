@@ -110,13 +110,16 @@ class Prometheus:
                     body = e.head + response.read()
         except urllib.error.HTTPError as e:
             raise self._http_error(e) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException, BackendError) as e:
+            # cut off mid-answer, the decoder sees an answer cut short: the deadline is why
             if expired.is_set():
                 raise BackendError(
                     f"Prometheus at {self.url} did not answer within {self.timeout:g} s",
                     hint="check that Prometheus is healthy and the network path to it "
                     "(a proxy that holds the connection?)",
                 ) from None
+            if isinstance(e, BackendError):
+                raise
             reason = getattr(e, "reason", e)
             if isinstance(e, TimeoutError) or isinstance(reason, TimeoutError):
                 what = "timed out"

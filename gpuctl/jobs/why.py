@@ -21,6 +21,7 @@ EVICTED = {
     "ClusterQueueStopped": "its ClusterQueue was stopped",
     "LocalQueueStopped": "its LocalQueue was stopped",
     "Deactivated": "it was deactivated",
+    "InactiveWorkload": "it was deactivated",  # the same reason as older Kueue releases name it
     "NodeFailures": "a node it ran on failed",
     "MaximumExecutionTimeExceeded": "it ran past its maximum execution time",
     "RequeuingLimitExceeded": "it was requeued too many times",

@@ -70,7 +70,13 @@ def figures(
 ) -> live.Figures:
     """The cluster figures of a live frame: one query, aggregated by Prometheus."""
     query = live.figures_query(window, idle_threshold, exporter, sort, rows)
-    found = client.query(query, live.read_figures)
+    try:
+        found = client.query(query, live.read_figures)
+    except (KeyError, ValueError, OverflowError) as e:  # a count that is no count
+        raise BackendError(
+            f"Prometheus at {client.url} answered the cluster figures with a sample gpuctl "
+            f"cannot read ({type(e).__name__}: {e})"
+        ) from None
     if not found.node_gpus:
         raise _no_metrics(client)
     return found
@@ -112,7 +118,7 @@ class LiveFrames:
         self._figures: live.Figures | None = None
         self._figures_rows = 0  # rows the figures' page was chosen for
         self._figures_at = 0.0
-        self._error: BackendError | None = None
+        self._error: Exception | None = None  # raised by the next frame
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._wake = threading.Event()
@@ -135,7 +141,7 @@ class LiveFrames:
                     self._figures, self._figures_rows, self._error = found, rows, None
                     self._figures_at = time.monotonic()
                     self.refreshes += 1
-            except BackendError as e:
+            except Exception as e:  # any: a first frame waiting for figures must not hang
                 with self._lock:
                     self._error = e
             self._ready.set()

@@ -20,7 +20,7 @@ from gpuctl.common.numbers import whole_number
 MILLI = 1000  # a whole GPU, in thousandths
 MAX_GPUS = 64  # per node and per pod: far above any server, small enough to hold as a table
 MAX_CPU_MILLI = 10**12
-MAX_MEMORY_MIB = 2**40  # a zebibyte would overflow the replay's 64-bit arithmetic
+MAX_MEMORY_MIB = 2**40  # an exbibyte; more would overflow the replay's 64-bit arithmetic
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")

@@ -110,6 +110,25 @@ def trickle(body: bytes | None = None, every_s: float = 2.0, forward: bool = Fal
     return Action(forward, respond)
 
 
+def stall_midway(seconds: float = 30) -> Action:
+    """Forward, send the first half of the server's answer, then hold the rest `seconds`."""
+
+    def respond(h: Handler, answer: Answer | None) -> None:
+        assert answer is not None
+        head = f"HTTP/1.1 {answer.status} OK\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in answer.headers.items())
+        head += f"Content-Length: {len(answer.body)}\r\n\r\n"
+        try:
+            h.wfile.write(head.encode("latin-1") + answer.body[: len(answer.body) // 2])
+            h.wfile.flush()
+        except OSError:
+            return
+        h.proxy.sleep(seconds)
+        h.close_connection = True
+
+    return Action(True, respond)
+
+
 # ---- the server ---------------------------------------------------------------------------
 
 

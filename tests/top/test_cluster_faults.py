@@ -10,7 +10,7 @@ import pytest
 
 from tests.clirun import run_gpuctl as gpuctl
 from tests.cluster_data import gpu
-from tests.standins.faults import redirect, reply, trickle
+from tests.standins.faults import redirect, reply, stall_midway, trickle
 from tests.standins.prometheus import free_port
 
 QUERY = "/api/v1/query"
@@ -91,6 +91,18 @@ def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(
     one_error_line(code, out, err, 1, f"Prometheus at {proxy.url} did not answer within 3 s")
     assert took < 6, took  # three queries in parallel, each cut off after 3 s
     assert len(proxy.seen("POST", QUERY)) == 3
+
+
+def test_an_answer_that_stalls_halfway_is_a_timeout_not_a_malformed_answer(
+    prom, fault_proxy, capsys, monkeypatch
+):
+    """Decoded as it arrives, an answer cut off by the deadline looks cut short: the error
+    must still say the deadline passed."""
+    proxy = fault_proxy(prom.url)
+    proxy.on("POST", QUERY, stall_midway(), nth=None)
+    monkeypatch.setenv("GPUCTL_REQUEST_TIMEOUT", "2")
+    code, out, err = gpuctl(capsys, "top", "--prometheus", proxy.url, "--once", "-o", "json")
+    one_error_line(code, out, err, 1, f"Prometheus at {proxy.url} did not answer within 2 s")
 
 
 def test_the_default_deadline_bounds_a_trickle_too(prom, fault_proxy, capsys):

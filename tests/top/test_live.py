@@ -232,6 +232,28 @@ def test_a_malformed_streamed_sample_is_one_error(query_server, capsys):
     assert err.startswith("gpuctl: error: Prometheus at ") and "malformed sample" in err
 
 
+@pytest.mark.parametrize(
+    "sample",
+    [
+        b'{"metric":{"figure":"shapes"},"value":[1,"3"]}',  # no "n" label
+        b'{"metric":{"figure":"free","n":"many"},"value":[1,"3"]}',
+        b'{"metric":{"figure":"idle_held"},"value":[1,"NaN"]}',
+    ],
+)
+def test_figures_gpuctl_cannot_read_end_the_first_frame_with_one_error(query_server, sample):
+    """The first live frame waits for the figures: an answer they cannot be read from must
+    end that wait with an error naming Prometheus, never leave it waiting."""
+    head = b'{"status":"success","data":{"resultType":"vector","result":['
+    node = b'{"metric":{"figure":"node_count","Hostname":"a","idle":"0"},"value":[1,"1"]},'
+    server = query_server(lambda q: head + node + sample + b"]}}")
+    frames = cluster.LiveFrames(Prometheus(server.url), "10m", 5.0, Exporter(), "util", 0.2)
+    try:
+        with pytest.raises(BackendError, match="cluster figures with a sample gpuctl cannot read"):
+            frames.frame(4)
+    finally:
+        frames.close()
+
+
 def test_live_frames_refresh_the_figures_in_the_background(prometheus_with):
     """A small cluster's figures take milliseconds: refreshed about every frame, while each
     frame fetches its rows; a Prometheus gone makes the next frame fail (the view keeps the
