@@ -91,6 +91,21 @@ _RESERVED_PREFIXES = {
 }
 
 
+def _literal(text: str) -> str:
+    return text.replace(".", r"\.")  # the keys hold letters, digits, '-', '.' and '/'
+
+
+def not_reserved_label(extra: tuple[str, ...] = ()) -> str:
+    """A lookahead refusing what reserved_label names (and the keys EXTRA), in the dialect
+    of the patterns above: for a JSON Schema of label keys."""
+    exact = "|".join(_literal(k) for k in (*_RESERVED_LABELS, *extra))
+    prefixes = "|".join(_literal(p.removesuffix("/")) for p in _RESERVED_PREFIXES)
+    return (
+        rf"(?!({exact})(?![\s\S]))"
+        rf"(?=app\.kubernetes\.io/|(?!([-a-z0-9.]*\.)?({prefixes})/))"
+    )
+
+
 def reserved_label(key: str) -> str | None:
     """Who sets the label `key` itself (so a job spec may not), or None. Keys of the
     app.kubernetes.io/ recommended labels other than managed-by stay free."""

@@ -55,7 +55,7 @@ class Field:
     default: Any = None
     choices: tuple[str, ...] = ()
     minimum: int | None = None  # a number's least value; a list's fewest items
-    maximum: int | None = None
+    maximum: int | None = None  # ... and a name's longest
     # a regular expression the whole text matches: of a text, of each item of a list, of
     # each value of a mapping; of a quantity, instead of "not negative" (quantity.POSITIVE)
     pattern: str | None = None
@@ -147,6 +147,8 @@ def _written(pattern: str | None, booleans: bool) -> dict[str, Any]:
         kinds.append({"type": "boolean"})
     if pattern is None:
         kinds.append({"type": "number"})
+    elif re.fullmatch(pattern, "-12.5"):
+        kinds.append({"type": "number"})
     elif re.fullmatch(pattern, "12.5"):
         kinds.append({"type": "number", "minimum": 0})
     elif re.fullmatch(pattern, "10"):
@@ -174,7 +176,7 @@ def _value(f: Field) -> dict[str, Any]:
     if f.type == TEXT:
         return _text(f.pattern, f.choices)
     if f.type == NAME:
-        return _text(DNS1123_LABEL)
+        return {**_text(DNS1123_LABEL), **_bounds(f, "minLength", "maxLength")}
     if f.type == INTEGER:
         # JSON Schema counts 2.0 as an integer; the parser refuses it (a limit of the schema)
         return {"type": "integer", **_bounds(f, "minimum", "maximum")}

@@ -31,6 +31,7 @@ from gpuctl.common.specfile import Doc, Fields, load_yaml_file
 API_VERSION = "gpuctl/v1"
 KIND = "Cluster"
 DEFAULT_TAINT = "nvidia.com/gpu=present:NoSchedule"
+MAX_GROUP_NAME = 40  # becomes part of ASG, launch template and IAM names
 MAX_GROUP_SIZE = 1000  # an Auto Scaling group's own limit is higher; a typo is likelier
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -99,7 +100,8 @@ RESERVATION = Table(
           default="on-demand", choices=RESERVATION_TYPES),
 )  # fmt: skip
 NODE_GROUP = Table(
-    Field("name", NAME, "The group's name (at most 40 characters).", required=True),
+    Field("name", NAME, "The group's name (at most 40 characters).", required=True,
+          maximum=MAX_GROUP_NAME),
     Field("instance_type", TEXT, "Its EC2 instance type, e.g. p5.48xlarge.", required=True,
           pattern=INSTANCE_TYPE),
     Field("min_size", INTEGER, "Fewest nodes.", required=True, minimum=0, maximum=MAX_GROUP_SIZE),
@@ -469,8 +471,8 @@ def _plain_version(fields: Fields, required: bool) -> str | None:
 def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
     g.reject_unknown(NODE_GROUP)
     name = g.read(NODE_GROUP["name"])
-    if len(name) > 40:  # becomes part of ASG, launch template and IAM names
-        raise g.error("name", f"must be at most 40 characters (got {len(name)})")
+    if len(name) > MAX_GROUP_NAME:
+        raise g.error("name", f"must be at most {MAX_GROUP_NAME} characters (got {len(name)})")
     itype = g.read(NODE_GROUP["instance_type"])
     if not _INSTANCE_TYPE.fullmatch(itype):
         raise g.error("instance_type", f"{itype!r} is not an EC2 instance type (e.g. p4d.24xlarge)")
