@@ -25,6 +25,7 @@ from gpuctl.provision.spec import CLUSTER, parse_cluster
 from gpuctl.specs.schemas import schema
 from tests import ROOT
 
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the same YAML, 10 times faster
 VALIDATORS = {kind: jsonschema.Draft202012Validator(schema(kind)) for kind in ("job", "cluster")}
 TABLES = {"job": JOB, "cluster": CLUSTER}
 
@@ -80,7 +81,7 @@ Path = tuple[str | int, ...]
 
 
 def parser_verdict(kind: str, data: Any) -> SpecError | None:
-    doc = load_yaml(yaml.safe_dump(data), f"{kind}.yaml")
+    doc = load_yaml(yaml.dump(data, Dumper=DUMPER), f"{kind}.yaml")
     try:
         if kind == "job":
             parse_job(doc)
@@ -306,8 +307,6 @@ def _rules(table: sf.Table, data: dict[str, Any], at: Path = ()):
     for path, row in rows(table, data, at):
         if row.type == sf.TEXT_OR_MAPPING:
             continue  # its text form stands for the whole mapping: other fields depend on it
-        if path == ("name",) and data.get("nodes", 1) > 1:
-            continue  # a multi-node job's name has rules of its own (the parser's job)
         ruled = row.pattern or row.keys or row.type in (sf.NAME, sf.QUANTITY, sf.DURATION)
         if ruled and not row.choices:
             yield path, row
@@ -328,44 +327,41 @@ def _placed(row: sf.Field, current: Any, value: Any) -> list[tuple[str, Any]]:
 
 
 def hostile_cases():
-    for kind, data in VALID:
-        if kind == "job" and "template" in data:
-            continue
-        for path, row in _rules(TABLES[kind], data):
-            current: Any = data
-            for p in path:
-                current = current[p]
-            for value in HOSTILE:
-                for where, placed in _placed(row, current, value):
-                    name = f"{kind}:{dotted(path)}:{where}={value!r:.40}"
-                    cannot = (kind, dotted(path), where, value) in SCHEMA_CANNOT
-                    yield pytest.param(kind, data, path, placed, cannot, id=name)
+    for kind, full in (("job", FULL_JOB), ("cluster", FULL_CLUSTER)):
+        for path, row in _rules(TABLES[kind], full):
+            base = full
+            if kind == "job":  # the field alone (a multi-node job's name has more rules)
+                base = {k: full[k] for k in ("apiVersion", "name", "image", "cpu", path[0])}
+            yield pytest.param(kind, base, path, row, id=f"{kind}:{dotted(path)}")
 
 
 # What the schema cannot state, each with a value the parser refuses and the schema takes
 # (docs/jobs.md, "what stays the parser's job"): if one starts to agree, drop it here and
 # there.
 SCHEMA_CANNOT = {
-    # a number's value, not how it was written: YAML writes 10**70 as digits, 71 characters
+    # a number's value, not how it was written: YAML writes 10**70 as 71 digits
     ("job", "labels", "value", 10**70): "a label value of more than 63 digits",
     ("job", "node_selector", "value", 10**70): "a label value of more than 63 digits",
     ("job", "gpu_type", "item", 10**70): "a label value of more than 63 digits",
 }
 
 
-@pytest.mark.parametrize("kind, data, path, value, cannot", list(hostile_cases()))
-def test_a_rule_on_text_gets_the_same_verdict_from_parser_and_schema(
-    kind, data, path, value, cannot
-):
-    bad = with_value(data, path, value)
-    refused = parser_verdict(kind, bad)
-    errors = schema_errors(kind, bad)
-    if cannot:
-        assert refused is not None and errors == [], "now they agree: update SCHEMA_CANNOT"
-    elif refused is None:
-        assert errors == [], f"the schema refuses what the parser accepts: {errors}"
-    else:
-        assert errors, f"the schema accepts what the parser refuses: {refused}"
+@pytest.mark.parametrize("kind, data, path, row", list(hostile_cases()))
+def test_a_rule_on_text_gets_the_same_verdict_from_parser_and_schema(kind, data, path, row):
+    current: Any = data
+    for p in path:
+        current = current[p]
+    disagree = []
+    for value in HOSTILE:
+        for where, placed in _placed(row, current, value):
+            bad = with_value(data, path, placed)
+            parser_takes = parser_verdict(kind, bad) is None
+            schema_takes = schema_errors(kind, bad) == []
+            if (kind, dotted(path), where, value) in SCHEMA_CANNOT:
+                assert not parser_takes and schema_takes, f"{value!r} agrees now: SCHEMA_CANNOT"
+            elif parser_takes != schema_takes:
+                disagree.append(f"{where} {value!r}: parser takes it {parser_takes}")
+    assert disagree == []
 
 
 short_text = st.text(st.sampled_from("aZ09-._/:=+ \n٣eEKkimhsd"), max_size=12)
