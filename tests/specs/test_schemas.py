@@ -297,7 +297,7 @@ HOSTILE = [
     "node.kubernetes.io/x", "k8s.io/y", "vpc.amazonaws.com/efa", "example.com/dev",
     "key:NoSchedule", "key=value:NoExecute", "key=:NoSchedule", "key=a=b:NoSchedule",
     "key:Sometimes", "KEY_1", "_x", "1x", "x.y-z", "..x", "us-east-1", "cr-0123456789abcdef0",
-    "p5.48xlarge", "1.33", "my_table", "my..bucket",
+    "p5.48xlarge", "1.33", "my_table", "my..bucket", "9999999999s", "1e2147483648", "1" * 101,
     0, 1, -1, 1.5, -1.5, 10**70, 2**31 - 1, 2**31, True,
 ]  # fmt: skip
 
@@ -340,10 +340,15 @@ def hostile_cases():
 # there.
 SCHEMA_CANNOT = {
     # a number's value, not how it was written: YAML writes 10**70 as 71 digits
-    ("job", "labels", "value", 10**70): "a label value of more than 63 digits",
-    ("job", "node_selector", "value", 10**70): "a label value of more than 63 digits",
-    ("job", "gpu_type", "item", 10**70): "a label value of more than 63 digits",
-}
+    **{("job", f, w, 10**70): "a label value of more than 63 digits"
+       for f, w in (("labels", "value"), ("node_selector", "value"), ("gpu_type", "item"))},
+    # a sum of parts
+    **{("job", f, "value", v): "more than 2**31 - 1 seconds"
+       for f in ("deadline", "ttl_after_finished") for v in ("9999999999s", "1" * 101)},
+    **{("job", f, "value", v): "more than 100 digits; an exponent beyond an int32"
+       for f in ("cpu", "memory", "shm", "volumes[1].empty_dir")
+       for v in ("1e2147483648", "1" * 101)},
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("kind, data, path, row", list(hostile_cases()))
