@@ -193,7 +193,10 @@ def _value(f: Field) -> dict[str, Any]:
         return {"anyOf": [item, strings]} if f.single else strings
     if f.type == STRING_MAP:
         value = {"type": "string", **({"pattern": whole(f.pattern)} if f.pattern else {})}
-        out = {"type": "object", "additionalProperties": {"anyOf": [value, _written(f.pattern, booleans=True)]}}
+        out = {
+            "type": "object",
+            "additionalProperties": {"anyOf": [value, _written(f.pattern, booleans=True)]},
+        }
         if f.keys is not None:
             out["propertyNames"] = {"pattern": whole(f.keys)}
         return out

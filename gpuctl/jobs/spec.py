@@ -39,6 +39,7 @@ JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
 MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
 MAX_EXTRA_RESOURCE = 1_000_000
+# Asked for with gpus / mig / shared, never as extra_resources.
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 # The key of an extra resource as the JSON Schema states it: hugepages-SIZE, or an extended
 # resource (domain/name) outside kubernetes.io that is not a GPU; _extra_resources checks
@@ -128,7 +129,7 @@ JOB = Table(
           "has JobSet).", choices=MULTINODE),
 )  # fmt: skip
 FIELDS = JOB.names()
-# Asked for with gpus / mig / shared, never as extra_resources.
+
 
 @dataclass(frozen=True)
 class JobSpec:

@@ -21,8 +21,12 @@ from gpuctl.common.specfile import Fields, dotted
 VOLUME = Table(
     Field("name", NAME, "The volume's name, unique in the job.", required=True),
     Field("pvc", TEXT, "A PersistentVolumeClaim's name.", pattern=DNS1123_SUBDOMAIN),
-    Field("empty_dir", QUANTITY, "An empty directory of this size limit, e.g. 200Gi.",
-          pattern=POSITIVE),
+    Field(
+        "empty_dir",
+        QUANTITY,
+        "An empty directory of this size limit, e.g. 200Gi.",
+        pattern=POSITIVE,
+    ),
     Field("config_map", TEXT, "A ConfigMap's name: its keys as files.", pattern=DNS1123_SUBDOMAIN),
     Field("mount", TEXT, "Where it is mounted in the container.", required=True),
     Field("read_only", FLAG, "Mount it read-only.", default=False),
@@ -31,8 +35,13 @@ VOLUME = Table(
 SOURCES = ("pvc", "empty_dir", "config_map")
 SECRET = Table(
     Field("secret", TEXT, "The Secret's name.", required=True, pattern=DNS1123_SUBDOMAIN),
-    Field("env", STRING_MAP, "Variables from its keys: variable -> key.", keys=ENV_VAR,
-          pattern=DATA_KEY),
+    Field(
+        "env",
+        STRING_MAP,
+        "Variables from its keys: variable -> key.",
+        keys=ENV_VAR,
+        pattern=DATA_KEY,
+    ),
     Field("mount", TEXT, "Where its keys are mounted as files, read-only."),
 )
 SHM_VOLUME = "dshm"  # the volume `shm:` renders, mounted at /dev/shm

@@ -338,7 +338,7 @@ def hostile_cases():
 # What the schema cannot state, each with a value the parser refuses and the schema takes
 # (docs/jobs.md, "what stays the parser's job"): if one starts to agree, drop it here and
 # there.
-SCHEMA_CANNOT = {
+SCHEMA_CANNOT: dict[tuple[str, str, str, Any], str] = {
     # a number's value, not how it was written: YAML writes 10**70 as 71 digits
     **{("job", f, w, 10**70): "a label value of more than 63 digits"
        for f, w in (("labels", "value"), ("node_selector", "value"), ("gpu_type", "item"))},
@@ -385,9 +385,7 @@ def test_short_texts_get_the_same_verdict_from_parser_and_schema(field, value):
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    field=st.sampled_from(["env", "labels", "node_selector"]), key=short_text
-)
+@given(field=st.sampled_from(["env", "labels", "node_selector"]), key=short_text)
 def test_short_keys_get_the_same_verdict_from_parser_and_schema(field, key):
     bad = with_value(FULL_JOB, (field,), {key: "v"})
     assert (parser_verdict("job", bad) is None) == (schema_errors("job", bad) == [])
