@@ -44,9 +44,10 @@ GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 # The key of an extra resource as the JSON Schema states it: hugepages-SIZE, or an extended
 # resource (domain/name) outside kubernetes.io that is not a GPU; _extra_resources checks
 # each rule on its own, to say which one a key breaks.
+_GPU_RESOURCES = "|".join(p.replace(".", r"\.") for p in GPU_RESOURCE_PREFIXES)
 EXTRA_RESOURCE_KEY = (
     rf"hugepages-{POSITIVE}"
-    r"|(?!hugepages-)(?!([-a-z0-9.]*\.)?kubernetes\.io/)(?!nvidia\.com/(gpu|mig-))(?=[^/]+/)"
+    rf"|(?!hugepages-)(?!([-a-z0-9.]*\.)?kubernetes\.io/)(?!({_GPU_RESOURCES}))(?=[^/]+/)"
     + LABEL_KEY
 )
 DEFAULT_MASTER_PORT = 29500

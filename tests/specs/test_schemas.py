@@ -389,3 +389,50 @@ def test_short_texts_get_the_same_verdict_from_parser_and_schema(field, value):
 def test_short_keys_get_the_same_verdict_from_parser_and_schema(field, key):
     bad = with_value(FULL_JOB, (field,), {key: "v"})
     assert (parser_verdict("job", bad) is None) == (schema_errors("job", bad) == [])
+
+
+def _patterns(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["pattern"]} if isinstance(node.get("pattern"), str) else set()
+        return found.union(*(_patterns(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_patterns(v) for v in node))
+    return set()
+
+
+ECMA = """
+const {patterns, texts} = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify(patterns.map(p => texts.map(t => new RegExp(p, "u").test(t)))));
+"""
+
+
+@pytest.mark.integration
+def test_every_pattern_reads_the_same_in_ecma_262_as_in_python():
+    """Editors evaluate `pattern` as ECMA-262 regular expressions (with the u flag, as the
+    YAML and JSON language servers do); jsonschema and the parser use Python's `re`."""
+    import re
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node (Node.js) not installed: ECMA-262 regular expressions unchecked")
+    patterns = sorted(_patterns(schema("job")) | _patterns(schema("cluster")))
+    texts = [v for v in HOSTILE if isinstance(v, str)]
+    texts += [v + "\n" for v in texts] + ["x/" + v for v in texts] + [v + "Ki" for v in texts]
+    run = subprocess.run(
+        [node, "-e", ECMA],
+        input=json.dumps({"patterns": patterns, "texts": texts}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    ecma = json.loads(run.stdout)
+    differ = [
+        (p, t)
+        for p, verdicts in zip(patterns, ecma, strict=True)
+        for t, verdict in zip(texts, verdicts, strict=True)
+        if verdict != bool(re.search(p, t))
+    ]
+    assert len(patterns) >= 20 and differ == []
