@@ -231,7 +231,8 @@ def _run(argv: list[str]) -> int:
         e.show()
         return e.exit_code
     except click.UsageError as e:
-        _fail(e.format_message(), _usage_hint(e.ctx))
+        # one line: click lists a missing choice argument's values on tab-indented lines
+        _fail(" ".join(e.format_message().split()), _usage_hint(e.ctx))
         return e.exit_code
     except click.ClickException as e:
         _fail(e.format_message())

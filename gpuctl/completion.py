@@ -135,5 +135,9 @@ def _from_cluster(ctx, ask: Callable) -> Values:
     # Each request has COMPLETION_SECONDS (the adapter's deadline, not only a socket
     # timeout): a cluster that does not answer fails the first one. The client's modules
     # load on first use, outside that clock.
-    with Kube(context=ctx.params.get("context"), timeout=COMPLETION_SECONDS) as kube:
+    with Kube(
+        context=ctx.params.get("context"),
+        timeout=COMPLETION_SECONDS,
+        kubeconfig=ctx.params.get("kubeconfig"),
+    ) as kube:
         return ask(kube)

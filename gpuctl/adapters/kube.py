@@ -28,6 +28,10 @@ class Forbidden(BackendError):
     """HTTP 403: RBAC does not allow this request."""
 
 
+class Unreachable(BackendError):
+    """No connection to the API server: the request never left."""
+
+
 class NoAnswer(BackendError):
     """The request reached the server, or may have, but no usable answer came back (a
     timeout, a dropped connection, a gateway's error page, a failure Status): a change it
@@ -556,7 +560,7 @@ class Kube:
                     hint="check the network path to the cluster",
                 )
             if unsent:
-                return BackendError(
+                return Unreachable(
                     f"{subject}cannot reach the Kubernetes API at {self.host}",
                     hint="is the cluster up and the kubeconfig context right?",
                 )
@@ -577,8 +581,9 @@ def connect_or_offline(
     probe: Callable[[Kube], object] = Kube.server_version,
 ) -> tuple[Kube | None, str | None]:
     """(a connection that answered PROBE, None); with OFFLINE_OK, (None, why not) when there
-    is no usable kubeconfig or its cluster does not answer, for a dry run that can render
-    from its options alone, as kubectl's client dry run does."""
+    is no usable kubeconfig or its cluster cannot be reached or does not answer, for a dry
+    run that can render from its options alone, as kubectl's client dry run does. A cluster
+    that answers, even with a refusal (401, 5xx …), is no reason to guess: its error stands."""
     try:
         kube = Kube(context, kubeconfig=kubeconfig)
     except GpuctlError as e:
@@ -591,7 +596,7 @@ def connect_or_offline(
         pass
     except GpuctlError as e:
         kube.close()
-        if not offline_ok:
+        if not offline_ok or not isinstance(e, (Unreachable, NoAnswer)):
             raise
         return None, e.message
     return kube, None

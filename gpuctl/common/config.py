@@ -33,6 +33,7 @@ SETTINGS = {
     "context": ("GPUCTL_CONTEXT", None),
     "namespace": ("GPUCTL_NAMESPACE", None),
 }
+NUMBERS = {"request_timeout"}  # settings the config file may write as a number
 LIST_SETTINGS = {
     # name: environment variable (comma-separated there); unset unless given
     "exporter_containers": "GPUCTL_EXPORTER_CONTAINERS",
@@ -88,7 +89,7 @@ def setting_from(
         value, where = os.environ[env_var], env_var
     if value is None:
         f = _config_file()
-        value = f.text(name) if f else None
+        value = (f.number_text(name) if name in NUMBERS else f.text(name)) if f else None
         if value is not None:
             assert f is not None  # value came from it
             where = f.doc.file

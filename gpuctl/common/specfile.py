@@ -356,6 +356,17 @@ class Fields:
             raise self.error(key, f"must be one of {', '.join(choices)} (got {value!r})")
         return value
 
+    def number_text(self, key: str, default: Any = None) -> Any:
+        """Text, or a plain decimal number as written (`30`, `2.5`): for values the
+        environment gives as text too."""
+        value = self._get(key, default, False)
+        if value is default or isinstance(value, str):
+            return self.text(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(key, f"expected a number, got {_kind(value)} {value!r}")
+        self._plain(key)
+        return self._as_written((key,), value)
+
     def name(self, key: str, default: Any = None, *, required: bool = False) -> Any:
         value = self.text(key, default, required=required)
         if value is not default and not k8s_names.dns1123_label(value):

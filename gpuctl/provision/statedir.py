@@ -67,6 +67,8 @@ def describe(spec: ClusterSpec, workdir: Path) -> str:
 
 
 def _check_same_cluster(workdir: Path, spec: ClusterSpec) -> None:
+    if not (workdir / STATE_FILE).exists() and not (workdir / ".terraform").exists():
+        return  # Terraform never ran here (a dry run at most): nothing is tied to it
     try:
         written = json.loads((workdir / TFVARS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -39,7 +39,9 @@ def register(app: typer.Typer) -> None:
 
 @quota_app.command("set")
 def quota_set(
-    team: str = typer.Argument(..., help="The team's namespace (created if missing)."),
+    team: str = typer.Argument(
+        ..., metavar="TEAM", help="The team's namespace (created if missing)."
+    ),
     gpus: int = typer.Option(..., "--gpus", help="Whole GPUs the team may request at once."),
     mig: list[str] = typer.Option(
         [],

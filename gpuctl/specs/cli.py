@@ -29,7 +29,9 @@ def register(app: typer.Typer) -> None:
 
 
 def init(
-    starter: Starter = typer.Argument(..., help="job, multinode, mig-job or cluster."),
+    starter: Starter = typer.Argument(
+        ..., metavar="STARTER", help="job, multinode, mig-job or cluster."
+    ),
     output: str = typer.Option(
         "-", "-o", "--output", metavar="FILE", help="Write the spec to FILE (- : stdout)."
     ),
@@ -62,7 +64,7 @@ def init(
 
 
 def schema(
-    kind: SchemaKind = typer.Argument(..., help="job or cluster."),
+    kind: SchemaKind = typer.Argument(..., metavar="KIND", help="job or cluster."),
     output: DataFormat = typer.Option(DataFormat.json, "-o", "--output", help="json or yaml."),
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of the job spec or the cluster spec, made from

@@ -87,3 +87,55 @@ def test_a_missing_gpuctl_config_is_one_line_exit_2(cli, tmp_path, monkeypatch):
         r.err.splitlines()[0]
         == f"gpuctl: error: GPUCTL_CONFIG={tmp_path / 'nope.yaml'}: no such file"
     )
+
+
+def readme_settings() -> str:
+    """The settings file README.md shows."""
+    import os
+    import re
+
+    from tests import ROOT
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    blocks = re.findall(r"```yaml\n(# ~/.config/gpuctl/config.yaml\n.*?)```", text, re.S)
+    assert len(blocks) == 1, "README.md shows one settings file"
+    return blocks[0]
+
+
+def test_the_settings_file_the_readme_shows_is_read_as_written(tmp_path, monkeypatch):
+    import yaml
+
+    text = readme_settings()
+    written = yaml.safe_load(text)
+    monkeypatch.setenv("GPUCTL_CONFIG", str(write(tmp_path / "config.yaml", text)))
+    for name in config.SETTINGS:
+        if name in written:
+            assert config.setting_from(name) == (str(written[name]), str(tmp_path / "config.yaml"))
+    assert config.request_timeout(10.0) == float(written["request_timeout"])
+    for name in config.LIST_SETTINGS:
+        assert config.setting_list(name, []) == written[name]
+
+
+@pytest.mark.parametrize("value", ["30", "2.5", '"30"'])
+def test_request_timeout_may_be_written_as_a_number(tmp_path, monkeypatch, value):
+    monkeypatch.setenv(
+        "GPUCTL_CONFIG", str(write(tmp_path / "c.yaml", f"request_timeout: {value}\n"))
+    )
+    assert config.request_timeout(10.0) == float(value.strip('"'))
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("[30]", "expected a number"),
+        ("true", "expected a number"),
+        ("0", "not a number of seconds"),
+    ],
+)
+def test_a_request_timeout_gpuctl_cannot_use_names_the_line(tmp_path, monkeypatch, value, says):
+    cfg = write(tmp_path / "c.yaml", f"context: x\nrequest_timeout: {value}\n")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
+    with pytest.raises(SpecError, match=says) as e:
+        config.request_timeout(10.0)
+    assert (e.value.file, e.value.line, e.value.field) == (str(cfg), 2, "request_timeout")

@@ -438,7 +438,10 @@ def test_a_working_directory_stays_in_its_region(tmp_path, modules, gpuctl):
     spec.write_text(NEW.read_text().replace("region: us-east-1\n", ""))
     work = tmp_path / "wd"
     base = ("-f", str(spec), "--workdir", str(work))
+    assert gpuctl("provision", *base, "--dry-run", "--region", "us-west-2")[0] == 0
+    # a dry run ties nothing: Terraform never ran there
     assert gpuctl("provision", *base, "--dry-run", "--region", "us-east-1")[0] == 0
+    (work / "terraform.tfstate").write_text("{}")  # as Terraform leaves it
     held = f"{work} holds cluster 'ml-prod' in us-east-1, not 'ml-prod' in us-west-2"
     code, out, err = gpuctl("provision", *base, "--dry-run", "--region", "us-west-2")
     assert code == 1 and held in err
@@ -506,6 +509,8 @@ def test_state_left_where_an_older_gpuctl_kept_it_is_not_silently_ignored(
 
 def test_a_cluster_of_the_same_name_in_another_region_is_refused(tmp_path, modules, gpuctl):
     assert gpuctl("provision", "-f", str(NEW), "--dry-run")[0] == 0
+    [tfvars] = tmp_path.glob("home/**/ml-prod/terraform.tfvars.json")
+    (tfvars.parent / ".terraform").mkdir()  # `terraform init` ran there
     other = tmp_path / "other.yaml"
     other.write_text(NEW.read_text().replace("us-east-1", "us-west-2"))
     code, out, err = gpuctl("provision", "-f", str(other), "--dry-run")
