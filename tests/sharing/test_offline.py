@@ -137,6 +137,7 @@ def test_off_renders_label_removals(cli):
 
 QUOTA = "quota set team-a --gpus 4 --dry-run -o yaml".split()
 KUEUE_RESOURCES = ["--cpu", "8", "--memory", "64Gi"]  # what nodes would tell
+KUEUE_OBJECTS = ["Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
 
 
 @pytest.mark.parametrize("engine", ["resourcequota", "kueue"])
@@ -144,11 +145,7 @@ def test_quota_set_renders_without_a_cluster(cli, engine):
     extra = KUEUE_RESOURCES if engine == "kueue" else []
     r = offline(cli, *QUOTA, "--engine", engine, *extra)
     kinds = [d["kind"] for d in yaml.safe_load_all(r.out)]
-    assert kinds == (
-        ["Namespace", "ResourceQuota"]
-        if engine == "resourcequota"
-        else ["Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
-    )
+    assert kinds == (["Namespace", "ResourceQuota"] if engine == "resourcequota" else KUEUE_OBJECTS)
 
 
 def test_quota_set_offline_defaults_to_kueue_and_says_so(cli):
@@ -180,14 +177,10 @@ def test_kueue_quota_offline_equals_a_dry_run_on_the_cluster_it_assumes(
     since = mark(kube)
     online = cli(*args)
     assert online.code == 0 and writes(kube, since) == [], online
-    docs = list(yaml.safe_load_all(online.out))
-    assert [d["kind"] for d in docs] == [
-        "Namespace",
-        "ResourceFlavor",
-        "ClusterQueue",
-        "LocalQueue",
-    ]
-    for d in docs[1:]:
+    namespace, *queues = yaml.safe_load_all(online.out)
+    assert [d["kind"] for d in (namespace, *queues)] == KUEUE_OBJECTS
+    assert_valid(namespace)
+    for d in queues:
         assert_valid_cr(d)
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     assert offline(cli, *args).out == online.out
