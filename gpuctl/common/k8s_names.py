@@ -11,13 +11,26 @@ import re
 # The node label that names a node's GPU model, unless the settings say otherwise.
 DEFAULT_GPU_LABEL_KEY = "gpu-type"
 
-DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"  # also in the JSON Schemas of specs
+# Whole-text patterns, written so that Python's `re` and ECMA-262 (the JSON Schemas that
+# state them too) read them alike: ASCII classes only, no \d or \s, no flags. A length limit
+# is a lookahead counting the pattern's own characters.
+DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_SUBDOMAIN_BODY = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+DNS1123_SUBDOMAIN = r"(?=[-a-z0-9.]{1,253}(?![-a-z0-9.]))" + _SUBDOMAIN_BODY
+_QUALIFIED = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+# [prefix/]name: the prefix a DNS subdomain (at most 253), the name a qualified name (≤ 63)
+LABEL_KEY = rf"((?=[-a-z0-9.]{{1,253}}/){_SUBDOMAIN_BODY}/)?{_QUALIFIED}"
+LABEL_VALUE = rf"({_QUALIFIED})?"
+# a Secret's or ConfigMap's data key: not ".", not starting with ".."
+DATA_KEY = r"(?!\.\.)(?!\.(?![-._a-zA-Z0-9]))[-._a-zA-Z0-9]{1,253}"
+ENV_VAR = r"[-._a-zA-Z][-._a-zA-Z0-9]*"
 _DNS1123_LABEL = re.compile(DNS1123_LABEL)
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN)
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-_QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-_DATA_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
-_ENV_VAR = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+_LABEL_KEY = re.compile(LABEL_KEY)
+_LABEL_VALUE = re.compile(LABEL_VALUE)
+_DATA_KEY = re.compile(DATA_KEY)
+_ENV_VAR = re.compile(ENV_VAR)
 
 
 def dns1123_label(name: str) -> bool:
@@ -27,7 +40,7 @@ def dns1123_label(name: str) -> bool:
 
 def dns1123_subdomain(name: str) -> bool:
     """Object names that may contain dots (PriorityClass, Secret, …): at most 253."""
-    return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.fullmatch(name))
+    return bool(_DNS1123_SUBDOMAIN.fullmatch(name))
 
 
 def dns1035_label(name: str) -> bool:
@@ -37,20 +50,17 @@ def dns1035_label(name: str) -> bool:
 
 def label_key(key: str) -> bool:
     """[prefix/]name, the prefix a DNS subdomain, the name a qualified name (≤ 63)."""
-    prefix, sep, name = key.rpartition("/")
-    if sep and not dns1123_subdomain(prefix):
-        return False
-    return bool(_QUALIFIED_NAME.fullmatch(name))
+    return bool(_LABEL_KEY.fullmatch(key))
 
 
 def label_value(value: str) -> bool:
     """Empty, or a qualified name (≤ 63)."""
-    return value == "" or bool(_QUALIFIED_NAME.fullmatch(value))
+    return bool(_LABEL_VALUE.fullmatch(value))
 
 
 def data_key(key: str) -> bool:
     """A key of a Secret's or ConfigMap's data: letters, digits, '-', '_', '.' (≤ 253)."""
-    return bool(_DATA_KEY.fullmatch(key)) and key != "." and not key.startswith("..")
+    return bool(_DATA_KEY.fullmatch(key))
 
 
 def env_var_name(name: str) -> bool:
@@ -79,6 +89,21 @@ _RESERVED_PREFIXES = {
     "kubernetes.io/": "Kubernetes",
     "k8s.io/": "Kubernetes",
 }
+
+
+def _literal(text: str) -> str:
+    return text.replace(".", r"\.")  # the keys hold letters, digits, '-', '.' and '/'
+
+
+def not_reserved_label(extra: tuple[str, ...] = ()) -> str:
+    """A lookahead refusing what reserved_label names (and the keys EXTRA), in the dialect
+    of the patterns above: for a JSON Schema of label keys."""
+    exact = "|".join(_literal(k) for k in (*_RESERVED_LABELS, *extra))
+    prefixes = "|".join(_literal(p.removesuffix("/")) for p in _RESERVED_PREFIXES)
+    return (
+        rf"(?!({exact})(?![\s\S]))"
+        rf"(?=app\.kubernetes\.io/|(?!([-a-z0-9.]*\.)?({prefixes})/))"
+    )
 
 
 def reserved_label(key: str) -> str | None:

@@ -46,10 +46,18 @@ _SCALE = {
 # a mantissa of MAX_DIGITS digits times 10**_TINY (times 2**60 at most) is below a nano, so
 # rounds up to one; times 10**_HUGE it is above MAX: clamping the exponent there is exact
 _TINY, _HUGE = -(MAX_DIGITS + 30), 20
-_QUANTITY = re.compile(
+# The grammar as a whole-text pattern that Python's `re` and ECMA-262 read alike (the job
+# spec's JSON Schema states it too): ASCII classes, no flags.
+GRAMMAR = (
     r"([+-]?)(?=\.?[0-9])([0-9]*)(?:\.([0-9]*))?"
-    r"(?:[eE]([+-]?)([0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)\Z"
+    r"(?:[eE]([+-]?)([0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)"
 )
+# ... of one that is not negative: no '-', or a '-' before a zero ("-0", "-0.0Gi")
+NOT_NEGATIVE = GRAMMAR.replace("([+-]?)", r"(\+?|-(?=0*(?:\.0*)?(?![0-9.])))", 1)
+# ... of one above zero: a digit other than 0 before any exponent or suffix (however small,
+# the value rounds up to a nano)
+POSITIVE = GRAMMAR.replace("([+-]?)", r"(\+?)(?=[0-9.]*[1-9])", 1)
+_QUANTITY = re.compile(GRAMMAR + r"\Z")
 
 
 # A cluster's pods repeat a handful of quantities ("1", "500m", "16Gi"): at 50,000 pods the

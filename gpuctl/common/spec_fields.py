@@ -4,17 +4,25 @@ what it means. The parser reads each field through its row (gpuctl.common.specfi
 an editor checks and what gpuctl accepts cannot drift apart.
 
 A schema checks shapes: which fields exist, their types, allowed words, number bounds and
-name patterns. What depends on several fields (a MIG slice or whole GPUs, a multi-node
+name patterns. A rule on text (a name, a quantity, a duration, the keys of a mapping) is a
+pattern in the row, and the parser checks it with the same pattern text, so the two cannot
+read it differently. The patterns are written for both regex dialects that read them,
+Python's `re` (the parser, and the jsonschema library) and ECMA-262 (editors): ASCII classes
+only, no `\\d`, `\\s` or flags; and since a schema's `pattern` searches, each is anchored
+here with `^` and an end that both read alike (`$` also matches before a final newline in
+Python). What depends on several fields (a MIG slice or whole GPUs, a multi-node
 job's name length, min_size ≤ desired_size ≤ max_size, MIG profiles of the GPU type) stays
 the parser's job.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.common import quantity
 from gpuctl.common.k8s_names import DNS1123_LABEL
 
 # The types of a field, each read by the Fields method of the same name.
@@ -33,6 +41,9 @@ RESOURCES = "resources"  # extended resource name -> a count; hugepages-SIZE -> 
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DURATION_PART = r"([0-9]+)(d|h|m|s)"
+# A duration's whole text: digits (seconds) or parts, not all zero, spaces around allowed
+DURATION_TEXT = r"[ \t\n\r]*(?=[^1-9]*[1-9])([0-9]+|([0-9]+[dhms])+)[ \t\n\r]*"
+MAX_SECONDS = 2**31 - 1  # Kubernetes' int32 duration fields (ttlSecondsAfterFinished); 68 years
 
 
 @dataclass(frozen=True)
@@ -44,8 +55,11 @@ class Field:
     default: Any = None
     choices: tuple[str, ...] = ()
     minimum: int | None = None  # a number's least value; a list's fewest items
-    maximum: int | None = None
-    pattern: str | None = None  # a regular expression the whole text matches
+    maximum: int | None = None  # ... and a name's longest
+    # a regular expression the whole text matches: of a text, of each item of a list, of
+    # each value of a mapping; of a quantity, instead of "not negative" (quantity.POSITIVE)
+    pattern: str | None = None
+    keys: str | None = None  # a regular expression every key of a mapping matches
     single: bool = False  # a list of strings may be written as one string
     non_empty: bool = False  # a list of strings needs an item, and no item may be blank
     fields: Table | None = None  # a mapping's own fields
@@ -110,11 +124,43 @@ def _field(f: Field) -> dict[str, Any]:
     return out
 
 
+def whole(pattern: str) -> str:
+    """PATTERN as a JSON Schema `pattern` (a search) that the whole text must match."""
+    return rf"^(?:{pattern})(?![\s\S])"
+
+
 def _text(pattern: str | None, choices: tuple[str, ...] = ()) -> dict[str, Any]:
     if choices:
         return {"type": "string", "enum": list(choices)}
     # the parser refuses an empty or blank string
-    return {"type": "string", "pattern": f"^(?:{pattern})$" if pattern else r"\S"}
+    if pattern is None:
+        return {"type": "string", "pattern": "[^ \t\n\r]"}
+    return {"type": "string", "minLength": 1, "pattern": whole(pattern)}
+
+
+def _written(pattern: str | None, booleans: bool) -> dict[str, Any]:
+    """A number (or boolean, if BOOLEANS) the parser takes as the text written: any; with a
+    pattern, those whose usual spelling it takes (a schema sees a number's value, not how it
+    was written: 1e+30 passes as a number ≥ 0, though not as a name)."""
+    kinds: list[dict[str, Any]] = []
+    if booleans and (pattern is None or re.fullmatch(pattern, "true")):
+        kinds.append({"type": "boolean"})
+    if pattern is None:
+        kinds.append({"type": "number"})
+    elif re.fullmatch(pattern, "-12.5"):
+        kinds.append({"type": "number"})
+    elif re.fullmatch(pattern, "12.5"):
+        kinds.append({"type": "number", "minimum": 0})
+    elif re.fullmatch(pattern, "10"):
+        kinds.append({"type": "integer", "minimum": 0})
+    return {"anyOf": kinds} if kinds else {"not": {}}
+
+
+def _quantity(pattern: str | None) -> dict[str, Any]:
+    positive = pattern == quantity.POSITIVE
+    number = {"type": "number", ("exclusiveMinimum" if positive else "minimum"): 0}
+    text = {"type": "string", "pattern": whole(pattern or quantity.NOT_NEGATIVE)}
+    return {"anyOf": [text, number]}
 
 
 def _bounds(f: Field, low: str, high: str) -> dict[str, Any]:
@@ -130,37 +176,48 @@ def _value(f: Field) -> dict[str, Any]:
     if f.type == TEXT:
         return _text(f.pattern, f.choices)
     if f.type == NAME:
-        return _text(DNS1123_LABEL)
+        return {**_text(DNS1123_LABEL), **_bounds(f, "minLength", "maxLength")}
     if f.type == INTEGER:
         # JSON Schema counts 2.0 as an integer; the parser refuses it (a limit of the schema)
         return {"type": "integer", **_bounds(f, "minimum", "maximum")}
     if f.type == FLAG:
         return {"type": "boolean"}
     if f.type == STRINGS:
-        item = _text(None) if f.non_empty else {"type": "string"}
+        item = _text(f.pattern) if f.non_empty or f.pattern else {"type": "string"}
+        number = _written(f.pattern, booleans=False)
         strings = {
             "type": "array",
-            "items": {"anyOf": [item, {"type": "number"}]},
+            "items": {"anyOf": [item, number]},
             **({"minItems": 1} if f.non_empty else {}),
         }
         return {"anyOf": [item, strings]} if f.single else strings
     if f.type == STRING_MAP:
-        return {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
+        value = {"type": "string", **({"pattern": whole(f.pattern)} if f.pattern else {})}
+        out = {
+            "type": "object",
+            "additionalProperties": {"anyOf": [value, _written(f.pattern, booleans=True)]},
+        }
+        if f.keys is not None:
+            out["propertyNames"] = {"pattern": whole(f.keys)}
+        return out
     if f.type == QUANTITY:
-        return {"type": ["string", "number"]}
+        return _quantity(f.pattern)
     if f.type == DURATION:
         return {
             "anyOf": [
-                {"type": "string", "pattern": rf"^\s*([0-9]+|({DURATION_PART})+)\s*$"},
-                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": whole(DURATION_TEXT)},
+                {"type": "integer", "minimum": 1, "maximum": MAX_SECONDS},
             ]
         }
     if f.type == RESOURCES:
-        return {
+        out = {
             "type": "object",
-            "patternProperties": {"^hugepages-": {"type": ["string", "number"]}},
+            "patternProperties": {"^hugepages-": _quantity(None)},
             "additionalProperties": {"type": "integer", "minimum": 0, "maximum": f.maximum},
         }
+        if f.keys is not None:
+            out["propertyNames"] = {"pattern": whole(f.keys)}
+        return out
     assert f.fields is not None, f"{f.name}: a mapping field needs its fields"
     mapping = _mapping(f.fields)
     if f.type == MAPPING:

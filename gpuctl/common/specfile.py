@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
-MAX_SECONDS = 2**31 - 1  # Kubernetes' int32 duration fields (ttlSecondsAfterFinished); 68 years
+MAX_SECONDS = spec_fields.MAX_SECONDS
 
 _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
@@ -266,6 +266,7 @@ def _check_text(text: str, doc: Doc, path: Path, line: int) -> None:
 # ---------- typed access to the fields of one mapping ----------
 
 _DURATION_PART = re.compile(spec_fields.DURATION_PART)
+_DURATION_TEXT = re.compile(spec_fields.DURATION_TEXT)
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MISSING = object()
 
@@ -501,19 +502,18 @@ def parse_duration(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value if value > 0 else None
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        return whole_number(text) or None
-    pos, total = 0, 0
+    if not isinstance(value, str) or not _DURATION_TEXT.fullmatch(value):
+        return None  # the pattern the job spec's JSON Schema states too: not zero
+    text = value.strip(" \t\n\r")
+    if text.isdigit():
+        return whole_number(text)
+    total = 0
     for m in _DURATION_PART.finditer(text):
         n = whole_number(m.group(1))
-        if m.start() != pos or n is None:
+        if n is None:
             return None
         total += n * _DURATION_SECONDS[m.group(2)]
-        pos = m.end()
-    return total if pos == len(text) and total > 0 else None
+    return total
 
 
 def _at(data: Any, path: Path) -> Any:

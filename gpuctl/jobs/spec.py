@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.common import k8s_names
+from gpuctl.common.k8s_names import DNS1123_SUBDOMAIN, ENV_VAR, LABEL_KEY, LABEL_VALUE
+from gpuctl.common.quantity import POSITIVE
 from gpuctl.common.quantity import parse as parse_quantity
 from gpuctl.common.spec_fields import (
     DURATION,
@@ -37,6 +39,17 @@ JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
 MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
 MAX_EXTRA_RESOURCE = 1_000_000
+# Asked for with gpus / mig / shared, never as extra_resources.
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+# The key of an extra resource as the JSON Schema states it: hugepages-SIZE, or an extended
+# resource (domain/name) outside kubernetes.io that is not a GPU; _extra_resources checks
+# each rule on its own, to say which one a key breaks.
+_GPU_RESOURCES = "|".join(p.replace(".", r"\.") for p in GPU_RESOURCE_PREFIXES)
+EXTRA_RESOURCE_KEY = (
+    rf"hugepages-{POSITIVE}"
+    rf"|(?!hugepages-)(?!([-a-z0-9.]*\.)?kubernetes\.io/)(?!({_GPU_RESOURCES}))(?=[^/]+/)"
+    + LABEL_KEY
+)
 DEFAULT_MASTER_PORT = 29500
 # Set by gpuctl on every worker of a multi-node job; a spec may not set them itself.
 TORCHRUN_ENV = (
@@ -55,10 +68,10 @@ TORCHRUN_ENV = (
 )
 
 TOLERATIONS = Table(
-    Field("key", TEXT, "The taint's key (required with operator Equal)."),
+    Field("key", TEXT, "The taint's key (required with operator Equal).", pattern=LABEL_KEY),
     Field("operator", TEXT, "Equal (key and value match) or Exists.", default="Equal",
           choices=("Exists", "Equal")),
-    Field("value", TEXT, "The taint's value (operator Equal)."),
+    Field("value", TEXT, "The taint's value (operator Equal).", pattern=LABEL_VALUE),
     Field("effect", TEXT, "The taint's effect; none: every effect.",
           choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
     Field("tolerationSeconds", INTEGER, "Effect NoExecute: how long the pod stays once tainted.",
@@ -73,11 +86,12 @@ JOB = Table(
     Field("image", TEXT, "The container image.", required=True),
     Field("command", STRINGS, "The container's command (default: the image's entrypoint)."),
     Field("args", STRINGS, "Arguments to the command."),
-    Field("env", STRING_MAP, "Environment variables; numbers and booleans are sent as text."),
+    Field("env", STRING_MAP, "Environment variables; numbers and booleans are sent as text.",
+          keys=ENV_VAR),
     Field("gpus", INTEGER, "Whole GPUs per worker (default 1; 0 if mig is given).",
           minimum=0, maximum=MAX_GPUS_PER_WORKER),
     Field("gpu_type", STRINGS, "GPU type(s) the nodes must have (their GPU-type label).",
-          single=True, non_empty=True),
+          single=True, non_empty=True, pattern=LABEL_VALUE),
     Field("mig", TEXT, "Instead of gpus: one MIG slice of this profile, e.g. 1g.10gb."),
     Field("shared", FLAG, "Time-sliced GPUs (nvidia.com/gpu.shared).", default=False),
     Field("nodes", INTEGER, "Workers; more than 1 makes a multi-node data-parallel job.",
@@ -93,26 +107,29 @@ JOB = Table(
     Field("deadline", DURATION, "Stop it after this long (90s, 30m, 24h, 1h30m, 2d)."),
     Field("retries", INTEGER, "Job only: reruns after a failure (backoffLimit).",
           default=0, minimum=0, maximum=1000),
-    Field("priority", TEXT, "A PriorityClass name."),
-    Field("scheduler", TEXT, "The pods' schedulerName, e.g. gpuctl-binpack."),
-    Field("labels", STRING_MAP, "Labels added to every object."),
+    Field("priority", TEXT, "A PriorityClass name.", pattern=DNS1123_SUBDOMAIN),
+    Field("scheduler", TEXT, "The pods' schedulerName, e.g. gpuctl-binpack.",
+          pattern=DNS1123_SUBDOMAIN),
+    Field("labels", STRING_MAP, "Labels added to every object.",
+          keys=k8s_names.not_reserved_label((QUEUE_LABEL,)) + LABEL_KEY, pattern=LABEL_VALUE),
     Field("tolerations", MAPPINGS, "Added to the default GPU toleration.", fields=TOLERATIONS),
-    Field("service_account", TEXT, "A ServiceAccount name."),
-    Field("image_pull_secrets", STRINGS, "Secrets to pull the image with."),
+    Field("service_account", TEXT, "A ServiceAccount name.", pattern=DNS1123_SUBDOMAIN),
+    Field("image_pull_secrets", STRINGS, "Secrets to pull the image with.",
+          pattern=DNS1123_SUBDOMAIN),
     Field("volumes", MAPPINGS, "Volumes mounted in the container.", fields=volumes.VOLUME),
     Field("secrets", MAPPINGS, "Secrets as variables or files.", fields=volumes.SECRET),
     Field("working_dir", TEXT, "The container's working directory (an absolute path)."),
-    Field("node_selector", STRING_MAP, "The pods' nodeSelector: label -> value."),
+    Field("node_selector", STRING_MAP, "The pods' nodeSelector: label -> value.",
+          keys=LABEL_KEY, pattern=LABEL_VALUE),
     Field("extra_resources", RESOURCES, "Devices beside GPUs (vpc.amazonaws.com/efa: 32) and "
-          "huge pages (hugepages-2Mi: 1Gi).", maximum=MAX_EXTRA_RESOURCE),
+          "huge pages (hugepages-2Mi: 1Gi).", maximum=MAX_EXTRA_RESOURCE, keys=EXTRA_RESOURCE_KEY),
     Field("template", TEXT, "A site template by name, or a path."),
-    Field("queue", TEXT, "A Kueue LocalQueue (default: the namespace's only one)."),
+    Field("queue", TEXT, "A Kueue LocalQueue (default: the namespace's only one).",
+          pattern=DNS1123_SUBDOMAIN),
     Field("multinode", TEXT, "How a multi-node job is made (default: jobset where the cluster "
           "has JobSet).", choices=MULTINODE),
 )  # fmt: skip
 FIELDS = JOB.names()
-# Asked for with gpus / mig / shared, never as extra_resources.
-GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 
 
 @dataclass(frozen=True)
@@ -377,7 +394,8 @@ def _extra_resources(f: Fields) -> tuple[tuple[str, str], ...]:
     out = []
     for name in r.data:
         if name.startswith("hugepages-"):
-            if not parse_quantity(name.removeprefix("hugepages-")):
+            size = parse_quantity(name.removeprefix("hugepages-"))
+            if not size or size < 0:
                 raise r.error(name, "not a huge page size (e.g. hugepages-2Mi, hugepages-1Gi)")
             if not (f.has("cpu") or f.has("memory")):
                 raise r.error(name, "huge pages need cpu or memory set too (a Kubernetes rule)")

@@ -12,23 +12,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.common import k8s_names
+from gpuctl.common.k8s_names import DATA_KEY, DNS1123_SUBDOMAIN, ENV_VAR
+from gpuctl.common.quantity import POSITIVE
 from gpuctl.common.quantity import parse as parse_quantity
 from gpuctl.common.spec_fields import FLAG, NAME, QUANTITY, STRING_MAP, TEXT, Field, Table
 from gpuctl.common.specfile import Fields, dotted
 
 VOLUME = Table(
     Field("name", NAME, "The volume's name, unique in the job.", required=True),
-    Field("pvc", TEXT, "A PersistentVolumeClaim's name."),
-    Field("empty_dir", QUANTITY, "An empty directory of this size limit, e.g. 200Gi."),
-    Field("config_map", TEXT, "A ConfigMap's name: its keys as files."),
+    Field("pvc", TEXT, "A PersistentVolumeClaim's name.", pattern=DNS1123_SUBDOMAIN),
+    Field(
+        "empty_dir",
+        QUANTITY,
+        "An empty directory of this size limit, e.g. 200Gi.",
+        pattern=POSITIVE,
+    ),
+    Field("config_map", TEXT, "A ConfigMap's name: its keys as files.", pattern=DNS1123_SUBDOMAIN),
     Field("mount", TEXT, "Where it is mounted in the container.", required=True),
     Field("read_only", FLAG, "Mount it read-only.", default=False),
     Field("memory", FLAG, "An empty_dir in RAM (tmpfs).", default=False),
 )
 SOURCES = ("pvc", "empty_dir", "config_map")
 SECRET = Table(
-    Field("secret", TEXT, "The Secret's name.", required=True),
-    Field("env", STRING_MAP, "Variables from its keys: variable -> key."),
+    Field("secret", TEXT, "The Secret's name.", required=True, pattern=DNS1123_SUBDOMAIN),
+    Field(
+        "env",
+        STRING_MAP,
+        "Variables from its keys: variable -> key.",
+        keys=ENV_VAR,
+        pattern=DATA_KEY,
+    ),
     Field("mount", TEXT, "Where its keys are mounted as files, read-only."),
 )
 SHM_VOLUME = "dshm"  # the volume `shm:` renders, mounted at /dev/shm

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import UsageError
-from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
+from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY, LABEL_KEY, LABEL_VALUE
 from gpuctl.common.spec_fields import (
     FLAG,
     INTEGER,
@@ -31,6 +31,7 @@ from gpuctl.common.specfile import Doc, Fields, load_yaml_file
 API_VERSION = "gpuctl/v1"
 KIND = "Cluster"
 DEFAULT_TAINT = "nvidia.com/gpu=present:NoSchedule"
+MAX_GROUP_NAME = 40  # becomes part of ASG, launch template and IAM names
 MAX_GROUP_SIZE = 1000  # an Auto Scaling group's own limit is higher; a typo is likelier
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -38,7 +39,7 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 REGION = r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"
 EKS_NAME = r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}"
 INSTANCE_TYPE = r"[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}"
-S3_BUCKET = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+S3_BUCKET = r"(?![a-z0-9.-]*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 DYNAMO_TABLE = r"[A-Za-z0-9_.-]{3,255}"
 K8S_VERSION = r"1\.[0-9]{1,2}"
 RESERVATION_ID = r"cr-[0-9a-f]{8,17}"
@@ -49,6 +50,15 @@ _S3_BUCKET = re.compile(S3_BUCKET)
 _DYNAMO_TABLE = re.compile(DYNAMO_TABLE)
 _K8S_VERSION = re.compile(K8S_VERSION)
 _RESERVATION_ID = re.compile(RESERVATION_ID)
+# Stated by the JSON Schema only: the parser checks these part by part, to say which part
+# is wrong (parse_taint, _kubelet_refuses).
+TAINT = rf"{LABEL_KEY}(={LABEL_VALUE})?:({'|'.join(TAINT_EFFECTS)})"
+# a label key outside the kubernetes.io / k8s.io namespaces the kubelet may not set
+_SUBDOMAIN_OF = r"([-a-z0-9.]*\.)?"
+GPU_LABEL_KEY = (
+    rf"(?!(?!{_SUBDOMAIN_OF}(node|kubelet)\.kubernetes\.io/){_SUBDOMAIN_OF}(kubernetes|k8s)\.io/)"
+    + LABEL_KEY
+)
 # Principals an EKS access entry takes: IAM users and roles (not an STS assumed-role session).
 _PRINCIPAL = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}\Z")
 
@@ -90,17 +100,20 @@ RESERVATION = Table(
           default="on-demand", choices=RESERVATION_TYPES),
 )  # fmt: skip
 NODE_GROUP = Table(
-    Field("name", NAME, "The group's name (at most 40 characters).", required=True),
+    Field("name", NAME, "The group's name (at most 40 characters).", required=True,
+          maximum=MAX_GROUP_NAME),
     Field("instance_type", TEXT, "Its EC2 instance type, e.g. p5.48xlarge.", required=True,
           pattern=INSTANCE_TYPE),
     Field("min_size", INTEGER, "Fewest nodes.", required=True, minimum=0, maximum=MAX_GROUP_SIZE),
     Field("max_size", INTEGER, "Most nodes.", required=True, minimum=1, maximum=MAX_GROUP_SIZE),
     Field("desired_size", INTEGER, "Nodes to start with (default: min_size).",
           minimum=0, maximum=MAX_GROUP_SIZE),
-    Field("gpu_type", TEXT, "The nodes' GPU-type label value, e.g. h100.", required=True),
+    Field("gpu_type", TEXT, "The nodes' GPU-type label value, e.g. h100.", required=True,
+          pattern=LABEL_VALUE),
     Field("capacity_type", TEXT, "How the nodes are bought.", default="on-demand",
           choices=("on-demand", "spot")),
-    Field("taints", STRINGS, "KEY[=VALUE]:EFFECT taints on the nodes.", default=(DEFAULT_TAINT,)),
+    Field("taints", STRINGS, "KEY[=VALUE]:EFFECT taints on the nodes.", default=(DEFAULT_TAINT,),
+          pattern=TAINT),
     Field("efa", FLAG, "Elastic Fabric Adapter interfaces on every node.", default=False),
     Field("capacity_reservation", TEXT_OR_MAPPING, "A capacity reservation id (cr-…), or "
           "{id, type}.", pattern=RESERVATION_ID, fields=RESERVATION),
@@ -131,7 +144,7 @@ CLUSTER = Table(
     Field("autoscaler", TEXT, "What scales the GPU nodes.", default="cluster-autoscaler",
           choices=AUTOSCALERS),
     Field("gpu_label_key", TEXT, "The node label that holds the GPU type.",
-          default=DEFAULT_GPU_LABEL_KEY),
+          default=DEFAULT_GPU_LABEL_KEY, pattern=GPU_LABEL_KEY),
     Field("node_groups", MAPPINGS, "The GPU node groups.", required=True, minimum=1,
           fields=NODE_GROUP),
     Field("state", MAPPING, "Terraform state in S3 (default: local, per cluster).",
@@ -458,8 +471,8 @@ def _plain_version(fields: Fields, required: bool) -> str | None:
 def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
     g.reject_unknown(NODE_GROUP)
     name = g.read(NODE_GROUP["name"])
-    if len(name) > 40:  # becomes part of ASG, launch template and IAM names
-        raise g.error("name", f"must be at most 40 characters (got {len(name)})")
+    if len(name) > MAX_GROUP_NAME:
+        raise g.error("name", f"must be at most {MAX_GROUP_NAME} characters (got {len(name)})")
     itype = g.read(NODE_GROUP["instance_type"])
     if not _INSTANCE_TYPE.fullmatch(itype):
         raise g.error("instance_type", f"{itype!r} is not an EC2 instance type (e.g. p4d.24xlarge)")
@@ -598,7 +611,7 @@ def _state(root: Fields, name: str, region: str) -> StateBackend | None:
         return None
     st.reject_unknown(STATE)
     bucket = st.read(STATE["s3_bucket"])
-    if not _S3_BUCKET.fullmatch(bucket) or ".." in bucket:
+    if not _S3_BUCKET.fullmatch(bucket):
         raise st.error("s3_bucket", f"{bucket!r} is not an S3 bucket name")
     table = st.read(STATE["dynamodb_table"])
     if not _DYNAMO_TABLE.fullmatch(table):

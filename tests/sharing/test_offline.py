@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from gpuctl.sharing import config as sharing
+from tests.crd_schema import assert_valid_cr
 from tests.gpu_cluster import daemonset, mark, node, seed, writes
 from tests.k8s_schema import assert_valid
 
@@ -136,6 +137,7 @@ def test_off_renders_label_removals(cli):
 
 QUOTA = "quota set team-a --gpus 4 --dry-run -o yaml".split()
 KUEUE_RESOURCES = ["--cpu", "8", "--memory", "64Gi"]  # what nodes would tell
+KUEUE_OBJECTS = ["Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
 
 
 @pytest.mark.parametrize("engine", ["resourcequota", "kueue"])
@@ -143,11 +145,7 @@ def test_quota_set_renders_without_a_cluster(cli, engine):
     extra = KUEUE_RESOURCES if engine == "kueue" else []
     r = offline(cli, *QUOTA, "--engine", engine, *extra)
     kinds = [d["kind"] for d in yaml.safe_load_all(r.out)]
-    assert kinds == (
-        ["Namespace", "ResourceQuota"]
-        if engine == "resourcequota"
-        else ["Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
-    )
+    assert kinds == (["Namespace", "ResourceQuota"] if engine == "resourcequota" else KUEUE_OBJECTS)
 
 
 def test_quota_set_offline_defaults_to_kueue_and_says_so(cli):
@@ -163,5 +161,26 @@ def test_quota_offline_equals_a_dry_run_on_an_empty_cluster(cli, kube, monkeypat
     assert online.code == 0, online
     for d in yaml.safe_load_all(online.out):
         assert_valid(d)
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    assert offline(cli, *args).out == online.out
+
+
+def test_kueue_quota_offline_equals_a_dry_run_on_the_cluster_it_assumes(
+    cli, kube, kube_api, monkeypatch
+):
+    """Kueue installed (the API emulator serves its CRDs), no namespace, flavor or queue yet,
+    and a GPU node of the type named: every object is new, as offline assumes."""
+    args = [*QUOTA, "--mig", "1g.10gb=2", "--engine", "kueue", "--gpu-type", "h100"]
+    args += [*KUEUE_RESOURCES, "--cohort", "ml", "--borrowing-limit", "2"]
+    kube.install_crds("ClusterQueue", "LocalQueue", "ResourceFlavor")
+    seed(kube_api, node("gpu-1", labels={"gpu-type": "h100"}))
+    since = mark(kube)
+    online = cli(*args)
+    assert online.code == 0 and writes(kube, since) == [], online
+    namespace, *queues = yaml.safe_load_all(online.out)
+    assert [d["kind"] for d in (namespace, *queues)] == KUEUE_OBJECTS
+    assert_valid(namespace)
+    for d in queues:
+        assert_valid_cr(d)
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     assert offline(cli, *args).out == online.out
