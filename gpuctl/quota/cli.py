@@ -188,13 +188,7 @@ def _set_with_kueue(kube, request, label_key, gpu_types, version, dry_run, outpu
     for step in plan.steps:
         label = "namespace" if step.kind == "Namespace" else step.kind
         err.print(f"{label} {step.name}: {step.action}", highlight=False, markup=False)
-        for key, old, new in step.changes:
-            err.print(
-                f"  {key}: {old if old is not None else '(none)'} → "
-                f"{new if new is not None else '(removed)'}",
-                highlight=False,
-                markup=False,
-            )
+        _print_changes(err, step.changes)
     if output is not None and output != Format.table:
         echo(dump_documents(plan.objects(), output.value))
     if dry_run:
@@ -232,11 +226,7 @@ def _set_with_resource_quota(kube, team, gpus, limits, dry_run, output, yes) -> 
     p = quota.plan_set(kube, team, gpus, limits)
     err.print(f"namespace {team}: {'create' if p.create_namespace else 'exists'}")
     err.print(f"ResourceQuota {team}/{core.QUOTA_NAME}: {p.quota_action}")
-    for key, old, new in p.changes:
-        err.print(
-            f"  {key}: {old if old is not None else '(none)'} → "
-            f"{new if new is not None else '(removed)'}"
-        )
+    _print_changes(err, p.changes)
     if output is not None and output != Format.table:
         echo(dump_documents(p.objects(), output.value))
     if dry_run:
@@ -252,6 +242,16 @@ def _set_with_resource_quota(kube, team, gpus, limits, dry_run, output, yes) -> 
         f"[green]done[/]: {team} may request {gpus} nvidia.com/gpu"
         + "".join(f", {k} {r}" for r, k in limits.items())
     )
+
+
+def _print_changes(err, changes) -> None:
+    for key, old, new in changes:
+        err.print(
+            f"  {key}: {old if old is not None else '(none)'} → "
+            f"{new if new is not None else '(removed)'}",
+            highlight=False,
+            markup=False,
+        )
 
 
 @quota_app.command("list")
