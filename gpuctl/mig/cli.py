@@ -154,7 +154,7 @@ def plan(
     """The fewest GPUs, and a layout for each, that hold a demand of MIG devices."""
     from gpuctl.mig import plan as mig_plan
 
-    if bool(gpu) == bool(gpus):
+    if (gpu is None) == (gpus is None):
         raise UsageError("give exactly one of --gpu MODEL or --gpus NxMODEL")
     if bool(demand) == bool(layout):
         raise UsageError("give exactly one of --demand or --layout")
