@@ -10,7 +10,6 @@ does not answer, no kubeconfig) it leaves out.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import NoReturn
@@ -21,10 +20,9 @@ Values = Iterable[tuple[str, str]]  # (value, what it is)
 
 
 def run(command) -> NoReturn:
-    """Answer the shell (click reads what it asks from the environment) and end the process.
-    The answer is written and flushed; the interpreter's teardown is skipped, because a
-    request that ran out of time may still hold a thread, and finishing the interpreter
-    around it can abort the process (SIGABRT), which the shell would report in the prompt."""
+    """Answer the shell (click reads what it asks from the environment) and end the run
+    with click's exit code (gpuctl.app.entry ends the process without the interpreter's
+    teardown when a request that ran out of time still holds a thread)."""
     attach(command)
     try:
         command.main(args=[], prog_name="gpuctl", standalone_mode=False)
@@ -33,9 +31,7 @@ def run(command) -> NoReturn:
         code = e.code if isinstance(e.code, int) else 0
     except Exception:  # a completion offers nothing rather than an error in the prompt
         code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    sys.exit(code)
 
 
 def attach(command) -> None:

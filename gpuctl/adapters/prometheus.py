@@ -110,16 +110,13 @@ class Prometheus:
                     body = e.head + response.read()
         except urllib.error.HTTPError as e:
             raise self._http_error(e) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException, BackendError) as e:
-            # cut off mid-answer, the decoder sees an answer cut short: the deadline is why
+        except BackendError:
+            if expired.is_set():  # cut off mid-answer, the decoder saw an answer cut short
+                raise self._too_slow() from None
+            raise
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             if expired.is_set():
-                raise BackendError(
-                    f"Prometheus at {self.url} did not answer within {self.timeout:g} s",
-                    hint="check that Prometheus is healthy and the network path to it "
-                    "(a proxy that holds the connection?)",
-                ) from None
-            if isinstance(e, BackendError):
-                raise
+                raise self._too_slow() from None
             reason = getattr(e, "reason", e)
             if isinstance(e, TimeoutError) or isinstance(reason, TimeoutError):
                 what = "timed out"
@@ -136,8 +133,15 @@ class Prometheus:
             with self._count_lock:
                 self._in_flight.remove(sockets)
         if expired.is_set():
-            raise BackendError(f"Prometheus at {self.url} did not answer within {self.timeout:g} s")
+            raise self._too_slow()
         return consume(iter(self._vector(body)))
+
+    def _too_slow(self) -> BackendError:
+        return BackendError(
+            f"Prometheus at {self.url} did not answer within {self.timeout:g} s",
+            hint="check that Prometheus is healthy and the network path to it "
+            "(a proxy that holds the connection?)",
+        )
 
     def _samples(self, read) -> Iterator[Sample]:
         """A successful vector answer's samples, a slice of the answer at a time."""

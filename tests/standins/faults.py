@@ -115,11 +115,9 @@ def stall_midway(seconds: float = 30) -> Action:
 
     def respond(h: Handler, answer: Answer | None) -> None:
         assert answer is not None
-        head = f"HTTP/1.1 {answer.status} OK\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in answer.headers.items())
-        head += f"Content-Length: {len(answer.body)}\r\n\r\n"
+        data = h.wire(answer)
         try:
-            h.wfile.write(head.encode("latin-1") + answer.body[: len(answer.body) // 2])
+            h.wfile.write(data[: len(data) - len(answer.body) // 2])
             h.wfile.flush()
         except OSError:
             return
@@ -200,11 +198,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _headers(self) -> dict[str, str]:
         return {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
 
-    def send(self, answer: Answer, every_s: float = 0) -> None:
+    @staticmethod
+    def wire(answer: Answer) -> bytes:
+        """The answer as it goes over the connection: status line, headers, body."""
         head = f"HTTP/1.1 {answer.status} {http.client.responses.get(answer.status, 'X')}\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in answer.headers.items())
         head += f"Content-Length: {len(answer.body)}\r\n\r\n"
-        data = head.encode("latin-1") + answer.body
+        return head.encode("latin-1") + answer.body
+
+    def send(self, answer: Answer, every_s: float = 0) -> None:
+        data = self.wire(answer)
         try:
             if not every_s:
                 self.wfile.write(data)

@@ -6,6 +6,7 @@ stream, in memory well below their size."""
 import json
 import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -247,11 +248,14 @@ def test_figures_gpuctl_cannot_read_end_the_first_frame_with_one_error(query_ser
     node = b'{"metric":{"figure":"node_count","Hostname":"a","idle":"0"},"value":[1,"1"]},'
     server = query_server(lambda q: head + node + sample + b"]}}")
     frames = cluster.LiveFrames(Prometheus(server.url), "10m", 5.0, Exporter(), "util", 0.2)
+    waiting = ThreadPoolExecutor(1)
     try:
+        first = waiting.submit(frames.frame, 4)  # a wait that never ends fails, not hangs
         with pytest.raises(BackendError, match="cluster figures with a sample gpuctl cannot read"):
-            frames.frame(4)
+            first.result(timeout=30)
     finally:
         frames.close()
+        waiting.shutdown(wait=False)
 
 
 def test_live_frames_refresh_the_figures_in_the_background(prometheus_with):
