@@ -40,9 +40,10 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gpuctl.adapters.prometheus import Prometheus  # noqa: E402
-from gpuctl.top import cluster, usage  # noqa: E402
-from gpuctl.top import cluster_cli as top_cluster  # noqa: E402
-from gpuctl.top.holders import Exporter  # noqa: E402
+from gpuctl.dcgm.holders import Exporter  # noqa: E402
+from gpuctl.top.cluster import cli as top_cluster  # noqa: E402
+from gpuctl.top.cluster import service as cluster
+from gpuctl.top.cluster.core import usage  # noqa: E402
 from tests.standins.prometheus import start_prometheus  # noqa: E402
 
 GPUS_PER_NODE = 8

@@ -13,9 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import benchenv  # noqa: E402
 
-from gpuctl.doctor import checks as doctor
-from gpuctl.quota import rules as quota
-from gpuctl.sharing import config as sharing  # noqa: E402
+from gpuctl.doctor.core import checks as doctor
+from gpuctl.quota.core import rules as quota
+from gpuctl.sharing.core import config as sharing  # noqa: E402
 from tests.gpu_cluster import daemonset, node, pod  # noqa: E402
 
 NODES, PODS, NAMESPACES, RUNS = 5000, 50000, 200, 5

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from gpuctl.common import options
+from gpuctl.cli import options
 from gpuctl.common.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -30,7 +30,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from gpuctl.common.output import Format
+        from gpuctl.cli.output import Format
         from gpuctl.version.cli import version
 
         version(context=None, kubeconfig=None, terraform_bin=None, output=Format.table)
@@ -65,7 +65,7 @@ COMMANDS = {
     "jobs": "gpuctl.jobs.cli",
     "top": "gpuctl.top.cli",
     "mig": "gpuctl.mig.cli",
-    "alerts": "gpuctl.top.alerts_cli",
+    "alerts": "gpuctl.alerts.cli",
     "share": "gpuctl.sharing.cli",
     "quota": "gpuctl.quota.cli",
     "sched": "gpuctl.sched.cli",
@@ -196,7 +196,7 @@ def entry() -> None:
     A request that ran out of time may still hold a thread; finishing the interpreter around
     it can abort the process (SIGABRT) after the error was printed, so it then ends without
     the interpreter's teardown, keeping main's exit code."""
-    from gpuctl.common import deadline
+    from gpuctl.runtime import deadline
 
     try:
         main()

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpuctl import app as gpuctl_app
-from gpuctl.common import options
+from gpuctl.cli import options
 from tests import ROOT
 from tests.gpu_cluster import mark, node, seed, writes
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from gpuctl.cli.output import dump
 from gpuctl.common.errors import GpuctlError, redact
-from gpuctl.common.output import dump
 
 
 @pytest.mark.parametrize(

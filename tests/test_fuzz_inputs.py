@@ -14,21 +14,23 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gpuctl.common import config, selector
+from gpuctl.alerts.core import rules as alert_rules
+from gpuctl.alerts.core.rules import AlertOptions
+from gpuctl.alerts.core.rules import check as check_alerts
+from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.common.specfile import load_yaml, parse_duration
+from gpuctl.dcgm import holders
 from gpuctl.gpus import geometry, names
-from gpuctl.jobs.spec import parse_job
-from gpuctl.jobs.templates import check_template
-from gpuctl.mig import layout as mig_layout
-from gpuctl.mig import migparted
-from gpuctl.mig import plan as mig_plan
-from gpuctl.provision import spec as cluster_spec
-from gpuctl.quota import rules as quota
-from gpuctl.top import alert_rules, holders
-from gpuctl.top import usage as cluster_usage
-from gpuctl.top.alert_rules import AlertOptions
-from gpuctl.top.alert_rules import check as check_alerts
+from gpuctl.jobs.core.spec import parse_job
+from gpuctl.jobs.core.templates import check_template
+from gpuctl.mig.core import layout as mig_layout
+from gpuctl.mig.core import migparted
+from gpuctl.mig.core import plan as mig_plan
+from gpuctl.provision.core import spec as cluster_spec
+from gpuctl.quota.core import rules as quota
+from gpuctl.runtime import config
+from gpuctl.top.cluster.core import usage as cluster_usage
 from tests.clirun import run_gpuctl
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"

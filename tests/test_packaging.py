@@ -59,7 +59,7 @@ def test_every_package_is_listed():
 
 
 def test_mapped_directories_are_the_top_level_ones_the_code_finds():
-    from gpuctl.common import shipped
+    from gpuctl.runtime import shipped
 
     for package, directory in _setuptools()["package-dir"].items():
         name = package.removeprefix("gpuctl.")

@@ -86,8 +86,8 @@ class Kube:
         import yaml
         from kubernetes import client, config
 
-        from gpuctl.common.config import request_timeout, setting, setting_from
         from gpuctl.common.k8s_names import dns1123_label
+        from gpuctl.runtime.config import request_timeout, setting, setting_from
 
         context, context_from = setting_from("context", context)
         namespace = setting(
@@ -350,7 +350,7 @@ class Kube:
 
     def pod_log_lines(self, name: str, namespace: str, follow: bool = False) -> Iterator[str]:
         """The pod's log, line by line; with follow, until the container ends."""
-        from gpuctl.common import deadline
+        from gpuctl.runtime import deadline
 
         what = f"reading logs of {name}"
         fn = self._apis["v1"].read_namespaced_pod_log
@@ -455,7 +455,7 @@ class Kube:
         has `timeout` seconds (a server trickling its answer does not hold gpuctl); `answer`
         checks the body's shape; a change (`changes`) interrupted by Ctrl-C is still waited
         for, so that whoever undoes it finds it."""
-        from gpuctl.common import deadline
+        from gpuctl.runtime import deadline
 
         subject = f"{what}: " if what else ""
         try:

@@ -10,7 +10,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from gpuctl.adapters import vector_stream
+from gpuctl.adapters.core import vector_stream
 from gpuctl.common.errors import BackendError, UsageError
 
 Sample = tuple[dict[str, Any], float]
@@ -57,7 +57,7 @@ class Prometheus:
         # Shown in messages: never the credentials.
         self.url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
         if timeout is None:
-            from gpuctl.common.config import request_timeout
+            from gpuctl.runtime.config import request_timeout
 
             timeout = request_timeout(DEFAULT_TIMEOUT)
         self.timeout = timeout

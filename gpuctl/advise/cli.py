@@ -6,9 +6,9 @@ from typing import Any
 
 import typer
 
-from gpuctl.common import options
+from gpuctl.cli import options
+from gpuctl.cli.output import Format, dump, echo, out_console
 from gpuctl.common.errors import UsageError
-from gpuctl.common.output import Format, dump, echo, out_console
 
 
 def register(app: typer.Typer) -> None:
@@ -42,8 +42,8 @@ def advise(
     time-sliced share, or release them; and how many GPUs the cluster would free."""
     from gpuctl.adapters.prometheus import Prometheus
     from gpuctl.advise import service
-    from gpuctl.common.config import setting, setting_list
-    from gpuctl.top import holders
+    from gpuctl.dcgm import holders
+    from gpuctl.runtime.config import setting, setting_list
 
     if not 0 <= idle_threshold <= 100:
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gpuctl.advise import decide
+from gpuctl.advise.core import decide
 from gpuctl.common.errors import BackendError
-from gpuctl.top import usage
-from gpuctl.top.holders import Exporter
+from gpuctl.dcgm.holders import Exporter
+from gpuctl.top.cluster.core import usage
 
 
 def advise(

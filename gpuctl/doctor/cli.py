@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from gpuctl.common import options
-from gpuctl.common.output import Format, dump, echo, out_console
+from gpuctl.cli import options
+from gpuctl.cli.output import Format, dump, echo, out_console
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +29,7 @@ def doctor(
     check fails."""
     from gpuctl.adapters.kube import Kube
     from gpuctl.doctor import service as run_doctor
-    from gpuctl.doctor.checks import failed
+    from gpuctl.doctor.core.checks import failed
 
     with Kube(context, kubeconfig=kubeconfig) as kube:
         checks = run_doctor.run(kube, options.node_names(node))

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
-from gpuctl.doctor import checks as doctor
-from gpuctl.doctor import queue_checks as queues
-from gpuctl.jobs import jobset
-from gpuctl.quota import kueue
+from gpuctl.doctor.core import checks as doctor
+from gpuctl.doctor.core import queue_checks as queues
+from gpuctl.jobs.core import jobset
+from gpuctl.quota.core import kueue
 from gpuctl.sharing import service as sharing
 
 

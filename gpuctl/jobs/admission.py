@@ -8,9 +8,9 @@ import dataclasses
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError, SpecError
-from gpuctl.jobs import jobset
-from gpuctl.jobs.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
-from gpuctl.quota import kueue
+from gpuctl.jobs.core import jobset
+from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
+from gpuctl.quota.core import kueue
 from gpuctl.quota.queues import kueue_version
 
 INSTALL_JOBSET = (

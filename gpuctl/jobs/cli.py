@@ -6,9 +6,8 @@ import enum
 
 import typer
 
-from gpuctl.common import options
-from gpuctl.common.errors import GpuctlError, Interrupted
-from gpuctl.common.output import (
+from gpuctl.cli import options
+from gpuctl.cli.output import (
     DataFormat,
     Format,
     confirm,
@@ -18,6 +17,7 @@ from gpuctl.common.output import (
     err_console,
     out_console,
 )
+from gpuctl.common.errors import GpuctlError, Interrupted
 
 jobs_app = typer.Typer(
     help="List, inspect, follow and delete jobs that gpuctl submitted.", no_args_is_help=True
@@ -61,8 +61,8 @@ TEMPLATE_HELP = (
 def _load(paths: list[str], label_key: str, template: str | None = None):
     """(spec, merge with its templates) for each job spec file; a warning on stderr for each
     gpu_type value that may match no node."""
+    from gpuctl.jobs.core.spec import gpu_type_warnings
     from gpuctl.jobs.sources import load_job
-    from gpuctl.jobs.spec import gpu_type_warnings
 
     loaded = [load_job(p, template) for p in paths]
     for spec, merged in loaded:
@@ -108,7 +108,7 @@ def render(
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
     from gpuctl.jobs.admission import multinode as decide_multinode
-    from gpuctl.jobs.manifests import render as render_job
+    from gpuctl.jobs.core.manifests import render as render_job
 
     key = options.resolve_gpu_label_key(gpu_label_key)
     loaded = _load(options.spec_files(file_options, files or [], "job spec"), key, template)
@@ -123,7 +123,7 @@ def render(
 
 
 def _explain(loaded: list, output: DataFormat | None) -> None:
-    from gpuctl.jobs.templates import explain
+    from gpuctl.jobs.core.templates import explain
 
     reports = [
         {
@@ -208,7 +208,7 @@ def submit(
     from gpuctl.adapters.kube import Forbidden, Kube
     from gpuctl.jobs import admission
     from gpuctl.jobs import service as workloads
-    from gpuctl.jobs.manifests import render as render_job
+    from gpuctl.jobs.core.manifests import render as render_job
     from gpuctl.quota import service as quota
 
     key = options.resolve_gpu_label_key(gpu_label_key)
@@ -289,7 +289,7 @@ def _names(manifests: list[dict]) -> str:
 
 def _wait(kube, kind: str, name: str, namespace: str, timeout: float) -> str:
     from gpuctl.jobs import service as workloads
-    from gpuctl.jobs.status import status_of
+    from gpuctl.jobs.core.status import status_of
 
     err = err_console()
     shown: list[str] = []  # the lines printed so far
@@ -344,7 +344,7 @@ def jobs_list(
 ) -> None:
     """List jobs gpuctl manages."""
     from gpuctl.jobs import service as workloads
-    from gpuctl.jobs.status import row
+    from gpuctl.jobs.core.status import row
 
     with _kube(context, kubeconfig) as kube:
         ns = None if all_namespaces else (namespace or kube.namespace)
@@ -395,7 +395,7 @@ def jobs_get(
 ) -> None:
     """Show one job: its status, or the whole object with -o yaml|json."""
     from gpuctl.jobs import service as workloads
-    from gpuctl.jobs.status import row
+    from gpuctl.jobs.core.status import row
 
     with _kube(context, kubeconfig) as kube:
         obj = workloads.get_job(kube, name, namespace or kube.namespace)

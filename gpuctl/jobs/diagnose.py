@@ -9,12 +9,12 @@ from typing import Any
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.gpus import resources as fit
-from gpuctl.jobs import why
-from gpuctl.jobs.manifests import JOB_LABEL
+from gpuctl.jobs.core import why
+from gpuctl.jobs.core.manifests import JOB_LABEL
+from gpuctl.jobs.core.spec import QUEUE_LABEL
+from gpuctl.jobs.core.status import status_of
 from gpuctl.jobs.service import get_job
-from gpuctl.jobs.spec import QUEUE_LABEL
-from gpuctl.jobs.status import status_of
-from gpuctl.quota import kueue
+from gpuctl.quota.core import kueue
 from gpuctl.quota.queues import kueue_version
 
 VISIBILITY = "visibility.kueue.x-k8s.io"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import re
 
-from gpuctl.common import shipped
-from gpuctl.common.config import setting
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.specfile import Doc, load_yaml_file
-from gpuctl.jobs import templates
-from gpuctl.jobs.spec import JobSpec, parse_job
+from gpuctl.jobs.core import templates
+from gpuctl.jobs.core.spec import JobSpec, parse_job
+from gpuctl.runtime import shipped
+from gpuctl.runtime.config import setting
 
 SUFFIXES = (".yaml", ".yml")
 _NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]*")

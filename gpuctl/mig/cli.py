@@ -7,10 +7,10 @@ from typing import Any
 
 import typer
 
-from gpuctl.common import options
+from gpuctl.cli import options
+from gpuctl.cli.output import DataFormat, Format, confirm, dump, echo, err_console
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
-from gpuctl.common.output import DataFormat, Format, confirm, dump, echo, err_console
 
 mig_app = typer.Typer(
     help="Partition GPUs with MIG: plan, configure, show, assert, export.",
@@ -89,7 +89,7 @@ def profiles(
         return
     from rich.table import Table
 
-    from gpuctl.common.output import out_console
+    from gpuctl.cli.output import out_console
 
     table = Table(box=None)
     for col in (
@@ -152,7 +152,7 @@ def plan(
     output: Format = options.output(),
 ) -> None:
     """The fewest GPUs, and a layout for each, that hold a demand of MIG devices."""
-    from gpuctl.mig import plan as mig_plan
+    from gpuctl.mig.core import plan as mig_plan
 
     if (gpu is None) == (gpus is None):
         raise UsageError("give exactly one of --gpu MODEL or --gpus NxMODEL")
@@ -189,7 +189,7 @@ def plan(
         return
     from rich.table import Table
 
-    from gpuctl.common.output import out_console
+    from gpuctl.cli.output import out_console
 
     table = Table(box=None)
     for col in ("GPUS", "MODEL", "LAYOUT", "PLACEMENT (slices)", "FREE SLICES"):
@@ -212,7 +212,7 @@ def plan(
 
 
 def _check_layout(layout: str, fleet, output: Format) -> None:
-    from gpuctl.mig.layout import devices_of, parse_layout_text, place, slice_range
+    from gpuctl.mig.core.layout import devices_of, parse_layout_text, place, slice_range
 
     counts = parse_layout_text(layout)
     out = []
@@ -292,7 +292,7 @@ def _proc(p) -> dict:
 def show(simulate: str | None = _SIMULATE, output: Format = options.output()) -> None:
     """Current MIG layout of each GPU on this node: placements, memory, processes."""
     from gpuctl.mig import node as mig_apply
-    from gpuctl.mig.layout import slice_range
+    from gpuctl.mig.core.layout import slice_range
 
     with _nvml(simulate) as nvml:
         gpus = mig_apply.read_node(nvml)
@@ -302,7 +302,7 @@ def show(simulate: str | None = _SIMULATE, output: Format = options.output()) ->
         return
     from rich.table import Table
 
-    from gpuctl.common.output import out_console
+    from gpuctl.cli.output import out_console
 
     table = Table(box=None)
     for col in ("GPU", "MODEL", "MIG", "GI", "PROFILE", "SLICES", "MEMORY", "CI", "PROCESSES"):
@@ -349,8 +349,8 @@ def export(
     ),
 ) -> None:
     """The current layout as a mig-parted v1 config (configure/assert read it back)."""
-    from gpuctl.mig import migparted
     from gpuctl.mig import node as mig_apply
+    from gpuctl.mig.core import migparted
 
     with _nvml(simulate) as nvml:
         gpus = mig_apply.read_node(nvml)
@@ -382,7 +382,7 @@ def _indexes(text: str | None) -> list[int] | None:
 
 def _plan_data(plans) -> list[dict]:
     """The plan of each GPU the config touches, for -o json|yaml."""
-    from gpuctl.mig.migparted import summary
+    from gpuctl.mig.core.migparted import summary
 
     return [
         {
@@ -416,7 +416,7 @@ def _say(output: Format):
 
 
 def _plan_text(plans, from_file: bool = False) -> list[str]:
-    from gpuctl.mig.migparted import summary
+    from gpuctl.mig.core.migparted import summary
 
     lines = []
     for p in plans:
@@ -623,7 +623,7 @@ def _difference(p) -> str | None:
 
 def _render(file, config, layout, indexes, name, namespace, form: str) -> None:
     from gpuctl.mig import cluster as mig_cluster
-    from gpuctl.mig import migparted
+    from gpuctl.mig.core import migparted
 
     data = mig_cluster.config_to_render(file, config, layout, indexes)
     echo(dump(migparted.render_configmap(data, name, namespace), form))
@@ -636,7 +636,7 @@ def _configure_cluster(
 
     cfg = None
     if file:
-        from gpuctl.mig import migparted
+        from gpuctl.mig.core import migparted
 
         cfg = migparted.load(file)
         cfg.select(config)

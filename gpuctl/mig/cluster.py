@@ -16,8 +16,8 @@ from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import GpuModel, known_model
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL, split_product
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources
-from gpuctl.mig import migparted
-from gpuctl.mig.diff import GpuState
+from gpuctl.mig.core import migparted
+from gpuctl.mig.core.diff import GpuState
 
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.gpus.geometry import known_model, model_by_pci_id
-from gpuctl.mig.diff import Desired, GpuPlan, GpuState, Step, describe_process, diff
-from gpuctl.mig.layout import LayoutError, slice_range
+from gpuctl.mig.core.diff import Desired, GpuPlan, GpuState, Step, describe_process, diff
+from gpuctl.mig.core.layout import LayoutError, slice_range
 
 
 def read_gpu(nvml, index: int) -> GpuState:
@@ -52,7 +52,7 @@ def desired(
 ) -> dict[int, Desired | None]:
     """What each GPU should hold: config `config` of a mig-parted file, or a --layout
     shorthand (on the GPUs `indexes`, default all); `-c all-…` alone is a shorthand too."""
-    from gpuctl.mig import migparted
+    from gpuctl.mig.core import migparted
 
     if file:
         if layout:

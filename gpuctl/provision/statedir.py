@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 
 from gpuctl.common.errors import GpuctlError
-from gpuctl.common.files import make_private_dir
-from gpuctl.provision.spec import ClusterSpec
-from gpuctl.provision.tfvars import TFVARS_FILE
+from gpuctl.provision.core.spec import ClusterSpec
+from gpuctl.provision.core.tfvars import TFVARS_FILE
+from gpuctl.runtime.files import make_private_dir
 
 # Where earlier gpuctl versions kept it, relative to the directory they ran in.
 LEGACY_ROOT = Path(".gpuctl") / "clusters"

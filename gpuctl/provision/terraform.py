@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from gpuctl.common import extras, shipped
 from gpuctl.common.errors import EXIT_INTERRUPTED, BackendError, GpuctlError
-from gpuctl.common.files import make_private_dir, write_atomic
-from gpuctl.provision.plan_summary import ApplyProgress, PlanSummary, summarize
-from gpuctl.provision.tfvars import BACKEND_FILE, TFVARS_FILE
+from gpuctl.provision.core.plan_summary import ApplyProgress, PlanSummary, summarize
+from gpuctl.provision.core.tfvars import BACKEND_FILE, TFVARS_FILE
+from gpuctl.runtime import extras, shipped
+from gpuctl.runtime.files import make_private_dir, write_atomic
 
 PLAN_FILE = "gpuctl.tfplan"
 MARKER_FILE = ".gpuctl-workdir"  # gpuctl replaces *.tf files only where it wrote them

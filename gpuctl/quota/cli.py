@@ -7,8 +7,8 @@ import enum
 
 import typer
 
-from gpuctl.common import options
-from gpuctl.common.output import (
+from gpuctl.cli import options
+from gpuctl.cli.output import (
     Format,
     confirm,
     dump,
@@ -87,8 +87,8 @@ def quota_set(
 ) -> None:
     """Create or update a team's GPU quota (idempotent: re-running changes nothing)."""
     from gpuctl.common.errors import UsageError
-    from gpuctl.quota import kueue
-    from gpuctl.quota import rules as core
+    from gpuctl.quota.core import kueue
+    from gpuctl.quota.core import rules as core
 
     core.check_team(team)
     limits = core.parse_mig(mig)
@@ -152,7 +152,7 @@ _INSTALL_KUEUE = (
 def _connect(context: str | None, kubeconfig: str | None, offline_ok: bool):
     """A connection to the cluster; None when OFFLINE_OK and there is no usable one."""
     from gpuctl.adapters.kube import connect_or_offline
-    from gpuctl.quota import kueue
+    from gpuctl.quota.core import kueue
 
     kube, why = connect_or_offline(
         context, kubeconfig, offline_ok, lambda kube: kube.api_versions(kueue.GROUP)
@@ -219,8 +219,8 @@ def _set_with_kueue(kube, request, label_key, gpu_types, version, dry_run, outpu
 
 
 def _set_with_resource_quota(kube, team, gpus, limits, dry_run, output, yes) -> None:
-    from gpuctl.quota import rules as core
     from gpuctl.quota import service as quota
+    from gpuctl.quota.core import rules as core
 
     err = err_console()
     p = quota.plan_set(kube, team, gpus, limits)
@@ -363,7 +363,7 @@ def quota_lint(
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import GpuctlError
     from gpuctl.quota import queues
-    from gpuctl.quota.queue_usage import has_errors
+    from gpuctl.quota.core.queue_usage import has_errors
 
     with Kube(context, kubeconfig=kubeconfig) as kube:
         version = _kueue_version(kube)

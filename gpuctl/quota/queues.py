@@ -8,9 +8,9 @@ from typing import Any
 
 from gpuctl.adapters.kube import Kube, NoAnswer, NotFound
 from gpuctl.common.errors import GpuctlError
-from gpuctl.quota import kueue
-from gpuctl.quota import rules as core
-from gpuctl.quota.queue_usage import CapacityRow, Finding, QueueRow, lint, queue_rows
+from gpuctl.quota.core import kueue
+from gpuctl.quota.core import rules as core
+from gpuctl.quota.core.queue_usage import CapacityRow, Finding, QueueRow, lint, queue_rows
 
 Change = tuple[str, str | None, str | None]
 

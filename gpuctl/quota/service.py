@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError
-from gpuctl.jobs.spec import JobSpec
-from gpuctl.quota import rules as core
+from gpuctl.jobs.core.spec import JobSpec
+from gpuctl.quota.core import rules as core
 
 
 @dataclass

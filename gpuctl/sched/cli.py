@@ -7,8 +7,8 @@ import enum
 
 import typer
 
-from gpuctl.common import options
-from gpuctl.common.output import DataFormat, dump, dump_documents, echo
+from gpuctl.cli import options
+from gpuctl.cli.output import DataFormat, dump, dump_documents, echo
 
 sched_app = typer.Typer(
     help="A kube-scheduler profile that packs GPU pods onto the fewest nodes.",
@@ -73,7 +73,7 @@ def render(
 ) -> None:
     """Print a KubeSchedulerConfiguration whose profile scores nodes by GPU. Needs no
     cluster, except --deploy without --kube-version (it reads the server's version)."""
-    from gpuctl.sched import profile as sched
+    from gpuctl.sched.core import profile as sched
 
     p = sched.make_profile(name, strategy.value, gpu_weight, shape, namespace)
     config = sched.scheduler_config(p)
@@ -92,7 +92,7 @@ def _cluster_image(context: str | None, kubeconfig: str | None) -> str:
     """The kube-scheduler image of the cluster's own version, read from its /version."""
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import GpuctlError
-    from gpuctl.sched import profile as sched
+    from gpuctl.sched.core import profile as sched
 
     try:
         with Kube(context, kubeconfig=kubeconfig) as kube:

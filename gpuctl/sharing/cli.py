@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from gpuctl.common import options
-from gpuctl.common.output import (
+from gpuctl.cli import options
+from gpuctl.cli.output import (
     Format,
     confirm,
     dump,
@@ -84,8 +84,8 @@ def timeslice(
     """Let several pods share each GPU on the chosen nodes (time-slicing, or MPS with --mps)."""
     from gpuctl.adapters.kube import connect_or_offline
     from gpuctl.common.errors import UsageError
-    from gpuctl.sharing import config as core
     from gpuctl.sharing import service as sharing
+    from gpuctl.sharing.core import config as core
 
     names = options.node_names(nodes, old_nodes)
     if names and selector:
@@ -133,7 +133,7 @@ def timeslice(
 
 
 def _offline_plan_notes(err, why: str, target, namespace, config_map) -> None:
-    from gpuctl.sharing.config import CONFIG_LABEL, NAMED_FALLBACK
+    from gpuctl.sharing.core.config import CONFIG_LABEL, NAMED_FALLBACK
 
     options.offline_note(why)
     guessed = [
@@ -156,7 +156,7 @@ def _offline_plan_notes(err, why: str, target, namespace, config_map) -> None:
 def _label_advice(err, names, selector, value) -> None:
     import shlex
 
-    from gpuctl.sharing.config import CONFIG_LABEL, GFD_PRESENT
+    from gpuctl.sharing.core.config import CONFIG_LABEL, GFD_PRESENT
 
     if names:
         return
@@ -171,7 +171,7 @@ def _label_advice(err, names, selector, value) -> None:
 
 
 def _print_plan(err, p, spec) -> None:
-    from gpuctl.sharing import config as core
+    from gpuctl.sharing.core import config as core
 
     t = p.target
     from gpuctl.sharing import service
@@ -251,7 +251,7 @@ def off(
     from gpuctl.adapters.kube import connect_or_offline
     from gpuctl.common.errors import UsageError
     from gpuctl.sharing import service as sharing
-    from gpuctl.sharing.config import CONFIG_LABEL
+    from gpuctl.sharing.core.config import CONFIG_LABEL
 
     names = options.node_names(nodes, old_nodes)
     if bool(names) == bool(selector):
@@ -303,7 +303,7 @@ def _off_offline(err, why: str, names, selector, output) -> None:
     """`share off --dry-run` without a cluster: the named nodes lose their config label."""
     import shlex
 
-    from gpuctl.sharing.config import CONFIG_LABEL, node_label_patch
+    from gpuctl.sharing.core.config import CONFIG_LABEL, node_label_patch
 
     options.offline_note(why)
     err.print(

@@ -1,5 +1,5 @@
 """Applying GPU sharing to a cluster: find the device plugin and its ConfigMap, plan the
-node labels (gpuctl.sharing.config), then write the ConfigMap and label the nodes."""
+node labels (gpuctl.sharing.core.config), then write the ConfigMap and label the nodes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import GpuctlError
-from gpuctl.sharing import config as core
+from gpuctl.sharing.core import config as core
 
 
 @dataclass

@@ -29,10 +29,10 @@ from pynvml import (
 )
 
 from gpuctl.common.errors import GpuctlError, UsageError
-from gpuctl.common.files import make_private_dir, open_lock, write_atomic
 from gpuctl.common.numbers import whole_number
 from gpuctl.gpus import geometry, names
 from gpuctl.gpus.geometry import CI_PROFILE_SLICES
+from gpuctl.runtime.files import make_private_dir, open_lock, write_atomic
 
 STATE_VERSION = 1
 MAX_GPUS = 1024

@@ -7,8 +7,8 @@ import os
 
 import typer
 
+from gpuctl.cli.output import DataFormat, dump, echo
 from gpuctl.common.errors import UsageError
-from gpuctl.common.output import DataFormat, dump, echo
 
 
 class Starter(str, enum.Enum):
@@ -41,11 +41,11 @@ def init(
     job, a job on one MIG slice, or a cluster. Its first line points editors (through the
     YAML language server) at the spec's JSON Schema beside it: write that with
     `gpuctl schema job > gpuctl-job.schema.json`."""
-    from gpuctl.common import shipped
-    from gpuctl.common.files import write_atomic
-    from gpuctl.specs.schemas import file_name
-    from gpuctl.specs.starters import STARTERS
-    from gpuctl.specs.starters import starter as starter_text
+    from gpuctl.runtime import shipped
+    from gpuctl.runtime.files import write_atomic
+    from gpuctl.specs.core.schemas import file_name
+    from gpuctl.specs.core.starters import STARTERS
+    from gpuctl.specs.core.starters import starter as starter_text
 
     example, kind = STARTERS[starter.value]
     with open(shipped.directory("examples") / example, encoding="utf-8") as f:
@@ -71,6 +71,6 @@ def schema(
     the field table gpuctl's own parser reads. Editors use it to complete and check fields;
     what depends on several fields (a MIG profile of the GPU type, min_size ≤ max_size) is
     still checked by gpuctl render / provision only."""
-    from gpuctl.specs.schemas import schema as make
+    from gpuctl.specs.core.schemas import schema as make
 
     echo(dump(make(kind.value), output.value))

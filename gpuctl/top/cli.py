@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from gpuctl.common import options
-from gpuctl.common.output import Format
+from gpuctl.cli import options
+from gpuctl.cli.output import Format
 
 
 def register(app: typer.Typer) -> None:
@@ -51,12 +51,12 @@ def top(
     exporter_job: list[str] = options.exporter_jobs(),
 ) -> None:
     """Show GPU utilization, memory, temperature, power and processes."""
-    from gpuctl.common.config import setting, setting_list
+    from gpuctl.runtime.config import setting, setting_list
 
     prometheus = setting("prometheus_url", prometheus)
     if prometheus:
-        from gpuctl.top import cluster_cli as top_cluster
-        from gpuctl.top import holders
+        from gpuctl.dcgm import holders
+        from gpuctl.top.cluster import cli as top_cluster
 
         top_cluster.run(
             prometheus,
@@ -72,6 +72,6 @@ def top(
             sort=sort,
         )
     else:
-        from gpuctl.top import node_cli as top_node
+        from gpuctl.top.node import cli as top_node
 
         top_node.run(simulate, delay=delay, once=once, output=output.value, sort=sort)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from gpuctl.common import options
-from gpuctl.common.output import Format, dump, echo
+from gpuctl.cli import options
+from gpuctl.cli.output import Format, dump, echo
 
 LABELS = {
     "gpuctl": "gpuctl",
@@ -36,7 +36,7 @@ def version(
     (NVML; a simulated node's with GPUCTL_SIMULATE), the Kubernetes API server of the
     kubeconfig context, Terraform and the AWS SDK. One that is missing or does not answer
     within a few seconds is reported as such; the command still succeeds."""
-    from gpuctl.common.config import setting
+    from gpuctl.runtime.config import setting
     from gpuctl.version.service import report
 
     found = report(context, setting("terraform_binary", terraform_bin), kubeconfig)

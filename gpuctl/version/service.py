@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 
 import gpuctl
-from gpuctl.common import extras, shipped
 from gpuctl.common.errors import GpuctlError
+from gpuctl.runtime import extras, shipped
 
 KUBE_TIMEOUT_S = 3.0  # per request; a kubeconfig whose server does not answer is "unreachable"
 # How long each probe may take in all (connection retries, the engine loading) before its

@@ -8,8 +8,8 @@ from typing import Any
 
 import typer
 
-from gpuctl.common import options
-from gpuctl.common.output import Format
+from gpuctl.cli import options
+from gpuctl.cli.output import Format
 
 # Literal here so that `--help` loads nothing of the replay; tests/whatif/test_cli.py checks
 # they are replay.POLICIES and gpus.scoring.DEFAULT_GPU_WEIGHT.
@@ -79,8 +79,8 @@ def whatif(
     policy, and report the GPU allocation at 50/90/100/130 % demand, when the first GPU pod
     fails, and how fragmented the unallocated GPUs end up. No pod leaves; a pod that fits
     nowhere is dropped."""
+    from gpuctl.cli.output import dump, echo, err_console
     from gpuctl.common.errors import UsageError
-    from gpuctl.common.output import dump, echo, err_console
 
     nodes = _renamed(nodes, old_nodes, "--nodes", "--node-csv")
     pods = _renamed(pods, old_pods, "--pods", "--pod-csv")
@@ -97,9 +97,9 @@ def whatif(
     seed_list = _seeds(seeds)
 
     from gpuctl.whatif import service
-    from gpuctl.whatif.fragmentation import typical_shapes
-    from gpuctl.whatif.replay import replay
-    from gpuctl.whatif.summary import summarise
+    from gpuctl.whatif.core.fragmentation import typical_shapes
+    from gpuctl.whatif.core.replay import replay
+    from gpuctl.whatif.core.summary import summarise
 
     if from_cluster:
         from gpuctl.adapters.kube import Kube
@@ -137,8 +137,8 @@ def _renamed(value: str | None, old: str | None, old_flag: str, flag: str) -> st
     """--node-csv/--pod-csv, once --nodes/--pods (which, everywhere else, name nodes)."""
     if old is None:
         return value
+    from gpuctl.cli.output import err_console
     from gpuctl.common.errors import UsageError
-    from gpuctl.common.output import err_console
 
     if value is not None:
         raise UsageError(f"give {flag} only ({old_flag} is its old spelling)")
@@ -189,7 +189,7 @@ def _seeds(text: str) -> list[int]:
 def _print_table(result: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from gpuctl.common.output import out_console
+    from gpuctl.cli.output import out_console
 
     def cell(value: Any, digits: int = 2) -> str:
         if value is None:

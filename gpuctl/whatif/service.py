@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuctl.common.specfile import read_text
-from gpuctl.whatif.snapshot import nodes_from_api, pods_from_api
-from gpuctl.whatif.trace import Node, Pod, parse_nodes, parse_pods
+from gpuctl.whatif.core.snapshot import nodes_from_api, pods_from_api
+from gpuctl.whatif.core.trace import Node, Pod, parse_nodes, parse_pods
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuctl.adapters import vector_stream
+from gpuctl.adapters.core import vector_stream
 
 
 def answer(result, compact=True, **extra) -> bytes:

@@ -3,8 +3,8 @@ release, totals packed by the MIG planner, and who holds a GPU."""
 
 import pytest
 
-from gpuctl.advise import decide
-from gpuctl.advise.decide import KEEP, MAX_SHARE, MIG, RELEASE, SHARE, advise, smallest_profile
+from gpuctl.advise.core import decide
+from gpuctl.advise.core.decide import KEEP, MAX_SHARE, MIG, RELEASE, SHARE, advise, smallest_profile
 from gpuctl.gpus.geometry import find_model
 from tests.cluster_data import A100, H100, TOTAL_MIB
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpuctl.advise.owners import KSM, POD_NAME, Workload, from_pod_name, parse
+from gpuctl.advise.core.owners import KSM, POD_NAME, Workload, from_pod_name, parse
 
 
 @pytest.mark.parametrize(

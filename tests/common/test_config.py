@@ -2,9 +2,9 @@
 
 import pytest
 
-from gpuctl.common import config
 from gpuctl.common.errors import EXIT_USAGE, SpecError, UsageError
 from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
+from gpuctl.runtime import config
 
 
 def write(path, text):

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from gpuctl.common.files import open_lock, write_atomic
+from gpuctl.runtime.files import open_lock, write_atomic
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from gpuctl.doctor import checks as doctor
-from gpuctl.sharing import config as sharing
+from gpuctl.doctor.core import checks as doctor
+from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, node, seed
 
 PLUGIN = daemonset("nvidia-device-plugin-daemonset", "gpu-operator", config_map="dp-config")

@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from gpuctl.doctor import checks as doctor
-from gpuctl.doctor import queue_checks as queues
+from gpuctl.doctor.core import checks as doctor
+from gpuctl.doctor.core import queue_checks as queues
 from tests.crd_schema import CRD_DIR
 from tests.doctor.test_doctor import DCGM, PLUGIN
 from tests.gpu_cluster import node, seed

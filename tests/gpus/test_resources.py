@@ -3,7 +3,7 @@
 import pytest
 
 from gpuctl.gpus import resources as fit
-from gpuctl.jobs import status as job_status
+from gpuctl.jobs.core import status as job_status
 
 GPU = "nvidia.com/gpu"
 TOLERATE_GPU = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]

@@ -6,11 +6,11 @@ import yaml
 
 from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import load_yaml
-from gpuctl.jobs import jobset
 from gpuctl.jobs.admission import multinode
-from gpuctl.jobs.manifests import render
-from gpuctl.jobs.spec import parse_job
-from gpuctl.jobs.status import row, status_of
+from gpuctl.jobs.core import jobset
+from gpuctl.jobs.core.manifests import render
+from gpuctl.jobs.core.spec import parse_job
+from gpuctl.jobs.core.status import row, status_of
 from tests.crd_schema import assert_valid_cr
 from tests.k8s_schema import assert_valid
 

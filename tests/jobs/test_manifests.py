@@ -6,9 +6,9 @@ import os
 import pytest
 
 from gpuctl.common.specfile import load_yaml, load_yaml_file
-from gpuctl.jobs.manifests import render
+from gpuctl.jobs.core.manifests import render
+from gpuctl.jobs.core.spec import parse_job
 from gpuctl.jobs.sources import load_job
-from gpuctl.jobs.spec import parse_job
 from tests import ROOT
 from tests.k8s_schema import assert_valid
 

@@ -6,7 +6,7 @@ import pytest
 
 from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import load_yaml
-from gpuctl.jobs.spec import parse_job
+from gpuctl.jobs.core.spec import parse_job
 
 BASE = "apiVersion: gpuctl/v1\nname: train\nimage: nvidia/cuda:12.0-runtime\n"
 
@@ -278,7 +278,7 @@ def test_a_mig_profile_some_gpu_of_the_type_has_is_accepted(fields):
 
 
 def test_gpu_type_warnings_name_the_file_line_and_item():
-    from gpuctl.jobs.spec import gpu_type_warnings
+    from gpuctl.jobs.core.spec import gpu_type_warnings
 
     doc = load_yaml(BASE + "gpu_type:\n  - h100\n  - H100\n", "job.yaml")
     spec = parse_job(doc)

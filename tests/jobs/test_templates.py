@@ -7,8 +7,9 @@ import textwrap
 import pytest
 
 from gpuctl.common.errors import GpuctlError, SpecError, UsageError
-from gpuctl.jobs import sources, templates
-from gpuctl.jobs.manifests import render
+from gpuctl.jobs import sources
+from gpuctl.jobs.core import templates
+from gpuctl.jobs.core.manifests import render
 from gpuctl.jobs.sources import load_job
 from tests import ROOT
 from tests.k8s_schema import assert_valid

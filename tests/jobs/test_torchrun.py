@@ -20,8 +20,8 @@ import sys
 import pytest
 
 from gpuctl.common.specfile import load_yaml
-from gpuctl.jobs.manifests import COMPLETION_INDEX, render
-from gpuctl.jobs.spec import parse_job
+from gpuctl.jobs.core.manifests import COMPLETION_INDEX, render
+from gpuctl.jobs.core.spec import parse_job
 
 pytestmark = [
     pytest.mark.integration,  # starts processes that listen on a port

@@ -8,8 +8,8 @@ import pytest
 
 from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import load_yaml
-from gpuctl.jobs.manifests import render
-from gpuctl.jobs.spec import parse_job
+from gpuctl.jobs.core.manifests import render
+from gpuctl.jobs.core.spec import parse_job
 from tests.k8s_schema import assert_valid
 
 BASE = "apiVersion: gpuctl/v1\nname: train\nimage: nvidia/cuda:12.0-runtime\n"

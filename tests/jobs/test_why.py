@@ -4,9 +4,9 @@ inputs. Workloads are built as Kueue builds them and checked against its CRD."""
 import pytest
 
 from gpuctl.common.specfile import load_yaml
-from gpuctl.jobs import why
-from gpuctl.jobs.manifests import render
-from gpuctl.jobs.spec import parse_job
+from gpuctl.jobs.core import why
+from gpuctl.jobs.core.manifests import render
+from gpuctl.jobs.core.spec import parse_job
 from tests.crd_schema import assert_valid_cr
 from tests.kueue_workloads import admitted, condition, pending, workload_for
 

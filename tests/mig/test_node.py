@@ -127,7 +127,7 @@ def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
     mig_on(capsys, 0)
     # Another actor takes slices 4-7 between our plan and our apply: the second create fails.
     from gpuctl.mig import node as mig_apply
-    from gpuctl.mig.migparted import resolve_shorthand
+    from gpuctl.mig.core.migparted import resolve_shorthand
 
     with Nvml() as nvml:
         states = mig_apply.read_node(nvml)

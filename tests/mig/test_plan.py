@@ -8,8 +8,8 @@ import pytest
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.gpus.geometry import find_model, models
-from gpuctl.mig.layout import place
-from gpuctl.mig.plan import Fleet, feasible_layouts, parse_demand, parse_fleet, plan_demand
+from gpuctl.mig.core.layout import place
+from gpuctl.mig.core.plan import Fleet, feasible_layouts, parse_demand, parse_fleet, plan_demand
 from tests.clirun import run_gpuctl as run_cli
 from tests.mig.exhaustive import fewest_gpus, gpu_layouts
 

@@ -21,8 +21,8 @@ import yaml
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import GpuModel, models
-from gpuctl.mig import migparted
-from gpuctl.mig.diff import GpuState
+from gpuctl.mig.core import migparted
+from gpuctl.mig.core.diff import GpuState
 from gpuctl.sim.node import NON_MIG_MODELS, canonical_spec
 from tests.clirun import run_gpuctl as run
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import tests
-from gpuctl.provision.preflight import ami_parameter
+from gpuctl.provision.core.preflight import ami_parameter
 
 ROOT = Path(tests.ROOT)
 NEW = ROOT / "examples" / "cluster.yaml"

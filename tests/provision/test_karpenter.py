@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuctl.common.specfile import load_yaml
-from gpuctl.provision import karpenter
-from gpuctl.provision.facts import ExistingNetwork, Facts, GroupFacts
-from gpuctl.provision.spec import parse_cluster
+from gpuctl.provision.core import karpenter
+from gpuctl.provision.core.facts import ExistingNetwork, Facts, GroupFacts
+from gpuctl.provision.core.spec import parse_cluster
 from tests.crd_schema import errors, read_crd
 
 UPSTREAM = Path(__file__).parent / "upstream"

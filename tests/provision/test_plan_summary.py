@@ -1,7 +1,7 @@
 """Plan summaries grouped by component: the root module call a resource sits in
 (terraform/main.tf) says whether it is network, control plane, node groups or GPU stack."""
 
-from gpuctl.provision.plan_summary import Change, PlanSummary, component_of
+from gpuctl.provision.core.plan_summary import Change, PlanSummary, component_of
 
 
 def test_every_root_call_has_its_component():

@@ -6,8 +6,8 @@ import pytest
 from gpuctl.common.errors import BackendError, UsageError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.provision.aws import gather
-from gpuctl.provision.cost import price_table
-from gpuctl.provision.preflight import (
+from gpuctl.provision.core.cost import price_table
+from gpuctl.provision.core.preflight import (
     Answer,
     ClusterInfo,
     InstanceInfo,
@@ -18,7 +18,7 @@ from gpuctl.provision.preflight import (
     evaluate,
     vpc_zones,
 )
-from gpuctl.provision.spec import parse_cluster
+from gpuctl.provision.core.spec import parse_cluster
 
 AMI = "ami-0a1b2c3d4e5f67890"
 A100 = "  - {name: a100, instance_type: p4d.24xlarge, min_size: 2, max_size: 10, gpu_type: a100}\n"

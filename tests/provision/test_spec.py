@@ -7,8 +7,8 @@ import pytest
 import tests
 from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import load_yaml
-from gpuctl.provision.spec import load_cluster_file, parse_cluster, parse_taint
-from gpuctl.provision.tfvars import render_backend, render_tfvars
+from gpuctl.provision.core.spec import load_cluster_file, parse_cluster, parse_taint
+from gpuctl.provision.core.tfvars import render_backend, render_tfvars
 
 EXAMPLE = Path(tests.ROOT) / "examples" / "cluster.yaml"
 

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from gpuctl.common.specfile import load_yaml
-from gpuctl.doctor import checks as doctor
-from gpuctl.provision import stack
-from gpuctl.provision.facts import Facts
-from gpuctl.provision.spec import parse_cluster, parse_taint
-from gpuctl.provision.tfvars import render_tfvars
-from gpuctl.sharing import config as sharing
+from gpuctl.doctor.core import checks as doctor
+from gpuctl.provision.core import stack
+from gpuctl.provision.core.facts import Facts
+from gpuctl.provision.core.spec import parse_cluster, parse_taint
+from gpuctl.provision.core.tfvars import render_tfvars
+from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, node, seed
 
 UPSTREAM = Path(__file__).parent / "upstream"
@@ -212,7 +212,7 @@ def test_dcgm_exporter_is_scraped_the_way_top_and_alerts_read_it():
     """A ServiceMonitor with the Prometheus Operator's default honorLabels (false): the
     GPU's holder arrives in exported_pod, and the exporter's own labels are recognised by
     its job, which is the Service's, that is the release's, name."""
-    from gpuctl.top import holders
+    from gpuctl.dcgm import holders
 
     op = releases()["gpu-operator"]["values"]["dcgmExporter"]
     assert op == {"enabled": True, "serviceMonitor": {"enabled": True}}

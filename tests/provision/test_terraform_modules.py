@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 import tests
-from gpuctl.provision import karpenter
-from gpuctl.provision.facts import ExistingNetwork, Facts, GroupFacts
-from gpuctl.provision.spec import load_cluster_file
-from gpuctl.provision.tfvars import TFVARS_FILE, render_tfvars
+from gpuctl.provision.core import karpenter
+from gpuctl.provision.core.facts import ExistingNetwork, Facts, GroupFacts
+from gpuctl.provision.core.spec import load_cluster_file
+from gpuctl.provision.core.tfvars import TFVARS_FILE, render_tfvars
 
 pytestmark = pytest.mark.integration  # the Terraform engine
 
@@ -411,7 +411,7 @@ def test_gpu_ami_is_the_parameter_aws_publishes():
     """The preflight and the module read the same public SSM parameter, and it is the one
     AWS publishes for the EKS-optimized AL2023 NVIDIA AMI (moto is seeded with whatever
     gpuctl asks for, so nothing else would notice a wrong path)."""
-    from gpuctl.provision.preflight import ami_parameter
+    from gpuctl.provision.core.preflight import ami_parameter
 
     published = (
         "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{a}/nvidia/recommended/image_id"
@@ -452,7 +452,7 @@ def test_objects_chart_renders_both_lists():
 def test_every_root_module_call_belongs_to_a_component():
     """The plan display groups resources by the root call they sit in: a new call without
     a component would show up as 'other'."""
-    from gpuctl.provision.plan_summary import COMPONENT_OF_MODULE
+    from gpuctl.provision.core.plan_summary import COMPONENT_OF_MODULE
 
     assert set(load(TF)["ModuleCalls"]) == set(COMPONENT_OF_MODULE)
 

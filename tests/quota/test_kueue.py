@@ -7,8 +7,8 @@ import jsonpatch
 import pytest
 
 from gpuctl.common.errors import UsageError
-from gpuctl.quota import kueue
-from gpuctl.quota.queue_usage import ERROR, WARNING, has_errors, lint, queue_rows
+from gpuctl.quota.core import kueue
+from gpuctl.quota.core.queue_usage import ERROR, WARNING, has_errors, lint, queue_rows
 from tests.crd_schema import assert_valid_cr, errors
 from tests.gpu_cluster import node
 

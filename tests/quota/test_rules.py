@@ -3,7 +3,7 @@
 import pytest
 
 from gpuctl.common.errors import UsageError
-from gpuctl.quota import rules as quota
+from gpuctl.quota.core import rules as quota
 from tests.gpu_cluster import pod
 from tests.k8s_schema import assert_valid
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from gpuctl.quota.rules import QUOTA_NAME
+from gpuctl.quota.core.rules import QUOTA_NAME
 from tests.gpu_cluster import mark, node, pod, seed, writes
 from tests.k8s_schema import assert_valid
 

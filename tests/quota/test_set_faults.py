@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuctl.quota.rules import QUOTA_NAME
+from gpuctl.quota.core.rules import QUOTA_NAME
 from tests.standins.faults import drop_answer, reply
 
 QUOTAS = "/api/v1/namespaces/team-a/resourcequotas"

@@ -9,7 +9,7 @@ import yaml
 
 from gpuctl.common.errors import UsageError
 from gpuctl.gpus.scoring import DEFAULT_GPU_WEIGHT
-from gpuctl.sched import profile as sched
+from gpuctl.sched.core import profile as sched
 from tests.k8s_schema import assert_valid
 
 UPSTREAM = json.load(open(os.path.join(os.path.dirname(__file__), "kube_scheduler_v1_types.json")))

@@ -5,7 +5,7 @@ import yaml
 
 from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError, UsageError
-from gpuctl.sharing import config as sharing
+from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, node
 from tests.k8s_schema import assert_valid
 

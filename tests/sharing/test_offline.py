@@ -4,7 +4,7 @@ objects a cluster in the assumed state would get, as kubectl's client dry run pr
 import pytest
 import yaml
 
-from gpuctl.sharing import config as sharing
+from gpuctl.sharing.core import config as sharing
 from tests.crd_schema import assert_valid_cr
 from tests.gpu_cluster import daemonset, mark, node, seed, writes
 from tests.k8s_schema import assert_valid

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from gpuctl.sharing import config as sharing
+from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, mark, node, seed, writes
 from tests.k8s_schema import assert_valid
 

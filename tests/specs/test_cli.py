@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from gpuctl.specs.schemas import schema
-from gpuctl.specs.starters import STARTERS
+from gpuctl.specs.core.schemas import schema
+from gpuctl.specs.core.starters import STARTERS
 
 
 @pytest.mark.parametrize("name", sorted(STARTERS))

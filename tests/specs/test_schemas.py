@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from gpuctl.common import spec_fields as sf
 from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import dotted, load_yaml
-from gpuctl.jobs.spec import JOB, parse_job
-from gpuctl.provision.spec import CLUSTER, parse_cluster
-from gpuctl.specs.schemas import schema
+from gpuctl.jobs.core.spec import JOB, parse_job
+from gpuctl.provision.core.spec import CLUSTER, parse_cluster
+from gpuctl.specs.core.schemas import schema
 from tests import ROOT
 
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the same YAML, 10 times faster

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpuctl.app import main
-from gpuctl.top import holders
+from gpuctl.dcgm import holders
 
 H100 = "NVIDIA H100 80GB HBM3"
 # The target labels a GPU Operator ServiceMonitor scrape puts on every series.

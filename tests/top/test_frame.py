@@ -5,7 +5,7 @@ import json
 import pytest
 
 from gpuctl.gpus.sample import GpuSample, MigDevice, NodeSample, Process, to_dict
-from gpuctl.top import frame as topframe
+from gpuctl.top.node.core import frame as topframe
 
 
 def gpu(index, util=50, used=1000, total=81559, temp=50, power=300.0, mig=0, pending=None, **kw):

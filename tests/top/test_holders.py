@@ -3,8 +3,8 @@
 import pytest
 
 from gpuctl.common.errors import UsageError
-from gpuctl.top import holders
-from gpuctl.top.holders import Exporter, Holder
+from gpuctl.dcgm import holders
+from gpuctl.dcgm.holders import Exporter, Holder
 
 EXPORTER_POD = {
     "pod": "nvidia-dcgm-exporter-x7k2p",

@@ -12,8 +12,9 @@ import pytest
 
 from gpuctl.adapters.prometheus import Prometheus
 from gpuctl.common.errors import BackendError
-from gpuctl.top import cluster, live, usage
-from gpuctl.top.holders import Exporter
+from gpuctl.dcgm.holders import Exporter
+from gpuctl.top.cluster import service as cluster
+from gpuctl.top.cluster.core import live, usage
 from tests.clirun import run_gpuctl as gpuctl
 from tests.cluster_data import gpu, mixed_cluster, stranded_cluster
 

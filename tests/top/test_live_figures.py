@@ -4,8 +4,9 @@ nodes and rows a screen shows (tests/top/test_live.py checks it against a real P
 import pytest
 
 from gpuctl.common.errors import UsageError
-from gpuctl.top import holders, live, usage
-from gpuctl.top.holders import Exporter, Holder
+from gpuctl.dcgm import holders
+from gpuctl.dcgm.holders import Exporter, Holder
+from gpuctl.top.cluster.core import live, usage
 
 
 def test_the_figures_query_ranks_only_for_a_sort_by_value():

@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from gpuctl.top import alert_rules
+from gpuctl.alerts.core import rules as alert_rules
 from tests.clirun import run_gpuctl as gpuctl
 from tests.clirun import top_snapshot as snapshot
 from tests.cluster_data import SCRAPE_SETUPS, scraped_cluster

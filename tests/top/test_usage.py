@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuctl.common.errors import UsageError
-from gpuctl.top import holders, usage
+from gpuctl.dcgm import holders
+from gpuctl.top.cluster.core import usage
 
 
 def sample(name, value, **labels):
@@ -246,7 +247,7 @@ def test_summary_counts_are_consistent(devs, threshold):
 def test_live_frame_is_cut_to_the_screen_and_says_so():
     from rich.console import Console
 
-    from gpuctl.top import cluster_cli as top_cluster
+    from gpuctl.top.cluster import cli as top_cluster
 
     devs = [dev(f"n{i}", "0") for i in range(40)]
     f = frame(
@@ -263,7 +264,7 @@ def test_live_frame_is_cut_to_the_screen_and_says_so():
 
 
 def test_label_values_cannot_drive_the_terminal():
-    from gpuctl.top import cluster_cli as top_cluster
+    from gpuctl.top.cluster import cli as top_cluster
 
     d = {**dev("evil\x1b[2Jnode", "0"), "pod": "p\x1b]0;pwned\x07", "namespace": "ns\n"}
     f = frame([sample(usage.UTIL, 1.0, **d)], attributes=[(d, 1.0)], means=[(d, 1.0)])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.whatif.trace import Node, Pod, parse_nodes, parse_pods
+from gpuctl.whatif.core.trace import Node, Pod, parse_nodes, parse_pods
 from tests import ROOT
 
 NODES = "openb_node_list_gpu_node.csv"

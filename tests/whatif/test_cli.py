@@ -6,7 +6,8 @@ import json
 import pytest
 
 from gpuctl.gpus import scoring
-from gpuctl.whatif import cli, replay
+from gpuctl.whatif import cli
+from gpuctl.whatif.core import replay
 from tests.gpu_cluster import mark, seed, writes
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\na,64000,262144,8,V100\nb,32000,131072,2,T4\n"

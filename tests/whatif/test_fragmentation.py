@@ -6,8 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from gpuctl.whatif.fragmentation import Fragmentation, Shape, fgd_score, typical_shapes
-from gpuctl.whatif.trace import Pod
+from gpuctl.whatif.core.fragmentation import Fragmentation, Shape, fgd_score, typical_shapes
+from gpuctl.whatif.core.trace import Pod
 
 
 def artifact_fragmentation(shapes, gpu_free, cpu_free, model):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from gpuctl.common.errors import UsageError
-from gpuctl.whatif import replay as rp
-from gpuctl.whatif.fragmentation import fgd_score, typical_shapes
-from gpuctl.whatif.summary import summarise
-from gpuctl.whatif.trace import MILLI, Node, Pod
+from gpuctl.whatif.core import replay as rp
+from gpuctl.whatif.core.fragmentation import fgd_score, typical_shapes
+from gpuctl.whatif.core.summary import summarise
+from gpuctl.whatif.core.trace import MILLI, Node, Pod
 from tests.whatif import openb
 
 

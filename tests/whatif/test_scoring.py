@@ -5,7 +5,7 @@ least_allocated_test.go, balanced_allocation_test.go), in their units."""
 import numpy as np
 import pytest
 
-from gpuctl.whatif import scoring
+from gpuctl.whatif.core import scoring
 
 
 def rows(*per_resource):

@@ -1,7 +1,7 @@
 """A cluster's API objects as the replay's nodes and pods."""
 
-from gpuctl.whatif.snapshot import nodes_from_api, pods_from_api
-from gpuctl.whatif.trace import Node, Pod
+from gpuctl.whatif.core.snapshot import nodes_from_api, pods_from_api
+from gpuctl.whatif.core.trace import Node, Pod
 
 KEY = "gpu-type"
 

@@ -1,7 +1,7 @@
 """Medians over seeds, where "never" (None) counts above every number."""
 
-from gpuctl.whatif.replay import Run
-from gpuctl.whatif.summary import median, summarise
+from gpuctl.whatif.core.replay import Run
+from gpuctl.whatif.core.summary import median, summarise
 
 
 def test_median_counts_none_as_never():

@@ -3,7 +3,7 @@
 import pytest
 
 from gpuctl.common.errors import SpecError
-from gpuctl.whatif.trace import Node, Pod, parse_nodes, parse_pods
+from gpuctl.whatif.core.trace import Node, Pod, parse_nodes, parse_pods
 from tests.whatif import openb
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"

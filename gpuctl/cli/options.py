@@ -1,0 +1,235 @@
+"""Command-line options several commands share, declared once. Each call makes a new typer
+option, to be used as a parameter's default; where one command means more by an option, it
+passes its own help."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from gpuctl.cli.output import DataFormat, Format
+from gpuctl.common.errors import UsageError
+from gpuctl.common.k8s_names import dns1123_label
+
+# Where a command falls back to when -n is not given (gpuctl.adapters.kube.Kube.namespace).
+NAMESPACE_DEFAULT = (
+    "GPUCTL_NAMESPACE or namespace: in the config file, else the kubeconfig context's"
+)
+
+
+def namespace(help: str | None = None, default: str | None = None) -> Any:
+    return typer.Option(
+        default,
+        "-n",
+        "--namespace",
+        metavar="NAMESPACE",
+        callback=_check_namespace,
+        help=help or f"Namespace (default: {NAMESPACE_DEFAULT}).",
+    )
+
+
+def _check_namespace(value: str | None) -> str | None:
+    """A name Kubernetes would refuse is refused before any request."""
+    if value is not None and not dns1123_label(value):
+        raise UsageError(
+            f"--namespace {value!r} is not a valid namespace name (lower-case "
+            "letters, digits and '-', at most 63)"
+        )
+    return value
+
+
+CONTEXT_HELP = (
+    "kubeconfig context (default: GPUCTL_CONTEXT or context: in the config file, "
+    "else the kubeconfig's current context)."
+)
+KUBECONFIG_HELP = "kubeconfig file (default: KUBECONFIG, else ~/.kube/config)."
+DEBUG_HELP = "Show full tracebacks on errors."
+
+
+def _from_root(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """A root option given again after the subcommand: that value wins (it comes later on
+    the command line); not given there, the root's value holds (`gpuctl --context X jobs
+    list` and `gpuctl jobs list --context X` mean the same)."""
+    root = ctx.find_root()
+    if value is None and root is not ctx:
+        return root.params.get(param.name or "")
+    return value
+
+
+def context() -> Any:
+    return typer.Option(None, "--context", metavar="NAME", callback=_from_root, help=CONTEXT_HELP)
+
+
+def kubeconfig() -> Any:
+    return typer.Option(
+        None, "--kubeconfig", metavar="FILE", callback=_from_root, help=KUBECONFIG_HELP
+    )
+
+
+# --debug is a process-wide switch (how errors are reported, not what a command does), so
+# it is not a parameter of each command: gpuctl.app adds it to every command and root.
+_debug = False
+
+
+def set_debug(value: bool) -> None:
+    global _debug
+    _debug = bool(value)
+
+
+def debug_requested() -> bool:
+    return _debug
+
+
+def yes(help: str = "Do not ask for confirmation.") -> Any:
+    return typer.Option(False, "-y", "--yes", help=help)
+
+
+def dry_run(help: str = "Show the plan; change nothing.") -> Any:
+    return typer.Option(False, "--dry-run", help=help)
+
+
+def spec_file(metavar: str, help: str) -> Any:
+    """-f/--file for a command that reads a spec (a positional argument may name it too)."""
+    return typer.Option(None, "-f", "--file", metavar=metavar, help=help)
+
+
+def spec_files(option: list[str], positional: list[str], what: str) -> list[str]:
+    """The spec files named by -f or by positional arguments: one way, not both, not none.
+    A usage error, so that gpuctl.app shows the command's usage after it."""
+    if option and positional:
+        raise _usage_error(f"give {what} once: with -f/--file or as arguments, not both")
+    if not (option or positional):
+        raise _usage_error(f"Missing {what}: -f FILE (or as an argument).")
+    return option or positional
+
+
+def _usage_error(message: str) -> Exception:
+    try:  # typer ≥ 0.26 carries its own copy of click
+        from typer._click import exceptions, globals
+    except ImportError:  # pragma: no cover - older typer on click
+        import click as exceptions  # type: ignore[no-redef]
+        import click as globals  # type: ignore[no-redef]
+
+    return exceptions.UsageError(message, globals.get_current_context(silent=True))
+
+
+def offline_ok(dry_run: bool, context: str | None, kubeconfig: str | None) -> bool:
+    """Whether a command may render without a cluster: a dry run (as kubectl's client dry
+    run) for which no cluster was named with --context or --kubeconfig."""
+    return dry_run and context is None and kubeconfig is None
+
+
+def offline_note(why: str) -> None:
+    """Said on stderr when a dry run renders without a cluster."""
+    from rich.markup import escape
+
+    from gpuctl.cli.output import err_console
+
+    err_console().print(
+        f"[yellow]no cluster ({escape(why)}): planning from the options alone[/]",
+        highlight=False,
+    )
+
+
+def selector(help: str = "Label selector for the nodes, e.g. gpu-type=H100.") -> Any:
+    return typer.Option(None, "-l", "--selector", metavar="SELECTOR", help=help)
+
+
+def nodes(help: str = "Node name (repeat it, or separate names with commas).") -> Any:
+    return typer.Option([], "--node", metavar="NAME", help=help)
+
+
+def old_nodes() -> Any:
+    """--nodes, the old spelling of --node (share timeslice|off): accepted with a warning."""
+    return typer.Option([], "--nodes", hidden=True, help="Old spelling of --node.")
+
+
+def node_names(values: list[str], old: list[str] | None = None) -> tuple[str, ...]:
+    """The names given to --node (repeated or comma separated), in order, once each; OLD:
+    those given to the old spelling --nodes (a warning says to use --node)."""
+    if old:
+        from gpuctl.cli.output import err_console
+
+        err_console().print(
+            "warning: --nodes is deprecated: use --node (repeat it, or separate names with commas)",
+            style="yellow",
+            markup=False,
+        )
+        values = [*values, *old]
+    names = tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
+    if values and not names:  # e.g. --node "$EMPTY": never fall back to every GPU node
+        raise UsageError("--node was given without a node name")
+    return names
+
+
+def output(help: str = "table, json or yaml.", default: Format | None = Format.table) -> Any:
+    return typer.Option(default, "-o", "--output", help=help)
+
+
+GPU_LABEL_KEY_HELP = (
+    "Node label that holds the GPU type (default gpu-type; e.g. "
+    "nvidia.com/gpu.product for GPU Feature Discovery). "
+    "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file."
+)
+
+
+def gpu_label_key() -> Any:
+    return typer.Option(None, "--gpu-label-key", help=GPU_LABEL_KEY_HELP)
+
+
+def resolve_gpu_label_key(option: str | None) -> str:
+    """The GPU-type label key: the option, else the environment, else the config file."""
+    from gpuctl.common.k8s_names import label_key
+    from gpuctl.runtime.config import setting
+
+    key = setting(
+        "gpu_label_key",
+        option,
+        lambda key: (
+            None
+            if label_key(key)
+            else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
+        ),
+    )
+    assert key is not None  # the setting has a default
+    return key
+
+
+def data_output() -> Any:
+    """-o/--output for commands whose output is data only (manifests, configs)."""
+    return typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json.")
+
+
+def exporter_containers() -> Any:
+    """--exporter-container: `gpuctl top`, `gpuctl advise` and `gpuctl alerts render` tell
+    the DCGM exporter's own pod from a pod holding a GPU by it."""
+    return _exporter_names(
+        "--exporter-container",
+        "Container name of the DCGM exporter's pod (default: the names the GPU Operator, "
+        "dcgm-exporter's manifest and its Helm chart give it; see docs/cluster-top.md).",
+        "GPUCTL_EXPORTER_CONTAINERS",
+        "exporter_containers",
+    )
+
+
+def exporter_jobs() -> Any:
+    """--exporter-job: the same for series that carry no container label."""
+    return _exporter_names(
+        "--exporter-job",
+        "Scrape job of the DCGM exporter, for series without a container label (default: "
+        "the GPU Operator's and dcgm-exporter's service names).",
+        "GPUCTL_EXPORTER_JOBS",
+        "exporter_jobs",
+    )
+
+
+def _exporter_names(flag: str, what: str, env: str, setting: str) -> Any:
+    return typer.Option(
+        [],
+        flag,
+        metavar="NAME",
+        help=f"{what} A series whose pod is the exporter's own is a free GPU. Repeat the "
+        "option or separate names with commas; the names replace the defaults. Also "
+        f"{env} or {setting} in the config file.",
+    )

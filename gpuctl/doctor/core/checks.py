@@ -1,0 +1,315 @@
+"""`gpuctl doctor`: is this cluster ready for GPU work? Each check turns plain API objects
+(nodes, DaemonSets, the device plugin's ConfigMap data) into pass / warn / fail with a fix."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpuctl.common.errors import GpuctlError
+from gpuctl.common.numbers import whole_number
+from gpuctl.common.quantity import count
+from gpuctl.sharing.core import config as sharing
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory")
+MIG_STATE = "nvidia.com/mig.config.state"
+_SHOWN = 5  # nodes named in one detail line
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _names(names: list[str]) -> str:
+    more = len(names) - _SHOWN
+    return ", ".join(names[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("name") or "?"
+
+
+def _gpu_count(node: dict[str, Any]) -> int:
+    return sum(
+        count(v)
+        for k, v in sharing.allocatable(node).items()
+        if k == sharing.GPU or k.startswith("nvidia.com/mig-")
+    )
+
+
+def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
+    advertising = [n for n in nodes if _gpu_count(n) > 0]
+    silent = [
+        _name(n)
+        for n in nodes
+        if _gpu_count(n) == 0 and sharing.labels_of(n).get(sharing.GFD_PRESENT) == "true"
+    ]
+    if silent:
+        return Check(
+            "gpu-nodes",
+            FAIL,
+            f"GPU present but no nvidia.com/gpu allocatable on {_names(silent)}",
+            "check the device plugin pod on those nodes (kubectl -n <ns> logs <pod>) "
+            "and the NVIDIA driver / container toolkit on the host",
+        )
+    if not advertising:
+        return Check(
+            "gpu-nodes",
+            FAIL,
+            "no node has nvidia.com/gpu (or MIG) allocatable",
+            "add GPU nodes (gpuctl provision) and install the NVIDIA GPU Operator or device plugin",
+        )
+    total = sum(_gpu_count(n) for n in advertising)
+    return Check("gpu-nodes", PASS, f"{len(advertising)} GPU node(s), {total} GPU(s) allocatable")
+
+
+def _gpu_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [n for n in nodes if sharing.is_gpu_node(n)]
+
+
+def check_gfd(nodes: list[dict[str, Any]]) -> Check:
+    gpu_nodes = _gpu_nodes(nodes)
+    if not gpu_nodes:
+        return Check("feature-discovery", WARN, "no GPU node to check", "fix gpu-nodes first")
+    missing = {
+        _name(n): [k for k in GFD_LABELS if k not in sharing.labels_of(n)] for n in gpu_nodes
+    }
+    missing = {k: v for k, v in missing.items() if v}
+    if missing:
+        first = next(iter(missing.values()))
+        return Check(
+            "feature-discovery",
+            WARN,
+            f"GPU Feature Discovery labels missing on {_names(sorted(missing))} "
+            f"(e.g. {', '.join(first)})",
+            "enable GPU Feature Discovery: the GPU Operator runs it; with the device "
+            "plugin Helm chart: --set gfd.enabled=true",
+        )
+    products = sorted({sharing.labels_of(n)["nvidia.com/gpu.product"] for n in gpu_nodes})
+    return Check(
+        "feature-discovery",
+        PASS,
+        f"labels present on {len(gpu_nodes)} node(s): {', '.join(products)}",
+    )
+
+
+def _ready(ds: dict[str, Any]) -> tuple[int, int]:
+    st = ds.get("status") or {}
+    return int(st.get("numberReady") or 0), int(st.get("desiredNumberScheduled") or 0)
+
+
+def _where(ds: dict[str, Any]) -> str:
+    meta = ds.get("metadata") or {}
+    return f"{meta.get('namespace') or '?'}/{meta.get('name')}"
+
+
+def check_device_plugin(plugin: dict[str, Any] | None) -> Check:
+    if plugin is None:
+        return Check(
+            "device-plugin",
+            FAIL,
+            "no NVIDIA device plugin DaemonSet found",
+            "install the NVIDIA GPU Operator (helm install gpu-operator "
+            "nvidia/gpu-operator -n gpu-operator --create-namespace) or the "
+            "nvidia-device-plugin Helm chart",
+        )
+    ready, desired = _ready(plugin)
+    if desired == 0:
+        return Check(
+            "device-plugin",
+            FAIL,
+            f"DaemonSet {_where(plugin)} schedules no pods",
+            "check its nodeSelector / tolerations against the GPU nodes' labels and "
+            "taints (GPU Operator: nodes need the label "
+            "feature.node.kubernetes.io/pci-10de.present)",
+        )
+    if ready < desired:
+        return Check(
+            "device-plugin",
+            FAIL,
+            f"DaemonSet {_where(plugin)}: {ready}/{desired} pods ready",
+            f"kubectl -n {_where(plugin).split('/')[0]} get pods -o wide; "
+            "look at the pods that are not ready",
+        )
+    return Check("device-plugin", PASS, f"DaemonSet {_where(plugin)}: {ready}/{desired} ready")
+
+
+def check_mig(nodes: list[dict[str, Any]]) -> Check:
+    gpu_nodes = _gpu_nodes(nodes)
+    problems, pending, mig_nodes = [], [], []
+    strategies: dict[str, list[str]] = {}  # mig.strategy -> nodes
+    for n in gpu_nodes:
+        labels, name = sharing.labels_of(n), _name(n)
+        strategy = labels.get(sharing.MIG_STRATEGY)
+        if strategy:
+            strategies.setdefault(strategy, []).append(name)
+        wanted, state = labels.get(sharing.MIG_CONFIG), labels.get(MIG_STATE)
+        mixed = any(k.startswith("nvidia.com/mig-") for k in sharing.allocatable(n))
+        if wanted or mixed:
+            mig_nodes.append(name)
+        if state == "failed":
+            problems.append(f"{name}: mig.config={wanted} failed")
+        elif state in ("pending", "rebooting"):
+            pending.append(f"{name}: mig.config={wanted} {state}")
+        elif wanted and wanted != "all-disabled" and state is None:
+            pending.append(f"{name}: mig.config={wanted} has no {MIG_STATE} (no MIG manager?)")
+        if mixed and strategy and strategy != "mixed":
+            problems.append(f"{name}: advertises nvidia.com/mig-* but mig.strategy={strategy}")
+    if problems:
+        return Check(
+            "mig",
+            FAIL,
+            "; ".join(problems[:_SHOWN]),
+            "read the MIG manager's logs (kubectl -n gpu-operator logs -l "
+            "app=nvidia-mig-manager) and check the config name exists in its "
+            "mig-parted config; then relabel nvidia.com/mig.config",
+        )
+    if pending:
+        return Check(
+            "mig",
+            WARN,
+            "; ".join(pending[:_SHOWN]),
+            "wait for the MIG manager (it drains GPU pods and may reboot); if it never "
+            "acts, enable it (GPU Operator: migManager.enabled=true)",
+        )
+    if len(strategies) > 1:
+        return Check(
+            "mig",
+            WARN,
+            "nodes use different MIG strategies: "
+            + "; ".join(f"{s} on {_names(sorted(n))}" for s, n in sorted(strategies.items())),
+            "use one strategy cluster-wide (GPU Operator: mig.strategy) so jobs can ask for "
+            "MIG slices the same way everywhere",
+        )
+    if not mig_nodes:
+        return Check(
+            "mig",
+            PASS,
+            "MIG is not in use" + (f" (strategy {next(iter(strategies))})" if strategies else ""),
+        )
+    return Check(
+        "mig",
+        PASS,
+        f"MIG applied on {_names(sorted(mig_nodes))}"
+        + (f", strategy {next(iter(strategies))}" if strategies else ""),
+    )
+
+
+def check_sharing(
+    nodes: list[dict[str, Any]], config_map: str | None, data: dict[str, Any] | None
+) -> Check:
+    labelled = [n for n in _gpu_nodes(nodes) if sharing.CONFIG_LABEL in sharing.labels_of(n)]
+    if not labelled:
+        return Check(
+            "sharing",
+            PASS,
+            "no node selects a sharing config (nodes use the device plugin's default)",
+        )
+    if data is None:
+        return Check(
+            "sharing",
+            FAIL,
+            f"{_names([_name(n) for n in labelled])} select a config with "
+            f"{sharing.CONFIG_LABEL}, but the device plugin reads no config ConfigMap"
+            + (f" ({config_map} is missing)" if config_map else ""),
+            "point the device plugin at a ConfigMap (GPU Operator: ClusterPolicy "
+            "devicePlugin.config.name; Helm: config.name), e.g. with gpuctl share "
+            "timeslice",
+        )
+    configs = sharing.parse_configs(data)
+    failures, waiting = [], []
+    for n in labelled:
+        name, chosen = _name(n), sharing.labels_of(n)[sharing.CONFIG_LABEL]
+        if chosen not in configs:
+            failures.append(f"{name}: config {chosen!r} is not in ConfigMap {config_map}")
+            continue
+        s = configs[chosen]
+        if isinstance(s, GpuctlError):
+            failures.append(f"{name}: config {chosen!r} is invalid: {s}")
+            continue
+        if s is None:
+            continue
+        if s.strategy == sharing.MPS and sharing.mig_reason(n):
+            failures.append(
+                f"{name}: MPS config {chosen!r} on a MIG node ({sharing.mig_reason(n)})"
+            )
+            continue
+        labels = sharing.labels_of(n)
+        applied = whole_number(labels.get(sharing.GFD_REPLICAS, "")) or 0
+        if sharing.GFD_REPLICAS in labels and applied != s.replicas:
+            waiting.append(
+                f"{name}: wants {s.strategy} ×{s.replicas}, GPU Feature Discovery "
+                f"reports ×{applied}"
+            )
+    if failures:
+        return Check(
+            "sharing",
+            FAIL,
+            "; ".join(failures[:_SHOWN]),
+            "gpuctl share timeslice --node NODE ... (writes the config and the "
+            "label), or remove the label: kubectl label node NODE "
+            f"{sharing.CONFIG_LABEL}-",
+        )
+    if waiting:
+        return Check(
+            "sharing",
+            WARN,
+            "; ".join(waiting[:_SHOWN]),
+            "the device plugin restarts with the new config within a minute; if not, "
+            "read its config-manager container's logs",
+        )
+    return Check(
+        "sharing", PASS, f"{len(labelled)} node(s) use configs from ConfigMap {config_map}"
+    )
+
+
+def check_dcgm(daemonsets: list[dict[str, Any]]) -> Check:
+    found = [d for d in daemonsets if "dcgm-exporter" in _name(d)]
+    if not found:
+        return Check(
+            "dcgm-exporter",
+            WARN,
+            "no DCGM exporter DaemonSet: no GPU metrics for "
+            "`gpuctl top --prometheus` or `gpuctl alerts`",
+            "GPU Operator: dcgmExporter.enabled=true; or helm install dcgm-exporter "
+            "gpu-helm-charts/dcgm-exporter",
+        )
+    ds = found[0]
+    ready, desired = _ready(ds)
+    if desired == 0 or ready < desired:
+        return Check(
+            "dcgm-exporter",
+            WARN,
+            f"DaemonSet {_where(ds)}: {ready}/{desired} ready",
+            f"kubectl -n {_where(ds).split('/')[0]} get pods -o wide",
+        )
+    return Check("dcgm-exporter", PASS, f"DaemonSet {_where(ds)}: {ready}/{desired} ready")
+
+
+def run_checks(
+    nodes: list[dict[str, Any]],
+    daemonsets: list[dict[str, Any]],
+    config_map: str | None,
+    config_data: dict[str, Any] | None,
+) -> list[Check]:
+    plugin = sharing.find_device_plugin(daemonsets)
+    return [
+        check_gpu_nodes(nodes),
+        check_gfd(nodes),
+        check_device_plugin(plugin),
+        check_mig(nodes),
+        check_sharing(nodes, config_map, config_data),
+        check_dcgm(daemonsets),
+    ]
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(c.status == FAIL for c in checks)

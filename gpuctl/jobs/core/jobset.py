@@ -1,0 +1,60 @@
+"""A multi-node job as a JobSet (kubernetes-sigs/jobset, `jobset.x-k8s.io/v1alpha2`). Pure.
+
+One replicatedJob, `workers`: one Indexed Job of N pods, so worker i is the pod of
+completion index i, as in an Indexed Job of gpuctl's own and in JobSet's PyTorch examples
+(site/static/examples/pytorch/). What JobSet adds:
+- stable DNS: JobSet makes a headless Service named after the JobSet and gives worker i
+  the name `<jobset>-workers-0-<i>.<jobset>`; worker 0's is the torchrun master address;
+- the whole group restarts when one worker fails: the Job has backoffLimit 0, so a failed
+  pod fails it, and JobSet's failure policy recreates every Job, up to `retries` times
+  (`failurePolicy.maxRestarts`), so no worker is left waiting for a peer that is gone;
+- Kueue admits a JobSet as one Workload (one podSet of N pods), all of it or none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuctl.jobs.core import manifests
+from gpuctl.jobs.core.spec import JOBSET_WORKERS, JobSpec
+
+GROUP = "jobset.x-k8s.io"
+API_VERSION = f"{GROUP}/v1alpha2"
+
+
+def master_address(name: str) -> str:
+    """Worker 0's stable DNS name: `<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>`
+    (the subdomain defaults to the JobSet's name)."""
+    return f"{name}-{JOBSET_WORKERS}-0-0.{name}"
+
+
+def render(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
+    pod = manifests._pod_spec(spec, gpu_label_key)
+    pod["restartPolicy"] = "Never"  # a failed worker fails its Job, and so restarts the group
+    manifests.with_torchrun_env(pod, spec, master=master_address(spec.name))
+    job: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": spec.nodes,
+        "parallelism": spec.nodes,
+        "backoffLimit": 0,
+        # the pods carry the job's labels (gpuctl jobs logs finds them); the Job does not,
+        # so it is not listed as a gpuctl job of its own
+        "template": {"metadata": {"labels": manifests.labels_for(spec)}, "spec": pod},
+    }
+    if spec.deadline:
+        job["activeDeadlineSeconds"] = spec.deadline
+    jobset: dict[str, Any] = {
+        "replicatedJobs": [{"name": JOBSET_WORKERS, "replicas": 1, "template": {"spec": job}}],
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+        "failurePolicy": {"maxRestarts": spec.retries},
+    }
+    if spec.ttl_after_finished:
+        jobset["ttlSecondsAfterFinished"] = spec.ttl_after_finished
+    if spec.queue:
+        jobset["suspend"] = True
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "JobSet",
+        "metadata": manifests._meta(spec),
+        "spec": jobset,
+    }

@@ -1,0 +1,464 @@
+"""The job spec (``apiVersion: gpuctl/v1``): parse and validate into a plain record.
+
+Every error names the file, the line and the field (see gpuctl.common.specfile).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.common import k8s_names
+from gpuctl.common.k8s_names import DNS1123_SUBDOMAIN, ENV_VAR, LABEL_KEY, LABEL_VALUE
+from gpuctl.common.quantity import POSITIVE
+from gpuctl.common.quantity import parse as parse_quantity
+from gpuctl.common.spec_fields import (
+    DURATION,
+    FLAG,
+    INTEGER,
+    MAPPINGS,
+    NAME,
+    QUANTITY,
+    RESOURCES,
+    STRING_MAP,
+    STRINGS,
+    TEXT,
+    Field,
+    Table,
+)
+from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
+from gpuctl.jobs.core import volumes
+from gpuctl.jobs.core.volumes import SecretUse, Volume
+
+API_VERSION = "gpuctl/v1"
+KINDS = ("Job", "Pod")
+JOBSET, INDEXED_JOB = "jobset", "indexed-job"
+MULTINODE = (JOBSET, INDEXED_JOB)  # how a multi-node job is made
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's: the job's LocalQueue
+JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
+MAX_GPUS_PER_WORKER = 64
+MAX_NODES = 1024
+MAX_EXTRA_RESOURCE = 1_000_000
+# Asked for with gpus / mig / shared, never as extra_resources.
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+# The key of an extra resource as the JSON Schema states it: hugepages-SIZE, or an extended
+# resource (domain/name) outside kubernetes.io that is not a GPU; _extra_resources checks
+# each rule on its own, to say which one a key breaks.
+_GPU_RESOURCES = "|".join(p.replace(".", r"\.") for p in GPU_RESOURCE_PREFIXES)
+EXTRA_RESOURCE_KEY = (
+    rf"hugepages-{POSITIVE}"
+    rf"|(?!hugepages-)(?!([-a-z0-9.]*\.)?kubernetes\.io/)(?!({_GPU_RESOURCES}))(?=[^/]+/)"
+    + LABEL_KEY
+)
+DEFAULT_MASTER_PORT = 29500
+# Set by gpuctl on every worker of a multi-node job; a spec may not set them itself.
+TORCHRUN_ENV = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "WORLD_SIZE",
+    "NNODES",
+    "NPROC_PER_NODE",
+    "NODE_RANK",
+)
+
+TOLERATIONS = Table(
+    Field("key", TEXT, "The taint's key (required with operator Equal).", pattern=LABEL_KEY),
+    Field("operator", TEXT, "Equal (key and value match) or Exists.", default="Equal",
+          choices=("Exists", "Equal")),
+    Field("value", TEXT, "The taint's value (operator Equal).", pattern=LABEL_VALUE),
+    Field("effect", TEXT, "The taint's effect; none: every effect.",
+          choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
+    Field("tolerationSeconds", INTEGER, "Effect NoExecute: how long the pod stays once tainted.",
+          minimum=0, maximum=MAX_SECONDS),
+)  # fmt: skip
+JOB = Table(
+    Field("apiVersion", TEXT, "The job spec's version.", required=True, choices=(API_VERSION,)),
+    Field("kind", TEXT, "Job (a batch Job: retries, a TTL, Kueue) or Pod (a bare Pod).",
+          default="Job", choices=KINDS),
+    Field("name", NAME, "The job's name; a multi-node job's starts with a letter.", required=True),
+    Field("namespace", NAME, "Default: -n, the settings, else the kubeconfig context's."),
+    Field("image", TEXT, "The container image.", required=True),
+    Field("command", STRINGS, "The container's command (default: the image's entrypoint)."),
+    Field("args", STRINGS, "Arguments to the command."),
+    Field("env", STRING_MAP, "Environment variables; numbers and booleans are sent as text.",
+          keys=ENV_VAR),
+    Field("gpus", INTEGER, "Whole GPUs per worker (default 1; 0 if mig is given).",
+          minimum=0, maximum=MAX_GPUS_PER_WORKER),
+    Field("gpu_type", STRINGS, "GPU type(s) the nodes must have (their GPU-type label).",
+          single=True, non_empty=True, pattern=LABEL_VALUE),
+    Field("mig", TEXT, "Instead of gpus: one MIG slice of this profile, e.g. 1g.10gb."),
+    Field("shared", FLAG, "Time-sliced GPUs (nvidia.com/gpu.shared).", default=False),
+    Field("nodes", INTEGER, "Workers; more than 1 makes a multi-node data-parallel job.",
+          default=1, minimum=1, maximum=MAX_NODES),
+    Field("nproc_per_node", INTEGER, "torchrun processes per worker (default: gpus, or 1).",
+          minimum=1, maximum=MAX_GPUS_PER_WORKER),
+    Field("master_port", INTEGER, "The rendezvous port of a multi-node job.",
+          default=DEFAULT_MASTER_PORT, minimum=1, maximum=65535),
+    Field("cpu", QUANTITY, "CPU per worker (requests = limits), e.g. 8 or 500m."),
+    Field("memory", QUANTITY, "Memory per worker (requests = limits), e.g. 64Gi."),
+    Field("shm", QUANTITY, "Size of /dev/shm (in memory), e.g. 16Gi."),
+    Field("ttl_after_finished", DURATION, "Job only: delete it this long after it finished."),
+    Field("deadline", DURATION, "Stop it after this long (90s, 30m, 24h, 1h30m, 2d)."),
+    Field("retries", INTEGER, "Job only: reruns after a failure (backoffLimit).",
+          default=0, minimum=0, maximum=1000),
+    Field("priority", TEXT, "A PriorityClass name.", pattern=DNS1123_SUBDOMAIN),
+    Field("scheduler", TEXT, "The pods' schedulerName, e.g. gpuctl-binpack.",
+          pattern=DNS1123_SUBDOMAIN),
+    Field("labels", STRING_MAP, "Labels added to every object.",
+          keys=k8s_names.not_reserved_label((QUEUE_LABEL,)) + LABEL_KEY, pattern=LABEL_VALUE),
+    Field("tolerations", MAPPINGS, "Added to the default GPU toleration.", fields=TOLERATIONS),
+    Field("service_account", TEXT, "A ServiceAccount name.", pattern=DNS1123_SUBDOMAIN),
+    Field("image_pull_secrets", STRINGS, "Secrets to pull the image with.",
+          pattern=DNS1123_SUBDOMAIN),
+    Field("volumes", MAPPINGS, "Volumes mounted in the container.", fields=volumes.VOLUME),
+    Field("secrets", MAPPINGS, "Secrets as variables or files.", fields=volumes.SECRET),
+    Field("working_dir", TEXT, "The container's working directory (an absolute path)."),
+    Field("node_selector", STRING_MAP, "The pods' nodeSelector: label -> value.",
+          keys=LABEL_KEY, pattern=LABEL_VALUE),
+    Field("extra_resources", RESOURCES, "Devices beside GPUs (vpc.amazonaws.com/efa: 32) and "
+          "huge pages (hugepages-2Mi: 1Gi).", maximum=MAX_EXTRA_RESOURCE, keys=EXTRA_RESOURCE_KEY),
+    Field("template", TEXT, "A site template by name, or a path."),
+    Field("queue", TEXT, "A Kueue LocalQueue (default: the namespace's only one).",
+          pattern=DNS1123_SUBDOMAIN),
+    Field("multinode", TEXT, "How a multi-node job is made (default: jobset where the cluster "
+          "has JobSet).", choices=MULTINODE),
+)  # fmt: skip
+FIELDS = JOB.names()
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    image: str
+    kind: str = "Job"
+    namespace: str | None = None
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    gpus: int = 0
+    gpu_type: tuple[str, ...] = ()
+    mig: str | None = None
+    shared: bool = False
+    nodes: int = 1
+    nproc_per_node: int | None = None
+    master_port: int = DEFAULT_MASTER_PORT
+    cpu: str | None = None
+    memory: str | None = None
+    shm: str | None = None
+    ttl_after_finished: int | None = None
+    deadline: int | None = None
+    retries: int = 0
+    priority: str | None = None
+    scheduler: str | None = None  # the pods' schedulerName; None: the default scheduler
+    labels: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[dict[str, Any], ...] = ()
+    service_account: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    secrets: tuple[SecretUse, ...] = ()
+    working_dir: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    # devices beside GPUs, e.g. ("vpc.amazonaws.com/efa", "32"), and huge pages
+    extra_resources: tuple[tuple[str, str], ...] = ()
+    queue: str | None = None  # Kueue LocalQueue; None: the namespace's only one, if any
+    multinode: str | None = None  # jobset | indexed-job; None: decided by the cluster
+    source: str = field(default="<input>", compare=False)
+
+    @property
+    def gpu_resource(self) -> tuple[str, int] | None:
+        """The extended resource each worker asks for, and how many."""
+        if self.mig:
+            return "nvidia.com/mig-" + self.mig.replace("+", "."), 1
+        if self.gpus:
+            return ("nvidia.com/gpu.shared" if self.shared else "nvidia.com/gpu"), self.gpus
+        return None
+
+
+def parse_job(doc: Doc) -> JobSpec:
+    f = doc.root()
+    # what the document is comes first: a Kubernetes manifest or a cluster spec is said to be
+    # one, not refused for its first unknown field
+    api = f.text("apiVersion")
+    if api is not None and api != API_VERSION:
+        raise f.error(
+            "apiVersion",
+            f"unsupported version {api!r}; this gpuctl reads {API_VERSION}",
+            hint=None
+            if api.startswith("gpuctl/")
+            else "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
+            "kubectl apply",
+        )
+    kind = f.read(JOB["kind"])
+    f.reject_unknown(JOB)
+    f.read(JOB["apiVersion"])
+    name = f.read(JOB["name"])
+    nodes = f.read(JOB["nodes"])
+
+    image = f.read(JOB["image"])
+    if any(ch.isspace() for ch in image):
+        raise f.error("image", f"{image!r} contains white space")
+
+    mig = f.read(JOB["mig"])
+    shared = f.read(JOB["shared"])
+    if mig is not None and f.has("gpus"):
+        raise f.error("mig", "give either 'gpus' (whole GPUs) or 'mig' (one MIG slice), not both")
+    if mig is not None and shared:
+        raise f.error("shared", "a MIG slice cannot also be a time-shared GPU")
+    if mig is not None and mig not in _mig_profile_names():
+        raise f.error(
+            "mig",
+            f"{mig!r} is not a MIG profile of any known GPU",
+            hint="e.g. 1g.10gb, 2g.20gb, 3g.40gb (see `gpuctl mig profiles`)",
+        )
+    gpus = f.read(JOB["gpus"], 0 if mig is not None else 1)
+    if shared and gpus == 0:
+        raise f.error("shared", "a shared GPU needs gpus ≥ 1")
+
+    gpu_type = f.read(JOB["gpu_type"], ())
+    for value in gpu_type:
+        if not k8s_names.label_value(value):
+            raise f.error("gpu_type", f"{value!r} is not a valid node label value")
+    if mig is not None and gpu_type:
+        _check_mig_on_gpu_type(f, mig, gpu_type)
+
+    if kind == "Pod":
+        for key in ("ttl_after_finished", "retries"):
+            if f.has(key):
+                raise f.error(key, "applies to kind Job only (a bare Pod has no retries or TTL)")
+        if f.has("queue"):
+            raise f.error("queue", "applies to kind Job only (Kueue admits Jobs and JobSets)")
+        if nodes > 1:
+            raise f.error("nodes", "a multi-node job must be kind Job")
+    if nodes > 1:
+        if not k8s_names.dns1035_label(name):
+            raise f.error(
+                "name",
+                "a multi-node job's name must start with a letter "
+                "(it also names the workers' headless Service)",
+            )
+        if len(name) + 1 + len(str(nodes - 1)) > 63:
+            raise f.error(
+                "name",
+                f"too long for {nodes} workers: '{name}-{nodes - 1}' must fit "
+                "in 63 characters (it is a worker's host name)",
+            )
+
+    # a single-node job has no multi-node form: a site template may set multinode for all
+    multinode = f.read(JOB["multinode"])
+    if nodes > 1 and multinode == JOBSET and (problem := jobset_name_problem(name, nodes)):
+        raise f.error("name", problem, hint="a shorter name, or multinode: indexed-job")
+    queue = f.read(JOB["queue"])
+    if queue is not None and not k8s_names.dns1123_subdomain(queue):
+        raise f.error("queue", f"{queue!r} is not a valid LocalQueue name")
+
+    env = f.read(JOB["env"], {})
+    for key in env:
+        if not k8s_names.env_var_name(key):
+            raise f.error("env", f"{key!r} is not a valid environment variable name")
+        if nodes > 1 and key in TORCHRUN_ENV:
+            raise f.doc.error(
+                f.path + ("env", key),
+                f"{key} is set by gpuctl on every worker of a multi-node job",
+            )
+    job_volumes, job_secrets = volumes.parse(f, env, TORCHRUN_ENV if nodes > 1 else ())
+    working_dir = f.read(JOB["working_dir"])
+    if working_dir is not None and (problem := volumes.mount_problem(working_dir)):
+        raise f.error("working_dir", problem)
+
+    labels = f.read(JOB["labels"], {})
+    for key, value in labels.items():
+        if not k8s_names.label_key(key):
+            raise f.error("labels", f"{key!r} is not a valid label key")
+        if not k8s_names.label_value(value):
+            raise f.error("labels", f"{key}: {value!r} is not a valid label value")
+        if key == QUEUE_LABEL:
+            raise f.error("labels", f"{key!r} is set by gpuctl: give the LocalQueue as queue:")
+        if owner := k8s_names.reserved_label(key):
+            raise f.error("labels", f"{key!r} is set by {owner}; a job spec may not set it")
+
+    namespace = f.read(JOB["namespace"])
+    f.read(JOB["template"])  # already applied: gpuctl.jobs.core.templates merges it in before this
+    priority = f.read(JOB["priority"])
+    if priority is not None and not k8s_names.dns1123_subdomain(priority):
+        raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
+    scheduler = f.read(JOB["scheduler"])
+    if scheduler is not None and not k8s_names.dns1123_subdomain(scheduler):
+        raise f.error(
+            "scheduler",
+            f"{scheduler!r} is not a valid scheduler name",
+            hint="the schedulerName of a kube-scheduler profile, e.g. gpuctl-binpack "
+            "(`gpuctl sched render`)",
+        )
+    pull_secrets = f.read(JOB["image_pull_secrets"], [])
+    for secret in pull_secrets:
+        if not k8s_names.dns1123_subdomain(secret):
+            raise f.error("image_pull_secrets", f"{secret!r} is not a valid Secret name")
+    service_account = f.read(JOB["service_account"])
+    if service_account is not None and not k8s_names.dns1123_subdomain(service_account):
+        raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
+
+    return JobSpec(
+        name=name,
+        image=image,
+        kind=kind,
+        namespace=namespace,
+        command=tuple(f.read(JOB["command"], [])),
+        args=tuple(f.read(JOB["args"], [])),
+        env=tuple(env.items()),
+        gpus=gpus,
+        gpu_type=tuple(gpu_type),
+        mig=mig,
+        shared=shared,
+        nodes=nodes,
+        nproc_per_node=f.read(JOB["nproc_per_node"]),
+        master_port=f.read(JOB["master_port"]),
+        cpu=f.read(JOB["cpu"]),
+        memory=f.read(JOB["memory"]),
+        shm=f.read(JOB["shm"]),
+        ttl_after_finished=f.read(JOB["ttl_after_finished"]),
+        deadline=f.read(JOB["deadline"]),
+        retries=f.read(JOB["retries"]),
+        priority=priority,
+        scheduler=scheduler,
+        labels=tuple(labels.items()),
+        tolerations=tuple(_tolerations(f)),
+        service_account=service_account,
+        image_pull_secrets=tuple(pull_secrets),
+        volumes=job_volumes,
+        secrets=job_secrets,
+        working_dir=working_dir,
+        node_selector=tuple(_node_selector(f).items()),
+        extra_resources=_extra_resources(f),
+        queue=queue,
+        multinode=multinode,
+        source=doc.file,
+    )
+
+
+def jobset_name_problem(name: str, nodes: int) -> str | None:
+    """Why NAME cannot name a JobSet of NODES workers (JobSet's webhook: the longest pod
+    name, `<name>-workers-0-<last index>-<5 random characters>`, is a DNS-1035 label)."""
+    longest = f"{name}-{JOBSET_WORKERS}-0-{nodes - 1}-xxxxx"
+    if len(longest) <= 63:
+        return None
+    return (
+        f"too long for a JobSet of {nodes} workers: its pods are named {longest!r}, "
+        "which must fit in 63 characters"
+    )
+
+
+def _tolerations(f: Fields) -> list[dict[str, Any]]:
+    out = []
+    for t in f.list_of_maps("tolerations"):
+        t.reject_unknown(TOLERATIONS)
+        operator = t.read(TOLERATIONS["operator"])
+        tol = {row.name: t.read(row) for row in TOLERATIONS}
+        if tol["key"] is not None and not k8s_names.label_key(tol["key"]):
+            raise t.error("key", f"{tol['key']!r} is not a valid taint key")
+        if tol["value"] is not None and not k8s_names.label_value(tol["value"]):
+            raise t.error("value", f"{tol['value']!r} is not a valid taint value")
+        if operator == "Exists" and tol["value"] is not None:
+            raise t.error("value", "must be empty when operator is Exists")
+        if operator == "Equal" and tol["key"] is None:
+            raise t.error("key", "is required when operator is Equal")
+        if tol["tolerationSeconds"] is not None and tol["effect"] != "NoExecute":
+            raise t.error("tolerationSeconds", "applies only with effect NoExecute")
+        out.append({k: v for k, v in tol.items() if v is not None})
+    return out
+
+
+def _node_selector(f: Fields) -> dict[str, str]:
+    selector: dict[str, str] = f.read(JOB["node_selector"], {})
+    for key, value in selector.items():
+        if not k8s_names.label_key(key):
+            raise f.doc.error(f.path + ("node_selector", key), f"{key!r} is not a valid label key")
+        if not k8s_names.label_value(value):
+            raise f.doc.error(
+                f.path + ("node_selector", key), f"{value!r} is not a valid label value"
+            )
+    return selector
+
+
+def _extra_resources(f: Fields) -> tuple[tuple[str, str], ...]:
+    """Devices beside GPUs (extended resources: a whole number each) and huge pages (a
+    quantity). A count of 0 asks for none: a job can drop what a template adds."""
+    r = f.child("extra_resources")
+    if r is None:
+        return ()
+    out = []
+    for name in r.data:
+        if name.startswith("hugepages-"):
+            size = parse_quantity(name.removeprefix("hugepages-"))
+            if not size or size < 0:
+                raise r.error(name, "not a huge page size (e.g. hugepages-2Mi, hugepages-1Gi)")
+            if not (f.has("cpu") or f.has("memory")):
+                raise r.error(name, "huge pages need cpu or memory set too (a Kubernetes rule)")
+            amount = r.quantity(name, "0")
+        else:
+            domain, _, _ = name.rpartition("/")
+            if not domain or not k8s_names.label_key(name):
+                raise r.error(
+                    name, "not an extended resource name (domain/name, e.g. vpc.amazonaws.com/efa)"
+                )
+            if domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+                raise r.error(name, "a Kubernetes resource is not an extra (extended) resource")
+            if name.startswith(GPU_RESOURCE_PREFIXES):
+                raise r.error(name, "GPUs are asked for with gpus, mig or shared")
+            amount = str(r.integer(name, 0, minimum=0, maximum=MAX_EXTRA_RESOURCE))
+        if parse_quantity(amount):
+            out.append((name, amount))
+    return tuple(out)
+
+
+def _check_mig_on_gpu_type(f: Fields, mig: str, gpu_type: list[str]) -> None:
+    """A MIG profile that no GPU of the job's gpu_type has never schedules: the device plugin
+    advertises only its own GPU's profiles. Judged only when every value names GPUs gpuctl
+    knows (`h100` names both H100s)."""
+    from gpuctl.gpus import geometry, names
+
+    known: list[names.Named] = [*geometry.models(), *names.WITHOUT_MIG]
+    meant = [names.candidates(v, known) for v in gpu_type]
+    if not all(meant):
+        return
+    gpus = list(dict.fromkeys(m for found in meant for m in found))
+    mig_gpus = [m for m in gpus if isinstance(m, geometry.GpuModel) and m.profiles]
+    if any(m.has_profile(mig) for m in mig_gpus):
+        return
+    raise f.error(
+        "mig",
+        f"{mig!r} is not a MIG profile of {' or '.join(m.short_name for m in gpus)} "
+        f"(gpu_type {', '.join(gpu_type)}): no such node offers it",
+        hint="; ".join(
+            f"{m.short_name} profiles: {', '.join(p.name for p in m.profiles)}" for m in mig_gpus
+        )
+        or "these GPUs have no MIG: ask for whole GPUs (gpus: N)",
+    )
+
+
+def gpu_type_warnings(doc: Doc, spec: JobSpec, label_key: str) -> list[str]:
+    """For each gpu_type value that may match no node (gpuctl.gpus.names.gpu_type_warning):
+    where it is, and why."""
+    if not spec.gpu_type:
+        return []
+    from gpuctl.gpus import geometry, names
+
+    listed = isinstance(doc.data.get("gpu_type"), list)
+    out = []
+    for i, value in enumerate(spec.gpu_type):
+        why = names.gpu_type_warning(value, label_key, geometry.models())
+        if why:
+            out.append(f"{doc.where(('gpu_type', i) if listed else ('gpu_type',))}: {why}")
+    return out
+
+
+def _mig_profile_names() -> frozenset[str]:
+    # The geometry table is 86 KB of JSON: read it only for specs that ask for MIG.
+    from gpuctl.gpus import geometry
+
+    return geometry.all_profile_names()

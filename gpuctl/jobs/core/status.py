@@ -1,0 +1,112 @@
+"""Summarise gpuctl-managed Jobs, JobSets and Pods (as the API returns them) into rows.
+
+A JobSet's status counts its Jobs (`replicatedJobsStatus`); a row counts workers, so each
+Job counts as the pods it runs (its completions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuctl.gpus.resources import requested
+from gpuctl.jobs.core.manifests import JOB_LABEL
+from gpuctl.jobs.core.spec import QUEUE_LABEL
+
+FINISHED = ("Succeeded", "Failed")
+
+
+def status_of(obj: dict[str, Any]) -> str:
+    """Pending, Queued (suspended until Kueue admits it), Suspended (with no queue),
+    Running, Succeeded, Failed."""
+    status = obj.get("status") or {}
+    if obj.get("kind") == "Pod":
+        return status.get("phase") or "Pending"
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True":
+            if cond.get("type") in ("Complete", "SuccessCriteriaMet", "Completed"):
+                return "Succeeded"
+            if cond.get("type") in ("Failed", "FailureTarget"):
+                return "Failed"
+    if (obj.get("spec") or {}).get("suspend"):
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return "Queued" if QUEUE_LABEL in labels else "Suspended"
+    if _counts(obj)["active"]:
+        return "Running"
+    return "Pending"
+
+
+def _counts(obj: dict[str, Any]) -> dict[str, int]:
+    """Workers active, succeeded and failed."""
+    status = obj.get("status") or {}
+    if obj.get("kind") != "JobSet":
+        return {k: int(status.get(k) or 0) for k in ("active", "succeeded", "failed")}
+    per_job = {
+        rj.get("name"): _pods_per_job(rj)
+        for rj in (obj.get("spec") or {}).get("replicatedJobs") or []
+    }
+    out = {"active": 0, "succeeded": 0, "failed": 0}
+    for rj in status.get("replicatedJobsStatus") or []:
+        for k in out:
+            out[k] += int(rj.get(k) or 0) * per_job.get(rj.get("name"), 1)
+    return out
+
+
+def _pods_per_job(replicated_job: dict[str, Any]) -> int:
+    job = (replicated_job.get("template") or {}).get("spec") or {}
+    return int(job.get("completions") or job.get("parallelism") or 1)
+
+
+def workers(obj: dict[str, Any]) -> int:
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "JobSet":
+        return sum(
+            int(rj.get("replicas") or 1) * _pods_per_job(rj)
+            for rj in spec.get("replicatedJobs") or []
+        )
+    if obj.get("kind") == "Job":
+        return int(spec.get("completions") or 1)
+    return 1
+
+
+def gpu_request(pod_spec_owner: dict[str, Any]) -> str:
+    """'2 × nvidia.com/gpu' for a Pod or a Job's pod template; '-' when no GPU."""
+    pod = {"spec": pod_template(pod_spec_owner)}
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        for name in (c.get("resources") or {}).get("limits") or {}:
+            if name.startswith("nvidia.com/"):
+                return f"{requested(pod, name)} × {name}"
+    return "-"
+
+
+def pod_template(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a Pod, of a Job's template, of a JobSet's first replicatedJob."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "JobSet":
+        first = (spec.get("replicatedJobs") or [{}])[0]
+        spec = ((first.get("template") or {}).get("spec")) or {}
+    if "template" in spec:
+        return (spec.get("template") or {}).get("spec") or {}
+    return spec
+
+
+def row(obj: dict[str, Any]) -> dict[str, Any]:
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    kind = obj.get("kind") or "?"
+    state = status_of(obj)
+    counts = (
+        _counts(obj)
+        if kind != "Pod"
+        else {
+            k: int(state == s)
+            for k, s in (("active", "Running"), ("succeeded", "Succeeded"), ("failed", "Failed"))
+        }
+    )
+    return {
+        "namespace": meta.get("namespace"),
+        "name": (meta.get("labels") or {}).get(JOB_LABEL) or meta.get("name"),
+        "kind": kind,
+        "workers": workers(obj),
+        "gpus_per_worker": gpu_request(obj),
+        "status": state,
+        **counts,
+        "restarts": int(status.get("restarts") or 0) if kind == "JobSet" else 0,
+    }

@@ -1,0 +1,348 @@
+"""A team's quota as Kueue objects: a ResourceFlavor per GPU type, a ClusterQueue for the
+team, a LocalQueue in its namespace, and what changes against the objects that exist. Pure.
+
+Shapes follow Kueue's CRDs (kubernetes-sigs/kueue config/components/crd/bases/, v0.19.2):
+`kueue.x-k8s.io/v1beta2` (storage since 0.16) and `v1beta1`, where the ClusterQueue's
+cohort is `cohort` instead of `cohortName`. The rules Kueue's webhook enforces that matter
+here are checked before anything is rendered: a borrowing or lending limit needs a cohort,
+a lending limit may not exceed the nominal quota, every flavor lists the covered resources
+in their order."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from gpuctl.common.errors import UsageError
+from gpuctl.common.k8s_names import dns1123_subdomain, label_value
+from gpuctl.common.quantity import from_api
+from gpuctl.jobs.core.manifests import GPU_TOLERATION
+from gpuctl.quota.core.rules import GPU, MANAGED, MAX_GPUS
+
+GROUP = "kueue.x-k8s.io"
+VERSIONS = ("v1beta2", "v1beta1")  # what gpuctl speaks, preferred first
+NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by Kubernetes
+ALL_GPUS_FLAVOR = "nvidia-gpu"  # the one flavor when GPU nodes carry no GPU-type label
+MAX_FLAVORS = 64  # per resource group (the CRD's maxItems)
+
+
+def api_version(version: str) -> str:
+    return f"{GROUP}/{version}"
+
+
+def cohort_field(version: str) -> str:
+    return "cohort" if version == "v1beta1" else "cohortName"
+
+
+@dataclass(frozen=True)
+class TeamQuota:
+    """What `gpuctl quota set` was asked for."""
+
+    team: str
+    gpus: int
+    mig: dict[str, int] = field(default_factory=dict)  # resource -> count
+    cpu: str | None = None  # quantities; None: what the flavor's nodes have
+    memory: str | None = None
+    cohort: str | None = None
+    borrowing_limit: int | None = None  # of nvidia.com/gpu
+    lending_limit: int | None = None
+    weight: str | None = None  # fair-sharing weight, a quantity
+
+
+def check(q: TeamQuota) -> TeamQuota:
+    """Refuse what Kueue's webhook would refuse, naming the option."""
+    if q.cohort is not None and not dns1123_subdomain(q.cohort):
+        raise UsageError(f"--cohort {q.cohort!r} is not a valid name (lower-case DNS subdomain)")
+    for option, value in (
+        ("--borrowing-limit", q.borrowing_limit),
+        ("--lending-limit", q.lending_limit),
+    ):
+        if value is None:
+            continue
+        if not 0 <= value <= MAX_GPUS:
+            raise UsageError(f"{option} must be between 0 and {MAX_GPUS}, got {value}")
+        if q.cohort is None:
+            raise UsageError(
+                f"{option} needs --cohort: a team borrows from and lends to the other "
+                "ClusterQueues of its cohort"
+            )
+    if q.lending_limit is not None and q.lending_limit > q.gpus:
+        raise UsageError(
+            f"--lending-limit {q.lending_limit} is more than the team's {q.gpus} GPUs "
+            "(Kueue: must be less than or equal to the nominalQuota)"
+        )
+    for option, text in (("--cpu", q.cpu), ("--memory", q.memory), ("--weight", q.weight)):
+        amount = None if text is None else from_api(text)
+        if text is not None and (amount is None or amount < 0 or text != text.strip()):
+            raise UsageError(f"{option} {text!r} is not a quantity ≥ 0 (e.g. 64, 500m, 256Gi)")
+    return q
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """A ResourceFlavor: GPU nodes of one type (gpu_type None: every GPU node), and what
+    those nodes have, which is the default cpu and memory quota on it."""
+
+    name: str
+    gpu_type: str | None
+    label_key: str
+    cpu: str | None = None
+    memory: str | None = None
+
+    def object(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"tolerations": [dict(GPU_TOLERATION)]}
+        if self.gpu_type is not None:
+            spec["nodeLabels"] = {self.label_key: self.gpu_type}
+        return {
+            "apiVersion": api_version("v1beta2"),  # the same shape in v1beta1
+            "kind": "ResourceFlavor",
+            "metadata": {"name": self.name, "labels": dict(MANAGED)},
+            "spec": spec,
+        }
+
+
+def flavor_names(gpu_types: list[str]) -> dict[str, str]:
+    """GPU type label value -> ResourceFlavor name: the value in lower case, each run of
+    characters other than letters and digits replaced by '-'. Values that would share a name (`A100`, `a100`)
+    each get a suffix from a hash of the value, so the names do not depend on the order."""
+    plain = {t: re.sub(r"[^a-z0-9]+", "-", t.lower()).strip("-") or "gpu" for t in gpu_types}
+    clash = {n for n in plain.values() if list(plain.values()).count(n) > 1}
+    return {
+        t: f"{n}-{hashlib.sha256(t.encode()).hexdigest()[:5]}" if n in clash else n
+        for t, n in plain.items()
+    }
+
+
+def quantity_total(values: list[Any]) -> Fraction:
+    return sum((from_api(v) or Fraction(0) for v in values), Fraction(0))
+
+
+def format_quantity(value: Fraction, resource: str) -> str:
+    """An exact quantity the API reads back as the same value: memory in the largest binary
+    unit that divides it, cpu in millicores when not whole, anything else as a number."""
+    if value.denominator == 1:
+        n = int(value)
+        if resource == "memory":
+            for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+                if n and n % size == 0:
+                    return f"{n // size}{suffix}"
+        return str(n)
+    millis = value * 1000
+    if millis.denominator == 1:
+        return f"{int(millis)}m"
+    return f"{float(value):.3g}"
+
+
+def check_gpu_types(gpu_types: tuple[str, ...]) -> tuple[str, ...]:
+    for t in gpu_types:
+        if not t or not label_value(t):
+            raise UsageError(f"--gpu-type {t!r} is not a node label value")
+    if len(set(gpu_types)) != len(gpu_types):
+        raise UsageError("--gpu-type: a GPU type is given twice")
+    return gpu_types
+
+
+def flavors_for(
+    nodes: list[dict[str, Any]], label_key: str, gpu_types: tuple[str, ...]
+) -> list[Flavor]:
+    """One flavor per GPU type: the types asked for, else those on GPU nodes' labels (one
+    flavor for every GPU node when none carries the label). cpu and memory: the totals the
+    matching GPU nodes have allocatable (None without nodes)."""
+    check_gpu_types(gpu_types)
+    gpu_nodes = [n for n in nodes if is_gpu_node(n)]
+    types = list(gpu_types) or sorted(
+        {t for n in gpu_nodes if (t := labels_of(n).get(label_key)) is not None}
+    )
+    if len(types) > MAX_FLAVORS:
+        raise UsageError(
+            f"{len(types)} GPU types: a ClusterQueue takes {MAX_FLAVORS} flavors at most"
+        )
+    chosen: list[tuple[str, str | None]] = (
+        [(name, t) for t, name in flavor_names(types).items()]
+        if types
+        else [(ALL_GPUS_FLAVOR, None)]
+    )
+    out = []
+    for name, gpu_type in sorted(chosen):
+        members = [
+            n for n in gpu_nodes if gpu_type is None or labels_of(n).get(label_key) == gpu_type
+        ]
+        cpu = memory = None
+        if members:
+            cpu = format_quantity(
+                quantity_total([allocatable(n).get("cpu", 0) for n in members]), "cpu"
+            )
+            memory = format_quantity(
+                quantity_total([allocatable(n).get("memory", 0) for n in members]), "memory"
+            )
+        out.append(Flavor(name, gpu_type, label_key, cpu, memory))
+    return out
+
+
+def labels_of(obj: dict[str, Any]) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def allocatable(node: dict[str, Any]) -> dict[str, Any]:
+    return (node.get("status") or {}).get("allocatable") or {}
+
+
+def is_gpu_node(node: dict[str, Any]) -> bool:
+    return any(
+        k.startswith("nvidia.com/") and (from_api(v) or 0) > 0 for k, v in allocatable(node).items()
+    )
+
+
+def covered_resources(q: TeamQuota) -> list[str]:
+    return ["cpu", "memory", GPU, *sorted(q.mig)]
+
+
+def cluster_queue(q: TeamQuota, flavors: list[Flavor], version: str) -> dict[str, Any]:
+    """The team's ClusterQueue: every flavor with the same quota (Kueue counts it per
+    flavor), borrowing and lending limits on nvidia.com/gpu, reclaiming lent quota by
+    preemption when it is in a cohort."""
+    groups = []
+    for f in flavors:
+        cpu, memory = q.cpu or f.cpu, q.memory or f.memory
+        if cpu is None or memory is None:
+            raise UsageError(
+                f"no cpu and memory quota for flavor {f.name}: give --cpu and --memory "
+                "(they default to what the flavor's nodes have, read from the cluster; "
+                "without a cluster, or with no node of that GPU type, there is nothing to read)"
+            )
+        gpu: dict[str, Any] = {"name": GPU, "nominalQuota": str(q.gpus)}
+        if q.borrowing_limit is not None:
+            gpu["borrowingLimit"] = str(q.borrowing_limit)
+        if q.lending_limit is not None:
+            gpu["lendingLimit"] = str(q.lending_limit)
+        resources = [
+            {"name": "cpu", "nominalQuota": cpu},
+            {"name": "memory", "nominalQuota": memory},
+            gpu,
+            *({"name": r, "nominalQuota": str(k)} for r, k in sorted(q.mig.items())),
+        ]
+        groups.append({"name": f.name, "resources": resources})
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: q.team}},
+        "resourceGroups": [{"coveredResources": covered_resources(q), "flavors": groups}],
+        "fairSharing": {"weight": q.weight or "1"},
+    }
+    if q.cohort:
+        spec[cohort_field(version)] = q.cohort
+        spec["preemption"] = {"reclaimWithinCohort": "Any"}
+    return {
+        "apiVersion": api_version(version),
+        "kind": "ClusterQueue",
+        "metadata": {"name": q.team, "labels": dict(MANAGED)},
+        "spec": spec,
+    }
+
+
+def local_queue(team: str, version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version(version),
+        "kind": "LocalQueue",
+        "metadata": {"name": team, "namespace": team, "labels": dict(MANAGED)},
+        "spec": {"clusterQueue": team},
+    }
+
+
+# --- what changes -------------------------------------------------------------------
+
+
+def managed_by_gpuctl(obj: dict[str, Any]) -> bool:
+    return all(labels_of(obj).get(k) == v for k, v in MANAGED.items())
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def flat_cluster_queue(spec: dict[str, Any]) -> dict[str, str]:
+    """The fields of a ClusterQueue spec that gpuctl sets, as `path: value` lines (either
+    version), for a plan a person can read."""
+    out: dict[str, str] = {}
+    cohort = spec.get("cohortName") or spec.get("cohort")
+    if cohort:
+        out["cohort"] = str(cohort)
+    if "namespaceSelector" in spec:
+        out["namespaceSelector"] = _text(spec["namespaceSelector"])
+    weight = (spec.get("fairSharing") or {}).get("weight")
+    out["fairSharing.weight"] = str(weight) if weight is not None else "1"  # Kueue's default
+    for key, value in (spec.get("preemption") or {}).items():
+        out[f"preemption.{key}"] = _text(value)
+    for i, group in enumerate(spec.get("resourceGroups") or []):
+        out[f"resourceGroups[{i}].coveredResources"] = ", ".join(
+            group.get("coveredResources") or []
+        )
+        for f in group.get("flavors") or []:
+            for r in f.get("resources") or []:
+                for limit in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    if r.get(limit) is not None:
+                        out[f"{f.get('name')} {r.get('name')} {limit}"] = str(r[limit])
+    return out
+
+
+def cluster_queue_changes(
+    current: dict[str, Any], desired: dict[str, Any]
+) -> list[tuple[str, str | None, str | None]]:
+    """(field, old, new) for what gpuctl manages. The preemption policy is compared only
+    where gpuctl sets it: Kueue fills in defaults for the rest."""
+    from gpuctl.quota.core.rules import diff
+
+    now, want = flat_cluster_queue(current), flat_cluster_queue(desired)
+    now = {k: v for k, v in now.items() if not k.startswith("preemption.") or k in want}
+    return diff(now, want)
+
+
+MANAGED_FIELDS = {
+    "ResourceFlavor": ("nodeLabels", "tolerations"),
+    "LocalQueue": ("clusterQueue",),
+    "ClusterQueue": ("namespaceSelector", "resourceGroups", "fairSharing", "cohortName", "cohort"),
+}
+
+
+def spec_patch(
+    kind: str, current: dict[str, Any], desired: dict[str, Any], undo: bool = False
+) -> list[dict[str, Any]]:
+    """A JSON patch that makes the spec fields gpuctl manages on KIND what DESIRED holds
+    (replaced whole; removed where DESIRED has none) and leaves the others alone. A
+    ClusterQueue's preemption policy is set when DESIRED has one (in a cohort); undoing,
+    also when CURRENT has one, i.e. gpuctl set it."""
+    have = current.get("spec") or {}
+    with_preemption = "preemption" in desired or (undo and "preemption" in have)
+    fields = MANAGED_FIELDS[kind] + (("preemption",) if with_preemption else ())
+    ops: list[dict[str, Any]] = (
+        [] if "spec" in current else [{"op": "add", "path": "/spec", "value": {}}]
+    )
+    for key in fields:
+        if key in desired:
+            ops.append({"op": "add", "path": f"/spec/{key}", "value": desired[key]})
+        elif key in have:
+            ops.append({"op": "remove", "path": f"/spec/{key}"})
+    return ops
+
+
+def flavor_changes(
+    current: dict[str, Any], desired: dict[str, Any]
+) -> list[tuple[str, str | None, str | None]]:
+    from gpuctl.quota.core.rules import diff
+
+    def flat(spec: dict[str, Any]) -> dict[str, str]:
+        return {k: _text(spec[k]) for k in ("nodeLabels", "tolerations") if spec.get(k)}
+
+    return diff(flat(current.get("spec") or {}), flat(desired.get("spec") or {}))
+
+
+def reuse_flavor(existing: list[dict[str, Any]], wanted: Flavor) -> str | None:
+    """The name of an existing ResourceFlavor that already selects exactly the nodes
+    WANTED selects (same nodeLabels), which the ClusterQueue then uses as it is."""
+    want = {wanted.label_key: wanted.gpu_type} if wanted.gpu_type is not None else {}
+    for rf in sorted(existing, key=lambda o: (o.get("metadata") or {}).get("name") or ""):
+        if ((rf.get("spec") or {}).get("nodeLabels") or {}) == want:
+            return str((rf.get("metadata") or {}).get("name"))
+    return None

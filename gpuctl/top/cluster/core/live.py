@@ -1,0 +1,274 @@
+"""The live cluster view with Prometheus doing the aggregation. Pure: PromQL out, answers in.
+
+A terminal shows a screenful of GPUs, so a live frame never fetches every GPU's series:
+
+- `figures_query`: one query whose answer is small whatever the cluster size: the
+  summary (count, avg), every namespace's figures (count/avg by namespace), each node's
+  GPU count and mean (the busiest and idlest node, and which nodes come first in node
+  order), the request-shape and free-GPU histograms behind the stranded figure
+  (count_values), and, for a sort by value, the GPUs on screen (topk/bottomk).
+- `usage.queries(window, usage.on_nodes(page_nodes(...)))`: per-GPU values for the nodes
+  on screen only, turned into rows by usage.build_frame as for the whole cluster.
+
+The figures read the same labels as usage.build_frame under every scrape setup: devices
+are keyed by UUID (else node and index), MIG boards are not devices, holders follow
+holders.held_branches, a shared GPU counts once in each namespace holding it. Unlike the
+full frame, a device counts here when it reports utilization (DCGM_FI_DEV_GPU_UTIL, or
+DCGM_FI_PROF_GR_ENGINE_ACTIVE): the figures then need one series per device, not seven.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from gpuctl.common.errors import UsageError
+from gpuctl.dcgm import holders
+from gpuctl.dcgm.holders import Exporter
+from gpuctl.top.cluster.core import usage
+from gpuctl.top.cluster.core.usage import (
+    FB_FREE,
+    FB_RESERVED,
+    FB_USED,
+    GR_ACTIVE,
+    POWER,
+    TEMP,
+    UTIL,
+    ClusterSummary,
+    GpuRow,
+    NamespaceUsage,
+    NodeUsage,
+    natural_key,
+)
+
+# Cluster view orders: by node (the full view's order), or the highest reading first
+# (utilization now, memory used %, temperature, power), or the lowest mean over the
+# window first (`idle`: where GPUs are wasted).
+SORT_KEYS = ("index", "util", "memory", "temp", "power", "idle")
+
+_UTILIZATION = f'__name__=~"{UTIL}|{GR_ACTIVE}"'
+_WHOLE, _MIG = 'GPU_I_ID=""', 'GPU_I_ID!=""'
+# (namespace, pod) label names of a holder, in holders.held_branches' order of precedence
+_HOLDER_LABELS = (holders.EXPORTED[:2], holders.OLD_NAMESPACE[:2], holders.PLAIN[:2])
+_KEYINGS = usage.FEW_KEYINGS  # answers are small: no UUID matcher (see usage.KEYINGS)
+_ON = ", ".join(usage.IDENTITY)
+_NODE = "Hostname, hostname, instance"
+_NAMESPACE = ", ".join(label for label, _ in _HOLDER_LABELS)
+_POD = ", ".join(f"{ns}, {pod}" for ns, pod in _HOLDER_LABELS)
+
+
+@dataclass
+class Figures:
+    summary: ClusterSummary
+    namespaces: list[NamespaceUsage]  # every namespace, most GPUs first
+    node_gpus: dict[str, int]  # GPUs per node
+    page: list[str] = field(default_factory=list)  # nodes of the GPUs on screen, by value
+
+
+def check_sort(sort: str) -> None:
+    if sort not in SORT_KEYS:
+        raise UsageError(
+            f"--sort: unknown key {sort!r} for the cluster view",
+            hint="use one of: " + ", ".join(SORT_KEYS),
+        )
+
+
+def _per_device(inner: Callable[[str], str], node: bool = False) -> str:
+    """`max by` device of inner(matchers), an expression over raw series, for devices keyed
+    by UUID and for those keyed by node and index; with the labels naming its node if asked
+    (its Hostname or hostname, or for a device with neither, its instance: grouping by
+    instance everywhere would count a GPU scraped by two jobs twice)."""
+    parts = []
+    for by, key in _KEYINGS:
+        if not node:
+            parts.append(f"max by ({', '.join(by)}) ({inner(key)})")
+            continue
+        named = ", ".join(dict.fromkeys(by + ("Hostname", "hostname")))
+        unnamed = _join(key, 'Hostname="", hostname=""')
+        parts.append(
+            f"max by ({', '.join(by)}, instance) ({inner(unnamed)}) "
+            f"or on ({_ON}) max by ({named}) ({inner(key)})"
+        )
+    return " or ".join(f"({part})" for part in parts)
+
+
+def _join(*matchers: str) -> str:
+    return ", ".join(m for m in matchers if m)
+
+
+def _mean(window: str, node: bool = False, whole_only: bool = False) -> str:
+    """Per device, its mean utilization (percent) over the window: GPU_UTIL for a whole GPU,
+    GR_ENGINE_ACTIVE for a MIG device (see usage.queries)."""
+
+    def inner(m: str) -> str:
+        whole = f'avg_over_time({{__name__="{UTIL}", {_join(m, _WHOLE)}}}[{window}])'
+        if whole_only:
+            return whole
+        mig = f'avg_over_time({{__name__="{GR_ACTIVE}", {_join(m, _MIG)}}}[{window}])'
+        return f"{whole} or 100 * {mig}"
+
+    return _per_device(inner, node)
+
+
+def _held(
+    exporter: Exporter,
+    namespace: bool = False,
+    pod: bool = False,
+    whole: bool = False,
+) -> str:
+    """One series per device and holder (with the labels naming the holder's namespace and
+    pod, as the series has them, if asked): a device no pod holds has none."""
+    parts = []
+    for by, key in _KEYINGS:
+        for matchers, (ns_label, pod_label, _container) in holders.held_branches(exporter):
+            labels = list(by) + [ns_label] * namespace + [pod_label] * pod
+            selector = f"{{{_UTILIZATION}, {_join(key, matchers, _WHOLE if whole else '')}}}"
+            parts.append(f"group by ({', '.join(dict.fromkeys(labels))}) ({selector})")
+    return " or ".join(parts)
+
+
+def _reading(sort: str) -> str:
+    """Per device with its node label: the reading `sort` orders by, highest first."""
+
+    def latest(metric: str, extra: str = "") -> str:
+        return _per_device(lambda m: f'{{__name__="{metric}", {_join(m, extra)}}}', node=True)
+
+    if sort == "memory":
+        used, free, reserved = latest(FB_USED), latest(FB_FREE), latest(FB_RESERVED)
+        return f"100 * ({used}) / (({used}) + ({free}) + (({reserved}) or ({used}) * 0))"
+    if sort == "util":
+        return f"({latest(UTIL, _WHOLE)}) or 100 * ({latest(GR_ACTIVE, _MIG)})"
+    return latest({"temp": TEMP, "power": POWER}[sort])
+
+
+def figures_query(
+    window: str, idle_threshold: float, exporter: Exporter, sort: str = "index", rows: int = 0
+) -> str:
+    """One instant query for every cluster-wide figure of a live frame; each answer series
+    carries a `figure` label saying which. `rows`: GPUs on screen, for a sort by value."""
+    check_sort(sort)
+    usage.duration_seconds(window, "--window")
+    threshold = repr(float(idle_threshold))
+    mean, by_node = _mean(window), _mean(window, node=True)
+    held, by_namespace = _held(exporter), _held(exporter, namespace=True)
+    free = f"({_mean(window, node=True, whole_only=True)}) unless on ({_ON}) ({held})"
+    figures = {
+        # per node: GPUs idle (1) and not (0); the sum of their means
+        "node_idle": f'count_values by ({_NODE}) ("idle", ({by_node}) < bool {threshold})',
+        "node_sum": f"sum by ({_NODE}) ({by_node})",
+        "idle_held": f"count((({mean}) < {threshold}) and on ({_ON}) ({held}))",
+        # per namespace: GPUs its pods hold, idle (1) and not (0); the sum of their means
+        "ns_idle": f'count_values by ({_NAMESPACE}) ("idle", ({by_namespace}) '
+        f"* on ({_ON}) group_left () (({mean}) < bool {threshold}))",
+        "ns_sum": f"sum by ({_NAMESPACE}) (({by_namespace}) * on ({_ON}) group_left () ({mean}))",
+        # how many pods hold n whole GPUs; how many nodes have n whole GPUs free
+        "shapes": f'count_values("n", count by ({_POD}) '
+        f"({_held(exporter, namespace=True, pod=True, whole=True)}))",
+        "free": f'count_values("n", count by ({_NODE}) ({free}))',
+    }
+    if sort == "idle" and rows > 0:
+        figures["page"] = f"bottomk({rows}, {by_node})"
+    elif sort != "index" and rows > 0:
+        figures["page"] = f"topk({rows}, {_reading(sort)})"
+    return " or ".join(
+        f'label_replace({expr}, "figure", "{name}", "", "")' for name, expr in figures.items()
+    )
+
+
+def read_figures(samples: Iterable[usage.Sample]) -> Figures:
+    """The answer of figures_query, as the live frame shows it."""
+    # node or namespace -> [GPUs, idle GPUs, sum of the GPUs' means]
+    per: dict[str, dict[str, list[float]]] = {"node": {}, "ns": {}}
+    counts: dict[str, dict[int, int]] = {"shapes": {}, "free": {}}
+    idle_held, page = 0, []
+    for labels, value in samples:
+        figure = labels.get("figure") or ""
+        kind, _, what = figure.partition("_")
+        if kind in per:
+            name = _node(labels) if kind == "node" else _namespace(labels)
+            totals = per[kind].setdefault(name, [0, 0, 0.0])
+            if what == "sum":
+                totals[2] += value
+            else:
+                totals[0] += value
+                totals[1] += value if labels.get("idle") == "1" else 0
+        elif figure in counts:
+            counts[figure][int(float(labels["n"]))] = int(value)
+        elif figure == "idle_held":
+            idle_held = int(value)
+        elif figure == "page":
+            page.append(_node(labels))
+
+    def mean(totals: list[float]) -> float | None:
+        return totals[2] / totals[0] if totals[0] else None
+
+    nodes = sorted(per["node"].items(), key=lambda item: natural_key(item[0]))
+    means = [NodeUsage(n, m) for n, totals in nodes if (m := mean(totals)) is not None]
+    gpus = sum(int(t[0]) for _, t in nodes)
+    shapes, free = counts["shapes"], counts["free"]
+    shape = max(shapes, key=lambda n: (shapes[n], n)) if shapes else None
+    summary = ClusterSummary(
+        gpus=gpus,
+        mean_utilization=sum(t[2] for _, t in nodes) / gpus if gpus else None,
+        idle_gpus=sum(int(t[1]) for _, t in nodes),
+        idle_allocated_gpus=idle_held,
+        busiest=max(means, key=lambda n: n.mean_utilization) if means else None,
+        idlest=min(means, key=lambda n: n.mean_utilization) if means else None,
+        request_shape=shape,
+        stranded_gpus=None if shape is None else sum(n * k for n, k in free.items() if n < shape),
+    )
+    namespaces = [NamespaceUsage(ns, int(t[0]), mean(t), int(t[1])) for ns, t in per["ns"].items()]
+    namespaces.sort(key=lambda n: (-n.gpus, n.namespace))
+    node_gpus = {n: int(t[0]) for n, t in nodes}
+    return Figures(summary, namespaces, node_gpus, list(dict.fromkeys(page)))
+
+
+def _node(labels: dict[str, str]) -> str:
+    return labels.get("Hostname") or labels.get("hostname") or labels.get("instance") or "-"
+
+
+def _namespace(labels: dict[str, str]) -> str:
+    return next((ns for label, _ in _HOLDER_LABELS if (ns := labels.get(label))), "-")
+
+
+def page_nodes(figures: Figures, sort: str, rows: int) -> list[str]:
+    """The nodes whose GPUs fill the screen: the first nodes in natural order, or those
+    of the GPUs that figures_query ranked first."""
+    if sort != "index":
+        return figures.page
+    chosen, shown = [], 0
+    for node in sorted(figures.node_gpus, key=natural_key):
+        if shown >= rows:
+            break
+        chosen.append(node)
+        shown += figures.node_gpus[node]
+    return chosen
+
+
+def reading(sort: str) -> Callable[[GpuRow], float | None]:
+    """What a sort by value orders rows by, highest first (`idle`: the mean, negated)."""
+    return {
+        "util": lambda r: r.utilization_gpu,
+        "memory": lambda r: (
+            100 * r.memory_used_mib / r.memory_total_mib
+            if r.memory_used_mib is not None and r.memory_total_mib
+            else None
+        ),
+        "temp": lambda r: r.temperature_c,
+        "power": lambda r: r.power_w,
+        "idle": lambda r: None if r.mean_utilization is None else -r.mean_utilization,
+    }[sort]
+
+
+def page_rows(rows: list[GpuRow], sort: str, limit: int) -> list[GpuRow]:
+    """The rows on screen, in the sort's order (GPUs without the reading last, ties in node
+    order), from the rows of page_nodes."""
+    if sort == "index":
+        return rows[:limit]  # build_frame's order
+    value_of = reading(sort)
+
+    def order(r: GpuRow) -> tuple[bool, float, tuple[object, ...], tuple[object, ...]]:
+        value = value_of(r)
+        return (value is None, -(value or 0.0), natural_key(r.node), natural_key(r.gpu))
+
+    return sorted(rows, key=order)[:limit]

@@ -1,0 +1,516 @@
+"""Cluster GPU usage from DCGM-exporter samples: the PromQL to ask, rows per GPU, idle
+detection, per-namespace and per-cluster summaries. Pure: samples in, plain data out."""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.common.errors import UsageError
+from gpuctl.common.numbers import whole_number
+from gpuctl.dcgm import holders
+from gpuctl.dcgm.holders import Exporter, Holder
+
+UTIL = (
+    "DCGM_FI_DEV_GPU_UTIL"  # percent; absent or a constant 0 for MIG devices: never used for them
+)
+GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1; what MIG devices report
+FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
+FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB
+FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"  # MiB, dcgm-exporter 4.3.1-4.4.0 and later
+TEMP = "DCGM_FI_DEV_GPU_TEMP"  # Celsius
+POWER = "DCGM_FI_DEV_POWER_USAGE"  # Watts
+METRICS = (UTIL, GR_ACTIVE, FB_USED, FB_FREE, FB_RESERVED, TEMP, POWER)
+
+# Labels that tell one device from another: its UUID (and MIG instance) where the
+# exporter gives one, else its node and index. Grouping by exactly these on the server
+# drops the scrape's own labels (instance, job, driver version...), which both shrinks
+# the answer and folds together the same GPU scraped twice.
+BY_UUID = ("UUID", "GPU_I_ID")
+BY_HOST = ("Hostname", "hostname", "gpu", "GPU_I_ID")
+IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
+# Labels worth showing, and those that say who holds the device (see holders.py).
+# (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
+ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
+ATTRIBUTES = ROW_LABELS + holders.LABELS
+# A row's labels, kept as two tuples of values (None where absent): those that repeat
+# across devices (one shared copy of each value), and the device's own.
+_SHARED_LABELS = (
+    "Hostname",
+    "hostname",
+    "gpu",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "modelName",
+    "instance",
+)
+_OWN_LABELS = ("UUID", "uuid")
+assert set(_SHARED_LABELS + _OWN_LABELS) == set(ROW_LABELS)
+_METRIC = {m: m for m in METRICS}  # a series' metric name -> one shared copy of it
+
+_DURATION = re.compile(
+    r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z"
+)
+_UNIT_SECONDS = {
+    "y": 365 * 86400,
+    "w": 7 * 86400,
+    "d": 86400,
+    "h": 3600,
+    "m": 60,
+    "s": 1,
+    "ms": 0.001,
+}
+
+Key = tuple[str, ...]  # values of IDENTITY, "" where absent
+Sample = tuple[dict[str, Any], float]  # (labels, value)
+
+
+def duration_seconds(text: str, option: str) -> float:
+    """Seconds in a Prometheus duration ("10m", "1h30m"); a UsageError naming the option
+    otherwise, so nothing malformed ever reaches a query or a rule file."""
+    parts = re.findall(r"([0-9]+)(ms|[ywdhms])", text) if isinstance(text, str) else []
+    if not text or not _DURATION.match(text) or any(whole_number(n) is None for n, _ in parts):
+        raise UsageError(
+            f"{option}: {text!r} is not a Prometheus duration",
+            hint="use a number with a unit, e.g. 30s, 10m, 1h or 1h30m",
+        )
+    seconds = sum((whole_number(n) or 0) * _UNIT_SECONDS[u] for n, u in parts)  # none is None
+    if seconds <= 0:
+        raise UsageError(f"{option}: {text!r} must be longer than zero")
+    return seconds
+
+
+@dataclass(frozen=True)
+class Queries:
+    current: str  # every metric's latest value, per device
+    attributes: str  # one series per device carrying its model, MIG profile and holder
+    window_util: str  # per-device mean utilization (percent) over the window
+
+
+# Each device once: series with a UUID keyed by it alone (a smaller answer to decode), any
+# without one by node and index. Selecting on UUID's presence costs Prometheus a merge of
+# every GPU's postings per selector; a query limited to a few nodes groups by all of them.
+Keyings = tuple[tuple[tuple[str, ...], str], ...]  # (labels grouped by, matcher)
+KEYINGS: Keyings = ((BY_UUID, 'UUID!=""'), (BY_HOST, 'UUID=""'))
+FEW_KEYINGS: Keyings = ((IDENTITY, ""),)
+
+
+def _per_device(make: Callable[[str, str], str], keyings: Keyings = KEYINGS) -> str:
+    # make(matcher, by) gives the expression for one keying; the keyings are disjoint.
+    return " or ".join(make(matcher, ", ".join(by)) for by, matcher in keyings)
+
+
+def on_nodes(nodes: Iterable[str]) -> tuple[str, ...]:
+    """Label matchers selecting exactly the series of these nodes, as disjoint
+    alternatives: a row's node is its `Hostname`, else its `hostname`, else its `instance`."""
+    names = holders.any_of(sorted(set(nodes)))
+    return (
+        f"Hostname=~{names}",
+        f'Hostname="", hostname=~{names}',
+        f'Hostname="", hostname="", instance=~{names}',
+    )
+
+
+def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
+    """The three instant queries one frame needs, whatever the cluster size; `only`:
+    label matchers (alternatives, e.g. on_nodes()) limiting them to some series."""
+    duration_seconds(window, "--window")
+    names = '__name__=~"' + "|".join(METRICS) + '"'
+    keyings = KEYINGS if only == ("",) else FEW_KEYINGS
+
+    def select(*matchers: str, wrap: Callable[[str], str] = str) -> str:
+        # One selector per alternative in `only`, each wrapped, joined by `or`.
+        return " or ".join(wrap("{" + ", ".join(filter(None, (*matchers, o))) + "}") for o in only)
+
+    def window_mean(metric: str, scale: str, whole: str) -> str:
+        def make(m: str, by: str) -> str:
+            means = select(
+                f'__name__="{metric}"',
+                m,
+                whole,
+                wrap=lambda sel: f"{scale}avg_over_time({sel}[{window}])",
+            )
+            return f"max by ({by}) ({means})"
+
+        return _per_device(make, keyings)
+
+    return Queries(
+        current=_per_device(lambda m, by: f"max by (__name__, {by}) ({select(names, m)})", keyings),
+        attributes=f"group by ({', '.join(ATTRIBUTES)}) ({select(names)})",
+        # `or` keeps the left side where both exist: a full GPU's own utilization wins
+        # over its profiling metric. MIG devices (GPU_I_ID set) report GPU_UTIL as 0 or
+        # not at all, so for them only the profiling metric counts.
+        window_util=" or ".join(
+            window_mean(metric, scale, whole)
+            for metric, scale, whole in ((UTIL, "", 'GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
+        ),
+    )
+
+
+@dataclass(slots=True)
+class GpuRow:
+    node: str
+    gpu: str
+    uuid: str | None
+    model: str | None
+    mig_profile: str | None
+    utilization_gpu: float | None  # percent, now
+    mean_utilization: float | None  # percent, over the window
+    memory_used_mib: float | None
+    memory_total_mib: float | None  # used + free (+ reserved where reported)
+    temperature_c: float | None
+    power_w: float | None
+    holders: tuple[Holder, ...]  # sorted; several when a shared GPU (time-slicing, MPS)
+    idle: bool | None  # None when the window holds no utilization sample
+
+    @property
+    def pod(self) -> str | None:
+        return self.holders[0].pod if self.holders else None
+
+    @property
+    def namespace(self) -> str | None:
+        return self.holders[0].namespace if self.holders else None
+
+    @property
+    def allocated(self) -> bool:
+        return bool(self.holders)
+
+    @property
+    def idle_allocated(self) -> bool:
+        return bool(self.idle) and self.allocated
+
+
+@dataclass
+class NamespaceUsage:
+    namespace: str
+    gpus: int
+    mean_utilization: float | None
+    idle_gpus: int
+
+
+@dataclass
+class NodeUsage:
+    node: str
+    mean_utilization: float
+
+
+@dataclass
+class ClusterSummary:
+    gpus: int
+    mean_utilization: float | None
+    idle_gpus: int
+    idle_allocated_gpus: int
+    busiest: NodeUsage | None
+    idlest: NodeUsage | None
+    request_shape: int | None = None  # whole GPUs the most common pod holds
+    stranded_gpus: int | None = None  # free GPUs on nodes with fewer free than that
+
+
+@dataclass
+class Frame:
+    rows: list[GpuRow]
+    namespaces: list[NamespaceUsage]
+    summary: ClusterSummary
+
+
+def key_of(labels: dict[str, Any]) -> Key:
+    """The device a series is about; the MIG instance (or "") is always last."""
+    get = labels.get  # spelled out: this runs once per sample, tens of thousands per frame
+    uuid = get("UUID")
+    if uuid:
+        return (uuid, get("GPU_I_ID", ""))
+    return ("", get("Hostname", ""), get("hostname", ""), get("gpu", ""), get("GPU_I_ID", ""))
+
+
+@functools.lru_cache(maxsize=65536)
+def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
+    parts = [(p, whole_number(p)) for p in re.split(r"([0-9]+)", text) if p]
+    return tuple((1, 0, p) if n is None else (0, n, "") for p, n in parts)
+
+
+def build_frame(
+    current: Iterable[Sample],
+    attributes: Iterable[Sample],
+    window_util: Iterable[Sample],
+    idle_threshold: float,
+    exporter: Exporter = Exporter(),
+) -> Frame:
+    """Rows (one per GPU or MIG device, grouped by node) and the waste summaries."""
+    builder = FrameBuilder(exporter)
+    builder.add_current(current)
+    builder.add_attributes(attributes)
+    builder.add_means(window_util)
+    return builder.frame(idle_threshold)
+
+
+class FrameBuilder:
+    """The three answers of `queries` folded as they are decoded (each by its own thread),
+    keeping per device only what its row needs: its values, its fullest attributes, its
+    holders and its window mean. Memory grows with the GPUs, not with the answers."""
+
+    def __init__(self, exporter: Exporter = Exporter()):
+        self.exporter = exporter
+        self.values: dict[Key, dict[str, float]] = {}
+        self.attributes: dict[Key, Kept] = {}
+        # a device's holders: its only one, or the set of several (a shared GPU)
+        self.holders: dict[Key, Holder | set[Holder]] = {}
+        self.means: dict[Key, float] = {}
+        self._keys: dict[Key, Key] = {}  # one copy of each device key for the three dicts
+        self._texts: dict[str | None, str | None] = {}  # one copy of each repeated label value
+
+    def _key(self, labels: dict[str, Any]) -> Key:
+        key = key_of(labels)
+        return self._keys.setdefault(key, key)
+
+    def add_current(self, samples: Iterable[Sample]) -> None:
+        values, metric, keys, finite = self.values, _METRIC, self._keys, math.isfinite
+        last: Key | None = None
+        readings: dict[str, float] = {}
+        for labels, value in samples:  # spelled out: 5 to 7 series per GPU
+            name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
+            if name is not None and finite(value):
+                key = key_of(labels)
+                if key != last:  # a device's series mostly come one after another
+                    key = last = keys.setdefault(key, key)
+                    readings = values.get(key) or values.setdefault(key, {})
+                readings[name] = value
+
+    def add_attributes(self, samples: Iterable[Sample]) -> None:
+        # The same device can come with more than one set of attributes (a label present
+        # on some metrics only, one set per pod sharing it): keep the fullest,
+        # deterministically. Only the labels a row shows are kept.
+        kept, held, intern = self.attributes, self.holders, self._texts.setdefault
+        for labels, _ in samples:
+            key = self._key(labels)
+            if (h := holders.holder(labels, self.exporter)) is not None:
+                known = held.get(key)
+                if known is None:
+                    held[key] = h
+                elif isinstance(known, set):
+                    known.add(h)
+                elif known != h:
+                    held[key] = {known, h}
+            size = len(labels) - list(labels.values()).count("")
+            best = kept.get(key)
+            if best is not None and size < best[0]:
+                continue
+            shared = list(map(labels.get, _SHARED_LABELS))
+            new = (size, tuple(map(intern, shared, shared)), tuple(map(labels.get, _OWN_LABELS)))
+            if best is None or size > best[0] or _shown(new) > _shown(best):
+                kept[key] = new
+
+    def add_means(self, samples: Iterable[Sample]) -> None:
+        for labels, value in samples:
+            if math.isfinite(value):
+                self.means[self._key(labels)] = value
+
+    def frame(self, idle_threshold: float) -> Frame:
+        values = self.values
+
+        # A MIG-enabled GPU may also report board-level series (temperature, power)
+        # without a GPU instance: those fill in its MIG devices instead of making a row.
+        def board(key: Key) -> Key:
+            return key[:-1] + ("",)
+
+        mig_boards = {board(k) for k in values if k[-1]}
+        attributes, held, means = self.attributes, self.holders, self.means
+        rows = []
+        for key, metrics in values.items():
+            if not key[-1] and key in mig_boards:
+                continue
+            parent = values.get(board(key), {}) if key[-1] else {}
+            kept = attributes.get(key) or _kept_of(key)
+            pods = held.get(key)
+            who: tuple[Holder, ...] = (
+                ()
+                if pods is None
+                else (pods,)
+                if isinstance(pods, Holder)
+                else tuple(sorted(pods, key=_holder_order))
+            )
+            rows.append(_row(metrics, parent, kept, means.get(key), who, idle_threshold))
+        rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
+        return Frame(rows, namespace_usage(rows), summarize(rows))
+
+
+# What a device's row shows of its attributes: (labels set, values of _SHARED_LABELS,
+# values of _OWN_LABELS), each value None (or "") where the series lacks it.
+Kept = tuple[int, tuple[Any, ...], tuple[Any, ...]]
+
+
+def _shown(kept: Kept) -> list[tuple[str, Any]]:
+    """The labels set in `kept`, sorted: which of two equally full sets wins."""
+    pairs = zip(_SHARED_LABELS + _OWN_LABELS, kept[1] + kept[2])
+    return sorted((k, v) for k, v in pairs if v)
+
+
+def _kept_of(key: Key) -> Kept:
+    """A device's attributes as its key gives them (no attributes series for it)."""
+    if len(key) == 2:  # BY_UUID
+        return (0, (None, None, None, key[1], None, None, None), (key[0], None))
+    _, host, hostname, gpu, instance_id = key
+    return (0, (host, hostname, gpu, instance_id, None, None, None), (None, None))
+
+
+def _holder_order(h: Holder) -> tuple[str, str, str]:
+    return (h.namespace or "", h.pod, h.container or "")
+
+
+def _row(
+    m: dict[str, Any],
+    parent: dict[str, Any],
+    kept: Kept,
+    mean: float | None,
+    who: tuple[Holder, ...],
+    threshold: float,
+) -> GpuRow:
+    host, hostname, gpu, instance_id, profile, model, instance = kept[1]
+    uuid, old_uuid = kept[2]
+    util = None if instance_id else m.get(UTIL)  # a MIG device's GPU_UTIL is a meaningless 0
+    if util is None and m.get(GR_ACTIVE) is not None:
+        util = 100.0 * m[GR_ACTIVE]
+    used, free = m.get(FB_USED), m.get(FB_FREE)
+    model, profile = model or None, profile or None
+    if instance_id:
+        gpu = f"{gpu or '?'}/mig{instance_id}"
+        if model:
+            model = f"{model} MIG {profile}" if profile else f"{model} MIG"
+    return GpuRow(
+        host or hostname or instance or "-",  # node
+        gpu or "-",
+        uuid or old_uuid or None,
+        model,
+        profile,  # mig_profile
+        util,  # utilization_gpu
+        mean,  # mean_utilization
+        used,  # memory_used_mib
+        # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
+        used + free + m.get(FB_RESERVED, 0.0) if used is not None and free is not None else None,
+        m.get(TEMP, parent.get(TEMP)),  # temperature_c
+        m.get(POWER, parent.get(POWER)),  # power_w
+        who,  # holders
+        None if mean is None else mean < threshold,  # idle
+    )
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def namespace_usage(rows: list[GpuRow]) -> list[NamespaceUsage]:
+    """GPUs held per namespace (its pods hold them), their mean utilization, the idle ones.
+    A GPU shared by pods of several namespaces counts once in each."""
+    groups: dict[str, list[GpuRow]] = {}
+    for r in rows:
+        if len(r.holders) == 1:  # most GPUs: no set to build
+            groups.setdefault(r.holders[0].namespace or "-", []).append(r)
+            continue
+        for ns in sorted({h.namespace or "-" for h in r.holders}):
+            groups.setdefault(ns, []).append(r)
+    return [
+        NamespaceUsage(
+            ns, len(g), _mean([r.mean_utilization for r in g]), sum(1 for r in g if r.idle)
+        )
+        for ns, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+
+
+def summarize(rows: list[GpuRow]) -> ClusterSummary:
+    per_node: dict[str, list[float | None]] = {}
+    for r in rows:
+        per_node.setdefault(r.node, []).append(r.mean_utilization)
+    nodes = [NodeUsage(n, m) for n, v in per_node.items() if (m := _mean(v)) is not None]
+    nodes.sort(key=lambda n: natural_key(n.node))
+    shape, stranded_gpus = stranded(rows)
+    return ClusterSummary(
+        gpus=len(rows),
+        mean_utilization=_mean([r.mean_utilization for r in rows]),
+        idle_gpus=sum(1 for r in rows if r.idle),
+        idle_allocated_gpus=sum(1 for r in rows if r.idle_allocated),
+        busiest=max(nodes, key=lambda n: n.mean_utilization) if nodes else None,
+        idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
+        request_shape=shape,
+        stranded_gpus=stranded_gpus,
+    )
+
+
+def stranded(rows: list[GpuRow]) -> tuple[int | None, int | None]:
+    """The most common request shape (how many whole GPUs a pod holds, over the pods that
+    hold whole GPUs now; a tie goes to the larger) and the stranded GPUs: free whole GPUs
+    on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
+    are left out of both. (None, None) when no pod holds a whole GPU."""
+    whole = [r for r in rows if r.mig_profile is None]
+    per_pod = Counter(pod for r in whole for pod in {(h.namespace, h.pod) for h in r.holders})
+    if not per_pod:
+        return None, None
+    shapes = Counter(per_pod.values())
+    shape = max(shapes, key=lambda n: (shapes[n], n))
+    free = Counter(r.node for r in whole if not r.allocated)
+    return shape, sum(n for n in free.values() if n < shape)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def gpu_to_dict(r: GpuRow) -> dict[str, Any]:
+    """One GPU of the `--once -o json|yaml` document (spelled out: once per GPU)."""
+    util, temp, power, used, total = (
+        r.utilization_gpu,
+        r.temperature_c,
+        r.power_w,
+        r.memory_used_mib,
+        r.memory_total_mib,
+    )
+    first = r.holders[0] if r.holders else None
+    # (memory in whole MiB: an exporter's reading can be NaN, or overflow when added up)
+    return {
+        "node": r.node,
+        "gpu": r.gpu,
+        "uuid": r.uuid,
+        "model": r.model,
+        "utilization_gpu": None if util is None else round(util, 1),
+        "memory_used_mib": None if used is None or not math.isfinite(used) else int(round(used)),
+        "memory_total_mib": None
+        if total is None or not math.isfinite(total)
+        else int(round(total)),
+        "temperature_c": None if temp is None else round(temp, 1),
+        "power_w": None if power is None else round(power, 1),
+        "pod": first and first.pod,  # the first holder, as before shared GPUs were listed
+        "namespace": first and first.namespace,
+        "holders": [
+            {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in r.holders
+        ],
+        "idle": r.idle,
+    }
+
+
+def frame_to_dict(frame: Frame) -> dict[str, Any]:
+    """The `--once -o json|yaml` document."""
+    s = frame.summary
+    return {
+        "gpus": [gpu_to_dict(r) for r in frame.rows],
+        "namespaces": [
+            {
+                "namespace": n.namespace,
+                "gpus": n.gpus,
+                "mean_utilization": _round(n.mean_utilization),
+                "idle_gpus": n.idle_gpus,
+            }
+            for n in frame.namespaces
+        ],
+        "summary": {
+            "gpus": s.gpus,
+            "mean_utilization": _round(s.mean_utilization),
+            "idle_gpus": s.idle_gpus,
+            "idle_allocated_gpus": s.idle_allocated_gpus,
+            "request_shape_gpus": s.request_shape,
+            "stranded_gpus": s.stranded_gpus,
+        },
+    }

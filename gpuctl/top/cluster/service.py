@@ -1,0 +1,174 @@
+"""The cluster view's data from Prometheus: every GPU at once (`snapshot`, decoded as the
+answers stream in), or live frames (`LiveFrames`: the cluster figures computed by
+Prometheus and refreshed in the background, the rows on screen fetched every frame)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+import time
+from collections.abc import Iterator
+
+from gpuctl.common.errors import BackendError
+from gpuctl.dcgm.holders import Exporter
+from gpuctl.top.cluster.core import live, usage
+
+# The cluster figures cost Prometheus a pass over every GPU's series (seconds at 40,000
+# GPUs): after each refresh the next waits PAUSE times as long as it took, so gpuctl keeps
+# Prometheus busy at most 1/(1 + PAUSE) of the time; small clusters refresh every frame.
+PAUSE = 4
+# Evaluating the figures takes Prometheus seconds at 40,000 GPUs (25 s on a busy 2-core
+# machine): their background query may take this long; the rows keep the client's timeout.
+FIGURES_TIMEOUT = 120.0
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    # A large cluster's answers are ~10^5 small acyclic objects (dicts, lists, strings);
+    # letting the cycle collector rescan them while they are built costs a third of a frame.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _no_metrics(client) -> BackendError:
+    return BackendError(
+        f"no DCGM-exporter metrics in Prometheus at {client.url} "
+        f"(no {usage.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
+        hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
+        "sure this Prometheus scrapes it",
+    )
+
+
+def _rows(client, queries: usage.Queries, exporter: Exporter) -> usage.FrameBuilder:
+    # Evaluated at Prometheus's own "now": a client clock running ahead would otherwise
+    # look past the 5-minute lookback and find no GPUs at all.
+    builder = usage.FrameBuilder(exporter)
+    client.query_all(
+        [queries.current, queries.attributes, queries.window_util],
+        [builder.add_current, builder.add_attributes, builder.add_means],
+    )
+    return builder
+
+
+def snapshot(client, window: str, idle_threshold: float, exporter: Exporter) -> usage.Frame:
+    """Every GPU: three concurrent queries, each folded into the frame as it is decoded."""
+    with cyclic_gc_paused():
+        builder = _rows(client, usage.queries(window), exporter)
+        if not builder.values:
+            raise _no_metrics(client)
+        return builder.frame(idle_threshold)
+
+
+def figures(
+    client, window: str, idle_threshold: float, exporter: Exporter, sort: str, rows: int
+) -> live.Figures:
+    """The cluster figures of a live frame: one query, aggregated by Prometheus."""
+    query = live.figures_query(window, idle_threshold, exporter, sort, rows)
+    try:
+        found = client.query(query, live.read_figures)
+    except (KeyError, ValueError, OverflowError) as e:  # a count that is no count
+        raise BackendError(
+            f"Prometheus at {client.url} answered the cluster figures with a sample gpuctl "
+            f"cannot read ({type(e).__name__}: {e})"
+        ) from None
+    if not found.node_gpus:
+        raise _no_metrics(client)
+    return found
+
+
+def rows_on_screen(
+    client,
+    window: str,
+    idle_threshold: float,
+    exporter: Exporter,
+    found: live.Figures,
+    sort: str,
+    rows: int,
+) -> list[usage.GpuRow]:
+    """The rows a screen of `rows` lines shows: every value of the GPUs of the nodes
+    holding them (three queries), nothing of the other nodes."""
+    nodes = live.page_nodes(found, sort, rows)
+    if not nodes:
+        return []
+    builder = _rows(client, usage.queries(window, usage.on_nodes(nodes)), exporter)
+    return live.page_rows(builder.frame(idle_threshold).rows, sort, rows)
+
+
+class LiveFrames:
+    """Frames of the live view. The figures are refreshed by a background thread (the
+    first frame waits for them); each frame fetches the rows on screen."""
+
+    def __init__(
+        self, client, window: str, idle_threshold: float, exporter: Exporter, sort: str, delay
+    ):
+        import copy
+
+        self.client, self.window, self.threshold = client, window, idle_threshold
+        self._figures_client = copy.copy(client)
+        self._figures_client.timeout = max(client.timeout, FIGURES_TIMEOUT)
+        self.exporter, self.sort, self.delay = exporter, sort, delay
+        self.rows = 0  # rows on screen, as the last frame asked
+        self.refreshes = 0  # figures refreshed so far
+        self._figures: live.Figures | None = None
+        self._figures_rows = 0  # rows the figures' page was chosen for
+        self._figures_at = 0.0
+        self._error: Exception | None = None  # raised by the next frame
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _refresh(self) -> None:
+        while not self._stop.is_set():
+            start, rows = time.monotonic(), self.rows
+            try:
+                found = figures(
+                    self._figures_client,
+                    self.window,
+                    self.threshold,
+                    self.exporter,
+                    self.sort,
+                    rows,
+                )
+                with self._lock:
+                    self._figures, self._figures_rows, self._error = found, rows, None
+                    self._figures_at = time.monotonic()
+                    self.refreshes += 1
+            except Exception as e:  # any: a first frame waiting for figures must not hang
+                with self._lock:
+                    self._error = e
+            self._ready.set()
+            took = time.monotonic() - start
+            self._wake.wait(max(self.delay, PAUSE * took))
+            self._wake.clear()
+
+    def frame(self, rows: int) -> tuple[usage.Frame, float]:
+        """The frame for a screen of `rows` GPU rows, and the figures' age in seconds.
+        Raises BackendError when Prometheus fails (the caller keeps the last frame)."""
+        self.rows = rows
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._refresh, daemon=True)
+            self._thread.start()
+        self._ready.wait()
+        with self._lock:
+            found, error, at = self._figures, self._error, self._figures_at
+            if self.sort != "index" and rows > self._figures_rows:
+                self._wake.set()  # a taller screen: choose its rows now
+        if error is not None:
+            raise error
+        assert found is not None  # set before _ready, unless an error was
+        page = rows_on_screen(
+            self.client, self.window, self.threshold, self.exporter, found, self.sort, rows
+        )
+        return usage.Frame(page, found.namespaces, found.summary), time.monotonic() - at
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
