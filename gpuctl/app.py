@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from gpuctl.cli import options
+from gpuctl.cli import application
 from gpuctl.common.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -33,15 +33,12 @@ def _version(value: bool) -> None:
         from gpuctl.cli.output import Format
         from gpuctl.version.cli import version
 
-        version(context=None, kubeconfig=None, terraform_bin=None, output=Format.table)
+        version(terraform_bin=None, output=Format.table)
         raise typer.Exit()
 
 
 @app.callback()
 def _root(
-    debug: bool = typer.Option(False, "--debug", help=options.DEBUG_HELP),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     version: bool = typer.Option(
         False,
         "--version",
@@ -52,7 +49,6 @@ def _root(
 ) -> None:
     """--context, --kubeconfig and --debug given here hold for the command after them, as
     if given after it."""
-    options.set_debug(debug)
 
 
 # Each command's module, in the order `--help` lists them. Only the module the invoked
@@ -92,29 +88,20 @@ def register(argv: list[str]) -> None:
 
 
 def command():
-    """The click command tree of the registered commands, each accepting --debug too."""
-    from typer.core import TyperOption
-
+    """The click command tree of the registered commands. The root and every command take
+    --debug; the root and the commands that talk to Kubernetes take --context and
+    --kubeconfig. All three fill the run's Application (gpuctl.cli.application)."""
     root = typer.main.get_command(app)
-
-    def debug_option(_ctx, _param, value: bool) -> None:
-        if value:
-            options.set_debug(True)
+    root.params[0:0] = [application.debug_option(), *application.run_options()]
 
     def add(cmd) -> None:
         for sub in getattr(cmd, "commands", {}).values():
             add(sub)
-        if not hasattr(cmd, "commands") and not any(p.name == "debug" for p in cmd.params):
-            cmd.params.append(
-                TyperOption(
-                    param_decls=["--debug"],
-                    is_flag=True,
-                    default=False,
-                    expose_value=False,
-                    callback=debug_option,
-                    help=options.DEBUG_HELP,
-                )
-            )
+        if hasattr(cmd, "commands") or any(p.name == "debug" for p in cmd.params):
+            return
+        cmd.params.append(application.debug_option())
+        if application.takes_cluster_options(cmd.callback):
+            cmd.params.extend(application.run_options())
 
     add(root)
     return root
@@ -169,9 +156,12 @@ def main(argv: list[str] | None = None) -> None:
     exit code from the README's contract, never a traceback (unless --debug)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = argv or ["--help"]  # no arguments: the help, and success
-    options.set_debug(False)
+    application.reset()
     try:
-        code = _run(argv)
+        try:
+            code = _run(argv)
+        finally:
+            application.application().close()
     except GpuctlError as e:
         _debug_traceback()
         # an interrupt is not an error: "gpuctl: interrupted; …" (what was undone or is left)
@@ -266,7 +256,7 @@ def _fail(
 
 
 def _debug_traceback() -> None:
-    if options.debug_requested():
+    if application.application().debug:
         import traceback
 
         traceback.print_exc()

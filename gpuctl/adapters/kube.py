@@ -37,6 +37,8 @@ class NoAnswer(BackendError):
     timeout, a dropped connection, a gateway's error page, a failure Status): a change it
     asked for may have been made."""
 
+    uncertain = True  # gpuctl.runtime.workflow undoes the step too (it may have happened)
+
 
 # The kinds gpuctl reads and writes: kind -> (apiVersion, the client's name for it,
 # namespaced).
@@ -155,8 +157,11 @@ class Kube:
         self._custom = client.CustomObjectsApi(self._api)
         self._groups: dict[str, list[str]] | None = None  # API discovery, read once
 
+    closed = False
+
     def close(self) -> None:
         self._api.close()
+        self.closed = True
 
     def __enter__(self) -> Kube:
         return self

@@ -45,40 +45,8 @@ CONTEXT_HELP = (
 )
 KUBECONFIG_HELP = "kubeconfig file (default: KUBECONFIG, else ~/.kube/config)."
 DEBUG_HELP = "Show full tracebacks on errors."
-
-
-def _from_root(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
-    """A root option given again after the subcommand: that value wins (it comes later on
-    the command line); not given there, the root's value holds (`gpuctl --context X jobs
-    list` and `gpuctl jobs list --context X` mean the same)."""
-    root = ctx.find_root()
-    if value is None and root is not ctx:
-        return root.params.get(param.name or "")
-    return value
-
-
-def context() -> Any:
-    return typer.Option(None, "--context", metavar="NAME", callback=_from_root, help=CONTEXT_HELP)
-
-
-def kubeconfig() -> Any:
-    return typer.Option(
-        None, "--kubeconfig", metavar="FILE", callback=_from_root, help=KUBECONFIG_HELP
-    )
-
-
-# --debug is a process-wide switch (how errors are reported, not what a command does), so
-# it is not a parameter of each command: gpuctl.app adds it to every command and root.
-_debug = False
-
-
-def set_debug(value: bool) -> None:
-    global _debug
-    _debug = bool(value)
-
-
-def debug_requested() -> bool:
-    return _debug
+# --context, --kubeconfig and --debug are not parameters of each command: they fill the run's
+# gpuctl.cli.application.Application, and gpuctl.app adds them to the commands that take them.
 
 
 def yes(help: str = "Do not ask for confirmation.") -> Any:
@@ -112,12 +80,6 @@ def _usage_error(message: str) -> Exception:
         import click as globals  # type: ignore[no-redef]
 
     return exceptions.UsageError(message, globals.get_current_context(silent=True))
-
-
-def offline_ok(dry_run: bool, context: str | None, kubeconfig: str | None) -> bool:
-    """Whether a command may render without a cluster: a dry run (as kubectl's client dry
-    run) for which no cluster was named with --context or --kubeconfig."""
-    return dry_run and context is None and kubeconfig is None
 
 
 def offline_note(why: str) -> None:

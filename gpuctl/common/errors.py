@@ -19,6 +19,7 @@ class GpuctlError(Exception):
     Every text is made printable and has credentials in URLs masked (see `redact`)."""
 
     exit_code = EXIT_FAILURE
+    uncertain = False  # the change it failed to make may have been made all the same
 
     def __init__(self, message: str, hint: str | None = None, details: Iterable[str] = ()):
         message = _printable(redact(message))

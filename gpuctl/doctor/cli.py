@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format, dump, echo, out_console
 
 
@@ -15,23 +16,21 @@ def register(app: typer.Typer) -> None:
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
 
 
+@uses_cluster
 def doctor(
     node: list[str] = options.nodes(
         "Check only this node (repeat it, or separate names with commas)."
     ),
     output: Format = options.output(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin,
     MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing
     admission (waitForPodsReady), GPU resources covered by ClusterQueues. Exits 1 if any
     check fails."""
-    from gpuctl.adapters.kube import Kube
     from gpuctl.doctor import service as run_doctor
     from gpuctl.doctor.core.checks import failed
 
-    with Kube(context, kubeconfig=kubeconfig) as kube:
+    with application().kube() as kube:
         checks = run_doctor.run(kube, options.node_names(node))
     if output != Format.table:
         echo(

@@ -7,6 +7,7 @@ import enum
 import typer
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import (
     DataFormat,
     Format,
@@ -161,13 +162,12 @@ def _short_path(at: str) -> str:
     return at if relative.startswith("..") else relative
 
 
+@uses_cluster
 def submit(
     positional: str | None = typer.Argument(
         None, metavar="[JOB.yaml]", help="Job spec file (or -f).", show_default=False
     ),
     file: str | None = options.spec_file("JOB.yaml", "Job spec file."),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     namespace: str | None = options.namespace(
         f"Namespace (default: the spec's, else {options.NAMESPACE_DEFAULT})."
     ),
@@ -205,7 +205,7 @@ def submit(
     """Check that a job fits the cluster and that the volumes and secrets it uses exist,
     then create it (all objects, or none). With Kueue, the job goes to its queue: (or the
     namespace's only LocalQueue) and starts when its ClusterQueue has quota for all of it."""
-    from gpuctl.adapters.kube import Forbidden, Kube
+    from gpuctl.adapters.kube import Forbidden
     from gpuctl.jobs import admission
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs.core.manifests import render as render_job
@@ -217,7 +217,7 @@ def submit(
     )
     spec, _ = _load(named, key, template)[0]
     err = err_console()
-    with Kube(context, kubeconfig=kubeconfig) as kube:
+    with application().kube() as kube:
         ns = namespace or spec.namespace or kube.namespace
         spec = admission.multinode(kube, spec, multinode.value if multinode else None)
         spec, note = admission.queue(kube, spec, ns)
@@ -328,25 +328,18 @@ def _fit_table(report):
     return table
 
 
-def _kube(context: str | None, kubeconfig: str | None):
-    from gpuctl.adapters.kube import Kube
-
-    return Kube(context, kubeconfig=kubeconfig)
-
-
 @jobs_app.command("list")
+@uses_cluster
 def jobs_list(
     namespace: str | None = options.namespace(),
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     output: Format = options.output(),
 ) -> None:
     """List jobs gpuctl manages."""
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs.core.status import row
 
-    with _kube(context, kubeconfig) as kube:
+    with application().kube() as kube:
         ns = None if all_namespaces else (namespace or kube.namespace)
         rows = sorted(
             (row(o) for o in workloads.list_jobs(kube, ns)),
@@ -386,18 +379,17 @@ def jobs_list(
 
 
 @jobs_app.command("get")
+@uses_cluster
 def jobs_get(
     name: str,
     namespace: str | None = options.namespace(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     output: Format = options.output(),
 ) -> None:
     """Show one job: its status, or the whole object with -o yaml|json."""
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs.core.status import row
 
-    with _kube(context, kubeconfig) as kube:
+    with application().kube() as kube:
         obj = workloads.get_job(kube, name, namespace or kube.namespace)
     if output != Format.table:
         echo(dump(obj, output.value))
@@ -407,17 +399,16 @@ def jobs_get(
 
 
 @jobs_app.command("logs")
+@uses_cluster
 def jobs_logs(
     name: str,
     namespace: str | None = options.namespace(),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0)."),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Print a job's logs (every worker, prefixed, for a multi-node job)."""
     from gpuctl.jobs import service as workloads
 
-    with _kube(context, kubeconfig) as kube:
+    with application().kube() as kube:
         for line in workloads.logs(
             kube,
             name,
@@ -429,21 +420,20 @@ def jobs_logs(
 
 
 @jobs_app.command("delete")
+@uses_cluster
 def jobs_delete(
     name: str,
     namespace: str | None = options.namespace(),
     yes: bool = options.yes(),
     dry_run: bool = options.dry_run("Say what would be deleted; delete nothing."),
     output: Format = options.output("table, json or yaml: the objects deleted."),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Delete a job gpuctl manages: its Job (with the Job's pods) or bare Pod, and its
     headless Service, including one left alone by an earlier failure."""
     from gpuctl.jobs import service as workloads
 
     err = err_console()
-    with _kube(context, kubeconfig) as kube:
+    with application().kube() as kube:
         ns = namespace or kube.namespace
         objects = workloads.find_job_objects(kube, name, ns)
         names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
@@ -460,11 +450,10 @@ def jobs_delete(
 
 
 @jobs_app.command("why")
+@uses_cluster
 def jobs_why(
     name: str,
     namespace: str | None = options.namespace(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     gpu_label_key: str | None = options.gpu_label_key(),
     output: Format = options.output(),
 ) -> None:
@@ -476,7 +465,7 @@ def jobs_why(
     from gpuctl.jobs.diagnose import diagnose
 
     key = options.resolve_gpu_label_key(gpu_label_key)
-    with _kube(context, kubeconfig) as kube:
+    with application().kube() as kube:
         d = diagnose(kube, name, namespace or kube.namespace, key)
     if output != Format.table:
         echo(dump(d.to_dict(), output.value))

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import DataFormat, Format, confirm, dump, echo, err_console
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
@@ -444,6 +445,7 @@ def _plan_text(plans, from_file: bool = False) -> list[str]:
 
 
 @mig_app.command("configure")
+@uses_cluster
 def configure(
     file: str | None = typer.Option(
         None, "-f", "--file", metavar="CONFIG.yaml", help="A mig-parted v1 config file."
@@ -490,8 +492,6 @@ def configure(
     timeout: float = typer.Option(
         600.0, "--timeout", min=1, help="Cluster: seconds to wait for the operator."
     ),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     simulate: str | None = _SIMULATE,
     output: Format = options.output(
         "table (the plan as text), json or yaml (the plan as data, the text on stderr; "
@@ -515,10 +515,9 @@ def configure(
                 "--node/--selector need -c CONFIG (a config in the GPU Operator's mig-parted "
                 "ConfigMap)"
             )
-        from gpuctl.adapters.kube import Kube
 
         _configure_cluster(
-            lambda: Kube(context, kubeconfig=kubeconfig),
+            lambda: application().kube(),
             file,
             config,
             names,

@@ -8,6 +8,7 @@ import enum
 import typer
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import (
     Format,
     confirm,
@@ -38,6 +39,7 @@ def register(app: typer.Typer) -> None:
 
 
 @quota_app.command("set")
+@uses_cluster
 def quota_set(
     team: str = typer.Argument(
         ..., metavar="TEAM", help="The team's namespace (created if missing)."
@@ -82,8 +84,6 @@ def quota_set(
     ),
     output: Format | None = options.output("yaml or json: print the objects.", default=None),
     yes: bool = options.yes("Change an existing quota without asking."),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Create or update a team's GPU quota (idempotent: re-running changes nothing)."""
     from gpuctl.common.errors import UsageError
@@ -112,7 +112,7 @@ def quota_set(
         )
     )
     key = options.resolve_gpu_label_key(gpu_label_key)
-    kube = _connect(context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig))
+    kube = _connect(application().offline_ok(dry_run))
     try:
         if kube is None:
             if engine == Engine.resourcequota:
@@ -149,13 +149,12 @@ _INSTALL_KUEUE = (
 )
 
 
-def _connect(context: str | None, kubeconfig: str | None, offline_ok: bool):
+def _connect(offline_ok: bool):
     """A connection to the cluster; None when OFFLINE_OK and there is no usable one."""
-    from gpuctl.adapters.kube import connect_or_offline
     from gpuctl.quota.core import kueue
 
-    kube, why = connect_or_offline(
-        context, kubeconfig, offline_ok, lambda kube: kube.api_versions(kueue.GROUP)
+    kube, why = application().kube_or_offline(
+        offline_ok, lambda kube: kube.api_versions(kueue.GROUP)
     )
     if why is not None:
         options.offline_note(why)
@@ -255,21 +254,19 @@ def _print_changes(err, changes) -> None:
 
 
 @quota_app.command("list")
+@uses_cluster
 def quota_list(
     namespace: str | None = options.namespace(
         "ResourceQuota engine: one namespace (default: all)."
     ),
     engine: Engine | None = typer.Option(None, "--engine", help=ENGINE_HELP),
     output: Format = options.output(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Per ClusterQueue: nominal quota, in use, borrowed, lent, pending and admitted
     workloads (Kueue); or GPUs used and allowed per namespace (ResourceQuota)."""
-    from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import GpuctlError
 
-    with Kube(context, kubeconfig=kubeconfig) as kube:
+    with application().kube() as kube:
         version = _kueue_version(kube) if engine != Engine.resourcequota else None
         if engine == Engine.kueue and version is None:
             raise GpuctlError(
@@ -353,19 +350,17 @@ def _list_resource_quotas(kube, namespace: str | None, output: Format) -> None:
 
 
 @quota_app.command("lint")
+@uses_cluster
 def quota_lint(
     output: Format = options.output(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Compare the ClusterQueues' nominal GPU and MIG quotas, per flavor, with what the
     flavor's nodes have allocatable; flag quota that can never be satisfied (exit 1)."""
-    from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import GpuctlError
     from gpuctl.quota import queues
     from gpuctl.quota.core.queue_usage import has_errors
 
-    with Kube(context, kubeconfig=kubeconfig) as kube:
+    with application().kube() as kube:
         version = _kueue_version(kube)
         if version is None:
             raise GpuctlError(

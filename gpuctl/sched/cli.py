@@ -8,6 +8,7 @@ import enum
 import typer
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import DataFormat, dump, dump_documents, echo
 
 sched_app = typer.Typer(
@@ -27,6 +28,7 @@ def register(app: typer.Typer) -> None:
 
 
 @sched_app.command("render")
+@uses_cluster
 def render(
     strategy: Strategy = typer.Option(
         Strategy.binpack,
@@ -67,8 +69,6 @@ def render(
         help="With --deploy: the cluster's version, for the kube-scheduler image "
         "(default: read from the cluster's /version).",
     ),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     output: DataFormat = options.data_output(),
 ) -> None:
     """Print a KubeSchedulerConfiguration whose profile scores nodes by GPU. Needs no
@@ -83,19 +83,18 @@ def render(
     if kube_version is not None:
         image = sched.image(kube_version)
     else:
-        image = _cluster_image(context, kubeconfig)
+        image = _cluster_image()
     objects = sched.deploy_objects(p, image, sched.config_text(config))
     echo(dump_documents(objects, output.value))
 
 
-def _cluster_image(context: str | None, kubeconfig: str | None) -> str:
+def _cluster_image() -> str:
     """The kube-scheduler image of the cluster's own version, read from its /version."""
-    from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import GpuctlError
     from gpuctl.sched.core import profile as sched
 
     try:
-        with Kube(context, kubeconfig=kubeconfig) as kube:
+        with application().kube() as kube:
             version, host = kube.server_version(), kube.host
     except GpuctlError as e:
         offline = "or give --kube-version vX.Y.Z to render without a cluster"

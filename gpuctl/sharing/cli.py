@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import (
     Format,
     confirm,
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
 
 
 @share_app.command("timeslice")
+@uses_cluster
 def timeslice(
     replicas: int = typer.Option(..., "--replicas", help="Pods that may share each GPU."),
     mps: bool = typer.Option(
@@ -78,11 +80,8 @@ def timeslice(
     ),
     output: Format | None = options.output("yaml or json: print the objects.", default=None),
     yes: bool = options.yes(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Let several pods share each GPU on the chosen nodes (time-slicing, or MPS with --mps)."""
-    from gpuctl.adapters.kube import connect_or_offline
     from gpuctl.common.errors import UsageError
     from gpuctl.sharing import service as sharing
     from gpuctl.sharing.core import config as core
@@ -100,9 +99,7 @@ def timeslice(
     if name:
         core.check_name(name)
     err = err_console()
-    kube, why = connect_or_offline(
-        context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig)
-    )
+    kube, why = application().kube_or_offline(application().offline_ok(dry_run))
     if kube is None:
         assert why is not None
         p = sharing.plan_offline(spec, name, names, namespace, config_map)
@@ -228,6 +225,7 @@ def _print_fallback(err, change) -> None:
 
 
 @share_app.command("off")
+@uses_cluster
 def off(
     nodes: list[str] = options.nodes(),
     old_nodes: list[str] = options.old_nodes(),
@@ -242,13 +240,10 @@ def off(
         default=None,
     ),
     yes: bool = options.yes(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """Stop sharing on the chosen nodes: remove their nvidia.com/device-plugin.config label,
     so that they run the plugin's default config, and make sure that default shares
     nothing (else label them with a config without sharing)."""
-    from gpuctl.adapters.kube import connect_or_offline
     from gpuctl.common.errors import UsageError
     from gpuctl.sharing import service as sharing
     from gpuctl.sharing.core.config import CONFIG_LABEL
@@ -257,9 +252,7 @@ def off(
     if bool(names) == bool(selector):
         raise UsageError("give the nodes: --node NAME... or --selector LABELS")
     err = err_console()
-    kube, why = connect_or_offline(
-        context, kubeconfig, options.offline_ok(dry_run, context, kubeconfig)
-    )
+    kube, why = application().kube_or_offline(application().offline_ok(dry_run))
     if kube is None:
         assert why is not None
         _off_offline(err, why, names, selector, output)
@@ -329,20 +322,18 @@ def _off_offline(err, why: str, names, selector, output) -> None:
 
 
 @share_app.command("show")
+@uses_cluster
 def show(
     namespace: str | None = options.namespace("The device plugin's namespace."),
     config_map: str | None = typer.Option(
         None, "--config-map", help="ConfigMap of device plugin configs."
     ),
     output: Format = options.output(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
 ) -> None:
     """List GPU nodes with their sharing strategy and replicas."""
-    from gpuctl.adapters.kube import Kube
     from gpuctl.sharing import service as sharing
 
-    with Kube(context, kubeconfig=kubeconfig) as kube:
+    with application().kube() as kube:
         target, rows = sharing.show(kube, namespace, config_map)
     if output != Format.table:
         echo(

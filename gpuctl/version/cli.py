@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format, dump, echo
 
 LABELS = {
@@ -20,9 +21,8 @@ def register(app: typer.Typer) -> None:
     app.command("version")(version)
 
 
+@uses_cluster
 def version(
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     terraform_bin: str | None = typer.Option(
         None,
         "--terraform-bin",
@@ -39,7 +39,8 @@ def version(
     from gpuctl.runtime.config import setting
     from gpuctl.version.service import report
 
-    found = report(context, setting("terraform_binary", terraform_bin), kubeconfig)
+    run = application()
+    found = report(run.context, setting("terraform_binary", terraform_bin), run.kubeconfig)
     if output == Format.table:
         echo(table(found))
     else:

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format
 
 # Literal here so that `--help` loads nothing of the replay; tests/whatif/test_cli.py checks
@@ -23,6 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("whatif")(whatif)
 
 
+@uses_cluster
 def whatif(
     nodes: str | None = typer.Option(
         None,
@@ -71,8 +73,6 @@ def whatif(
         None, "--pods", hidden=True, help="Old spelling of --pod-csv."
     ),
     output: Format = options.output(),
-    context: str | None = options.context(),
-    kubeconfig: str | None = options.kubeconfig(),
     gpu_label_key: str | None = options.gpu_label_key(),
 ) -> None:
     """Replay pods onto nodes one at a time, as the FGD paper's simulator does, under each
@@ -102,9 +102,7 @@ def whatif(
     from gpuctl.whatif.core.summary import summarise
 
     if from_cluster:
-        from gpuctl.adapters.kube import Kube
-
-        with Kube(context, kubeconfig=kubeconfig) as kube:
+        with application().kube() as kube:
             node_list, pod_list = service.snapshot(
                 kube, options.resolve_gpu_label_key(gpu_label_key)
             )

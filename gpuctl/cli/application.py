@@ -1,0 +1,131 @@
+"""The application object one command runs with: the root's and the command's options that
+hold for the whole run (--context, --kubeconfig, --debug) and the Kubernetes connection,
+built once, on first use, and closed when the command ends. hatch's `Application` passed
+with click's context is the model: a command asks `application()` instead of declaring
+and building these itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from gpuctl.adapters.kube import Kube
+
+F = TypeVar("F")
+
+
+@dataclass
+class Application:
+    context: str | None = None
+    kubeconfig: str | None = None
+    debug: bool = False
+    _kube: Any = field(default=None, repr=False)
+
+    def kube(self) -> Kube:
+        """The Kubernetes connection of --context and --kubeconfig (made on first use)."""
+        if self._kube is None or self._kube.closed:
+            from gpuctl.adapters.kube import Kube
+
+            self._kube = Kube(self.context, kubeconfig=self.kubeconfig)
+        return self._kube
+
+    def offline_ok(self, dry_run: bool) -> bool:
+        """Whether a command may render without a cluster: a dry run (as kubectl's client
+        dry run) for which no cluster was named with --context or --kubeconfig."""
+        return dry_run and self.context is None and self.kubeconfig is None
+
+    def kube_or_offline(
+        self, offline_ok: bool, probe: Callable[[Kube], object] | None = None
+    ) -> tuple[Kube | None, str | None]:
+        """(the connection, None) once it answered PROBE (the server's version by default);
+        with OFFLINE_OK, (None, why not) when there is no cluster to ask
+        (gpuctl.adapters.kube.connect_or_offline)."""
+        from gpuctl.adapters.kube import Kube, connect_or_offline
+
+        kube, why = connect_or_offline(
+            self.context, self.kubeconfig, offline_ok, probe or Kube.server_version
+        )
+        self._kube = kube or self._kube
+        return kube, why
+
+    def close(self) -> None:
+        if self._kube is not None:
+            self._kube.close()
+            self._kube = None
+
+
+# The run's application outside click too (gpuctl.app resets it for each command), so that
+# code reached from a callback, completion or a test harness sees the same object.
+_current = Application()
+
+
+def application() -> Application:
+    return _current
+
+
+def reset() -> Application:
+    global _current
+    _current.close()
+    _current = Application()
+    return _current
+
+
+def uses_cluster(command: F) -> F:
+    """Mark a command that talks to Kubernetes: gpuctl.app gives it --context and
+    --kubeconfig (also accepted before the command's name, on the root)."""
+    command.gpuctl_uses_cluster = True  # type: ignore[attr-defined]
+    return command
+
+
+def takes_cluster_options(callback: Any) -> bool:
+    return bool(getattr(callback, "gpuctl_uses_cluster", False))
+
+
+def _store(_ctx: Any, param: Any, value: Any) -> None:
+    """A value given later on the command line (after the command's name) wins; one not
+    given leaves the earlier one (the root's) standing."""
+    if value is None or value is False:
+        return
+    setattr(_current, param.name, value)
+
+
+def run_options() -> list[Any]:
+    """--context, --kubeconfig: click options that fill the application instead of
+    reaching the command function (expose_value=False)."""
+    from typer.core import TyperOption
+
+    from gpuctl.cli.options import CONTEXT_HELP, KUBECONFIG_HELP
+
+    return [
+        TyperOption(
+            param_decls=["--context"],
+            metavar="NAME",
+            expose_value=False,
+            callback=_store,
+            help=CONTEXT_HELP,
+        ),
+        TyperOption(
+            param_decls=["--kubeconfig"],
+            metavar="FILE",
+            expose_value=False,
+            callback=_store,
+            help=KUBECONFIG_HELP,
+        ),
+    ]
+
+
+def debug_option() -> Any:
+    from typer.core import TyperOption
+
+    from gpuctl.cli.options import DEBUG_HELP
+
+    return TyperOption(
+        param_decls=["--debug"],
+        is_flag=True,
+        default=False,
+        expose_value=False,
+        callback=_store,
+        help=DEBUG_HELP,
+    )

@@ -1,0 +1,148 @@
+"""The one executor every changing workflow hands its plan to: it applies the steps in
+order, reporting progress; on a failure or Ctrl-C it undoes, newest first, what was done
+(where a step can be undone) and says what was undone or is left; at the end it verifies
+the result. Modelled on mig-parted's reconfigure: a workflow is named steps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gpuctl.common.errors import GpuctlError, Interrupted
+from gpuctl.common.plan import Step
+
+
+@dataclass
+class Action:
+    """A plan's step bound to its effect. RUN carries it out; UNDO, when the API allows,
+    reverses it and returns None when there was nothing to reverse (the step had not
+    happened), "" when it reversed it, or why it could not. A step whose RUN failed after
+    its request may have reached the other side (the error's `uncertain`) or was stopped
+    by Ctrl-C is undone too, so UNDO must tell its own work from someone else's."""
+
+    step: Step
+    run: Callable[[], Any]
+    undo: Callable[[], str | None] | None = None
+    name: str = ""  # how what it made is named in a rollback report (default: its target)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.step.target
+
+
+class Progress(Protocol):
+    def started(self, step: Step, index: int, total: int) -> None: ...
+
+    def finished(self, step: Step, index: int, total: int) -> None: ...
+
+
+class Quiet:
+    """Progress that says nothing."""
+
+    def started(self, step: Step, index: int, total: int) -> None:
+        pass
+
+    def finished(self, step: Step, index: int, total: int) -> None:
+        pass
+
+
+@dataclass
+class Rollback:
+    undone: list[str]
+    left: list[str]  # "Job/llama (deleting it failed: …)"
+
+    def describe(
+        self, undone_as: str, left_as: str, cleanup: str | None
+    ) -> tuple[str, list[str], str | None]:
+        """(what to add to the message, detail lines, hint) for a failure or interrupt."""
+        if self.left:
+            return (
+                f"; rollback incomplete: {len(self.left)} {left_as}",
+                [f"left: {what}" for what in self.left],
+                f"remove them with: {cleanup}" if cleanup else None,
+            )
+        if self.undone:
+            return f"; {undone_as}: " + ", ".join(self.undone), [], None
+        return "; nothing was changed", [], None
+
+
+def execute(
+    actions: Sequence[Action],
+    *,
+    progress: Progress | None = None,
+    verify: Callable[[], None] | None = None,
+    undone_as: str = "the steps done before the failure were undone",
+    left_as: str = "step(s) left done",
+    cleanup: str | None = None,
+    explain: Callable[[GpuctlError, Action], GpuctlError] | None = None,
+) -> list[Any]:
+    """Run ACTIONS in order and return what each RUN returned, then VERIFY (which raises
+    when the result is not what was planned). On a failure or Ctrl-C, undo what was done and
+    raise the error (Interrupted for Ctrl-C) extended with what was undone, or with what is
+    left and CLEANUP, the command that removes it. UNDONE_AS heads the list of undone steps
+    ("… before the failure" reads "… before the interrupt" after Ctrl-C), LEFT_AS counts
+    what is left; EXPLAIN may restate a step's error for the user."""
+    report = progress or Quiet()
+    done: list[Action] = []
+    results: list[Any] = []
+    failure: GpuctlError | None = None
+    current: Action | None = None
+    try:
+        for i, action in enumerate(actions, 1):
+            current = action
+            report.started(action.step, i, len(actions))
+            try:
+                results.append(action.run())
+            except GpuctlError as e:
+                if e.uncertain:
+                    done.append(action)  # it may have happened: undo reads back first
+                raise
+            except KeyboardInterrupt:
+                done.append(action)
+                raise
+            done.append(action)
+            report.finished(action.step, i, len(actions))
+        current = None
+    except GpuctlError as e:
+        failure = e
+    except KeyboardInterrupt:
+        pass
+    else:
+        if verify is not None:
+            verify()
+        return results
+    suffix, details, hint = _roll_back(done).describe(
+        undone_as if failure else undone_as.replace("before the failure", "before the interrupt"),
+        left_as,
+        cleanup,
+    )
+    if failure is None:
+        raise Interrupted("interrupted" + suffix, hint=hint, details=details)
+    error = explain(failure, current) if explain and current else failure
+    error.message += suffix
+    error.details = [*error.details, *details]
+    error.hint = hint or error.hint
+    raise error
+
+
+def _roll_back(done: list[Action]) -> Rollback:
+    """Undo, newest first. A second Ctrl-C stops the rollback: what it did not get to is
+    reported as left. A step without UNDO that was done is left as it is, and said so."""
+    result = Rollback([], [])
+    pending = list(reversed(done))
+    try:
+        while pending:
+            action = pending[0]
+            if action.undo is None:
+                result.left.append(f"{action.label} (cannot be undone)")
+            else:
+                outcome = action.undo()
+                if outcome == "":
+                    result.undone.append(action.label)
+                elif outcome is not None:
+                    result.left.append(f"{action.label} ({outcome})")
+            pending.pop(0)
+    except KeyboardInterrupt:
+        result.left += [f"{a.label} (rollback interrupted)" for a in pending]
+    return result
