@@ -57,4 +57,3 @@ def carry_out(
         return None
     confirm(question, yes)
     return execute(StepPrinter())
-
