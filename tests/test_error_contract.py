@@ -1,4 +1,4 @@
-"""The README's error contract, command by command: one error line (plus a hint), the exit
+"""The error contract (docs/errors.md), command by command: one error line (plus a hint), the exit
 codes it lists, credentials never shown, and output a script can rely on."""
 
 import json

@@ -224,7 +224,7 @@ def test_the_installed_wheel_runs_the_readme_commands_from_elsewhere(
     # The examples the README uses ship with the package; copy them here as a user would.
     examples = _run(
         bin_dir, here, "python", "-c",
-        "from gpuctl.common import shipped; print(shipped.directory('examples'))",
+        "from gpuctl.runtime import shipped; print(shipped.directory('examples'))",
     ).stdout.strip()  # fmt: skip
     assert Path(examples).is_relative_to(bin_dir.parent)
     shutil.copytree(examples, here / "examples")

@@ -89,24 +89,24 @@ def test_a_missing_gpuctl_config_is_one_line_exit_2(cli, tmp_path, monkeypatch):
     )
 
 
-def readme_settings() -> str:
-    """The settings file README.md shows."""
+def documented_settings() -> str:
+    """The settings file docs/settings.md shows."""
     import os
     import re
 
     from tests import ROOT
 
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "docs", "settings.md"), encoding="utf-8") as f:
         text = f.read()
     blocks = re.findall(r"```yaml\n(# ~/.config/gpuctl/config.yaml\n.*?)```", text, re.S)
-    assert len(blocks) == 1, "README.md shows one settings file"
+    assert len(blocks) == 1, "docs/settings.md shows one settings file"
     return blocks[0]
 
 
-def test_the_settings_file_the_readme_shows_is_read_as_written(tmp_path, monkeypatch):
+def test_the_settings_file_the_docs_show_is_read_as_written(tmp_path, monkeypatch):
     import yaml
 
-    text = readme_settings()
+    text = documented_settings()
     written = yaml.safe_load(text)
     monkeypatch.setenv("GPUCTL_CONFIG", str(write(tmp_path / "config.yaml", text)))
     for name in config.SETTINGS:
