@@ -109,7 +109,7 @@ def provision(target: Target, display: Display, plan_only: bool = False) -> Outc
     _write_workdir(spec, workdir, render_tfvars(spec, report.facts()))
     tf = _terraform(workdir, binary, target.profile)
     display.terraform_started(tf.engine, workdir, destroy=False)
-    summary = outcome.summary = _init_and_plan(tf, destroy=False)
+    summary = outcome.summary = init_and_plan(tf, destroy=False)
     plan = outcome.plan = steps.apply_plan(spec, summary)
     display.planned(summary, report)
     if plan.empty:
@@ -121,7 +121,7 @@ def provision(target: Target, display: Display, plan_only: bool = False) -> Outc
     def read_back() -> None:
         outcome.outputs = tf.outputs()
 
-    outcome.applied = _apply(tf, plan, summary, display, read_back)
+    outcome.applied = carry_out(tf, plan, summary, display, read_back)
     return outcome
 
 
@@ -141,13 +141,13 @@ def destroy(target: Target, display: Display, dry_run: bool = False) -> Outcome:
     display.located(outcome)
     tf = _terraform(workdir, setting("terraform_binary", target.terraform_bin), target.profile)
     display.terraform_started(tf.engine, workdir, destroy=True)
-    summary = outcome.summary = _init_and_plan(tf, destroy=True)
+    summary = outcome.summary = init_and_plan(tf, destroy=True)
     plan = outcome.plan = steps.destroy_plan(spec, summary)
     display.planned(summary, None)
     if plan.empty or dry_run:
         return outcome
     display.confirm(f"Destroy these {summary.destroy} resources of {spec.name}?")
-    outcome.applied = _apply(tf, plan, summary, display, lambda: _check_destroyed(tf))
+    outcome.applied = carry_out(tf, plan, summary, display, lambda: _check_destroyed(tf))
     return outcome
 
 
@@ -195,7 +195,7 @@ def _terraform(workdir: Path, binary: str | None, profile: str | None) -> Terraf
     return Terraform(workdir, binary, aws.terraform_env(profile))
 
 
-def _init_and_plan(tf: Terraform, destroy: bool) -> PlanSummary:
+def init_and_plan(tf: Terraform, destroy: bool) -> PlanSummary:
     """Steps 4 and 5: terraform init, then the plan, saved for the apply. Neither changes
     anything in the account, so neither is a step of the executor: a failure or Ctrl-C
     there says so itself."""
@@ -203,7 +203,7 @@ def _init_and_plan(tf: Terraform, destroy: bool) -> PlanSummary:
     return tf.plan(destroy=destroy)
 
 
-def _apply(
+def carry_out(
     tf: Terraform, plan: Plan, summary: PlanSummary, display: Display, verify: Callable[[], None]
 ) -> dict[str, int]:
     """Steps 6 and 7: apply the saved plan through the executor, then VERIFY. There is no

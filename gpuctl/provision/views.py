@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,11 @@ class RunView:
 
     def __init__(self, output: Format, yes: bool = False, plan_only: bool = False):
         self.output, self.yes, self.plan_only = output, yes, plan_only
-        self.show = out_console() if output == Format.table else err_console()
+
+    @cached_property
+    def show(self) -> Any:
+        """Where the lines go; made on first use (rich is imported then)."""
+        return out_console() if self.output == Format.table else err_console()
 
     def located(self, outcome: Outcome) -> None:
         self.show.print(f"Terraform state: {outcome.state}", highlight=False)
