@@ -41,8 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gpuctl.adapters.prometheus import Prometheus  # noqa: E402
 from gpuctl.dcgm.holders import Exporter  # noqa: E402
-from gpuctl.top.cluster import cli as top_cluster  # noqa: E402
-from gpuctl.top.cluster import service as cluster
+from gpuctl.top.cluster import service as cluster  # noqa: E402
+from gpuctl.top.cluster import views  # noqa: E402
 from gpuctl.top.cluster.core import usage  # noqa: E402
 from tests.standins.prometheus import start_prometheus  # noqa: E402
 
@@ -126,30 +126,33 @@ def console():
 
 
 def live(url: str, max_s: float) -> dict:
-    """The live view's loop, headless: frames every DELAY s until the cluster figures have
-    been refreshed twice after the first frame (or max_s)."""
+    """The live view's loop (cluster.watch), headless: frames every DELAY s until the cluster
+    figures have been refreshed twice after the first frame (or max_s)."""
     frames = cluster.LiveFrames(
         Prometheus(url, timeout=TIMEOUT), WINDOW, 5.0, Exporter(), "index", DELAY
     )
-    out, namespaces = console(), top_cluster.LIVE_NAMESPACES
-    rows = max(5, HEIGHT - top_cluster.CHROME_LINES - namespaces)
+    out = console()
+    rows = views.live_rows(HEIGHT, None)
     t0 = time.perf_counter()
     first, _ = frames.frame(rows)  # waits for the first figures
     first_s = time.perf_counter() - t0
     assert first.summary.gpus > 0 and len(first.rows) == rows, (first.summary, len(first.rows))
-    rows = max(5, HEIGHT - top_cluster.CHROME_LINES - min(len(first.namespaces), namespaces))
-    walls, refreshes0 = [], frames.refreshes
+    began, walls, refreshes0 = [0.0], [], frames.refreshes
+
+    def room(last) -> int:  # called as each frame begins
+        began[0] = time.perf_counter()
+        return views.live_rows(HEIGHT, last or first)
+
+    def show(screen: cluster.Screen) -> None:
+        out.print(views.live_render(screen, WINDOW, 5.0, DELAY))
+        walls.append(time.perf_counter() - began[0])
+
+    def done() -> bool:
+        return frames.refreshes >= refreshes0 + 2 or time.monotonic() - start >= max_s
+
     s0, c0, start = server_cpu(url), time.process_time(), time.monotonic()
-    try:
-        while frames.refreshes < refreshes0 + 2 and time.monotonic() - start < max_s:
-            began = time.perf_counter()
-            frame, age = frames.frame(rows)
-            out.print(top_cluster.render(frame, WINDOW, 5.0, max_rows=rows, age=age))
-            walls.append(time.perf_counter() - began)
-            time.sleep(max(0.0, DELAY - walls[-1]))
-        cpu, server = time.process_time() - c0, server_cpu(url) - s0
-    finally:
-        frames.close()
+    cluster.watch(frames, room, show, until=done)
+    cpu, server = time.process_time() - c0, server_cpu(url) - s0
     n = len(walls)
     return dict(
         frames=n,
@@ -171,8 +174,7 @@ def today(url: str, frames: int) -> dict:
     for _ in range(frames):
         began = time.perf_counter()
         frame = cluster.snapshot(client, WINDOW, 5.0, Exporter())
-        rows = max(5, HEIGHT - top_cluster.CHROME_LINES - min(len(frame.namespaces), 5))
-        out.print(top_cluster.render(frame, WINDOW, 5.0, max_rows=rows))
+        out.print(views.render(frame, WINDOW, 5.0, max_rows=views.live_rows(HEIGHT, frame)))
         walls.append(time.perf_counter() - began)
     cpu, server = time.process_time() - c0, server_cpu(url) - s0
     return dict(
@@ -201,7 +203,7 @@ def once_json(url: str) -> int:
     client = Prometheus(url, timeout=TIMEOUT)
     frame = cluster.snapshot(client, WINDOW, 5.0, Exporter())
     with open(os.devnull, "w") as sink:
-        top_cluster.write_json(frame, sink)
+        views.write_json(frame, sink)
     return len(frame.rows)
 
 

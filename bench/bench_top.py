@@ -43,7 +43,7 @@ def _frame_gpuctl():
     from rich.console import Console
 
     from gpuctl.adapters.nvml import Nvml
-    from gpuctl.top.node.cli import render
+    from gpuctl.top.node.views import render
 
     nvml = Nvml().__enter__()
     console = Console(file=io.StringIO(), width=120, force_terminal=True, color_system="truecolor")

@@ -23,6 +23,44 @@ class Strategy(str, enum.Enum):
     spread = "spread"
 
 
+STRATEGY = typer.Option(
+    Strategy.binpack,
+    "--strategy",
+    help="binpack: NodeResourcesFit MostAllocated (fill the fullest node); "
+    "spread: LeastAllocated (the emptiest).",
+)
+GPU_WEIGHT = typer.Option(
+    None,
+    "--gpu-weight",
+    metavar="W",
+    help="Weight of nvidia.com/gpu against cpu and memory (weight 1 each), 1..100; "
+    "default 20: one more GPU in use on an 8-GPU node outweighs any cpu and memory use.",
+)
+NAME = typer.Option(
+    "gpuctl-binpack", "--name", help="The schedulerName pods ask for (job spec `scheduler:`)."
+)
+SHAPE = typer.Option(
+    None,
+    "--shape",
+    metavar="U:S,...",
+    help="Score with RequestedToCapacityRatio and these utilization:score points "
+    "(0..100 : 0..10), e.g. 0:0,100:10.",
+)
+DEPLOY = typer.Option(
+    False,
+    "--deploy",
+    help="Also print the ServiceAccount, RBAC, ConfigMap and Deployment that run it as "
+    "a second scheduler (kubectl apply -f - them).",
+)
+KUBE_VERSION = typer.Option(
+    None,
+    "--kube-version",
+    metavar="vX.Y.Z",
+    help="With --deploy: the cluster's version, for the kube-scheduler image "
+    "(default: read from the cluster's /version).",
+)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(sched_app, name="sched")
 
@@ -30,73 +68,28 @@ def register(app: typer.Typer) -> None:
 @sched_app.command("render")
 @uses_cluster
 def render(
-    strategy: Strategy = typer.Option(
-        Strategy.binpack,
-        "--strategy",
-        help="binpack: NodeResourcesFit MostAllocated (fill the fullest node); "
-        "spread: LeastAllocated (the emptiest).",
-    ),
-    gpu_weight: int | None = typer.Option(
-        None,
-        "--gpu-weight",
-        metavar="W",
-        help="Weight of nvidia.com/gpu against cpu and memory (weight 1 each), 1..100; "
-        "default 20: one more GPU in use on an 8-GPU node outweighs any cpu and memory use.",
-    ),
-    name: str = typer.Option(
-        "gpuctl-binpack", "--name", help="The schedulerName pods ask for (job spec `scheduler:`)."
-    ),
-    shape: str | None = typer.Option(
-        None,
-        "--shape",
-        metavar="U:S,...",
-        help="Score with RequestedToCapacityRatio and these utilization:score points "
-        "(0..100 : 0..10), e.g. 0:0,100:10.",
-    ),
-    deploy: bool = typer.Option(
-        False,
-        "--deploy",
-        help="Also print the ServiceAccount, RBAC, ConfigMap and Deployment that run it as "
-        "a second scheduler (kubectl apply -f - them).",
-    ),
+    strategy: Strategy = STRATEGY,
+    gpu_weight: int | None = GPU_WEIGHT,
+    name: str = NAME,
+    shape: str | None = SHAPE,
+    deploy: bool = DEPLOY,
     namespace: str = options.namespace(
         "Namespace the scheduler runs in and holds its lease.", default="kube-system"
     ),
-    kube_version: str | None = typer.Option(
-        None,
-        "--kube-version",
-        metavar="vX.Y.Z",
-        help="With --deploy: the cluster's version, for the kube-scheduler image "
-        "(default: read from the cluster's /version).",
-    ),
+    kube_version: str | None = KUBE_VERSION,
     output: DataFormat = options.data_output(),
 ) -> None:
     """Print a KubeSchedulerConfiguration whose profile scores nodes by GPU. Needs no
     cluster, except --deploy without --kube-version (it reads the server's version)."""
+    from gpuctl.sched import service
     from gpuctl.sched.core import profile as sched
 
     p = sched.make_profile(name, strategy.value, gpu_weight, shape, namespace)
-    config = sched.scheduler_config(p)
     if not deploy:
-        echo(dump(config, output.value))
+        echo(dump(service.configuration(p), output.value))
         return
     if kube_version is not None:
         image = sched.image(kube_version)
     else:
-        image = _cluster_image()
-    objects = sched.deploy_objects(p, image, sched.config_text(config))
-    echo(dump_documents(objects, output.value))
-
-
-def _cluster_image() -> str:
-    """The kube-scheduler image of the cluster's own version, read from its /version."""
-    from gpuctl.common.errors import GpuctlError
-    from gpuctl.sched.core import profile as sched
-
-    try:
-        with application().kube() as kube:
-            version, host = kube.server_version(), kube.host
-    except GpuctlError as e:
-        offline = "or give --kube-version vX.Y.Z to render without a cluster"
-        raise type(e)(e.message, hint=f"{e.hint}; {offline}" if e.hint else offline) from None
-    return sched.image(version, f"the version of {host}")
+        image = service.cluster_image(application().kube)
+    echo(dump_documents(service.deployment(p, image), output.value))

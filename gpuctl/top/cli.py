@@ -7,46 +7,54 @@ import typer
 from gpuctl.cli import options
 from gpuctl.cli.output import Format
 
+SIMULATE = typer.Option(
+    None,
+    "--simulate",
+    envvar="GPUCTL_SIMULATE",
+    metavar="SPEC",
+    help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB or 2xH200,2xA30.",
+)
+PROMETHEUS = typer.Option(
+    None,
+    "--prometheus",
+    envvar="GPUCTL_PROMETHEUS_URL",
+    metavar="URL",
+    help="Cluster-wide view from DCGM-exporter metrics in this Prometheus "
+    "(also prometheus_url in the config file).",
+)
+DELAY = typer.Option(2.0, "-d", "--delay", min=0.1, help="Seconds between refreshes.")
+ONCE = typer.Option(False, "--once", help="Print one frame and exit.")
+SORT = typer.Option(
+    "index",
+    "--sort",
+    metavar="KEY",
+    help="Order GPUs by index (node view) or node (cluster view), or highest first by "
+    "util, memory, temp or power; cluster view also idle (lowest mean over --window first).",
+)
+WINDOW = typer.Option(
+    "10m", "--window", help="Cluster view: window over which a GPU's mean utilization is taken."
+)
+IDLE_THRESHOLD = typer.Option(
+    5.0,
+    "--idle-threshold",
+    metavar="PCT",
+    help="Cluster view: a GPU under this mean utilization is idle.",
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("top")(top)
 
 
 def top(
-    simulate: str | None = typer.Option(
-        None,
-        "--simulate",
-        envvar="GPUCTL_SIMULATE",
-        metavar="SPEC",
-        help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB or 2xH200,2xA30.",
-    ),
-    prometheus: str | None = typer.Option(
-        None,
-        "--prometheus",
-        envvar="GPUCTL_PROMETHEUS_URL",
-        metavar="URL",
-        help="Cluster-wide view from DCGM-exporter metrics in this Prometheus "
-        "(also prometheus_url in the config file).",
-    ),
-    delay: float = typer.Option(2.0, "-d", "--delay", min=0.1, help="Seconds between refreshes."),
-    once: bool = typer.Option(False, "--once", help="Print one frame and exit."),
+    simulate: str | None = SIMULATE,
+    prometheus: str | None = PROMETHEUS,
+    delay: float = DELAY,
+    once: bool = ONCE,
     output: Format = options.output(),
-    sort: str = typer.Option(
-        "index",
-        "--sort",
-        metavar="KEY",
-        help="Order GPUs by index (node view) or node (cluster view), or highest first by "
-        "util, memory, temp or power; cluster view also idle (lowest mean over --window first).",
-    ),
-    window: str = typer.Option(
-        "10m", "--window", help="Cluster view: window over which a GPU's mean utilization is taken."
-    ),
-    idle_threshold: float = typer.Option(
-        5.0,
-        "--idle-threshold",
-        metavar="PCT",
-        help="Cluster view: a GPU under this mean utilization is idle.",
-    ),
+    sort: str = SORT,
+    window: str = WINDOW,
+    idle_threshold: float = IDLE_THRESHOLD,
     exporter_container: list[str] = options.exporter_containers(),
     exporter_job: list[str] = options.exporter_jobs(),
 ) -> None:
@@ -54,24 +62,25 @@ def top(
     from gpuctl.runtime.config import setting, setting_list
 
     prometheus = setting("prometheus_url", prometheus)
-    if prometheus:
-        from gpuctl.dcgm import holders
-        from gpuctl.top.cluster import cli as top_cluster
-
-        top_cluster.run(
-            prometheus,
-            delay=delay,
-            once=once,
-            output=output.value,
-            window=window,
-            idle_threshold=idle_threshold,
-            exporter=holders.exporter(
-                setting_list("exporter_containers", exporter_container),
-                setting_list("exporter_jobs", exporter_job),
-            ),
-            sort=sort,
-        )
-    else:
+    if not prometheus:
         from gpuctl.top.node import cli as top_node
 
         top_node.run(simulate, delay=delay, once=once, output=output.value, sort=sort)
+        return
+    from gpuctl.dcgm import holders
+    from gpuctl.top.cluster import cli as top_cluster
+
+    exporter = holders.exporter(
+        setting_list("exporter_containers", exporter_container),
+        setting_list("exporter_jobs", exporter_job),
+    )
+    top_cluster.run(
+        prometheus,
+        delay=delay,
+        once=once,
+        output=output.value,
+        window=window,
+        idle_threshold=idle_threshold,
+        exporter=exporter,
+        sort=sort,
+    )

@@ -20,58 +20,63 @@ MAX_SEEDS = 100
 MAX_DEMAND = 10.0
 
 
+NODE_CSV = typer.Option(
+    None,
+    "--node-csv",
+    metavar="NODES.csv",
+    help="Nodes in the openb format: sn, cpu_milli, memory_mib, gpu, model.",
+)
+POD_CSV = typer.Option(
+    None,
+    "--pod-csv",
+    metavar="PODS.csv",
+    help="Pods in the openb format: name, cpu_milli, memory_mib, num_gpu, gpu_milli "
+    "(thousandths of each GPU), and optionally gpu_spec (allowed models, |-separated).",
+)
+FROM_CLUSTER = typer.Option(
+    False, "--from-cluster", help="Replay the cluster's unfinished pods onto its nodes (read only)."
+)
+POLICY = typer.Option(
+    POLICIES,
+    "--policy",
+    help="Policies to compare, comma-separated: k8s-default (LeastAllocated + "
+    "BalancedAllocation on cpu and memory), most-allocated (MostAllocated over cpu, "
+    "memory and nvidia.com/gpu, as `gpuctl sched render` writes), best-fit, first-fit, "
+    "fgd (fragmentation gradient descent).",
+)
+GPU_WEIGHT_OPTION = typer.Option(
+    GPU_WEIGHT, "--gpu-weight", help="Weight of nvidia.com/gpu in most-allocated (1-100)."
+)
+DEMAND = typer.Option(
+    1.3,
+    "--demand",
+    help="Replay until the pods' GPU request reaches this times the GPU capacity "
+    "(resampling the pods, or leaving some out).",
+)
+SEEDS = typer.Option(
+    "42,43,44",
+    "--seeds",
+    help="Random seeds, comma-separated: each one a pod order; figures are medians.",
+)
+OLD_NODES = typer.Option(None, "--nodes", hidden=True, help="Old spelling of --node-csv.")
+OLD_PODS = typer.Option(None, "--pods", hidden=True, help="Old spelling of --pod-csv.")
+
+
 def register(app: typer.Typer) -> None:
     app.command("whatif")(whatif)
 
 
 @uses_cluster
 def whatif(
-    nodes: str | None = typer.Option(
-        None,
-        "--node-csv",
-        metavar="NODES.csv",
-        help="Nodes in the openb format: sn, cpu_milli, memory_mib, gpu, model.",
-    ),
-    pods: str | None = typer.Option(
-        None,
-        "--pod-csv",
-        metavar="PODS.csv",
-        help="Pods in the openb format: name, cpu_milli, memory_mib, num_gpu, gpu_milli "
-        "(thousandths of each GPU), and optionally gpu_spec (allowed models, |-separated).",
-    ),
-    from_cluster: bool = typer.Option(
-        False,
-        "--from-cluster",
-        help="Replay the cluster's unfinished pods onto its nodes (read only).",
-    ),
-    policy: str = typer.Option(
-        POLICIES,
-        "--policy",
-        help="Policies to compare, comma-separated: k8s-default (LeastAllocated + "
-        "BalancedAllocation on cpu and memory), most-allocated (MostAllocated over cpu, "
-        "memory and nvidia.com/gpu, as `gpuctl sched render` writes), best-fit, first-fit, "
-        "fgd (fragmentation gradient descent).",
-    ),
-    gpu_weight: int = typer.Option(
-        GPU_WEIGHT, "--gpu-weight", help="Weight of nvidia.com/gpu in most-allocated (1-100)."
-    ),
-    demand: float = typer.Option(
-        1.3,
-        "--demand",
-        help="Replay until the pods' GPU request reaches this times the GPU capacity "
-        "(resampling the pods, or leaving some out).",
-    ),
-    seeds: str = typer.Option(
-        "42,43,44",
-        "--seeds",
-        help="Random seeds, comma-separated: each one a pod order; figures are medians.",
-    ),
-    old_nodes: str | None = typer.Option(
-        None, "--nodes", hidden=True, help="Old spelling of --node-csv."
-    ),
-    old_pods: str | None = typer.Option(
-        None, "--pods", hidden=True, help="Old spelling of --pod-csv."
-    ),
+    nodes: str | None = NODE_CSV,
+    pods: str | None = POD_CSV,
+    from_cluster: bool = FROM_CLUSTER,
+    policy: str = POLICY,
+    gpu_weight: int = GPU_WEIGHT_OPTION,
+    demand: float = DEMAND,
+    seeds: str = SEEDS,
+    old_nodes: str | None = OLD_NODES,
+    old_pods: str | None = OLD_PODS,
     output: Format = options.output(),
     gpu_label_key: str | None = options.gpu_label_key(),
 ) -> None:
@@ -81,54 +86,62 @@ def whatif(
     nowhere is dropped."""
     from gpuctl.cli.output import dump, echo, err_console
     from gpuctl.common.errors import UsageError
+    from gpuctl.whatif import service
 
     nodes = _renamed(nodes, old_nodes, "--nodes", "--node-csv")
     pods = _renamed(pods, old_pods, "--pods", "--pod-csv")
     if from_cluster == bool(nodes or pods) or (not from_cluster and not (nodes and pods)):
         raise UsageError("give either --node-csv and --pod-csv, or --from-cluster")
     chosen = _policies(policy)
+    _check_gpu_weight(gpu_weight)
+    permille = _demand_permille(demand)
+    seed_list = _seeds(seeds)
+    node_list, pod_list = _workload(nodes, pods, gpu_label_key)
+    err = err_console()
+    err.print(_replaying(node_list, pod_list, permille), soft_wrap=True)
+    with err.status("") as status:
+        result = service.compare(
+            node_list,
+            pod_list,
+            chosen,
+            seed_list,
+            permille,
+            gpu_weight,
+            lambda name, seed: status.update(f"replaying {name}, seed {seed}"),
+        )
+    if output == Format.table:
+        _print_table(result)
+    else:
+        echo(dump(result, output.value))
+
+
+def _workload(nodes: str | None, pods: str | None, gpu_label_key: str | None) -> tuple:
+    """The trace files' nodes and pods, or else (--from-cluster) the cluster's."""
+    from gpuctl.whatif import service
+
+    if nodes and pods:
+        return service.read_trace(nodes, pods)
+    with application().kube() as kube:
+        return service.snapshot(kube, options.resolve_gpu_label_key(gpu_label_key))
+
+
+def _replaying(nodes: list, pods: list, permille: int) -> str:
+    gpus = sum(n.gpus for n in nodes)
+    requested = sum(p.gpu_request for p in pods) / 1000
+    return (
+        f"{len(nodes):,} nodes, {gpus:,} GPUs; {len(pods):,} pods requesting "
+        f"{requested:,.1f} GPUs; replaying to {permille / 10:g} % demand"
+    )
+
+
+def _check_gpu_weight(gpu_weight: int) -> None:
+    from gpuctl.common.errors import UsageError
     from gpuctl.gpus.scoring import MAX_WEIGHT
 
     if not 1 <= gpu_weight <= MAX_WEIGHT:
         raise UsageError(
             f"--gpu-weight must be 1 to {MAX_WEIGHT} (kube-scheduler's range), got {gpu_weight}"
         )
-    permille = _demand_permille(demand)
-    seed_list = _seeds(seeds)
-
-    from gpuctl.whatif import service
-    from gpuctl.whatif.core.fragmentation import typical_shapes
-    from gpuctl.whatif.core.replay import replay
-    from gpuctl.whatif.core.summary import summarise
-
-    if from_cluster:
-        with application().kube() as kube:
-            node_list, pod_list = service.snapshot(
-                kube, options.resolve_gpu_label_key(gpu_label_key)
-            )
-    else:
-        assert nodes and pods
-        node_list, pod_list = service.read_trace(nodes, pods)
-    err = err_console()
-    gpus = sum(n.gpus for n in node_list)
-    requested = sum(p.gpu_request for p in pod_list) / 1000
-    err.print(
-        f"{len(node_list):,} nodes, {gpus:,} GPUs; {len(pod_list):,} pods requesting "
-        f"{requested:,.1f} GPUs; replaying to {permille / 10:g} % demand",
-        soft_wrap=True,
-    )
-    shapes = typical_shapes(pod_list)
-    runs = []
-    with err.status("") as status:
-        for name in chosen:
-            for seed in seed_list:
-                status.update(f"replaying {name}, seed {seed}")
-                runs.append(replay(node_list, pod_list, name, seed, permille, gpu_weight, shapes))
-    result = summarise(runs)
-    if output == Format.table:
-        _print_table(result)
-    else:
-        echo(dump(result, output.value))
 
 
 def _renamed(value: str | None, old: str | None, old_flag: str, flag: str) -> str | None:

@@ -1,9 +1,10 @@
-"""What `gpuctl whatif` reads: trace files, or a cluster's nodes and pods through the
-Kubernetes adapter."""
+"""`gpuctl whatif`: what it reads (trace files, or a cluster's nodes and pods through the
+Kubernetes adapter) and the comparison it makes of them (`compare`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.common.specfile import read_text
 from gpuctl.whatif.core.snapshot import nodes_from_api, pods_from_api
@@ -27,3 +28,27 @@ def snapshot(kube: Kube, label_key: str) -> tuple[list[Node], list[Pod]]:
     nodes = nodes_from_api(kube.list_objects("Node"), label_key)
     pods = pods_from_api(kube.unfinished_pods(), label_key)
     return nodes, pods
+
+
+def compare(
+    nodes: list[Node],
+    pods: list[Pod],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    permille: int,
+    gpu_weight: int,
+    progress: Callable[[str, int], None] = lambda policy, seed: None,
+) -> dict[str, Any]:
+    """Every policy replayed once per seed, up to `permille` of the GPU capacity, and the
+    figures per policy (medians over the seeds); `progress(policy, seed)` before each."""
+    from gpuctl.whatif.core.fragmentation import typical_shapes
+    from gpuctl.whatif.core.replay import replay
+    from gpuctl.whatif.core.summary import summarise
+
+    shapes = typical_shapes(pods)
+    runs = []
+    for policy in policies:
+        for seed in seeds:
+            progress(policy, seed)
+            runs.append(replay(nodes, pods, policy, seed, permille, gpu_weight, shapes))
+    return summarise(runs)

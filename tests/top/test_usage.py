@@ -247,7 +247,7 @@ def test_summary_counts_are_consistent(devs, threshold):
 def test_live_frame_is_cut_to_the_screen_and_says_so():
     from rich.console import Console
 
-    from gpuctl.top.cluster import cli as top_cluster
+    from gpuctl.top.cluster import views
 
     devs = [dev(f"n{i}", "0") for i in range(40)]
     f = frame(
@@ -256,7 +256,7 @@ def test_live_frame_is_cut_to_the_screen_and_says_so():
         means=[(d, 50.0) for d in devs],
     )
     console = Console(width=160, record=True, force_terminal=False)
-    console.print(top_cluster.render(f, "10m", 5.0, max_rows=10, error="HTTP 503"))
+    console.print(views.render(f, "10m", 5.0, max_rows=10, error="HTTP 503"))
     text = console.export_text()
     assert "stale: HTTP 503" in text
     assert "30 more GPUs not shown" in text
@@ -264,11 +264,11 @@ def test_live_frame_is_cut_to_the_screen_and_says_so():
 
 
 def test_label_values_cannot_drive_the_terminal():
-    from gpuctl.top.cluster import cli as top_cluster
+    from gpuctl.top.cluster import views
 
     d = {**dev("evil\x1b[2Jnode", "0"), "pod": "p\x1b]0;pwned\x07", "namespace": "ns\n"}
     f = frame([sample(usage.UTIL, 1.0, **d)], attributes=[(d, 1.0)], means=[(d, 1.0)])
-    text = top_cluster.render_plain(f, "10m", 5.0)
+    text = views.render_plain(f, "10m", 5.0)
     assert "\x1b" not in text and "\x07" not in text
     assert "evil?[2Jnode" in text and "ns?/p?]0;pwned?" in text
 

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 
-from gpuctl.cli.output import dump, echo, finite, out_console
-from gpuctl.common.errors import BackendError, UsageError
+from gpuctl.cli.output import dump, echo, out_console
+from gpuctl.common.errors import UsageError
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.top.cluster import service as cluster
+from gpuctl.top.cluster import views
 from gpuctl.top.cluster.core import live, usage
-
-BAR_WIDTH = 10
-LIVE_NAMESPACES = 5
-CHROME_LINES = 14  # lines besides GPU rows: summary, stale line, headers, captions, blanks
 
 
 def run(
@@ -37,296 +32,25 @@ def run(
     client = Prometheus(url)
     console = out_console()
     if output != "table" or once or not console.is_terminal:
-        frame = cluster.snapshot(client, window, idle_threshold, exporter)
-        if sort != "index":
-            frame.rows = live.page_rows(frame.rows, sort, len(frame.rows))
+        frame = cluster.snapshot(client, window, idle_threshold, exporter, sort)
         if output == "json":  # a document is one snapshot: json/yaml imply --once
-            write_json(frame, sys.stdout)
+            views.write_json(frame, sys.stdout)
         elif output != "table":
             echo(dump(usage.frame_to_dict(frame), output))
         elif console.is_terminal:
-            console.print(render(frame, window, idle_threshold))
+            console.print(views.render(frame, window, idle_threshold))
         else:
-            echo(render_plain(frame, window, idle_threshold))
+            echo(views.render_plain(frame, window, idle_threshold))
         return
     _live(console, cluster.LiveFrames(client, window, idle_threshold, exporter, sort, delay))
-
-
-def write_json(frame: usage.Frame, out, batch: int = 500) -> None:
-    """The `-o json` document, written a GPU per line, a batch of GPUs at a time rather than
-    built whole: at 40,000 GPUs the text alone is tens of megabytes."""
-    doc = usage.frame_to_dict(usage.Frame([], frame.namespaces, frame.summary))
-    out.write('{\n  "gpus": [')
-    for start in range(0, len(frame.rows), batch):
-        rows = [usage.gpu_to_dict(r) for r in frame.rows[start : start + batch]]
-        # One C-encoded list per batch, cut into lines where one GPU ends and the next
-        # begins: `}, {"node": ` cannot occur inside a JSON string (its quote would be \").
-        text = _json(rows)[1:-1].replace('}, {"node": ', '},\n    {"node": ')
-        out.write(("\n    " if start == 0 else ",\n    ") + text)
-    out.write("\n  ]," if frame.rows else "],")
-    for key in ("namespaces", "summary"):
-        text = _json(doc[key], indent=2).replace("\n", "\n  ")
-        out.write(f'\n  "{key}": {text}' + ("," if key == "namespaces" else "\n}\n"))
-    out.flush()
-
-
-def _json(data, indent=None) -> str:
-    try:
-        return json.dumps(data, indent=indent, default=str, allow_nan=False)
-    except ValueError:  # a reading overflowed: null, as in every -o json
-        return json.dumps(finite(data), indent=indent, default=str, allow_nan=False)
 
 
 def _live(console, frames: cluster.LiveFrames) -> None:
     from rich.live import Live
 
-    frame, age, error, namespaces = None, 0.0, None, LIVE_NAMESPACES
-    try:
-        with Live(console=console, screen=True, auto_refresh=False) as live_view:
-            while True:
-                started = time.monotonic()
-                rows = max(5, console.size.height - CHROME_LINES - namespaces)
-                try:
-                    frame, age = frames.frame(rows)
-                    error = None
-                    namespaces = min(len(frame.namespaces), LIVE_NAMESPACES)
-                except BackendError as e:  # keep the last frame and say why it is stale
-                    if frame is None:
-                        raise
-                    error = e.message
-                live_view.update(
-                    render(
-                        frame,
-                        frames.window,
-                        frames.threshold,
-                        max_rows=rows,
-                        error=error,
-                        age=age if age > 2 * frames.delay else None,
-                    ),
-                    refresh=True,
-                )
-                time.sleep(max(0.0, frames.delay - (time.monotonic() - started)))
-    finally:  # Ctrl-C is an interrupt as in every command (exit 130)
-        frames.close()
+    def show(screen: cluster.Screen) -> None:
+        shown = views.live_render(screen, frames.window, frames.threshold, frames.delay)
+        view.update(shown, refresh=True)
 
-
-def _pct(value) -> str:
-    return "-" if value is None else f"{value:.0f}%"
-
-
-def _bar(fraction, label: str, style: str) -> tuple:
-    if fraction is None:
-        return ((label, "dim"),)
-    filled = round(max(0.0, min(1.0, fraction)) * BAR_WIDTH)
-    return (("█" * filled, style), ("░" * (BAR_WIDTH - filled), "dim"), (" " + label, ""))
-
-
-def _util_style(pct) -> str:
-    return "red" if pct >= 90 else "yellow" if pct >= 50 else "green"
-
-
-def _gib(mib) -> str:
-    return f"{mib / 1024:.1f}"
-
-
-def _safe(text: str) -> str:
-    # Label values come from whatever the exporters sent: no terminal control sequences.
-    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
-
-
-def _model(name) -> str:
-    return "-" if not name else _safe(name.removeprefix("NVIDIA "))
-
-
-def _holders(row: usage.GpuRow) -> str:
-    if not row.holders:
-        return "-"
-    return _safe(", ".join(f"{h.namespace or '-'}/{h.pod}" for h in row.holders))
-
-
-def _state(row: usage.GpuRow) -> tuple:
-    if row.idle is None:
-        return ("?", "dim")
-    if row.idle_allocated:
-        return ("IDLE, held", "bold red")
-    return ("idle", "yellow") if row.idle else ("", "")
-
-
-def gpu_columns(window: str) -> tuple:
-    return (
-        ("NODE", "left"),
-        ("GPU", "right"),
-        ("MODEL", "left"),
-        ("UTIL", "left"),
-        (f"MEAN {window}", "right"),
-        ("MEMORY GiB", "left"),
-        ("TEMP", "right"),
-        ("POWER", "right"),
-        ("NAMESPACE/POD", "left"),
-        ("STATE", "left"),
-    )
-
-
-def gpu_cells(rows: list) -> list:
-    """Each row's cells as (text, style) segments, for a rich table or plain text alike."""
-    out = []
-    for i, r in enumerate(rows):
-        util = r.utilization_gpu
-        mem = (
-            None
-            if r.memory_used_mib is None or not r.memory_total_mib
-            else r.memory_used_mib / r.memory_total_mib
-        )
-        mem_label = (
-            "-"
-            if r.memory_used_mib is None
-            else f"{_gib(r.memory_used_mib)}/{_gib(r.memory_total_mib)}"
-            if r.memory_total_mib
-            else _gib(r.memory_used_mib)
-        )
-        plain = lambda text: ((text, ""),)  # noqa: E731
-        out.append(
-            (
-                plain(_safe(r.node) if i == 0 or rows[i - 1].node != r.node else ""),
-                plain(_safe(r.gpu)),
-                plain(_model(r.model)),
-                _bar(
-                    None if util is None else util / 100,
-                    _pct(util).rjust(4),
-                    _util_style(util or 0),
-                ),
-                plain(_pct(r.mean_utilization)),
-                _bar(mem, mem_label, "cyan"),
-                plain("-" if r.temperature_c is None else f"{r.temperature_c:.0f}C"),
-                plain("-" if r.power_w is None else f"{r.power_w:.0f}W"),
-                plain(_holders(r)),
-                (_state(r),),
-            )
-        )
-    return out
-
-
-def gpu_table(rows: list, window: str, total: int):
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name, justify in gpu_columns(window):
-        table.add_column(name, justify=justify, no_wrap=name != "NAMESPACE/POD", overflow="fold")
-    for i, cells in enumerate(gpu_cells(rows)):
-        last = i == len(rows) - 1 or rows[i + 1].node != rows[i].node
-        table.add_row(*(Text.assemble(*c) for c in cells), end_section=last)
-    if total > len(rows):
-        table.caption = (
-            f"… {total - len(rows)} more GPUs not shown (widen the terminal, or use --once)"
-        )
-    return table
-
-
-def plain_table(columns, cells) -> str:
-    """Aligned text with the rich table's layout: a file or a pipe gets the whole cluster
-    without rich's per-cell cost (seconds for thousands of GPUs)."""
-    texts = [["".join(t for t, _ in cell) for cell in row] for row in cells]
-    widths = [
-        max([len(name)] + [len(row[c]) for row in texts]) for c, (name, _) in enumerate(columns)
-    ]
-
-    def line(values) -> str:
-        return "  ".join(
-            v.rjust(w) if justify == "right" else v.ljust(w)
-            for v, w, (_, justify) in zip(values, widths, columns)
-        ).rstrip()
-
-    return "\n".join([line([name for name, _ in columns])] + [line(t) for t in texts]) + "\n"
-
-
-def namespace_table(namespaces: list, limit=None):
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("NAMESPACE", "GPUS HELD", "MEAN UTIL", "IDLE"):
-        table.add_column(name, justify="left" if name == "NAMESPACE" else "right")
-    shown = namespaces if limit is None else namespaces[:limit]
-    for n in shown:
-        table.add_row(
-            Text(_safe(n.namespace)),
-            str(n.gpus),
-            _pct(n.mean_utilization),
-            Text(str(n.idle_gpus), "bold red" if n.idle_gpus else ""),
-        )
-    if len(shown) < len(namespaces):
-        table.caption = f"… {len(namespaces) - len(shown)} more namespaces"
-    return table
-
-
-def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, age=None):
-    from rich.text import Text
-
-    text = Text.assemble(
-        ("Cluster ", "bold"),
-        f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} · ",
-        (f"{s.idle_gpus} idle", "yellow" if s.idle_gpus else ""),
-        f" (< {idle_threshold:g}%) · ",
-        (
-            f"{s.idle_allocated_gpus} idle but held by a pod",
-            "bold red" if s.idle_allocated_gpus else "",
-        ),
-    )
-    if s.stranded_gpus is not None:
-        text.append(
-            f" · {s.stranded_gpus} stranded (free GPUs on nodes with fewer than "
-            f"{s.request_shape} free; most pods hold {s.request_shape})",
-            "bold red" if s.stranded_gpus else "",
-        )
-    if s.busiest is not None and s.idlest is not None:
-        text.append(
-            f"\nBusiest node {_safe(s.busiest.node)} ({_pct(s.busiest.mean_utilization)}) · "
-            f"idlest node {_safe(s.idlest.node)} ({_pct(s.idlest.mean_utilization)})"
-        )
-    if age is not None:
-        text.append(f" · cluster figures from {age:.0f} s ago", "dim")
-    return text
-
-
-def render_plain(frame: usage.Frame, window: str, idle_threshold: float) -> str:
-    out = summary_text(frame.summary, window, idle_threshold).plain + "\n\n"
-    out += plain_table(gpu_columns(window), gpu_cells(frame.rows))
-    if frame.namespaces:
-        out += "\n" + plain_table(
-            (
-                ("NAMESPACE", "left"),
-                ("GPUS HELD", "right"),
-                ("MEAN UTIL", "right"),
-                ("IDLE", "right"),
-            ),
-            [
-                [
-                    ((_safe(n.namespace), ""),),
-                    ((str(n.gpus), ""),),
-                    ((_pct(n.mean_utilization), ""),),
-                    ((str(n.idle_gpus), ""),),
-                ]
-                for n in frame.namespaces
-            ],
-        )
-    return out
-
-
-def render(
-    frame: usage.Frame, window: str, idle_threshold: float, max_rows=None, error=None, age=None
-):
-    """A frame for the terminal; `age`: how old its cluster figures are, if worth saying."""
-    from rich.console import Group
-    from rich.text import Text
-
-    parts = []
-    if error:
-        parts.append(Text(f"stale: {error}", style="bold red"))
-    parts.append(summary_text(frame.summary, window, idle_threshold, age))
-    rows = frame.rows if max_rows is None else frame.rows[:max_rows]
-    parts += [Text(""), gpu_table(rows, window, max(frame.summary.gpus, len(frame.rows)))]
-    if frame.namespaces:
-        limit = None if max_rows is None else LIVE_NAMESPACES
-        parts += [Text(""), namespace_table(frame.namespaces, limit)]
-    return Group(*parts)
+    with Live(console=console, screen=True, auto_refresh=False) as view:
+        cluster.watch(frames, lambda last: views.live_rows(console.size.height, last), show)

@@ -1,6 +1,7 @@
 """The cluster view's data from Prometheus: every GPU at once (`snapshot`, decoded as the
 answers stream in), or live frames (`LiveFrames`: the cluster figures computed by
-Prometheus and refreshed in the background, the rows on screen fetched every frame)."""
+Prometheus and refreshed in the background, the rows on screen fetched every frame) and
+the live loop that shows them (`watch`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import contextlib
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from gpuctl.common.errors import BackendError
 from gpuctl.dcgm.holders import Exporter
@@ -56,13 +58,19 @@ def _rows(client, queries: usage.Queries, exporter: Exporter) -> usage.FrameBuil
     return builder
 
 
-def snapshot(client, window: str, idle_threshold: float, exporter: Exporter) -> usage.Frame:
-    """Every GPU: three concurrent queries, each folded into the frame as it is decoded."""
+def snapshot(
+    client, window: str, idle_threshold: float, exporter: Exporter, sort: str = "index"
+) -> usage.Frame:
+    """Every GPU: three concurrent queries, each folded into the frame as it is decoded;
+    ordered by `sort`."""
     with cyclic_gc_paused():
         builder = _rows(client, usage.queries(window), exporter)
         if not builder.values:
             raise _no_metrics(client)
-        return builder.frame(idle_threshold)
+        frame = builder.frame(idle_threshold)
+    if sort != "index":
+        frame.rows = live.page_rows(frame.rows, sort, len(frame.rows))
+    return frame
 
 
 def figures(
@@ -172,3 +180,40 @@ class LiveFrames:
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
+
+
+@dataclass
+class Screen:
+    """What the live loop hands its `show`: a frame and how it came."""
+
+    frame: usage.Frame
+    rows: int  # the GPU rows the screen has room for
+    error: str | None  # why the frame is stale (the last good one, kept), or None
+    age: float  # seconds since the cluster figures were computed
+
+
+def watch(
+    frames: LiveFrames,
+    rows: Callable[[usage.Frame | None], int],
+    show: Callable[[Screen], None],
+    until: Callable[[], bool] = lambda: False,
+) -> None:
+    """A frame every `frames.delay` seconds until Ctrl-C (or `until()`), each shown on a
+    screen of `rows(last frame)` GPU rows. When Prometheus fails the last frame is shown
+    again with why it is stale; when the first frame fails the loop ends with the error."""
+    frame, age, error = None, 0.0, None
+    try:
+        while not until():
+            started = time.monotonic()
+            room = rows(frame)
+            try:
+                frame, age = frames.frame(room)
+                error = None
+            except BackendError as e:
+                if frame is None:
+                    raise
+                error = e.message
+            show(Screen(frame, room, error, age))
+            time.sleep(max(0.0, frames.delay - (time.monotonic() - started)))
+    finally:
+        frames.close()

@@ -1,0 +1,100 @@
+"""The node view's frame: one NVML sample (real or simulated) as aligned rich text."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from gpuctl.top.node.core import frame as topframe
+
+_STYLES = {
+    topframe.IDLE: "blue",
+    topframe.OK: "green",
+    topframe.WARN: "yellow",
+    topframe.CRIT: "bold red",
+    topframe.NONE: "dim",
+}
+
+
+def render(sample, *, sort: str = "index", width: int = 80):
+    """The rich renderable of one frame; a terminal of 110+ columns also gets fan and clocks.
+
+    Columns are aligned here and the frame is one styled Text: rich's Table layout costs
+    several times the NVML sampling per refresh."""
+    from rich.text import Text
+
+    wide = width >= 110
+    frame = topframe.build_frame(
+        sample,
+        sort=sort,
+        bar_width=10 if wide else 6,
+        host=socket.gethostname(),
+        time_text=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+
+    def cell(c: topframe.Cell):
+        return (c.text, _STYLES[c.level])
+
+    def bar(b: topframe.Cell, c: topframe.Cell):
+        return (f"{b.text} {c.text}", _STYLES[c.level]), len(b.text) + 1
+
+    gpu_head = ["GPU", "NAME", "MIG", "UTIL", "MEMORY", "TEMP", "POWER W"] + (
+        ["FAN", "CLOCK SM/MEM"] if wide else []
+    )
+    gpu_right = {0, 5, 6, 7, 8}
+    rows = []
+    for r in frame.gpus:
+        row = [
+            (str(r.index), ""),
+            cell(r.name),
+            cell(r.mig),
+            bar(r.util_bar, r.util)[0],
+            bar(r.memory_bar, r.memory)[0],
+            cell(r.temp),
+            cell(r.power),
+        ]
+        rows.append(row + ([cell(r.fan), cell(r.clocks)] if wide else []))
+        for m in r.mig_rows:
+            row = [
+                ("", ""),
+                (f"└ {m.label} {m.profile.text}", "cyan"),
+                (f"@{m.placement.text}", _STYLES[m.placement.level]),
+                (
+                    f"{m.processes} proc" if m.processes else "idle",
+                    "green" if m.processes else "blue",
+                ),
+                bar(m.memory_bar, m.memory)[0],
+                ("", ""),
+                ("", ""),
+            ]
+            rows.append(row + ([("", ""), ("", "")] if wide else []))
+    text = Text(no_wrap=True, overflow="ellipsis", end="")
+    text.append(frame.header + "\n", style="bold")
+    _table(text, gpu_head, gpu_right, rows)
+    text.append(frame.summary + "\n\n", style="dim")
+    procs = [
+        [(p.gpu, ""), (str(p.pid), ""), (p.user, ""), cell(p.memory), (p.name, "")]
+        for p in frame.processes
+    ]
+    if not procs:
+        procs = [[("", ""), ("", ""), ("no processes on any GPU", "dim"), ("", ""), ("", "")]]
+    _table(text, ["GPU", "PID", "USER", "GPU MEM", "PROCESS"], {0, 1, 3}, procs)
+    return text
+
+
+def _table(text, head: list[str], right: set[int], rows: list[list[tuple[str, str]]]) -> None:
+    """Append aligned columns (two spaces apart) under a bold header and a rule."""
+    widths = [max([len(h)] + [len(r[i][0]) for r in rows]) for i, h in enumerate(head)]
+
+    def line(cells):
+        for i, (value, style) in enumerate(cells):
+            pad = " " * (widths[i] - len(value))
+            if i:
+                text.append("  ")
+            text.append(pad + value if i in right else value + pad, style=style or None)
+        text.append("\n")
+
+    line([(h, "bold") for h in head])
+    text.append("─" * (sum(widths) + 2 * (len(widths) - 1)) + "\n", style="dim")
+    for r in rows:
+        line(r)
