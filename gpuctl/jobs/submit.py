@@ -137,9 +137,9 @@ def _claim_check(claim: dict, workers: int) -> tuple[str | None, str | None]:
 
 
 def create(kube: Kube, plan: core.SubmitPlan, progress: Progress | None = None) -> None:
-    """Create the plan's objects, every one or none (see adapters.kube_atomic); a server dry
-    run only asks the API server to check each object."""
-    objects = list(plan.objects)
+    """Create the objects of the plan's steps, every one or none (see adapters.kube_atomic);
+    a server dry run only asks the API server to check each object."""
+    objects = [step.detail["object"] for step in plan.plan.steps]
     if plan.server_dry_run:
         for obj in objects:
             kube.create(obj, dry_run=True)
