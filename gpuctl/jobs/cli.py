@@ -8,17 +8,7 @@ import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
-from gpuctl.cli.output import (
-    DataFormat,
-    Format,
-    confirm,
-    dump,
-    dump_documents,
-    echo,
-    err_console,
-    out_console,
-)
-from gpuctl.common.errors import GpuctlError, Interrupted
+from gpuctl.cli.output import DataFormat, Format, confirm, dump, dump_documents, echo, err_console
 
 jobs_app = typer.Typer(
     help="List, inspect, follow and delete jobs that gpuctl submitted.", no_args_is_help=True
@@ -62,13 +52,14 @@ TEMPLATE_HELP = (
 def _load(paths: list[str], label_key: str, template: str | None = None):
     """(spec, merge with its templates) for each job spec file; a warning on stderr for each
     gpu_type value that may match no node."""
+    from gpuctl.jobs import views
     from gpuctl.jobs.core.spec import gpu_type_warnings
     from gpuctl.jobs.sources import load_job
 
     loaded = [load_job(p, template) for p in paths]
     for spec, merged in loaded:
         for warning in gpu_type_warnings(merged.doc, spec, label_key):
-            err_console().print(f"warning: {warning}", style="yellow", markup=False, soft_wrap=True)
+            views.warn(warning)
     return loaded
 
 
@@ -80,32 +71,72 @@ def _positive(value: float) -> float:
     return value
 
 
+# Options, declared once so that each command's signature holds one line a parameter.
+FILES = typer.Argument(
+    None, metavar="[JOB.yaml...]", help="Job spec files (or -f).", show_default=False
+)
+FILE_OPTIONS = typer.Option(
+    [], "-f", "--file", metavar="JOB.yaml", help="Job spec file (repeatable)."
+)
+RENDER_OUTPUT = typer.Option(
+    None, "-o", "--output", help="yaml (the default) or json; with --explain, a table unless given."
+)
+TEMPLATE = typer.Option(None, "--template", metavar="NAME|PATH", help=TEMPLATE_HELP)
+EXPLAIN = typer.Option(
+    False,
+    "--explain",
+    help="Instead of manifests: each field's value and where it came from "
+    "(the job, which template, or a default).",
+)
+RENDER_MULTINODE = _multinode_option(
+    "Default: the spec's multinode:, else indexed-job (submit asks the cluster)."
+)
+JOB_FILE = typer.Argument(
+    None, metavar="[JOB.yaml]", help="Job spec file (or -f).", show_default=False
+)
+SUBMIT_NAMESPACE = options.namespace(
+    f"Namespace (default: the spec's, else {options.NAMESPACE_DEFAULT})."
+)
+SUBMIT_DRY_RUN = options.dry_run(
+    "Check fit and print the objects; create nothing. --dry-run=server: have the API "
+    "server validate them too, without persisting."
+)
+SERVER_SIDE = typer.Option(False, SERVER_DRY_RUN, hidden=True)
+SUBMIT_YES = options.yes(
+    "Accepted for scripts that pass it to every changing command: submit never asks "
+    "(it only creates new objects; an existing job of that name is an error)."
+)
+SUBMIT_OUTPUT = typer.Option(
+    None,
+    "-o",
+    "--output",
+    help="Print the objects created (or, with --dry-run, that would be) as yaml or json; "
+    "--dry-run alone prints yaml.",
+)
+WAIT = typer.Option(
+    False, "--wait", help="Follow the job to completion; exit 0 only if it succeeded."
+)
+FOLLOW = typer.Option(False, "--follow", help="Stream the logs of worker 0.")
+TIMEOUT = typer.Option(
+    24 * 3600, "--timeout", callback=_positive, help="Seconds to --wait at most."
+)
+SUBMIT_MULTINODE = _multinode_option(
+    "Default: the spec's multinode:, else jobset when the cluster has JobSet's CRD."
+)
+ALL_NAMESPACES = typer.Option(False, "-A", "--all-namespaces")
+LOGS_FOLLOW = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0).")
+DELETE_DRY_RUN = options.dry_run("Say what would be deleted; delete nothing.")
+DELETE_OUTPUT = options.output("table, json or yaml: the objects deleted.")
+
+
 def render(
-    files: list[str] | None = typer.Argument(
-        None, metavar="[JOB.yaml...]", help="Job spec files (or -f).", show_default=False
-    ),
-    file_options: list[str] = typer.Option(
-        [], "-f", "--file", metavar="JOB.yaml", help="Job spec file (repeatable)."
-    ),
-    output: DataFormat | None = typer.Option(
-        None,
-        "-o",
-        "--output",
-        help="yaml (the default) or json; with --explain, a table unless given.",
-    ),
+    files: list[str] | None = FILES,
+    file_options: list[str] = FILE_OPTIONS,
+    output: DataFormat | None = RENDER_OUTPUT,
     gpu_label_key: str | None = options.gpu_label_key(),
-    template: str | None = typer.Option(
-        None, "--template", metavar="NAME|PATH", help=TEMPLATE_HELP
-    ),
-    explain: bool = typer.Option(
-        False,
-        "--explain",
-        help="Instead of manifests: each field's value and where it came from "
-        "(the job, which template, or a default).",
-    ),
-    multinode: Multinode | None = _multinode_option(
-        "Default: the spec's multinode:, else indexed-job (submit asks the cluster)."
-    ),
+    template: str | None = TEMPLATE,
+    explain: bool = EXPLAIN,
+    multinode: Multinode | None = RENDER_MULTINODE,
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
     from gpuctl.jobs.admission import multinode as decide_multinode
@@ -124,6 +155,7 @@ def render(
 
 
 def _explain(loaded: list, output: DataFormat | None) -> None:
+    from gpuctl.jobs import views
     from gpuctl.jobs.core.templates import explain
 
     reports = [
@@ -136,246 +168,79 @@ def _explain(loaded: list, output: DataFormat | None) -> None:
     ]
     if output is not None:
         echo(dump(reports, output.value))
-        return
-    from rich.table import Table
-    from rich.text import Text
-
-    for report in reports:
-        chain = " ← ".join(layer["from"] for layer in report["layers"])
-        title = Text(f"{report['file']}: {chain}")
-        table = Table(title=title, title_justify="left", box=None)
-        for col in ("FIELD", "VALUE", "FROM", "AT"):
-            table.add_column(col, overflow="fold")
-        for row in report["fields"]:
-            at = _short_path(row["at"])
-            table.add_row(Text(row["field"]), Text(row["value"]), Text(row["from"]), Text(at))
-        out_console().print(table)
-
-
-def _short_path(at: str) -> str:
-    """FILE:LINE with FILE relative to the working directory when it is below it."""
-    import os
-
-    if not os.path.isabs(at):
-        return at
-    relative = os.path.relpath(at)
-    return at if relative.startswith("..") else relative
+    else:
+        views.explain_tables(reports)
 
 
 @uses_cluster
 def submit(
-    positional: str | None = typer.Argument(
-        None, metavar="[JOB.yaml]", help="Job spec file (or -f).", show_default=False
-    ),
+    positional: str | None = JOB_FILE,
     file: str | None = options.spec_file("JOB.yaml", "Job spec file."),
-    namespace: str | None = options.namespace(
-        f"Namespace (default: the spec's, else {options.NAMESPACE_DEFAULT})."
-    ),
-    dry_run: bool = options.dry_run(
-        "Check fit and print the objects; create nothing. --dry-run=server: have the API "
-        "server validate them too, without persisting."
-    ),
-    server_side: bool = typer.Option(False, SERVER_DRY_RUN, hidden=True),
-    yes: bool = options.yes(
-        "Accepted for scripts that pass it to every changing command: submit never asks "
-        "(it only creates new objects; an existing job of that name is an error)."
-    ),
-    output: DataFormat | None = typer.Option(
-        None,
-        "-o",
-        "--output",
-        help="Print the objects created (or, with --dry-run, that would be) as yaml or json; "
-        "--dry-run alone prints yaml.",
-    ),
-    wait: bool = typer.Option(
-        False, "--wait", help="Follow the job to completion; exit 0 only if it succeeded."
-    ),
-    follow: bool = typer.Option(False, "--follow", help="Stream the logs of worker 0."),
-    timeout: float = typer.Option(
-        24 * 3600, "--timeout", callback=_positive, help="Seconds to --wait at most."
-    ),
+    namespace: str | None = SUBMIT_NAMESPACE,
+    dry_run: bool = SUBMIT_DRY_RUN,
+    server_side: bool = SERVER_SIDE,
+    yes: bool = SUBMIT_YES,
+    output: DataFormat | None = SUBMIT_OUTPUT,
+    wait: bool = WAIT,
+    follow: bool = FOLLOW,
+    timeout: float = TIMEOUT,
     gpu_label_key: str | None = options.gpu_label_key(),
-    template: str | None = typer.Option(
-        None, "--template", metavar="NAME|PATH", help=TEMPLATE_HELP
-    ),
-    multinode: Multinode | None = _multinode_option(
-        "Default: the spec's multinode:, else jobset when the cluster has JobSet's CRD."
-    ),
+    template: str | None = TEMPLATE,
+    multinode: Multinode | None = SUBMIT_MULTINODE,
 ) -> None:
     """Check that a job fits the cluster and that the volumes and secrets it uses exist,
     then create it (all objects, or none). With Kueue, the job goes to its queue: (or the
     namespace's only LocalQueue) and starts when its ClusterQueue has quota for all of it."""
-    from gpuctl.adapters.kube import Forbidden
-    from gpuctl.jobs import admission
-    from gpuctl.jobs import service as workloads
-    from gpuctl.jobs.core.manifests import render as render_job
-    from gpuctl.quota import service as quota
+    from gpuctl.jobs import submit as submitting
+    from gpuctl.jobs import views
 
     key = options.resolve_gpu_label_key(gpu_label_key)
     named = options.spec_files(
         [file] if file else [], [positional] if positional else [], "job spec"
     )
     spec, _ = _load(named, key, template)[0]
-    err = err_console()
+    form = multinode.value if multinode else None
     with application().kube() as kube:
-        ns = namespace or spec.namespace or kube.namespace
-        spec = admission.multinode(kube, spec, multinode.value if multinode else None)
-        spec, note = admission.queue(kube, spec, ns)
-        if note:
-            err.print(f"[yellow]{note}[/]", highlight=False)
-        manifests = render_job(spec, key)
-        try:
-            report = workloads.fit_report(kube, spec, key)
-        except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
-            err.print(f"warning: no fit check: {e.message}", style="yellow", markup=False)
-            report = None
-        if report and not report.can_ever_fit:
-            err.print(_fit_table(report))
-            raise GpuctlError(
-                f"{spec.name} can never fit this cluster: "
-                + report.never_fits_reason(key, spec.gpu_type),
-                hint="change gpus / mig / gpu_type, or add capacity (gpuctl provision)",
-            )
-        if report and report.resource and not report.fits_now:
-            err.print(_fit_table(report))
-            err.print(
-                f"[yellow]No room right now: {spec.name} will queue until "
-                f"{report.workers} × {report.per_worker} {report.resource} are free.[/]"
-            )
-        for warning in workloads.check_references(kube, spec, ns):
-            err.print(f"warning: {warning}", style="yellow", markup=False)
-        quota.precheck(kube, spec, ns)
-        placed = [{**m, "metadata": {**m["metadata"], "namespace": ns}} for m in manifests]
+        plan = submitting.plan(kube, spec, namespace, form, key, server_side)
+        views.submit_findings(plan)
+        if plan.error:
+            raise plan.error
         if dry_run and not server_side:
-            err.print(f"dry run: would create {_names(manifests)} in namespace {ns}")
-            echo(dump_documents(placed, (output or DataFormat.yaml).value))
+            views.dry_run(plan, output)
             return
-        workloads.create(kube, manifests, ns, "server" if server_side else None)
-        verb = "validated (server dry run)" if server_side else "created"
-        err.print(f"{_names(manifests)} {verb} in namespace {ns}")
-        if output is not None:
-            echo(dump_documents(placed, output.value))
+        submitting.create(kube, plan)
+        views.submitted(plan, output)
         if server_side:
             return
-        if spec.queue:
-            err.print(
-                f"queued in LocalQueue {spec.queue}: Kueue starts it when there is quota for "
-                f"all {spec.nodes} worker(s); gpuctl jobs why {spec.name} -n {ns} tells why not",
-                highlight=False,
-            )
-        kind = manifests[-1]["kind"]
-        try:
+        with submitting.watching(plan):
             if follow:
-                err.print(f"following the logs of {spec.name} once its first worker has started")
-                for line in workloads.logs(kube, spec.name, ns, follow=True, start_timeout=timeout):
+                err_console().print(
+                    f"following the logs of {spec.name} once its first worker has started"
+                )
+                for line in submitting.follow(kube, plan, timeout):
                     echo(line + "\n")
             if wait:
-                final = _wait(kube, kind, spec.name, ns, timeout)
-                if final != "Succeeded":
-                    raise GpuctlError(
-                        f"{kind} {ns}/{spec.name} {final.lower()}",
-                        hint=f"gpuctl jobs logs {spec.name} -n {ns}",
-                    )
-        except KeyboardInterrupt:  # the job was submitted: only the watching stops
-            raise Interrupted(
-                f"interrupted; {kind} {ns}/{spec.name} keeps running",
-                hint=f"gpuctl jobs delete {spec.name} -n {ns} stops it",
-            ) from None
-
-
-def _names(manifests: list[dict]) -> str:
-    return ", ".join(f"{m['kind']}/{m['metadata']['name']}" for m in manifests)
-
-
-def _wait(kube, kind: str, name: str, namespace: str, timeout: float) -> str:
-    from gpuctl.jobs import service as workloads
-    from gpuctl.jobs.core.status import status_of
-
-    err = err_console()
-    shown: list[str] = []  # the lines printed so far
-    with err.status(f"waiting for {kind} {name}") as status:
-
-        def update(row: dict) -> None:
-            text = (
-                f"{kind} {name}: {row['status']} — {row['active']} running, "
-                f"{row['succeeded']}/{row['workers']} succeeded, {row['failed']} failed"
-            )
-            status.update(text)
-            # A watch re-sends the current state; print each change once, as a plain line
-            # (rich's log() would add a timestamp and this file's name and line).
-            if shown[-1:] != [text]:
-                shown.append(text)
-                err.print(text, highlight=False)
-
-        final = workloads.wait(kube, kind, name, namespace, timeout, update)
-    return status_of(final)
-
-
-def _fit_table(report):
-    from rich.table import Table
-
-    table = Table(
-        title=f"Fit: {report.workers} × {report.per_worker} {report.resource}", title_justify="left"
-    )
-    for col in ("node", "gpu type", "allocatable", "free", "workers now", "why"):
-        table.add_column(col)
-    for n in report.nodes:
-        table.add_row(
-            n.name, n.gpu_type or "-", str(n.allocatable), str(n.free), str(n.slots_now), n.reason
-        )
-    if not report.nodes:
-        table.add_row("(no GPU nodes)", "", "", "", "", "")
-    return table
+                with views.wait_status(plan) as update:
+                    submitting.wait(kube, plan, timeout, update)
 
 
 @jobs_app.command("list")
 @uses_cluster
 def jobs_list(
     namespace: str | None = options.namespace(),
-    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
+    all_namespaces: bool = ALL_NAMESPACES,
     output: Format = options.output(),
 ) -> None:
     """List jobs gpuctl manages."""
     from gpuctl.jobs import service as workloads
-    from gpuctl.jobs.core.status import row
+    from gpuctl.jobs import views
 
     with application().kube() as kube:
-        ns = None if all_namespaces else (namespace or kube.namespace)
-        rows = sorted(
-            (row(o) for o in workloads.list_jobs(kube, ns)),
-            key=lambda r: (r["namespace"] or "", r["name"]),
-        )
+        rows = workloads.job_rows(kube, None if all_namespaces else (namespace or kube.namespace))
     if output != Format.table:
         echo(dump({"jobs": rows}, output.value))
-        return
-    from rich.table import Table
-
-    table = Table(box=None)
-    for col in (
-        "NAMESPACE",
-        "NAME",
-        "KIND",
-        "WORKERS",
-        "GPUS/WORKER",
-        "STATUS",
-        "ACTIVE",
-        "SUCCEEDED",
-        "FAILED",
-    ):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            r["namespace"],
-            r["name"],
-            r["kind"],
-            str(r["workers"]),
-            r["gpus_per_worker"],
-            r["status"],
-            str(r["active"]),
-            str(r["succeeded"]),
-            str(r["failed"]),
-        )
-    out_console().print(table if rows else "No gpuctl jobs found.")
+    else:
+        views.jobs_table(rows)
 
 
 @jobs_app.command("get")
@@ -387,15 +252,15 @@ def jobs_get(
 ) -> None:
     """Show one job: its status, or the whole object with -o yaml|json."""
     from gpuctl.jobs import service as workloads
+    from gpuctl.jobs import views
     from gpuctl.jobs.core.status import row
 
     with application().kube() as kube:
         obj = workloads.get_job(kube, name, namespace or kube.namespace)
     if output != Format.table:
         echo(dump(obj, output.value))
-        return
-    for key, value in row(obj).items():
-        echo(f"{key + ':':<17}{value}\n")
+    else:
+        views.job_fields(row(obj))
 
 
 @jobs_app.command("logs")
@@ -403,19 +268,15 @@ def jobs_get(
 def jobs_logs(
     name: str,
     namespace: str | None = options.namespace(),
-    follow: bool = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0)."),
+    follow: bool = LOGS_FOLLOW,
 ) -> None:
     """Print a job's logs (every worker, prefixed, for a multi-node job)."""
     from gpuctl.jobs import service as workloads
 
+    start_timeout = FOLLOW_START_TIMEOUT if follow else 0
     with application().kube() as kube:
-        for line in workloads.logs(
-            kube,
-            name,
-            namespace or kube.namespace,
-            follow,
-            start_timeout=FOLLOW_START_TIMEOUT if follow else 0,
-        ):
+        ns = namespace or kube.namespace
+        for line in workloads.logs(kube, name, ns, follow, start_timeout=start_timeout):
             echo(line + "\n")
 
 
@@ -425,28 +286,25 @@ def jobs_delete(
     name: str,
     namespace: str | None = options.namespace(),
     yes: bool = options.yes(),
-    dry_run: bool = options.dry_run("Say what would be deleted; delete nothing."),
-    output: Format = options.output("table, json or yaml: the objects deleted."),
+    dry_run: bool = DELETE_DRY_RUN,
+    output: Format = DELETE_OUTPUT,
 ) -> None:
     """Delete a job gpuctl manages: its Job (with the Job's pods) or bare Pod, and its
     headless Service, including one left alone by an earlier failure."""
     from gpuctl.jobs import service as workloads
+    from gpuctl.jobs import views
 
-    err = err_console()
     with application().kube() as kube:
-        ns = namespace or kube.namespace
-        objects = workloads.find_job_objects(kube, name, ns)
-        names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
-        pods = " and the Job's pods" if any(o["kind"] == "Job" for o in objects) else ""
+        plan = workloads.plan_delete(kube, name, namespace or kube.namespace)
         if dry_run:
-            err.print(f"dry run: would delete {names}{pods} in namespace {ns}", highlight=False)
-            deleted = [f"{o['kind']}/{o['metadata']['name']}" for o in objects]
+            views.say(f"dry run: would delete {plan.in_words()}")
         else:
-            confirm(f"Delete {names}{pods} in namespace {ns}?", yes)
-            deleted = workloads.delete_job(kube, name, ns, objects)
-            err.print(f"deleted {', '.join(deleted)} in namespace {ns}", highlight=False)
+            confirm(f"Delete {plan.in_words()}?", yes)
+            workloads.delete(kube, plan)
+            views.say(f"deleted {', '.join(plan.targets)} in namespace {plan.namespace}")
     if output != Format.table:
-        echo(dump({"namespace": ns, "deleted": deleted, "dryRun": dry_run}, output.value))
+        data = {"namespace": plan.namespace, "deleted": plan.targets, "dryRun": dry_run}
+        echo(dump(data, output.value))
 
 
 @jobs_app.command("why")
@@ -460,8 +318,7 @@ def jobs_why(
     """Why a job is not running: what Kueue says of its Workload (quota reserved?
     admitted? evicted, and why? waiting for its pods?), its place in the queue, why its
     pods wait, and which nodes it fits."""
-    from rich.markup import escape
-
+    from gpuctl.jobs import views
     from gpuctl.jobs.diagnose import diagnose
 
     key = options.resolve_gpu_label_key(gpu_label_key)
@@ -469,23 +326,5 @@ def jobs_why(
         d = diagnose(kube, name, namespace or kube.namespace, key)
     if output != Format.table:
         echo(dump(d.to_dict(), output.value))
-        return
-    out = out_console()
-    out.print(escape(d.job), highlight=False)
-    if d.queue:
-        target = f" → ClusterQueue {d.cluster_queue}" if d.cluster_queue else ""
-        out.print(escape(f"queue: LocalQueue {d.queue}{target}"), highlight=False)
-    if d.kueue or d.position:
-        out.print(escape(f"Kueue Workload {d.workload}:" if d.workload else "Kueue:"))
-        for line in d.kueue + ([d.position] if d.position else []):
-            out.print(escape(f"  {line}"), highlight=False)
-    if d.pods:
-        out.print("pods:")
-        for line in d.pods:
-            out.print(escape(f"  {line}"), highlight=False)
-    if d.fit is not None:
-        out.print(_fit_table(d.fit))
-        if not d.fit.can_ever_fit:
-            out.print(escape(f"it can never fit: {d.fit.never_fits_reason(key, ())}"))
-        elif d.fit.fits_now:
-            out.print("the nodes have room for it now")
+    else:
+        views.why(d, key)

@@ -1,146 +1,49 @@
-"""Submitting and managing gpuctl jobs on a cluster: core decisions applied through the
-Kubernetes adapter. All-or-nothing creation lives here."""
+"""Managing the gpuctl jobs on a cluster: listing, reading, deleting, waiting for and
+reading the logs of them (submitting them: gpuctl.jobs.submit)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 
-from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
-from gpuctl.adapters.kube_atomic import create_all
+from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
-from gpuctl.gpus import resources as fit
+from gpuctl.jobs.core import delete as deletion
 from gpuctl.jobs.core import status as job_status
-from gpuctl.jobs.core.manifests import GPU_TOLERATION, JOB_LABEL, MANAGED_SELECTOR
-from gpuctl.jobs.core.spec import JobSpec
+from gpuctl.jobs.core.manifests import JOB_LABEL, MANAGED_SELECTOR
+from gpuctl.runtime.workflow import Action, Progress, execute
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
 
 
-def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
-    resource = spec.gpu_resource
-    if resource is None:
-        return fit.check_fit([], [], None, 0, spec.nodes, (), label_key, [])
-    nodes = kube.list_objects("Node")
-    pods = kube.unfinished_pods()
-    tolerations = [GPU_TOLERATION, *spec.tolerations]
-    return fit.check_fit(
-        nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type, label_key, tolerations
-    )
-
-
-def check_references(kube: Kube, spec: JobSpec, namespace: str) -> list[str]:
-    """Every PersistentVolumeClaim, ConfigMap and Secret the job mounts or takes variables
-    from exists in NAMESPACE and can serve it; otherwise raise, before anything is created
-    (a pod would wait in ContainerCreating for it). Returns warnings: what RBAC does not let
-    gpuctl read, and claims that may hold workers on other nodes."""
-    wanted: list[tuple[str, str, str, tuple[str, ...]]] = []  # kind, name, where, keys
-    for v in spec.volumes:
-        if v.kind in ("pvc", "config_map"):
-            kind = "PersistentVolumeClaim" if v.kind == "pvc" else "ConfigMap"
-            wanted.append((kind, v.source or "", v.where, ()))
-    for s in spec.secrets:
-        wanted.append(("Secret", s.secret, s.where, tuple(key for _, key in s.env)))
-    problems: list[str] = []
-    warnings: list[str] = []
-    read: dict[tuple[str, str], dict | None] = {}
-    for kind, name, where, keys in wanted:
-        subject = f"{kind} {namespace}/{name}"
-        if (kind, name) not in read:
-            try:
-                read[(kind, name)] = kube.read(kind, name, namespace)
-            except NotFound:
-                read[(kind, name)] = None
-            except Forbidden as e:
-                warnings.append(f"cannot check {subject}: {e.message}")
-                continue
-        obj = read[(kind, name)]
-        if obj is None:
-            problems.append(f"{where}: {subject} does not exist")
-            continue
-        missing = [k for k in keys if k not in (obj.get("data") or {})]
-        if missing:
-            problems.append(f"{where}: {subject} has no key {', '.join(missing)}")
-        if kind == "PersistentVolumeClaim":
-            problem, warning = _claim_check(obj, spec.nodes)
-            problems += [f"{where}: {subject} {problem}"] if problem else []
-            warnings += [f"{where}: {subject} {warning}"] if warning else []
-    if problems:
-        more = problems[1:]
-        raise GpuctlError(
-            f"{problems[0]}; nothing was created",
-            hint=("also: " + "; ".join(more)) if more else "create it first, or change the spec",
-        )
-    return warnings
-
-
-def _claim_check(claim: dict, workers: int) -> tuple[str | None, str | None]:
-    """(why the claim cannot serve the job, why it may hold some workers), None if neither."""
-    modes = set((claim.get("spec") or {}).get("accessModes") or [])
-    if (claim.get("status") or {}).get("phase") == "Lost":
-        return "is Lost (its PersistentVolume is gone)", None
-    if workers > 1 and modes == {"ReadWriteOncePod"}:
-        return f"is ReadWriteOncePod: one pod only, and the job has {workers} workers", None
-    if workers > 1 and modes == {"ReadWriteOnce"}:
-        return None, (
-            "is ReadWriteOnce: workers on other nodes than the first will wait in "
-            "ContainerCreating (ReadOnlyMany or ReadWriteMany serve them all)"
-        )
-    return None, None
-
-
-def create(kube: Kube, manifests: list[dict], namespace: str, dry_run: str | None = None) -> None:
-    """Create every object or none (see adapters.kube_atomic); a server dry run only asks
-    the API server to check each object."""
-    objects = [{**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in manifests]
-    if dry_run == "server":
-        for obj in objects:
-            kube.create(obj, dry_run=True)
-        return
-    name = manifests[-1]["metadata"]["name"]
-
-    def explain(error: GpuctlError, obj: dict) -> GpuctlError:
-        if not isinstance(error, Conflict):
-            return error
-        kind, taken = obj["kind"], obj["metadata"]["name"]
-        try:
-            theirs = _managed([kube.read(kind, taken, namespace)])
-        except GpuctlError:
-            theirs = []
-        return GpuctlError(
-            f"a {kind} named {taken!r} already exists in namespace {namespace!r}",
-            hint=f"delete it first (gpuctl jobs delete {taken} -n {namespace}) or choose "
-            "another name"
-            if theirs
-            else f"it is not gpuctl's: choose another name, or remove it "
-            f"(kubectl delete {kind.lower()} {taken} -n {namespace})",
-        )
-
-    create_all(
-        kube, objects, cleanup=f"gpuctl jobs delete {name} -n {namespace} --yes", explain=explain
-    )
-
-
-def _managed(items: list[dict]) -> list[dict]:
-    # The server filters by label selector; check again so nothing else is ever touched.
+def managed(items: list[dict]) -> list[dict]:
+    """The objects gpuctl manages. The server filters by label selector; check again so
+    nothing else is ever touched."""
     key, value = MANAGED_SELECTOR.split("=")
     return [o for o in items if ((o.get("metadata") or {}).get("labels") or {}).get(key) == value]
+
+
+def job_rows(kube: Kube, namespace: str | None) -> list[dict]:
+    """The status row of every gpuctl job in NAMESPACE (None: all), by namespace and name."""
+    rows = (job_status.row(o) for o in list_jobs(kube, namespace))
+    return sorted(rows, key=lambda r: (r["namespace"] or "", r["name"]))
 
 
 def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
     """gpuctl-managed Jobs, JobSets and bare Pods, as plain objects with their kind set."""
     jobs = kube.list_objects("Job", namespace, selector=MANAGED_SELECTOR)
     pods = kube.list_objects("Pod", namespace, selector=MANAGED_SELECTOR)
-    out = [{**j, "kind": "Job"} for j in _managed(jobs)]
+    out = [{**j, "kind": "Job"} for j in managed(jobs)]
     try:
         jobsets = kube.list_objects("JobSet", namespace, selector=MANAGED_SELECTOR)
     except NotFound:  # the cluster has no JobSet
         jobsets = []
-    out += [{**j, "kind": "JobSet"} for j in _managed(jobsets)]
+    out += [{**j, "kind": "JobSet"} for j in managed(jobsets)]
     # a Job's own pods carry the job label too; only bare Pods are listed as jobs
     out += [
         {**p, "kind": "Pod"}
-        for p in _managed(pods)
+        for p in managed(pods)
         if not any(
             ref.get("kind") == "Job"
             for ref in (p.get("metadata") or {}).get("ownerReferences") or []
@@ -158,7 +61,7 @@ def get_job(kube: Kube, name: str, namespace: str) -> dict:
             obj = kube.read(kind, name, namespace)
         except NotFound:
             continue
-        if _managed([obj]):
+        if managed([obj]):
             return {**obj, "kind": kind}
         raise GpuctlError(f"{kind} {namespace}/{name} is not managed by gpuctl; leaving it alone")
     raise NotFound(
@@ -179,7 +82,7 @@ def job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
             items = kube.list_objects(kind, namespace, selector=selector)
         except NotFound:  # no JobSet on this cluster
             continue
-        for obj in _managed(items):
+        for obj in managed(items):
             meta = obj.get("metadata") or {}
             if (meta.get("labels") or {}).get(JOB_LABEL) != name:
                 continue  # the server filters by label selector; check again
@@ -201,25 +104,33 @@ def _owned_by_job(pod: dict) -> bool:
     )
 
 
-def delete_job(kube: Kube, name: str, namespace: str, objects: list[dict]) -> list[str]:
-    """Delete `objects` (from job_objects); return what was deleted. A failure names what
-    was deleted before it and what is left."""
-    deleted: list[str] = []
-    for i, obj in enumerate(objects):
-        what = f"{obj['kind']}/{obj['metadata']['name']}"
+def plan_delete(kube: Kube, name: str, namespace: str) -> deletion.Deletion:
+    """What deleting job NAME removes (see job_objects)."""
+    return deletion.plan_delete(name, namespace, find_job_objects(kube, name, namespace))
+
+
+def delete(kube: Kube, plan: deletion.Deletion, progress: Progress | None = None) -> list[str]:
+    """Delete the plan's objects in order (one already gone counts as deleted); return them.
+    A failure names what was deleted before it and what is left."""
+
+    def remove(kind: str, name: str) -> None:
         try:
-            kube.delete(obj["kind"], obj["metadata"]["name"], namespace)
+            kube.delete(kind, name, plan.namespace)
         except NotFound:
             pass
-        except GpuctlError as e:
-            left = [f"{o['kind']}/{o['metadata']['name']}" for o in objects[i:]]
-            e.message += (
-                f"; deleted {', '.join(deleted)}" if deleted else ""
-            ) + f"; left in namespace {namespace}: {', '.join(left)}"
-            e.hint = f"run it again: gpuctl jobs delete {name} -n {namespace}"
-            raise
-        deleted.append(what)
-    return deleted
+
+    actions = [
+        Action(step, functools.partial(remove, step.detail["kind"], step.detail["name"]))
+        for step in plan.plan.steps
+    ]
+    execute(
+        actions,
+        progress=progress,
+        forward_only=lambda done, left: plan.unfinished(
+            [a.step.target for a in done], [a.step.target for a in left]
+        ),
+    )
+    return plan.targets
 
 
 def find_job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:

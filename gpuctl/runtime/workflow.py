@@ -76,13 +76,17 @@ def execute(
     left_as: str = "step(s) left done",
     cleanup: str | None = None,
     explain: Callable[[GpuctlError, Action], GpuctlError] | None = None,
+    forward_only: Callable[[Sequence[Action], Sequence[Action]], tuple[str, str | None]]
+    | None = None,
 ) -> list[Any]:
     """Run ACTIONS in order and return what each RUN returned, then VERIFY (which raises
     when the result is not what was planned). On a failure or Ctrl-C, undo what was done and
     raise the error (Interrupted for Ctrl-C) extended with what was undone, or with what is
     left and CLEANUP, the command that removes it. UNDONE_AS heads the list of undone steps
     ("… before the failure" reads "… before the interrupt" after Ctrl-C), LEFT_AS counts
-    what is left; EXPLAIN may restate a step's error for the user."""
+    what is left; EXPLAIN may restate a step's error for the user. Steps that cannot be undone
+    (deletes) pass FORWARD_ONLY instead of a rollback: given the steps done and those not
+    done (the stopped one first), it returns what to add to the message, and the hint."""
     report = progress or Quiet()
     done: list[Action] = []
     results: list[Any] = []
@@ -112,11 +116,17 @@ def execute(
         if verify is not None:
             verify()
         return results
-    suffix, details, hint = _roll_back(done).describe(
-        undone_as if failure else undone_as.replace("before the failure", "before the interrupt"),
-        left_as,
-        cleanup,
-    )
+    if forward_only is not None:
+        details: list[str] = []
+        suffix, hint = forward_only(actions[: len(results)], actions[len(results) :])
+    else:
+        suffix, details, hint = _roll_back(done).describe(
+            undone_as
+            if failure
+            else undone_as.replace("before the failure", "before the interrupt"),
+            left_as,
+            cleanup,
+        )
     if failure is None:
         raise Interrupted("interrupted" + suffix, hint=hint, details=details)
     error = explain(failure, current) if explain and current else failure

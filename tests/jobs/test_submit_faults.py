@@ -184,6 +184,18 @@ def test_jobs_delete_removes_a_lone_headless_service_left_by_an_earlier_failure(
     assert left_in(cluster) == ["other"]
 
 
+def test_a_delete_that_fails_midway_says_what_was_deleted_and_what_is_left(
+    cli, cluster, proxied_kube
+):
+    assert cli("submit", os.path.join(EX, "multinode-train.yaml")).code == 0
+    proxied_kube.on("DELETE", f"{SERVICES}/{NAME}", reply(503, STATUS_FAILURE))
+    r = cli("jobs", "delete", NAME, "-n", "team-a", "--yes")
+    assert r.code == 1, r
+    assert f"; deleted Job/{NAME}; left in namespace team-a: Service/{NAME}" in r.err
+    assert f"hint: run it again: gpuctl jobs delete {NAME} -n team-a" in r.err
+    assert "rollback" not in r.err
+
+
 def test_a_label_gpuctl_or_the_job_controller_sets_is_refused_before_anything_is_sent(
     cli, cluster, kube, tmp_path
 ):

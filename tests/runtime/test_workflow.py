@@ -78,6 +78,28 @@ def test_what_cannot_be_undone_is_listed_as_left_with_the_cleanup():
     assert e.value.hint == "remove them with: kubectl delete thing 0"
 
 
+def forward(done, left) -> tuple[str, str]:
+    def names(steps) -> str:
+        return ", ".join(a.label for a in steps)
+
+    return f"; done: {names(done)}; not done: {names(left)}", "run it again"
+
+
+def test_steps_that_cannot_be_undone_say_what_was_done_and_what_was_not():
+    log: list[str] = []
+    with pytest.raises(GpuctlError) as e:
+        execute(actions(log, fail_at=1), forward_only=forward)
+    assert log == ["run 0", "fail 1"]  # no rollback
+    assert e.value.message == "step 1 refused; done: Thing/0; not done: Thing/1, Thing/2"
+    assert e.value.hint == "run it again" and e.value.details == []
+
+
+def test_ctrl_c_in_steps_that_cannot_be_undone_says_what_was_done():
+    with pytest.raises(Interrupted) as e:
+        execute(actions([], fail_at=2, error=KeyboardInterrupt()), forward_only=forward)
+    assert e.value.message == "interrupted; done: Thing/0, Thing/1; not done: Thing/2"
+
+
 def test_nothing_done_says_nothing_was_changed():
     with pytest.raises(GpuctlError) as e:
         execute(actions([], fail_at=0))

@@ -1,0 +1,68 @@
+"""What `gpuctl jobs delete` removes and why: the job's Job (its pods go with it), JobSet
+or bare Pod, and its headless Service, also one left alone by an earlier failure. Deletes
+cannot be undone: a failure says what was deleted and what is left. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.common.plan import Plan, Step
+
+OWNERS = ("Job", "JobSet")  # a headless Service without one is left from an earlier failure
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """The objects of job NAME in NAMESPACE, as PLAN's steps in the order to delete them."""
+
+    name: str
+    namespace: str
+    plan: Plan
+
+    @property
+    def targets(self) -> list[str]:
+        return [s.target for s in self.plan.steps]
+
+    def in_words(self) -> str:
+        """`Job/x, Service/x and the Job's pods in namespace ns`."""
+        pods = (
+            " and the Job's pods" if any(s.detail["kind"] == "Job" for s in self.plan.steps) else ""
+        )
+        return f"{', '.join(self.targets)}{pods} in namespace {self.namespace}"
+
+    def unfinished(self, deleted: Sequence[str], left: Sequence[str]) -> tuple[str, str]:
+        """(what to add to the error, the hint) when deleting stopped with LEFT not deleted."""
+        done = f"; deleted {', '.join(deleted)}" if deleted else ""
+        return (
+            f"{done}; left in namespace {self.namespace}: {', '.join(left)}",
+            f"run it again: gpuctl jobs delete {self.name} -n {self.namespace}",
+        )
+
+
+def plan_delete(name: str, namespace: str, objects: Sequence[Mapping[str, Any]]) -> Deletion:
+    """OBJECTS (each with its kind) are the job's, in the order to delete them."""
+    kinds = {o["kind"] for o in objects}
+    steps = tuple(
+        Step(
+            "delete",
+            f"{o['kind']}/{o['metadata']['name']}",
+            _why(o["kind"], owned=bool(kinds & set(OWNERS))),
+            {"kind": o["kind"], "name": o["metadata"]["name"]},
+        )
+        for o in objects
+    )
+    return Deletion(name, namespace, Plan(f"delete job {name} in namespace {namespace}", steps))
+
+
+def _why(kind: str, owned: bool) -> str:
+    if kind == "Job":
+        return "the job; its pods go with it"
+    if kind == "JobSet":
+        return "the job; its Jobs, pods and Service go with it"
+    if kind == "Pod":
+        return "the job, a bare Pod"
+    if owned:
+        return "the headless Service of its workers"
+    return "the headless Service left by an earlier failure"

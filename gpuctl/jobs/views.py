@@ -1,0 +1,186 @@
+"""How `gpuctl render`, `submit` and `jobs …` show what the jobs services return: the fit
+table, the jobs table, a job's fields, `jobs why` in words, the `render --explain` tables,
+what submit found and did, and the status lines of `submit --wait`. CLI-side (rich)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from gpuctl.cli.output import DataFormat, dump_documents, echo, err_console, out_console
+from gpuctl.gpus.resources import FitReport
+from gpuctl.jobs.core.submit import SubmitPlan
+
+if TYPE_CHECKING:
+    from gpuctl.jobs.diagnose import Diagnosis
+
+JOBS_COLUMNS = ("NAMESPACE", "NAME", "KIND", "WORKERS", "GPUS/WORKER", "STATUS")
+COUNTS = ("ACTIVE", "SUCCEEDED", "FAILED")
+
+
+def warn(text: str) -> None:
+    err_console().print(f"warning: {text}", style="yellow", markup=False, soft_wrap=True)
+
+
+def say(text: str) -> None:
+    """A line on stderr, as is."""
+    err_console().print(text, highlight=False)
+
+
+def fit_table(report: FitReport) -> Any:
+    from rich.table import Table
+
+    table = Table(
+        title=f"Fit: {report.workers} × {report.per_worker} {report.resource}", title_justify="left"
+    )
+    for col in ("node", "gpu type", "allocatable", "free", "workers now", "why"):
+        table.add_column(col)
+    for n in report.nodes:
+        table.add_row(
+            n.name, n.gpu_type or "-", str(n.allocatable), str(n.free), str(n.slots_now), n.reason
+        )
+    if not report.nodes:
+        table.add_row("(no GPU nodes)", "", "", "", "", "")
+    return table
+
+
+def submit_findings(plan: SubmitPlan) -> None:
+    """What planning the submit found, on stderr: the queue note, a fit check not made, the
+    fit table when the job does not fit now, and the warnings."""
+    err = err_console()
+    if plan.queue_note:
+        err.print(f"[yellow]{plan.queue_note}[/]", highlight=False)
+    if plan.fit_skipped:
+        err.print(f"warning: no fit check: {plan.fit_skipped}", style="yellow", markup=False)
+    if plan.shows_fit and plan.fit is not None:
+        err.print(fit_table(plan.fit))
+    if plan.waits_for_room and plan.fit is not None:
+        err.print(
+            f"[yellow]No room right now: {plan.spec.name} will queue until "
+            f"{plan.fit.workers} × {plan.fit.per_worker} {plan.fit.resource} are free.[/]"
+        )
+    for warning in plan.warnings:
+        err.print(f"warning: {warning}", style="yellow", markup=False)
+
+
+def objects(plan: SubmitPlan, output: DataFormat) -> None:
+    echo(dump_documents(list(plan.objects), output.value))
+
+
+def dry_run(plan: SubmitPlan, output: DataFormat | None) -> None:
+    err_console().print(f"dry run: would create {plan.names} in namespace {plan.namespace}")
+    objects(plan, output or DataFormat.yaml)
+
+
+def submitted(plan: SubmitPlan, output: DataFormat | None) -> None:
+    """What was created (or validated by a server dry run), and where it goes next."""
+    verb = "validated (server dry run)" if plan.server_dry_run else "created"
+    err_console().print(f"{plan.names} {verb} in namespace {plan.namespace}")
+    if output is not None:
+        objects(plan, output)
+    spec = plan.spec
+    if spec.queue and not plan.server_dry_run:
+        say(
+            f"queued in LocalQueue {spec.queue}: Kueue starts it when there is quota for "
+            f"all {spec.nodes} worker(s); gpuctl jobs why {spec.name} -n {plan.namespace} "
+            "tells why not"
+        )
+
+
+@contextmanager
+def wait_status(plan: SubmitPlan) -> Iterator[Callable[[dict], None]]:
+    """A spinner while waiting for the job, and a line for each change of its status."""
+    kind, name = plan.kind, plan.spec.name
+    err = err_console()
+    shown: list[str] = []  # the lines printed so far
+    with err.status(f"waiting for {kind} {name}") as status:
+
+        def update(row: dict) -> None:
+            text = (
+                f"{kind} {name}: {row['status']} — {row['active']} running, "
+                f"{row['succeeded']}/{row['workers']} succeeded, {row['failed']} failed"
+            )
+            status.update(text)
+            # A watch re-sends the current state; print each change once, as a plain line
+            # (rich's log() would add a timestamp and this file's name and line).
+            if shown[-1:] != [text]:
+                shown.append(text)
+                err.print(text, highlight=False)
+
+        yield update
+
+
+def jobs_table(rows: list[dict]) -> None:
+    from rich.table import Table
+
+    table = Table(box=None)
+    for col in JOBS_COLUMNS + COUNTS:
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["namespace"],
+            r["name"],
+            r["kind"],
+            str(r["workers"]),
+            r["gpus_per_worker"],
+            r["status"],
+            *(str(r[col.lower()]) for col in COUNTS),
+        )
+    out_console().print(table if rows else "No gpuctl jobs found.")
+
+
+def job_fields(row: dict) -> None:
+    for key, value in row.items():
+        echo(f"{key + ':':<17}{value}\n")
+
+
+def why(d: Diagnosis, label_key: str) -> None:
+    """`gpuctl jobs why` as text: the job, its queue, what Kueue says, its pods, the fit."""
+    from rich.markup import escape
+
+    out = out_console()
+    out.print(escape(d.job), highlight=False)
+    if d.queue:
+        target = f" → ClusterQueue {d.cluster_queue}" if d.cluster_queue else ""
+        out.print(escape(f"queue: LocalQueue {d.queue}{target}"), highlight=False)
+    if d.kueue or d.position:
+        out.print(escape(f"Kueue Workload {d.workload}:" if d.workload else "Kueue:"))
+        for line in d.kueue + ([d.position] if d.position else []):
+            out.print(escape(f"  {line}"), highlight=False)
+    if d.pods:
+        out.print("pods:")
+        for line in d.pods:
+            out.print(escape(f"  {line}"), highlight=False)
+    if d.fit is not None:
+        out.print(fit_table(d.fit))
+        if not d.fit.can_ever_fit:
+            out.print(escape(f"it can never fit: {d.fit.never_fits_reason(label_key, ())}"))
+        elif d.fit.fits_now:
+            out.print("the nodes have room for it now")
+
+
+def explain_tables(reports: list[dict]) -> None:
+    """`render --explain` as a table a job file: each field, its value, where it came from."""
+    from rich.table import Table
+    from rich.text import Text
+
+    for report in reports:
+        chain = " ← ".join(layer["from"] for layer in report["layers"])
+        title = Text(f"{report['file']}: {chain}")
+        table = Table(title=title, title_justify="left", box=None)
+        for col in ("FIELD", "VALUE", "FROM", "AT"):
+            table.add_column(col, overflow="fold")
+        for row in report["fields"]:
+            at = _short_path(row["at"])
+            table.add_row(Text(row["field"]), Text(row["value"]), Text(row["from"]), Text(at))
+        out_console().print(table)
+
+
+def _short_path(at: str) -> str:
+    """FILE:LINE with FILE relative to the working directory when it is below it."""
+    if not os.path.isabs(at):
+        return at
+    relative = os.path.relpath(at)
+    return at if relative.startswith("..") else relative
