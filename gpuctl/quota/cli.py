@@ -105,25 +105,21 @@ def quota_set(
     from gpuctl.cli.workflow import StepPrinter
     from gpuctl.common.errors import UsageError
     from gpuctl.quota import service, views
-    from gpuctl.quota.core import kueue
-    from gpuctl.quota.core import rules as core
+    from gpuctl.quota.core import kueue, rules
 
-    core.check_team(team)
-    limits = core.parse_mig(mig)
-    core.hard(gpus, limits)  # validate before touching the cluster
-    given = [
-        option
-        for option, value in (
-            ("--cohort", cohort),
-            ("--borrowing-limit", borrowing_limit),
-            ("--lending-limit", lending_limit),
-            ("--weight", weight),
-            ("--gpu-type", gpu_type or None),
-            ("--cpu", cpu),
-            ("--memory", memory),
-        )
-        if value is not None
-    ]
+    rules.check_team(team)
+    limits = rules.parse_mig(mig)
+    rules.hard(gpus, limits)  # validate before touching the cluster
+    kueue_options = {
+        "--cohort": cohort,
+        "--borrowing-limit": borrowing_limit,
+        "--lending-limit": lending_limit,
+        "--weight": weight,
+        "--gpu-type": gpu_type or None,
+        "--cpu": cpu,
+        "--memory": memory,
+    }
+    given = [option for option, value in kueue_options.items() if value is not None]
     if engine == Engine.resourcequota and given:
         raise UsageError(f"{', '.join(given)}: for --engine kueue only")
     kueue.check_gpu_types(tuple(gpu_type))
