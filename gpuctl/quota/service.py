@@ -1,74 +1,104 @@
-"""Per-team GPU quotas on a cluster: plan and apply `quota set`, usage for `quota list`, and
-the pre-check `gpuctl submit` runs before it sends a job."""
+"""Per-team GPU quotas on a cluster: the `quota set` workflow (read what the plan depends
+on, plan it in gpuctl.quota.core.plans, carry it out and read it back), usage for
+`quota list`, and the pre-check `gpuctl submit` runs before it sends a job."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError
 from gpuctl.jobs.core.spec import JobSpec
+from gpuctl.quota import queues
+from gpuctl.quota.core import plans
 from gpuctl.quota.core import rules as core
+from gpuctl.quota.core.kueue import TeamQuota
+from gpuctl.quota.core.plans import KueuePlan, QuotaPlan, SetPlan
+from gpuctl.runtime.workflow import Action, Progress, execute
 
 
-@dataclass
-class QuotaPlan:
-    team: str
-    create_namespace: bool
-    current: dict | None  # the existing quota's spec.hard, None if there is none
-    desired: dict[str, str]
-
-    @property
-    def changes(self) -> list[tuple[str, str | None, str | None]]:
-        return core.diff(self.current, self.desired)
-
-    @property
-    def quota_action(self) -> str:
-        if self.current is None:
-            return "create"
-        return "update" if self.changes else "unchanged"
-
-    def objects(self) -> list[dict]:
-        """What gpuctl creates or updates (an existing namespace is left as it is)."""
-        ns = [core.namespace_object(self.team)] if self.create_namespace else []
-        return ns + [core.quota_object(self.team, self.desired)]
+def plan_set(
+    kube: Kube | None,
+    request: TeamQuota,
+    engine: str | None,
+    kueue_options: list[str],
+    label_key: str,
+    gpu_types: tuple[str, ...],
+    dry_run: bool,
+) -> SetPlan:
+    """What `quota set` would do: the engine chosen (ENGINE, else what the cluster has;
+    KUEUE_OPTIONS are the Kueue-only options given), then that engine's plan. Without a
+    cluster (kube None) every object is new."""
+    version = queues.served_version(kube) if kube is not None else None
+    chosen = plans.choose_engine(engine, kube is not None, version, kueue_options, dry_run)
+    if chosen.name == plans.KUEUE:
+        p: SetPlan = queues.plan_set(kube, request, label_key, gpu_types, chosen.version)
+    else:
+        p = _plan_resource_quota(kube, request.team, request.gpus, request.mig)
+    return plans.with_notes(p, chosen.notes)
 
 
-def plan_set(kube: Kube | None, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan:
-    """What `quota set` would do. Without a cluster (kube None) both objects are new."""
-    desired = core.hard(gpus, mig)
+def _plan_resource_quota(kube: Kube | None, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan:
     if kube is None:
-        return QuotaPlan(team, True, None, desired)
+        return plans.plan_resource_quota(team, gpus, mig, False, None)
     try:
         kube.read("Namespace", team)
-        create_ns = False
     except NotFound:
-        create_ns = True
-    current = None
-    if not create_ns:
+        return plans.plan_resource_quota(team, gpus, mig, False, None)
+    try:
+        obj = kube.read("ResourceQuota", core.QUOTA_NAME, team)
+    except NotFound:
+        return plans.plan_resource_quota(team, gpus, mig, True, None)
+    return plans.plan_resource_quota(
+        team, gpus, mig, True, (obj.get("spec") or {}).get("hard") or {}
+    )
+
+
+def apply_set(kube: Kube, plan: SetPlan, progress: Progress | None = None) -> None:
+    """Carry a `quota set` plan out, all or nothing, and read the result back."""
+    if isinstance(plan, KueuePlan):
+        queues.apply_set(kube, plan, progress)
+    elif plan.quota_action == "update":
+        execute(
+            [_replace_hard(kube, plan)],
+            progress=progress,
+            verify=lambda: _verify(kube, plan),
+            undone_as="the hard limits were restored",
+        )
+    else:  # a new namespace and its quota are created together or not at all
+        cleanup = (
+            f"kubectl delete namespace {plan.team}"
+            if plan.create_namespace
+            else f"kubectl delete resourcequota {core.QUOTA_NAME} -n {plan.team}"
+        )
+        create_all(kube, plan.objects(), cleanup=cleanup, progress=progress)
+        _verify(kube, plan)
+
+
+def _replace_hard(kube: Kube, p: QuotaPlan) -> Action:
+    """gpuctl owns this quota object: its hard limits are replaced as a whole, so a MIG
+    profile left out of --mig is removed; undone, they are what they were."""
+
+    def put(hard: dict[str, str]) -> None:
+        patch = [{"op": "replace", "path": "/spec/hard", "value": hard}]
+        kube.patch("ResourceQuota", core.QUOTA_NAME, p.team, patch)
+
+    def undo() -> str | None:
         try:
-            obj = kube.read("ResourceQuota", core.QUOTA_NAME, team)
-            current = (obj.get("spec") or {}).get("hard") or {}
-        except NotFound:
-            pass
-    return QuotaPlan(team, create_ns, current, desired)
+            put(dict(p.current or {}))
+        except GpuctlError as e:
+            return f"restoring its hard limits failed: {e.message}"
+        return ""
+
+    return Action(p.plan.steps[-1], lambda: put(p.desired), undo)
 
 
-def apply_set(kube: Kube, p: QuotaPlan) -> None:
-    """A new namespace and its quota are created together or not at all."""
-    if p.create_namespace:
-        create_all(kube, p.objects(), cleanup=f"kubectl delete namespace {p.team}")
-    elif p.current is None:
-        kube.create(core.quota_object(p.team, p.desired))
-    elif p.changes:
-        # gpuctl owns this quota object: its hard limits are replaced as a whole, so a MIG
-        # profile left out of --mig is removed
-        kube.patch(
-            "ResourceQuota",
-            core.QUOTA_NAME,
-            p.team,
-            [{"op": "replace", "path": "/spec/hard", "value": p.desired}],
+def _verify(kube: Kube, p: QuotaPlan) -> None:
+    hard = (kube.read("ResourceQuota", core.QUOTA_NAME, p.team).get("spec") or {}).get("hard")
+    wrong = core.diff(hard or {}, p.desired)
+    if wrong:
+        raise GpuctlError(
+            f"ResourceQuota {p.quota_name} does not read back as planned (changed meanwhile?)",
+            details=[plans.change_text(c) for c in wrong],
         )
 
 

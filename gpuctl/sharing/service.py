@@ -1,26 +1,18 @@
-"""Applying GPU sharing to a cluster: find the device plugin and its ConfigMap, plan the
-node labels (gpuctl.sharing.core.config), then write the ConfigMap and label the nodes."""
+"""Applying GPU sharing to a cluster: find the device plugin and its ConfigMap, read the
+nodes, plan (gpuctl.sharing.core.plans), then write the ConfigMap's keys and label the
+nodes through the one executor (undone on a failure, read back at the end)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 from gpuctl.adapters.kube import Kube, NotFound
+from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError
+from gpuctl.runtime.workflow import Action, Progress, execute
 from gpuctl.sharing.core import config as core
-
-
-@dataclass
-class Target:
-    """Where the device plugin reads its configs from, and how it picks one for a node."""
-
-    namespace: str
-    config_map: str
-    mounted: bool  # the DaemonSet mounts this ConfigMap
-    data: dict[str, str] | None  # the ConfigMap's data, None if it does not exist yet
-    # the plugin's DEFAULT_CONFIG and fallbacks; for a ConfigMap it does not read yet, what
-    # the printed advice sets up
-    selection: core.Selection = core.ADVISED
+from gpuctl.sharing.core import plans
+from gpuctl.sharing.core.plans import OffPlan, SharePlan, Target, config_map_step, label_step
 
 
 def list_daemonsets(kube: Kube) -> list[dict]:
@@ -61,34 +53,7 @@ def list_nodes(kube: Kube, selector_text: str | None) -> list[dict]:
     return kube.list_objects("Node", selector=selector_text or None)
 
 
-@dataclass
-class Plan:
-    target: Target
-    name: str  # the config key
-    text: str  # the config YAML
-    config_map_action: str  # "create", "add key", "unchanged"
-    changes: list[core.NodeChange]
-    extra: dict[str, str] = field(default_factory=dict)  # e.g. a non-sharing 'default'
-
-    @property
-    def added(self) -> dict[str, str]:
-        """The keys this plan writes into the ConfigMap."""
-        if self.config_map_action == "unchanged":
-            return {}
-        return {self.name: self.text, **self.extra}
-
-    def objects(self) -> list[dict]:
-        out = []
-        if self.config_map_action != "unchanged" or self.target.data is None:
-            data = dict(self.target.data or {}) | self.added
-            created = self.target.data is None
-            out.append(
-                core.config_map(self.target.config_map, self.target.namespace, data, created)
-            )
-        return out + [core.node_label_patch(c.node, c.new) for c in self.changes if c.changes]
-
-
-def plan(
+def plan_share(
     kube: Kube,
     sharing: core.Sharing,
     name: str | None,
@@ -97,116 +62,13 @@ def plan(
     namespace: str | None,
     config_map: str | None,
     replace: bool,
-) -> Plan:
-    from gpuctl.common import selector
-
-    parsed = selector.parse(selector_text) if selector_text is not None else ()
-    name = core.check_name(name or sharing.default_name)
+) -> SharePlan:
+    """What `share timeslice` would do on this cluster."""
+    if selector_text is not None:
+        selector.parse(selector_text)  # a bad selector is refused before any request
     target = locate(kube, namespace, config_map)
-    if target is None:
-        raise GpuctlError(
-            "no NVIDIA device plugin DaemonSet found in the cluster",
-            hint="install the GPU Operator or the nvidia-device-plugin Helm chart, "
-            "or pass --namespace where it runs",
-        )
-    configs = core.parse_configs(target.data)
-    text = core.config_text(sharing)
-    extra: dict[str, str] = {}
-    if target.data is None or name not in target.data:
-        action = "create" if target.data is None else "add key"
-        before = dict(target.data or {})
-        extra = core.keep_unlabelled_unshared(before, before | {name: text}, target.selection)
-    elif configs[name] == sharing:
-        action = "unchanged"
-        text = target.data[name]  # keep the stored text when it means the same
-    else:
-        raise GpuctlError(
-            f"ConfigMap {target.namespace}/{target.config_map} already has a config {name!r} "
-            "with different content; nodes using it would change too",
-            hint="choose another --name",
-        )
-    chosen = core.select_nodes(
-        list_nodes(kube, selector_text if not nodes else None), nodes, parsed
-    )
-    if not chosen:
-        raise GpuctlError(
-            "no GPU node matches" + (f" {selector_text!r}" if selector_text else ""),
-            hint="see the GPU nodes with `gpuctl share show`",
-        )
-    changes = core.plan(chosen, sharing, name, configs, replace, target.selection)
-    return Plan(target, name, text, action, changes, extra)
-
-
-# Without a cluster: where the device plugin is taken to read its configs (-n, --config-map
-# change it). The GPU Operator's namespace; the ConfigMap gpuctl creates when the plugin
-# mounts none.
-OFFLINE_NAMESPACE = "gpu-operator"
-
-
-def plan_offline(
-    sharing: core.Sharing,
-    name: str | None,
-    nodes: tuple[str, ...],
-    namespace: str | None,
-    config_map: str | None,
-) -> Plan:
-    """What `share timeslice` would apply to a cluster that has no ConfigMap of configs
-    yet and whose nodes carry no config label, told by the options alone (a dry run without
-    a cluster, for manifests kept in Git). Beside the new config, the ConfigMap gets the
-    'default' config without sharing the plugin is to fall back to."""
-    name = core.check_name(name or sharing.default_name)
-    target = Target(
-        namespace or OFFLINE_NAMESPACE,
-        config_map or core.DEFAULT_CONFIG_MAP,
-        mounted=True,
-        data=None,
-    )
-    text = core.config_text(sharing)
-    extra = core.keep_unlabelled_unshared({}, {name: text}, target.selection)
-    changes = [core.NodeChange(n, None, name) for n in nodes]
-    return Plan(target, name, text, "create", changes, extra)
-
-
-def apply(kube: Kube, p: Plan) -> None:
-    """Write the config first, then the labels: a node never points at a missing key."""
-    write_keys(kube, p.target, p.added)
-    apply_labels(kube, p.changes)
-
-
-def write_keys(kube: Kube, t: Target, added: dict[str, str]) -> None:
-    """Create the ConfigMap with these keys, or add them to it (its other keys stay)."""
-    if not added:
-        return
-    if t.data is None:
-        kube.create(core.config_map(t.config_map, t.namespace, added))
-    else:
-        kube.patch("ConfigMap", t.config_map, t.namespace, {"data": added})
-
-
-def apply_labels(kube: Kube, changes: list[core.NodeChange]) -> None:
-    for c in changes:
-        if c.changes:  # a None value removes the label
-            kube.patch_node_labels(c.node, {core.CONFIG_LABEL: c.new})
-
-
-@dataclass
-class OffPlan:
-    target: Target | None
-    changes: list[core.NodeChange]
-    added: dict[str, str]  # keys to add to the ConfigMap first (a config without sharing)
-
-    @property
-    def todo(self) -> bool:
-        return bool(self.added) or any(c.changes for c in self.changes)
-
-    def objects(self) -> list[dict]:
-        """The ConfigMap with the keys added (if any are), then the node labels."""
-        out = []
-        if self.added and self.target is not None:
-            t = self.target
-            data = dict(t.data or {}) | self.added
-            out.append(core.config_map(t.config_map, t.namespace, data, t.data is None))
-        return out + [core.node_label_patch(c.node, c.new) for c in self.changes if c.changes]
+    listed = list_nodes(kube, selector_text if not nodes else None) if target else []
+    return plans.plan_share(target, listed, sharing, name, nodes, selector_text, replace)
 
 
 def plan_off(
@@ -216,64 +78,107 @@ def plan_off(
     namespace: str | None = None,
     config_map: str | None = None,
 ) -> OffPlan:
-    """Stop sharing on the chosen nodes. Removing the label puts a node on the config the
-    plugin falls back to, which shares too where that is a sharing config (with the Helm
-    chart's fallbacks, a ConfigMap's only key): then the node is labelled with a config
-    without sharing instead (added to the ConfigMap if it has none)."""
-    from gpuctl.common import selector
-
-    parsed = selector.parse(selector_text) if selector_text is not None else ()
-    chosen = core.select_nodes(
-        list_nodes(kube, selector_text if not nodes else None), nodes, parsed
-    )
-    target = locate(kube, namespace, config_map)
-    data = dict((target.data if target else None) or {})
-    added: dict[str, str] = {}
-    new_label = None  # remove the label
-    if target is not None:
-        fix = core.unshare_fallback(data, target.selection)
-        if fix is None:  # the plugin's default config shares: point the nodes elsewhere
-            new_label, added = core.no_sharing_key(data)
-        else:
-            added = fix
-    configs, after = core.parse_configs(data), core.parse_configs(data | added)
-    changes, moved = [], False
-    for n in chosen:
-        old = core.labels_of(n).get(core.CONFIG_LABEL)
-        note = ""
-        if target is not None:
-            was = core.chosen_config(old, sorted(data), target.selection)
-            now = core.chosen_config(new_label, sorted(data | added), target.selection)
-            moved = moved or (was.key, was.error) != (now.key, now.error)
-            if core.shares(was, configs) is not False:
-                note = f"runs {core.describe(was, configs)}; then {core.describe(now, after)}"
-        changes.append(core.NodeChange(n["metadata"]["name"], old, new_label, note))
-    if not moved:
-        added = {}
-    return OffPlan(target, changes, added)
+    """What `share off` would do on this cluster."""
+    if selector_text is not None:
+        selector.parse(selector_text)
+    listed = list_nodes(kube, selector_text if not nodes else None)
+    return plans.plan_off(locate(kube, namespace, config_map), listed, nodes, selector_text)
 
 
-def fallback_change(target: Target | None, added: dict[str, str]) -> tuple[str, str] | None:
-    """What nodes without the label run before and after `added` is written, if it differs
-    (they stop falling back to a sharing config)."""
-    if target is None or not added:
-        return None
-    before = dict(target.data or {})
-    after = before | added
-    was = core.chosen_config(None, sorted(before), target.selection)
-    now = core.chosen_config(None, sorted(after), target.selection)
-    if (was.key, was.error) == (now.key, now.error):
-        return None
-    return (
-        core.describe(was, core.parse_configs(before)),
-        core.describe(now, core.parse_configs(after)),
+def apply(kube: Kube, p: SharePlan | OffPlan, progress: Progress | None = None) -> None:
+    """Write the config first, then the labels: a node never points at a missing key. On a
+    failure or Ctrl-C the labels get their old values back and the keys are taken out
+    again; at the end the ConfigMap and the labels are read back."""
+    actions = [_write_keys(kube, p.target, p.added)] if p.target is not None and p.added else []
+    actions += [_label(kube, c) for c in p.changing]
+    execute(
+        actions,
+        progress=progress,
+        verify=lambda: _verify(kube, p),
+        undone_as="the changes made before the failure were undone",
+        left_as="change(s) left in the cluster",
     )
 
 
-def apply_off(kube: Kube, p: OffPlan) -> None:
-    if p.target is not None:
-        write_keys(kube, p.target, p.added)
-    apply_labels(kube, p.changes)
+def _write_keys(kube: Kube, t: Target, added: dict[str, str]) -> Action:
+    """Create the ConfigMap with these keys, or add them to it (its other keys stay)."""
+    step = config_map_step(t, added)
+    answered: list[bool] = []
+
+    def create() -> None:
+        kube.create(step.detail["object"])
+        answered.append(True)
+
+    def remove() -> str | None:
+        if not answered:  # its answer was lost: it is ours if it holds just what was sent
+            try:
+                if kube.read("ConfigMap", t.config_map, t.namespace).get("data") != added:
+                    return None
+            except NotFound:
+                return None
+            except GpuctlError as e:
+                return f"may exist; checking failed: {e.message}"
+        return _undone(lambda: kube.delete("ConfigMap", t.config_map, t.namespace))
+
+    def add() -> None:
+        kube.patch("ConfigMap", t.config_map, t.namespace, {"data": added})
+
+    def take_out() -> str | None:  # a null removes the key (the keys added were new)
+        body = {"data": dict.fromkeys(added)}
+        return _undone(lambda: kube.patch("ConfigMap", t.config_map, t.namespace, body))
+
+    if t.data is None:
+        return Action(step, create, remove, name=f"ConfigMap/{t.config_map}")
+    return Action(step, add, take_out, name=f"keys {', '.join(added)} of ConfigMap/{t.config_map}")
+
+
+def _label(kube: Kube, c: core.NodeChange) -> Action:
+    def put(value: str | None) -> None:  # a None value removes the label
+        kube.patch_node_labels(c.node, {core.CONFIG_LABEL: value})
+
+    return Action(
+        label_step(c),
+        lambda: put(c.new),
+        lambda: _undone(lambda: put(c.old)),
+        name=f"label of node {c.node}",
+    )
+
+
+def _undone(undo: Callable[[], object]) -> str | None:
+    try:
+        undo()
+    except NotFound:
+        return None
+    except GpuctlError as e:
+        return f"undoing it failed: {e.message}"
+    return ""
+
+
+def _verify(kube: Kube, p: SharePlan | OffPlan) -> None:
+    """The keys written hold what was written; the nodes carry the labels planned."""
+    wrong = []
+    if p.target is not None and p.added:
+        t = p.target
+        data = kube.read("ConfigMap", t.config_map, t.namespace).get("data") or {}
+        wrong += [
+            f"ConfigMap {t.namespace}/{t.config_map}: key {k!r} is not what was written"
+            for k, text in p.added.items()
+            if data.get(k) != text
+        ]
+    if p.changing:
+        labels = {
+            n["metadata"]["name"]: core.labels_of(n).get(core.CONFIG_LABEL)
+            for n in list_nodes(kube, None)
+        }
+        wrong += [
+            f"node {c.node}: {core.CONFIG_LABEL} is {labels.get(c.node)!r}, not {c.new!r}"
+            for c in p.changing
+            if labels.get(c.node) != c.new
+        ]
+    if wrong:
+        raise GpuctlError(
+            "sharing does not read back as planned (changed meanwhile?)", details=wrong
+        )
 
 
 def show(

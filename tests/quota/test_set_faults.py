@@ -64,3 +64,13 @@ def test_when_the_namespace_cannot_be_removed_the_message_says_so(cli, core, pro
     assert lines[1].startswith("  left: Namespace/team-a (deleting it failed: ")
     assert lines[2] == "  hint: remove them with: kubectl delete namespace team-a"
     assert "team-a" in namespaces(core)
+
+
+def test_an_update_whose_answer_was_lost_is_restored(cli, core, proxied_kube):
+    assert cli("quota", "set", "team-a", "--gpus", "4").code == 0
+    rule = proxied_kube.on("PATCH", f"{QUOTAS}/{QUOTA_NAME}", drop_answer())
+    r = cli("quota", "set", "team-a", "--gpus", "8", "--yes")
+    assert rule.fired.is_set() and r.code == 1, r
+    assert f"the hard limits were restored: ResourceQuota team-a/{QUOTA_NAME}" in r.err
+    hard = core.read_namespaced_resource_quota(QUOTA_NAME, "team-a").spec.hard
+    assert hard == {"requests.nvidia.com/gpu": "4"}

@@ -1,0 +1,328 @@
+"""What `gpuctl quota set` will do, from what the cluster holds: which engine carries the
+quota, the objects created or updated (a ResourceQuota, or Kueue's ResourceFlavors,
+ClusterQueue and LocalQueue) with the fields that change, and the question to ask before
+replacing a quota. Each plan offers its steps as a gpuctl.common.plan.Plan. Pure: what the
+cluster holds comes in as the API returns it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.common.plan import Plan, Step
+from gpuctl.quota.core import kueue
+from gpuctl.quota.core import rules as core
+
+Change = tuple[str, str | None, str | None]
+
+KUEUE, RESOURCE_QUOTA = "kueue", "resourcequota"
+INSTALL_KUEUE = (
+    "install Kueue (kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
+    "releases/download/v0.19.2/manifests.yaml) or use --engine resourcequota"
+)
+
+
+def no_kueue() -> GpuctlError:
+    return GpuctlError(
+        "this cluster has no Kueue (it serves no kueue.x-k8s.io API)", hint=INSTALL_KUEUE
+    )
+
+
+_KUEUE_OFFLINE = (
+    "engine: kueue, as no cluster says which (--engine resourcequota for a ResourceQuota)"
+)
+_NO_KUEUE_YET = "Kueue is not installed: these objects could not be created yet"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Which engine carries the quota, the Kueue version spoken, and what to say about it."""
+
+    name: str
+    version: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def choose_engine(
+    asked: str | None, online: bool, version: str | None, kueue_options: list[str], dry_run: bool
+) -> Engine:
+    """The engine ASKED for, else Kueue where the cluster serves it (VERSION), else a
+    ResourceQuota; without a cluster (not ONLINE) Kueue, said so. KUEUE_OPTIONS are the
+    Kueue-only options given, which need Kueue. Only a dry run may plan Kueue objects for a
+    cluster without Kueue."""
+    if not online:
+        return Engine(asked or KUEUE, None, () if asked else (_KUEUE_OFFLINE,))
+    name = asked or (KUEUE if version else RESOURCE_QUOTA)
+    if asked is None and name == RESOURCE_QUOTA and kueue_options:
+        raise UsageError(
+            f"{', '.join(kueue_options)} need Kueue, which this cluster does not have",
+            hint=INSTALL_KUEUE,
+        )
+    if name == KUEUE and version is None:
+        if not dry_run:
+            raise no_kueue()
+        return Engine(name, None, (_NO_KUEUE_YET,))
+    return Engine(name, version)
+
+
+# --- the ResourceQuota engine ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuotaPlan:
+    """A namespace's ResourceQuota: the namespace created if missing, the quota created or
+    its hard limits replaced."""
+
+    team: str
+    create_namespace: bool
+    current: dict[str, str] | None  # the existing quota's spec.hard, None if there is none
+    desired: dict[str, str]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> list[Change]:
+        return core.diff(self.current, self.desired)
+
+    @property
+    def quota_action(self) -> str:
+        if self.current is None:
+            return "create"
+        return "update" if self.changes else "unchanged"
+
+    @property
+    def quota_name(self) -> str:
+        return f"{self.team}/{core.QUOTA_NAME}"
+
+    def objects(self) -> list[dict[str, Any]]:
+        """What gpuctl creates or updates (an existing namespace is left as it is)."""
+        ns = [core.namespace_object(self.team)] if self.create_namespace else []
+        return ns + [core.quota_object(self.team, self.desired)]
+
+    @property
+    def question(self) -> str | None:
+        """What to ask before carrying it out (None: nothing is replaced, no question)."""
+        if self.quota_action != "update":
+            return None
+        return f"Replace the hard limits of ResourceQuota {self.quota_name}?"
+
+    @property
+    def plan(self) -> Plan:
+        steps = []
+        if self.create_namespace:
+            steps.append(
+                Step(
+                    "create",
+                    f"Namespace {self.team}",
+                    "the team's namespace does not exist",
+                    {"object": core.namespace_object(self.team)},
+                )
+            )
+        quota = core.quota_object(self.team, self.desired)
+        if self.quota_action == "create":
+            steps.append(
+                Step(
+                    "create",
+                    f"ResourceQuota {self.quota_name}",
+                    "the team's GPU quota",
+                    {"object": quota},
+                )
+            )
+        elif self.quota_action == "update":
+            steps.append(
+                Step(
+                    "patch",
+                    f"ResourceQuota {self.quota_name}",
+                    "its hard limits are replaced",
+                    {"object": quota, "changes": [list(c) for c in self.changes]},
+                )
+            )
+        return Plan(f"quota of team {self.team}", tuple(steps), self.notes)
+
+
+def plan_resource_quota(
+    team: str,
+    gpus: int,
+    mig: dict[str, int],
+    namespace_exists: bool,
+    current_hard: dict[str, str] | None,
+) -> QuotaPlan:
+    """The plan for a namespace that exists or not, whose quota has CURRENT_HARD (None: no
+    quota). Without a cluster, neither exists."""
+    return QuotaPlan(team, not namespace_exists, current_hard, core.hard(gpus, mig))
+
+
+def change_text(change: Change) -> str:
+    """`requests.nvidia.com/gpu: 4 → 8`; `(none)` before a new field, `(removed)` after one
+    that goes."""
+    key, old, new = change
+    was = old if old is not None else "(none)"
+    now = new if new is not None else "(removed)"
+    return f"{key}: {was} → {now}"
+
+
+# --- the Kueue engine ------------------------------------------------------------------
+
+
+@dataclass
+class ObjectStep:
+    """One object of a Kueue plan: what is wanted, and what is done about it."""
+
+    obj: dict[str, Any]
+    action: str  # create | update | unchanged | reused
+    changes: list[Change] = field(default_factory=list)
+    current: dict[str, Any] | None = None  # the object as it was, for an update
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj["kind"])
+
+    @property
+    def name(self) -> str:
+        meta = self.obj["metadata"]
+        return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+    @property
+    def changing(self) -> bool:
+        return self.action in ("create", "update")
+
+    def step(self) -> Step:
+        """The plan's step for this object (only for one that changes)."""
+        target = f"{self.kind} {self.name}"
+        if self.action == "create":
+            return Step("create", target, _WHY[self.kind], {"object": self.obj})
+        return Step(
+            "patch",
+            target,
+            f"{len(self.changes)} field(s) gpuctl manages change",
+            {"object": self.obj, "changes": [list(c) for c in self.changes]},
+        )
+
+
+_WHY = {
+    "Namespace": "the team's namespace does not exist",
+    "ResourceFlavor": "the GPU nodes of one type, which the quota is given on",
+    "ClusterQueue": "the team's quota, per flavor",
+    "LocalQueue": "where the team's jobs queue, in its namespace",
+}
+
+
+@dataclass(frozen=True)
+class KueueWorld:
+    """What the cluster holds that a Kueue plan depends on (without a cluster: nothing)."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    namespace_exists: bool = False
+    flavors: list[dict[str, Any]] = field(default_factory=list)  # existing ResourceFlavors
+    cluster_queue: dict[str, Any] | None = None
+    local_queue: dict[str, Any] | None = None
+
+
+@dataclass
+class KueuePlan:
+    quota: kueue.TeamQuota
+    version: str
+    flavors: list[kueue.Flavor]
+    steps: list[ObjectStep]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def changes_anything(self) -> bool:
+        return any(s.changing for s in self.steps)
+
+    def objects(self) -> list[dict[str, Any]]:
+        """What gpuctl creates or updates (existing objects it reuses are left out)."""
+        return [s.obj for s in self.steps if s.changing]
+
+    @property
+    def question(self) -> str | None:
+        updated = [f"{s.kind} {s.name}" for s in self.steps if s.action == "update"]
+        return f"Replace the quota of {', '.join(updated)}?" if updated else None
+
+    @property
+    def plan(self) -> Plan:
+        return Plan(
+            f"Kueue queues of team {self.quota.team}",
+            tuple(s.step() for s in self.steps if s.changing),
+            self.notes,
+        )
+
+
+def plan_kueue(
+    q: kueue.TeamQuota,
+    label_key: str,
+    gpu_types: tuple[str, ...],
+    version: str | None,
+    world: KueueWorld,
+) -> KueuePlan:
+    """What `quota set` does with Kueue on a cluster holding WORLD (VERSION None: the version
+    gpuctl prefers). Refuses (GpuctlError) to change a queue gpuctl does not manage."""
+    version = version or kueue.VERSIONS[0]
+    steps: list[ObjectStep] = []
+    if not world.namespace_exists:
+        steps.append(ObjectStep(core.namespace_object(q.team), "create"))
+    used = []
+    for f in kueue.flavors_for(world.nodes, label_key, gpu_types):
+        reused = kueue.reuse_flavor(world.flavors, f)
+        theirs = _found(world.flavors, reused) if reused is not None else None
+        # one that selects the same nodes is used as it is, unless gpuctl made it
+        if theirs is not None and (reused != f.name or not kueue.managed_by_gpuctl(theirs)):
+            steps.append(ObjectStep(theirs, "reused"))
+            used.append(kueue.Flavor(str(reused), f.gpu_type, label_key, f.cpu, f.memory))
+            continue
+        desired = {**f.object(), "apiVersion": kueue.api_version(version)}
+        steps.append(_step(desired, _found(world.flavors, f.name)))
+        used.append(f)
+    steps.append(_step(kueue.cluster_queue(q, used, version), world.cluster_queue))
+    steps.append(_step(kueue.local_queue(q.team, version), world.local_queue))
+    return KueuePlan(q, version, used, steps)
+
+
+def object_changes(current: dict[str, Any], desired: dict[str, Any]) -> list[Change]:
+    """(field, old, new) for the fields gpuctl manages on a Kueue object (CURRENT as read,
+    or {} for none)."""
+    changes_of = _CHANGES.get(str(desired["kind"]))
+    return changes_of(current, desired) if changes_of else []
+
+
+def _local_queue_changes(current: dict[str, Any], desired: dict[str, Any]) -> list[Change]:
+    now = (current.get("spec") or {}).get("clusterQueue")
+    return core.diff(
+        {} if now is None else {"clusterQueue": str(now)},
+        {"clusterQueue": desired["spec"]["clusterQueue"]},
+    )
+
+
+_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[Change]]] = {
+    "ResourceFlavor": kueue.flavor_changes,
+    "ClusterQueue": lambda cur, want: kueue.cluster_queue_changes(
+        cur.get("spec") or {}, want["spec"]
+    ),
+    "LocalQueue": _local_queue_changes,
+}
+
+
+def _found(objects: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return next((o for o in objects if (o.get("metadata") or {}).get("name") == name), None)
+
+
+def _step(desired: dict[str, Any], current: dict[str, Any] | None) -> ObjectStep:
+    if current is None:
+        return ObjectStep(desired, "create", object_changes({}, desired))
+    step = ObjectStep(desired, "update", object_changes(current, desired), current)
+    if not kueue.managed_by_gpuctl(current):
+        raise GpuctlError(
+            f"{step.kind} {step.name} exists and is not managed by gpuctl; leaving it alone",
+            hint="delete or rename it, or manage that team's queues with kubectl",
+        )
+    if not step.changes:
+        step.action = "unchanged"
+    return step
+
+
+SetPlan = QuotaPlan | KueuePlan
+
+
+def with_notes(plan: SetPlan, notes: tuple[str, ...]) -> SetPlan:
+    return replace(plan, notes=plan.notes + notes)
