@@ -109,6 +109,8 @@ def read_text(path: str, max_bytes: int) -> str:
             raw = f.read(max_bytes + 1)
     except OSError as e:
         raise SpecError(f"cannot read file: {e.strerror}", file=path) from None
+    except ValueError:  # open() refuses a name with a NUL in it
+        raise SpecError("cannot read file: its name holds a NUL character", file=path) from None
     if len(raw) > max_bytes:
         raise SpecError(f"file is larger than {max_bytes // 1024:,} KiB", file=path)
     try:

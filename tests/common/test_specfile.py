@@ -57,6 +57,8 @@ def test_oversized_and_binary_files(tmp_path):
         load_yaml_file(str(binary))
     with pytest.raises(SpecError, match="cannot read"):
         load_yaml_file(str(tmp_path / "missing.yaml"))
+    with pytest.raises(SpecError, match="NUL character"):  # open() raises ValueError
+        load_yaml_file("job\x00.yaml")
 
 
 @pytest.mark.parametrize(
