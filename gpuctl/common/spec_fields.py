@@ -5,8 +5,9 @@ an editor checks and what gpuctl accepts cannot drift apart.
 
 A schema checks shapes: which fields exist, their types, allowed words, number bounds and
 name patterns. A rule on text (a name, a quantity, a duration, the keys of a mapping) is a
-pattern in the row, and the parser checks it with the same pattern text, so the two cannot
-read it differently. The patterns are written for both regex dialects that read them,
+`Rule` in the row: its pattern decides for both, so the two cannot read it differently, and
+its noun (or its `why`, where the pattern joins several rules) says what the parser
+refuses. The patterns are written for both regex dialects that read them,
 Python's `re` (the parser, and the jsonschema library) and ECMA-262 (editors): ASCII classes
 only, no `\\d`, `\\s` or flags; and since a schema's `pattern` searches, each is anchored
 here with `^` and an end that both read alike (`$` also matches before a final newline in
@@ -18,7 +19,7 @@ the parser's job.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,31 @@ MAX_SECONDS = 2**31 - 1  # Kubernetes' int32 duration fields (ttlSecondsAfterFin
 
 
 @dataclass(frozen=True)
+class Refusal:
+    message: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule on text: the whole-text PATTERN decides (for the parser and the schema alike),
+    and a text it refuses "is not NOUN". Where the pattern joins several rules, WHY names
+    the one a text breaks (None: the noun says it)."""
+
+    pattern: str
+    noun: str  # "a valid PriorityClass name": 'High' is not a valid PriorityClass name
+    hint: str | None = None
+    why: Callable[[str], Refusal | None] | None = None
+
+    def refusal(self, text: str) -> Refusal | None:
+        """None if TEXT keeps the rule, else why not."""
+        if re.fullmatch(self.pattern, text):
+            return None
+        why = self.why(text) if self.why is not None else None
+        return why or Refusal(f"{text!r} is not {self.noun}", self.hint)
+
+
+@dataclass(frozen=True)
 class Field:
     name: str
     type: str
@@ -56,10 +82,12 @@ class Field:
     choices: tuple[str, ...] = ()
     minimum: int | None = None  # a number's least value; a list's fewest items
     maximum: int | None = None  # ... and a name's longest
-    # a regular expression the whole text matches: of a text, of each item of a list, of
-    # each value of a mapping; of a quantity, instead of "not negative" (quantity.POSITIVE)
-    pattern: str | None = None
-    keys: str | None = None  # a regular expression every key of a mapping matches
+    # what the whole text keeps: a text, each item of a list, each value of a mapping; a
+    # quantity, instead of "not negative" (quantity.POSITIVE)
+    pattern: Rule | None = None
+    keys: Rule | None = None  # what every key of a mapping keeps
+    # a broken rule names the item or entry (node_selector.zone, taints[1]), not the field
+    at_entry: bool = False
     single: bool = False  # a list of strings may be written as one string
     non_empty: bool = False  # a list of strings needs an item, and no item may be blank
     fields: Table | None = None  # a mapping's own fields
@@ -116,7 +144,7 @@ def _field(f: Field) -> dict[str, Any]:
     out: dict[str, Any] = {"description": f.description}
     if f.default is not None:
         out["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
-    value = _value(f)
+    value = _value(f, f.pattern.pattern if f.pattern else None)
     if f.required:
         out.update(value)
     else:  # `key:` with nothing, or null, reads as the field left out
@@ -172,9 +200,9 @@ def _bounds(f: Field, low: str, high: str) -> dict[str, Any]:
     return out
 
 
-def _value(f: Field) -> dict[str, Any]:
+def _value(f: Field, pattern: str | None) -> dict[str, Any]:
     if f.type == TEXT:
-        return _text(f.pattern, f.choices)
+        return _text(pattern, f.choices)
     if f.type == NAME:
         return {**_text(DNS1123_LABEL), **_bounds(f, "minLength", "maxLength")}
     if f.type == INTEGER:
@@ -183,8 +211,8 @@ def _value(f: Field) -> dict[str, Any]:
     if f.type == FLAG:
         return {"type": "boolean"}
     if f.type == STRINGS:
-        item = _text(f.pattern) if f.non_empty or f.pattern else {"type": "string"}
-        number = _written(f.pattern, booleans=False)
+        item = _text(pattern) if f.non_empty or pattern else {"type": "string"}
+        number = _written(pattern, booleans=False)
         strings = {
             "type": "array",
             "items": {"anyOf": [item, number]},
@@ -192,16 +220,16 @@ def _value(f: Field) -> dict[str, Any]:
         }
         return {"anyOf": [item, strings]} if f.single else strings
     if f.type == STRING_MAP:
-        value = {"type": "string", **({"pattern": whole(f.pattern)} if f.pattern else {})}
+        value = {"type": "string", **({"pattern": whole(pattern)} if pattern else {})}
         out = {
             "type": "object",
-            "additionalProperties": {"anyOf": [value, _written(f.pattern, booleans=True)]},
+            "additionalProperties": {"anyOf": [value, _written(pattern, booleans=True)]},
         }
         if f.keys is not None:
-            out["propertyNames"] = {"pattern": whole(f.keys)}
+            out["propertyNames"] = {"pattern": whole(f.keys.pattern)}
         return out
     if f.type == QUANTITY:
-        return _quantity(f.pattern)
+        return _quantity(pattern)
     if f.type == DURATION:
         return {
             "anyOf": [
@@ -216,7 +244,7 @@ def _value(f: Field) -> dict[str, Any]:
             "additionalProperties": {"type": "integer", "minimum": 0, "maximum": f.maximum},
         }
         if f.keys is not None:
-            out["propertyNames"] = {"pattern": whole(f.keys)}
+            out["propertyNames"] = {"pattern": whole(f.keys.pattern)}
         return out
     assert f.fields is not None, f"{f.name}: a mapping field needs its fields"
     mapping = _mapping(f.fields)
@@ -225,5 +253,5 @@ def _value(f: Field) -> dict[str, Any]:
     if f.type == MAPPINGS:
         return {"type": "array", "items": mapping, **_bounds(f, "minItems", "maxItems")}
     if f.type == TEXT_OR_MAPPING:
-        return {"anyOf": [_text(f.pattern), mapping]}
+        return {"anyOf": [_text(pattern), mapping]}
     raise ValueError(f"{f.name}: unknown field type {f.type!r}")

@@ -109,6 +109,8 @@ def read_text(path: str, max_bytes: int) -> str:
             raw = f.read(max_bytes + 1)
     except OSError as e:
         raise SpecError(f"cannot read file: {e.strerror}", file=path) from None
+    except ValueError:  # open() refuses a name with a NUL in it
+        raise SpecError("cannot read file: its name holds a NUL character", file=path) from None
     if len(raw) > max_bytes:
         raise SpecError(f"file is larger than {max_bytes // 1024:,} KiB", file=path)
     try:
@@ -284,22 +286,27 @@ class Fields:
 
     def read(self, row: spec_fields.Field, default: Any = _MISSING) -> Any:
         """The field ROW describes, checked as the row says (its type, required, allowed
-        values, bounds); DEFAULT replaces the row's where it depends on other fields."""
-        default = row.default if default is _MISSING else default
-        t = row.type
+        values, bounds, its pattern and key rules); DEFAULT replaces the row's where it
+        depends on other fields."""
+        value = self._typed(row, row.default if default is _MISSING else default)
+        if self.has(row.name):
+            self._keep_rules(row, value)
+        return value
+
+    def _typed(self, row: spec_fields.Field, default: Any) -> Any:
+        t, key, required = row.type, row.name, row.required
         if t == spec_fields.NAME:
-            return self.name(row.name, default, required=row.required)
-        if t == spec_fields.TEXT:
-            choices = row.choices or None
-            return self.text(row.name, default, required=row.required, choices=choices)
+            return self.name(key, default, required=required)
+        if t in (spec_fields.TEXT, spec_fields.TEXT_OR_MAPPING):  # the latter: its text form
+            return self.text(key, default, required=required, choices=row.choices or None)
         if t == spec_fields.INTEGER:
             return self.integer(
-                row.name, default, required=row.required, minimum=row.minimum, maximum=row.maximum
+                key, default, required=required, minimum=row.minimum, maximum=row.maximum
             )
         if t == spec_fields.STRINGS:
-            return self.str_list(
-                row.name, default, allow_scalar=row.single, non_empty=row.non_empty
-            )
+            return self.str_list(key, default, allow_scalar=row.single, non_empty=row.non_empty)
+        if t == spec_fields.RESOURCES:
+            return self.resources(key, default, maximum=row.maximum, keys=row.keys)
         simple = (
             spec_fields.FLAG,
             spec_fields.STRING_MAP,
@@ -307,9 +314,30 @@ class Fields:
             spec_fields.DURATION,
         )
         if t not in simple:
-            raise ValueError(f"{row.name}: a {t} field is read by its parser, part by part")
+            raise ValueError(f"{key}: a {t} field is read by its parser, part by part")
         method = getattr(self, t)  # the Fields method of the type's name
-        return method(row.name, default)
+        return method(key, default)
+
+    def _keep_rules(self, row: spec_fields.Field, value: Any) -> None:
+        """Refuse a text that breaks the row's pattern or key rule: at the field, or at the
+        item or entry itself where the row says so (at_entry)."""
+        key = row.name
+        if row.type == spec_fields.STRINGS:
+            for i, item in enumerate(value):
+                self._keep(row.pattern, item, (key, i) if row.at_entry else (key,))
+        elif row.type == spec_fields.STRING_MAP:
+            for name, text in value.items():
+                at = (key, name) if row.at_entry else (key,)
+                self._keep(row.keys, name, at)
+                # at the field, a value's message names its key
+                self._keep(row.pattern, text, at, "" if row.at_entry else f"{name}: ")
+        elif row.type != spec_fields.RESOURCES:  # resources() keeps its key rule
+            self._keep(row.pattern, value, (key,))
+
+    def _keep(self, rule: spec_fields.Rule | None, text: str, at: Path, about: str = "") -> None:
+        refusal = rule.refusal(text) if rule is not None else None
+        if refusal is not None:
+            raise self.doc.error(self.path + at, about + refusal.message, refusal.hint)
 
     def reject_unknown(self, known: Iterable[str] | spec_fields.Table) -> None:
         known = known.names() if isinstance(known, spec_fields.Table) else known
@@ -446,6 +474,28 @@ class Fields:
         if amount < 0:
             raise self.error(key, f"must not be negative (got {value!r})")
         return text
+
+    def resources(
+        self,
+        key: str,
+        default: Any = None,
+        *,
+        maximum: int | None = None,
+        keys: spec_fields.Rule | None = None,
+    ) -> Any:
+        """Extended resource name (kept to KEYS) -> a whole number (0..MAXIMUM), and
+        hugepages-SIZE -> a quantity; each amount as text, an empty one "0"."""
+        r = self.child(key)
+        if r is None:
+            return default
+        out = {}
+        for name in r.data:
+            r._keep(keys, name, (name,))
+            if name.startswith("hugepages-"):
+                out[name] = r.quantity(name, "0")
+            else:
+                out[name] = str(r.integer(name, 0, minimum=0, maximum=maximum))
+        return out
 
     def duration(self, key: str, default: Any = None) -> Any:
         """'1h30m', '90s', '2d' or a number of seconds → whole seconds (> 0)."""

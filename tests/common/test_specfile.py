@@ -3,6 +3,7 @@
 import pytest
 
 from gpuctl.common.errors import SpecError
+from gpuctl.common.spec_fields import RESOURCES, STRING_MAP, STRINGS, TEXT, Field, Refusal, Rule
 from gpuctl.common.specfile import MAX_BYTES, load_yaml, load_yaml_file, parse_duration
 
 
@@ -56,6 +57,8 @@ def test_oversized_and_binary_files(tmp_path):
         load_yaml_file(str(binary))
     with pytest.raises(SpecError, match="cannot read"):
         load_yaml_file(str(tmp_path / "missing.yaml"))
+    with pytest.raises(SpecError, match="NUL character"):  # open() raises ValueError
+        load_yaml_file("job\x00.yaml")
 
 
 @pytest.mark.parametrize(
@@ -138,3 +141,70 @@ def test_bad_quantities_are_refused_with_their_line(text, needle):
     with pytest.raises(SpecError) as e:
         load_yaml(f"name: x\ncpu: {text}\n", "job.yaml").root().quantity("cpu")
     assert needle in str(e.value) and e.value.line == 2 and e.value.field == "cpu"
+
+
+# ---------- the reader keeps each row's rules ----------
+
+WORD = Rule("[a-z]+", "a lower-case word")
+KEYS = Rule("[A-Z]+", "an upper-case name", why=lambda k: Refusal(f"{k} shouts not", "a hint")
+            if k.islower() else None)  # fmt: skip
+
+
+def read_error(text: str, row: Field) -> SpecError:
+    with pytest.raises(SpecError) as e:
+        load_yaml(text, "f.yaml").root().read(row)
+    return e.value
+
+
+@pytest.mark.parametrize(
+    "row, text, line, field, message",
+    [
+        (Field("t", TEXT, "", pattern=WORD), "t: Ab\n", 1, "t", "'Ab' is not a lower-case word"),
+        # list items: at the field, or at the item where the row says so
+        (Field("l", STRINGS, "", pattern=WORD), "l:\n- a\n- B\n", 1, "l", "'B' is not a"),
+        (
+            Field("l", STRINGS, "", pattern=WORD, at_entry=True),
+            "l:\n- a\n- B\n",
+            3,
+            "l[1]",
+            "'B' is not a lower-case word",
+        ),
+        # keys and values of a mapping: a value named by its key where the field is blamed
+        (Field("m", STRING_MAP, "", keys=KEYS), "m:\n  A: x\n  9: y\n", 1, "m", "'9' is not an"),
+        (Field("m", STRING_MAP, "", pattern=WORD), "m:\n  A: x\n  B: Y\n", 1, "m", "B: 'Y' is not"),
+        (
+            Field("m", STRING_MAP, "", pattern=WORD, at_entry=True),
+            "m:\n  A: x\n  B: Y\n",
+            3,
+            "m.B",
+            "'Y' is not a lower-case word",
+        ),
+        # a rule's why names the part broken; the noun says the rest
+        (Field("m", STRING_MAP, "", keys=KEYS), "m: {ab: x}\n", 1, "m", "ab shouts not"),
+        (
+            Field("r", RESOURCES, "", keys=Rule("[a-z]+/[a-z]+", "a resource name")),
+            "r:\n  a/b: 1\n  ab: 2\n",
+            3,
+            "r.ab",
+            "'ab' is not a resource name",
+        ),
+    ],
+)
+def test_read_refuses_what_breaks_a_rows_rule_in_its_words(row, text, line, field, message):
+    e = read_error(text, row)
+    assert (e.file, e.line, e.field) == ("f.yaml", line, field)
+    assert message in str(e)
+
+
+def test_a_why_gives_its_hint_and_a_kept_rule_reads_as_before():
+    assert read_error("m: {ab: x}\n", Field("m", STRING_MAP, "", keys=KEYS)).hint == "a hint"
+    doc = load_yaml("m: {AB: x}\nr: {a/b: 2, hugepages-2Mi: 1Gi, c/d: }\n", "f.yaml")
+    assert doc.root().read(Field("m", STRING_MAP, "", keys=KEYS, pattern=WORD)) == {"AB": "x"}
+    resources = Field("r", RESOURCES, "", keys=Rule("[a-z]+/[a-z]+|hugepages-.*", "a name"))
+    assert doc.root().read(resources) == {"a/b": "2", "hugepages-2Mi": "1Gi", "c/d": "0"}
+
+
+def test_a_default_is_not_held_to_the_rule():
+    """A default the parser supplies (the cluster's region for the state's) is its own."""
+    row = Field("t", TEXT, "", pattern=WORD)
+    assert load_yaml("x: 1\n", "f.yaml").root().read(row, "NOT A WORD") == "NOT A WORD"

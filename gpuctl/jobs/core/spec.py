@@ -24,6 +24,8 @@ from gpuctl.common.spec_fields import (
     STRINGS,
     TEXT,
     Field,
+    Refusal,
+    Rule,
     Table,
 )
 from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
@@ -41,9 +43,8 @@ MAX_NODES = 1024
 MAX_EXTRA_RESOURCE = 1_000_000
 # Asked for with gpus / mig / shared, never as extra_resources.
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
-# The key of an extra resource as the JSON Schema states it: hugepages-SIZE, or an extended
-# resource (domain/name) outside kubernetes.io that is not a GPU; _extra_resources checks
-# each rule on its own, to say which one a key breaks.
+# The key of an extra resource: hugepages-SIZE, or an extended resource (domain/name) outside
+# kubernetes.io that is not a GPU (_extra_resource_refusal says which rule a key breaks).
 _GPU_RESOURCES = "|".join(p.replace(".", r"\.") for p in GPU_RESOURCE_PREFIXES)
 EXTRA_RESOURCE_KEY = (
     rf"hugepages-{POSITIVE}"
@@ -51,6 +52,32 @@ EXTRA_RESOURCE_KEY = (
     + LABEL_KEY
 )
 DEFAULT_MASTER_PORT = 29500
+
+
+def _extra_resource_refusal(name: str) -> Refusal | None:
+    if name.startswith("hugepages-"):
+        return Refusal("not a huge page size (e.g. hugepages-2Mi, hugepages-1Gi)")
+    domain, _, _ = name.rpartition("/")
+    if not domain or not k8s_names.label_key(name):
+        return Refusal("not an extended resource name (domain/name, e.g. vpc.amazonaws.com/efa)")
+    if domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+        return Refusal("a Kubernetes resource is not an extra (extended) resource")
+    if name.startswith(GPU_RESOURCE_PREFIXES):
+        return Refusal("GPUs are asked for with gpus, mig or shared")
+    return None
+
+
+def _label_key_refusal(key: str) -> Refusal | None:
+    if not k8s_names.label_key(key):
+        return None  # the noun says it
+    if key == QUEUE_LABEL:
+        return Refusal(f"{key!r} is set by gpuctl: give the LocalQueue as queue:")
+    owner = k8s_names.reserved_label(key)
+    return Refusal(f"{key!r} is set by {owner}; a job spec may not set it") if owner else None
+
+
+LABEL_VALUE_RULE = Rule(LABEL_VALUE, "a valid label value")
+
 # Set by gpuctl on every worker of a multi-node job; a spec may not set them itself.
 TORCHRUN_ENV = (
     "PET_NNODES",
@@ -68,10 +95,12 @@ TORCHRUN_ENV = (
 )
 
 TOLERATIONS = Table(
-    Field("key", TEXT, "The taint's key (required with operator Equal).", pattern=LABEL_KEY),
+    Field("key", TEXT, "The taint's key (required with operator Equal).",
+          pattern=Rule(LABEL_KEY, "a valid taint key")),
     Field("operator", TEXT, "Equal (key and value match) or Exists.", default="Equal",
           choices=("Exists", "Equal")),
-    Field("value", TEXT, "The taint's value (operator Equal).", pattern=LABEL_VALUE),
+    Field("value", TEXT, "The taint's value (operator Equal).",
+          pattern=Rule(LABEL_VALUE, "a valid taint value")),
     Field("effect", TEXT, "The taint's effect; none: every effect.",
           choices=("NoSchedule", "PreferNoSchedule", "NoExecute")),
     Field("tolerationSeconds", INTEGER, "Effect NoExecute: how long the pod stays once tainted.",
@@ -87,11 +116,11 @@ JOB = Table(
     Field("command", STRINGS, "The container's command (default: the image's entrypoint)."),
     Field("args", STRINGS, "Arguments to the command."),
     Field("env", STRING_MAP, "Environment variables; numbers and booleans are sent as text.",
-          keys=ENV_VAR),
+          keys=Rule(ENV_VAR, "a valid environment variable name")),
     Field("gpus", INTEGER, "Whole GPUs per worker (default 1; 0 if mig is given).",
           minimum=0, maximum=MAX_GPUS_PER_WORKER),
     Field("gpu_type", STRINGS, "GPU type(s) the nodes must have (their GPU-type label).",
-          single=True, non_empty=True, pattern=LABEL_VALUE),
+          single=True, non_empty=True, pattern=Rule(LABEL_VALUE, "a valid node label value")),
     Field("mig", TEXT, "Instead of gpus: one MIG slice of this profile, e.g. 1g.10gb."),
     Field("shared", FLAG, "Time-sliced GPUs (nvidia.com/gpu.shared).", default=False),
     Field("nodes", INTEGER, "Workers; more than 1 makes a multi-node data-parallel job.",
@@ -107,25 +136,32 @@ JOB = Table(
     Field("deadline", DURATION, "Stop it after this long (90s, 30m, 24h, 1h30m, 2d)."),
     Field("retries", INTEGER, "Job only: reruns after a failure (backoffLimit).",
           default=0, minimum=0, maximum=1000),
-    Field("priority", TEXT, "A PriorityClass name.", pattern=DNS1123_SUBDOMAIN),
+    Field("priority", TEXT, "A PriorityClass name.",
+          pattern=Rule(DNS1123_SUBDOMAIN, "a valid PriorityClass name")),
     Field("scheduler", TEXT, "The pods' schedulerName, e.g. gpuctl-binpack.",
-          pattern=DNS1123_SUBDOMAIN),
+          pattern=Rule(DNS1123_SUBDOMAIN, "a valid scheduler name",
+                       hint="the schedulerName of a kube-scheduler profile, e.g. gpuctl-binpack "
+                       "(`gpuctl sched render`)")),
     Field("labels", STRING_MAP, "Labels added to every object.",
-          keys=k8s_names.not_reserved_label((QUEUE_LABEL,)) + LABEL_KEY, pattern=LABEL_VALUE),
+          keys=Rule(k8s_names.not_reserved_label((QUEUE_LABEL,)) + LABEL_KEY, "a valid label key",
+                    why=_label_key_refusal),
+          pattern=LABEL_VALUE_RULE),
     Field("tolerations", MAPPINGS, "Added to the default GPU toleration.", fields=TOLERATIONS),
-    Field("service_account", TEXT, "A ServiceAccount name.", pattern=DNS1123_SUBDOMAIN),
+    Field("service_account", TEXT, "A ServiceAccount name.",
+          pattern=Rule(DNS1123_SUBDOMAIN, "a valid ServiceAccount name")),
     Field("image_pull_secrets", STRINGS, "Secrets to pull the image with.",
-          pattern=DNS1123_SUBDOMAIN),
+          pattern=Rule(DNS1123_SUBDOMAIN, "a valid Secret name")),
     Field("volumes", MAPPINGS, "Volumes mounted in the container.", fields=volumes.VOLUME),
     Field("secrets", MAPPINGS, "Secrets as variables or files.", fields=volumes.SECRET),
     Field("working_dir", TEXT, "The container's working directory (an absolute path)."),
     Field("node_selector", STRING_MAP, "The pods' nodeSelector: label -> value.",
-          keys=LABEL_KEY, pattern=LABEL_VALUE),
+          keys=Rule(LABEL_KEY, "a valid label key"), pattern=LABEL_VALUE_RULE, at_entry=True),
     Field("extra_resources", RESOURCES, "Devices beside GPUs (vpc.amazonaws.com/efa: 32) and "
-          "huge pages (hugepages-2Mi: 1Gi).", maximum=MAX_EXTRA_RESOURCE, keys=EXTRA_RESOURCE_KEY),
+          "huge pages (hugepages-2Mi: 1Gi).", maximum=MAX_EXTRA_RESOURCE,
+          keys=Rule(EXTRA_RESOURCE_KEY, "an extra resource name", why=_extra_resource_refusal)),
     Field("template", TEXT, "A site template by name, or a path."),
     Field("queue", TEXT, "A Kueue LocalQueue (default: the namespace's only one).",
-          pattern=DNS1123_SUBDOMAIN),
+          pattern=Rule(DNS1123_SUBDOMAIN, "a valid LocalQueue name")),
     Field("multinode", TEXT, "How a multi-node job is made (default: jobset where the cluster "
           "has JobSet).", choices=MULTINODE),
 )  # fmt: skip
@@ -181,9 +217,65 @@ class JobSpec:
 
 
 def parse_job(doc: Doc) -> JobSpec:
+    """The job spec DOC; its fields keep their rows' rules as they are read (Fields.read),
+    and what spans several fields is checked here."""
     f = doc.root()
-    # what the document is comes first: a Kubernetes manifest or a cluster spec is said to be
-    # one, not refused for its first unknown field
+    kind = _kind(f)
+    name, nodes = f.read(JOB["name"]), f.read(JOB["nodes"])
+    image = f.read(JOB["image"])
+    if any(ch.isspace() for ch in image):
+        raise f.error("image", f"{image!r} contains white space")
+    gpus = _gpus(f)
+    if kind == "Pod":
+        _job_only(f, nodes)
+    multinode = _multinode(f, name, nodes)
+    queue = f.read(JOB["queue"])
+    env = _env(f, nodes)
+    job_volumes, job_secrets = volumes.parse(f, env, TORCHRUN_ENV if nodes > 1 else ())
+    working_dir = f.read(JOB["working_dir"])
+    if working_dir is not None and (problem := volumes.mount_problem(working_dir)):
+        raise f.error("working_dir", problem)
+    labels = f.read(JOB["labels"], {})
+    namespace = f.read(JOB["namespace"])
+    f.read(JOB["template"])  # already applied: gpuctl.jobs.core.templates merges it in before this
+    return JobSpec(
+        name=name,
+        image=image,
+        kind=kind,
+        namespace=namespace,
+        priority=f.read(JOB["priority"]),
+        scheduler=f.read(JOB["scheduler"]),
+        image_pull_secrets=tuple(f.read(JOB["image_pull_secrets"], [])),
+        service_account=f.read(JOB["service_account"]),
+        command=tuple(f.read(JOB["command"], [])),
+        args=tuple(f.read(JOB["args"], [])),
+        env=tuple(env.items()),
+        **gpus,
+        nodes=nodes,
+        nproc_per_node=f.read(JOB["nproc_per_node"]),
+        master_port=f.read(JOB["master_port"]),
+        cpu=f.read(JOB["cpu"]),
+        memory=f.read(JOB["memory"]),
+        shm=f.read(JOB["shm"]),
+        ttl_after_finished=f.read(JOB["ttl_after_finished"]),
+        deadline=f.read(JOB["deadline"]),
+        retries=f.read(JOB["retries"]),
+        labels=tuple(labels.items()),
+        tolerations=tuple(_tolerations(f)),
+        volumes=job_volumes,
+        secrets=job_secrets,
+        working_dir=working_dir,
+        node_selector=tuple(f.read(JOB["node_selector"], {}).items()),
+        extra_resources=_extra_resources(f),
+        queue=queue,
+        multinode=multinode,
+        source=doc.file,
+    )
+
+
+def _kind(f: Fields) -> str:
+    """Job or Pod. What the document is comes first: a Kubernetes manifest or a cluster spec
+    is said to be one, not refused for its first unknown field."""
     api = f.text("apiVersion")
     if api is not None and api != API_VERSION:
         raise f.error(
@@ -194,16 +286,15 @@ def parse_job(doc: Doc) -> JobSpec:
             else "a job spec starts with apiVersion: gpuctl/v1; Kubernetes manifests go to "
             "kubectl apply",
         )
-    kind = f.read(JOB["kind"])
+    kind: str = f.read(JOB["kind"])
     f.reject_unknown(JOB)
     f.read(JOB["apiVersion"])
-    name = f.read(JOB["name"])
-    nodes = f.read(JOB["nodes"])
+    return kind
 
-    image = f.read(JOB["image"])
-    if any(ch.isspace() for ch in image):
-        raise f.error("image", f"{image!r} contains white space")
 
+def _gpus(f: Fields) -> dict[str, Any]:
+    """What each worker asks for: whole GPUs (time-shared or not) or one MIG slice, and of
+    which GPU type."""
     mig = f.read(JOB["mig"])
     shared = f.read(JOB["shared"])
     if mig is not None and f.has("gpus"):
@@ -219,126 +310,53 @@ def parse_job(doc: Doc) -> JobSpec:
     gpus = f.read(JOB["gpus"], 0 if mig is not None else 1)
     if shared and gpus == 0:
         raise f.error("shared", "a shared GPU needs gpus ≥ 1")
-
-    gpu_type = f.read(JOB["gpu_type"], ())
-    for value in gpu_type:
-        if not k8s_names.label_value(value):
-            raise f.error("gpu_type", f"{value!r} is not a valid node label value")
+    gpu_type = tuple(f.read(JOB["gpu_type"], ()))
     if mig is not None and gpu_type:
         _check_mig_on_gpu_type(f, mig, gpu_type)
+    return {"mig": mig, "shared": shared, "gpus": gpus, "gpu_type": gpu_type}
 
-    if kind == "Pod":
-        for key in ("ttl_after_finished", "retries"):
-            if f.has(key):
-                raise f.error(key, "applies to kind Job only (a bare Pod has no retries or TTL)")
-        if f.has("queue"):
-            raise f.error("queue", "applies to kind Job only (Kueue admits Jobs and JobSets)")
-        if nodes > 1:
-            raise f.error("nodes", "a multi-node job must be kind Job")
+
+def _job_only(f: Fields, nodes: int) -> None:
+    """What a bare Pod (kind Pod) cannot have."""
+    for key in ("ttl_after_finished", "retries"):
+        if f.has(key):
+            raise f.error(key, "applies to kind Job only (a bare Pod has no retries or TTL)")
+    if f.has("queue"):
+        raise f.error("queue", "applies to kind Job only (Kueue admits Jobs and JobSets)")
     if nodes > 1:
-        if not k8s_names.dns1035_label(name):
-            raise f.error(
-                "name",
-                "a multi-node job's name must start with a letter "
-                "(it also names the workers' headless Service)",
-            )
-        if len(name) + 1 + len(str(nodes - 1)) > 63:
-            raise f.error(
-                "name",
-                f"too long for {nodes} workers: '{name}-{nodes - 1}' must fit "
-                "in 63 characters (it is a worker's host name)",
-            )
+        raise f.error("nodes", "a multi-node job must be kind Job")
 
+
+def _multinode(f: Fields, name: str, nodes: int) -> str | None:
+    """How a multi-node job is made, and whether its name can name its workers."""
+    if nodes > 1 and not k8s_names.dns1035_label(name):
+        raise f.error(
+            "name",
+            "a multi-node job's name must start with a letter "
+            "(it also names the workers' headless Service)",
+        )
+    if nodes > 1 and len(name) + 1 + len(str(nodes - 1)) > 63:
+        raise f.error(
+            "name",
+            f"too long for {nodes} workers: '{name}-{nodes - 1}' must fit "
+            "in 63 characters (it is a worker's host name)",
+        )
     # a single-node job has no multi-node form: a site template may set multinode for all
-    multinode = f.read(JOB["multinode"])
+    multinode: str | None = f.read(JOB["multinode"])
     if nodes > 1 and multinode == JOBSET and (problem := jobset_name_problem(name, nodes)):
         raise f.error("name", problem, hint="a shorter name, or multinode: indexed-job")
-    queue = f.read(JOB["queue"])
-    if queue is not None and not k8s_names.dns1123_subdomain(queue):
-        raise f.error("queue", f"{queue!r} is not a valid LocalQueue name")
+    return multinode
 
-    env = f.read(JOB["env"], {})
+
+def _env(f: Fields, nodes: int) -> dict[str, str]:
+    env: dict[str, str] = f.read(JOB["env"], {})
     for key in env:
-        if not k8s_names.env_var_name(key):
-            raise f.error("env", f"{key!r} is not a valid environment variable name")
         if nodes > 1 and key in TORCHRUN_ENV:
             raise f.doc.error(
                 f.path + ("env", key),
                 f"{key} is set by gpuctl on every worker of a multi-node job",
             )
-    job_volumes, job_secrets = volumes.parse(f, env, TORCHRUN_ENV if nodes > 1 else ())
-    working_dir = f.read(JOB["working_dir"])
-    if working_dir is not None and (problem := volumes.mount_problem(working_dir)):
-        raise f.error("working_dir", problem)
-
-    labels = f.read(JOB["labels"], {})
-    for key, value in labels.items():
-        if not k8s_names.label_key(key):
-            raise f.error("labels", f"{key!r} is not a valid label key")
-        if not k8s_names.label_value(value):
-            raise f.error("labels", f"{key}: {value!r} is not a valid label value")
-        if key == QUEUE_LABEL:
-            raise f.error("labels", f"{key!r} is set by gpuctl: give the LocalQueue as queue:")
-        if owner := k8s_names.reserved_label(key):
-            raise f.error("labels", f"{key!r} is set by {owner}; a job spec may not set it")
-
-    namespace = f.read(JOB["namespace"])
-    f.read(JOB["template"])  # already applied: gpuctl.jobs.core.templates merges it in before this
-    priority = f.read(JOB["priority"])
-    if priority is not None and not k8s_names.dns1123_subdomain(priority):
-        raise f.error("priority", f"{priority!r} is not a valid PriorityClass name")
-    scheduler = f.read(JOB["scheduler"])
-    if scheduler is not None and not k8s_names.dns1123_subdomain(scheduler):
-        raise f.error(
-            "scheduler",
-            f"{scheduler!r} is not a valid scheduler name",
-            hint="the schedulerName of a kube-scheduler profile, e.g. gpuctl-binpack "
-            "(`gpuctl sched render`)",
-        )
-    pull_secrets = f.read(JOB["image_pull_secrets"], [])
-    for secret in pull_secrets:
-        if not k8s_names.dns1123_subdomain(secret):
-            raise f.error("image_pull_secrets", f"{secret!r} is not a valid Secret name")
-    service_account = f.read(JOB["service_account"])
-    if service_account is not None and not k8s_names.dns1123_subdomain(service_account):
-        raise f.error("service_account", f"{service_account!r} is not a valid ServiceAccount name")
-
-    return JobSpec(
-        name=name,
-        image=image,
-        kind=kind,
-        namespace=namespace,
-        command=tuple(f.read(JOB["command"], [])),
-        args=tuple(f.read(JOB["args"], [])),
-        env=tuple(env.items()),
-        gpus=gpus,
-        gpu_type=tuple(gpu_type),
-        mig=mig,
-        shared=shared,
-        nodes=nodes,
-        nproc_per_node=f.read(JOB["nproc_per_node"]),
-        master_port=f.read(JOB["master_port"]),
-        cpu=f.read(JOB["cpu"]),
-        memory=f.read(JOB["memory"]),
-        shm=f.read(JOB["shm"]),
-        ttl_after_finished=f.read(JOB["ttl_after_finished"]),
-        deadline=f.read(JOB["deadline"]),
-        retries=f.read(JOB["retries"]),
-        priority=priority,
-        scheduler=scheduler,
-        labels=tuple(labels.items()),
-        tolerations=tuple(_tolerations(f)),
-        service_account=service_account,
-        image_pull_secrets=tuple(pull_secrets),
-        volumes=job_volumes,
-        secrets=job_secrets,
-        working_dir=working_dir,
-        node_selector=tuple(_node_selector(f).items()),
-        extra_resources=_extra_resources(f),
-        queue=queue,
-        multinode=multinode,
-        source=doc.file,
-    )
+    return env
 
 
 def jobset_name_problem(name: str, nodes: int) -> str | None:
@@ -357,15 +375,11 @@ def _tolerations(f: Fields) -> list[dict[str, Any]]:
     out = []
     for t in f.list_of_maps("tolerations"):
         t.reject_unknown(TOLERATIONS)
-        operator = t.read(TOLERATIONS["operator"])
+        t.read(TOLERATIONS["operator"])  # an operator of neither kind is said first
         tol = {row.name: t.read(row) for row in TOLERATIONS}
-        if tol["key"] is not None and not k8s_names.label_key(tol["key"]):
-            raise t.error("key", f"{tol['key']!r} is not a valid taint key")
-        if tol["value"] is not None and not k8s_names.label_value(tol["value"]):
-            raise t.error("value", f"{tol['value']!r} is not a valid taint value")
-        if operator == "Exists" and tol["value"] is not None:
+        if tol["operator"] == "Exists" and tol["value"] is not None:
             raise t.error("value", "must be empty when operator is Exists")
-        if operator == "Equal" and tol["key"] is None:
+        if tol["operator"] == "Equal" and tol["key"] is None:
             raise t.error("key", "is required when operator is Equal")
         if tol["tolerationSeconds"] is not None and tol["effect"] != "NoExecute":
             raise t.error("tolerationSeconds", "applies only with effect NoExecute")
@@ -373,50 +387,20 @@ def _tolerations(f: Fields) -> list[dict[str, Any]]:
     return out
 
 
-def _node_selector(f: Fields) -> dict[str, str]:
-    selector: dict[str, str] = f.read(JOB["node_selector"], {})
-    for key, value in selector.items():
-        if not k8s_names.label_key(key):
-            raise f.doc.error(f.path + ("node_selector", key), f"{key!r} is not a valid label key")
-        if not k8s_names.label_value(value):
-            raise f.doc.error(
-                f.path + ("node_selector", key), f"{value!r} is not a valid label value"
-            )
-    return selector
-
-
 def _extra_resources(f: Fields) -> tuple[tuple[str, str], ...]:
-    """Devices beside GPUs (extended resources: a whole number each) and huge pages (a
-    quantity). A count of 0 asks for none: a job can drop what a template adds."""
-    r = f.child("extra_resources")
-    if r is None:
-        return ()
-    out = []
-    for name in r.data:
-        if name.startswith("hugepages-"):
-            size = parse_quantity(name.removeprefix("hugepages-"))
-            if not size or size < 0:
-                raise r.error(name, "not a huge page size (e.g. hugepages-2Mi, hugepages-1Gi)")
-            if not (f.has("cpu") or f.has("memory")):
-                raise r.error(name, "huge pages need cpu or memory set too (a Kubernetes rule)")
-            amount = r.quantity(name, "0")
-        else:
-            domain, _, _ = name.rpartition("/")
-            if not domain or not k8s_names.label_key(name):
-                raise r.error(
-                    name, "not an extended resource name (domain/name, e.g. vpc.amazonaws.com/efa)"
-                )
-            if domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
-                raise r.error(name, "a Kubernetes resource is not an extra (extended) resource")
-            if name.startswith(GPU_RESOURCE_PREFIXES):
-                raise r.error(name, "GPUs are asked for with gpus, mig or shared")
-            amount = str(r.integer(name, 0, minimum=0, maximum=MAX_EXTRA_RESOURCE))
-        if parse_quantity(amount):
-            out.append((name, amount))
-    return tuple(out)
+    """Devices beside GPUs and huge pages. A count of 0 asks for none: a job can drop what a
+    template adds."""
+    amounts: dict[str, str] = f.read(JOB["extra_resources"], {})
+    for name in amounts:
+        if name.startswith("hugepages-") and not (f.has("cpu") or f.has("memory")):
+            raise f.doc.error(
+                f.path + ("extra_resources", name),
+                "huge pages need cpu or memory set too (a Kubernetes rule)",
+            )
+    return tuple((name, amount) for name, amount in amounts.items() if parse_quantity(amount))
 
 
-def _check_mig_on_gpu_type(f: Fields, mig: str, gpu_type: list[str]) -> None:
+def _check_mig_on_gpu_type(f: Fields, mig: str, gpu_type: tuple[str, ...]) -> None:
     """A MIG profile that no GPU of the job's gpu_type has never schedules: the device plugin
     advertises only its own GPU's profiles. Judged only when every value names GPUs gpuctl
     knows (`h100` names both H100s)."""

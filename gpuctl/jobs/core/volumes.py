@@ -14,33 +14,60 @@ from typing import Any
 from gpuctl.common import k8s_names
 from gpuctl.common.k8s_names import DATA_KEY, DNS1123_SUBDOMAIN, ENV_VAR
 from gpuctl.common.quantity import POSITIVE
-from gpuctl.common.quantity import parse as parse_quantity
-from gpuctl.common.spec_fields import FLAG, NAME, QUANTITY, STRING_MAP, TEXT, Field, Table
+from gpuctl.common.spec_fields import (
+    FLAG,
+    NAME,
+    QUANTITY,
+    STRING_MAP,
+    TEXT,
+    Field,
+    Refusal,
+    Rule,
+    Table,
+)
 from gpuctl.common.specfile import Fields, dotted
 
+NO_SIZE = Refusal("give its size limit, e.g. empty_dir: 200Gi")
 VOLUME = Table(
     Field("name", NAME, "The volume's name, unique in the job.", required=True),
-    Field("pvc", TEXT, "A PersistentVolumeClaim's name.", pattern=DNS1123_SUBDOMAIN),
+    Field(
+        "pvc",
+        TEXT,
+        "A PersistentVolumeClaim's name.",
+        pattern=Rule(DNS1123_SUBDOMAIN, "a valid PersistentVolumeClaim name"),
+    ),
     Field(
         "empty_dir",
         QUANTITY,
         "An empty directory of this size limit, e.g. 200Gi.",
-        pattern=POSITIVE,
+        pattern=Rule(POSITIVE, "a size limit", why=lambda _: NO_SIZE),
     ),
-    Field("config_map", TEXT, "A ConfigMap's name: its keys as files.", pattern=DNS1123_SUBDOMAIN),
+    Field(
+        "config_map",
+        TEXT,
+        "A ConfigMap's name: its keys as files.",
+        pattern=Rule(DNS1123_SUBDOMAIN, "a valid ConfigMap name"),
+    ),
     Field("mount", TEXT, "Where it is mounted in the container.", required=True),
     Field("read_only", FLAG, "Mount it read-only.", default=False),
     Field("memory", FLAG, "An empty_dir in RAM (tmpfs).", default=False),
 )
 SOURCES = ("pvc", "empty_dir", "config_map")
 SECRET = Table(
-    Field("secret", TEXT, "The Secret's name.", required=True, pattern=DNS1123_SUBDOMAIN),
+    Field(
+        "secret",
+        TEXT,
+        "The Secret's name.",
+        required=True,
+        pattern=Rule(DNS1123_SUBDOMAIN, "a valid Secret name"),
+    ),
     Field(
         "env",
         STRING_MAP,
         "Variables from its keys: variable -> key.",
-        keys=ENV_VAR,
-        pattern=DATA_KEY,
+        keys=Rule(ENV_VAR, "a valid environment variable name"),
+        pattern=Rule(DATA_KEY, "a valid key of a Secret"),
+        at_entry=True,
     ),
     Field("mount", TEXT, "Where its keys are mounted as files, read-only."),
 )
@@ -129,13 +156,10 @@ def _volumes(f: Fields, mounts: list[tuple[str, Fields]]) -> list[Volume]:
         source = size = None
         if kind == "empty_dir":
             size = v.read(VOLUME["empty_dir"])
-            if size is None or not parse_quantity(size):
-                raise v.error("empty_dir", "give its size limit, e.g. empty_dir: 200Gi")
+            if size is None:  # `empty_dir:` with nothing
+                raise v.error("empty_dir", NO_SIZE.message)
         else:
             source = v.read(VOLUME[kind])
-            if not k8s_names.dns1123_subdomain(source):
-                what = "PersistentVolumeClaim" if kind == "pvc" else "ConfigMap"
-                raise v.error(kind, f"{source!r} is not a valid {what} name")
         mount = v.read(VOLUME["mount"])
         mounts.append((mount, v))
         out.append(
@@ -165,8 +189,6 @@ def _secrets(
     for s in f.list_of_maps("secrets"):
         s.reject_unknown(SECRET)
         name = s.read(SECRET["secret"])
-        if not k8s_names.dns1123_subdomain(name):
-            raise s.error("secret", f"{name!r} is not a valid Secret name")
         if name in seen:
             raise s.error(
                 "secret",
@@ -175,12 +197,8 @@ def _secrets(
             )
         seen[name] = s
         variables = s.read(SECRET["env"], {})
-        for var, key in variables.items():
+        for var in variables:
             path = s.path + ("env", var)
-            if not k8s_names.env_var_name(var):
-                raise s.doc.error(path, f"{var!r} is not a valid environment variable name")
-            if not k8s_names.data_key(key):
-                raise s.doc.error(path, f"{key!r} is not a valid key of a Secret")
             if var in reserved_env:
                 raise s.doc.error(path, f"{var} is set by gpuctl on every worker")
             if var in env:

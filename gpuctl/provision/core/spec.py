@@ -24,6 +24,8 @@ from gpuctl.common.spec_fields import (
     TEXT,
     TEXT_OR_MAPPING,
     Field,
+    Refusal,
+    Rule,
     Table,
 )
 from gpuctl.common.specfile import Doc, Fields, load_yaml_file
@@ -44,14 +46,6 @@ DYNAMO_TABLE = r"[A-Za-z0-9_.-]{3,255}"
 K8S_VERSION = r"1\.[0-9]{1,2}"
 RESERVATION_ID = r"cr-[0-9a-f]{8,17}"
 _REGION = re.compile(REGION)
-_EKS_NAME = re.compile(EKS_NAME)
-_INSTANCE_TYPE = re.compile(INSTANCE_TYPE)
-_S3_BUCKET = re.compile(S3_BUCKET)
-_DYNAMO_TABLE = re.compile(DYNAMO_TABLE)
-_K8S_VERSION = re.compile(K8S_VERSION)
-_RESERVATION_ID = re.compile(RESERVATION_ID)
-# Stated by the JSON Schema only: the parser checks these part by part, to say which part
-# is wrong (parse_taint, _kubelet_refuses).
 TAINT = rf"{LABEL_KEY}(={LABEL_VALUE})?:({'|'.join(TAINT_EFFECTS)})"
 # a label key outside the kubernetes.io / k8s.io namespaces the kubelet may not set
 _SUBDOMAIN_OF = r"([-a-z0-9.]*\.)?"
@@ -59,6 +53,25 @@ GPU_LABEL_KEY = (
     rf"(?!(?!{_SUBDOMAIN_OF}(node|kubelet)\.kubernetes\.io/){_SUBDOMAIN_OF}(kubernetes|k8s)\.io/)"
     + LABEL_KEY
 )
+EKS_NAME_RULE = Rule(
+    EKS_NAME,
+    "an EKS cluster name: letters, digits, '-' and '_', starting with a letter or digit, "
+    "at most 100",
+)
+VERSION_RULE = Rule(K8S_VERSION, 'a Kubernetes minor version (e.g. "1.31")')
+RESERVATION_ID_RULE = Rule(RESERVATION_ID, "a capacity reservation id (cr-0123456789abcdef0)")
+
+
+def _kubelet_refusal(key: str) -> Refusal | None:
+    if not k8s_names.label_key(key) or not _kubelet_refuses(key):
+        return None  # the noun says it
+    return Refusal(
+        f"{key!r} is in a kubernetes.io / k8s.io namespace the kubelet may not set on its "
+        "node: the nodes would never join",
+        hint="use a key like gpu-type, nvidia.com/gpu.product or node.kubernetes.io/gpu-type",
+    )
+
+
 # Principals an EKS access entry takes: IAM users and roles (not an STS assumed-role session).
 _PRINCIPAL = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}\Z")
 
@@ -77,15 +90,16 @@ _CREATE_ONLY = ("endpoint_access", "public_access_cidrs", "admin_principals", "s
 
 SYSTEM_NODES = Table(
     Field("instance_type", TEXT, "Their EC2 instance type.",
-          default=DEFAULT_SYSTEM_INSTANCE_TYPE, pattern=INSTANCE_TYPE),
+          default=DEFAULT_SYSTEM_INSTANCE_TYPE,
+          pattern=Rule(INSTANCE_TYPE, "an EC2 instance type (e.g. m6i.large)")),
     Field("count", INTEGER, "How many.", default=DEFAULT_SYSTEM_NODES, minimum=1, maximum=20),
 )  # fmt: skip
 KUBERNETES_CLUSTER = Table(
     Field("name", TEXT, "The EKS cluster's name (default: the spec's name); with no create: "
-          "an existing cluster.", pattern=EKS_NAME),
+          "an existing cluster.", pattern=EKS_NAME_RULE),
     Field("create", FLAG, "Create it (default: true unless name is given)."),
     Field("version", TEXT, 'A new cluster\'s Kubernetes version, quoted: "1.33".',
-          pattern=K8S_VERSION),
+          pattern=VERSION_RULE),
     Field("endpoint_access", TEXT, "New cluster: where its API endpoint is reachable from.",
           default="public-and-private", choices=ENDPOINT_ACCESS),
     Field("public_access_cidrs", STRINGS, "New cluster: IPv4 networks that reach the public "
@@ -95,7 +109,7 @@ KUBERNETES_CLUSTER = Table(
           fields=SYSTEM_NODES),
 )  # fmt: skip
 RESERVATION = Table(
-    Field("id", TEXT, "The reservation's id.", required=True, pattern=RESERVATION_ID),
+    Field("id", TEXT, "The reservation's id.", required=True, pattern=RESERVATION_ID_RULE),
     Field("type", TEXT, "An On-Demand Capacity Reservation or a Capacity Block for ML.",
           default="on-demand", choices=RESERVATION_TYPES),
 )  # fmt: skip
@@ -103,28 +117,31 @@ NODE_GROUP = Table(
     Field("name", NAME, "The group's name (at most 40 characters).", required=True,
           maximum=MAX_GROUP_NAME),
     Field("instance_type", TEXT, "Its EC2 instance type, e.g. p5.48xlarge.", required=True,
-          pattern=INSTANCE_TYPE),
+          pattern=Rule(INSTANCE_TYPE, "an EC2 instance type (e.g. p4d.24xlarge)")),
     Field("min_size", INTEGER, "Fewest nodes.", required=True, minimum=0, maximum=MAX_GROUP_SIZE),
     Field("max_size", INTEGER, "Most nodes.", required=True, minimum=1, maximum=MAX_GROUP_SIZE),
     Field("desired_size", INTEGER, "Nodes to start with (default: min_size).",
           minimum=0, maximum=MAX_GROUP_SIZE),
     Field("gpu_type", TEXT, "The nodes' GPU-type label value, e.g. h100.", required=True,
-          pattern=LABEL_VALUE),
+          pattern=Rule(LABEL_VALUE, "a valid label value: letters, digits, '-', '_' and '.', "
+                       "at most 63")),
     Field("capacity_type", TEXT, "How the nodes are bought.", default="on-demand",
           choices=("on-demand", "spot")),
     Field("taints", STRINGS, "KEY[=VALUE]:EFFECT taints on the nodes.", default=(DEFAULT_TAINT,),
-          pattern=TAINT),
+          pattern=Rule(TAINT, "a taint: KEY[=VALUE]:EFFECT with EFFECT one of "
+                       + ", ".join(TAINT_EFFECTS)), at_entry=True),
     Field("efa", FLAG, "Elastic Fabric Adapter interfaces on every node.", default=False),
     Field("capacity_reservation", TEXT_OR_MAPPING, "A capacity reservation id (cr-…), or "
-          "{id, type}.", pattern=RESERVATION_ID, fields=RESERVATION),
+          "{id, type}.", pattern=RESERVATION_ID_RULE, fields=RESERVATION),
 )  # fmt: skip
 STATE = Table(
     Field("s3_bucket", TEXT, "The S3 bucket of the Terraform state.", required=True,
-          pattern=S3_BUCKET),
+          pattern=Rule(S3_BUCKET, "an S3 bucket name")),
     Field("dynamodb_table", TEXT, "The DynamoDB table of its lock.", required=True,
-          pattern=DYNAMO_TABLE),
+          pattern=Rule(DYNAMO_TABLE, "a DynamoDB table name")),
     Field("key", TEXT, "The state's object key (default: gpuctl/NAME/terraform.tfstate)."),
-    Field("region", TEXT, "The bucket's region (default: the cluster's).", pattern=REGION),
+    Field("region", TEXT, "The bucket's region (default: the cluster's).",
+          pattern=Rule(REGION, "an AWS region name")),
 )  # fmt: skip
 CLUSTER = Table(
     Field("apiVersion", TEXT, "The cluster spec's version.", required=True,
@@ -132,10 +149,10 @@ CLUSTER = Table(
     Field("kind", TEXT, "Always Cluster.", required=True, choices=(KIND,)),
     Field("name", NAME, "The cluster spec's name.", required=True),
     Field("region", TEXT, "The AWS region (default: --region, AWS_REGION or the AWS profile's).",
-          pattern=REGION),
+          pattern=Rule(REGION, "an AWS region name (e.g. us-east-1)")),
     Field("vpc_cidr", TEXT, "A new cluster's new VPC, /16 to /20, e.g. 10.0.0.0/16."),
     Field("kubernetes_cluster", TEXT_OR_MAPPING, "A new cluster ({version: \"1.33\"}) or an "
-          "existing one (its name).", required=True, pattern=EKS_NAME,
+          "existing one (its name).", required=True, pattern=EKS_NAME_RULE,
           fields=KUBERNETES_CLUSTER),
     Field("gpu_stack", TEXT, "The GPU software gpuctl installs.", default="gpu-operator",
           choices=GPU_STACKS),
@@ -144,7 +161,8 @@ CLUSTER = Table(
     Field("autoscaler", TEXT, "What scales the GPU nodes.", default="cluster-autoscaler",
           choices=AUTOSCALERS),
     Field("gpu_label_key", TEXT, "The node label that holds the GPU type.",
-          default=DEFAULT_GPU_LABEL_KEY, pattern=GPU_LABEL_KEY),
+          default=DEFAULT_GPU_LABEL_KEY,
+          pattern=Rule(GPU_LABEL_KEY, "a Kubernetes label key", why=_kubelet_refusal)),
     Field("node_groups", MAPPINGS, "The GPU node groups.", required=True, minimum=1,
           fields=NODE_GROUP),
     Field("state", MAPPING, "Terraform state in S3 (default: local, per cluster).",
@@ -275,16 +293,6 @@ def parse_cluster(
     mig_strategy = root.read(CLUSTER["mig_strategy"])
     autoscaler = root.read(CLUSTER["autoscaler"])
     label_key = root.read(CLUSTER["gpu_label_key"])
-    if not k8s_names.label_key(label_key):
-        raise root.error("gpu_label_key", f"{label_key!r} is not a Kubernetes label key")
-    if _kubelet_refuses(label_key):
-        raise root.error(
-            "gpu_label_key",
-            f"{label_key!r} is in a kubernetes.io / k8s.io "
-            "namespace the kubelet may not set on its node: the "
-            "nodes would never join",
-            hint="use a key like gpu-type, nvidia.com/gpu.product or node.kubernetes.io/gpu-type",
-        )
     if not isinstance(root.raw("node_groups"), list) or not root.raw("node_groups"):
         if root.has("node_groups") and not isinstance(root.raw("node_groups"), list):
             raise root.error("node_groups", "expected a list of node groups")
@@ -330,7 +338,7 @@ def _kubernetes_cluster(root: Fields, spec_name: str) -> KubernetesCluster:
             "an existing one: kubernetes_cluster: {name: my-eks}",
         )
     if isinstance(value, str):
-        return KubernetesCluster(name=_eks_name(root, "kubernetes_cluster"), create=False)
+        return KubernetesCluster(name=root.read(CLUSTER["kubernetes_cluster"]), create=False)
     kc = root.child("kubernetes_cluster")
     assert kc is not None  # a mapping, or child() raised
     kc.reject_unknown(KUBERNETES_CLUSTER)
@@ -345,7 +353,7 @@ def _kubernetes_cluster(root: Fields, spec_name: str) -> KubernetesCluster:
                     "applies only to a cluster gpuctl creates (create: true); "
                     "an existing cluster keeps its own",
                 )
-    name = _eks_name(kc, "name") if kc.has("name") else spec_name
+    name = kc.read(KUBERNETES_CLUSTER["name"], spec_name)
     version = _plain_version(kc, required=create)
     if not create:
         return KubernetesCluster(name=name, create=False, version=version)
@@ -374,17 +382,6 @@ def _kubernetes_cluster(root: Fields, spec_name: str) -> KubernetesCluster:
     )
 
 
-def _eks_name(fields: Fields, key: str) -> str:
-    name: str = fields.text(key, required=True)
-    if not _EKS_NAME.fullmatch(name):
-        raise fields.error(
-            key,
-            f"{name!r} is not an EKS cluster name: letters, digits, '-' and '_', "
-            "starting with a letter or digit, at most 100",
-        )
-    return name
-
-
 def _public_cidrs(kc: Fields) -> list[str]:
     out = []
     for i, text in enumerate(kc.read(KUBERNETES_CLUSTER["public_access_cidrs"])):
@@ -405,10 +402,7 @@ def _system_nodes(kc: Fields) -> SystemNodes:
     if sn is None:
         return SystemNodes()
     sn.reject_unknown(SYSTEM_NODES)
-    itype = sn.read(SYSTEM_NODES["instance_type"])
-    if not _INSTANCE_TYPE.fullmatch(itype):
-        raise sn.error("instance_type", f"{itype!r} is not an EC2 instance type (e.g. m6i.large)")
-    return SystemNodes(itype, sn.read(SYSTEM_NODES["count"]))
+    return SystemNodes(sn.read(SYSTEM_NODES["instance_type"]), sn.read(SYSTEM_NODES["count"]))
 
 
 def _vpc_cidr(root: Fields, cluster: KubernetesCluster) -> str | None:
@@ -463,8 +457,9 @@ def _plain_version(fields: Fields, required: bool) -> str | None:
             "version",
             f'write the version in quotes, e.g. "{value}" (unquoted, 1.30 reads as the number 1.3)',
         )
-    if not isinstance(value, str) or not _K8S_VERSION.fullmatch(value):
-        raise fields.error("version", f'{value!r} is not a Kubernetes minor version (e.g. "1.31")')
+    # not text: a number (or a list) is no version either, said in the rule's words
+    if not isinstance(value, str) or VERSION_RULE.refusal(value):
+        raise fields.error("version", f"{value!r} is not {VERSION_RULE.noun}")
     return value
 
 
@@ -474,8 +469,6 @@ def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
     if len(name) > MAX_GROUP_NAME:
         raise g.error("name", f"must be at most {MAX_GROUP_NAME} characters (got {len(name)})")
     itype = g.read(NODE_GROUP["instance_type"])
-    if not _INSTANCE_TYPE.fullmatch(itype):
-        raise g.error("instance_type", f"{itype!r} is not an EC2 instance type (e.g. p4d.24xlarge)")
     min_size = g.read(NODE_GROUP["min_size"])
     max_size = g.read(NODE_GROUP["max_size"])
     if min_size > max_size:
@@ -487,24 +480,8 @@ def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
             f"must be between min_size ({min_size}) and max_size ({max_size}) (got {desired})",
         )
     gpu_type = g.read(NODE_GROUP["gpu_type"])
-    if not k8s_names.label_value(gpu_type):
-        raise g.error(
-            "gpu_type",
-            f"{gpu_type!r} is not a valid label value: letters, digits, "
-            "'-', '_' and '.', at most 63",
-        )
     capacity = g.read(NODE_GROUP["capacity_type"])
-    taint_texts = g.read(NODE_GROUP["taints"])
-    taints = []
-    for i, text in enumerate(taint_texts):
-        taint = parse_taint(text)
-        if taint is None:
-            raise g.doc.error(
-                g.path + ("taints", i),
-                f"{text!r} is not a taint: KEY[=VALUE]:EFFECT with EFFECT one of "
-                + ", ".join(TAINT_EFFECTS),
-            )
-        taints.append(taint)
+    taints = [_taint(text) for text in g.read(NODE_GROUP["taints"])]
     keys = [(t.key, t.effect) for t in taints]
     if len(set(keys)) != len(keys):
         raise g.error("taints", "the same key and effect appear twice")
@@ -544,17 +521,12 @@ def _reservation(g: Fields) -> CapacityReservation | None:
     if value is None:
         return None
     if isinstance(value, str):
-        fields, key, rtype = g, "capacity_reservation", "on-demand"
-    else:
-        cr = g.child("capacity_reservation")
-        assert cr is not None  # a mapping, or child() raised
-        cr.reject_unknown(RESERVATION)
-        fields, key = cr, "id"
-        rtype = cr.read(RESERVATION["type"])
-    rid: str = fields.text(key, required=True)
-    if not _RESERVATION_ID.fullmatch(rid):
-        raise fields.error(key, f"{rid!r} is not a capacity reservation id (cr-0123456789abcdef0)")
-    return CapacityReservation(rid, rtype)
+        return CapacityReservation(g.read(NODE_GROUP["capacity_reservation"]), "on-demand")
+    cr = g.child("capacity_reservation")
+    assert cr is not None  # a mapping, or child() raised
+    cr.reject_unknown(RESERVATION)
+    rtype = cr.read(RESERVATION["type"])
+    return CapacityReservation(cr.read(RESERVATION["id"]), rtype)
 
 
 def parse_taint(text: str) -> Taint | None:
@@ -565,6 +537,14 @@ def parse_taint(text: str) -> Taint | None:
     if not k8s_names.label_key(key) or not k8s_names.label_value(value):
         return None
     return Taint(key, value, effect)
+
+
+def _taint(text: str) -> Taint:
+    """A taint the row's pattern (TAINT) took."""
+    taint = parse_taint(text)
+    if taint is None:
+        raise ValueError(f"{text!r}: TAINT and parse_taint disagree")
+    return taint
 
 
 def _kubelet_refuses(key: str) -> bool:
@@ -580,8 +560,6 @@ def _kubelet_refuses(key: str) -> bool:
 
 def _region(root: Fields, option: str | None, default: tuple[str, str] | None) -> str:
     written = root.read(CLUSTER["region"])
-    if written is not None and not _REGION.fullmatch(written):
-        raise root.error("region", f"{written!r} is not an AWS region name (e.g. us-east-1)")
     if option is not None and not _REGION.fullmatch(option):
         raise UsageError(f"--region {option!r} is not an AWS region name (e.g. us-east-1)")
     if written is not None and option is not None and option != written:
@@ -611,15 +589,9 @@ def _state(root: Fields, name: str, region: str) -> StateBackend | None:
         return None
     st.reject_unknown(STATE)
     bucket = st.read(STATE["s3_bucket"])
-    if not _S3_BUCKET.fullmatch(bucket):
-        raise st.error("s3_bucket", f"{bucket!r} is not an S3 bucket name")
     table = st.read(STATE["dynamodb_table"])
-    if not _DYNAMO_TABLE.fullmatch(table):
-        raise st.error("dynamodb_table", f"{table!r} is not a DynamoDB table name")
     key = st.read(STATE["key"], f"gpuctl/{name}/terraform.tfstate")
     if key.startswith("/") or any(ord(c) < 32 for c in key) or len(key) > 1024:
         raise st.error("key", f"{key!r} is not a usable S3 object key")
-    state_region = st.read(STATE["region"], region)
-    if not _REGION.fullmatch(state_region):
-        raise st.error("region", f"{state_region!r} is not an AWS region name")
+    state_region = st.read(STATE["region"], region)  # the cluster's region is checked
     return StateBackend(bucket, table, key, state_region)
