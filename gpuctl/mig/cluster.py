@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common import selector as label_selector
@@ -17,28 +16,16 @@ from gpuctl.gpus.geometry import GpuModel, known_model
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL, split_product
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources
 from gpuctl.mig.core import migparted
-from gpuctl.mig.core.diff import GpuState
-
-CONFIG_LABEL = "nvidia.com/mig.config"
-STATE_LABEL = "nvidia.com/mig.config.state"
-PRODUCT_LABEL = GFD_PRODUCT_LABEL
-COUNT_LABEL = "nvidia.com/gpu.count"
-# The operator's shipped config, then the usual name of a custom one.
-OPERATOR_CONFIGMAP = "default-mig-parted-config"
-
-
-@dataclass
-class NodeTarget:
-    name: str
-    config: str | None  # current value of the config label
-    state: str | None
-    model: GpuModel | None
-    gpu_count: int
-    gpu_pods: list[str] = field(default_factory=list)
+from gpuctl.mig.core.operator import (
+    CONFIG_LABEL,
+    COUNT_LABEL,
+    STATE_LABEL,
+    NodeTarget,
+)
 
 
 def _model_of(labels: dict) -> GpuModel | None:
-    product, _, _ = split_product(labels.get(PRODUCT_LABEL, ""))
+    product, _, _ = split_product(labels.get(GFD_PRODUCT_LABEL, ""))
     return known_model(product) if product else None
 
 
@@ -106,11 +93,6 @@ def targets(kube: Kube, nodes: tuple[str, ...], selector: str | None) -> list[No
                 )
         out.append(t)
     return out
-
-
-def label(kube: Kube, nodes: list[NodeTarget], config: str) -> None:
-    for t in nodes:
-        kube.patch_node_labels(t.name, {CONFIG_LABEL: config})
 
 
 def follow(
@@ -208,32 +190,3 @@ def operator_config(
     return None, "; ".join(notes) or (
         f"no mig-parted ConfigMap found in {namespace} ({', '.join(dict.fromkeys(names))})"
     )
-
-
-def check_config(cfg: migparted.MigConfigFile, config: str, nodes: list[NodeTarget]) -> list[str]:
-    """Where a node's GPU model is known from its labels, check the config's layouts on it.
-    Refuses a file with any config mig-parted refuses: mig-manager reads the whole file, so
-    then it can use none of them. Returns notes: names that only some drivers use."""
-    entries = cfg.select(config)
-    for name, problem in cfg.problems.items():
-        raise SpecError(
-            f"{problem.message} (config {name!r}): mig-parted refuses the whole file for it, "
-            f"so mig-manager cannot apply {config!r} either",
-            hint="fix or remove that config in the ConfigMap",
-        )
-    notes = []
-    for t in nodes:
-        if t.model is None:
-            continue
-        gpus = [
-            GpuState(i, t.model.nvml_name, "", t.model, (True, True))
-            for i in range(max(t.gpu_count, 1))
-        ]
-        migparted.resolve(cfg, entries, gpus)
-        for alias, name in migparted.aliases_used(entries, t.model):
-            notes.append(
-                f"node {t.name}: {alias} is what an earlier {t.model.short_name} driver called "
-                f"{name}; mig-manager resolves names on the GPU, so this config works only "
-                "where the driver still uses that name"
-            )
-    return list(dict.fromkeys(notes))

@@ -1,5 +1,6 @@
 """MIG on this node: read every GPU's state through the NVML adapter, plan with the core,
-check the plan against what the driver offers, apply it step by step.
+check the plan against what the driver offers, and the NVML verbs of each step (the
+service hands them to the executor in the plan's order).
 
 Nothing is applied while any step is blocked (processes in the way), and nothing while a
 step could not be carried out: before the first change (and in a dry run) each new GPU
@@ -83,10 +84,10 @@ def check_steps(nvml, plans: list[GpuPlan]) -> None:
     for p in plans:
         creates = [s for s in p.steps if s.kind == "create"]
         if creates:
-            _check_creates(nvml, p.state, creates, mig_on=bool(p.state.mig and p.state.mig[0]))
+            check_creates(nvml, p.state, creates, mig_on=bool(p.state.mig and p.state.mig[0]))
 
 
-def _check_creates(nvml, state: GpuState, creates: list[Step], mig_on: bool = True) -> None:
+def check_creates(nvml, state: GpuState, creates: list[Step], mig_on: bool = True) -> None:
     for step in creates:
         profile = step.profile
         assert profile is not None and step.start is not None  # set on every create step
@@ -117,13 +118,9 @@ class ResetNeeded(Halted):
     """A MIG mode change waits for a GPU reset that was not allowed (no --reset)."""
 
 
-def apply(
-    nvml,
-    plans: list[GpuPlan],
-    *,
-    allow_reset: bool,
-    report: Callable[[str], None] = lambda line: None,
-) -> None:
+def refuse_blocked(plans: list[GpuPlan]) -> None:
+    """Nothing is applied while a step would destroy an instance, or change the mode of a
+    GPU, with processes on it: the error names them."""
     blocked = [b for p in plans for b in p.blocked]
     if blocked:
         raise GpuctlError(
@@ -131,53 +128,16 @@ def apply(
             hint="stop those processes (or choose a layout that keeps their "
             "instances), then run the same command again",
         )
-    waiting = []
-    for p in plans:
-        if p.steps:
-            try:
-                _apply_gpu(nvml, p, allow_reset, report)
-            except ResetNeeded:
-                waiting.append(p.state.index)  # the other GPUs can still go ahead
-    if waiting:
-        gpus = ", ".join(map(str, waiting))
-        raise ResetNeeded(
-            f"GPU {gpus}: the MIG mode change is pending a GPU reset",
-            hint=f"when nothing runs on GPU {gpus}, run the same command with "
-            "--reset (or reboot the node), then it continues",
-        )
 
 
-def _apply_gpu(nvml, plan: GpuPlan, allow_reset: bool, report) -> None:
-    index = plan.state.index
-    steps = list(plan.steps)
-    creates = [s for s in steps if s.kind == "create"]
-    checked = bool(plan.state.mig and plan.state.mig[0])  # else: once MIG is on
-    done = 0
-    while steps:
-        step = steps.pop(0)
-        try:
-            if step.kind == "create" and not checked:
-                _check_creates(nvml, plan.state, creates)
-                checked = True
-            _run(nvml, step, allow_reset, report)
-        except Halted:
-            raise
-        except GpuctlError as e:
-            raise Halted(
-                f"GPU {index}: step {done + 1} of {len(plan.steps)} failed ({step.text}): "
-                f"{e.message}",
-                hint=_after_failure(e, index),
-            ) from None
-        done += 1
-        if step.kind == "set-mig-mode":
-            current, pending = nvml.mig_mode(index)
-            if bool(current) != step.enable:
-                # The new mode waits for a GPU reset (always so on some drivers and on the
-                # simulated node); instances can only be made after it.
-                _reset(nvml, index, allow_reset, report, why="to activate the new MIG mode")
+def mode_active(nvml, index: int, enable: bool | None) -> bool:
+    """Whether the MIG mode set is current; else it waits for a GPU reset (always so on some
+    drivers and on the simulated node), and instances can only be made after it."""
+    current, _ = nvml.mig_mode(index)
+    return bool(current) == enable
 
 
-def _after_failure(e: GpuctlError, index: int) -> str:
+def after_failure(e: GpuctlError, index: int) -> str:
     """What to do after a failed step: run the command again only where that can finish
     (the driver's refusal can pass: a process, root rights, a reset); else it would stop
     at the same step, so say how to see, and undo, what was done."""
@@ -194,7 +154,8 @@ def _after_failure(e: GpuctlError, index: int) -> str:
     )
 
 
-def _reset(nvml, index: int, allow_reset: bool, report, why: str) -> None:
+def reset(nvml, index: int, allow_reset: bool, report: Callable[[str], None], why: str) -> None:
+    """Reset GPU INDEX (WHY: what for), only when allowed and nothing runs on it."""
     if not allow_reset:
         raise ResetNeeded(f"GPU {index}: the MIG mode change is pending a GPU reset")
     busy = nvml.processes(index)
@@ -207,13 +168,14 @@ def _reset(nvml, index: int, allow_reset: bool, report, why: str) -> None:
     report(f"GPU {index}: reset {why}")
 
 
-def _run(nvml, step: Step, allow_reset: bool, report) -> None:
+def run_step(nvml, step: Step, allow_reset: bool) -> None:
+    """One step: one NVML call (a new instance: two, its GPU instance and its compute
+    instance)."""
     i = step.gpu
     if step.kind == "set-mig-mode":
         nvml.set_mig_mode(i, step.enable)
     elif step.kind == "reset":
-        _reset(nvml, i, allow_reset, report, why="to apply the pending MIG mode")
-        return
+        reset(nvml, i, allow_reset, lambda line: None, why="to apply the pending MIG mode")
     elif step.kind == "destroy-ci":
         nvml.destroy_compute_instance(i, step.gi_id, step.ci_id)
     elif step.kind == "destroy-gi":
@@ -230,4 +192,3 @@ def _run(nvml, step: Step, allow_reset: bool, report) -> None:
         nvml.create_compute_instance(i, gi, step.ci_profile_id)
     else:  # pragma: no cover
         raise AssertionError(step.kind)
-    report(step.text)

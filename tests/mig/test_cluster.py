@@ -5,6 +5,7 @@ import textwrap
 import threading
 import time
 
+import pytest
 import yaml
 
 from tests.clirun import run_gpuctl as run
@@ -389,3 +390,23 @@ def test_an_early_driver_name_is_accepted_with_a_note(kube, kube_api, capsys):
     )
     assert code == 0, err
     assert "3g.95gb is what an earlier GB200 driver called 3g.93gb" in out
+
+
+def test_a_label_patch_that_fails_puts_back_the_labels_already_set(kube, kube_api, capsys):
+    from kubernetes import client
+
+    from gpuctl.adapters.kube import Kube
+    from gpuctl.common.errors import GpuctlError
+    from gpuctl.mig import service
+    from gpuctl.runtime.workflow import Quiet
+
+    add_node(kube_api, "gpu-a", dict(H100_LABELS, pool="mig"))
+    add_node(kube_api, "gpu-b", dict(H100_LABELS, pool="mig"))
+    with Kube() as k:
+        plan = service.plan_cluster(k, None, "all-1g.10gb", (), "pool=mig", "gpu-operator", "x")
+        assert [s.target for s in plan.steps] == ["node gpu-a", "node gpu-b"]
+        client.CoreV1Api(kube_api).delete_node("gpu-b")  # gone between plan and apply
+        with pytest.raises(GpuctlError) as e:
+            service.configure_cluster(k, plan, 5, Quiet(), lambda *_: None)
+    assert "the labels set before the failure were put back: node gpu-a" in e.value.message
+    assert labels_of(kube_api, "gpu-a")["nvidia.com/mig.config"] == "all-disabled"

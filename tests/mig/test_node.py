@@ -126,15 +126,14 @@ def test_refuses_busy_gpu_and_busy_instance_naming_processes(capsys, node):
 def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
     mig_on(capsys, 0)
     # Another actor takes slices 4-7 between our plan and our apply: the second create fails.
-    from gpuctl.mig import node as mig_apply
-    from gpuctl.mig.core.migparted import resolve_shorthand
+    from gpuctl.mig import service
+    from gpuctl.mig.node import Halted
 
     with Nvml() as nvml:
-        states = mig_apply.read_node(nvml)
-        plans = mig_apply.plan(states, resolve_shorthand("3g.40gb=2", [0], states))
+        plan = service.plan_node(nvml, None, None, "3g.40gb=2", [0])
         intruder = nvml.create_gpu_instance(0, 9, 4)  # a 3g.40gb GI with no compute instance
-        with pytest.raises(mig_apply.Halted) as e:
-            mig_apply.apply(nvml, plans, allow_reset=False)
+        with pytest.raises(Halted) as e:
+            service.configure_node(nvml, plan, allow_reset=False)
     assert "step 2 of 2 failed (create 3g.40gb at slices 4-7)" in str(e.value)
     # The slices were taken by someone else: once that is sorted out, a re-run can finish.
     assert "run the same command again to finish" in e.value.hint

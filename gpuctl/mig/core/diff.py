@@ -105,6 +105,7 @@ class Step:
     kind: str  # set-mig-mode | reset | destroy-ci | destroy-gi | create-ci | create
     gpu: int
     text: str
+    why: str = ""
     gi_id: int | None = None
     ci_id: int | None = None
     profile: Profile | None = None  # of a new GPU instance
@@ -149,8 +150,8 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
     current, pending = state.mig
     busy_gpu = [describe_process(p) for p in state.processes]
 
-    def gpu_step(kind: str, text: str, enable: bool | None = None) -> None:
-        plan.steps.append(Step(kind, state.index, text, enable=enable))
+    def gpu_step(kind: str, text: str, why: str, enable: bool | None = None) -> None:
+        plan.steps.append(Step(kind, state.index, text, why, enable=enable))
         if busy_gpu:
             plan.blocked.append(
                 f"{state.label}: cannot {text.split(' on GPU')[0]} while "
@@ -160,14 +161,26 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
     if not desired.enabled:
         if current:
             for inst in state.instances:
-                _destroy_instance(plan, inst)
+                _destroy_instance(plan, inst, "MIG goes off on this GPU")
             if pending:
-                gpu_step("set-mig-mode", f"disable MIG mode on GPU {state.index}", enable=False)
+                gpu_step(
+                    "set-mig-mode",
+                    f"disable MIG mode on GPU {state.index}",
+                    "the config turns MIG off",
+                    enable=False,
+                )
             else:
-                gpu_step("reset", f"reset GPU {state.index} to apply the pending MIG disable")
+                gpu_step(
+                    "reset",
+                    f"reset GPU {state.index} to apply the pending MIG disable",
+                    _RESET_WHY,
+                )
         elif pending:
             gpu_step(
-                "set-mig-mode", f"cancel the pending MIG enable on GPU {state.index}", enable=False
+                "set-mig-mode",
+                f"cancel the pending MIG enable on GPU {state.index}",
+                "the config keeps MIG off",
+                enable=False,
             )
         return plan
 
@@ -184,18 +197,31 @@ def diff(state: GpuState, desired: Desired | None) -> GpuPlan:
         raise LayoutError(f"{state.label}: {e.message}", hint=e.hint) from None
     if not current:
         if pending:
-            gpu_step("reset", f"reset GPU {state.index} to apply the pending MIG enable")
+            gpu_step(
+                "reset", f"reset GPU {state.index} to apply the pending MIG enable", _RESET_WHY
+            )
         else:
-            gpu_step("set-mig-mode", f"enable MIG mode on GPU {state.index}", enable=True)
+            gpu_step(
+                "set-mig-mode",
+                f"enable MIG mode on GPU {state.index}",
+                "the layout needs MIG on",
+                enable=True,
+            )
         for p in place(model, wanted):
             _create(plan, p)
         return plan
     if not pending:
         gpu_step(
-            "set-mig-mode", f"cancel the pending MIG disable on GPU {state.index}", enable=True
+            "set-mig-mode",
+            f"cancel the pending MIG disable on GPU {state.index}",
+            "the layout keeps MIG on",
+            enable=True,
         )
     _diff_instances(plan, model, wanted)
     return plan
+
+
+_RESET_WHY = "a MIG mode change takes effect after a GPU reset"
 
 
 def _busy(state: GpuState, gi_id: int, ci_id: int | None = None) -> list[str]:
@@ -212,7 +238,7 @@ def _inst_text(state: GpuState, inst: Any) -> str:
     return f"{name} (GI {inst.gi_id}, slices {slice_range(inst.start, inst.size)})"
 
 
-def _destroy_instance(plan: GpuPlan, inst: Any) -> None:
+def _destroy_instance(plan: GpuPlan, inst: Any, why: str) -> None:
     state = plan.state
     busy = _busy(state, inst.gi_id)
     what = _inst_text(state, inst)
@@ -226,11 +252,12 @@ def _destroy_instance(plan: GpuPlan, inst: Any) -> None:
                 "destroy-ci",
                 state.index,
                 f"destroy compute instance {ci.ci_id} of {what}",
+                why,
                 gi_id=inst.gi_id,
                 ci_id=ci.ci_id,
             )
         )
-    plan.steps.append(Step("destroy-gi", state.index, f"destroy {what}", gi_id=inst.gi_id))
+    plan.steps.append(Step("destroy-gi", state.index, f"destroy {what}", why, gi_id=inst.gi_id))
 
 
 def _create(plan: GpuPlan, p: Placed) -> None:
@@ -240,6 +267,7 @@ def _create(plan: GpuPlan, p: Placed) -> None:
             "create",
             plan.state.index,
             f"create {d.name} at slices {p.slices_text()}",
+            "the layout wants it",
             profile=d.profile,
             start=p.start,
             ci_profile_id=d.ci_profile_id,
@@ -299,7 +327,7 @@ def _diff_instances(plan: GpuPlan, model: GpuModel, wanted: list[Device]) -> Non
     kept_ids = {i.gi_id for i, _ in kept}
     for inst in state.instances:
         if inst.gi_id not in kept_ids:
-            _destroy_instance(plan, inst)
+            _destroy_instance(plan, inst, "no room for it in the layout")
     for inst, device in kept:
         what = _inst_text(state, inst)
         if _exact(inst, device):
@@ -319,6 +347,7 @@ def _diff_instances(plan: GpuPlan, model: GpuModel, wanted: list[Device]) -> Non
                     "destroy-ci",
                     state.index,
                     f"destroy compute instance {ci.ci_id} of {what}",
+                    f"the GPU instance stays, as a {device.name}",
                     gi_id=inst.gi_id,
                     ci_id=ci.ci_id,
                 )
@@ -328,6 +357,7 @@ def _diff_instances(plan: GpuPlan, model: GpuModel, wanted: list[Device]) -> Non
                 "create-ci",
                 state.index,
                 f"create the {device.name} compute instance in {what}",
+                "the GPU instance stays; it lacks the compute instance the layout wants",
                 gi_id=inst.gi_id,
                 ci_profile_id=device.ci_profile_id,
             )
