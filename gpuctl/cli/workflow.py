@@ -1,16 +1,10 @@
-"""How every changing command shows a plan and has it carried out: the plan as text (on
-stderr when -o json|yaml puts the plan as data on stdout), --dry-run stops there, --yes or
-a confirmation, then the service executes it with progress on stderr."""
+"""What every changing command shares between showing its plan and the service carrying it
+out: the confirmation rule (--dry-run stops, --yes or a question) and progress lines."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
-from gpuctl.cli.output import Format, confirm, dump, echo, err_console
+from gpuctl.cli.output import confirm, err_console
 from gpuctl.common.plan import Plan, Step
-
-T = TypeVar("T")
 
 
 class StepPrinter:
@@ -26,34 +20,13 @@ class StepPrinter:
         self._err.print(f"  [{index}/{total}] {step.text()}", markup=False, highlight=False)
 
 
-def show_plan(plan: Plan, output: Format | None, dry_run: bool) -> None:
-    """The plan as text (stderr when the data goes to stdout) and, with -o json|yaml, as data."""
-    text = "\n".join(plan.lines()) + "\n"
-    for note in plan.notes:
-        err_console().print(f"warning: {note}", style="yellow", markup=False, soft_wrap=True)
-    if output in (None, Format.table):
-        echo(text)
-        return
-    err_console().print(text, end="", markup=False, highlight=False)
-    echo(dump({**plan.to_dict(), "dryRun": dry_run}, output.value))
-
-
-def carry_out(
-    plan: Plan,
-    execute: Callable[[StepPrinter], T],
-    *,
-    question: str,
-    yes: bool,
-    dry_run: bool,
-    output: Format | None = None,
-) -> T | None:
-    """Show PLAN; unless it is empty or a dry run, confirm (QUESTION, or --yes) and EXECUTE
-    it with a StepPrinter. Returns what EXECUTE returned (None when nothing ran)."""
-    show_plan(plan, output, dry_run)
-    if plan.empty:
-        return None
-    if dry_run:
-        err_console().print("dry run: nothing changed", highlight=False)
-        return None
-    confirm(question, yes)
-    return execute(StepPrinter())
+def go_ahead(plan: Plan, question: str | None, *, dry_run: bool, yes: bool) -> bool:
+    """The confirmation rule of every changing command: whether to carry PLAN out. Not in a
+    dry run, not when it changes nothing; otherwise once QUESTION is answered yes (or
+    --yes was given; no question: nothing needs asking)."""
+    if dry_run or plan.empty:
+        err_console().print("dry run: nothing was changed" if dry_run else "nothing to change")
+        return False
+    if question:
+        confirm(question, yes)
+    return True

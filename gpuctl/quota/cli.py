@@ -102,7 +102,7 @@ def quota_set(
     yes: bool = _SET_YES,
 ) -> None:
     """Create or update a team's GPU quota (idempotent: re-running changes nothing)."""
-    from gpuctl.cli.workflow import StepPrinter
+    from gpuctl.cli.workflow import StepPrinter, go_ahead
     from gpuctl.common.errors import UsageError
     from gpuctl.quota import service, views
     from gpuctl.quota.core import kueue, rules
@@ -133,7 +133,7 @@ def quota_set(
     asked = engine.value if engine else None
     plan = service.plan_set(kube, request, asked, given, key, tuple(gpu_type), dry_run)
     views.show_set_plan(plan, output)
-    if views.go_ahead(plan, dry_run, yes):
+    if go_ahead(plan.plan, plan.question, dry_run=dry_run, yes=yes):
         assert kube is not None  # without a cluster it is a dry run
         service.apply_set(kube, plan, StepPrinter())
         views.show_done(plan)

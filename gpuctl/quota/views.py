@@ -7,7 +7,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from gpuctl.cli.output import Format, confirm, dump, dump_documents, echo, err_console, out_console
+from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console
 from gpuctl.quota.core.plans import KueuePlan, SetPlan, change_text
 
 
@@ -34,20 +34,6 @@ def show_set_plan(plan: SetPlan, output: Format | None) -> None:
 def _print_changes(changes: list[tuple[str, str | None, str | None]]) -> None:
     for change in changes:
         err_console().print(f"  {change_text(change)}", highlight=False, markup=False)
-
-
-def go_ahead(plan: SetPlan, dry_run: bool, yes: bool) -> bool:
-    """Whether to carry the plan out: not in a dry run, not when it changes nothing; a
-    replaced quota is confirmed first (--yes, or the question)."""
-    if dry_run:
-        err_console().print("dry run: nothing was changed")
-        return False
-    if plan.plan.empty:
-        err_console().print("nothing to change")
-        return False
-    if plan.question:
-        confirm(plan.question, yes)
-    return True
 
 
 def show_done(plan: SetPlan) -> None:

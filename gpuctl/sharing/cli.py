@@ -93,7 +93,7 @@ def timeslice(
 ) -> None:
     """Let several pods share each GPU on the chosen nodes (time-slicing, or MPS with --mps)."""
     from gpuctl.cli.output import err_console
-    from gpuctl.cli.workflow import StepPrinter
+    from gpuctl.cli.workflow import StepPrinter, go_ahead
     from gpuctl.common.errors import UsageError
     from gpuctl.sharing import service, views
     from gpuctl.sharing.core import config as core
@@ -114,7 +114,7 @@ def timeslice(
         return
     p = service.plan_share(kube, spec, name, names, selector, namespace, config_map, replace)
     views.show_share_plan(p, output)
-    if views.go_ahead(p, dry_run, yes):
+    if go_ahead(p.plan, p.question, dry_run=dry_run, yes=yes):
         service.apply(kube, p, StepPrinter())
         err_console().print(
             f"[green]done[/]: {len(p.changing)} node(s) labelled {core.CONFIG_LABEL}={p.name}"
@@ -140,7 +140,7 @@ def off(
     so that they run the plugin's default config, and make sure that default shares
     nothing (else label them with a config without sharing)."""
     from gpuctl.cli.output import err_console
-    from gpuctl.cli.workflow import StepPrinter
+    from gpuctl.cli.workflow import StepPrinter, go_ahead
     from gpuctl.common.errors import UsageError
     from gpuctl.sharing import service, views
 
@@ -154,7 +154,7 @@ def off(
         return
     p = service.plan_off(kube, names, selector, namespace, config_map)
     views.show_off_plan(p, output)
-    if views.go_ahead(p, dry_run, yes):
+    if go_ahead(p.plan, p.question, dry_run=dry_run, yes=yes):
         service.apply(kube, p, StepPrinter())
         err_console().print(f"[green]done[/]: {len(p.changes)} node(s) on a config without sharing")
 

@@ -9,7 +9,7 @@ import shlex
 from typing import Any
 
 from gpuctl.cli import options
-from gpuctl.cli.output import Format, confirm, dump, dump_documents, echo, err_console, out_console
+from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console
 from gpuctl.sharing.core import config as core
 from gpuctl.sharing.core.plans import OffPlan, SharePlan, Target, fallback_change
 
@@ -21,16 +21,6 @@ def _say(text: str) -> None:
 def show_objects(p: SharePlan | OffPlan, output: Format | None) -> None:
     if output is not None and output != Format.table:
         echo(dump_documents(p.objects(), output.value))
-
-
-def go_ahead(p: SharePlan | OffPlan, dry_run: bool, yes: bool) -> bool:
-    """Whether to carry the plan out: not in a dry run, not when it changes nothing; else
-    once confirmed (--yes, or the question)."""
-    if dry_run or p.plan.empty:
-        err_console().print("dry run: nothing was changed" if dry_run else "nothing to change")
-        return False
-    confirm(p.question, yes)
-    return True
 
 
 def show_share_plan(p: SharePlan, output: Format | None) -> None:
