@@ -209,7 +209,6 @@ def submit(
     from gpuctl.jobs import admission
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs.core.manifests import render as render_job
-    from gpuctl.quota import service as quota
 
     key = options.resolve_gpu_label_key(gpu_label_key)
     named = options.spec_files(
@@ -244,7 +243,7 @@ def submit(
             )
         for warning in workloads.check_references(kube, spec, ns):
             err.print(f"warning: {warning}", style="yellow", markup=False)
-        quota.precheck(kube, spec, ns)
+        admission.within_quota(kube, spec, ns)
         placed = [{**m, "metadata": {**m["metadata"], "namespace": ns}} for m in manifests]
         if dry_run and not server_side:
             err.print(f"dry run: would create {_names(manifests)} in namespace {ns}")

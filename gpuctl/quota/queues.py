@@ -8,6 +8,8 @@ from typing import Any
 
 from gpuctl.adapters.kube import Kube, NoAnswer, NotFound
 from gpuctl.common.errors import GpuctlError
+from gpuctl.k8s import apis
+from gpuctl.k8s.labels import managed_by_gpuctl
 from gpuctl.quota.core import kueue
 from gpuctl.quota.core import rules as core
 from gpuctl.quota.core.queue_usage import CapacityRow, Finding, QueueRow, lint, queue_rows
@@ -17,8 +19,7 @@ Change = tuple[str, str | None, str | None]
 
 def kueue_version(kube: Kube) -> str | None:
     """The Kueue API version gpuctl will speak with this cluster; None without Kueue."""
-    served = kube.api_versions(kueue.GROUP)
-    return next((v for v in kueue.VERSIONS if v in served), None)
+    return apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
 
 
 @dataclass
@@ -65,26 +66,28 @@ def plan_set(
 ) -> KueuePlan:
     """What `quota set` would do. Without a cluster (kube None) every object is new and
     the GPU types are the ones asked for."""
-    version = version or kueue.VERSIONS[0]
+    version = version or apis.KUEUE_VERSIONS[0]
     nodes = kube.list_objects("Node") if kube else []
     flavors = kueue.flavors_for(nodes, label_key, gpu_types)
     steps: list[Step] = []
     if kube is None or not _exists(kube, "Namespace", q.team):
         steps.append(Step(core.namespace_object(q.team), "create"))
     existing_flavors = (
-        kube.list_objects("ResourceFlavor", api_version=kueue.api_version(version)) if kube else []
+        kube.list_objects("ResourceFlavor", api_version=apis.kueue_api_version(version))
+        if kube
+        else []
     )
     used = []
     for f in flavors:
         reused = kueue.reuse_flavor(existing_flavors, f)
         theirs = _found(existing_flavors, reused) if reused is not None else None
         # one that selects the same nodes is used as it is, unless gpuctl made it
-        if theirs is not None and (reused != f.name or not kueue.managed_by_gpuctl(theirs)):
+        if theirs is not None and (reused != f.name or not managed_by_gpuctl(theirs)):
             steps.append(Step(theirs, "reused"))
             used.append(kueue.Flavor(str(reused), f.gpu_type, label_key, f.cpu, f.memory))
             continue
         desired = f.object()
-        desired["apiVersion"] = kueue.api_version(version)
+        desired["apiVersion"] = apis.kueue_api_version(version)
         steps.append(_step(desired, _found(existing_flavors, f.name), kueue.flavor_changes))
         used.append(f)
     desired_cq = kueue.cluster_queue(q, used, version)
@@ -122,7 +125,7 @@ def _read(
     kube: Kube, kind: str, name: str, namespace: str | None, version: str
 ) -> dict[str, Any] | None:
     try:
-        return kube.read(kind, name, namespace, api_version=kueue.api_version(version))
+        return kube.read(kind, name, namespace, api_version=apis.kueue_api_version(version))
     except NotFound:
         return None
 
@@ -135,7 +138,7 @@ def _step(desired: dict[str, Any], current: dict[str, Any] | None, changes_of) -
     if current is None:
         return Step(desired, "create", changes_of({}, desired))
     step = Step(desired, "update", changes_of(current, desired), current)
-    if not kueue.managed_by_gpuctl(current):
+    if not managed_by_gpuctl(current):
         raise GpuctlError(
             f"{step.kind} {step.name} exists and is not managed by gpuctl; leaving it alone",
             hint="delete or rename it, or manage that team's queues with kubectl",
@@ -209,11 +212,13 @@ def _undo(kube: Kube, done: list[Step]) -> bool:
 
 
 def list_queues(kube: Kube, version: str) -> list[QueueRow]:
-    return queue_rows(kube.list_objects("ClusterQueue", api_version=kueue.api_version(version)))
+    return queue_rows(
+        kube.list_objects("ClusterQueue", api_version=apis.kueue_api_version(version))
+    )
 
 
 def lint_queues(kube: Kube, version: str) -> tuple[list[CapacityRow], list[Finding]]:
-    av = kueue.api_version(version)
+    av = apis.kueue_api_version(version)
     return lint(
         kube.list_objects("ClusterQueue", api_version=av),
         kube.list_objects("ResourceFlavor", api_version=av),

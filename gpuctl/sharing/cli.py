@@ -83,6 +83,7 @@ def timeslice(
 ) -> None:
     """Let several pods share each GPU on the chosen nodes (time-slicing, or MPS with --mps)."""
     from gpuctl.common.errors import UsageError
+    from gpuctl.k8s import device_plugin
     from gpuctl.sharing import service as sharing
     from gpuctl.sharing.core import config as core
 
@@ -90,7 +91,7 @@ def timeslice(
     if names and selector:
         raise UsageError("give --node or --selector, not both")
     spec = core.make_sharing(
-        core.MPS if mps else core.TIME_SLICING,
+        device_plugin.MPS if mps else device_plugin.TIME_SLICING,
         replicas,
         rename_by_default,
         fail_gt_one,
@@ -126,11 +127,14 @@ def timeslice(
             yes,
         )
         sharing.apply(kube, p)
-    err.print(f"[green]done[/]: {len(changing)} node(s) labelled {core.CONFIG_LABEL}={p.name}")
+    err.print(
+        f"[green]done[/]: {len(changing)} node(s) labelled {device_plugin.CONFIG_LABEL}={p.name}"
+    )
 
 
 def _offline_plan_notes(err, why: str, target, namespace, config_map) -> None:
-    from gpuctl.sharing.core.config import CONFIG_LABEL, NAMED_FALLBACK
+    from gpuctl.k8s.device_plugin import CONFIG_LABEL
+    from gpuctl.sharing.core.config import NAMED_FALLBACK
 
     options.offline_note(why)
     guessed = [
@@ -153,7 +157,8 @@ def _offline_plan_notes(err, why: str, target, namespace, config_map) -> None:
 def _label_advice(err, names, selector, value) -> None:
     import shlex
 
-    from gpuctl.sharing.core.config import CONFIG_LABEL, GFD_PRESENT
+    from gpuctl.k8s.device_plugin import CONFIG_LABEL
+    from gpuctl.k8s.nodes import GFD_PRESENT
 
     if names:
         return
@@ -168,6 +173,7 @@ def _label_advice(err, names, selector, value) -> None:
 
 
 def _print_plan(err, p, spec) -> None:
+    from gpuctl.k8s import device_plugin
     from gpuctl.sharing.core import config as core
 
     t = p.target
@@ -211,7 +217,7 @@ def _print_plan(err, p, spec) -> None:
         )
     for c in p.changes:
         what = (
-            f"label {core.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
+            f"label {device_plugin.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
             if c.changes
             else "unchanged"
         )
@@ -245,8 +251,8 @@ def off(
     so that they run the plugin's default config, and make sure that default shares
     nothing (else label them with a config without sharing)."""
     from gpuctl.common.errors import UsageError
+    from gpuctl.k8s.device_plugin import CONFIG_LABEL
     from gpuctl.sharing import service as sharing
-    from gpuctl.sharing.core.config import CONFIG_LABEL
 
     names = options.node_names(nodes, old_nodes)
     if bool(names) == bool(selector):
@@ -296,7 +302,8 @@ def _off_offline(err, why: str, names, selector, output) -> None:
     """`share off --dry-run` without a cluster: the named nodes lose their config label."""
     import shlex
 
-    from gpuctl.sharing.core.config import CONFIG_LABEL, node_label_patch
+    from gpuctl.k8s.device_plugin import CONFIG_LABEL
+    from gpuctl.sharing.core.config import node_label_patch
 
     options.offline_note(why)
     err.print(

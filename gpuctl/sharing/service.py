@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import GpuctlError
+from gpuctl.k8s import device_plugin
+from gpuctl.k8s.nodes import labels_of
 from gpuctl.sharing.core import config as core
 
 
@@ -37,14 +39,14 @@ def locate(
     no namespace is given)."""
     if daemonsets is None:
         daemonsets = list_daemonsets(kube)
-    plugin = core.find_device_plugin(daemonsets)
+    plugin = device_plugin.find_device_plugin(daemonsets)
     if plugin is None and namespace is None:
         return None
     ns = namespace or ((plugin or {}).get("metadata") or {}).get("namespace") or kube.namespace
     if plugin is not None and (plugin["metadata"].get("namespace") or ns) != ns:
         plugin = None  # a plugin elsewhere does not read this namespace's ConfigMaps
-    mounted_name = core.plugin_config_map(plugin) if plugin else None
-    name = config_map or mounted_name or core.DEFAULT_CONFIG_MAP
+    mounted_name = device_plugin.plugin_config_map(plugin) if plugin else None
+    name = config_map or mounted_name or device_plugin.DEFAULT_CONFIG_MAP
     try:
         data = kube.read("ConfigMap", name, ns).get("data") or {}
     except NotFound:
@@ -90,7 +92,7 @@ class Plan:
 
 def plan(
     kube: Kube,
-    sharing: core.Sharing,
+    sharing: device_plugin.Sharing,
     name: str | None,
     nodes: tuple[str, ...],
     selector_text: str | None,
@@ -109,8 +111,8 @@ def plan(
             hint="install the GPU Operator or the nvidia-device-plugin Helm chart, "
             "or pass --namespace where it runs",
         )
-    configs = core.parse_configs(target.data)
-    text = core.config_text(sharing)
+    configs = device_plugin.parse_configs(target.data)
+    text = device_plugin.config_text(sharing)
     extra: dict[str, str] = {}
     if target.data is None or name not in target.data:
         action = "create" if target.data is None else "add key"
@@ -144,7 +146,7 @@ OFFLINE_NAMESPACE = "gpu-operator"
 
 
 def plan_offline(
-    sharing: core.Sharing,
+    sharing: device_plugin.Sharing,
     name: str | None,
     nodes: tuple[str, ...],
     namespace: str | None,
@@ -157,11 +159,11 @@ def plan_offline(
     name = core.check_name(name or sharing.default_name)
     target = Target(
         namespace or OFFLINE_NAMESPACE,
-        config_map or core.DEFAULT_CONFIG_MAP,
+        config_map or device_plugin.DEFAULT_CONFIG_MAP,
         mounted=True,
         data=None,
     )
-    text = core.config_text(sharing)
+    text = device_plugin.config_text(sharing)
     extra = core.keep_unlabelled_unshared({}, {name: text}, target.selection)
     changes = [core.NodeChange(n, None, name) for n in nodes]
     return Plan(target, name, text, "create", changes, extra)
@@ -186,7 +188,7 @@ def write_keys(kube: Kube, t: Target, added: dict[str, str]) -> None:
 def apply_labels(kube: Kube, changes: list[core.NodeChange]) -> None:
     for c in changes:
         if c.changes:  # a None value removes the label
-            kube.patch_node_labels(c.node, {core.CONFIG_LABEL: c.new})
+            kube.patch_node_labels(c.node, {device_plugin.CONFIG_LABEL: c.new})
 
 
 @dataclass
@@ -236,10 +238,10 @@ def plan_off(
             new_label, added = core.no_sharing_key(data)
         else:
             added = fix
-    configs, after = core.parse_configs(data), core.parse_configs(data | added)
+    configs, after = device_plugin.parse_configs(data), device_plugin.parse_configs(data | added)
     changes, moved = [], False
     for n in chosen:
-        old = core.labels_of(n).get(core.CONFIG_LABEL)
+        old = labels_of(n).get(device_plugin.CONFIG_LABEL)
         note = ""
         if target is not None:
             was = core.chosen_config(old, sorted(data), target.selection)
@@ -265,8 +267,8 @@ def fallback_change(target: Target | None, added: dict[str, str]) -> tuple[str, 
     if (was.key, was.error) == (now.key, now.error):
         return None
     return (
-        core.describe(was, core.parse_configs(before)),
-        core.describe(now, core.parse_configs(after)),
+        core.describe(was, device_plugin.parse_configs(before)),
+        core.describe(now, device_plugin.parse_configs(after)),
     )
 
 
@@ -282,7 +284,7 @@ def show(
     target = locate(kube, namespace, config_map)
     rows = core.show_rows(
         list_nodes(kube, None),
-        core.parse_configs(target.data if target else None),
+        device_plugin.parse_configs(target.data if target else None),
         target.selection if target else None,
     )
     return target, rows
