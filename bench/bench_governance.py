@@ -14,8 +14,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import benchenv  # noqa: E402
 
 from gpuctl.doctor.core import checks as doctor  # noqa: E402
-from gpuctl.k8s import device_plugin  # noqa: E402
 from gpuctl.jobs.core import quota_check  # noqa: E402
+from gpuctl.k8s import device_plugin  # noqa: E402
 from gpuctl.quota.core import rules as quota  # noqa: E402
 from gpuctl.sharing.core import config as sharing  # noqa: E402
 from tests.gpu_cluster import daemonset, node, pod  # noqa: E402

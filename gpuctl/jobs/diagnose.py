@@ -8,11 +8,11 @@ from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
-from gpuctl.k8s import fit
 from gpuctl.jobs.admission import kueue_version
 from gpuctl.jobs.core import why
 from gpuctl.jobs.core.status import status_of
 from gpuctl.jobs.service import get_job
+from gpuctl.k8s import fit
 from gpuctl.k8s.apis import kueue_api_version
 from gpuctl.k8s.labels import JOB_LABEL, QUEUE_LABEL
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import BackendError, GpuctlError
-from gpuctl.k8s import fit
 from gpuctl.jobs.core import status as job_status
 from gpuctl.jobs.core.spec import JobSpec
+from gpuctl.k8s import fit
 from gpuctl.k8s.labels import GPU_TOLERATION, JOB_LABEL, MANAGED_SELECTOR
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
