@@ -153,6 +153,7 @@ def plan(
     output: Format = options.output(),
 ) -> None:
     """The fewest GPUs, and a layout for each, that hold a demand of MIG devices."""
+    from gpuctl.gpus import mig_demand
     from gpuctl.mig.core import plan as mig_plan
 
     if (gpu is None) == (gpus is None):
@@ -165,7 +166,7 @@ def plan(
     if layout:
         _check_layout(layout, fleet, output)
         return
-    result = mig_plan.plan_demand(mig_plan.parse_demand(demand), fleet)
+    result = mig_demand.plan_demand(mig_plan.parse_demand(demand), fleet)
     data = {
         "demand": result.demand,
         "gpus": result.gpus,
@@ -213,7 +214,7 @@ def plan(
 
 
 def _check_layout(layout: str, fleet, output: Format) -> None:
-    from gpuctl.mig.core.layout import devices_of, parse_layout_text, place, slice_range
+    from gpuctl.gpus.mig_layout import devices_of, parse_layout_text, place, slice_range
 
     counts = parse_layout_text(layout)
     out = []
@@ -292,8 +293,8 @@ def _proc(p) -> dict:
 @mig_app.command("show")
 def show(simulate: str | None = _SIMULATE, output: Format = options.output()) -> None:
     """Current MIG layout of each GPU on this node: placements, memory, processes."""
+    from gpuctl.gpus.mig_layout import slice_range
     from gpuctl.mig import node as mig_apply
-    from gpuctl.mig.core.layout import slice_range
 
     with _nvml(simulate) as nvml:
         gpus = mig_apply.read_node(nvml)

@@ -248,7 +248,7 @@ def smallest_profile(model: GpuModel, memory_mib: float, utilization: float) -> 
 def gpus_needed(rows: list[WorkloadAdvice]) -> int:
     """GPUs the advice leaves in use: kept ones, MIG demand packed per model by the exact
     planner, time-sliced pods k to a GPU."""
-    from gpuctl.mig.core.plan import Fleet, plan_demand
+    from gpuctl.gpus.mig_demand import Fleet, plan_demand
 
     needed = 0
     demand: dict[GpuModel, Counter[str]] = {}
