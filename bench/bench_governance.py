@@ -13,8 +13,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import benchenv  # noqa: E402
 
-from gpuctl.doctor.core import checks as doctor
-from gpuctl.quota.core import rules as quota
+from gpuctl.doctor.core import checks as doctor  # noqa: E402
+from gpuctl.jobs.core import quota_check  # noqa: E402
+from gpuctl.k8s import device_plugin  # noqa: E402
+from gpuctl.quota.core import rules as quota  # noqa: E402
 from gpuctl.sharing.core import config as sharing  # noqa: E402
 from tests.gpu_cluster import daemonset, node, pod  # noqa: E402
 
@@ -42,7 +44,7 @@ def main() -> int:
         daemonset("nvidia-device-plugin-daemonset", "gpu-operator", config_map="c"),
         daemonset("nvidia-dcgm-exporter", "gpu-operator"),
     ]
-    configs = {"ts-4": sharing.config_text(sharing.make_sharing("time-slicing", 4))}
+    configs = {"ts-4": device_plugin.config_text(sharing.make_sharing("time-slicing", 4))}
     replies = [json.dumps({"items": nodes}), json.dumps({"items": pods})]
     ts = sharing.make_sharing("time-slicing", 4)
 
@@ -56,7 +58,7 @@ def main() -> int:
                     sharing.select_nodes(nodes, (), ()),
                     ts,
                     "ts-4",
-                    sharing.parse_configs(configs),
+                    device_plugin.parse_configs(configs),
                     False,
                 )
             ),
@@ -64,7 +66,7 @@ def main() -> int:
         ("quota usage rows", median(lambda: quota.usage_rows(quotas, pods))),
         (
             "submit quota check",
-            median(lambda: quota.check_job(quotas, pods, "team-1", "nvidia.com/gpu", 8)),
+            median(lambda: quota_check.check_job(quotas, pods, "team-1", "nvidia.com/gpu", 8)),
         ),
     ]
     print(

@@ -20,7 +20,7 @@ from collections import Counter
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gpuctl.gpus.geometry import find_model  # noqa: E402
-from gpuctl.mig.core.plan import Fleet, feasible_layouts, plan_demand  # noqa: E402
+from gpuctl.gpus.mig_demand import Fleet, feasible_layouts, plan_demand  # noqa: E402
 from tests.mig.exhaustive import fewest_gpus, gpu_layouts  # noqa: E402
 
 

@@ -21,10 +21,9 @@ from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.common.specfile import load_yaml, parse_duration
 from gpuctl.dcgm import holders
-from gpuctl.gpus import geometry, names
+from gpuctl.gpus import geometry, mig_layout, names
 from gpuctl.jobs.core.spec import parse_job
 from gpuctl.jobs.core.templates import check_template
-from gpuctl.mig.core import layout as mig_layout
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core import plan as mig_plan
 from gpuctl.provision.core import spec as cluster_spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuctl.advise.core import decide
 from gpuctl.common.errors import BackendError
 from gpuctl.dcgm.holders import Exporter
-from gpuctl.top.cluster.core import usage
+from gpuctl.dcgm.metrics import FB_USED
 
 
 def advise(
@@ -16,7 +16,7 @@ def advise(
     if not now:
         raise BackendError(
             f"no DCGM-exporter metrics in Prometheus at {client.url} "
-            f"(no {usage.FB_USED} series of a whole GPU in the last 5 minutes)",
+            f"(no {FB_USED} series of a whole GPU in the last 5 minutes)",
             hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
             "sure this Prometheus scrapes it",
         )

@@ -8,28 +8,38 @@ from typing import Any
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.doctor.core import checks as doctor
 from gpuctl.doctor.core import queue_checks as queues
-from gpuctl.jobs.core import jobset
-from gpuctl.quota.core import kueue
-from gpuctl.sharing import service as sharing
+from gpuctl.k8s import apis, device_plugin
 
 
 def run(kube: Kube, names: tuple[str, ...] = ()) -> list[doctor.Check]:
     if names:
         nodes = [kube.read_node(name) for name in names]
     else:
-        nodes = sharing.list_nodes(kube, None)
-    daemonsets = sharing.list_daemonsets(kube)
-    target = sharing.locate(kube, None, None, daemonsets=daemonsets)
-    if target is not None and target.mounted:
-        checks = doctor.run_checks(nodes, daemonsets, target.config_map, target.data)
-    else:
-        checks = doctor.run_checks(nodes, daemonsets, None, None)
-    return checks + queue_checks(kube, nodes)
+        nodes = kube.list_objects("Node")
+    daemonsets = kube.list_objects("DaemonSet")
+    config_map, data = _plugin_configs(kube, daemonsets)
+    return doctor.run_checks(nodes, daemonsets, config_map, data) + queue_checks(kube, nodes)
+
+
+def _plugin_configs(
+    kube: Kube, daemonsets: list[dict[str, Any]]
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The ConfigMap the device plugin mounts its configs from, and its data (None where it
+    does not exist); (None, None) without a plugin, or for one that mounts none."""
+    plugin = device_plugin.find_device_plugin(daemonsets)
+    name = device_plugin.plugin_config_map(plugin) if plugin else None
+    if plugin is None or name is None:
+        return None, None
+    namespace = plugin["metadata"].get("namespace") or kube.namespace
+    try:
+        return name, kube.read("ConfigMap", name, namespace).get("data") or {}
+    except NotFound:
+        return name, None
 
 
 def queue_checks(kube: Kube, nodes: list[dict[str, Any]]) -> list[doctor.Check]:
-    served_kueue = _served(kube, kueue.GROUP)
-    served_jobset = _served(kube, jobset.GROUP)
+    served_kueue = _served(kube, apis.KUEUE_GROUP)
+    served_jobset = _served(kube, apis.JOBSET_GROUP)
     try:
         deployments = kube.list_objects("Deployment")
     except Forbidden:
@@ -39,7 +49,7 @@ def queue_checks(kube: Kube, nodes: list[dict[str, Any]]) -> list[doctor.Check]:
         queues.check_kueue(served_kueue, manager),
         queues.check_jobset(served_jobset, queues.controller(deployments, queues.JOBSET_IMAGE)),
     ]
-    version = next((v for v in kueue.VERSIONS if v in served_kueue), None)
+    version = apis.kueue_version(served_kueue)
     if version is None:
         return out
     config, where = _kueue_config(kube, manager)
@@ -49,7 +59,7 @@ def queue_checks(kube: Kube, nodes: list[dict[str, Any]]) -> list[doctor.Check]:
         )
     )
     try:
-        cqs = kube.list_objects("ClusterQueue", api_version=kueue.api_version(version))
+        cqs = kube.list_objects("ClusterQueue", api_version=apis.kueue_api_version(version))
     except Forbidden:
         return out
     out.append(queues.check_gpu_queues(nodes, cqs))

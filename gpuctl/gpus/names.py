@@ -19,12 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from gpuctl.common.errors import UsageError
-
-if TYPE_CHECKING:
-    from gpuctl.gpus.geometry import GpuModel
 
 GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
 MAX_NAME = 100  # longer than any GPU name; a longer text is refused, not searched
@@ -67,6 +64,12 @@ class Named(Protocol):
 
     @property
     def short_name(self) -> str: ...
+
+
+class MigNamed(Named, Protocol):
+    """A GPU model with MIG profiles, as names see it (GpuModel is one)."""
+
+    def has_profile(self, name: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,7 @@ def product_label(model: Named) -> str:
     return (names[0] if names else model.short_name).replace(" ", "-")
 
 
-def gpu_type_warning(value: str, label_key: str, models: Sequence[GpuModel]) -> str | None:
+def gpu_type_warning(value: str, label_key: str, models: Sequence[MigNamed]) -> str | None:
     """Why a job's gpu_type value may match no node, or None.
 
     With GPU Feature Discovery's key the value must be a product label GFD writes for a GPU

@@ -1,49 +1,13 @@
-"""Will a job fit on the cluster? Pure: works on nodes and pods as the API returns them."""
+"""The GPU resources of pods: which ones a pod asks for, and how many of each it holds.
+Pure: works on pods as the API returns them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.quantity import count
 
 DONE_PHASES = ("Succeeded", "Failed")
-
-
-@dataclass(frozen=True)
-class NodeFit:
-    name: str
-    gpu_type: str | None
-    allocatable: int  # of the job's GPU resource
-    free: int
-    slots_now: int  # workers that fit now
-    slots_ever: int  # workers that fit on an empty node
-    reason: str
-
-
-@dataclass(frozen=True)
-class FitReport:
-    resource: str | None
-    per_worker: int
-    workers: int
-    nodes: tuple[NodeFit, ...]
-
-    @property
-    def can_ever_fit(self) -> bool:
-        return self.resource is None or sum(n.slots_ever for n in self.nodes) >= self.workers
-
-    def never_fits_reason(self, label_key: str, gpu_types: tuple[str, ...]) -> str:
-        slots = sum(n.slots_ever for n in self.nodes)
-        where = f"nodes with {label_key} in {', '.join(gpu_types)}" if gpu_types else "GPU nodes"
-        need = f"{self.workers} × " if self.workers > 1 else ""
-        return (
-            f"needs {need}{self.per_worker} {self.resource}; {where} have room for "
-            f"{slots} worker{'s' if slots != 1 else ''} at most"
-        )
-
-    @property
-    def fits_now(self) -> bool:
-        return self.resource is None or sum(n.slots_now for n in self.nodes) >= self.workers
 
 
 def gpu_resources(pod: dict[str, Any]) -> set[str]:
@@ -74,67 +38,3 @@ def requested(pod: dict[str, Any], resource: str) -> int:
         default=0,
     )
     return max(total, init)
-
-
-def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    if taint.get("effect") == "PreferNoSchedule":
-        return True
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != taint.get("effect"):
-            continue
-        if t.get("operator", "Equal") == "Exists":
-            if not t.get("key") or t["key"] == taint.get("key"):
-                return True
-        elif t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def check_fit(
-    nodes: list[dict[str, Any]],
-    pods: list[dict[str, Any]],
-    resource: str | None,
-    per_worker: int,
-    workers: int,
-    gpu_types: tuple[str, ...],
-    label_key: str,
-    tolerations: list[dict[str, Any]],
-) -> FitReport:
-    """Per GPU node: how many workers fit now and on an empty node, and why not."""
-    if resource is None:
-        return FitReport(None, 0, workers, ())
-    used: dict[str, int] = {}
-    for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and (pod.get("status") or {}).get("phase") not in DONE_PHASES:
-            used[node] = used.get(node, 0) + requested(pod, resource)
-    out = []
-    for node in nodes:
-        meta, spec = node.get("metadata") or {}, node.get("spec") or {}
-        alloc_all = (node.get("status") or {}).get("allocatable") or {}
-        if not any(k.startswith("nvidia.com/") for k in alloc_all):
-            continue  # not a GPU node
-        name = meta.get("name", "?")
-        gpu_type = (meta.get("labels") or {}).get(label_key)
-        alloc = count(alloc_all.get(resource, 0))
-        free = max(alloc - used.get(name, 0), 0)
-        reason = ""
-        untolerated = [t for t in spec.get("taints") or [] if not tolerates(t, tolerations)]
-        if gpu_types and gpu_type not in gpu_types:
-            reason = f"{label_key}={gpu_type or '(none)'}, job needs {' or '.join(gpu_types)}"
-        elif alloc == 0:
-            reason = f"no {resource}"
-        elif alloc < per_worker:
-            reason = f"{alloc} {resource}, a worker needs {per_worker}"
-        elif untolerated:
-            t = untolerated[0]
-            reason = f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')} not tolerated"
-        elif spec.get("unschedulable"):
-            reason = "cordoned"
-        if reason:
-            out.append(NodeFit(name, gpu_type, alloc, free, 0, 0, reason))
-            continue
-        now = free // per_worker
-        reason = f"{free} of {alloc} free" + ("" if now else f", a worker needs {per_worker}")
-        out.append(NodeFit(name, gpu_type, alloc, free, now, alloc // per_worker, reason))
-    return FitReport(resource, per_worker, workers, tuple(out))

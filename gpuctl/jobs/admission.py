@@ -1,6 +1,7 @@
 """What the cluster decides about a job before it is rendered for `gpuctl submit`: the
-form of a multi-node job (a JobSet when the cluster has JobSet, else an Indexed Job) and
-the Kueue LocalQueue it goes to (the one asked for, else the namespace's only one)."""
+form of a multi-node job (a JobSet when the cluster has JobSet, else an Indexed Job), the
+Kueue LocalQueue it goes to (the one asked for, else the namespace's only one), and
+whether its namespace's GPU quota has room for it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ import dataclasses
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError, SpecError
-from gpuctl.jobs.core import jobset
+from gpuctl.jobs.core import quota_check
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
-from gpuctl.quota.core import kueue
-from gpuctl.quota.queues import kueue_version
+from gpuctl.k8s import apis
 
 INSTALL_JOBSET = (
     "install JobSet (kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
@@ -20,7 +20,11 @@ INSTALL_JOBSET = (
 
 
 def has_jobset(kube: Kube) -> bool:
-    return jobset.API_VERSION.rpartition("/")[2] in kube.api_versions(jobset.GROUP)
+    return apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP))
+
+
+def kueue_version(kube: Kube) -> str | None:
+    return apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
 
 
 def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
@@ -44,7 +48,7 @@ def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
         if kube is not None and not has_jobset(kube):
             raise GpuctlError(
                 f"{spec.name} is a JobSet, but this cluster has no JobSet "
-                f"(it serves no {jobset.API_VERSION} API)",
+                f"(it serves no {apis.JOBSET_API_VERSION} API)",
                 hint=INSTALL_JOBSET,
             )
     return dataclasses.replace(spec, multinode=chosen)
@@ -64,7 +68,9 @@ def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | Non
                 hint="install Kueue, or remove queue: from the job",
             )
         try:
-            kube.read("LocalQueue", spec.queue, namespace, api_version=kueue.api_version(version))
+            kube.read(
+                "LocalQueue", spec.queue, namespace, api_version=apis.kueue_api_version(version)
+            )
         except NotFound:
             names = _local_queues(kube, namespace, version)
             raise GpuctlError(
@@ -91,9 +97,22 @@ def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | Non
 
 
 def _local_queues(kube: Kube, namespace: str, version: str) -> list[str]:
-    found = kube.list_objects("LocalQueue", namespace, api_version=kueue.api_version(version))
+    found = kube.list_objects("LocalQueue", namespace, api_version=apis.kueue_api_version(version))
     return sorted(
         str(q["metadata"]["name"])
         for q in found
         if (q.get("metadata") or {}).get("namespace") in (None, namespace)
     )
+
+
+def within_quota(kube: Kube, spec: JobSpec, namespace: str) -> None:
+    """Refuse (GpuctlError) a job that would push its namespace over a GPU quota."""
+    if spec.gpu_resource is None:
+        return
+    quotas = kube.list_objects("ResourceQuota", namespace)
+    pods = None
+    if quota_check.needs_pods(quotas, spec.gpu_resource[0]):
+        pods = kube.unfinished_pods(namespace)
+    refusal = quota_check.refusal(spec, namespace, quotas, pods)
+    if refusal is not None:
+        raise refusal

@@ -8,14 +8,13 @@ from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
-from gpuctl.gpus import resources as fit
+from gpuctl.jobs.admission import kueue_version
 from gpuctl.jobs.core import why
-from gpuctl.jobs.core.manifests import JOB_LABEL
-from gpuctl.jobs.core.spec import QUEUE_LABEL
 from gpuctl.jobs.core.status import status_of
 from gpuctl.jobs.service import get_job
-from gpuctl.quota.core import kueue
-from gpuctl.quota.queues import kueue_version
+from gpuctl.k8s import fit
+from gpuctl.k8s.apis import kueue_api_version
+from gpuctl.k8s.labels import JOB_LABEL, QUEUE_LABEL
 
 VISIBILITY = "visibility.kueue.x-k8s.io"
 
@@ -88,7 +87,7 @@ def _kueue(kube: Kube) -> str | None:
 
 
 def _explain_kueue(kube: Kube, d: Diagnosis, job: dict, namespace: str, version: str) -> None:
-    av = kueue.api_version(version)
+    av = kueue_api_version(version)
     if d.queue:
         try:
             lq = kube.read("LocalQueue", d.queue, namespace, api_version=av)

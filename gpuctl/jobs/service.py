@@ -11,7 +11,7 @@ from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.jobs.core import delete as deletion
 from gpuctl.jobs.core import status as job_status
-from gpuctl.jobs.core.manifests import JOB_LABEL, MANAGED_SELECTOR
+from gpuctl.k8s.labels import JOB_LABEL, MANAGED_SELECTOR
 from gpuctl.runtime.workflow import Action, Progress, execute
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)

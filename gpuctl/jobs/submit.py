@@ -11,13 +11,13 @@ from contextlib import contextmanager
 from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError, Interrupted
-from gpuctl.gpus import resources as fit
 from gpuctl.jobs import admission, service
 from gpuctl.jobs.core import submit as core
-from gpuctl.jobs.core.manifests import GPU_TOLERATION, render
+from gpuctl.jobs.core.manifests import render
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
-from gpuctl.quota import service as quota
+from gpuctl.k8s import fit
+from gpuctl.k8s.labels import GPU_TOLERATION
 from gpuctl.runtime.workflow import Progress
 
 
@@ -60,7 +60,7 @@ def _references(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
 
 
 def _quota(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
-    quota.precheck(kube, draft.spec, draft.namespace)
+    admission.within_quota(kube, draft.spec, draft.namespace)
     return draft
 
 

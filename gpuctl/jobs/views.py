@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.cli.output import DataFormat, dump_documents, echo, err_console, out_console
-from gpuctl.gpus.resources import FitReport
 from gpuctl.jobs.core.submit import SubmitPlan
+from gpuctl.k8s.fit import FitReport
 
 if TYPE_CHECKING:
     from gpuctl.jobs.diagnose import Diagnosis

@@ -137,10 +137,11 @@ def plan(
     output: Format = options.output(),
 ) -> None:
     """The fewest GPUs, and a layout for each, that hold a demand of MIG devices."""
+    from gpuctl.gpus import mig_demand
+    from gpuctl.gpus.mig_layout import parse_layout_text
     from gpuctl.mig import views
     from gpuctl.mig.core import plan as mig_plan
     from gpuctl.mig.core import report
-    from gpuctl.mig.core.layout import parse_layout_text
 
     if (gpu is None) == (gpus is None):
         raise UsageError("give exactly one of --gpu MODEL or --gpus NxMODEL")
@@ -154,7 +155,7 @@ def plan(
         if not views.print_data(fits, output):
             views.layout_fits(fits)
         return
-    data = report.demand_data(mig_plan.plan_demand(mig_plan.parse_demand(demand), fleet))
+    data = report.demand_data(mig_demand.plan_demand(mig_plan.parse_demand(demand), fleet))
     if not views.print_data(data, output):
         views.demand_plan(data)
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.gpus.geometry import known_model, model_by_pci_id
+from gpuctl.gpus.mig_layout import LayoutError, slice_range
 from gpuctl.mig.core.diff import Desired, GpuPlan, GpuState, Step, describe_process, diff
-from gpuctl.mig.core.layout import LayoutError, slice_range
 
 
 def read_gpu(nvml, index: int) -> GpuState:

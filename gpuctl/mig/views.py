@@ -9,7 +9,7 @@ from typing import Any
 
 from gpuctl.cli.output import Format, dump, echo, err_console
 from gpuctl.cli.workflow import StepPrinter
-from gpuctl.mig.core.layout import slice_range
+from gpuctl.gpus.mig_layout import slice_range
 
 
 def say(output: Format) -> Callable[[str], None]:

@@ -141,10 +141,10 @@ def quota_set(
 
 def _connect(offline_ok: bool):
     """A connection to the cluster; None when OFFLINE_OK and there is no usable one."""
-    from gpuctl.quota.core import kueue
+    from gpuctl.k8s.apis import KUEUE_GROUP
 
     kube, why = application().kube_or_offline(
-        offline_ok, lambda kube: kube.api_versions(kueue.GROUP)
+        offline_ok, lambda kube: kube.api_versions(KUEUE_GROUP)
     )
     if why is not None:
         options.offline_note(why)

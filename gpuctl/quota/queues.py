@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
+from gpuctl.k8s import apis
 from gpuctl.quota.core import kueue
 from gpuctl.quota.core.plans import KueuePlan, KueueWorld, ObjectStep, object_changes, plan_kueue
 from gpuctl.quota.core.plans import change_text as describe
@@ -17,8 +18,7 @@ from gpuctl.runtime.workflow import Action, Progress, execute
 
 def kueue_version(kube: Kube) -> str | None:
     """The Kueue API version gpuctl will speak with this cluster; None without Kueue."""
-    served = kube.api_versions(kueue.GROUP)
-    return next((v for v in kueue.VERSIONS if v in served), None)
+    return apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
 
 
 def served_version(kube: Kube) -> str | None:
@@ -41,7 +41,7 @@ def plan_set(
     the GPU types are the ones asked for."""
     world = KueueWorld()
     if kube is not None:
-        av = kueue.api_version(version or kueue.VERSIONS[0])
+        av = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
         nodes = kube.list_objects("Node")
         world = KueueWorld(
             nodes,
@@ -131,11 +131,13 @@ def _verify(kube: Kube, plan: KueuePlan) -> None:
 
 
 def list_queues(kube: Kube, version: str) -> list[QueueRow]:
-    return queue_rows(kube.list_objects("ClusterQueue", api_version=kueue.api_version(version)))
+    return queue_rows(
+        kube.list_objects("ClusterQueue", api_version=apis.kueue_api_version(version))
+    )
 
 
 def lint_queues(kube: Kube, version: str) -> tuple[list[CapacityRow], list[Finding]]:
-    av = kueue.api_version(version)
+    av = apis.kueue_api_version(version)
     return lint(
         kube.list_objects("ClusterQueue", api_version=av),
         kube.list_objects("ResourceFlavor", api_version=av),

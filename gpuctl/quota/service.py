@@ -7,7 +7,6 @@ from __future__ import annotations
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError
-from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.quota import queues
 from gpuctl.quota.core import plans
 from gpuctl.quota.core import rules as core
@@ -120,32 +119,3 @@ def _in(namespace: str, items: list[dict]) -> list[dict]:
         for o in items
         if (o.get("metadata") or {}).get("namespace") in (None, namespace)
     ]
-
-
-def precheck(kube: Kube, spec: JobSpec, namespace: str) -> None:
-    """Refuse (GpuctlError) a job that would push its namespace over a GPU quota."""
-    resource = spec.gpu_resource
-    if resource is None:
-        return
-    name, per_worker = resource
-    total = per_worker * spec.nodes
-    quotas = kube.list_objects("ResourceQuota", namespace)
-    pods = None
-    if core.needs_pods(quotas, name):
-        pods = _in(namespace, kube.unfinished_pods(namespace))
-    excess = core.check_job(quotas, pods, namespace, name, total)
-    if excess is None:
-        return
-    workers = f" ({spec.nodes} workers × {per_worker})" if spec.nodes > 1 else ""
-    raise GpuctlError(
-        f"{spec.name} would exceed the quota of namespace {namespace}: it requests "
-        f"{total} {name}{workers}, {excess.used} are used and quota {excess.quota} allows "
-        f"{excess.allowed} ({excess.free} free); nothing was sent",
-        hint=(
-            f"raise it (gpuctl quota set {namespace} --gpus N) or wait for jobs in "
-            f"{namespace} to finish"
-            if name == core.GPU
-            else f"raise it (gpuctl quota set {namespace} --mig PROFILE=K) or wait for jobs in "
-            f"{namespace} to finish"
-        ),
-    )

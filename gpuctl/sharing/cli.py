@@ -95,6 +95,7 @@ def timeslice(
     from gpuctl.cli.output import err_console
     from gpuctl.cli.workflow import StepPrinter, go_ahead
     from gpuctl.common.errors import UsageError
+    from gpuctl.k8s import device_plugin
     from gpuctl.sharing import service, views
     from gpuctl.sharing.core import config as core
     from gpuctl.sharing.core.plans import plan_offline
@@ -102,7 +103,7 @@ def timeslice(
     names = options.node_names(nodes, old_nodes)
     if names and selector:
         raise UsageError("give --node or --selector, not both")
-    strategy = core.MPS if mps else core.TIME_SLICING
+    strategy = device_plugin.MPS if mps else device_plugin.TIME_SLICING
     spec = core.make_sharing(strategy, replicas, rename_by_default, fail_gt_one, tuple(resource))
     if name:
         core.check_name(name)
@@ -117,7 +118,7 @@ def timeslice(
     if go_ahead(p.plan, p.question, dry_run=dry_run, yes=yes):
         service.apply(kube, p, StepPrinter())
         err_console().print(
-            f"[green]done[/]: {len(p.changing)} node(s) labelled {core.CONFIG_LABEL}={p.name}"
+            f"[green]done[/]: {len(p.changing)} node(s) labelled {device_plugin.CONFIG_LABEL}={p.name}"
         )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError
+from gpuctl.k8s import device_plugin, nodes
 from gpuctl.runtime.workflow import Action, Progress, execute
 from gpuctl.sharing.core import config as core
 from gpuctl.sharing.core import plans
@@ -29,14 +30,14 @@ def locate(
     no namespace is given)."""
     if daemonsets is None:
         daemonsets = list_daemonsets(kube)
-    plugin = core.find_device_plugin(daemonsets)
+    plugin = device_plugin.find_device_plugin(daemonsets)
     if plugin is None and namespace is None:
         return None
     ns = namespace or ((plugin or {}).get("metadata") or {}).get("namespace") or kube.namespace
     if plugin is not None and (plugin["metadata"].get("namespace") or ns) != ns:
         plugin = None  # a plugin elsewhere does not read this namespace's ConfigMaps
-    mounted_name = core.plugin_config_map(plugin) if plugin else None
-    name = config_map or mounted_name or core.DEFAULT_CONFIG_MAP
+    mounted_name = device_plugin.plugin_config_map(plugin) if plugin else None
+    name = config_map or mounted_name or device_plugin.DEFAULT_CONFIG_MAP
     try:
         data = kube.read("ConfigMap", name, ns).get("data") or {}
     except NotFound:
@@ -55,7 +56,7 @@ def list_nodes(kube: Kube, selector_text: str | None) -> list[dict]:
 
 def plan_share(
     kube: Kube,
-    sharing: core.Sharing,
+    sharing: device_plugin.Sharing,
     name: str | None,
     nodes: tuple[str, ...],
     selector_text: str | None,
@@ -134,7 +135,7 @@ def _write_keys(kube: Kube, t: Target, added: dict[str, str]) -> Action:
 
 def _label(kube: Kube, c: core.NodeChange) -> Action:
     def put(value: str | None) -> None:  # a None value removes the label
-        kube.patch_node_labels(c.node, {core.CONFIG_LABEL: value})
+        kube.patch_node_labels(c.node, {device_plugin.CONFIG_LABEL: value})
 
     return Action(
         label_step(c),
@@ -167,11 +168,11 @@ def _verify(kube: Kube, p: SharePlan | OffPlan) -> None:
         ]
     if p.changing:
         labels = {
-            n["metadata"]["name"]: core.labels_of(n).get(core.CONFIG_LABEL)
+            n["metadata"]["name"]: nodes.labels_of(n).get(device_plugin.CONFIG_LABEL)
             for n in list_nodes(kube, None)
         }
         wrong += [
-            f"node {c.node}: {core.CONFIG_LABEL} is {labels.get(c.node)!r}, not {c.new!r}"
+            f"node {c.node}: {device_plugin.CONFIG_LABEL} is {labels.get(c.node)!r}, not {c.new!r}"
             for c in p.changing
             if labels.get(c.node) != c.new
         ]
@@ -187,7 +188,7 @@ def show(
     target = locate(kube, namespace, config_map)
     rows = core.show_rows(
         list_nodes(kube, None),
-        core.parse_configs(target.data if target else None),
+        device_plugin.parse_configs(target.data if target else None),
         target.selection if target else None,
     )
     return target, rows

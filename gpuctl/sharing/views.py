@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuctl.cli import options
 from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console
+from gpuctl.k8s import device_plugin, nodes
 from gpuctl.sharing.core import config as core
 from gpuctl.sharing.core.plans import OffPlan, SharePlan, Target, fallback_change
 
@@ -45,7 +46,7 @@ def show_share_plan(p: SharePlan, output: Format | None) -> None:
         _not_mounted(t)
     for c in p.changes:
         what = (
-            f"label {core.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
+            f"label {device_plugin.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
             if c.changes
             else "unchanged"
         )
@@ -105,14 +106,14 @@ def show_offline_share(
         + f" and falls back to its key {core.NAMED_FALLBACK!r} (Helm: config.default="
         f"{core.NAMED_FALLBACK}; GPU Operator: devicePlugin.config.default="
         f"{core.NAMED_FALLBACK}); that ConfigMap does not exist yet (merge these keys into "
-        f"one that does); the nodes carry no {core.CONFIG_LABEL} label yet"
+        f"one that does); the nodes carry no {device_plugin.CONFIG_LABEL} label yet"
     )
     show_share_plan(p, None)
     if not names:
-        which = f"-l {shlex.quote(selector)}" if selector else f"-l {core.GFD_PRESENT}=true"
+        which = f"-l {shlex.quote(selector)}" if selector else f"-l {nodes.GFD_PRESENT}=true"
         _say(
             f"label the nodes to share (no node names without a cluster; --node NAME to "
-            f"render their labels): kubectl label nodes {which} {core.CONFIG_LABEL}={p.name} "
+            f"render their labels): kubectl label nodes {which} {device_plugin.CONFIG_LABEL}={p.name} "
             "--overwrite"
         )
     show_objects(p, output)
@@ -137,9 +138,9 @@ def show_off_plan(p: OffPlan, output: Format | None) -> None:
         if not c.changes:
             what = "label unchanged"
         elif c.new is None:
-            what = f"remove label {core.CONFIG_LABEL}={c.old}"
+            what = f"remove label {device_plugin.CONFIG_LABEL}={c.old}"
         else:
-            what = f"label {core.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
+            what = f"label {device_plugin.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
         err.print(f"  node {c.node}: {what}" + (f" ({c.note})" if c.note else ""))
     show_objects(p, output)
 
@@ -156,10 +157,10 @@ def show_off_offline(
     if selector:
         _say(
             f"no node names without a cluster: kubectl label nodes -l {shlex.quote(selector)} "
-            f"{core.CONFIG_LABEL}-"
+            f"{device_plugin.CONFIG_LABEL}-"
         )
     for n in names:
-        err_console().print(f"  node {n}: remove label {core.CONFIG_LABEL}", markup=False)
+        err_console().print(f"  node {n}: remove label {device_plugin.CONFIG_LABEL}", markup=False)
     if output is not None and output != Format.table:
         echo(dump_documents([core.node_label_patch(n, None) for n in names], output.value))
     err_console().print("dry run: nothing was changed")

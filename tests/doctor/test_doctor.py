@@ -5,12 +5,14 @@ import json
 import pytest
 
 from gpuctl.doctor.core import checks as doctor
+from gpuctl.k8s import device_plugin
+from gpuctl.k8s.nodes import GFD_PRESENT, GFD_REPLICAS, GFD_STRATEGY
 from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, node, seed
 
 PLUGIN = daemonset("nvidia-device-plugin-daemonset", "gpu-operator", config_map="dp-config")
 DCGM = daemonset("nvidia-dcgm-exporter", "gpu-operator")
-TS4 = sharing.config_text(sharing.make_sharing("time-slicing", 4))
+TS4 = device_plugin.config_text(sharing.make_sharing("time-slicing", 4))
 
 
 def by_name(checks):
@@ -23,9 +25,9 @@ def test_healthy_cluster_passes_everything():
             "gpu-1",
             32,
             labels={
-                sharing.CONFIG_LABEL: "ts-4",
-                sharing.GFD_REPLICAS: "4",
-                sharing.GFD_STRATEGY: "time-slicing",
+                device_plugin.CONFIG_LABEL: "ts-4",
+                GFD_REPLICAS: "4",
+                GFD_STRATEGY: "time-slicing",
             },
         ),
         node("gpu-2", 8),
@@ -61,6 +63,21 @@ def test_gpu_present_but_not_advertised_fails():
     assert c.status == doctor.FAIL and "gpu-1" in c.detail and "gpu-2" not in c.detail
 
 
+def test_every_check_counts_the_same_gpu_nodes():
+    nodes = [
+        node("shared", 0, alloc={"nvidia.com/gpu.shared": "32"}),  # renamed time-slicing
+        node("mig", 0, alloc={"nvidia.com/mig-1g.10gb": "7"}, gfd=False),
+        node("nic", 0, alloc={"nvidia.com/sriov_rdma": "8"}, gfd=False),  # no GPU at all
+    ]
+    gpu_nodes, gfd = doctor.check_gpu_nodes(nodes), doctor.check_gfd(nodes)
+    assert (gpu_nodes.status, gpu_nodes.detail) == ("pass", "2 GPU node(s), 39 GPU(s) allocatable")
+    assert gfd.status == "warn" and "missing on mig " in gfd.detail
+    unhealthy = node("sick", 0, alloc={"nvidia.com/gpu": "0"}, gfd=False)
+    unhealthy["status"]["capacity"]["nvidia.com/gpu"] = "8"
+    check = doctor.check_gpu_nodes([unhealthy])
+    assert check.status == "fail" and "no nvidia.com/gpu allocatable on sick" in check.detail
+
+
 def test_plugin_not_ready_or_scheduling_nothing_fails():
     assert (
         doctor.check_device_plugin(
@@ -73,7 +90,7 @@ def test_plugin_not_ready_or_scheduling_nothing_fails():
 
 
 def test_missing_gfd_labels_warn_naming_nodes():
-    c = doctor.check_gfd([node("a"), node("b", gfd=False, labels={sharing.GFD_PRESENT: "true"})])
+    c = doctor.check_gfd([node("a"), node("b", gfd=False, labels={GFD_PRESENT: "true"})])
     assert c.status == doctor.WARN and "b" in c.detail and "nvidia.com/gpu.product" in c.detail
     assert "gfd.enabled" in c.fix
 
@@ -130,7 +147,7 @@ def test_mixed_mig_strategies_warn():
 
 def test_sharing_config_problems():
     def labelled(value, **extra):
-        return node("g", labels={sharing.CONFIG_LABEL: value, **extra})
+        return node("g", labels={device_plugin.CONFIG_LABEL: value, **extra})
 
     c = doctor.check_sharing([labelled("ts-4")], None, None)
     assert c.status == doctor.FAIL and "reads no config ConfigMap" in c.detail
@@ -138,11 +155,11 @@ def test_sharing_config_problems():
     assert c.status == doctor.FAIL and "'gone' is not in ConfigMap dp" in c.detail
     c = doctor.check_sharing([labelled("bad")], "dp", {"bad": "version: v1\nsharing: [1]"})
     assert c.status == doctor.FAIL and "invalid" in c.detail
-    c = doctor.check_sharing([labelled("ts-4", **{sharing.GFD_REPLICAS: "1"})], "dp", {"ts-4": TS4})
+    c = doctor.check_sharing([labelled("ts-4", **{GFD_REPLICAS: "1"})], "dp", {"ts-4": TS4})
     assert c.status == doctor.WARN and "reports ×1" in c.detail
-    mps = sharing.config_text(sharing.make_sharing("mps", 2))
+    mps = device_plugin.config_text(sharing.make_sharing("mps", 2))
     mig = node(
-        "m", 0, alloc={"nvidia.com/mig-1g.10gb": "7"}, labels={sharing.CONFIG_LABEL: "mps-2"}
+        "m", 0, alloc={"nvidia.com/mig-1g.10gb": "7"}, labels={device_plugin.CONFIG_LABEL: "mps-2"}
     )
     c = doctor.check_sharing([mig], "dp", {"mps-2": mps})
     assert c.status == doctor.FAIL and "MPS config 'mps-2' on a MIG node" in c.detail
@@ -169,7 +186,7 @@ def test_doctor_command_passes_on_a_ready_cluster(cli, kube_api):
 def test_doctor_command_exits_1_on_a_failure_and_shows_fixes(cli, kube_api):
     seed(
         kube_api,
-        node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}),
+        node("gpu-1", labels={device_plugin.CONFIG_LABEL: "ts-4"}),
         node("gpu-2", labels={"nvidia.com/mig.config": "all-1g.10gb", doctor.MIG_STATE: "failed"}),
         PLUGIN,
         {
@@ -206,13 +223,13 @@ def test_a_configmap_the_plugin_does_not_mount_does_not_count(cli, kube_api):
     """gpuctl's own ConfigMap holds ts-4, but the plugin mounts none: the label does nothing."""
     seed(
         kube_api,
-        node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}),
+        node("gpu-1", labels={device_plugin.CONFIG_LABEL: "ts-4"}),
         DCGM,
         daemonset("nvidia-device-plugin-daemonset", "gpu-operator"),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": sharing.DEFAULT_CONFIG_MAP, "namespace": "gpu-operator"},
+            "metadata": {"name": device_plugin.DEFAULT_CONFIG_MAP, "namespace": "gpu-operator"},
             "data": {"ts-4": TS4},
         },
     )

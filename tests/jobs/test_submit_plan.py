@@ -5,11 +5,11 @@ says."""
 from __future__ import annotations
 
 from gpuctl.common.specfile import load_yaml
-from gpuctl.gpus.resources import FitReport, NodeFit
 from gpuctl.jobs.core import submit
 from gpuctl.jobs.core.delete import plan_delete
 from gpuctl.jobs.core.manifests import render
 from gpuctl.jobs.core.spec import parse_job
+from gpuctl.k8s.fit import FitReport, NodeFit
 
 
 def spec(text: str):

@@ -20,7 +20,8 @@ import sys
 import pytest
 
 from gpuctl.common.specfile import load_yaml
-from gpuctl.jobs.core.manifests import COMPLETION_INDEX, render
+from gpuctl.jobs.core.manifests import render
+from gpuctl.jobs.core.pods import COMPLETION_INDEX
 from gpuctl.jobs.core.spec import parse_job
 
 pytestmark = [

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from gpuctl.gpus.geometry import find_model, models
+from gpuctl.gpus.mig_layout import LayoutError, devices_of, parse_layout_text, place, uniform_layout
 from gpuctl.mig.core.diff import Desired, GpuState, diff
-from gpuctl.mig.core.layout import LayoutError, devices_of, parse_layout_text, place, uniform_layout
 
 H100 = find_model("H100-80GB")
 A30 = find_model("A30")

@@ -10,9 +10,9 @@ import yaml
 from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
+from gpuctl.gpus.mig_layout import LayoutError
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.diff import GpuState
-from gpuctl.mig.core.layout import LayoutError
 
 H100 = find_model("H100-80GB")
 A100 = find_model("A100-40GB")

@@ -8,8 +8,9 @@ import pytest
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.gpus.geometry import find_model, models
-from gpuctl.mig.core.layout import place
-from gpuctl.mig.core.plan import Fleet, feasible_layouts, parse_demand, parse_fleet, plan_demand
+from gpuctl.gpus.mig_demand import Fleet, feasible_layouts, plan_demand
+from gpuctl.gpus.mig_layout import place
+from gpuctl.mig.core.plan import parse_demand, parse_fleet
 from tests.clirun import run_gpuctl as run_cli
 from tests.mig.exhaustive import fewest_gpus, gpu_layouts
 

@@ -11,11 +11,12 @@ import yaml
 
 from gpuctl.common.specfile import load_yaml
 from gpuctl.doctor.core import checks as doctor
+from gpuctl.k8s import device_plugin
+from gpuctl.k8s.nodes import MIG_CONFIG, MIG_STRATEGY
 from gpuctl.provision.core import stack
 from gpuctl.provision.core.facts import Facts
 from gpuctl.provision.core.spec import parse_cluster, parse_taint
 from gpuctl.provision.core.tfvars import render_tfvars
-from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, node, seed
 
 UPSTREAM = Path(__file__).parent / "upstream"
@@ -195,14 +196,14 @@ def test_device_plugin_config_is_one_gpuctl_share_and_doctor_read(strategy):
     v = releases(f"mig_strategy: {strategy}")["gpu-operator"]["values"]
     assert v["mig"]["strategy"] == strategy
     cfg = v["devicePlugin"]["config"]
-    assert cfg["create"] is True and cfg["name"] == sharing.DEFAULT_CONFIG_MAP
+    assert cfg["create"] is True and cfg["name"] == device_plugin.DEFAULT_CONFIG_MAP
     default = cfg["data"][cfg["default"]]
-    assert sharing.parse_config(default) is None  # a valid config, no sharing
+    assert device_plugin.parse_config(default) is None  # a valid config, no sharing
     assert yaml.safe_load(default)["flags"]["migStrategy"] == strategy
     dp = releases(f"gpu_stack: device-plugin\nmig_strategy: {strategy}")["nvidia-device-plugin"]
     assert dp["values"]["migStrategy"] == strategy
     assert (
-        sharing.parse_config(dp["values"]["config"]["map"][dp["values"]["config"]["default"]])
+        device_plugin.parse_config(dp["values"]["config"]["map"][dp["values"]["config"]["default"]])
         is None
     )
     assert dp["values"]["gfd"]["enabled"] is True  # the labels doctor's feature-discovery reads
@@ -266,7 +267,7 @@ def operator_objects(values, namespace="gpu-operator"):
 
 def gfd_labels(strategy):
     """Labels GPU Feature Discovery sets (the strategy the plugin runs with)."""
-    return {sharing.MIG_STRATEGY: strategy}
+    return {MIG_STRATEGY: strategy}
 
 
 @pytest.mark.integration
@@ -284,7 +285,7 @@ def test_doctor_passes_on_what_the_operator_makes_of_the_values(cli, kube_api):
             0,
             labels={
                 **gfd_labels(strategy),
-                sharing.MIG_CONFIG: "all-1g.10gb",
+                MIG_CONFIG: "all-1g.10gb",
                 doctor.MIG_STATE: "success",
             },
             alloc={"nvidia.com/mig-1g.10gb": "56"},
@@ -302,7 +303,7 @@ def test_doctor_passes_on_what_the_operator_makes_of_the_values(cli, kube_api):
     # `gpuctl share` finds the plugin's ConfigMap the same way
     r = cli("share", "show", "-o", "json")
     assert r.code == 0, r
-    assert sharing.DEFAULT_CONFIG_MAP in r.out
+    assert device_plugin.DEFAULT_CONFIG_MAP in r.out
 
 
 def test_the_default_mig_strategy_is_the_one_submit_and_doctor_agree_on():

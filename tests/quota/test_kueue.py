@@ -7,6 +7,7 @@ import jsonpatch
 import pytest
 
 from gpuctl.common.errors import UsageError
+from gpuctl.k8s import apis
 from gpuctl.quota.core import kueue
 from gpuctl.quota.core.queue_usage import ERROR, WARNING, has_errors, lint, queue_rows
 from tests.crd_schema import assert_valid_cr, errors
@@ -28,7 +29,7 @@ def team(**kw):
     return kueue.check(kueue.TeamQuota(**{"team": "team-a", "gpus": 8, **kw}))
 
 
-@pytest.mark.parametrize("version", kueue.VERSIONS)
+@pytest.mark.parametrize("version", apis.KUEUE_VERSIONS)
 def test_objects_are_valid_against_the_crds_of_both_versions(version):
     nodes = [h100("h1"), h100("h2"), a100("a1", {"nvidia.com/mig-1g.5gb": "14"})]
     q = team(mig={"nvidia.com/mig-1g.5gb": 4}, cohort="ml", borrowing_limit=4, lending_limit=2)
@@ -37,7 +38,7 @@ def test_objects_are_valid_against_the_crds_of_both_versions(version):
     cq = kueue.cluster_queue(q, flavors, version)
     for f in flavors:
         rf = f.object()
-        rf["apiVersion"] = kueue.api_version(version)
+        rf["apiVersion"] = apis.kueue_api_version(version)
         assert_valid_cr(rf)
     assert_valid_cr(cq)
     assert_valid_cr(kueue.local_queue("team-a", version))

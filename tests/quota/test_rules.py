@@ -1,4 +1,4 @@
-"""Quota objects, their difference, usage and the submit pre-check (pure)."""
+"""Quota objects, their difference and usage (pure)."""
 
 import pytest
 
@@ -113,31 +113,6 @@ def test_the_tightest_of_several_quotas_is_shown(order):
     ][::order]
     [row] = quota.usage_rows(quotas, [])
     assert (row["hard"], row["quota"]) == (2, "small")
-
-
-def test_check_job_used_requested_allowed():
-    quotas = [rq("t", {"requests.nvidia.com/gpu": "8"})]
-    pods = [pod("p", "t", 6), pod("other-ns", "u", 8)]
-    assert quota.check_job(quotas, pods, "t", "nvidia.com/gpu", 2) is None
-    e = quota.check_job(quotas, pods, "t", "nvidia.com/gpu", 3)
-    assert (e.used, e.requested, e.allowed, e.free, e.source) == (6, 3, 8, 2, "pods")
-    # the quota's own status wins when the quota controller filled it
-    quotas = [rq("t", {"requests.nvidia.com/gpu": "8"}, {"requests.nvidia.com/gpu": "8"})]
-    assert not quota.needs_pods(quotas, "nvidia.com/gpu")
-    e = quota.check_job(quotas, None, "t", "nvidia.com/gpu", 1)
-    assert (e.used, e.source) == (8, "quota")
-    # other resources are not limited by a GPU quota
-    assert quota.check_job(quotas, [], "t", "nvidia.com/mig-1g.10gb", 5) is None
-    assert (
-        quota.check_job(
-            [rq("t", {"requests.nvidia.com/mig-1g.10gb": "1"})],
-            [],
-            "t",
-            "nvidia.com/mig-1g.10gb",
-            2,
-        ).allowed
-        == 1
-    )
 
 
 def test_held_counts_init_containers_and_skips_finished_pods():

@@ -5,12 +5,14 @@ import yaml
 
 from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError, UsageError
+from gpuctl.k8s import device_plugin
+from gpuctl.k8s.nodes import GFD_REPLICAS, GFD_STRATEGY, mig_reason
 from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, node
 from tests.k8s_schema import assert_valid
 
-TS4 = sharing.make_sharing(sharing.TIME_SLICING, 4)
-MPS4 = sharing.make_sharing(sharing.MPS, 4)
+TS4 = sharing.make_sharing(device_plugin.TIME_SLICING, 4)
+MPS4 = sharing.make_sharing(device_plugin.MPS, 4)
 
 
 @pytest.mark.parametrize(
@@ -18,33 +20,33 @@ MPS4 = sharing.make_sharing(sharing.MPS, 4)
     [
         TS4,
         MPS4,
-        sharing.make_sharing(sharing.TIME_SLICING, 8, True, True),
-        sharing.make_sharing(sharing.MPS, 2, rename_by_default=True),
+        sharing.make_sharing(device_plugin.TIME_SLICING, 8, True, True),
+        sharing.make_sharing(device_plugin.MPS, 2, rename_by_default=True),
         sharing.make_sharing(
-            sharing.TIME_SLICING, 3, resources=("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
+            device_plugin.TIME_SLICING, 3, resources=("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
         ),
     ],
 )
 def test_config_round_trips_and_configmap_is_schema_valid(s):
-    text = sharing.config_text(s)
+    text = device_plugin.config_text(s)
     data = yaml.safe_load(text)
     assert data["version"] == "v1"
-    section = data["sharing"]["timeSlicing" if s.strategy == sharing.TIME_SLICING else "mps"]
+    section = data["sharing"]["timeSlicing" if s.strategy == device_plugin.TIME_SLICING else "mps"]
     assert section["resources"] == [{"name": r, "replicas": s.replicas} for r in s.resources]
     assert section["renameByDefault"] is s.rename_by_default
     assert list(data["sharing"]) == (
-        ["timeSlicing"] if s.strategy == sharing.TIME_SLICING else ["mps"]
+        ["timeSlicing"] if s.strategy == device_plugin.TIME_SLICING else ["mps"]
     )
-    assert sharing.parse_config(text) == s
+    assert device_plugin.parse_config(text) == s
     cm = sharing.config_map("dp-config", "gpu-operator", {s.default_name: text})
     assert_valid(cm)
     assert_valid(sharing.node_label_patch("gpu-1", s.default_name))
 
 
 def test_mps_config_has_no_fail_requests_flag():
-    section = sharing.render_config(MPS4)["sharing"]["mps"]
+    section = device_plugin.render_config(MPS4)["sharing"]["mps"]
     assert "failRequestsGreaterThanOne" not in section
-    section = sharing.render_config(TS4)["sharing"]["timeSlicing"]
+    section = device_plugin.render_config(TS4)["sharing"]["timeSlicing"]
     assert section["failRequestsGreaterThanOne"] is False
 
 
@@ -52,13 +54,13 @@ def test_mps_can_allow_requests_for_more_than_one_replica():
     # The plugin (v0.20.0, api/config/v1/config.go) sets mps.failRequestsGreaterThanOne to
     # true only when the key is absent: an explicit false is written and read back as such.
     assert MPS4.fail_requests_greater_than_one is True  # the plugin's default
-    lenient = sharing.make_sharing(sharing.MPS, 4, fail_requests_greater_than_one=False)
-    section = sharing.render_config(lenient)["sharing"]["mps"]
+    lenient = sharing.make_sharing(device_plugin.MPS, 4, fail_requests_greater_than_one=False)
+    section = device_plugin.render_config(lenient)["sharing"]["mps"]
     assert section["failRequestsGreaterThanOne"] is False
-    assert sharing.parse_config(sharing.config_text(lenient)) == lenient
-    assert sharing.parse_config(sharing.config_text(MPS4)) == MPS4
+    assert device_plugin.parse_config(device_plugin.config_text(lenient)) == lenient
+    assert device_plugin.parse_config(device_plugin.config_text(MPS4)) == MPS4
     assert lenient.default_name == "mps-4-multi" != MPS4.default_name
-    strict = sharing.make_sharing(sharing.MPS, 4, fail_requests_greater_than_one=True)
+    strict = sharing.make_sharing(device_plugin.MPS, 4, fail_requests_greater_than_one=True)
     assert strict == MPS4  # true is what an absent key means
 
 
@@ -123,11 +125,11 @@ def test_bad_config_names(name):
 )
 def test_parse_config_rejects_what_the_plugin_would(text, message):
     with pytest.raises(GpuctlError, match=message):
-        sharing.parse_config(text)
+        device_plugin.parse_config(text)
 
 
 def test_parse_config_without_sharing_is_none():
-    assert sharing.parse_config("version: v1\nflags: {migStrategy: none}\n") is None
+    assert device_plugin.parse_config("version: v1\nflags: {migStrategy: none}\n") is None
 
 
 def test_device_plugin_and_its_mounted_configmap():
@@ -136,25 +138,25 @@ def test_device_plugin_and_its_mounted_configmap():
         daemonset("nvidia-device-plugin-mps-control-daemon", "gpu-operator"),
         daemonset("nvidia-device-plugin-daemonset", "gpu-operator", config_map="ts-config"),
     ]
-    plugin = sharing.find_device_plugin(ds)
+    plugin = device_plugin.find_device_plugin(ds)
     assert plugin["metadata"]["name"] == "nvidia-device-plugin-daemonset"
-    assert sharing.plugin_config_map(plugin) == "ts-config"
+    assert device_plugin.plugin_config_map(plugin) == "ts-config"
     helm = daemonset(
         "nvdp-nvidia-device-plugin", "kube-system", config_map="nvdp-configs", operator_style=False
     )
-    assert sharing.plugin_config_map(helm) == "nvdp-configs"
-    assert sharing.plugin_config_map(daemonset("nvidia-device-plugin", "x")) is None
-    assert sharing.find_device_plugin(ds[:2]) is None
+    assert device_plugin.plugin_config_map(helm) == "nvdp-configs"
+    assert device_plugin.plugin_config_map(daemonset("nvidia-device-plugin", "x")) is None
+    assert device_plugin.find_device_plugin(ds[:2]) is None
 
 
 def test_mig_nodes_are_recognised():
-    assert sharing.mig_reason(node("a", 0, alloc={"nvidia.com/mig-1g.10gb": "7"}))
-    assert sharing.mig_reason(node("b", labels={"nvidia.com/mig.config": "all-1g.10gb"}))
-    assert sharing.mig_reason(
+    assert mig_reason(node("a", 0, alloc={"nvidia.com/mig-1g.10gb": "7"}))
+    assert mig_reason(node("b", labels={"nvidia.com/mig.config": "all-1g.10gb"}))
+    assert mig_reason(
         node("c", labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"})
     )
-    assert sharing.mig_reason(node("d", labels={"nvidia.com/mig.config": "all-disabled"})) is None
-    assert sharing.mig_reason(node("e")) is None
+    assert mig_reason(node("d", labels={"nvidia.com/mig.config": "all-disabled"})) is None
+    assert mig_reason(node("e")) is None
 
 
 def test_plan_refuses_mps_on_mig_and_names_the_reason():
@@ -170,8 +172,8 @@ def test_plan_refuses_mps_on_mig_and_names_the_reason():
 
 
 def test_plan_keeps_time_slicing_and_mps_exclusive_unless_replace():
-    configs = sharing.parse_configs({"mps-4": sharing.config_text(MPS4)})
-    n = node("gpu-1", labels={sharing.CONFIG_LABEL: "mps-4"})
+    configs = device_plugin.parse_configs({"mps-4": device_plugin.config_text(MPS4)})
+    n = node("gpu-1", labels={device_plugin.CONFIG_LABEL: "mps-4"})
     with pytest.raises(
         GpuctlError, match="uses mps .config mps-4.; time-slicing and MPS are exclusive"
     ) as e:
@@ -180,12 +182,12 @@ def test_plan_keeps_time_slicing_and_mps_exclusive_unless_replace():
     [c] = sharing.plan([n], TS4, "ts-4", configs, replace=True)
     assert (c.old, c.new, c.changes) == ("mps-4", "ts-4", True) and "switches from mps" in c.note
     # the device plugin's default config (no label) counts too, as GFD reports it
-    gfd = node("gpu-2", labels={sharing.GFD_STRATEGY: "mps", sharing.GFD_REPLICAS: "2"})
+    gfd = node("gpu-2", labels={GFD_STRATEGY: "mps", GFD_REPLICAS: "2"})
     with pytest.raises(GpuctlError, match="gpu-2: uses mps;"):
         sharing.plan([gfd], TS4, "ts-4", {}, replace=False)
     # same strategy, other replicas: a plain relabel
     [c] = sharing.plan(
-        [node("gpu-3", labels={sharing.CONFIG_LABEL: "mps-4"})],
+        [node("gpu-3", labels={device_plugin.CONFIG_LABEL: "mps-4"})],
         sharing.make_sharing("mps", 8),
         "mps-8",
         configs,
@@ -198,10 +200,10 @@ def test_plan_refuses_non_gpu_nodes_and_marks_unchanged():
     with pytest.raises(GpuctlError, match="cpu-1: no NVIDIA GPU"):
         sharing.plan([node("cpu-1", 0, gfd=False)], TS4, "ts-4", {}, replace=False)
     [c] = sharing.plan(
-        [node("g", labels={sharing.CONFIG_LABEL: "ts-4"})],
+        [node("g", labels={device_plugin.CONFIG_LABEL: "ts-4"})],
         TS4,
         "ts-4",
-        sharing.parse_configs({"ts-4": sharing.config_text(TS4)}),
+        device_plugin.parse_configs({"ts-4": device_plugin.config_text(TS4)}),
         False,
     )
     assert not c.changes
@@ -253,20 +255,22 @@ def test_bad_label_selectors(text):
 
 
 def test_show_rows_report_config_applied_and_problems():
-    configs = sharing.parse_configs({"ts-4": sharing.config_text(TS4), "bad": "version: v9"})
+    configs = device_plugin.parse_configs(
+        {"ts-4": device_plugin.config_text(TS4), "bad": "version: v9"}
+    )
     rows = sharing.show_rows(
         [
             node(
                 "a",
                 32,
                 labels={
-                    sharing.CONFIG_LABEL: "ts-4",
-                    sharing.GFD_REPLICAS: "4",
-                    sharing.GFD_STRATEGY: "time-slicing",
+                    device_plugin.CONFIG_LABEL: "ts-4",
+                    GFD_REPLICAS: "4",
+                    GFD_STRATEGY: "time-slicing",
                 },
             ),
-            node("b", labels={sharing.CONFIG_LABEL: "gone"}),
-            node("c", labels={sharing.CONFIG_LABEL: "bad"}),
+            node("b", labels={device_plugin.CONFIG_LABEL: "gone"}),
+            node("c", labels={device_plugin.CONFIG_LABEL: "bad"}),
             node("cpu", 0, gfd=False),
         ],
         configs,
@@ -280,7 +284,7 @@ def test_show_rows_report_config_applied_and_problems():
     )
     assert "not in the ConfigMap" in by["b"]["problem"]
     assert "unsupported config version" in by["c"]["problem"]
-    [row] = sharing.show_rows([node("d", labels={sharing.CONFIG_LABEL: "ts-4"})], {})
+    [row] = sharing.show_rows([node("d", labels={device_plugin.CONFIG_LABEL: "ts-4"})], {})
     assert row["problem"] == "no ConfigMap of device plugin configs"
 
 
@@ -332,13 +336,13 @@ def test_plugin_selection_is_read_from_the_config_manager_environment():
 
 
 def test_a_new_sharing_config_keeps_unlabelled_nodes_unshared():
-    ts4 = sharing.config_text(TS4)
+    ts4 = device_plugin.config_text(TS4)
     helm = sharing.Selection()
     # the chart's "single" fallback would make ts-4 every unlabelled node's config
     assert sharing.keep_unlabelled_unshared({}, {"ts-4": ts4}, helm) == {
         "default": sharing.NO_SHARING_TEXT
     }
-    assert sharing.parse_config(sharing.NO_SHARING_TEXT) is None
+    assert device_plugin.parse_config(sharing.NO_SHARING_TEXT) is None
     # a "default" already there (e.g. flags for MIG) does it; so does the operator's "empty"
     assert (
         sharing.keep_unlabelled_unshared(
@@ -349,7 +353,7 @@ def test_a_new_sharing_config_keeps_unlabelled_nodes_unshared():
     op = sharing.Selection(None, ("empty",))
     assert sharing.keep_unlabelled_unshared({}, {"ts-4": ts4}, op) == {}
     # a default the admin chose to share stays the admin's choice
-    mine = {"ts-8": sharing.config_text(sharing.make_sharing("time-slicing", 8))}
+    mine = {"ts-8": device_plugin.config_text(sharing.make_sharing("time-slicing", 8))}
     assert (
         sharing.keep_unlabelled_unshared(mine, mine | {"ts-4": ts4}, sharing.Selection("ts-8"))
         == {}

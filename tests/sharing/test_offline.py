@@ -4,6 +4,7 @@ objects a cluster in the assumed state would get, as kubectl's client dry run pr
 import pytest
 import yaml
 
+from gpuctl.k8s import device_plugin
 from gpuctl.sharing.core import config as sharing
 from tests.crd_schema import assert_valid_cr
 from tests.gpu_cluster import daemonset, mark, node, seed, writes
@@ -34,23 +35,23 @@ def test_timeslice_renders_the_config_map_and_node_labels(cli):
     )
     docs = list(yaml.safe_load_all(r.out))
     assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
-        ("ConfigMap", sharing.DEFAULT_CONFIG_MAP),
+        ("ConfigMap", device_plugin.DEFAULT_CONFIG_MAP),
         ("Node", "gpu-1"),
         ("Node", "gpu-2"),
     ]
     cm = docs[0]
     assert cm["metadata"]["namespace"] == NS
     # the device plugin reads each key back as the config gpuctl meant
-    assert sharing.parse_config(cm["data"]["ts-4"]) == sharing.make_sharing(
-        sharing.TIME_SLICING, 4, False, None, ()
+    assert device_plugin.parse_config(cm["data"]["ts-4"]) == sharing.make_sharing(
+        device_plugin.TIME_SLICING, 4, False, None, ()
     )
-    assert sharing.parse_config(cm["data"]["default"]) is None  # unlabelled nodes: no sharing
-    assert [d["metadata"]["labels"] for d in docs[1:]] == [{sharing.CONFIG_LABEL: "ts-4"}] * 2
+    assert device_plugin.parse_config(cm["data"]["default"]) is None  # unlabelled nodes: no sharing
+    assert [d["metadata"]["labels"] for d in docs[1:]] == [{device_plugin.CONFIG_LABEL: "ts-4"}] * 2
     for d in docs:
         assert_valid(d)
     # what it had to assume is said, with the options that change it
     assert "namespace gpu-operator (-n to change)" in r.err
-    assert f"ConfigMap {sharing.DEFAULT_CONFIG_MAP} (--config-map to change)" in r.err
+    assert f"ConfigMap {device_plugin.DEFAULT_CONFIG_MAP} (--config-map to change)" in r.err
 
 
 def test_timeslice_takes_the_plugin_location_from_options(cli):
@@ -72,7 +73,7 @@ def test_timeslice_takes_the_plugin_location_from_options(cli):
     cm = yaml.safe_load(r.out)["items"][0]
     assert cm["metadata"]["namespace"] == "nvidia-device-plugin"
     assert cm["metadata"]["name"] == "dp-configs"
-    assert sharing.parse_config(cm["data"]["mps-2"]).strategy == sharing.MPS
+    assert device_plugin.parse_config(cm["data"]["mps-2"]).strategy == device_plugin.MPS
     assert "-n to change" not in r.err
 
 
@@ -81,7 +82,7 @@ def test_timeslice_without_node_names_says_how_to_label_them(cli):
         cli, "share", "timeslice", "--replicas", "4", "-l", "pool=a", "--dry-run", "-o", "yaml"
     )
     assert [d["kind"] for d in yaml.safe_load_all(r.out)] == ["ConfigMap"]
-    assert f"kubectl label nodes -l pool=a {sharing.CONFIG_LABEL}=ts-4 --overwrite" in r.err
+    assert f"kubectl label nodes -l pool=a {device_plugin.CONFIG_LABEL}=ts-4 --overwrite" in r.err
 
 
 def test_without_dry_run_a_missing_cluster_is_an_error(cli):
@@ -108,7 +109,7 @@ def test_offline_equals_a_dry_run_on_the_cluster_it_assumes(cli, kube, kube_api,
         daemonset(
             "nvidia-device-plugin",
             NS,
-            config_map=sharing.DEFAULT_CONFIG_MAP,
+            config_map=device_plugin.DEFAULT_CONFIG_MAP,
             operator_style=False,
             default_config="default",
         ),
@@ -127,12 +128,12 @@ def test_off_renders_label_removals(cli):
         {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": "gpu-1", "labels": {sharing.CONFIG_LABEL: None}},
+            "metadata": {"name": "gpu-1", "labels": {device_plugin.CONFIG_LABEL: None}},
         }
     ]
     assert "shares nothing" in r.err  # the assumption about the plugin's default config
     r = offline(cli, "share", "off", "-l", "pool=a", "--dry-run", "-o", "yaml")
-    assert r.out == "" and f"kubectl label nodes -l pool=a {sharing.CONFIG_LABEL}-" in r.err
+    assert r.out == "" and f"kubectl label nodes -l pool=a {device_plugin.CONFIG_LABEL}-" in r.err
 
 
 QUOTA = "quota set team-a --gpus 4 --dry-run -o yaml".split()

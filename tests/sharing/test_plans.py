@@ -5,13 +5,14 @@ each changes, and when there is nothing to do."""
 import pytest
 
 from gpuctl.common.errors import GpuctlError
+from gpuctl.k8s import device_plugin
 from gpuctl.sharing.core import config as sharing
 from gpuctl.sharing.core import plans
 from tests.gpu_cluster import node
 
 NS, CM = "gpu-operator", "dp-config"
-TS4 = sharing.make_sharing(sharing.TIME_SLICING, 4)
-LABEL = sharing.CONFIG_LABEL
+TS4 = sharing.make_sharing(device_plugin.TIME_SLICING, 4)
+LABEL = device_plugin.CONFIG_LABEL
 
 
 def target(data=None, selection=sharing.ADVISED):
@@ -32,7 +33,7 @@ def test_a_new_config_map_is_created_before_the_nodes_are_labelled():
     ]
     cm = p.plan.steps[0].detail["object"]
     assert set(cm["data"]) == {"ts-4", "default"}  # and a default without sharing
-    assert sharing.parse_config(cm["data"]["default"]) is None
+    assert device_plugin.parse_config(cm["data"]["default"]) is None
     assert p.plan.steps[1].why == f"{LABEL}: (none) → ts-4"
     assert p.question.startswith("Apply time-slicing ×4 to 2 node(s)?")
 
@@ -43,8 +44,8 @@ def test_keys_are_added_to_an_existing_config_map_and_nodes_already_on_it_are_le
         target(data), [node("gpu-1", labels={LABEL: "old"})], TS4, None, (), None, False
     )
     assert steps(p) == [("patch", f"ConfigMap {NS}/{CM}"), ("label", "node gpu-1")]
-    assert p.plan.steps[0].detail == {"data": {"ts-4": sharing.config_text(TS4)}}
-    done = {**data, "ts-4": sharing.config_text(TS4)}
+    assert p.plan.steps[0].detail == {"data": {"ts-4": device_plugin.config_text(TS4)}}
+    done = {**data, "ts-4": device_plugin.config_text(TS4)}
     again = plans.plan_share(
         target(done), [node("gpu-1", labels={LABEL: "ts-4"})], TS4, None, (), None, False
     )
@@ -54,7 +55,7 @@ def test_keys_are_added_to_an_existing_config_map_and_nodes_already_on_it_are_le
 def test_what_cannot_be_planned_is_refused():
     with pytest.raises(GpuctlError, match="no NVIDIA device plugin DaemonSet"):
         plans.plan_share(None, [node("gpu-1")], TS4, None, (), None, False)
-    other = {"ts-4": sharing.config_text(sharing.make_sharing(sharing.MPS, 4))}
+    other = {"ts-4": device_plugin.config_text(sharing.make_sharing(device_plugin.MPS, 4))}
     with pytest.raises(GpuctlError, match="already has a config 'ts-4' with different"):
         plans.plan_share(target(other), [node("gpu-1")], TS4, None, (), None, False)
     with pytest.raises(GpuctlError, match="no GPU node matches 'pool=b'"):
@@ -65,13 +66,13 @@ def test_offline_every_named_node_is_labelled_in_a_new_config_map():
     p = plans.plan_offline(TS4, None, ("gpu-1",), None, None)
     assert (p.target.namespace, p.target.config_map) == (
         plans.OFFLINE_NAMESPACE,
-        sharing.DEFAULT_CONFIG_MAP,
+        device_plugin.DEFAULT_CONFIG_MAP,
     )
     assert [s.action for s in p.plan.steps] == ["create", "label"]
 
 
 def test_off_removes_the_label_where_the_fallback_shares_nothing():
-    data = {"default": sharing.NO_SHARING_TEXT, "ts-4": sharing.config_text(TS4)}
+    data = {"default": sharing.NO_SHARING_TEXT, "ts-4": device_plugin.config_text(TS4)}
     p = plans.plan_off(target(data), [node("gpu-1", labels={LABEL: "ts-4"})], ("gpu-1",), None)
     assert steps(p) == [("label", "node gpu-1")]
     assert p.plan.steps[0].why.startswith(f"remove {LABEL}=ts-4")
@@ -80,7 +81,9 @@ def test_off_removes_the_label_where_the_fallback_shares_nothing():
 
 def test_off_adds_a_default_without_sharing_first_where_the_fallback_shares():
     # the Helm chart's fallbacks: a lone sharing key is every unlabelled node's config
-    lone = target({"ts-4": sharing.config_text(TS4)}, sharing.Selection(None, ("named", "single")))
+    lone = target(
+        {"ts-4": device_plugin.config_text(TS4)}, sharing.Selection(None, ("named", "single"))
+    )
     p = plans.plan_off(lone, [node("gpu-1", labels={LABEL: "ts-4"})], ("gpu-1",), None)
     assert steps(p) == [("patch", f"ConfigMap {NS}/{CM}"), ("label", "node gpu-1")]
     assert set(p.added) == {"default"}

@@ -5,6 +5,7 @@ import json
 import pytest
 import yaml
 
+from gpuctl.k8s import device_plugin
 from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, mark, node, seed, writes
 from tests.k8s_schema import assert_valid
@@ -47,7 +48,7 @@ def core_api(api):
 
 
 def config_label(api, name):
-    return (core_api(api).read_node(name).metadata.labels or {}).get(sharing.CONFIG_LABEL)
+    return (core_api(api).read_node(name).metadata.labels or {}).get(device_plugin.CONFIG_LABEL)
 
 
 def test_timeslice_writes_config_then_labels_selected_nodes(cli, kube, cluster):
@@ -117,7 +118,7 @@ def test_dry_run_prints_valid_objects_and_changes_nothing(cli, kube, cluster):
         "renameByDefault": True,
         "resources": [{"name": "nvidia.com/gpu", "replicas": 3}],
     }
-    assert docs[1]["metadata"]["labels"] == {sharing.CONFIG_LABEL: "mps-3-rename"}
+    assert docs[1]["metadata"]["labels"] == {device_plugin.CONFIG_LABEL: "mps-3-rename"}
     assert writes(kube, since) == []
     assert "dry run: nothing was changed" in r.err
 
@@ -127,11 +128,14 @@ def test_existing_configmap_keeps_its_other_configs(cli, cluster):
     assert cli("share", "timeslice", "--replicas", "2", "--node", "gpu-2", "--yes").code == 0
     data = core_api(cluster).read_namespaced_config_map(CM, NS).data
     assert set(data) == {"default", "ts-2"}
-    assert sharing.parse_config(data["ts-2"]).replicas == 2
+    assert device_plugin.parse_config(data["ts-2"]).replicas == 2
 
 
 def test_same_name_with_other_content_is_refused(cli, kube, cluster):
-    seed(cluster, config_map(CM, {"shared": sharing.config_text(sharing.make_sharing("mps", 2))}))
+    seed(
+        cluster,
+        config_map(CM, {"shared": device_plugin.config_text(sharing.make_sharing("mps", 2))}),
+    )
     since = mark(kube)
     r = cli("share", "timeslice", "--replicas", "4", "--name", "shared", "--node", "gpu-1", "--yes")
     assert r.code == 1 and "already has a config 'shared' with different content" in r.err
@@ -195,7 +199,7 @@ def test_unknown_node_and_missing_plugin(cli, kube, kube_api):
     assert r.code == 1 and "no such node: nope" in r.err
     # a plugin that mounts no ConfigMap: gpuctl's own, and a warning how to point it there
     r = cli("share", "timeslice", "--replicas", "4", "--dry-run")
-    assert r.code == 0 and f"{NS}/{sharing.DEFAULT_CONFIG_MAP}" in r.err
+    assert r.code == 0 and f"{NS}/{device_plugin.DEFAULT_CONFIG_MAP}" in r.err
     assert "does not read ConfigMap" in r.err and "devicePlugin" in r.err
 
 
@@ -226,7 +230,7 @@ def test_off_removes_only_the_config_label(cli, kube, cluster):
     r = cli("share", "off", "--node", "gpu-1", "--yes")
     assert r.code == 0, r
     labels = core_api(cluster).read_node("gpu-1").metadata.labels
-    assert sharing.CONFIG_LABEL not in labels and labels["pool"] == "a"
+    assert device_plugin.CONFIG_LABEL not in labels and labels["pool"] == "a"
     assert config_label(cluster, "gpu-2") == "ts-4"
     # with the label gone, the node may switch to MPS without --replace
     r = cli("share", "timeslice", "--replicas", "2", "--mps", "--node", "gpu-1", "--yes")
@@ -239,7 +243,7 @@ def test_namespace_without_the_plugin_warns_that_nothing_reads_it(cli, kube, clu
         "share", "timeslice", "--replicas", "4", "--node", "gpu-1", "-n", "elsewhere", "--dry-run"
     )
     assert r.code == 0, r
-    assert f"elsewhere/{sharing.DEFAULT_CONFIG_MAP}" in r.err  # not the plugin's, elsewhere
+    assert f"elsewhere/{device_plugin.DEFAULT_CONFIG_MAP}" in r.err  # not the plugin's, elsewhere
     assert "does not read ConfigMap" in r.err
 
 
@@ -272,7 +276,7 @@ def test_helm_chart_timeslice_keeps_a_default_without_sharing(cli, helm_cluster)
     assert r.code == 0, r
     assert "and key 'default': a config without sharing" in r.err
     data = core_api(helm_cluster).read_namespaced_config_map(HELM_CM, NS).data
-    assert set(data) == {"ts-4", "default"} and sharing.parse_config(data["default"]) is None
+    assert set(data) == {"ts-4", "default"} and device_plugin.parse_config(data["default"]) is None
     by = rows(cli)
     assert (by["gpu-1"]["running_config"], by["gpu-1"]["strategy"]) == ("ts-4", "time-slicing")
     # gpu-2 has no label: the chart's "named" fallback gives it 'default', without sharing
@@ -291,7 +295,9 @@ def test_helm_chart_timeslice_keeps_a_default_without_sharing(cli, helm_cluster)
 def lone_sharing_key(api):
     seed(
         api,
-        config_map(HELM_CM, {"ts-4": sharing.config_text(sharing.make_sharing("time-slicing", 4))}),
+        config_map(
+            HELM_CM, {"ts-4": device_plugin.config_text(sharing.make_sharing("time-slicing", 4))}
+        ),
     )
 
 
@@ -312,7 +318,7 @@ def test_show_names_the_config_an_unlabelled_node_falls_back_to(cli, helm_cluste
 def test_off_stops_sharing_where_removing_the_label_would_not(cli, kube, helm_cluster):
     lone_sharing_key(helm_cluster)
     core_api(helm_cluster).patch_node(
-        "gpu-1", {"metadata": {"labels": {sharing.CONFIG_LABEL: "ts-4"}}}
+        "gpu-1", {"metadata": {"labels": {device_plugin.CONFIG_LABEL: "ts-4"}}}
     )
     since = mark(kube)
     r = cli("share", "off", "--node", "gpu-1", "--dry-run")
@@ -335,7 +341,7 @@ def test_off_labels_a_config_without_sharing_where_the_default_shares(cli, kube,
     # config.default=ts-4: the admin's choice for unlabelled nodes; off must not rely on it
     seed(
         kube_api,
-        node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}),
+        node("gpu-1", labels={device_plugin.CONFIG_LABEL: "ts-4"}),
         node("gpu-2"),
         daemonset(
             "nvidia-device-plugin",
@@ -376,7 +382,10 @@ def test_unmounted_config_map_advice_sets_a_default_without_sharing(cli, kube, k
     seed(kube_api, node("gpu-1"), daemonset("nvidia-device-plugin-daemonset", NS))
     r = cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--dry-run", "-o", "yaml")
     assert r.code == 0, r
-    assert f"--set config.name={sharing.DEFAULT_CONFIG_MAP} --set config.default=default" in r.err
+    assert (
+        f"--set config.name={device_plugin.DEFAULT_CONFIG_MAP} --set config.default=default"
+        in r.err
+    )
     assert '"default": "default"' in r.err  # the ClusterPolicy patch
     cm = next(yaml.safe_load_all(r.out))
     assert set(cm["data"]) == {"ts-4", "default"}

@@ -3,6 +3,7 @@ those gpuctl computes from every GPU, a frame asks a constant number of queries 
 per-GPU values only for the rows on screen; and `--once -o json` decodes its answers as they
 stream, in memory well below their size."""
 
+import dataclasses
 import json
 import time
 import tracemalloc
@@ -12,6 +13,7 @@ import pytest
 
 from gpuctl.adapters.prometheus import Prometheus
 from gpuctl.common.errors import BackendError
+from gpuctl.dcgm import metrics
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.top.cluster import service as cluster
 from gpuctl.top.cluster.core import live, usage
@@ -68,6 +70,31 @@ def assert_live_equals_full(url: str, sorts=live.SORT_KEYS, rows: int = ROWS, wi
 def test_live_figures_equal_the_full_frame(prometheus_with):
     """Both host label spellings, a GPU scraped twice, MIG devices, idle and held GPUs."""
     assert_live_equals_full(prometheus_with(mixed_cluster()).url)
+
+
+def profiling_only(series: list) -> list:
+    """A whole GPU's series from an exporter whose metric list has the profiling metrics
+    but not DCGM_FI_DEV_GPU_UTIL: its engine activity is its busy signal."""
+    return [
+        dataclasses.replace(s, name="DCGM_FI_PROF_GR_ENGINE_ACTIVE", value=s.value / 100)
+        if s.name == "DCGM_FI_DEV_GPU_UTIL"
+        else s
+        for s in series
+    ]
+
+
+def test_live_figures_judge_a_gpu_by_the_one_busy_signal_rule(prometheus_with):
+    """GPU_UTIL where a GPU reports it, else 100 × GR_ENGINE_ACTIVE, MIG or not: a whole GPU
+    reporting only its engine activity counts in the live figures as in the full frame."""
+    data = mixed_cluster() + profiling_only(
+        gpu("Hostname", "node-p", 0, 70, pod="prof-0", namespace="ml")
+        + gpu("Hostname", "node-p", 1, 1, pod="prof-1", namespace="ml")
+    )
+    server = prometheus_with(data)
+    full = cluster.snapshot(Prometheus(server.url), "10m", 5.0, Exporter())
+    [busy, idle] = [r for r in full.rows if r.node == "node-p"]
+    assert (busy.utilization_gpu, busy.idle, idle.idle) == (pytest.approx(70.0), False, True)
+    assert_live_equals_full(server.url)
 
 
 def test_live_figures_follow_the_window(prometheus_with):
@@ -179,11 +206,11 @@ def synthetic_answers():
         {"metric": labels(d, __name__=name), "value": [1.0, str(value)]}
         for d in range(DEVICES)
         for name, value in (
-            (usage.UTIL, d % 100),
-            (usage.FB_USED, 1000),
-            (usage.FB_FREE, 79000),
-            (usage.TEMP, 50),
-            (usage.POWER, 300.5),
+            (metrics.UTIL, d % 100),
+            (metrics.FB_USED, 1000),
+            (metrics.FB_FREE, 79000),
+            (metrics.TEMP, 50),
+            (metrics.POWER, 300.5),
         )
     ]
     attributes = [

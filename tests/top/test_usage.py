@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuctl.common.errors import UsageError
-from gpuctl.dcgm import holders
+from gpuctl.dcgm import holders, metrics
+from gpuctl.dcgm.promql import duration_seconds
 from gpuctl.top.cluster.core import usage
 
 
@@ -32,13 +33,13 @@ def test_queries_do_not_depend_on_the_cluster_and_check_the_window():
     for bad in ("15", "m", "1.5h", "10m]", "", "0s", "-5m"):
         with pytest.raises(UsageError):
             usage.queries(bad)
-    assert usage.duration_seconds("1h30m", "--window") == 5400
+    assert duration_seconds("1h30m", "--window") == 5400
 
 
 def test_unknown_and_nan_values_are_missing_not_zero():
     d = dev()
     f = frame(
-        [sample(usage.FB_USED, 100.0, **d), sample(usage.TEMP, math.nan, **d)],
+        [sample(metrics.FB_USED, 100.0, **d), sample(metrics.TEMP, math.nan, **d)],
         attributes=[(d, 1.0)],
     )
     row = f.rows[0]
@@ -52,9 +53,12 @@ def test_unknown_and_nan_values_are_missing_not_zero():
 def test_mig_board_series_fill_in_their_devices_and_make_no_row():
     board = dev()
     mig = [dev(GPU_I_ID=str(i), GPU_I_PROFILE="1g.10gb") for i in (7, 8)]
-    current = [sample(usage.POWER, 250.0, **board), sample(usage.TEMP, 55.0, **board)]
+    current = [sample(metrics.POWER, 250.0, **board), sample(metrics.TEMP, 55.0, **board)]
     for i, m in enumerate(mig):
-        current += [sample(usage.GR_ACTIVE, 0.25 * (i + 1), **m), sample(usage.TEMP, 50.0 + i, **m)]
+        current += [
+            sample(metrics.GR_ACTIVE, 0.25 * (i + 1), **m),
+            sample(metrics.TEMP, 50.0 + i, **m),
+        ]
     attrs = [({**m, "modelName": "NVIDIA A100-SXM4-40GB"}, 1.0) for m in mig]
     means = [(mig[0], 25.0), (mig[1], 2.0)]
     f = frame(current, attrs, means)
@@ -68,14 +72,14 @@ def test_mig_board_series_fill_in_their_devices_and_make_no_row():
 
 def test_full_gpu_utilization_wins_over_its_profiling_metric():
     d = dev()
-    f = frame([sample(usage.UTIL, 70.0, **d), sample(usage.GR_ACTIVE, 0.2, **d)])
+    f = frame([sample(metrics.UTIL, 70.0, **d), sample(metrics.GR_ACTIVE, 0.2, **d)])
     assert f.rows[0].utilization_gpu == 70.0
 
 
 def test_devices_without_uuid_are_told_apart_by_node_and_index():
     devs = [{"Hostname": h, "gpu": g} for h in ("a", "b") for g in ("0", "1")]
     f = frame(
-        [sample(usage.UTIL, 10.0 * i, **d) for i, d in enumerate(devs)],
+        [sample(metrics.UTIL, 10.0 * i, **d) for i, d in enumerate(devs)],
         attributes=[(d, 1.0) for d in devs],
         means=[(d, 10.0 * i) for i, d in enumerate(devs)],
     )
@@ -90,7 +94,7 @@ def test_devices_without_uuid_are_told_apart_by_node_and_index():
 def test_node_name_falls_back_to_the_scrape_instance():
     d = {"gpu": "0", "UUID": "GPU-x"}
     f = frame(
-        [sample(usage.UTIL, 1.0, **d)], attributes=[({**d, "instance": "10.1.2.3:9400"}, 1.0)]
+        [sample(metrics.UTIL, 1.0, **d)], attributes=[({**d, "instance": "10.1.2.3:9400"}, 1.0)]
     )
     assert f.rows[0].node == "10.1.2.3:9400"
 
@@ -103,7 +107,7 @@ def test_the_fullest_attributes_win_deterministically():
         ({**d, "modelName": "M"}, 1.0),
     ]
     for order in (attrs, attrs[::-1]):
-        row = frame([sample(usage.UTIL, 1.0, **d)], order).rows[0]
+        row = frame([sample(metrics.UTIL, 1.0, **d)], order).rows[0]
         assert (row.pod, row.namespace, row.model) == ("p", "ns", "M")
 
 
@@ -111,7 +115,7 @@ def test_natural_order_and_summaries():
     current, attrs, means = [], [], []
     for host, util, pod in (("node-10", 80.0, "a"), ("node-2", 1.0, "b"), ("node-2", 3.0, None)):
         d = dev(host, str(len(current)))
-        current.append(sample(usage.UTIL, util, **d))
+        current.append(sample(metrics.UTIL, util, **d))
         attrs.append(({**d, **({"pod": pod, "namespace": "team"} if pod else {})}, 1.0))
         means.append((d, util))
     f = frame(current, attrs, means)
@@ -127,11 +131,11 @@ def test_natural_order_and_summaries():
 def test_memory_total_includes_reserved_memory_when_reported():
     d, old = dev("n1", "0"), dev("n1", "1")
     current = [
-        sample(usage.FB_USED, 1000.0, **d),
-        sample(usage.FB_FREE, 80000.0, **d),
-        sample(usage.FB_RESERVED, 559.0, **d),
-        sample(usage.FB_USED, 1000.0, **old),  # an exporter before 4.3.1-4.4.0: no reserved
-        sample(usage.FB_FREE, 80000.0, **old),
+        sample(metrics.FB_USED, 1000.0, **d),
+        sample(metrics.FB_FREE, 80000.0, **d),
+        sample(metrics.FB_RESERVED, 559.0, **d),
+        sample(metrics.FB_USED, 1000.0, **old),  # an exporter before 4.3.1-4.4.0: no reserved
+        sample(metrics.FB_FREE, 80000.0, **old),
     ]
     rows = frame(current).rows
     assert [(r.memory_used_mib, r.memory_total_mib) for r in rows] == [
@@ -163,7 +167,7 @@ def test_every_pod_sharing_a_gpu_is_a_holder():
         )
         for ns, p in (("team-b", "z"), ("team-a", "y"), ("team-a", "x"))
     ]
-    f = frame([sample(usage.UTIL, 2.0, **d)], attrs, means=[(d, 2.0)])
+    f = frame([sample(metrics.UTIL, 2.0, **d)], attrs, means=[(d, 2.0)])
     row = f.rows[0]
     assert [(h.namespace, h.pod) for h in row.holders] == [
         ("team-a", "x"),
@@ -189,20 +193,20 @@ def test_every_pod_sharing_a_gpu_is_a_holder():
 def test_a_gpu_with_only_the_exporters_pod_is_free():
     d = dev("n1", "0")
     exporter_pod = {"pod": "dcgm-exporter-abcde", "namespace": "mon", "container": "exporter"}
-    f = frame([sample(usage.UTIL, 0.0, **d)], [({**d, **exporter_pod}, 1.0)], means=[(d, 0.0)])
+    f = frame([sample(metrics.UTIL, 0.0, **d)], [({**d, **exporter_pod}, 1.0)], means=[(d, 0.0)])
     assert f.rows[0].holders == () and f.rows[0].idle is True
     assert f.summary.idle_allocated_gpus == 0 and f.namespaces == []
     named = holders.exporter(["something-else"], [])
     f = usage.build_frame(
-        [sample(usage.UTIL, 0.0, **d)], [({**d, **exporter_pod}, 1.0)], [(d, 0.0)], 5.0, named
+        [sample(metrics.UTIL, 0.0, **d)], [({**d, **exporter_pod}, 1.0)], [(d, 0.0)], 5.0, named
     )
     assert f.rows[0].pod == "dcgm-exporter-abcde"  # not recognised: taken as a holder
 
 
 def test_threshold_is_strict():
     d = dev()
-    assert frame([sample(usage.UTIL, 5.0, **d)], means=[(d, 5.0)]).rows[0].idle is False
-    assert frame([sample(usage.UTIL, 4.9, **d)], means=[(d, 4.99)]).rows[0].idle is True
+    assert frame([sample(metrics.UTIL, 5.0, **d)], means=[(d, 5.0)]).rows[0].idle is False
+    assert frame([sample(metrics.UTIL, 4.9, **d)], means=[(d, 4.99)]).rows[0].idle is True
 
 
 devices = st.lists(
@@ -223,7 +227,7 @@ def test_summary_counts_are_consistent(devs, threshold):
     current, attrs, means = [], [], []
     for host, index, mean, pod, gi in devs:
         d = dev(host, str(index), **({"GPU_I_ID": gi} if gi else {}))
-        current.append(sample(usage.FB_USED, 1.0, **d))
+        current.append(sample(metrics.FB_USED, 1.0, **d))
         attrs.append(({**d, **({"pod": pod, "namespace": "ns"} if pod else {})}, 1.0))
         if mean is not None:
             means.append((d, mean))
@@ -251,7 +255,7 @@ def test_live_frame_is_cut_to_the_screen_and_says_so():
 
     devs = [dev(f"n{i}", "0") for i in range(40)]
     f = frame(
-        [sample(usage.UTIL, 50.0, **d) for d in devs],
+        [sample(metrics.UTIL, 50.0, **d) for d in devs],
         attributes=[(d, 1.0) for d in devs],
         means=[(d, 50.0) for d in devs],
     )
@@ -267,7 +271,7 @@ def test_label_values_cannot_drive_the_terminal():
     from gpuctl.top.cluster import views
 
     d = {**dev("evil\x1b[2Jnode", "0"), "pod": "p\x1b]0;pwned\x07", "namespace": "ns\n"}
-    f = frame([sample(usage.UTIL, 1.0, **d)], attributes=[(d, 1.0)], means=[(d, 1.0)])
+    f = frame([sample(metrics.UTIL, 1.0, **d)], attributes=[(d, 1.0)], means=[(d, 1.0)])
     text = views.render_plain(f, "10m", 5.0)
     assert "\x1b" not in text and "\x07" not in text
     assert "evil?[2Jnode" in text and "ns?/p?]0;pwned?" in text
@@ -281,7 +285,7 @@ def held_frame(nodes):
             mig = isinstance(holder, tuple)
             pod = holder[1] if mig else holder
             d = dev(host, str(i), **({"GPU_I_ID": "1", "GPU_I_PROFILE": "1g.10gb"} if mig else {}))
-            current.append(sample(usage.UTIL, 50.0, **d))
+            current.append(sample(metrics.UTIL, 50.0, **d))
             attrs.append(({**d, **({"pod": pod, "namespace": "ns"} if pod else {})}, 1.0))
     return frame(current, attrs)
 

@@ -16,10 +16,12 @@ from typing import Any
 
 from gpuctl.advise.core import owners
 from gpuctl.advise.core.owners import Holder, Workload
-from gpuctl.dcgm import holders
+from gpuctl.common.ordering import natural_key
+from gpuctl.dcgm import busy, holders
+from gpuctl.dcgm.metrics import FB_FREE, FB_USED, IDENTITY, WHOLE, Key, key_of
+from gpuctl.dcgm.promql import duration_seconds
 from gpuctl.gpus import geometry
 from gpuctl.gpus.geometry import GpuModel, Profile
-from gpuctl.top.cluster.core import usage
 
 MEMORY_HEADROOM = 1.1  # a MIG profile or share must hold the peak framebuffer use + 10 %
 QUANTILE = 0.95
@@ -45,20 +47,18 @@ class Queries:
 def queries(window: str) -> Queries:
     """Five instant queries, whatever the cluster size: the window's statistics are
     computed by Prometheus, one series per device and holder."""
-    usage.duration_seconds(window, "--window")
-    by = ", ".join(usage.IDENTITY + holders.LABELS)
-    whole = 'GPU_I_ID=""'
+    duration_seconds(window, "--window")
+    by = ", ".join(IDENTITY + holders.LABELS)
 
     def utilization(over: str) -> str:
-        # GPU_UTIL (percent) where the GPU reports it, else GR_ENGINE_ACTIVE (0..1) × 100
-        return " or ".join(
-            f"max by ({by}) ({scale}{over.format(f'{metric}{{{whole}}}[{window}]')})"
-            for metric, scale in ((usage.UTIL, ""), (usage.GR_ACTIVE, "100 * "))
-        )
+        def side(metric: str, matcher: str) -> str:
+            return f"max by ({by}) ({over.format(f'{metric}{{{matcher}}}[{window}]')})"
+
+        return busy.promql(side, whole_only=True)
 
     return Queries(
-        now=f'max by (__name__, modelName, {by}) ({{__name__=~"{usage.FB_USED}|{usage.FB_FREE}", {whole}}})',
-        peak_memory=f"max by ({by}) (max_over_time({usage.FB_USED}{{{whole}}}[{window}]))",
+        now=f'max by (__name__, modelName, {by}) ({{__name__=~"{FB_USED}|{FB_FREE}", {WHOLE}}})',
+        peak_memory=f"max by ({by}) (max_over_time({FB_USED}{{{WHOLE}}}[{window}]))",
         p95_utilization=utilization(f"quantile_over_time({QUANTILE}, {{}})"),
         max_utilization=utilization("max_over_time({})"),
         owners=owners.query(window),
@@ -123,12 +123,12 @@ def advise(
         h = holders.holder(labels, exporter)
         return None if h is None else (h.namespace or "", h.pod)
 
-    devices: dict[usage.Key, dict[str, Any]] = {}  # whole GPUs held now
+    devices: dict[Key, dict[str, Any]] = {}  # whole GPUs held now
     for labels, value in now:
         holder = holder_of(labels)
         if holder is None or not math.isfinite(value):
             continue
-        d = devices.setdefault(usage.key_of(labels), {"holder": holder})
+        d = devices.setdefault(key_of(labels), {"holder": holder})
         d[labels.get("__name__", "")] = value
         d["model"] = labels.get("modelName") or d.get("model")
     lookup = owners.parse(owner_samples)
@@ -165,14 +165,10 @@ def _row(w: Workload, devices: list[dict[str, Any]], s: _Stats, idle: float) -> 
     per_pod = Counter(d["holder"] for d in devices)
     models = Counter(d.get("model") for d in devices)
     model = models.most_common(1)[0][0]
-    totals = [
-        d[usage.FB_USED] + d[usage.FB_FREE]
-        for d in devices
-        if usage.FB_USED in d and usage.FB_FREE in d
-    ]
+    totals = [d[FB_USED] + d[FB_FREE] for d in devices if FB_USED in d and FB_FREE in d]
     row = WorkloadAdvice(
         workload=w,
-        pods=sorted({pod for _, pod in per_pod}, key=usage.natural_key),
+        pods=sorted({pod for _, pod in per_pod}, key=natural_key),
         model=model,
         gpus=len(devices),
         gpus_per_pod=max(per_pod.values()),
@@ -252,7 +248,7 @@ def smallest_profile(model: GpuModel, memory_mib: float, utilization: float) -> 
 def gpus_needed(rows: list[WorkloadAdvice]) -> int:
     """GPUs the advice leaves in use: kept ones, MIG demand packed per model by the exact
     planner, time-sliced pods k to a GPU."""
-    from gpuctl.mig.core.plan import Fleet, plan_demand
+    from gpuctl.gpus.mig_demand import Fleet, plan_demand
 
     needed = 0
     demand: dict[GpuModel, Counter[str]] = {}

@@ -12,17 +12,10 @@ from typing import Any
 
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import UsageError
-from gpuctl.dcgm import holders
+from gpuctl.dcgm import busy, holders
 from gpuctl.dcgm.holders import Exporter
-from gpuctl.top.cluster.core.usage import (
-    FB_FREE,
-    FB_RESERVED,
-    FB_USED,
-    GR_ACTIVE,
-    TEMP,
-    UTIL,
-    duration_seconds,
-)
+from gpuctl.dcgm.metrics import FB_FREE, FB_RESERVED, FB_USED, TEMP
+from gpuctl.dcgm.promql import duration_seconds
 
 XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge keeping the last XID code (0: none since start)
 XID_MIN_WINDOW_S = 120
@@ -91,16 +84,15 @@ def _host(expr: str) -> str:
 
 
 def _utilization(window: str, matcher: str = "") -> str:
-    """Mean utilization (percent) per device over the window. MIG devices report
-    DCGM_FI_DEV_GPU_UTIL as 0 or not at all: for them only the 0..1 ratio
-    DCGM_FI_PROF_GR_ENGINE_ACTIVE counts; where a full GPU reports both, `or` keeps its
-    own utilization."""
-    extra = f", {matcher}" if matcher else ""
-    gr_selector = f"{{{matcher}}}" if matcher else ""
-    return (
-        f'avg_over_time({UTIL}{{GPU_I_ID=""{extra}}}[{window}])'
-        f" or 100 * avg_over_time({GR_ACTIVE}{gr_selector}[{window}])"
-    )
+    """Mean busy signal (percent) per device over the window (see gpuctl.dcgm.busy), of
+    the raw series: both sides keep the series' labels."""
+
+    def side(metric: str, extra: str) -> str:
+        matchers = ", ".join(m for m in (extra, matcher) if m)
+        selector = "{" + matchers + "}" if matchers else ""
+        return f"avg_over_time({metric}{selector}[{window}])"
+
+    return busy.promql(side)
 
 
 def _num(value: float) -> str:

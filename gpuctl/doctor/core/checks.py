@@ -8,11 +8,23 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.numbers import whole_number
-from gpuctl.common.quantity import count
-from gpuctl.sharing.core import config as sharing
+from gpuctl.k8s import device_plugin
+from gpuctl.k8s.nodes import (
+    GFD_COUNT,
+    GFD_PRODUCT,
+    GFD_REPLICAS,
+    MIG_CONFIG,
+    MIG_PREFIX,
+    MIG_STRATEGY,
+    allocatable,
+    gpu_resources,
+    is_gpu_node,
+    labels_of,
+    mig_reason,
+)
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
-GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory")
+GFD_LABELS = (GFD_PRODUCT, GFD_COUNT, "nvidia.com/gpu.memory")
 MIG_STATE = "nvidia.com/mig.config.state"
 _SHOWN = 5  # nodes named in one detail line
 
@@ -38,20 +50,12 @@ def _name(obj: dict[str, Any]) -> str:
 
 
 def _gpu_count(node: dict[str, Any]) -> int:
-    return sum(
-        count(v)
-        for k, v in sharing.allocatable(node).items()
-        if k == sharing.GPU or k.startswith("nvidia.com/mig-")
-    )
+    return sum(gpu_resources(node).values())
 
 
 def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
-    advertising = [n for n in nodes if _gpu_count(n) > 0]
-    silent = [
-        _name(n)
-        for n in nodes
-        if _gpu_count(n) == 0 and sharing.labels_of(n).get(sharing.GFD_PRESENT) == "true"
-    ]
+    gpu_nodes = _gpu_nodes(nodes)
+    silent = [_name(n) for n in gpu_nodes if _gpu_count(n) == 0]
     if silent:
         return Check(
             "gpu-nodes",
@@ -60,28 +64,26 @@ def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
             "check the device plugin pod on those nodes (kubectl -n <ns> logs <pod>) "
             "and the NVIDIA driver / container toolkit on the host",
         )
-    if not advertising:
+    if not gpu_nodes:
         return Check(
             "gpu-nodes",
             FAIL,
             "no node has nvidia.com/gpu (or MIG) allocatable",
             "add GPU nodes (gpuctl provision) and install the NVIDIA GPU Operator or device plugin",
         )
-    total = sum(_gpu_count(n) for n in advertising)
-    return Check("gpu-nodes", PASS, f"{len(advertising)} GPU node(s), {total} GPU(s) allocatable")
+    total = sum(_gpu_count(n) for n in gpu_nodes)
+    return Check("gpu-nodes", PASS, f"{len(gpu_nodes)} GPU node(s), {total} GPU(s) allocatable")
 
 
 def _gpu_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [n for n in nodes if sharing.is_gpu_node(n)]
+    return [n for n in nodes if is_gpu_node(n)]
 
 
 def check_gfd(nodes: list[dict[str, Any]]) -> Check:
     gpu_nodes = _gpu_nodes(nodes)
     if not gpu_nodes:
         return Check("feature-discovery", WARN, "no GPU node to check", "fix gpu-nodes first")
-    missing = {
-        _name(n): [k for k in GFD_LABELS if k not in sharing.labels_of(n)] for n in gpu_nodes
-    }
+    missing = {_name(n): [k for k in GFD_LABELS if k not in labels_of(n)] for n in gpu_nodes}
     missing = {k: v for k, v in missing.items() if v}
     if missing:
         first = next(iter(missing.values()))
@@ -93,7 +95,7 @@ def check_gfd(nodes: list[dict[str, Any]]) -> Check:
             "enable GPU Feature Discovery: the GPU Operator runs it; with the device "
             "plugin Helm chart: --set gfd.enabled=true",
         )
-    products = sorted({sharing.labels_of(n)["nvidia.com/gpu.product"] for n in gpu_nodes})
+    products = sorted({labels_of(n)[GFD_PRODUCT] for n in gpu_nodes})
     return Check(
         "feature-discovery",
         PASS,
@@ -147,12 +149,12 @@ def check_mig(nodes: list[dict[str, Any]]) -> Check:
     problems, pending, mig_nodes = [], [], []
     strategies: dict[str, list[str]] = {}  # mig.strategy -> nodes
     for n in gpu_nodes:
-        labels, name = sharing.labels_of(n), _name(n)
-        strategy = labels.get(sharing.MIG_STRATEGY)
+        labels, name = labels_of(n), _name(n)
+        strategy = labels.get(MIG_STRATEGY)
         if strategy:
             strategies.setdefault(strategy, []).append(name)
-        wanted, state = labels.get(sharing.MIG_CONFIG), labels.get(MIG_STATE)
-        mixed = any(k.startswith("nvidia.com/mig-") for k in sharing.allocatable(n))
+        wanted, state = labels.get(MIG_CONFIG), labels.get(MIG_STATE)
+        mixed = any(k.startswith(MIG_PREFIX) for k in allocatable(n))
         if wanted or mixed:
             mig_nodes.append(name)
         if state == "failed":
@@ -206,7 +208,7 @@ def check_mig(nodes: list[dict[str, Any]]) -> Check:
 def check_sharing(
     nodes: list[dict[str, Any]], config_map: str | None, data: dict[str, Any] | None
 ) -> Check:
-    labelled = [n for n in _gpu_nodes(nodes) if sharing.CONFIG_LABEL in sharing.labels_of(n)]
+    labelled = [n for n in _gpu_nodes(nodes) if device_plugin.CONFIG_LABEL in labels_of(n)]
     if not labelled:
         return Check(
             "sharing",
@@ -218,16 +220,16 @@ def check_sharing(
             "sharing",
             FAIL,
             f"{_names([_name(n) for n in labelled])} select a config with "
-            f"{sharing.CONFIG_LABEL}, but the device plugin reads no config ConfigMap"
+            f"{device_plugin.CONFIG_LABEL}, but the device plugin reads no config ConfigMap"
             + (f" ({config_map} is missing)" if config_map else ""),
             "point the device plugin at a ConfigMap (GPU Operator: ClusterPolicy "
             "devicePlugin.config.name; Helm: config.name), e.g. with gpuctl share "
             "timeslice",
         )
-    configs = sharing.parse_configs(data)
+    configs = device_plugin.parse_configs(data)
     failures, waiting = [], []
     for n in labelled:
-        name, chosen = _name(n), sharing.labels_of(n)[sharing.CONFIG_LABEL]
+        name, chosen = _name(n), labels_of(n)[device_plugin.CONFIG_LABEL]
         if chosen not in configs:
             failures.append(f"{name}: config {chosen!r} is not in ConfigMap {config_map}")
             continue
@@ -237,14 +239,12 @@ def check_sharing(
             continue
         if s is None:
             continue
-        if s.strategy == sharing.MPS and sharing.mig_reason(n):
-            failures.append(
-                f"{name}: MPS config {chosen!r} on a MIG node ({sharing.mig_reason(n)})"
-            )
+        if s.strategy == device_plugin.MPS and mig_reason(n):
+            failures.append(f"{name}: MPS config {chosen!r} on a MIG node ({mig_reason(n)})")
             continue
-        labels = sharing.labels_of(n)
-        applied = whole_number(labels.get(sharing.GFD_REPLICAS, "")) or 0
-        if sharing.GFD_REPLICAS in labels and applied != s.replicas:
+        labels = labels_of(n)
+        applied = whole_number(labels.get(GFD_REPLICAS, "")) or 0
+        if GFD_REPLICAS in labels and applied != s.replicas:
             waiting.append(
                 f"{name}: wants {s.strategy} ×{s.replicas}, GPU Feature Discovery "
                 f"reports ×{applied}"
@@ -256,7 +256,7 @@ def check_sharing(
             "; ".join(failures[:_SHOWN]),
             "gpuctl share timeslice --node NODE ... (writes the config and the "
             "label), or remove the label: kubectl label node NODE "
-            f"{sharing.CONFIG_LABEL}-",
+            f"{device_plugin.CONFIG_LABEL}-",
         )
     if waiting:
         return Check(
@@ -300,7 +300,7 @@ def run_checks(
     config_map: str | None,
     config_data: dict[str, Any] | None,
 ) -> list[Check]:
-    plugin = sharing.find_device_plugin(daemonsets)
+    plugin = device_plugin.find_device_plugin(daemonsets)
     return [
         check_gpu_nodes(nodes),
         check_gfd(nodes),

@@ -18,10 +18,8 @@ import re
 from typing import Any
 
 from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check
-from gpuctl.jobs.core.jobset import GROUP as JOBSET_GROUP
-from gpuctl.quota.core.kueue import GROUP as KUEUE_GROUP
-from gpuctl.quota.core.kueue import VERSIONS as KUEUE_VERSIONS
-from gpuctl.quota.core.kueue import allocatable, is_gpu_node
+from gpuctl.k8s.apis import JOBSET_GROUP, JOBSET_VERSION, KUEUE_GROUP, KUEUE_VERSIONS
+from gpuctl.k8s.nodes import allocatable, is_gpu_node, is_gpu_resource
 
 KUEUE_IMAGE, JOBSET_IMAGE = "kueue/kueue", "jobset/jobset"
 CONFIG_KEY = "controller_manager_config.yaml"
@@ -87,7 +85,7 @@ def check_kueue(served: list[str], deployment: dict[str, Any] | None) -> Check:
 def check_jobset(served: list[str], deployment: dict[str, Any] | None) -> Check:
     return _installed(
         ("jobset", "JobSet", JOBSET_GROUP, JOBSET_IMAGE, INSTALL_JOBSET),
-        ("v1alpha2",),
+        (JOBSET_VERSION,),
         served,
         deployment,
         "JobSet is not installed: multi-node jobs are Indexed Jobs, which can start in "
@@ -203,7 +201,7 @@ def check_gpu_queues(nodes: list[dict[str, Any]], cluster_queues: list[dict[str,
     some ClusterQueue's coveredResources: Kueue admits no workload asking for one that is
     not."""
     have = sorted(
-        {k for n in nodes if is_gpu_node(n) for k in allocatable(n) if k.startswith("nvidia.com/")}
+        {k for n in nodes if is_gpu_node(n) for k in allocatable(n) if is_gpu_resource(k)}
     )
     covered = {
         r

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.jobs.core import manifests
+from gpuctl.jobs.core import pods
 from gpuctl.jobs.core.spec import JOBSET_WORKERS, JobSpec
-
-GROUP = "jobset.x-k8s.io"
-API_VERSION = f"{GROUP}/v1alpha2"
+from gpuctl.k8s.apis import JOBSET_API_VERSION
 
 
 def master_address(name: str) -> str:
@@ -29,9 +27,9 @@ def master_address(name: str) -> str:
 
 
 def render(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
-    pod = manifests._pod_spec(spec, gpu_label_key)
+    pod = pods.pod_spec(spec, gpu_label_key)
     pod["restartPolicy"] = "Never"  # a failed worker fails its Job, and so restarts the group
-    manifests.with_torchrun_env(pod, spec, master=master_address(spec.name))
+    pods.with_torchrun_env(pod, spec, master=master_address(spec.name))
     job: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": spec.nodes,
@@ -39,7 +37,7 @@ def render(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
         "backoffLimit": 0,
         # the pods carry the job's labels (gpuctl jobs logs finds them); the Job does not,
         # so it is not listed as a gpuctl job of its own
-        "template": {"metadata": {"labels": manifests.labels_for(spec)}, "spec": pod},
+        "template": {"metadata": {"labels": pods.labels_for(spec)}, "spec": pod},
     }
     if spec.deadline:
         job["activeDeadlineSeconds"] = spec.deadline
@@ -53,8 +51,8 @@ def render(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
     if spec.queue:
         jobset["suspend"] = True
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": JOBSET_API_VERSION,
         "kind": "JobSet",
-        "metadata": manifests._meta(spec),
+        "metadata": pods.metadata(spec),
         "spec": jobset,
     }

@@ -31,12 +31,12 @@ from gpuctl.common.spec_fields import (
 from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
 from gpuctl.jobs.core import volumes
 from gpuctl.jobs.core.volumes import SecretUse, Volume
+from gpuctl.k8s.labels import QUEUE_LABEL
 
 API_VERSION = "gpuctl/v1"
 KINDS = ("Job", "Pod")
 JOBSET, INDEXED_JOB = "jobset", "indexed-job"
 MULTINODE = (JOBSET, INDEXED_JOB)  # how a multi-node job is made
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's: the job's LocalQueue
 JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
 MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.gpus.resources import requested
-from gpuctl.jobs.core.manifests import JOB_LABEL
-from gpuctl.jobs.core.spec import QUEUE_LABEL
+from gpuctl.k8s.labels import JOB_LABEL, QUEUE_LABEL
 
 FINISHED = ("Succeeded", "Failed")
 

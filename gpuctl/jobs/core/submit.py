@@ -11,8 +11,8 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
-from gpuctl.gpus.resources import FitReport
 from gpuctl.jobs.core.spec import JobSpec
+from gpuctl.k8s.fit import FitReport
 
 NEVER_FITS_HINT = "change gpus / mig / gpu_type, or add capacity (gpuctl provision)"
 

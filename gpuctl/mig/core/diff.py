@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.gpus.geometry import CI_PROFILE_SLICES, GpuModel, Profile
-from gpuctl.mig.core.layout import (
+from gpuctl.gpus.mig_layout import (
     Device,
     LayoutError,
     Placed,

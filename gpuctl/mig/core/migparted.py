@@ -25,8 +25,7 @@ from typing import Any
 from gpuctl.common.errors import GpuctlError, SpecError, UsageError
 from gpuctl.common.specfile import Doc, Fields, Path, load_yaml_file
 from gpuctl.gpus.geometry import GpuModel, models
-from gpuctl.mig.core.diff import Desired, GpuState
-from gpuctl.mig.core.layout import (
+from gpuctl.gpus.mig_layout import (
     LayoutError,
     devices_of,
     layout_text,
@@ -35,6 +34,7 @@ from gpuctl.mig.core.layout import (
     place,
     uniform_layout,
 )
+from gpuctl.mig.core.diff import Desired, GpuState
 
 VERSION = "v1"
 ENTRY_FIELDS = ("device-filter", "devices", "mig-enabled", "mig-devices")

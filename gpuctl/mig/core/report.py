@@ -10,9 +10,9 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.gpus.geometry import GpuModel
+from gpuctl.gpus.mig_demand import DemandPlan, Fleet
+from gpuctl.gpus.mig_layout import Placed, devices_of, place
 from gpuctl.mig.core.diff import GpuPlan, GpuState
-from gpuctl.mig.core.layout import Placed, devices_of, place
-from gpuctl.mig.core.plan import DemandPlan, Fleet
 
 
 def profile_rows(models: Iterable[GpuModel]) -> list[dict[str, Any]]:

@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.k8s.device_plugin import DEFAULT_CONFIG_MAP
 from gpuctl.provision.core import karpenter
 from gpuctl.provision.core.facts import Facts
 from gpuctl.provision.core.spec import ClusterSpec
-from gpuctl.sharing.core.config import DEFAULT_CONFIG_MAP
 
 # Terraform installs the releases of one stage after the previous stage's (and the nodes).
 AUTOSCALER, NODE_POOLS, GPU_STACK = "autoscaler", "node-pools", "gpu-stack"

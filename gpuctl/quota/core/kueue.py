@@ -20,18 +20,14 @@ from typing import Any
 from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_subdomain, label_value
 from gpuctl.common.quantity import from_api
-from gpuctl.jobs.core.manifests import GPU_TOLERATION
-from gpuctl.quota.core.rules import GPU, MANAGED, MAX_GPUS
+from gpuctl.k8s.apis import kueue_api_version
+from gpuctl.k8s.labels import GPU_TOLERATION, MANAGED
+from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, labels_of
+from gpuctl.quota.core.rules import MAX_GPUS
 
-GROUP = "kueue.x-k8s.io"
-VERSIONS = ("v1beta2", "v1beta1")  # what gpuctl speaks, preferred first
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by Kubernetes
 ALL_GPUS_FLAVOR = "nvidia-gpu"  # the one flavor when GPU nodes carry no GPU-type label
 MAX_FLAVORS = 64  # per resource group (the CRD's maxItems)
-
-
-def api_version(version: str) -> str:
-    return f"{GROUP}/{version}"
 
 
 def cohort_field(version: str) -> str:
@@ -98,7 +94,7 @@ class Flavor:
         if self.gpu_type is not None:
             spec["nodeLabels"] = {self.label_key: self.gpu_type}
         return {
-            "apiVersion": api_version("v1beta2"),  # the same shape in v1beta1
+            "apiVersion": kueue_api_version("v1beta2"),  # the same shape in v1beta1
             "kind": "ResourceFlavor",
             "metadata": {"name": self.name, "labels": dict(MANAGED)},
             "spec": spec,
@@ -183,20 +179,6 @@ def flavors_for(
     return out
 
 
-def labels_of(obj: dict[str, Any]) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
-def allocatable(node: dict[str, Any]) -> dict[str, Any]:
-    return (node.get("status") or {}).get("allocatable") or {}
-
-
-def is_gpu_node(node: dict[str, Any]) -> bool:
-    return any(
-        k.startswith("nvidia.com/") and (from_api(v) or 0) > 0 for k, v in allocatable(node).items()
-    )
-
-
 def covered_resources(q: TeamQuota) -> list[str]:
     return ["cpu", "memory", GPU, *sorted(q.mig)]
 
@@ -235,7 +217,7 @@ def cluster_queue(q: TeamQuota, flavors: list[Flavor], version: str) -> dict[str
         spec[cohort_field(version)] = q.cohort
         spec["preemption"] = {"reclaimWithinCohort": "Any"}
     return {
-        "apiVersion": api_version(version),
+        "apiVersion": kueue_api_version(version),
         "kind": "ClusterQueue",
         "metadata": {"name": q.team, "labels": dict(MANAGED)},
         "spec": spec,
@@ -244,7 +226,7 @@ def cluster_queue(q: TeamQuota, flavors: list[Flavor], version: str) -> dict[str
 
 def local_queue(team: str, version: str) -> dict[str, Any]:
     return {
-        "apiVersion": api_version(version),
+        "apiVersion": kueue_api_version(version),
         "kind": "LocalQueue",
         "metadata": {"name": team, "namespace": team, "labels": dict(MANAGED)},
         "spec": {"clusterQueue": team},
@@ -252,10 +234,6 @@ def local_queue(team: str, version: str) -> dict[str, Any]:
 
 
 # --- what changes -------------------------------------------------------------------
-
-
-def managed_by_gpuctl(obj: dict[str, Any]) -> bool:
-    return all(labels_of(obj).get(k) == v for k, v in MANAGED.items())
 
 
 def _text(value: Any) -> str:

@@ -12,6 +12,8 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.plan import Plan, Step
+from gpuctl.k8s import apis
+from gpuctl.k8s.labels import managed_by_gpuctl
 from gpuctl.quota.core import kueue
 from gpuctl.quota.core import rules as core
 
@@ -258,7 +260,7 @@ def plan_kueue(
 ) -> KueuePlan:
     """What `quota set` does with Kueue on a cluster holding WORLD (VERSION None: the version
     gpuctl prefers). Refuses (GpuctlError) to change a queue gpuctl does not manage."""
-    version = version or kueue.VERSIONS[0]
+    version = version or apis.KUEUE_VERSIONS[0]
     steps: list[ObjectStep] = []
     if not world.namespace_exists:
         steps.append(ObjectStep(core.namespace_object(q.team), "create"))
@@ -267,11 +269,11 @@ def plan_kueue(
         reused = kueue.reuse_flavor(world.flavors, f)
         theirs = _found(world.flavors, reused) if reused is not None else None
         # one that selects the same nodes is used as it is, unless gpuctl made it
-        if theirs is not None and (reused != f.name or not kueue.managed_by_gpuctl(theirs)):
+        if theirs is not None and (reused != f.name or not managed_by_gpuctl(theirs)):
             steps.append(ObjectStep(theirs, "reused"))
             used.append(kueue.Flavor(str(reused), f.gpu_type, label_key, f.cpu, f.memory))
             continue
-        desired = {**f.object(), "apiVersion": kueue.api_version(version)}
+        desired = {**f.object(), "apiVersion": apis.kueue_api_version(version)}
         steps.append(_step(desired, _found(world.flavors, f.name)))
         used.append(f)
     steps.append(_step(kueue.cluster_queue(q, used, version), world.cluster_queue))
@@ -311,7 +313,7 @@ def _step(desired: dict[str, Any], current: dict[str, Any] | None) -> ObjectStep
     if current is None:
         return ObjectStep(desired, "create", object_changes({}, desired))
     step = ObjectStep(desired, "update", object_changes(current, desired), current)
-    if not kueue.managed_by_gpuctl(current):
+    if not managed_by_gpuctl(current):
         raise GpuctlError(
             f"{step.kind} {step.name} exists and is not managed by gpuctl; leaving it alone",
             hint="delete or rename it, or manage that team's queues with kubectl",

@@ -1,10 +1,9 @@
 """Per-team GPU quotas: the Namespace and ResourceQuota to apply, the difference from what
-exists, usage per namespace, and whether a job would exceed its namespace's quota.
-Pure: quotas and pods come in as the API returns them."""
+exists, usage per namespace. Pure: quotas and pods come in as the API returns them.
+(Whether a job would exceed its namespace's quota is gpuctl.jobs.core.quota_check.)"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.errors import UsageError
@@ -13,11 +12,11 @@ from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import from_api, rounded_down
 from gpuctl.gpus import geometry
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
+from gpuctl.k8s.labels import MANAGED
+from gpuctl.k8s.nodes import GPU
 
 QUOTA_NAME = "gpuctl-gpus"
-GPU = "nvidia.com/gpu"
 MAX_GPUS = 1_000_000
-MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
 
 
 def check_team(team: str) -> str:
@@ -163,62 +162,3 @@ def usage_rows(quotas: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list
             },
         )
     return sorted(rows.values(), key=lambda r: (r["namespace"], r["resource"]))
-
-
-@dataclass(frozen=True)
-class Excess:
-    quota: str
-    resource: str
-    used: int
-    requested: int
-    allowed: int
-    source: str  # where `used` came from: "quota" status or "pods"
-
-    @property
-    def free(self) -> int:
-        return max(self.allowed - self.used, 0)
-
-
-def check_job(
-    quotas: list[dict[str, Any]],
-    pods: list[dict[str, Any]] | None,
-    namespace: str,
-    resource: str,
-    total: int,
-) -> Excess | None:
-    """The first quota in `namespace` that `total` more of `resource` would exceed.
-    `pods` may be None when every quota carries its used count in its status."""
-    for q in sorted(quotas, key=lambda q: (q.get("metadata") or {}).get("name") or ""):
-        spec_hard = (q.get("spec") or {}).get("hard") or {}
-        status_used = (q.get("status") or {}).get("used") or {}
-        for key in (f"requests.{resource}", resource):
-            if key not in spec_hard:
-                continue
-            limit = rounded_down(spec_hard[key])
-            if limit is None:
-                continue
-            counted = rounded_down(status_used[key]) if key in status_used else None
-            if counted is not None:
-                used, source = counted, "quota"
-            else:
-                used, source = held(pods or []).get((namespace, resource), 0), "pods"
-            if used + total > limit:
-                return Excess(
-                    (q.get("metadata") or {}).get("name") or "?",
-                    resource,
-                    used,
-                    total,
-                    limit,
-                    source,
-                )
-    return None
-
-
-def needs_pods(quotas: list[dict[str, Any]], resource: str) -> bool:
-    """Whether some quota on `resource` lacks a used count, so the pods must be counted."""
-    for q in quotas:
-        spec_hard = (q.get("spec") or {}).get("hard") or {}
-        status_used = (q.get("status") or {}).get("used") or {}
-        if any(k in spec_hard and k not in status_used for k in (f"requests.{resource}", resource)):
-            return True
-    return False

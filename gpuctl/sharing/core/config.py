@@ -1,5 +1,6 @@
-"""GPU sharing through the NVIDIA device plugin: its config (``version: v1``) for
-time-slicing or MPS, the ConfigMap that holds named configs, and which node may use which.
+"""GPU sharing through the NVIDIA device plugin (gpuctl.k8s.device_plugin): a sharing
+config from options, the ConfigMap that holds named configs, which config the plugin runs
+on a node, and which node may use which.
 
 A node selects a config by the label ``nvidia.com/device-plugin.config=<key>``, where
 <key> is a key of the ConfigMap the device plugin reads. Pure: nodes and ConfigMaps come in
@@ -8,7 +9,6 @@ as the API returns them.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,54 +17,32 @@ from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import count
 from gpuctl.gpus import geometry
+from gpuctl.k8s.device_plugin import (
+    CONFIG_LABEL,
+    MPS,
+    TIME_SLICING,
+    Configs,
+    Sharing,
+    parse_configs,
+)
+from gpuctl.k8s.labels import MANAGED
+from gpuctl.k8s.nodes import (
+    GFD_PRESENT,
+    GFD_REPLICAS,
+    GFD_STRATEGY,
+    GPU,
+    MIG_PREFIX,
+    allocatable,
+    is_gpu_node,
+    labels_of,
+    mig_reason,
+)
 
 if TYPE_CHECKING:
     from gpuctl.common.selector import Requirement
 
-CONFIG_LABEL = "nvidia.com/device-plugin.config"
-# Set by GPU Feature Discovery from the config the device plugin actually loaded.
-GFD_REPLICAS = "nvidia.com/gpu.replicas"
-GFD_STRATEGY = "nvidia.com/gpu.sharing-strategy"
-GFD_PRESENT = "nvidia.com/gpu.present"
-GFD_PRODUCT = "nvidia.com/gpu.product"
-MIG_CONFIG = "nvidia.com/mig.config"
-MIG_STRATEGY = "nvidia.com/mig.strategy"
-
-TIME_SLICING, MPS = "time-slicing", "mps"
-GPU = "nvidia.com/gpu"
-DEFAULT_CONFIG_MAP = "gpuctl-sharing-config"
-AVAILABLE_CONFIGS = "/available-configs"
 MAX_REPLICAS = 256  # per GPU; more is almost certainly a typo
 MAX_MPS_REPLICAS = 48  # MPS clients per GPU (Volta and newer)
-
-
-@dataclass(frozen=True)
-class Sharing:
-    strategy: str  # TIME_SLICING or MPS
-    replicas: int
-    rename_by_default: bool = False
-    # What the plugin does: refuse a pod asking for more than one replica. Off by default
-    # for time-slicing; on by default for MPS, which honours an explicit false from v0.20.0.
-    fail_requests_greater_than_one: bool = False
-    resources: tuple[str, ...] = (GPU,)
-
-    @property
-    def default_name(self) -> str:
-        """A ConfigMap key derived from the content, so equal configs share one key."""
-        name = ("ts" if self.strategy == TIME_SLICING else "mps") + f"-{self.replicas}"
-        if self.rename_by_default:
-            name += "-rename"
-        if self.fail_requests_greater_than_one and self.strategy == TIME_SLICING:
-            name += "-strict"
-        if not self.fail_requests_greater_than_one and self.strategy == MPS:
-            name += "-multi"
-        if self.resources != (GPU,):
-            name += "-" + hashlib.sha1(",".join(self.resources).encode()).hexdigest()[:6]
-        return name
-
-
-# ConfigMap key -> its sharing (None: no sharing), or the error that makes it unusable
-Configs = dict[str, Sharing | None | GpuctlError]
 
 
 def make_sharing(
@@ -86,7 +64,7 @@ def make_sharing(
         )
     resources = tuple(dict.fromkeys(resources or (GPU,)))
     for r in resources:
-        if r != GPU and not (r.startswith("nvidia.com/mig-") and _mig_profile(r)):
+        if r != GPU and not (r.startswith(MIG_PREFIX) and _mig_profile(r)):
             raise UsageError(
                 f"--resource {r!r} is not nvidia.com/gpu or a MIG resource "
                 "(nvidia.com/mig-<profile>)"
@@ -100,7 +78,7 @@ def make_sharing(
 
 def _mig_profile(resource: str) -> bool:
     # as the plugin advertises them: nvidia.com/mig-1g.10gb.me for 1g.10gb+me
-    names = {"nvidia.com/mig-" + n.replace("+", ".") for n in geometry.all_profile_names()}
+    names = {MIG_PREFIX + n.replace("+", ".") for n in geometry.all_profile_names()}
     return resource in names
 
 
@@ -113,72 +91,6 @@ def check_name(name: str) -> str:
     return name
 
 
-def render_config(s: Sharing) -> dict[str, Any]:
-    """The device plugin config file, as data."""
-    section: dict[str, Any] = {"renameByDefault": s.rename_by_default}
-    if s.strategy == TIME_SLICING or not s.fail_requests_greater_than_one:
-        # Under mps only an explicit false is written: the plugin's default there is true
-        # (before v0.20.0 it forced true whatever the file said).
-        section["failRequestsGreaterThanOne"] = s.fail_requests_greater_than_one
-    section["resources"] = [{"name": r, "replicas": s.replicas} for r in s.resources]
-    key = "timeSlicing" if s.strategy == TIME_SLICING else "mps"
-    return {"version": "v1", "sharing": {key: section}}
-
-
-def config_text(s: Sharing) -> str:
-    import yaml
-
-    return yaml.safe_dump(render_config(s), sort_keys=False)
-
-
-def parse_config(text: str) -> Sharing | None:
-    """The sharing described by a device plugin config; None for a config without sharing.
-    Raises GpuctlError on a config the device plugin would not load either."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise GpuctlError(f"not valid YAML: {str(e).splitlines()[0]}") from None
-    except RecursionError:  # PyYAML composes nested collections recursively
-        raise GpuctlError("not valid YAML: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise GpuctlError("not a device plugin config (expected a mapping)")
-    if data.get("version") != "v1":
-        raise GpuctlError(f"unsupported config version {data.get('version')!r} (expected v1)")
-    sharing = data.get("sharing") or {}
-    if not isinstance(sharing, dict):
-        raise GpuctlError("'sharing' must be a mapping")
-    present = [k for k in ("timeSlicing", "mps") if sharing.get(k)]
-    if len(present) > 1:
-        raise GpuctlError("sets both timeSlicing and mps; they are exclusive")
-    if not present:
-        return None
-    section = sharing[present[0]]
-    resources = section.get("resources") if isinstance(section, dict) else None
-    if (
-        not isinstance(resources, list)
-        or not resources
-        or not all(
-            isinstance(r, dict)
-            and isinstance(r.get("name"), str)
-            and isinstance(r.get("replicas"), int)
-            and not isinstance(r.get("replicas"), bool)
-            for r in resources
-        )
-    ):
-        raise GpuctlError(f"sharing.{present[0]}.resources must list {{name, replicas}} entries")
-    strategy = TIME_SLICING if present[0] == "timeSlicing" else MPS
-    fail = section.get("failRequestsGreaterThanOne")
-    return Sharing(
-        strategy,
-        max(r["replicas"] for r in resources),
-        bool(section.get("renameByDefault")),
-        strategy == MPS if fail is None else bool(fail),  # absent: the plugin's default
-        tuple(r["name"] for r in resources),
-    )
-
-
 def config_map(
     name: str, namespace: str, data: dict[str, str], created: bool = True
 ) -> dict[str, Any]:
@@ -186,7 +98,7 @@ def config_map(
     Helm chart's, only gets keys added)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if created:
-        meta["labels"] = {"app.kubernetes.io/managed-by": "gpuctl"}
+        meta["labels"] = dict(MANAGED)
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(data)}
 
 
@@ -197,47 +109,6 @@ def node_label_patch(node: str, config: str | None) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {"name": node, "labels": {CONFIG_LABEL: config}},
     }
-
-
-# --- the device plugin -------------------------------------------------------------
-
-
-def find_device_plugin(daemonsets: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The NVIDIA device plugin DaemonSet (GPU Operator or Helm chart), if any."""
-
-    def is_plugin(ds: dict[str, Any]) -> bool:
-        meta = ds.get("metadata") or {}
-        name, labels = meta.get("name") or "", meta.get("labels") or {}
-        if "mps-control-daemon" in name:
-            return False  # the GPU Operator's MPS helper, not the plugin
-        return (
-            "nvidia-device-plugin" in name
-            or labels.get("app.kubernetes.io/name") == "nvidia-device-plugin"
-        )
-
-    found = sorted(
-        (ds for ds in daemonsets if is_plugin(ds)),
-        key=lambda ds: (ds["metadata"].get("namespace") or "", ds["metadata"]["name"]),
-    )
-    return found[0] if found else None
-
-
-def plugin_config_map(ds: dict[str, Any]) -> str | None:
-    """The ConfigMap the device plugin DaemonSet mounts its configs from, if it mounts one.
-    Both the GPU Operator and the Helm chart mount it at /available-configs, where the
-    plugin's config-manager picks the key a node's label names."""
-    pod = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    by_name: dict[str, str | None] = {
-        v.get("name"): (v.get("configMap") or {}).get("name")
-        for v in pod.get("volumes") or []
-        if v.get("configMap")
-    }
-    for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
-        for m in c.get("volumeMounts") or []:
-            mounted = by_name.get(m.get("name"))
-            if mounted and m.get("mountPath", "").rstrip("/") == AVAILABLE_CONFIGS:
-                return mounted
-    return None
 
 
 # --- which config a node runs ------------------------------------------------------------
@@ -398,51 +269,6 @@ def no_sharing_key(data: dict[str, str]) -> tuple[str, dict[str, str]]:
 # --- nodes ---------------------------------------------------------------------------
 
 
-def labels_of(node: dict[str, Any]) -> dict[str, str]:
-    return (node.get("metadata") or {}).get("labels") or {}
-
-
-def allocatable(node: dict[str, Any]) -> dict[str, Any]:
-    return (node.get("status") or {}).get("allocatable") or {}
-
-
-def is_gpu_node(node: dict[str, Any]) -> bool:
-    alloc = allocatable(node)
-    return labels_of(node).get(GFD_PRESENT) == "true" or any(
-        count(v) > 0
-        for k, v in alloc.items()
-        if k == GPU or k.startswith("nvidia.com/mig-") or k == GPU + ".shared"
-    )
-
-
-def mig_reason(node: dict[str, Any]) -> str | None:
-    """Why this node counts as a MIG node (None if it does not)."""
-    labels, alloc = labels_of(node), allocatable(node)
-    mig = sorted(k for k, v in alloc.items() if k.startswith("nvidia.com/mig-") and count(v) > 0)
-    if mig:
-        return f"it advertises {mig[0]}"
-    if labels.get(MIG_CONFIG) not in (None, "", "all-disabled"):
-        return f"{MIG_CONFIG}={labels[MIG_CONFIG]}"
-    if "-MIG-" in labels.get(GFD_PRODUCT, ""):
-        return f"{GFD_PRODUCT}={labels[GFD_PRODUCT]}"
-    if labels.get(MIG_STRATEGY) in ("single", "mixed") and any(
-        k.startswith("nvidia.com/mig-") and k.endswith(".count") for k in labels
-    ):
-        return f"{MIG_STRATEGY}={labels[MIG_STRATEGY]} with MIG devices"
-    return None
-
-
-def parse_configs(data: dict[str, str] | None) -> Configs:
-    """The sharing each ConfigMap key describes."""
-    out: Configs = {}
-    for key, text in (data or {}).items():
-        try:
-            out[key] = parse_config(text)
-        except GpuctlError as e:
-            out[key] = e
-    return out
-
-
 def node_config(node: dict[str, Any], configs: Configs, sel: Selection | None) -> Chosen | None:
     """The config the node runs (None where the plugin's way of choosing is not known)."""
     label = labels_of(node).get(CONFIG_LABEL)
@@ -543,7 +369,7 @@ def plan(
         if (
             sharing.strategy == TIME_SLICING
             and sharing.resources == (GPU,)
-            and any(k.startswith("nvidia.com/mig-") for k in allocatable(node))
+            and any(k.startswith(MIG_PREFIX) for k in allocatable(node))
         ):
             note = (note + "; " if note else "") + (
                 "MIG slices are not shared; add --resource nvidia.com/mig-<profile> to share them"
@@ -594,9 +420,7 @@ def show_rows(
                 "node": node["metadata"]["name"],
                 "gpus": count(alloc.get(GPU, 0)),
                 "shared_gpus": count(alloc.get(GPU + ".shared", 0)),
-                "mig_devices": sum(
-                    count(v) for k, v in alloc.items() if k.startswith("nvidia.com/mig-")
-                ),
+                "mig_devices": sum(count(v) for k, v in alloc.items() if k.startswith(MIG_PREFIX)),
                 "config": label,
                 "running_config": running.key if running and not running.error else None,
                 "config_source": running.how if running else None,

@@ -11,6 +11,8 @@ from typing import Any
 from gpuctl.common import selector as label_selector
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
+from gpuctl.k8s import device_plugin
+from gpuctl.k8s.nodes import labels_of
 from gpuctl.sharing.core import config as core
 
 # Without a cluster: where the device plugin is taken to read its configs (-n, --config-map
@@ -46,9 +48,9 @@ def config_map_step(t: Target, added: dict[str, str]) -> Step:
 def label_step(c: core.NodeChange) -> Step:
     """The step that sets (or removes) a node's config label."""
     if c.new is None:
-        what = f"remove {core.CONFIG_LABEL}={c.old}"
+        what = f"remove {device_plugin.CONFIG_LABEL}={c.old}"
     else:
-        what = f"{core.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
+        what = f"{device_plugin.CONFIG_LABEL}: {c.old or '(none)'} → {c.new}"
     return Step(
         "label",
         f"node {c.node}",
@@ -70,7 +72,7 @@ class SharePlan:
     """`share timeslice`: the config NAME (its YAML TEXT) in the ConfigMap, and the nodes'
     labels pointing at it."""
 
-    sharing: core.Sharing
+    sharing: device_plugin.Sharing
     target: Target
     name: str  # the config key
     text: str  # the config YAML
@@ -118,7 +120,7 @@ class SharePlan:
 def plan_share(
     target: Target | None,
     nodes: list[dict[str, Any]],
-    sharing: core.Sharing,
+    sharing: device_plugin.Sharing,
     name: str | None,
     names: tuple[str, ...],
     selector: str | None,
@@ -134,8 +136,8 @@ def plan_share(
             hint="install the GPU Operator or the nvidia-device-plugin Helm chart, "
             "or pass --namespace where it runs",
         )
-    configs = core.parse_configs(target.data)
-    text = core.config_text(sharing)
+    configs = device_plugin.parse_configs(target.data)
+    text = device_plugin.config_text(sharing)
     extra: dict[str, str] = {}
     if target.data is None or name not in target.data:
         action = "create" if target.data is None else "add key"
@@ -165,7 +167,7 @@ def _parsed(selector: str | None) -> tuple[label_selector.Requirement, ...]:
 
 
 def plan_offline(
-    sharing: core.Sharing,
+    sharing: device_plugin.Sharing,
     name: str | None,
     nodes: tuple[str, ...],
     namespace: str | None,
@@ -178,11 +180,11 @@ def plan_offline(
     name = core.check_name(name or sharing.default_name)
     target = Target(
         namespace or OFFLINE_NAMESPACE,
-        config_map or core.DEFAULT_CONFIG_MAP,
+        config_map or device_plugin.DEFAULT_CONFIG_MAP,
         mounted=True,
         data=None,
     )
-    text = core.config_text(sharing)
+    text = device_plugin.config_text(sharing)
     extra = core.keep_unlabelled_unshared({}, {name: text}, target.selection)
     changes = [core.NodeChange(n, None, name) for n in nodes]
     return SharePlan(sharing, target, name, text, "create", changes, extra)
@@ -239,10 +241,10 @@ def plan_off(
             new_label, added = core.no_sharing_key(data)
         else:
             added = fix
-    configs, after = core.parse_configs(data), core.parse_configs(data | added)
+    configs, after = device_plugin.parse_configs(data), device_plugin.parse_configs(data | added)
     changes, moved = [], False
     for n in chosen:
-        old = core.labels_of(n).get(core.CONFIG_LABEL)
+        old = labels_of(n).get(device_plugin.CONFIG_LABEL)
         note = ""
         if target is not None:
             was = core.chosen_config(old, sorted(data), target.selection)
@@ -268,6 +270,6 @@ def fallback_change(target: Target | None, added: dict[str, str]) -> tuple[str, 
     if (was.key, was.error) == (now.key, now.error):
         return None
     return (
-        core.describe(was, core.parse_configs(before)),
-        core.describe(now, core.parse_configs(after)),
+        core.describe(was, device_plugin.parse_configs(before)),
+        core.describe(now, device_plugin.parse_configs(after)),
     )

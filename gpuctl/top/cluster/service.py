@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpuctl.common.errors import BackendError
+from gpuctl.dcgm import metrics
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.top.cluster.core import live, usage
 
@@ -41,7 +42,7 @@ def cyclic_gc_paused() -> Iterator[None]:
 def _no_metrics(client) -> BackendError:
     return BackendError(
         f"no DCGM-exporter metrics in Prometheus at {client.url} "
-        f"(no {usage.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
+        f"(no {metrics.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
         hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
         "sure this Prometheus scrapes it",
     )

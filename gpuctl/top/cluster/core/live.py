@@ -23,22 +23,27 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gpuctl.common.errors import UsageError
-from gpuctl.dcgm import holders
+from gpuctl.common.ordering import natural_key
+from gpuctl.dcgm import busy, holders
 from gpuctl.dcgm.holders import Exporter
-from gpuctl.top.cluster.core import usage
-from gpuctl.top.cluster.core.usage import (
+from gpuctl.dcgm.metrics import (
     FB_FREE,
     FB_RESERVED,
     FB_USED,
     GR_ACTIVE,
+    IDENTITY,
     POWER,
     TEMP,
     UTIL,
+    WHOLE,
+)
+from gpuctl.dcgm.promql import duration_seconds
+from gpuctl.top.cluster.core import usage
+from gpuctl.top.cluster.core.usage import (
     ClusterSummary,
     GpuRow,
     NamespaceUsage,
     NodeUsage,
-    natural_key,
 )
 
 # Cluster view orders: by node (the full view's order), or the highest reading first
@@ -47,11 +52,10 @@ from gpuctl.top.cluster.core.usage import (
 SORT_KEYS = ("index", "util", "memory", "temp", "power", "idle")
 
 _UTILIZATION = f'__name__=~"{UTIL}|{GR_ACTIVE}"'
-_WHOLE, _MIG = 'GPU_I_ID=""', 'GPU_I_ID!=""'
 # (namespace, pod) label names of a holder, in holders.held_branches' order of precedence
 _HOLDER_LABELS = (holders.EXPORTED[:2], holders.OLD_NAMESPACE[:2], holders.PLAIN[:2])
 _KEYINGS = usage.FEW_KEYINGS  # answers are small: no UUID matcher (see usage.KEYINGS)
-_ON = ", ".join(usage.IDENTITY)
+_ON = ", ".join(IDENTITY)
 _NODE = "Hostname, hostname, instance"
 _NAMESPACE = ", ".join(label for label, _ in _HOLDER_LABELS)
 _POD = ", ".join(f"{ns}, {pod}" for ns, pod in _HOLDER_LABELS)
@@ -97,17 +101,15 @@ def _join(*matchers: str) -> str:
 
 
 def _mean(window: str, node: bool = False, whole_only: bool = False) -> str:
-    """Per device, its mean utilization (percent) over the window: GPU_UTIL for a whole GPU,
-    GR_ENGINE_ACTIVE for a MIG device (see usage.queries)."""
+    """Per device, its mean busy signal (percent) over the window (see gpuctl.dcgm.busy);
+    of whole GPUs only if asked."""
 
-    def inner(m: str) -> str:
-        whole = f'avg_over_time({{__name__="{UTIL}", {_join(m, _WHOLE)}}}[{window}])'
-        if whole_only:
-            return whole
-        mig = f'avg_over_time({{__name__="{GR_ACTIVE}", {_join(m, _MIG)}}}[{window}])'
-        return f"{whole} or 100 * {mig}"
+    def side(metric: str, matcher: str) -> str:
+        return _per_device(
+            lambda m: f'avg_over_time({{__name__="{metric}", {_join(m, matcher)}}}[{window}])', node
+        )
 
-    return _per_device(inner, node)
+    return busy.promql(side, whole_only)
 
 
 def _held(
@@ -122,7 +124,7 @@ def _held(
     for by, key in _KEYINGS:
         for matchers, (ns_label, pod_label, _container) in holders.held_branches(exporter):
             labels = list(by) + [ns_label] * namespace + [pod_label] * pod
-            selector = f"{{{_UTILIZATION}, {_join(key, matchers, _WHOLE if whole else '')}}}"
+            selector = f"{{{_UTILIZATION}, {_join(key, matchers, WHOLE if whole else '')}}}"
             parts.append(f"group by ({', '.join(dict.fromkeys(labels))}) ({selector})")
     return " or ".join(parts)
 
@@ -137,7 +139,7 @@ def _reading(sort: str) -> str:
         used, free, reserved = latest(FB_USED), latest(FB_FREE), latest(FB_RESERVED)
         return f"100 * ({used}) / (({used}) + ({free}) + (({reserved}) or ({used}) * 0))"
     if sort == "util":
-        return f"({latest(UTIL, _WHOLE)}) or 100 * ({latest(GR_ACTIVE, _MIG)})"
+        return busy.promql(latest)
     return latest({"temp": TEMP, "power": POWER}[sort])
 
 
@@ -147,7 +149,7 @@ def figures_query(
     """One instant query for every cluster-wide figure of a live frame; each answer series
     carries a `figure` label saying which. `rows`: GPUs on screen, for a sort by value."""
     check_sort(sort)
-    usage.duration_seconds(window, "--window")
+    duration_seconds(window, "--window")
     threshold = repr(float(idle_threshold))
     mean, by_node = _mean(window), _mean(window, node=True)
     held, by_namespace = _held(exporter), _held(exporter, namespace=True)

@@ -3,37 +3,30 @@ detection, per-namespace and per-cluster summaries. Pure: samples in, plain data
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.common.errors import UsageError
-from gpuctl.common.numbers import whole_number
-from gpuctl.dcgm import holders
+from gpuctl.common.ordering import natural_key
+from gpuctl.dcgm import busy, holders
 from gpuctl.dcgm.holders import Exporter, Holder
-
-UTIL = (
-    "DCGM_FI_DEV_GPU_UTIL"  # percent; absent or a constant 0 for MIG devices: never used for them
+from gpuctl.dcgm.metrics import (
+    BY_HOST,
+    BY_UUID,
+    FB_FREE,
+    FB_RESERVED,
+    FB_USED,
+    IDENTITY,
+    METRICS,
+    POWER,
+    TEMP,
+    Key,
+    key_of,
 )
-GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1; what MIG devices report
-FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
-FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB
-FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"  # MiB, dcgm-exporter 4.3.1-4.4.0 and later
-TEMP = "DCGM_FI_DEV_GPU_TEMP"  # Celsius
-POWER = "DCGM_FI_DEV_POWER_USAGE"  # Watts
-METRICS = (UTIL, GR_ACTIVE, FB_USED, FB_FREE, FB_RESERVED, TEMP, POWER)
+from gpuctl.dcgm.promql import duration_seconds
 
-# Labels that tell one device from another: its UUID (and MIG instance) where the
-# exporter gives one, else its node and index. Grouping by exactly these on the server
-# drops the scrape's own labels (instance, job, driver version...), which both shrinks
-# the answer and folds together the same GPU scraped twice.
-BY_UUID = ("UUID", "GPU_I_ID")
-BY_HOST = ("Hostname", "hostname", "gpu", "GPU_I_ID")
-IDENTITY = ("Hostname", "hostname", "gpu", "UUID", "GPU_I_ID")
 # Labels worth showing, and those that say who holds the device (see holders.py).
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
 ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
@@ -53,36 +46,7 @@ _OWN_LABELS = ("UUID", "uuid")
 assert set(_SHARED_LABELS + _OWN_LABELS) == set(ROW_LABELS)
 _METRIC = {m: m for m in METRICS}  # a series' metric name -> one shared copy of it
 
-_DURATION = re.compile(
-    r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z"
-)
-_UNIT_SECONDS = {
-    "y": 365 * 86400,
-    "w": 7 * 86400,
-    "d": 86400,
-    "h": 3600,
-    "m": 60,
-    "s": 1,
-    "ms": 0.001,
-}
-
-Key = tuple[str, ...]  # values of IDENTITY, "" where absent
 Sample = tuple[dict[str, Any], float]  # (labels, value)
-
-
-def duration_seconds(text: str, option: str) -> float:
-    """Seconds in a Prometheus duration ("10m", "1h30m"); a UsageError naming the option
-    otherwise, so nothing malformed ever reaches a query or a rule file."""
-    parts = re.findall(r"([0-9]+)(ms|[ywdhms])", text) if isinstance(text, str) else []
-    if not text or not _DURATION.match(text) or any(whole_number(n) is None for n, _ in parts):
-        raise UsageError(
-            f"{option}: {text!r} is not a Prometheus duration",
-            hint="use a number with a unit, e.g. 30s, 10m, 1h or 1h30m",
-        )
-    seconds = sum((whole_number(n) or 0) * _UNIT_SECONDS[u] for n, u in parts)  # none is None
-    if seconds <= 0:
-        raise UsageError(f"{option}: {text!r} must be longer than zero")
-    return seconds
 
 
 @dataclass(frozen=True)
@@ -127,13 +91,13 @@ def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
         # One selector per alternative in `only`, each wrapped, joined by `or`.
         return " or ".join(wrap("{" + ", ".join(filter(None, (*matchers, o))) + "}") for o in only)
 
-    def window_mean(metric: str, scale: str, whole: str) -> str:
+    def window_mean(metric: str, matcher: str) -> str:
         def make(m: str, by: str) -> str:
             means = select(
                 f'__name__="{metric}"',
                 m,
-                whole,
-                wrap=lambda sel: f"{scale}avg_over_time({sel}[{window}])",
+                matcher,
+                wrap=lambda sel: f"avg_over_time({sel}[{window}])",
             )
             return f"max by ({by}) ({means})"
 
@@ -142,13 +106,7 @@ def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
     return Queries(
         current=_per_device(lambda m, by: f"max by (__name__, {by}) ({select(names, m)})", keyings),
         attributes=f"group by ({', '.join(ATTRIBUTES)}) ({select(names)})",
-        # `or` keeps the left side where both exist: a full GPU's own utilization wins
-        # over its profiling metric. MIG devices (GPU_I_ID set) report GPU_UTIL as 0 or
-        # not at all, so for them only the profiling metric counts.
-        window_util=" or ".join(
-            window_mean(metric, scale, whole)
-            for metric, scale, whole in ((UTIL, "", 'GPU_I_ID=""'), (GR_ACTIVE, "100 * ", ""))
-        ),
+        window_util=busy.promql(window_mean),
     )
 
 
@@ -216,21 +174,6 @@ class Frame:
     rows: list[GpuRow]
     namespaces: list[NamespaceUsage]
     summary: ClusterSummary
-
-
-def key_of(labels: dict[str, Any]) -> Key:
-    """The device a series is about; the MIG instance (or "") is always last."""
-    get = labels.get  # spelled out: this runs once per sample, tens of thousands per frame
-    uuid = get("UUID")
-    if uuid:
-        return (uuid, get("GPU_I_ID", ""))
-    return ("", get("Hostname", ""), get("hostname", ""), get("gpu", ""), get("GPU_I_ID", ""))
-
-
-@functools.lru_cache(maxsize=65536)
-def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
-    parts = [(p, whole_number(p)) for p in re.split(r"([0-9]+)", text) if p]
-    return tuple((1, 0, p) if n is None else (0, n, "") for p, n in parts)
 
 
 def build_frame(
@@ -371,9 +314,7 @@ def _row(
 ) -> GpuRow:
     host, hostname, gpu, instance_id, profile, model, instance = kept[1]
     uuid, old_uuid = kept[2]
-    util = None if instance_id else m.get(UTIL)  # a MIG device's GPU_UTIL is a meaningless 0
-    if util is None and m.get(GR_ACTIVE) is not None:
-        util = 100.0 * m[GR_ACTIVE]
+    util = busy.percent(m, mig=bool(instance_id))
     used, free = m.get(FB_USED), m.get(FB_FREE)
     model, profile = model or None, profile or None
     if instance_id:

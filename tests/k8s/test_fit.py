@@ -1,9 +1,6 @@
-"""The fit check and job status, on nodes, pods and Jobs as the API returns them."""
+"""The fit check, on nodes and pods as the API returns them."""
 
-import pytest
-
-from gpuctl.gpus import resources as fit
-from gpuctl.jobs.core import status as job_status
+from gpuctl.k8s import fit
 
 GPU = "nvidia.com/gpu"
 TOLERATE_GPU = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
@@ -37,28 +34,3 @@ def test_a_cordoned_node_never_fits():
     report = check([node("n", unschedulable=True), node("m", gpus=4)])
     assert not report.can_ever_fit
     assert [n.reason for n in report.nodes] == ["cordoned", f"4 {GPU}, a worker needs 8"]
-
-
-@pytest.mark.parametrize(
-    "cond, status",
-    [
-        ("Complete", "Succeeded"),
-        ("SuccessCriteriaMet", "Succeeded"),
-        ("Failed", "Failed"),
-        ("FailureTarget", "Failed"),
-    ],
-)
-def test_a_job_is_finished_by_its_conditions(cond, status):
-    job = {
-        "kind": "Job",
-        "status": {
-            "active": 1,
-            "conditions": [
-                {"type": "Suspended", "status": "False"},
-                {"type": cond, "status": "True"},
-            ],
-        },
-    }
-    assert job_status.status_of(job) == status
-    job["status"]["conditions"][1]["status"] = "False"
-    assert job_status.status_of(job) == "Running"

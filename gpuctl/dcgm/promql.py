@@ -1,0 +1,37 @@
+"""What every PromQL text gpuctl writes shares: Prometheus durations, checked before they
+reach a query or a rule file. Pure."""
+
+from __future__ import annotations
+
+import re
+
+from gpuctl.common.errors import UsageError
+from gpuctl.common.numbers import whole_number
+
+_DURATION = re.compile(
+    r"^(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?\Z"
+)
+_UNIT_SECONDS = {
+    "y": 365 * 86400,
+    "w": 7 * 86400,
+    "d": 86400,
+    "h": 3600,
+    "m": 60,
+    "s": 1,
+    "ms": 0.001,
+}
+
+
+def duration_seconds(text: str, option: str) -> float:
+    """Seconds in a Prometheus duration ("10m", "1h30m"); a UsageError naming the option
+    otherwise, so nothing malformed ever reaches a query or a rule file."""
+    parts = re.findall(r"([0-9]+)(ms|[ywdhms])", text) if isinstance(text, str) else []
+    if not text or not _DURATION.match(text) or any(whole_number(n) is None for n, _ in parts):
+        raise UsageError(
+            f"{option}: {text!r} is not a Prometheus duration",
+            hint="use a number with a unit, e.g. 30s, 10m, 1h or 1h30m",
+        )
+    seconds = sum((whole_number(n) or 0) * _UNIT_SECONDS[u] for n, u in parts)  # none is None
+    if seconds <= 0:
+        raise UsageError(f"{option}: {text!r} must be longer than zero")
+    return seconds

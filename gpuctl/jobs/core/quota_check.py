@@ -1,0 +1,106 @@
+"""The quota pre-check of `gpuctl submit`: would the job push its namespace over a GPU
+ResourceQuota? Pure: quotas and pods come in as the API returns them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.common.errors import GpuctlError
+from gpuctl.common.quantity import rounded_down
+from gpuctl.gpus.resources import DONE_PHASES, requested
+from gpuctl.jobs.core.spec import JobSpec
+from gpuctl.k8s.nodes import GPU
+
+
+@dataclass(frozen=True)
+class Excess:
+    quota: str
+    resource: str
+    used: int
+    requested: int
+    allowed: int
+    source: str  # where `used` came from: "quota" status or "pods"
+
+    @property
+    def free(self) -> int:
+        return max(self.allowed - self.used, 0)
+
+
+def _keys(resource: str) -> tuple[str, str]:
+    return f"requests.{resource}", resource
+
+
+def needs_pods(quotas: list[dict[str, Any]], resource: str) -> bool:
+    """Whether some quota on `resource` lacks a used count, so the pods must be counted."""
+    for q in quotas:
+        spec_hard = (q.get("spec") or {}).get("hard") or {}
+        status_used = (q.get("status") or {}).get("used") or {}
+        if any(k in spec_hard and k not in status_used for k in _keys(resource)):
+            return True
+    return False
+
+
+def _held(pods: list[dict[str, Any]], namespace: str, resource: str) -> int:
+    """How many of `resource` the unfinished pods of `namespace` request."""
+    return sum(
+        requested(p, resource)
+        for p in pods
+        if (p.get("metadata") or {}).get("namespace") in (None, namespace)
+        and (p.get("status") or {}).get("phase") not in DONE_PHASES
+    )
+
+
+def check_job(
+    quotas: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None,
+    namespace: str,
+    resource: str,
+    total: int,
+) -> Excess | None:
+    """The first quota in `namespace` that `total` more of `resource` would exceed.
+    `pods` may be None when every quota carries its used count in its status."""
+    for q in sorted(quotas, key=lambda q: (q.get("metadata") or {}).get("name") or ""):
+        spec_hard = (q.get("spec") or {}).get("hard") or {}
+        status_used = (q.get("status") or {}).get("used") or {}
+        for key in _keys(resource):
+            if key not in spec_hard:
+                continue
+            limit = rounded_down(spec_hard[key])
+            if limit is None:
+                continue
+            counted = rounded_down(status_used[key]) if key in status_used else None
+            if counted is not None:
+                used, source = counted, "quota"
+            else:
+                used, source = _held(pods or [], namespace, resource), "pods"
+            if used + total > limit:
+                name = (q.get("metadata") or {}).get("name") or "?"
+                return Excess(name, resource, used, total, limit, source)
+    return None
+
+
+def refusal(
+    spec: JobSpec,
+    namespace: str,
+    quotas: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None,
+) -> GpuctlError | None:
+    """The error that refuses a job which would exceed a GPU quota of its namespace, or
+    None where it fits (or asks for no GPU)."""
+    if spec.gpu_resource is None:
+        return None
+    name, per_worker = spec.gpu_resource
+    total = per_worker * spec.nodes
+    excess = check_job(quotas, pods, namespace, name, total)
+    if excess is None:
+        return None
+    workers = f" ({spec.nodes} workers × {per_worker})" if spec.nodes > 1 else ""
+    raise_it = "--gpus N" if name == GPU else "--mig PROFILE=K"
+    return GpuctlError(
+        f"{spec.name} would exceed the quota of namespace {namespace}: it requests "
+        f"{total} {name}{workers}, {excess.used} are used and quota {excess.quota} allows "
+        f"{excess.allowed} ({excess.free} free); nothing was sent",
+        hint=f"raise it (gpuctl quota set {namespace} {raise_it}) or wait for jobs in "
+        f"{namespace} to finish",
+    )

@@ -1,0 +1,91 @@
+"""Nodes as the API returns them: their labels, capacity, allocatable and taints, the labels
+NVIDIA's GPU stack puts on them, and the one rule for which node is a GPU node. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuctl.common.numbers import whole_number
+from gpuctl.common.quantity import count
+from gpuctl.gpus.names import GFD_PRODUCT_LABEL
+
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+# Set by GPU Feature Discovery on every node where it finds a GPU.
+GFD_PRESENT = "nvidia.com/gpu.present"
+GFD_COUNT = "nvidia.com/gpu.count"
+GFD_PRODUCT = GFD_PRODUCT_LABEL
+# Set by GPU Feature Discovery from the config the device plugin actually loaded.
+GFD_REPLICAS = "nvidia.com/gpu.replicas"
+GFD_STRATEGY = "nvidia.com/gpu.sharing-strategy"
+# Read by the GPU Operator's MIG manager (the layout wanted) and set by GFD (the strategy).
+MIG_CONFIG = "nvidia.com/mig.config"
+MIG_STRATEGY = "nvidia.com/mig.strategy"
+
+
+def labels_of(obj: dict[str, Any]) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def allocatable(node: dict[str, Any]) -> dict[str, Any]:
+    return (node.get("status") or {}).get("allocatable") or {}
+
+
+def capacity(node: dict[str, Any]) -> dict[str, Any]:
+    return (node.get("status") or {}).get("capacity") or {}
+
+
+def taints(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return (node.get("spec") or {}).get("taints") or []
+
+
+def is_gpu_resource(name: str) -> bool:
+    """A resource the NVIDIA device plugin advertises for GPUs: `nvidia.com/gpu`, a MIG
+    device `nvidia.com/mig-<profile>`, or either renamed by sharing (`nvidia.com/gpu.shared`,
+    `nvidia.com/mig-1g.10gb.shared`). Other `nvidia.com/` resources are not GPUs: the
+    Network Operator's SR-IOV and RDMA devices use that prefix too."""
+    return name == GPU or name.startswith((GPU + ".", MIG_PREFIX))
+
+
+def gpu_resources(node: dict[str, Any]) -> dict[str, int]:
+    """The GPU resources the node has allocatable, and how many of each."""
+    return {k: count(v) for k, v in allocatable(node).items() if is_gpu_resource(k)}
+
+
+def is_gpu_node(node: dict[str, Any]) -> bool:
+    """THE rule for which node is a GPU node, whatever its labels and sharing:
+
+    - it advertises a GPU resource (see is_gpu_resource: whole GPUs, MIG devices, shared
+      GPUs under their renamed names) in its capacity or its allocatable: capacity keeps
+      the count while the device plugin finds its GPUs unhealthy, which sets allocatable to 0;
+    - or GPU Feature Discovery labelled it (`nvidia.com/gpu.present=true`, or a
+      `nvidia.com/gpu.count` above 0): a GPU node whose device plugin is not running yet,
+      or advertises its GPUs under a name of the site's choosing.
+
+    A node with only a cloud's instance-type label is not one: the label says nothing of
+    whether the GPU stack works there, and that is what the callers ask."""
+    labels = labels_of(node)
+    if labels.get(GFD_PRESENT) == "true" or (whole_number(labels.get(GFD_COUNT, "")) or 0) > 0:
+        return True
+    return any(
+        is_gpu_resource(k) and count(v) > 0
+        for where in (capacity(node), allocatable(node))
+        for k, v in where.items()
+    )
+
+
+def mig_reason(node: dict[str, Any]) -> str | None:
+    """Why this node counts as a MIG node (None if it does not)."""
+    labels, alloc = labels_of(node), allocatable(node)
+    mig = sorted(k for k, v in alloc.items() if k.startswith(MIG_PREFIX) and count(v) > 0)
+    if mig:
+        return f"it advertises {mig[0]}"
+    if labels.get(MIG_CONFIG) not in (None, "", "all-disabled"):
+        return f"{MIG_CONFIG}={labels[MIG_CONFIG]}"
+    if "-MIG-" in labels.get(GFD_PRODUCT, ""):
+        return f"{GFD_PRODUCT}={labels[GFD_PRODUCT]}"
+    if labels.get(MIG_STRATEGY) in ("single", "mixed") and any(
+        k.startswith(MIG_PREFIX) and k.endswith(".count") for k in labels
+    ):
+        return f"{MIG_STRATEGY}={labels[MIG_STRATEGY]} with MIG devices"
+    return None
