@@ -3,6 +3,7 @@ a step the cluster refuses takes back, newest first, what was done before it."""
 
 import json
 
+from gpuctl.k8s import device_plugin
 from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, node, seed
 from tests.standins.faults import reply
@@ -27,7 +28,7 @@ def core_api(api):
 
 
 def label(api, name):
-    return (core_api(api).read_node(name).metadata.labels or {}).get(sharing.CONFIG_LABEL)
+    return (core_api(api).read_node(name).metadata.labels or {}).get(device_plugin.CONFIG_LABEL)
 
 
 def config_maps(api):
@@ -54,13 +55,13 @@ def test_a_refused_label_takes_back_the_labels_and_the_config_map_before_it(
 def test_a_refused_off_takes_the_key_it_added_out_again(cli, kube_api, proxied_kube):
     seed(
         kube_api,
-        node("gpu-1", labels={sharing.CONFIG_LABEL: "ts-4"}),
+        node("gpu-1", labels={device_plugin.CONFIG_LABEL: "ts-4"}),
         daemonset("nvidia-device-plugin", NS, config_map=CM, operator_style=False),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": CM, "namespace": NS},
-            "data": {"ts-4": sharing.config_text(sharing.make_sharing("time-slicing", 4))},
+            "data": {"ts-4": device_plugin.config_text(sharing.make_sharing("time-slicing", 4))},
         },
     )
     proxied_kube.on("PATCH", "/api/v1/nodes/gpu-1", reply(403, FORBIDDEN))
