@@ -153,7 +153,7 @@ def _server_dry_run(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Run one command. Whatever happens, the user sees at most a few lines on stderr and an
-    exit code from the README's contract, never a traceback (unless --debug)."""
+    exit code from the error contract (docs/errors.md), never a traceback (unless --debug)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = argv or ["--help"]  # no arguments: the help, and success
     application.reset()

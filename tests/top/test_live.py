@@ -32,7 +32,7 @@ def live_frame(url: str, sort: str = "index", rows: int = ROWS, window: str = "1
     return found, page
 
 
-def row(r: usage.GpuRow) -> str:
+def row(r: usage.ClusterGpuRow) -> str:
     return json.dumps(usage.gpu_to_dict(r)) + f" mean={r.mean_utilization}"
 
 

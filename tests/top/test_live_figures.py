@@ -93,8 +93,8 @@ def test_by_node_the_screen_takes_nodes_in_natural_order_until_full():
     assert live.page_nodes(found, "index", 30) == ["node-1", "node-2", "node-10"]
 
 
-def row(node, gpu, util=None, mean=None, temp=None) -> usage.GpuRow:
-    return usage.GpuRow(
+def row(node, gpu, util=None, mean=None, temp=None) -> usage.ClusterGpuRow:
+    return usage.ClusterGpuRow(
         node,
         gpu,
         None,

@@ -61,7 +61,7 @@ def _rows(client, queries: usage.Queries, exporter: Exporter) -> usage.FrameBuil
 
 def snapshot(
     client, window: str, idle_threshold: float, exporter: Exporter, sort: str = "index"
-) -> usage.Frame:
+) -> usage.ClusterFrame:
     """Every GPU: three concurrent queries, each folded into the frame as it is decoded;
     ordered by `sort`."""
     with cyclic_gc_paused():
@@ -99,7 +99,7 @@ def rows_on_screen(
     found: live.Figures,
     sort: str,
     rows: int,
-) -> list[usage.GpuRow]:
+) -> list[usage.ClusterGpuRow]:
     """The rows a screen of `rows` lines shows: every value of the GPUs of the nodes
     holding them (three queries), nothing of the other nodes."""
     nodes = live.page_nodes(found, sort, rows)
@@ -158,7 +158,7 @@ class LiveFrames:
             self._wake.wait(max(self.delay, PAUSE * took))
             self._wake.clear()
 
-    def frame(self, rows: int) -> tuple[usage.Frame, float]:
+    def frame(self, rows: int) -> tuple[usage.ClusterFrame, float]:
         """The frame for a screen of `rows` GPU rows, and the figures' age in seconds.
         Raises BackendError when Prometheus fails (the caller keeps the last frame)."""
         self.rows = rows
@@ -176,7 +176,7 @@ class LiveFrames:
         page = rows_on_screen(
             self.client, self.window, self.threshold, self.exporter, found, self.sort, rows
         )
-        return usage.Frame(page, found.namespaces, found.summary), time.monotonic() - at
+        return usage.ClusterFrame(page, found.namespaces, found.summary), time.monotonic() - at
 
     def close(self) -> None:
         self._stop.set()
@@ -187,7 +187,7 @@ class LiveFrames:
 class Screen:
     """What the live loop hands its `show`: a frame and how it came."""
 
-    frame: usage.Frame
+    frame: usage.ClusterFrame
     rows: int  # the GPU rows the screen has room for
     error: str | None  # why the frame is stale (the last good one, kept), or None
     age: float  # seconds since the cluster figures were computed
@@ -195,7 +195,7 @@ class Screen:
 
 def watch(
     frames: LiveFrames,
-    rows: Callable[[usage.Frame | None], int],
+    rows: Callable[[usage.ClusterFrame | None], int],
     show: Callable[[Screen], None],
     until: Callable[[], bool] = lambda: False,
 ) -> None:

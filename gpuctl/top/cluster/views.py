@@ -14,7 +14,7 @@ LIVE_NAMESPACES = 5
 CHROME_LINES = 14  # lines besides GPU rows: summary, stale line, headers, captions, blanks
 
 
-def live_rows(height: int, last: usage.Frame | None) -> int:
+def live_rows(height: int, last: usage.ClusterFrame | None) -> int:
     """The GPU rows a live screen `height` lines tall has room for, below the namespaces
     the last frame showed (as many as can be, before the first)."""
     namespaces = LIVE_NAMESPACES if last is None else min(len(last.namespaces), LIVE_NAMESPACES)
@@ -33,10 +33,10 @@ def live_render(screen: cluster.Screen, window: str, idle_threshold: float, dela
     )
 
 
-def write_json(frame: usage.Frame, out, batch: int = 500) -> None:
+def write_json(frame: usage.ClusterFrame, out, batch: int = 500) -> None:
     """The `-o json` document, written a GPU per line, a batch of GPUs at a time rather than
     built whole: at 40,000 GPUs the text alone is tens of megabytes."""
-    doc = usage.frame_to_dict(usage.Frame([], frame.namespaces, frame.summary))
+    doc = usage.frame_to_dict(usage.ClusterFrame([], frame.namespaces, frame.summary))
     out.write('{\n  "gpus": [')
     for start in range(0, len(frame.rows), batch):
         rows = [usage.gpu_to_dict(r) for r in frame.rows[start : start + batch]]
@@ -86,13 +86,13 @@ def _model(name) -> str:
     return "-" if not name else _safe(name.removeprefix("NVIDIA "))
 
 
-def _holders(row: usage.GpuRow) -> str:
+def _holders(row: usage.ClusterGpuRow) -> str:
     if not row.holders:
         return "-"
     return _safe(", ".join(f"{h.namespace or '-'}/{h.pod}" for h in row.holders))
 
 
-def _state(row: usage.GpuRow) -> tuple:
+def _state(row: usage.ClusterGpuRow) -> tuple:
     if row.idle is None:
         return ("?", "dim")
     if row.idle_allocated:
@@ -237,7 +237,7 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, ag
     return text
 
 
-def render_plain(frame: usage.Frame, window: str, idle_threshold: float) -> str:
+def render_plain(frame: usage.ClusterFrame, window: str, idle_threshold: float) -> str:
     out = summary_text(frame.summary, window, idle_threshold).plain + "\n\n"
     out += plain_table(gpu_columns(window), gpu_cells(frame.rows))
     if frame.namespaces:
@@ -262,7 +262,12 @@ def render_plain(frame: usage.Frame, window: str, idle_threshold: float) -> str:
 
 
 def render(
-    frame: usage.Frame, window: str, idle_threshold: float, max_rows=None, error=None, age=None
+    frame: usage.ClusterFrame,
+    window: str,
+    idle_threshold: float,
+    max_rows=None,
+    error=None,
+    age=None,
 ):
     """A frame for the terminal; `age`: how old its cluster figures are, if worth saying."""
     from rich.console import Group

@@ -40,8 +40,8 @@ from gpuctl.dcgm.metrics import (
 from gpuctl.dcgm.promql import duration_seconds
 from gpuctl.top.cluster.core import usage
 from gpuctl.top.cluster.core.usage import (
+    ClusterGpuRow,
     ClusterSummary,
-    GpuRow,
     NamespaceUsage,
     NodeUsage,
 )
@@ -247,7 +247,7 @@ def page_nodes(figures: Figures, sort: str, rows: int) -> list[str]:
     return chosen
 
 
-def reading(sort: str) -> Callable[[GpuRow], float | None]:
+def reading(sort: str) -> Callable[[ClusterGpuRow], float | None]:
     """What a sort by value orders rows by, highest first (`idle`: the mean, negated)."""
     return {
         "util": lambda r: r.utilization_gpu,
@@ -262,14 +262,14 @@ def reading(sort: str) -> Callable[[GpuRow], float | None]:
     }[sort]
 
 
-def page_rows(rows: list[GpuRow], sort: str, limit: int) -> list[GpuRow]:
+def page_rows(rows: list[ClusterGpuRow], sort: str, limit: int) -> list[ClusterGpuRow]:
     """The rows on screen, in the sort's order (GPUs without the reading last, ties in node
     order), from the rows of page_nodes."""
     if sort == "index":
         return rows[:limit]  # build_frame's order
     value_of = reading(sort)
 
-    def order(r: GpuRow) -> tuple[bool, float, tuple[object, ...], tuple[object, ...]]:
+    def order(r: ClusterGpuRow) -> tuple[bool, float, tuple[object, ...], tuple[object, ...]]:
         value = value_of(r)
         return (value is None, -(value or 0.0), natural_key(r.node), natural_key(r.gpu))
 

@@ -111,7 +111,7 @@ def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
 
 
 @dataclass(slots=True)
-class GpuRow:
+class ClusterGpuRow:
     node: str
     gpu: str
     uuid: str | None
@@ -170,8 +170,8 @@ class ClusterSummary:
 
 
 @dataclass
-class Frame:
-    rows: list[GpuRow]
+class ClusterFrame:
+    rows: list[ClusterGpuRow]
     namespaces: list[NamespaceUsage]
     summary: ClusterSummary
 
@@ -182,7 +182,7 @@ def build_frame(
     window_util: Iterable[Sample],
     idle_threshold: float,
     exporter: Exporter = Exporter(),
-) -> Frame:
+) -> ClusterFrame:
     """Rows (one per GPU or MIG device, grouped by node) and the waste summaries."""
     builder = FrameBuilder(exporter)
     builder.add_current(current)
@@ -252,7 +252,7 @@ class FrameBuilder:
             if math.isfinite(value):
                 self.means[self._key(labels)] = value
 
-    def frame(self, idle_threshold: float) -> Frame:
+    def frame(self, idle_threshold: float) -> ClusterFrame:
         values = self.values
 
         # A MIG-enabled GPU may also report board-level series (temperature, power)
@@ -278,7 +278,7 @@ class FrameBuilder:
             )
             rows.append(_row(metrics, parent, kept, means.get(key), who, idle_threshold))
         rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
-        return Frame(rows, namespace_usage(rows), summarize(rows))
+        return ClusterFrame(rows, namespace_usage(rows), summarize(rows))
 
 
 # What a device's row shows of its attributes: (labels set, values of _SHARED_LABELS,
@@ -311,7 +311,7 @@ def _row(
     mean: float | None,
     who: tuple[Holder, ...],
     threshold: float,
-) -> GpuRow:
+) -> ClusterGpuRow:
     host, hostname, gpu, instance_id, profile, model, instance = kept[1]
     uuid, old_uuid = kept[2]
     util = busy.percent(m, mig=bool(instance_id))
@@ -321,7 +321,7 @@ def _row(
         gpu = f"{gpu or '?'}/mig{instance_id}"
         if model:
             model = f"{model} MIG {profile}" if profile else f"{model} MIG"
-    return GpuRow(
+    return ClusterGpuRow(
         host or hostname or instance or "-",  # node
         gpu or "-",
         uuid or old_uuid or None,
@@ -344,10 +344,10 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def namespace_usage(rows: list[GpuRow]) -> list[NamespaceUsage]:
+def namespace_usage(rows: list[ClusterGpuRow]) -> list[NamespaceUsage]:
     """GPUs held per namespace (its pods hold them), their mean utilization, the idle ones.
     A GPU shared by pods of several namespaces counts once in each."""
-    groups: dict[str, list[GpuRow]] = {}
+    groups: dict[str, list[ClusterGpuRow]] = {}
     for r in rows:
         if len(r.holders) == 1:  # most GPUs: no set to build
             groups.setdefault(r.holders[0].namespace or "-", []).append(r)
@@ -362,7 +362,7 @@ def namespace_usage(rows: list[GpuRow]) -> list[NamespaceUsage]:
     ]
 
 
-def summarize(rows: list[GpuRow]) -> ClusterSummary:
+def summarize(rows: list[ClusterGpuRow]) -> ClusterSummary:
     per_node: dict[str, list[float | None]] = {}
     for r in rows:
         per_node.setdefault(r.node, []).append(r.mean_utilization)
@@ -381,7 +381,7 @@ def summarize(rows: list[GpuRow]) -> ClusterSummary:
     )
 
 
-def stranded(rows: list[GpuRow]) -> tuple[int | None, int | None]:
+def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
     """The most common request shape (how many whole GPUs a pod holds, over the pods that
     hold whole GPUs now; a tie goes to the larger) and the stranded GPUs: free whole GPUs
     on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
@@ -400,7 +400,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def gpu_to_dict(r: GpuRow) -> dict[str, Any]:
+def gpu_to_dict(r: ClusterGpuRow) -> dict[str, Any]:
     """One GPU of the `--once -o json|yaml` document (spelled out: once per GPU)."""
     util, temp, power, used, total = (
         r.utilization_gpu,
@@ -432,7 +432,7 @@ def gpu_to_dict(r: GpuRow) -> dict[str, Any]:
     }
 
 
-def frame_to_dict(frame: Frame) -> dict[str, Any]:
+def frame_to_dict(frame: ClusterFrame) -> dict[str, Any]:
     """The `--once -o json|yaml` document."""
     s = frame.summary
     return {

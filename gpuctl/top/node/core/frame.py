@@ -37,7 +37,7 @@ class MigRow:
 
 
 @dataclass(frozen=True)
-class GpuRow:
+class NodeGpuRow:
     index: int
     name: Cell
     mig: Cell
@@ -62,9 +62,9 @@ class ProcessRow:
 
 
 @dataclass(frozen=True)
-class Frame:
+class NodeFrame:
     header: str
-    gpus: list[GpuRow]
+    gpus: list[NodeGpuRow]
     processes: list[ProcessRow]
     summary: str
 
@@ -111,7 +111,7 @@ def _util_level(util: int | None) -> str:
     return IDLE if util < IDLE_UTIL else OK
 
 
-def _gpu_row(g: GpuSample, bar_width: int) -> GpuRow:
+def _gpu_row(g: GpuSample, bar_width: int) -> NodeGpuRow:
     mem_pct = _pct(g.memory_used_mib, g.memory_total_mib)
     if g.mig_mode is None:
         mig = Cell(NA, NONE)
@@ -157,7 +157,7 @@ def _gpu_row(g: GpuSample, bar_width: int) -> GpuRow:
                 processes=n_procs,
             )
         )
-    return GpuRow(
+    return NodeGpuRow(
         index=g.index,
         name=Cell(short_name(g.name), OK if g.name else NONE),
         mig=mig,
@@ -208,7 +208,7 @@ def build_frame(
     bar_width: int = 12,
     host: str = "",
     time_text: str = "",
-) -> Frame:
+) -> NodeFrame:
     if sort not in SORT_KEYS:
         raise ValueError(f"unknown sort key {sort!r}")
     gpus = sorted(sample.gpus, key=_sort_key(sort))
@@ -244,4 +244,4 @@ def build_frame(
     )
     if not any(r.mig.level == WARN for r in rows):
         summary = summary.partition(".  *")[0]
-    return Frame(header=header, gpus=rows, processes=procs, summary=summary)
+    return NodeFrame(header=header, gpus=rows, processes=procs, summary=summary)
