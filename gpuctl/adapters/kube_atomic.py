@@ -44,8 +44,8 @@ def create_all(
     (Interrupted for Ctrl-C) extended with what was undone, or what is left and `cleanup`,
     the command that removes it. `explain(error, obj)` may restate the error of a create
     for the user (e.g. a name that is taken)."""
-    token = uuid.uuid4().hex
-    actions = [_create(kube, _marked(obj, token), token) for obj in objects]
+    token = new_token()
+    actions = [create_action(kube, obj, token) for obj in objects]
     return execute(
         actions,
         progress=progress,
@@ -56,13 +56,22 @@ def create_all(
     )
 
 
+def new_token() -> str:
+    """A token for one attempt: the objects it creates carry it, so that its rollback can
+    tell them from objects of the same name that someone else made meanwhile."""
+    return uuid.uuid4().hex
+
+
 def _marked(obj: dict, token: str) -> dict:
     meta = obj.get("metadata") or {}
     annotations = {**(meta.get("annotations") or {}), ATTEMPT_ANNOTATION: token}
     return {**obj, "metadata": {**meta, "annotations": annotations}}
 
 
-def _create(kube: Kube, obj: dict, token: str) -> Action:
+def create_action(kube: Kube, obj: dict, token: str, step: Step | None = None) -> Action:
+    """The executor's action that creates OBJ marked with TOKEN; its undo removes the
+    object only when this attempt provably made it (answered, or read back with TOKEN)."""
+    obj = _marked(obj, token)
     answered: list[bool] = []  # the create was answered with success
 
     def run() -> dict:
@@ -71,7 +80,7 @@ def _create(kube: Kube, obj: dict, token: str) -> Action:
         return created
 
     return Action(
-        create_step(obj),
+        step or create_step(obj),
         run,
         undo=lambda: _remove(kube, obj, token, certain=bool(answered)),
         name=f"{obj['kind']}/{obj['metadata']['name']}",
@@ -81,9 +90,10 @@ def _create(kube: Kube, obj: dict, token: str) -> Action:
 def _remove(kube: Kube, obj: dict, token: str, certain: bool) -> str | None:
     """None: it does not exist (or is not ours); "": removed; otherwise why it is left."""
     kind, name, namespace = _where(obj)
+    version = obj.get("apiVersion")
     if not certain:
         try:
-            current = kube.read(kind, name, namespace)
+            current = kube.read(kind, name, namespace, api_version=version)
         except NotFound:
             return None
         except GpuctlError as e:
@@ -91,13 +101,13 @@ def _remove(kube: Kube, obj: dict, token: str, certain: bool) -> str | None:
         if _token(current) != token:
             return None  # someone else's object of that name
     try:
-        kube.delete(kind, name, namespace)
+        kube.delete(kind, name, namespace, api_version=version)
         return ""
     except NotFound:
         return ""
     except NoAnswer as e:
         try:  # the delete may have been carried out
-            current = kube.read(kind, name, namespace)
+            current = kube.read(kind, name, namespace, api_version=version)
         except NotFound:
             return ""
         except GpuctlError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuctl.adapters import kube_atomic
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.k8s import apis
@@ -66,8 +67,9 @@ def apply_set(kube: Kube, plan: KueuePlan, progress: Progress | None = None) -> 
     """Create or update every object of the plan, in order; on a failure or Ctrl-C, undo
     what this call did (delete what it created, restore what it updated) and raise; then
     read every object back."""
+    token = kube_atomic.new_token()
     execute(
-        [_action(kube, s) for s in plan.steps if s.changing],
+        [_action(kube, s, token) for s in plan.steps if s.changing],
         progress=progress,
         verify=lambda: _verify(kube, plan),
         undone_as="the changes made before the failure were undone",
@@ -75,26 +77,29 @@ def apply_set(kube: Kube, plan: KueuePlan, progress: Progress | None = None) -> 
     )
 
 
-def _action(kube: Kube, step: ObjectStep) -> Action:
+def _action(kube: Kube, step: ObjectStep, token: str) -> Action:
+    """A create is kube_atomic's (its rollback removes only what this attempt made); an
+    update's undo puts the spec back as it was."""
     kind, name, namespace = _where(step)
     av = step.obj.get("apiVersion")
+    if step.action == "create":
+        return kube_atomic.create_action(kube, step.obj, token, step.step())
 
     def run() -> None:
-        if step.action == "create":
-            kube.create(step.obj)
-        else:
-            patch = kueue.spec_patch(step.kind, step.current or {}, step.obj["spec"])
-            kube.patch(kind, name, namespace, patch, api_version=av)
+        patch = kueue.spec_patch(step.kind, step.current or {}, step.obj["spec"])
+        kube.patch(kind, name, namespace, patch, api_version=av)
 
     def undo() -> str | None:
+        now = {"spec": step.obj["spec"]}
+        was = (step.current or {}).get("spec") or {}
         try:
-            if step.action == "create":
-                kube.delete(kind, name, namespace, api_version=av)
-            else:
-                now = {"spec": step.obj["spec"]}
-                was = (step.current or {}).get("spec") or {}
-                patch = kueue.spec_patch(step.kind, now, was, undo=True)
-                kube.patch(kind, name, namespace, patch, api_version=av)
+            kube.patch(
+                kind,
+                name,
+                namespace,
+                kueue.spec_patch(step.kind, now, was, undo=True),
+                api_version=av,
+            )
         except NotFound:
             return None
         except GpuctlError as e:

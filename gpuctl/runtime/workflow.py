@@ -112,9 +112,17 @@ def execute(
         failure = e
     except KeyboardInterrupt:
         pass
+    except Exception:  # a bug: what was done is still undone before it surfaces
+        _roll_back(done)
+        raise
     else:
         if verify is not None:
-            verify()
+            try:
+                verify()
+            except KeyboardInterrupt:
+                raise Interrupted(
+                    "interrupted while checking the result; every step was carried out"
+                ) from None
         return results
     if forward_only is not None:
         details: list[str] = []
@@ -147,7 +155,10 @@ def _roll_back(done: list[Action]) -> Rollback:
             if action.undo is None:
                 result.left.append(f"{action.label} (cannot be undone)")
             else:
-                outcome = action.undo()
+                try:
+                    outcome = action.undo()
+                except Exception as e:  # an undo's own failure must not end the rollback
+                    outcome = f"undoing it failed: {e}"
                 if outcome == "":
                     result.undone.append(action.label)
                 elif outcome is not None:

@@ -339,3 +339,30 @@ def test_lint_exits_1_on_quota_that_can_never_be_satisfied(cli, cluster):
         f"nominal quotas on flavor {H100} add up to 28 nvidia.com/gpu (team-a, team-b, team-c), "
         "its nodes have 16: 12 can never be satisfied at once"
     ]
+
+
+def test_a_rollback_leaves_an_object_another_client_made_behind_a_lost_answer(
+    cli, cluster, custom, proxied_kube
+):
+    """Between the plan and the create, another client makes ClusterQueue team-a; gpuctl's
+    create of it gets no answer. The rollback reads it back: not this attempt's (no token),
+    so it stays; what this attempt made goes."""
+    from tests.standins.faults import Action
+
+    theirs = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "team-a"},
+        "spec": {"namespaceSelector": {}},
+    }
+
+    def race(handler, _answer) -> None:
+        custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", theirs)
+        handler.drop()
+
+    rule = proxied_kube.on("POST", f"{V}/clusterqueues", Action(False, race))
+    r = quota_set(cli, "team-a", "--gpus", "2")
+    assert rule.fired.is_set() and r.code == 1, r
+    assert read(custom, "ClusterQueue", "team-a")["spec"] == {"namespaceSelector": {}}
+    assert "ClusterQueue/team-a" not in r.err.split("undone:")[-1]
+    assert f"ResourceFlavor/{H100}" in r.err and "Namespace/team-a" in r.err

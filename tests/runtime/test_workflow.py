@@ -121,3 +121,32 @@ def test_a_plan_prints_and_serialises_its_steps():
         {"action": "patch", "target": "ConfigMap x", "why": "4 replicas"}
     ]
     assert Plan("nothing").lines() == ["nothing: nothing to change"]
+
+
+def test_an_undo_that_fails_is_reported_and_the_rollback_goes_on():
+    log: list[str] = []
+    steps = actions(log, fail_at=2)
+
+    def broken() -> str | None:
+        raise GpuctlError("the server went away")
+
+    steps[1].undo = broken
+    with pytest.raises(GpuctlError) as e:
+        execute(steps, left_as="object(s) left")
+    assert log == ["run 0", "run 1", "fail 2", "undo 0"]
+    assert e.value.details == ["left: Thing/1 (undoing it failed: the server went away)"]
+
+
+def test_a_bug_in_a_step_still_undoes_the_steps_before_it():
+    log: list[str] = []
+    with pytest.raises(KeyError):
+        execute(actions(log, fail_at=1, error=KeyError("x")))
+    assert log == ["run 0", "fail 1", "undo 0"]
+
+
+def test_ctrl_c_while_verifying_says_the_steps_were_carried_out():
+    def verify() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted, match="every step was carried out"):
+        execute(actions([]), verify=verify)
