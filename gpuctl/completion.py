@@ -126,13 +126,11 @@ def job_names(ctx, incomplete: str) -> Values:
 
 
 def _from_cluster(ctx, ask: Callable) -> Values:
-    from gpuctl.adapters.kube import Kube
     from gpuctl.cli.application import application
 
     # Each request has COMPLETION_SECONDS (the adapter's deadline, not only a socket
     # timeout): a cluster that does not answer fails the first one. The client's modules
     # load on first use, outside that clock. --context/--kubeconfig, on the root or the
     # command, were read into the application while the command line was parsed.
-    run = application()
-    with Kube(context=run.context, timeout=COMPLETION_SECONDS, kubeconfig=run.kubeconfig) as kube:
+    with application().connect(COMPLETION_SECONDS) as kube:
         return ask(kube)

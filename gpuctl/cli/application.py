@@ -31,6 +31,13 @@ class Application:
             self._kube = Kube(self.context, kubeconfig=self.kubeconfig)
         return self._kube
 
+    def connect(self, timeout: float) -> Kube:
+        """A connection of its own, whose every request has TIMEOUT (a short probe: version,
+        completion); the caller closes it."""
+        from gpuctl.adapters.kube import Kube
+
+        return Kube(self.context, timeout=timeout, kubeconfig=self.kubeconfig)
+
     def offline_ok(self, dry_run: bool) -> bool:
         """Whether a command may render without a cluster: a dry run (as kubectl's client
         dry run) for which no cluster was named with --context or --kubeconfig."""
@@ -47,7 +54,9 @@ class Application:
         kube, why = connect_or_offline(
             self.context, self.kubeconfig, offline_ok, probe or Kube.server_version
         )
-        self._kube = kube or self._kube
+        if kube is not None:
+            self.close()
+            self._kube = kube
         return kube, why
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.jobs.core import delete as deletion
 from gpuctl.jobs.core import status as job_status
-from gpuctl.k8s.labels import JOB_LABEL, MANAGED_SELECTOR
+from gpuctl.k8s.labels import JOB_LABEL, MANAGED_SELECTOR, managed_by_gpuctl
 from gpuctl.runtime.workflow import Action, Progress, execute
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
@@ -20,8 +20,7 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and
 def managed(items: list[dict]) -> list[dict]:
     """The objects gpuctl manages. The server filters by label selector; check again so
     nothing else is ever touched."""
-    key, value = MANAGED_SELECTOR.split("=")
-    return [o for o in items if ((o.get("metadata") or {}).get("labels") or {}).get(key) == value]
+    return [o for o in items if managed_by_gpuctl(o)]
 
 
 def job_rows(kube: Kube, namespace: str | None) -> list[dict]:

@@ -14,7 +14,6 @@ MIG_PREFIX = "nvidia.com/mig-"
 # Set by GPU Feature Discovery on every node where it finds a GPU.
 GFD_PRESENT = "nvidia.com/gpu.present"
 GFD_COUNT = "nvidia.com/gpu.count"
-GFD_PRODUCT = GFD_PRODUCT_LABEL
 # Set by GPU Feature Discovery from the config the device plugin actually loaded.
 GFD_REPLICAS = "nvidia.com/gpu.replicas"
 GFD_STRATEGY = "nvidia.com/gpu.sharing-strategy"
@@ -82,8 +81,8 @@ def mig_reason(node: dict[str, Any]) -> str | None:
         return f"it advertises {mig[0]}"
     if labels.get(MIG_CONFIG) not in (None, "", "all-disabled"):
         return f"{MIG_CONFIG}={labels[MIG_CONFIG]}"
-    if "-MIG-" in labels.get(GFD_PRODUCT, ""):
-        return f"{GFD_PRODUCT}={labels[GFD_PRODUCT]}"
+    if "-MIG-" in labels.get(GFD_PRODUCT_LABEL, ""):
+        return f"{GFD_PRODUCT_LABEL}={labels[GFD_PRODUCT_LABEL]}"
     if labels.get(MIG_STRATEGY) in ("single", "mixed") and any(
         k.startswith(MIG_PREFIX) and k.endswith(".count") for k in labels
     ):

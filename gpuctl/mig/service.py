@@ -171,6 +171,7 @@ class _NodeRun:
         self._checked = {p.state.index for p in plan.gpus if p.state.mig and p.state.mig[0]}
         self._texts: dict[int, str] = {}  # what a step is called in an error
         self._did = True
+        self._skipped: set[int] = set()  # the steps of a GPU waiting for its reset
         self._notes: list[str] = []  # said after the step they were part of
 
     def actions(self) -> list[Action]:
@@ -181,17 +182,22 @@ class _NodeRun:
                     plan_step(change, i, len(gpu.steps)),
                     run=partial(self._run, gpu, change),
                     # the steps done stay done: a re-run plans from the state they left
-                    undo=lambda: "MIG steps are not rolled back",
+                    undo=partial(self._left, change),
                     name=f"GPU {change.gpu}: {change.text}",
                 )
                 self._texts[id(action)] = change.text
                 out.append(action)
         return out
 
+    def _left(self, change: Step) -> str | None:
+        """What a rollback says of a step: nothing for one skipped (it never happened)."""
+        return None if id(change) in self._skipped else "MIG steps are not rolled back"
+
     def _run(self, gpu: GpuPlan, change: Step) -> None:
         index = gpu.state.index
         self._did = index not in self.waiting
         if not self._did:
+            self._skipped.add(id(change))
             return
         try:
             if change.kind == "create" and index not in self._checked:
@@ -212,6 +218,8 @@ class _NodeRun:
         except node.ResetNeeded:
             self.waiting.append(index)  # the other GPUs can still go ahead
             self._did = change.kind != "reset"
+            if not self._did:
+                self._skipped.add(id(change))
 
     def explain(self, e: GpuctlError, action: Action) -> GpuctlError:
         if isinstance(e, node.Halted):

@@ -39,8 +39,7 @@ def version(
     from gpuctl.runtime.config import setting
     from gpuctl.version.service import report
 
-    run = application()
-    found = report(run.context, setting("terraform_binary", terraform_bin), run.kubeconfig)
+    found = report(application().connect, setting("terraform_binary", terraform_bin))
     if output == Format.table:
         echo(table(found))
     else:

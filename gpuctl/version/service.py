@@ -10,10 +10,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 import gpuctl
 from gpuctl.common.errors import GpuctlError
 from gpuctl.runtime import extras, shipped
+
+if TYPE_CHECKING:
+    from gpuctl.adapters.kube import Kube
 
 KUBE_TIMEOUT_S = 3.0  # per request; a kubeconfig whose server does not answer is "unreachable"
 # How long each probe may take in all (connection retries, the engine loading) before its
@@ -41,12 +45,13 @@ class Component:
 
 
 def report(
-    context: str | None = None, terraform_bin: str | None = None, kubeconfig: str | None = None
+    connect: Callable[[float], Kube], terraform_bin: str | None = None
 ) -> dict[str, Component]:
-    """Every component, probing the engines at the same time (each within its deadline)."""
+    """Every component, probing the engines at the same time (each within its deadline).
+    CONNECT(timeout) makes the Kubernetes connection to ask."""
     probes: dict[str, Callable[[], Component]] = {
         "nvidia_driver": _nvidia_driver,
-        "kubernetes": lambda: _kubernetes(context, kubeconfig),
+        "kubernetes": lambda: _kubernetes(connect),
         "terraform": lambda: _terraform(terraform_bin),
     }
     results: dict[str, Component] = {}
@@ -97,11 +102,9 @@ def _nvidia_driver() -> Component:
     return Component(v["driver"], SIMULATED if simulated else FOUND, detail)
 
 
-def _kubernetes(context: str | None, kubeconfig: str | None) -> Component:
-    from gpuctl.adapters.kube import Kube
-
+def _kubernetes(connect: Callable[[float], Kube]) -> Component:
     try:
-        kube = Kube(context, timeout=KUBE_TIMEOUT_S, kubeconfig=kubeconfig)
+        kube = connect(KUBE_TIMEOUT_S)
     except GpuctlError as e:
         return Component(None, NOT_FOUND, e.message)
     with kube:

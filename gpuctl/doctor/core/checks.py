@@ -8,10 +8,10 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.numbers import whole_number
+from gpuctl.gpus.names import GFD_PRODUCT_LABEL as GFD_PRODUCT
 from gpuctl.k8s import device_plugin
 from gpuctl.k8s.nodes import (
     GFD_COUNT,
-    GFD_PRODUCT,
     GFD_REPLICAS,
     MIG_CONFIG,
     MIG_PREFIX,

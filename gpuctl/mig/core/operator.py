@@ -10,12 +10,13 @@ from typing import Any
 from gpuctl.common.errors import SpecError
 from gpuctl.common.plan import Step
 from gpuctl.gpus.geometry import GpuModel
+from gpuctl.k8s.nodes import GFD_COUNT, MIG_CONFIG
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.diff import GpuState
 
-CONFIG_LABEL = "nvidia.com/mig.config"
+CONFIG_LABEL = MIG_CONFIG  # the GPU Operator's MIG manager applies the config it names
 STATE_LABEL = "nvidia.com/mig.config.state"
-COUNT_LABEL = "nvidia.com/gpu.count"
+COUNT_LABEL = GFD_COUNT
 # The operator's shipped config, then the usual name of a custom one.
 OPERATOR_CONFIGMAP = "default-mig-parted-config"
 
