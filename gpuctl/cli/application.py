@@ -1,8 +1,9 @@
 """The application object one command runs with: the root's and the command's options that
 hold for the whole run (--context, --kubeconfig, --debug) and the Kubernetes connection,
-built once, on first use, and closed when the command ends. hatch's `Application` passed
-with click's context is the model: a command asks `application()` instead of declaring
-and building these itself."""
+built once, on first use, and closed when the command ends. hatch's `Application` is the
+model: a command asks `application()` instead of declaring and building these itself. It
+is the run's one object (gpuctl.app resets it for each command) rather than click's
+ctx.obj, so that option callbacks and shell completion reach it too."""
 
 from __future__ import annotations
 
@@ -65,8 +66,6 @@ class Application:
             self._kube = None
 
 
-# The run's application outside click too (gpuctl.app resets it for each command), so that
-# code reached from a callback, completion or a test harness sees the same object.
 _current = Application()
 
 
@@ -109,19 +108,12 @@ def run_options() -> list[Any]:
 
     return [
         TyperOption(
-            param_decls=["--context"],
-            metavar="NAME",
-            expose_value=False,
-            callback=_store,
-            help=CONTEXT_HELP,
-        ),
-        TyperOption(
-            param_decls=["--kubeconfig"],
-            metavar="FILE",
-            expose_value=False,
-            callback=_store,
-            help=KUBECONFIG_HELP,
-        ),
+            param_decls=[flag], metavar=metavar, expose_value=False, callback=_store, help=help
+        )
+        for flag, metavar, help in (
+            ("--context", "NAME", CONTEXT_HELP),
+            ("--kubeconfig", "FILE", KUBECONFIG_HELP),
+        )
     ]
 
 
