@@ -14,7 +14,7 @@ removes it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from gpuctl.adapters.kube import Kube, NoAnswer, NotFound
 from gpuctl.common.errors import GpuctlError
@@ -24,17 +24,18 @@ from gpuctl.runtime.workflow import Action, Progress, execute
 ATTEMPT_ANNOTATION = "gpuctl.io/create-attempt"
 
 
-def create_step(obj: dict, why: str = "") -> Step:
-    """The plan's step that creates OBJ."""
+def create_step(obj: dict) -> Step:
+    """A step that creates OBJ, for objects that come without a plan's own step."""
     meta = obj.get("metadata") or {}
     where = f"{meta['namespace']}/" if meta.get("namespace") else ""
-    return Step("create", f"{obj['kind']} {where}{meta['name']}", why, {"object": obj})
+    return Step("create", f"{obj['kind']} {where}{meta['name']}", detail={"object": obj})
 
 
 def create_all(
     kube: Kube,
     objects: list[dict],
     *,
+    steps: Sequence[Step] | None = None,
     cleanup: str | None = None,
     explain: Callable[[GpuctlError, dict], GpuctlError] | None = None,
     progress: Progress | None = None,
@@ -43,9 +44,11 @@ def create_all(
     answered. On a failure or Ctrl-C, remove what this call created and raise the error
     (Interrupted for Ctrl-C) extended with what was undone, or what is left and `cleanup`,
     the command that removes it. `explain(error, obj)` may restate the error of a create
-    for the user (e.g. a name that is taken)."""
+    for the user (e.g. a name that is taken). `steps`, one per object, are the plan's own
+    (with its why); without them each object's step is made here."""
     token = new_token()
-    actions = [create_action(kube, obj, token) for obj in objects]
+    planned = steps or [create_step(obj) for obj in objects]
+    actions = [create_action(kube, obj, token, s) for obj, s in zip(objects, planned, strict=True)]
     return execute(
         actions,
         progress=progress,

@@ -166,6 +166,7 @@ def create(kube: Kube, plan: core.SubmitPlan, progress: Progress | None = None) 
     create_all(
         kube,
         objects,
+        steps=plan.plan.steps,
         cleanup=f"gpuctl jobs delete {name} -n {namespace} --yes",
         explain=explain,
         progress=progress,
