@@ -312,7 +312,10 @@ class QueryServer(dcgm_exporter.ThreadedServer):
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
-                form = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                length = int(self.headers.get("Content-Length") or 0)
+                form = self.rfile.read(length)
+                if len(form) < length:  # gpuctl cut this query off mid-send (see below)
+                    return
                 query = urllib.parse.parse_qs(form.decode())["query"][0]
                 if upstream:
                     request = urllib.request.Request(upstream + self.path, data=form)
