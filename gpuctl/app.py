@@ -70,6 +70,8 @@ COMMANDS = {
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",
     "whatif": "gpuctl.whatif.cli",
+    "reclaim": "gpuctl.reclaim.cli",
+    "make-room": "gpuctl.reclaim.cli",
     "version": "gpuctl.version.cli",
 }
 _registered: set[str] = set()
