@@ -190,7 +190,7 @@ def _judge(policy: pol.Policy, w: Workload, readings: Readings, now: float) -> R
     if status != IDLE:
         return Row(w, status, why, rule.name)
     known = since is not None
-    since = since if since is not None else now - readings.queries.lookback_s
+    since = since if since is not None else now - rule.idle_for_s  # at least that long
     row = Row(w, IDLE, why, rule.name, since, known)
     action = rule.action_for(w.kind)
     record = record_of(w.annotations if w.obj is not None else {})

@@ -1,0 +1,245 @@
+"""`gpuctl reclaim` on the real stand-ins: a real Prometheus holding DCGM-exporter series
+(backfilled with promtool: busy, idle, idle-then-busy, stale, missing) and the API
+emulator with Kueue's and JobSet's CRDs. Each test says what must not have changed."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+
+import pytest
+
+from tests.kueue_workloads import workload_for
+from tests.standins.prometheus import Series, load_blocks, start_prometheus
+
+pytestmark = pytest.mark.integration
+
+H = 3600
+NODE = "gpu-node-1"
+# (namespace, job or deployment, kind, GPU UUID or None for no series, value over age, newest age)
+IDLE = 0.0
+
+
+def busy_recently(age: float) -> float:
+    return 80.0 if age < 600 else 0.0
+
+
+WORKLOADS = [
+    ("research", "notebook", "Deployment", "GPU-0", IDLE, 5),
+    ("research", "keep", "Deployment", "GPU-1", IDLE, 5),  # labelled gpuctl.io/reclaim: never
+    ("ml", "train", "Job", "GPU-2", 85.0, 5),  # busy
+    ("ml", "stalled", "Job", "GPU-3", IDLE, 5),  # plain Job: spec.suspend
+    ("ml", "queued", "Job", "GPU-4", IDLE, 5),  # Kueue-managed: Workload deactivated
+    ("ml", "late", "Job", "GPU-5", busy_recently, 5),  # idle, then busy 10 minutes ago
+    ("ml", "stale", "Job", "GPU-6", IDLE, 240),  # newest sample 4 minutes old
+    ("ml", "nodata", "Job", None, IDLE, 5),  # no series at all
+    ("other", "elsewhere", "Job", "GPU-7", IDLE, 5),  # no rule covers it
+]
+POLICY = """apiVersion: gpuctl/v1
+kind: ReclaimPolicy
+name: test
+exempt:
+  namespaces: [kube-system]
+rules:
+  - name: notebooks
+    namespaces: [research]
+    idleFor: 2h
+    action: scale-to-zero
+  - name: batch
+    namespaces: [ml]
+    idleFor: 2h
+    action: suspend
+"""
+
+
+def series():
+    out = []
+    for i, (ns, name, kind, uuid, value, newest) in enumerate(WORKLOADS):
+        if uuid is None:
+            continue
+        labels = {"gpu": str(i), "UUID": uuid, "Hostname": NODE, "modelName": "NVIDIA H100 80GB HBM3",
+                  "namespace": ns, "pod": pod_name(name, kind), "container": "main", "job": "dcgm"}  # fmt: skip
+        out.append(Series("DCGM_FI_DEV_GPU_UTIL", labels, value, history_s=4 * H, newest_s=newest))
+    return out
+
+
+def pod_name(name: str, kind: str) -> str:
+    return f"{name}-7d9f8b6c5-x2k4q" if kind == "Deployment" else f"{name}-h5x2k"
+
+
+@pytest.fixture(scope="module")
+def prom():
+    server = start_prometheus(load_blocks(series(), time.time()))
+    yield server
+    server.stop()
+
+
+def seed(kube, kube_api):
+    from kubernetes import client
+
+    kube.install_crds("Workload", "JobSet")
+    core, apps, batch = (
+        client.CoreV1Api(kube_api),
+        client.AppsV1Api(kube_api),
+        client.BatchV1Api(kube_api),
+    )
+    custom = client.CustomObjectsApi(kube_api)
+    template = {"spec": {"containers": [{"name": "main", "image": "x",
+                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}  # fmt: skip
+    for ns, name, kind, _, _, _ in WORKLOADS:
+        labels = {"gpuctl.io/reclaim": "never"} if name == "keep" else {}
+        if kind == "Deployment":
+            dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": name, "namespace": ns, "labels": labels, "uid": f"uid-{name}"},
+                   "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                            "template": {"metadata": {"labels": {"app": name}}, **template}}}  # fmt: skip
+            apps.create_namespaced_deployment(ns, dep, _preload_content=False)
+            rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                  "metadata": {"name": f"{name}-7d9f8b6c5", "namespace": ns, "ownerReferences": [
+                      {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": f"uid-{name}", "controller": True}]},
+                  "spec": {"selector": {"matchLabels": {"app": name}},
+                           "template": {"metadata": {"labels": {"app": name}}, **template}}}  # fmt: skip
+            apps.create_namespaced_replica_set(ns, rs, _preload_content=False)
+            owner = {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": rs["metadata"]["name"],
+                "uid": "rs",
+                "controller": True,
+            }
+        else:
+            if name == "queued":
+                labels["kueue.x-k8s.io/queue-name"] = "team-ml"
+            job = {"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": {"name": name, "namespace": ns, "labels": labels, "uid": f"uid-{name}"},
+                   "spec": {"suspend": False, "template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}}}}  # fmt: skip
+            batch.create_namespaced_job(ns, job, _preload_content=False)
+            owner = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": name,
+                "uid": f"uid-{name}",
+                "controller": True,
+            }
+            if name == "queued":
+                wl = workload_for(job, uid=f"uid-{name}")
+                custom.create_namespaced_custom_object(
+                    "kueue.x-k8s.io", "v1beta2", ns, "workloads", wl, _preload_content=False
+                )
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": pod_name(name, kind), "namespace": ns, "ownerReferences": [owner], "labels": labels},
+               "spec": {"nodeName": NODE, **template["spec"]}, "status": {"phase": "Running"}}  # fmt: skip
+        core.create_namespaced_pod(ns, pod, _preload_content=False)
+
+
+def snapshot(kube_api) -> dict:
+    from kubernetes import client
+
+    apps, batch = client.AppsV1Api(kube_api), client.BatchV1Api(kube_api)
+    custom = client.CustomObjectsApi(kube_api)
+    out = {}
+    for kind, fn in (("Deployment", apps.list_deployment_for_all_namespaces),
+                     ("Job", batch.list_job_for_all_namespaces)):  # fmt: skip
+        for o in json.loads(fn(_preload_content=False).data)["items"]:
+            out[(kind, o["metadata"]["namespace"], o["metadata"]["name"])] = o
+    wls = custom.list_custom_object_for_all_namespaces("kueue.x-k8s.io", "v1beta2", "workloads")
+    for o in wls["items"]:
+        out[("Workload", o["metadata"]["namespace"], o["metadata"]["name"])] = o
+    return out
+
+
+def rows(doc) -> dict:
+    return {(w["namespace"], w["name"]): w for w in doc["workloads"]}
+
+
+@pytest.fixture
+def cluster(kube, kube_api, tmp_path):
+    seed(kube, kube_api)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    return str(policy)
+
+
+def test_the_dry_run_judges_every_workload_and_changes_nothing(prom, cluster, kube_api, cli):
+    before = snapshot(kube_api)
+    r = cli("reclaim", "--policy", cluster, "--prometheus", prom.url, "-o", "json")
+    assert r.code == 0, r
+    found = rows(json.loads(r.out))
+    status = {k: (v["status"], v["action"]) for k, v in found.items()}
+    assert status == {
+        ("research", "notebook"): ("idle", "scale-to-zero"),
+        ("research", "keep"): ("exempt", None),
+        ("ml", "train"): ("busy", None),
+        ("ml", "stalled"): ("idle", "suspend"),
+        ("ml", "queued"): ("idle", "suspend"),
+        ("ml", "late"): ("busy", None),
+        ("ml", "stale"): ("stale", None),
+        ("ml", "nodata"): ("missing", None),
+        ("other", "elsewhere"): ("not covered", None),
+    }
+    assert snapshot(kube_api) == before  # a dry run: nothing changed
+
+
+def test_yes_acts_on_the_idle_covered_ones_only_and_restore_puts_them_back(
+    prom, cluster, kube_api, cli
+):
+    before = snapshot(kube_api)
+    r = cli("reclaim", "--policy", cluster, "--prometheus", prom.url, "--yes")
+    assert r.code == 0, r
+    after = snapshot(kube_api)
+    notebook = after[("Deployment", "research", "notebook")]
+    assert notebook["spec"]["replicas"] == 0
+    assert notebook["metadata"]["annotations"]["gpuctl.io/reclaim-replicas"] == "1"
+    record = json.loads(notebook["metadata"]["annotations"]["gpuctl.io/reclaim"])
+    assert (record["action"], record["rule"], record["gpus"], record["idleFor"]) == (
+        "scale-to-zero",
+        "notebooks",
+        1,
+        "2h",
+    )
+    assert after[("Job", "ml", "stalled")]["spec"]["suspend"] is True
+    wl = next(v for k, v in after.items() if k[0] == "Workload")
+    assert wl["spec"]["active"] is False
+    assert (
+        after[("Job", "ml", "queued")]["spec"]["suspend"] is False
+    )  # Kueue suspends it, not gpuctl
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed == {("Deployment", "research", "notebook"), ("Job", "ml", "stalled"),
+                       ("Job", "ml", "queued"), ("Workload",) + next(k for k in after if k[0] == "Workload")[1:]}  # fmt: skip
+    # what must not have changed: the busy, exempt, stale, missing and uncovered ones
+    for key in [("Deployment", "research", "keep"), ("Job", "ml", "train"), ("Job", "ml", "late"),
+                ("Job", "ml", "stale"), ("Job", "ml", "nodata"), ("Job", "other", "elsewhere")]:  # fmt: skip
+        assert after[key] == before[key], key
+
+    r = cli("reclaim", "restore", "--yes")
+    assert r.code == 0, r
+    restored = snapshot(kube_api)
+    assert restored[("Deployment", "research", "notebook")]["spec"]["replicas"] == 1
+    assert (
+        "gpuctl.io/reclaim-replicas"
+        not in restored[("Deployment", "research", "notebook")]["metadata"]["annotations"]
+    )
+    assert restored[("Job", "ml", "stalled")]["spec"]["suspend"] is False
+    assert next(v for k, v in restored.items() if k[0] == "Workload")["spec"]["active"] is True
+
+
+def test_without_a_policy_every_namespace_is_only_reported(prom, cluster, kube_api, cli):
+    before = snapshot(kube_api)
+    r = cli("reclaim", "--prometheus", prom.url, "--yes", "-o", "json")
+    assert r.code == 0, r
+    actions = {k: v["action"] for k, v in rows(json.loads(r.out)).items() if v["action"]}
+    assert actions == {("research", "notebook"): "report", ("ml", "stalled"): "report",
+                       ("ml", "queued"): "report", ("other", "elsewhere"): "report"}  # fmt: skip
+    after = snapshot(kube_api)
+    for key, obj in before.items():  # only annotations: no spec changed
+        assert after[key]["spec"] == obj["spec"], key
+    record = json.loads(
+        after[("Job", "other", "elsewhere")]["metadata"]["annotations"]["gpuctl.io/reclaim"]
+    )
+    assert record["action"] == "report"
+    # re-running is idempotent: what was reported for this idle stretch is not reported again
+    again = cli("reclaim", "--prometheus", prom.url, "--yes", "-o", "json")
+    assert again.code == 0, again
+    assert not [v for v in rows(json.loads(again.out)).values() if v["action"]]
+    assert snapshot(kube_api) == after
