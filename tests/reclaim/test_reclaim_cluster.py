@@ -4,7 +4,6 @@ emulator with Kueue's and JobSet's CRDs. Each test says what must not have chang
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 
