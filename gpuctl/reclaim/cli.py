@@ -30,10 +30,8 @@ IdleFor = Annotated[
     str | None,
     typer.Option("--idle-for", help="Without --policy: how long every GPU must have been idle (default 2h)."),
 ]  # fmt: skip
-Yes = Annotated[bool, typer.Option("--yes", help="Carry the plan out (without it: a dry run).")]
-DryRun = Annotated[
-    bool, typer.Option("--dry-run", help="Show the plan; change nothing (the default).")
-]
+_YES = "Carry the plan out (without it: a dry run)."
+_DRY_RUN = "Show the plan; change nothing (the default)."
 
 
 def register(app: typer.Typer) -> None:
@@ -68,13 +66,14 @@ def _prometheus(url: str | None):
 
 
 @reclaim_app.callback(invoke_without_command=True)
+@uses_cluster
 def reclaim(
     ctx: typer.Context,
     prometheus: Prom = None,
     idle_for: IdleFor = None,
     policy: PolicyFile = None,
-    dry_run: DryRun = False,
-    yes: Yes = False,
+    dry_run: bool = options.dry_run(_DRY_RUN),
+    yes: bool = options.yes(_YES),
     output: Format = options.output(),
     exporter_container: list[str] = options.exporter_containers(),
     exporter_job: list[str] = options.exporter_jobs(),
@@ -105,8 +104,8 @@ def reclaim(
 @uses_cluster
 def restore(
     namespace: str | None = options.namespace("Only this namespace (default: all)."),
-    dry_run: DryRun = False,
-    yes: Yes = False,
+    dry_run: bool = options.dry_run(_DRY_RUN),
+    yes: bool = options.yes(_YES),
     output: Format = options.output(),
 ) -> None:
     """Put back what reclaim scaled to zero (the recorded replica count) or suspended."""
@@ -127,7 +126,7 @@ def render(
     ),
     policy: PolicyFile = None,
     image: str = typer.Option(..., "--image", help="An image with gpuctl installed."),
-    namespace: str = typer.Option("gpuctl", "--namespace", "-n", help="Where it runs."),
+    namespace: str = options.namespace("Where it runs (default: gpuctl).", default="gpuctl"),
     prometheus: Prom = None,
     schedule: str = typer.Option("*/15 * * * *", "--schedule", help="The CronJob's schedule."),
     every: str | None = typer.Option(
@@ -179,8 +178,8 @@ def make_room(
         "nvidia.com/gpu", "--resource", help="With --for: the GPU resource."
     ),
     namespace: str | None = options.namespace("The job's namespace."),
-    dry_run: DryRun = False,
-    yes: Yes = False,
+    dry_run: bool = options.dry_run(_DRY_RUN),
+    yes: bool = options.yes(_YES),
     output: Format = options.output(),
 ) -> None:
     """The fewest evictions that make room for a waiting job: every evicted pod fits

@@ -15,5 +15,9 @@ def test_scattered_free_gpus_point_to_make_room():
 def test_not_when_it_fits_or_when_the_gpus_are_not_there():
     nodes, pods = fragmented()
     assert not _scattered(check_fit(nodes, pods, "nvidia.com/gpu", 4, 1, (), "gpu-type", []))
-    assert not _scattered(check_fit(nodes, pods, "nvidia.com/gpu", 8, 2, (), "gpu-type", []))  # 16 > 10 free
-    assert not _scattered(check_fit([node("small", 4)], [], "nvidia.com/gpu", 8, 1, (), "gpu-type", []))
+    assert not _scattered(
+        check_fit(nodes, pods, "nvidia.com/gpu", 8, 2, (), "gpu-type", [])
+    )  # 16 > 10 free
+    assert not _scattered(
+        check_fit([node("small", 4)], [], "nvidia.com/gpu", 8, 1, (), "gpu-type", [])
+    )
