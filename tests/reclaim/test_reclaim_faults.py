@@ -57,10 +57,15 @@ def test_a_403_stops_the_run_and_says_what_was_done(cli, prom, policy, kube_api,
     assert again.code == 0, again
     final = snapshot(kube_api)
     assert final[("Job", "ml", "stalled")]["spec"]["suspend"] is True
-    assert final[("Deployment", "research", "notebook")] == after[("Deployment", "research", "notebook")]
+    assert (
+        final[("Deployment", "research", "notebook")]
+        == after[("Deployment", "research", "notebook")]
+    )
 
 
-def test_a_lost_answer_stops_the_run_and_a_rerun_does_not_record_zero_replicas(cli, prom, policy, kube_api, proxied_kube):  # noqa: F811
+def test_a_lost_answer_stops_the_run_and_a_rerun_does_not_record_zero_replicas(
+    cli, prom, policy, kube_api, proxied_kube
+):  # noqa: F811
     before = snapshot(kube_api)
     proxied_kube.on("PATCH", DEPLOYMENT, drop_answer())  # made upstream, the answer lost
     r = run(cli, prom, policy)

@@ -28,13 +28,21 @@ def pod(name, on, gpus, owner="ReplicaSet", labels=None, volumes=None, ns="ml"):
         "metadata": {"name": name, "namespace": ns, "labels": dict(labels or {})},
         "spec": {
             "nodeName": on,
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+            ],
         },
         "status": {"phase": "Running"},
     }
     if owner:
         p["metadata"]["ownerReferences"] = [
-            {"kind": owner, "name": f"{name}-owner", "controller": True}
+            {
+                "apiVersion": "apps/v1" if owner == "ReplicaSet" else "batch/v1",
+                "kind": owner,
+                "name": f"{name}-owner",
+                "uid": f"uid-{name}",
+                "controller": True,
+            }  # fmt: skip
         ]
     if volumes:
         p["spec"]["volumes"] = volumes

@@ -1,0 +1,51 @@
+"""`gpuctl make-room` against the API emulator (which runs the Eviction API with PDBs): the
+dry run changes nothing; --yes evicts exactly the planned pods, in order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.reclaim.test_room import fragmented
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(kube, kube_api):
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube_api)
+    nodes, pods = fragmented()
+    for n in nodes:
+        core.create_node(n, _preload_content=False)
+    for p in pods:
+        core.create_namespaced_pod(
+            "ml", {"apiVersion": "v1", "kind": "Pod", **p}, _preload_content=False
+        )
+    return core
+
+
+def names(core) -> set[str]:
+    return {p.metadata.name for p in core.list_namespaced_pod("ml").items}
+
+
+def test_make_room_for_an_8_gpu_job_evicts_the_fewest_pods(cluster, cli):
+    before = names(cluster)
+    r = cli("make-room", "--for", "1x8", "-o", "json")
+    assert r.code == 0, r
+    plan = json.loads(r.out)
+    assert (plan["found"], plan["fewest_proven"], plan["evictions"]) == (True, True, 2)
+    assert names(cluster) == before  # a dry run
+    r = cli("make-room", "--for", "1x8", "--yes")
+    assert r.code == 0, r
+    assert names(cluster) == before - {e.split("/")[1] for e in plan["evict"]}
+
+
+def test_a_job_that_can_never_fit_gets_no_plan(cluster, cli):
+    before = names(cluster)
+    r = cli("make-room", "--for", "1x16", "-o", "json")
+    assert r.code == 1, r
+    assert json.loads(r.out)["found"] is False
+    assert names(cluster) == before
