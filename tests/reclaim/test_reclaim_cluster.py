@@ -5,12 +5,11 @@ emulator with Kueue's and JobSet's CRDs. Each test says what must not have chang
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests.kueue_workloads import workload_for
-from tests.standins.prometheus import Series, load_blocks, start_prometheus
+from tests.standins.prometheus import Series
 
 pytestmark = pytest.mark.integration
 
@@ -24,6 +23,10 @@ def busy_recently(age: float) -> float:
     return 80.0 if age < 600 else 0.0
 
 
+def busy_until_3h_ago(age: float) -> float:
+    return 90.0 if age > 3 * H else 0.0
+
+
 WORKLOADS = [
     ("research", "notebook", "Deployment", "GPU-0", IDLE, 5),
     ("research", "keep", "Deployment", "GPU-1", IDLE, 5),  # labelled gpuctl.io/reclaim: never
@@ -34,6 +37,7 @@ WORKLOADS = [
     ("ml", "stale", "Job", "GPU-6", IDLE, 240),  # newest sample 4 minutes old
     ("ml", "nodata", "Job", None, IDLE, 5),  # no series at all
     ("other", "elsewhere", "Job", "GPU-7", IDLE, 5),  # no rule covers it
+    ("ml", "finished", "Job", "GPU-8", busy_until_3h_ago, 5),  # idle for 3 hours
 ]
 POLICY = """apiVersion: gpuctl/v1
 kind: ReclaimPolicy
@@ -59,19 +63,21 @@ def series():
             continue
         labels = {"gpu": str(i), "UUID": uuid, "Hostname": NODE, "modelName": "NVIDIA H100 80GB HBM3",
                   "namespace": ns, "pod": pod_name(name, kind), "container": "main", "job": "dcgm"}  # fmt: skip
-        out.append(Series("DCGM_FI_DEV_GPU_UTIL", labels, value, history_s=4 * H, newest_s=newest))
+        out.append(
+            Series(
+                "DCGM_FI_DEV_GPU_UTIL",
+                labels,
+                value,
+                history_s=7 * 24 * H,
+                newest_s=newest,
+                step_s=60,
+            )
+        )
     return out
 
 
 def pod_name(name: str, kind: str) -> str:
     return f"{name}-7d9f8b6c5-x2k4q" if kind == "Deployment" else f"{name}-h5x2k"
-
-
-@pytest.fixture(scope="module")
-def prom():
-    server = start_prometheus(load_blocks(series(), time.time()))
-    yield server
-    server.stop()
 
 
 def seed(kube, kube_api):
@@ -176,7 +182,12 @@ def test_the_dry_run_judges_every_workload_and_changes_nothing(prom, cluster, ku
         ("ml", "stale"): ("stale", None),
         ("ml", "nodata"): ("missing", None),
         ("other", "elsewhere"): ("not covered", None),
+        ("ml", "finished"): ("idle", "suspend"),
     }
+    finished = found[("ml", "finished")]  # idle since its last busy step, 3 hours ago
+    assert finished["idle_since_known"] and abs(finished["idle_s"] - 3 * H) <= 120, finished
+    never_busy = found[("ml", "stalled")]  # never busy in the lookback: idle at least idleFor
+    assert not never_busy["idle_since_known"] and abs(never_busy["idle_s"] - 2 * H) <= 5
     assert snapshot(kube_api) == before  # a dry run: nothing changed
 
 
@@ -204,7 +215,7 @@ def test_yes_acts_on_the_idle_covered_ones_only_and_restore_puts_them_back(
         after[("Job", "ml", "queued")]["spec"]["suspend"] is False
     )  # Kueue suspends it, not gpuctl
     changed = {k for k in before if before[k] != after[k]}
-    assert changed == {("Deployment", "research", "notebook"), ("Job", "ml", "stalled"),
+    assert changed == {("Deployment", "research", "notebook"), ("Job", "ml", "stalled"), ("Job", "ml", "finished"),
                        ("Job", "ml", "queued"), ("Workload",) + next(k for k in after if k[0] == "Workload")[1:]}  # fmt: skip
     # what must not have changed: the busy, exempt, stale, missing and uncovered ones
     for key in [("Deployment", "research", "keep"), ("Job", "ml", "train"), ("Job", "ml", "late"),
@@ -229,7 +240,8 @@ def test_without_a_policy_every_namespace_is_only_reported(prom, cluster, kube_a
     assert r.code == 0, r
     actions = {k: v["action"] for k, v in rows(json.loads(r.out)).items() if v["action"]}
     assert actions == {("research", "notebook"): "report", ("ml", "stalled"): "report",
-                       ("ml", "queued"): "report", ("other", "elsewhere"): "report"}  # fmt: skip
+                       ("ml", "queued"): "report", ("other", "elsewhere"): "report",
+                       ("ml", "finished"): "report"}  # fmt: skip
     after = snapshot(kube_api)
     for key, obj in before.items():  # only annotations: no spec changed
         assert after[key]["spec"] == obj["spec"], key

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.reclaim.test_reclaim_cluster import POLICY, prom, seed, snapshot  # noqa: F401
+from tests.reclaim.test_reclaim_cluster import POLICY, seed, snapshot
 from tests.standins.faults import delay, drop_answer, reply
 
 pytestmark = pytest.mark.integration
@@ -35,19 +35,23 @@ def policy(kube, kube_api, tmp_path):
     return str(f)
 
 
-def run(cli, prom, policy, *extra):  # noqa: F811
+def run(cli, prom, policy, *extra):
     return cli("reclaim", "--policy", policy, "--prometheus", prom.url, "--yes", *extra)
 
 
-# the plan's order: Deployment research/notebook, Job ml/queued (its Workload), Job ml/stalled
+# the plan's order: longest idle first (Job ml/finished, 3 h), then Deployment
+# research/notebook, Job ml/queued (its Workload), Job ml/stalled
 
 
-def test_a_403_stops_the_run_and_says_what_was_done(cli, prom, policy, kube_api, proxied_kube):  # noqa: F811
+def test_a_403_stops_the_run_and_says_what_was_done(cli, prom, policy, kube_api, proxied_kube):
     before = snapshot(kube_api)
     proxied_kube.on("PATCH", STALLED, reply(403, FORBIDDEN))
     r = run(cli, prom, policy)
     assert r.code == 1, r
-    assert "not allowed" in r.err and "done: scale-to-zero Deployment research/notebook" in r.err
+    assert (
+        "not allowed" in r.err
+        and "done: suspend Job ml/finished, scale-to-zero Deployment research/notebook" in r.err
+    )
     assert "not done: suspend Job ml/stalled" in r.err
     after = snapshot(kube_api)
     assert after[("Job", "ml", "stalled")] == before[("Job", "ml", "stalled")]  # refused: unchanged
@@ -65,7 +69,7 @@ def test_a_403_stops_the_run_and_says_what_was_done(cli, prom, policy, kube_api,
 
 def test_a_lost_answer_stops_the_run_and_a_rerun_does_not_record_zero_replicas(
     cli, prom, policy, kube_api, proxied_kube
-):  # noqa: F811
+):
     before = snapshot(kube_api)
     proxied_kube.on("PATCH", DEPLOYMENT, drop_answer())  # made upstream, the answer lost
     r = run(cli, prom, policy)
@@ -83,17 +87,18 @@ def test_a_lost_answer_stops_the_run_and_a_rerun_does_not_record_zero_replicas(
     assert notebook["metadata"]["annotations"]["gpuctl.io/reclaim-replicas"] == "1"  # not "0"
 
 
-def test_a_409_stops_the_run(cli, prom, policy, kube_api, proxied_kube):  # noqa: F811
+def test_a_409_stops_the_run(cli, prom, policy, kube_api, proxied_kube):
     before = snapshot(kube_api)
     proxied_kube.on("PATCH", WORKLOAD, reply(409, CONFLICT))
     r = run(cli, prom, policy)
     assert r.code == 1, r
     assert "not done: suspend Job ml/queued, suspend Job ml/stalled" in r.err
     after = snapshot(kube_api)
-    assert {k for k in before if before[k] != after[k]} == {("Deployment", "research", "notebook")}
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed == {("Job", "ml", "finished"), ("Deployment", "research", "notebook")}
 
 
-def test_ctrl_c_mid_run_says_what_was_done(prom, policy, kube_api, proxied_kube):  # noqa: F811
+def test_ctrl_c_mid_run_says_what_was_done(prom, policy, kube_api, proxied_kube):
     before = snapshot(kube_api)
     rule = proxied_kube.on("PATCH", WORKLOAD, delay(5, forward=False))
     proc = subprocess.Popen(
@@ -104,6 +109,9 @@ def test_ctrl_c_mid_run_says_what_was_done(prom, policy, kube_api, proxied_kube)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "interrupted; done: scale-to-zero Deployment research/notebook" in err
+    assert (
+        "interrupted; done: suspend Job ml/finished, scale-to-zero Deployment research/notebook"
+        in err
+    )
     after = snapshot(kube_api)
     assert after[("Job", "ml", "stalled")] == before[("Job", "ml", "stalled")]  # never reached
