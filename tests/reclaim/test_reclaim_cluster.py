@@ -39,6 +39,8 @@ WORKLOADS = [
     ("other", "elsewhere", "Job", "GPU-7", IDLE, 5),  # no rule covers it
     ("ml", "finished", "Job", "GPU-8", busy_until_3h_ago, 5),  # idle for 3 hours
 ]
+# JobSets (gangs): one replicated job of two 1-GPU pods, each pod's GPU value over age
+GANGS = [("gang", [IDLE, IDLE]), ("halfbusy", [IDLE, 85.0])]
 POLICY = """apiVersion: gpuctl/v1
 kind: ReclaimPolicy
 name: test
@@ -73,7 +75,18 @@ def series():
                 step_s=60,
             )
         )
+    for g, (name, values) in enumerate(GANGS):
+        for i, value in enumerate(values):
+            labels = {"gpu": str(10 + 2 * g + i), "UUID": f"GPU-{name}-{i}", "Hostname": NODE, "namespace": "ml",
+                      "pod": gang_pod(name, i), "container": "main", "job": "dcgm"}  # fmt: skip
+            out.append(
+                Series("DCGM_FI_DEV_GPU_UTIL", labels, value, history_s=7 * 24 * H, step_s=60)
+            )
     return out
+
+
+def gang_pod(name: str, index: int) -> str:
+    return f"{name}-workers-0-{index}-h5x2k"
 
 
 def pod_name(name: str, kind: str) -> str:
@@ -136,6 +149,36 @@ def seed(kube, kube_api):
                "metadata": {"name": pod_name(name, kind), "namespace": ns, "ownerReferences": [owner], "labels": labels},
                "spec": {"nodeName": NODE, **template["spec"]}, "status": {"phase": "Running"}}  # fmt: skip
         core.create_namespaced_pod(ns, pod, _preload_content=False)
+    for name, values in GANGS:
+        job_template = {"parallelism": len(values), "completions": len(values), "completionMode": "Indexed",
+                        "template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}}}  # fmt: skip
+        js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
+              "spec": {"suspend": False, "replicatedJobs": [{"name": "workers", "replicas": 1,
+                                                              "template": {"spec": job_template}}]}}  # fmt: skip
+        custom.create_namespaced_custom_object(
+            "jobset.x-k8s.io", "v1alpha2", "ml", "jobsets", js, _preload_content=False
+        )
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": f"{name}-workers-0", "namespace": "ml", "uid": f"uid-{name}-0",
+                            "labels": {"jobset.sigs.k8s.io/jobset-name": name},
+                            "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                                 "name": name, "uid": f"uid-{name}", "controller": True}]},
+               "spec": job_template}  # fmt: skip
+        batch.create_namespaced_job("ml", job, _preload_content=False)
+        for i in range(len(values)):
+            owner = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": f"{name}-workers-0",
+                "uid": f"uid-{name}-0",
+                "controller": True,
+            }
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": gang_pod(name, i), "namespace": "ml", "ownerReferences": [owner],
+                                "labels": {"jobset.sigs.k8s.io/jobset-name": name}},
+                   "spec": {"nodeName": NODE, **template["spec"]}, "status": {"phase": "Running"}}  # fmt: skip
+            core.create_namespaced_pod("ml", pod, _preload_content=False)
 
 
 def snapshot(kube_api) -> dict:
@@ -148,6 +191,10 @@ def snapshot(kube_api) -> dict:
                      ("Job", batch.list_job_for_all_namespaces)):  # fmt: skip
         for o in json.loads(fn(_preload_content=False).data)["items"]:
             out[(kind, o["metadata"]["namespace"], o["metadata"]["name"])] = o
+    for o in custom.list_custom_object_for_all_namespaces("jobset.x-k8s.io", "v1alpha2", "jobsets")[
+        "items"
+    ]:
+        out[("JobSet", o["metadata"]["namespace"], o["metadata"]["name"])] = o
     wls = custom.list_custom_object_for_all_namespaces("kueue.x-k8s.io", "v1beta2", "workloads")
     for o in wls["items"]:
         out[("Workload", o["metadata"]["namespace"], o["metadata"]["name"])] = o
@@ -183,7 +230,10 @@ def test_the_dry_run_judges_every_workload_and_changes_nothing(prom, cluster, ku
         ("ml", "nodata"): ("missing", None),
         ("other", "elsewhere"): ("not covered", None),
         ("ml", "finished"): ("idle", "suspend"),
+        ("ml", "gang"): ("idle", "suspend"),  # a JobSet: both its pods idle
+        ("ml", "halfbusy"): ("busy", None),  # one pod of the gang busy: the gang is busy
     }
+    assert found[("ml", "gang")]["kind"] == "JobSet" and found[("ml", "gang")]["gpus"] == 2
     finished = found[("ml", "finished")]  # idle since its last busy step, 3 hours ago
     assert finished["idle_since_known"] and abs(finished["idle_s"] - 3 * H) <= 120, finished
     never_busy = found[("ml", "stalled")]  # never busy in the lookback: idle at least idleFor
@@ -215,11 +265,14 @@ def test_yes_acts_on_the_idle_covered_ones_only_and_restore_puts_them_back(
         after[("Job", "ml", "queued")]["spec"]["suspend"] is False
     )  # Kueue suspends it, not gpuctl
     changed = {k for k in before if before[k] != after[k]}
+    assert after[("JobSet", "ml", "gang")]["spec"]["suspend"] is True  # the gang, as a whole
     assert changed == {("Deployment", "research", "notebook"), ("Job", "ml", "stalled"), ("Job", "ml", "finished"),
+                       ("JobSet", "ml", "gang"),
                        ("Job", "ml", "queued"), ("Workload",) + next(k for k in after if k[0] == "Workload")[1:]}  # fmt: skip
     # what must not have changed: the busy, exempt, stale, missing and uncovered ones
     for key in [("Deployment", "research", "keep"), ("Job", "ml", "train"), ("Job", "ml", "late"),
-                ("Job", "ml", "stale"), ("Job", "ml", "nodata"), ("Job", "other", "elsewhere")]:  # fmt: skip
+                ("Job", "ml", "stale"), ("Job", "ml", "nodata"), ("Job", "other", "elsewhere"),
+                ("JobSet", "ml", "halfbusy")]:  # fmt: skip
         assert after[key] == before[key], key
 
     r = cli("reclaim", "restore", "--yes")
@@ -231,6 +284,7 @@ def test_yes_acts_on_the_idle_covered_ones_only_and_restore_puts_them_back(
         not in restored[("Deployment", "research", "notebook")]["metadata"]["annotations"]
     )
     assert restored[("Job", "ml", "stalled")]["spec"]["suspend"] is False
+    assert restored[("JobSet", "ml", "gang")]["spec"]["suspend"] is False
     assert next(v for k, v in restored.items() if k[0] == "Workload")["spec"]["active"] is True
 
 
@@ -241,7 +295,7 @@ def test_without_a_policy_every_namespace_is_only_reported(prom, cluster, kube_a
     actions = {k: v["action"] for k, v in rows(json.loads(r.out)).items() if v["action"]}
     assert actions == {("research", "notebook"): "report", ("ml", "stalled"): "report",
                        ("ml", "queued"): "report", ("other", "elsewhere"): "report",
-                       ("ml", "finished"): "report"}  # fmt: skip
+                       ("ml", "finished"): "report", ("ml", "gang"): "report"}  # fmt: skip
     after = snapshot(kube_api)
     for key, obj in before.items():  # only annotations: no spec changed
         assert after[key]["spec"] == obj["spec"], key

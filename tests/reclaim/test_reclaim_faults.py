@@ -39,8 +39,8 @@ def run(cli, prom, policy, *extra):
     return cli("reclaim", "--policy", policy, "--prometheus", prom.url, "--yes", *extra)
 
 
-# the plan's order: longest idle first (Job ml/finished, 3 h), then Deployment
-# research/notebook, Job ml/queued (its Workload), Job ml/stalled
+# the plan's order: longest idle first (Job ml/finished, 3 h), then most GPUs (JobSet
+# ml/gang), then Deployment research/notebook, Job ml/queued (its Workload), Job ml/stalled
 
 
 def test_a_403_stops_the_run_and_says_what_was_done(cli, prom, policy, kube_api, proxied_kube):
@@ -50,7 +50,8 @@ def test_a_403_stops_the_run_and_says_what_was_done(cli, prom, policy, kube_api,
     assert r.code == 1, r
     assert (
         "not allowed" in r.err
-        and "done: suspend Job ml/finished, scale-to-zero Deployment research/notebook" in r.err
+        and "done: suspend Job ml/finished, suspend JobSet ml/gang, scale-to-zero Deployment research/notebook"
+        in r.err
     )
     assert "not done: suspend Job ml/stalled" in r.err
     after = snapshot(kube_api)
@@ -95,7 +96,9 @@ def test_a_409_stops_the_run(cli, prom, policy, kube_api, proxied_kube):
     assert "not done: suspend Job ml/queued, suspend Job ml/stalled" in r.err
     after = snapshot(kube_api)
     changed = {k for k in before if before[k] != after[k]}
-    assert changed == {("Job", "ml", "finished"), ("Deployment", "research", "notebook")}
+    assert changed == {
+        ("Job", "ml", "finished"), ("JobSet", "ml", "gang"), ("Deployment", "research", "notebook")
+    }  # fmt: skip
 
 
 def test_ctrl_c_mid_run_says_what_was_done(prom, policy, kube_api, proxied_kube):
@@ -110,7 +113,7 @@ def test_ctrl_c_mid_run_says_what_was_done(prom, policy, kube_api, proxied_kube)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert (
-        "interrupted; done: suspend Job ml/finished, scale-to-zero Deployment research/notebook"
+        "interrupted; done: suspend Job ml/finished, suspend JobSet ml/gang, scale-to-zero Deployment research/notebook"
         in err
     )
     after = snapshot(kube_api)
