@@ -37,6 +37,7 @@ WORKLOADS = [
     ("ml", "stale", "Job", "GPU-6", IDLE, 240),  # newest sample 4 minutes old
     ("ml", "nodata", "Job", None, IDLE, 5),  # no series at all
     ("other", "elsewhere", "Job", "GPU-7", IDLE, 5),  # no rule covers it
+    ("scratch", "debug", "Pod", "GPU-9", IDLE, 5),  # a bare pod: delete is opted in
     ("ml", "finished", "Job", "GPU-8", busy_until_3h_ago, 5),  # idle for 3 hours
 ]
 # JobSets (gangs): one replicated job of two 1-GPU pods, each pod's GPU value over age
@@ -55,6 +56,10 @@ rules:
     namespaces: [ml]
     idleFor: 2h
     action: suspend
+  - name: scratch
+    namespaces: [scratch]
+    idleFor: 2h
+    action: delete
 """
 
 
@@ -90,6 +95,8 @@ def gang_pod(name: str, index: int) -> str:
 
 
 def pod_name(name: str, kind: str) -> str:
+    if kind == "Pod":
+        return name
     return f"{name}-7d9f8b6c5-x2k4q" if kind == "Deployment" else f"{name}-h5x2k"
 
 
@@ -126,6 +133,8 @@ def seed(kube, kube_api):
                 "uid": "rs",
                 "controller": True,
             }
+        elif kind == "Pod":
+            owner = None
         else:
             if name == "queued":
                 labels["kueue.x-k8s.io/queue-name"] = "team-ml"
@@ -146,7 +155,7 @@ def seed(kube, kube_api):
                     "kueue.x-k8s.io", "v1beta2", ns, "workloads", wl, _preload_content=False
                 )
         pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": pod_name(name, kind), "namespace": ns, "ownerReferences": [owner], "labels": labels},
+               "metadata": {"name": pod_name(name, kind), "namespace": ns, "ownerReferences": [owner] if owner else [], "labels": labels},
                "spec": {"nodeName": NODE, **template["spec"]}, "status": {"phase": "Running"}}  # fmt: skip
         core.create_namespaced_pod(ns, pod, _preload_content=False)
     for name, values in GANGS:
@@ -229,6 +238,7 @@ def test_the_dry_run_judges_every_workload_and_changes_nothing(prom, cluster, ku
         ("ml", "stale"): ("stale", None),
         ("ml", "nodata"): ("missing", None),
         ("other", "elsewhere"): ("not covered", None),
+        ("scratch", "debug"): ("idle", "delete"),
         ("ml", "finished"): ("idle", "suspend"),
         ("ml", "gang"): ("idle", "suspend"),  # a JobSet: both its pods idle
         ("ml", "halfbusy"): ("busy", None),  # one pod of the gang busy: the gang is busy
@@ -275,6 +285,9 @@ def test_yes_acts_on_the_idle_covered_ones_only_and_restore_puts_them_back(
                 ("JobSet", "ml", "halfbusy")]:  # fmt: skip
         assert after[key] == before[key], key
 
+    from kubernetes import client
+
+    assert not client.CoreV1Api(kube_api).list_namespaced_pod("scratch").items  # evicted
     r = cli("reclaim", "restore", "--yes")
     assert r.code == 0, r
     restored = snapshot(kube_api)
@@ -295,7 +308,8 @@ def test_without_a_policy_every_namespace_is_only_reported(prom, cluster, kube_a
     actions = {k: v["action"] for k, v in rows(json.loads(r.out)).items() if v["action"]}
     assert actions == {("research", "notebook"): "report", ("ml", "stalled"): "report",
                        ("ml", "queued"): "report", ("other", "elsewhere"): "report",
-                       ("ml", "finished"): "report", ("ml", "gang"): "report"}  # fmt: skip
+                       ("ml", "finished"): "report", ("ml", "gang"): "report",
+                       ("scratch", "debug"): "report"}  # fmt: skip
     after = snapshot(kube_api)
     for key, obj in before.items():  # only annotations: no spec changed
         assert after[key]["spec"] == obj["spec"], key
