@@ -189,3 +189,22 @@ def _fits(items, free, names, assign):
         if left[where] < 0:
             return False
     return True
+
+
+def test_a_waiting_jobs_shape_comes_from_its_pending_pods():
+    pending = [
+        {"metadata": {"name": f"llama-{i}", "namespace": "ml", "labels": {"batch.kubernetes.io/job-name": "llama"}},
+         "spec": {"nodeSelector": {"gpu-type": "h100"}, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                  "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+         "status": {"phase": "Pending"}}
+        for i in range(2)
+    ]  # fmt: skip
+    other = pod("x", None, 8)
+    want = room.want_of_pods("llama", [*pending, other])
+    assert want is not None
+    assert (want.workers, want.per_worker, want.resource) == (2, 8, "nvidia.com/gpu")
+    assert want.node_selector == (("gpu-type", "h100"),) and len(want.tolerations) == 1
+    assert room.want_of_pods("nothing", pending) is None
+    # the node selector keeps it off nodes of another type
+    nodes = [node("a100", labels={"gpu-type": "a100"}), node("h100", labels={"gpu-type": "h100"})]
+    assert room.plan(nodes, [], [], {}, want).found is False  # 2 workers, one h100 node of 8
