@@ -322,3 +322,17 @@ def test_without_a_policy_every_namespace_is_only_reported(prom, cluster, kube_a
     assert again.code == 0, again
     assert not [v for v in rows(json.loads(again.out)).values() if v["action"]]
     assert snapshot(kube_api) == after
+
+
+@pytest.mark.parametrize("before_command", [True, False])
+def test_the_context_options_work_before_and_after_reclaim(
+    prom, cluster, kube, tmp_path, cli, before_command
+):
+    from tests.test_cli_flags import two_contexts
+
+    cfg = two_contexts(tmp_path, kube.url)  # its current context points at nothing
+    picked = ["--kubeconfig", cfg, "--context", "emu"]
+    args = ["--prometheus", prom.url, "-o", "json"]
+    r = cli(*picked, "reclaim", *args) if before_command else cli("reclaim", *picked, *args)
+    assert r.code == 0, r
+    assert rows(json.loads(r.out))[("ml", "stalled")]["status"] == "idle"
