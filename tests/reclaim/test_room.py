@@ -208,3 +208,14 @@ def test_a_waiting_jobs_shape_comes_from_its_pending_pods():
     # the node selector keeps it off nodes of another type
     nodes = [node("a100", labels={"gpu-type": "a100"}), node("h100", labels={"gpu-type": "h100"})]
     assert room.plan(nodes, [], [], {}, want).found is False  # 2 workers, one h100 node of 8
+
+
+def test_past_the_budget_a_greedy_plan_says_it_may_not_be_the_fewest(monkeypatch):
+    monkeypatch.setattr(room, "BUDGET", 50)
+    nodes = [node(f"n{i}") for i in range(8)]
+    pods = [pod(f"p{i}-{j}", f"n{i}", 1) for i in range(8) for j in range(7 if i else 6)]
+    result = room.plan(nodes, pods, [], {}, room.Want(1, 8))
+    assert result.found and not result.proven
+    assert len(result.evicted) == 6  # n0, the node one eviction emptier, is emptied
+    assert set(result.placement) == {"n0"}
+    assert any("maybe not the fewest" in n for n in result.plan.notes)

@@ -51,6 +51,7 @@ class Unit:
     pods: list[Obj]
     name: str
     budgets: tuple[str, ...]  # the PDBs (namespace/name) its pods count against, one per pod
+    frees: dict[int, int] = field(default_factory=dict)  # node index -> GPUs its eviction frees
 
     @property
     def size(self) -> int:
@@ -191,7 +192,7 @@ def plan(
         and count(allocatable(n).get(r, 0)) >= want.per_worker
     )  # fmt: skip
     units, unmovable = _units(
-        [p for p in running if requested(p, r) > 0], pdbs, owners, index, job_nodes
+        [p for p in running if requested(p, r) > 0], pdbs, owners, index, job_nodes, r
     )
     allowed = {
         _name(p): tuple(i for i, n in enumerate(gpu_nodes) if schedulable(n, _node_selector(p), _tolerations(p)))
@@ -221,7 +222,11 @@ def plan(
     if found is not None:
         result.fits_now = result.found = result.proven = True
         return _finish(result, (), found, names, index, r)
-    chosen, proven, tried = _search(units, attempt)
+
+    def greedy() -> tuple[Unit, ...] | None:
+        return _greedy(units, attempt, free, job_nodes, want.per_worker)
+
+    chosen, proven, tried = _search(units, attempt, greedy)
     result.tried = tried
     if chosen is None:
         result.plan = Plan(f"make room for {want.what}", (), ("no set of evictions makes room",))
@@ -234,7 +239,7 @@ def plan(
 
 
 def _units(pods: list[Obj], pdbs: list[Obj], owners: dict[Ref, Obj], index: dict[str, int],
-           job_nodes: tuple[int, ...]) -> tuple[list[Unit], list[str]]:  # fmt: skip
+           job_nodes: tuple[int, ...], resource: str) -> tuple[list[Unit], list[str]]:  # fmt: skip
     """Eviction units that free the job's resource on a node it may use."""
     gangs: dict[str, list[Obj]] = {}
     unmovable = []
@@ -250,33 +255,66 @@ def _units(pods: list[Obj], pdbs: list[Obj], owners: dict[Ref, Obj], index: dict
             unmovable.append(f"{key}: {why}")
             continue
         budgets = tuple(b for p in members for b in _budgets(p, pdbs))
-        units.append(Unit(members, key, budgets))
+        frees: dict[int, int] = {}
+        for p in members:
+            n = index[p["spec"]["nodeName"]]
+            frees[n] = frees.get(n, 0) + requested(p, resource)
+        units.append(Unit(members, key, budgets, frees))
     return units, unmovable
 
 
-def _search(units: list[Unit], attempt: Any) -> tuple[tuple[Unit, ...] | None, bool, int]:
+def _search(
+    units: list[Unit], attempt: Any, greedy: Any
+) -> tuple[tuple[Unit, ...] | None, bool, int]:
     """The eviction set of fewest pods that attempt() accepts: every set with k pods is
-    tried before any with k + 1 (units of several pods count each pod)."""
-    tried = 0
+    tried before any with k + 1 (units of several pods count each pod). Sets looked at,
+    tried or not, count against the budget, so a large cluster ends in the greedy plan."""
+    tried = looked = 0
     total = sum(u.size for u in units)
     for pods in range(1, total + 1):
-        for n in range(1, len(units) + 1):
+        for n in range(1, min(pods, len(units)) + 1):  # each unit holds a pod at least
             for chosen in itertools.combinations(units, n):
+                looked += 1
+                if looked > 20 * BUDGET:
+                    return greedy(), False, tried
                 if sum(u.size for u in chosen) != pods:
                     continue
                 tried += 1
                 if tried > BUDGET:
-                    return _greedy(units, attempt), False, tried
+                    return greedy(), False, tried
                 if attempt(chosen) is not None:
                     return chosen, True, tried
     return None, True, tried
 
 
-def _greedy(units: list[Unit], attempt: Any) -> tuple[Unit, ...] | None:
-    """Past the budget: add units, smallest first, until attempt() accepts."""
+def _greedy(
+    units: list[Unit], attempt: Any, free: list[int], job_nodes: tuple[int, ...], per_worker: int
+) -> tuple[Unit, ...] | None:
+    """Past the budget: empty the nodes that need the fewest evictions for a worker first
+    (on each, the units that free the most GPUs first), until attempt() accepts."""
+
+    def on(n: int) -> list[Unit]:
+        return sorted(
+            (u for u in units if n in u.frees), key=lambda u: (-u.frees[n] / u.size, u.name)
+        )
+
+    def cost(n: int) -> tuple[int, int]:
+        need, pods = per_worker - free[n], 0
+        for u in on(n):
+            if need <= 0:
+                break
+            need, pods = need - u.frees[n], pods + u.size
+        return (pods if need <= 0 else 10**9, n)
+
     chosen: list[Unit] = []
-    for u in sorted(units, key=lambda u: u.size):
-        chosen.append(u)
+    for n in sorted(job_nodes, key=cost):
+        need = per_worker - free[n]
+        for u in on(n):
+            if need <= 0:
+                break
+            if u not in chosen:
+                chosen.append(u)
+            need -= u.frees[n]
         if attempt(tuple(chosen)) is not None:
             return tuple(chosen)
     return None
