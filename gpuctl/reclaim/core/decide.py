@@ -168,8 +168,9 @@ def _signal(
                 )
             if d.last_busy is not None:
                 if d.last_busy >= now - window:
-                    ago = duration_text(max(now - d.last_busy, 0))
-                    return BUSY, f"busy ≥ {policy.busy_percent} % {ago} ago", None
+                    ago = max(now - d.last_busy, 0)
+                    when = "now" if ago <= 2 * step else f"{duration_text(ago)} ago"
+                    return BUSY, f"busy ≥ {policy.busy_percent} % {when}", None
                 last.append(d.last_busy)
     since = max(last) if last else None
     return (
