@@ -106,3 +106,18 @@ def test_an_action_that_does_not_apply_is_a_report_and_exemptions_hold():
     exempt = Workload("Deployment", "ml", "d", "apps/v1",
                       {"metadata": {"name": "d", "labels": {"gpuctl.io/reclaim": "never"}}}, [pod("a")])  # fmt: skip
     assert judge(policy("scale-to-zero"), exempt, r).status == "exempt"
+
+
+def test_a_notebooks_pods_are_its_workload_and_only_reported():
+    from gpuctl.reclaim.core.workloads import group
+
+    sts = {"metadata": {"name": "nb", "namespace": "ml", "ownerReferences": [
+        {"apiVersion": "kubeflow.org/v1", "kind": "Notebook", "name": "nb", "controller": True}]}}  # fmt: skip
+    p = pod("nb-0")
+    p["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "nb", "controller": True}
+    ]
+    (w,) = group([p], {("StatefulSet", "ml", "nb"): sts}, [])
+    assert (w.kind, w.name, w.obj, w.api_version) == ("Notebook", "nb", None, "kubeflow.org/v1")
+    row = judge(policy("scale-to-zero"), w, readings(**{"nb-0": [device("G0")]}))
+    assert row.action == "report"  # its controller would scale the StatefulSet back

@@ -287,7 +287,15 @@ def test_yes_acts_on_the_idle_covered_ones_only_and_restore_puts_them_back(
 
     from kubernetes import client
 
-    assert not client.CoreV1Api(kube_api).list_namespaced_pod("scratch").items  # evicted
+    core = client.CoreV1Api(kube_api)
+    assert not core.list_namespaced_pod("scratch").items  # evicted
+    events = json.loads(core.list_event_for_all_namespaces(_preload_content=False).data)["items"]
+    said = {(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"]) for e in events}
+    assert said == {
+        ("Job", "finished", "IdleGPUsSuspended"), ("JobSet", "gang", "IdleGPUsSuspended"),
+        ("Deployment", "notebook", "IdleGPUsScaledToZero"), ("Job", "queued", "IdleGPUsSuspended"),
+        ("Job", "stalled", "IdleGPUsSuspended"), ("Pod", "debug", "IdleGPUsEvicted"),
+    }  # fmt: skip
     r = cli("reclaim", "restore", "--yes")
     assert r.code == 0, r
     restored = snapshot(kube_api)
