@@ -76,10 +76,10 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
     if readable:
         answer = _patch(kube, kind, name, namespace, actions.object_patch(step))
     else:  # a kind gpuctl does not write (a Notebook): the record goes on its pods
-        for pod in d.get("pods") or []:
+        for pod in d["pods"]:
             kube.patch("Pod", pod, namespace, actions.object_patch(step))
     if step.action == pol.DELETE:
-        for pod in d.get("pods") or [name]:
+        for pod in d["pods"]:
             try:
                 kube.evict(pod, namespace)
             except NotFound:

@@ -121,3 +121,11 @@ def test_a_notebooks_pods_are_its_workload_and_only_reported():
     assert (w.kind, w.name, w.obj, w.api_version) == ("Notebook", "nb", None, "kubeflow.org/v1")
     row = judge(policy("scale-to-zero"), w, readings(**{"nb-0": [device("G0")]}))
     assert row.action == "report"  # its controller would scale the StatefulSet back
+    step = decide.find(
+        policy("scale-to-zero"), [w], readings(**{"nb-0": [device("G0")]}), NOW
+    ).plan.steps[0]
+    assert step.detail["pods"] == ["nb-0"]  # the record goes on its pods
+    p["metadata"]["annotations"] = {
+        decide.RECORD: json.dumps({"action": "report", "at": decide.iso(NOW - 60)})
+    }
+    assert judge(policy("scale-to-zero"), w, readings(**{"nb-0": [device("G0")]})).status == "done"

@@ -131,6 +131,11 @@ def _labels(w: Workload) -> dict[str, str]:
     return dict((w.pods[0].get("metadata") or {}).get("labels") or {})
 
 
+def _pod_annotations(w: Workload) -> dict[str, str]:
+    """Where a kind gpuctl does not write keeps gpuctl's record: on its first pod."""
+    return dict((w.pods[0].get("metadata") or {}).get("annotations") or {})
+
+
 def _exempt(policy: pol.Policy, w: Workload) -> str | None:
     if w.namespace in policy.exempt_namespaces:
         return f"namespace {w.namespace} is exempt"
@@ -194,7 +199,7 @@ def _judge(policy: pol.Policy, w: Workload, readings: Readings, now: float) -> R
     since = since if since is not None else now - rule.idle_for_s  # at least that long
     row = Row(w, IDLE, why, rule.name, since, known)
     action = rule.action_for(w.kind)
-    record = record_of(w.annotations if w.obj is not None else {})
+    record = record_of(w.annotations if w.obj is not None else _pod_annotations(w))
     at = parse_iso(record.get("at"))
     this_stretch = at is not None and at >= since
     if this_stretch and record.get("action") == action:
@@ -253,6 +258,5 @@ def _step(policy: pol.Policy, row: Row, readings: Readings, now: float) -> Step:
         why += f"; through Kueue Workload {w.kueue_workload}"
     if row.action == pol.SCALE and w.obj is not None:
         detail["replicas"] = int((w.obj.get("spec") or {}).get("replicas", 1))
-    if row.action == pol.DELETE:
-        detail["pods"] = [p["metadata"]["name"] for p in w.pods]
+    detail["pods"] = [p["metadata"]["name"] for p in w.pods]
     return Step(row.action, w.target, why, detail)
