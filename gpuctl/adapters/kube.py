@@ -414,7 +414,18 @@ class Kube:
         from kubernetes import client
 
         fn = client.CoreV1Api(self._api).create_namespaced_pod_eviction
-        self._call(fn, name, namespace, body, what=f"evicting pod {namespace}/{name}", changes=True)
+        try:
+            self._call(
+                fn, name, namespace, body, what=f"evicting pod {namespace}/{name}", changes=True
+            )
+        except BackendError as e:
+            if "HTTP 429" not in e.message:
+                raise
+            raise BackendError(
+                e.message,
+                hint="a PodDisruptionBudget allows no disruption of it now: retry once its "
+                "pods are back, or leave it be",
+            ) from None
 
     def create_event(self, event: dict) -> dict:
         """Record a core/v1 Event (what gpuctl did to an object, and why)."""

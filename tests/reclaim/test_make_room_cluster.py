@@ -49,3 +49,22 @@ def test_a_job_that_can_never_fit_gets_no_plan(cluster, cli):
     assert r.code == 1, r
     assert json.loads(r.out)["found"] is False
     assert names(cluster) == before
+
+
+def test_a_refused_eviction_stops_make_room_at_the_first_failure(cluster, cli, proxied_kube):
+    from tests.standins.faults import reply
+
+    status = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+                         "reason": "TooManyRequests",
+                         "message": "Cannot evict pod as it would violate the pod's disruption budget."})  # fmt: skip
+    before = names(cluster)
+    proxied_kube.on("POST", r"/api/v1/namespaces/ml/pods/.*/eviction", reply(429, status))
+    r = cli("make-room", "--for", "1x8", "--yes")
+    assert r.code == 1, r
+    assert (
+        "disruption budget" in r.err
+        and "evicted: nothing" in r.err
+        and "not evicted: pod ml/" in r.err
+    )
+    assert names(cluster) == before  # refused: nothing evicted, nothing tried after it
+    assert len(proxied_kube.seen("POST", r"/api/v1/namespaces/ml/pods/.*/eviction")) == 1
