@@ -70,6 +70,8 @@ COMMANDS = {
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",
     "whatif": "gpuctl.whatif.cli",
+    "reclaim": "gpuctl.reclaim.cli",
+    "make-room": "gpuctl.reclaim.cli",
     "version": "gpuctl.version.cli",
 }
 _registered: set[str] = set()
@@ -97,7 +99,11 @@ def command():
     def add(cmd) -> None:
         for sub in getattr(cmd, "commands", {}).values():
             add(sub)
-        if hasattr(cmd, "commands") or any(p.name == "debug" for p in cmd.params):
+        if any(p.name == "debug" for p in cmd.params):
+            return
+        if hasattr(cmd, "commands"):  # a group that runs something itself (`reclaim`) too
+            if cmd is not root and application.takes_cluster_options(cmd.callback):
+                cmd.params += [application.debug_option(), *application.run_options()]
             return
         cmd.params.append(application.debug_option())
         if application.takes_cluster_options(cmd.callback):

@@ -32,6 +32,8 @@ KUBE = {
     "quota list",
     "quota lint",
     "sched render",
+    "reclaim restore",
+    "make-room",
 }
 # Commands that change something: -y/--yes and --dry-run.
 CHANGERS = {
@@ -43,6 +45,8 @@ CHANGERS = {
     "quota set",
     "provision",
     "destroy",
+    "reclaim restore",
+    "make-room",
 }
 # Commands that read a spec file: -f/--file.
 SPEC_READERS = {"render", "submit", "provision", "destroy", "mig configure", "mig assert"}

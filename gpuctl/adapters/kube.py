@@ -66,6 +66,14 @@ _CUSTOM_KINDS = {
     "JobSet": ("jobset.x-k8s.io/v1alpha2", "jobsets", True),
 }
 
+# Kinds only reclaim and make-room read or write (Kube.list_more, patch_more): kind ->
+# (apiVersion, the client's name for it); all namespaced.
+_MORE_KINDS = {
+    "StatefulSet": ("apps/v1", "stateful_set"),
+    "ReplicaSet": ("apps/v1", "replica_set"),
+    "PodDisruptionBudget": ("policy/v1", "pod_disruption_budget"),
+}
+
 
 class Kube:
     """A connection to one cluster (a kubeconfig context). Objects go in and come out as
@@ -378,6 +386,66 @@ class Kube:
             yield from _lines(resp.stream(4096))
         finally:
             resp.release_conn()
+
+    # --- reclaim and make-room: more kinds, evictions, events -------------------------
+    # (added beside the verbs above, which keep their kinds)
+
+    def list_more(self, kind: str, namespace: str | None = None) -> list[dict]:
+        """Objects of one of _MORE_KINDS (StatefulSet, ReplicaSet, PodDisruptionBudget), in
+        NAMESPACE or in all namespaces."""
+        fn, ns = self._more_method("list", kind, namespace)
+        where = "".join(f" in namespace {n}" for n in ns)
+        return self._call(fn, *ns, what=f"listing {_plural(kind)}{where}", answer=_LIST)["items"]
+
+    def patch_more(self, kind: str, name: str, namespace: str, body: dict) -> dict:
+        """A strategic-merge patch of one of _MORE_KINDS."""
+        fn, ns = self._more_method("patch", kind, namespace)
+        what = f"updating {_subject(kind, name, namespace)}"
+        return self._call(fn, name, *ns, body, what=what, answer=_OBJECT, changes=True)
+
+    def evict(self, name: str, namespace: str) -> None:
+        """Evict a pod through the Eviction API, which keeps PodDisruptionBudgets: a budget
+        that allows no disruption now is answered 429 (a TooManyRequests error)."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        from kubernetes import client
+
+        fn = client.CoreV1Api(self._api).create_namespaced_pod_eviction
+        try:
+            self._call(
+                fn, name, namespace, body, what=f"evicting pod {namespace}/{name}", changes=True
+            )
+        except BackendError as e:
+            if "HTTP 429" not in e.message:
+                raise
+            raise BackendError(
+                e.message,
+                hint="a PodDisruptionBudget allows no disruption of it now: retry once its "
+                "pods are back, or leave it be",
+            ) from None
+
+    def create_event(self, event: dict) -> dict:
+        """Record a core/v1 Event (what gpuctl did to an object, and why)."""
+        from kubernetes import client
+
+        namespace = (event.get("metadata") or {}).get("namespace") or self.namespace
+        fn = client.CoreV1Api(self._api).create_namespaced_event
+        what = f"recording an event in namespace {namespace}"
+        return self._call(fn, namespace, event, what=what, answer=_OBJECT, changes=True)
+
+    def _more_method(self, verb: str, kind: str, namespace: str | None) -> tuple[Callable, tuple]:
+        from kubernetes import client
+
+        if kind not in _MORE_KINDS:
+            raise GpuctlError(f"gpuctl does not handle Kubernetes objects of kind {kind}")
+        version, name = _MORE_KINDS[kind]
+        api = {"apps/v1": client.AppsV1Api, "policy/v1": client.PolicyV1Api}[version](self._api)
+        if namespace is None:
+            return getattr(api, f"{verb}_{name}_for_all_namespaces"), ()
+        return getattr(api, f"{verb}_namespaced_{name}"), (namespace,)
 
     # --- the client ------------------------------------------------------------------
 

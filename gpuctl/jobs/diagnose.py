@@ -30,9 +30,12 @@ class Diagnosis:
     position: str | None = None
     pods: list[str] = field(default_factory=list)
     fit: fit.FitReport | None = None
+    make_room: str | None = None  # moves could make room: the command that plans them
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "fit"}
+        if self.make_room is None:
+            del out["make_room"]
         if self.fit is not None:
             out["fit"] = {
                 "resource": self.fit.resource,
@@ -76,7 +79,20 @@ def diagnose(kube: Kube, name: str, namespace: str, label_key: str) -> Diagnosis
             )
         except Forbidden:
             pass  # RBAC for one namespace only: no fit table
+    if d.fit is not None and _scattered(d.fit):
+        d.make_room = (
+            f"enough {d.fit.resource} are free, but scattered: gpuctl make-room {name} "
+            f"-n {namespace} shows the fewest evictions that make room"
+        )
     return d
+
+
+def _scattered(report: fit.FitReport) -> bool:
+    """It waits for room, not for GPUs: the nodes it may use have enough free in total."""
+    if report.fits_now or not report.can_ever_fit:
+        return False
+    free = sum(n.free for n in report.nodes if n.slots_ever > 0)
+    return free >= report.workers * report.per_worker
 
 
 def _kueue(kube: Kube) -> str | None:

@@ -159,6 +159,8 @@ def why(d: Diagnosis, label_key: str) -> None:
             out.print(escape(f"it can never fit: {d.fit.never_fits_reason(label_key, ())}"))
         elif d.fit.fits_now:
             out.print("the nodes have room for it now")
+    if d.make_room:
+        out.print(escape(d.make_room), highlight=False)
 
 
 def explain_tables(reports: list[dict]) -> None:

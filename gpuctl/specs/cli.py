@@ -21,6 +21,7 @@ class Starter(str, enum.Enum):
 class SchemaKind(str, enum.Enum):
     job = "job"
     cluster = "cluster"
+    reclaim_policy = "reclaim-policy"
 
 
 def register(app: typer.Typer) -> None:
@@ -64,7 +65,7 @@ def init(
 
 
 def schema(
-    kind: SchemaKind = typer.Argument(..., metavar="KIND", help="job or cluster."),
+    kind: SchemaKind = typer.Argument(..., metavar="KIND", help="job, cluster or reclaim-policy."),
     output: DataFormat = typer.Option(DataFormat.json, "-o", "--output", help="json or yaml."),
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of the job spec or the cluster spec, made from

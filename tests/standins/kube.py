@@ -76,10 +76,13 @@ def crd_emulator_class():
     import attrs
     import kmock
     from kmock._internal import dicts
+    from kmock._internal.k8s import KubernetesObjectNotFoundError
 
     from tests import crd_schema
 
     crds = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    pods = kmock.resource("", "v1", "pods")
+    pdbs = kmock.resource("policy", "v1", "poddisruptionbudgets")
 
     @attrs.define(kw_only=True)
     class CrdServingEmulator(kmock.KubernetesEmulator):
@@ -87,6 +90,8 @@ def crd_emulator_class():
 
         async def _handle(self, request):
             res, act = request.resource, request.action
+            if res == pods and request.subresource == "eviction" and request.name:  # a POST
+                return await self._evict(request)
             if res is not None and act in (kmock.action.CREATE, kmock.action.UPDATE):
                 if res not in self.resources:
                     raise kmock.KubernetesResourceNotFoundError()
@@ -96,6 +101,43 @@ def crd_emulator_class():
             if res == crds and act == kmock.action.CREATE and response.status < 300:
                 self._serve(request.data)
             return response
+
+        async def _evict(self, request):
+            """The Eviction API as the API server runs it: a pod no PodDisruptionBudget
+            selects is deleted; one selected by a budget is deleted only while the budget's
+            status allows a disruption (which the eviction uses up), else 429; a pod that
+            two budgets select is refused with 500, as the server does."""
+            import aiohttp.web
+
+            async with self._lock:
+                key = (pods, request.namespace, request.name)
+                pod = self._objects[key] if key in self._objects else None
+                if pod is None or pod.deleted:
+                    raise KubernetesObjectNotFoundError()
+                labels = (pod.raw.get("metadata") or {}).get("labels") or {}
+                budgets = [
+                    obj
+                    for (r, ns, _), obj in self._objects.items()
+                    if r == pdbs and ns == request.namespace and not obj.deleted
+                    and _selects((obj.raw.get("spec") or {}).get("selector"), labels)
+                ]  # fmt: skip
+                if len(budgets) > 1:
+                    raise kmock.KubernetesError(
+                        status=500, reason="InternalError",
+                        message="This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                    )  # fmt: skip
+                if budgets:
+                    allowed = ((budgets[0].raw.get("status") or {}).get("disruptionsAllowed")) or 0
+                    if allowed < 1:
+                        raise kmock.KubernetesError(
+                            status=429, reason="TooManyRequests",
+                            message="Cannot evict pod as it would violate the pod's disruption budget.",
+                        )  # fmt: skip
+                    budgets[0].patch({"status": {"disruptionsAllowed": allowed - 1}})
+                pod.delete()
+                await self._buses[pods].put({"type": "DELETED", "object": pod.last.raw})
+            status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+            return aiohttp.web.json_response(status, status=201)
 
         def _check(self, request) -> None:
             res, data = request.resource, request.data
@@ -140,6 +182,24 @@ def crd_emulator_class():
 
     _crd_emulator = CrdServingEmulator
     return _crd_emulator
+
+
+def _selects(selector: dict | None, labels: dict) -> bool:
+    """A LabelSelector (matchLabels, matchExpressions) on LABELS; an empty one selects all."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
 
 
 class KubeEmulator:

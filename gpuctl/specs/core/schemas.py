@@ -8,8 +8,9 @@ from typing import Any
 from gpuctl.common.spec_fields import json_schema
 from gpuctl.jobs.core import spec as job_spec
 from gpuctl.provision.core import spec as cluster_spec
+from gpuctl.reclaim.core import policy as reclaim_policy
 
-KINDS = ("job", "cluster")
+KINDS = ("job", "cluster", "reclaim-policy")
 
 
 def schema(kind: str) -> dict[str, Any]:
@@ -27,6 +28,12 @@ def schema(kind: str) -> dict[str, Any]:
             cluster_spec.CLUSTER,
             title="gpuctl cluster spec (apiVersion gpuctl/v1, kind Cluster)",
             schema_id="urn:gpuctl:schema:cluster",
+        )
+    if kind == "reclaim-policy":
+        return json_schema(
+            reclaim_policy.POLICY,
+            title="gpuctl reclaim policy (apiVersion gpuctl/v1, kind ReclaimPolicy)",
+            schema_id="urn:gpuctl:schema:reclaim-policy",
         )
     raise ValueError(f"no schema for {kind!r}")
 

@@ -1,0 +1,127 @@
+"""Is each held GPU idle, and since when? The questions put to Prometheus and their
+answers read per holding pod. Pure: the queries are text, the answers samples.
+
+Every decision uses the ground floor's busy rule (gpuctl.dcgm.busy). Per device and holder:
+
+- `newest`: the time of its newest sample (absent: no sample in Prometheus's 5-minute
+  lookback, the GPU's state is unknown);
+- `last_busy`: the last step of the lookback at which the busy signal reached the policy's
+  threshold; each step looks at the whole step before it (max_over_time), so a burst
+  between two steps still counts;
+- `covered[window]`: at how many steps of each rule's window the device had a sample: a
+  gap (an exporter down for an hour) is not an idle hour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.dcgm import busy, holders
+from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, UTIL, Key, key_of
+
+STEPS = 1440  # the lookback is read at this many steps at most
+MIN_STEP_S = 60
+SIGNAL = f"{UTIL} (whole GPUs), else 100 × {GR_ACTIVE}"
+
+Sample = tuple[dict[str, Any], float]
+Pod = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True)
+class Queries:
+    step_s: int
+    lookback_s: int
+    newest: str
+    last_busy: str
+    covered: dict[int, str]  # window (s) -> query
+
+    def all(self) -> list[str]:
+        return [self.newest, self.last_busy, *self.covered.values()]
+
+
+def step_for(lookback_s: int) -> int:
+    return max(MIN_STEP_S, -(-lookback_s // STEPS))
+
+
+def queries(windows: Iterable[int], busy_percent: int) -> Queries:
+    """WINDOWS: the idle periods of the policy's rules, in seconds. The lookback is twice
+    the longest one and at least a day, so that 'idle since' reaches back beyond it."""
+    windows = sorted(set(windows))
+    lookback = max(2 * windows[-1], 86400)
+    step = step_for(lookback)
+    by = ", ".join(IDENTITY + holders.LABELS)
+    metrics = f'{{__name__=~"{UTIL}|{GR_ACTIVE}"}}'
+
+    def busy_over_step(metric: str, matcher: str) -> str:
+        return f"max by ({by}) (max_over_time({metric}{{{matcher}}}[{step}s]))"
+
+    busy_now = busy.promql(busy_over_step)
+    present = f"max by ({by}) (last_over_time({metrics}[{step}s]))"
+    return Queries(
+        step_s=step,
+        lookback_s=lookback,
+        newest=f"max by ({by}) (timestamp({metrics}))",
+        last_busy=(
+            f"max by ({by}) (max_over_time(timestamp(({busy_now}) >= {busy_percent})"
+            f"[{lookback}s:{step}s]))"
+        ),
+        covered={w: f"count_over_time(({present})[{w}s:{step}s])" for w in windows},
+    )
+
+
+@dataclass
+class Device:
+    key: Key
+    node: str
+    newest: float | None = None  # time of the newest sample
+    last_busy: float | None = None  # None: not busy within the lookback
+    covered: dict[int, float] = field(default_factory=dict)  # window -> steps with a sample
+
+
+@dataclass
+class Readings:
+    """Per holding pod, the devices Prometheus says it holds."""
+
+    queries: Queries
+    by_pod: dict[Pod, dict[Key, Device]]
+
+    def devices(self, pod: Pod) -> list[Device]:
+        return list(self.by_pod.get(pod, {}).values())
+
+
+def read(
+    q: Queries,
+    answers: list[list[Sample]],
+    exporter: holders.Exporter,
+) -> Readings:
+    """The answers to q.all(), in order, per holding pod and device."""
+    by_pod: dict[Pod, dict[Key, Device]] = {}
+    newest, last_busy, *covered = answers
+
+    def device(labels: dict[str, Any]) -> Device | None:
+        h = holders.holder(labels, exporter)
+        if h is None or not h.namespace:
+            return None
+        key = key_of(labels)
+        devices = by_pod.setdefault((h.namespace, h.pod), {})
+        if key not in devices:
+            node = labels.get("Hostname") or labels.get("hostname") or ""
+            devices[key] = Device(key, node)
+        return devices[key]
+
+    for labels, value in newest:
+        d = device(labels)
+        if d is not None and value == value:
+            d.newest = max(value, d.newest or value)
+    for labels, value in last_busy:
+        d = device(labels)
+        if d is not None and value == value:
+            d.last_busy = max(value, d.last_busy or value)
+    for window, samples in zip(q.covered, covered):
+        for labels, value in samples:
+            d = device(labels)
+            if d is not None:
+                d.covered[window] = max(value, d.covered.get(window, 0.0))
+    return Readings(q, by_pod)

@@ -1,0 +1,125 @@
+"""GPU-holding pods grouped by the workload that owns them, read from the objects
+themselves (ownerReferences), not guessed from names: a Deployment's pods through their
+ReplicaSet, a JobSet's through its Jobs, a StatefulSet's, a Job's, a bare pod. A workload
+whose top owner is a kind gpuctl does not act on (a Kubeflow Notebook, a RayCluster, a
+LeaderWorkerSet) keeps that kind: its own controller would undo any change below it, so it
+is only reported. Kueue-managed Jobs and JobSets carry the Workload Kueue made for them.
+Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
+from gpuctl.k8s.labels import QUEUE_LABEL
+from gpuctl.k8s.nodes import is_gpu_resource
+
+Obj = dict[str, Any]
+Ref = tuple[str, str, str]  # (kind, namespace, name)
+# Kinds read from the cluster to walk ownerReferences up.
+OWNER_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "Job", "JobSet")
+
+
+@dataclass
+class Workload:
+    kind: str
+    namespace: str
+    name: str
+    api_version: str
+    obj: Obj | None  # the top owner as read (None: a kind gpuctl does not read)
+    pods: list[Obj] = field(default_factory=list)
+    kueue_workload: str | None = None  # the Kueue Workload admitting it
+
+    @property
+    def ref(self) -> Ref:
+        return (self.kind, self.namespace, self.name)
+
+    @property
+    def target(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(_meta(self.obj).get("labels") or {}) if self.obj else {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict(_meta(self.obj).get("annotations") or {}) if self.obj else {}
+
+    @property
+    def gpus(self) -> int:
+        return sum(pod_gpus(p) for p in self.pods)
+
+    @property
+    def team(self) -> str:
+        labels = self.labels
+        return labels.get("team") or labels.get(QUEUE_LABEL) or self.namespace
+
+
+def pod_gpus(pod: Obj) -> int:
+    """The GPU devices a pod holds (whole GPUs, MIG devices, shared replicas)."""
+    return sum(requested(pod, r) for r in gpu_resources(pod) if is_gpu_resource(r))
+
+
+def holds_gpus(pod: Obj) -> bool:
+    status = pod.get("status") or {}
+    return (
+        bool((pod.get("spec") or {}).get("nodeName"))
+        and status.get("phase") not in DONE_PHASES
+        and pod_gpus(pod) > 0
+    )
+
+
+def _meta(obj: Obj | None) -> Obj:
+    return (obj or {}).get("metadata") or {}
+
+
+def controller_of(obj: Obj) -> Obj | None:
+    refs = _meta(obj).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), None)
+
+
+def group(
+    pods: Iterable[Obj], owners: dict[Ref, Obj], kueue_workloads: Iterable[Obj]
+) -> list[Workload]:
+    """The workloads of the pods that hold GPUs. OWNERS: objects of OWNER_KINDS by
+    (kind, namespace, name)."""
+    found: dict[Ref, Workload] = {}
+    for pod in pods:
+        if not holds_gpus(pod):
+            continue
+        w = _top(pod, owners)
+        found.setdefault(w.ref, w).pods.append(pod)
+    admitted = _kueue_owners(kueue_workloads)
+    for w in found.values():
+        w.kueue_workload = admitted.get(w.ref)
+    return sorted(found.values(), key=lambda w: (w.namespace, w.kind, w.name))
+
+
+def _top(pod: Obj, owners: dict[Ref, Obj]) -> Workload:
+    namespace = _meta(pod).get("namespace") or "default"
+    obj, kind, api = pod, "Pod", "v1"
+    while True:
+        ref = controller_of(obj)
+        if ref is None:
+            break
+        up = owners.get((ref.get("kind", ""), namespace, ref.get("name", "")))
+        if up is None:  # a kind not read (a Notebook, a RayCluster): it is the workload
+            return Workload(ref.get("kind", "?"), namespace, ref.get("name", "?"),
+                            ref.get("apiVersion", ""), None)  # fmt: skip
+        obj, kind, api = up, ref.get("kind", ""), ref.get("apiVersion", "")
+    if kind == "ReplicaSet":  # a ReplicaSet of no Deployment: gpuctl scales neither
+        return Workload(kind, namespace, _meta(obj).get("name", "?"), api, None)
+    return Workload(kind, namespace, _meta(obj).get("name", "?"), api, obj)
+
+
+def _kueue_owners(workloads: Iterable[Obj]) -> dict[Ref, str]:
+    out = {}
+    for wl in workloads:
+        ref = controller_of(wl)
+        if ref is not None:
+            namespace = _meta(wl).get("namespace") or "default"
+            out[(ref.get("kind", ""), namespace, ref.get("name", ""))] = _meta(wl).get("name", "")
+    return out

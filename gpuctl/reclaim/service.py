@@ -1,0 +1,189 @@
+"""`gpuctl reclaim` and `gpuctl make-room` as workflows: read the cluster and Prometheus,
+ask the pure part for the plan, and carry it out through the one executor. A partial
+failure or Ctrl-C stops the run and says what was done; nothing is rolled back (a
+suspended or scaled workload is put back with `gpuctl reclaim restore`), and re-running is
+idempotent."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gpuctl.adapters.kube import Conflict, Kube, NotFound
+from gpuctl.common.plan import Plan, Step
+from gpuctl.dcgm.holders import Exporter
+from gpuctl.k8s import apis
+from gpuctl.reclaim.core import actions, decide, room, signal, workloads
+from gpuctl.reclaim.core import policy as pol
+from gpuctl.runtime.workflow import Action, Progress, execute
+
+HINT = "re-run gpuctl reclaim: it skips what is done and plans the rest"
+
+
+def _kueue_workloads(kube: Kube) -> list[dict]:
+    version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
+    if version is None:
+        return []
+    return kube.list_objects("Workload", api_version=apis.kueue_api_version(version))
+
+
+def _owners(kube: Kube) -> dict[workloads.Ref, dict]:
+    found: list[tuple[str, dict]] = []
+    for kind in ("Job", "Deployment"):
+        found += [(kind, o) for o in kube.list_objects(kind)]
+    for kind in ("ReplicaSet", "StatefulSet"):
+        found += [(kind, o) for o in kube.list_more(kind)]
+    if apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP)):
+        found += [("JobSet", o) for o in kube.list_objects("JobSet")]
+    out = {}
+    for kind, obj in found:
+        meta = obj.get("metadata") or {}
+        out[(kind, meta.get("namespace") or "default", meta.get("name", ""))] = obj
+    return out
+
+
+def find(kube: Kube, prometheus: Any, policy: pol.Policy, exporter: Exporter) -> decide.Finding:
+    """The GPU workloads, each judged by the policy, and the plan."""
+    q = signal.queries([r.idle_for_s for r in policy.rules], policy.busy_percent)
+    readings = signal.read(q, prometheus.query_all(q.all()), exporter)
+    now = time.time()
+    found = workloads.group(kube.unfinished_pods(), _owners(kube), _kueue_workloads(kube))
+    return decide.find(policy, found, readings, now)
+
+
+def _patch(kube: Kube, kind: str, name: str, namespace: str, body: dict) -> dict:
+    if kind in ("StatefulSet",):
+        return kube.patch_more(kind, name, namespace, body)
+    return kube.patch(kind, name, namespace, body)
+
+
+def _uid(obj: dict | None) -> str | None:
+    return ((obj or {}).get("metadata") or {}).get("uid")
+
+
+def _run_step(kube: Kube, step: Step, now: float) -> None:
+    d = step.detail
+    kind, name, namespace = d["kind"], d["name"], d["namespace"]
+    reason = actions.REASONS[step.action]
+    readable = kind in ("Job", "JobSet", "Deployment", "StatefulSet", "Pod")
+    answer: dict | None = None
+    if step.action == pol.SUSPEND and d.get("kueueWorkload"):
+        version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
+        api = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
+        kube.patch("Workload", d["kueueWorkload"], namespace, actions.kueue_patch(step), api)
+    if readable:
+        answer = _patch(kube, kind, name, namespace, actions.object_patch(step))
+    else:  # a kind gpuctl does not write (a Notebook): the record goes on its pods
+        for pod in d["pods"]:
+            kube.patch("Pod", pod, namespace, actions.object_patch(step))
+    if step.action == pol.DELETE:
+        for pod in d["pods"]:
+            try:
+                kube.evict(pod, namespace)
+            except NotFound:
+                pass  # gone already: what the step wanted
+    message = f"gpuctl reclaim: {step.action}: {step.why}"
+    event = actions.event(
+        kind, d["apiVersion"] or "v1", namespace, name, _uid(answer), reason, message, now
+    )
+    try:
+        kube.create_event(event)
+    except Conflict:
+        pass  # the same event, recorded by an earlier try whose answer was lost
+
+
+def _forward_only(done: Sequence[Action], left: Sequence[Action]) -> tuple[str, str | None]:
+    said = "; done: " + (", ".join(a.label for a in done) or "nothing")
+    said += "; not done: " + ", ".join(a.label for a in left)
+    return said, HINT
+
+
+def apply(kube: Kube, finding: decide.Finding, progress: Progress | None) -> None:
+    now = time.time()
+    steps = [
+        Action(s, functools.partial(_run_step, kube, s, now), name=f"{s.action} {s.target}")
+        for s in finding.plan.steps
+    ]
+    execute(steps, progress=progress, forward_only=_forward_only)
+
+
+def _restorable(kube: Kube) -> list[tuple[str, dict]]:
+    found = [("Deployment", o) for o in kube.list_objects("Deployment")]
+    found += [("StatefulSet", o) for o in kube.list_more("StatefulSet")]
+    found += [("Job", o) for o in kube.list_objects("Job")]
+    if apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP)):
+        found += [("JobSet", o) for o in kube.list_objects("JobSet")]
+    found += [("Workload", o) for o in _kueue_workloads(kube)]
+    return found
+
+
+def plan_restore(kube: Kube, namespace: str | None) -> Plan:
+    return actions.restore_plan(_restorable(kube), namespace)
+
+
+def restore(kube: Kube, plan: Plan, progress: Progress | None) -> None:
+    version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
+
+    def run(step: Step) -> None:
+        d = step.detail
+        if d["kind"] == "Workload":
+            api = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
+            kube.patch("Workload", d["name"], d["namespace"], d["patch"], api)
+        else:
+            _patch(kube, d["kind"], d["name"], d["namespace"], d["patch"])
+        message = f"gpuctl reclaim restore: {step.action}: {step.why}"
+        ev = actions.event(
+            d["kind"], "", d["namespace"], d["name"], None, actions.RESTORED, message, time.time()
+        )
+        ev["involvedObject"].pop("apiVersion")
+        kube.create_event(ev)
+
+    steps = [
+        Action(s, functools.partial(run, s), name=f"{s.action} {s.target}") for s in plan.steps
+    ]
+    execute(steps, progress=progress, forward_only=_forward_only)
+
+
+# --- make-room ---------------------------------------------------------------------------
+
+
+def plan_room(kube: Kube, want: room.Want, namespace: str | None = None) -> room.RoomPlan:
+    nodes = kube.list_objects("Node")
+    pods = kube.unfinished_pods()
+    pdbs = kube.list_more("PodDisruptionBudget")
+    return room.plan(nodes, pods, pdbs, _owners(kube), want)
+
+
+def make_room(kube: Kube, result: room.RoomPlan, progress: Progress | None) -> None:
+    def evict(step: Step) -> None:
+        kube.evict(step.detail["name"], step.detail["namespace"])
+
+    def stopped(done: Sequence[Action], left: Sequence[Action]) -> tuple[str, str | None]:
+        said = "; evicted: " + (", ".join(a.label for a in done) or "nothing")
+        return said + "; not evicted: " + ", ".join(a.label for a in left), (
+            "run gpuctl make-room again: it plans from what is left"
+        )
+
+    steps = [Action(s, functools.partial(evict, s), name=s.target) for s in result.plan.steps]
+    execute(steps, progress=progress, forward_only=stopped)
+
+
+def want_of(
+    kube: Kube, job: str | None, shape: str | None, resource: str, namespace: str | None
+) -> room.Want:
+    from gpuctl.common.errors import GpuctlError, UsageError
+
+    if (job is None) == (shape is None):
+        raise UsageError("name a waiting JOB or give --for NxG (one of them)")
+    if shape is not None:
+        return room.parse_shape(shape, resource)
+    assert job is not None
+    want = room.want_of_pods(job, kube.unfinished_pods(namespace or kube.namespace))
+    if want is None:
+        raise GpuctlError(
+            f"no pending GPU pods of {job!r} in namespace {namespace or kube.namespace}",
+            hint="a Kueue-suspended job has no pods yet: give its shape with --for NxG",
+        )
+    return want
