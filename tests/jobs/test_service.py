@@ -65,8 +65,10 @@ def test_every_object_of_a_service_is_valid_upstream(extra, autoscaler):
 
 
 def test_the_scaled_object_names_the_deployment_its_bounds_and_the_target():
-    s = spec(BASE + "gpus: 1\nautoscale: {min: 1, max: 8, gpu_busy: 70}\n")
-    _, _, so = render(s, "gpu-type", serving.Target("ml", prometheus_url="http://p:9090"))
+    s = spec(
+        BASE + "gpus: 1\nautoscale: {min: 1, max: 8, gpu_busy: 70, prometheus: 'http://p:9090'}\n"
+    )
+    _, _, so = render(s, "gpu-type", serving.Target("ml"))
     assert so["spec"]["scaleTargetRef"] == {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

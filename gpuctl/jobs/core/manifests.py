@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
-from gpuctl.jobs.core import jobset, serving
+from gpuctl.jobs.core import autoscale, jobset, serving
 from gpuctl.jobs.core.pods import labels_for, metadata, pod_spec, with_torchrun_env
 from gpuctl.jobs.core.spec import JOBSET, JobSpec
 from gpuctl.k8s.labels import JOB_LABEL
@@ -72,3 +72,24 @@ def _headless_service(spec: JobSpec) -> dict[str, Any]:
             ],
         },
     }
+
+
+def render_offline(
+    spec: JobSpec,
+    gpu_label_key: str,
+    autoscaler: str | None = None,
+    namespace: str | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """What `gpuctl render` prints, with no cluster to ask: the objects (a service's in
+    NAMESPACE, else the spec's, else default, with AUTOSCALER, else KEDA's ScaledObject,
+    and one surge pod) and, for a service's HPA, the prometheus-adapter rule it needs."""
+    if spec.serving is None:
+        return render(spec, gpu_label_key), None
+    ns = namespace or spec.namespace or "default"
+    target = serving.Target(ns, autoscaler or autoscale.KEDA)
+    objects = render(spec, gpu_label_key, target)
+    scale = spec.serving.autoscale
+    if scale is None or target.autoscaler != autoscale.HPA:
+        return objects, None
+    promql = autoscale.query(spec.name, ns, scale, target.exporter)
+    return objects, autoscale.adapter_rule(spec.name, ns, scale, promql, spec.mig is not None)

@@ -62,9 +62,9 @@ AUTOSCALE = Table(
     *(Field(s, INTEGER, SIGNAL_HELP[s], minimum=1, maximum=1_000_000) for s in SIGNALS),
     Field("window", TEXT, "The Prometheus range the signal is averaged over.",
           default=DEFAULT_WINDOW),
-    Field("prometheus", TEXT, "KEDA: the Prometheus URL it queries (default: the "
-          "prometheus_url setting, else the Prometheus Operator's prometheus-operated in "
-          "monitoring).", pattern=Rule(r"https?://[^\s]+", "an http(s) URL")),
+    Field("prometheus", TEXT, "KEDA: the Prometheus URL it queries from inside the cluster "
+          "(default: the Prometheus Operator's prometheus-operated in namespace monitoring).",
+          pattern=Rule(r"https?://[^\s]+", "an http(s) URL")),
 )  # fmt: skip
 SERVICE = Table(
     Field("port", INTEGER, "The port the server listens on (or ports).", minimum=1,

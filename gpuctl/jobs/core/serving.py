@@ -36,7 +36,6 @@ class Target:
 
     namespace: str
     autoscaler: str = autoscale.KEDA
-    prometheus_url: str = autoscale.DEFAULT_PROMETHEUS
     rollout: Rollout = NO_QUOTA
     exporter: Exporter = field(default_factory=Exporter)
 
@@ -67,7 +66,7 @@ def render(spec: JobSpec, gpu_label_key: str, target: Target) -> list[dict[str, 
         promql = autoscale.query(spec.name, target.namespace, scale, target.exporter)
         meta = metadata(spec)
         if target.autoscaler == autoscale.KEDA:
-            url = scale.prometheus or target.prometheus_url
+            url = scale.prometheus or autoscale.DEFAULT_PROMETHEUS
             obj = autoscale.scaled_object(spec.name, target.namespace, meta, scale, promql, url)
         else:
             obj = autoscale.hpa(spec.name, target.namespace, meta, scale)
