@@ -13,6 +13,8 @@ JOBSET_VERSION = "v1alpha2"
 JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
 KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"  # ScaledObject's only version
+# served by prometheus-adapter or by KEDA's metrics server (one of them only)
+EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io"
 
 
 def has_keda(served: Iterable[str]) -> bool:
