@@ -57,6 +57,8 @@ def test_with_keda_submit_creates_deployment_service_and_scaled_object(cli, api,
     assert '"kind": "Deployment"' in r.out and '"name": "classifier"' in r.out
     r = cli("jobs", "get", "classifier", "-o", "json")
     assert r.code == 0 and '"Deployment"' in r.out
+    r = cli("jobs", "why", "classifier", "-o", "json")
+    assert r.code == 0, r
 
     r = cli("jobs", "delete", "classifier", "--yes")
     assert r.code == 0, r
