@@ -186,3 +186,14 @@ def test_the_hpa_reads_the_metric_the_adapter_rule_serves():
     assert metric["metric"]["name"] == rule["name"]["as"]
     assert metric["target"] == {"type": "Value", "value": "8"}
     assert rule["metricsQuery"] == promql
+
+
+def test_render_prints_the_objects_and_for_an_hpa_the_adapter_rule_on_stderr(cli):
+    path = os.path.join(ROOT, "examples", "inference-service.yaml")
+    r = cli("render", path, "--autoscaler", "hpa", "-n", "ml")
+    assert r.code == 0, r
+    assert "kind: HorizontalPodAutoscaler" in r.out and "namespace: ml" in r.out
+    assert "externalRules:" in r.err and "externalRules" not in r.out
+    r = cli("render", path)
+    assert r.code == 0 and "kind: ScaledObject" in r.out and "namespace: default" in r.out
+    assert r.err == ""
