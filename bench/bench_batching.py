@@ -12,6 +12,11 @@ grows far slower than its batch size (like a GPU's).
   what batch 32 can serve). There the requests served per second are capped by the offered
   load, so their ratio is no capacity ratio; p99 shows how each keeps up.
 
+- Against an unbatched handler (the same model, one fn([item]) call per request on the
+  same one model thread): capacity under a closed loop of 128 clients, ratio in this run
+  (target >= 1.5x), and the median latency one lone client sees with and without the
+  batcher (what it adds when there is nobody to batch with: up to max_wait_ms).
+
 `--torch-resnet50` runs the same with a torchvision ResNet-50 (random weights, nothing
 downloaded) on CUDA, reported in images per second; it is skipped when torch, torchvision or
 a CUDA device is missing.
@@ -26,6 +31,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import concurrent.futures  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -129,6 +135,81 @@ async def overhead_per_request(batch_size: int, n: int = 4000) -> float:
         t0 = time.perf_counter()
         await asyncio.gather(*(batcher.submit(i) for i in range(n)))
         return (time.perf_counter() - t0) / n
+
+
+async def unbatched_closed_loop(fn, item, *, clients: int, duration: float) -> float:
+    """The reference: a handler without the batcher, each request one fn([item]) call in
+    the same one-thread executor (one model thread, as the batcher keeps); requests
+    answered per second by CLIENTS closed-loop senders."""
+    loop = asyncio.get_running_loop()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    await loop.run_in_executor(pool, fn, [item])  # warm up
+    answered = 0
+    stop = loop.time() + duration
+
+    async def client() -> None:
+        nonlocal answered
+        while loop.time() < stop:
+            await loop.run_in_executor(pool, fn, [item])
+            if loop.time() <= stop:
+                answered += 1
+
+    start = loop.time()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    pool.shutdown()
+    return answered / (stop - start)
+
+
+async def one_client_latency(fn, item, *, batched: bool, max_wait_ms: float, n: int = 200) -> float:
+    """Median seconds per request of one client sending one request at a time: what the
+    batcher adds when there is nobody to batch with (it waits up to max_wait_ms)."""
+    loop = asyncio.get_running_loop()
+    times = []
+    if batched:
+        async with DynamicBatcher(fn, max_batch_size=32, max_wait_ms=max_wait_ms) as batcher:
+            await batcher.submit(item)
+            for _ in range(n):
+                t0 = time.perf_counter()
+                await batcher.submit(item)
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    await loop.run_in_executor(pool, fn, [item])
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await loop.run_in_executor(pool, fn, [item])
+        times.append(time.perf_counter() - t0)
+    pool.shutdown()
+    return statistics.median(times)
+
+
+def unbatched_suite(fn, item, unit: str, max_wait_ms: float, duration: float) -> bool:
+    """The batcher (max_batch_size 32) against the same model behind a handler that does
+    not batch, in this run: capacity under a closed loop of 128 clients, and the latency
+    one lone client sees."""
+    clients = 128
+    plain = asyncio.run(unbatched_closed_loop(fn, item, clients=clients, duration=duration))
+    batched = asyncio.run(
+        closed_loop(
+            fn, item, max_batch_size=32, max_wait_ms=max_wait_ms, clients=clients,
+            duration=duration,
+        )
+    )["served"]  # fmt: skip
+    alone_plain = asyncio.run(one_client_latency(fn, item, batched=False, max_wait_ms=max_wait_ms))
+    alone = asyncio.run(one_client_latency(fn, item, batched=True, max_wait_ms=max_wait_ms))
+    ratio = batched / plain
+    ok = ratio >= TARGET_CAPACITY_RATIO
+    print(
+        f"vs an unbatched handler ({clients} clients, closed loop): {batched:,.0f} vs "
+        f"{plain:,.0f} {unit}/s, x{ratio:.2f} (target >= {TARGET_CAPACITY_RATIO}) "
+        f"{'OK' if ok else 'MISSED'}"
+    )
+    print(
+        f"one lone client, median latency: batched {alone * 1e3:.2f} ms vs unbatched "
+        f"{alone_plain * 1e3:.2f} ms: the batcher adds {(alone - alone_plain) * 1e3:.2f} ms "
+        f"(its max_wait_ms is {max_wait_ms:g}: a lone request waits that long for company)"
+    )
+    return ok
 
 
 def run_suite(
@@ -310,6 +391,7 @@ def main() -> int:
         max_wait_ms=args.max_wait_ms,
         duration=args.duration,
     )
+    ok = unbatched_suite(fn, item, "req", args.max_wait_ms, args.duration) and ok
     return 0 if ok else 2
 
 

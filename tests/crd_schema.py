@@ -11,7 +11,7 @@ no `additionalProperties` and no `x-kubernetes-preserve-unknown-fields` keeps on
 `properties`; `x-kubernetes-int-or-string` is an integer or a string; `nullable` allows
 null; `metadata` at the root is an ObjectMeta (kubernetes-validate's strict definition).
 
-The upstream CRDs of the Kueue and JobSet objects gpuctl makes are under tests/crds/
+The upstream CRDs of the Kueue, JobSet and KEDA objects gpuctl makes are under tests/crds/
 (README.md there names their repository, commit and licence)."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ CRD_FILES = {
     "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
     "Workload": "kueue.x-k8s.io_workloads.yaml",
     "JobSet": "jobset.x-k8s.io_jobsets.yaml",
+    "ScaledObject": "keda.sh_scaledobjects.yaml",
 }
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 

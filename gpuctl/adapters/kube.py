@@ -54,6 +54,7 @@ _KINDS = {
     "Job": ("batch/v1", "job", True),
     "DaemonSet": ("apps/v1", "daemon_set", True),
     "Deployment": ("apps/v1", "deployment", True),
+    "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontal_pod_autoscaler", True),
 }
 # Custom resources (served by CRDs, reached through the CustomObjectsApi): kind -> (the
 # apiVersion used unless the caller names another version of the group, plural,
@@ -64,6 +65,7 @@ _CUSTOM_KINDS = {
     "LocalQueue": ("kueue.x-k8s.io/v1beta2", "localqueues", True),
     "Workload": ("kueue.x-k8s.io/v1beta2", "workloads", True),
     "JobSet": ("jobset.x-k8s.io/v1alpha2", "jobsets", True),
+    "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects", True),
 }
 
 # Kinds only reclaim and make-room read or write (Kube.list_more, patch_more): kind ->
@@ -161,6 +163,7 @@ class Kube:
             "v1": client.CoreV1Api(self._api),
             "batch/v1": client.BatchV1Api(self._api),
             "apps/v1": client.AppsV1Api(self._api),
+            "autoscaling/v2": client.AutoscalingV2Api(self._api),
         }
         self._custom = client.CustomObjectsApi(self._api)
         self._groups: dict[str, list[str]] | None = None  # API discovery, read once

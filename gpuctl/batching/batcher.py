@@ -343,7 +343,10 @@ class DynamicBatcher(Generic[T, R]):
             self._settle(batch, results)
         finally:
             self._in_flight = 0
-            self._metrics.finished(time.perf_counter() - started, ok=ok)
+            now = loop.time()
+            self._metrics.finished(
+                time.perf_counter() - started, ok=ok, latencies=[now - r.enqueued_at for r in batch]
+            )
 
     def _settle(self, batch: list[_Request], outcome: list[Any] | BaseException) -> None:
         """Each request gets its own result, or all of them the batch's exception."""

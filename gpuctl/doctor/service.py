@@ -1,14 +1,17 @@
 """Gathering what `gpuctl doctor` checks: nodes, DaemonSets and the device plugin's config;
-Kueue's and JobSet's APIs, controllers and Kueue's configuration."""
+Kueue's and JobSet's APIs, controllers and Kueue's configuration; KEDA or an external
+metrics API where a gpuctl service autoscales."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
+from gpuctl.doctor.core import autoscale_checks
 from gpuctl.doctor.core import checks as doctor
 from gpuctl.doctor.core import queue_checks as queues
 from gpuctl.k8s import apis, device_plugin
+from gpuctl.k8s.labels import MANAGED_SELECTOR, managed_by_gpuctl
 
 
 def run(kube: Kube, names: tuple[str, ...] = ()) -> list[doctor.Check]:
@@ -18,7 +21,29 @@ def run(kube: Kube, names: tuple[str, ...] = ()) -> list[doctor.Check]:
         nodes = kube.list_objects("Node")
     daemonsets = kube.list_objects("DaemonSet")
     config_map, data = _plugin_configs(kube, daemonsets)
-    return doctor.run_checks(nodes, daemonsets, config_map, data) + queue_checks(kube, nodes)
+    found = doctor.run_checks(nodes, daemonsets, config_map, data) + queue_checks(kube, nodes)
+    autoscaling = autoscaling_check(kube)
+    return found + ([autoscaling] if autoscaling else [])
+
+
+def managed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in items if managed_by_gpuctl(o)]
+
+
+def autoscaling_check(kube: Kube) -> doctor.Check | None:
+    """What gpuctl's autoscaled services need (None: there is none)."""
+    keda = apis.has_keda(_served(kube, apis.KEDA_GROUP))
+    try:
+        hpas = managed(kube.list_objects("HorizontalPodAutoscaler", selector=MANAGED_SELECTOR))
+        scaled = (
+            managed(kube.list_objects("ScaledObject", selector=MANAGED_SELECTOR)) if keda else []
+        )
+        deployments = kube.list_objects("Deployment")
+    except Forbidden:
+        return None
+    return autoscale_checks.check_autoscaling(
+        scaled, hpas, keda, bool(_served(kube, apis.EXTERNAL_METRICS_GROUP)), deployments
+    )
 
 
 def _plugin_configs(

@@ -9,7 +9,7 @@ import dataclasses
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError, SpecError
-from gpuctl.jobs.core import quota_check
+from gpuctl.jobs.core import autoscale, quota_check, serving
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
 from gpuctl.k8s import apis
 
@@ -21,6 +21,10 @@ INSTALL_JOBSET = (
 
 def has_jobset(kube: Kube) -> bool:
     return apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP))
+
+
+def has_keda(kube: Kube) -> bool:
+    return apis.has_keda(kube.api_versions(apis.KEDA_GROUP))
 
 
 def kueue_version(kube: Kube) -> str | None:
@@ -116,3 +120,39 @@ def within_quota(kube: Kube, spec: JobSpec, namespace: str) -> None:
     refusal = quota_check.refusal(spec, namespace, quotas, pods)
     if refusal is not None:
         raise refusal
+
+
+def serving_target(kube: Kube, spec: JobSpec, namespace: str, option: str | None) -> serving.Target:
+    """What the cluster decides for a service: its autoscaler (the option, else KEDA where
+    its CRDs are served, else an HPA) and a rollout whose surge pods fit the GPU quota."""
+    assert spec.serving is not None
+    scale = spec.serving.autoscale
+    chosen = option or (autoscale.KEDA if scale is None or has_keda(kube) else autoscale.HPA)
+    if scale is not None and chosen == autoscale.KEDA and not has_keda(kube):
+        raise GpuctlError(
+            f"{spec.name} asks for KEDA, but this cluster has no KEDA (it serves no "
+            f"{apis.KEDA_GROUP}/{apis.KEDA_VERSION} API)",
+            hint="install KEDA (helm install keda kedacore/keda -n keda --create-namespace), "
+            "or --autoscaler hpa",
+        )
+    if scale is not None and chosen == autoscale.HPA and scale.min == 0:
+        raise SpecError(
+            "an HPA cannot scale to zero (minReplicas ≥ 1): scale to zero needs KEDA",
+            file=spec.source,
+            field="autoscale.min",
+        )
+    return serving.Target(namespace, chosen, rollout=_rollout(kube, spec, namespace))
+
+
+def _rollout(kube: Kube, spec: JobSpec, namespace: str) -> serving.Rollout:
+    assert spec.serving is not None
+    if spec.gpu_resource is None:
+        return serving.NO_QUOTA
+    resource, per_pod = spec.gpu_resource
+    try:
+        quotas = kube.list_objects("ResourceQuota", namespace)
+        pods = kube.unfinished_pods(namespace) if quota_check.needs_pods(quotas, resource) else None
+    except Forbidden:
+        return serving.NO_QUOTA
+    left = quota_check.free(quotas, pods, namespace, resource)
+    return serving.rollout_within(per_pod, spec.serving.peak_replicas, left)

@@ -20,6 +20,11 @@ class Multinode(str, enum.Enum):
     indexed_job = "indexed-job"
 
 
+class Autoscaler(str, enum.Enum):
+    keda = "keda"
+    hpa = "hpa"
+
+
 def _multinode_option(default_help: str):
     return typer.Option(
         None,
@@ -123,6 +128,22 @@ TIMEOUT = typer.Option(
 SUBMIT_MULTINODE = _multinode_option(
     "Default: the spec's multinode:, else jobset when the cluster has JobSet's CRD."
 )
+RENDER_AUTOSCALER = typer.Option(
+    None,
+    "--autoscaler",
+    help="A service's autoscaler: keda (a ScaledObject, the default) or hpa (an "
+    "autoscaling/v2 HPA; the prometheus-adapter rule it needs goes to stderr).",
+)
+SUBMIT_AUTOSCALER = typer.Option(
+    None,
+    "--autoscaler",
+    help="A service's autoscaler: keda (a ScaledObject) or hpa (an autoscaling/v2 HPA). "
+    "Default: keda when the cluster serves KEDA's CRDs, else hpa.",
+)
+RENDER_NAMESPACE = options.namespace(
+    "A service's namespace, which its autoscaling query names (default: the spec's, else "
+    "default); jobs are rendered without one unless the spec gives it."
+)
 ALL_NAMESPACES = typer.Option(False, "-A", "--all-namespaces")
 LOGS_FOLLOW = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0).")
 DELETE_DRY_RUN = options.dry_run("Say what would be deleted; delete nothing.")
@@ -137,10 +158,14 @@ def render(
     template: str | None = TEMPLATE,
     explain: bool = EXPLAIN,
     multinode: Multinode | None = RENDER_MULTINODE,
+    autoscaler: Autoscaler | None = RENDER_AUTOSCALER,
+    namespace: str | None = RENDER_NAMESPACE,
 ) -> None:
-    """Print the Kubernetes manifests for job specs. Needs no cluster."""
+    """Print the Kubernetes manifests for job specs (a service's: its Deployment, Service
+    and autoscaler). Needs no cluster."""
+    from gpuctl.jobs import views
     from gpuctl.jobs.admission import multinode as decide_multinode
-    from gpuctl.jobs.core.manifests import render as render_job
+    from gpuctl.jobs.core.manifests import render_offline
 
     key = options.resolve_gpu_label_key(gpu_label_key)
     loaded = _load(options.spec_files(file_options, files or [], "job spec"), key, template)
@@ -148,10 +173,15 @@ def render(
         _explain(loaded, output)
         return
     form = multinode.value if multinode else None
-    docs = [
-        obj for spec, _ in loaded for obj in render_job(decide_multinode(None, spec, form), key)
-    ]
+    scaler = autoscaler.value if autoscaler else None
+    docs, rules = [], []
+    for spec, _ in loaded:
+        objs, rule = render_offline(decide_multinode(None, spec, form), key, scaler, namespace)
+        docs += objs
+        rules += [rule] if rule else []
     echo(dump_documents(docs, (output or DataFormat.yaml).value))
+    for rule in rules:
+        views.adapter_rule(rule)
 
 
 def _explain(loaded: list, output: DataFormat | None) -> None:
@@ -187,10 +217,12 @@ def submit(
     gpu_label_key: str | None = options.gpu_label_key(),
     template: str | None = TEMPLATE,
     multinode: Multinode | None = SUBMIT_MULTINODE,
+    autoscaler: Autoscaler | None = SUBMIT_AUTOSCALER,
 ) -> None:
     """Check that a job fits the cluster and that the volumes and secrets it uses exist,
     then create it (all objects, or none). With Kueue, the job goes to its queue: (or the
     namespace's only LocalQueue) and starts when its ClusterQueue has quota for all of it."""
+    from gpuctl.common.errors import UsageError
     from gpuctl.jobs import submit as submitting
     from gpuctl.jobs import views
 
@@ -200,8 +232,14 @@ def submit(
     )
     spec, _ = _load(named, key, template)[0]
     form = multinode.value if multinode else None
+    scaler = autoscaler.value if autoscaler else None
+    if wait and spec.serving is not None:
+        raise UsageError(
+            f"--wait: {spec.name} is a Service, which runs until it is deleted",
+            hint=f"gpuctl jobs get {spec.name} shows its replicas",
+        )
     with application().kube() as kube:
-        plan = submitting.plan(kube, spec, namespace, form, key, server_side)
+        plan = submitting.plan(kube, spec, namespace, form, key, server_side, scaler)
         views.submit_findings(plan)
         if plan.error:
             raise plan.error

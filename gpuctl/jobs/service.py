@@ -15,6 +15,7 @@ from gpuctl.k8s.labels import JOB_LABEL, MANAGED_SELECTOR, managed_by_gpuctl
 from gpuctl.runtime.workflow import Action, Progress, execute
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
+AUTOSCALERS = ("ScaledObject", "HorizontalPodAutoscaler")  # a service's, KEDA's or the HPA's
 
 
 def managed(items: list[dict]) -> list[dict]:
@@ -39,23 +40,16 @@ def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
     except NotFound:  # the cluster has no JobSet
         jobsets = []
     out += [{**j, "kind": "JobSet"} for j in managed(jobsets)]
-    # a Job's own pods carry the job label too; only bare Pods are listed as jobs
-    out += [
-        {**p, "kind": "Pod"}
-        for p in managed(pods)
-        if not any(
-            ref.get("kind") == "Job"
-            for ref in (p.get("metadata") or {}).get("ownerReferences") or []
-        )
-        and "job-name" not in ((p.get("metadata") or {}).get("labels") or {})
-        and "batch.kubernetes.io/job-name" not in ((p.get("metadata") or {}).get("labels") or {})
-    ]
+    deployments = kube.list_objects("Deployment", namespace, selector=MANAGED_SELECTOR)
+    out += [{**d, "kind": "Deployment"} for d in managed(deployments)]  # services
+    # a Job's or a service's own pods carry the job label too; only bare Pods are jobs
+    out += [{**p, "kind": "Pod"} for p in managed(pods) if not _owned(p)]
     return out
 
 
 def get_job(kube: Kube, name: str, namespace: str) -> dict:
-    """The managed Job, JobSet or bare Pod called NAME."""
-    for kind in ("Job", "JobSet", "Pod"):
+    """The managed Job, JobSet, bare Pod or service (its Deployment) called NAME."""
+    for kind in ("Job", "JobSet", "Pod", "Deployment"):
         try:
             obj = kube.read(kind, name, namespace)
         except NotFound:
@@ -72,11 +66,12 @@ def get_job(kube: Kube, name: str, namespace: str) -> dict:
 def job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
     """Every gpuctl-managed object of job NAME, in the order to delete them: its Job,
     JobSet or bare Pod, and its headless Service, also when one was left alone by an
-    earlier failure. The pods of a Job go with the Job; a JobSet's Jobs, pods and Service
-    with the JobSet."""
+    earlier failure; a service's autoscaler first (so that it scales nothing back up),
+    then its Deployment and Service. The pods of a Job go with the Job; a JobSet's Jobs,
+    pods and Service with the JobSet; a Deployment's ReplicaSets and pods with it."""
     selector = f"{MANAGED_SELECTOR},{JOB_LABEL}={name}"
     found = []
-    for kind in ("Job", "JobSet", "Pod", "Service"):
+    for kind in (*AUTOSCALERS, "Job", "JobSet", "Deployment", "Pod", "Service"):
         try:
             items = kube.list_objects(kind, namespace, selector=selector)
         except NotFound:  # no JobSet on this cluster
@@ -87,19 +82,21 @@ def job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
                 continue  # the server filters by label selector; check again
             if meta.get("namespace") not in (None, namespace):
                 continue
-            if kind == "Pod" and _owned_by_job(obj):
+            if kind == "Pod" and _owned(obj):
                 continue
             found.append({**obj, "kind": kind})
     return found
 
 
-def _owned_by_job(pod: dict) -> bool:
+def _owned(pod: dict) -> bool:
+    """A pod of a Job's or of a service's (a ReplicaSet's): it goes with its owner."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     return (
-        any(ref.get("kind") == "Job" for ref in meta.get("ownerReferences") or [])
+        any(ref.get("kind") in ("Job", "ReplicaSet") for ref in meta.get("ownerReferences") or [])
         or "job-name" in labels
         or "batch.kubernetes.io/job-name" in labels
+        or "pod-template-hash" in labels
     )
 
 

@@ -28,15 +28,20 @@ def plan(
     multinode: str | None,
     label_key: str,
     server_dry_run: bool = False,
+    autoscaler: str | None = None,
 ) -> core.SubmitPlan:
     """What submitting SPEC will create, in which namespace (NAMESPACE, else the spec's,
     else the connection's), and what was found on the way. Checking stops at the first
-    reason not to send it (the plan's error)."""
+    reason not to send it (the plan's error). A service's autoscaler is AUTOSCALER, else
+    the one the cluster has (admission.serving_target)."""
     ns = core.namespace_for(namespace, spec, kube.namespace)
     spec = admission.multinode(kube, spec, multinode)
     spec, note = admission.queue(kube, spec, ns)
-    objects = core.place(render(spec, label_key), ns)
-    draft = core.SubmitPlan(spec, ns, objects, label_key, server_dry_run, queue_note=note)
+    target = admission.serving_target(kube, spec, ns, autoscaler) if spec.serving else None
+    objects = core.place(render(spec, label_key, target), ns)
+    draft = core.SubmitPlan(
+        spec, ns, objects, label_key, server_dry_run, queue_note=note, target=target
+    )
     for check in (_fit, _references, _quota):
         try:
             draft = check(kube, draft)

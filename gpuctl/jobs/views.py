@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from gpuctl.cli.output import DataFormat, dump_documents, echo, err_console, out_console
+from gpuctl.cli.output import DataFormat, dump, dump_documents, echo, err_console, out_console
 from gpuctl.jobs.core.submit import SubmitPlan
 from gpuctl.k8s.fit import FitReport
 
@@ -63,6 +63,19 @@ def submit_findings(plan: SubmitPlan) -> None:
         )
     for warning in plan.warnings:
         err.print(f"warning: {warning}", style="yellow", markup=False)
+    if plan.adapter_rule is not None:
+        adapter_rule(plan.adapter_rule)
+
+
+def adapter_rule(rule: dict) -> None:
+    """A prometheus-adapter rule to add to the adapter's config, on stderr (the objects
+    may be on stdout)."""
+    text = dump({"externalRules": [rule]}, "yaml")
+    err_console().print(
+        f"# prometheus-adapter: add to its config (Helm: rules.external):\n{text}",
+        markup=False,
+        highlight=False,
+    )
 
 
 def objects(plan: SubmitPlan, output: DataFormat) -> None:

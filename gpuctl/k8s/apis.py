@@ -1,5 +1,5 @@
-"""The API groups and versions of the custom resources gpuctl speaks: Kueue's and
-JobSet's. Pure: which version to use is decided here from the versions a cluster serves
+"""The API groups and versions of the custom resources gpuctl speaks: Kueue's,
+JobSet's and KEDA's. Pure: which version to use is decided here from the versions a cluster serves
 (the adapter's `Kube.api_versions(group)`)."""
 
 from __future__ import annotations
@@ -11,6 +11,14 @@ KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # what gpuctl speaks, preferred first
 JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_VERSION = "v1alpha2"
 JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
+KEDA_GROUP = "keda.sh"
+KEDA_VERSION = "v1alpha1"  # ScaledObject's only version
+# served by prometheus-adapter or by KEDA's metrics server (one of them only)
+EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io"
+
+
+def has_keda(served: Iterable[str]) -> bool:
+    return KEDA_VERSION in set(served)
 
 
 def kueue_api_version(version: str) -> str:

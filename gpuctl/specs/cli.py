@@ -15,11 +15,13 @@ class Starter(str, enum.Enum):
     job = "job"
     multinode = "multinode"
     mig_job = "mig-job"
+    service = "service"
     cluster = "cluster"
 
 
 class SchemaKind(str, enum.Enum):
     job = "job"
+    service = "service"
     cluster = "cluster"
     reclaim_policy = "reclaim-policy"
 
@@ -31,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 def init(
     starter: Starter = typer.Argument(
-        ..., metavar="STARTER", help="job, multinode, mig-job or cluster."
+        ..., metavar="STARTER", help="job, multinode, mig-job, service or cluster."
     ),
     output: str = typer.Option(
         "-", "-o", "--output", metavar="FILE", help="Write the spec to FILE (- : stdout)."
@@ -39,7 +41,7 @@ def init(
     force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
 ) -> None:
     """Write a commented starter spec that renders as it is: a single-node job, a multi-node
-    job, a job on one MIG slice, or a cluster. Its first line points editors (through the
+    job, a job on one MIG slice, an autoscaled inference service, or a cluster. Its first line points editors (through the
     YAML language server) at the spec's JSON Schema beside it: write that with
     `gpuctl schema job > gpuctl-job.schema.json`."""
     from gpuctl.runtime import shipped
@@ -65,10 +67,10 @@ def init(
 
 
 def schema(
-    kind: SchemaKind = typer.Argument(..., metavar="KIND", help="job, cluster or reclaim-policy."),
+    kind: SchemaKind = typer.Argument(..., metavar="KIND", help="job, service, cluster or reclaim-policy."),
     output: DataFormat = typer.Option(DataFormat.json, "-o", "--output", help="json or yaml."),
 ) -> None:
-    """Print the JSON Schema (draft 2020-12) of the job spec or the cluster spec, made from
+    """Print the JSON Schema (draft 2020-12) of the job, service or cluster spec, made from
     the field table gpuctl's own parser reads. Editors use it to complete and check fields;
     what depends on several fields (a MIG profile of the GPU type, min_size ≤ max_size) is
     still checked by gpuctl render / provision only."""

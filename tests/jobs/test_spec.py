@@ -188,7 +188,7 @@ def test_bad_fields_name_file_line_and_field(extra, line, field, needle):
         (
             "apiVersion: gpuctl/v1\nkind: Cluster\nname: x\nregion: us-east-1\n",
             "kind",
-            "must be one of Job, Pod (got 'Cluster')",
+            "must be one of Job, Pod, Service (got 'Cluster')",
         ),
         ("apiVersoin: gpuctl/v1\nname: x\nimage: y\n", "apiVersoin", "did you mean 'apiVersion'"),
     ],

@@ -24,7 +24,7 @@ def test_a_starter_validates_and_renders_as_it_is(cli, tmp_path, name):
     kind = STARTERS[name][1]
     assert text.splitlines()[0] == f"# yaml-language-server: $schema=gpuctl-{kind}.schema.json"
     jsonschema.Draft202012Validator(schema(kind)).validate(yaml.safe_load(text))
-    if kind == "job":
+    if kind in ("job", "service"):
         rendered = cli("render", path, "-o", "json")
         assert rendered.code == 0, rendered
         assert rendered.out.strip().startswith("{")
@@ -60,7 +60,7 @@ def test_init_refuses_an_unknown_starter(cli):
     assert done.code == 2 and "notebook" in done.err
 
 
-@pytest.mark.parametrize("kind", ["job", "cluster"])
+@pytest.mark.parametrize("kind", ["job", "service", "cluster"])
 def test_schema_prints_json_or_yaml(cli, kind):
     as_json = json.loads(cli("schema", kind).out)
     as_yaml = yaml.safe_load(cli("schema", kind, "-o", "yaml").out)

@@ -20,14 +20,21 @@ from hypothesis import strategies as st
 from gpuctl.common import spec_fields as sf
 from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import dotted, load_yaml
+from gpuctl.jobs.core import service_spec
+from gpuctl.jobs.core.service_spec import SERVICE_ONLY
 from gpuctl.jobs.core.spec import JOB, parse_job
 from gpuctl.provision.core.spec import CLUSTER, parse_cluster
 from gpuctl.specs.core.schemas import schema
 from tests import ROOT
 
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the same YAML, 10 times faster
-VALIDATORS = {kind: jsonschema.Draft202012Validator(schema(kind)) for kind in ("job", "cluster")}
-TABLES = {"job": JOB, "cluster": CLUSTER}
+KINDS = ("job", "service", "cluster")
+VALIDATORS = {kind: jsonschema.Draft202012Validator(schema(kind)) for kind in KINDS}
+TABLES = {
+    "job": JOB.without(*SERVICE_ONLY),
+    "service": JOB.without(*service_spec.JOB_ONLY),
+    "cluster": CLUSTER,
+}
 
 # Every field of both tables, each with a valid value (mig, which excludes gpus, and
 # template, which may supply the image, in jobs of their own).
@@ -75,7 +82,28 @@ FULL_CLUSTER = {
     "state": {"s3_bucket": "tf-state", "dynamodb_table": "tf-locks", "key": "k/state",
               "region": "us-west-2"},
 }  # fmt: skip
-VALID = [("job", FULL_JOB), ("job", MIG_JOB), ("job", TEMPLATED_JOB), ("cluster", FULL_CLUSTER)]
+SERVICE = {"apiVersion": "gpuctl/v1", "kind": "Service", "name": "chat", "image": "x"}
+FULL_SERVICE = {
+    **{k: v for k, v in FULL_JOB.items() if k not in service_spec.JOB_ONLY},
+    "kind": "Service", "name": "chat", "port": 8000, "replicas": 2, "metrics_port": 9400,
+    "readiness": {"path": "/healthz", "port": 8000, "initial_delay": "30s", "period": 10,
+                  "timeout": "2s", "failure_threshold": 3},
+    "liveness": {"path": "/livez", "port": 8000, "initial_delay": 60, "period": "20s",
+                 "timeout": 5, "failure_threshold": 6},
+    "autoscale": {"min": 1, "max": 8, "gpu_busy": 70, "window": "5m",
+                  "prometheus": "http://prometheus.monitoring:9090"},
+}  # fmt: skip
+SERVICES = [
+    FULL_SERVICE,
+    {**SERVICE, "ports": [{"name": "grpc", "port": 9000}], "autoscale": {"max": 2, "rps": 9}},
+    {**SERVICE, "port": 80, "autoscale": {"max": 2, "queue_depth": 4}},
+    {**SERVICE, "port": 80, "autoscale": {"max": 2, "latency_ms": 250}},
+    {**SERVICE, "port": 80, "mig": "1g.10gb", "template": "notebook"},
+]
+VALID = [
+    ("job", FULL_JOB), ("job", MIG_JOB), ("job", TEMPLATED_JOB), ("cluster", FULL_CLUSTER),
+    *(("service", s) for s in SERVICES),
+]  # fmt: skip
 
 Path = tuple[str | int, ...]
 
@@ -83,7 +111,7 @@ Path = tuple[str | int, ...]
 def parser_verdict(kind: str, data: Any) -> SpecError | None:
     doc = load_yaml(yaml.dump(data, Dumper=DUMPER), f"{kind}.yaml")
     try:
-        if kind == "job":
+        if kind in ("job", "service"):
             parse_job(doc)
         else:
             parse_cluster(doc, default_region=("us-east-1", "the test"))
@@ -153,14 +181,16 @@ def cases():
         for path, row in rows(TABLES[kind], data):
             for why, value in bad_values(row):
                 yield pytest.param(kind, data, path, value, id=f"{kind}:{dotted(path)}:{why}")
-            if row.required and not (kind == "job" and "template" in data):
+            if row.required and not (kind in ("job", "service") and "template" in data):
                 yield pytest.param(kind, data, path, None, id=f"{kind}:{dotted(path)}:missing")
         for path in [(), *(p for p, r in rows(TABLES[kind], data) if r.type == sf.MAPPING)]:
             grown = path + ("colour",)
             yield pytest.param(kind, data, grown, "red", id=f"{kind}:{dotted(grown)}:unknown")
 
 
-@pytest.mark.parametrize("kind, data", VALID, ids=["job", "mig-job", "templated", "cluster"])
+@pytest.mark.parametrize(
+    "kind, data", VALID, ids=["job", "mig-job", "templated", "cluster", *("service",) * 5]
+)
 def test_a_full_spec_validates_and_parses(kind, data):
     assert schema_errors(kind, data) == []
     assert parser_verdict(kind, data) is None
@@ -177,7 +207,7 @@ def test_the_full_specs_set_every_field_of_the_tables():
                 out |= every(row.fields, at + (row.name,))
         return out
 
-    for kind in ("job", "cluster"):
+    for kind in KINDS:
         set_ = {tuple(p for p in path if isinstance(p, str)) for kind_, data in VALID
                 if kind_ == kind for path, _ in rows(TABLES[kind], data)}  # fmt: skip
         assert every(TABLES[kind]) == set_
@@ -200,7 +230,8 @@ def test_a_job_naming_a_template_may_leave_the_image_to_it():
 def _kind_of(data: Any) -> str | None:
     if not isinstance(data, dict) or data.get("apiVersion") != "gpuctl/v1":
         return None
-    return {"Cluster": "cluster", "Job": "job", "Pod": "job", None: "job"}.get(data.get("kind"))
+    kinds = {"Cluster": "cluster", "Job": "job", "Pod": "job", "Service": "service", None: "job"}
+    return kinds.get(data.get("kind"))
 
 
 def _specs_in_tests() -> list[tuple[str, str]]:

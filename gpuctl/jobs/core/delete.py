@@ -11,6 +11,7 @@ from typing import Any
 from gpuctl.common.plan import Plan, Step
 
 OWNERS = ("Job", "JobSet")  # a headless Service without one is left from an earlier failure
+SERVING = ("Deployment", "ScaledObject", "HorizontalPodAutoscaler")  # a service's
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,9 @@ class Deletion:
 
     def in_words(self) -> str:
         """`Job/x, Service/x and the Job's pods in namespace ns`."""
-        pods = (
-            " and the Job's pods" if any(s.detail["kind"] == "Job" for s in self.plan.steps) else ""
-        )
+        kinds = {s.detail["kind"] for s in self.plan.steps}
+        pods = " and the Job's pods" if "Job" in kinds else ""
+        pods += " and the service's pods" if "Deployment" in kinds else ""
         return f"{', '.join(self.targets)}{pods} in namespace {self.namespace}"
 
     def unfinished(self, deleted: Sequence[str], left: Sequence[str]) -> tuple[str, str]:
@@ -48,7 +49,7 @@ def plan_delete(name: str, namespace: str, objects: Sequence[Mapping[str, Any]])
         Step(
             "delete",
             f"{o['kind']}/{o['metadata']['name']}",
-            _why(o["kind"], owned=bool(kinds & set(OWNERS))),
+            _why(o["kind"], owned=bool(kinds & set(OWNERS)), serving=bool(kinds & set(SERVING))),
             {"kind": o["kind"], "name": o["metadata"]["name"]},
         )
         for o in objects
@@ -56,7 +57,13 @@ def plan_delete(name: str, namespace: str, objects: Sequence[Mapping[str, Any]])
     return Deletion(name, namespace, Plan(f"delete job {name} in namespace {namespace}", steps))
 
 
-def _why(kind: str, owned: bool) -> str:
+def _why(kind: str, owned: bool, serving: bool = False) -> str:
+    if kind in ("ScaledObject", "HorizontalPodAutoscaler"):
+        return "the service's autoscaler, first: it would scale the replicas back up"
+    if kind == "Deployment":
+        return "the service's replicas; its ReplicaSets and pods go with it"
+    if kind == "Service" and serving:
+        return "the Service in front of its replicas"
     if kind == "Job":
         return "the job; its pods go with it"
     if kind == "JobSet":

@@ -5,17 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
-from gpuctl.jobs.core import jobset
+from gpuctl.jobs.core import autoscale, jobset, serving
 from gpuctl.jobs.core.pods import labels_for, metadata, pod_spec, with_torchrun_env
 from gpuctl.jobs.core.spec import JOBSET, JobSpec
 from gpuctl.k8s.labels import JOB_LABEL
 
 
-def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[dict[str, Any]]:
+def render(
+    spec: JobSpec,
+    gpu_label_key: str = DEFAULT_GPU_LABEL_KEY,
+    target: serving.Target | None = None,
+) -> list[dict[str, Any]]:
     """All objects of the job, in the order they must be created: a Pod; a Job; for a
-    multi-node job a headless Service and an Indexed Job, or a JobSet (multinode: jobset).
+    multi-node job a headless Service and an Indexed Job, or a JobSet (multinode: jobset);
+    for a service (kind Service) a Deployment, a Service and its autoscaler, as TARGET
+    says (default: KEDA, in the spec's namespace or default).
     A job with a queue is created suspended, with Kueue's queue-name label: Kueue starts
     it when its ClusterQueue has quota for all of it."""
+    if spec.serving is not None:
+        return serving.render(
+            spec, gpu_label_key, target or serving.Target(spec.namespace or "default")
+        )
     if spec.nodes > 1 and spec.multinode == JOBSET:
         return [jobset.render(spec, gpu_label_key)]
     if spec.kind == "Pod":
@@ -62,3 +72,24 @@ def _headless_service(spec: JobSpec) -> dict[str, Any]:
             ],
         },
     }
+
+
+def render_offline(
+    spec: JobSpec,
+    gpu_label_key: str,
+    autoscaler: str | None = None,
+    namespace: str | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """What `gpuctl render` prints, with no cluster to ask: the objects (a service's in
+    NAMESPACE, else the spec's, else default, with AUTOSCALER, else KEDA's ScaledObject,
+    and one surge pod) and, for a service's HPA, the prometheus-adapter rule it needs."""
+    if spec.serving is None:
+        return render(spec, gpu_label_key), None
+    ns = namespace or spec.namespace or "default"
+    target = serving.Target(ns, autoscaler or autoscale.KEDA)
+    objects = render(spec, gpu_label_key, target)
+    scale = spec.serving.autoscale
+    if scale is None or target.autoscaler != autoscale.HPA:
+        return objects, None
+    promql = autoscale.query(spec.name, ns, scale, target.exporter)
+    return objects, autoscale.adapter_rule(spec.name, ns, scale, promql, spec.mig is not None)

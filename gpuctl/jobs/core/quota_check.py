@@ -51,6 +51,22 @@ def _held(pods: list[dict[str, Any]], namespace: str, resource: str) -> int:
     )
 
 
+def free(
+    quotas: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None,
+    namespace: str,
+    resource: str,
+) -> int | None:
+    """How many more of RESOURCE the namespace's quotas allow (the least of them); None
+    when no quota limits it."""
+    left = [
+        excess.free
+        for q in quotas
+        if (excess := check_job([q], pods, namespace, resource, 2**62)) is not None
+    ]
+    return min(left) if left else None
+
+
 def check_job(
     quotas: list[dict[str, Any]],
     pods: list[dict[str, Any]] | None,
@@ -91,11 +107,12 @@ def refusal(
     if spec.gpu_resource is None:
         return None
     name, per_worker = spec.gpu_resource
-    total = per_worker * spec.nodes
+    total = per_worker * spec.pods
     excess = check_job(quotas, pods, namespace, name, total)
     if excess is None:
         return None
-    workers = f" ({spec.nodes} workers × {per_worker})" if spec.nodes > 1 else ""
+    noun = "replicas" if spec.serving else "workers"
+    workers = f" ({spec.pods} {noun} × {per_worker})" if spec.pods > 1 else ""
     raise_it = "--gpus N" if name == GPU else "--mig PROFILE=K"
     return GpuctlError(
         f"{spec.name} would exceed the quota of namespace {namespace}: it requests "

@@ -29,12 +29,13 @@ from gpuctl.common.spec_fields import (
     Table,
 )
 from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
-from gpuctl.jobs.core import volumes
+from gpuctl.jobs.core import service_spec, volumes
+from gpuctl.jobs.core.service_spec import Serving
 from gpuctl.jobs.core.volumes import SecretUse, Volume
 from gpuctl.k8s.labels import QUEUE_LABEL
 
 API_VERSION = "gpuctl/v1"
-KINDS = ("Job", "Pod")
+KINDS = ("Job", "Pod", "Service")
 JOBSET, INDEXED_JOB = "jobset", "indexed-job"
 MULTINODE = (JOBSET, INDEXED_JOB)  # how a multi-node job is made
 JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
@@ -108,8 +109,8 @@ TOLERATIONS = Table(
 )  # fmt: skip
 JOB = Table(
     Field("apiVersion", TEXT, "The job spec's version.", required=True, choices=(API_VERSION,)),
-    Field("kind", TEXT, "Job (a batch Job: retries, a TTL, Kueue) or Pod (a bare Pod).",
-          default="Job", choices=KINDS),
+    Field("kind", TEXT, "Job (a batch Job: retries, a TTL, Kueue), Pod (a bare Pod) or "
+          "Service (replicas behind a Service, autoscaled).", default="Job", choices=KINDS),
     Field("name", NAME, "The job's name; a multi-node job's starts with a letter.", required=True),
     Field("namespace", NAME, "Default: -n, the settings, else the kubeconfig context's."),
     Field("image", TEXT, "The container image.", required=True),
@@ -164,6 +165,7 @@ JOB = Table(
           pattern=Rule(DNS1123_SUBDOMAIN, "a valid LocalQueue name")),
     Field("multinode", TEXT, "How a multi-node job is made (default: jobset where the cluster "
           "has JobSet).", choices=MULTINODE),
+    *service_spec.SERVICE,
 )  # fmt: skip
 FIELDS = JOB.names()
 
@@ -204,7 +206,13 @@ class JobSpec:
     extra_resources: tuple[tuple[str, str], ...] = ()
     queue: str | None = None  # Kueue LocalQueue; None: the namespace's only one, if any
     multinode: str | None = None  # jobset | indexed-job; None: decided by the cluster
+    serving: Serving | None = None  # kind Service: ports, replicas, probes, autoscale
     source: str = field(default="<input>", compare=False)
+
+    @property
+    def pods(self) -> int:
+        """Pods at the start: a job's workers, a service's first replicas."""
+        return self.serving.initial_replicas if self.serving else self.nodes
 
     @property
     def gpu_resource(self) -> tuple[str, int] | None:
@@ -228,6 +236,9 @@ def parse_job(doc: Doc) -> JobSpec:
     gpus = _gpus(f)
     if kind == "Pod":
         _job_only(f, nodes)
+    serving = service_spec.parse(f, name) if kind == "Service" else None
+    if serving is None:
+        service_spec.refuse_service_fields(f, kind)
     multinode = _multinode(f, name, nodes)
     queue = f.read(JOB["queue"])
     env = _env(f, nodes)
@@ -269,6 +280,7 @@ def parse_job(doc: Doc) -> JobSpec:
         extra_resources=_extra_resources(f),
         queue=queue,
         multinode=multinode,
+        serving=serving,
         source=doc.file,
     )
 

@@ -1,4 +1,5 @@
-"""Summarise gpuctl-managed Jobs, JobSets and Pods (as the API returns them) into rows.
+"""Summarise gpuctl-managed Jobs, JobSets, Pods and services (their Deployments, as the
+API returns them) into rows.
 
 A JobSet's status counts its Jobs (`replicatedJobsStatus`); a row counts workers, so each
 Job counts as the pods it runs (its completions)."""
@@ -19,6 +20,8 @@ def status_of(obj: dict[str, Any]) -> str:
     status = obj.get("status") or {}
     if obj.get("kind") == "Pod":
         return status.get("phase") or "Pending"
+    if obj.get("kind") == "Deployment":
+        return _service_status(obj)
     for cond in status.get("conditions") or []:
         if cond.get("status") == "True":
             if cond.get("type") in ("Complete", "SuccessCriteriaMet", "Completed"):
@@ -33,9 +36,25 @@ def status_of(obj: dict[str, Any]) -> str:
     return "Pending"
 
 
-def _counts(obj: dict[str, Any]) -> dict[str, int]:
-    """Workers active, succeeded and failed."""
+def _service_status(obj: dict[str, Any]) -> str:
+    """A service (its Deployment): Running with a Ready replica, Failed when its rollout
+    passed its progress deadline, Scaled to zero, else Pending."""
     status = obj.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
+            return "Failed"
+    if int(status.get("readyReplicas") or 0):
+        return "Running"
+    if (obj.get("spec") or {}).get("replicas") == 0:
+        return "Scaled to zero"
+    return "Pending"
+
+
+def _counts(obj: dict[str, Any]) -> dict[str, int]:
+    """Workers active, succeeded and failed (a service's replicas Ready, and none)."""
+    status = obj.get("status") or {}
+    if obj.get("kind") == "Deployment":
+        return {"active": int(status.get("readyReplicas") or 0), "succeeded": 0, "failed": 0}
     if obj.get("kind") != "JobSet":
         return {k: int(status.get(k) or 0) for k in ("active", "succeeded", "failed")}
     per_job = {
@@ -63,6 +82,9 @@ def workers(obj: dict[str, Any]) -> int:
         )
     if obj.get("kind") == "Job":
         return int(spec.get("completions") or 1)
+    if obj.get("kind") == "Deployment":
+        replicas = spec.get("replicas")
+        return 1 if replicas is None else int(replicas)
     return 1
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
+from gpuctl.jobs.core import autoscale
+from gpuctl.jobs.core.serving import Target
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.k8s.fit import FitReport
 
@@ -35,11 +37,25 @@ class SubmitPlan:
     queue_note: str | None = None
     warnings: tuple[str, ...] = ()
     error: GpuctlError | None = None
+    target: Target | None = None  # a service's: its autoscaler and rollout
 
     @property
     def kind(self) -> str:
-        """The kind of the job's own object (the last one created)."""
+        """The kind of the job's own object (the last one created; a service's Deployment)."""
+        if self.spec.serving is not None:
+            return "Deployment"
         return str(self.objects[-1]["kind"])
+
+    @property
+    def adapter_rule(self) -> dict[str, Any] | None:
+        """The prometheus-adapter externalRules entry a service's HPA needs (None: none)."""
+        scale = self.spec.serving.autoscale if self.spec.serving else None
+        if scale is None or self.target is None or self.target.autoscaler != autoscale.HPA:
+            return None
+        promql = autoscale.query(self.spec.name, self.namespace, scale, self.target.exporter)
+        return autoscale.adapter_rule(
+            self.spec.name, self.namespace, scale, promql, mig=self.spec.mig is not None
+        )
 
     @property
     def names(self) -> str:
@@ -56,10 +72,18 @@ class SubmitPlan:
 
     @property
     def plan(self) -> Plan:
-        notes = (self.queue_note, self.fit_skipped and f"no fit check: {self.fit_skipped}")
+        notes: tuple[str | None, ...] = (
+            self.queue_note,
+            self.fit_skipped and f"no fit check: {self.fit_skipped}",
+        )
+        if self.adapter_rule is not None:
+            notes += (
+                f"the HPA reads external metric {self.adapter_rule['name']['as']}: add the "
+                "prometheus-adapter rule printed below to its externalRules",
+            )
         return Plan(
             f"submit {self.spec.name} to namespace {self.namespace}",
-            tuple(_create(obj, self.spec) for obj in self.objects),
+            tuple(_create(obj, self.spec, self.target) for obj in self.objects),
             tuple(n for n in notes if n) + self.warnings,
         )
 
@@ -89,13 +113,25 @@ def with_fit(plan: SubmitPlan, fit: FitReport) -> SubmitPlan:
     return dataclasses.replace(plan, fit=fit, error=never_fits(plan.spec, fit, plan.label_key))
 
 
-def _create(obj: dict[str, Any], spec: JobSpec) -> Step:
+def _create(obj: dict[str, Any], spec: JobSpec, target: Target | None) -> Step:
     meta = obj["metadata"]
-    return Step(
-        "create",
-        f"{obj['kind']} {meta['namespace']}/{meta['name']}",
-        _why(obj["kind"], spec),
-        {"object": obj},
+    why = _why(obj["kind"], spec) if target is None else _serving_why(obj["kind"], spec, target)
+    return Step("create", f"{obj['kind']} {meta['namespace']}/{meta['name']}", why, {"object": obj})
+
+
+def _serving_why(kind: str, spec: JobSpec, target: Target) -> str:
+    serving = spec.serving
+    assert serving is not None
+    scale = serving.autoscale
+    if kind == "Deployment":
+        return f"{serving.initial_replicas} replica(s); rolling update: {target.rollout.why}"
+    if kind == "Service":
+        return "routes to the Ready replicas: " + ", ".join(f"{n} {p}" for n, p in serving.ports)
+    assert scale is not None
+    engine = "KEDA" if kind == "ScaledObject" else "the HPA"
+    return (
+        f"{engine} keeps {scale.min}..{scale.max} replicas at {scale.signal} "
+        f"{scale.target} per replica"
     )
 
 

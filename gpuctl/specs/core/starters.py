@@ -10,6 +10,7 @@ STARTERS = {
     "job": ("job.yaml", "job"),
     "multinode": ("multinode-train.yaml", "job"),
     "mig-job": ("mig-job.yaml", "job"),
+    "service": ("inference-service.yaml", "service"),
     "cluster": ("cluster.yaml", "cluster"),
 }
 
