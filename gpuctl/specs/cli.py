@@ -67,7 +67,9 @@ def init(
 
 
 def schema(
-    kind: SchemaKind = typer.Argument(..., metavar="KIND", help="job, service, cluster or reclaim-policy."),
+    kind: SchemaKind = typer.Argument(
+        ..., metavar="KIND", help="job, service, cluster or reclaim-policy."
+    ),
     output: DataFormat = typer.Option(DataFormat.json, "-o", "--output", help="json or yaml."),
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of the job, service or cluster spec, made from
