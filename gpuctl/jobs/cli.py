@@ -139,8 +139,9 @@ def render(
     multinode: Multinode | None = RENDER_MULTINODE,
 ) -> None:
     """Print the Kubernetes manifests for job specs. Needs no cluster."""
+    from gpuctl.jobs import views
     from gpuctl.jobs.admission import multinode as decide_multinode
-    from gpuctl.jobs.core.manifests import render as render_job
+    from gpuctl.jobs.core.manifests import placement, render_placed
 
     key = options.resolve_gpu_label_key(gpu_label_key)
     loaded = _load(options.spec_files(file_options, files or [], "job spec"), key, template)
@@ -148,9 +149,14 @@ def render(
         _explain(loaded, output)
         return
     form = multinode.value if multinode else None
-    docs = [
-        obj for spec, _ in loaded for obj in render_job(decide_multinode(None, spec, form), key)
-    ]
+    docs = []
+    for spec, _ in loaded:
+        where = placement(spec, key)
+        if where.scheme:
+            views.say(f"{spec.name}: gpu_type selects nodes under {where.scheme}")
+        for note in where.notes:
+            views.say(f"{spec.name}: {note}")
+        docs += render_placed(decide_multinode(None, spec, form), where)
     echo(dump_documents(docs, (output or DataFormat.yaml).value))
 
 
@@ -312,7 +318,6 @@ def jobs_delete(
 def jobs_why(
     name: str,
     namespace: str | None = options.namespace(),
-    gpu_label_key: str | None = options.gpu_label_key(),
     output: Format = options.output(),
 ) -> None:
     """Why a job is not running: what Kueue says of its Workload (quota reserved?
@@ -321,10 +326,9 @@ def jobs_why(
     from gpuctl.jobs import views
     from gpuctl.jobs.diagnose import diagnose
 
-    key = options.resolve_gpu_label_key(gpu_label_key)
     with application().kube() as kube:
-        d = diagnose(kube, name, namespace or kube.namespace, key)
+        d = diagnose(kube, name, namespace or kube.namespace)
     if output != Format.table:
         echo(dump(d.to_dict(), output.value))
     else:
-        views.why(d, key)
+        views.why(d)

@@ -13,11 +13,12 @@ from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError, Interrupted
 from gpuctl.jobs import admission, service
 from gpuctl.jobs.core import submit as core
-from gpuctl.jobs.core.manifests import render
+from gpuctl.jobs.core.manifests import placement, render_placed
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
 from gpuctl.k8s import fit
 from gpuctl.k8s.labels import GPU_TOLERATION
+from gpuctl.k8s.placement import Placement
 from gpuctl.runtime.workflow import Progress
 
 
@@ -35,8 +36,7 @@ def plan(
     ns = core.namespace_for(namespace, spec, kube.namespace)
     spec = admission.multinode(kube, spec, multinode)
     spec, note = admission.queue(kube, spec, ns)
-    objects = core.place(render(spec, label_key), ns)
-    draft = core.SubmitPlan(spec, ns, objects, label_key, server_dry_run, queue_note=note)
+    draft = _placed(kube, spec, ns, label_key, server_dry_run, note)
     for check in (_fit, _references, _quota):
         try:
             draft = check(kube, draft)
@@ -47,9 +47,30 @@ def plan(
     return draft
 
 
+def _placed(
+    kube: Kube, spec: JobSpec, ns: str, label_key: str, server_dry_run: bool, note: str | None
+) -> core.SubmitPlan:
+    """The plan's objects, their GPUs placed on what the cluster's nodes offer (on what
+    the label scheme says when RBAC hides the nodes)."""
+    nodes: list[dict] | None = None
+    skipped = None
+    if spec.gpu_request.gpus or spec.gpu_request.mig or spec.gpu_request.gpu_types:
+        try:
+            nodes = kube.list_objects("Node")
+        except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
+            skipped = e.message
+    where = placement(spec, label_key, nodes)
+    objects = core.place(render_placed(spec, where), ns)
+    return core.SubmitPlan(
+        spec, ns, objects, where, server_dry_run, queue_note=note, fit_skipped=skipped
+    )
+
+
 def _fit(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
+    if draft.fit_skipped:
+        return draft
     try:
-        return core.with_fit(draft, fit_report(kube, draft.spec, draft.label_key))
+        return core.with_fit(draft, fit_report(kube, draft.spec, draft.placement))
     except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
         return dataclasses.replace(draft, fit_skipped=e.message)
 
@@ -64,16 +85,13 @@ def _quota(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
     return draft
 
 
-def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
-    resource = spec.gpu_resource
-    if resource is None:
-        return fit.check_fit([], [], None, 0, spec.nodes, (), label_key, [])
+def fit_report(kube: Kube, spec: JobSpec, where: Placement) -> fit.FitReport:
+    if where.resource is None:
+        return fit.check_fit([], [], where, spec.nodes, [])
     nodes = kube.list_objects("Node")
     pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
-    return fit.check_fit(
-        nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type, label_key, tolerations
-    )
+    return fit.check_fit(nodes, pods, where, spec.nodes, tolerations)
 
 
 def check_references(kube: Kube, spec: JobSpec, namespace: str) -> list[str]:

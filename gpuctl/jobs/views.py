@@ -136,7 +136,7 @@ def job_fields(row: dict) -> None:
         echo(f"{key + ':':<17}{value}\n")
 
 
-def why(d: Diagnosis, label_key: str) -> None:
+def why(d: Diagnosis) -> None:
     """`gpuctl jobs why` as text: the job, its queue, what Kueue says, its pods, the fit."""
     from rich.markup import escape
 
@@ -156,7 +156,7 @@ def why(d: Diagnosis, label_key: str) -> None:
     if d.fit is not None:
         out.print(fit_table(d.fit))
         if not d.fit.can_ever_fit:
-            out.print(escape(f"it can never fit: {d.fit.never_fits_reason(label_key, ())}"))
+            out.print(escape(f"it can never fit: {d.fit.never_fits_reason()}"))
         elif d.fit.fits_now:
             out.print("the nodes have room for it now")
 

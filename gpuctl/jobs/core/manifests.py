@@ -4,28 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.jobs.core import jobset
 from gpuctl.jobs.core.pods import labels_for, metadata, pod_spec, with_torchrun_env
 from gpuctl.jobs.core.spec import JOBSET, JobSpec
 from gpuctl.k8s.labels import JOB_LABEL
+from gpuctl.k8s.placement import AUTO, Placement, place
 
 
-def render(spec: JobSpec, gpu_label_key: str = DEFAULT_GPU_LABEL_KEY) -> list[dict[str, Any]]:
+def placement(
+    spec: JobSpec, gpu_label_key: str = AUTO, nodes: list[dict[str, Any]] | None = None
+) -> Placement:
+    """The GPU resource and node affinity of SPEC's workers (gpuctl.k8s.placement), from
+    the cluster's NODES when they were read."""
+    return place(spec.gpu_request, gpu_label_key, nodes)
+
+
+def render(
+    spec: JobSpec, gpu_label_key: str = AUTO, nodes: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """All objects of the job, in the order they must be created: a Pod; a Job; for a
     multi-node job a headless Service and an Indexed Job, or a JobSet (multinode: jobset).
     A job with a queue is created suspended, with Kueue's queue-name label: Kueue starts
-    it when its ClusterQueue has quota for all of it."""
+    it when its ClusterQueue has quota for all of it. The GPUs go where placement() says."""
+    return render_placed(spec, placement(spec, gpu_label_key, nodes))
+
+
+def render_placed(spec: JobSpec, where: Placement) -> list[dict[str, Any]]:
+    """render() with the placement decided."""
     if spec.nodes > 1 and spec.multinode == JOBSET:
-        return [jobset.render(spec, gpu_label_key)]
+        return [jobset.render(spec, where)]
     if spec.kind == "Pod":
-        pod = pod_spec(spec, gpu_label_key)
+        pod = pod_spec(spec, where)
         pod["restartPolicy"] = "Never"
         if spec.deadline:
             pod["activeDeadlineSeconds"] = spec.deadline
         return [{"apiVersion": "v1", "kind": "Pod", "metadata": metadata(spec), "spec": pod}]
 
-    pod = pod_spec(spec, gpu_label_key)
+    pod = pod_spec(spec, where)
     pod["restartPolicy"] = "Never"
     job_spec: dict[str, Any] = {"backoffLimit": spec.retries}
     if spec.ttl_after_finished:
