@@ -18,6 +18,7 @@ from gpuctl.k8s.nodes import (
     MIG_STRATEGY,
     allocatable,
     gpu_resources,
+    gpus_of,
     is_gpu_node,
     labels_of,
     mig_reason,
@@ -155,7 +156,10 @@ def check_mig(nodes: list[dict[str, Any]]) -> Check:
             strategies.setdefault(strategy, []).append(name)
         wanted, state = labels.get(MIG_CONFIG), labels.get(MIG_STATE)
         mixed = any(k.startswith(MIG_PREFIX) for k in allocatable(n))
-        if wanted or mixed:
+        # applied: the MIG manager reports success on a layout that enables MIG, or the node
+        # offers MIG slices (MIG set up without the operator)
+        asked = wanted not in (None, "", "all-disabled")
+        if (asked and state == "success") or (not asked and gpus_of(n).mig_slices):
             mig_nodes.append(name)
         if state == "failed":
             problems.append(f"{name}: mig.config={wanted} failed")

@@ -211,8 +211,8 @@ def _auto_types(
         pair = _common_label(members, others)
         if pair is None:
             raise UsageError(
-                f"the nodes with {typed} carry no one label that selects them all and no "
-                "other GPU node, which a ResourceFlavor needs",
+                f"the nodes with {typed} carry no label that selects them and no other GPU "
+                "node, which a ResourceFlavor needs",
                 hint="give --gpu-label-key with a label they share",
             )
         out.append((typed, *pair))
@@ -222,16 +222,17 @@ def _auto_types(
 def _common_label(
     members: list[dict[str, Any]], others: list[dict[str, Any]]
 ) -> tuple[str, str] | None:
-    keys = [*dict.fromkeys(identity.SCHEME_KEYS.values())]
-    for key in keys:
-        values = {labels_of(n).get(key) for n in members}
-        if len(values) != 1 or None in values:
-            continue
-        value = values.pop()
-        assert value is not None
-        if not any(labels_of(n).get(key) == value for n in others):
-            return key, value
-    return None
+    """The GPU label (key, value) that selects the most MEMBERS and none of OTHERS (the
+    first scheme's on a tie); None when none does."""
+    best: tuple[int, str, str] | None = None
+    for key in dict.fromkeys(identity.SCHEME_KEYS.values()):
+        for value in sorted({v for n in members if (v := labels_of(n).get(key))}):
+            if any(labels_of(n).get(key) == value for n in others):
+                continue
+            covered = sum(labels_of(n).get(key) == value for n in members)
+            if best is None or covered > best[0]:
+                best = (covered, key, value)
+    return (best[1], best[2]) if best else None
 
 
 def covered_resources(q: TeamQuota) -> list[str]:
