@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
@@ -36,8 +37,13 @@ def plan(
     ns = core.namespace_for(namespace, spec, kube.namespace)
     spec = admission.multinode(kube, spec, multinode)
     spec, note = admission.queue(kube, spec, ns)
-    draft = _placed(kube, spec, ns, label_key, server_dry_run, note)
-    for check in (_fit, _references, _quota):
+    nodes, skipped = _nodes(kube, spec)
+    where = placement(spec, label_key, nodes)
+    objects = core.place(render_placed(spec, where), ns)
+    draft = core.SubmitPlan(
+        spec, ns, objects, where, server_dry_run, queue_note=note, fit_skipped=skipped
+    )
+    for check in (partial(_fit, nodes=nodes), _references, _quota):
         try:
             draft = check(kube, draft)
         except GpuctlError as e:
@@ -47,30 +53,24 @@ def plan(
     return draft
 
 
-def _placed(
-    kube: Kube, spec: JobSpec, ns: str, label_key: str, server_dry_run: bool, note: str | None
-) -> core.SubmitPlan:
-    """The plan's objects, their GPUs placed on what the cluster's nodes offer (on what
-    the label scheme says when RBAC hides the nodes)."""
-    nodes: list[dict] | None = None
-    skipped = None
-    if spec.gpu_request.gpus or spec.gpu_request.mig or spec.gpu_request.gpu_types:
-        try:
-            nodes = kube.list_objects("Node")
-        except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
-            skipped = e.message
-    where = placement(spec, label_key, nodes)
-    objects = core.place(render_placed(spec, where), ns)
-    return core.SubmitPlan(
-        spec, ns, objects, where, server_dry_run, queue_note=note, fit_skipped=skipped
-    )
+def _nodes(kube: Kube, spec: JobSpec) -> tuple[list[dict] | None, str | None]:
+    """The cluster's nodes, read once for the placement and the fit: (None, why) when RBAC
+    hides them (the placement then follows the label scheme), (None, None) for a job
+    without GPUs."""
+    request = spec.gpu_request
+    if not (request.gpus or request.mig or request.gpu_types):
+        return None, None
+    try:
+        return kube.list_objects("Node"), None
+    except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
+        return None, e.message
 
 
-def _fit(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
+def _fit(kube: Kube, draft: core.SubmitPlan, nodes: list[dict] | None) -> core.SubmitPlan:
     if draft.fit_skipped:
         return draft
     try:
-        return core.with_fit(draft, fit_report(kube, draft.spec, draft.placement))
+        return core.with_fit(draft, fit_report(kube, draft.spec, draft.placement, nodes))
     except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
         return dataclasses.replace(draft, fit_skipped=e.message)
 
@@ -85,10 +85,13 @@ def _quota(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
     return draft
 
 
-def fit_report(kube: Kube, spec: JobSpec, where: Placement) -> fit.FitReport:
+def fit_report(
+    kube: Kube, spec: JobSpec, where: Placement, nodes: list[dict] | None = None
+) -> fit.FitReport:
+    """The fit of SPEC's workers placed WHERE, on NODES (read here when not given)."""
     if where.resource is None:
         return fit.check_fit([], [], where, spec.nodes, [])
-    nodes = kube.list_objects("Node")
+    nodes = kube.list_objects("Node") if nodes is None else nodes
     pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
     return fit.check_fit(nodes, pods, where, spec.nodes, tolerations)

@@ -129,7 +129,8 @@ def _of_type(g: NodeGpus, gpu_types: Sequence[str]) -> bool:
     for t, models in zip(gpu_types, _models(gpu_types), strict=True):
         if g.model in models:
             return True
-        if not models and (t in g.products or any(v == t for _, v in g.selector)):
+        # a node whose GPU gpuctl cannot name (gpu-type=a100 alone): its label as written
+        if g.model is None and (t in g.products or any(v == t for _, v in g.selector)):
             return True
     return False
 
