@@ -299,15 +299,16 @@ def _model(
     """(model, scheme, selector, products) from the first scheme that names a known GPU."""
     products: list[str] = []
     found: tuple[str | None, str | None, tuple[tuple[str, str], ...]] = (None, None, ())
+    unnamed = found  # the first scheme that labels a GPU gpuctl cannot name
     for scheme in SCHEMES:
         model, selector, product = _by_scheme(scheme, labels)
         if product:
             products.append(product)
+            if unnamed[1] is None:
+                unnamed = (None, scheme, selector)
         if model is not None and found[0] is None:
             found = (model, scheme, selector)
-    if found[0] is None and GFD_PRODUCT in labels:  # a GPU gpuctl does not know
-        found = (None, "gfd", ((GFD_PRODUCT, labels[GFD_PRODUCT]),))
-    return (*found, tuple(dict.fromkeys(products)))
+    return (*(found if found[0] is not None else unnamed), tuple(dict.fromkeys(products)))
 
 
 def _by_scheme(
