@@ -256,7 +256,9 @@ def _offline_scheme(key: str, types: Sequence[str]) -> str:
         return ""
     if key != AUTO:
         return f"the label {key} (gpu_label_key)"
-    return "every label scheme gpuctl knows (no cluster read): " + ", ".join(identity.SCHEMES)
+    # AKS's VM sizes are patterns: only a node read tells them
+    offline = [s for s in identity.SCHEMES if s != "aks"]
+    return "every label scheme gpuctl knows (no cluster read): " + ", ".join(offline)
 
 
 def _type_terms(types: Sequence[str], key: str, form: str | None) -> tuple[Term, ...]:
