@@ -225,7 +225,7 @@ EX = os.path.join(ROOT, "examples")
 @pytest.fixture
 def a100(kube_api):
     """A node the example job (2 × A100) fits."""
-    seed(kube_api, node("gpu-a", 8, labels={"gpu-type": "a100"}))
+    seed(kube_api, node("gpu-a", 8, labels={"gpu-type": "a100"}, gfd=False))
 
 
 def test_submit_takes_the_spec_as_f_or_argument_not_both(cli, kube, a100):

@@ -100,7 +100,12 @@ def test_aws_profiles_complete_from_the_aws_files(tmp_path):
 
 def test_starters_and_schemas_complete():
     assert complete("bash", "gpuctl init m").stdout.split() == ["multinode", "mig-job"]
-    assert complete("bash", "gpuctl schema ").stdout.split() == ["job", "service", "cluster", "reclaim-policy"]
+    assert complete("bash", "gpuctl schema ").stdout.split() == [
+        "job",
+        "service",
+        "cluster",
+        "reclaim-policy",
+    ]
     assert complete("bash", "gpuctl init s").stdout.split() == ["service"]
 
 

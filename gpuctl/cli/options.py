@@ -130,8 +130,9 @@ def output(help: str = "table, json or yaml.", default: Format | None = Format.t
 
 
 GPU_LABEL_KEY_HELP = (
-    "Node label that holds the GPU type (default gpu-type; e.g. "
-    "nvidia.com/gpu.product for GPU Feature Discovery). "
+    "Node label that holds the GPU type: auto (the default) detects it from the nodes "
+    "(GPU Feature Discovery, Karpenter, GKE, AKS, instance type, gpuctl's gpu-type); a key "
+    "such as nvidia.com/gpu.product uses that one. "
     "Also GPUCTL_GPU_LABEL_KEY or gpu_label_key in the config file."
 )
 
@@ -150,8 +151,8 @@ def resolve_gpu_label_key(option: str | None) -> str:
         option,
         lambda key: (
             None
-            if label_key(key)
-            else "not a node label key (e.g. gpu-type, nvidia.com/gpu.product)"
+            if key == "auto" or label_key(key)
+            else "not a node label key (e.g. auto, gpu-type, nvidia.com/gpu.product)"
         ),
     )
     assert key is not None  # the setting has a default

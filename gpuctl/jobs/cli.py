@@ -165,7 +165,7 @@ def render(
     and autoscaler). Needs no cluster."""
     from gpuctl.jobs import views
     from gpuctl.jobs.admission import multinode as decide_multinode
-    from gpuctl.jobs.core.manifests import render_offline
+    from gpuctl.jobs.core.manifests import placement, render_offline
 
     key = options.resolve_gpu_label_key(gpu_label_key)
     loaded = _load(options.spec_files(file_options, files or [], "job spec"), key, template)
@@ -176,7 +176,9 @@ def render(
     scaler = autoscaler.value if autoscaler else None
     docs, rules = [], []
     for spec, _ in loaded:
-        objs, rule = render_offline(decide_multinode(None, spec, form), key, scaler, namespace)
+        where = placement(spec, key)
+        views.placement_notes(spec.name, where)
+        objs, rule = render_offline(decide_multinode(None, spec, form), where, scaler, namespace)
         docs += objs
         rules += [rule] if rule else []
     echo(dump_documents(docs, (output or DataFormat.yaml).value))
@@ -350,7 +352,6 @@ def jobs_delete(
 def jobs_why(
     name: str,
     namespace: str | None = options.namespace(),
-    gpu_label_key: str | None = options.gpu_label_key(),
     output: Format = options.output(),
 ) -> None:
     """Why a job is not running: what Kueue says of its Workload (quota reserved?
@@ -359,10 +360,9 @@ def jobs_why(
     from gpuctl.jobs import views
     from gpuctl.jobs.diagnose import diagnose
 
-    key = options.resolve_gpu_label_key(gpu_label_key)
     with application().kube() as kube:
-        d = diagnose(kube, name, namespace or kube.namespace, key)
+        d = diagnose(kube, name, namespace or kube.namespace)
     if output != Format.table:
         echo(dump(d.to_dict(), output.value))
     else:
-        views.why(d, key)
+        views.why(d)

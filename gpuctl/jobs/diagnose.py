@@ -48,7 +48,7 @@ class Diagnosis:
         return out
 
 
-def diagnose(kube: Kube, name: str, namespace: str, label_key: str) -> Diagnosis:
+def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
     job = get_job(kube, name, namespace)
     state = status_of(job)
     d = Diagnosis(why.job_in_words(job), state)
@@ -64,18 +64,11 @@ def diagnose(kube: Kube, name: str, namespace: str, label_key: str) -> Diagnosis
         return d
     pods = _pods(kube, job, name, namespace)
     d.pods = why.pods_in_words(pods)
-    resource, per_worker, workers, types, tolerations = why.fit_inputs(job, label_key)
-    if resource is not None:
+    where, workers, tolerations = why.fit_inputs(job)
+    if where.resource is not None:
         try:
             d.fit = fit.check_fit(
-                kube.list_objects("Node"),
-                kube.unfinished_pods(),
-                resource,
-                per_worker,
-                workers,
-                types,
-                label_key,
-                tolerations,
+                kube.list_objects("Node"), kube.unfinished_pods(), where, workers, tolerations
             )
         except Forbidden:
             pass  # RBAC for one namespace only: no fit table

@@ -7,17 +7,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError, Interrupted
 from gpuctl.jobs import admission, service
 from gpuctl.jobs.core import submit as core
-from gpuctl.jobs.core.manifests import render
+from gpuctl.jobs.core.manifests import placement, render_placed
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
 from gpuctl.k8s import fit
 from gpuctl.k8s.labels import GPU_TOLERATION
+from gpuctl.k8s.placement import Placement
 from gpuctl.runtime.workflow import Progress
 
 
@@ -38,11 +40,20 @@ def plan(
     spec = admission.multinode(kube, spec, multinode)
     spec, note = admission.queue(kube, spec, ns)
     target = admission.serving_target(kube, spec, ns, autoscaler) if spec.serving else None
-    objects = core.place(render(spec, label_key, target), ns)
+    nodes, skipped = _nodes(kube, spec)
+    where = placement(spec, label_key, nodes)
+    objects = core.place(render_placed(spec, where, target), ns)
     draft = core.SubmitPlan(
-        spec, ns, objects, label_key, server_dry_run, queue_note=note, target=target
+        spec,
+        ns,
+        objects,
+        where,
+        server_dry_run,
+        queue_note=note,
+        fit_skipped=skipped,
+        target=target,
     )
-    for check in (_fit, _references, _quota):
+    for check in (partial(_fit, nodes=nodes), _references, _quota):
         try:
             draft = check(kube, draft)
         except GpuctlError as e:
@@ -52,9 +63,24 @@ def plan(
     return draft
 
 
-def _fit(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
+def _nodes(kube: Kube, spec: JobSpec) -> tuple[list[dict] | None, str | None]:
+    """The cluster's nodes, read once for the placement and the fit: (None, why) when RBAC
+    hides them (the placement then follows the label scheme), (None, None) for a job
+    without GPUs."""
+    request = spec.gpu_request
+    if not (request.gpus or request.mig or request.gpu_types):
+        return None, None
     try:
-        return core.with_fit(draft, fit_report(kube, draft.spec, draft.label_key))
+        return kube.list_objects("Node"), None
+    except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
+        return None, e.message
+
+
+def _fit(kube: Kube, draft: core.SubmitPlan, nodes: list[dict] | None) -> core.SubmitPlan:
+    if draft.fit_skipped:
+        return draft
+    try:
+        return core.with_fit(draft, fit_report(kube, draft.spec, draft.placement, nodes))
     except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
         return dataclasses.replace(draft, fit_skipped=e.message)
 
@@ -69,16 +95,16 @@ def _quota(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
     return draft
 
 
-def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
-    resource = spec.gpu_resource
-    if resource is None:
-        return fit.check_fit([], [], None, 0, spec.nodes, (), label_key, [])
-    nodes = kube.list_objects("Node")
+def fit_report(
+    kube: Kube, spec: JobSpec, where: Placement, nodes: list[dict] | None = None
+) -> fit.FitReport:
+    """The fit of SPEC's workers placed WHERE, on NODES (read here when not given)."""
+    if where.resource is None:
+        return fit.check_fit([], [], where, spec.nodes, [])
+    nodes = kube.list_objects("Node") if nodes is None else nodes
     pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
-    return fit.check_fit(
-        nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type, label_key, tolerations
-    )
+    return fit.check_fit(nodes, pods, where, spec.nodes, tolerations)
 
 
 def check_references(kube: Kube, spec: JobSpec, namespace: str) -> list[str]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gpuctl.cli.output import DataFormat, dump, dump_documents, echo, err_console, out_console
 from gpuctl.jobs.core.submit import SubmitPlan
 from gpuctl.k8s.fit import FitReport
+from gpuctl.k8s.placement import Placement
 
 if TYPE_CHECKING:
     from gpuctl.jobs.diagnose import Diagnosis
@@ -65,6 +66,14 @@ def submit_findings(plan: SubmitPlan) -> None:
         err.print(f"warning: {warning}", style="yellow", markup=False)
     if plan.adapter_rule is not None:
         adapter_rule(plan.adapter_rule)
+
+
+def placement_notes(name: str, where: Placement) -> None:
+    """What render assumed of the cluster's labels for job NAME (stderr)."""
+    if where.scheme:
+        say(f"{name}: gpu_type selects nodes under {where.scheme}")
+    for note in where.notes:
+        say(f"{name}: {note}")
 
 
 def adapter_rule(rule: dict) -> None:
@@ -149,7 +158,7 @@ def job_fields(row: dict) -> None:
         echo(f"{key + ':':<17}{value}\n")
 
 
-def why(d: Diagnosis, label_key: str) -> None:
+def why(d: Diagnosis) -> None:
     """`gpuctl jobs why` as text: the job, its queue, what Kueue says, its pods, the fit."""
     from rich.markup import escape
 
@@ -169,7 +178,7 @@ def why(d: Diagnosis, label_key: str) -> None:
     if d.fit is not None:
         out.print(fit_table(d.fit))
         if not d.fit.can_ever_fit:
-            out.print(escape(f"it can never fit: {d.fit.never_fits_reason(label_key, ())}"))
+            out.print(escape(f"it can never fit: {d.fit.never_fits_reason()}"))
         elif d.fit.fits_now:
             out.print("the nodes have room for it now")
     if d.make_room:

@@ -9,13 +9,14 @@ from typing import Any
 
 from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
-from gpuctl.k8s.nodes import allocatable, is_gpu_node, labels_of, taints
+from gpuctl.k8s.nodes import allocatable, gpus_of, is_gpu_node, labels_of, taints
+from gpuctl.k8s.placement import Placement, terms_match
 
 
 @dataclass(frozen=True)
 class NodeFit:
     name: str
-    gpu_type: str | None
+    gpu_type: str | None  # the node's GPU in words (gpuctl.gpus.identity)
     allocatable: int  # of the job's GPU resource
     free: int
     slots_now: int  # workers that fit now
@@ -29,18 +30,21 @@ class FitReport:
     per_worker: int
     workers: int
     nodes: tuple[NodeFit, ...]
+    wanted: str = ""  # the GPU the job's affinity selects, in words ("" any)
+    refusal: str = ""  # why nodes of that GPU do not count (MIG slices, shared replicas)
 
     @property
     def can_ever_fit(self) -> bool:
         return self.resource is None or sum(n.slots_ever for n in self.nodes) >= self.workers
 
-    def never_fits_reason(self, label_key: str, gpu_types: tuple[str, ...]) -> str:
+    def never_fits_reason(self) -> str:
         slots = sum(n.slots_ever for n in self.nodes)
-        where = f"nodes with {label_key} in {', '.join(gpu_types)}" if gpu_types else "GPU nodes"
+        where = f"nodes with {self.wanted}" if self.wanted else "GPU nodes"
         need = f"{self.workers} × " if self.workers > 1 else ""
+        also = f"; {self.refusal}" if self.refusal else ""
         return (
             f"needs {need}{self.per_worker} {self.resource}; {where} have room for "
-            f"{slots} worker{'s' if slots != 1 else ''} at most"
+            f"{slots} worker{'s' if slots != 1 else ''} at most{also}"
         )
 
     @property
@@ -65,14 +69,13 @@ def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
 def check_fit(
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]],
-    resource: str | None,
-    per_worker: int,
+    where: Placement,
     workers: int,
-    gpu_types: tuple[str, ...],
-    label_key: str,
     tolerations: list[dict[str, Any]],
 ) -> FitReport:
-    """Per GPU node: how many workers fit now and on an empty node, and why not."""
+    """Per GPU node: how many workers asking for WHERE's resource, on the nodes its
+    affinity selects, fit now and on an empty node, and why not."""
+    resource, per_worker = where.resource, where.per_worker
     if resource is None:
         return FitReport(None, 0, workers, ())
     used: dict[str, int] = {}
@@ -86,15 +89,19 @@ def check_fit(
             continue
         spec = node.get("spec") or {}
         name = (node.get("metadata") or {}).get("name", "?")
-        gpu_type = labels_of(node).get(label_key)
+        gpus = gpus_of(node)
+        gpu_type = gpus.name
         alloc = count(allocatable(node).get(resource, 0))
         free = max(alloc - used.get(name, 0), 0)
         reason = ""
         untolerated = [t for t in taints(node) if not tolerates(t, tolerations)]
-        if gpu_types and gpu_type not in gpu_types:
-            reason = f"{label_key}={gpu_type or '(none)'}, job needs {' or '.join(gpu_types)}"
+        if not terms_match(labels_of(node), where.terms):
+            reason = f"not {where.wanted}" if where.wanted else "outside the job's node affinity"
         elif alloc == 0:
-            reason = f"no {resource}"
+            unhealthy = gpus.unhealthy.get(resource)
+            reason = f"no {resource}" + (f" ({unhealthy} unhealthy)" if unhealthy else "")
+            if not gpus.plugin_running:
+                reason += " (the device plugin advertises no GPUs yet)"
         elif alloc < per_worker:
             reason = f"{alloc} {resource}, a worker needs {per_worker}"
         elif untolerated:
@@ -108,4 +115,4 @@ def check_fit(
         now = free // per_worker
         reason = f"{free} of {alloc} free" + ("" if now else f", a worker needs {per_worker}")
         out.append(NodeFit(name, gpu_type, alloc, free, now, alloc // per_worker, reason))
-    return FitReport(resource, per_worker, workers, tuple(out))
+    return FitReport(resource, per_worker, workers, tuple(out), where.wanted, where.refusal)

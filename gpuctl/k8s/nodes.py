@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import count
+from gpuctl.gpus.identity import NodeGpus, identify
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL
 
 GPU = "nvidia.com/gpu"
@@ -88,3 +89,10 @@ def mig_reason(node: dict[str, Any]) -> str | None:
     ):
         return f"{MIG_STRATEGY}={labels[MIG_STRATEGY]} with MIG devices"
     return None
+
+
+def gpus_of(node: dict[str, Any]) -> NodeGpus:
+    """The node's GPUs, whatever labelled it (gpuctl.gpus.identity)."""
+    cap = {k: count(v) for k, v in capacity(node).items() if is_gpu_resource(k)}
+    alloc = {k: count(v) for k, v in allocatable(node).items() if is_gpu_resource(k)}
+    return identify(labels_of(node), cap, alloc)

@@ -12,21 +12,22 @@ from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common import selector as label_selector
 from gpuctl.common.errors import BackendError, GpuctlError, SpecError, UsageError
 from gpuctl.common.specfile import load_yaml
-from gpuctl.gpus.geometry import GpuModel, known_model
-from gpuctl.gpus.names import GFD_PRODUCT_LABEL, split_product
+from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources
+from gpuctl.k8s.nodes import gpus_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.operator import (
     CONFIG_LABEL,
-    COUNT_LABEL,
     STATE_LABEL,
     NodeTarget,
 )
 
 
-def _model_of(labels: dict) -> GpuModel | None:
-    product, _, _ = split_product(labels.get(GFD_PRODUCT_LABEL, ""))
-    return known_model(product) if product else None
+def _model_of(node: dict) -> tuple[GpuModel | None, int]:
+    """The node's GPU model with MIG geometry, whatever labelled it, and its GPUs."""
+    gpus = gpus_of(node)
+    model = next((m for m in models() if m.short_name == gpus.model), None)
+    return model, gpus.count or 0
 
 
 def config_to_render(
@@ -74,13 +75,9 @@ def targets(kube: Kube, nodes: tuple[str, ...], selector: str | None) -> list[No
     out = []
     for n in items:
         labels = n["metadata"].get("labels") or {}
-        count = labels.get(COUNT_LABEL, "")
+        model, count = _model_of(n)
         t = NodeTarget(
-            n["metadata"]["name"],
-            labels.get(CONFIG_LABEL),
-            labels.get(STATE_LABEL),
-            _model_of(labels),
-            int(count) if count.isdigit() else 0,
+            n["metadata"]["name"], labels.get(CONFIG_LABEL), labels.get(STATE_LABEL), model, count
         )
         for p in pods:
             if (p.get("spec") or {}).get("nodeName") != t.name:

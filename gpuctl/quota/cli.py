@@ -58,7 +58,14 @@ GpuType = Annotated[
     typer.Option(
         "--gpu-type",
         help="Kueue: GPU types to give quota on, one flavor each (repeatable; default: "
-        "every type on the nodes). The quota applies to each.",
+        "every type on the nodes). With several, --gpus-per-type says the quota applies to each.",
+    ),
+]
+PerType = Annotated[
+    bool,
+    typer.Option(
+        "--gpus-per-type",
+        help="Kueue: --gpus is given on each GPU type (flavor); needed when there are several.",
     ),
 ]
 Cpu = Annotated[
@@ -93,6 +100,7 @@ def quota_set(
     lending_limit: LendingLimit = None,
     weight: Weight = None,
     gpu_type: GpuType = [],  # noqa: B006
+    gpus_per_type: PerType = False,
     cpu: Cpu = None,
     memory: Memory = None,
     engine: EngineOption = None,
@@ -116,6 +124,7 @@ def quota_set(
         "--lending-limit": lending_limit,
         "--weight": weight,
         "--gpu-type": gpu_type or None,
+        "--gpus-per-type": gpus_per_type or None,
         "--cpu": cpu,
         "--memory": memory,
     }
@@ -123,11 +132,8 @@ def quota_set(
     if engine == Engine.resourcequota and given:
         raise UsageError(f"{', '.join(given)}: for --engine kueue only")
     kueue.check_gpu_types(tuple(gpu_type))
-    request = kueue.check(
-        kueue.TeamQuota(
-            team, gpus, limits, cpu, memory, cohort, borrowing_limit, lending_limit, weight
-        )
-    )
+    asked_for = (team, gpus, limits, cpu, memory, cohort, borrowing_limit, lending_limit, weight)
+    request = kueue.check(kueue.TeamQuota(*asked_for, per_type=gpus_per_type))
     key = options.resolve_gpu_label_key(gpu_label_key)
     kube = _connect(application().offline_ok(dry_run))
     asked = engine.value if engine else None

@@ -12,13 +12,13 @@ import os
 from collections.abc import Callable
 
 from gpuctl.common.errors import UsageError
-from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.common.specfile import Fields, load_yaml_file
 
 CONFIG_ENV = "GPUCTL_CONFIG"
 SETTINGS = {
     # name: (environment variable, default)
-    "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", DEFAULT_GPU_LABEL_KEY),
+    # auto: detected per cluster from its nodes' labels (gpuctl.k8s.placement)
+    "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", "auto"),
     "prometheus_url": ("GPUCTL_PROMETHEUS_URL", None),
     "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
     # seconds one request to Kubernetes or Prometheus may take, whole answer included

@@ -25,8 +25,9 @@ def read_trace(nodes_path: str, pods_path: str) -> tuple[list[Node], list[Pod]]:
 
 def snapshot(kube: Kube, label_key: str) -> tuple[list[Node], list[Pod]]:
     """The cluster's nodes and its pods not yet finished, in all namespaces."""
-    nodes = nodes_from_api(kube.list_objects("Node"), label_key)
-    pods = pods_from_api(kube.unfinished_pods(), label_key)
+    objects = kube.list_objects("Node")
+    nodes = nodes_from_api(objects, label_key)
+    pods = pods_from_api(kube.unfinished_pods(), label_key, objects)
     return nodes, pods
 
 

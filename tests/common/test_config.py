@@ -3,7 +3,6 @@
 import pytest
 
 from gpuctl.common.errors import EXIT_USAGE, SpecError, UsageError
-from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.runtime import config
 
 
@@ -20,7 +19,7 @@ def home(tmp_path):
 
 def test_precedence_option_environment_file_default(tmp_path, monkeypatch):
     cfg = write(tmp_path / "cfg.yaml", "gpu_label_key: from/file\nnamespace: team-file\n")
-    assert config.setting_from("gpu_label_key") == (DEFAULT_GPU_LABEL_KEY, "the default")
+    assert config.setting_from("gpu_label_key") == ("auto", "the default")
     monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
     assert config.setting_from("gpu_label_key") == ("from/file", str(cfg))
     assert config.setting_from("namespace") == ("team-file", str(cfg))
@@ -68,7 +67,7 @@ def test_a_gpuctl_config_that_does_not_exist_is_an_error(tmp_path, home, monkeyp
 def test_an_empty_file_has_no_settings_and_a_bad_one_says_where(tmp_path, monkeypatch):
     cfg = write(tmp_path / "cfg.yaml", "")
     monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
-    assert config.setting("gpu_label_key") == DEFAULT_GPU_LABEL_KEY
+    assert config.setting("gpu_label_key") == "auto"
     write(cfg, "context: a\ncontxt: b\n")
     with pytest.raises(SpecError) as e:
         config.setting("context")

@@ -37,6 +37,7 @@ def test_healthy_cluster_passes_everything():
     assert [c.name for c in checks] == [
         "gpu-nodes",
         "feature-discovery",
+        "gpu-types",
         "device-plugin",
         "mig",
         "sharing",
@@ -174,6 +175,7 @@ def test_doctor_command_passes_on_a_ready_cluster(cli, kube_api):
     assert {c["name"]: c["status"] for c in data["checks"]} == {
         "gpu-nodes": "pass",
         "feature-discovery": "pass",
+        "gpu-types": "pass",
         "device-plugin": "pass",
         "mig": "pass",
         "sharing": "pass",
@@ -237,3 +239,28 @@ def test_a_configmap_the_plugin_does_not_mount_does_not_count(cli, kube_api):
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
     assert r.code == 1 and checks["sharing"]["status"] == "fail"
     assert "reads no config ConfigMap" in checks["sharing"]["detail"]
+
+
+def test_gpu_types_names_each_model_and_warns_where_no_gpu_type_can_select():
+    from tests.node_corpus import corpus
+
+    real = list(corpus().values())
+    check = doctor.check_gpu_types(real)
+    assert check.status == doctor.PASS
+    assert (
+        "H100-80GB (gfd/gpuctl)" in check.detail and "A100-40GB (gfd/gke/karpenter)" in check.detail
+    )
+    odd = node("odd", 1, labels={"nvidia.com/gpu.product": "NVIDIA-Future-GPU"})
+    check = doctor.check_gpu_types([*real, odd])
+    assert check.status == doctor.WARN and "odd (labelled NVIDIA-Future-GPU)" in check.detail
+
+
+def test_mig_is_applied_only_where_an_enabling_config_succeeded():
+    from tests.node_corpus import corpus
+
+    real = corpus()
+    disabled = doctor.check_mig([real["gfd-h100"], real["gfd-a100-80gb"]])
+    assert disabled.status == doctor.PASS and disabled.detail.startswith("MIG is not in use")
+    applied = doctor.check_mig([real["gfd-h100"], real["gfd-a100-mig-single"]])
+    assert applied.detail.startswith("MIG applied on r7525-a100-mig")
+    assert "xe9680-h100" not in applied.detail

@@ -7,7 +7,7 @@ from __future__ import annotations
 from gpuctl.common.specfile import load_yaml
 from gpuctl.jobs.core import submit
 from gpuctl.jobs.core.delete import plan_delete
-from gpuctl.jobs.core.manifests import render
+from gpuctl.jobs.core.manifests import placement, render
 from gpuctl.jobs.core.spec import parse_job
 from gpuctl.k8s.fit import FitReport, NodeFit
 
@@ -21,12 +21,12 @@ def node(name: str, now: int, ever: int) -> NodeFit:
 
 
 def fit(workers: int, *nodes: NodeFit) -> FitReport:
-    return FitReport("nvidia.com/gpu", 8, workers, nodes)
+    return FitReport("nvidia.com/gpu", 8, workers, nodes, wanted="H100-80GB")
 
 
 def plan_for(job, namespace: str = "team-a") -> submit.SubmitPlan:
     objects = submit.place(render(job), namespace)
-    return submit.SubmitPlan(job, namespace, objects, "gpu-type")
+    return submit.SubmitPlan(job, namespace, objects, placement(job))
 
 
 def test_the_namespace_is_the_option_else_the_specs_else_the_connections():
@@ -64,8 +64,8 @@ def test_a_job_that_can_never_fit_is_stopped_with_the_reason():
     planned = submit.with_fit(plan_for(job), fit(3, node("n1", 1, 1), node("n2", 0, 1)))
     assert planned.error is not None
     assert planned.error.message == (
-        "big can never fit this cluster: needs 3 × 8 nvidia.com/gpu; nodes with gpu-type in "
-        "h100 have room for 2 workers at most"
+        "big can never fit this cluster: needs 3 × 8 nvidia.com/gpu; nodes with H100-80GB "
+        "have room for 2 workers at most"
     )
     assert planned.shows_fit and not planned.waits_for_room
 

@@ -184,7 +184,8 @@ def test_pods_say_why_they_wait():
 
 
 def test_fit_inputs_are_read_from_the_live_object(jobset):
-    resource, per_worker, workers, types, tolerations = why.fit_inputs(jobset, "gpu-type")
-    assert (resource, per_worker, workers, types) == ("nvidia.com/gpu", 8, 4, ("h100", "h200"))
+    where, workers, tolerations = why.fit_inputs(jobset)
+    assert (where.resource, where.per_worker, workers) == ("nvidia.com/gpu", 8, 4)
+    # the affinity the job was created with, whatever its key: the nodes it may use
+    assert where.terms == (({"key": "gpu-type", "operator": "In", "values": ["h100", "h200"]},),)
     assert {"key": "spot", "operator": "Exists"} in tolerations
-    assert why.fit_inputs(jobset, "other-key")[3] == ()

@@ -1,6 +1,7 @@
 """The fit check, on nodes and pods as the API returns them."""
 
 from gpuctl.k8s import fit
+from gpuctl.k8s.placement import Placement
 
 GPU = "nvidia.com/gpu"
 TOLERATE_GPU = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
@@ -15,7 +16,7 @@ def node(name, gpus=8, taints=None, unschedulable=False):
 
 
 def check(nodes, tolerations=TOLERATE_GPU):
-    return fit.check_fit(nodes, [], GPU, 8, 1, (), "gpu-type", tolerations)
+    return fit.check_fit(nodes, [], Placement(GPU, 8), 1, tolerations)
 
 
 def test_a_toleration_for_another_effect_does_not_tolerate_the_taint():

@@ -462,3 +462,24 @@ def test_export_writes_gpus_without_mig_as_mig_parted_does():
     back = migparted.parse(load_yaml(yaml.safe_dump(data), "x.yaml"))
     out = migparted.resolve(back, back.select("current"), states)
     assert out[0].layout == {"7g.80gb": 1} and out[1] is not None and not out[1].enabled
+
+
+def test_a_config_with_no_entry_for_the_node_s_gpu_is_refused_before_labelling():
+    """`mig configure --node b200-1 -c all-1g.10gb` with a config written for H100s only:
+    mig-manager would leave the node as it is and report success, so gpuctl refuses."""
+    from gpuctl.mig.core.operator import NodeTarget, check_config
+
+    cfg = parse("""\
+        version: v1
+        mig-configs:
+          all-1g.10gb:
+            - device-filter: ["0x233010DE"]
+              devices: all
+              mig-enabled: true
+              mig-devices: {"1g.10gb": 7}
+        """)
+    h100 = NodeTarget("h100-1", "all-disabled", "success", find_model("H100-80GB"), 8)
+    assert check_config(cfg, "all-1g.10gb", [h100]) == []
+    b200 = NodeTarget("b200-1", "all-disabled", "success", find_model("B200"), 8)
+    with pytest.raises(SpecError, match="no entry for node b200-1's GPUs \\(B200\\)"):
+        check_config(cfg, "all-1g.10gb", [h100, b200])

@@ -327,3 +327,17 @@ def test_lint_is_clean_when_quotas_add_up_to_the_nodes():
         [h100("h1"), h100("h2")],
     )
     assert findings == [] and rows[0].nominal == rows[0].allocatable == "16"
+
+
+def test_lint_warns_where_a_flavor_s_nvidia_gpu_counts_slices_or_replicas():
+    from tests.node_corpus import corpus
+
+    real = corpus()
+    nodes = [real["gfd-t4"], real["gfd-t4-shared"], real["gfd-a100-mig-single"]]
+    # cq() quotas the flavor named h100: here it selects the T4 nodes by instance type
+    flavors = [flavor("h100", {"node.kubernetes.io/instance-type": "g4dn.xlarge"})]
+    _, findings = lint([cq("team-a", gpus=9)], flavors, nodes)
+    assert [f.message for f in findings if f.level == WARNING][:1] == [
+        "flavor h100: nvidia.com/gpu on g4dn-t4-shared counts MIG slices or time-shared "
+        "replicas, not whole GPUs"
+    ]

@@ -174,7 +174,7 @@ def test_kueue_quota_offline_equals_a_dry_run_on_the_cluster_it_assumes(
     args = [*QUOTA, "--mig", "1g.10gb=2", "--engine", "kueue", "--gpu-type", "h100"]
     args += [*KUEUE_RESOURCES, "--cohort", "ml", "--borrowing-limit", "2"]
     kube.install_crds("ClusterQueue", "LocalQueue", "ResourceFlavor")
-    seed(kube_api, node("gpu-1", labels={"gpu-type": "h100"}))
+    seed(kube_api, node("gpu-1", labels={"gpu-type": "h100"}, gfd=False))
     since = mark(kube)
     online = cli(*args)
     assert online.code == 0 and writes(kube, since) == [], online

@@ -18,6 +18,7 @@ from gpuctl.k8s.nodes import (
     MIG_STRATEGY,
     allocatable,
     gpu_resources,
+    gpus_of,
     is_gpu_node,
     labels_of,
     mig_reason,
@@ -103,6 +104,29 @@ def check_gfd(nodes: list[dict[str, Any]]) -> Check:
     )
 
 
+def check_gpu_types(nodes: list[dict[str, Any]]) -> Check:
+    """Can a job's gpu_type select each GPU node? Only where gpuctl can tell its GPU from
+    its labels (gpuctl.gpus.identity: GFD, Karpenter, GKE, AKS, instance type, gpu-type)."""
+    seen = [(_name(n), gpus_of(n)) for n in _gpu_nodes(nodes)]
+    unknown = sorted(name for name, g in seen if g.model is None)
+    if unknown:
+        products = sorted({p for _, g in seen if g.model is None for p in g.products})
+        return Check(
+            "gpu-types",
+            WARN,
+            f"no GPU model gpuctl knows on {_names(unknown)}"
+            + (f" (labelled {', '.join(products)})" if products else "")
+            + ": a job's gpu_type cannot select them",
+            "let GPU Feature Discovery label them (GPU Operator), or label them "
+            "gpu-type=<model>; a gpu_type equal to their label value still selects them",
+        )
+    models: dict[str, set[str]] = {}
+    for _, g in seen:
+        models.setdefault(f"{g.model}", set()).add(g.scheme or "?")
+    listed = ", ".join(f"{m} ({'/'.join(sorted(s))})" for m, s in sorted(models.items()))
+    return Check("gpu-types", PASS, f"GPU models by label scheme: {listed or 'none'}")
+
+
 def _ready(ds: dict[str, Any]) -> tuple[int, int]:
     st = ds.get("status") or {}
     return int(st.get("numberReady") or 0), int(st.get("desiredNumberScheduled") or 0)
@@ -155,7 +179,10 @@ def check_mig(nodes: list[dict[str, Any]]) -> Check:
             strategies.setdefault(strategy, []).append(name)
         wanted, state = labels.get(MIG_CONFIG), labels.get(MIG_STATE)
         mixed = any(k.startswith(MIG_PREFIX) for k in allocatable(n))
-        if wanted or mixed:
+        # applied: the MIG manager reports success on a layout that enables MIG, or the node
+        # offers MIG slices (MIG set up without the operator)
+        asked = wanted not in (None, "", "all-disabled")
+        if (asked and state == "success") or (not asked and gpus_of(n).mig_slices):
             mig_nodes.append(name)
         if state == "failed":
             problems.append(f"{name}: mig.config={wanted} failed")
@@ -304,6 +331,7 @@ def run_checks(
     return [
         check_gpu_nodes(nodes),
         check_gfd(nodes),
+        check_gpu_types(nodes),
         check_device_plugin(plugin),
         check_mig(nodes),
         check_sharing(nodes, config_map, config_data),

@@ -18,6 +18,7 @@ from typing import Any
 from gpuctl.jobs.core import pods
 from gpuctl.jobs.core.spec import JOBSET_WORKERS, JobSpec
 from gpuctl.k8s.apis import JOBSET_API_VERSION
+from gpuctl.k8s.placement import Placement
 
 
 def master_address(name: str) -> str:
@@ -26,8 +27,8 @@ def master_address(name: str) -> str:
     return f"{name}-{JOBSET_WORKERS}-0-0.{name}"
 
 
-def render(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
-    pod = pods.pod_spec(spec, gpu_label_key)
+def render(spec: JobSpec, where: Placement) -> dict[str, Any]:
+    pod = pods.pod_spec(spec, where)
     pod["restartPolicy"] = "Never"  # a failed worker fails its Job, and so restarts the group
     pods.with_torchrun_env(pod, spec, master=master_address(spec.name))
     job: dict[str, Any] = {

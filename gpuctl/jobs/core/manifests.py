@@ -4,38 +4,52 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
 from gpuctl.jobs.core import autoscale, jobset, serving
 from gpuctl.jobs.core.pods import labels_for, metadata, pod_spec, with_torchrun_env
 from gpuctl.jobs.core.spec import JOBSET, JobSpec
 from gpuctl.k8s.labels import JOB_LABEL
+from gpuctl.k8s.placement import AUTO, Placement, place
+
+
+def placement(
+    spec: JobSpec, gpu_label_key: str = AUTO, nodes: list[dict[str, Any]] | None = None
+) -> Placement:
+    """The GPU resource and node affinity of SPEC's workers (gpuctl.k8s.placement), from
+    the cluster's NODES when they were read."""
+    return place(spec.gpu_request, gpu_label_key, nodes)
 
 
 def render(
     spec: JobSpec,
-    gpu_label_key: str = DEFAULT_GPU_LABEL_KEY,
+    gpu_label_key: str = AUTO,
     target: serving.Target | None = None,
+    nodes: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """All objects of the job, in the order they must be created: a Pod; a Job; for a
     multi-node job a headless Service and an Indexed Job, or a JobSet (multinode: jobset);
     for a service (kind Service) a Deployment, a Service and its autoscaler, as TARGET
     says (default: KEDA, in the spec's namespace or default).
     A job with a queue is created suspended, with Kueue's queue-name label: Kueue starts
-    it when its ClusterQueue has quota for all of it."""
+    it when its ClusterQueue has quota for all of it. The GPUs go where placement() says."""
+    return render_placed(spec, placement(spec, gpu_label_key, nodes), target)
+
+
+def render_placed(
+    spec: JobSpec, where: Placement, target: serving.Target | None = None
+) -> list[dict[str, Any]]:
+    """render() with the placement decided."""
     if spec.serving is not None:
-        return serving.render(
-            spec, gpu_label_key, target or serving.Target(spec.namespace or "default")
-        )
+        return serving.render(spec, where, target or serving.Target(spec.namespace or "default"))
     if spec.nodes > 1 and spec.multinode == JOBSET:
-        return [jobset.render(spec, gpu_label_key)]
+        return [jobset.render(spec, where)]
     if spec.kind == "Pod":
-        pod = pod_spec(spec, gpu_label_key)
+        pod = pod_spec(spec, where)
         pod["restartPolicy"] = "Never"
         if spec.deadline:
             pod["activeDeadlineSeconds"] = spec.deadline
         return [{"apiVersion": "v1", "kind": "Pod", "metadata": metadata(spec), "spec": pod}]
 
-    pod = pod_spec(spec, gpu_label_key)
+    pod = pod_spec(spec, where)
     pod["restartPolicy"] = "Never"
     job_spec: dict[str, Any] = {"backoffLimit": spec.retries}
     if spec.ttl_after_finished:
@@ -76,7 +90,7 @@ def _headless_service(spec: JobSpec) -> dict[str, Any]:
 
 def render_offline(
     spec: JobSpec,
-    gpu_label_key: str,
+    where: Placement,
     autoscaler: str | None = None,
     namespace: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -84,10 +98,10 @@ def render_offline(
     NAMESPACE, else the spec's, else default, with AUTOSCALER, else KEDA's ScaledObject,
     and one surge pod) and, for a service's HPA, the prometheus-adapter rule it needs."""
     if spec.serving is None:
-        return render(spec, gpu_label_key), None
+        return render_placed(spec, where), None
     ns = namespace or spec.namespace or "default"
     target = serving.Target(ns, autoscaler or autoscale.KEDA)
-    objects = render(spec, gpu_label_key, target)
+    objects = render_placed(spec, where, target)
     scale = spec.serving.autoscale
     if scale is None or target.autoscaler != autoscale.HPA:
         return objects, None

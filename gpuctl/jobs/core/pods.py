@@ -9,6 +9,7 @@ from typing import Any
 from gpuctl.jobs.core import volumes
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.k8s.labels import GPU_TOLERATION, JOB_LABEL, MANAGED_BY, QUEUE_LABEL
+from gpuctl.k8s.placement import Placement
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
@@ -29,7 +30,7 @@ def metadata(spec: JobSpec) -> dict[str, Any]:
     return meta
 
 
-def pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
+def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": spec.image}
     if spec.command:
         container["command"] = list(spec.command)
@@ -43,7 +44,7 @@ def pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
 
     limits: dict[str, Any] = {}
     requests: dict[str, Any] = {}
-    resource = spec.gpu_resource
+    resource = (where.resource, where.per_worker) if where.resource else None
     if resource:
         limits[resource[0]] = str(resource[1])
     for key, value in (("cpu", spec.cpu), ("memory", spec.memory)):
@@ -64,24 +65,8 @@ def pod_spec(spec: JobSpec, gpu_label_key: str) -> dict[str, Any]:
         pod["volumes"] = pod_volumes
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
-    if spec.gpu_type:
-        pod["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": gpu_label_key,
-                                    "operator": "In",
-                                    "values": list(spec.gpu_type),
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
-        }
+    if where.affinity:
+        pod["affinity"] = where.affinity
     tolerations = ([dict(GPU_TOLERATION)] if resource else []) + [dict(t) for t in spec.tolerations]
     if tolerations:
         pod["tolerations"] = tolerations

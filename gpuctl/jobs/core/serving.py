@@ -16,6 +16,7 @@ from gpuctl.jobs.core.pods import labels_for, metadata, pod_spec
 from gpuctl.jobs.core.service_spec import Probe, Serving
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.k8s.labels import JOB_LABEL, MANAGED_BY
+from gpuctl.k8s.placement import Placement
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,11 @@ def rollout_within(per_pod: int, peak: int, free: int | None) -> Rollout:
     )
 
 
-def render(spec: JobSpec, gpu_label_key: str, target: Target) -> list[dict[str, Any]]:
+def render(spec: JobSpec, where: Placement, target: Target) -> list[dict[str, Any]]:
     """The Deployment, the Service and the autoscaler (if any), in the order to create."""
     serving = spec.serving
     assert serving is not None, "render a kind Service spec"
-    objects = [deployment(spec, serving, gpu_label_key, target.rollout), _service(spec, serving)]
+    objects = [deployment(spec, serving, where, target.rollout), _service(spec, serving)]
     scale = serving.autoscale
     if scale is not None:
         promql = autoscale.query(spec.name, target.namespace, scale, target.exporter)
@@ -80,9 +81,9 @@ def selector(spec: JobSpec) -> dict[str, str]:
 
 
 def deployment(
-    spec: JobSpec, serving: Serving, gpu_label_key: str, rollout: Rollout
+    spec: JobSpec, serving: Serving, where: Placement, rollout: Rollout
 ) -> dict[str, Any]:
-    pod = pod_spec(spec, gpu_label_key)
+    pod = pod_spec(spec, where)
     container = pod["containers"][0]
     ports = [{"name": n, "containerPort": p} for n, p in serving.ports]
     if serving.metrics_port is not None and serving.metrics_port not in (

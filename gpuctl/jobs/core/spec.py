@@ -33,6 +33,7 @@ from gpuctl.jobs.core import service_spec, volumes
 from gpuctl.jobs.core.service_spec import Serving
 from gpuctl.jobs.core.volumes import SecretUse, Volume
 from gpuctl.k8s.labels import QUEUE_LABEL
+from gpuctl.k8s.placement import GpuRequest
 
 API_VERSION = "gpuctl/v1"
 KINDS = ("Job", "Pod", "Service")
@@ -213,6 +214,11 @@ class JobSpec:
     def pods(self) -> int:
         """Pods at the start: a job's workers, a service's first replicas."""
         return self.serving.initial_replicas if self.serving else self.nodes
+
+    @property
+    def gpu_request(self) -> GpuRequest:
+        """What each worker asks for, before the cluster says how it is offered."""
+        return GpuRequest(self.gpus, self.mig, self.shared, self.gpu_type)
 
     @property
     def gpu_resource(self) -> tuple[str, int] | None:
@@ -442,12 +448,28 @@ def gpu_type_warnings(doc: Doc, spec: JobSpec, label_key: str) -> list[str]:
     where it is, and why."""
     if not spec.gpu_type:
         return []
-    from gpuctl.gpus import geometry, names
+    from gpuctl.gpus import geometry, identity, names
 
     listed = isinstance(doc.data.get("gpu_type"), list)
     out = []
     for i, value in enumerate(spec.gpu_type):
-        why = names.gpu_type_warning(value, label_key, geometry.models())
+        translated = label_key in (
+            identity.GFD_PRODUCT,
+            identity.KARPENTER_NAME,
+            identity.GKE_ACCELERATOR,
+            identity.INSTANCE_TYPE,
+        )
+        if translated and identity.models_for(value):
+            why = None  # rendered as the values that scheme writes for the model
+        elif label_key == "auto":
+            why = (
+                None
+                if identity.models_for(value)
+                else f"{value!r} matches no GPU gpuctl knows: the job only runs on nodes whose "
+                f"GPU label ({identity.GFD_PRODUCT} or {identity.GPUCTL_TYPE}) is {value} exactly"
+            )
+        else:
+            why = names.gpu_type_warning(value, label_key, geometry.models())
         if why:
             out.append(f"{doc.where(('gpu_type', i) if listed else ('gpu_type',))}: {why}")
     return out

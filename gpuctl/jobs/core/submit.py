@@ -15,6 +15,7 @@ from gpuctl.jobs.core import autoscale
 from gpuctl.jobs.core.serving import Target
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.k8s.fit import FitReport
+from gpuctl.k8s.placement import Placement
 
 NEVER_FITS_HINT = "change gpus / mig / gpu_type, or add capacity (gpuctl provision)"
 
@@ -30,7 +31,7 @@ class SubmitPlan:
     spec: JobSpec
     namespace: str
     objects: tuple[dict[str, Any], ...]
-    label_key: str
+    placement: Placement
     server_dry_run: bool = False
     fit: FitReport | None = None
     fit_skipped: str | None = None
@@ -75,6 +76,7 @@ class SubmitPlan:
         notes: tuple[str | None, ...] = (
             self.queue_note,
             self.fit_skipped and f"no fit check: {self.fit_skipped}",
+            *self.placement.notes,
         )
         if self.adapter_rule is not None:
             notes += (
@@ -97,20 +99,19 @@ def place(manifests: Sequence[dict[str, Any]], namespace: str) -> tuple[dict[str
     return tuple({**m, "metadata": {**m["metadata"], "namespace": namespace}} for m in manifests)
 
 
-def never_fits(spec: JobSpec, fit: FitReport | None, label_key: str) -> GpuctlError | None:
+def never_fits(spec: JobSpec, fit: FitReport | None) -> GpuctlError | None:
     """The error that stops a job no node set can ever hold (None: it may fit)."""
     if fit is None or fit.can_ever_fit:
         return None
     return GpuctlError(
-        f"{spec.name} can never fit this cluster: "
-        + fit.never_fits_reason(label_key, spec.gpu_type),
+        f"{spec.name} can never fit this cluster: " + fit.never_fits_reason(),
         hint=NEVER_FITS_HINT,
     )
 
 
 def with_fit(plan: SubmitPlan, fit: FitReport) -> SubmitPlan:
     """PLAN with its fit report, stopped when the job can never fit."""
-    return dataclasses.replace(plan, fit=fit, error=never_fits(plan.spec, fit, plan.label_key))
+    return dataclasses.replace(plan, fit=fit, error=never_fits(plan.spec, fit))
 
 
 def _create(obj: dict[str, Any], spec: JobSpec, target: Target | None) -> Step:

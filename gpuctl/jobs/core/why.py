@@ -13,6 +13,7 @@ from typing import Any
 
 from gpuctl.gpus.resources import requested
 from gpuctl.jobs.core.status import pod_template, status_of, workers
+from gpuctl.k8s.placement import Placement
 
 EVICTED = {
     "Preempted": "preempted",
@@ -168,11 +169,10 @@ def pods_in_words(pods: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def fit_inputs(
-    job: dict[str, Any], label_key: str
-) -> tuple[str | None, int, int, tuple[str, ...], list[dict[str, Any]]]:
-    """What the fit check needs, read from a live job: its GPU resource, per worker, the
-    workers, the GPU types its node affinity allows on LABEL_KEY, its tolerations."""
+def fit_inputs(job: dict[str, Any]) -> tuple[Placement, int, list[dict[str, Any]]]:
+    """What the fit check needs, read from a live job: its GPU resource per worker and the
+    node affinity it was created with (the nodes it selects are the ones it may use), the
+    workers, its tolerations."""
     pod = pod_template(job)
     limits = {
         name
@@ -182,15 +182,19 @@ def fit_inputs(
     }
     resource = min(limits) if limits else None
     per_worker = requested({"spec": pod}, resource) if resource else 0
-    types: list[str] = []
     affinity = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
-    for term in affinity.get("nodeSelectorTerms") or []:
-        for e in term.get("matchExpressions") or []:
-            if e.get("key") == label_key and e.get("operator") == "In":
-                types += [str(v) for v in e.get("values") or []]
-    return resource, per_worker, workers(job), tuple(types), list(pod.get("tolerations") or [])
+    terms = tuple(
+        tuple(term.get("matchExpressions") or [])
+        for term in affinity.get("nodeSelectorTerms") or []
+    )
+    selector = pod.get("nodeSelector") or {}
+    if selector:  # a nodeSelector holds beside the affinity: AND it into every term
+        pinned = tuple({"key": k, "operator": "In", "values": [v]} for k, v in selector.items())
+        terms = tuple((*t, *pinned) for t in terms) if terms else (pinned,)
+    where = Placement(resource, per_worker, terms)
+    return where, workers(job), list(pod.get("tolerations") or [])
 
 
 def job_in_words(job: dict[str, Any]) -> str:

@@ -104,7 +104,15 @@ def check_config(cfg: migparted.MigConfigFile, config: str, nodes: list[NodeTarg
             GpuState(i, t.model.nvml_name, "", t.model, (True, True))
             for i in range(max(t.gpu_count, 1))
         ]
-        migparted.resolve(cfg, entries, gpus)
+        desired = migparted.resolve(cfg, entries, gpus)
+        if all(d is None for d in desired.values()):
+            raise SpecError(
+                f"config {config!r} has no entry for node {t.name}'s GPUs "
+                f"({t.model.short_name}): its device-filters name other GPUs, so mig-manager "
+                "would leave the node as it is and report success",
+                hint=f"choose a config written for the {t.model.short_name}, or add an "
+                "entry without a device-filter",
+            )
         for alias, name in migparted.aliases_used(entries, t.model):
             notes.append(
                 f"node {t.name}: {alias} is what an earlier {t.model.short_name} driver called "

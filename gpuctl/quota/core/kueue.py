@@ -20,9 +20,11 @@ from typing import Any
 from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_subdomain, label_value
 from gpuctl.common.quantity import from_api
+from gpuctl.gpus import identity
 from gpuctl.k8s.apis import kueue_api_version
 from gpuctl.k8s.labels import GPU_TOLERATION, MANAGED
-from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.placement import AUTO
 from gpuctl.quota.core.rules import MAX_GPUS
 
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by Kubernetes
@@ -47,6 +49,9 @@ class TeamQuota:
     borrowing_limit: int | None = None  # of nvidia.com/gpu
     lending_limit: int | None = None
     weight: str | None = None  # fair-sharing weight, a quantity
+    # --gpus is per GPU type (Kueue counts a ClusterQueue's quota per flavor): must be said
+    # when there are several types, never assumed
+    per_type: bool = False
 
 
 def check(q: TeamQuota) -> TeamQuota:
@@ -146,27 +151,28 @@ def flavors_for(
     nodes: list[dict[str, Any]], label_key: str, gpu_types: tuple[str, ...]
 ) -> list[Flavor]:
     """One flavor per GPU type: the types asked for, else those on GPU nodes' labels (one
-    flavor for every GPU node when none carries the label). cpu and memory: the totals the
-    matching GPU nodes have allocatable (None without nodes)."""
+    flavor for every GPU node when none carries the label). With `auto` the types are the
+    GPU models the nodes' labels name (gpuctl.gpus.identity), each selected by a label all
+    its nodes carry and no other GPU node does. cpu and memory: the totals the matching GPU
+    nodes have allocatable (None without nodes)."""
     check_gpu_types(gpu_types)
     gpu_nodes = [n for n in nodes if is_gpu_node(n)]
-    types = list(gpu_types) or sorted(
-        {t for n in gpu_nodes if (t := labels_of(n).get(label_key)) is not None}
-    )
-    if len(types) > MAX_FLAVORS:
-        raise UsageError(
-            f"{len(types)} GPU types: a ClusterQueue takes {MAX_FLAVORS} flavors at most"
+    if label_key == AUTO:
+        chosen = _auto_types(gpu_nodes, gpu_types)
+    else:
+        types = list(gpu_types) or sorted(
+            {t for n in gpu_nodes if (t := labels_of(n).get(label_key)) is not None}
         )
-    chosen: list[tuple[str, str | None]] = (
-        [(name, t) for t, name in flavor_names(types).items()]
-        if types
-        else [(ALL_GPUS_FLAVOR, None)]
-    )
+        chosen = [(t, label_key, t) for t in types]
+    if len(chosen) > MAX_FLAVORS:
+        raise UsageError(
+            f"{len(chosen)} GPU types: a ClusterQueue takes {MAX_FLAVORS} flavors at most"
+        )
+    named = flavor_names([t for t, _, _ in chosen])
+    rows: list[tuple[str | None, str, str | None]] = [*chosen] or [(None, "", None)]
     out = []
-    for name, gpu_type in sorted(chosen):
-        members = [
-            n for n in gpu_nodes if gpu_type is None or labels_of(n).get(label_key) == gpu_type
-        ]
+    for typed, key, value in sorted(rows, key=lambda c: named.get(c[0] or "", "")):
+        members = [n for n in gpu_nodes if value is None or labels_of(n).get(key) == value]
         cpu = memory = None
         if members:
             cpu = format_quantity(
@@ -175,8 +181,58 @@ def flavors_for(
             memory = format_quantity(
                 quantity_total([allocatable(n).get("memory", 0) for n in members]), "memory"
             )
-        out.append(Flavor(name, gpu_type, label_key, cpu, memory))
+        name = named[typed] if typed is not None else ALL_GPUS_FLAVOR
+        out.append(Flavor(name, value, key or label_key, cpu, memory))
     return out
+
+
+def _auto_types(
+    gpu_nodes: list[dict[str, Any]], gpu_types: tuple[str, ...]
+) -> list[tuple[str, str, str]]:
+    """(type, label key, value) per GPU model on the nodes (those GPU_TYPES mean, when
+    given): the first label of the model's selectors that every node of the model carries
+    and no node of another model does."""
+    seen = [(n, gpus_of(n)) for n in gpu_nodes]
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for n, g in seen:
+        if g.name:
+            by_model.setdefault(g.name, []).append(n)
+    if gpu_types:
+        wanted = {t: identity.models_for(t) or [t] for t in gpu_types}
+    else:
+        wanted = {m: [m] for m in sorted(by_model)}
+    out = []
+    for typed, models in wanted.items():
+        members = [n for m in models for n in by_model.get(m, [])]
+        if not members:  # not on the cluster (or no cluster): gpuctl's own label
+            out.append((typed, identity.GPUCTL_TYPE, typed))
+            continue
+        others = [n for n, g in seen if g.name not in models]
+        pair = _common_label(members, others)
+        if pair is None:
+            raise UsageError(
+                f"the nodes with {typed} carry no label that selects them and no other GPU "
+                "node, which a ResourceFlavor needs",
+                hint="give --gpu-label-key with a label they share",
+            )
+        out.append((typed, *pair))
+    return out
+
+
+def _common_label(
+    members: list[dict[str, Any]], others: list[dict[str, Any]]
+) -> tuple[str, str] | None:
+    """The GPU label (key, value) that selects the most MEMBERS and none of OTHERS (the
+    first scheme's on a tie); None when none does."""
+    best: tuple[int, str, str] | None = None
+    for key in dict.fromkeys(identity.SCHEME_KEYS.values()):
+        for value in sorted({v for n in members if (v := labels_of(n).get(key))}):
+            if any(labels_of(n).get(key) == value for n in others):
+                continue
+            covered = sum(labels_of(n).get(key) == value for n in members)
+            if best is None or covered > best[0]:
+                best = (covered, key, value)
+    return (best[1], best[2]) if best else None
 
 
 def covered_resources(q: TeamQuota) -> list[str]:

@@ -265,13 +265,21 @@ def plan_kueue(
     if not world.namespace_exists:
         steps.append(ObjectStep(core.namespace_object(q.team), "create"))
     used = []
-    for f in kueue.flavors_for(world.nodes, label_key, gpu_types):
+    flavors = kueue.flavors_for(world.nodes, label_key, gpu_types)
+    if len(flavors) > 1 and not q.per_type:
+        types = ", ".join(f.gpu_type or f.name for f in flavors)
+        raise UsageError(
+            f"{len(flavors)} GPU types ({types}): Kueue counts --gpus {q.gpus} on each, "
+            f"so the team would get {q.gpus} of every type ({q.gpus * len(flavors)} in all)",
+            hint="name one type with --gpu-type, or say --gpus-per-type to give that many of each",
+        )
+    for f in flavors:
         reused = kueue.reuse_flavor(world.flavors, f)
         theirs = _found(world.flavors, reused) if reused is not None else None
         # one that selects the same nodes is used as it is, unless gpuctl made it
         if theirs is not None and (reused != f.name or not managed_by_gpuctl(theirs)):
             steps.append(ObjectStep(theirs, "reused"))
-            used.append(kueue.Flavor(str(reused), f.gpu_type, label_key, f.cpu, f.memory))
+            used.append(kueue.Flavor(str(reused), f.gpu_type, f.label_key, f.cpu, f.memory))
             continue
         desired = {**f.object(), "apiVersion": apis.kueue_api_version(version)}
         steps.append(_step(desired, _found(world.flavors, f.name)))

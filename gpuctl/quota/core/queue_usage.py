@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from gpuctl.common.quantity import from_api
-from gpuctl.k8s.nodes import allocatable, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node, labels_of
 from gpuctl.quota.core.kueue import format_quantity
 
 Key = tuple[str, str]  # (flavor, resource)
@@ -171,6 +171,14 @@ def selects(flavor: dict[str, Any], node: dict[str, Any]) -> bool:
     return all(have.get(k) == v for k, v in wanted.items())
 
 
+def _not_whole(node: dict[str, Any], resource: str) -> bool:
+    """nvidia.com/gpu on this node is MIG slices (single strategy) or shared replicas."""
+    if resource != GPU:
+        return False
+    g = gpus_of(node)
+    return g.allocatable.get(GPU, 0) > 0 and g.whole_gpus == 0
+
+
 def lint(
     cluster_queues: list[dict[str, Any]],
     flavors: list[dict[str, Any]],
@@ -221,6 +229,18 @@ def lint(
                 len(queues),
             )
         )
+        split = sorted(_name(n) for n in members if _not_whole(n, resource))
+        if split and want:
+            findings.append(
+                Finding(
+                    WARNING,
+                    f"flavor {flavor}: {resource} on {', '.join(split[:3])}"
+                    f"{' and more' if len(split) > 3 else ''} counts MIG slices or "
+                    "time-shared replicas, not whole GPUs",
+                    flavor,
+                    resource,
+                )
+            )
         if not members and want:
             findings.append(
                 Finding(

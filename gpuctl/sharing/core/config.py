@@ -33,6 +33,7 @@ from gpuctl.k8s.nodes import (
     GPU,
     MIG_PREFIX,
     allocatable,
+    gpus_of,
     is_gpu_node,
     labels_of,
     mig_reason,
@@ -294,6 +295,9 @@ def current_strategy(
     replicas = whole_number(labels.get(GFD_REPLICAS, "")) or None
     if gfd in (TIME_SLICING, MPS):
         return gfd, replicas
+    seen = gpus_of(node)  # what the labels say otherwise (-SHARED, replicas, GKE's sharing)
+    if seen.sharing in (TIME_SLICING, MPS):
+        return seen.sharing, seen.replicas
     return None, None
 
 
@@ -418,6 +422,7 @@ def show_rows(
         rows.append(
             {
                 "node": node["metadata"]["name"],
+                "gpu": gpus_of(node).name,
                 "gpus": count(alloc.get(GPU, 0)),
                 "shared_gpus": count(alloc.get(GPU + ".shared", 0)),
                 "mig_devices": sum(count(v) for k, v in alloc.items() if k.startswith(MIG_PREFIX)),

@@ -2,24 +2,28 @@
 Pure.
 
 - A node: its allocatable cpu, memory and nvidia.com/gpu, and as GPU model the value of
-  the GPU label (gpu_label_key).
+  the GPU label (gpu_label_key), or with `auto` the model its labels name whatever the
+  scheme (gpuctl.gpus.identity).
 - A pod not yet finished, and not run by a DaemonSet (which puts one on every node
   whatever the policy): what it requests as kube-scheduler counts it (the containers' sum
   or the largest init container, whichever is more; a limit stands for a missing request),
   whole GPUs of nvidia.com/gpu, and as GPU models those its nodeSelector or required node
-  affinity allows on the GPU label.
+  affinity allows on the GPU label (with `auto`: the models of the GPU nodes they select).
 CPU is rounded up to a millicore and memory to a MiB for pods, down for nodes.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
 from gpuctl.common.quantity import from_api
 from gpuctl.gpus.resources import DONE_PHASES
 from gpuctl.gpus.scoring import GPU_RESOURCE
+from gpuctl.k8s.nodes import gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.placement import AUTO, terms_match
 from gpuctl.whatif.core.trace import MAX_CPU_MILLI, MAX_GPUS, MAX_MEMORY_MIB, MILLI, Node, Pod
 
 MIB = 2**20
@@ -36,13 +40,21 @@ def nodes_from_api(objects: list[dict[str, Any]], label_key: str) -> list[Node]:
                 _bounded(math.floor(_amount(alloc.get("cpu")) * MILLI), MAX_CPU_MILLI),
                 _bounded(math.floor(_amount(alloc.get("memory")) / MIB), MAX_MEMORY_MIB),
                 _bounded(math.floor(_amount(alloc.get(GPU_RESOURCE))), MAX_GPUS),
-                str((meta.get("labels") or {}).get(label_key) or ""),
+                _model_of(obj, label_key),
             )
         )
     return nodes
 
 
-def pods_from_api(objects: list[dict[str, Any]], label_key: str) -> list[Pod]:
+def _model_of(node: dict[str, Any], label_key: str) -> str:
+    if label_key == AUTO:
+        return gpus_of(node).name or ""
+    return str(labels_of(node).get(label_key) or "")
+
+
+def pods_from_api(
+    objects: list[dict[str, Any]], label_key: str, nodes: Sequence[dict[str, Any]] = ()
+) -> list[Pod]:
     pods = []
     for obj in objects:
         meta = obj.get("metadata") or {}
@@ -59,7 +71,7 @@ def pods_from_api(objects: list[dict[str, Any]], label_key: str) -> list[Pod]:
                 _bounded(math.ceil(_request(spec, "memory") / MIB), MAX_MEMORY_MIB),
                 gpus,
                 MILLI if gpus else 0,
-                _allowed_models(spec, label_key),
+                _allowed_on(spec, nodes) if label_key == AUTO else _allowed_models(spec, label_key),
             )
         )
     return pods
@@ -96,6 +108,26 @@ def _allowed_models(spec: dict[str, Any], label_key: str) -> tuple[str, ...]:
             return ()
         models += [v for v in allowed if v not in models]
     return tuple(models)
+
+
+def _allowed_on(spec: dict[str, Any], nodes: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """The models of the GPU nodes the pod's nodeSelector and required affinity select; ()
+    when they select every GPU node (a model no node has when they select none)."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = [t.get("matchExpressions") or [] for t in required.get("nodeSelectorTerms") or []]
+    selector = spec.get("nodeSelector") or {}
+    gpu_nodes = [n for n in nodes if is_gpu_node(n)]
+    ok, every = set(), set()
+    for n in gpu_nodes:
+        labels, model = labels_of(n), _model_of(n, AUTO)
+        every.add(model)
+        if terms_match(labels, terms) and all(labels.get(k) == v for k, v in selector.items()):
+            ok.add(model)
+    if ok == every:
+        return ()
+    return tuple(sorted(ok)) or ("(no node)",)
 
 
 def _amount(value: object) -> Fraction:
