@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
+from gpuctl.gpus.fragmentation import typical_shapes  # noqa: E402
 from gpuctl.whatif.core import replay as rp  # noqa: E402
-from gpuctl.whatif.core.fragmentation import typical_shapes  # noqa: E402
 from tests.whatif.openb import load, openb_dir  # noqa: E402
 
 DEMAND, SEED = 1300, 42

@@ -38,17 +38,22 @@ def compare(
     permille: int,
     gpu_weight: int,
     progress: Callable[[str, int], None] = lambda policy, seed: None,
+    taints: Sequence[bool] = (False,),
 ) -> dict[str, Any]:
-    """Every policy replayed once per seed, up to `permille` of the GPU capacity, and the
+    """Every policy replayed once per seed and GPU-node taint (False: untainted, True:
+    GPU nodes keep out pods without GPUs), up to `permille` of the GPU capacity, and the
     figures per policy (medians over the seeds); `progress(policy, seed)` before each."""
-    from gpuctl.whatif.core.fragmentation import typical_shapes
+    from gpuctl.gpus.fragmentation import typical_shapes
     from gpuctl.whatif.core.replay import replay
     from gpuctl.whatif.core.summary import summarise
 
     shapes = typical_shapes(pods)
     runs = []
     for policy in policies:
-        for seed in seeds:
-            progress(policy, seed)
-            runs.append(replay(nodes, pods, policy, seed, permille, gpu_weight, shapes))
+        for tainted in taints:
+            for seed in seeds:
+                progress(policy, seed)
+                runs.append(
+                    replay(nodes, pods, policy, seed, permille, gpu_weight, shapes, tainted)
+                )
     return summarise(runs)
