@@ -48,6 +48,9 @@ def server(extender: Extender, host: str, port: int) -> ThreadingHTTPServer:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # kube-scheduler's client keeps connections alive
+        # headers and body go out in two writes: with Nagle's algorithm the second waits
+        # for the client's delayed ACK (40 ms on Linux)
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             if self.path != HEALTHZ:

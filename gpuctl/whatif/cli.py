@@ -230,11 +230,13 @@ def _print_table(result: dict[str, Any]) -> None:
         pad_edge=False,
         caption=f"ALLOC: GPU allocated (% of capacity) when demand reached 50/90/100/130 %; "
         "DROP: demand (%) when a GPU pod first fit nowhere; LEFT: GPUs unallocated at the "
-        "end, FRAG: % of them fragmented; WHOLE: nodes with all GPUs free at 50 % demand; "
+        "end, FRAG: % of them fragmented; WHOLE: nodes with all GPUs free at 50 % demand, "
+        "LARGEST: those of them with the most GPUs a node has; "
         f"+taint: GPU nodes tainted NoSchedule. {over}",
         caption_justify="left",
     )
     headings = ("POLICY", "ALLOC@50", "@90", "@100", "@130", "DROP", "LEFT", "FRAG", "WHOLE")
+    headings += ("LARGEST",)
     for heading in headings:
         table.add_column(heading, justify="left" if heading == "POLICY" else "right")
     for p in result["policies"]:
@@ -246,6 +248,7 @@ def _print_table(result: dict[str, Any]) -> None:
             cell(p["unallocated_gpus_end"], 1),
             cell(p["fragmented_gpu_pct_end"], 1),
             cell(p["empty_full_nodes_at_50"], 1),
+            cell(p["empty_largest_nodes_at_50"], 1),
         )
     out_console().print(table)
     out_console().print(result["reading"], soft_wrap=True, markup=False)

@@ -179,6 +179,7 @@ def test_figures_of_a_small_replay():
     assert run.capacity == 2000
     assert run.allocated_at == {50: 1000, 90: 1000, 100: 2000, 130: 2000}
     assert run.whole_nodes_at == {50: 1, 90: 1, 100: 0, 130: 0}
+    assert run.whole_largest_at == run.whole_nodes_at  # every node has the most GPUs: 1
     assert run.first_gpu_failure == 3000
     assert (run.unallocated, run.fragmented) == (0, 0.0)
     summary = summarise([run])["policies"][0]
@@ -191,6 +192,7 @@ def test_figures_of_a_small_replay():
         "unallocated_gpus_end": 0,
         "fragmented_gpu_pct_end": 0,
         "empty_full_nodes_at_50": 1,
+        "empty_largest_nodes_at_50": 1,
         "alloc_pct_mean": {"50": 50.0, "90": 50.0, "100": 100.0, "130": 100.0},
     }
 
@@ -252,10 +254,10 @@ def test_on_openb_untainted_gpu_nodes_undo_packing_and_the_extender_wins_tainted
     untainted, _ = at_130("most-allocated", False)
     tainted, run = at_130("most-allocated", True)
     assert untainted < default - 5 and untainted < tainted - 5
-    assert run.whole_nodes_at[50] >= 300
+    assert run.whole_largest_at[50] >= 300  # whole 8-GPU nodes
     extender, run = at_130("extender", True)
     assert extender >= 95.0 and run.first_gpu_failure * 100 / run.capacity >= 94
-    assert run.whole_nodes_at[50] >= 280
+    assert run.whole_largest_at[50] >= 280
 
 
 def test_gpu_node_taints_keep_pods_without_gpus_on_cpu_nodes():

@@ -21,6 +21,7 @@ def run(seed, allocated_130, failure, unallocated, fragmented, policy="fgd", tai
         gpu_nodes_tainted=tainted,
         allocated_at={50: 5000, 90: 9000, 100: 9500, 130: allocated_130},
         whole_nodes_at={50: seed, 90: 0, 100: 0, 130: 0},
+        whole_largest_at={50: seed - 1, 90: 0, 100: 0, 130: 0},
         first_gpu_failure=failure,
         unallocated=unallocated,
         fragmented=fragmented,
@@ -45,6 +46,7 @@ def test_summary_per_policy_is_the_median_over_seeds():
                 # 25 %, 100 %, 10 %
                 "fragmented_gpu_pct_end": 25,
                 "empty_full_nodes_at_50": 2,
+                "empty_largest_nodes_at_50": 1,
                 "alloc_pct_mean": {"50": 50.0, "90": 90.0, "100": 95.0, "130": 96.5},
             }
         ],

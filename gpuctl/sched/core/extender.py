@@ -114,6 +114,7 @@ class ClusterView:
         self._placement: Placement | None = None
         self._index: dict[str, int] = {}
         self._names: list[str] = []  # by index
+        self._models: Any = None  # by index: numpy array of the GPU models
 
     # --- what the watches tell -----------------------------------------------------------
 
@@ -179,6 +180,7 @@ class ClusterView:
         names = sorted(self.nodes)
         self._names = names
         self._index = {n: i for i, n in enumerate(names)}
+        self._models = np.array([self.nodes[n].model for n in names], dtype=object)
         width = max([self.nodes[n].gpus for n in names] + [1])
         gpu_free = np.zeros((len(names), width), dtype=np.int64)
         cpu_free = np.array([self.nodes[n].cpu_milli for n in names], dtype=np.int64)
@@ -220,32 +222,47 @@ class ClusterView:
 
     # --- the verbs --------------------------------------------------------------------------
 
-    def fitting(self, pod: GpuPod, names: list[str]) -> tuple[list[int], dict[str, str]]:
+    def fitting(self, pod: GpuPod, names: list[str]) -> tuple[Ints, dict[str, str]]:
         """Indexes of the named nodes the pod's GPUs fit on, and why the others fail."""
+        import numpy as np
+
         p = self.placement
-        fit, failed = [], {}
-        for name in names:
-            i = self._index.get(name)
-            if i is None:
-                failed[name] = "gpuctl extender: node not (yet) seen by its watch"
-                continue
-            row = p.gpu_free[i]
-            if pod.gpu_models and self.nodes[name].model not in pod.gpu_models:
-                failed[name] = f"gpuctl extender: GPU model is not {' or '.join(pod.gpu_models)}"
-            elif 0 < pod.gpu_milli < MILLI and int(row.max()) < pod.gpu_milli:
-                failed[name] = f"gpuctl extender: no GPU with {pod.gpu_milli / 10:g} % free"
-            elif pod.gpu_milli == MILLI and int((row == MILLI).sum()) < pod.gpus:
-                failed[name] = f"gpuctl extender: fewer than {pod.gpus} unallocated GPUs"
-            else:
-                fit.append(i)
-        return fit, failed
+        index = np.array([self._index.get(n, -1) for n in names], dtype=np.int64)
+        known = index[index >= 0]
+        rows = p.gpu_free[known]
+        ok = np.ones(len(known), dtype=bool)
+        why = ""
+        if 0 < pod.gpu_milli < MILLI:
+            ok = rows.max(axis=1) >= pod.gpu_milli
+            why = f"no GPU with {pod.gpu_milli / 10:g} % free"
+        elif pod.gpus:
+            ok = (rows == MILLI).sum(axis=1) >= pod.gpus
+            why = f"fewer than {pod.gpus} unallocated GPUs"
+        if pod.gpu_models:
+            model_ok = np.isin(self._models[known], pod.gpu_models)
+            wrong = f"GPU model is not {' or '.join(pod.gpu_models)}"
+            reasons = {
+                self._names[i]: f"gpuctl extender: {wrong}" for i in known[~model_ok].tolist()
+            }
+            ok &= model_ok
+        else:
+            reasons = {}
+        for i in known[~ok].tolist():
+            reasons.setdefault(self._names[i], f"gpuctl extender: {why}")
+        for name in (n for n, i in zip(names, index.tolist()) if i < 0):
+            reasons[name] = "gpuctl extender: node not (yet) seen by its watch"
+        fit: Ints = known[ok]
+        return fit, reasons
 
     def filter(self, args: dict[str, Any]) -> dict[str, Any]:
         pod = pod_of(args.get("pod") or {}, self.label_key)
         names = _candidates(args)
         fit, failed = self.fitting(pod, names)
-        by_index = {self._index[n]: n for n in names if n in self._index}
-        return {"nodenames": [by_index[i] for i in fit], "failedNodes": failed, "error": ""}
+        return {
+            "nodenames": [self._names[i] for i in fit.tolist()],
+            "failedNodes": failed,
+            "error": "",
+        }
 
     def prioritize(self, args: dict[str, Any]) -> list[dict[str, Any]]:
         import numpy as np
@@ -254,9 +271,10 @@ class ClusterView:
         names = _candidates(args)
         fit, _ = self.fitting(pod, names)
         scores = dict.fromkeys(names, 0)
-        if fit:
-            at = np.array(fit, dtype=np.int64)
-            for i, score in zip(fit, priorities(self.placement.keys(pod, at)).tolist()):
+        if len(fit):
+            ranked = priorities(self.placement.keys(pod, fit))
+            best = np.flatnonzero(ranked)  # the few nodes with a score above 0
+            for i, score in zip(fit[best].tolist(), ranked[best].tolist()):
                 scores[self._names[i]] = score
         return [{"host": n, "score": s} for n, s in scores.items()]
 

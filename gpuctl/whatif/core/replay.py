@@ -74,6 +74,8 @@ class Run:
     gpu_nodes_tainted: bool
     allocated_at: dict[int, int]  # demand point (%) → GPU allocated just before demand passed it
     whole_nodes_at: dict[int, int]  # demand point (%) → GPU nodes with every GPU unallocated
+    # the same among the nodes with the most GPUs (8 on openb): room for a full-node job
+    whole_largest_at: dict[int, int]
     first_gpu_failure: int | None  # GPU request arrived, counting the first GPU pod dropped
     unallocated: int  # at the end
     fragmented: float  # of the unallocated at the end (fragmentation.py)
@@ -402,10 +404,14 @@ def replay(
     cluster.preference[:] = preference
     allocated_at: dict[int, int] = {}
     whole_nodes_at: dict[int, int] = {}
+    whole_largest_at: dict[int, int] = {}
+    largest = cluster.gpus == cluster.gpus.max()
 
     def record(point: int) -> None:
         allocated_at[point] = cluster.allocated
-        whole_nodes_at[point] = _whole_nodes(cluster)
+        whole = (cluster.gpus > 0) & (cluster.whole_free == cluster.gpus)
+        whole_nodes_at[point] = int(whole.sum())
+        whole_largest_at[point] = int((whole & largest).sum())
 
     pending = [p for p in DEMAND_POINTS if p * 10 <= demand_permille]
     arrived = 0
@@ -434,6 +440,7 @@ def replay(
         gpu_nodes_tainted=gpu_nodes_tainted,
         allocated_at=allocated_at,
         whole_nodes_at=whole_nodes_at,
+        whole_largest_at=whole_largest_at,
         first_gpu_failure=first_failure,
         unallocated=cluster.capacity - cluster.allocated,
         fragmented=float(fragmented.sum()),
@@ -454,10 +461,6 @@ def _tightest_gpu(row: Ints, pod: Pod) -> int | None:
     if not 0 < pod.gpu_milli < MILLI:
         return None
     return int(np.argmin(np.where(row >= pod.gpu_milli, row, MILLI + 1)))
-
-
-def _whole_nodes(cluster: Cluster) -> int:
-    return int(((cluster.gpus > 0) & (cluster.whole_free == cluster.gpus)).sum())
 
 
 def _counted(pod: Pod) -> Ints:

@@ -10,6 +10,7 @@ Per policy and GPU-node taint (whether GPU nodes keep out pods without GPUs):
 - fragmented_gpu_pct_end: how much of that is fragmented for the workload's typical pods
   (the FGD paper's measure, fragmentation.py), in %;
 - empty_full_nodes_at_50: GPU nodes with every GPU free at 50 % demand;
+- empty_largest_nodes_at_50: the same among the nodes with the most GPUs (8 on openb);
 - alloc_pct_mean: the mean over the seeds of alloc_pct.
 Amounts are counted in thousandths of a GPU; percentages are rounded to 0.01, GPUs to 0.001.
 """
@@ -55,6 +56,7 @@ def _policy(name: str, tainted: bool, runs: list[Run]) -> dict[str, Any]:
             2,
         ),
         "empty_full_nodes_at_50": median([r.whole_nodes_at.get(50) for r in runs]),
+        "empty_largest_nodes_at_50": median([r.whole_largest_at.get(50) for r in runs]),
         "alloc_pct_mean": {str(point): _mean(runs, point) for point in DEMAND_POINTS},
     }
 
