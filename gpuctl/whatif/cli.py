@@ -235,8 +235,8 @@ def _print_table(result: dict[str, Any]) -> None:
         f"+taint: GPU nodes tainted NoSchedule. {over}",
         caption_justify="left",
     )
-    headings = ("POLICY", "ALLOC@50", "@90", "@100", "@130", "DROP", "LEFT", "FRAG", "WHOLE")
-    headings += ("LARGEST",)
+    headings: tuple[str, ...] = ("POLICY", "ALLOC@50", "@90", "@100", "@130", "DROP")
+    headings += ("LEFT", "FRAG", "WHOLE", "LARGEST")
     for heading in headings:
         table.add_column(heading, justify="left" if heading == "POLICY" else "right")
     for p in result["policies"]:

@@ -74,9 +74,10 @@ def test_prioritize_ranks_the_best_ten_and_one_wins():
     view.replace(nodes, [pod("p", 1, cores=50, node_name="n03"), pod("q", 1, cores=30)])
     names = [f"n{i:02}" for i in range(15)]
     scores = view.prioritize({"pod": pod("new", 1, cores=50), "nodenames": names})
-    assert [s["host"] for s in scores] == names
+    # only the ten ranked nodes are listed: kube-scheduler scores the others 0
+    assert {s["host"] for s in scores} < set(names)
     values = sorted((s["score"] for s in scores), reverse=True)
-    assert values == [10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0]
+    assert values == [10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
     # the half-used GPU of n03 takes the half share: no new fragment
     assert max(scores, key=lambda s: s["score"])["host"] == "n03"
 

@@ -6,7 +6,8 @@ The protocol is k8s.io/kube-scheduler/extender/v1 (types.go): kube-scheduler POS
 ExtenderArgs {"pod", "nodes" | "nodenames"} — names only, as configured nodeCacheCapable —
 to the filter verb, which answers an ExtenderFilterResult {"nodenames", "failedNodes",
 "failedAndUnresolvableNodes", "error"}, and to the prioritize verb, which answers a
-HostPriorityList [{"host", "score"}], scores 0..MaxExtenderPriority (10).
+HostPriorityList [{"host", "score"}], scores 0..MaxExtenderPriority (10); a node left out
+scores 0 (kube-scheduler adds nothing for it), so only the ranked few are listed.
 
 - filter: what kube-scheduler cannot see — a share of one GPU needs one GPU with that much
   free, whole GPUs need that many GPUs with nothing allocated, and a GPU model the pod's
@@ -115,6 +116,8 @@ class ClusterView:
         self._index: dict[str, int] = {}
         self._names: list[str] = []  # by index
         self._models: Any = None  # by index: numpy array of the GPU models
+        self._last_names: tuple[tuple[int, tuple[str, ...]], Ints] | None = None
+        self._generation = 0  # of the placement (and its node indexes)
 
     # --- what the watches tell -----------------------------------------------------------
 
@@ -178,6 +181,7 @@ class ClusterView:
         import numpy as np
 
         names = sorted(self.nodes)
+        self._generation += 1
         self._names = names
         self._index = {n: i for i, n in enumerate(names)}
         self._models = np.array([self.nodes[n].model for n in names], dtype=object)
@@ -227,7 +231,7 @@ class ClusterView:
         import numpy as np
 
         p = self.placement
-        index = np.array([self._index.get(n, -1) for n in names], dtype=np.int64)
+        index = self._indexes(names)
         known = index[index >= 0]
         rows = p.gpu_free[known]
         ok = np.ones(len(known), dtype=bool)
@@ -249,10 +253,22 @@ class ClusterView:
             reasons = {}
         for i in known[~ok].tolist():
             reasons.setdefault(self._names[i], f"gpuctl extender: {why}")
-        for name in (n for n, i in zip(names, index.tolist()) if i < 0):
-            reasons[name] = "gpuctl extender: node not (yet) seen by its watch"
+        if len(known) < len(names):
+            for name in (n for n, i in zip(names, index.tolist()) if i < 0):
+                reasons[name] = "gpuctl extender: node not (yet) seen by its watch"
         fit: Ints = known[ok]
         return fit, reasons
+
+    def _indexes(self, names: list[str]) -> Ints:
+        """The nodes' indexes (-1: unknown). kube-scheduler sends the same names pod after
+        pod: the last answer is kept."""
+        import numpy as np
+
+        key = (self._generation, tuple(names))
+        if self._last_names is None or self._last_names[0] != key:
+            index = np.array([self._index.get(n, -1) for n in names], dtype=np.int64)
+            self._last_names = (key, index)
+        return self._last_names[1]
 
     def filter(self, args: dict[str, Any]) -> dict[str, Any]:
         pod = pod_of(args.get("pod") or {}, self.label_key)
@@ -270,13 +286,15 @@ class ClusterView:
         pod = pod_of(args.get("pod") or {}, self.label_key)
         names = _candidates(args)
         fit, _ = self.fitting(pod, names)
-        scores = dict.fromkeys(names, 0)
-        if len(fit):
-            ranked = priorities(self.placement.keys(pod, fit))
-            best = np.flatnonzero(ranked)  # the few nodes with a score above 0
-            for i, score in zip(fit[best].tolist(), ranked[best].tolist()):
-                scores[self._names[i]] = score
-        return [{"host": n, "score": s} for n, s in scores.items()]
+        if not len(fit):
+            return []
+        ranked = priorities(self.placement.keys(pod, fit))
+        best = np.flatnonzero(ranked)
+        # only the nodes scored above 0: kube-scheduler adds nothing for a node not listed
+        return [
+            {"host": self._names[i], "score": score}
+            for i, score in zip(fit[best].tolist(), ranked[best].tolist())
+        ]
 
 
 def _candidates(args: dict[str, Any]) -> list[str]:
