@@ -33,7 +33,7 @@ from gpuctl.whatif.core import replay as rp  # noqa: E402
 from tests.whatif.openb import load, openb_dir  # noqa: E402
 
 LABEL = "nvidia.com/gpu.product"
-CLIENTS, REQUESTS, EVENTS_PER_S = 2, 300, 100  # requests per client
+CLIENTS, REQUESTS, EVENTS_PER_S = 2, 300, 100  # requests per client; `python … 1`: 1 client
 TARGET_P99_MS = 25.0
 
 
@@ -168,6 +168,9 @@ def churn(state, pending, stop):
 
 
 def main() -> int:
+    global CLIENTS
+    if len(sys.argv) > 1:
+        CLIENTS = int(sys.argv[1])
     if openb_dir() is None:
         print("the openb trace is not there: set GPUCTL_OPENB_DIR (see tests/whatif/openb.py)")
         return 2
@@ -194,6 +197,8 @@ def main() -> int:
     stop.set()
     met = p99 < TARGET_P99_MS
     print(f"reference (HTTP + JSON only): p50 {ref_p50:.2f} ms, p99 {ref_p99:.2f} ms")
+    if ref_p99 >= TARGET_P99_MS:
+        print("the reference alone misses the target: this machine is too busy to show it")
     print(
         f"extender round trip: p50 {p50:.2f} ms ({p50 / ref_p50:.1f}x), p99 {p99:.2f} ms "
         f"({p99 / ref_p99:.1f}x); target p99 < {TARGET_P99_MS:g} ms: {'met' if met else 'MISSED'}"
