@@ -136,3 +136,8 @@ def test_extender_deploy_needs_an_image_with_gpuctl(cli):
         "registry.k8s.io/kube-scheduler:v1.31.4",
         "registry.example/gpuctl:0.9",
     ]
+
+
+def test_extender_refuses_a_bad_port(cli):
+    r = cli("sched", "extender", "--port", "70000")
+    assert r.code == 2 and "--port must be 1 to 65535" in r.err
