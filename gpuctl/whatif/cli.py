@@ -107,7 +107,7 @@ def whatif(
     seed_list = _seeds(seeds)
     if gpu_taint not in TAINTS:
         raise UsageError(f"--gpu-taint {gpu_taint!r}: choose from {', '.join(TAINTS)}")
-    node_list, pod_list = _workload(nodes, pods, gpu_label_key)
+    node_list, pod_list, closed = _workload(nodes, pods, gpu_label_key)
     err = err_console()
     err.print(_replaying(node_list, pod_list, permille), soft_wrap=True)
     with err.status("") as status:
@@ -120,6 +120,7 @@ def whatif(
             gpu_weight,
             lambda name, seed: status.update(f"replaying {name}, seed {seed}"),
             TAINTS[gpu_taint],
+            closed,
         )
     if output == Format.table:
         _print_table(result)
@@ -128,11 +129,12 @@ def whatif(
 
 
 def _workload(nodes: str | None, pods: str | None, gpu_label_key: str | None) -> tuple:
-    """The trace files' nodes and pods, or else (--from-cluster) the cluster's."""
+    """The trace files' nodes and pods, or else (--from-cluster) the cluster's; and the
+    nodes whose own taints keep pods without GPUs out (none in a trace)."""
     from gpuctl.whatif import service
 
     if nodes and pods:
-        return service.read_trace(nodes, pods)
+        return (*service.read_trace(nodes, pods), frozenset())
     with application().kube() as kube:
         return service.snapshot(kube, options.resolve_gpu_label_key(gpu_label_key))
 
@@ -232,7 +234,8 @@ def _print_table(result: dict[str, Any]) -> None:
         "DROP: demand (%) when a GPU pod first fit nowhere; LEFT: GPUs unallocated at the "
         "end, FRAG: % of them fragmented; WHOLE: nodes with all GPUs free at 50 % demand, "
         "LARGEST: those of them with the most GPUs a node has; "
-        f"+taint: GPU nodes tainted NoSchedule. {over}",
+        "+taint: GPU nodes tainted NoSchedule (without: as given; from a cluster, its own "
+        f"taints). {over}",
         caption_justify="left",
     )
     headings: tuple[str, ...] = ("POLICY", "ALLOC@50", "@90", "@100", "@130", "DROP")

@@ -267,3 +267,15 @@ def test_gpu_node_taints_keep_pods_without_gpus_on_cpu_nodes():
     cluster.taint_gpu_nodes()
     assert cluster.fits(cpu_pod).tolist() == [False, True]
     assert cluster.fits(gpu_pod).tolist() == [True, False]
+
+
+def test_a_clusters_own_taints_keep_pods_without_gpus_off_those_nodes():
+    nodes = [Node("a", 8000, 1000, 1, "X"), Node("b", 8000, 1000, 1, "X")]
+    cluster = rp.Cluster(nodes)
+    cluster.close_to_plain_pods(frozenset({"a"}))
+    assert cluster.fits(Pod("c", 1000, 1, 0, 0)).tolist() == [False, True]
+    assert cluster.fits(Pod("g", 1000, 1, 1, 1000)).tolist() == [True, True]
+    pods = [Pod(f"c{i}", 1000, 1, 0, 0) for i in range(4)] + [Pod("g", 1000, 1, 1, 1000)]
+    run = rp.replay(nodes, pods, "k8s-default", 0, 1000, closed=frozenset({"a", "b"}))
+    # the GPU pods still go there (pods without GPUs are dropped)
+    assert run.allocated_at[100] == run.capacity == 2000

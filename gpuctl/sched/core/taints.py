@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.k8s.fit import tolerates
-from gpuctl.k8s.nodes import is_gpu_node, taints
+from gpuctl.k8s.fit import keeps_out_plain_pods
+from gpuctl.k8s.nodes import is_gpu_node
 
 CONSEQUENCE = (
     "pods without GPUs stay on the default scheduler, which puts them on the emptiest "
@@ -26,11 +26,6 @@ ASSUMED = (
     "without GPUs do not tolerate (as `gpuctl provision` sets: nvidia.com/gpu=present:"
     "NoSchedule); without it " + CONSEQUENCE
 )
-
-
-def keeps_out_plain_pods(node: dict[str, Any]) -> bool:
-    """A taint that a pod with no tolerations does not tolerate (NoSchedule, NoExecute)."""
-    return any(not tolerates(t, []) for t in taints(node))
 
 
 def untainted_gpu_nodes(nodes: list[dict[str, Any]]) -> tuple[int, list[str]]:

@@ -125,7 +125,14 @@ class Cluster:
 
     def taint_gpu_nodes(self) -> None:
         """GPU nodes carry a NoSchedule taint that pods without GPUs do not tolerate."""
-        self.cpu_only_allowed = self.gpus == 0
+        self.cpu_only_allowed &= self.gpus == 0
+
+    def close_to_plain_pods(self, names: frozenset[str]) -> None:
+        """These nodes' own taints keep pods without GPUs out."""
+        import numpy as np
+
+        if names:
+            self.cpu_only_allowed &= ~np.array([n in names for n in self.names])
 
     def fits(self, pod: Pod) -> Bools:
         ok: Bools = (self.cpu_free >= pod.cpu_milli) & (self.memory_free >= pod.memory_mib)
@@ -380,10 +387,11 @@ def replay(
     gpu_weight: int = DEFAULT_GPU_WEIGHT,
     shapes: Sequence[Shape] | None = None,
     gpu_nodes_tainted: bool = False,
+    closed: frozenset[str] = frozenset(),
 ) -> Run:
     """One replay of `pods` onto empty `nodes` until the GPU request reaches
     demand_permille / 1000 × the GPU capacity; with `gpu_nodes_tainted`, pods without GPUs
-    may go to nodes without GPUs only."""
+    may go to nodes without GPUs only; the nodes in `closed` (tainted so) never take them."""
     if not 0 < len(nodes) <= MAX_NODES:
         raise UsageError(f"the replay takes 1 to {MAX_NODES:,} nodes, not {len(nodes):,}")
     cluster = Cluster(nodes)
@@ -392,6 +400,7 @@ def replay(
     if not any(p.gpu_request for p in pods):
         raise UsageError("the pods request no GPU: there is no GPU demand to replay")
     shapes = typical_shapes(pods) if shapes is None else shapes
+    cluster.close_to_plain_pods(closed)
     if gpu_nodes_tainted:
         cluster.taint_gpu_nodes()
     chosen = make_policy(policy, cluster, shapes, gpu_weight)
