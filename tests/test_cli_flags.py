@@ -34,6 +34,7 @@ KUBE = {
     "sched render",
     "reclaim restore",
     "make-room",
+    "sched extender",
 }
 # Commands that change something: -y/--yes and --dry-run.
 CHANGERS = {
@@ -54,6 +55,7 @@ SPEC_READERS = {"render", "submit", "provision", "destroy", "mig configure", "mi
 NO_OUTPUT = {
     "jobs logs": "prints the job's own log lines",
     "init": "prints a commented YAML starter; -o FILE names where it goes (as the issue spells it)",
+    "sched extender": "a server: answers kube-scheduler over HTTP, prints nothing",
 }
 # `jobs logs -f` follows, as `kubectl logs -f` does; everywhere else -f is --file.
 F_IS_FOLLOW = {"jobs logs"}

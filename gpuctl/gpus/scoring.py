@@ -17,6 +17,10 @@ decides how much GPU occupancy counts against cpu and memory:
 from __future__ import annotations
 
 GPU_RESOURCE = "nvidia.com/gpu"
+MILLI = 1000  # a whole GPU, in thousandths (shares of one GPU are counted in these)
+MAX_NODE_SCORE = 100  # kube-scheduler's framework.MaxNodeScore
+NON_ZERO_CPU_MILLI = 100  # upstream's DefaultMilliCPURequest: what a pod requesting none counts
+NON_ZERO_MEMORY_MIB = 200  # upstream's DefaultMemoryRequest, 200 MiB
 DEFAULT_GPU_WEIGHT = 20
 MAX_WEIGHT = 100  # kube-scheduler refuses resource weights outside 1..100
 

@@ -66,6 +66,11 @@ def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
     return False
 
 
+def keeps_out_plain_pods(node: dict[str, Any]) -> bool:
+    """A taint that a pod with no tolerations does not tolerate (NoSchedule, NoExecute)."""
+    return any(not tolerates(t, []) for t in taints(node))
+
+
 def check_fit(
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]],

@@ -4,12 +4,16 @@ as a second scheduler."""
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import DataFormat, dump, dump_documents, echo
+
+if TYPE_CHECKING:
+    from gpuctl.adapters.kube import Kube
 
 sched_app = typer.Typer(
     help="A kube-scheduler profile that packs GPU pods onto the fewest nodes.",
@@ -37,7 +41,22 @@ GPU_WEIGHT = typer.Option(
     "default 20: one more GPU in use on an 8-GPU node outweighs any cpu and memory use.",
 )
 NAME = typer.Option(
-    "gpuctl-binpack", "--name", help="The schedulerName pods ask for (job spec `scheduler:`)."
+    None,
+    "--name",
+    help="The schedulerName pods ask for (job spec `scheduler:`); default gpuctl-binpack, "
+    "with --extender gpuctl-fgd.",
+)
+EXTENDER = typer.Option(
+    False,
+    "--extender",
+    help="A profile scored by gpuctl's FGD scheduler extender (`gpuctl sched extender`, run "
+    "beside kube-scheduler by --deploy) instead of NodeResourcesFit.",
+)
+EXTENDER_IMAGE = typer.Option(
+    None,
+    "--extender-image",
+    metavar="IMAGE",
+    help="With --extender --deploy: an image with gpuctl installed, for the extender container.",
 )
 SHAPE = typer.Option(
     None,
@@ -70,8 +89,10 @@ def register(app: typer.Typer) -> None:
 def render(
     strategy: Strategy = STRATEGY,
     gpu_weight: int | None = GPU_WEIGHT,
-    name: str = NAME,
+    name: str | None = NAME,
     shape: str | None = SHAPE,
+    extender: bool = EXTENDER,
+    extender_image: str | None = EXTENDER_IMAGE,
     deploy: bool = DEPLOY,
     namespace: str = options.namespace(
         "Namespace the scheduler runs in and holds its lease.", default="kube-system"
@@ -80,16 +101,57 @@ def render(
     output: DataFormat = options.data_output(),
 ) -> None:
     """Print a KubeSchedulerConfiguration whose profile scores nodes by GPU. Needs no
-    cluster, except --deploy without --kube-version (it reads the server's version)."""
+    cluster, except --deploy without --kube-version (it reads the server's version). With
+    a cluster it checks that GPU nodes keep pods without GPUs out (a NoSchedule taint), and
+    warns if not; without one it says it assumes so."""
     from gpuctl.sched import service
     from gpuctl.sched.core import profile as sched
 
-    p = sched.make_profile(name, strategy.value, gpu_weight, shape, namespace)
+    default_name = sched.EXTENDER_NAME if extender else sched.DEFAULT_NAME
+    p = sched.make_profile(
+        name or default_name, strategy.value, gpu_weight, shape, namespace, extender
+    )
+    kube: Kube | None
+    if deploy and kube_version is None:
+        image = service.cluster_image(application().kube)
+        kube = application().kube()
+    else:
+        image = sched.image(kube_version) if deploy and kube_version else ""
+        kube, _ = application().kube_or_offline(offline_ok=True)
+    _warn(service.taint_warning(kube))
     if not deploy:
         echo(dump(service.configuration(p), output.value))
         return
-    if kube_version is not None:
-        image = sched.image(kube_version)
-    else:
-        image = service.cluster_image(application().kube)
-    echo(dump_documents(service.deployment(p, image), output.value))
+    echo(dump_documents(service.deployment(p, image, extender_image), output.value))
+
+
+def _warn(text: str | None) -> None:
+    from gpuctl.cli.output import err_console
+
+    if text:
+        err_console().print(f"warning: {text}", style="yellow", markup=False, soft_wrap=True)
+
+
+@sched_app.command("extender")
+@uses_cluster
+def extender_command(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8888, "--port", help="Port to listen on."),
+    gpu_label_key: str | None = options.gpu_label_key(),
+) -> None:
+    """Serve kube-scheduler's extender protocol (filter, prioritize; /healthz) with FGD
+    scoring over the cluster's nodes and pods, kept by watches. Runs until interrupted;
+    `gpuctl sched render --extender --deploy` runs it beside kube-scheduler."""
+    from gpuctl.cli.output import err_console
+    from gpuctl.common.errors import UsageError
+    from gpuctl.sched import service
+
+    if not 0 < port < 65536:
+        raise UsageError(f"--port must be 1 to 65535, got {port}")
+    service.serve_extender(
+        application().kube,
+        host,
+        port,
+        options.resolve_gpu_label_key(gpu_label_key),
+        lambda: err_console().print(f"serving on http://{host}:{port}", markup=False),
+    )

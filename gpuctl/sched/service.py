@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gpuctl.common.errors import GpuctlError
-from gpuctl.sched.core import profile
+from gpuctl.sched.core import profile, taints
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
@@ -17,10 +17,46 @@ def configuration(p: profile.Profile) -> dict[str, object]:
     return profile.scheduler_config(p)
 
 
-def deployment(p: profile.Profile, image: str) -> list[dict[str, object]]:
+def deployment(
+    p: profile.Profile, image: str, extender_image: str | None = None
+) -> list[dict[str, object]]:
     """ServiceAccount, RBAC, the ConfigMap holding the configuration, and the Deployment
-    running kube-scheduler from `image`."""
-    return profile.deploy_objects(p, image, profile.config_text(profile.scheduler_config(p)))
+    running kube-scheduler from `image` (and the extender from `extender_image`)."""
+    config = profile.config_text(profile.scheduler_config(p))
+    return profile.deploy_objects(p, image, config, extender_image)
+
+
+def taint_warning(kube: Kube | None) -> str | None:
+    """What the GPU nodes' taints mean for a second scheduler: read from the cluster, or
+    (kube None) what is assumed without one."""
+    if kube is None:
+        return taints.ASSUMED
+    return taints.warning(kube.list_objects("Node"))
+
+
+def serve_extender(
+    connect: Callable[[], Kube], host: str, port: int, label_key: str, ready: Callable[[], None]
+) -> None:
+    """`gpuctl sched extender` until interrupted: the watches in a thread, the HTTP server
+    here; `ready()` once it listens."""
+    import threading
+
+    from gpuctl.sched import extender
+    from gpuctl.sched.core.extender import ClusterView
+
+    state = extender.Extender(ClusterView(label_key))
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=extender.keep_in_sync, args=(state, connect, stop), daemon=True
+    )
+    http = extender.server(state, host, port)
+    watcher.start()
+    ready()
+    try:
+        http.serve_forever()
+    finally:
+        stop.set()
+        http.server_close()
 
 
 def cluster_image(connect: Callable[[], Kube]) -> str:

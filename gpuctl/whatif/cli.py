@@ -14,7 +14,7 @@ from gpuctl.cli.output import Format
 
 # Literal here so that `--help` loads nothing of the replay; tests/whatif/test_cli.py checks
 # they are replay.POLICIES and gpus.scoring.DEFAULT_GPU_WEIGHT.
-POLICIES = "k8s-default,most-allocated,best-fit,first-fit,fgd"
+POLICIES = "k8s-default,most-allocated,extender,best-fit,first-fit,fgd"
 GPU_WEIGHT = 20
 MAX_SEEDS = 100
 MAX_DEMAND = 10.0
@@ -41,9 +41,17 @@ POLICY = typer.Option(
     "--policy",
     help="Policies to compare, comma-separated: k8s-default (LeastAllocated + "
     "BalancedAllocation on cpu and memory), most-allocated (MostAllocated over cpu, "
-    "memory and nvidia.com/gpu, as `gpuctl sched render` writes), best-fit, first-fit, "
-    "fgd (fragmentation gradient descent).",
+    "memory and nvidia.com/gpu, as `gpuctl sched render` writes), extender (`gpuctl sched "
+    "extender`'s FGD scoring); these two as a second scheduler, pods without GPUs staying on "
+    "the default one. best-fit, first-fit, fgd: the FGD paper's, one scheduler for all pods.",
 )
+GPU_TAINT = typer.Option(
+    "both",
+    "--gpu-taint",
+    help="Replay with GPU nodes untainted, tainted (NoSchedule: pods without GPUs stay "
+    "off them), or both.",
+)
+TAINTS = {"untainted": (False,), "tainted": (True,), "both": (False, True)}
 GPU_WEIGHT_OPTION = typer.Option(
     GPU_WEIGHT, "--gpu-weight", help="Weight of nvidia.com/gpu in most-allocated (1-100)."
 )
@@ -75,6 +83,7 @@ def whatif(
     gpu_weight: int = GPU_WEIGHT_OPTION,
     demand: float = DEMAND,
     seeds: str = SEEDS,
+    gpu_taint: str = GPU_TAINT,
     old_nodes: str | None = OLD_NODES,
     old_pods: str | None = OLD_PODS,
     output: Format = options.output(),
@@ -96,7 +105,9 @@ def whatif(
     _check_gpu_weight(gpu_weight)
     permille = _demand_permille(demand)
     seed_list = _seeds(seeds)
-    node_list, pod_list = _workload(nodes, pods, gpu_label_key)
+    if gpu_taint not in TAINTS:
+        raise UsageError(f"--gpu-taint {gpu_taint!r}: choose from {', '.join(TAINTS)}")
+    node_list, pod_list, closed = _workload(nodes, pods, gpu_label_key)
     err = err_console()
     err.print(_replaying(node_list, pod_list, permille), soft_wrap=True)
     with err.status("") as status:
@@ -108,6 +119,8 @@ def whatif(
             permille,
             gpu_weight,
             lambda name, seed: status.update(f"replaying {name}, seed {seed}"),
+            TAINTS[gpu_taint],
+            closed,
         )
     if output == Format.table:
         _print_table(result)
@@ -116,11 +129,12 @@ def whatif(
 
 
 def _workload(nodes: str | None, pods: str | None, gpu_label_key: str | None) -> tuple:
-    """The trace files' nodes and pods, or else (--from-cluster) the cluster's."""
+    """The trace files' nodes and pods, or else (--from-cluster) the cluster's; and the
+    nodes whose own taints keep pods without GPUs out (none in a trace)."""
     from gpuctl.whatif import service
 
     if nodes and pods:
-        return service.read_trace(nodes, pods)
+        return (*service.read_trace(nodes, pods), frozenset())
     with application().kube() as kube:
         return service.snapshot(kube, options.resolve_gpu_label_key(gpu_label_key))
 
@@ -207,28 +221,37 @@ def _print_table(result: dict[str, Any]) -> None:
             return "-"
         return f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}f}"
 
-    seeds = ", ".join(str(s) for s in result["policies"][0]["seeds"])
+    from gpuctl.whatif.core.summary import label
+
+    seed_list = result["policies"][0]["seeds"]
+    seeds = ", ".join(str(s) for s in seed_list)
+    over = f"Medians over seeds {seeds}." if len(seed_list) > 1 else f"One seed ({seeds})."
     table = Table(
         box=None,
         header_style="bold",
         pad_edge=False,
         caption=f"ALLOC: GPU allocated (% of capacity) when demand reached 50/90/100/130 %; "
         "DROP: demand (%) when a GPU pod first fit nowhere; LEFT: GPUs unallocated at the "
-        "end, FRAG: % of them fragmented; WHOLE: nodes with all GPUs free at 50 % demand. "
-        f"Medians over seeds {seeds}.",
+        "end, FRAG: % of them fragmented; WHOLE: nodes with all GPUs free at 50 % demand, "
+        "LARGEST: those of them with the most GPUs a node has; "
+        "+taint: GPU nodes tainted NoSchedule (without: as given; from a cluster, its own "
+        f"taints). {over}",
         caption_justify="left",
     )
-    headings = ("POLICY", "ALLOC@50", "@90", "@100", "@130", "DROP", "LEFT", "FRAG", "WHOLE")
+    headings: tuple[str, ...] = ("POLICY", "ALLOC@50", "@90", "@100", "@130", "DROP")
+    headings += ("LEFT", "FRAG", "WHOLE", "LARGEST")
     for heading in headings:
         table.add_column(heading, justify="left" if heading == "POLICY" else "right")
     for p in result["policies"]:
         alloc = p["alloc_pct"]
         table.add_row(
-            p["policy"],
+            label(p),
             *(cell(alloc[k]) for k in ("50", "90", "100", "130")),
             cell(p["first_gpu_pod_failure_demand_pct"]),
             cell(p["unallocated_gpus_end"], 1),
             cell(p["fragmented_gpu_pct_end"], 1),
             cell(p["empty_full_nodes_at_50"], 1),
+            cell(p["empty_largest_nodes_at_50"], 1),
         )
     out_console().print(table)
+    out_console().print(result["reading"], soft_wrap=True, markup=False)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.common.specfile import read_text
-from gpuctl.whatif.core.snapshot import nodes_from_api, pods_from_api
+from gpuctl.whatif.core.snapshot import closed_to_plain_pods, nodes_from_api, pods_from_api
 from gpuctl.whatif.core.trace import Node, Pod, parse_nodes, parse_pods
 
 if TYPE_CHECKING:
@@ -23,12 +23,13 @@ def read_trace(nodes_path: str, pods_path: str) -> tuple[list[Node], list[Pod]]:
     )
 
 
-def snapshot(kube: Kube, label_key: str) -> tuple[list[Node], list[Pod]]:
-    """The cluster's nodes and its pods not yet finished, in all namespaces."""
+def snapshot(kube: Kube, label_key: str) -> tuple[list[Node], list[Pod], frozenset[str]]:
+    """The cluster's nodes, its pods not yet finished, in all namespaces, and the nodes
+    whose taints keep out pods without GPUs."""
     objects = kube.list_objects("Node")
     nodes = nodes_from_api(objects, label_key)
     pods = pods_from_api(kube.unfinished_pods(), label_key, objects)
-    return nodes, pods
+    return nodes, pods, closed_to_plain_pods(objects)
 
 
 def compare(
@@ -39,17 +40,24 @@ def compare(
     permille: int,
     gpu_weight: int,
     progress: Callable[[str, int], None] = lambda policy, seed: None,
+    taints: Sequence[bool] = (False,),
+    closed: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Every policy replayed once per seed, up to `permille` of the GPU capacity, and the
-    figures per policy (medians over the seeds); `progress(policy, seed)` before each."""
-    from gpuctl.whatif.core.fragmentation import typical_shapes
+    """Every policy replayed once per seed and GPU-node taint (False: untainted, True:
+    GPU nodes keep out pods without GPUs), up to `permille` of the GPU capacity, and the
+    figures per policy (medians over the seeds); `progress(policy, seed)` before each.
+    `closed`: nodes whose own taints keep pods without GPUs out, in every replay."""
+    from gpuctl.gpus.fragmentation import typical_shapes
     from gpuctl.whatif.core.replay import replay
     from gpuctl.whatif.core.summary import summarise
 
     shapes = typical_shapes(pods)
     runs = []
     for policy in policies:
-        for seed in seeds:
-            progress(policy, seed)
-            runs.append(replay(nodes, pods, policy, seed, permille, gpu_weight, shapes))
+        for tainted in taints:
+            for seed in seeds:
+                progress(policy, seed)
+                runs.append(
+                    replay(nodes, pods, policy, seed, permille, gpu_weight, shapes, tainted, closed)
+                )
     return summarise(runs)

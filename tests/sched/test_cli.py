@@ -45,7 +45,8 @@ def test_deploy_reads_the_clusters_version(kube, cli):
     dep = next(d for d in yaml.safe_load_all(r.out) if d["kind"] == "Deployment")
     # the emulator reports v1.29.0-kmock
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v1.29.0")
-    assert [path for _, path, _ in kube.requests()] == ["/version/"]  # and nothing else
+    # the version and the nodes (their taints), and nothing else
+    assert [path for _, path, _ in kube.requests()] == ["/version/", "/api/v1/nodes"]
 
 
 def test_deploy_without_a_cluster_or_a_version_says_how_to_go_offline(cli):
@@ -84,3 +85,59 @@ def test_the_docs_show_the_real_default_profile(cli):
     text = open(os.path.join(ROOT, "docs", "utilization.md")).read()
     shown = text.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert cli("sched", "render").out == shown
+
+
+def test_offline_render_says_it_assumes_tainted_gpu_nodes(cli):
+    r = cli("sched", "render")
+    assert r.code == 0, r
+    assert "no cluster to check: this assumes every GPU node carries a NoSchedule taint" in r.err
+    assert "86.0 %" in " ".join(r.err.split())
+
+
+def test_render_warns_when_gpu_nodes_let_pods_without_gpus_in(cli, kube, kube_api):
+    from tests.gpu_cluster import node, seed
+
+    tainted = node("gpu-a")
+    tainted["spec"] = {
+        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    }
+    soft = node("gpu-b")
+    soft["spec"] = {"taints": [{"key": "x", "effect": "PreferNoSchedule"}]}
+    seed(kube_api, tainted, soft, node("gpu-c"), node("cpu-1", gpus=0, gfd=False))
+    r = cli("sched", "render", "--extender")
+    assert r.code == 0, r
+    err = " ".join(r.err.split())
+    assert "warning: 2 of 3 GPU nodes carry no NoSchedule taint (gpu-b, gpu-c)" in err
+    assert "the GPU nodes packing keeps free" in err
+    assert yaml.safe_load(r.out)["profiles"][0]["schedulerName"] == "gpuctl-fgd"
+
+
+def test_no_warning_when_every_gpu_node_is_tainted(cli, kube, kube_api):
+    from tests.gpu_cluster import node, seed
+
+    n = node("gpu-a")
+    n["spec"] = {"taints": [{"key": "nvidia.com/gpu", "effect": "NoExecute"}]}
+    seed(kube_api, n, node("cpu-1", gpus=0, gfd=False))
+    r = cli("sched", "render")
+    assert r.code == 0 and "warning" not in r.err, r
+
+
+def test_extender_deploy_needs_an_image_with_gpuctl(cli):
+    r = cli("sched", "render", "--extender", "--deploy", "--kube-version", "v1.31.4")
+    assert r.code == 2 and "--extender-image" in r.err and r.out == ""
+    r = cli(
+        "sched", "render", "--extender", "--deploy", "--kube-version", "v1.31.4",
+        "--extender-image", "registry.example/gpuctl:0.9",
+    )  # fmt: skip
+    assert r.code == 0, r
+    dep = next(d for d in yaml.safe_load_all(r.out) if d["kind"] == "Deployment")
+    containers = dep["spec"]["template"]["spec"]["containers"]
+    assert [c["image"] for c in containers] == [
+        "registry.k8s.io/kube-scheduler:v1.31.4",
+        "registry.example/gpuctl:0.9",
+    ]
+
+
+def test_extender_refuses_a_bad_port(cli):
+    r = cli("sched", "extender", "--port", "70000")
+    assert r.code == 2 and "--port must be 1 to 65535" in r.err

@@ -15,7 +15,15 @@ from tests.k8s_schema import assert_valid
 UPSTREAM = json.load(open(os.path.join(os.path.dirname(__file__), "kube_scheduler_v1_types.json")))
 TYPES, ENUMS = UPSTREAM["types"], UPSTREAM["enums"]
 LIMITS = UPSTREAM["validation"]
-SCALARS = {"string": str, "bool": bool, "int32": int, "int64": int, "float32": float}
+# metav1.Duration serialises as a Go duration string ("5s")
+SCALARS = {
+    "string": str,
+    "bool": bool,
+    "int32": int,
+    "int64": int,
+    "float32": float,
+    "Duration": str,
+}
 
 VARIANTS = [
     {},
@@ -287,3 +295,50 @@ def test_a_changed_configuration_rolls_the_scheduler():
 
     assert annotation() == annotation()
     assert annotation() != annotation(gpu_weight=5)
+
+
+def test_the_extender_configuration_is_upstream_v1():
+    config = render(name="gpuctl-fgd", extender=True)
+    check(config, "KubeSchedulerConfiguration", "config")
+    (ext,) = config["extenders"]
+    assert ext["nodeCacheCapable"] is True and ext["ignorable"] is False
+    assert ext["urlPrefix"] == "http://127.0.0.1:8888" and ext["httpTimeout"] == "5s"
+    assert [r["name"] for r in ext["managedResources"]] == ["nvidia.com/gpu", "nvidia.com/gpucores"]
+    plugins = config["profiles"][0]["plugins"]
+    # NodeResourcesFit still filters: only its score, which would pull against FGD, is off
+    assert plugins["score"]["disabled"] == [{"name": "NodeResourcesFit"}]
+    for point in plugins.values():
+        for p in point["disabled"]:
+            assert p["name"] in UPSTREAM["default_multipoint_plugins"]
+    assert "pluginConfig" not in config["profiles"][0]
+
+
+def test_extender_deploy_objects_are_schema_valid_and_wired():
+    p = sched.make_profile("gpuctl-fgd", extender=True)
+    text = sched.config_text(sched.scheduler_config(p))
+    objs = sched.deploy_objects(p, sched.image("v1.30.2"), text, "registry.example/gpuctl:1")
+    for obj in objs:
+        assert_valid(obj)
+    by = {(o["kind"], o["metadata"]["name"]): o for o in objs}
+    role = by["ClusterRole", "gpuctl-fgd-extender"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}
+    ]
+    assert (
+        by["ClusterRoleBinding", "gpuctl-fgd-extender"]["roleRef"]["name"] == "gpuctl-fgd-extender"
+    )
+    spec = by["Deployment", "gpuctl-fgd"]["spec"]["template"]["spec"]
+    scheduler, extender = spec["containers"]
+    assert scheduler["image"] == "registry.k8s.io/kube-scheduler:v1.30.2"
+    assert extender["command"][:3] == ["gpuctl", "sched", "extender"]
+    assert extender["readinessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": 8888,
+        "scheme": "HTTP",
+    }
+    assert sched.extender_config()["urlPrefix"].endswith(":8888")
+
+
+def test_extender_refuses_a_shape():
+    with pytest.raises(UsageError, match="--shape"):
+        sched.make_profile(extender=True, shape="0:0,100:10")

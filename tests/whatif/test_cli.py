@@ -39,16 +39,22 @@ def test_json_has_the_figures_per_policy(cli, trace):
     assert r.code == 0, r
     assert "2 nodes, 10 GPUs; 5 pods requesting 5.8 GPUs; replaying to 130 % demand" in r.err
     result = json.loads(r.out)
-    assert [p["policy"] for p in result["policies"]] == list(replay.POLICIES)
+    assert [(p["policy"], p["gpu_nodes_tainted"]) for p in result["policies"]] == [
+        (name, tainted) for name in replay.POLICIES for tainted in (False, True)
+    ]
+    assert result["reading"].endswith(".")
     for p in result["policies"]:
         assert list(p) == [
             "policy",
+            "gpu_nodes_tainted",
             "seeds",
             "alloc_pct",
             "first_gpu_pod_failure_demand_pct",
             "unallocated_gpus_end",
             "fragmented_gpu_pct_end",
             "empty_full_nodes_at_50",
+            "empty_largest_nodes_at_50",
+            "alloc_pct_mean",
         ]
         assert p["seeds"] == [1, 2, 3]
         assert list(p["alloc_pct"]) == ["50", "90", "100", "130"]
@@ -57,10 +63,20 @@ def test_json_has_the_figures_per_policy(cli, trace):
 
 
 def test_table_and_a_lower_demand(cli, trace):
-    r = cli("whatif", *trace, "--policy", "fgd,best-fit", "--demand", "0.9", "--seeds", "7")
+    r = cli(
+        "whatif", *trace, "--policy", "fgd,best-fit", "--demand", "0.9", "--seeds", "7",
+        "--gpu-taint", "untainted",
+    )  # fmt: skip
     assert r.code == 0, r
-    rows = [line.split() for line in r.out.splitlines() if line.startswith(("fgd", "best-fit"))]
+    assert "One seed (7)." in " ".join(r.out.split()) and "Median" not in r.out
+    lines = r.out.splitlines()
+    rows = [
+        line.split() for line in lines if line.startswith(("fgd ", "best-fit ")) and "%" not in line
+    ]
     assert [row[0] for row in rows] == ["fgd", "best-fit"]
+    assert (
+        lines[-1].endswith(" % demand (100.00 %).") or "allocates most at 90 % demand" in lines[-1]
+    )
     for row in rows:  # @50 and @90 measured; past the demand replayed, no figure
         assert float(row[1]) > 0 and float(row[2]) > 0 and row[3:5] == ["-", "-"]
 

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from gpuctl.whatif.core.fragmentation import Fragmentation, Shape, fgd_score, typical_shapes
+from gpuctl.gpus.fragmentation import Fragmentation, Shape, fgd_score, typical_shapes
 from gpuctl.whatif.core.trace import Pod
 
 

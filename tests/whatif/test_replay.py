@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from gpuctl.common.errors import UsageError
+from gpuctl.gpus.fragmentation import fgd_score, typical_shapes
 from gpuctl.whatif.core import replay as rp
-from gpuctl.whatif.core.fragmentation import fgd_score, typical_shapes
 from gpuctl.whatif.core.summary import summarise
 from gpuctl.whatif.core.trace import MILLI, Node, Pod
 from tests.whatif import openb
@@ -179,17 +179,21 @@ def test_figures_of_a_small_replay():
     assert run.capacity == 2000
     assert run.allocated_at == {50: 1000, 90: 1000, 100: 2000, 130: 2000}
     assert run.whole_nodes_at == {50: 1, 90: 1, 100: 0, 130: 0}
+    assert run.whole_largest_at == run.whole_nodes_at  # every node has the most GPUs: 1
     assert run.first_gpu_failure == 3000
     assert (run.unallocated, run.fragmented) == (0, 0.0)
     summary = summarise([run])["policies"][0]
     assert summary == {
         "policy": "best-fit",
+        "gpu_nodes_tainted": False,
         "seeds": [0],
         "alloc_pct": {"50": 50, "90": 50, "100": 100, "130": 100},
         "first_gpu_pod_failure_demand_pct": 150,
         "unallocated_gpus_end": 0,
         "fragmented_gpu_pct_end": 0,
         "empty_full_nodes_at_50": 1,
+        "empty_largest_nodes_at_50": 1,
+        "alloc_pct_mean": {"50": 50.0, "90": 50.0, "100": 100.0, "130": 100.0},
     }
 
 
@@ -232,3 +236,46 @@ def test_reproduces_the_papers_fgd_figure_on_the_openb_trace():
     nodes, pods = openb.load()
     run = rp.replay(nodes, pods, "fgd", 42, 1300)
     assert abs(run.allocated_at[130] * 100 / run.capacity - 95.4) <= 1.0
+
+
+def test_on_openb_untainted_gpu_nodes_undo_packing_and_the_extender_wins_tainted():
+    """As deployed: most-allocated and the extender are second schedulers, so the default
+    scheduler's LeastAllocated puts pods without GPUs on the GPU nodes packing keeps empty,
+    unless a NoSchedule taint keeps them off (one seed; bench/bench_whatif_policies.py
+    replays seeds 42-51)."""
+    nodes, pods = openb.load()
+    shapes = typical_shapes(pods)
+
+    def at_130(policy, tainted):
+        run = rp.replay(nodes, pods, policy, 42, 1300, shapes=shapes, gpu_nodes_tainted=tainted)
+        return run.allocated_at[130] * 100 / run.capacity, run
+
+    default, _ = at_130("k8s-default", False)
+    untainted, _ = at_130("most-allocated", False)
+    tainted, run = at_130("most-allocated", True)
+    assert untainted < default - 5 and untainted < tainted - 5
+    assert run.whole_largest_at[50] >= 300  # whole 8-GPU nodes
+    extender, run = at_130("extender", True)
+    assert extender >= 95.0 and run.first_gpu_failure * 100 / run.capacity >= 94
+    assert run.whole_largest_at[50] >= 280
+
+
+def test_gpu_node_taints_keep_pods_without_gpus_on_cpu_nodes():
+    cluster = rp.Cluster([Node("gpu", 8000, 1000, 1, "X"), Node("cpu", 8000, 1000, 0, "")])
+    cpu_pod, gpu_pod = Pod("c", 1000, 1, 0, 0), Pod("g", 1000, 1, 1, 1000)
+    assert cluster.fits(cpu_pod).tolist() == [True, True]
+    cluster.taint_gpu_nodes()
+    assert cluster.fits(cpu_pod).tolist() == [False, True]
+    assert cluster.fits(gpu_pod).tolist() == [True, False]
+
+
+def test_a_clusters_own_taints_keep_pods_without_gpus_off_those_nodes():
+    nodes = [Node("a", 8000, 1000, 1, "X"), Node("b", 8000, 1000, 1, "X")]
+    cluster = rp.Cluster(nodes)
+    cluster.close_to_plain_pods(frozenset({"a"}))
+    assert cluster.fits(Pod("c", 1000, 1, 0, 0)).tolist() == [False, True]
+    assert cluster.fits(Pod("g", 1000, 1, 1, 1000)).tolist() == [True, True]
+    pods = [Pod(f"c{i}", 1000, 1, 0, 0) for i in range(4)] + [Pod("g", 1000, 1, 1, 1000)]
+    run = rp.replay(nodes, pods, "k8s-default", 0, 1000, closed=frozenset({"a", "b"}))
+    # the GPU pods still go there (pods without GPUs are dropped)
+    assert run.allocated_at[100] == run.capacity == 2000

@@ -1,9 +1,9 @@
 """`whatif`'s comparison: every policy once per seed, told before each run, summarised as
 the replay itself would be."""
 
+from gpuctl.gpus.fragmentation import typical_shapes
 from gpuctl.whatif import service
 from gpuctl.whatif.core import replay as rp
-from gpuctl.whatif.core.fragmentation import typical_shapes
 from gpuctl.whatif.core.summary import summarise
 from gpuctl.whatif.core.trace import Node, Pod
 

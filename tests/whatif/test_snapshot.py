@@ -96,3 +96,21 @@ def test_pod_gpu_models_from_its_node_selector_or_required_affinity():
         (),  # the second term lets it run on any GPU model
         (),
     ]
+
+
+def test_nodes_whose_taints_keep_pods_without_tolerations_out():
+    from gpuctl.whatif.core.snapshot import closed_to_plain_pods
+
+    def node(name, *effects):
+        return {
+            "metadata": {"name": name},
+            "spec": {"taints": [{"key": "k", "effect": e} for e in effects]},
+        }
+
+    objects = [
+        node("hard", "NoSchedule"),
+        node("soft", "PreferNoSchedule"),
+        node("gone", "NoExecute"),
+        node("open"),
+    ]
+    assert closed_to_plain_pods(objects) == frozenset({"hard", "gone"})

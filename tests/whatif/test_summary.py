@@ -13,13 +13,15 @@ def test_median_counts_none_as_never():
     assert median([None]) is None
 
 
-def run(seed, allocated_130, failure, unallocated, fragmented):
+def run(seed, allocated_130, failure, unallocated, fragmented, policy="fgd", tainted=False):
     return Run(
-        policy="fgd",
+        policy=policy,
         seed=seed,
         capacity=10_000,
+        gpu_nodes_tainted=tainted,
         allocated_at={50: 5000, 90: 9000, 100: 9500, 130: allocated_130},
         whole_nodes_at={50: seed, 90: 0, 100: 0, 130: 0},
+        whole_largest_at={50: seed - 1, 90: 0, 100: 0, 130: 0},
         first_gpu_failure=failure,
         unallocated=unallocated,
         fragmented=fragmented,
@@ -36,6 +38,7 @@ def test_summary_per_policy_is_the_median_over_seeds():
         "policies": [
             {
                 "policy": "fgd",
+                "gpu_nodes_tainted": False,
                 "seeds": [1, 2, 3],
                 "alloc_pct": {"50": 50, "90": 90, "100": 95, "130": 96.5},
                 "first_gpu_pod_failure_demand_pct": 91,
@@ -43,6 +46,25 @@ def test_summary_per_policy_is_the_median_over_seeds():
                 # 25 %, 100 %, 10 %
                 "fragmented_gpu_pct_end": 25,
                 "empty_full_nodes_at_50": 2,
+                "empty_largest_nodes_at_50": 1,
+                "alloc_pct_mean": {"50": 50.0, "90": 90.0, "100": 95.0, "130": 96.5},
             }
-        ]
+        ],
+        "reading": "fgd allocates most at 130 % demand (96.50 %).",
     }
+
+
+def test_the_reading_names_the_winner_and_the_cost_of_untainted_gpu_nodes():
+    runs = [
+        run(1, 9400, 9000, 600, 0.0, "k8s-default"),
+        run(1, 8600, 3000, 1400, 0.0, "most-allocated"),
+        run(1, 9400, 9300, 600, 0.0, "most-allocated", tainted=True),
+        run(1, 9530, 9500, 470, 0.0, "extender", tainted=True),
+    ]
+    summary = summarise(runs)
+    assert [p["gpu_nodes_tainted"] for p in summary["policies"]] == [False, False, True, True]
+    assert summary["reading"] == (
+        "extender +taint allocates most at 130 % demand (95.30 %, +1.30 points against "
+        "k8s-default); untainted GPU nodes cost most-allocated 8.00 points: the default "
+        "scheduler puts pods without GPUs on the empty GPU nodes it keeps."
+    )

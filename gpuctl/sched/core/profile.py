@@ -16,9 +16,19 @@ from gpuctl.common import k8s_names
 from gpuctl.common.errors import UsageError
 from gpuctl.common.numbers import whole_number
 from gpuctl.gpus.scoring import DEFAULT_GPU_WEIGHT, MAX_WEIGHT, resource_weights
+from gpuctl.sched.core.extender import MANAGED_RESOURCES
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 DEFAULT_NAME = "gpuctl-binpack"
+EXTENDER_NAME = "gpuctl-fgd"  # the default name of the profile that calls the extender
+EXTENDER_PORT = 8888
+# kube-scheduler adds priority × weight × 10 (MaxNodeScore / MaxExtenderPriority): at 20,
+# one step between the extender's ranked nodes (200) outweighs ImageLocality (0..100) and
+# ties a full preferred node affinity (weight 2 × 100), which thus still counts.
+EXTENDER_WEIGHT = 20
+# A filter that times out fails the pod's scheduling cycle (it is retried with backoff).
+# The round trip takes milliseconds (bench/bench_extender.py); 5 s rides out a pause.
+EXTENDER_TIMEOUT = "5s"
 DEFAULT_NAMESPACE = "kube-system"
 # --strategy -> NodeResourcesFit scoring type
 STRATEGIES = {"binpack": "MostAllocated", "spread": "LeastAllocated"}
@@ -41,6 +51,7 @@ class Profile:
     gpu_weight: int
     shape: tuple[tuple[int, int], ...] = ()  # RequestedToCapacityRatio points, or () for none
     namespace: str = DEFAULT_NAMESPACE  # where the scheduler runs and holds its lease
+    extender: bool = False  # score by gpuctl's FGD extender (sched/core/extender.py) alone
 
     @property
     def scoring_type(self) -> str:
@@ -53,6 +64,7 @@ def make_profile(
     gpu_weight: int | None = None,
     shape: str | None = None,
     namespace: str = DEFAULT_NAMESPACE,
+    extender: bool = False,
 ) -> Profile:
     """Options checked as kube-scheduler would check them, each error naming its option."""
     if strategy not in STRATEGIES:
@@ -72,8 +84,15 @@ def make_profile(
             f"--gpu-weight: {gpu_weight} is outside 1..{MAX_WEIGHT} "
             "(kube-scheduler's range for a resource weight)"
         )
+    if extender and shape is not None:
+        raise UsageError("--shape scores with NodeResourcesFit, which --extender turns off")
     return Profile(
-        name, strategy, gpu_weight, parse_shape(shape) if shape is not None else (), namespace
+        name,
+        strategy,
+        gpu_weight,
+        parse_shape(shape) if shape is not None else (),
+        namespace,
+        extender,
     )
 
 
@@ -98,9 +117,42 @@ def parse_shape(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(points)
 
 
+def extender_config(port: int = EXTENDER_PORT) -> dict[str, object]:
+    """kube-scheduler's entry for gpuctl's extender, in the same pod (plain HTTP on the
+    loopback). Not ignorable: the extender's filter is the one check that a share of one GPU
+    fits a single GPU, so while it is down GPU pods wait (Pending, retried with backoff)
+    rather than land where the device plugin cannot admit them; pods without GPUs are the
+    default scheduler's and never wait on it. managedResources: only pods asking for these
+    are sent to it; kube-scheduler still checks them against allocatable itself."""
+    return {
+        "urlPrefix": f"http://127.0.0.1:{port}",
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "weight": EXTENDER_WEIGHT,
+        "nodeCacheCapable": True,
+        "httpTimeout": EXTENDER_TIMEOUT,
+        "managedResources": [{"name": r} for r in MANAGED_RESOURCES],
+        "ignorable": False,
+    }
+
+
 def scheduler_config(p: Profile) -> dict[str, object]:
     """The KubeSchedulerConfiguration: one profile named p.name, with its own lease so it
-    never contends with the default scheduler's."""
+    never contends with the default scheduler's; with p.extender, a profile scored by the
+    extender (the resource scores, which would pull against it, are off)."""
+    if p.extender:
+        return _with_lease(
+            p,
+            {
+                "schedulerName": p.name,
+                "plugins": {
+                    "multiPoint": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]},
+                    # NodeResourcesFit still filters; only its score is off
+                    "score": {"disabled": [{"name": "NodeResourcesFit"}]},
+                },
+            },
+            {"extenders": [extender_config()]},
+        )
     strategy: dict[str, object] = {
         "type": p.scoring_type,
         "resources": [{"name": n, "weight": w} for n, w in resource_weights(p.gpu_weight)],
@@ -118,6 +170,12 @@ def scheduler_config(p: Profile) -> dict[str, object]:
             "multiPoint": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}
         }
     profile["pluginConfig"] = [{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}]
+    return _with_lease(p, profile, {})
+
+
+def _with_lease(
+    p: Profile, profile: dict[str, object], more: dict[str, object]
+) -> dict[str, object]:
     return {
         "apiVersion": API_VERSION,
         "kind": "KubeSchedulerConfiguration",
@@ -127,6 +185,7 @@ def scheduler_config(p: Profile) -> dict[str, object]:
             "resourceName": p.name,
         },
         "profiles": [profile],
+        **more,
     }
 
 
@@ -152,9 +211,29 @@ def image_tag(version: str, source: str = "--kube-version") -> str:
     return f"v{major}.{minor}.{patch}"
 
 
-def deploy_objects(p: Profile, image: str, config_text: str) -> list[dict[str, object]]:
+def extender_container(image: str, port: int = EXTENDER_PORT) -> dict[str, object]:
+    """`gpuctl sched extender` beside kube-scheduler: ready once its watches have synced."""
+    probe = {"httpGet": {"path": "/healthz", "port": port, "scheme": "HTTP"}}
+    return {
+        "name": "gpuctl-extender",
+        "image": image,
+        "command": ["gpuctl", "sched", "extender", "--host", "127.0.0.1", "--port", str(port)],
+        "readinessProbe": {**probe, "periodSeconds": 5},
+        "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}},
+        "securityContext": {
+            "privileged": False,
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+        },
+    }
+
+
+def deploy_objects(
+    p: Profile, image: str, config_text: str, extender_image: str | None = None
+) -> list[dict[str, object]]:
     """ServiceAccount, RBAC, the ConfigMap holding config_text (the rendered
-    configuration) and the Deployment running kube-scheduler from IMAGE."""
+    configuration) and the Deployment running kube-scheduler from IMAGE (and with
+    p.extender, the gpuctl extender from extender_image beside it)."""
     ns, name = p.namespace, p.name
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "scheduler"}
     config_dir = f"/etc/kubernetes/{name}"
@@ -183,6 +262,32 @@ def deploy_objects(p: Profile, image: str, config_text: str) -> list[dict[str, o
         "httpGet": {"path": "/healthz", "port": SECURE_PORT, "scheme": "HTTPS"}
     }
     liveness: dict[str, object] = {**probe, "initialDelaySeconds": 15}
+    watches: list[dict[str, object]] = []
+    sidecars: list[dict[str, object]] = []
+    if p.extender:
+        if not extender_image:
+            raise UsageError(
+                "--extender-image: the image with gpuctl in it, for the extender container",
+                hint="gpuctl publishes none: build one with `pip install gpuctl` on a Python "
+                "base image, its entrypoint free (the Deployment gives the command)",
+            )
+        sidecars = [extender_container(extender_image)]
+        # the extender's watches: nodes and pods, read only
+        watches = [
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": meta(f"{name}-extender", None),
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["nodes", "pods"],
+                        "verbs": ["get", "list", "watch"],
+                    }
+                ],
+            },
+            binding("ClusterRoleBinding", f"{name}-extender", f"{name}-extender"),
+        ]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name)},
         # What the default scheduler may do, and what volume binding needs.
@@ -212,6 +317,7 @@ def deploy_objects(p: Profile, image: str, config_text: str) -> list[dict[str, o
             ],
         },
         binding("RoleBinding", f"{name}-leader-election", f"{name}-leader-election", ns),
+        *watches,
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -251,7 +357,8 @@ def deploy_objects(p: Profile, image: str, config_text: str) -> list[dict[str, o
                                 "volumeMounts": [
                                     {"name": "config", "mountPath": config_dir, "readOnly": True}
                                 ],
-                            }
+                            },
+                            *sidecars,
                         ],
                         "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}],
                     },

@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from gpuctl.common.errors import UsageError
+from gpuctl.gpus.fragmentation import Fragmentation, Shape, fgd_score, typical_shapes
+from gpuctl.gpus.placement import Placement
 from gpuctl.gpus.scoring import DEFAULT_GPU_WEIGHT, GPU_RESOURCE, resource_weights
 from gpuctl.whatif.core import scoring
-from gpuctl.whatif.core.fragmentation import Fragmentation, Shape, fgd_score, typical_shapes
 from gpuctl.whatif.core.trace import MILLI, Node, Pod
 
 if TYPE_CHECKING:
@@ -54,7 +55,9 @@ if TYPE_CHECKING:
     Ints = NDArray[np.int64]
     Bools = NDArray[np.bool_]
 
-POLICIES = ("k8s-default", "most-allocated", "best-fit", "first-fit", "fgd")
+POLICIES = ("k8s-default", "most-allocated", "extender", "best-fit", "first-fit", "fgd")
+# deployed as a second scheduler beside the default one: only GPU pods ask for it
+SECOND_SCHEDULER = frozenset({"most-allocated", "extender"})
 DEMAND_POINTS = (50, 90, 100, 130)  # % of the GPU capacity at which allocation is reported
 MAX_ARRIVALS = 1_000_000
 MAX_NODES = 100_000  # Kubernetes supports 5,000
@@ -68,8 +71,11 @@ class Run:
     policy: str
     seed: int
     capacity: int
+    gpu_nodes_tainted: bool
     allocated_at: dict[int, int]  # demand point (%) → GPU allocated just before demand passed it
     whole_nodes_at: dict[int, int]  # demand point (%) → GPU nodes with every GPU unallocated
+    # the same among the nodes with the most GPUs (8 on openb): room for a full-node job
+    whole_largest_at: dict[int, int]
     first_gpu_failure: int | None  # GPU request arrived, counting the first GPU pod dropped
     unallocated: int  # at the end
     fragmented: float  # of the unallocated at the end (fragmentation.py)
@@ -83,6 +89,7 @@ class Cluster:
     def __init__(self, nodes: Sequence[Node]):
         import numpy as np
 
+        self.names = [n.name for n in nodes]
         self.models = [n.model for n in nodes]
         self.gpus: Ints = np.array([n.gpus for n in nodes], dtype=np.int64)
         self.cap: Ints = np.array(
@@ -101,6 +108,7 @@ class Cluster:
             self.gpu_free[i, : n.gpus] = MILLI
         self.max_free: Ints = self.gpu_free.max(axis=1)
         self.whole_free: Ints = (self.gpu_free == MILLI).sum(axis=1)
+        self.cpu_only_allowed: Bools = np.ones(len(nodes), dtype=bool)  # see taint_gpu_nodes
         self._accepting: dict[tuple[str, ...], Bools] = {}
         # among equal scores the highest preference wins: distinct, first node first until
         # the replay draws an order
@@ -115,8 +123,21 @@ class Cluster:
     def allocated(self) -> int:
         return int(self.used[self.GPU].sum())
 
+    def taint_gpu_nodes(self) -> None:
+        """GPU nodes carry a NoSchedule taint that pods without GPUs do not tolerate."""
+        self.cpu_only_allowed &= self.gpus == 0
+
+    def close_to_plain_pods(self, names: frozenset[str]) -> None:
+        """These nodes' own taints keep pods without GPUs out."""
+        import numpy as np
+
+        if names:
+            self.cpu_only_allowed &= ~np.array([n in names for n in self.names])
+
     def fits(self, pod: Pod) -> Bools:
         ok: Bools = (self.cpu_free >= pod.cpu_milli) & (self.memory_free >= pod.memory_mib)
+        if not pod.gpus:
+            ok &= self.cpu_only_allowed
         if pod.gpus:
             if pod.gpu_models:
                 ok &= self.accepting(pod.gpu_models)
@@ -298,6 +319,26 @@ class Fgd:
         return int(at[pick]), int(gpu[best_try])
 
 
+class Extender(_Scored):
+    """gpuctl's scheduler extender (gpuctl.gpus.placement): its profile scores by the
+    extender alone, so its first choice wins; the share goes where the device plugin puts it."""
+
+    def __init__(self, cluster: Cluster, shapes: Sequence[Shape]):
+        self.placement = Placement(
+            shapes, cluster.names, cluster.models, cluster.gpu_free, cluster.cpu_free
+        )
+
+    def choose(self, cluster: Cluster, pod: Pod, fits: Bools) -> tuple[int, int | None]:
+        import numpy as np
+
+        at = np.flatnonzero(fits)
+        node = int(at[np.argmax(self.placement.keys(pod, at))])
+        return node, _tightest_gpu(cluster.gpu_free[node], pod)
+
+    def placed(self, cluster: Cluster, node: int) -> None:
+        self.placement.update(node, cluster.gpu_free[node], int(cluster.cpu_free[node]))
+
+
 def make_policy(name: str, cluster: Cluster, shapes: Sequence[Shape], gpu_weight: int) -> Policy:
     if name == "k8s-default":
         return KubeDefault(cluster)
@@ -309,6 +350,8 @@ def make_policy(name: str, cluster: Cluster, shapes: Sequence[Shape], gpu_weight
         return FirstFit()
     if name == "fgd":
         return Fgd(cluster, shapes)
+    if name == "extender":
+        return Extender(cluster, shapes)
     raise UsageError(f"unknown policy {name!r} (use {', '.join(POLICIES)})")
 
 
@@ -343,9 +386,12 @@ def replay(
     demand_permille: int,
     gpu_weight: int = DEFAULT_GPU_WEIGHT,
     shapes: Sequence[Shape] | None = None,
+    gpu_nodes_tainted: bool = False,
+    closed: frozenset[str] = frozenset(),
 ) -> Run:
     """One replay of `pods` onto empty `nodes` until the GPU request reaches
-    demand_permille / 1000 × the GPU capacity."""
+    demand_permille / 1000 × the GPU capacity; with `gpu_nodes_tainted`, pods without GPUs
+    may go to nodes without GPUs only; the nodes in `closed` (tainted so) never take them."""
     if not 0 < len(nodes) <= MAX_NODES:
         raise UsageError(f"the replay takes 1 to {MAX_NODES:,} nodes, not {len(nodes):,}")
     cluster = Cluster(nodes)
@@ -354,7 +400,12 @@ def replay(
     if not any(p.gpu_request for p in pods):
         raise UsageError("the pods request no GPU: there is no GPU demand to replay")
     shapes = typical_shapes(pods) if shapes is None else shapes
+    cluster.close_to_plain_pods(closed)
+    if gpu_nodes_tainted:
+        cluster.taint_gpu_nodes()
     chosen = make_policy(policy, cluster, shapes, gpu_weight)
+    # pods without GPUs do not ask for a second scheduler: the default one places them
+    default = KubeDefault(cluster) if policy in SECOND_SCHEDULER else chosen
     rng = random.Random(seed)
     order = arrivals(pods, cluster.capacity * demand_permille // 1000, rng)
     preference = list(range(len(nodes)))
@@ -362,10 +413,14 @@ def replay(
     cluster.preference[:] = preference
     allocated_at: dict[int, int] = {}
     whole_nodes_at: dict[int, int] = {}
+    whole_largest_at: dict[int, int] = {}
+    largest = cluster.gpus == cluster.gpus.max()
 
     def record(point: int) -> None:
         allocated_at[point] = cluster.allocated
-        whole_nodes_at[point] = _whole_nodes(cluster)
+        whole = (cluster.gpus > 0) & (cluster.whole_free == cluster.gpus)
+        whole_nodes_at[point] = int(whole.sum())
+        whole_largest_at[point] = int((whole & largest).sum())
 
     pending = [p for p in DEMAND_POINTS if p * 10 <= demand_permille]
     arrived = 0
@@ -379,7 +434,8 @@ def replay(
             if pod.gpus and first_failure is None:
                 first_failure = arrived
             continue
-        node, gpu = chosen.choose(cluster, pod, fits)
+        scheduler = chosen if pod.gpus else default
+        node, gpu = scheduler.choose(cluster, pod, fits)
         cluster.place(node, pod, gpu)
         chosen.placed(cluster, node)
     for point in pending:  # reached at the end
@@ -390,8 +446,10 @@ def replay(
         policy=policy,
         seed=seed,
         capacity=cluster.capacity,
+        gpu_nodes_tainted=gpu_nodes_tainted,
         allocated_at=allocated_at,
         whole_nodes_at=whole_nodes_at,
+        whole_largest_at=whole_largest_at,
         first_gpu_failure=first_failure,
         unallocated=cluster.capacity - cluster.allocated,
         fragmented=float(fragmented.sum()),
@@ -412,10 +470,6 @@ def _tightest_gpu(row: Ints, pod: Pod) -> int | None:
     if not 0 < pod.gpu_milli < MILLI:
         return None
     return int(np.argmin(np.where(row >= pod.gpu_milli, row, MILLI + 1)))
-
-
-def _whole_nodes(cluster: Cluster) -> int:
-    return int(((cluster.gpus > 0) & (cluster.whole_free == cluster.gpus)).sum())
 
 
 def _counted(pod: Pod) -> Ints:

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gpuctl.gpus.scoring import MAX_NODE_SCORE, NON_ZERO_CPU_MILLI, NON_ZERO_MEMORY_MIB
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -36,9 +38,7 @@ if TYPE_CHECKING:
     Ints = NDArray[np.int64]
     Floats = NDArray[np.float64]
 
-MAX_NODE_SCORE = 100
-NON_ZERO_CPU_MILLI = 100  # upstream's DefaultMilliCPURequest
-NON_ZERO_MEMORY_MIB = 200  # upstream's DefaultMemoryRequest, 200 MiB
+__all__ = ["MAX_NODE_SCORE", "NON_ZERO_CPU_MILLI", "NON_ZERO_MEMORY_MIB", "Scorer"]
 
 
 class Scorer:

@@ -3,7 +3,7 @@ Pure.
 
 - A node: its allocatable cpu, memory and nvidia.com/gpu, and as GPU model the value of
   the GPU label (gpu_label_key), or with `auto` the model its labels name whatever the
-  scheme (gpuctl.gpus.identity).
+  scheme (gpuctl.gpus.identity); whether its taints keep out pods without tolerations.
 - A pod not yet finished, and not run by a DaemonSet (which puts one on every node
   whatever the policy): what it requests as kube-scheduler counts it (the containers' sum
   or the largest init container, whichever is more; a limit stands for a missing request),
@@ -22,6 +22,7 @@ from typing import Any
 from gpuctl.common.quantity import from_api
 from gpuctl.gpus.resources import DONE_PHASES
 from gpuctl.gpus.scoring import GPU_RESOURCE
+from gpuctl.k8s.fit import keeps_out_plain_pods
 from gpuctl.k8s.nodes import gpus_of, is_gpu_node, labels_of
 from gpuctl.k8s.placement import AUTO, terms_match
 from gpuctl.whatif.core.trace import MAX_CPU_MILLI, MAX_GPUS, MAX_MEMORY_MIB, MILLI, Node, Pod
@@ -50,6 +51,15 @@ def _model_of(node: dict[str, Any], label_key: str) -> str:
     if label_key == AUTO:
         return gpus_of(node).name or ""
     return str(labels_of(node).get(label_key) or "")
+
+
+def closed_to_plain_pods(objects: list[dict[str, Any]]) -> frozenset[str]:
+    """The nodes whose taints keep out pods without tolerations (pods without GPUs)."""
+    return frozenset(
+        str((obj.get("metadata") or {}).get("name", "?"))
+        for obj in objects
+        if keeps_out_plain_pods(obj)
+    )
 
 
 def pods_from_api(

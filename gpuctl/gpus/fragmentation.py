@@ -1,5 +1,6 @@
 """GPU fragmentation as the FGD paper measures it (Weng et al., USENIX ATC '23, "Beware of
-Fragmentation"), and its scheduling score. Pure; works on the replay's arrays.
+Fragmentation"), and its scheduling score. Pure; works on arrays of the nodes' free GPU shares (whatif's replay and the scheduler
+extender share it).
 
 The measure is against the target workload: its *typical shapes* are the most common pod
 shapes (CPU, share of each GPU, GPU count, allowed models) that together make up 95 % of
@@ -26,10 +27,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from gpuctl.whatif.core.scoring import MAX_NODE_SCORE, NON_ZERO_CPU_MILLI
-from gpuctl.whatif.core.trace import MILLI, Pod
+from gpuctl.gpus.scoring import MAX_NODE_SCORE, MILLI, NON_ZERO_CPU_MILLI
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,6 +38,20 @@ if TYPE_CHECKING:
     Ints = NDArray[np.int64]
     Floats = NDArray[np.float64]
     Bools = NDArray[np.bool_]
+
+
+class PodShape(Protocol):
+    """What the measure reads of a pod (whatif's trace Pod, the extender's pods)."""
+
+    @property
+    def cpu_milli(self) -> int: ...
+    @property
+    def gpu_milli(self) -> int: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def gpu_models(self) -> tuple[str, ...]: ...
+
 
 POPULARITY_PCT = 95  # the typical shapes make up this much of the pods (the artifact's default)
 
@@ -51,7 +65,7 @@ class Shape:
     frequency: float
 
 
-def typical_shapes(pods: Sequence[Pod], popularity_pct: int = POPULARITY_PCT) -> list[Shape]:
+def typical_shapes(pods: Sequence[PodShape], popularity_pct: int = POPULARITY_PCT) -> list[Shape]:
     """The most common shapes until they make up `popularity_pct` % of the pods, renormalised.
     Ties in count go to the larger shape, as in the artifact (GetTypicalPods)."""
     counts = Counter(

@@ -1,0 +1,309 @@
+"""What `gpuctl sched extender` knows of the cluster and how it answers kube-scheduler.
+Pure: API objects and extender requests in, extender answers out; the watches and the HTTP
+server are gpuctl/sched/extender.py.
+
+The protocol is k8s.io/kube-scheduler/extender/v1 (types.go): kube-scheduler POSTs an
+ExtenderArgs {"pod", "nodes" | "nodenames"} — names only, as configured nodeCacheCapable —
+to the filter verb, which answers an ExtenderFilterResult {"nodenames", "failedNodes",
+"failedAndUnresolvableNodes", "error"}, and to the prioritize verb, which answers a
+HostPriorityList [{"host", "score"}], scores 0..MaxExtenderPriority (10); a node left out
+scores 0 (kube-scheduler adds nothing for it), so only the ranked few are listed.
+
+- filter: what kube-scheduler cannot see — a share of one GPU needs one GPU with that much
+  free, whole GPUs need that many GPUs with nothing allocated, and a GPU model the pod's
+  nodeSelector / required affinity on the GPU label accepts. CPU, memory, taints and the
+  rest are kube-scheduler's own filters, run before.
+- prioritize: gpuctl.gpus.placement (FGD over the device plugin's GPU choice, ties by a
+  fixed node rank), the one implementation `gpuctl whatif --policy extender` replays.
+
+What a pod asks for: whole GPUs are its nvidia.com/gpu; a share of one GPU is a pod asking
+for one nvidia.com/gpu and nvidia.com/gpucores below 100 (HAMi's resource: percent of the
+GPU), the share being gpucores × 10 thousandths. The extender picks the node only; which
+GPU of the node a share lands on is the device plugin's choice, taken (and tracked here) as
+the fitting GPU with the least free, in the order the pods were created.
+
+The workload's typical shapes (the FGD measure's target) are those of the pods in the
+cluster, counted again at every full resync.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpuctl.common.quantity import from_api
+from gpuctl.gpus.fragmentation import Shape, typical_shapes
+from gpuctl.gpus.placement import Placement, device_plugin_gpus, priorities
+from gpuctl.gpus.resources import DONE_PHASES, requested
+from gpuctl.gpus.scoring import GPU_RESOURCE, MILLI
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Ints = NDArray[np.int64]
+
+SHARE_RESOURCE = "nvidia.com/gpucores"  # HAMi's: percent of one GPU's compute
+MANAGED_RESOURCES = (GPU_RESOURCE, SHARE_RESOURCE)
+MAX_GPUS = 64
+
+
+@dataclass(frozen=True)
+class GpuPod:
+    key: str  # namespace/name
+    cpu_milli: int
+    gpus: int
+    gpu_milli: int  # the share of each GPU, MILLI for whole GPUs, 0 without
+    gpu_models: tuple[str, ...] = ()
+    node: str = ""  # where it is bound, "" while pending
+
+    @property
+    def gpu_request(self) -> int:
+        return self.gpus * self.gpu_milli
+
+
+def pod_of(obj: dict[str, Any], label_key: str) -> GpuPod:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    gpus = min(requested(obj, GPU_RESOURCE), MAX_GPUS)
+    cores = requested(obj, SHARE_RESOURCE)
+    share = MILLI if gpus else 0
+    if gpus == 1 and 0 < cores < 100:
+        share = cores * MILLI // 100
+    selected = (spec.get("nodeSelector") or {}).get(label_key)
+    return GpuPod(
+        f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        _cpu_milli(spec),
+        gpus,
+        share,
+        (str(selected),) if selected is not None else (),
+        str(spec.get("nodeName") or ""),
+    )
+
+
+def _cpu_milli(spec: dict[str, Any]) -> int:
+    def cpu(c: dict[str, Any]) -> float:
+        res = c.get("resources") or {}
+        value = from_api(
+            (res.get("requests") or {}).get("cpu", (res.get("limits") or {}).get("cpu"))
+        )
+        return float(value) if value is not None and value > 0 else 0.0
+
+    running = sum(cpu(c) for c in spec.get("containers") or [])
+    init = max((cpu(c) for c in spec.get("initContainers") or []), default=0.0)
+    return math.ceil(max(running, init) * MILLI)
+
+
+@dataclass
+class _Node:
+    cpu_milli: int
+    gpus: int
+    model: str
+
+
+class ClusterView:
+    """Nodes and bound pods, as the watches last told; `placement` is rebuilt lazily after
+    the set of nodes changes, updated in place after a pod comes or goes."""
+
+    def __init__(self, label_key: str):
+        self.label_key = label_key
+        self.nodes: dict[str, _Node] = {}
+        self.pods: dict[str, GpuPod] = {}
+        self.gpu_of: dict[str, list[int]] = {}  # pod key → the GPUs it holds on its node
+        self.shapes: list[Shape] = []
+        self._placement: Placement | None = None
+        self._index: dict[str, int] = {}
+        self._names: list[str] = []  # by index
+        self._models: Any = None  # by index: numpy array of the GPU models
+        self._last_names: tuple[tuple[int, tuple[str, ...]], Ints] | None = None
+        self._generation = 0  # of the placement (and its node indexes)
+
+    # --- what the watches tell -----------------------------------------------------------
+
+    def replace(self, nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) -> None:
+        """A full resync: everything known is dropped for these lists."""
+        self.nodes, self.pods, self.gpu_of = {}, {}, {}
+        for n in nodes:
+            self._set_node(n)
+        ordered = sorted(
+            pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or "")
+        )
+        pod_list = [pod_of(p, self.label_key) for p in ordered if _alive(p)]
+        self.shapes = typical_shapes(pod_list) if pod_list else []
+        self._placement = None
+        for p in pod_list:
+            if p.node:
+                self.pods[p.key] = p
+
+    def node_event(self, kind: str, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if kind == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            before = self.nodes.get(name)
+            self._set_node(obj)
+            if before == self.nodes.get(name):
+                return
+        self._placement = None
+
+    def pod_event(self, kind: str, obj: dict[str, Any]) -> None:
+        pod = pod_of(obj, self.label_key)
+        known = self.pods.get(pod.key)
+        if kind == "DELETED" or not _alive(obj) or not pod.node:
+            if known is not None:
+                self._unbind(known)
+            return
+        if known is None:
+            self._bind(pod)
+
+    def _set_node(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        alloc = (obj.get("status") or {}).get("allocatable") or {}
+        cpu = from_api(alloc.get("cpu"))
+        gpus = from_api(alloc.get(GPU_RESOURCE))
+        self.nodes[str(meta.get("name") or "")] = _Node(
+            math.floor(cpu * MILLI) if cpu and cpu > 0 else 0,
+            min(math.floor(gpus), MAX_GPUS) if gpus and gpus > 0 else 0,
+            str((meta.get("labels") or {}).get(self.label_key) or ""),
+        )
+
+    # --- the FGD state ----------------------------------------------------------------------
+
+    @property
+    def placement(self) -> Placement:
+        if self._placement is None:
+            self._rebuild()
+        assert self._placement is not None
+        return self._placement
+
+    def _rebuild(self) -> None:
+        import numpy as np
+
+        names = sorted(self.nodes)
+        self._generation += 1
+        self._names = names
+        self._index = {n: i for i, n in enumerate(names)}
+        self._models = np.array([self.nodes[n].model for n in names], dtype=object)
+        width = max([self.nodes[n].gpus for n in names] + [1])
+        gpu_free = np.zeros((len(names), width), dtype=np.int64)
+        cpu_free = np.array([self.nodes[n].cpu_milli for n in names], dtype=np.int64)
+        for i, n in enumerate(names):
+            gpu_free[i, : self.nodes[n].gpus] = MILLI
+        models = [self.nodes[n].model for n in names]
+        self._placement = Placement(self.shapes, names, models, gpu_free, cpu_free)
+        pods, self.pods, self.gpu_of = self.pods, {}, {}
+        for pod in pods.values():
+            self._bind(pod)
+
+    def _bind(self, pod: GpuPod) -> None:
+        self.pods[pod.key] = pod
+        if self._placement is None or pod.node not in self._index:
+            return  # counted when the placement is rebuilt (or the node arrives)
+        i, p = self._index[pod.node], self._placement
+        row = p.gpu_free[i].copy()
+        taken: list[int] = []
+        if 0 < pod.gpu_milli < MILLI:
+            gpu = int(device_plugin_gpus(row[None, :], pod.gpu_milli)[0])
+            if row[gpu] >= pod.gpu_milli:
+                taken = [gpu]
+                row[gpu] -= pod.gpu_milli
+        elif pod.gpus:
+            taken = [int(g) for g in (row == MILLI).nonzero()[0][: pod.gpus]]
+            row[taken] = 0
+        self.gpu_of[pod.key] = taken
+        p.update(i, row, int(p.cpu_free[i]) - pod.cpu_milli)
+
+    def _unbind(self, pod: GpuPod) -> None:
+        del self.pods[pod.key]
+        taken = self.gpu_of.pop(pod.key, None)
+        if self._placement is None or taken is None or pod.node not in self._index:
+            return
+        i, p = self._index[pod.node], self._placement
+        row = p.gpu_free[i].copy()
+        row[taken] += pod.gpu_milli
+        p.update(i, row, int(p.cpu_free[i]) + pod.cpu_milli)
+
+    # --- the verbs --------------------------------------------------------------------------
+
+    def fitting(self, pod: GpuPod, names: list[str]) -> tuple[Ints, dict[str, str]]:
+        """Indexes of the named nodes the pod's GPUs fit on, and why the others fail."""
+        import numpy as np
+
+        p = self.placement
+        index = self._indexes(names)
+        known = index[index >= 0]
+        rows = p.gpu_free[known]
+        ok = np.ones(len(known), dtype=bool)
+        why = ""
+        if 0 < pod.gpu_milli < MILLI:
+            ok = rows.max(axis=1) >= pod.gpu_milli
+            why = f"no GPU with {pod.gpu_milli / 10:g} % free"
+        elif pod.gpus:
+            ok = (rows == MILLI).sum(axis=1) >= pod.gpus
+            why = f"fewer than {pod.gpus} unallocated GPUs"
+        if pod.gpu_models:
+            model_ok = np.isin(self._models[known], pod.gpu_models)
+            wrong = f"GPU model is not {' or '.join(pod.gpu_models)}"
+            reasons = {
+                self._names[i]: f"gpuctl extender: {wrong}" for i in known[~model_ok].tolist()
+            }
+            ok &= model_ok
+        else:
+            reasons = {}
+        for i in known[~ok].tolist():
+            reasons.setdefault(self._names[i], f"gpuctl extender: {why}")
+        if len(known) < len(names):
+            for name in (n for n, i in zip(names, index.tolist()) if i < 0):
+                reasons[name] = "gpuctl extender: node not (yet) seen by its watch"
+        fit: Ints = known[ok]
+        return fit, reasons
+
+    def _indexes(self, names: list[str]) -> Ints:
+        """The nodes' indexes (-1: unknown). kube-scheduler sends the same names pod after
+        pod: the last answer is kept."""
+        import numpy as np
+
+        key = (self._generation, tuple(names))
+        if self._last_names is None or self._last_names[0] != key:
+            index = np.array([self._index.get(n, -1) for n in names], dtype=np.int64)
+            self._last_names = (key, index)
+        return self._last_names[1]
+
+    def filter(self, args: dict[str, Any]) -> dict[str, Any]:
+        pod = pod_of(args.get("pod") or {}, self.label_key)
+        names = _candidates(args)
+        fit, failed = self.fitting(pod, names)
+        return {
+            "nodenames": [self._names[i] for i in fit.tolist()],
+            "failedNodes": failed,
+            "error": "",
+        }
+
+    def prioritize(self, args: dict[str, Any]) -> list[dict[str, Any]]:
+        import numpy as np
+
+        pod = pod_of(args.get("pod") or {}, self.label_key)
+        names = _candidates(args)
+        fit, _ = self.fitting(pod, names)
+        if not len(fit):
+            return []
+        ranked = priorities(self.placement.keys(pod, fit))
+        best = np.flatnonzero(ranked)
+        # only the nodes scored above 0: kube-scheduler adds nothing for a node not listed
+        return [
+            {"host": self._names[i], "score": score}
+            for i, score in zip(fit[best].tolist(), ranked[best].tolist())
+        ]
+
+
+def _candidates(args: dict[str, Any]) -> list[str]:
+    names = args.get("nodenames")
+    if names is None:
+        items = (args.get("nodes") or {}).get("items") or []
+        names = [(n.get("metadata") or {}).get("name") for n in items]
+    return [str(n) for n in names if n]
+
+
+def _alive(obj: dict[str, Any]) -> bool:
+    return (obj.get("status") or {}).get("phase") not in DONE_PHASES
