@@ -213,7 +213,8 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, ag
 
     text = Text.assemble(
         ("Cluster ", "bold"),
-        f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} · ",
+        f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} "
+        f"({_safe(s.signal)}) · ",
         (f"{s.idle_gpus} idle", "yellow" if s.idle_gpus else ""),
         f" (< {idle_threshold:g}%) · ",
         (
