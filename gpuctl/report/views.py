@@ -119,6 +119,7 @@ def _plots(r: Report) -> list[str]:
     ax.plot(when, r.cluster_busy, label="busy", color="#2ca02c")
     ax.set_title("Cluster: GPUs, held and busy")
     ax.set_ylabel("GPUs")
+    ax.set_ylim(bottom=0)
     ax.legend(loc="upper left")
     ax.xaxis.set_major_formatter(dates.DateFormatter("%m-%d %H:%M"))
     svgs.append(_svg(fig))

@@ -122,3 +122,56 @@ def test_the_table_names_the_signal(prom, capsys):
     code, out, err = run_gpuctl(capsys, "report", "--prometheus", prom.url, "--step", "1h")
     assert code == 0, err
     assert "busy signal: sm_active" in out and "train-1" in out
+
+
+def _chromium() -> str:
+    import shutil
+
+    from tests.standins import missing
+
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        missing("chromium not installed (Debian: apt-get install chromium; `make system-deps`)")
+    return path
+
+
+def test_the_html_page_opens_in_headless_chromium_and_shows_the_plots(prom, capsys, tmp_path):
+    import subprocess
+
+    from PIL import Image
+
+    page = tmp_path / "report.html"
+    code, _, err = run_gpuctl(
+        capsys, "report", "--prometheus", prom.url, "--step", "1h", "--html", str(page)
+    )
+    assert code == 0, err
+    text = page.read_text()
+    # self-contained: no script, nothing fetched (the SVG namespace is a name, not a fetch)
+    assert "<script" not in text and " src=" not in text and 'href="http' not in text
+    assert text.count("<svg") == 1 + len(week.EXPECTED)  # the cluster's plot, one per team
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--user-data-dir=" + str(tmp_path / "profile"),
+            "--window-size=1200,2400",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shot.exists(), proc.stderr[-2000:]
+    image = Image.open(shot).convert("RGB")
+    data = image.tobytes()
+    pixels = list(zip(data[0::3], data[1::3], data[2::3]))
+    white = sum(1 for p in pixels if p == (255, 255, 255))
+    assert white < 0.95 * len(pixels)  # not blank
+    # the plots' lines are drawn: matplotlib's blue (held) and green (busy)
+    held = sum(1 for r, g, b in pixels if abs(r - 31) < 40 and abs(g - 119) < 40 and b > 150)
+    busy = sum(1 for r, g, b in pixels if r < 90 and g > 130 and b < 90)
+    assert held > 500 and busy > 200, (held, busy)
