@@ -24,12 +24,16 @@ from gpuctl.dcgm.metrics import GR_ACTIVE, SM_ACTIVE, UTIL, WHOLE
 # metric -> the name views and JSON give the signal, best first
 SIGNALS = {SM_ACTIVE: "sm_active", GR_ACTIVE: "gr_engine_active", UTIL: "gpu_util"}
 DUTY_CYCLE = ("gr_engine_active", "gpu_util")  # the signals blind to how much of a GPU is used
+DUTY_FIELDS = (GR_ACTIVE, UTIL)  # their metrics
 LABEL = "signal"  # the label `promql(..., labelled=True)` adds to each series
 _SCALE = {SM_ACTIVE: 100.0, GR_ACTIVE: 100.0, UTIL: 1.0}  # to percent
 
 
 def promql(
-    side: Callable[[str, str], str], whole_only: bool = False, labelled: bool = False
+    side: Callable[[str, str], str],
+    whole_only: bool = False,
+    labelled: bool = False,
+    fields: Iterable[str] | None = None,
 ) -> str:
     """The rule as PromQL. `side(metric, matcher)` is the expression over one metric's
     series (e.g. their mean over a window, per device), `matcher` one more label matcher
@@ -38,9 +42,14 @@ def promql(
     judged by the best, each side must give a device the same labels (aggregate them all
     by device, or keep the series' own labels on all, the metric name dropped).
     whole_only: whole GPUs only, MIG devices left out. labelled: each series carries
-    a `signal` label naming the field it came from (SIGNALS' values)."""
+    a `signal` label naming the field it came from (SIGNALS' values). fields: only these
+    of SIGNALS' metrics, in the rule's order (e.g. DUTY_FIELDS: what a view would say
+    without the profiling fields)."""
     parts = []
+    chosen = SIGNALS.keys() if fields is None else set(fields)
     for metric, name in SIGNALS.items():
+        if metric not in chosen:
+            continue
         expr = f"({side(metric, WHOLE if whole_only or metric == UTIL else '')})"
         if _SCALE[metric] != 1.0:
             expr = f"100 * {expr}"
