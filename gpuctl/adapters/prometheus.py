@@ -3,11 +3,12 @@ actionable gpuctl error. Standard library only: a query is one POST and a JSON a
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterator
 from itertools import chain
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
 from gpuctl.adapters.core import vector_stream
@@ -96,7 +97,10 @@ class Prometheus:
         form = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
         _, body = self._post("/api/v1/query_range", form, lambda r: (True, r.read()))
         out: list[Series] = []
-        for item in self._result(body, "matrix"):
+        result = self._result(body, "matrix")
+        if not isinstance(result, list):
+            raise BackendError(f"Prometheus at {self.url} gave a malformed answer (result)")
+        for item in result:
             labels = item.get("metric") if isinstance(item, dict) else None
             points = item.get("values") if isinstance(item, dict) else None
             try:
@@ -184,9 +188,18 @@ class Prometheus:
 
     def _samples(self, read) -> Iterator[Sample]:
         """A successful vector answer's samples, a slice of the answer at a time."""
+        decode, typed = _typed_decoder()
         try:
-            for batch in vector_stream.batches(read):
+            for batch in vector_stream.batches(read, decode=decode):
                 try:
+                    if batch and type(batch[0]) is typed:
+                        try:
+                            labels, values = _decoded_typed(batch)
+                        except ValueError:  # a value that is no number: named below
+                            batch = [{"metric": t.metric, "value": list(t.value)} for t in batch]
+                        else:
+                            yield from zip(labels, values)
+                            continue
                     labels, values = _decoded(batch)
                 except (AttributeError, TypeError, KeyError, IndexError, ValueError):
                     problem = next(filter(None, map(_sample_problem, batch)), "not a sample")
@@ -226,7 +239,7 @@ class Prometheus:
             samples.append((item.get("metric") or {}, float(item["value"][1])))
         return samples
 
-    def _result(self, body: bytes, kind: str) -> list:
+    def _result(self, body: bytes, kind: str) -> Any:
         """The `result` of a successful answer of this resultType; a BackendError otherwise."""
         try:
             answer = json.loads(body)
@@ -249,10 +262,7 @@ class Prometheus:
             raise BackendError(
                 f"Prometheus at {self.url} gave an unexpected answer (resultType {_text(found)})"
             )
-        result = data.get("result") or []
-        if not isinstance(result, list):
-            raise BackendError(f"Prometheus at {self.url} gave a malformed answer (result)")
-        return result
+        return data.get("result") or []  # anything but a list of samples: named by the caller
 
     def query_all(self, exprs: list, consumers: list | None = None) -> list:
         """Several instant queries, sent concurrently (each evaluated at the server's now);
@@ -272,6 +282,40 @@ class Prometheus:
                     for sockets in self._in_flight:
                         _shut(sockets)
                 raise
+
+
+@functools.cache
+def _typed_decoder() -> tuple[Callable[[bytes], list], type]:
+    """A decoder of a slice of a vector answer's `result` into typed samples (msgspec,
+    in C: each label checked to be text and each value a [time, text] pair while
+    decoding, ~3x faster than json.loads), and their type. A slice it refuses (a label
+    that is not text, `"metric": null`, a number as value) is decoded by json.loads and
+    read by _decoded, which accepts what may be accepted and names what may not."""
+    import msgspec
+
+    class Typed(msgspec.Struct, gc=False):  # acyclic: nothing for the cycle collector
+        metric: dict[str, str] = {}
+        value: tuple[float, str] = (0.0, "")
+
+    typed = msgspec.json.Decoder(list[Typed])
+
+    def decode(data: bytes) -> list:
+        try:
+            return typed.decode(data)
+        except msgspec.ValidationError:
+            return json.loads(data)
+        except msgspec.DecodeError as e:  # not JSON: as json.loads would say
+            raise ValueError(str(e)) from None
+
+    return decode, Typed
+
+
+_LABELS, _PAIR = attrgetter("metric"), attrgetter("value")
+
+
+def _decoded_typed(batch: list) -> tuple[list[dict[str, Any]], list[float]]:
+    """The labels and values of typed samples, by C-level operations only."""
+    return list(map(_LABELS, batch)), list(map(float, map(_SECOND, map(_PAIR, batch))))
 
 
 def _decoded(batch: list) -> tuple[list[dict[str, Any]], list[float]]:
