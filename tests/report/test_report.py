@@ -74,6 +74,12 @@ def test_cluster_allocation_and_busy_over_time(prom):
     assert r.signal == f"sm_active {3 * 168}, gr_engine_active {2 * 168}, gpu_util {3 * 168}"
 
 
+def test_teams_by_a_pod_label_from_kube_state_metrics(prom):
+    r, _ = _report(prom, by=queries.grouping("label", "team"))
+    held = {t.team: t.held_gpu_hours for t in r.teams}
+    assert held == pytest.approx(week.BY_LABEL, rel=0.01)
+
+
 def test_the_top_idle_holders(prom):
     r, _ = _report(prom, top=3)
     found = [(h.namespace, h.pod, round(h.idle_gpu_hours, 1)) for h in r.idle_holders]

@@ -97,4 +97,12 @@ def series(end: float, now: float) -> tuple[list, float]:
     out += [s(UTIL, _device("node-d", 0, L4), 40)]
     out += [s(UTIL, _device("node-d", 0, L4, holder=("speech", "asr")), 30)]
     out += [s(UTIL, _device("node-d", 0, L4, holder=("chat", "bot")), 10)]
+    # kube-state-metrics' pod labels (--metric-labels-allowlist=pods=[team]) for --by label
+    for namespace, pod, team in (("ml", "train-0", "alpha"), ("speech", "asr", "voice")):
+        labels = {"namespace": namespace, "pod": pod, "label_team": team}
+        out.append(s("kube_pod_labels", {**labels, "job": "kube-state-metrics"}, 1))
     return out, now
+
+
+# --by label team: the two labelled pods' holdings, everything else team "-"
+BY_LABEL = {"alpha": 168, "voice": 84, "-": sum(h for h, _, _ in EXPECTED.values()) - 168 - 84}
