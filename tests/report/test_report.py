@@ -181,3 +181,22 @@ def test_the_html_page_opens_in_headless_chromium_and_shows_the_plots(prom, caps
     held = sum(1 for r, g, b in pixels if abs(r - 31) < 40 and abs(g - 119) < 40 and b > 150)
     busy = sum(1 for r, g, b in pixels if r < 90 and g > 130 and b < 90)
     assert held > 500 and busy > 200, (held, busy)
+
+
+def test_only_html_imports_the_plotting_library(prom):
+    import subprocess
+    import sys
+
+    from tests import ROOT
+
+    code = (
+        "import sys; from gpuctl.app import entry; sys.argv = ['gpuctl', 'report', "
+        f"'--prometheus', {prom.url!r}, '--step', '1h', '-o', 'json']\n"
+        "try:\n    entry()\nexcept SystemExit:\n    pass\n"
+        "print('matplotlib' in sys.modules, file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr
+    assert '"teams"' in proc.stdout
