@@ -26,12 +26,16 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-# Prometheus and promtool are real test stand-ins (Debian package); install them when root.
+# Prometheus and promtool are real test stand-ins (Debian package); install them when root,
+# and Chromium, which opens `gpuctl report --html`'s page headless for a screenshot.
 # Where they are missing their tests skip, or fail when GPUCTL_REQUIRE_STANDINS=1 (as in CI).
 system-deps:
 	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
 	  || echo "note: prometheus/promtool not installed; their tests will be skipped (fail with GPUCTL_REQUIRE_STANDINS=1)"; }
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null) \
+	  || echo "note: chromium not installed; the report's HTML test will be skipped (fail with GPUCTL_REQUIRE_STANDINS=1)"; }
 
 demo: $(BIN)/.installed-run
 	@echo '$$ gpuctl render examples/seed-pod.yaml'

@@ -66,6 +66,7 @@ COMMANDS = {
     "quota": "gpuctl.quota.cli",
     "sched": "gpuctl.sched.cli",
     "advise": "gpuctl.advise.cli",
+    "report": "gpuctl.report.cli",
     "doctor": "gpuctl.doctor.cli",
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",

@@ -93,6 +93,11 @@ def to_dict(result, window: str) -> dict[str, Any]:
             "gpus_held": result.totals.gpus_held,
             "gpus_needed": result.totals.gpus_needed,
             "gpus_freed": result.totals.gpus_freed,
+            "signal": result.signal,
+            # what the advice would free by the duty cycles alone (null: no SM_ACTIVE)
+            "gpus_freed_by_duty_cycle": None
+            if result.duty_cycle_totals is None
+            else result.duty_cycle_totals.gpus_freed,
         },
     }
 
@@ -132,6 +137,10 @@ def table(result, window: str):
             Text(r.reason),
         )
     totals = result.totals
+    duty = result.duty_cycle_totals
+    signal = f"busy signal {result.signal}" + (
+        "" if duty is None else f" (by the duty cycle alone: {duty.gpus_freed} freed)"
+    )
     return Group(
         t,
         Text(
@@ -139,4 +148,5 @@ def table(result, window: str):
             f"{totals.gpus_needed} · freed {totals.gpus_freed}",
             style="bold",
         ),
+        Text(signal),
     )

@@ -20,4 +20,12 @@ def advise(
             hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
             "sure this Prometheus scrapes it",
         )
-    return decide.advise(now, peak, p95, top, owner_samples, idle_threshold, namespace, exporter)
+    advice = decide.advise(now, peak, p95, top, owner_samples, idle_threshold, namespace, exporter)
+    if "sm_active" in advice.signal:
+        # How much SM activity changed the advice: the same, by the duty cycles alone.
+        p95, top = client.query_all([queries.p95_duty_cycle, queries.max_duty_cycle])
+        duty = decide.advise(
+            now, peak, p95, top, owner_samples, idle_threshold, namespace, exporter
+        )
+        advice.duty_cycle_totals = duty.totals
+    return advice

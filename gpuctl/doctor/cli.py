@@ -14,6 +14,13 @@ def register(app: typer.Typer) -> None:
 
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
+PROMETHEUS = typer.Option(
+    None,
+    "--prometheus",
+    envvar="GPUCTL_PROMETHEUS_URL",
+    metavar="URL",
+    help="Also check which busy signal this Prometheus has (SM activity or only a duty cycle).",
+)
 
 
 @uses_cluster
@@ -22,16 +29,22 @@ def doctor(
         "Check only this node (repeat it, or separate names with commas)."
     ),
     output: Format = options.output(),
+    prometheus: str | None = PROMETHEUS,
 ) -> None:
     """Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin,
     MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing
-    admission (waitForPodsReady), GPU resources covered by ClusterQueues. Exits 1 if any
-    check fails."""
+    admission (waitForPodsReady), GPU resources covered by ClusterQueues; with a Prometheus,
+    the busy signal its DCGM series give. Exits 1 if any check fails."""
+    from gpuctl.adapters.prometheus import Prometheus
     from gpuctl.doctor import service as run_doctor
     from gpuctl.doctor.core.checks import failed
+    from gpuctl.runtime.config import setting
 
     with application().kube() as kube:
         checks = run_doctor.run(kube, options.node_names(node))
+    url = setting("prometheus_url", prometheus)
+    if url:
+        checks.append(run_doctor.busy_signal(Prometheus(url)))
     if output != Format.table:
         echo(
             dump({"ok": not failed(checks), "checks": [c.to_dict() for c in checks]}, output.value)

@@ -123,3 +123,14 @@ def _kueue_config(kube: Kube, manager: dict[str, Any] | None) -> tuple[dict | No
     except yaml.YAMLError:
         return None, where
     return (config if isinstance(config, dict) else None), where
+
+
+def busy_signal(client) -> doctor.Check:
+    """Which busy signal the cluster's Prometheus (an adapters.prometheus.Prometheus) has."""
+    from gpuctl.common.errors import BackendError
+
+    try:
+        samples = client.query(doctor.busy_signal_query(), list)
+    except BackendError as e:
+        return doctor.check_busy_signal(None, e.message)
+    return doctor.check_busy_signal({labels.get("field", ""): int(v) for labels, v in samples})

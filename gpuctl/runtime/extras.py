@@ -14,6 +14,7 @@ OPTIONAL = {
         "terraform",
         "or point --terraform-bin / GPUCTL_TERRAFORM_BIN at a terraform or tofu executable",
     ),
+    "matplotlib": ("report", "or leave out --html: the table, JSON and CSV need nothing more"),
 }
 
 

@@ -77,7 +77,13 @@ def test_advice_per_workload_over_the_week(prom, cli):
     asr = rows[("speech", "asr")]
     assert (asr["model"], asr["advice"], asr["share"]) == ("NVIDIA L4", "time-slice", 5)
     # 14 held; kept 8 + MIG 3 × 1g.10gb and 1 × 3g.40gb on one H100 + one L4 shared
-    assert doc["totals"] == {"gpus_held": 14, "gpus_needed": 10, "gpus_freed": 4}
+    assert doc["totals"] == {
+        "gpus_held": 14,
+        "gpus_needed": 10,
+        "gpus_freed": 4,
+        "signal": "gpu_util",  # no profiling fields in this week
+        "gpus_freed_by_duty_cycle": None,
+    }
 
 
 def test_the_window_decides_what_counts(prom, cli):
@@ -94,7 +100,13 @@ def test_the_window_decides_what_counts(prom, cli):
 def test_namespace_filter(prom, cli):
     doc = advice(cli, prom.url, "-n", "research")
     assert [(w["namespace"], w["name"]) for w in doc["workloads"]] == [("research", "notebook")]
-    assert doc["totals"] == {"gpus_held": 1, "gpus_needed": 0, "gpus_freed": 1}
+    assert doc["totals"] == {
+        "gpus_held": 1,
+        "gpus_needed": 0,
+        "gpus_freed": 1,
+        "signal": "gpu_util",
+        "gpus_freed_by_duty_cycle": None,
+    }
 
 
 def test_table(prom, cli):
@@ -148,3 +160,30 @@ def test_bad_options_send_nothing(prom, cli, args, needle):
 def test_no_url_is_a_usage_error(cli):
     r = cli("advise")
     assert r.code == 2 and "--prometheus" in r.err
+
+
+def test_sm_activity_decides_where_present_and_the_advice_says_what_it_changed(cli):
+    """A pod spinning a kernel on a few SMs: GPU_UTIL (and GR_ENGINE_ACTIVE) read 100 %, SM
+    activity 3 %: released by SM activity, kept by the duty cycle. A node without the
+    profiling fields is judged by GPU_UTIL."""
+    from tests.advise.week import HISTORY_S, STEP_S, device
+
+    spin = device("node-p", 0, "spin-0", "ml", 100, 20000)
+    labels = spin[0].labels
+    spin += [
+        Series(name, labels, value, history_s=HISTORY_S, step_s=STEP_S)
+        for name, value in (("DCGM_FI_PROF_SM_ACTIVE", 0.03), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1))
+    ]
+    idle = device("node-q", 0, "notebook-0", "research", 2, 1000)
+    server = start_prometheus(load_blocks(spin + idle, time.time()))
+    try:
+        doc = advice(cli, server.url)
+    finally:
+        server.stop()
+    rows = by_name(doc)
+    assert rows[("ml", "spin")]["advice"] == "release"
+    assert rows[("ml", "spin")]["max_utilization"] == pytest.approx(3.0)
+    assert rows[("research", "notebook")]["advice"] == "release"
+    totals = doc["totals"]
+    assert (totals["gpus_freed"], totals["gpus_freed_by_duty_cycle"]) == (2, 1)
+    assert totals["signal"] == "sm_active 1, gpu_util 1"

@@ -264,3 +264,31 @@ def test_mig_is_applied_only_where_an_enabling_config_succeeded():
     applied = doctor.check_mig([real["gfd-h100"], real["gfd-a100-mig-single"]])
     assert applied.detail.startswith("MIG applied on r7525-a100-mig")
     assert "xe9680-h100" not in applied.detail
+
+
+def _gpu_series(host, *fields):
+    from tests.standins.prometheus import Series
+
+    labels = {"gpu": "0", "UUID": f"GPU-{host}", "modelName": "NVIDIA H100 80GB HBM3"}
+    labels.update(Hostname=host, instance=f"{host}:9400", job="nvidia-dcgm-exporter")
+    return [Series(name, labels, 0.5, history_s=120) for name in fields]
+
+
+@pytest.mark.integration
+def test_doctor_says_when_prometheus_has_only_a_duty_cycle(cli, kube_api, prometheus_with):
+    seed(kube_api, node("gpu-1"), PLUGIN, DCGM)
+    util, gr, sm = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"
+    mixed = prometheus_with(_gpu_series("a", util, gr, sm) + _gpu_series("b", util, gr))
+    r = cli("doctor", "-o", "json", "--prometheus", mixed.url)
+    assert r.code == 0, r
+    check = by_name(doctor.Check(**c) for c in json.loads(r.out)["checks"])["busy signal"]
+    assert (check.status, check.detail) == (
+        "warn",
+        "only a duty cycle on 1 of 2 GPU(s): no SM_ACTIVE",
+    )
+    assert "dcgmExporter.config" in check.fix
+    good = prometheus_with(_gpu_series("a", util, sm))
+    r = cli("doctor", "-o", "json", "--prometheus", good.url)
+    checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
+    assert checks["busy signal"]["status"] == "pass"
+    assert "all 1 GPU(s)" in checks["busy signal"]["detail"]

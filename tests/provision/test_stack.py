@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from gpuctl.common.specfile import load_yaml
+from gpuctl.dcgm import busy, counters, metrics
 from gpuctl.doctor.core import checks as doctor
 from gpuctl.k8s import device_plugin
 from gpuctl.k8s.nodes import MIG_CONFIG, MIG_STRATEGY
@@ -61,6 +62,14 @@ def releases(extra=""):
     return stack.releases(spec(extra), Facts())
 
 
+# Keys a chart's values.yaml documents in comments only (the example is commented out)
+COMMENTED = {
+    # gpu-operator-values.yaml, under dcgmExporter: "# config:\n    # name: ...\n
+    # create: true\n    # data: |-" (the chart's ConfigMap of dcgm-exporter counters)
+    "dcgmExporter.config",
+}
+
+
 def unknown_keys(ours, theirs, path=""):
     """Paths in `ours` the chart's values.yaml does not have, or holds a different kind of
     value at. Below an empty mapping or a null the chart takes anything (names it has not
@@ -68,6 +77,8 @@ def unknown_keys(ours, theirs, path=""):
     out = []
     for key, value in ours.items():
         where = f"{path}.{key}" if path else key
+        if where in COMMENTED:
+            continue
         if not isinstance(theirs, dict) or key not in theirs:
             out.append(f"{where}: not a key of the chart")
             continue
@@ -216,14 +227,17 @@ def test_dcgm_exporter_is_scraped_the_way_top_and_alerts_read_it():
     from gpuctl.dcgm import holders
 
     op = releases()["gpu-operator"]["values"]["dcgmExporter"]
-    assert op == {"enabled": True, "serviceMonitor": {"enabled": True}}
+    assert {k: op[k] for k in ("enabled", "serviceMonitor")} == {
+        "enabled": True,
+        "serviceMonitor": {"enabled": True},
+    }
     assert "nvidia-dcgm-exporter" in holders.DEFAULT_JOBS  # the operator's exporter
     r = releases("gpu_stack: device-plugin")
     # the chart's own ServiceMonitor would fail where the Prometheus Operator is missing
     assert r["dcgm-exporter"]["values"]["serviceMonitor"] == {"enabled": False}
     assert stack.DCGM_RELEASE in r and stack.DCGM_RELEASE in holders.DEFAULT_JOBS
     monitoring = r["gpuctl-monitoring"]["values"]
-    assert monitoring["objects"] == []
+    assert [o["metadata"]["name"] for o in monitoring["objects"]] == [counters.CONFIG_MAP]
     (sm,) = monitoring["ifServed"]
     assert sm["kind"] == "ServiceMonitor" and sm["apiVersion"] == "monitoring.coreos.com/v1"
     assert "honorLabels" not in sm["spec"]["endpoints"][0]
@@ -314,3 +328,25 @@ def test_the_default_mig_strategy_is_the_one_submit_and_doctor_agree_on():
     assert doctor.check_mig([mig_node]).status == doctor.FAIL
     mig_node = node("n", 0, labels=gfd_labels("mixed"), alloc={"nvidia.com/mig-1g.10gb": "7"})
     assert doctor.check_mig([mig_node]).status == doctor.PASS
+
+
+def test_the_gpu_stack_turns_the_profiling_fields_on():
+    """dcgm-exporter's own counters files ship SM_ACTIVE and SM_OCCUPANCY commented out: the
+    counters file gpuctl ships has them, and both stacks hand it to the exporter."""
+    on = counters.enabled(counters.csv_text())
+    assert {metrics.SM_ACTIVE, metrics.SM_OCCUPANCY, metrics.GR_ACTIVE} <= set(on)
+    assert set(busy.SIGNALS) <= set(on) and set(metrics.METRICS) <= set(on)
+    for line in counters.csv_text().splitlines()[1:]:
+        assert line.count(",") == 2, line  # field, type, help: dcgm-exporter's three columns
+    op = releases()["gpu-operator"]["values"]["dcgmExporter"]["config"]
+    assert op == {"name": counters.CONFIG_MAP, "create": True, "data": counters.csv_text()}
+    r = releases("gpu_stack: device-plugin")
+    exporter = r["dcgm-exporter"]["values"]
+    assert exporter["arguments"] == ["-f", stack.COUNTERS_PATH]
+    (volume,) = exporter["extraConfigMapVolumes"]
+    (mount,) = exporter["extraVolumeMounts"]
+    assert volume["configMap"]["name"] == counters.CONFIG_MAP
+    assert (mount["name"], mount["mountPath"]) == (volume["name"], stack.COUNTERS_PATH)
+    (cm,) = r["gpuctl-monitoring"]["values"]["objects"]
+    assert cm["data"][volume["configMap"]["items"][0]["key"]] == counters.csv_text()
+    assert cm["metadata"]["namespace"] == r["dcgm-exporter"]["namespace"]

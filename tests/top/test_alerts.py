@@ -134,11 +134,12 @@ def test_promtool_accepts_every_variant(promtool, tmp_path, capsys, args):
         json.loads(open(path).read())  # really JSON, and promtool still reads it
     proc = promtool_run(promtool, "check", "rules", path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 5 rules found" in proc.stdout
+    assert "SUCCESS: 6 rules found" in proc.stdout
     names = [r["alert"] for g in yaml.safe_load(open(path))["groups"] for r in g["rules"]]
     assert names == [
         "GPUHighUtilization",
         "GPUIdleAllocated",
+        "GPUBusySignalDutyCycleOnly",
         "GPUMemoryNearFull",
         "GPUTemperatureHigh",
         "GPUXidError",
@@ -653,5 +654,35 @@ def test_memory_and_utilization_count_each_device_once(promtool, tmp_path, capsy
                 )
             ],
         ),
+    ]
+    run_unit_tests(promtool, tmp_path, path, cases)
+
+
+def test_a_node_whose_gpus_report_only_a_duty_cycle_is_named(promtool, tmp_path, capsys):
+    """GPUBusySignalDutyCycleOnly: n1 reports SM_ACTIVE (and the duty cycles), n2 GPU_UTIL
+    only on its two GPUs, n3 a MIG slice with GR_ENGINE_ACTIVE only: n2 and n3 are named."""
+    path = rules_file(tmp_path, capsys)
+    util, gr, sm = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"
+    inputs = [
+        series(util, "100x80", **gpu_labels("n1", "0")),
+        series(gr, "1x80", **gpu_labels("n1", "0")),
+        series(sm, "0.02x80", **gpu_labels("n1", "0")),
+        series(util, "50x80", **gpu_labels("n2", "0")),
+        series(util, "50x80", **gpu_labels("n2", "1")),
+        series(gr, "0.5x80", **gpu_labels("n3", "0", GPU_I_ID="1", GPU_I_PROFILE="1g.10gb")),
+    ]
+
+    def named(host, n):
+        return alert(
+            {"severity": "info", "Hostname": host},
+            f"GPUs on {host} report only a duty cycle",
+            f"{n} GPU(s) of {host} report no DCGM_FI_PROF_SM_ACTIVE: their utilization is a "
+            "duty cycle, 100% for a kernel on one SM. Enable the profiling fields in "
+            "dcgm-exporter's counters file (gpuctl provision's GPU stack ships one).",
+        )
+
+    cases = [
+        case(inputs, "GPUBusySignalDutyCycleOnly", "70m", [named("n2", 2), named("n3", 1)]),
+        case(inputs, "GPUBusySignalDutyCycleOnly", "30m", []),  # not yet for an hour
     ]
     run_unit_tests(promtool, tmp_path, path, cases)

@@ -39,6 +39,7 @@ GPU_KEYS = {
     "namespace",
     "holders",
     "idle",
+    "signal",
 }
 
 
@@ -67,6 +68,7 @@ def test_json_has_exactly_the_documented_shape(prom, capsys):
         "idle_allocated_gpus",
         "request_shape_gpus",
         "stranded_gpus",
+        "signal",
     }
 
 
@@ -98,6 +100,7 @@ def test_one_row_per_gpu_grouped_by_node_with_values(prom, capsys):
         "namespace": "ml",
         "holders": [{"namespace": "ml", "pod": "train-0", "container": "main"}],
         "idle": False,
+        "signal": "gpu_util",  # no profiling fields on this node
     }
 
 
@@ -116,6 +119,8 @@ def test_idle_and_idle_allocated(prom, capsys):
         # every pod holds one whole GPU, and one fits wherever a GPU is free
         "request_shape_gpus": 1,
         "stranded_gpus": 0,
+        # the MIG devices by their engine activity, the whole GPUs by their duty cycle
+        "signal": "gr_engine_active 2, gpu_util 6",
     }
 
 

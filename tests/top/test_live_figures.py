@@ -59,9 +59,12 @@ def test_reading_the_figures():
         fig("page", 97.0, Hostname="node-2", UUID="a"),
         fig("page", 96.0, hostname="node-10", UUID="b"),
         fig("page", 95.0, Hostname="node-2", UUID="c"),
+        fig("signals", 3, signal="sm_active"),
+        fig("signals", 2, signal="gpu_util"),
     ]
     found = live.read_figures(answer)
     s = found.summary
+    assert s.signal == "sm_active 3, gpu_util 2"
     assert (s.gpus, s.idle_gpus, s.idle_allocated_gpus) == (5, 2, 1)
     assert s.mean_utilization == pytest.approx(210 / 5)
     assert (s.busiest.node, s.busiest.mean_utilization) == ("node-10", 90.0)

@@ -71,6 +71,7 @@ def test_the_cluster_view_is_the_same_under_every_setting(scraped, capsys):
         "idle_allocated_gpus": 2,
         "request_shape_gpus": 1,  # every holder, the two sharing node-2's GPU too, holds one
         "stranded_gpus": 0,
+        "signal": "gr_engine_active 2, gpu_util 6",  # its MIG devices by engine activity
     }
     assert doc["namespaces"] == [
         {

@@ -70,10 +70,13 @@ def test_mig_board_series_fill_in_their_devices_and_make_no_row():
     ]
 
 
-def test_full_gpu_utilization_wins_over_its_profiling_metric():
+def test_the_best_busy_signal_wins_and_the_row_names_it():
     d = dev()
     f = frame([sample(metrics.UTIL, 70.0, **d), sample(metrics.GR_ACTIVE, 0.2, **d)])
-    assert f.rows[0].utilization_gpu == 70.0
+    assert (f.rows[0].utilization_gpu, f.rows[0].signal) == (20.0, "gr_engine_active")
+    f = frame([sample(metrics.UTIL, 70.0, **d), sample(metrics.SM_ACTIVE, 0.05, **d)])
+    assert (f.rows[0].utilization_gpu, f.rows[0].signal) == (5.0, "sm_active")
+    assert f.summary.signal == "sm_active"
 
 
 def test_devices_without_uuid_are_told_apart_by_node_and_index():

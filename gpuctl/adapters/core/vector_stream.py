@@ -1,9 +1,10 @@
 """A Prometheus instant-vector answer decoded while it arrives, a batch of samples at a time.
 
 At 40,000 GPUs one answer is tens of megabytes of JSON; reading it whole and decoding it
-with json.loads holds the text and every decoded object at once. Here json.loads (C) still
-does all the decoding, on slices of the `result` array cut at element boundaries: memory
-holds one slice, and the cost stays that of json.loads.
+with json.loads holds the text and every decoded object at once. Here a C decoder does all
+the decoding, on slices of the `result` array cut at element boundaries: memory
+holds one slice, and the cost stays that of the decoder (json.loads, or a faster one the
+caller passes: the Prometheus adapter's decodes into typed structs with msgspec).
 
 The boundary is the byte sequence `},{"metric":`. In valid JSON it cannot lie inside a
 string (a quote inside a string is escaped, and a string closed by that quote could not be
@@ -38,10 +39,15 @@ class NotAVectorStream(Exception):
         self.head = head
 
 
-def batches(read: Callable[[int], bytes], chunk: int = CHUNK) -> Iterator[list[Any]]:
-    """The `result` elements as json.loads makes them, a list per slice of the answer.
-    Raises NotAVectorStream before yielding anything when the answer is not a successful
-    vector answer, ValueError when it is not valid JSON."""
+def batches(
+    read: Callable[[int], bytes],
+    chunk: int = CHUNK,
+    decode: Callable[[bytes], list[Any]] = json.loads,
+) -> Iterator[list[Any]]:
+    """The `result` elements, a list per slice of the answer: every slice but the last as
+    `decode` makes them of the JSON array it is given (json.loads by default), the last
+    as json.loads does. Raises NotAVectorStream before yielding anything when the answer
+    is not a successful vector answer, ValueError when it is not valid JSON."""
     buf = b""
     while len(buf) < _HEAD_MAX:
         data = read(chunk)
@@ -61,7 +67,7 @@ def batches(read: Callable[[int], bytes], chunk: int = CHUNK) -> Iterator[list[A
         cut = buf.rfind(_BOUNDARY, search_from)
         if cut < 0:
             continue  # one element longer than what is read so far
-        yield json.loads(b"[" + buf[: cut + 1] + b"]")
+        yield decode(b"[" + buf[: cut + 1] + b"]")
         buf = buf[cut + 2 :]
     yield _last(buf.decode("utf-8"))
 

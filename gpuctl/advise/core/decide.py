@@ -40,6 +40,9 @@ class Queries:
     max_utilization: str  # per device and holder: max utilization (idle the whole window?)
     owners: str  # kube-state-metrics' owner series over the window
 
+    p95_duty_cycle: str = ""  # p95_utilization by the duty cycles alone (no SM_ACTIVE)
+    max_duty_cycle: str = ""
+
     def all(self) -> list[str]:
         return [self.now, self.peak_memory, self.p95_utilization, self.max_utilization, self.owners]
 
@@ -50,11 +53,11 @@ def queries(window: str) -> Queries:
     duration_seconds(window, "--window")
     by = ", ".join(IDENTITY + holders.LABELS)
 
-    def utilization(over: str) -> str:
+    def utilization(over: str, fields: tuple[str, ...] | None = None) -> str:
         def side(metric: str, matcher: str) -> str:
             return f"max by ({by}) ({over.format(f'{metric}{{{matcher}}}[{window}]')})"
 
-        return busy.promql(side, whole_only=True)
+        return busy.promql(side, whole_only=True, labelled=True, fields=fields)
 
     return Queries(
         now=f'max by (__name__, modelName, {by}) ({{__name__=~"{FB_USED}|{FB_FREE}", {WHOLE}}})',
@@ -62,6 +65,8 @@ def queries(window: str) -> Queries:
         p95_utilization=utilization(f"quantile_over_time({QUANTILE}, {{}})"),
         max_utilization=utilization("max_over_time({})"),
         owners=owners.query(window),
+        p95_duty_cycle=utilization(f"quantile_over_time({QUANTILE}, {{}})", busy.DUTY_FIELDS),
+        max_duty_cycle=utilization("max_over_time({})", busy.DUTY_FIELDS),
     )
 
 
@@ -95,6 +100,8 @@ class Totals:
 class Advice:
     workloads: list[WorkloadAdvice]
     totals: Totals
+    signal: str = "none"  # the busy signals the GPUs were judged by (busy.summary)
+    duty_cycle_totals: Totals | None = None  # what the duty cycles alone would have advised
 
 
 @dataclass
@@ -141,6 +148,7 @@ def advise(
             held.setdefault(w, []).append(d)
 
     stats: dict[Workload, _Stats] = {w: _Stats() for w in held}
+    signals: dict[str, int] = {}  # per busy signal, the held GPUs' p95 series it gave
     for samples, slot in (
         (peak_memory, "peak"),
         (p95_utilization, "p95"),
@@ -155,10 +163,13 @@ def advise(
             w = workload_of[holder]
             if w in stats:
                 setattr(stats[w], slot, _max(getattr(stats[w], slot), value))
+                if slot == "p95" and (name := labels.get(busy.LABEL)):
+                    signals[name] = signals.get(name, 0) + 1
 
     rows = [_row(w, ds, stats[w], idle_threshold) for w, ds in held.items()]
     rows.sort(key=lambda r: (r.workload.namespace, r.workload.name, r.workload.kind or ""))
-    return Advice(rows, Totals(sum(r.gpus for r in rows), gpus_needed(rows)))
+    totals = Totals(sum(r.gpus for r in rows), gpus_needed(rows))
+    return Advice(rows, totals, busy.summary_of(signals))
 
 
 def _row(w: Workload, devices: list[dict[str, Any]], s: _Stats, idle: float) -> WorkloadAdvice:

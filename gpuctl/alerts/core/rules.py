@@ -14,7 +14,7 @@ from gpuctl.common import k8s_names
 from gpuctl.common.errors import UsageError
 from gpuctl.dcgm import busy, holders
 from gpuctl.dcgm.holders import Exporter
-from gpuctl.dcgm.metrics import FB_FREE, FB_RESERVED, FB_USED, TEMP
+from gpuctl.dcgm.metrics import FB_FREE, FB_RESERVED, FB_USED, GR_ACTIVE, SM_ACTIVE, TEMP, UTIL
 from gpuctl.dcgm.promql import duration_seconds
 
 XID = "DCGM_FI_DEV_XID_ERRORS"  # a gauge keeping the last XID code (0: none since start)
@@ -85,7 +85,7 @@ def _host(expr: str) -> str:
 
 def _utilization(window: str, matcher: str = "") -> str:
     """Mean busy signal (percent) per device over the window (see gpuctl.dcgm.busy), of
-    the raw series: both sides keep the series' labels."""
+    the raw series: every side keeps the series' labels."""
 
     def side(metric: str, extra: str) -> str:
         matchers = ", ".join(m for m in (extra, matcher) if m)
@@ -141,6 +141,7 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
     gpu_on_host = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
     xid = f"max by ({BOARD}) ({_host(XID)})"
     used, free, reserved = (_per_device(m) for m in (FB_USED, FB_FREE, FB_RESERVED))
+    duty, sm = _per_device(f'{{__name__=~"{UTIL}|{GR_ACTIVE}"}}'), _per_device(SM_ACTIVE)
     return {
         "groups": [
             {
@@ -167,6 +168,20 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
                         f"{_holder_text()} holds {gpu_on_host} whose utilization averaged "
                         f"{{{{ $value | humanize }}}}% over {o.idle_window} "
                         f"(threshold {_num(o.idle_util)}%).",
+                    ),
+                    # The duty cycles (GPU_UTIL, GR_ENGINE_ACTIVE) read 100 % for a kernel on
+                    # one SM: say where the busy signal cannot be better than that.
+                    _rule(
+                        "GPUBusySignalDutyCycleOnly",
+                        f"count by (Hostname) ({duty}) unless on (Hostname) "
+                        f"count by (Hostname) ({sm})",
+                        "1h",
+                        "info",
+                        "GPUs on {{ $labels.Hostname }} report only a duty cycle",
+                        "{{ $value }} GPU(s) of {{ $labels.Hostname }} report no "
+                        f"{SM_ACTIVE}: their utilization is a duty cycle, 100% for a kernel on "
+                        "one SM. Enable the profiling fields in dcgm-exporter's counters file "
+                        "(gpuctl provision's GPU stack ships one).",
                     ),
                     # Reserved memory (reported since dcgm-exporter 4.3.1-4.4.0) is in neither
                     # used nor free: without it the ratio overstates use.

@@ -8,6 +8,8 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.numbers import whole_number
+from gpuctl.dcgm import busy
+from gpuctl.dcgm.metrics import IDENTITY, SM_ACTIVE
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL as GFD_PRODUCT
 from gpuctl.k8s import device_plugin
 from gpuctl.k8s.nodes import (
@@ -341,3 +343,45 @@ def run_checks(
 
 def failed(checks: list[Check]) -> bool:
     return any(c.status == FAIL for c in checks)
+
+
+def busy_signal_query() -> str:
+    """How many devices report SM_ACTIVE, and how many any busy-signal field, now (a
+    `field` label says which count is which)."""
+    by = ", ".join(IDENTITY)
+
+    def devices(selector: str, name: str) -> str:
+        return f'label_replace(count(group by ({by}) ({{{selector}}})), "field", "{name}", "", "")'
+
+    fields = "|".join(busy.SIGNALS)
+    sm = devices(f'__name__="{SM_ACTIVE}"', "sm")
+    any_field = devices(f'__name__=~"{fields}"', "any")
+    return f"{sm} or {any_field}"
+
+
+def check_busy_signal(counts: dict[str, int] | None, error: str | None = None) -> Check:
+    """Which busy signal the cluster's Prometheus can give (gpuctl.dcgm.busy): SM activity
+    measures work; a duty cycle (GPU_UTIL, GR_ENGINE_ACTIVE) reads 100 % for a kernel on
+    one SM. counts: answer of busy_signal_query by field."""
+    name = "busy signal"
+    fix = (
+        "enable DCGM_FI_PROF_SM_ACTIVE in dcgm-exporter's counters file (the GPU Operator's "
+        "dcgmExporter.config; gpuctl provision's GPU stack ships one)"
+    )
+    if counts is None:
+        return Check(name, WARN, f"cannot read Prometheus: {error}", "check --prometheus")
+    sm, total = counts.get("sm", 0), counts.get("any", 0)
+    if not total:
+        return Check(name, WARN, "no DCGM busy-signal series in Prometheus", "deploy dcgm-exporter")
+    if sm >= total:
+        return Check(name, PASS, f"SM activity (DCGM_FI_PROF_SM_ACTIVE) on all {total} GPU(s)")
+    if sm == 0:
+        return Check(
+            name,
+            WARN,
+            f"only a duty cycle on all {total} GPU(s): no DCGM_FI_PROF_SM_ACTIVE",
+            fix,
+        )
+    return Check(
+        name, WARN, f"only a duty cycle on {total - sm} of {total} GPU(s): no SM_ACTIVE", fix
+    )

@@ -9,7 +9,8 @@ gpuctl's other commands expect:
   `default` entry; nodes pick one with the label nvidia.com/device-plugin.config;
 - `gpuctl submit`/`mig`: the MIG strategy (default mixed: MIG slices are advertised as
   nvidia.com/mig-<profile>), GPU Feature Discovery labels, the GPU Operator's MIG manager;
-- `gpuctl top --prometheus`/`alerts`: dcgm-exporter, scraped through a ServiceMonitor where
+- `gpuctl top --prometheus`/`alerts`/`report`: dcgm-exporter with gpuctl's counters file
+  (the profiling fields on: gpuctl.dcgm.counters), scraped through a ServiceMonitor where
   the Prometheus Operator is installed (its default `honorLabels: false`: the GPU's holder
   in `exported_pod`, which gpuctl reads; the release is named so that gpuctl recognises the
   exporter's own labels).
@@ -21,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.dcgm import counters
 from gpuctl.k8s.device_plugin import DEFAULT_CONFIG_MAP
 from gpuctl.provision.core import karpenter
 from gpuctl.provision.core.facts import Facts
@@ -31,6 +33,7 @@ AUTOSCALER, NODE_POOLS, GPU_STACK = "autoscaler", "node-pools", "gpu-stack"
 OBJECTS_CHART = "charts/gpuctl-objects"  # terraform/charts/: plain objects as a release
 DEFAULT_CONFIG = "default"  # the device plugin config a node without a config label uses
 DCGM_RELEASE = "dcgm-exporter"  # its Service, so the scrape's job: a name `gpuctl top` knows
+COUNTERS_PATH = "/etc/dcgm-exporter/gpuctl-counters.csv"  # where the chart's exporter reads them
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,13 @@ def gpu_operator_values(spec: ClusterSpec) -> dict[str, Any]:
             },
         },
         "gfd": {"enabled": True},
-        # The operator creates the ServiceMonitor only where its CRD exists.
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+        # The operator creates the ServiceMonitor only where its CRD exists. The counters
+        # file turns on the profiling fields the busy signal reads first (gpuctl.dcgm.counters).
+        "dcgmExporter": {
+            "enabled": True,
+            "serviceMonitor": {"enabled": True},
+            "config": {"name": counters.CONFIG_MAP, "create": True, "data": counters.csv_text()},
+        },
         "daemonsets": {"tolerations": tol},
         "node-feature-discovery": {"worker": {"tolerations": tol}},
     }
@@ -114,7 +122,39 @@ def dcgm_exporter_values(spec: ClusterSpec) -> dict[str, Any]:
     # The chart would create its ServiceMonitor whether or not the Prometheus Operator is
     # installed (and fail where it is not): gpuctl's objects release adds one only where
     # the API exists.
-    return {"serviceMonitor": {"enabled": False}, "tolerations": tolerations(spec)}
+    # The counters file (gpuctl.dcgm.counters) comes from gpuctl's monitoring release as a
+    # ConfigMap, mounted over the chart's own and named by -f.
+    return {
+        "serviceMonitor": {"enabled": False},
+        "tolerations": tolerations(spec),
+        "arguments": ["-f", COUNTERS_PATH],
+        "extraConfigMapVolumes": [
+            {
+                "name": "gpuctl-counters",
+                "configMap": {
+                    "name": counters.CONFIG_MAP,
+                    "items": [{"key": counters.KEY, "path": "gpuctl-counters.csv"}],
+                },
+            }
+        ],
+        "extraVolumeMounts": [
+            {
+                "name": "gpuctl-counters",
+                "mountPath": COUNTERS_PATH,
+                "subPath": "gpuctl-counters.csv",
+            }
+        ],
+    }
+
+
+def counters_config_map(namespace: str) -> dict[str, Any]:
+    """The counters file as a ConfigMap, for the dcgm-exporter chart."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": counters.CONFIG_MAP, "namespace": namespace},
+        "data": {counters.KEY: counters.csv_text()},
+    }
 
 
 def dcgm_service_monitor(namespace: str) -> dict[str, Any]:
@@ -197,7 +237,9 @@ def releases(spec: ClusterSpec, facts: Facts) -> dict[str, dict[str, Any]]:
             DEVICE_PLUGIN, ns, device_plugin_values(spec), GPU_STACK
         )
         out[DCGM_RELEASE] = release(DCGM_EXPORTER, ns, dcgm_exporter_values(spec), GPU_STACK)
-        out["gpuctl-monitoring"] = objects_release(ns, GPU_STACK, [], [dcgm_service_monitor(ns)])
+        out["gpuctl-monitoring"] = objects_release(
+            ns, GPU_STACK, [counters_config_map(ns)], [dcgm_service_monitor(ns)]
+        )
     if any(g.efa for g in spec.node_groups):
         out["aws-efa-k8s-device-plugin"] = release(
             EFA_PLUGIN, "kube-system", efa_plugin_values(spec), GPU_STACK

@@ -36,13 +36,16 @@ def live_render(screen: cluster.Screen, window: str, idle_threshold: float, dela
 def write_json(frame: usage.ClusterFrame, out, batch: int = 500) -> None:
     """The `-o json` document, written a GPU per line, a batch of GPUs at a time rather than
     built whole: at 40,000 GPUs the text alone is tens of megabytes."""
+    import msgspec
+
     doc = usage.frame_to_dict(usage.ClusterFrame([], frame.namespaces, frame.summary))
     out.write('{\n  "gpus": [')
+    encode = msgspec.json.Encoder(enc_hook=str).encode  # C; a reading that overflowed: null
     for start in range(0, len(frame.rows), batch):
         rows = [usage.gpu_to_dict(r) for r in frame.rows[start : start + batch]]
         # One C-encoded list per batch, cut into lines where one GPU ends and the next
-        # begins: `}, {"node": ` cannot occur inside a JSON string (its quote would be \").
-        text = _json(rows)[1:-1].replace('}, {"node": ', '},\n    {"node": ')
+        # begins: `},{"node":` cannot occur inside a JSON string (its quote would be \").
+        text = encode(rows).decode()[1:-1].replace('},{"node":', '},\n    {"node":')
         out.write(("\n    " if start == 0 else ",\n    ") + text)
     out.write("\n  ]," if frame.rows else "],")
     for key in ("namespaces", "summary"):
@@ -213,7 +216,8 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, ag
 
     text = Text.assemble(
         ("Cluster ", "bold"),
-        f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} · ",
+        f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} "
+        f"({_safe(s.signal)}) · ",
         (f"{s.idle_gpus} idle", "yellow" if s.idle_gpus else ""),
         f" (< {idle_threshold:g}%) · ",
         (

@@ -100,16 +100,16 @@ def _join(*matchers: str) -> str:
     return ", ".join(m for m in matchers if m)
 
 
-def _mean(window: str, node: bool = False, whole_only: bool = False) -> str:
+def _mean(window: str, node: bool = False, whole_only: bool = False, labelled: bool = False) -> str:
     """Per device, its mean busy signal (percent) over the window (see gpuctl.dcgm.busy);
-    of whole GPUs only if asked."""
+    of whole GPUs only, or with the `signal` label naming the field, if asked."""
 
     def side(metric: str, matcher: str) -> str:
         return _per_device(
             lambda m: f'avg_over_time({{__name__="{metric}", {_join(m, matcher)}}}[{window}])', node
         )
 
-    return busy.promql(side, whole_only)
+    return busy.promql(side, whole_only, labelled)
 
 
 def _held(
@@ -167,6 +167,8 @@ def figures_query(
         "shapes": f'count_values("n", count by ({_POD}) '
         f"({_held(exporter, namespace=True, pod=True, whole=True)}))",
         "free": f'count_values("n", count by ({_NODE}) ({free}))',
+        # how many GPUs each busy signal judged
+        "signals": f"count by ({busy.LABEL}) ({_mean(window, labelled=True)})",
     }
     if sort == "idle" and rows > 0:
         figures["page"] = f"bottomk({rows}, {by_node})"
@@ -183,6 +185,7 @@ def read_figures(samples: Iterable[usage.Sample]) -> Figures:
     per: dict[str, dict[str, list[float]]] = {"node": {}, "ns": {}}
     counts: dict[str, dict[int, int]] = {"shapes": {}, "free": {}}
     idle_held, page = 0, []
+    signals: dict[str, int] = {}
     for labels, value in samples:
         figure = labels.get("figure") or ""
         kind, _, what = figure.partition("_")
@@ -196,6 +199,8 @@ def read_figures(samples: Iterable[usage.Sample]) -> Figures:
                 totals[1] += value if labels.get("idle") == "1" else 0
         elif figure in counts:
             counts[figure][int(float(labels["n"]))] = int(value)
+        elif figure == "signals":
+            signals[labels.get(busy.LABEL) or ""] = int(value)
         elif figure == "idle_held":
             idle_held = int(value)
         elif figure == "page":
@@ -218,6 +223,7 @@ def read_figures(samples: Iterable[usage.Sample]) -> Figures:
         idlest=min(means, key=lambda n: n.mean_utilization) if means else None,
         request_shape=shape,
         stranded_gpus=None if shape is None else sum(n * k for n, k in free.items() if n < shape),
+        signal=busy.summary_of(signals),
     )
     namespaces = [NamespaceUsage(ns, int(t[0]), mean(t), int(t[1])) for ns, t in per["ns"].items()]
     namespaces.sort(key=lambda n: (-n.gpus, n.namespace))

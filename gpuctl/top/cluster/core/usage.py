@@ -53,7 +53,7 @@ Sample = tuple[dict[str, Any], float]  # (labels, value)
 class Queries:
     current: str  # every metric's latest value, per device
     attributes: str  # one series per device carrying its model, MIG profile and holder
-    window_util: str  # per-device mean utilization (percent) over the window
+    window_util: str  # per-device mean busy signal (percent) over the window, `signal` naming it
 
 
 # Each device once: series with a UUID keyed by it alone (a smaller answer to decode), any
@@ -106,7 +106,7 @@ def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
     return Queries(
         current=_per_device(lambda m, by: f"max by (__name__, {by}) ({select(names, m)})", keyings),
         attributes=f"group by ({', '.join(ATTRIBUTES)}) ({select(names)})",
-        window_util=busy.promql(window_mean),
+        window_util=busy.promql(window_mean, labelled=True),
     )
 
 
@@ -125,6 +125,7 @@ class ClusterGpuRow:
     power_w: float | None
     holders: tuple[Holder, ...]  # sorted; several when a shared GPU (time-slicing, MPS)
     idle: bool | None  # None when the window holds no utilization sample
+    signal: str | None = None  # the busy signal judged by (gpuctl.dcgm.busy.SIGNALS' names)
 
     @property
     def pod(self) -> str | None:
@@ -167,6 +168,7 @@ class ClusterSummary:
     idlest: NodeUsage | None
     request_shape: int | None = None  # whole GPUs the most common pod holds
     stranded_gpus: int | None = None  # free GPUs on nodes with fewer free than that
+    signal: str = "none"  # the busy signals the GPUs were judged by (busy.summary)
 
 
 @dataclass
@@ -203,6 +205,7 @@ class FrameBuilder:
         # a device's holders: its only one, or the set of several (a shared GPU)
         self.holders: dict[Key, Holder | set[Holder]] = {}
         self.means: dict[Key, float] = {}
+        self.signals: dict[Key, str] = {}  # the busy signal of each device's mean
         self._keys: dict[Key, Key] = {}  # one copy of each device key for the three dicts
         self._texts: dict[str | None, str | None] = {}  # one copy of each repeated label value
 
@@ -248,9 +251,13 @@ class FrameBuilder:
                 kept[key] = new
 
     def add_means(self, samples: Iterable[Sample]) -> None:
+        signals, intern = self.signals, self._texts.setdefault
         for labels, value in samples:
             if math.isfinite(value):
-                self.means[self._key(labels)] = value
+                key = self._key(labels)
+                self.means[key] = value
+                if name := labels.get(busy.LABEL):
+                    signals[key] = intern(name, name)  # type: ignore[assignment]
 
     def frame(self, idle_threshold: float) -> ClusterFrame:
         values = self.values
@@ -276,7 +283,9 @@ class FrameBuilder:
                 if isinstance(pods, Holder)
                 else tuple(sorted(pods, key=_holder_order))
             )
-            rows.append(_row(metrics, parent, kept, means.get(key), who, idle_threshold))
+            row = _row(metrics, parent, kept, means.get(key), who, idle_threshold)
+            row.signal = self.signals.get(key) or busy.signal(metrics, mig=bool(key[-1]))
+            rows.append(row)
         rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
         return ClusterFrame(rows, namespace_usage(rows), summarize(rows))
 
@@ -378,6 +387,7 @@ def summarize(rows: list[ClusterGpuRow]) -> ClusterSummary:
         idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         request_shape=shape,
         stranded_gpus=stranded_gpus,
+        signal=busy.summary(r.signal for r in rows),
     )
 
 
@@ -429,6 +439,7 @@ def gpu_to_dict(r: ClusterGpuRow) -> dict[str, Any]:
             {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in r.holders
         ],
         "idle": r.idle,
+        "signal": r.signal,
     }
 
 
@@ -453,5 +464,6 @@ def frame_to_dict(frame: ClusterFrame) -> dict[str, Any]:
             "idle_allocated_gpus": s.idle_allocated_gpus,
             "request_shape_gpus": s.request_shape,
             "stranded_gpus": s.stranded_gpus,
+            "signal": s.signal,
         },
     }

@@ -1,0 +1,1 @@
+"""The pure part of `gpuctl report`: PromQL out, figures in."""
