@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchenv import child_env  # noqa: E402
 
-RUNS = int(os.environ.get("BENCH_RUNS", "7"))
+RUNS = int(os.environ.get("BENCH_RUNS", "9"))
 TARGET = 1.3
 NODES, NAMESPACES, PODS_PER_NAMESPACE = 16, 4, 24
 
@@ -84,7 +84,7 @@ def seed(kube) -> None:
                     "apiVersion": "v1",
                     "kind": "ResourceQuota",
                     "metadata": {"name": "gpuctl-gpus", "namespace": ns},
-                    "spec": {"hard": {"requests.nvidia.com/gpu": "16"}},
+                    "spec": {"hard": {"requests.nvidia.com/gpu": "64"}},
                 }
             )
             objects += [
@@ -119,17 +119,24 @@ def seed(kube) -> None:
                 )
 
 
-def cpu(cmd: list[str], env: dict, ok: tuple[int, ...] = (0,)) -> float:
-    """Median CPU seconds (user + system) of RUNS runs of a command."""
-    times = []
+def cpu_once(cmd: list[str], env: dict, ok: tuple[int, ...] = (0,)) -> float:
+    """CPU seconds (user + system) of one run of a command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, capture_output=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode not in ok:
+        raise SystemExit(f"{cmd} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def medians(sides: list, env: dict) -> list[float]:
+    """Median CPU seconds of each side (a list of (commands, exit codes allowed)) over RUNS
+    rounds; the sides take turns within a round, so a busy machine slows each alike."""
+    times: list[list[float]] = [[] for _ in sides]
     for _ in range(RUNS):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        r = subprocess.run(cmd, capture_output=True, env=env)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if r.returncode not in ok:
-            raise SystemExit(f"{cmd} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
-        times.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-    return statistics.median(times)
+        for t, (commands, ok) in zip(times, sides):
+            t.append(sum(cpu_once(c, env, ok) for c in commands))
+    return [statistics.median(t) for t in times]
 
 
 def sent(kube, since: int) -> list:
@@ -188,8 +195,14 @@ def main() -> int:
     kube = KubeEmulator().start()
     try:
         seed(kube)
+        # as installed for a user: kubernetes-validate (the test extra's) is not there, and
+        # the client's kubernetes.dynamic, which every `import kubernetes` runs, imports it
+        # when it is (~0.1 s more floor on every side)
+        hidden = tmp / "user-install"
+        hidden.mkdir()
+        (hidden / "kubernetes_validate.py").write_text("raise ImportError('not installed')\n")
         env = child_env(
-            PYTHONPATH=ROOT,
+            PYTHONPATH=os.pathsep.join([str(hidden), ROOT]),
             KUBECONFIG=write_kubeconfig(tmp / "kubeconfig", kube.url),
             KUBECACHEDIR=str(tmp / "kube-cache"),
             HOME=str(tmp),  # no config file of the user's
@@ -205,7 +218,7 @@ def main() -> int:
         ]
         print(
             f"{NODES} GPU nodes, {NAMESPACES * PODS_PER_NAMESPACE} pods, {NAMESPACES * 3} jobs; "
-            f"median CPU of {RUNS} runs each; (a) the same requests through kubernetes' "
+            f"median CPU of {RUNS} rounds, the three sides in turn; (a) the same requests through kubernetes' "
             "ApiClient, (b) kubectl get of the same objects"
         )
         print(f"{'command':<18} {'gpuctl':>8} {'(a)':>8} {'(b)':>8}  ratio (a)  ratio (b)")
@@ -224,9 +237,14 @@ def main() -> int:
             for call in gets:  # warm kubectl's discovery cache
                 subprocess.run([kubectl, *call], check=True, env=env, capture_output=True)
             codes = (0, 1) if name == "doctor" else (0,)  # doctor: 1 when a check fails
-            t_gpuctl = cpu(gpuctl + args, env, ok=codes)
-            t_ref = cpu(reference, env)
-            t_kubectl = sum(cpu([kubectl, *call], env) for call in gets)
+            t_gpuctl, t_ref, t_kubectl = medians(
+                [
+                    ([gpuctl + args], codes),
+                    ([reference], (0,)),
+                    ([[kubectl, *c] for c in gets], (0,)),
+                ],
+                env,
+            )
             ratio = t_gpuctl / t_ref
             ok &= ratio <= TARGET
             print(
