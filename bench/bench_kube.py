@@ -122,7 +122,7 @@ def seed(kube) -> None:
 def cpu_once(cmd: list[str], env: dict, ok: tuple[int, ...] = (0,)) -> float:
     """CPU seconds (user + system) of one run of a command."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run(cmd, capture_output=True, env=env)
+    r = subprocess.run(cmd, capture_output=True, env=env, cwd=env["HOME"])
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode not in ok:
         raise SystemExit(f"{cmd} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
@@ -225,7 +225,8 @@ def main() -> int:
         ok = True
         for name, args in commands:
             since = kube.call(lambda: len(kube.emulator._requests))
-            r = subprocess.run(gpuctl + args, capture_output=True, env=env)  # warm-up, compile
+            # warm-up (and bytecode), outside any checkout: `-m gpuctl` imports the cwd's
+            r = subprocess.run(gpuctl + args, capture_output=True, env=env, cwd=tmp)
             if r.returncode not in (0, 1):  # doctor exits 1 on a failed check
                 raise SystemExit(f"gpuctl {name} failed: {r.stderr.decode()[-800:]}")
             requests = sent(kube, since)
