@@ -87,7 +87,11 @@ def api_server_class():
 
     Not done (a real server does): label and field selectors (ignored), PUT, dryRun
     (ignored), server-side apply, strategic-merge list semantics (lists are replaced),
-    Table answers for kubectl (kubectl prints the plain lists itself), pod logs.
+    Table answers for kubectl (kubectl prints the plain lists itself), pod logs, protobuf
+    bodies (415: kubectl's typed generators such as `kubectl create namespace` send them;
+    `-f` files go as JSON), field validation of built-in kinds, conversion between a
+    custom resource's versions (each version's objects are apart), refusing objects in a
+    namespace that does not exist.
     """
     global _api_server
     if _api_server is not None:
