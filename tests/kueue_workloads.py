@@ -39,8 +39,11 @@ def pod_sets(job: dict) -> list[dict]:
     ]
 
 
-def workload_for(job: dict, uid: str = "0b8e7c1e-5b5a-4f53-9f0e-1d2c3b4a5968") -> dict:
+def workload_for(job: dict, uid: str | None = None) -> dict:
+    """The Workload Kueue makes for JOB, owned by it through its uid (the one the API server
+    gave it, when JOB was read back)."""
     kind, meta = job["kind"], job["metadata"]
+    uid = uid or meta.get("uid") or "0b8e7c1e-5b5a-4f53-9f0e-1d2c3b4a5968"
     digest = hashlib.sha1(f"{meta['name']}{uid}{job['apiVersion']}{kind}".encode()).hexdigest()
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",

@@ -40,26 +40,26 @@ class NoAnswer(BackendError):
     uncertain = True  # gpuctl.runtime.workflow undoes the step too (it may have happened)
 
 
-# The kinds gpuctl reads and writes: kind -> (apiVersion, the client's name for it,
-# namespaced).
-_KINDS = {
-    "Namespace": ("v1", "namespace", False),
-    "Node": ("v1", "node", False),
-    "ConfigMap": ("v1", "config_map", True),
-    "PersistentVolumeClaim": ("v1", "persistent_volume_claim", True),
-    "Secret": ("v1", "secret", True),
-    "Pod": ("v1", "pod", True),
-    "ResourceQuota": ("v1", "resource_quota", True),
-    "Service": ("v1", "service", True),
-    "Job": ("batch/v1", "job", True),
-    "DaemonSet": ("apps/v1", "daemon_set", True),
-    "Deployment": ("apps/v1", "deployment", True),
-    "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontal_pod_autoscaler", True),
-}
-# Custom resources (served by CRDs, reached through the CustomObjectsApi): kind -> (the
-# apiVersion used unless the caller names another version of the group, plural,
-# namespaced).
-_CUSTOM_KINDS = {
+# The kinds gpuctl reads and writes: kind -> (apiVersion, resource, namespaced). Those of a
+# group with a dot are custom resources (served by CRDs): a caller may name another version
+# of their group, and a dict patches them as a JSON merge patch (they have no strategic merge).
+KINDS = {
+    "Namespace": ("v1", "namespaces", False),
+    "Node": ("v1", "nodes", False),
+    "ConfigMap": ("v1", "configmaps", True),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims", True),
+    "Secret": ("v1", "secrets", True),
+    "Pod": ("v1", "pods", True),
+    "ResourceQuota": ("v1", "resourcequotas", True),
+    "Service": ("v1", "services", True),
+    "Job": ("batch/v1", "jobs", True),
+    "DaemonSet": ("apps/v1", "daemonsets", True),
+    "Deployment": ("apps/v1", "deployments", True),
+    "StatefulSet": ("apps/v1", "statefulsets", True),
+    "ReplicaSet": ("apps/v1", "replicasets", True),
+    "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers", True),
+    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
+    "Event": ("v1", "events", True),
     "ResourceFlavor": ("kueue.x-k8s.io/v1beta2", "resourceflavors", False),
     "ClusterQueue": ("kueue.x-k8s.io/v1beta2", "clusterqueues", False),
     "LocalQueue": ("kueue.x-k8s.io/v1beta2", "localqueues", True),
@@ -68,13 +68,57 @@ _CUSTOM_KINDS = {
     "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects", True),
 }
 
-# Kinds only reclaim and make-room read or write (Kube.list_more, patch_more): kind ->
-# (apiVersion, the client's name for it); all namespaced.
-_MORE_KINDS = {
-    "StatefulSet": ("apps/v1", "stateful_set"),
-    "ReplicaSet": ("apps/v1", "replica_set"),
-    "PodDisruptionBudget": ("policy/v1", "pod_disruption_budget"),
-}
+
+def _custom(api_version: str) -> bool:
+    return "." in api_version.rpartition("/")[0]
+
+
+def load_config(context: str | None, kubeconfig: str | None) -> tuple[Any, str | None, str | None]:
+    """(the client's Configuration, the namespace, the context's name) of the kubeconfig
+    context (or, with none usable, of the pod's service account): the one place that reads
+    credentials. The namespace is None where the context names none."""
+    import yaml
+    from kubernetes import client, config
+
+    from gpuctl.runtime.config import setting_from
+
+    context, context_from = setting_from("context", context)
+    cfg = client.Configuration()
+    # The client reads $KUBECONFIG once at import time; read it now, per connection.
+    config_file = os.path.expanduser(kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+    if kubeconfig and not os.path.isfile(config_file):  # named: no in-cluster fallback
+        raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
+    try:
+        contexts, active = config.list_kube_config_contexts(config_file=config_file)
+        if context:
+            active = next((c for c in contexts if c["name"] == context), None)
+            if active is None:
+                raise UsageError(
+                    f"no context {context!r} in the kubeconfig {config_file}"
+                    + ("" if context_from == "the command line" else f" (from {context_from})"),
+                    hint="contexts: " + ", ".join(c["name"] for c in contexts),
+                )
+        config.load_kube_config(config_file=config_file, context=context, client_configuration=cfg)
+        return cfg, active.get("context", {}).get("namespace"), active.get("name")
+    # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
+    except (
+        config.ConfigException,
+        OSError,
+        yaml.YAMLError,
+        TypeError,
+        AttributeError,
+        KeyError,
+        ValueError,
+    ) as e:
+        try:  # inside a pod: the service account
+            config.load_incluster_config(client_configuration=cfg)
+            with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+                return cfg, f.read().strip() or None, "in-cluster"
+        except (config.ConfigException, OSError):
+            raise GpuctlError(
+                f"no usable Kubernetes configuration: {_first_line(e)}",
+                hint="set KUBECONFIG or create ~/.kube/config (or pass --context)",
+            ) from None
 
 
 class Kube:
@@ -95,77 +139,26 @@ class Kube:
         timeout: float | None = None,
         kubeconfig: str | None = None,
     ):
-        import yaml
-        from kubernetes import client, config
+        # The client's ApiClient with plain dicts: its typed API classes (CoreV1Api …) cost
+        # more to import than a whole command's work.
+        import urllib3
+        from kubernetes import client
 
         from gpuctl.common.k8s_names import dns1123_label
-        from gpuctl.runtime.config import request_timeout, setting, setting_from
+        from gpuctl.runtime.config import request_timeout, setting
 
-        context, context_from = setting_from("context", context)
         namespace = setting(
             "namespace",
             None,
             lambda ns: None if dns1123_label(ns) else "not a valid namespace name",
         )
         self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
-        cfg = client.Configuration()
-        # The client reads $KUBECONFIG once at import time; read it now, per connection.
-        config_file = os.path.expanduser(
-            kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        )
-        if kubeconfig and not os.path.isfile(config_file):  # named: no in-cluster fallback
-            raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
-        try:
-            contexts, active = config.list_kube_config_contexts(config_file=config_file)
-            if context:
-                active = next((c for c in contexts if c["name"] == context), None)
-                if active is None:
-                    raise UsageError(
-                        f"no context {context!r} in the kubeconfig {config_file}"
-                        + ("" if context_from == "the command line" else f" (from {context_from})"),
-                        hint="contexts: " + ", ".join(c["name"] for c in contexts),
-                    )
-            config.load_kube_config(
-                config_file=config_file, context=context, client_configuration=cfg
-            )
-            self.namespace = namespace or str(
-                active.get("context", {}).get("namespace") or "default"
-            )
-            self.context = active.get("name")
-        # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
-        except (
-            config.ConfigException,
-            OSError,
-            yaml.YAMLError,
-            TypeError,
-            AttributeError,
-            KeyError,
-            ValueError,
-        ) as e:
-            try:  # inside a pod: the service account
-                config.load_incluster_config(client_configuration=cfg)
-                with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-                    self.namespace = namespace or f.read().strip() or "default"
-                self.context = "in-cluster"
-            except (config.ConfigException, OSError):
-                raise GpuctlError(
-                    f"no usable Kubernetes configuration: {_first_line(e)}",
-                    hint="set KUBECONFIG or create ~/.kube/config (or pass --context)",
-                ) from None
+        cfg, context_namespace, self.context = load_config(context, kubeconfig)
+        self.namespace = str(namespace or context_namespace or "default")
         # Only connection setup is retried: a request that reached the server is never resent.
-        import urllib3
-
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         self.host = redact(cfg.host)  # for messages: never the credentials in a server URL
         self._api = client.ApiClient(cfg)
-        self._cfg = cfg
-        self._apis: dict[str, Any] = {  # apiVersion -> the client's API for it
-            "v1": client.CoreV1Api(self._api),
-            "batch/v1": client.BatchV1Api(self._api),
-            "apps/v1": client.AppsV1Api(self._api),
-            "autoscaling/v2": client.AutoscalingV2Api(self._api),
-        }
-        self._custom = client.CustomObjectsApi(self._api)
         self._groups: dict[str, list[str]] | None = None  # API discovery, read once
 
     closed = False
@@ -187,18 +180,22 @@ class Kube:
         with dry_run the server only checks it."""
         kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name")
         namespace = (obj.get("metadata") or {}).get("namespace") or self.namespace
-        fn, ns = self._method("create", kind, namespace, obj.get("apiVersion"))
-        kwargs = {"dry_run": "All"} if dry_run else {}
-        what = f"creating {_subject(kind, name, *ns)}"
-        return self._call(fn, *ns, obj, what=what, answer=_OBJECT, changes=True, **kwargs)
+        path, ns = self._path(kind, namespace, obj.get("apiVersion"))
+        return self._call(
+            "POST",
+            path,
+            {"dryRun": "All"} if dry_run else None,
+            body=obj,
+            what=f"creating {_subject(kind, name, ns)}",
+            answer=_OBJECT,
+            changes=True,
+        )
 
     def read(
         self, kind: str, name: str, namespace: str | None = None, api_version: str | None = None
     ) -> dict:
-        fn, ns = self._method("read", kind, namespace or self.namespace, api_version)
-        return self._call(
-            fn, name, *ns, what=f"reading {_subject(kind, name, *ns)}", answer=_OBJECT
-        )
+        path, ns = self._path(kind, namespace or self.namespace, api_version, name)
+        return self._call("GET", path, what=f"reading {_subject(kind, name, ns)}", answer=_OBJECT)
 
     def list_objects(
         self,
@@ -209,15 +206,10 @@ class Kube:
         api_version: str | None = None,
     ) -> list[dict]:
         """Objects of KIND in NAMESPACE, or in all namespaces when it is None."""
-        fn, ns = self._method("list", kind, namespace, api_version)
-        return self._call(
-            fn,
-            *ns,
-            label_selector=selector,
-            field_selector=field_selector,
-            what=f"listing {_plural(kind)}" + "".join(f" in namespace {n}" for n in ns),
-            answer=_LIST,
-        )["items"]
+        path, ns = self._path(kind, namespace, api_version)
+        query = {"labelSelector": selector, "fieldSelector": field_selector}
+        what = f"listing {_plural(kind)}" + (f" in namespace {ns}" if ns else "")
+        return self._call("GET", path, query, what=what, answer=_LIST)["items"]
 
     def patch(
         self,
@@ -229,22 +221,34 @@ class Kube:
     ) -> dict:
         """A dict is a strategic-merge patch (a JSON merge patch for a custom resource, which
         has no strategic merge), a list a JSON patch (RFC 6902)."""
-        fn, ns = self._method("patch", kind, namespace or self.namespace, api_version)
-        what = f"updating {_subject(kind, name, *ns)}"
-        return self._call(fn, name, *ns, body, what=what, answer=_OBJECT, changes=True)
+        path, ns = self._path(kind, namespace or self.namespace, api_version, name)
+        if isinstance(body, list):
+            content = "application/json-patch+json"
+        elif _custom(api_version or KINDS[kind][0]):
+            content = "application/merge-patch+json"
+        else:
+            content = "application/strategic-merge-patch+json"
+        return self._call(
+            "PATCH",
+            path,
+            body=body,
+            content_type=content,
+            what=f"updating {_subject(kind, name, ns)}",
+            answer=_OBJECT,
+            changes=True,
+        )
 
     def delete(
         self, kind: str, name: str, namespace: str | None = None, api_version: str | None = None
     ) -> None:
-        fn, ns = self._method("delete", kind, namespace or self.namespace, api_version)
+        path, ns = self._path(kind, namespace or self.namespace, api_version, name)
         # what the object owns (a Job's pods) goes too, as with kubectl; the API's default
         # for a Job would leave its pods running
         self._call(
-            fn,
-            name,
-            *ns,
-            propagation_policy="Background",
-            what=f"deleting {_subject(kind, name, *ns)}",
+            "DELETE",
+            path,
+            {"propagationPolicy": "Background"},
+            what=f"deleting {_subject(kind, name, ns)}",
             changes=True,
         )
 
@@ -260,83 +264,110 @@ class Kube:
         server closes the watch or when nothing arrives for `timeout_seconds` (+2 s
         grace): the caller loops."""
         import urllib3
-        from kubernetes import watch
 
-        fn, ns = self._method("list", kind, namespace, api_version)
+        path, _ = self._path(kind, namespace, api_version)
         what = f"watching {kind} {name}" if name else f"watching {_plural(kind)}"
-        w = watch.Watch()
+        query = {
+            "watch": "true",
+            "fieldSelector": f"metadata.name={name}" if name else None,
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        resp = self._raw("GET", path, query, timeout=(self.timeout, timeout_seconds + 2), what=what)
         try:
-            for event in w.stream(
-                fn,
-                *ns,
-                field_selector=f"metadata.name={name}" if name else None,
-                timeout_seconds=timeout_seconds,
-                _request_timeout=(self.timeout, timeout_seconds + 2),
-            ):
-                obj = event.get("raw_object") or self._api.sanitize_for_serialization(
-                    event["object"]
-                )
-                yield {"type": event["type"], "object": obj}
+            for line in _lines(resp.stream(4096)):
+                if not line.strip():
+                    continue
+                event = self._event(line, what)
+                if event is not None:
+                    yield event
         except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
             return  # a quiet watch: no news
         except urllib3.exceptions.ProtocolError as e:
             if "timed out" in str(e):
                 return
             raise self._map(e, what) from None
+        except GpuctlError:
+            raise
         except Exception as e:
             raise self._map(e, what) from None
         finally:
-            w.stop()
+            resp.release_conn()
+
+    def _event(self, line: str, what: str) -> dict | None:
+        """One watch event, as the client's Watch reads it: an ERROR event is the failure
+        (a Status) it carries."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            raise NoAnswer(f"{what}: {self.host} sent a watch event that is not JSON") from None
+        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+            raise NoAnswer(f"{what}: {self.host} sent a watch event with no object")
+        obj = event["object"]
+        if event.get("type") == "ERROR":
+            code = obj.get("code")
+            raise self._map(
+                ApiException(
+                    status=code if isinstance(code, int) else 500, reason=_status_text(obj)
+                ),
+                what,
+            )
+        return {"type": event.get("type"), "object": obj}
 
     # --- special verbs ---------------------------------------------------------------
 
     def server_version(self) -> str:
         """The API server's gitVersion (``v1.30.2``, ``v1.29.4-eks-036c24b``) from /version."""
-        from kubernetes import client
-
-        info = self._call(client.VersionApi(self._api).get_code, what="reading the server version")
-        return str((info or {}).get("gitVersion") or "")
+        info = self._call("GET", "/version/", what="reading the server version")
+        return str((info or {}).get("gitVersion") or "") if isinstance(info, dict) else ""
 
     def api_versions(self, group: str) -> list[str]:
         """The versions of an API group the cluster serves ([] when it has none, e.g. no
         Kueue CRDs), from API discovery (/apis), which every authenticated user may read.
         Read once per connection."""
-        from kubernetes import client
-
         if self._groups is None:
-            found = self._call(
-                client.ApisApi(self._api).get_api_versions, what="reading the API groups"
-            )
+            found = self._call("GET", "/apis/", what="reading the API groups")
+            groups = (found or {}).get("groups") if isinstance(found, dict) else None
             self._groups = {
                 g.get("name", ""): [v.get("version", "") for v in g.get("versions") or []]
-                for g in (found or {}).get("groups") or []
+                for g in groups or []
+                if isinstance(g, dict)
             }
         return list(self._groups.get(group, []))
 
-    def get_path(self, path: str, query: dict[str, str] | None = None) -> dict:
-        """GET an API path that no typed call reaches, e.g. an aggregated API's
+    def get_path(self, path: str, query: dict[str, str | None] | None = None) -> dict:
+        """GET an API path that no verb by kind reaches, e.g. an aggregated API's
         subresource such as Kueue's pending workloads of a LocalQueue."""
-        from urllib.parse import quote, urlencode
+        from urllib.parse import quote
 
-        url = self._cfg.host.rstrip("/") + quote(path) + (f"?{urlencode(query)}" if query else "")
-        headers = {"Accept": "application/json"}
-        for auth in self._cfg.auth_settings().values():  # the bearer token, if any
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
-        return self._call(self._get_url, url, headers, what=f"reading {path}")
+        return self._call("GET", quote(path), query, what=f"reading {path}")
 
-    def _get_url(self, url: str, headers: dict, _request_timeout=None, _preload_content=False):
-        # the client's own connection pool (its TLS and client-certificate settings)
-        from kubernetes.client.exceptions import ApiException
-
-        resp = self._api.rest_client.pool_manager.request(
-            "GET", url, headers=headers, timeout=_request_timeout, preload_content=True
-        )
-        if not 200 <= resp.status < 300:
-            e = ApiException(status=resp.status, reason=resp.reason)
-            e.body = resp.data
-            raise e
-        return resp
+    def evict(self, name: str, namespace: str) -> None:
+        """Evict a pod through the Eviction API, which keeps PodDisruptionBudgets: a budget
+        that allows no disruption now is answered 429 (a TooManyRequests error)."""
+        path, _ = self._path("Pod", namespace, name=name)
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        try:
+            self._call(
+                "POST",
+                path + "/eviction",
+                body=body,
+                what=f"evicting pod {namespace}/{name}",
+                changes=True,
+            )
+        except BackendError as e:
+            if "HTTP 429" not in e.message:
+                raise
+            raise BackendError(
+                e.message,
+                hint="a PodDisruptionBudget allows no disruption of it now: retry once its "
+                "pods are back, or leave it be",
+            ) from None
 
     def read_node(self, name: str) -> dict:
         try:
@@ -348,10 +379,12 @@ class Kube:
 
     def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict:
         """Set the node's labels; a None value removes that label."""
+        path, _ = self._path("Node", None, None, name)
         return self._call(
-            self._apis["v1"].patch_node,
-            name,
-            {"metadata": {"labels": labels}},
+            "PATCH",
+            path,
+            body={"metadata": {"labels": labels}},
+            content_type="application/strategic-merge-patch+json",
             what=f"labelling node {name}",
             answer=_OBJECT,
             changes=True,
@@ -369,12 +402,11 @@ class Kube:
         from gpuctl.runtime import deadline
 
         what = f"reading logs of {name}"
-        fn = self._apis["v1"].read_namespaced_pod_log
+        path, _ = self._path("Pod", namespace, None, name)
+        path += "/log"
         if not follow:
             try:
-                data = deadline.call(
-                    lambda: self._raw(fn, name, namespace, what=what).data, self.timeout
-                )
+                data = deadline.call(lambda: self._raw("GET", path, what=what).data, self.timeout)
             except deadline.DeadlineExceeded:
                 raise NoAnswer(
                     f"{what}: the Kubernetes API at {self.host} timed out (no whole answer "
@@ -384,151 +416,61 @@ class Kube:
             return
         # unbounded: a followed log may stay quiet for hours (the client takes no
         # connect-only timeout); Ctrl-C ends it
-        resp = self._raw(fn, name, namespace, follow=True, _request_timeout=None, what=what)
+        resp = self._raw("GET", path, {"follow": "true"}, timeout=None, what=what)
         try:
             yield from _lines(resp.stream(4096))
         finally:
             resp.release_conn()
 
-    # --- reclaim and make-room: more kinds, evictions, events -------------------------
-    # (added beside the verbs above, which keep their kinds)
-
-    def list_more(self, kind: str, namespace: str | None = None) -> list[dict]:
-        """Objects of one of _MORE_KINDS (StatefulSet, ReplicaSet, PodDisruptionBudget), in
-        NAMESPACE or in all namespaces."""
-        fn, ns = self._more_method("list", kind, namespace)
-        where = "".join(f" in namespace {n}" for n in ns)
-        return self._call(fn, *ns, what=f"listing {_plural(kind)}{where}", answer=_LIST)["items"]
-
-    def patch_more(self, kind: str, name: str, namespace: str, body: dict) -> dict:
-        """A strategic-merge patch of one of _MORE_KINDS."""
-        fn, ns = self._more_method("patch", kind, namespace)
-        what = f"updating {_subject(kind, name, namespace)}"
-        return self._call(fn, name, *ns, body, what=what, answer=_OBJECT, changes=True)
-
-    def evict(self, name: str, namespace: str) -> None:
-        """Evict a pod through the Eviction API, which keeps PodDisruptionBudgets: a budget
-        that allows no disruption now is answered 429 (a TooManyRequests error)."""
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-        }
-        from kubernetes import client
-
-        fn = client.CoreV1Api(self._api).create_namespaced_pod_eviction
-        try:
-            self._call(
-                fn, name, namespace, body, what=f"evicting pod {namespace}/{name}", changes=True
-            )
-        except BackendError as e:
-            if "HTTP 429" not in e.message:
-                raise
-            raise BackendError(
-                e.message,
-                hint="a PodDisruptionBudget allows no disruption of it now: retry once its "
-                "pods are back, or leave it be",
-            ) from None
-
-    def create_event(self, event: dict) -> dict:
-        """Record a core/v1 Event (what gpuctl did to an object, and why)."""
-        from kubernetes import client
-
-        namespace = (event.get("metadata") or {}).get("namespace") or self.namespace
-        fn = client.CoreV1Api(self._api).create_namespaced_event
-        what = f"recording an event in namespace {namespace}"
-        return self._call(fn, namespace, event, what=what, answer=_OBJECT, changes=True)
-
-    def _more_method(self, verb: str, kind: str, namespace: str | None) -> tuple[Callable, tuple]:
-        from kubernetes import client
-
-        if kind not in _MORE_KINDS:
-            raise GpuctlError(f"gpuctl does not handle Kubernetes objects of kind {kind}")
-        version, name = _MORE_KINDS[kind]
-        api = {"apps/v1": client.AppsV1Api, "policy/v1": client.PolicyV1Api}[version](self._api)
-        if namespace is None:
-            return getattr(api, f"{verb}_{name}_for_all_namespaces"), ()
-        return getattr(api, f"{verb}_namespaced_{name}"), (namespace,)
-
     # --- the client ------------------------------------------------------------------
 
-    def _method(
-        self, verb: str, kind: str | None, namespace: str | None, api_version: str | None = None
-    ) -> tuple[Callable, tuple[str, ...]]:
-        """The client's method for VERB on KIND and the namespace argument it takes: none for
-        a cluster-scoped kind, none either when a namespaced kind is listed across all."""
-        if kind in _CUSTOM_KINDS:
-            return self._custom_method(verb, kind, namespace, api_version)
-        known = _KINDS.get(kind or "")
+    def _path(
+        self,
+        kind: str | None,
+        namespace: str | None,
+        api_version: str | None = None,
+        name: str | None = None,
+    ) -> tuple[str, str | None]:
+        """The API path of KIND's objects (of the one named NAME) and the namespace it is
+        in: none for a cluster-scoped kind, none either when a namespaced kind is listed or
+        watched across all namespaces."""
+        from urllib.parse import quote
+
+        known = KINDS.get(kind or "")
         if known is None or api_version not in (None, known[0]):
-            what = f"{api_version} {kind}" if api_version else kind
-            raise GpuctlError(
-                f"gpuctl does not handle Kubernetes objects of kind {what}",
-                hint="it handles "
-                + ", ".join(f"{v} {k}" for k, (v, *_) in {**_KINDS, **_CUSTOM_KINDS}.items()),
-            )
-        version, name, namespaced = known
-        api = self._apis[version]
-        if not namespaced:
-            return getattr(api, f"{verb}_{name}"), ()
-        if namespace is None:
-            return getattr(api, f"{verb}_{name}_for_all_namespaces"), ()
-        return getattr(api, f"{verb}_namespaced_{name}"), (namespace,)
-
-    def _custom_method(
-        self, verb: str, kind: str, namespace: str | None, api_version: str | None
-    ) -> tuple[Callable, tuple[str, ...]]:
-        """A CustomObjectsApi call for VERB on a custom KIND, taking its arguments the way
-        the typed calls above do: (name, namespace, body)."""
-        default, plural, namespaced = _CUSTOM_KINDS[kind]
-        group, _, version = (api_version or default).rpartition("/")
-        if group != default.rpartition("/")[0]:
-            raise GpuctlError(
-                f"gpuctl does not handle Kubernetes objects of kind {api_version} {kind}"
-            )
-        api, gvp = self._custom, (group, version, plural)
-        ns: tuple[str, ...]
-        if not namespaced:
-            where, ns = "cluster", ()
-        elif namespace is None and verb == "list":
-            where, ns = "all", ()
-        else:
-            where, ns = "namespaced", (namespace or self.namespace,)
-
-        def locate(ns_args: tuple) -> tuple:  # the CustomObjectsApi's argument order
-            return (group, version, *ns_args, plural)
-
-        if verb == "list":
-            if where == "all":
-                return (lambda **kw: api.list_custom_object_for_all_namespaces(*gvp, **kw)), ()
-            fn = getattr(api, f"list_{where}_custom_object")
-            return (lambda *n, **kw: fn(*locate(n), **kw)), ns
-        if verb == "create":
-            fn = getattr(api, f"create_{where}_custom_object")
-            return (lambda *a, **kw: fn(*locate(a[:-1]), a[-1], **kw)), ns
-        if verb == "patch":
-            fn = getattr(api, f"patch_{where}_custom_object")
-
-            def patch(name: str, *a: Any, **kw: Any) -> Any:
-                if isinstance(a[-1], list):
-                    kw["_content_type"] = "application/json-patch+json"
-                return fn(*locate(a[:-1]), name, a[-1], **kw)
-
-            return patch, ns
-        fn = getattr(api, f"{'get' if verb == 'read' else verb}_{where}_custom_object")
-        return (lambda name, *n, **kw: fn(*locate(n), name, **kw)), ns
+            if (
+                known is None
+                or not _custom(known[0])
+                or ((api_version or "").rpartition("/")[0] != known[0].rpartition("/")[0])
+            ):
+                what = f"{api_version} {kind}" if api_version else kind
+                raise GpuctlError(
+                    f"gpuctl does not handle Kubernetes objects of kind {what}",
+                    hint="it handles " + ", ".join(f"{v} {k}" for k, (v, *_) in KINDS.items()),
+                )
+        default, resource, namespaced = known
+        version = api_version or default
+        path = "/api/v1" if version == "v1" else f"/apis/{version}"
+        ns = namespace if namespaced else None
+        if ns is not None:
+            path += f"/namespaces/{quote(ns, safe='')}"
+        path += f"/{resource}"
+        if name is not None:
+            path += f"/{quote(name, safe='')}"
+        return path, ns
 
     def _call(
         self,
-        fn: Callable,
-        *args,
+        method: str,
+        path: str,
+        query: dict[str, str | None] | None = None,
         what: str = "",
         answer: Callable[[Any], bool] | None = None,
         changes: bool = False,
         **kwargs,
     ) -> Any:
-        """Call a client method; return the response body as plain data. The whole request
-        has `timeout` seconds (a server trickling its answer does not hold gpuctl); `answer`
+        """Send a request; return the response body as plain data. The whole request has
+        `timeout` seconds (a server trickling its answer does not hold gpuctl); `answer`
         checks the body's shape; a change (`changes`) interrupted by Ctrl-C is still waited
         for, so that whoever undoes it finds it."""
         from gpuctl.runtime import deadline
@@ -536,7 +478,7 @@ class Kube:
         subject = f"{what}: " if what else ""
         try:
             data = deadline.call(
-                lambda: self._raw(fn, *args, what=what, **kwargs).data,
+                lambda: self._raw(method, path, query, what=what, **kwargs).data,
                 self.timeout,
                 settle_on_interrupt=changes,
             )
@@ -568,12 +510,42 @@ class Kube:
             )
         return body
 
-    def _raw(self, fn: Callable, *args, what: str = "", **kwargs):
-        """Call a client method; return the undecoded HTTP response (for streams)."""
-        kwargs.setdefault("_request_timeout", self.timeout)
-        kwargs["_preload_content"] = False
+    _UNSET: Any = object()
+
+    def _raw(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str | None] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: Any = _UNSET,
+        what: str = "",
+    ):
+        """Send a request through the client's ApiClient (its credentials, TLS settings and
+        connection pool); return the unread HTTP response of a 2xx answer (for streams)."""
+        from kubernetes.client.exceptions import ApiException
+
         try:
-            return fn(*args, **kwargs)
+            request = self._api.param_serialize(
+                method,
+                path,
+                query_params=[(k, v) for k, v in (query or {}).items() if v is not None] or None,
+                header_params={
+                    "Accept": "application/json",
+                    **({"Content-Type": content_type} if body is not None else {}),
+                },
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            resp = self._api.call_api(
+                *request, _request_timeout=self.timeout if timeout is self._UNSET else timeout
+            ).response
+            if not 200 <= resp.status < 300:
+                e = ApiException(status=resp.status, reason=resp.reason)
+                e.body = resp.data
+                raise e
+            return resp
         except Exception as e:
             raise self._map(e, what) from None
 

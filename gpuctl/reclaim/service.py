@@ -34,7 +34,7 @@ def _owners(kube: Kube) -> dict[workloads.Ref, dict]:
     for kind in ("Job", "Deployment"):
         found += [(kind, o) for o in kube.list_objects(kind)]
     for kind in ("ReplicaSet", "StatefulSet"):
-        found += [(kind, o) for o in kube.list_more(kind)]
+        found += [(kind, o) for o in kube.list_objects(kind)]
     if apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP)):
         found += [("JobSet", o) for o in kube.list_objects("JobSet")]
     out = {}
@@ -53,12 +53,6 @@ def find(kube: Kube, prometheus: Any, policy: pol.Policy, exporter: Exporter) ->
     return decide.find(policy, found, readings, now)
 
 
-def _patch(kube: Kube, kind: str, name: str, namespace: str, body: dict) -> dict:
-    if kind in ("StatefulSet",):
-        return kube.patch_more(kind, name, namespace, body)
-    return kube.patch(kind, name, namespace, body)
-
-
 def _uid(obj: dict | None) -> str | None:
     return ((obj or {}).get("metadata") or {}).get("uid")
 
@@ -74,7 +68,7 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
         api = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
         kube.patch("Workload", d["kueueWorkload"], namespace, actions.kueue_patch(step), api)
     if readable:
-        answer = _patch(kube, kind, name, namespace, actions.object_patch(step))
+        answer = kube.patch(kind, name, namespace, actions.object_patch(step))
     else:  # a kind gpuctl does not write (a Notebook): the record goes on its pods
         for pod in d["pods"]:
             kube.patch("Pod", pod, namespace, actions.object_patch(step))
@@ -89,7 +83,7 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
         kind, d["apiVersion"] or "v1", namespace, name, _uid(answer), reason, message, now
     )
     try:
-        kube.create_event(event)
+        kube.create(event)
     except Conflict:
         pass  # the same event, recorded by an earlier try whose answer was lost
 
@@ -111,7 +105,7 @@ def apply(kube: Kube, finding: decide.Finding, progress: Progress | None) -> Non
 
 def _restorable(kube: Kube) -> list[tuple[str, dict]]:
     found = [("Deployment", o) for o in kube.list_objects("Deployment")]
-    found += [("StatefulSet", o) for o in kube.list_more("StatefulSet")]
+    found += [("StatefulSet", o) for o in kube.list_objects("StatefulSet")]
     found += [("Job", o) for o in kube.list_objects("Job")]
     if apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP)):
         found += [("JobSet", o) for o in kube.list_objects("JobSet")]
@@ -132,13 +126,13 @@ def restore(kube: Kube, plan: Plan, progress: Progress | None) -> None:
             api = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
             kube.patch("Workload", d["name"], d["namespace"], d["patch"], api)
         else:
-            _patch(kube, d["kind"], d["name"], d["namespace"], d["patch"])
+            kube.patch(d["kind"], d["name"], d["namespace"], d["patch"])
         message = f"gpuctl reclaim restore: {step.action}: {step.why}"
         ev = actions.event(
             d["kind"], "", d["namespace"], d["name"], None, actions.RESTORED, message, time.time()
         )
         ev["involvedObject"].pop("apiVersion")
-        kube.create_event(ev)
+        kube.create(ev)
 
     steps = [
         Action(s, functools.partial(run, s), name=f"{s.action} {s.target}") for s in plan.steps
@@ -152,7 +146,7 @@ def restore(kube: Kube, plan: Plan, progress: Progress | None) -> None:
 def plan_room(kube: Kube, want: room.Want, namespace: str | None = None) -> room.RoomPlan:
     nodes = kube.list_objects("Node")
     pods = kube.unfinished_pods()
-    pdbs = kube.list_more("PodDisruptionBudget")
+    pdbs = kube.list_objects("PodDisruptionBudget")
     return room.plan(nodes, pods, pdbs, _owners(kube), want)
 
 
