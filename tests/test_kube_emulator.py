@@ -55,6 +55,22 @@ def one_of_each(kinds: dict) -> list[dict]:
         "Job": {"spec": pod_template},
         "DaemonSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
         "Deployment": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
+        "StatefulSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
+        "ReplicaSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
+        "HorizontalPodAutoscaler": {
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                "maxReplicas": 2,
+            }
+        },
+        "PodDisruptionBudget": {"spec": {"maxUnavailable": 1}},
+        "Event": {"involvedObject": {"kind": "Pod", "name": "p1", "namespace": "ml"}},
+        "ScaledObject": {
+            "spec": {
+                "scaleTargetRef": {"name": "d"},
+                "triggers": [{"type": "cpu", "metadata": {"value": "50"}}],
+            }
+        },
         "ResourceFlavor": {"spec": {}},
         "ClusterQueue": {"spec": {"namespaceSelector": {}}},
         "LocalQueue": {"spec": {"clusterQueue": "team-a"}},
@@ -79,7 +95,9 @@ def one_of_each(kinds: dict) -> list[dict]:
 
 def test_kubectl_gets_every_kind_gpuctl_reads(kube, kube_api, kubectl):
     kinds = {k: (v, namespaced) for k, (v, _, namespaced) in adapter.KINDS.items()}
-    kube.install_crds("ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload", "JobSet")
+    kube.install_crds(
+        "ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload", "JobSet", "ScaledObject"
+    )
     objects = one_of_each(kinds)
     seed(kube_api, *objects[:3])  # through the official client
     created = kubectl(  # the rest as kubectl apply sends them: JSON, one request each
@@ -91,8 +109,9 @@ def test_kubectl_gets_every_kind_gpuctl_reads(kube, kube_api, kubectl):
     resources = []
     for kind, (api_version, _) in kinds.items():
         group, _, version = api_version.rpartition("/")
-        # a custom resource by version too: the emulator keeps each version's objects apart
-        resources.append(f"{kind.lower()}.{version}.{group}" if "." in group else kind.lower())
+        # by version too (autoscaling serves v1 and v2): the emulator keeps each version's
+        # objects apart
+        resources.append(f"{kind.lower()}.{version}.{group}" if group else kind.lower())
     answer = json.loads(kubectl("get", ",".join(resources), "-A", "-o", "json").stdout)
     assert answer["kind"] == "List"
     assert sorted(i["kind"] for i in answer["items"]) == sorted(kinds)
