@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 
 DEFAULT_TIMEOUT = 15  # seconds per request
@@ -103,8 +104,9 @@ class Kube:
         config_file = os.path.expanduser(
             kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         )
-        if kubeconfig and not os.path.isfile(config_file):  # named: no in-cluster fallback
+        if kubeconfig and not os.path.exists(config_file):  # named: no in-cluster fallback
             raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
+        kube_auth.check_files(config_file)
         try:
             contexts, active = config.list_kube_config_contexts(config_file=config_file)
             if context:
@@ -115,9 +117,7 @@ class Kube:
                         + ("" if context_from == "the command line" else f" (from {context_from})"),
                         hint="contexts: " + ", ".join(c["name"] for c in contexts),
                     )
-            config.load_kube_config(
-                config_file=config_file, context=context, client_configuration=cfg
-            )
+            kube_auth.load(config_file, context, cfg, deadline=self.timeout)
             self.namespace = namespace or str(
                 active.get("context", {}).get("namespace") or "default"
             )
