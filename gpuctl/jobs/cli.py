@@ -124,6 +124,7 @@ SUBMIT_MULTINODE = _multinode_option(
     "Default: the spec's multinode:, else jobset when the cluster has JobSet's CRD."
 )
 ALL_NAMESPACES = typer.Option(False, "-A", "--all-namespaces")
+JOB_NAME = options.object_name()
 LOGS_FOLLOW = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0).")
 DELETE_DRY_RUN = options.dry_run("Say what would be deleted; delete nothing.")
 DELETE_OUTPUT = options.output("table, json or yaml: the objects deleted.")
@@ -246,7 +247,7 @@ def jobs_list(
 @jobs_app.command("get")
 @uses_cluster
 def jobs_get(
-    name: str,
+    name: str = JOB_NAME,
     namespace: str | None = options.namespace(),
     output: Format = options.output(),
 ) -> None:
@@ -266,7 +267,7 @@ def jobs_get(
 @jobs_app.command("logs")
 @uses_cluster
 def jobs_logs(
-    name: str,
+    name: str = JOB_NAME,
     namespace: str | None = options.namespace(),
     follow: bool = LOGS_FOLLOW,
 ) -> None:
@@ -283,7 +284,7 @@ def jobs_logs(
 @jobs_app.command("delete")
 @uses_cluster
 def jobs_delete(
-    name: str,
+    name: str = JOB_NAME,
     namespace: str | None = options.namespace(),
     yes: bool = options.yes(),
     dry_run: bool = DELETE_DRY_RUN,
@@ -310,7 +311,7 @@ def jobs_delete(
 @jobs_app.command("why")
 @uses_cluster
 def jobs_why(
-    name: str,
+    name: str = JOB_NAME,
     namespace: str | None = options.namespace(),
     gpu_label_key: str | None = options.gpu_label_key(),
     output: Format = options.output(),

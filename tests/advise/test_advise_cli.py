@@ -133,6 +133,8 @@ def test_no_dcgm_data_is_an_error(prometheus_with, cli):
     [
         (["--window", "7 days"], "--window"),
         (["--window", "0s"], "--window"),
+        (["--window", "100y"], "--window"),
+        (["--window", "99999999999999999999d"], "--window"),
         (["--idle-threshold", "101"], "--idle-threshold"),
         (["-n", "Bad_NS"], "--namespace"),
         (["-o", "csv"], "--output"),
@@ -148,3 +150,20 @@ def test_bad_options_send_nothing(prom, cli, args, needle):
 def test_no_url_is_a_usage_error(cli):
     r = cli("advise")
     assert r.code == 2 and "--prometheus" in r.err
+
+
+def test_label_values_reach_the_table_shown_not_obeyed(prometheus_with, cli):
+    """Label values are whatever the exporter or a relabelling wrote: an OSC title sequence
+    and a colour escape in the pod and namespace labels are shown escaped."""
+    labels = {"UUID": "GPU-x", "gpu": "0", "Hostname": "n1", "modelName": "NVIDIA H100 80GB HBM3",
+              "pod": "svc\x1b]0;pwned\x07-1", "namespace": "ml\x1b[2J"}  # fmt: skip
+    server = prometheus_with(
+        [
+            Series("DCGM_FI_DEV_GPU_UTIL", labels, 5),
+            Series("DCGM_FI_DEV_FB_USED", labels, 4000),
+            Series("DCGM_FI_DEV_FB_FREE", labels, 77559),
+        ]
+    )
+    r = cli("advise", "--prometheus", server.url, "--window", "1h")
+    assert r.code == 0, r
+    assert "\x1b" not in r.out and "\\x1b]0;pwned" in r.out and "ml\\x1b[2J" in r.out, r.out
