@@ -72,7 +72,16 @@ def fit_report(kube: Kube, spec: JobSpec, label_key: str) -> fit.FitReport:
     pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
     return fit.check_fit(
-        nodes, pods, resource[0], resource[1], spec.nodes, spec.gpu_type, label_key, tolerations
+        nodes,
+        pods,
+        resource[0],
+        resource[1],
+        spec.nodes,
+        spec.gpu_type,
+        label_key,
+        tolerations,
+        extra=spec.extra_resources,
+        node_selector=spec.node_selector,
     )
 
 

@@ -5,6 +5,7 @@ state label. The reading commands' answers as data."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -29,6 +30,14 @@ def open_node(simulate: str | None) -> Iterator[Any]:
 
     with Nvml(simulate=simulate) as nvml:
         yield nvml
+
+
+def configuring(nvml) -> contextlib.AbstractContextManager[None]:
+    """Held for a whole `mig configure` of this node (plan, confirm, steps, check): a second
+    run is refused, naming the one in progress, instead of interleaving its steps."""
+    from gpuctl.runtime.locks import holding
+
+    return holding(nvml.lock_path(), "this node's MIG layout")
 
 
 def read_node(simulate: str | None) -> list[GpuState]:
