@@ -167,3 +167,19 @@ def test_label_values_reach_the_table_shown_not_obeyed(prometheus_with, cli):
     r = cli("advise", "--prometheus", server.url, "--window", "1h")
     assert r.code == 0, r
     assert "\x1b" not in r.out and "\\x1b]0;pwned" in r.out and "ml\\x1b[2J" in r.out, r.out
+
+
+def test_memory_figures_whose_sum_overflows_are_unknown_not_a_bug(prometheus_with, cli):
+    labels = {"UUID": "GPU-y", "gpu": "0", "Hostname": "n1", "modelName": "NVIDIA X999",
+              "pod": "svc-1", "namespace": "ml"}  # fmt: skip
+    server = prometheus_with(
+        [
+            Series("DCGM_FI_DEV_GPU_UTIL", labels, 5),
+            Series("DCGM_FI_DEV_FB_USED", labels, 1.7e308),
+            Series("DCGM_FI_DEV_FB_FREE", labels, 1.7e308),
+        ]
+    )
+    r = cli("advise", "--prometheus", server.url, "--window", "1h", "-o", "json")
+    assert r.code == 0, r
+    (row,) = json.loads(r.out)["workloads"]
+    assert row["advice"] == "keep" and "memory size is unknown" in row["reason"], row
