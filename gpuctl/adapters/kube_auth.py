@@ -50,7 +50,11 @@ def load(config_file: str, context: str | None, cfg: Any, deadline: float) -> No
         status = run_plugin(user["exec"], cluster, base, deadline)
         user.pop("exec")
         user.update(_credential(status))
-    loader = kube_config.KubeConfigLoader(config_dict=merger.config, active_context=context)
+    # config_base_path None: relative paths (certificate-authority, tokenFile) resolve against
+    # the directory of the file that names them, as the client's own loader does
+    loader = kube_config.KubeConfigLoader(
+        config_dict=merger.config, active_context=context, config_base_path=None
+    )
     loader.load_and_set(cfg)
 
 
@@ -68,7 +72,7 @@ def _active_user(root: Any, context: str | None) -> tuple[dict | None, dict | No
     cluster_value = cluster.value.get("cluster") if cluster is not None else None
     if user is None or not isinstance(user.value.get("user"), dict):
         return None, cluster_value, ""
-    base = os.path.dirname(user.path) if isinstance(user.path, str) else ""
+    base = os.path.abspath(os.path.dirname(user.path)) if isinstance(user.path, str) else ""
     return user.value["user"], cluster_value, base
 
 

@@ -185,3 +185,21 @@ def test_a_kubeconfig_that_is_a_fifo_is_refused_not_waited_on(tmp_path, monkeypa
     done = complete("bash", "gpuctl jobs list -n ")
     assert (done.returncode, done.stdout.strip()) == (0, "")
     assert time.monotonic() - started < 30  # the 40 s hang is gone
+
+
+def test_relative_paths_in_the_kubeconfig_resolve_beside_it(tmp_path, proxied_kube, monkeypatch):
+    (tmp_path / "token.txt").write_text("from-a-file")
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": proxied_kube.url}}],
+        "users": [{"name": "u", "user": {"tokenFile": "token.txt"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(cfg))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    r = gpuctl("jobs", "list", "-o", "json")  # run from the checkout, not tmp_path
+    assert r.returncode == 0, r.stderr
+    sent = proxied_kube.seen("GET", r"/apis/batch/v1/namespaces/default/jobs")
+    assert {k.lower(): v for k, v in sent[0].items()}["authorization"] == "Bearer from-a-file"
