@@ -171,21 +171,6 @@ class Nvml:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def lock_path(self) -> str:
-        """The lock file of this node's GPU configuration: beside a simulated node's state
-        file, else one per machine (/run/lock, shared by every user's runs)."""
-        if self.simulate:
-            from gpuctl.sim.node import canonical_spec, default_state_path
-
-            state = os.environ.get("GPUCTL_SIM_STATE") or default_state_path(
-                canonical_spec(self.simulate)
-            )
-            return state + ".configure.lock"
-        if os.path.isdir("/run/lock") and os.access("/run/lock", os.W_OK):
-            return os.path.join("/run/lock", "gpuctl-mig-configure.lock")
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-        return os.path.join(cache, "gpuctl", "mig-configure.lock")
-
     @property
     def _n(self):
         """The pynvml module of the open session."""

@@ -32,9 +32,9 @@ def test_a_run_in_progress_makes_a_second_one_refuse_naming_it(capsys, node):
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent("""
             import sys, time
-            from gpuctl.adapters.nvml import Nvml
+            from gpuctl.mig.service import _lock_path
             from gpuctl.runtime.locks import holding
-            with holding(Nvml(sys.argv[1]).lock_path(), "x"):
+            with holding(_lock_path(sys.argv[1]), "x"):
                 print("held", flush=True)
                 time.sleep(60)
         """), node],
