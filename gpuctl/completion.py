@@ -68,6 +68,8 @@ def _completer(path: tuple[str, ...], param) -> Callable[..., Values] | None:
 
 def _quietly(values: Callable[..., Values]):
     def complete(ctx, param, incomplete: str) -> list:
+        from gpuctl.common.text import completion_safe, printable
+
         try:  # typer ≥ 0.26 carries its own copy of click
             from typer._click.shell_completion import CompletionItem
         except ImportError:  # pragma: no cover - older typer on click
@@ -77,7 +79,12 @@ def _quietly(values: Callable[..., Values]):
             found = list(values(ctx, incomplete))
         except Exception:  # nothing to offer is better than an error in the prompt
             return []
-        return [CompletionItem(v, help=h) for v, h in found if v.startswith(incomplete)]
+        # values from a cluster are outside text: only what the shell protocol can carry
+        return [
+            CompletionItem(v, help=printable(h))
+            for v, h in found
+            if completion_safe(v) and v.startswith(incomplete)
+        ]
 
     return complete
 

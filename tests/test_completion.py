@@ -151,3 +151,22 @@ def test_a_cluster_that_does_not_answer_costs_no_error_and_no_wait(proxied_kube,
     done, took = timed()
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", "")
     assert took < usual + COMPLETION_SECONDS + 5  # not the 60 s the cluster would take
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_names_a_server_sends_cannot_inject_candidates_or_drive_the_terminal(proxied_kube, shell):
+    """A hostile or broken API server lists namespaces whose names hold a newline (a shell
+    reads one candidate a line: the rest would be injected candidates), a terminal escape and
+    a space: only the names the shell protocol can carry are offered."""
+    import json
+
+    from tests.standins.faults import reply
+
+    names = ["team-a", "evil\nplain\ngpuctl-rm-rf", "\x1b]0;owned\x07team-b", "team c", "team-d"]
+    items = [{"metadata": {"name": n}} for n in names]
+    listing = {"kind": "NamespaceList", "apiVersion": "v1", "metadata": {}, "items": items}
+    proxied_kube.on("GET", r"/api/v1/namespaces", reply(200, json.dumps(listing)), nth=None)
+    done = complete(shell, "gpuctl jobs list -n team")
+    assert done.returncode == 0 and done.stderr == "", done
+    assert "\x1b" not in done.stdout and "plain" not in done.stdout and "team c" not in done.stdout
+    assert "team-a" in done.stdout and "team-d" in done.stdout

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 
 DEFAULT_TIMEOUT = 15  # seconds per request
@@ -73,10 +74,13 @@ def _custom(api_version: str) -> bool:
     return "." in api_version.rpartition("/")[0]
 
 
-def load_config(context: str | None, kubeconfig: str | None) -> tuple[Any, str | None, str | None]:
+def load_config(
+    context: str | None, kubeconfig: str | None, deadline: float
+) -> tuple[Any, str | None, str | None]:
     """(the client's Configuration, the namespace, the context's name) of the kubeconfig
     context (or, with none usable, of the pod's service account): the one place that reads
-    credentials. The namespace is None where the context names none."""
+    credentials. The namespace is None where the context names none. A credential plugin
+    the context runs has DEADLINE seconds (gpuctl.adapters.kube_auth)."""
     import yaml
     from kubernetes import client, config
 
@@ -86,8 +90,9 @@ def load_config(context: str | None, kubeconfig: str | None) -> tuple[Any, str |
     cfg = client.Configuration()
     # The client reads $KUBECONFIG once at import time; read it now, per connection.
     config_file = os.path.expanduser(kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
-    if kubeconfig and not os.path.isfile(config_file):  # named: no in-cluster fallback
+    if kubeconfig and not os.path.exists(config_file):  # named: no in-cluster fallback
         raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
+    kube_auth.check_files(config_file)
     try:
         contexts, active = config.list_kube_config_contexts(config_file=config_file)
         if context:
@@ -98,7 +103,7 @@ def load_config(context: str | None, kubeconfig: str | None) -> tuple[Any, str |
                     + ("" if context_from == "the command line" else f" (from {context_from})"),
                     hint="contexts: " + ", ".join(c["name"] for c in contexts),
                 )
-        config.load_kube_config(config_file=config_file, context=context, client_configuration=cfg)
+        kube_auth.load(config_file, context, cfg, deadline)
         return cfg, active.get("context", {}).get("namespace"), active.get("name")
     # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
     except (
@@ -153,7 +158,7 @@ class Kube:
             lambda ns: None if dns1123_label(ns) else "not a valid namespace name",
         )
         self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
-        cfg, context_namespace, self.context = load_config(context, kubeconfig)
+        cfg, context_namespace, self.context = load_config(context, kubeconfig, self.timeout)
         self.namespace = str(namespace or context_namespace or "default")
         # Only connection setup is retried: a request that reached the server is never resent.
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)

@@ -87,7 +87,17 @@ def create_action(kube: Kube, obj: dict, token: str, step: Step | None = None) -
         run,
         undo=lambda: _remove(kube, obj, token, certain=bool(answered)),
         name=f"{obj['kind']}/{obj['metadata']['name']}",
+        remove_with=delete_command(obj),
     )
+
+
+def delete_command(obj: dict) -> str:
+    """The kubectl command that removes OBJ (a custom resource named with its API group, so
+    that no other group's kind of the same name is meant)."""
+    kind, name, namespace = _where(obj)
+    group = (obj.get("apiVersion") or "").rpartition("/")[0]
+    resource = f"{kind.lower()}.{group}" if group else kind.lower()
+    return f"kubectl delete {resource} {name}" + (f" -n {namespace}" if namespace else "")
 
 
 def _remove(kube: Kube, obj: dict, token: str, certain: bool) -> str | None:

@@ -10,7 +10,7 @@ import typer
 
 from gpuctl.cli.output import DataFormat, Format
 from gpuctl.common.errors import UsageError
-from gpuctl.common.k8s_names import dns1123_label
+from gpuctl.common.k8s_names import dns1123_label, dns1123_subdomain
 
 # Where a command falls back to when -n is not given (gpuctl.adapters.kube.Kube.namespace).
 NAMESPACE_DEFAULT = (
@@ -35,6 +35,23 @@ def _check_namespace(value: str | None) -> str | None:
         raise UsageError(
             f"--namespace {value!r} is not a valid namespace name (lower-case "
             "letters, digits and '-', at most 63)"
+        )
+    return value
+
+
+def object_name() -> Any:
+    """The NAME argument of a command that reads or changes one object: a name the API server
+    would accept (an empty one would address the namespace's list instead of an object)."""
+    return typer.Argument(..., callback=_check_object_name)
+
+
+def _check_object_name(value: str) -> str:
+    if not dns1123_subdomain(value):
+        raise UsageError(
+            f"{value!r} is not a valid object name (lower-case letters, digits, '-' and '.', "
+            "at most 253)"
+            if value
+            else "the name is empty"
         )
     return value
 

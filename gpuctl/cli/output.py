@@ -94,11 +94,57 @@ def out_console():
 
 def _console(stderr: bool):
     """A terminal gets tables fitted to its width; a file or a pipe gets every cell whole."""
-    from rich.console import Console
-
     stream = sys.stderr if stderr else sys.stdout
     terminal = hasattr(stream, "isatty") and stream.isatty()
-    return Console(stderr=stderr, width=None if terminal else UNBOUNDED_WIDTH)
+    return console(stderr=stderr, width=None if terminal else UNBOUNDED_WIDTH)
+
+
+def console(**kwargs: Any):
+    """A rich Console that shows text from outside systems (names and labels from the API
+    server, Prometheus, NVML) and never obeys it: every character a terminal would act on is
+    shown escaped (gpuctl.common.text.printable). Text, strings and table cells are made
+    printable before rich lays them out (so their width is the width shown); whatever else
+    reaches the terminal is escaped once laid out. Every table and view prints through one."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class SafeConsole(Console):
+        def render(self, renderable, options=None):
+            for segment in super().render(_shown(renderable), options):
+                if segment.control or not segment.text or segment.text.isprintable():
+                    yield segment
+                else:  # the line breaks are rich's layout; everything else is shown
+                    yield Segment(_lines_shown(segment.text), segment.style, segment.control)
+
+    return SafeConsole(**kwargs)
+
+
+def _lines_shown(text: str) -> str:
+    from gpuctl.common.text import printable
+
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def _shown(renderable: Any) -> Any:
+    """RENDERABLE with the text in it printable: a str, a Text, the cells of a Table, the
+    parts of a Group."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    if isinstance(renderable, str):
+        return renderable if renderable.isprintable() else _lines_shown(renderable)
+    if isinstance(renderable, Text):
+        plain = renderable.plain
+        if plain.replace("\n", "").isprintable():
+            return renderable
+        return Text(_lines_shown(plain), style=renderable.style, justify=renderable.justify)
+    if isinstance(renderable, Table):
+        for column in renderable.columns:
+            column._cells[:] = [_shown(cell) for cell in column._cells]
+    elif isinstance(renderable, Group):
+        renderable.renderables[:] = [_shown(r) for r in renderable.renderables]
+    return renderable
 
 
 def confirm(question: str, yes: bool) -> None:

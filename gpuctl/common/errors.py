@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from gpuctl.common.text import printable, redact_secrets
+
 # Exit codes scripts can rely on.
 EXIT_FAILURE = 1  # an outside system failed or refused (cluster, cloud, GPU)
 EXIT_USAGE = 2  # bad input: a spec file or an option
@@ -16,17 +18,18 @@ class GpuctlError(Exception):
     """An error with a message meant for the user, and optionally a hint to fix it.
 
     `details` are lines printed below the message (one per refused node, object left, …).
-    Every text is made printable and has credentials in URLs masked (see `redact`)."""
+    Every text is made printable (gpuctl.common.text) and has credentials masked (see
+    `redact`, `redact_secrets`)."""
 
     exit_code = EXIT_FAILURE
     uncertain = False  # the change it failed to make may have been made all the same
 
     def __init__(self, message: str, hint: str | None = None, details: Iterable[str] = ()):
-        message = _printable(redact(message))
+        message = _shown(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint and _printable(redact(hint))
-        self.details = [_printable(redact(d)) for d in details]
+        self.hint = hint and _shown(hint)
+        self.details = [_shown(d) for d in details]
 
     def __str__(self) -> str:
         return "\n".join([self.message, *self.details])
@@ -93,10 +96,7 @@ def redact(text: str) -> str:
     return _SECRET_QUERY.sub(r"\1***", _URL_USERINFO.sub(r"\1***@", text))
 
 
-def _printable(text: str) -> str:
-    # Messages quote what the user wrote (a field name, a file name, an option): a newline,
-    # a control character or a terminal escape in it must neither split the one line nor
-    # drive the terminal. Shown as Python escapes (\x1b, \n), as repr() would.
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
-    )
+def _shown(text: str) -> str:
+    # Messages quote what the user wrote and what outside systems answered: neither may
+    # split the one line, drive the terminal, or show a credential.
+    return printable(redact_secrets(redact(text)))

@@ -22,6 +22,11 @@ _UNIT_SECONDS = {
 }
 
 
+# The longest window gpuctl asks for: beyond it no Prometheus (or long-term store) holds
+# DCGM history, and its range selectors and steps stop being meaningful numbers.
+MAX_SECONDS = 5 * _UNIT_SECONDS["y"]
+
+
 def duration_seconds(text: str, option: str) -> float:
     """Seconds in a Prometheus duration ("10m", "1h30m"); a UsageError naming the option
     otherwise, so nothing malformed ever reaches a query or a rule file."""
@@ -34,4 +39,6 @@ def duration_seconds(text: str, option: str) -> float:
     seconds = sum((whole_number(n) or 0) * _UNIT_SECONDS[u] for n, u in parts)  # none is None
     if seconds <= 0:
         raise UsageError(f"{option}: {text!r} must be longer than zero")
+    if seconds > MAX_SECONDS:
+        raise UsageError(f"{option}: {text!r} is longer than the most gpuctl looks back, 5y")
     return seconds

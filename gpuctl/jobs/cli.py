@@ -145,6 +145,7 @@ RENDER_NAMESPACE = options.namespace(
     "default); jobs are rendered without one unless the spec gives it."
 )
 ALL_NAMESPACES = typer.Option(False, "-A", "--all-namespaces")
+JOB_NAME = options.object_name()
 LOGS_FOLLOW = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0).")
 DELETE_DRY_RUN = options.dry_run("Say what would be deleted; delete nothing.")
 DELETE_OUTPUT = options.output("table, json or yaml: the objects deleted.")
@@ -286,7 +287,7 @@ def jobs_list(
 @jobs_app.command("get")
 @uses_cluster
 def jobs_get(
-    name: str,
+    name: str = JOB_NAME,
     namespace: str | None = options.namespace(),
     output: Format = options.output(),
 ) -> None:
@@ -306,7 +307,7 @@ def jobs_get(
 @jobs_app.command("logs")
 @uses_cluster
 def jobs_logs(
-    name: str,
+    name: str = JOB_NAME,
     namespace: str | None = options.namespace(),
     follow: bool = LOGS_FOLLOW,
 ) -> None:
@@ -323,7 +324,7 @@ def jobs_logs(
 @jobs_app.command("delete")
 @uses_cluster
 def jobs_delete(
-    name: str,
+    name: str = JOB_NAME,
     namespace: str | None = options.namespace(),
     yes: bool = options.yes(),
     dry_run: bool = DELETE_DRY_RUN,
@@ -350,7 +351,7 @@ def jobs_delete(
 @jobs_app.command("why")
 @uses_cluster
 def jobs_why(
-    name: str,
+    name: str = JOB_NAME,
     namespace: str | None = options.namespace(),
     output: Format = options.output(),
 ) -> None:

@@ -104,7 +104,15 @@ def fit_report(
     nodes = kube.list_objects("Node") if nodes is None else nodes
     pods = kube.unfinished_pods()
     tolerations = [GPU_TOLERATION, *spec.tolerations]
-    return fit.check_fit(nodes, pods, where, spec.nodes, tolerations)
+    return fit.check_fit(
+        nodes,
+        pods,
+        where,
+        spec.nodes,
+        tolerations,
+        extra=spec.extra_resources,
+        node_selector=spec.node_selector,
+    )
 
 
 def check_references(kube: Kube, spec: JobSpec, namespace: str) -> list[str]:

@@ -32,6 +32,7 @@ class FitReport:
     nodes: tuple[NodeFit, ...]
     wanted: str = ""  # the GPU the job's affinity selects, in words ("" any)
     refusal: str = ""  # why nodes of that GPU do not count (MIG slices, shared replicas)
+    extra: tuple[tuple[str, int], ...] = ()  # other resources a worker needs (EFA, hugepages)
 
     @property
     def can_ever_fit(self) -> bool:
@@ -42,8 +43,9 @@ class FitReport:
         where = f"nodes with {self.wanted}" if self.wanted else "GPU nodes"
         need = f"{self.workers} × " if self.workers > 1 else ""
         also = f"; {self.refusal}" if self.refusal else ""
+        extra = "".join(f" + {n} {name}" for name, n in self.extra)
         return (
-            f"needs {need}{self.per_worker} {self.resource}; {where} have room for "
+            f"needs {need}{self.per_worker} {self.resource}{extra}; {where} have room for "
             f"{slots} worker{'s' if slots != 1 else ''} at most{also}"
         )
 
@@ -77,17 +79,24 @@ def check_fit(
     where: Placement,
     workers: int,
     tolerations: list[dict[str, Any]],
+    extra: tuple[tuple[str, str], ...] = (),
+    node_selector: tuple[tuple[str, str], ...] = (),
 ) -> FitReport:
     """Per GPU node: how many workers asking for WHERE's resource, on the nodes its
-    affinity selects, fit now and on an empty node, and why not."""
+    affinity selects, fit now and on an empty node, and why not. Besides the GPU resource,
+    a worker needs EXTRA (other extended resources, huge pages: name and quantity), each
+    counted as the scheduler counts it, on a node whose labels match NODE_SELECTOR."""
     resource, per_worker = where.resource, where.per_worker
     if resource is None:
         return FitReport(None, 0, workers, ())
-    used: dict[str, int] = {}
+    needs = tuple((name, count(amount)) for name, amount in extra if count(amount) > 0)
+    wanted = (resource, *(name for name, _ in needs))
+    used: dict[tuple[str, str], int] = {}  # (node, resource) -> requested by its pods
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and (pod.get("status") or {}).get("phase") not in DONE_PHASES:
-            used[node] = used.get(node, 0) + requested(pod, resource)
+            for r in wanted:
+                used[node, r] = used.get((node, r), 0) + requested(pod, r)
     out = []
     for node in nodes:
         if not is_gpu_node(node):
@@ -97,11 +106,18 @@ def check_fit(
         gpus = gpus_of(node)
         gpu_type = gpus.name
         alloc = count(allocatable(node).get(resource, 0))
-        free = max(alloc - used.get(name, 0), 0)
+        free = max(alloc - used.get((name, resource), 0), 0)
         reason = ""
         untolerated = [t for t in taints(node) if not tolerates(t, tolerations)]
-        if not terms_match(labels_of(node), where.terms):
+        labels = labels_of(node)
+        unmatched = [(k, v) for k, v in node_selector if labels.get(k) != v]
+        short = [(r, n, count(allocatable(node).get(r, 0))) for r, n in needs]
+        short = [(r, n, have) for r, n, have in short if have < n]
+        if not terms_match(labels, where.terms):
             reason = f"not {where.wanted}" if where.wanted else "outside the job's node affinity"
+        elif unmatched:
+            k, v = unmatched[0]
+            reason = f"node_selector {k}={v}: the node has {k}={labels.get(k, '(none)')}"
         elif alloc == 0:
             unhealthy = gpus.unhealthy.get(resource)
             reason = f"no {resource}" + (f" ({unhealthy} unhealthy)" if unhealthy else "")
@@ -112,12 +128,22 @@ def check_fit(
         elif untolerated:
             t = untolerated[0]
             reason = f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')} not tolerated"
+        elif short:
+            r, n, have = short[0]
+            reason = f"{have} {r}, a worker needs {n}" if have else f"no {r}"
         elif spec.get("unschedulable"):
             reason = "cordoned"
         if reason:
             out.append(NodeFit(name, gpu_type, alloc, free, 0, 0, reason))
             continue
-        now = free // per_worker
+        now, ever = free // per_worker, alloc // per_worker
         reason = f"{free} of {alloc} free" + ("" if now else f", a worker needs {per_worker}")
-        out.append(NodeFit(name, gpu_type, alloc, free, now, alloc // per_worker, reason))
-    return FitReport(resource, per_worker, workers, tuple(out), where.wanted, where.refusal)
+        for r, n in needs:  # every other resource bounds the workers too
+            have = count(allocatable(node).get(r, 0))
+            spare = max(have - used.get((name, r), 0), 0)
+            if spare // n < now:
+                now = spare // n
+                reason = f"{spare} of {have} {r} free, a worker needs {n}"
+            ever = min(ever, have // n)
+        out.append(NodeFit(name, gpu_type, alloc, free, now, ever, reason))
+    return FitReport(resource, per_worker, workers, tuple(out), where.wanted, where.refusal, needs)

@@ -253,7 +253,7 @@ def _configure_node(file, config, layout, indexes, yes, dry_run, reset, simulate
     from gpuctl.mig import service, views
 
     say = views.say(output)
-    with service.open_node(simulate) as nvml:
+    with service.open_node(simulate) as nvml, service.configuring(nvml):
         plan = service.plan_node(nvml, file, config, layout, indexes)
         views.print_data(plan.to_dict(dry_run), output)
         if plan.untouched:

@@ -5,6 +5,8 @@ state label. The reading commands' answers as data."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -29,6 +31,27 @@ def open_node(simulate: str | None) -> Iterator[Any]:
 
     with Nvml(simulate=simulate) as nvml:
         yield nvml
+
+
+def configuring(nvml) -> contextlib.AbstractContextManager[None]:
+    """Held for a whole `mig configure` of this node (plan, confirm, steps, check): a second
+    run is refused, naming the one in progress, instead of interleaving its steps."""
+    from gpuctl.runtime.locks import holding
+
+    return holding(_lock_path(nvml.simulate), "this node's MIG layout")
+
+
+def _lock_path(simulate: str | None) -> str:
+    """Beside a simulated node's state file; else one per machine (/run/lock, shared by
+    every user's runs), or the user's cache where there is none."""
+    if simulate:
+        from gpuctl.sim.node import default_state_path
+
+        return (os.environ.get("GPUCTL_SIM_STATE") or default_state_path(simulate)) + ".lock-mig"
+    if os.path.isdir("/run/lock") and os.access("/run/lock", os.W_OK):
+        return "/run/lock/gpuctl-mig-configure.lock"
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(cache, "gpuctl", "mig-configure.lock")
 
 
 def read_node(simulate: str | None) -> list[GpuState]:

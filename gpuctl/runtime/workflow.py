@@ -25,6 +25,7 @@ class Action:
     run: Callable[[], Any]
     undo: Callable[[], str | None] | None = None
     name: str = ""  # how what it made is named in a rollback report (default: its target)
+    remove_with: str = ""  # the command that removes what it made, when a rollback cannot
 
     @property
     def label(self) -> str:
@@ -50,7 +51,8 @@ class Quiet:
 @dataclass
 class Rollback:
     undone: list[str]
-    left: list[str]  # "Job/llama (deleting it failed: …)"
+    left: list[str]  # "Job/llama (deleting it failed: …); remove it with: kubectl delete …"
+    interrupted: bool = False  # a Ctrl-C stopped it
 
     def describe(
         self, undone_as: str, left_as: str, cleanup: str | None
@@ -124,11 +126,14 @@ def execute(
                     "interrupted while checking the result; every step was carried out"
                 ) from None
         return results
+    rollback_interrupted = False
     if forward_only is not None:
         details: list[str] = []
         suffix, hint = forward_only(actions[: len(results)], actions[len(results) :])
     else:
-        suffix, details, hint = _roll_back(done).describe(
+        rollback = _roll_back(done)
+        rollback_interrupted = rollback.interrupted
+        suffix, details, hint = rollback.describe(
             undone_as
             if failure
             else undone_as.replace("before the failure", "before the interrupt"),
@@ -138,6 +143,8 @@ def execute(
     if failure is None:
         raise Interrupted("interrupted" + suffix, hint=hint, details=details)
     error = explain(failure, current) if explain and current else failure
+    if rollback_interrupted:  # Ctrl-C stopped the rollback: the run ends as interrupted
+        error = Interrupted(f"interrupted while undoing after: {error.message}")
     error.message += suffix
     error.details = [*error.details, *details]
     error.hint = hint or error.hint
@@ -153,7 +160,7 @@ def _roll_back(done: list[Action]) -> Rollback:
         while pending:
             action = pending[0]
             if action.undo is None:
-                result.left.append(f"{action.label} (cannot be undone)")
+                result.left.append(_left(action, "cannot be undone"))
             else:
                 try:
                     outcome = action.undo()
@@ -162,8 +169,15 @@ def _roll_back(done: list[Action]) -> Rollback:
                 if outcome == "":
                     result.undone.append(action.label)
                 elif outcome is not None:
-                    result.left.append(f"{action.label} ({outcome})")
+                    result.left.append(_left(action, outcome))
             pending.pop(0)
     except KeyboardInterrupt:
-        result.left += [f"{a.label} (rollback interrupted)" for a in pending]
+        result.interrupted = True
+        result.left += [_left(a, "rollback interrupted") for a in pending]
     return result
+
+
+def _left(action: Action, why: str) -> str:
+    """One line of what a rollback left: what, why, and the command that removes it."""
+    text = f"{action.label} ({why})"
+    return f"{text}; remove it with: {action.remove_with}" if action.remove_with else text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gpuctl.adapters import kube_atomic
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError
@@ -104,22 +105,6 @@ def apply(kube: Kube, p: SharePlan | OffPlan, progress: Progress | None = None) 
 def _write_keys(kube: Kube, t: Target, added: dict[str, str]) -> Action:
     """Create the ConfigMap with these keys, or add them to it (its other keys stay)."""
     step = config_map_step(t, added)
-    answered: list[bool] = []
-
-    def create() -> None:
-        kube.create(step.detail["object"])
-        answered.append(True)
-
-    def remove() -> str | None:
-        if not answered:  # its answer was lost: it is ours if it holds just what was sent
-            try:
-                if kube.read("ConfigMap", t.config_map, t.namespace).get("data") != added:
-                    return None
-            except NotFound:
-                return None
-            except GpuctlError as e:
-                return f"may exist; checking failed: {e.message}"
-        return _undone(lambda: kube.delete("ConfigMap", t.config_map, t.namespace))
 
     def add() -> None:
         kube.patch("ConfigMap", t.config_map, t.namespace, {"data": added})
@@ -128,8 +113,9 @@ def _write_keys(kube: Kube, t: Target, added: dict[str, str]) -> Action:
         body = {"data": dict.fromkeys(added)}
         return _undone(lambda: kube.patch("ConfigMap", t.config_map, t.namespace, body))
 
-    if t.data is None:
-        return Action(step, create, remove, name=f"ConfigMap/{t.config_map}")
+    if t.data is None:  # made with this attempt's token: a rollback removes only ours
+        obj = step.detail["object"]
+        return kube_atomic.create_action(kube, obj, kube_atomic.new_token(), step)
     return Action(step, add, take_out, name=f"keys {', '.join(added)} of ConfigMap/{t.config_map}")
 
 

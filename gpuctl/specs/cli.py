@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
+import stat
 
 import typer
 
@@ -58,6 +59,10 @@ def init(
         return
     if os.path.lexists(output) and not force:
         raise UsageError(f"{output} exists", hint="--force replaces it")
+    if os.path.lexists(output) and not stat.S_ISREG(os.lstat(output).st_mode):
+        # a FIFO, a device, a directory or a symlink (to /dev/stdout, to a file elsewhere):
+        # --force replaces a file, never writes through something else
+        raise UsageError(f"{output} is not a regular file; --force replaces only a file")
     try:
         write_atomic(output, text, mode=0o644)
     except OSError as e:

@@ -189,8 +189,10 @@ def _policies(text: str) -> list[str]:
 def _demand_permille(demand: float) -> int:
     from gpuctl.common.errors import UsageError
 
-    permille = round(demand * 1000) if math.isfinite(demand) else 0
-    if not 0 < demand <= MAX_DEMAND or abs(demand * 1000 - permille) > 1e-6:
+    # the range first: 1e308 × 1000 is no number to round
+    in_range = math.isfinite(demand) and 0 < demand <= MAX_DEMAND
+    permille = round(demand * 1000) if in_range else 0
+    if not in_range or abs(demand * 1000 - permille) > 1e-6:
         raise UsageError(
             f"--demand must be above 0 and at most {MAX_DEMAND:g}, with at most 3 decimals "
             f"(1.3 = 130 % of the GPU capacity), got {demand}"

@@ -3,10 +3,11 @@ Kubernetes adapter) and the comparison it makes of them (`compare`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from gpuctl.common.specfile import read_text
+from gpuctl.common.errors import SpecError
 from gpuctl.whatif.core.snapshot import closed_to_plain_pods, nodes_from_api, pods_from_api
 from gpuctl.whatif.core.trace import Node, Pod, parse_nodes, parse_pods
 
@@ -14,13 +15,46 @@ if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
 
 MAX_BYTES = 256 << 20
+MAX_LINE = 64 << 10  # a trace's row is a few dozen bytes
 
 
 def read_trace(nodes_path: str, pods_path: str) -> tuple[list[Node], list[Pod]]:
-    return (
-        parse_nodes(read_text(nodes_path, MAX_BYTES), nodes_path),
-        parse_pods(read_text(pods_path, MAX_BYTES), pods_path),
-    )
+    """The trace's nodes and pods, each file parsed while it is read (memory holds the
+    parsed rows, never the text), at most MAX_BYTES each."""
+    with _lines(nodes_path) as lines:
+        nodes = parse_nodes(lines, nodes_path)
+    with _lines(pods_path) as lines:
+        pods = parse_pods(lines, pods_path)
+    return nodes, pods
+
+
+@contextlib.contextmanager
+def _lines(path: str) -> Iterator[Iterator[str]]:
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below, after the lines were read
+    except OSError as e:
+        raise SpecError(f"cannot read file: {e.strerror}", file=path) from None
+    except ValueError:  # open() refuses a name with a NUL in it
+        raise SpecError("cannot read file: its name holds a NUL character", file=path) from None
+    with f:
+        yield _decoded(f, path)
+
+
+def _decoded(f: BinaryIO, path: str) -> Iterator[str]:
+    """The lines of F as text: UTF-8, each at most MAX_LINE bytes, MAX_BYTES in all."""
+    size = 0
+    for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), 1):
+        size += len(raw)
+        if size > MAX_BYTES:
+            raise SpecError(f"file is larger than {MAX_BYTES // 1024:,} KiB", file=path)
+        if len(raw) > MAX_LINE:
+            raise SpecError(f"a line longer than {MAX_LINE:,} bytes", file=path, line=number)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            where = f"byte {e.start} of the line"
+            raise SpecError(f"not UTF-8 text ({where})", file=path, line=number) from None
+        yield text
 
 
 def snapshot(kube: Kube, label_key: str) -> tuple[list[Node], list[Pod], frozenset[str]]:

@@ -145,6 +145,8 @@ def test_no_dcgm_data_is_an_error(prometheus_with, cli):
     [
         (["--window", "7 days"], "--window"),
         (["--window", "0s"], "--window"),
+        (["--window", "100y"], "--window"),
+        (["--window", "99999999999999999999d"], "--window"),
         (["--idle-threshold", "101"], "--idle-threshold"),
         (["-n", "Bad_NS"], "--namespace"),
         (["-o", "csv"], "--output"),
@@ -187,3 +189,36 @@ def test_sm_activity_decides_where_present_and_the_advice_says_what_it_changed(c
     totals = doc["totals"]
     assert (totals["gpus_freed"], totals["gpus_freed_by_duty_cycle"]) == (2, 1)
     assert totals["signal"] == "sm_active 1, gpu_util 1"
+
+
+def test_label_values_reach_the_table_shown_not_obeyed(prometheus_with, cli):
+    """Label values are whatever the exporter or a relabelling wrote: an OSC title sequence
+    and a colour escape in the pod and namespace labels are shown escaped."""
+    labels = {"UUID": "GPU-x", "gpu": "0", "Hostname": "n1", "modelName": "NVIDIA H100 80GB HBM3",
+              "pod": "svc\x1b]0;pwned\x07-1", "namespace": "ml\x1b[2J"}  # fmt: skip
+    server = prometheus_with(
+        [
+            Series("DCGM_FI_DEV_GPU_UTIL", labels, 5),
+            Series("DCGM_FI_DEV_FB_USED", labels, 4000),
+            Series("DCGM_FI_DEV_FB_FREE", labels, 77559),
+        ]
+    )
+    r = cli("advise", "--prometheus", server.url, "--window", "1h")
+    assert r.code == 0, r
+    assert "\x1b" not in r.out and "\\x1b]0;pwned" in r.out and "ml\\x1b[2J" in r.out, r.out
+
+
+def test_memory_figures_whose_sum_overflows_are_unknown_not_a_bug(prometheus_with, cli):
+    labels = {"UUID": "GPU-y", "gpu": "0", "Hostname": "n1", "modelName": "NVIDIA X999",
+              "pod": "svc-1", "namespace": "ml"}  # fmt: skip
+    server = prometheus_with(
+        [
+            Series("DCGM_FI_DEV_GPU_UTIL", labels, 5),
+            Series("DCGM_FI_DEV_FB_USED", labels, 1.7e308),
+            Series("DCGM_FI_DEV_FB_FREE", labels, 1.7e308),
+        ]
+    )
+    r = cli("advise", "--prometheus", server.url, "--window", "1h", "-o", "json")
+    assert r.code == 0, r
+    (row,) = json.loads(r.out)["workloads"]
+    assert row["advice"] == "keep" and "memory size is unknown" in row["reason"], row

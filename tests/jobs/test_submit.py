@@ -558,3 +558,46 @@ def test_the_namespace_setting_is_where_jobs_go_without_n(cli, api, kube, tmp_pa
     assert {q[1] for q in kube.requests()[since:] if q[1].endswith("/jobs")} == {
         "/apis/batch/v1/namespaces/team-env/jobs"
     }
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        ("extra_resources: {vpc.amazonaws.com/efa: 32}\n", "no vpc.amazonaws.com/efa"),
+        ("extra_resources: {vpc.amazonaws.com/efa: 32}\n", "+ 32 vpc.amazonaws.com/efa"),
+        ("memory: 8Gi\nextra_resources: {hugepages-1Gi: 64Gi}\n", "hugepages-1Gi, a worker needs"),
+        ("node_selector: {topology.kubernetes.io/zone: us-east-1a}\n", "node_selector"),
+    ],
+    ids=["efa", "efa-in-the-reason", "hugepages", "node-selector"],
+)
+def test_submit_refuses_a_job_whose_other_resources_no_node_offers(
+    cli, api, kube, tmp_path, extra, says
+):
+    """GPUs are there; what else a worker needs (EFA devices, huge pages) or the nodes it
+    selects are not: refused before anything is sent, as a GPU shortfall is."""
+    core, batch = api
+    add_node(core, "gpu-h", 8, "h100", extra={"hugepages-1Gi": "16Gi"})
+    since = mark(kube)
+    r = cli("submit", write(tmp_path, "name: big\nimage: x\ngpus: 8\n" + extra))
+    assert r.code == 1 and "can never fit" in r.err, r
+    assert says in r.err
+    assert batch.list_namespaced_job("default").items == [] and writes(kube, since) == []
+
+
+def test_extra_resources_in_use_bound_the_workers_that_fit_now(cli, api, tmp_path):
+    core, batch = api
+    add_node(core, "p5-1", 8, "h100", extra={"vpc.amazonaws.com/efa": "32"})
+    add_node(core, "p5-2", 8, "h100", extra={"vpc.amazonaws.com/efa": "32"})
+    core.create_namespaced_pod(
+        "default",
+        {"metadata": {"name": "efa-user"},
+         "spec": {"nodeName": "p5-1", "containers": [{"name": "c", "image": "x", "resources": {
+             "limits": {"vpc.amazonaws.com/efa": "32"}}}]},
+         "status": {"phase": "Running"}},
+    )  # fmt: skip
+    spec = "name: two\nimage: x\ngpus: 8\nnodes: 2\nextra_resources: {vpc.amazonaws.com/efa: 32}\n"
+    r = cli("submit", write(tmp_path, spec), "--dry-run")
+    assert r.code == 0, r
+    assert "0 of 32 vpc.amazonaws.com/efa free, a worker needs 32" in r.err + r.out
+    r = cli("submit", write(tmp_path, spec.replace("nodes: 2", "nodes: 1")))
+    assert r.code == 0, r

@@ -14,7 +14,7 @@ import pytest
 
 from tests import ROOT
 from tests.jobs.test_submit import add_node
-from tests.standins.faults import delay, drop_answer, reply, trickle, wait_until
+from tests.standins.faults import delay, drop_answer, race_creator, reply, trickle, wait_until
 from tests.standins.kube import write_kubeconfig
 
 EX = os.path.join(ROOT, "examples")
@@ -105,6 +105,7 @@ def test_a_failed_rollback_says_what_is_left_and_its_command_removes_it(
     lines = r.err.strip().splitlines()
     assert "rollback incomplete: 1 object(s) left in the cluster" in lines[0]
     assert lines[1].startswith(f"  left: Job/{NAME} (deleting it failed: ")
+    assert lines[1].endswith(f"; remove it with: kubectl delete job.batch {NAME} -n team-a")
     assert lines[2] == f"  hint: remove them with: gpuctl jobs delete {NAME} -n team-a --yes"
     assert left_in(cluster) == [NAME]  # the Service was removed, the Job is really left
     # the command it gives removes what is left, once the cluster answers again
@@ -311,3 +312,18 @@ def test_a_200_answer_that_is_no_list_is_one_error_line(cli, cluster, proxied_ku
     assert r.code == 1 and "Traceback" not in r.err, r
     assert r.err.splitlines()[0].startswith("gpuctl: error: listing jobs in namespace default: ")
     assert says in r.err and len(r.err.splitlines()) <= 2
+
+
+def test_a_job_another_client_made_behind_a_lost_answer_is_never_removed(
+    cli, cluster, proxied_kube
+):
+    """Another client creates the same Job while gpuctl's create goes unanswered: the read-back
+    finds a Job without this attempt's token; only the Service this submit made is removed."""
+    core, batch = cluster
+    rule = proxied_kube.on(
+        "POST", JOBS, race_creator(lambda obj: batch.create_namespaced_job("team-a", obj))
+    )
+    r = cli("submit", os.path.join(EX, "multinode-train.yaml"))
+    assert rule.fired.is_set() and r.code == 1, r
+    assert f"were removed: Service/{NAME}" in r.err and f"Job/{NAME}," not in r.err, r.err
+    assert left_in(cluster) == [NAME]  # their Job

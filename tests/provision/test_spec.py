@@ -204,6 +204,10 @@ def test_bad_field_is_named_with_its_line(old, new, line, field, message):
             "not an S3 bucket",
         ),
         ("state:\n  s3_bucket: my-bucket\n", "state", "missing required field 'dynamodb_table'"),
+        *[
+            (f"state:\n  s3_bucket: '{b}'\n  dynamodb_table: t1\n", "state.s3_bucket", "S3 bucket")
+            for b in ("192.168.1.1", "xn--state", "sthree-state", "state-s3alias", "a..b", "ab")
+        ],
     ],
 )
 def test_bad_group_or_state_is_rejected(extra, field, message):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpuctl.quota.core.rules import QUOTA_NAME
-from tests.standins.faults import drop_answer, reply
+from tests.standins.faults import drop_answer, race_creator, reply
 
 QUOTAS = "/api/v1/namespaces/team-a/resourcequotas"
 NAMESPACE = "/api/v1/namespaces/team-a"
@@ -62,6 +62,7 @@ def test_when_the_namespace_cannot_be_removed_the_message_says_so(cli, core, pro
     lines = r.err.strip().splitlines()[-3:]  # after the plan
     assert "rollback incomplete: 1 object(s) left in the cluster" in lines[0]
     assert lines[1].startswith("  left: Namespace/team-a (deleting it failed: ")
+    assert lines[1].endswith("; remove it with: kubectl delete namespace team-a")
     assert lines[2] == "  hint: remove them with: kubectl delete namespace team-a"
     assert "team-a" in namespaces(core)
 
@@ -74,3 +75,24 @@ def test_an_update_whose_answer_was_lost_is_restored(cli, core, proxied_kube):
     assert f"the hard limits were restored: ResourceQuota team-a/{QUOTA_NAME}" in r.err
     hard = core.read_namespaced_resource_quota(QUOTA_NAME, "team-a").spec.hard
     assert hard == {"requests.nvidia.com/gpu": "4"}
+
+
+def test_a_rollback_leaves_a_namespace_another_client_made_behind_a_lost_answer(
+    cli, core, proxied_kube
+):
+    """Another team creates Namespace team-a (and puts a ConfigMap in it) while gpuctl's
+    create of it goes unanswered: the rollback must not remove their namespace."""
+
+    def theirs(obj):
+        core.create_namespace(obj)
+        core.create_namespaced_config_map(
+            "team-a", {"metadata": {"name": "their-settings"}, "data": {"k": "v"}}
+        )
+
+    rule = proxied_kube.on("POST", "/api/v1/namespaces", race_creator(theirs))
+    r = cli("quota", "set", "team-a", "--gpus", "4")
+    assert rule.fired.is_set() and r.code == 1, r
+    assert "team-a" in namespaces(core) and "nothing was changed" in r.err, r.err
+    assert [c.metadata.name for c in core.list_namespaced_config_map("team-a").items] == [
+        "their-settings"
+    ]

@@ -150,3 +150,37 @@ def test_ctrl_c_while_verifying_says_the_steps_were_carried_out():
 
     with pytest.raises(Interrupted, match="every step was carried out"):
         execute(actions([]), verify=verify)
+
+
+def test_each_object_left_names_the_command_that_removes_it():
+    log: list[str] = []
+    steps = actions(log, fail_at=2)
+    steps[0].undo = lambda: "deleting it failed: HTTP 503"
+    steps[0].remove_with = "kubectl delete thing 0 -n team-a"
+    steps[1].undo = None
+    with pytest.raises(GpuctlError) as e:
+        execute(steps, left_as="object(s) left")
+    assert "rollback incomplete: 2 object(s) left" in e.value.message
+    assert e.value.details == [
+        "left: Thing/1 (cannot be undone)",
+        "left: Thing/0 (deleting it failed: HTTP 503); remove it with: "
+        "kubectl delete thing 0 -n team-a",
+    ]
+
+
+def test_ctrl_c_during_the_rollback_of_a_failure_is_an_interrupt_listing_what_is_left():
+    log: list[str] = []
+    steps = actions(log, fail_at=2)
+
+    def stopped() -> str | None:
+        raise KeyboardInterrupt
+
+    steps[1].undo = stopped
+    steps[0].remove_with = "kubectl delete thing 0"
+    with pytest.raises(Interrupted) as e:
+        execute(steps, left_as="object(s) left")
+    assert e.value.message.startswith("interrupted while undoing after: step 2 refused")
+    assert e.value.details == [
+        "left: Thing/1 (rollback interrupted)",
+        "left: Thing/0 (rollback interrupted); remove it with: kubectl delete thing 0",
+    ]

@@ -62,6 +62,8 @@ def test_deploy_without_a_cluster_or_a_version_says_how_to_go_offline(cli):
         (["--gpu-weight", "x"], "--gpu-weight"),
         (["--strategy", "pack"], "--strategy"),
         (["--name", "Pack"], "--name: 'Pack'"),
+        (["--name", "default-scheduler"], "the default scheduler's name"),
+        (["--name", "kube-scheduler", "--deploy", "--kube-version", "v1.30.0"], "its lease's"),
         (["--shape", "0:0,100:20"], "--shape"),
         (["-o", "table"], "--output"),
         (["-n", "Bad NS", "--deploy", "--kube-version", "v1.30.0"], "--namespace"),

@@ -6,7 +6,7 @@ import json
 from gpuctl.k8s import device_plugin
 from gpuctl.sharing.core import config as sharing
 from tests.gpu_cluster import daemonset, node, seed
-from tests.standins.faults import reply
+from tests.standins.faults import race_creator, reply
 
 NS, CM = "gpu-operator", "dp-config"
 FORBIDDEN = json.dumps(
@@ -69,3 +69,22 @@ def test_a_refused_off_takes_the_key_it_added_out_again(cli, kube_api, proxied_k
     assert r.code == 1 and "the changes made before the failure were undone" in r.err, r
     assert set(config_maps(kube_api)[CM]) == {"ts-4"}  # the 'default' it added is gone
     assert label(kube_api, "gpu-1") == "ts-4"
+
+
+def test_a_rollback_leaves_a_config_map_another_client_made_with_the_same_data(
+    cli, kube_api, proxied_kube
+):
+    """Another client creates the device plugin's ConfigMap, with the very keys gpuctl
+    writes, while gpuctl's create goes unanswered: same name, same data, but not made by this
+    attempt (no token), so the rollback leaves it."""
+    seed(kube_api, node("gpu-1"), daemonset("nvidia-device-plugin", NS, config_map=CM))
+
+    def theirs(obj):
+        core_api(kube_api).create_namespaced_config_map(NS, obj)
+
+    rule = proxied_kube.on("POST", f"/api/v1/namespaces/{NS}/configmaps", race_creator(theirs))
+    r = cli("share", "timeslice", "--replicas", "4", "--node", "gpu-1", "--yes")
+    assert rule.fired.is_set() and r.code == 1, r
+    assert CM in config_maps(kube_api), r.err  # theirs is still there
+    assert "nothing was changed" in r.err
+    assert label(kube_api, "gpu-1") is None

@@ -67,3 +67,24 @@ def test_schema_prints_json_or_yaml(cli, kind):
     assert as_json == as_yaml == schema(kind)
     jsonschema.Draft202012Validator.check_schema(as_json)
     assert as_json["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink-to-stdout", "symlink-to-file", "directory"])
+def test_init_force_replaces_only_a_regular_file(cli, tmp_path, kind):
+    import os
+
+    target = tmp_path / "job.yaml"
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("keep me\n")
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink-to-stdout":
+        target.symlink_to("/dev/stdout")
+    elif kind == "symlink-to-file":
+        target.symlink_to(elsewhere)
+    else:
+        target.mkdir()
+    r = cli("init", "job", "-o", str(target), "--force")
+    assert r.code == 2 and "is not a regular file" in r.err and r.out == "", r
+    assert elsewhere.read_text() == "keep me\n"
+    assert os.path.lexists(target) and not target.is_file() or target.is_symlink()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import json
 import re
 import threading
 import time
@@ -95,6 +96,20 @@ def reply(status: int, body: bytes | str, headers: dict | None = None, forward: 
     return Action(forward, lambda h, answer: h.send(fixed))
 
 
+def race_creator(create: Callable[[dict], object]) -> Action:
+    """Another client wins a race: before gpuctl's create reaches the server, CREATE makes an
+    object from what gpuctl sent, less gpuctl's annotations (the same name, the same data);
+    gpuctl's request is then dropped unanswered, so it must read back to learn the outcome."""
+
+    def respond(h: Handler, answer: Answer | None) -> None:
+        theirs = json.loads(h.request_body)
+        theirs["metadata"].pop("annotations", None)
+        create(theirs)
+        h.drop()
+
+    return Action(False, respond)
+
+
 def redirect(location: str, status: int = 307) -> Action:
     return reply(status, b"", {"Location": location, "Content-Type": "text/plain"})
 
@@ -141,6 +156,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         parsed = urllib.parse.urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        self.request_body = body  # what the client sent, for an action to look at
         with self.proxy.lock:
             self.proxy.requests.append((self.command, parsed.path, dict(self.headers.items())))
             rule = next((r for r in self.proxy.rules if r.picks(self.command, parsed.path)), None)

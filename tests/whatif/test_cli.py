@@ -94,6 +94,8 @@ def test_table_and_a_lower_demand(cli, trace):
         (["--demand", "0"], "--demand must be above 0"),
         (["--demand", "1.2345"], "with at most 3 decimals"),
         (["--demand", "nan"], "--demand must be above 0"),
+        (["--demand", "1e308"], "at most 10"),
+        (["--demand", "-1e308"], "--demand must be above 0"),
         (["--seeds", "1,x"], "--seeds '1,x': expected 1 to 100 whole numbers"),
     ],
 )
@@ -111,9 +113,12 @@ def test_a_bad_trace_names_file_line_and_field(cli, tmp_path, trace):
     assert f"gpuctl: error: {bad}:4: gpu_milli: 500 with num_gpu 4" in r.err
     r = cli("whatif", "--node-csv", str(tmp_path / "none.csv"), "--pod-csv", str(bad))
     assert r.code == 2 and "none.csv: cannot read file" in r.err
-    bad.write_bytes(b"name,cpu_milli\n\xff\n")
+    bad.write_bytes(b"name,cpu_milli,memory_mib,num_gpu,gpu_milli\n\xff\n")  # read as it streams
     r = cli("whatif", "--node-csv", trace[1], "--pod-csv", str(bad))
     assert r.code == 2 and f"{bad}:2: not UTF-8 text" in r.err
+    bad.write_bytes(b"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,10,1,500\x00\n")
+    r = cli("whatif", "--node-csv", trace[1], "--pod-csv", str(bad))
+    assert r.code == 2 and f"{bad}:2: a NUL byte" in r.err, r
 
 
 def test_from_cluster_replays_its_pods_onto_its_nodes_and_changes_nothing(cli, kube, kube_api):

@@ -84,3 +84,15 @@ def test_bad_pods_name_file_line_and_field(row, where):
     with pytest.raises(SpecError) as e:
         parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + row + "\n", "p.csv")
     assert str(e.value).startswith(where)
+
+
+def test_a_trace_longer_than_the_row_limit_is_refused_while_it_is_read():
+    from gpuctl.whatif.core import trace
+
+    def lines():
+        yield "sn,cpu_milli,memory_mib,gpu,model\n"
+        for i in range(trace.MAX_NODES + 10**9):  # never all read: refused at the limit
+            yield f"n{i},1000,10,8,H100\n"
+
+    with pytest.raises(SpecError, match=f"more than {trace.MAX_NODES:,} rows"):
+        trace.parse_nodes(lines(), "n.csv")

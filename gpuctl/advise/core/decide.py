@@ -228,7 +228,8 @@ def decide(row: WorkloadAdvice, idle_threshold: float, memory_total_mib: float |
             f"{profile.slices}/{model.compute_slices} of the compute >= p95"
         )
         return
-    if not memory_total_mib:
+    if not memory_total_mib or not math.isfinite(memory_total_mib) or not math.isfinite(need):
+        # no figure, or one too large to be a GPU's (the exporter's sum overflowed)
         row.reason = "no MIG geometry for this GPU and its memory size is unknown"
         return
     by_memory = int(memory_total_mib // need) if need > 0 else MAX_SHARE

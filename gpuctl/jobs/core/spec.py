@@ -239,6 +239,11 @@ def parse_job(doc: Doc) -> JobSpec:
     image = f.read(JOB["image"])
     if any(ch.isspace() for ch in image):
         raise f.error("image", f"{image!r} contains white space")
+    odd = next((ch for ch in image if not (ch.isascii() and ch.isprintable())), None)
+    if odd is not None:  # an image reference is ASCII (distribution/reference's grammar)
+        raise f.error(
+            "image", f"{image!r} holds {odd!r} (U+{ord(odd):04X}): an image name is plain ASCII"
+        )
     gpus = _gpus(f)
     if kind == "Pod":
         _job_only(f, nodes)

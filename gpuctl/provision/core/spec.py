@@ -41,7 +41,13 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 REGION = r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}"
 EKS_NAME = r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}"
 INSTANCE_TYPE = r"[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}"
-S3_BUCKET = r"(?![a-z0-9.-]*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+# S3's general purpose bucket naming rules: 3-63 of a-z 0-9 . -, a letter or digit at each
+# end, no "..", not an IP address, none of the prefixes and suffixes S3 reserves.
+S3_BUCKET = (
+    r"(?![0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$)(?!xn--|sthree-|amzn-s3-demo-)"
+    r"(?![a-z0-9.-]*(?:-s3alias|--ol-s3|[.]mrap|--x-s3|--table-s3)$)"
+    r"(?![a-z0-9.-]*[.][.])[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+)
 DYNAMO_TABLE = r"[A-Za-z0-9_.-]{3,255}"
 K8S_VERSION = r"1\.[0-9]{1,2}"
 RESERVATION_ID = r"cr-[0-9a-f]{8,17}"

@@ -58,6 +58,10 @@ class Profile:
         return RATIO if self.shape else STRATEGIES[self.strategy]
 
 
+# kube-scheduler's own profile name (pods' default schedulerName) and its lease's name.
+TAKEN_NAMES = ("default-scheduler", "kube-scheduler")
+
+
 def make_profile(
     name: str = DEFAULT_NAME,
     strategy: str = "binpack",
@@ -74,6 +78,12 @@ def make_profile(
             f"--name: {name!r} is not a valid scheduler name",
             hint="lower-case letters, digits and '-', at most 63 (it also names the "
             "scheduler's Deployment, ServiceAccount and lease)",
+        )
+    if name in TAKEN_NAMES:
+        raise UsageError(
+            f"--name: {name!r} is the default scheduler's name (and its lease's)",
+            hint="a second scheduler under it would take pods and the leader lease from "
+            "the cluster's own; pick another name, e.g. the default gpuctl-binpack",
         )
     if not k8s_names.dns1123_label(namespace):
         raise UsageError(f"--namespace: {namespace!r} is not a valid namespace name")

@@ -31,11 +31,10 @@ def run(
 
             echo(dump(to_dict(nvml.sample()), output))
             return
-        from rich.console import Console
-
+        from gpuctl.cli.output import console as safe_console
         from gpuctl.top.node import views
 
-        console = Console()
+        console = safe_console()
         if once or not console.is_terminal:
             console.print(views.render(nvml.sample(), sort=sort, width=console.width))
             return

@@ -12,6 +12,7 @@ cluster-trace-gpu-v2023, used by the FGD paper's artifact):
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from gpuctl.common.errors import SpecError
@@ -21,6 +22,12 @@ MILLI = 1000  # a whole GPU, in thousandths
 MAX_GPUS = 64  # per node and per pod: far above any server, small enough to hold as a table
 MAX_CPU_MILLI = 10**12
 MAX_MEMORY_MIB = 2**40  # an exbibyte; more would overflow the replay's 64-bit arithmetic
+
+# The most rows a trace may hold: far above any cluster (and Alibaba's openb trace, 1,523
+# nodes and 8,152 pods), low enough that a wrong or hostile file is refused while it is
+# read, in bounded memory, instead of filling it.
+MAX_NODES = 100_000
+MAX_PODS = 200_000
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
@@ -50,10 +57,11 @@ class Pod:
         return self.gpus * self.gpu_milli
 
 
-def parse_nodes(text: str, file: str) -> list[Node]:
+def parse_nodes(text: str | Iterable[str], file: str) -> list[Node]:
+    """The nodes of a CSV given whole or as lines (a file read while it is parsed)."""
     nodes: list[Node] = []
     seen: dict[str, int] = {}
-    for line, row in _rows(text, file, NODE_COLUMNS):
+    for line, row in _rows(text, file, NODE_COLUMNS, MAX_NODES):
         name = row["sn"].strip()
         if not name:
             raise SpecError("empty node name", file=file, line=line, field="sn")
@@ -79,9 +87,10 @@ def parse_nodes(text: str, file: str) -> list[Node]:
     return nodes
 
 
-def parse_pods(text: str, file: str) -> list[Pod]:
+def parse_pods(text: str | Iterable[str], file: str) -> list[Pod]:
+    """The pods of a CSV given whole or as lines (a file read while it is parsed)."""
     pods = []
-    for line, row in _rows(text, file, POD_COLUMNS):
+    for line, row in _rows(text, file, POD_COLUMNS, MAX_PODS):
         gpus = _whole(row, "num_gpu", MAX_GPUS, file, line)
         milli = _whole(row, "gpu_milli", MILLI, file, line)
         if gpus == 0 and milli:
@@ -121,11 +130,15 @@ def parse_pods(text: str, file: str) -> list[Pod]:
     return pods
 
 
-def _rows(text: str, file: str, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    """(line, {column: value}) for each data row; the header must name the required columns."""
-    reader = csv.reader(text.removeprefix("\ufeff").splitlines(keepends=True), strict=True)
+def _rows(
+    text: str | Iterable[str], file: str, required: tuple[str, ...], most: int
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, {column: value}) for each data row, as it is read; the header must name the
+    required columns; at most MOST rows; a NUL byte is refused (no CSV holds one)."""
+    lines = text.splitlines(keepends=True) if isinstance(text, str) else text
+    reader = csv.reader(_checked(lines, file), strict=True)
     header: list[str] | None = None
-    rows = []
+    rows = 0
     try:
         for fields in reader:
             line = reader.line_num
@@ -151,12 +164,23 @@ def _rows(text: str, file: str, required: tuple[str, ...]) -> list[tuple[int, di
                     file=file,
                     line=line,
                 )
-            rows.append((line, dict(zip(header, fields))))
+            rows += 1
+            if rows > most:
+                raise SpecError(f"more than {most:,} rows: more than gpuctl replays", file=file)
+            yield line, dict(zip(header, fields))
     except csv.Error as e:
         raise SpecError(f"not CSV: {e}", file=file, line=reader.line_num) from None
     if header is None:
         raise SpecError(f"empty: expected a header ({', '.join(required)})", file=file)
-    return rows
+
+
+def _checked(lines: Iterable[str], file: str) -> Iterator[str]:
+    for number, line in enumerate(lines, 1):
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        if "\0" in line:
+            raise SpecError("a NUL byte: not a CSV text file", file=file, line=number)
+        yield line
 
 
 def _whole(row: dict[str, str], column: str, most: int, file: str, line: int) -> int:

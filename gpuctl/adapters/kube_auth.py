@@ -1,0 +1,169 @@
+"""Loading a kubeconfig without trusting what it points at: a kubeconfig that is a FIFO or a
+device is refused (reading one blocks forever), and a credential plugin (a user's `exec`,
+e.g. EKS's `aws eks get-token`) runs under the request deadline in a process group of its
+own, ended with its children on timeout or Ctrl-C. What it prints is a credential: it never
+reaches a message unredacted.
+
+The official client runs the plugin itself (kubernetes/config/exec_provider.py) with no
+timeout, and logs its stderr as it is. Here the plugin runs first, as the client would run
+it (the same ExecCredential request in KUBERNETES_EXEC_INFO, the kubeconfig's directory as
+working directory, its `env` added), and the user's `exec` is replaced by what it returned
+before the client reads the configuration. The credential is not refreshed during a run.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import stat
+import subprocess
+from typing import Any
+
+from gpuctl.common.errors import BackendError, GpuctlError, Interrupted, UsageError
+from gpuctl.common.text import redact_secrets
+
+
+def check_files(config_file: str) -> None:
+    """Refuse a kubeconfig path (KUBECONFIG may list several) that exists but is not a
+    regular file: opening a FIFO waits for a writer, a device never ends."""
+    for path in filter(None, config_file.split(os.pathsep)):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # missing: the client says so, or falls back to the in-cluster config
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"kubeconfig {path}: not a regular file")
+
+
+def load(config_file: str, context: str | None, cfg: Any, deadline: float) -> None:
+    """Load CONTEXT (None: the current one) of CONFIG_FILE into the client's configuration
+    CFG, running the context's credential plugin, if any, within DEADLINE seconds."""
+    from kubernetes.config import kube_config
+
+    merger = kube_config.KubeConfigMerger(config_file)
+    if merger.config is None:
+        raise kube_config.ConfigException("Invalid kube-config file. No configuration found.")
+    user, cluster, base = _active_user(merger.config, context)
+    if user is not None and isinstance(user.get("exec"), dict):
+        status = run_plugin(user["exec"], cluster, base, deadline)
+        user.pop("exec")
+        user.update(_credential(status))
+    # config_base_path None: relative paths (certificate-authority, tokenFile) resolve against
+    # the directory of the file that names them, as the client's own loader does
+    loader = kube_config.KubeConfigLoader(
+        config_dict=merger.config, active_context=context, config_base_path=None
+    )
+    loader.load_and_set(cfg)
+
+
+def _active_user(root: Any, context: str | None) -> tuple[dict | None, dict | None, str]:
+    """The user and cluster entries of CONTEXT in the merged configuration ROOT (the
+    client's ConfigNodes; the user's dict is the one the client will read), and the
+    directory of the file that defines the user."""
+    name = context or root.safe_get("current-context")
+    ctx = _entry(root, "contexts", name)
+    if ctx is None or not isinstance(ctx.value.get("context"), dict):
+        return None, None, ""
+    refs = ctx.value["context"]
+    cluster = _entry(root, "clusters", refs.get("cluster"))
+    user = _entry(root, "users", refs.get("user"))
+    cluster_value = cluster.value.get("cluster") if cluster is not None else None
+    if user is None or not isinstance(user.value.get("user"), dict):
+        return None, cluster_value, ""
+    base = os.path.abspath(os.path.dirname(user.path)) if isinstance(user.path, str) else ""
+    return user.value["user"], cluster_value, base
+
+
+def _entry(root: Any, section: str, name: Any) -> Any:
+    if name is None or section not in root or not isinstance(root.value[section], list):
+        return None
+    return root[section].get_with_name(name, safe=True)
+
+
+def run_plugin(exec_config: dict, cluster: dict | None, cwd: str, deadline: float) -> dict:
+    """Run a kubeconfig `exec` credential plugin; return its ExecCredential's status. It
+    gets no terminal (stdin closed): a plugin that would ask the user fails instead of
+    waiting. Ended with its process group after DEADLINE seconds or on Ctrl-C."""
+    command = exec_config.get("command")
+    if not command or not isinstance(command, str):
+        raise UsageError("kubeconfig: the user's exec plugin has no command")
+    api_version = exec_config.get("apiVersion") or "client.authentication.k8s.io/v1"
+    request: dict[str, Any] = {
+        "apiVersion": api_version,
+        "kind": "ExecCredential",
+        "spec": {"interactive": False},
+    }
+    if exec_config.get("provideClusterInfo") and cluster:
+        request["spec"]["cluster"] = cluster
+    env = dict(os.environ)
+    env.update({str(e["name"]): str(e["value"]) for e in exec_config.get("env") or []})
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(request)
+    args = [command, *[str(a) for a in exec_config.get("args") or []]]
+    what = f"the kubeconfig's credential plugin {os.path.basename(command)!r}"
+    try:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd or None,
+            env=env,
+            start_new_session=True,  # its own process group: ended with its children
+        )
+    except OSError as e:
+        raise BackendError(f"{what} cannot be started: {e.strerror or e}") from None
+    try:
+        out, err = proc.communicate(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        _end(proc)
+        raise BackendError(
+            f"{what} gave no credential within {deadline:g} s",
+            hint="run it by hand to see what it waits for (a login? the network?)",
+        ) from None
+    except KeyboardInterrupt:
+        _end(proc)
+        raise Interrupted("interrupted while the credential plugin ran") from None
+    if proc.returncode != 0:
+        said = redact_secrets(err.decode(errors="replace").strip()).splitlines()
+        raise BackendError(
+            f"{what} failed (exit {proc.returncode})" + (f": {said[-1]}" if said else ""),
+            hint="run it by hand to see why",
+        )
+    return _status(out, api_version, what)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
+
+
+def _status(out: bytes, api_version: str, what: str) -> dict:
+    try:
+        data = json.loads(out)
+    except ValueError:
+        raise BackendError(f"{what} printed no ExecCredential (not JSON)") from None
+    if not isinstance(data, dict) or not isinstance(data.get("status"), dict):
+        raise BackendError(f"{what} printed no ExecCredential (no status)")
+    if data.get("apiVersion") != api_version:
+        raise BackendError(
+            f"{what} answered apiVersion {str(data.get('apiVersion'))[:80]!r}, not {api_version!r}"
+        )
+    return data["status"]
+
+
+def _credential(status: dict) -> dict[str, str]:
+    """The kubeconfig user fields that carry STATUS's credential."""
+    if isinstance(status.get("token"), str):
+        return {"token": status["token"]}
+    cert, key = status.get("clientCertificateData"), status.get("clientKeyData")
+    if isinstance(cert, str) and isinstance(key, str):
+        return {
+            "client-certificate-data": base64.b64encode(cert.encode()).decode(),
+            "client-key-data": base64.b64encode(key.encode()).decode(),
+        }
+    raise GpuctlError("the kubeconfig's credential plugin returned neither a token nor a key")
