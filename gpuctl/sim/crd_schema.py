@@ -4,7 +4,7 @@ is an error, as with `kubectl apply --validate=strict`; a server without it woul
 the field, so an object gpuctl relies on would lose it), and its CEL rules
 (`x-kubernetes-validations`, evaluated with cel-python; transition rules, which compare
 with `oldSelf`, need an old object and are skipped). Used by the tests and by the API
-emulator, which checks every custom resource written to it (tests/standins/kube.py).
+emulator, which checks every custom resource written to it (gpuctl/sim/kube.py).
 
 The schema follows the structural-schema rules of apiextensions.k8s.io/v1: an object with
 no `additionalProperties` and no `x-kubernetes-preserve-unknown-fields` keeps only its
@@ -21,7 +21,9 @@ import pathlib
 import re
 from typing import Any
 
-CRD_DIR = pathlib.Path(__file__).parent / "crds"
+# tests/crds/ in a checkout; the wheel ships it as gpuctl/sim/crds/ (pyproject.toml)
+_SHIPPED = pathlib.Path(__file__).parent / "crds"
+CRD_DIR = _SHIPPED if _SHIPPED.is_dir() else pathlib.Path(__file__).parents[2] / "tests" / "crds"
 CRD_FILES = {
     "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
     "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",

@@ -1,12 +1,12 @@
 """The Kubernetes API emulator (kmock) over real HTTP, on its own event loop in a thread,
-so the official synchronous `kubernetes` client talks to it exactly as to a cluster."""
+so the official synchronous `kubernetes` client talks to it exactly as to a cluster. The
+tests' stand-in (tests/standins/kube.py) and `gpuctl sandbox` run it; a simulator, not a
+Kubernetes API server."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-
-import pytest
 
 VERSION = {
     "major": "1",
@@ -63,7 +63,7 @@ def crd_emulator_class():
       (/apis, /apis/GROUP, /apis/GROUP/VERSION) and their objects servable;
     - an object of a resource the server does not have is refused (404), not stored;
     - a custom resource written (created or patched) is checked against its CRD's schema
-      and CEL rules (tests/crd_schema.py) and refused with 422 when invalid. Stricter than
+      and CEL rules (gpuctl/sim/crd_schema.py) and refused with 422 when invalid. Stricter than
       an API server on one point: an unknown field is refused, where a server would prune
       it (gpuctl would lose it). Transition rules (oldSelf) and admission webhooks are not
       run.
@@ -77,7 +77,7 @@ def crd_emulator_class():
     import kmock
     from kmock._internal import dicts
 
-    from tests import crd_schema
+    from gpuctl.sim import crd_schema
 
     crds = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 
@@ -180,14 +180,14 @@ class KubeEmulator:
         return asyncio.run_coroutine_threadsafe(_c(), self.loop).result(10)
 
     def install_crds(self, *kinds: str, served: tuple[str, ...] | None = None) -> None:
-        """Create the upstream CRDs of these kinds (tests/crds/) through the API, as
-        `kubectl apply -f` of a release's manifests would; `served` limits the versions
-        served (an older release: Kueue before 0.15 served only v1beta1)."""
+        """Create the upstream CRDs of these kinds (tests/crds/, shipped as gpuctl/sim/crds/)
+        through the API, as `kubectl apply -f` of a release's manifests would; `served` limits
+        the versions served (an older release: Kueue before 0.15 served only v1beta1)."""
         import copy
 
         from kubernetes import client
 
-        from tests import crd_schema
+        from gpuctl.sim import crd_schema
 
         cfg = client.Configuration()
         cfg.host = self.url
@@ -234,23 +234,3 @@ def write_kubeconfig(path, url: str, namespace: str = "default") -> str:
     }
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
-
-
-@pytest.fixture
-def kube(tmp_path, monkeypatch):
-    """A fresh emulator per test, with KUBECONFIG pointing at it (context namespace 'default')."""
-    emu = KubeEmulator().start()
-    monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "kubeconfig", emu.url))
-    yield emu
-    emu.stop()
-
-
-@pytest.fixture
-def kube_api(kube):
-    """The official client's ApiClient pointed at the emulator, for seeding and inspecting."""
-    from kubernetes import client
-
-    cfg = client.Configuration()
-    cfg.host = kube.url
-    with client.ApiClient(cfg) as api:
-        yield api
