@@ -1,6 +1,6 @@
-"""A dcgm-exporter stand-in: an HTTP server whose /metrics text is written byte for byte as
-dcgm-exporter writes it, and the scrape configs that put it into Prometheus the way real
-deployments do.
+"""A dcgm-exporter look-alike, for the tests and `gpuctl sandbox`: an HTTP server whose
+/metrics text is written byte for byte as dcgm-exporter writes it, and the scrape configs that
+put it into Prometheus the way real deployments do.
 
 Format source: NVIDIA/dcgm-exporter @ d5e5f510a1b6b393f39a43293ccd9dc985defc79 (Apache-2.0),
 internal/pkg/rendermetrics/render_metrics.go (the FE_GPU template: `gpu`, the UUID label,
