@@ -70,6 +70,7 @@ COMMANDS = {
     "provision": "gpuctl.provision.cli",
     "destroy": "gpuctl.provision.cli",
     "whatif": "gpuctl.whatif.cli",
+    "sandbox": "gpuctl.sandbox.cli",
     "version": "gpuctl.version.cli",
 }
 _registered: set[str] = set()

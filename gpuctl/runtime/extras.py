@@ -14,6 +14,9 @@ OPTIONAL = {
         "terraform",
         "or point --terraform-bin / GPUCTL_TERRAFORM_BIN at a terraform or tofu executable",
     ),
+    "kmock": ("sandbox", None),
+    "celpy": ("sandbox", None),
+    "jsonschema": ("sandbox", None),
 }
 
 

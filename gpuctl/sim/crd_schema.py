@@ -17,6 +17,7 @@ The upstream CRDs of the Kueue and JobSet objects gpuctl makes are under tests/c
 from __future__ import annotations
 
 import functools
+import importlib.util
 import pathlib
 import re
 from typing import Any
@@ -105,6 +106,10 @@ def validator_of(definition: dict[str, Any], version: str):
     if served is None:
         raise KeyError(f"{definition['metadata']['name']} serves no version {version}")
     schema = _convert(served["schema"]["openAPIV3Schema"])
+    if importlib.util.find_spec("kubernetes_validate") is None:
+        # gpuctl[sandbox] without the test tools: metadata is not checked field by field
+        schema["properties"]["metadata"] = {"type": "object"}
+        return jsonschema.Draft202012Validator(schema)
     defs = _definitions()
     schema["properties"]["metadata"] = {"$ref": f"{defs['$id']}#/$defs/{_OBJECT_META}"}
     registry = Resource.from_contents(defs) @ Registry()
