@@ -11,13 +11,16 @@ plane every second:
   deleted are deleted (garbage collection); a suspended Job (Kueue's) waits: Kueue's own
   controller is not simulated;
 - the scheduler places pending pods (gpuctl.sim.cluster.place) or writes why not;
-- the kubelet runs a placed pod for `gpuctl.io/sandbox-runtime` seconds (annotation;
-  default 300) and ends it Succeeded, or Failed with `gpuctl.io/sandbox-outcome: fail`;
+- the kubelet runs a placed pod for `gpuctl.io/sandbox-runtime` seconds (default 300)
+  and ends it Succeeded, or Failed with `gpuctl.io/sandbox-outcome: fail`; past its Job's
+  activeDeadlineSeconds (a spec's `deadline:`) it is Failed with DeadlineExceeded;
 - one dcgm-exporter per GPU node serves the GPUs' series with the pods that hold them
   (util from `gpuctl.io/sandbox-gpu-util`, else a busy figure), and, when a `prometheus`
   executable is found, a Prometheus scrapes them as the GPU Operator's ServiceMonitor does.
 
-None of it is a real cluster: it exists for demos and for trying the tool.
+Each `gpuctl.io/sandbox-*` setting is read from the pod's annotations (copied from its Job's),
+else from its first container's environment as SANDBOX_RUNTIME, SANDBOX_OUTCOME and
+SANDBOX_GPU_UTIL (a job spec's `env:`). None of it is a real cluster: it exists for demos and for trying the tool.
 State: STATE_DIR/sandbox.json (written once ready), kubeconfig, prometheus/.
 """
 
@@ -283,7 +286,7 @@ class Simulation:
             elif not (pod.get("spec") or {}).get("nodeName"):
                 self._schedule(pod, placed)
             elif key in self.started and time.time() - self.started[key] >= _runtime(pod):
-                fail = (m.get("annotations") or {}).get(OUTCOME) == "fail"
+                fail = _setting(pod, OUTCOME) == "fail"
                 self._end(pod, "Failed" if fail else "Succeeded", "Error" if fail else "Completed")
             elif key not in self.started:
                 self._run(pod, placed)
@@ -439,8 +442,19 @@ class Simulation:
 _INDEX = "batch.kubernetes.io/job-completion-index"
 
 
+def _setting(pod: dict, annotation: str) -> str | None:
+    """An annotation of the pod, else its first container's SANDBOX_* variable."""
+    given = (_meta(pod).get("annotations") or {}).get(annotation)
+    if given is not None:
+        return str(given)
+    name = "SANDBOX_" + annotation.removeprefix("gpuctl.io/sandbox-").replace("-", "_").upper()
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    env = {e.get("name"): e.get("value") for e in containers[0].get("env") or []}
+    return None if env.get(name) is None else str(env[name])
+
+
 def _util(pod: dict) -> int:
-    given = (_meta(pod).get("annotations") or {}).get(GPU_UTIL)
+    given = _setting(pod, GPU_UTIL)
     if given is not None and given.isdigit():
         return min(int(given), 100)
     wobble = int(time.time() // 5 + zlib.crc32(_meta(pod)["name"].encode())) % 17
@@ -448,7 +462,7 @@ def _util(pod: dict) -> int:
 
 
 def _runtime(pod: dict) -> float:
-    value = _seconds((_meta(pod).get("annotations") or {}).get(RUNTIME))
+    value = _seconds(_setting(pod, RUNTIME))
     return DEFAULT_RUNTIME_S if value != value else value  # NaN: not given
 
 
