@@ -84,6 +84,51 @@ def echo(text: str) -> None:
     sys.stdout.flush()
 
 
+def new_table(title: Any = None, **options: Any) -> Any:
+    """THE table style of every command: no borders, a bold header row, two spaces between
+    columns and none at the edges, a title on the left. A cell never cuts a word a user
+    copies (a URL, path, name, image): each column is at least as wide as its longest word,
+    so a cell wraps only at spaces; where those widths do not fit the terminal, the line
+    is left longer and the terminal wraps it, which copying undoes. `options` go to rich's
+    Table (e.g. show_header=False)."""
+    from rich.table import Table
+
+    class WholeWords(Table):
+        def add_row(self, *cells: Any, **kw: Any) -> None:
+            for column, cell in zip(self.columns, cells):
+                column.min_width = max(column.min_width or 0, _longest_word(cell))
+            super().add_row(*cells, **kw)
+
+        def __rich_console__(self, console: Any, opts: Any) -> Any:
+            need = sum(max(c.min_width or 0, _longest_word(c.header)) + 2 for c in self.columns)
+            if need - 2 > opts.max_width:
+                opts = opts.update(max_width=need - 2)
+            yield from super().__rich_console__(console, opts)
+
+    style = {"box": None, "header_style": "bold", "pad_edge": False, "title_justify": "left"}
+    return WholeWords(title=title, **(style | options))
+
+
+def _longest_word(cell: Any) -> int:
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    if isinstance(cell, Text):
+        text = cell.plain
+    elif isinstance(cell, str):
+        text = cell
+        if "[" in cell:
+            from rich.errors import MarkupError
+
+            try:
+                text = Text.from_markup(cell).plain
+            except MarkupError:
+                pass
+    else:
+        return 0
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
 def err_console():
     return _console(stderr=True)
 
@@ -96,9 +141,16 @@ def _console(stderr: bool):
     """A terminal gets tables fitted to its width; a file or a pipe gets every cell whole."""
     from rich.console import Console
 
+    class Uncropped(Console):
+        """Prints a line it cannot wrap at a space (a table of whole words wider than the
+        terminal) whole, for the terminal to wrap, instead of cropping it."""
+
+        def print(self, *objects: Any, crop: bool = False, **kw: Any) -> None:
+            super().print(*objects, crop=crop, **kw)
+
     stream = sys.stderr if stderr else sys.stdout
     terminal = hasattr(stream, "isatty") and stream.isatty()
-    return Console(stderr=stderr, width=None if terminal else UNBOUNDED_WIDTH)
+    return Uncropped(stderr=stderr, width=None if terminal else UNBOUNDED_WIDTH)
 
 
 def confirm(question: str, yes: bool) -> None:

@@ -185,7 +185,7 @@ def _show_cluster(console: Any, report: PreflightReport) -> None:
 
 
 def _preflight_table(report: PreflightReport) -> Any:
-    from rich.table import Table
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(title="Preflight", title_justify="left")
     where = f"zones ({report.region}…)" if report.cluster.create else "zones / subnets"
@@ -223,7 +223,7 @@ def _preflight_table(report: PreflightReport) -> Any:
 
 
 def show_cost(console: Any, report: PreflightReport) -> None:
-    from rich.table import Table
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(title="Monthly cost estimate by component", title_justify="left")
     for col in ("component", "what", "$/month at min", "$/month at max"):
@@ -246,8 +246,7 @@ def _zones(zones: list[str], region: str) -> str:
 
 
 def show_plan(console: Any, summary: PlanSummary) -> None:
-    from rich.table import Table
-
+    from gpuctl.cli.output import new_table as Table
     from gpuctl.provision.core.plan_summary import ACTION_LABEL
 
     if summary.changes:
