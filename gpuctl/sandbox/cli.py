@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 def start(
     nodes: str = typer.Option(
         None,
-        "--nodes",
+        "--gpu-nodes",
         metavar="SPEC",
         help="GPU nodes, COUNTxMODEL[:mig=PROFILE],… (8 GPUs each) "
         "[default: 2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb].",
@@ -63,16 +63,19 @@ def status(output: Format = options.output()) -> None:
     _show(sandbox, output, started=False)
 
 
-def stop() -> None:
+def stop(output: Format = options.output()) -> None:
     """Stop the sandbox; everything created in it is gone."""
     from gpuctl.sandbox import service
 
     sandbox = service.stop()
-    echo(
-        "no sandbox was running\n"
-        if sandbox is None
-        else f"sandbox stopped (pid {sandbox.pid}): the simulated cluster and its objects are gone\n"
-    )
+    if output != Format.table:
+        echo(dump({"stopped": sandbox is not None, "pid": sandbox and sandbox.pid}, output.value))
+    elif sandbox is None:
+        echo("no sandbox was running\n")
+    else:
+        echo(
+            f"sandbox stopped (pid {sandbox.pid}): the simulated cluster and its objects are gone\n"
+        )
 
 
 def _show(sandbox, output: Format, started: bool) -> None:

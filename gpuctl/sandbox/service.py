@@ -80,7 +80,7 @@ def start(nodes: str, kueue: bool, prometheus: str | None, folder: Path | None =
             )
     from gpuctl.sim import cluster
 
-    cluster.parse_nodes(nodes)  # a bad --nodes is refused here, not in the background
+    cluster.parse_nodes(nodes)  # a bad --gpu-nodes is refused here, not in the background
     folder = folder or state_dir()
     running = find(folder)
     if running is not None:

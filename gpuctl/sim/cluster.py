@@ -52,7 +52,7 @@ def parse_nodes(text: str) -> list[NodeGroup]:
         m = _SPEC.match(part)
         if not m or int(m.group(1)) < 1:
             raise UsageError(
-                f"--nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE]",
+                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE]",
                 hint=f"e.g. {DEFAULT_NODES}",
             )
         model = geometry.find_model(m.group(2))

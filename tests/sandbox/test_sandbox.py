@@ -37,7 +37,15 @@ def _until(check, timeout=30.0):
 def test_jobs_run_wait_and_finish_on_the_sandbox(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     code, out, err = run_gpuctl(
-        capsys, "sandbox", "start", "--nodes", "1xH100-80GB", "--prometheus-bin", "", "-o", "json"
+        capsys,
+        "sandbox",
+        "start",
+        "--gpu-nodes",
+        "1xH100-80GB",
+        "--prometheus-bin",
+        "",
+        "-o",
+        "json",
     )
     assert code == 0, err
     info = json.loads(out)
