@@ -27,6 +27,11 @@ class DataFormat(str, enum.Enum):
     json = "json"
 
 
+# PyYAML folds a long string over lines at 80 columns; gpuctl's YAML keeps each one whole
+# (a PromQL expression, a command line, an image, a URL), as a reader copies it.
+_ONE_LINE = float("inf")
+
+
 def dump(data: Any, fmt: str) -> str:
     """YAML or JSON text (several manifests: dump_documents)."""
     if fmt == "json":
@@ -37,7 +42,9 @@ def dump(data: Any, fmt: str) -> str:
     if fmt == "yaml":
         import yaml
 
-        return yaml.dump(data, Dumper=_dumper(), sort_keys=False, default_flow_style=False)
+        return yaml.dump(
+            data, Dumper=_dumper(), sort_keys=False, default_flow_style=False, width=_ONE_LINE
+        )
     raise UsageError(f"unknown output format {fmt!r} (use yaml or json)")
 
 
@@ -47,7 +54,9 @@ def dump_documents(docs: list[dict], fmt: str) -> str:
         return dump({"apiVersion": "v1", "kind": "List", "items": docs}, "json")
     import yaml
 
-    return yaml.dump_all(docs, Dumper=_dumper(), sort_keys=False, default_flow_style=False)
+    return yaml.dump_all(
+        docs, Dumper=_dumper(), sort_keys=False, default_flow_style=False, width=_ONE_LINE
+    )
 
 
 def finite(data: Any) -> Any:
