@@ -78,8 +78,8 @@ class RunView:
         if show_vars:
             echo(dump(outcome.variables, "json"))
         else:
-            dry_run_summary(self.show, outcome.variables)
-        warning = public_endpoint_warning(outcome.variables)
+            dry_run_summary(self.show, outcome.variables or {})
+        warning = public_endpoint_warning(outcome.variables or {})
         if warning:
             err_console().print(f"warning: {warning}", style="yellow", markup=False)
         for note in outcome.notes:
