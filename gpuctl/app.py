@@ -73,6 +73,7 @@ COMMANDS = {
     "whatif": "gpuctl.whatif.cli",
     "reclaim": "gpuctl.reclaim.cli",
     "make-room": "gpuctl.reclaim.cli",
+    "sandbox": "gpuctl.sandbox.cli",
     "version": "gpuctl.version.cli",
 }
 _registered: set[str] = set()

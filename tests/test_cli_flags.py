@@ -54,7 +54,7 @@ SPEC_READERS = {"render", "submit", "provision", "destroy", "mig configure", "mi
 # Commands without -o, and why.
 NO_OUTPUT = {
     "jobs logs": "prints the job's own log lines",
-    "init": "prints a commented YAML starter; -o FILE names where it goes (as the issue spells it)",
+    "init": "prints a commented YAML starter, YAML only (-o yaml); -f FILE names where it goes",
     "sched extender": "a server: answers kube-scheduler over HTTP, prints nothing",
 }
 # `jobs logs -f` follows, as `kubectl logs -f` does; everywhere else -f is --file.

@@ -60,8 +60,12 @@ def test_every_package_is_listed():
 
 def test_mapped_directories_are_the_top_level_ones_the_code_finds():
     from gpuctl.runtime import shipped
+    from gpuctl.sim import crd_schema
 
     for package, directory in _setuptools()["package-dir"].items():
+        if package == "gpuctl.sim.crds":  # the API emulator's CRDs, found by crd_schema
+            assert crd_schema.CRD_DIR == Path(ROOT, directory)
+            continue
         name = package.removeprefix("gpuctl.")
         assert shipped.directory(name) == Path(ROOT, directory)  # in this checkout
 
@@ -250,9 +254,9 @@ def test_the_installed_wheel_runs_the_readme_commands_from_elsewhere(
         assert (workdir / rel).read_bytes() == Path(ROOT, "terraform", rel).read_bytes(), rel
 
     # Starter specs come from the shipped examples and render as they are.
-    gpuctl("init", "multinode", "-o", "starter-job.yaml")
+    gpuctl("init", "multinode", "-f", "starter-job.yaml")
     assert "kind: Service" in gpuctl("render", "starter-job.yaml").stdout  # its workers
-    gpuctl("init", "cluster", "-o", "starter-cluster.yaml")
+    gpuctl("init", "cluster", "-f", "starter-cluster.yaml")
     gpuctl("provision", "-f", "starter-cluster.yaml", "--dry-run")
     assert json.loads(gpuctl("schema", "cluster").stdout)["title"].startswith("gpuctl cluster")
 

@@ -114,8 +114,9 @@ def table(result, window: str):
     """A rich table (label values pass through Text, which drops control characters) and
     the totals line."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
+
+    from gpuctl.cli.output import new_table as Table
 
     def pct(v) -> str:
         return "-" if v is None else f"{v:.0f}%"

@@ -27,6 +27,11 @@ class DataFormat(str, enum.Enum):
     json = "json"
 
 
+# PyYAML folds a long string over lines at 80 columns; gpuctl's YAML keeps each one whole
+# (a PromQL expression, a command line, an image, a URL), as a reader copies it.
+_ONE_LINE = float("inf")
+
+
 def dump(data: Any, fmt: str) -> str:
     """YAML or JSON text (several manifests: dump_documents)."""
     if fmt == "json":
@@ -37,7 +42,9 @@ def dump(data: Any, fmt: str) -> str:
     if fmt == "yaml":
         import yaml
 
-        return yaml.dump(data, Dumper=_dumper(), sort_keys=False, default_flow_style=False)
+        return yaml.dump(
+            data, Dumper=_dumper(), sort_keys=False, default_flow_style=False, width=_ONE_LINE
+        )
     raise UsageError(f"unknown output format {fmt!r} (use yaml or json)")
 
 
@@ -47,7 +54,9 @@ def dump_documents(docs: list[dict], fmt: str) -> str:
         return dump({"apiVersion": "v1", "kind": "List", "items": docs}, "json")
     import yaml
 
-    return yaml.dump_all(docs, Dumper=_dumper(), sort_keys=False, default_flow_style=False)
+    return yaml.dump_all(
+        docs, Dumper=_dumper(), sort_keys=False, default_flow_style=False, width=_ONE_LINE
+    )
 
 
 def finite(data: Any) -> Any:
@@ -84,6 +93,51 @@ def echo(text: str) -> None:
     sys.stdout.flush()
 
 
+def new_table(title: Any = None, **options: Any) -> Any:
+    """THE table style of every command: no borders, a bold header row, two spaces between
+    columns and none at the edges, a title on the left. A cell never cuts a word a user
+    copies (a URL, path, name, image): each column is at least as wide as its longest word,
+    so a cell wraps only at spaces; where those widths do not fit the terminal, the line
+    is left longer and the terminal wraps it, which copying undoes. `options` go to rich's
+    Table (e.g. show_header=False)."""
+    from rich.table import Table
+
+    class WholeWords(Table):
+        def add_row(self, *cells: Any, **kw: Any) -> None:
+            for column, cell in zip(self.columns, cells):
+                column.min_width = max(column.min_width or 0, _longest_word(cell))
+            super().add_row(*cells, **kw)
+
+        def __rich_console__(self, console: Any, opts: Any) -> Any:
+            need = sum(max(c.min_width or 0, _longest_word(c.header)) + 2 for c in self.columns)
+            if need - 2 > opts.max_width:
+                opts = opts.update(max_width=need - 2)
+            yield from super().__rich_console__(console, opts)
+
+    style = {"box": None, "header_style": "bold", "pad_edge": False, "title_justify": "left"}
+    return WholeWords(title=title, **(style | options))
+
+
+def _longest_word(cell: Any) -> int:
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    if isinstance(cell, Text):
+        text = cell.plain
+    elif isinstance(cell, str):
+        text = cell
+        if "[" in cell:
+            from rich.errors import MarkupError
+
+            try:
+                text = Text.from_markup(cell).plain
+            except MarkupError:
+                pass
+    else:
+        return 0
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
 def err_console():
     return _console(stderr=True)
 
@@ -96,15 +150,17 @@ def _console(stderr: bool):
     """A terminal gets tables fitted to its width; a file or a pipe gets every cell whole."""
     stream = sys.stderr if stderr else sys.stdout
     terminal = hasattr(stream, "isatty") and stream.isatty()
-    return console(stderr=stderr, width=None if terminal else UNBOUNDED_WIDTH)
+    return console(uncropped=True, stderr=stderr, width=None if terminal else UNBOUNDED_WIDTH)
 
 
-def console(**kwargs: Any):
+def console(uncropped: bool = False, **kwargs: Any):
     """A rich Console that shows text from outside systems (names and labels from the API
     server, Prometheus, NVML) and never obeys it: every character a terminal would act on is
     shown escaped (gpuctl.common.text.printable). Text, strings and table cells are made
     printable before rich lays them out (so their width is the width shown); whatever else
-    reaches the terminal is escaped once laid out. Every table and view prints through one."""
+    reaches the terminal is escaped once laid out. Every table and view prints through one.
+    UNCROPPED: a line it cannot wrap at a space (a table of whole words wider than the
+    terminal) is printed whole, for the terminal to wrap, instead of cropped."""
     from rich.console import Console
     from rich.segment import Segment
 
@@ -115,6 +171,9 @@ def console(**kwargs: Any):
                     yield segment
                 else:  # the line breaks are rich's layout; everything else is shown
                     yield Segment(_lines_shown(segment.text), segment.style, segment.control)
+
+        def print(self, *objects: Any, crop: bool = not uncropped, **kw: Any) -> None:
+            super().print(*objects, crop=crop, **kw)
 
     return SafeConsole(**kwargs)
 

@@ -51,7 +51,8 @@ def doctor(
         )
     else:
         from rich.markup import escape
-        from rich.table import Table
+
+        from gpuctl.cli.output import new_table as Table
 
         table = Table(box=None, show_lines=False)
         for col in ("STATUS", "CHECK", "DETAIL", "FIX"):

@@ -28,3 +28,20 @@ MAX_WEIGHT = 100  # kube-scheduler refuses resource weights outside 1..100
 def resource_weights(gpu_weight: int = DEFAULT_GPU_WEIGHT) -> tuple[tuple[str, int], ...]:
     """The scored resources and their weights, in the order the profile lists them."""
     return (("cpu", 1), ("memory", 1), (GPU_RESOURCE, gpu_weight))
+
+
+def most_allocated(
+    requested: dict[str, int], allocatable: dict[str, int], weights: tuple[tuple[str, int], ...]
+) -> int:
+    """kube-scheduler's MostAllocated score (0..100) of one node, in its integer arithmetic:
+    Σ w·⌊100·min(requested, allocatable)/allocatable⌋ ÷ Σ w over the resources the node has
+    (allocatable > 0). `requested` is what the node's pods request plus the incoming pod's;
+    leave out of `weights` an extended resource the pod does not request (upstream does).
+    The same rule as gpuctl.whatif's replay (its Scorer works on many nodes at once)."""
+    total = weight_sum = 0
+    for resource, weight in weights:
+        have = allocatable.get(resource, 0)
+        if have > 0:
+            total += weight * (100 * min(requested.get(resource, 0), have) // have)
+            weight_sum += weight
+    return total // weight_sum if weight_sum else 0

@@ -31,7 +31,7 @@ def say(text: str) -> None:
 
 
 def fit_table(report: FitReport) -> Any:
-    from rich.table import Table
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(
         title=f"Fit: {report.workers} × {report.per_worker} {report.resource}", title_justify="left"
@@ -135,7 +135,7 @@ def wait_status(plan: SubmitPlan) -> Iterator[Callable[[dict], None]]:
 
 
 def jobs_table(rows: list[dict]) -> None:
-    from rich.table import Table
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(box=None)
     for col in JOBS_COLUMNS + COUNTS:
@@ -187,8 +187,9 @@ def why(d: Diagnosis) -> None:
 
 def explain_tables(reports: list[dict]) -> None:
     """`render --explain` as a table a job file: each field, its value, where it came from."""
-    from rich.table import Table
     from rich.text import Text
+
+    from gpuctl.cli.output import new_table as Table
 
     for report in reports:
         chain = " ← ".join(layer["from"] for layer in report["layers"])

@@ -143,10 +143,18 @@ def plan(
     from gpuctl.mig.core import plan as mig_plan
     from gpuctl.mig.core import report
 
-    if (gpu is None) == (gpus is None):
-        raise UsageError("give exactly one of --gpu MODEL or --gpus NxMODEL")
-    if bool(demand) == bool(layout):
-        raise UsageError("give exactly one of --demand or --layout")
+    wrong = [
+        f"exactly one of {names}"
+        for names, given in (
+            ("--gpu MODEL or --gpus NxMODEL", (gpu, gpus)),
+            ("--demand PROFILE=N,… or --layout PROFILE=N,…", (demand, layout)),
+        )
+        if sum(bool(v) for v in given) != 1
+    ]
+    if wrong:  # every missing option at once, not one a run
+        raise UsageError(
+            "give " + " and ".join(wrong), hint="e.g. --demand 1g.10gb=9 --gpu H100-80GB"
+        )
     fleet = mig_plan.parse_fleet(gpu or gpus)
     if gpu and fleet[0].count is not None:
         raise UsageError("--gpu takes a model; use --gpus for a count (e.g. --gpus 8xH100-80GB)")

@@ -44,7 +44,7 @@ def print_state(node: str, state: str, seconds: float) -> None:
 
 
 def _table(columns: tuple[str, ...], no_wrap: tuple[str, ...] = ()):
-    from rich.table import Table
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(box=None)
     for col in columns:

@@ -69,6 +69,9 @@ def provision(
     profile: str | None = _PROFILE,
     region: str | None = _REGION,
     output: Format = options.output(_OUTPUT_HELP),
+    show_vars: bool = typer.Option(
+        False, "--show-vars", help="With --dry-run: print the Terraform variables too."
+    ),
 ) -> None:
     """Create or update what a cluster spec describes: a new EKS cluster in a new VPC (or GPU
     nodes for an existing cluster, in its own network), the GPU node groups (Auto Scaling
@@ -78,7 +81,7 @@ def provision(
     target = service.Target(file, workdir, terraform_bin, profile, region)
     view = views.RunView(output, yes, plan_only)
     if dry_run:
-        view.dry_run(service.dry_run(target))
+        view.dry_run(service.dry_run(target), show_vars)
         return
     try:
         outcome = service.provision(target, view, plan_only)

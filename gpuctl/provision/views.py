@@ -65,15 +65,23 @@ class RunView:
     def finished(self, step: Step, index: int, total: int) -> None:
         pass
 
-    def dry_run(self, outcome: Outcome) -> None:
+    def dry_run(self, outcome: Outcome, show_vars: bool = False) -> None:
         if self.output != Format.table:
             self.data(outcome)
             return
         self.located(outcome)
         self.show.print(
-            f"Wrote {outcome.workdir} (dry run: no AWS call, no Terraform run). Variables:"
+            f"Wrote {outcome.workdir} (dry run: no AWS call, no Terraform run)"
+            + (". Variables:" if show_vars else "; --show-vars prints its Terraform variables."),
+            highlight=False,
         )
-        echo(dump(outcome.variables, "json"))
+        if show_vars:
+            echo(dump(outcome.variables, "json"))
+        else:
+            dry_run_summary(self.show, outcome.variables or {})
+        warning = public_endpoint_warning(outcome.variables or {})
+        if warning:
+            err_console().print(f"warning: {warning}", style="yellow", markup=False)
         for note in outcome.notes:
             self.show.print(note)
 
@@ -185,7 +193,7 @@ def _show_cluster(console: Any, report: PreflightReport) -> None:
 
 
 def _preflight_table(report: PreflightReport) -> Any:
-    from rich.table import Table
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(title="Preflight", title_justify="left")
     where = f"zones ({report.region}…)" if report.cluster.create else "zones / subnets"
@@ -223,7 +231,7 @@ def _preflight_table(report: PreflightReport) -> Any:
 
 
 def show_cost(console: Any, report: PreflightReport) -> None:
-    from rich.table import Table
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(title="Monthly cost estimate by component", title_justify="left")
     for col in ("component", "what", "$/month at min", "$/month at max"):
@@ -246,8 +254,7 @@ def _zones(zones: list[str], region: str) -> str:
 
 
 def show_plan(console: Any, summary: PlanSummary) -> None:
-    from rich.table import Table
-
+    from gpuctl.cli.output import new_table as Table
     from gpuctl.provision.core.plan_summary import ACTION_LABEL
 
     if summary.changes:
@@ -276,3 +283,52 @@ def show_outputs(console: Any, outputs: dict[str, Any]) -> None:
     console.print("Outputs:")
     for name, value in outputs.items():
         console.print(f"  {name} = {json.dumps(value)}", highlight=False, soft_wrap=True)
+
+
+def dry_run_summary(console: Any, variables: dict) -> None:
+    """What a dry run would make, where, how many and at what cost, from its variables."""
+    from gpuctl.cli.output import new_table as Table
+    from gpuctl.provision.core.cost import hours_per_month, instance_price
+
+    plane = variables.get("control_plane") or {}
+    what = "a new EKS cluster" if variables.get("create_cluster") else "GPU nodes for cluster"
+    console.print(
+        f"{what} {variables.get('kubernetes_cluster')} (Kubernetes "
+        f"{variables.get('kubernetes_version') or 'as it is'}) in {variables.get('region')}, "
+        f"VPC {variables.get('vpc_cidr') or 'existing'}, autoscaling: {variables.get('autoscaler')}"
+        + (f", {plane.get('system_node_count')} system nodes" if plane else ""),
+        highlight=False,
+    )
+    table = Table()
+    for col in ("NODE GROUP", "INSTANCE", "CAPACITY", "NODES", "EFA", "ON-DEMAND $/MONTH, MIN-MAX"):
+        table.add_column(col)
+    for name, g in (variables.get("node_groups") or {}).items():
+        price = instance_price(str(g.get("instance_type")))
+        cost = "unknown"
+        if price is not None:
+            low, high = (
+                price * hours_per_month() * int(g.get(k) or 0) for k in ("min_size", "max_size")
+            )
+            cost = f"{low:,.0f}-{high:,.0f}"
+        nodes = f"{g.get('min_size')}-{g.get('max_size')} (now {g.get('desired_size')})"
+        table.add_row(
+            name,
+            str(g.get("instance_type")),
+            str(g.get("capacity_type")),
+            nodes,
+            "yes" if g.get("efa") else "no",
+            cost,
+        )
+    console.print(table)
+
+
+def public_endpoint_warning(variables: dict) -> str | None:
+    """A new cluster's API endpoint that the whole internet can reach, in words."""
+    plane = variables.get("control_plane") or {}
+    open_to = [c for c in plane.get("public_access_cidrs") or [] if c in ("0.0.0.0/0", "::/0")]
+    if variables.get("create_cluster") and plane.get("endpoint_public_access") and open_to:
+        return (
+            f"the cluster's API endpoint is public and open to the whole internet ({open_to[0]}); "
+            "set public_access_cidrs to your networks, or endpoint_access: private"
+        )
+    return None

@@ -65,7 +65,8 @@ def show_queues(rows: list[Any], output: Format) -> None:
         echo(dump({"clusterQueues": [r.to_dict() for r in rows]}, output.value))
         return
     from rich.markup import escape
-    from rich.table import Table
+
+    from gpuctl.cli.output import new_table as Table
 
     console = out_console()
     if not rows:
@@ -105,7 +106,7 @@ def show_resource_quotas(rows: list[dict[str, Any]], output: Format) -> None:
     if output != Format.table:
         echo(dump({"quotas": rows}, output.value))
         return
-    from rich.table import Table
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(box=None)
     for col in ("NAMESPACE", "RESOURCE", "USED", "HARD", "FREE", "QUOTA", "USED FROM"):
@@ -135,7 +136,8 @@ def show_lint(rows: list[Any], findings: list[Any], ok: bool, output: Format) ->
         echo(dump(data, output.value))
         return
     from rich.markup import escape
-    from rich.table import Table
+
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(box=None)
     for col in ("FLAVOR", "RESOURCE", "NOMINAL (SUM)", "ALLOCATABLE", "QUEUES"):

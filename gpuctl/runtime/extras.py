@@ -15,6 +15,9 @@ OPTIONAL = {
         "or point --terraform-bin / GPUCTL_TERRAFORM_BIN at a terraform or tofu executable",
     ),
     "matplotlib": ("report", "or leave out --html: the table, JSON and CSV need nothing more"),
+    "kmock": ("sandbox", None),
+    "celpy": ("sandbox", None),
+    "jsonschema": ("sandbox", None),
 }
 
 

@@ -177,7 +177,8 @@ def show_nodes(target: Target | None, rows: list[dict[str, Any]], output: Format
         echo(dump(data, output.value))
         return
     from rich.markup import escape
-    from rich.table import Table
+
+    from gpuctl.cli.output import new_table as Table
 
     if target is None:
         title = "no NVIDIA device plugin found: strategies are what GPU Feature Discovery reports"

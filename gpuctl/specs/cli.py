@@ -36,8 +36,16 @@ def init(
     starter: Starter = typer.Argument(
         ..., metavar="STARTER", help="job, multinode, mig-job, service or cluster."
     ),
-    output: str = typer.Option(
-        "-", "-o", "--output", metavar="FILE", help="Write the spec to FILE (- : stdout)."
+    file: str = typer.Option(
+        "-", "-f", "--file", metavar="FILE", help="Write the spec to FILE (- : stdout)."
+    ),
+    output: str | None = typer.Option(
+        None,
+        "-o",
+        "--output",
+        metavar="yaml",
+        help="yaml, the starter's only format (its comments are the point); "
+        "-o FILE is the old spelling of -f FILE.",
     ),
     force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
 ) -> None:
@@ -51,6 +59,10 @@ def init(
     from gpuctl.specs.core.starters import STARTERS
     from gpuctl.specs.core.starters import starter as starter_text
 
+    if output not in (None, "yaml", "-"):  # the old spelling: -o named the file
+        typer.echo(f"warning: -o FILE is now -f FILE (wrote {output})", err=True)
+        file = output
+    output = file
     example, kind = STARTERS[starter.value]
     with open(shipped.directory("examples") / example, encoding="utf-8") as f:
         text = starter_text(starter.value, f.read())

@@ -214,8 +214,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def _print_table(result: dict[str, Any]) -> None:
-    from rich.table import Table
-
+    from gpuctl.cli.output import new_table as Table
     from gpuctl.cli.output import out_console
 
     def cell(value: Any, digits: int = 2) -> str:

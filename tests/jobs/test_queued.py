@@ -6,6 +6,7 @@ Neither Kueue's nor JobSet's controller runs here. Where a test needs what they 
 would, in the CRDs' shapes (tests/kueue_workloads.py), and checks what gpuctl makes of it."""
 
 import json
+import re
 
 import pytest
 
@@ -193,7 +194,7 @@ def test_a_pending_job_explains_itself(cli, cluster, kube, kube_api, custom, tmp
     ]
     cells = {
         row[0]: row
-        for row in ([c.strip() for c in x.split("│")[1:-1]] for x in r.out.splitlines())
+        for row in (re.split(r"\s{2,}", x.strip()) for x in r.out.splitlines())
         if row and row[0].startswith("gpu-")
     }
     assert cells["gpu-1"][1:] == ["H100-80GB", "8", "8", "1", "8 of 8 free"]

@@ -162,3 +162,10 @@ def test_cli_plan_takes_model_names_as_people_type_them(capsys):
     assert "GPU model 'A100' is ambiguous: it could be A100-40GB or A100-80GB" in err
     with pytest.raises(UsageError, match="H100-80GB is given twice"):
         parse_fleet("4xH100,4xh100-80gb")
+
+
+def test_plan_names_every_missing_option_at_once(cli):
+    done = cli("mig", "plan")
+    assert done.code == 2
+    assert "--gpu MODEL or --gpus NxMODEL" in done.err and "--demand" in done.err
+    assert "--layout" in done.err

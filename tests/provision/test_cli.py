@@ -152,7 +152,7 @@ def gpuctl(cli):
 
 
 def rows(out: str, component: str) -> bool:
-    return any(line.startswith(f"│ {component} ") for line in out.splitlines())
+    return any(line.startswith(f"{component} ") for line in out.splitlines())
 
 
 def test_new_cluster_provision_then_rerun_then_destroy(tmp_path, modules, account, gpuctl):
@@ -528,3 +528,16 @@ def test_terraform_variables_are_not_written_through_a_planted_symlink(tmp_path,
     assert code == 0, err
     assert victim.read_text() == "precious"
     assert json.loads((work / "terraform.tfvars.json").read_text())["cluster_name"] == "ml-prod"
+
+
+def test_dry_run_prints_a_summary_and_warns_of_an_open_endpoint(tmp_path, gpuctl):
+    """A summary (what, where, how many, cost), not the ~100 lines of Terraform variables
+    (those with --show-vars), and a warning: examples/cluster.yaml leaves public_access_cidrs
+    at its default, 0.0.0.0/0."""
+    base = ("provision", "-f", str(NEW), "--workdir", str(tmp_path / "wd"), "--dry-run")
+    code, out, err = gpuctl(*base)
+    assert code == 0, err
+    assert "a new EKS cluster" in out and "p5.48xlarge" in out and '"node_groups"' not in out
+    assert "open to the whole internet (0.0.0.0/0)" in err
+    code, out, _ = gpuctl(*base, "--show-vars")
+    assert code == 0 and '"node_groups"' in out

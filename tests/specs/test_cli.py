@@ -17,7 +17,7 @@ from gpuctl.specs.core.starters import STARTERS
 @pytest.mark.parametrize("name", sorted(STARTERS))
 def test_a_starter_validates_and_renders_as_it_is(cli, tmp_path, name):
     path = tmp_path / f"{name}.yaml"
-    done = cli("init", name, "-o", path)
+    done = cli("init", name, "-f", path)
     assert done.code == 0, done
     assert "gpuctl schema" in done.err
     text = path.read_text()
@@ -38,20 +38,27 @@ def test_init_prints_to_stdout_without_a_file(cli):
     done = cli("init", "mig-job")
     assert done.code == 0
     assert "mig: 1g.10gb" in done.out and done.out.startswith("# yaml-language-server: ")
-    assert cli("init", "mig-job", "-o", "-").out == done.out
+    assert cli("init", "mig-job", "-f", "-").out == done.out
+    assert cli("init", "mig-job", "-o", "yaml").out == done.out  # -o is a format, as everywhere
+
+
+def test_init_o_file_is_the_old_spelling_of_f(cli, tmp_path):
+    done = cli("init", "job", "-o", tmp_path / "job.yaml")
+    assert done.code == 0 and "-o FILE is now -f FILE" in done.err
+    assert (tmp_path / "job.yaml").read_text().startswith("# yaml-language-server: ")
 
 
 def test_init_refuses_to_replace_a_file_unless_forced(cli, tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text("mine\n")
-    refused = cli("init", "job", "-o", path)
+    refused = cli("init", "job", "-f", path)
     assert refused.code == 2 and "exists" in refused.err and "--force" in refused.err
     assert path.read_text() == "mine\n"
     link = tmp_path / "link.yaml"
     os.symlink(tmp_path / "elsewhere.yaml", link)  # a dangling link is refused too
-    assert cli("init", "job", "-o", link).code == 2
+    assert cli("init", "job", "-f", link).code == 2
     assert not (tmp_path / "elsewhere.yaml").exists()
-    assert cli("init", "job", "-o", path, "--force").code == 0
+    assert cli("init", "job", "-f", path, "--force").code == 0
     assert path.read_text().startswith("# yaml-language-server: ")
 
 

@@ -686,3 +686,18 @@ def test_a_node_whose_gpus_report_only_a_duty_cycle_is_named(promtool, tmp_path,
         case(inputs, "GPUBusySignalDutyCycleOnly", "30m", []),  # not yet for an hour
     ]
     run_unit_tests(promtool, tmp_path, path, cases)
+
+
+def test_rendered_promql_and_texts_stay_on_one_line(capsys):
+    """A long expression or description is not folded over lines (PyYAML's default is to
+    fold at 80 columns): each is found whole on its own line, as a reader copies it."""
+    from tests.clirun import run_gpuctl
+
+    code, out, err = run_gpuctl(capsys, "alerts", "render")
+    assert code == 0, err
+    lines = out.splitlines()
+    rules = [r for g in yaml.safe_load(out)["groups"] for r in g["rules"]]
+    for rule in rules:
+        for text in (rule["expr"], *rule["annotations"].values()):
+            if "\n" not in text:
+                assert any(text in line for line in lines), text

@@ -32,7 +32,8 @@ def status_of(obj: dict[str, Any]) -> str:
         labels = (obj.get("metadata") or {}).get("labels") or {}
         return "Queued" if QUEUE_LABEL in labels else "Suspended"
     if _counts(obj)["active"]:
-        return "Running"
+        ready = _ready(obj)
+        return "Running" if ready is None or ready > 0 else "Pending"
     return "Pending"
 
 
@@ -48,6 +49,19 @@ def _service_status(obj: dict[str, Any]) -> str:
     if (obj.get("spec") or {}).get("replicas") == 0:
         return "Scaled to zero"
     return "Pending"
+
+
+def _ready(obj: dict[str, Any]) -> int | None:
+    """Pods ready (a Job's `ready`) or Jobs ready (a JobSet's), None where the API server
+    does not report it: `active` counts pending pods too, so alone it cannot tell a job
+    that runs from one whose pods wait for room."""
+    status = obj.get("status") or {}
+    if obj.get("kind") != "JobSet":
+        return None if status.get("ready") is None else int(status["ready"])
+    found = [rj.get("ready") for rj in status.get("replicatedJobsStatus") or []]
+    if not found or any(r is None for r in found):
+        return None
+    return sum(int(r) for r in found)
 
 
 def _counts(obj: dict[str, Any]) -> dict[str, int]:

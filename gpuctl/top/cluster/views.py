@@ -158,8 +158,9 @@ def gpu_cells(rows: list) -> list:
 
 
 def gpu_table(rows: list, window: str, total: int):
-    from rich.table import Table
     from rich.text import Text
+
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name, justify in gpu_columns(window):
@@ -192,8 +193,9 @@ def plain_table(columns, cells) -> str:
 
 
 def namespace_table(namespaces: list, limit=None):
-    from rich.table import Table
     from rich.text import Text
+
+    from gpuctl.cli.output import new_table as Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("NAMESPACE", "GPUS HELD", "MEAN UTIL", "IDLE"):

@@ -45,12 +45,17 @@ def _live(console, nvml, delay: float, sort: str) -> None:
     from rich.live import Live
 
     from gpuctl.top.node import service, views
+    from gpuctl.top.node.core.keys import View
 
     with Live(console=console, screen=True, auto_refresh=False) as live:
         service.watch(
             nvml,
             delay,
-            lambda sample: live.update(
-                views.render(sample, sort=sort, width=console.width), refresh=True
+            lambda sample, view: live.update(
+                views.render(
+                    sample, sort=view.sort, width=console.width, view=view, height=console.height
+                ),
+                refresh=True,
             ),
+            View(sort=sort),
         )

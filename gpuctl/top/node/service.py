@@ -1,5 +1,6 @@
 """The node view's live loop: an NVML sample every `delay` seconds, handed to the caller's
-`show`, until `q` is pressed on the terminal (Ctrl-C ends it as any command)."""
+`show` with the view's state, redrawn at once when a key changes it (gpuctl.top.node.core.keys:
+help, sort, filter), until `q` (Ctrl-C ends it as any command)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,27 @@ import time
 from collections.abc import Callable
 
 from gpuctl.gpus.sample import NodeSample
+from gpuctl.top.node.core.keys import View, press
 
 
-def watch(nvml, delay: float, show: Callable[[NodeSample], None]) -> None:
+def watch(
+    nvml, delay: float, show: Callable[[NodeSample, View], None], view: View | None = None
+) -> None:
+    state: View | None = view or View()
     with _Keys() as keys:
-        show(nvml.sample())
-        while not keys.quit_within(delay):
-            show(nvml.sample())
+        sample = nvml.sample()
+        deadline = time.monotonic() + delay
+        while state is not None:
+            show(sample, state)
+            for key in keys.within(max(deadline - time.monotonic(), 0.0)):
+                state = press(state, key) if state is not None else None
+            if time.monotonic() >= deadline:
+                sample = nvml.sample()
+                deadline = time.monotonic() + delay
 
 
 class _Keys:
-    """Watches stdin for `q` while waiting between frames (terminal in cbreak mode)."""
+    """Reads keys from stdin while waiting between frames (terminal in cbreak mode)."""
 
     def __init__(self):
         self._fd = sys.stdin.fileno() if sys.stdin.isatty() else None
@@ -40,15 +51,12 @@ class _Keys:
 
             termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
 
-    def quit_within(self, seconds: float) -> bool:
+    def within(self, seconds: float) -> str:
+        """The keys pressed within SECONDS, returned as soon as there are some."""
         if self._fd is None:
             time.sleep(seconds)
-            return False
+            return ""
         import select
 
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([self._fd], [], [], left)
-            if ready and os.read(self._fd, 1) in (b"q", b"Q"):
-                return True
-        return False
+        ready, _, _ = select.select([self._fd], [], [], seconds)
+        return os.read(self._fd, 64).decode(errors="replace") if ready else ""

@@ -1,0 +1,260 @@
+"""The simulated cluster of `gpuctl sandbox`: its nodes, labelled as the GPU Operator (GPU
+Feature Discovery) and a site label label them, and where kube-scheduler would put a pod.
+No I/O: objects come in and go out as the API returns them.
+
+Placement follows kube-scheduler's filters that matter for GPU pods (nodeSelector, required
+node affinity, taints, requests against allocatable minus what running pods request) and
+scores the nodes that pass with NodeResourcesFit MostAllocated at gpuctl's weights
+(gpuctl.gpus.scoring, the profile `gpuctl sched render` writes and whatif's bin-packing
+replay scores with). Not simulated: preemption, pod affinity, topology spread, ports.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.common.errors import UsageError
+from gpuctl.common.k8s_names import DEFAULT_GPU_LABEL_KEY
+from gpuctl.common.quantity import from_api
+from gpuctl.gpus import geometry
+from gpuctl.gpus.names import product_label
+from gpuctl.gpus.scoring import most_allocated, resource_weights
+from gpuctl.k8s.fit import tolerates
+
+DEFAULT_NODES = "2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb"
+GPUS_PER_NODE = 8
+DONE = ("Succeeded", "Failed")
+# Instance types of AWS's 8-GPU boards, for the node.kubernetes.io/instance-type label.
+INSTANCE_TYPES = {
+    "H100-80GB": "p5.48xlarge",
+    "H200": "p5en.48xlarge",
+    "A100-80GB": "p4de.24xlarge",
+    "A100-40GB": "p4d.24xlarge",
+    "B200": "p6-b200.48xlarge",
+}
+_SPEC = re.compile(r"^(\d+)x([A-Za-z0-9.\-]+)(?::mig=([0-9a-z.+]+))?$")
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    count: int
+    model: geometry.GpuModel
+    mig_profile: str | None  # every GPU split into this profile (MIG single strategy)
+
+
+def parse_nodes(text: str) -> list[NodeGroup]:
+    """`2xH100-80GB,1xA100-80GB:mig=1g.10gb`: node counts, GPU models, MIG profiles."""
+    groups = []
+    for part in (p.strip() for p in text.split(",")):
+        m = _SPEC.match(part)
+        if not m or int(m.group(1)) < 1:
+            raise UsageError(
+                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE]",
+                hint=f"e.g. {DEFAULT_NODES}",
+            )
+        model = geometry.find_model(m.group(2))
+        profile = m.group(3)
+        if profile is not None:
+            model.profile(profile)  # refuses a profile the model does not have
+        groups.append(NodeGroup(int(m.group(1)), model, profile))
+    return groups
+
+
+def gpu_type(model: geometry.GpuModel) -> str:
+    """The site label's value: the model's family in lower case (h100, a100)."""
+    return model.short_name.split("-")[0].lower()
+
+
+def node_objects(groups: list[NodeGroup], gpus_per_node: int = GPUS_PER_NODE) -> list[dict]:
+    """One Node per node of each group, plus a CPU-only node for the system pods."""
+    nodes = [_node("cpu-node-1", {}, {"cpu": "16", "memory": "64Gi"}, taint=False)]
+    for group in groups:
+        name = gpu_type(group.model) + ("-mig" if group.mig_profile else "")
+        for _ in range(group.count):
+            labels, resources = _gpu_labels(group, gpus_per_node)
+            taken = sum(1 for n in nodes if n["metadata"]["name"].startswith(f"{name}-node-"))
+            nodes.append(_node(f"{name}-node-{taken + 1}", labels, resources, taint=True))
+    return nodes
+
+
+def _gpu_labels(group: NodeGroup, gpus: int) -> tuple[dict[str, str], dict[str, str]]:
+    model = group.model
+    product, memory, count = product_label(model), model.memory_total_mib, gpus
+    labels = {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.family": model.architecture.lower(),
+        "nvidia.com/gpu.machine": "simulated",
+        "nvidia.com/cuda.driver.major": "580",
+        "nvidia.com/mig.capable": "true",
+        DEFAULT_GPU_LABEL_KEY: gpu_type(model),
+    }
+    if model.short_name in INSTANCE_TYPES:
+        labels["node.kubernetes.io/instance-type"] = INSTANCE_TYPES[model.short_name]
+    if group.mig_profile:
+        profile = model.profile(group.mig_profile)
+        product += "-MIG-" + profile.name
+        memory = profile.memory_mib or memory
+        count = gpus * profile.max_instances
+        labels |= {
+            "nvidia.com/mig.config": "all-" + profile.name,
+            "nvidia.com/mig.config.state": "success",
+            "nvidia.com/mig.strategy": "single",
+        }
+    labels |= {
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.count": str(count),
+        "nvidia.com/gpu.memory": str(memory),
+    }
+    return labels, {"cpu": "192", "memory": "2048Gi", "nvidia.com/gpu": str(count)}
+
+
+def _node(name: str, labels: dict[str, str], resources: dict[str, str], taint: bool) -> dict:
+    capacity = {**resources, "pods": "110", "ephemeral-storage": "1Ti"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **labels,
+            },
+            "annotations": {"gpuctl.io/sandbox": "a simulated node (gpuctl sandbox)"},
+        },
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
+        if taint
+        else {},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kubeletVersion": "v1.29.0-sandbox", "architecture": "amd64"},
+        },
+    }
+
+
+# --- placement ----------------------------------------------------------------------------
+
+
+def _amount(value: object, resource: str) -> int:
+    """A quantity in the unit kube-scheduler counts it in: millicores, bytes, units."""
+    q = from_api(value)
+    if q is None:
+        return 0
+    return int(q * 1000) if resource == "cpu" else int(q)
+
+
+def requests(pod: dict) -> dict[str, int]:
+    """What a pod requests (requests, else limits, as the API server defaults them)."""
+    total: dict[str, int] = {}
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        asked = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for name, value in asked.items():
+            total[name] = total.get(name, 0) + _amount(value, name)
+    return total
+
+
+def _allocatable(node: dict) -> dict[str, int]:
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return {k: _amount(v, k) for k, v in alloc.items()}
+
+
+def _expression_holds(expr: dict, labels: dict[str, str]) -> bool:
+    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    value = labels.get(str(key))
+    if op == "In":
+        return value in values
+    if op == "NotIn":
+        return value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and value.isdigit() and values:
+        return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+    return False
+
+
+def selected(pod: dict, node: dict) -> bool:
+    """nodeSelector and required node affinity (any term; all expressions of a term)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    spec = pod.get("spec") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms")
+    if not required:
+        return True
+    return any(
+        all(_expression_holds(e, labels) for e in term.get("matchExpressions") or [])
+        for term in required
+    )
+
+
+def _why_not(pod: dict, node: dict, used: dict[str, int], asked: dict[str, int]) -> str | None:
+    """kube-scheduler's reason for filtering the node out, None when it passes."""
+    if not selected(pod, node):
+        return "node(s) didn't match Pod's node affinity/selector"
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, tolerations):
+            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    alloc = _allocatable(node)
+    for resource, amount in sorted(asked.items()):
+        if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
+            return f"Insufficient {resource}"
+    return None
+
+
+def in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
+    """Per node, what its pods that have not finished request."""
+    used: dict[str, dict[str, int]] = {}
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        if node and (p.get("status") or {}).get("phase") not in DONE:
+            into = used.setdefault(node, {})
+            for k, v in requests(p).items():
+                into[k] = into.get(k, 0) + v
+    return used
+
+
+def place(pod: dict, nodes: list[dict], pods: list[dict]) -> tuple[str | None, str]:
+    """(node name, "") for the best-scored node that passes the filters, or (None, the
+    PodScheduled=False message kube-scheduler writes)."""
+    used, asked = in_use(pods), requests(pod)
+    weights = tuple(
+        (r, w) for r, w in resource_weights() if r in ("cpu", "memory") or asked.get(r, 0) > 0
+    )
+    best: tuple[int, int, str] | None = None
+    reasons: dict[str, int] = {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        on_node = used.get(name, {})
+        reason = _why_not(pod, node, on_node, asked)
+        if reason is not None:
+            reasons[reason] = reasons.get(reason, 0) + 1
+            continue
+        after = {r: on_node.get(r, 0) + asked.get(r, 0) for r, _ in weights}
+        score = most_allocated(after, _allocatable(node), weights)
+        tie = zlib.crc32(name.encode())  # kube-scheduler breaks ties at random; stable here
+        if best is None or (score, tie) > best[:2]:
+            best = (score, tie, name)
+    if best is not None:
+        return best[2], ""
+    detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+    return None, f"0/{len(nodes)} nodes are available: {detail}."
+
+
+def pod_gpus(pod: dict[str, Any]) -> int:
+    """Whole GPUs (or MIG slices of the single strategy) the pod holds."""
+    return requests(pod).get("nvidia.com/gpu", 0)

@@ -1,0 +1,576 @@
+"""The Kubernetes API emulator (kmock) over real HTTP, on its own event loop in a thread,
+so the official synchronous `kubernetes` client talks to it exactly as to a cluster. The
+tests' stand-in (tests/standins/kube.py) and `gpuctl sandbox` run it; a simulator, not a
+Kubernetes API server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from typing import Any
+
+VERSION = {
+    "major": "1",
+    "minor": "29",
+    "gitVersion": "v1.29.0-kmock",
+    "gitCommit": "0",
+    "gitTreeState": "clean",
+    "buildDate": "2024-01-01T00:00:00Z",
+    "goVersion": "go1.21",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+_namespace_paths_patched = False
+
+
+def _patch_namespace_paths() -> None:
+    """kmock 0.8 fails (HTTP 500) to parse /api/v1/namespaces[/NAME[/status]]."""
+    global _namespace_paths_patched
+    from kmock._internal import parsing
+
+    if _namespace_paths_patched:
+        return
+    original = parsing.parse_path
+
+    def parse_path(path):
+        parts = path.strip("/").split("/")
+        if parts[:3] == ["api", "v1", "namespaces"] and (
+            len(parts) <= 4 or (len(parts) == 5 and parts[4] in ("status", "finalize"))
+        ):
+            return parsing.ParsedPath(
+                "",
+                "v1",
+                "namespaces",
+                None,
+                parts[3] if len(parts) > 3 else None,
+                parts[4] if len(parts) > 4 else None,
+            )
+        return original(path)
+
+    parsing.parse_path = parse_path
+    _namespace_paths_patched = True
+
+
+_api_server = None
+_current_request: contextvars.ContextVar = contextvars.ContextVar("kmock_request")
+
+
+def api_server_class():
+    """kmock's emulator, extended the way its docs invite (a subclass) to answer as a real
+    API server does, so that real clients (the official client, kubectl) read it:
+
+    - objects carry `kind`, `apiVersion`, `metadata.uid`, `creationTimestamp`, `generation`
+      (of objects with a spec; one more when a patch changes it) and a `resourceVersion`
+      from one counter that every write advances (a delete too); a patch that names a
+      `metadata.resourceVersion` other than the object's is refused (409), as a real
+      server's optimistic concurrency does;
+    - lists are `<Kind>List`s with the list's `resourceVersion`; their items, as a real
+      server sends them, have no `kind`/`apiVersion` of their own (custom resources'
+      items keep theirs, as a real server's do);
+    - a watch from a `resourceVersion` sends only what is newer than it (no replay of what
+      the list already gave), and ends after `timeoutSeconds`;
+    - errors are `Status` bodies with the reasons and messages a real server uses
+      (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, …) and `details` naming the
+      object;
+    - API discovery names the core group version "v1" (kmock says "/v1");
+    - creating a CustomResourceDefinition makes its served versions appear in API discovery
+      (/apis, /apis/GROUP, /apis/GROUP/VERSION) and their objects servable;
+    - an object of a resource the server does not have is refused (404), not stored;
+    - a custom resource written (created or patched) is checked against its CRD's schema
+      and CEL rules (gpuctl/sim/crd_schema.py) and refused with 422 when invalid. Stricter than
+      an API server on one point: an unknown field is refused, where a server would prune
+      it (gpuctl would lose it). Transition rules (oldSelf) and admission webhooks are not
+      run.
+
+    Not done (a real server does): label and field selectors (ignored), PUT, dryRun
+    (ignored), server-side apply, strategic-merge list semantics (lists are replaced),
+    Table answers for kubectl (kubectl prints the plain lists itself), pod logs, protobuf
+    bodies (415: kubectl's typed generators such as `kubectl create namespace` send them;
+    `-f` files go as JSON), field validation of built-in kinds, conversion between a
+    custom resource's versions (each version's objects are apart), refusing objects in a
+    namespace that does not exist.
+    """
+    global _api_server
+    if _api_server is not None:
+        return _api_server
+    import copy
+    import datetime
+    import re
+    import uuid
+
+    import attrs
+    import kmock
+    from kmock._internal import dicts, k8s  # k8s: the conflict error kmock does not export
+
+    from gpuctl.sim import crd_schema
+
+    crds = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    pods = kmock.resource("", "v1", "pods")
+    pdbs = kmock.resource("policy", "v1", "poddisruptionbudgets")
+    create, update, delete = kmock.action.CREATE, kmock.action.UPDATE, kmock.action.DELETE
+
+    def group_version(res) -> str:
+        return f"{res.group}/{res.version}" if res.group else res.version
+
+    def revision(obj: dict) -> int:
+        try:
+            return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+        except (TypeError, ValueError):
+            return 0
+
+    @attrs.define(kw_only=True)
+    class ApiServerEmulator(kmock.KubernetesEmulator):
+        _schemas: dict = attrs.field(factory=dict, init=False)  # resource -> (CRD, version)
+        _revision: int = attrs.field(default=1, init=False)  # the last resourceVersion given
+
+        async def _handle(self, request):
+            _current_request.set(request)  # for _render_error (each request has its task)
+            res, act = request.resource, request.action
+            if res == pods and request.subresource == "eviction" and request.name:  # a POST
+                return await self._evict(request)
+            sent = request.headers.get("Content-Type", "application/json")
+            if request.body and "json" not in sent:
+                # kubectl sends built-in kinds as protobuf; it falls back to JSON on a 415
+                raise kmock.KubernetesError(
+                    status=415,
+                    reason="UnsupportedMediaType",
+                    message=f"the body of the request was in an unknown format - accepted "
+                    f"media types include: application/json, application/merge-patch+json, "
+                    f"application/json-patch+json, application/strategic-merge-patch+json "
+                    f"(not {sent})",
+                )
+            if res is not None and act in (create, update):
+                if res not in self.resources:
+                    raise kmock.KubernetesResourceNotFoundError()
+                if res in self._schemas and request.subresource in (None, "status"):
+                    self._check(request)
+            if res is not None and act in (create, update, delete):
+                await self._stamp(request)
+            response = await super()._handle(request)
+            if res == crds and act == create and response.status < 300:
+                self._serve(request.data)
+            return response
+
+        async def _evict(self, request):
+            """The Eviction API as the API server runs it: a pod no PodDisruptionBudget
+            selects is deleted; one selected by a budget is deleted only while the budget's
+            status allows a disruption (which the eviction uses up), else 429; a pod that
+            two budgets select is refused with 500, as the server does."""
+            import aiohttp.web
+
+            async with self._lock:
+                key = (pods, request.namespace, request.name)
+                pod = self.objects[key] if key in self.objects else None
+                if pod is None or pod.deleted:
+                    raise kmock.KubernetesObjectNotFoundError()
+                labels = (pod.raw.get("metadata") or {}).get("labels") or {}
+                budgets = [
+                    obj
+                    for (r, ns, _), obj in self.objects.items()
+                    if r == pdbs and ns == request.namespace and not obj.deleted
+                    and _selects((obj.raw.get("spec") or {}).get("selector"), labels)
+                ]  # fmt: skip
+                if len(budgets) > 1:
+                    raise kmock.KubernetesError(
+                        status=500, reason="InternalError",
+                        message="This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                    )  # fmt: skip
+                if budgets:
+                    allowed = ((budgets[0].raw.get("status") or {}).get("disruptionsAllowed")) or 0
+                    if allowed < 1:
+                        raise kmock.KubernetesError(
+                            status=429, reason="TooManyRequests",
+                            message="Cannot evict pod as it would violate the pod's disruption budget.",
+                        )  # fmt: skip
+                    budgets[0].patch({"status": {"disruptionsAllowed": allowed - 1}})
+                self._revision += 1  # the DELETED event carries the eviction's version
+                pod.patch({"metadata": {"resourceVersion": str(self._revision)}})
+                pod.delete()
+                await self._buses[pods].put({"type": "DELETED", "object": pod.last.raw})
+            status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+            return aiohttp.web.json_response(status, status=201)
+
+        def __attrs_post_init__(self) -> None:
+            super().__attrs_post_init__()
+            # above kmock's own fallback for watches, below any reaction a test adds
+            json_stream: Any = kmock.headers({"Content-Type": "application/json"})
+            (self.fallback**1)[kmock.action.WATCH] << json_stream << self._serve_watch
+            self["get /openapi/v3"] << self._serve_openapi
+            self["get", re.compile(r"/openapi/v3/.+")] << self._serve_openapi_group
+
+        def _openapi_groups(self) -> dict:
+            """The served group versions as OpenAPI v3 names them ("api/v1", "apis/G/V")."""
+            groups: dict = {}
+            for res in self._get_resources():
+                if isinstance(res.group, str) and isinstance(res.version, str) and res.plural:
+                    key = f"apis/{res.group}/{res.version}" if res.group else f"api/{res.version}"
+                    groups.setdefault(key, []).append(res)
+            return groups
+
+        async def _serve_openapi(self, request):
+            return {
+                "paths": {
+                    key: {"serverRelativeURL": f"/openapi/v3/{key}"}
+                    for key in self._openapi_groups()
+                }
+            }
+
+        async def _serve_openapi_group(self, request):
+            """What kubectl reads of a group version's OpenAPI: that PATCH takes
+            `fieldValidation` (it then leaves validation to the server). No schemas."""
+            key = request.url.path.removeprefix("/openapi/v3/")
+            resources = self._openapi_groups().get(key)
+            if resources is None:
+                raise kmock.KubernetesNotFoundError()
+            paths = {}
+            for res in resources:
+                info = self._info(res)
+                if info is None or not info.kind or "/" in res.plural:
+                    continue
+                where = "/namespaces/{namespace}" if info.namespaced else ""
+                gvk = {"group": res.group, "version": res.version, "kind": info.kind}
+                paths[f"/{key}{where}/{res.plural}/{{name}}"] = {
+                    "patch": {
+                        "x-kubernetes-group-version-kind": gvk,
+                        "parameters": [
+                            {"name": n, "in": "query", "schema": {"type": "string"}}
+                            for n in ("dryRun", "fieldManager", "fieldValidation")
+                        ],
+                    }
+                }
+            return {
+                "openapi": "3.0.0",
+                "info": {"title": "Kubernetes", "version": "v1"},
+                "paths": paths,
+            }
+
+        def _stored(self, request):
+            key = (request.resource, request.namespace, request.name)
+            if key not in self.objects or self.objects[key].deleted:
+                return None
+            return self.objects[key]
+
+        async def _stamp(self, request) -> None:
+            """What the server itself writes into an object it stores."""
+            res, data = request.resource, request.data
+            if request.action == create and isinstance(data, dict):
+                data = copy.deepcopy(data)
+                if not isinstance(data.get("metadata"), dict):
+                    data["metadata"] = {}
+                meta = data["metadata"]
+                info = self._info(res)
+                if info is not None and info.kind:
+                    data["kind"] = info.kind
+                data["apiVersion"] = group_version(res)
+                if request.namespace:
+                    meta["namespace"] = request.namespace
+                self._revision += 1
+                meta.update(
+                    uid=str(uuid.uuid4()),
+                    resourceVersion=str(self._revision),
+                    creationTimestamp=datetime.datetime.now(datetime.timezone.utc).strftime(
+                        "%Y-%m-%dT%H:%M:%SZ"
+                    ),
+                )
+                if "spec" in data:
+                    meta["generation"] = 1
+                object.__setattr__(request, "data", data)
+                return
+            stored = self._stored(request)
+            if stored is None or request.name is None:
+                return  # kmock answers 404 itself
+            if request.action == delete:
+                if not (stored.get("metadata") or {}).get("finalizers"):
+                    async with self._lock:  # the DELETED event carries the delete's version
+                        self._revision += 1
+                        stored.patch({"metadata": {"resourceVersion": str(self._revision)}})
+                return
+            current = stored.raw
+            meta = current.get("metadata") or {}
+            if isinstance(data, dict):
+                data = copy.deepcopy(data)
+                asked = (data.get("metadata") or {}).get("resourceVersion")
+                if asked is not None and str(asked) != str(meta.get("resourceVersion")):
+                    raise kmock.KubernetesError(
+                        status=409,
+                        reason="Conflict",
+                        message=f"Operation cannot be fulfilled on {self._plural(res)} "
+                        f'"{request.name}": the object has been modified; please apply '
+                        "your changes to the latest version and try again",
+                    )
+                if not isinstance(data.get("metadata"), dict):
+                    data["metadata"] = {}
+                self._revision += 1
+                data["metadata"]["resourceVersion"] = str(self._revision)
+                if "spec" in data and request.subresource is None and "generation" in meta:
+                    data["metadata"]["generation"] = int(meta["generation"]) + 1
+            elif isinstance(data, list):  # a JSON patch
+                self._revision += 1
+                data = [
+                    *data,
+                    {
+                        "op": "add",
+                        "path": "/metadata/resourceVersion",
+                        "value": str(self._revision),
+                    },
+                ]
+            object.__setattr__(request, "data", data)
+
+        def _info(self, res):
+            try:
+                return self.resources[res]
+            except (KeyError, TypeError):
+                return None
+
+        def _plural(self, res) -> str:
+            return f"{res.plural}.{res.group}" if res.group else str(res.plural)
+
+        async def _serve_version(self, request):
+            answer = await super()._serve_version(request)
+            answer["groupVersion"] = group_version(request.resource)
+            return answer
+
+        async def _serve_list(self, request):
+            answer = await super()._serve_list(request)
+            res = request.resource
+            info = self._info(res)
+            custom = res in self._schemas
+            return {
+                "kind": f"{info.kind if info is not None and info.kind else 'List'}List",
+                "apiVersion": group_version(res),
+                "metadata": {"resourceVersion": str(self._revision)},
+                "items": [
+                    item
+                    if custom
+                    else {k: v for k, v in item.items() if k not in ("kind", "apiVersion")}
+                    for item in answer["items"]
+                ],
+            }
+
+        async def _serve_watch(self, request):
+            since = request.params.get("resourceVersion") or "0"
+            timeout = request.params.get("timeoutSeconds")
+            loop = asyncio.get_running_loop()
+            end = loop.time() + float(timeout) if timeout else None
+            stream = super()._serve_watch(request)
+            try:
+                while True:
+                    try:
+                        async with asyncio.timeout_at(end):
+                            event = await anext(stream)
+                    except (StopAsyncIteration, TimeoutError):
+                        return
+                    if (
+                        isinstance(event, dict)
+                        and event.get("type") == "ADDED"
+                        and since != "0"
+                        and revision(event.get("object") or {}) <= int(since)
+                    ):
+                        continue  # the list before the watch had it
+                    yield event
+            finally:
+                await stream.aclose()
+
+        async def _render_error(self, exc):
+            import aiohttp.web
+
+            status, reason, message, details = self._status_of(exc)
+            body = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": message,
+                "reason": reason,
+                "details": details,
+                "code": status,
+            }
+            return aiohttp.web.json_response(body, status=status)
+
+        def _status_of(self, exc) -> tuple[int, str, str, dict]:
+            """A real server's Status for what kmock raised (apimachinery's StatusReason)."""
+            request = _current_request.get(None)
+            res = getattr(request, "resource", None)
+            name = getattr(request, "name", None) or (
+                ((getattr(request, "data", None) or {}).get("metadata") or {}).get("name")
+                if isinstance(getattr(request, "data", None), dict)
+                else None
+            )
+            details = {"name": name, "group": res.group, "kind": res.plural} if res else {}
+            details = {k: v for k, v in details.items() if v}
+            what = f'{self._plural(res)} "{name}"' if res is not None else ""
+            if isinstance(exc, kmock.KubernetesObjectNotFoundError):
+                return 404, "NotFound", f"{what} not found", details
+            if isinstance(exc, k8s.KubernetesObjectConflictError):
+                return 409, "AlreadyExists", f"{what} already exists", details
+            if isinstance(exc, kmock.KubernetesNotFoundError):
+                return 404, "NotFound", "the server could not find the requested resource", {}
+            if isinstance(exc, kmock.KubernetesError):
+                return exc.status, exc.reason or "", exc.message or "", exc.details or details
+            text = f"Internal error occurred: {exc!r}"
+            return 500, "InternalError", text, {"causes": [{"message": text}]}
+
+        def _check(self, request) -> None:
+            res, data = request.resource, request.data
+            if request.action == create:
+                candidate, name = data, (data.get("metadata") or {}).get("name")
+            else:
+                candidate = self._stored(request)
+                if candidate is None:
+                    return  # the emulator answers 404 itself
+                candidate = dicts.patch_dict(copy.deepcopy(candidate.raw), data)
+                name = request.name
+            definition, version = self._schemas[res]
+            kind = definition["spec"]["names"]["kind"]
+            if kind in crd_schema.CRD_FILES and definition == crd_schema.crd(kind):
+                check = crd_schema.validator(kind, version)
+            else:
+                check = crd_schema.validator_of(definition, version)
+            problems = crd_schema.errors(candidate, definition, check)
+            if problems:
+                raise kmock.KubernetesError(
+                    status=422,
+                    reason="Invalid",
+                    message=f"{kind}.{res.group} {name!r} is invalid: " + "; ".join(problems),
+                    details={
+                        "name": name,
+                        "group": res.group,
+                        "kind": kind,
+                        "causes": [{"reason": "FieldValueInvalid", "message": p} for p in problems],
+                    },
+                )
+
+        def _serve(self, definition: dict) -> None:
+            spec = definition["spec"]
+            names = spec["names"]
+            for v in spec["versions"]:
+                if not v.get("served"):
+                    continue
+                res = kmock.resource(spec["group"], v["name"], names["plural"])
+                self.resources[res] = kmock.ResourceInfo(
+                    kind=names["kind"],
+                    singular=names.get("singular"),
+                    namespaced=spec["scope"] == "Namespaced",
+                    verbs={"create", "delete", "get", "list", "patch", "update", "watch"},
+                    shortnames=set(names.get("shortNames") or ()),
+                    subresources={"status"} if "status" in (v.get("subresources") or {}) else (),
+                )
+                self._schemas[res] = (definition, v["name"])
+
+    _api_server = ApiServerEmulator
+    return _api_server
+
+
+def _selects(selector: dict | None, labels: dict) -> bool:
+    """A LabelSelector (matchLabels, matchExpressions) on LABELS; an empty one selects all."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+class KubeEmulator:
+    """A running emulator: `.url` for clients, `.call(fn)` to touch its state safely."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="kmock", daemon=True)
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._main())
+
+    async def _main(self):
+        import kmock
+
+        self._stop = asyncio.Event()
+        async with api_server_class()() as emu, kmock.Server(emu) as srv:
+            emu.resources.load_bundled()
+            emu["get /version/"] << VERSION
+            emu["get /apis/"] << emu._serve_apis  # the client asks with the slash
+            self.emulator, self.url = emu, str(srv.url).rstrip("/")
+            self._ready.set()
+            await self._stop.wait()
+
+    def start(self) -> KubeEmulator:
+        _patch_namespace_paths()
+        self.thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("kmock did not start")
+        return self
+
+    def call(self, fn, *a, **kw):
+        async def _c():
+            return fn(*a, **kw)
+
+        return asyncio.run_coroutine_threadsafe(_c(), self.loop).result(10)
+
+    def install_crds(self, *kinds: str, served: tuple[str, ...] | None = None) -> None:
+        """Create the upstream CRDs of these kinds (tests/crds/, shipped as gpuctl/sim/crds/)
+        through the API, as `kubectl apply -f` of a release's manifests would; `served` limits
+        the versions served (an older release: Kueue before 0.15 served only v1beta1)."""
+        import copy
+
+        from kubernetes import client
+
+        from gpuctl.sim import crd_schema
+
+        cfg = client.Configuration()
+        cfg.host = self.url
+        with client.ApiClient(cfg) as api:
+            ext = client.ApiextensionsV1Api(api)
+            for kind in kinds:
+                definition = crd_schema.crd(kind)
+                if served is not None:
+                    definition = copy.deepcopy(definition)
+                    for v in definition["spec"]["versions"]:
+                        v["served"] = v["storage"] = v["name"] in served
+                ext.create_custom_resource_definition(
+                    definition, _preload_content=False
+                ).release_conn()
+
+    def requests(self) -> list:
+        """Every request the emulator has served (method, path, query) — for asserting
+        what the client sent, e.g. label selectors the emulator itself ignores."""
+        return self.call(
+            lambda: [
+                # the method as sent ("POST"; str() of kmock's enum reads "method.POST")
+                (getattr(r.method, "value", str(r.method)), r.url.path, dict(r.url.query))
+                for r in self.emulator._requests
+            ]
+        )
+
+    def stop(self):
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self.thread.join(10)
+
+
+def write_kubeconfig(path, url: str, namespace: str = "default") -> str:
+    import yaml
+
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "emu",
+        "clusters": [{"name": "emu", "cluster": {"server": url}}],
+        "users": [{"name": "emu", "user": {"token": "test"}}],
+        "contexts": [
+            {"name": "emu", "context": {"cluster": "emu", "user": "emu", "namespace": namespace}}
+        ],
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
