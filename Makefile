@@ -27,16 +27,16 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-# Prometheus and promtool are real test stand-ins (Debian package); install them when root,
-# and Chromium, which opens `gpuctl report --html`'s page headless for a screenshot.
-# Where they are missing their tests skip, or fail when GPUCTL_REQUIRE_STANDINS=1 (as in CI).
+# Real test stand-ins from Debian, installed when root: Prometheus and promtool; Chromium,
+# which opens `gpuctl report --html`'s page headless for a screenshot; tmux, which drives the
+# live `top` by its keys. Where one is missing its tests skip, or fail when
+# GPUCTL_REQUIRE_STANDINS=1 (as in CI).
+SYSTEM_DEPS := promtool:prometheus chromium:chromium tmux:tmux
 system-deps:
-	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
-	  || echo "note: prometheus/promtool not installed; their tests will be skipped (fail with GPUCTL_REQUIRE_STANDINS=1)"; }
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null) \
-	  || echo "note: chromium not installed; the report's HTML test will be skipped (fail with GPUCTL_REQUIRE_STANDINS=1)"; }
+	@missing=""; for dep in $(SYSTEM_DEPS); do command -v $${dep%%:*} >/dev/null 2>&1 || missing="$$missing $${dep#*:}"; done; \
+	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) \
+	  || echo "note: not installed:$$missing; their tests will be skipped (fail with GPUCTL_REQUIRE_STANDINS=1)"; }
 
 # The sandbox's cluster view needs a prometheus executable (make system-deps installs it
 # when root); without one the demo says so and skips it.
