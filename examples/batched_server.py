@@ -79,9 +79,13 @@ def start(port: int, metrics_port: int, max_batch: int = 32, max_wait_ms: float 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             pass
 
-    server = http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    server = Server(("0.0.0.0", port), Handler)
     server.daemon_threads = True
     return server, metrics
+
+
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 128  # clients at once: the default backlog of 5 resets the rest
 
 
 if __name__ == "__main__":

@@ -214,7 +214,10 @@ class Kube:
         path, ns = self._path(kind, namespace, api_version)
         query = {"labelSelector": selector, "fieldSelector": field_selector}
         what = f"listing {_plural(kind)}" + (f" in namespace {ns}" if ns else "")
-        return self._call("GET", path, query, what=what, answer=_LIST)["items"]
+        items = self._call("GET", path, query, what=what, answer=_LIST)["items"]
+        # a real API server leaves kind and apiVersion out of a built-in list's items
+        version = api_version or KINDS[kind][0]
+        return [{"apiVersion": version, "kind": kind, **item} for item in items]
 
     def patch(
         self,

@@ -83,7 +83,10 @@ class Api:
             raise
 
     def items(self, path: str) -> list[dict]:
-        return self._call("GET", path).get("items") or []
+        """The list's objects, each with its kind (a built-in list's items carry none)."""
+        answer = self._call("GET", path)
+        kind = str(answer.get("kind") or "").removesuffix("List")
+        return [{"kind": kind, **item} for item in answer.get("items") or []]
 
     def create(self, path: str, obj: dict) -> None:
         self._call("POST", path, obj)
