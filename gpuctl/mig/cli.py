@@ -307,3 +307,43 @@ def assert_(
         raise result.error()
     if output == Format.table:
         echo("the selected MIG configuration is applied\n")
+
+
+_REBALANCE_CONFIGMAP = typer.Option(
+    "default-mig-parted-config",
+    "--configmap",
+    help="The ConfigMap the MIG manager reads (ClusterPolicy migManager.config.name); "
+    "gpuctl adds its configs there beside NVIDIA's.",
+)
+_FORECAST = typer.Option(
+    None, "--demand", metavar="PROFILE=N,…", help="Demand to add to the pending pods' (forecast)."
+)
+
+
+@mig_app.command("rebalance")
+@uses_cluster
+def rebalance(
+    demand: str | None = _FORECAST,
+    yes: bool = _YES,
+    dry_run: bool = _DRY_RUN,
+    namespace: str = _OPERATOR_NAMESPACE,
+    configmap: str = _REBALANCE_CONFIGMAP,
+    timeout: float = _TIMEOUT,
+    output: Format = _CONFIGURE_OUTPUT,
+) -> None:
+    """Re-partition idle MIG GPUs for the pending pods, node by node (GPU Operator)."""
+    from gpuctl.mig import service, views
+
+    say = views.say(output)
+    with application().kube() as kube:
+        plan = service.plan_rebalance(kube, namespace, configmap, demand)
+        views.print_data(plan.to_dict(dry_run), output)
+        say("".join(line + "\n" for line in plan.lines()))
+        if dry_run or not plan.changes:
+            say("dry run: nothing changed\n" if dry_run else "nothing to change\n")
+            return
+        confirm(f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)?", yes)
+        done = service.apply_rebalance(
+            kube, plan, namespace, configmap, timeout, views.MigProgress()
+        )
+    say(f"rebalanced: {', '.join(done)}\n")

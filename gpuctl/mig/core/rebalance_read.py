@@ -1,0 +1,185 @@
+"""What `gpuctl mig rebalance` reads off the cluster, as the planner's inputs: each GPU
+Operator MIG node's GPUs (the layouts its nvidia.com/mig.config names in the mig-manager's
+ConfigMap, checked against what the device plugin advertises), what its running pods use,
+and the pending pods' MIG and whole-GPU requests. A node whose state is not known for sure
+is left out, with why. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuctl.gpus.geometry import GpuModel, models
+from gpuctl.gpus.identity import GPU, MIG_PREFIX, NodeGpus
+from gpuctl.gpus.resources import DONE_PHASES, requested
+from gpuctl.k8s.nodes import gpus_of, labels_of
+from gpuctl.mig.core import migparted
+from gpuctl.mig.core.diff import GpuState
+from gpuctl.mig.core.operator import CONFIG_LABEL
+from gpuctl.mig.core.rebalance import WHOLE, Layout, NodeNow, Pending
+
+ANNOTATION = "gpuctl.io/mig-rebalance"  # on a node gpuctl cordoned: why, and the config
+_SINGLE_PRODUCT = re.compile(r"-MIG-(\d+g\.\d+gb.*)$")
+
+
+def profile_of_resource(name: str) -> str | None:
+    """``nvidia.com/mig-1g.10gb`` → ``1g.10gb``; the device plugin writes a profile's ``+``
+    as a dot (``1g.10gb.me`` is ``1g.10gb+me``)."""
+    if not name.startswith(MIG_PREFIX):
+        return None
+    return re.sub(r"^(\d+g\.\d+gb)\.", r"\1+", name[len(MIG_PREFIX) :])
+
+
+def pod_name(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', 'default')}/{meta.get('name')}"
+
+
+def _single_profile_wanted(pod: Mapping[str, Any]) -> str | None:
+    """A pod asking nvidia.com/gpu of a single-strategy node selects its slice size by the
+    product label GFD writes there (``NVIDIA-A100-SXM4-40GB-MIG-1g.5gb``)."""
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    m = _SINGLE_PRODUCT.search(str(selector.get("nvidia.com/gpu.product", "")))
+    return m.group(1) if m else None
+
+
+def wants_of(pod: dict[str, Any], single_profile: str | None = None) -> dict[str, int]:
+    """What the pod asks for, as the planner's keys: MIG profiles, WHOLE for whole GPUs; on a
+    single-strategy node (SINGLE_PROFILE) its nvidia.com/gpu counts that profile's slices."""
+    out: dict[str, int] = {}
+    names = {
+        k
+        for c in (pod.get("spec") or {}).get("containers") or []
+        for part in ("limits", "requests")
+        for k in ((c.get("resources") or {}).get(part) or {})
+    }
+    for name in sorted(names):
+        n = requested(pod, name)
+        if n <= 0:
+            continue
+        profile = profile_of_resource(name)
+        if profile:
+            out[profile] = out.get(profile, 0) + n
+        elif name == GPU:
+            key = single_profile or _single_profile_wanted(pod) or WHOLE
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+def pending_pods(pods: Sequence[dict[str, Any]]) -> list[Pending]:
+    """Pods not yet bound to a node that ask for MIG slices or GPUs, oldest first as listed."""
+    out = []
+    for p in pods:
+        spec, status = p.get("spec") or {}, p.get("status") or {}
+        if spec.get("nodeName") or status.get("phase") not in (None, "Pending"):
+            continue
+        wants = wants_of(p)
+        if wants:
+            out.append(Pending(pod_name(p), wants))
+    return out
+
+
+def _model(g: NodeGpus) -> GpuModel | None:
+    return next((m for m in models() if m.short_name == g.model), None)
+
+
+def _layouts(
+    cfg: migparted.MigConfigFile, config: str, model: GpuModel, count: int
+) -> dict[int, Layout] | str:
+    """Each GPU's layout under CONFIG, or why it cannot be told."""
+    try:
+        entries = cfg.select(config)
+        gpus = [GpuState(i, model.nvml_name, "", model, (True, True)) for i in range(count)]
+        desired = migparted.resolve(cfg, entries, gpus)
+    except Exception as e:  # a config mig-parted would refuse: the layout is not known
+        return f"config {config!r} cannot be read: {getattr(e, 'message', e)}"
+    out = {}
+    for i, d in desired.items():
+        if d is None:
+            return f"config {config!r} has no entry for GPU {i}: its layout is not known"
+        out[i] = Layout(d.enabled, dict(d.layout) if d.enabled else {})
+    return out
+
+
+def offered(g: NodeGpus) -> dict[str, int]:
+    """What the device plugin advertises (capacity), as the planner's keys."""
+    out: dict[str, int] = {}
+    for name, n in g.capacity.items():
+        profile = profile_of_resource(name)
+        if profile:
+            out[profile] = n
+        elif name == GPU and n:
+            out[g.single_profile or WHOLE] = n
+    return {k: v for k, v in out.items() if v}
+
+
+def read_node(
+    node: dict[str, Any], cfg: migparted.MigConfigFile | None, pods: Sequence[dict[str, Any]]
+) -> NodeNow | str:
+    """The node as the planner sees it, or why it is left out."""
+    labels = labels_of(node)
+    g = gpus_of(node)
+    config = labels.get(CONFIG_LABEL)
+    if g.mig_strategy not in ("single", "mixed"):
+        return f"MIG strategy {g.mig_strategy}: the device plugin offers no MIG devices"
+    model = _model(g)
+    if model is None:
+        return f"GPU {g.name or 'unknown'}: gpuctl has no MIG geometry for it"
+    if not g.count:
+        return "its GPU count is not labelled (nvidia.com/gpu.count)"
+    if not config:
+        return f"no {CONFIG_LABEL} label: the MIG manager does not manage it"
+    if g.mig_state != "success":
+        return f"{CONFIG_LABEL}.state is {g.mig_state or 'not set'}: the layout is not settled"
+    if cfg is None:
+        return "no mig-parted ConfigMap to read its config from"
+    layouts = _layouts(cfg, config, model, g.count)
+    if isinstance(layouts, str):
+        return layouts
+    now = NodeNow(node["metadata"]["name"], model, g.mig_strategy, config, layouts)
+    if g.mig_strategy == "single" and len({lay.key() for lay in layouts.values()}) > 1:
+        return f"config {config!r} gives its GPUs different layouts under the single strategy"
+    plugin = offered(g)
+    if dict(now.offers()) != plugin:
+        return (
+            f"the device plugin offers {plugin or 'nothing'}, not what {config!r} holds "
+            f"({dict(now.offers())}): the layout may be stale"
+        )
+    running = {}
+    single = g.single_profile if g.mig_strategy == "single" else None
+    for p in pods:
+        if (p.get("spec") or {}).get("nodeName") != now.name:
+            continue
+        if (p.get("status") or {}).get("phase") in DONE_PHASES:
+            continue
+        use = wants_of(p, single)
+        if use:
+            running[pod_name(p)] = use
+    return NodeNow(now.name, model, g.mig_strategy, config, layouts, running)
+
+
+def read_cluster(
+    nodes: Sequence[dict[str, Any]],
+    pods: Sequence[dict[str, Any]],
+    cfg: migparted.MigConfigFile | None,
+) -> tuple[list[NodeNow], dict[str, str], list[Pending]]:
+    """(the nodes the plan may change, node → why each other MIG node is left out, the
+    pending pods). Nodes without MIG or GPU Operator labels are not mentioned."""
+    out, skipped = [], {}
+    for n in nodes:
+        labels = labels_of(n)
+        if CONFIG_LABEL not in labels and "nvidia.com/mig.strategy" not in labels:
+            continue
+        name = n["metadata"]["name"]
+        if (n.get("spec") or {}).get("unschedulable") and ANNOTATION not in (
+            n["metadata"].get("annotations") or {}
+        ):
+            skipped[name] = "cordoned by someone else"
+            continue
+        got = read_node(n, cfg, pods)
+        if isinstance(got, str):
+            skipped[name] = got
+        else:
+            out.append(got)
+    return out, skipped, pending_pods(pods)

@@ -1,0 +1,231 @@
+"""`gpuctl mig rebalance` against the Kubernetes API emulator seeded with GPU Operator MIG
+nodes and the MIG manager's ConfigMap; a thread plays the MIG manager: it watches
+nvidia.com/mig.config, reads the named config from the ConfigMap, rewrites the node's
+capacity/allocatable and nvidia.com/mig.config.state (and can fail)."""
+
+import json
+import threading
+import time
+from collections import Counter
+
+import pytest
+import yaml
+
+from tests.clirun import run_gpuctl as run
+from tests.gpu_cluster import seed
+
+NS = "gpu-operator"
+CM = "default-mig-parted-config"
+NVIDIA_CONFIGS = {
+    "all-disabled": [{"devices": "all", "mig-enabled": False}],
+    "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}],
+    "all-3g.20gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}],
+}
+
+
+def configmap():
+    doc = {"version": "v1", "mig-configs": NVIDIA_CONFIGS}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CM, "namespace": NS},
+        "data": {"config.yaml": yaml.safe_dump(doc)},
+    }
+
+
+def offers(entries, gpus):
+    """What the device plugin advertises under these mig-parted entries (mixed strategy)."""
+    out = Counter()
+    for i in range(gpus):
+        entry = [e for e in entries if e["devices"] == "all" or i in e["devices"]][-1]
+        if not entry["mig-enabled"]:
+            out["nvidia.com/gpu"] += 1
+        for p, n in (entry.get("mig-devices") or {}).items():
+            out[f"nvidia.com/mig-{p}"] += n
+    return dict(out)
+
+
+def mig_node(name, config, gpus=2):
+    res = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    res.update({k: str(v) for k, v in offers(NVIDIA_CONFIGS[config], gpus).items()})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/mig.strategy": "mixed",
+                "nvidia.com/mig.capable": "true",
+                "nvidia.com/mig.config": config,
+                "nvidia.com/mig.config.state": "success",
+            },
+        },
+        "status": {"capacity": res, "allocatable": dict(res)},
+    }
+
+
+def pod(name, resource, n=1, node=None, phase="Pending"):
+    spec = {
+        "containers": [{"name": "c", "image": "x", "resources": {"limits": {resource: str(n)}}}]
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+class MigManager:
+    """The GPU Operator's MIG manager as the API sees it, for every node."""
+
+    def __init__(self, api, fail=()):
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(api)
+        self.fail = set(fail)
+        self.applied = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.work, daemon=True)
+        self.thread.start()
+
+    def work(self):
+        while not self.stop.is_set():
+            for n in self.core.list_node().items:
+                labels = n.metadata.labels or {}
+                value = labels.get("nvidia.com/mig.config")
+                name = n.metadata.name
+                if value is None or self.applied.setdefault(name, value) == value:
+                    continue
+                self.applied[name] = value  # it reacts to a change of the value only
+                self.apply(n, value)
+            time.sleep(0.05)
+
+    def apply(self, n, value):
+        name = n.metadata.name
+        self.label(name, "pending")
+        time.sleep(0.1)
+        if name in self.fail:
+            self.label(name, "failed")
+            return
+        cm = self.core.read_namespaced_config_map(CM, NS)
+        entries = yaml.safe_load(cm.data["config.yaml"])["mig-configs"][value]
+        gpus = int(n.metadata.labels["nvidia.com/gpu.count"])
+        res = {k: v for k, v in (n.status.capacity or {}).items() if not k.startswith("nvidia")}
+        res.update({k: str(v) for k, v in offers(entries, gpus).items()})
+        # the device plugin restarts: the old resources go, the new ones come
+        drop = {k: None for k in (n.status.capacity or {}) if k.startswith("nvidia")}
+        self.core.patch_node_status(
+            name, {"status": {"capacity": {**drop, **res}, "allocatable": {**drop, **res}}}
+        )
+        self.label(name, "success")
+
+    def label(self, name, state):
+        self.core.patch_node(name, {"metadata": {"labels": {"nvidia.com/mig.config.state": state}}})
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def cluster(kube, kube_api):
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    seed(
+        kube_api,
+        configmap(),
+        mig_node("busy", "all-1g.5gb"),  # a pod runs on a 1g.5gb: both GPUs may hold it
+        mig_node("idle", "all-1g.5gb"),
+        mig_node("whole", "all-disabled"),
+        pod("running", "nvidia.com/mig-1g.5gb", node="busy", phase="Running"),
+        pod("want-3g-a", "nvidia.com/mig-3g.20gb"),
+        pod("want-3g-b", "nvidia.com/mig-3g.20gb"),
+        pod("want-7g", "nvidia.com/mig-7g.40gb"),
+    )
+    return kube_api
+
+
+def node_of(api, name):
+    from kubernetes import client
+
+    return client.CoreV1Api(api).read_node(name)
+
+
+def test_dry_run_unblocks_the_demand_on_idle_gpus_only(cluster, capsys):
+    code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+    assert code == 0, err
+    data = json.loads(out)
+    changed = {n["node"]: n for n in data["nodes"]}
+    assert "busy" not in changed  # its GPUs may hold the running pod
+    assert sorted(p for n in data["nodes"] for p in n["unblocks"]) == [
+        "ml/want-3g-a",
+        "ml/want-3g-b",
+        "ml/want-7g",
+    ]
+    assert data["unplaced"] == []
+    assert data["gpusChanged"] == 2  # one GPU to 3g.20gb ×2, one to 7g.40gb
+    assert all(name.startswith("gpuctl-") for name in data["configs"])
+    assert node_of(cluster, "idle").metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+
+
+def test_apply_leaves_every_node_uncordoned_with_the_planned_layout(cluster, capsys):
+    manager = MigManager(cluster)
+    try:
+        code, out, err = run(capsys, "mig", "rebalance", "--yes", "-n", NS, "--timeout", "20")
+        assert code == 0, err
+        code, out2, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+    finally:
+        manager.close()
+    assert code == 0, err
+    again = json.loads(out2)
+    assert again["nodes"] == []  # idempotent: nothing left to change
+    for name in ("busy", "idle", "whole"):
+        node = node_of(cluster, name)
+        assert not (node.spec and node.spec.unschedulable)
+        assert "gpuctl.io/mig-rebalance" not in (node.metadata.annotations or {})
+    alloc = Counter()
+    for name in ("idle", "whole"):
+        for k, v in node_of(cluster, name).status.allocatable.items():
+            if k.startswith("nvidia.com/mig-"):
+                alloc[k] += int(v)
+    assert alloc["nvidia.com/mig-3g.20gb"] >= 2 and alloc["nvidia.com/mig-7g.40gb"] >= 1
+    assert node_of(cluster, "busy").metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    cm = yaml.safe_load(
+        __import__("kubernetes")
+        .client.CoreV1Api(cluster)
+        .read_namespaced_config_map(CM, NS)
+        .data["config.yaml"]
+    )
+    for k, v in NVIDIA_CONFIGS.items():
+        assert cm["mig-configs"][k] == v  # NVIDIA's entries untouched
+
+
+def test_a_manager_failure_stops_there_with_the_node_cordoned_and_a_rerun_finishes(cluster, capsys):
+    manager = MigManager(cluster, fail=["idle", "whole"])
+    try:
+        code, out, err = run(capsys, "mig", "rebalance", "--yes", "-n", NS, "--timeout", "10")
+        assert code == 1
+        assert "left cordoned" in err
+        failed = [n for n in ("idle", "whole") if cordoned(cluster, n)]
+        assert len(failed) == 1  # it stopped at the first failure
+        manager.fail.clear()
+        code, out, err = run(capsys, "mig", "rebalance", "--yes", "-n", NS, "--timeout", "20")
+        assert code == 0, err
+    finally:
+        manager.close()
+    for name in ("busy", "idle", "whole"):
+        assert not cordoned(cluster, name)
+    code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+    assert json.loads(out)["nodes"] == [] and json.loads(out)["unplaced"] == []
+
+
+def cordoned(api, name):
+    spec = node_of(api, name).spec
+    return bool(spec and spec.unschedulable)
