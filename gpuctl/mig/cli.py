@@ -339,10 +339,19 @@ def rebalance(
         plan = service.plan_rebalance(kube, namespace, configmap, demand)
         views.print_data(plan.to_dict(dry_run), output)
         say("".join(line + "\n" for line in plan.lines()))
-        if dry_run or not plan.changes:
+        if dry_run or plan.empty:
             say("dry run: nothing changed\n" if dry_run else "nothing to change\n")
             return
-        confirm(f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)?", yes)
+        confirm(
+            f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)"
+            + (
+                f" and finish {len(plan.finishing)} left by an earlier run"
+                if plan.finishing
+                else ""
+            )
+            + "?",
+            yes,
+        )
         done = service.apply_rebalance(
             kube, plan, namespace, configmap, timeout, views.MigProgress()
         )

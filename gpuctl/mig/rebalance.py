@@ -46,8 +46,8 @@ def plan_rebalance(
     cfg = migparted.parse(doc) if doc is not None else None
     nodes = kube.list_objects("Node")
     pods = kube.unfinished_pods()
-    now, skipped, pending = read_cluster(nodes, pods, cfg)
-    return plan(now, pending, extra, skipped)
+    now, skipped, pending, finishing = read_cluster(nodes, pods, cfg)
+    return plan(now, pending, extra, skipped, finishing)
 
 
 def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan) -> str:
@@ -59,7 +59,12 @@ def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan)
     if found is not None and isinstance(found.data, dict):
         doc = dict(found.data)
     configs: dict[str, Any] = doc.setdefault("mig-configs", {})
-    new = {k: v for k, v in rb.configs().items() if configs.get(k) != v}
+    wanted = rb.configs()
+    for f in rb.finishing:
+        if f.retry_as and f.config in configs:
+            # the same layouts under a new name (a copy: YAML would write an alias)
+            wanted[f.retry_as] = json.loads(json.dumps(configs[f.config]))
+    new = {k: v for k, v in wanted.items() if configs.get(k) != v}
     if not new:
         return "already there"
     configs.update(new)
@@ -84,11 +89,13 @@ def apply(
     node that fails, saying how that node is left."""
     write_configs(kube, namespace, configmap, rb)
     done: list[str] = []
-    for change in rb.changes:
+    work = [(f.as_change(), _FINISH_STEPS[f.what]) for f in rb.finishing]
+    work += [(c, _ALL_STEPS) for c in rb.changes]
+    for change, steps in work:
         run = _NodeRun(kube, change, timeout, clock)
         try:
             execute(
-                run.actions(),
+                [a for a in run.actions() if a.step.action in steps],
                 progress=progress,
                 undone_as=f"node {change.node} is as it was",
                 left_as=f"step(s) left on node {change.node}",
@@ -101,10 +108,19 @@ def apply(
     return done
 
 
+_ALL_STEPS = ("cordon", "check", "label", "wait", "uncordon")
+_FINISH_STEPS = {
+    "retry": ("label", "wait", "uncordon"),
+    "wait": ("wait", "uncordon"),
+    "uncordon": ("uncordon",),
+}
+
+
 class _NodeRun:
     def __init__(self, kube: Kube, change: NodeChange, timeout: float, clock) -> None:
         self.kube, self.change, self.timeout, self.clock = kube, change, timeout, clock
         self.labelled = False
+        self.state_before: str | None = None  # the state label when ours was set
 
     def actions(self) -> list[Action]:
         c = self.change
@@ -189,18 +205,21 @@ class _NodeRun:
             time.sleep(POLL)
 
     def label(self) -> None:
+        self.state_before = labels_of(self._node()).get(STATE_LABEL)
         self.labelled = True  # set before the request: it may land though the answer is lost
         self.kube.patch_node_labels(self.change.node, {CONFIG_LABEL: self.change.config_to})
 
     def wait(self) -> None:
         start = self.clock()
         state = None
+        moved = self.state_before is None  # a state left from before our label is stale
         while True:
             node = self._node()
             labels = labels_of(node)
             state = labels.get(STATE_LABEL)
+            moved = moved or state != self.state_before
             if labels.get(CONFIG_LABEL) == self.change.config_to:
-                if state == "failed":
+                if state == "failed" and moved:
                     raise BackendError(
                         f"the MIG manager failed to apply {self.change.config_to} on node "
                         f"{self.change.node}; the node is left cordoned",

@@ -223,7 +223,9 @@ def test_a_manager_failure_stops_there_with_the_node_cordoned_and_a_rerun_finish
     for name in ("busy", "idle", "whole"):
         assert not cordoned(cluster, name)
     code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
-    assert json.loads(out)["nodes"] == [] and json.loads(out)["unplaced"] == []
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["nodes"] == [] and data["finishing"] == [] and data["unplaced"] == []
 
 
 def cordoned(api, name):

@@ -69,6 +69,7 @@ class NodeNow:
     config: str | None
     gpus: Mapping[int, Layout]
     running: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # pod → use
+    settling: bool = False  # a config of an earlier run is being applied: keep every GPU
 
     def used(self) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -79,6 +80,8 @@ class NodeNow:
     def busy(self) -> dict[int, list[str]]:
         """GPU index → the running pods that may be on it (see the module's note)."""
         out: dict[int, list[str]] = {}
+        if self.settling:
+            return {i: [f"(being reconfigured to {self.config})"] for i in self.gpus}
         for index, layout in self.gpus.items():
             offers = layout.offers()
             pods = [p for p, use in self.running.items() if any(offers[k] for k in use)]
@@ -150,6 +153,57 @@ class NodeChange:
 
 
 @dataclass(frozen=True)
+class Finish:
+    """A node an earlier run left cordoned: WHAT is left to do there. wait: for the MIG
+    manager to apply CONFIG; retry: ask it again under RETRY_AS (it failed; the manager acts
+    only on a new label value); uncordon: the layout is in place (or was never asked)."""
+
+    node: str
+    what: str  # wait | retry | uncordon
+    config: str
+    retry_as: str | None = None
+    model: str = ""
+    strategy: str = "mixed"
+    after: Mapping[int, Layout] = field(default_factory=dict)  # the layouts CONFIG holds
+
+    def as_change(self) -> NodeChange:
+        """The node's change as the apply steps take it."""
+        return NodeChange(
+            self.node,
+            self.model,
+            self.strategy,
+            self.config,
+            self.retry_as or self.config,
+            dict(self.after),
+            dict(self.after),
+            (),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "finish": self.what, "config": self.retry_as or self.config}
+
+    def text(self) -> str:
+        if self.what == "retry":
+            return (
+                f"node {self.node}: the MIG manager failed to apply {self.config}; "
+                f"ask it again as {self.retry_as}, then uncordon"
+            )
+        if self.what == "wait":
+            return (
+                f"node {self.node}: wait for the MIG manager to apply {self.config}, then uncordon"
+            )
+        return f"node {self.node}: uncordon (left cordoned by an earlier run)"
+
+
+def retry_name(config: str) -> str:
+    """gpuctl-abc → gpuctl-abc-r1 → gpuctl-abc-r2."""
+    base, _, n = config.rpartition("-r")
+    if base.startswith(CONFIG_PREFIX) and n.isdigit():
+        return f"{base}-r{int(n) + 1}"
+    return f"{config}-r1"
+
+
+@dataclass(frozen=True)
 class RebalancePlan:
     changes: tuple[NodeChange, ...]
     demand: Mapping[str, int]  # what the pending pods ask for, over all of them
@@ -158,6 +212,11 @@ class RebalancePlan:
     unplaced: tuple[str, ...]  # pending pods the plan does not make placeable
     skipped: Mapping[str, str]  # node → why it is left out
     kept_busy: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    finishing: tuple[Finish, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes and not self.finishing
 
     @property
     def gpus_changed(self) -> int:
@@ -181,11 +240,13 @@ class RebalancePlan:
             "skipped": dict(self.skipped),
             "keptInUse": {n: list(g) for n, g in self.kept_busy.items()},
             "configs": self.configs(),
+            "finishing": [f.to_dict() for f in self.finishing],
             "dryRun": dry_run,
         }
 
     def lines(self) -> list[str]:
         out = [f"note: node {n} left out: {why}" for n, why in self.skipped.items()]
+        out += [f.text() for f in self.finishing]
         if not self.changes:
             out.append("no node needs a new MIG layout")
         for c in self.changes:
@@ -398,6 +459,7 @@ def plan(
     pending: Sequence[Pending],
     extra: Mapping[str, int] | None = None,
     skipped: Mapping[str, str] | None = None,
+    finishing: Sequence[Finish] = (),
 ) -> RebalancePlan:
     """The rebalance plan for NODES (those the plan may act on) and PENDING pods; EXTRA is
     forecast demand (--demand) that no pod asks for yet."""
@@ -419,7 +481,7 @@ def plan(
         busy = n.busy()
         if after == dict(n.gpus):
             continue
-        if busy:
+        if busy:  # only the GPUs nothing may run on changed
             kept[n.name] = tuple(sorted(busy))
         change = NodeChange(
             n.name,
@@ -446,6 +508,7 @@ def plan(
         tuple(p.name for p in pending if p.name not in placed_after),
         dict(skipped or {}),
         kept,
+        tuple(f for f in finishing if f.node not in {c.node for c in changes}),
     )
 
 

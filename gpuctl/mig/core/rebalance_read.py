@@ -6,6 +6,7 @@ is left out, with why. Pure."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.diff import GpuState
 from gpuctl.mig.core.operator import CONFIG_LABEL
-from gpuctl.mig.core.rebalance import WHOLE, Layout, NodeNow, Pending
+from gpuctl.mig.core.rebalance import WHOLE, Finish, Layout, NodeNow, Pending, retry_name
 
 ANNOTATION = "gpuctl.io/mig-rebalance"  # on a node gpuctl cordoned: why, and the config
 _SINGLE_PRODUCT = re.compile(r"-MIG-(\d+g\.\d+gb.*)$")
@@ -159,27 +160,69 @@ def read_node(
     return NodeNow(now.name, model, g.mig_strategy, config, layouts, running)
 
 
+def left_by_us(node: dict[str, Any]) -> dict[str, Any] | None:
+    """What an earlier run recorded on a node it cordoned ({why, from, to}), or None."""
+    text = (node["metadata"].get("annotations") or {}).get(ANNOTATION)
+    try:
+        got = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return got if isinstance(got, dict) and isinstance(got.get("to"), str) else None
+
+
+def _finish(
+    node: dict[str, Any],
+    cfg: migparted.MigConfigFile | None,
+    pods: Sequence[dict[str, Any]],
+    record: dict[str, Any],
+) -> tuple[Finish, NodeNow | str]:
+    """What is left on a node an earlier run cordoned, and the node as the plan sees it
+    (every GPU kept while the manager works on it)."""
+    labels = labels_of(node)
+    g = gpus_of(node)
+    name = node["metadata"]["name"]
+    to = record["to"]
+    model = _model(g)
+    if labels.get(CONFIG_LABEL) != to or model is None or not g.count or cfg is None:
+        return Finish(name, "uncordon", labels.get(CONFIG_LABEL) or ""), read_node(node, cfg, pods)
+    layouts = _layouts(cfg, to, model, g.count)
+    if isinstance(layouts, str):
+        return Finish(name, "uncordon", to), layouts
+    how = {"model": model.short_name, "strategy": g.mig_strategy, "after": layouts}
+    now = read_node(node, cfg, pods)
+    if g.mig_state == "success" and not isinstance(now, str):
+        return Finish(name, "uncordon", to, **how), now  # type: ignore[arg-type]
+    settling = NodeNow(name, model, g.mig_strategy, to, layouts, settling=True)
+    if g.mig_state == "failed":
+        return Finish(name, "retry", to, retry_name(to), **how), settling  # type: ignore[arg-type]
+    return Finish(name, "wait", to, **how), settling  # type: ignore[arg-type]
+
+
 def read_cluster(
     nodes: Sequence[dict[str, Any]],
     pods: Sequence[dict[str, Any]],
     cfg: migparted.MigConfigFile | None,
-) -> tuple[list[NodeNow], dict[str, str], list[Pending]]:
+) -> tuple[list[NodeNow], dict[str, str], list[Pending], list[Finish]]:
     """(the nodes the plan may change, node → why each other MIG node is left out, the
-    pending pods). Nodes without MIG or GPU Operator labels are not mentioned."""
-    out, skipped = [], {}
+    pending pods, what is left on nodes an earlier run cordoned). Nodes without MIG or GPU
+    Operator labels are not mentioned."""
+    out, skipped, finishing = [], {}, []
     for n in nodes:
         labels = labels_of(n)
         if CONFIG_LABEL not in labels and "nvidia.com/mig.strategy" not in labels:
             continue
         name = n["metadata"]["name"]
-        if (n.get("spec") or {}).get("unschedulable") and ANNOTATION not in (
-            n["metadata"].get("annotations") or {}
-        ):
+        record = left_by_us(n)
+        if record is not None:
+            done, got = _finish(n, cfg, pods, record)
+            finishing.append(done)
+        elif (n.get("spec") or {}).get("unschedulable"):
             skipped[name] = "cordoned by someone else"
             continue
-        got = read_node(n, cfg, pods)
+        else:
+            got = read_node(n, cfg, pods)
         if isinstance(got, str):
             skipped[name] = got
         else:
             out.append(got)
-    return out, skipped, pending_pods(pods)
+    return out, skipped, pending_pods(pods), finishing
