@@ -362,8 +362,12 @@ def choose(
     cols = _columns(nodes, wanted)
     keys = sorted(wanted)
     used: Counter[str] = Counter()
+    kept: Counter[str] = Counter()  # what the GPUs in use offer: all that runs is there
     for n in nodes:
         used.update(n.used())
+        for i in n.busy():
+            kept.update(n.gpus[i].offers())
+    used = Counter({k: min(v, kept[k]) for k, v in used.items()})  # stale counts: no more
     nx, ns = len(cols), len(keys)
     total_gpus = sum(len(n.gpus) for n in nodes)
     weight = total_gpus + 1  # one more slice placed beats any number of GPUs changed

@@ -1,0 +1,140 @@
+"""The rebalance planner against an exhaustive search on small clusters: every way the idle
+GPUs could be laid out (layouts enumerated by tests/mig/exhaustive.py, independently of
+gpuctl's), scored as the issue asks: the most pending demand placed, then the fewest GPUs
+changed; GPUs that may hold a running pod never change."""
+
+import itertools
+import random
+from collections import Counter
+
+import pytest
+
+from gpuctl.gpus.geometry import find_model
+from gpuctl.mig.core.rebalance import DISABLED, WHOLE, Layout, NodeNow, Pending, plan
+from tests.mig import exhaustive
+
+
+def layouts(model):
+    return sorted(
+        (Layout(True, dict(lay)) for lay in exhaustive.gpu_layouts(model.nvml_name) if lay),
+        key=lambda lay: lay.key(),
+    )
+
+
+def busy(gpu, running):
+    offers = gpu.offers()
+    return any(offers[k] for use in running.values() for k in use)
+
+
+def best(nodes, demand):
+    """(most slices placed, fewest GPUs changed) over every layout of every idle GPU."""
+    keys = set(demand)
+    used = Counter()
+    for n in nodes:
+        for use in n.running.values():
+            used.update(use)
+    fixed, choices = Counter(), []
+    for n in nodes:
+        for gpu in n.gpus.values():
+            if busy(gpu, n.running):
+                fixed.update(gpu.offers())
+                continue
+            seen = {}
+            for lay in [DISABLED, *layouts(n.model)]:
+                proj = tuple(sorted((k, v) for k, v in lay.offers().items() if k in keys))
+                if lay != gpu:
+                    seen.setdefault(proj, (1, proj))
+            now = tuple(sorted((k, v) for k, v in gpu.offers().items() if k in keys))
+            choices.append([(0, now), *seen.values()])
+    top = None
+    for combo in itertools.product(*choices):
+        supply = Counter(fixed)
+        for _, proj in combo:
+            supply.update(dict(proj))
+        placed = sum(min(n, max(0, supply[k] - used[k])) for k, n in demand.items())
+        score = (placed, -sum(c for c, _ in combo))
+        top = score if top is None or score > top else top
+    return top
+
+
+def score(nodes, demand, result):
+    used, supply = Counter(), Counter()
+    changed = 0
+    after = {c.node: c.after for c in result.changes}
+    for n in nodes:
+        for use in n.running.values():
+            used.update(use)
+        for i, gpu in n.gpus.items():
+            new = after.get(n.name, n.gpus)[i]
+            supply.update(new.offers())
+            changed += new != gpu
+    return sum(min(v, max(0, supply[k] - used[k])) for k, v in demand.items()), -changed
+
+
+def random_cluster(rng, model, gpus_total):
+    nodes, left, i = [], gpus_total, 0
+    options = [DISABLED, *layouts(model)]
+    while left:
+        k = rng.randint(1, min(2, left))
+        left -= k
+        gpus = {g: rng.choice(options) for g in range(k)}
+        offered = [p for lay in gpus.values() for p, n in lay.offers().items() for _ in range(n)]
+        rng.shuffle(offered)
+        running = {f"ns/run-{i}-{j}": {p: 1} for j, p in enumerate(offered[: rng.randint(0, 2)])}
+        nodes.append(NodeNow(f"n{i}", model, "mixed", "x", gpus, running))
+        i += 1
+    return nodes
+
+
+def random_pending(rng, model):
+    names = [p.name for p in model.profiles] + [WHOLE]
+    pods = []
+    for i in range(rng.randint(1, 5)):
+        pods.append(Pending(f"ns/p{i}", {rng.choice(names): 1}))
+    return pods
+
+
+@pytest.mark.parametrize(
+    "model_name,gpus,cases", [("A30", 4, 40), ("A100-40GB", 3, 25), ("H100-80GB", 2, 15)]
+)
+def test_plan_matches_the_exhaustive_optimum(model_name, gpus, cases):
+    model = find_model(model_name)
+    rng = random.Random(28)
+    for _ in range(cases):
+        nodes = random_cluster(rng, model, gpus)
+        pending = random_pending(rng, model)
+        demand = Counter()
+        for p in pending:
+            demand.update(p.wants)
+        result = plan(nodes, pending)
+        assert score(nodes, demand, result) == best(nodes, demand), (nodes, pending)
+        for c in result.changes:  # no GPU that may hold a running pod changes
+            n = next(n for n in nodes if n.name == c.node)
+            for i in c.changed:
+                assert not busy(n.gpus[i], n.running)
+        placed, _ = best(nodes, demand)
+        if placed == sum(demand.values()):  # all of it can be served: all of it is
+            assert result.unplaced == ()
+
+
+def test_single_strategy_nodes_change_whole_and_only_when_idle():
+    model = find_model("A100-40GB")
+    one = Layout(True, {"1g.5gb": 7})
+    idle = NodeNow("idle", model, "single", "all-1g.5gb", {0: one, 1: one})
+    busy_node = NodeNow(
+        "busy", model, "single", "all-1g.5gb", {0: one, 1: one}, {"ns/r": {"1g.5gb": 1}}
+    )
+    result = plan(
+        [busy_node, idle], [Pending("ns/a", {"3g.20gb": 1}), Pending("ns/b", {"3g.20gb": 1})]
+    )
+    (change,) = result.changes
+    assert change.node == "idle"
+    assert {lay.key() for lay in change.after.values()} == {(True, (("3g.20gb", 2),))}
+    assert change.unblocks == ("ns/a", "ns/b")
+
+
+def test_nothing_pending_changes_nothing():
+    model = find_model("A30")
+    n = NodeNow("a", model, "mixed", "x", {0: DISABLED})
+    result = plan([n], [])
+    assert result.changes == () and result.gpus_changed == 0
