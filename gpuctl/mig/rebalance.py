@@ -131,7 +131,11 @@ class _NodeRun:
                 self.cordon,
                 self.uncordon_unless_labelled,
             ),
-            Action(Step("check", node, f"no pod on GPU {_gpus(c.changed)}"), self.check_idle),
+            Action(
+                Step("check", node, f"no pod on GPU {_gpus(c.changed)}"),
+                self.check_idle,
+                lambda: None,  # a read: nothing to undo
+            ),
             Action(
                 Step("label", node, f"{CONFIG_LABEL}: {c.config_from} -> {c.config_to}"),
                 self.label,

@@ -231,3 +231,60 @@ def test_a_manager_failure_stops_there_with_the_node_cordoned_and_a_rerun_finish
 def cordoned(api, name):
     spec = node_of(api, name).spec
     return bool(spec and spec.unschedulable)
+
+
+class InterruptAt:
+    """Progress that presses Ctrl-C when the step ACTION of NODE starts."""
+
+    def __init__(self, action):
+        self.action = action
+
+    def started(self, step, index, total):
+        if step.action == self.action:
+            raise KeyboardInterrupt
+
+    def finished(self, step, index, total):
+        pass
+
+
+def apply_with(progress):
+    from gpuctl.adapters.kube import Kube
+    from gpuctl.common.errors import Interrupted
+    from gpuctl.mig import service
+
+    with Kube() as kube:
+        rb = service.plan_rebalance(kube, NS, CM, None)
+        with pytest.raises(Interrupted) as e:
+            service.apply_rebalance(kube, rb, NS, CM, 10, progress)
+    return rb, e.value
+
+
+def test_ctrl_c_before_the_label_leaves_the_node_as_it_was(cluster, capsys):
+    rb, e = apply_with(InterruptAt("label"))
+    first = rb.changes[0].node
+    assert "as it was" in e.message
+    assert not cordoned(cluster, first)
+    node = node_of(cluster, first)
+    assert "gpuctl.io/mig-rebalance" not in (node.metadata.annotations or {})
+    assert node.metadata.labels["nvidia.com/mig.config"] == rb.changes[0].config_from
+
+
+def test_ctrl_c_while_the_manager_works_leaves_it_for_the_next_run_to_finish(cluster, capsys):
+    manager = MigManager(cluster)
+    try:
+        rb, e = apply_with(InterruptAt("wait"))
+        first = rb.changes[0].node
+        assert "left cordoned" in e.message + " ".join(e.details)
+        assert cordoned(cluster, first)
+        code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+        assert code == 0, err
+        assert {f["node"] for f in json.loads(out)["finishing"]} == {first}
+        code, out, err = run(capsys, "mig", "rebalance", "--yes", "-n", NS, "--timeout", "20")
+        assert code == 0, err
+    finally:
+        manager.close()
+    for name in ("busy", "idle", "whole"):
+        assert not cordoned(cluster, name)
+    code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+    data = json.loads(out)
+    assert data["nodes"] == [] and data["finishing"] == [] and data["unplaced"] == []
