@@ -155,6 +155,7 @@ class _NodeRun:
             "why": f"cordoned by gpuctl mig rebalance to apply MIG config {self.change.config_to}",
             "from": self.change.config_from,
             "to": self.change.config_to,
+            "gpus": len(self.change.after),
         }
         self.kube.patch(
             "Node",

@@ -164,6 +164,7 @@ def test_dry_run_unblocks_the_demand_on_idle_gpus_only(cluster, capsys):
     data = json.loads(out)
     changed = {n["node"]: n for n in data["nodes"]}
     assert "busy" not in changed  # its GPUs may hold the running pod
+    assert data["skipped"] == {}  # the all-disabled node is a mixed-strategy MIG node too
     assert sorted(p for n in data["nodes"] for p in n["unblocks"]) == [
         "ml/want-3g-a",
         "ml/want-3g-b",

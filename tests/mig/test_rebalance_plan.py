@@ -138,3 +138,101 @@ def test_nothing_pending_changes_nothing():
     n = NodeNow("a", model, "mixed", "x", {0: DISABLED})
     result = plan([n], [])
     assert result.changes == () and result.gpus_changed == 0
+
+
+CM_DOC = {
+    "version": "v1",
+    "mig-configs": {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}],
+    },
+}
+
+
+def gfd_node(name, product, strategy, config, resources, count=None, state="success"):
+    labels = {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/mig.strategy": strategy,
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.config": config,
+        "nvidia.com/mig.config.state": state,
+    }
+    if count:
+        labels["nvidia.com/gpu.count"] = str(count)
+    res = {k: str(v) for k, v in resources.items()}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"capacity": res, "allocatable": res},
+    }
+
+
+def test_reading_gfd_nodes_of_both_strategies():
+    import yaml
+
+    from gpuctl.common.specfile import load_yaml
+    from gpuctl.mig.core import migparted
+    from gpuctl.mig.core.rebalance_read import read_cluster
+
+    cfg = migparted.parse(load_yaml(yaml.safe_dump(CM_DOC), "cm"))
+    nodes = [
+        # single: GFD's product names the slice and nvidia.com/gpu.count counts slices
+        gfd_node(
+            "single",
+            "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+            "single",
+            "all-1g.5gb",
+            {"nvidia.com/gpu": 14},
+            count=14,
+        ),
+        # mixed with MIG off on every GPU: whole GPUs, still a mixed MIG node
+        gfd_node("off", "NVIDIA-A100-SXM4-40GB", "mixed", "all-disabled", {"nvidia.com/gpu": 2}, 2),
+        gfd_node("stale", "NVIDIA-A100-SXM4-40GB", "mixed", "all-1g.5gb", {"nvidia.com/gpu": 2}, 2),
+        gfd_node(
+            "busy-manager",
+            "NVIDIA-A100-SXM4-40GB",
+            "mixed",
+            "all-1g.5gb",
+            {"nvidia.com/mig-1g.5gb": 14},
+            2,
+            state="pending",
+        ),
+        {"metadata": {"name": "cpu", "labels": {}}, "status": {}},
+    ]
+    pods = [
+        {
+            "metadata": {"name": "r", "namespace": "ml"},
+            "spec": {
+                "nodeName": "single",
+                "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            "status": {"phase": "Running"},
+        },
+        {
+            "metadata": {"name": "p", "namespace": "ml"},
+            "spec": {
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"},
+                "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            "status": {"phase": "Pending"},
+        },
+        {
+            "metadata": {"name": "q", "namespace": "ml"},
+            "spec": {"containers": [{"resources": {"limits": {"nvidia.com/mig-1g.10gb.me": "1"}}}]},
+            "status": {"phase": "Pending"},
+        },
+    ]
+    now, skipped, pending, finishing = read_cluster(nodes, pods, cfg)
+    by = {n.name: n for n in now}
+    assert set(by) == {"single", "off"}
+    assert by["single"].strategy == "single" and len(by["single"].gpus) == 2
+    assert by["single"].running == {"ml/r": {"1g.5gb": 1}}
+    assert by["off"].strategy == "mixed" and all(not g.enabled for g in by["off"].gpus.values())
+    assert "stale" in skipped["stale"] or "offers" in skipped["stale"]
+    assert "pending" in skipped["busy-manager"]
+    assert "cpu" not in skipped
+    assert [(p.name, dict(p.wants)) for p in pending] == [
+        ("ml/p", {"3g.20gb": 1}),
+        ("ml/q", {"1g.10gb+me": 1}),
+    ]
+    assert finishing == []

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuctl.gpus.geometry import GpuModel, models
-from gpuctl.gpus.identity import GPU, MIG_PREFIX, NodeGpus
+from gpuctl.gpus.identity import GPU, MIG_PREFIX, MIG_STRATEGY, NodeGpus
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
@@ -115,6 +115,31 @@ def offered(g: NodeGpus) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
+def strategy_of(labels: Mapping[str, str], g: NodeGpus) -> str:
+    """The device plugin's MIG strategy: GFD's nvidia.com/mig.strategy label (a mixed node
+    whose GPUs all have MIG off still is one), else what its resources say."""
+    label = labels.get(MIG_STRATEGY)
+    return label if label in ("single", "mixed") else g.mig_strategy
+
+
+def _count_from(
+    cfg: migparted.MigConfigFile, config: str, model: GpuModel, plugin: Mapping[str, int]
+) -> int | None:
+    """The number of GPUs under which CONFIG offers what the plugin does (the single
+    strategy's labels count slices, not GPUs)."""
+    for n in range(1, 65):
+        layouts = _layouts(cfg, config, model, n)
+        if isinstance(layouts, str):
+            return None
+        total: dict[str, int] = {}
+        for lay in layouts.values():
+            for k, v in lay.offers().items():
+                total[k] = total.get(k, 0) + v
+        if total == dict(plugin):
+            return n
+    return None
+
+
 def read_node(
     node: dict[str, Any], cfg: migparted.MigConfigFile | None, pods: Sequence[dict[str, Any]]
 ) -> NodeNow | str:
@@ -122,33 +147,37 @@ def read_node(
     labels = labels_of(node)
     g = gpus_of(node)
     config = labels.get(CONFIG_LABEL)
-    if g.mig_strategy not in ("single", "mixed"):
-        return f"MIG strategy {g.mig_strategy}: the device plugin offers no MIG devices"
+    strategy = strategy_of(labels, g)
+    if strategy not in ("single", "mixed"):
+        return f"MIG strategy {strategy}: the device plugin offers no MIG devices"
     model = _model(g)
     if model is None:
         return f"GPU {g.name or 'unknown'}: gpuctl has no MIG geometry for it"
-    if not g.count:
-        return "its GPU count is not labelled (nvidia.com/gpu.count)"
     if not config:
         return f"no {CONFIG_LABEL} label: the MIG manager does not manage it"
     if g.mig_state != "success":
         return f"{CONFIG_LABEL}.state is {g.mig_state or 'not set'}: the layout is not settled"
     if cfg is None:
         return "no mig-parted ConfigMap to read its config from"
-    layouts = _layouts(cfg, config, model, g.count)
+    plugin = offered(g)
+    count = g.count or _count_from(cfg, config, model, plugin)
+    if not count:
+        return "its number of GPUs is not known (in the single strategy GFD counts slices)"
+    layouts = _layouts(cfg, config, model, count)
     if isinstance(layouts, str):
         return layouts
-    now = NodeNow(node["metadata"]["name"], model, g.mig_strategy, config, layouts)
-    if g.mig_strategy == "single" and len({lay.key() for lay in layouts.values()}) > 1:
+    now = NodeNow(node["metadata"]["name"], model, strategy, config, layouts)
+    if strategy == "single" and len({lay.key() for lay in layouts.values()}) > 1:
         return f"config {config!r} gives its GPUs different layouts under the single strategy"
-    plugin = offered(g)
     if dict(now.offers()) != plugin:
         return (
             f"the device plugin offers {plugin or 'nothing'}, not what {config!r} holds "
             f"({dict(now.offers())}): the layout may be stale"
         )
     running = {}
-    single = g.single_profile if g.mig_strategy == "single" else None
+    single = None
+    if strategy == "single":
+        single = next(iter(layouts.values())).offers().most_common(1)[0][0]
     for p in pods:
         if (p.get("spec") or {}).get("nodeName") != now.name:
             continue
@@ -157,7 +186,7 @@ def read_node(
         use = wants_of(p, single)
         if use:
             running[pod_name(p)] = use
-    return NodeNow(now.name, model, g.mig_strategy, config, layouts, running)
+    return NodeNow(now.name, model, strategy, config, layouts, running)
 
 
 def left_by_us(node: dict[str, Any]) -> dict[str, Any] | None:
@@ -183,16 +212,19 @@ def _finish(
     name = node["metadata"]["name"]
     to = record["to"]
     model = _model(g)
-    if labels.get(CONFIG_LABEL) != to or model is None or not g.count or cfg is None:
+    gpus = record.get("gpus")
+    count = gpus if isinstance(gpus, int) and gpus > 0 else g.count
+    if labels.get(CONFIG_LABEL) != to or model is None or not count or cfg is None:
         return Finish(name, "uncordon", labels.get(CONFIG_LABEL) or ""), read_node(node, cfg, pods)
-    layouts = _layouts(cfg, to, model, g.count)
+    layouts = _layouts(cfg, to, model, count)
     if isinstance(layouts, str):
         return Finish(name, "uncordon", to), layouts
-    how = {"model": model.short_name, "strategy": g.mig_strategy, "after": layouts}
+    strategy = strategy_of(labels, g)
+    how = {"model": model.short_name, "strategy": strategy, "after": layouts}
     now = read_node(node, cfg, pods)
     if g.mig_state == "success" and not isinstance(now, str):
         return Finish(name, "uncordon", to, **how), now  # type: ignore[arg-type]
-    settling = NodeNow(name, model, g.mig_strategy, to, layouts, settling=True)
+    settling = NodeNow(name, model, strategy, to, layouts, settling=True)
     if g.mig_state == "failed":
         return Finish(name, "retry", to, retry_name(to), **how), settling  # type: ignore[arg-type]
     return Finish(name, "wait", to, **how), settling  # type: ignore[arg-type]
