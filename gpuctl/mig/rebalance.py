@@ -23,7 +23,12 @@ from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.operator import CONFIG_LABEL, STATE_LABEL
 from gpuctl.mig.core.rebalance import NodeChange, RebalancePlan, plan
-from gpuctl.mig.core.rebalance_read import ANNOTATION, offered, read_cluster
+from gpuctl.mig.core.rebalance_read import (
+    ANNOTATION,
+    offered,
+    pending_workloads,
+    read_cluster,
+)
 from gpuctl.runtime.workflow import Action, Progress, execute
 
 POLL = 0.2  # seconds between reads while waiting on the manager or on pods
@@ -47,7 +52,18 @@ def plan_rebalance(
     nodes = kube.list_objects("Node")
     pods = kube.unfinished_pods()
     now, skipped, pending, finishing = read_cluster(nodes, pods, cfg)
+    pending += pending_workloads(_workloads(kube))
     return plan(now, pending, extra, skipped, finishing)
+
+
+def _workloads(kube: Kube) -> list[dict]:
+    """Kueue's Workloads in every namespace ([] without Kueue)."""
+    from gpuctl.k8s import apis
+
+    version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
+    if version is None:
+        return []
+    return kube.list_objects("Workload", api_version=apis.kueue_api_version(version))
 
 
 def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan) -> str:

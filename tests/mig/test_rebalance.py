@@ -289,3 +289,44 @@ def test_ctrl_c_while_the_manager_works_leaves_it_for_the_next_run_to_finish(clu
     code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
     data = json.loads(out)
     assert data["nodes"] == [] and data["finishing"] == [] and data["unplaced"] == []
+
+
+def test_kueue_workloads_waiting_for_admission_count_as_demand(kube, cluster, capsys):
+    from tests import kueue_workloads
+    from tests.gpu_cluster import set_status
+
+    kube.install_crds("Workload")
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "big",
+            "namespace": "ml",
+            "labels": {"kueue.x-k8s.io/queue-name": "q"},
+        },
+        "spec": {
+            "parallelism": 2,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "x",
+                            "resources": {"limits": {"nvidia.com/mig-2g.10gb": "1"}},
+                        }
+                    ]
+                }
+            },
+        },
+    }
+    wl = kueue_workloads.workload_for(job)
+    seed(cluster, wl)
+    set_status(cluster, wl, kueue_workloads.pending("insufficient quota"))
+    code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["demand"]["2g.10gb"] == 2
+    unblocked = [p for n in data["nodes"] for p in n["unblocks"]]
+    name = wl["metadata"]["name"]
+    assert sorted(p for p in unblocked if name in p) == [f"ml/{name}[main#0]", f"ml/{name}[main#1]"]
+    assert data["unplaced"] == []

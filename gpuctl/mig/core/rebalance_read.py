@@ -81,6 +81,36 @@ def pending_pods(pods: Sequence[dict[str, Any]]) -> list[Pending]:
     return out
 
 
+MAX_WORKLOAD_PODS = 10_000  # a podSet's count beyond this is read as this
+
+
+def _true(obj: Mapping[str, Any], condition: str) -> bool:
+    return any(
+        c.get("type") == condition and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def pending_workloads(workloads: Sequence[dict[str, Any]]) -> list[Pending]:
+    """Kueue Workloads not admitted (their jobs are suspended: no pods yet), one Pending a
+    pod of each podSet that asks for MIG slices or GPUs. Admitted ones have pods, read as
+    pods."""
+    out = []
+    for w in workloads:
+        status = w.get("status") or {}
+        if status.get("admission") or _true(w, "Finished") or _true(w, "Admitted"):
+            continue
+        name = pod_name(w)
+        for ps in (w.get("spec") or {}).get("podSets") or []:
+            wants = wants_of(ps.get("template") or {})
+            count = ps.get("count", 1)
+            if not wants or not isinstance(count, int) or count < 1:
+                continue
+            for i in range(min(count, MAX_WORKLOAD_PODS)):
+                out.append(Pending(f"{name}[{ps.get('name', 'main')}#{i}]", wants))
+    return out
+
+
 def _model(g: NodeGpus) -> GpuModel | None:
     return next((m for m in models() if m.short_name == g.model), None)
 
