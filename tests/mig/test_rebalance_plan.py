@@ -236,3 +236,17 @@ def test_reading_gfd_nodes_of_both_strategies():
         ("ml/q", {"1g.10gb+me": 1}),
     ]
     assert finishing == []
+
+
+def test_a_forecast_adds_demand_and_an_unknown_profile_is_refused_in_words():
+    from gpuctl.common.errors import UsageError
+
+    model = find_model("A30")
+    n = NodeNow("a", model, "mixed", "all-disabled", {0: DISABLED})
+    result = plan([n], [], extra={"2g.12gb": 2})
+    (change,) = result.changes
+    assert change.after[0].offers()["2g.12gb"] == 2
+    with pytest.raises(UsageError) as e:
+        plan([n], [], extra={"3g.40gb": 1})
+    assert "no MIG node here has that profile" in e.value.message
+    assert "A30 profiles:" in e.value.hint

@@ -20,8 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuctl.common.errors import UsageError
 from gpuctl.gpus.geometry import GpuModel
 from gpuctl.gpus.mig_demand import feasible_layouts, maximal_layouts
+from gpuctl.gpus.mig_layout import profiles_hint
 
 WHOLE = "gpu"  # the demand key of a whole GPU (nvidia.com/gpu on a GPU with MIG disabled)
 CONFIG_PREFIX = "gpuctl-"  # gpuctl's own configs in the mig-manager's ConfigMap
@@ -458,6 +460,19 @@ def _free(
     return out
 
 
+def check_forecast(extra: Mapping[str, int], nodes: Sequence[NodeNow]) -> None:
+    """Refuse a --demand profile that no MIG node's GPU model has, saying which they have."""
+    models = {n.model.short_name: n.model for n in nodes}
+    for name in extra:
+        if name == WHOLE or any(m.has_profile(name) for m in models.values()):
+            continue
+        raise UsageError(
+            f"--demand {name}: no MIG node here has that profile"
+            + ("" if models else " (gpuctl found no MIG node it can plan for)"),
+            hint="; ".join(profiles_hint(m) for m in models.values()) or None,
+        )
+
+
 def plan(
     nodes: Sequence[NodeNow],
     pending: Sequence[Pending],
@@ -467,6 +482,7 @@ def plan(
 ) -> RebalancePlan:
     """The rebalance plan for NODES (those the plan may act on) and PENDING pods; EXTRA is
     forecast demand (--demand) that no pod asks for yet."""
+    check_forecast(extra or {}, nodes)
     wants = demand_of(pending)
     wants.update(extra or {})
     before_layouts = {n.name: dict(n.gpus) for n in nodes}
