@@ -312,8 +312,12 @@ def assert_(
 _REBALANCE_CONFIGMAP = typer.Option(
     "default-mig-parted-config",
     "--configmap",
+    metavar="NAME",
     help="The ConfigMap the MIG manager reads (ClusterPolicy migManager.config.name); "
     "gpuctl adds its configs there beside NVIDIA's.",
+)
+_REBALANCE_OUTPUT = options.output(
+    "table (the plan as text), json or yaml (the plan as data, the text on stderr)."
 )
 _FORECAST = typer.Option(
     None, "--demand", metavar="PROFILE=N,…", help="Demand to add to the pending pods' (forecast)."
@@ -329,9 +333,9 @@ def rebalance(
     namespace: str = _OPERATOR_NAMESPACE,
     configmap: str = _REBALANCE_CONFIGMAP,
     timeout: float = _TIMEOUT,
-    output: Format = _CONFIGURE_OUTPUT,
+    output: Format = _REBALANCE_OUTPUT,
 ) -> None:
-    """Re-partition idle MIG GPUs for the pending pods, node by node (GPU Operator)."""
+    """Re-split idle MIG GPUs for pending pods and Kueue workloads, node by node."""
     from gpuctl.mig import service, views
 
     say = views.say(output)
