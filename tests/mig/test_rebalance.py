@@ -330,3 +330,28 @@ def test_kueue_workloads_waiting_for_admission_count_as_demand(kube, cluster, ca
     name = wl["metadata"]["name"]
     assert sorted(p for p in unblocked if name in p) == [f"ml/{name}[main#0]", f"ml/{name}[main#1]"]
     assert data["unplaced"] == []
+
+
+def test_a_pod_that_started_since_the_plan_on_a_gpu_that_changes_stops_it(cluster, capsys):
+    from gpuctl.adapters.kube import Kube
+    from gpuctl.common.errors import BackendError
+    from gpuctl.mig import service
+    from gpuctl.runtime.workflow import Quiet
+
+    manager = MigManager(cluster)
+    try:
+        with Kube() as kube:
+            rb = service.plan_rebalance(kube, NS, CM, None)
+            first = rb.changes[0]
+            taken = next(iter(first.before[first.changed[0]].offers()))
+            resource = "nvidia.com/gpu" if taken == "gpu" else f"nvidia.com/mig-{taken}"
+            seed(cluster, pod("late", resource, node=first.node, phase="Running"))
+            with pytest.raises(BackendError) as e:
+                service.apply_rebalance(kube, rb, NS, CM, 1, Quiet())
+    finally:
+        manager.close()
+    assert "ml/late" in e.value.message and "as it was" in e.value.message
+    assert not cordoned(cluster, first.node)
+    assert (
+        node_of(cluster, first.node).metadata.labels["nvidia.com/mig.config"] == first.config_from
+    )
