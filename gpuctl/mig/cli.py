@@ -310,11 +310,11 @@ def assert_(
 
 
 _REBALANCE_CONFIGMAP = typer.Option(
-    "default-mig-parted-config",
+    None,
     "--configmap",
     metavar="NAME",
-    help="The ConfigMap the MIG manager reads (ClusterPolicy migManager.config.name); "
-    "gpuctl adds its configs there beside NVIDIA's.",
+    help="The ConfigMap the MIG manager reads, where gpuctl adds its configs beside NVIDIA's "
+    "(default: the ClusterPolicy's migManager.config.name, else default-mig-parted-config).",
 )
 _REBALANCE_OUTPUT = options.output(
     "table (the plan as text), json or yaml (the plan as data, the text on stderr)."
@@ -331,7 +331,7 @@ def rebalance(
     yes: bool = _YES,
     dry_run: bool = _DRY_RUN,
     namespace: str = _OPERATOR_NAMESPACE,
-    configmap: str = _REBALANCE_CONFIGMAP,
+    configmap: str | None = _REBALANCE_CONFIGMAP,
     timeout: float = _TIMEOUT,
     output: Format = _REBALANCE_OUTPUT,
 ) -> None:
@@ -340,6 +340,7 @@ def rebalance(
 
     say = views.say(output)
     with application().kube() as kube:
+        configmap = service.rebalance_configmap(kube, configmap)
         plan = service.plan_rebalance(kube, namespace, configmap, demand)
         views.print_data(plan.to_dict(dry_run), output)
         say("".join(line + "\n" for line in plan.lines()))

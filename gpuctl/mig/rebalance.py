@@ -44,6 +44,19 @@ def _configmap(kube: Kube, namespace: str, name: str) -> tuple[dict | None, Any]
     return cm, load_yaml(text, f"ConfigMap {namespace}/{name} config.yaml") if text else None
 
 
+def mig_configmap(kube: Kube) -> str:
+    """The ConfigMap the GPU Operator's MIG manager reads, from its ClusterPolicy."""
+    from gpuctl.mig.core.operator import CLUSTER_POLICIES, OPERATOR_CONFIGMAP
+    from gpuctl.mig.core.operator import mig_configmap as from_policies
+
+    try:
+        found = kube.get_path(CLUSTER_POLICIES)
+    except GpuctlError:  # no ClusterPolicy CRD, or not allowed to read it
+        return OPERATOR_CONFIGMAP
+    items = found.get("items") if isinstance(found, dict) else None
+    return from_policies([i for i in items or [] if isinstance(i, dict)])
+
+
 def plan_rebalance(
     kube: Kube, namespace: str, configmap: str, extra: dict[str, int] | None = None
 ) -> RebalancePlan:

@@ -318,6 +318,13 @@ def _restore_label(kube: Kube, name: str, old: str | None, new: str) -> str | No
 # ---------- rebalance on a cluster ----------
 
 
+def rebalance_configmap(kube: Kube, configmap: str | None) -> str:
+    """CONFIGMAP, or the one the GPU Operator's ClusterPolicy names for the MIG manager."""
+    from gpuctl.mig import rebalance
+
+    return configmap or rebalance.mig_configmap(kube)
+
+
 def plan_rebalance(kube: Kube, namespace: str, configmap: str, demand: str | None):
     """The rebalance plan for the cluster's pending MIG demand (and --demand's forecast)."""
     from gpuctl.mig import rebalance

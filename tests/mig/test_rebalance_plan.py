@@ -250,3 +250,14 @@ def test_a_forecast_adds_demand_and_an_unknown_profile_is_refused_in_words():
         plan([n], [], extra={"3g.40gb": 1})
     assert "no MIG node here has that profile" in e.value.message
     assert "A30 profiles:" in e.value.hint
+
+
+def test_the_mig_managers_configmap_is_the_one_the_cluster_policy_names():
+    from gpuctl.mig.core.operator import mig_configmap
+
+    policy = {"spec": {"migManager": {"enabled": True, "config": {"name": "custom-mig-config"}}}}
+    assert mig_configmap([policy]) == "custom-mig-config"
+    assert mig_configmap([{"spec": {"migManager": {"enabled": True}}}]) == (
+        "default-mig-parted-config"
+    )
+    assert mig_configmap([]) == "default-mig-parted-config"
