@@ -261,3 +261,31 @@ def test_the_mig_managers_configmap_is_the_one_the_cluster_policy_names():
         "default-mig-parted-config"
     )
     assert mig_configmap([]) == "default-mig-parted-config"
+
+
+def test_the_configs_written_are_mig_parted_files_that_give_the_planned_layouts():
+    import yaml
+
+    from gpuctl.common.specfile import load_yaml
+    from gpuctl.mig.core import migparted
+    from gpuctl.mig.core.diff import GpuState
+
+    model = find_model("H100-80GB")
+    one = Layout(True, {"1g.10gb": 7})
+    nodes = [
+        NodeNow("a", model, "mixed", "x", {0: one, 1: one, 2: DISABLED}, {"ns/r": {"1g.10gb": 1}}),
+        NodeNow("b", model, "mixed", "x", {0: DISABLED, 1: DISABLED}),
+    ]
+    pending = [Pending(f"ns/p{i}", {"3g.40gb": 1}) for i in range(3)] + [
+        Pending("ns/w", {"7g.80gb": 1})
+    ]
+    result = plan(nodes, pending)
+    assert result.unplaced == ()
+    doc = {"version": "v1", "mig-configs": result.configs()}
+    cfg = migparted.parse(load_yaml(yaml.safe_dump(doc), "cm"))
+    for c in result.changes:
+        gpus = [GpuState(i, model.nvml_name, "", model, (True, True)) for i in sorted(c.after)]
+        got = migparted.resolve(cfg, cfg.select(c.config_to), gpus)
+        for i, d in got.items():
+            assert d is not None
+            assert Layout(d.enabled, dict(d.layout) if d.enabled else {}) == c.after[i]
