@@ -22,9 +22,10 @@ from gpuctl.common.specfile import load_yaml
 from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.operator import CONFIG_LABEL, STATE_LABEL
-from gpuctl.mig.core.rebalance import NodeChange, RebalancePlan, plan
+from gpuctl.mig.core.rebalance import NodeChange, RebalancePlan, plan, stale_configs
 from gpuctl.mig.core.rebalance_read import (
     ANNOTATION,
+    left_by_us,
     offered,
     pending_workloads,
     read_cluster,
@@ -94,15 +95,31 @@ def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan)
             # the same layouts under a new name (a copy: YAML would write an alias)
             wanted[f.retry_as] = json.loads(json.dumps(configs[f.config]))
     new = {k: v for k, v in wanted.items() if configs.get(k) != v}
-    if not new:
+    stale = stale_configs(list(configs), _configs_in_use(kube), set(wanted))
+    if not new and not stale:
         return "already there"
     configs.update(new)
+    for name in stale:
+        del configs[name]
     body = {"data": {"config.yaml": yaml.safe_dump(doc, sort_keys=False)}}
     if cm is None:
         kube.create(migparted.render_configmap(doc, configmap, namespace))
     else:
         kube.patch("ConfigMap", configmap, namespace, body)
     return ", ".join(new)
+
+
+def _configs_in_use(kube: Kube) -> set[str]:
+    """The configs nodes are labelled with, or an earlier run is moving them to."""
+    out = set()
+    for n in kube.list_objects("Node"):
+        value = labels_of(n).get(CONFIG_LABEL)
+        if value:
+            out.add(value)
+        record = left_by_us(n)
+        if record:
+            out.update(v for v in (record.get("from"), record["to"]) if isinstance(v, str))
+    return out
 
 
 def apply(

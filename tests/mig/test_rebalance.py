@@ -206,6 +206,12 @@ def test_apply_leaves_every_node_uncordoned_with_the_planned_layout(cluster, cap
     )
     for k, v in NVIDIA_CONFIGS.items():
         assert cm["mig-configs"][k] == v  # NVIDIA's entries untouched
+    labelled = {
+        node_of(cluster, n).metadata.labels["nvidia.com/mig.config"] for n in ("idle", "whole")
+    }
+    assert {k for k in cm["mig-configs"] if k.startswith("gpuctl-")} == labelled - set(
+        NVIDIA_CONFIGS
+    )
 
 
 def test_a_manager_failure_stops_there_with_the_node_cordoned_and_a_rerun_finishes(cluster, capsys):

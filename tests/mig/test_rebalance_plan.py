@@ -289,3 +289,10 @@ def test_the_configs_written_are_mig_parted_files_that_give_the_planned_layouts(
         for i, d in got.items():
             assert d is not None
             assert Layout(d.enabled, dict(d.layout) if d.enabled else {}) == c.after[i]
+
+
+def test_only_gpuctls_configs_no_node_uses_are_pruned():
+    from gpuctl.mig.core.rebalance import stale_configs
+
+    names = ["all-disabled", "custom-a", "gpuctl-old", "gpuctl-used", "gpuctl-new"]
+    assert stale_configs(names, {"gpuctl-used", "all-disabled"}, {"gpuctl-new"}) == ["gpuctl-old"]

@@ -273,6 +273,13 @@ def config_name(entries: list[dict[str, Any]]) -> str:
     return CONFIG_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
+def stale_configs(names: Sequence[str], in_use: set[str], wanted: set[str]) -> list[str]:
+    """gpuctl's own configs that no node's label names any more and this plan does not
+    write: removed, so that the ConfigMap does not grow with every run. Only names with
+    gpuctl's prefix: NVIDIA's and anyone else's entries are never touched."""
+    return [n for n in names if n.startswith(CONFIG_PREFIX) and n not in in_use | wanted]
+
+
 def demand_of(pending: Sequence[Pending]) -> Counter[str]:
     out: Counter[str] = Counter()
     for p in pending:
