@@ -215,6 +215,7 @@ class RebalancePlan:
     skipped: Mapping[str, str]  # node → why it is left out
     kept_busy: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     finishing: tuple[Finish, ...] = ()
+    forecast: Mapping[str, int] = field(default_factory=dict)  # --demand, in DEMAND too
 
     @property
     def empty(self) -> bool:
@@ -235,6 +236,7 @@ class RebalancePlan:
         return {
             "nodes": [c.to_dict() for c in self.changes],
             "demand": dict(self.demand),
+            "forecast": dict(self.forecast),
             "placeableBefore": dict(self.placeable_before),
             "placeableAfter": dict(self.placeable_after),
             "gpusChanged": self.gpus_changed,
@@ -263,6 +265,13 @@ class RebalancePlan:
             out.append(f"node {n}: GPU {', '.join(map(str, gpus))} kept as they are (in use)")
         if self.unplaced:
             out.append(f"still not placeable: {', '.join(self.unplaced)}")
+        wanted = sum(self.demand.values()) - sum(self.forecast.values())
+        if wanted:
+            out.append(
+                f"pending pods' slices placeable: {sum(self.placeable_before.values())} of {wanted} "
+                f"now, {self.placed} after; {self.gpus_changed} GPU(s) change on "
+                f"{len(self.changes)} node(s)"
+            )
         return out
 
 
@@ -536,6 +545,7 @@ def plan(
         dict(skipped or {}),
         kept,
         tuple(f for f in finishing if f.node not in {c.node for c in changes}),
+        dict(extra or {}),
     )
 
 
