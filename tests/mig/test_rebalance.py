@@ -91,6 +91,7 @@ class MigManager:
         self.core = client.CoreV1Api(api)
         self.fail = set(fail)
         self.applied = {}
+        self.gpus = {}  # physical GPUs per node (single: GFD's count is of slices)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.work, daemon=True)
         self.thread.start()
@@ -116,9 +117,31 @@ class MigManager:
             return
         cm = self.core.read_namespaced_config_map(CM, NS)
         entries = yaml.safe_load(cm.data["config.yaml"])["mig-configs"][value]
-        gpus = int(n.metadata.labels["nvidia.com/gpu.count"])
+        labels = n.metadata.labels
+        single = labels.get("nvidia.com/mig.strategy") == "single"
+        gpus = self.gpus.setdefault(name, int(labels["nvidia.com/gpu.count"]))
         res = {k: v for k, v in (n.status.capacity or {}).items() if not k.startswith("nvidia")}
-        res.update({k: str(v) for k, v in offers(entries, gpus).items()})
+        offered = offers(entries, gpus)
+        if single:  # GFD and the plugin: one profile, counted as nvidia.com/gpu
+            (entry,) = entries
+            devices = entry.get("mig-devices") or {}
+            (profile,) = devices or [None]
+            base = labels["nvidia.com/gpu.product"].split("-MIG-")[0]
+            product = f"{base}-MIG-{profile}" if profile else base
+            count = sum(offered.values())
+            offered = {"nvidia.com/gpu": count}
+            self.core.patch_node(
+                name,
+                {
+                    "metadata": {
+                        "labels": {
+                            "nvidia.com/gpu.product": product,
+                            "nvidia.com/gpu.count": str(count),
+                        }
+                    }
+                },
+            )
+        res.update({k: str(v) for k, v in offered.items()})
         # the device plugin restarts: the old resources go, the new ones come
         drop = {k: None for k in (n.status.capacity or {}) if k.startswith("nvidia")}
         self.core.patch_node_status(
@@ -361,3 +384,33 @@ def test_a_pod_that_started_since_the_plan_on_a_gpu_that_changes_stops_it(cluste
     assert (
         node_of(cluster, first.node).metadata.labels["nvidia.com/mig.config"] == first.config_from
     )
+
+
+def test_single_strategy_nodes_are_rebalanced_whole(kube, kube_api, capsys):
+    single = mig_node("s", "all-1g.5gb")
+    labels = single["metadata"]["labels"]
+    labels.update({"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.count": "14"})
+    labels["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+    res = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "14"}
+    single["status"] = {"capacity": res, "allocatable": dict(res)}
+    want = pod("want-3g", "nvidia.com/gpu")
+    want["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"}
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    seed(kube_api, configmap(), single, want)
+    manager = MigManager(kube_api)
+    manager.gpus["s"] = 2
+    try:
+        code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+        assert code == 0, err
+        (change,) = json.loads(out)["nodes"]
+        assert change["node"] == "s" and change["strategy"] == "single"
+        assert [g["to"] for g in change["gpusChanged"]] == ["3g.20gb=2", "3g.20gb=2"]
+        code, out, err = run(capsys, "mig", "rebalance", "--yes", "-n", NS, "--timeout", "20")
+        assert code == 0, err
+    finally:
+        manager.close()
+    node = node_of(kube_api, "s")
+    assert not cordoned(kube_api, "s")
+    assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"
+    assert node.status.allocatable["nvidia.com/gpu"] == "4"
