@@ -301,13 +301,12 @@ def demand_of(pending: Sequence[Pending]) -> Counter[str]:
 
 @dataclass
 class _Column:
-    node: int
-    group: tuple[int, ...]  # the GPU indexes it covers
+    node: int  # a single-strategy node's index; -1 for GPUs grouped over the cluster
+    group: tuple[tuple[int, int], ...]  # the GPUs it covers: (node index, GPU index)
     layout: Layout | None  # None: a single-strategy node's option (layouts per GPU below)
     per_gpu: Mapping[int, Layout]
     cost: int
     offers: Counter[str]
-    binary: bool
 
 
 def _options(model: GpuModel, wanted: set[str]) -> list[Layout]:
@@ -336,35 +335,37 @@ def _single_options(model: GpuModel, wanted: set[str]) -> list[Layout]:
 
 
 def _columns(nodes: Sequence[NodeNow], wanted: set[str]) -> list[_Column]:
+    """The program's columns. Idle GPUs of one model with one layout are alike wherever
+    they are (demand counts over the cluster), so they form one group for the whole cluster;
+    a GPU in use has one column (kept); a single-strategy node changes as a whole."""
     cols: list[_Column] = []
+    groups: dict[tuple[str, Layout], list[tuple[int, int]]] = {}
+    models = {n.model.short_name: n.model for n in nodes}
     for ni, n in enumerate(nodes):
         busy = n.busy()
         if n.strategy == "single":
-            indexes = tuple(sorted(n.gpus))
-            cols.append(_Column(ni, indexes, None, dict(n.gpus), 0, n.offers(), True))
+            members = tuple((ni, i) for i in sorted(n.gpus))
+            cols.append(_Column(ni, members, None, dict(n.gpus), 0, n.offers()))
             if busy:
                 continue
             for lay in _single_options(n.model, wanted):
-                after = {i: lay for i in indexes}
-                cost = sum(after[i] != n.gpus[i] for i in indexes)
+                after = {i: lay for i in n.gpus}
+                cost = sum(after[i] != n.gpus[i] for i in n.gpus)
                 if cost:
-                    offers = Counter({k: v * len(indexes) for k, v in lay.offers().items()})
-                    cols.append(_Column(ni, indexes, None, after, cost, offers, True))
+                    offers = Counter({k: v * len(n.gpus) for k, v in lay.offers().items()})
+                    cols.append(_Column(ni, members, None, after, cost, offers))
             continue
-        groups: dict[Layout, list[int]] = {}
         for i in sorted(n.gpus):
-            if i in busy:
-                cols.append(
-                    _Column(ni, (i,), n.gpus[i], {}, 0, n.gpus[i].offers(), True)
-                )  # kept: its only column
+            if i in busy:  # kept: its only column
+                cols.append(_Column(-1, ((ni, i),), n.gpus[i], {}, 0, n.gpus[i].offers()))
             else:
-                groups.setdefault(n.gpus[i], []).append(i)
-        for now, members in groups.items():
-            group = tuple(members)
-            cols.append(_Column(ni, group, now, {}, 0, now.offers(), False))
-            for lay in _options(n.model, wanted):
-                if lay != now:
-                    cols.append(_Column(ni, group, lay, {}, 1, lay.offers(), False))
+                groups.setdefault((n.model.short_name, n.gpus[i]), []).append((ni, i))
+    for (model, now), alike in groups.items():
+        group = tuple(alike)
+        cols.append(_Column(-1, group, now, {}, 0, now.offers()))
+        for lay in _options(models[model], wanted):
+            if lay != now:
+                cols.append(_Column(-1, group, lay, {}, 1, lay.offers()))
     return cols
 
 
@@ -394,7 +395,7 @@ def choose(
     rows: list[Any] = []
     lbs: list[float] = []
     ubs: list[float] = []
-    cover: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+    cover: dict[tuple[int, tuple[tuple[int, int], ...]], list[int]] = {}
     for j, c in enumerate(cols):
         cover.setdefault((c.node, c.group), []).append(j)
     for (_, group), js in cover.items():
@@ -428,20 +429,19 @@ def choose(
         raise AssertionError(f"the rebalance program found no solution: {res.message}")
     counts = [int(round(v)) for v in res.x[:nx]]
     out: dict[str, dict[int, Layout]] = {n.name: dict(n.gpus) for n in nodes}
-    left: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+    left: dict[tuple[int, tuple[tuple[int, int], ...]], list[tuple[int, int]]] = {}
     for j, c in enumerate(cols):
-        if not counts[j]:
+        if not counts[j] or c.cost == 0:
             continue
-        name = nodes[c.node].name
         if c.layout is None:
-            out[name].update(c.per_gpu)
+            out[nodes[c.node].name].update(c.per_gpu)
             continue
-        # GPUs of the group that take a new layout: those last in index order
+        # the GPUs of a group that change: the last nodes' first, so that changes gather
+        # on as few nodes as they can
         pool = left.setdefault((c.node, c.group), list(c.group))
-        if c.cost == 0:
-            continue
         for _ in range(counts[j]):
-            out[name][pool.pop()] = c.layout
+            ni, i = pool.pop()
+            out[nodes[ni].name][i] = c.layout
     return out
 
 
