@@ -216,6 +216,7 @@ class RebalancePlan:
     kept_busy: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     finishing: tuple[Finish, ...] = ()
     forecast: Mapping[str, int] = field(default_factory=dict)  # --demand, in DEMAND too
+    optimal: bool = True  # False: the solver's time limit ended the search
 
     @property
     def empty(self) -> bool:
@@ -245,12 +246,17 @@ class RebalancePlan:
             "keptInUse": {n: list(g) for n, g in self.kept_busy.items()},
             "configs": self.configs(),
             "finishing": [f.to_dict() for f in self.finishing],
+            "optimal": self.optimal,
             "dryRun": dry_run,
         }
 
     def lines(self) -> list[str]:
         out = [f"note: node {n} left out: {why}" for n, why in self.skipped.items()]
         out += [f.text() for f in self.finishing]
+        if not self.optimal:
+            out.append(
+                "note: the solver's time limit ended the search: a good plan, not proven best"
+            )
         if not self.changes:
             out.append("no node needs a new MIG layout")
         for c in self.changes:
@@ -371,9 +377,10 @@ def _columns(nodes: Sequence[NodeNow], wanted: set[str]) -> list[_Column]:
 
 def choose(
     nodes: Sequence[NodeNow], demand: Mapping[str, int], time_limit: float = 20.0
-) -> dict[str, dict[int, Layout]]:
+) -> tuple[dict[str, dict[int, Layout]], bool]:
     """The new layout of every GPU of NODES: the most of DEMAND placeable beside what runs,
-    then the fewest GPUs changed; GPUs that may be in use keep theirs."""
+    then the fewest GPUs changed; GPUs that may be in use keep theirs. And whether the
+    solver proved it optimal (not when TIME_LIMIT cut it short)."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -442,7 +449,7 @@ def choose(
         for _ in range(counts[j]):
             ni, i = pool.pop()
             out[nodes[ni].name][i] = c.layout
-    return out
+    return out, res.status == 0
 
 
 # ---------- the plan ----------
@@ -502,7 +509,7 @@ def plan(
     wants = demand_of(pending)
     wants.update(extra or {})
     before_layouts = {n.name: dict(n.gpus) for n in nodes}
-    after_layouts = choose(nodes, wants) if wants else before_layouts
+    after_layouts, optimal = choose(nodes, wants) if wants else (before_layouts, True)
     order = [n.name for n in nodes]
     placed_before = _assign(pending, _free(nodes, before_layouts), order)
     # pods already placeable first, on the nodes they fit, then the rest
@@ -546,6 +553,7 @@ def plan(
         kept,
         tuple(f for f in finishing if f.node not in {c.node for c in changes}),
         dict(extra or {}),
+        optimal,
     )
 
 
