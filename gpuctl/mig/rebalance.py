@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -19,16 +20,19 @@ from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.common.plan import Step
 from gpuctl.common.specfile import load_yaml
+from gpuctl.gpus.geometry import find_model
 from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.operator import CONFIG_LABEL, STATE_LABEL
-from gpuctl.mig.core.rebalance import NodeChange, RebalancePlan, plan, stale_configs
+from gpuctl.mig.core.rebalance import NodeChange, NodeNow, RebalancePlan, plan, stale_configs
 from gpuctl.mig.core.rebalance_read import (
     ANNOTATION,
     left_by_us,
     offered,
     pending_workloads,
+    pod_name,
     read_cluster,
+    wants_of,
 )
 from gpuctl.runtime.workflow import Action, Progress, execute
 
@@ -80,7 +84,7 @@ def _workloads(kube: Kube) -> list[dict]:
     return kube.list_objects("Workload", api_version=apis.kueue_api_version(version))
 
 
-def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan) -> str:
+def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan) -> None:
     """Add gpuctl's configs to the ConfigMap (NVIDIA's entries are left as they are)."""
     import yaml
 
@@ -97,7 +101,7 @@ def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan)
     new = {k: v for k, v in wanted.items() if configs.get(k) != v}
     stale = stale_configs(list(configs), _configs_in_use(kube), set(wanted))
     if not new and not stale:
-        return "already there"
+        return
     configs.update(new)
     for name in stale:
         del configs[name]
@@ -106,7 +110,6 @@ def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan)
         kube.create(migparted.render_configmap(doc, configmap, namespace))
     else:
         kube.patch("ConfigMap", configmap, namespace, body)
-    return ", ".join(new)
 
 
 def _configs_in_use(kube: Kube) -> set[str]:
@@ -295,26 +298,17 @@ def _gpus(indexes: list[int]) -> str:
 
 
 def _busy_on(change: NodeChange, pods: list[dict]) -> dict[int, list[str]]:
-    from gpuctl.mig.core.rebalance import NodeNow
-    from gpuctl.mig.core.rebalance_read import pod_name, wants_of
-
+    """The GPUs of the node that its pods may be on now (the layouts before the change)."""
     single = None
     if change.strategy == "single":
         single = next(iter(change.before.values())).offers().most_common(1)[0][0]
     running = {pod_name(p): wants_of(p, single) for p in pods}
-    node = NodeNow(change.node, _model(change), change.strategy, None, change.before, running)
-    return node.busy()
-
-
-def _model(change: NodeChange):
-    from gpuctl.gpus.geometry import find_model
-
-    return find_model(change.model)
+    model = find_model(change.model)
+    return NodeNow(change.node, model, change.strategy, None, change.before, running).busy()
 
 
 def _offers_planned(node: dict, change: NodeChange) -> bool:
-    from collections import Counter
-
+    """The device plugin advertises the new layouts, all of them healthy."""
     want: Counter[str] = Counter()
     for lay in change.after.values():
         want.update(lay.offers())

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuctl.common.errors import GpuctlError
 from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.gpus.identity import GPU, MIG_PREFIX, MIG_STRATEGY, NodeGpus
 from gpuctl.gpus.resources import DONE_PHASES, requested
@@ -123,8 +124,8 @@ def _layouts(
         entries = cfg.select(config)
         gpus = [GpuState(i, model.nvml_name, "", model, (True, True)) for i in range(count)]
         desired = migparted.resolve(cfg, entries, gpus)
-    except Exception as e:  # a config mig-parted would refuse: the layout is not known
-        return f"config {config!r} cannot be read: {getattr(e, 'message', e)}"
+    except GpuctlError as e:  # a config mig-parted would refuse: the layout is not known
+        return f"config {config!r} cannot be read: {e.message}"
     out = {}
     for i, d in desired.items():
         if d is None:
@@ -250,14 +251,14 @@ def _finish(
     if isinstance(layouts, str):
         return Finish(name, "uncordon", to), layouts
     strategy = strategy_of(labels, g)
-    how = {"model": model.short_name, "strategy": strategy, "after": layouts}
     now = read_node(node, cfg, pods)
     if g.mig_state == "success" and not isinstance(now, str):
-        return Finish(name, "uncordon", to, **how), now  # type: ignore[arg-type]
-    settling = NodeNow(name, model, strategy, to, layouts, settling=True)
-    if g.mig_state == "failed":
-        return Finish(name, "retry", to, retry_name(to), **how), settling  # type: ignore[arg-type]
-    return Finish(name, "wait", to, **how), settling  # type: ignore[arg-type]
+        what, retry, seen = "uncordon", None, now
+    else:
+        failed = g.mig_state == "failed"
+        what, retry = ("retry", retry_name(to)) if failed else ("wait", None)
+        seen = NodeNow(name, model, strategy, to, layouts, settling=True)
+    return Finish(name, what, to, retry, model.short_name, strategy, layouts), seen
 
 
 def read_cluster(
