@@ -315,3 +315,57 @@ def assert_(
         raise result.error()
     if output == Format.table:
         echo("the selected MIG configuration is applied\n")
+
+
+_REBALANCE_CONFIGMAP = typer.Option(
+    None,
+    "--configmap",
+    metavar="NAME",
+    help="The ConfigMap the MIG manager reads, where gpuctl adds its configs beside NVIDIA's "
+    "(default: the ClusterPolicy's migManager.config.name, else default-mig-parted-config).",
+)
+_REBALANCE_OUTPUT = options.output(
+    "table (the plan as text), json or yaml (the plan as data, the text on stderr)."
+)
+_FORECAST = typer.Option(
+    None, "--demand", metavar="PROFILE=N,…", help="Demand to add to the pending pods' (forecast)."
+)
+
+
+@mig_app.command("rebalance")
+@uses_cluster
+def rebalance(
+    demand: str | None = _FORECAST,
+    yes: bool = _YES,
+    dry_run: bool = _DRY_RUN,
+    namespace: str = _OPERATOR_NAMESPACE,
+    configmap: str | None = _REBALANCE_CONFIGMAP,
+    timeout: float = _TIMEOUT,
+    output: Format = _REBALANCE_OUTPUT,
+) -> None:
+    """Re-split idle MIG GPUs for pending pods and Kueue workloads, node by node."""
+    from gpuctl.mig import service, views
+
+    say = views.say(output)
+    with application().kube() as kube:
+        configmap = service.rebalance_configmap(kube, configmap)
+        plan = service.plan_rebalance(kube, namespace, configmap, demand)
+        views.print_data(plan.to_dict(dry_run), output)
+        say("".join(line + "\n" for line in plan.lines()))
+        if dry_run or plan.empty:
+            say("dry run: nothing changed\n" if dry_run else "nothing to change\n")
+            return
+        confirm(
+            f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)"
+            + (
+                f" and finish {len(plan.finishing)} left by an earlier run"
+                if plan.finishing
+                else ""
+            )
+            + "?",
+            yes,
+        )
+        done = service.apply_rebalance(
+            kube, plan, namespace, configmap, timeout, views.MigProgress()
+        )
+    say(f"rebalanced: {', '.join(done)}\n")

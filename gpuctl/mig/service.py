@@ -336,3 +336,31 @@ def _restore_label(kube: Kube, name: str, old: str | None, new: str) -> str | No
     except GpuctlError as e:
         return f"putting back {CONFIG_LABEL}={old or '(none)'} failed: {e.message}"
     return ""
+
+
+# ---------- rebalance on a cluster ----------
+
+
+def rebalance_configmap(kube: Kube, configmap: str | None) -> str:
+    """CONFIGMAP, or the one the GPU Operator's ClusterPolicy names for the MIG manager."""
+    from gpuctl.mig import rebalance
+
+    return configmap or rebalance.mig_configmap(kube)
+
+
+def plan_rebalance(kube: Kube, namespace: str, configmap: str, demand: str | None):
+    """The rebalance plan for the cluster's pending MIG demand (and --demand's forecast)."""
+    from gpuctl.mig import rebalance
+    from gpuctl.mig.core.plan import parse_demand
+
+    extra = parse_demand(demand) if demand else None
+    return rebalance.plan_rebalance(kube, namespace, configmap, extra)
+
+
+def apply_rebalance(
+    kube: Kube, plan, namespace: str, configmap: str, timeout: float, progress: Progress
+) -> list[str]:
+    """Apply the rebalance plan node by node; returns the nodes finished."""
+    from gpuctl.mig import rebalance
+
+    return rebalance.apply(kube, plan, namespace, configmap, timeout, progress)

@@ -21,6 +21,21 @@ COUNT_LABEL = GFD_COUNT
 OPERATOR_CONFIGMAP = "default-mig-parted-config"
 
 
+CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
+
+
+def mig_configmap(policies: list[dict[str, Any]]) -> str:
+    """The ConfigMap the MIG manager reads: the ClusterPolicy's spec.migManager.config.name
+    (NVIDIA/gpu-operator api/nvidia/v1 MIGPartedConfigSpec, defaulted to
+    default-mig-parted-config), the operator's default without one."""
+    for policy in policies:
+        config = ((policy.get("spec") or {}).get("migManager") or {}).get("config") or {}
+        name = config.get("name")
+        if isinstance(name, str) and name:
+            return name
+    return OPERATOR_CONFIGMAP
+
+
 @dataclass
 class NodeTarget:
     name: str

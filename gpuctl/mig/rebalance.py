@@ -1,0 +1,318 @@
+"""`gpuctl mig rebalance` on a cluster: read the GPU Operator's MIG nodes, their configs and
+the pods; plan (gpuctl.mig.core.rebalance); write gpuctl's configs into the mig-manager's
+ConfigMap beside NVIDIA's; then node by node, through the executor: cordon (recording why
+on the node), check that no pod is on a GPU that changes, set nvidia.com/mig.config, wait
+for the state label's success and the new resources in allocatable, uncordon.
+
+A failure stops at that node: before its label is set the node is uncordoned again (as it
+was); after, it is left cordoned with the annotation, and the next run finishes it (waits
+for the manager, or asks it again under a fresh config name when it failed)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from gpuctl.adapters.kube import Kube, NotFound
+from gpuctl.common.errors import BackendError, GpuctlError
+from gpuctl.common.plan import Step
+from gpuctl.common.specfile import load_yaml
+from gpuctl.gpus.geometry import find_model
+from gpuctl.k8s.nodes import gpus_of, labels_of
+from gpuctl.mig.core import migparted
+from gpuctl.mig.core.operator import CONFIG_LABEL, STATE_LABEL
+from gpuctl.mig.core.rebalance import NodeChange, NodeNow, RebalancePlan, plan, stale_configs
+from gpuctl.mig.core.rebalance_read import (
+    ANNOTATION,
+    left_by_us,
+    offered,
+    pending_workloads,
+    pod_name,
+    read_cluster,
+    wants_of,
+)
+from gpuctl.runtime.workflow import Action, Progress, execute
+
+POLL = 0.2  # seconds between reads while waiting on the manager or on pods
+
+
+def _configmap(kube: Kube, namespace: str, name: str) -> tuple[dict | None, Any]:
+    """(the ConfigMap or None, its mig-parted document or None)."""
+    try:
+        cm = kube.read("ConfigMap", name, namespace)
+    except NotFound:
+        return None, None
+    text = (cm.get("data") or {}).get("config.yaml") or ""
+    return cm, load_yaml(text, f"ConfigMap {namespace}/{name} config.yaml") if text else None
+
+
+def mig_configmap(kube: Kube) -> str:
+    """The ConfigMap the GPU Operator's MIG manager reads, from its ClusterPolicy."""
+    from gpuctl.mig.core.operator import CLUSTER_POLICIES, OPERATOR_CONFIGMAP
+    from gpuctl.mig.core.operator import mig_configmap as from_policies
+
+    try:
+        found = kube.get_path(CLUSTER_POLICIES)
+    except GpuctlError:  # no ClusterPolicy CRD, or not allowed to read it
+        return OPERATOR_CONFIGMAP
+    items = found.get("items") if isinstance(found, dict) else None
+    return from_policies([i for i in items or [] if isinstance(i, dict)])
+
+
+def plan_rebalance(
+    kube: Kube, namespace: str, configmap: str, extra: dict[str, int] | None = None
+) -> RebalancePlan:
+    _, doc = _configmap(kube, namespace, configmap)
+    cfg = migparted.parse(doc) if doc is not None else None
+    nodes = kube.list_objects("Node")
+    pods = kube.unfinished_pods()
+    now, skipped, pending, finishing = read_cluster(nodes, pods, cfg)
+    pending += pending_workloads(_workloads(kube))
+    return plan(now, pending, extra, skipped, finishing)
+
+
+def _workloads(kube: Kube) -> list[dict]:
+    """Kueue's Workloads in every namespace ([] without Kueue)."""
+    from gpuctl.k8s import apis
+
+    version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
+    if version is None:
+        return []
+    return kube.list_objects("Workload", api_version=apis.kueue_api_version(version))
+
+
+def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan) -> None:
+    """Add gpuctl's configs to the ConfigMap (NVIDIA's entries are left as they are)."""
+    import yaml
+
+    cm, found = _configmap(kube, namespace, configmap)
+    doc: dict[str, Any] = {"version": migparted.VERSION}
+    if found is not None and isinstance(found.data, dict):
+        doc = dict(found.data)
+    configs: dict[str, Any] = doc.setdefault("mig-configs", {})
+    wanted = rb.configs()
+    for f in rb.finishing:
+        if f.retry_as and f.config in configs:
+            # the same layouts under a new name (a copy: YAML would write an alias)
+            wanted[f.retry_as] = json.loads(json.dumps(configs[f.config]))
+    new = {k: v for k, v in wanted.items() if configs.get(k) != v}
+    stale = stale_configs(list(configs), _configs_in_use(kube), set(wanted))
+    if not new and not stale:
+        return
+    configs.update(new)
+    for name in stale:
+        del configs[name]
+    body = {"data": {"config.yaml": yaml.safe_dump(doc, sort_keys=False)}}
+    if cm is None:
+        kube.create(migparted.render_configmap(doc, configmap, namespace))
+    else:
+        kube.patch("ConfigMap", configmap, namespace, body)
+
+
+def _configs_in_use(kube: Kube) -> set[str]:
+    """The configs nodes are labelled with, or an earlier run is moving them to."""
+    out = set()
+    for n in kube.list_objects("Node"):
+        value = labels_of(n).get(CONFIG_LABEL)
+        if value:
+            out.add(value)
+        record = left_by_us(n)
+        if record:
+            out.update(v for v in (record.get("from"), record["to"]) if isinstance(v, str))
+    return out
+
+
+def apply(
+    kube: Kube,
+    rb: RebalancePlan,
+    namespace: str,
+    configmap: str,
+    timeout: float,
+    progress: Progress,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[str]:
+    """Carry the plan out node by node; returns the nodes finished. Raises at the first
+    node that fails, saying how that node is left."""
+    write_configs(kube, namespace, configmap, rb)
+    done: list[str] = []
+    work = [(f.as_change(), _FINISH_STEPS[f.what]) for f in rb.finishing]
+    work += [(c, _ALL_STEPS) for c in rb.changes]
+    for change, steps in work:
+        run = _NodeRun(kube, change, timeout, clock)
+        try:
+            execute(
+                [a for a in run.actions() if a.step.action in steps],
+                progress=progress,
+                undone_as=f"node {change.node} is as it was",
+                left_as=f"step(s) left on node {change.node}",
+            )
+        except GpuctlError as e:
+            if done:
+                e.message += f" (finished before it: {', '.join(done)})"
+            raise
+        done.append(change.node)
+    return done
+
+
+_ALL_STEPS = ("cordon", "check", "label", "wait", "uncordon")
+_FINISH_STEPS = {
+    "retry": ("label", "wait", "uncordon"),
+    "wait": ("wait", "uncordon"),
+    "uncordon": ("uncordon",),
+}
+
+
+class _NodeRun:
+    def __init__(self, kube: Kube, change: NodeChange, timeout: float, clock) -> None:
+        self.kube, self.change, self.timeout, self.clock = kube, change, timeout, clock
+        self.labelled = False
+        self.state_before: str | None = None  # the state label when ours was set
+
+    def actions(self) -> list[Action]:
+        c = self.change
+        node = f"node {c.node}"
+        return [
+            Action(
+                Step("cordon", node, "no new pod lands while its GPUs change"),
+                self.cordon,
+                self.uncordon_unless_labelled,
+            ),
+            Action(
+                Step("check", node, f"no pod on GPU {_gpus(c.changed)}"),
+                self.check_idle,
+                lambda: None,  # a read: nothing to undo
+            ),
+            Action(
+                Step("label", node, f"{CONFIG_LABEL}: {c.config_from} -> {c.config_to}"),
+                self.label,
+                self.left_labelled,
+            ),
+            Action(
+                Step("wait", node, "the MIG manager's success and the new resources"), self.wait
+            ),
+            Action(Step("uncordon", node, "its new layout is in place"), self.uncordon),
+        ]
+
+    def _node(self) -> dict[str, Any]:
+        return self.kube.read_node(self.change.node)
+
+    def cordon(self) -> None:
+        why = {
+            "why": f"cordoned by gpuctl mig rebalance to apply MIG config {self.change.config_to}",
+            "from": self.change.config_from,
+            "to": self.change.config_to,
+            "gpus": len(self.change.after),
+        }
+        self.kube.patch(
+            "Node",
+            self.change.node,
+            None,
+            {
+                "metadata": {"annotations": {ANNOTATION: json.dumps(why)}},
+                "spec": {"unschedulable": True},
+            },
+        )
+
+    def uncordon(self) -> None:
+        self.kube.patch(
+            "Node",
+            self.change.node,
+            None,
+            {"metadata": {"annotations": {ANNOTATION: None}}, "spec": {"unschedulable": None}},
+        )
+
+    def uncordon_unless_labelled(self) -> str | None:
+        if self.labelled:
+            return (
+                f"left cordoned: the MIG manager is applying {self.change.config_to}; "
+                "run the same command again to finish it"
+            )
+        self.uncordon()
+        return ""
+
+    def left_labelled(self) -> str | None:
+        return f"{CONFIG_LABEL}={self.change.config_to} left set" if self.labelled else None
+
+    def check_idle(self) -> None:
+        """No running pod may be on a GPU that changes; one that started since the plan was
+        read is waited for (until the timeout)."""
+        start = self.clock()
+        while True:
+            pods = [
+                p
+                for p in self.kube.unfinished_pods()
+                if (p.get("spec") or {}).get("nodeName") == self.change.node
+            ]
+            busy = _busy_on(self.change, pods)
+            in_way = sorted({p for i in self.change.changed for p in busy.get(i, [])})
+            if not in_way:
+                return
+            if self.clock() - start >= self.timeout:
+                raise BackendError(
+                    f"node {self.change.node}: pods may be on GPU {_gpus(self.change.changed)} "
+                    f"that changes: {', '.join(in_way)}",
+                    hint="wait for them to finish and run the same command again",
+                )
+            time.sleep(POLL)
+
+    def label(self) -> None:
+        self.state_before = labels_of(self._node()).get(STATE_LABEL)
+        self.labelled = True  # set before the request: it may land though the answer is lost
+        self.kube.patch_node_labels(self.change.node, {CONFIG_LABEL: self.change.config_to})
+
+    def wait(self) -> None:
+        start = self.clock()
+        state = None
+        moved = self.state_before is None  # a state left from before our label is stale
+        while True:
+            node = self._node()
+            labels = labels_of(node)
+            state = labels.get(STATE_LABEL)
+            moved = moved or state != self.state_before
+            if labels.get(CONFIG_LABEL) == self.change.config_to:
+                if state == "failed" and moved:
+                    raise BackendError(
+                        f"the MIG manager failed to apply {self.change.config_to} on node "
+                        f"{self.change.node}; the node is left cordoned",
+                        hint="see the nvidia-mig-manager pod's log on that node; run the "
+                        "same command again to retry it",
+                    )
+                if state == "success" and _offers_planned(node, self.change):
+                    return
+            if self.clock() - start >= self.timeout:
+                raise BackendError(
+                    f"timed out after {self.timeout:g}s waiting for {self.change.config_to} on "
+                    f"node {self.change.node} (state: {state or 'none'}); the node is left "
+                    "cordoned",
+                    hint="run the same command again to go on waiting; raise --timeout for "
+                    "slow reconfigurations",
+                )
+            time.sleep(POLL)
+
+
+def _gpus(indexes: list[int]) -> str:
+    return ", ".join(map(str, indexes))
+
+
+def _busy_on(change: NodeChange, pods: list[dict]) -> dict[int, list[str]]:
+    """The GPUs of the node that its pods may be on now (the layouts before the change)."""
+    single = None
+    if change.strategy == "single":
+        single = next(iter(change.before.values())).offers().most_common(1)[0][0]
+    running = {pod_name(p): wants_of(p, single) for p in pods}
+    model = find_model(change.model)
+    return NodeNow(change.node, model, change.strategy, None, change.before, running).busy()
+
+
+def _offers_planned(node: dict, change: NodeChange) -> bool:
+    """The device plugin advertises the new layouts, all of them healthy."""
+    want: Counter[str] = Counter()
+    for lay in change.after.values():
+        want.update(lay.offers())
+    alloc = gpus_of(node)
+    return offered(alloc) == dict(+want) and all(
+        alloc.allocatable.get(k, 0) >= v for k, v in alloc.capacity.items()
+    )

@@ -1,0 +1,298 @@
+"""The rebalance planner against an exhaustive search on small clusters: every way the idle
+GPUs could be laid out (layouts enumerated by tests/mig/exhaustive.py, independently of
+gpuctl's), scored as the issue asks: the most pending demand placed, then the fewest GPUs
+changed; GPUs that may hold a running pod never change."""
+
+import itertools
+import random
+from collections import Counter
+
+import pytest
+
+from gpuctl.gpus.geometry import find_model
+from gpuctl.mig.core.rebalance import DISABLED, WHOLE, Layout, NodeNow, Pending, plan
+from tests.mig import exhaustive
+
+
+def layouts(model):
+    return sorted(
+        (Layout(True, dict(lay)) for lay in exhaustive.gpu_layouts(model.nvml_name) if lay),
+        key=lambda lay: lay.key(),
+    )
+
+
+def busy(gpu, running):
+    offers = gpu.offers()
+    return any(offers[k] for use in running.values() for k in use)
+
+
+def best(nodes, demand):
+    """(most slices placed, fewest GPUs changed) over every layout of every idle GPU."""
+    keys = set(demand)
+    used = Counter()
+    for n in nodes:
+        for use in n.running.values():
+            used.update(use)
+    fixed, choices = Counter(), []
+    for n in nodes:
+        for gpu in n.gpus.values():
+            if busy(gpu, n.running):
+                fixed.update(gpu.offers())
+                continue
+            seen = {}
+            for lay in [DISABLED, *layouts(n.model)]:
+                proj = tuple(sorted((k, v) for k, v in lay.offers().items() if k in keys))
+                if lay != gpu:
+                    seen.setdefault(proj, (1, proj))
+            now = tuple(sorted((k, v) for k, v in gpu.offers().items() if k in keys))
+            choices.append([(0, now), *seen.values()])
+    top = None
+    for combo in itertools.product(*choices):
+        supply = Counter(fixed)
+        for _, proj in combo:
+            supply.update(dict(proj))
+        placed = sum(min(n, max(0, supply[k] - used[k])) for k, n in demand.items())
+        score = (placed, -sum(c for c, _ in combo))
+        top = score if top is None or score > top else top
+    return top
+
+
+def score(nodes, demand, result):
+    used, supply = Counter(), Counter()
+    changed = 0
+    after = {c.node: c.after for c in result.changes}
+    for n in nodes:
+        for use in n.running.values():
+            used.update(use)
+        for i, gpu in n.gpus.items():
+            new = after.get(n.name, n.gpus)[i]
+            supply.update(new.offers())
+            changed += new != gpu
+    return sum(min(v, max(0, supply[k] - used[k])) for k, v in demand.items()), -changed
+
+
+def random_cluster(rng, model, gpus_total):
+    nodes, left, i = [], gpus_total, 0
+    options = [DISABLED, *layouts(model)]
+    while left:
+        k = rng.randint(1, min(2, left))
+        left -= k
+        gpus = {g: rng.choice(options) for g in range(k)}
+        offered = [p for lay in gpus.values() for p, n in lay.offers().items() for _ in range(n)]
+        rng.shuffle(offered)
+        running = {f"ns/run-{i}-{j}": {p: 1} for j, p in enumerate(offered[: rng.randint(0, 2)])}
+        nodes.append(NodeNow(f"n{i}", model, "mixed", "x", gpus, running))
+        i += 1
+    return nodes
+
+
+def random_pending(rng, model):
+    names = [p.name for p in model.profiles] + [WHOLE]
+    pods = []
+    for i in range(rng.randint(1, 5)):
+        pods.append(Pending(f"ns/p{i}", {rng.choice(names): 1}))
+    return pods
+
+
+@pytest.mark.parametrize(
+    "model_name,gpus,cases", [("A30", 4, 40), ("A100-40GB", 3, 25), ("H100-80GB", 2, 15)]
+)
+def test_plan_matches_the_exhaustive_optimum(model_name, gpus, cases):
+    model = find_model(model_name)
+    rng = random.Random(28)
+    for _ in range(cases):
+        nodes = random_cluster(rng, model, gpus)
+        pending = random_pending(rng, model)
+        demand = Counter()
+        for p in pending:
+            demand.update(p.wants)
+        result = plan(nodes, pending)
+        assert score(nodes, demand, result) == best(nodes, demand), (nodes, pending)
+        for c in result.changes:  # no GPU that may hold a running pod changes
+            n = next(n for n in nodes if n.name == c.node)
+            for i in c.changed:
+                assert not busy(n.gpus[i], n.running)
+        placed, _ = best(nodes, demand)
+        if placed == sum(demand.values()):  # all of it can be served: all of it is
+            assert result.unplaced == ()
+
+
+def test_single_strategy_nodes_change_whole_and_only_when_idle():
+    model = find_model("A100-40GB")
+    one = Layout(True, {"1g.5gb": 7})
+    idle = NodeNow("idle", model, "single", "all-1g.5gb", {0: one, 1: one})
+    busy_node = NodeNow(
+        "busy", model, "single", "all-1g.5gb", {0: one, 1: one}, {"ns/r": {"1g.5gb": 1}}
+    )
+    result = plan(
+        [busy_node, idle], [Pending("ns/a", {"3g.20gb": 1}), Pending("ns/b", {"3g.20gb": 1})]
+    )
+    (change,) = result.changes
+    assert change.node == "idle"
+    assert {lay.key() for lay in change.after.values()} == {(True, (("3g.20gb", 2),))}
+    assert change.unblocks == ("ns/a", "ns/b")
+
+
+def test_nothing_pending_changes_nothing():
+    model = find_model("A30")
+    n = NodeNow("a", model, "mixed", "x", {0: DISABLED})
+    result = plan([n], [])
+    assert result.changes == () and result.gpus_changed == 0
+
+
+CM_DOC = {
+    "version": "v1",
+    "mig-configs": {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-1g.5gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}],
+    },
+}
+
+
+def gfd_node(name, product, strategy, config, resources, count=None, state="success"):
+    labels = {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/mig.strategy": strategy,
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.config": config,
+        "nvidia.com/mig.config.state": state,
+    }
+    if count:
+        labels["nvidia.com/gpu.count"] = str(count)
+    res = {k: str(v) for k, v in resources.items()}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"capacity": res, "allocatable": res},
+    }
+
+
+def test_reading_gfd_nodes_of_both_strategies():
+    import yaml
+
+    from gpuctl.common.specfile import load_yaml
+    from gpuctl.mig.core import migparted
+    from gpuctl.mig.core.rebalance_read import read_cluster
+
+    cfg = migparted.parse(load_yaml(yaml.safe_dump(CM_DOC), "cm"))
+    nodes = [
+        # single: GFD's product names the slice and nvidia.com/gpu.count counts slices
+        gfd_node(
+            "single",
+            "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+            "single",
+            "all-1g.5gb",
+            {"nvidia.com/gpu": 14},
+            count=14,
+        ),
+        # mixed with MIG off on every GPU: whole GPUs, still a mixed MIG node
+        gfd_node("off", "NVIDIA-A100-SXM4-40GB", "mixed", "all-disabled", {"nvidia.com/gpu": 2}, 2),
+        gfd_node("stale", "NVIDIA-A100-SXM4-40GB", "mixed", "all-1g.5gb", {"nvidia.com/gpu": 2}, 2),
+        gfd_node(
+            "busy-manager",
+            "NVIDIA-A100-SXM4-40GB",
+            "mixed",
+            "all-1g.5gb",
+            {"nvidia.com/mig-1g.5gb": 14},
+            2,
+            state="pending",
+        ),
+        {"metadata": {"name": "cpu", "labels": {}}, "status": {}},
+    ]
+    pods = [
+        {
+            "metadata": {"name": "r", "namespace": "ml"},
+            "spec": {
+                "nodeName": "single",
+                "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            "status": {"phase": "Running"},
+        },
+        {
+            "metadata": {"name": "p", "namespace": "ml"},
+            "spec": {
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"},
+                "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            "status": {"phase": "Pending"},
+        },
+        {
+            "metadata": {"name": "q", "namespace": "ml"},
+            "spec": {"containers": [{"resources": {"limits": {"nvidia.com/mig-1g.10gb.me": "1"}}}]},
+            "status": {"phase": "Pending"},
+        },
+    ]
+    now, skipped, pending, finishing = read_cluster(nodes, pods, cfg)
+    by = {n.name: n for n in now}
+    assert set(by) == {"single", "off"}
+    assert by["single"].strategy == "single" and len(by["single"].gpus) == 2
+    assert by["single"].running == {"ml/r": {"1g.5gb": 1}}
+    assert by["off"].strategy == "mixed" and all(not g.enabled for g in by["off"].gpus.values())
+    assert "stale" in skipped["stale"] or "offers" in skipped["stale"]
+    assert "pending" in skipped["busy-manager"]
+    assert "cpu" not in skipped
+    assert [(p.name, dict(p.wants)) for p in pending] == [
+        ("ml/p", {"3g.20gb": 1}),
+        ("ml/q", {"1g.10gb+me": 1}),
+    ]
+    assert finishing == []
+
+
+def test_a_forecast_adds_demand_and_an_unknown_profile_is_refused_in_words():
+    from gpuctl.common.errors import UsageError
+
+    model = find_model("A30")
+    n = NodeNow("a", model, "mixed", "all-disabled", {0: DISABLED})
+    result = plan([n], [], extra={"2g.12gb": 2})
+    (change,) = result.changes
+    assert change.after[0].offers()["2g.12gb"] == 2
+    with pytest.raises(UsageError) as e:
+        plan([n], [], extra={"3g.40gb": 1})
+    assert "no MIG node here has that profile" in e.value.message
+    assert "A30 profiles:" in e.value.hint
+
+
+def test_the_mig_managers_configmap_is_the_one_the_cluster_policy_names():
+    from gpuctl.mig.core.operator import mig_configmap
+
+    policy = {"spec": {"migManager": {"enabled": True, "config": {"name": "custom-mig-config"}}}}
+    assert mig_configmap([policy]) == "custom-mig-config"
+    assert mig_configmap([{"spec": {"migManager": {"enabled": True}}}]) == (
+        "default-mig-parted-config"
+    )
+    assert mig_configmap([]) == "default-mig-parted-config"
+
+
+def test_the_configs_written_are_mig_parted_files_that_give_the_planned_layouts():
+    import yaml
+
+    from gpuctl.common.specfile import load_yaml
+    from gpuctl.mig.core import migparted
+    from gpuctl.mig.core.diff import GpuState
+
+    model = find_model("H100-80GB")
+    one = Layout(True, {"1g.10gb": 7})
+    nodes = [
+        NodeNow("a", model, "mixed", "x", {0: one, 1: one, 2: DISABLED}, {"ns/r": {"1g.10gb": 1}}),
+        NodeNow("b", model, "mixed", "x", {0: DISABLED, 1: DISABLED}),
+    ]
+    pending = [Pending(f"ns/p{i}", {"3g.40gb": 1}) for i in range(3)] + [
+        Pending("ns/w", {"7g.80gb": 1})
+    ]
+    result = plan(nodes, pending)
+    assert result.unplaced == ()
+    doc = {"version": "v1", "mig-configs": result.configs()}
+    cfg = migparted.parse(load_yaml(yaml.safe_dump(doc), "cm"))
+    for c in result.changes:
+        gpus = [GpuState(i, model.nvml_name, "", model, (True, True)) for i in sorted(c.after)]
+        got = migparted.resolve(cfg, cfg.select(c.config_to), gpus)
+        for i, d in got.items():
+            assert d is not None
+            assert Layout(d.enabled, dict(d.layout) if d.enabled else {}) == c.after[i]
+
+
+def test_only_gpuctls_configs_no_node_uses_are_pruned():
+    from gpuctl.mig.core.rebalance import stale_configs
+
+    names = ["all-disabled", "custom-a", "gpuctl-old", "gpuctl-used", "gpuctl-new"]
+    assert stale_configs(names, {"gpuctl-used", "all-disabled"}, {"gpuctl-new"}) == ["gpuctl-old"]
