@@ -10,12 +10,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.cli.output import DataFormat, dump, dump_documents, echo, err_console, out_console
-from gpuctl.jobs.core.submit import SubmitPlan
-from gpuctl.k8s.fit import FitReport
-from gpuctl.k8s.placement import Placement
 
 if TYPE_CHECKING:
+    from gpuctl.jobs.core.submit import SubmitPlan
     from gpuctl.jobs.diagnose import Diagnosis
+    from gpuctl.k8s.fit import FitReport
+    from gpuctl.k8s.placement import Placement
 
 JOBS_COLUMNS = ("NAMESPACE", "NAME", "KIND", "WORKERS", "GPUS/WORKER", "STATUS")
 COUNTS = ("ACTIVE", "SUCCEEDED", "FAILED")
