@@ -43,15 +43,11 @@ def advise(
     from gpuctl.adapters.prometheus import Prometheus
     from gpuctl.advise import service
     from gpuctl.dcgm import holders
-    from gpuctl.runtime.config import setting, setting_list
+    from gpuctl.runtime.config import setting_list
 
     if not 0 <= idle_threshold <= 100:
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
-    url = setting("prometheus_url", prometheus)
-    if not url:
-        raise UsageError(
-            "no Prometheus URL", hint="pass --prometheus URL (or set GPUCTL_PROMETHEUS_URL)"
-        )
+    url = options.prometheus_url(prometheus)
     exporter = holders.exporter(
         setting_list("exporter_containers", exporter_container),
         setting_list("exporter_jobs", exporter_job),

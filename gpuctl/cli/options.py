@@ -176,6 +176,18 @@ def resolve_gpu_label_key(option: str | None) -> str:
     return key
 
 
+def prometheus_url(option: str | None) -> str:
+    """The Prometheus to ask: the option, else the prometheus_url setting; else a usage error."""
+    from gpuctl.runtime.config import setting
+
+    url = setting("prometheus_url", option)
+    if not url:
+        raise UsageError(
+            "no Prometheus URL", hint="pass --prometheus URL (or set GPUCTL_PROMETHEUS_URL)"
+        )
+    return url
+
+
 def data_output() -> Any:
     """-o/--output for commands whose output is data only (manifests, configs)."""
     return typer.Option(DataFormat.yaml, "-o", "--output", help="yaml or json.")

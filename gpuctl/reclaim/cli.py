@@ -55,13 +55,8 @@ def _policy(path: str | None, idle_for: str | None):
 
 def _prometheus(url: str | None):
     from gpuctl.adapters.prometheus import Prometheus
-    from gpuctl.runtime.config import setting
 
-    url = setting("prometheus_url", url)
-    if not url:
-        raise UsageError(
-            "no Prometheus URL", hint="pass --prometheus URL (or set GPUCTL_PROMETHEUS_URL)"
-        )
+    url = options.prometheus_url(url)
     return Prometheus(url)
 
 
@@ -138,7 +133,6 @@ def render(
     from gpuctl.cli.output import dump_documents, echo
     from gpuctl.common.specfile import parse_duration, read_text
     from gpuctl.reclaim.core import deploy as manifests
-    from gpuctl.runtime.config import setting
 
     if not deploy:
         raise UsageError("render what? pass --deploy")
@@ -147,11 +141,7 @@ def render(
     every_s = parse_duration(every) if every is not None else None
     if every is not None and not every_s:
         raise UsageError(f"--every: {every!r} is not a duration (e.g. 10m)")
-    url = setting("prometheus_url", prometheus)
-    if not url:
-        raise UsageError(
-            "no Prometheus URL", hint="pass --prometheus URL (or set GPUCTL_PROMETHEUS_URL)"
-        )
+    url = options.prometheus_url(prometheus)
     docs = manifests.render(chosen, text, namespace, image, url, schedule, every_s)
     echo(dump_documents(docs, "json" if output == Format.json else "yaml"))
 

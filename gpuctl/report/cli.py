@@ -67,7 +67,7 @@ def report(
     from gpuctl.dcgm import holders
     from gpuctl.report import service, views
     from gpuctl.report.core import queries, showback
-    from gpuctl.runtime.config import setting, setting_list
+    from gpuctl.runtime.config import setting_list
 
     if not 0 <= idle_threshold <= 100:
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
@@ -75,11 +75,7 @@ def report(
         from gpuctl.runtime.extras import require
 
         require("--html", "matplotlib")
-    url = setting("prometheus_url", prometheus)
-    if not url:
-        raise UsageError(
-            "no Prometheus URL", hint="pass --prometheus URL (or set GPUCTL_PROMETHEUS_URL)"
-        )
+    url = options.prometheus_url(prometheus)
     exporter = holders.exporter(
         setting_list("exporter_containers", exporter_container),
         setting_list("exporter_jobs", exporter_job),

@@ -37,8 +37,8 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from datetime import datetime, timezone
 
+from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.sim import cluster, dcgm_exporter
 from gpuctl.sim.kube import KubeEmulator
 
@@ -52,7 +52,7 @@ MADE_BY = "gpuctl.io/sandbox-made-by"  # owner kind/namespace/name of what the s
 
 
 def now_text() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamp(time.time())
 
 
 def _seconds(text: str | None) -> float:
@@ -229,7 +229,7 @@ class Simulation:
         status: dict = {"active": active, "ready": ready, "succeeded": succeeded, "failed": failed}
         status.setdefault("startTime", (job.get("status") or {}).get("startTime") or now_text())
         deadline = spec.get("activeDeadlineSeconds")
-        started = _parse_time(status["startTime"])
+        started = seconds(status["startTime"])
         if succeeded >= completions:
             status["conditions"] = [
                 _condition(
@@ -483,17 +483,6 @@ def _condition(kind: str, reason: str | None, message: str | None, status: str =
     if message:
         out["message"] = message
     return out
-
-
-def _parse_time(text: str | None) -> float | None:
-    try:
-        return (
-            datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")
-            .replace(tzinfo=timezone.utc)
-            .timestamp()
-        )
-    except ValueError:
-        return None
 
 
 # --- the process ------------------------------------------------------------------------------

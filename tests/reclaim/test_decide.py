@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from gpuctl.k8s.times import timestamp
 from gpuctl.reclaim.core import decide, signal
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.reclaim.core.workloads import Workload
@@ -66,20 +67,20 @@ def test_a_grace_period_warns_first_then_acts():
     r = readings(a=[device("G0", last_busy=NOW - 3 * 3600)])
     row = judge(policy(grace=1800), w, r)
     assert row.action == "warn"
-    warned = {decide.RECORD: json.dumps({"action": "warn", "at": decide.iso(NOW - 600)})}
+    warned = {decide.RECORD: json.dumps({"action": "warn", "at": timestamp(NOW - 600)})}
     assert judge(policy(grace=1800), job("j", [pod("a")], warned), r).status == "grace"
-    warned = {decide.RECORD: json.dumps({"action": "warn", "at": decide.iso(NOW - 2400)})}
+    warned = {decide.RECORD: json.dumps({"action": "warn", "at": timestamp(NOW - 2400)})}
     assert judge(policy(grace=1800), job("j", [pod("a")], warned), r).action == "suspend"
     # a warning from before this idle stretch does not count
-    old = {decide.RECORD: json.dumps({"action": "warn", "at": decide.iso(NOW - 4 * 3600)})}
+    old = {decide.RECORD: json.dumps({"action": "warn", "at": timestamp(NOW - 4 * 3600)})}
     assert judge(policy(grace=1800), job("j", [pod("a")], old), r).action == "warn"
 
 
 def test_what_was_done_this_stretch_is_not_done_again():
     r = readings(a=[device("G0", last_busy=NOW - 3 * 3600)])
-    done = {decide.RECORD: json.dumps({"action": "report", "at": decide.iso(NOW - 600)})}
+    done = {decide.RECORD: json.dumps({"action": "report", "at": timestamp(NOW - 600)})}
     assert judge(policy("report"), job("j", [pod("a")], done), r).status == "done"
-    before = {decide.RECORD: json.dumps({"action": "report", "at": decide.iso(NOW - 4 * 3600)})}
+    before = {decide.RECORD: json.dumps({"action": "report", "at": timestamp(NOW - 4 * 3600)})}
     assert judge(policy("report"), job("j", [pod("a")], before), r).action == "report"
 
 
@@ -126,6 +127,6 @@ def test_a_notebooks_pods_are_its_workload_and_only_reported():
     ).plan.steps[0]
     assert step.detail["pods"] == ["nb-0"]  # the record goes on its pods
     p["metadata"]["annotations"] = {
-        decide.RECORD: json.dumps({"action": "report", "at": decide.iso(NOW - 60)})
+        decide.RECORD: json.dumps({"action": "report", "at": timestamp(NOW - 60)})
     }
     assert judge(policy("scale-to-zero"), w, readings(**{"nb-0": [device("G0")]})).status == "done"

@@ -8,8 +8,9 @@ import json
 from typing import Any
 
 from gpuctl.common.plan import Plan, Step
+from gpuctl.k8s.times import timestamp
 from gpuctl.reclaim.core import policy as pol
-from gpuctl.reclaim.core.decide import RECORD, REPLICAS, WARN, iso, record_of
+from gpuctl.reclaim.core.decide import RECORD, REPLICAS, WARN, record_of
 
 REASONS = {
     pol.REPORT: "IdleGPUsReported",
@@ -63,8 +64,8 @@ def event(
         "source": {"component": "gpuctl"},
         "reportingComponent": "gpuctl",
         "reportingInstance": "gpuctl",
-        "firstTimestamp": iso(now),
-        "lastTimestamp": iso(now),
+        "firstTimestamp": timestamp(now),
+        "lastTimestamp": timestamp(now),
         "count": 1,
     }
 

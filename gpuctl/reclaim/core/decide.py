@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from gpuctl.common.plan import Plan, Step
+from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.reclaim.core.signal import SIGNAL, Readings
 from gpuctl.reclaim.core.workloads import Workload, pod_gpus
@@ -46,7 +46,7 @@ class Row:
             "status": self.status,
             "why": self.why,
             "rule": self.rule,
-            "idle_since": iso(self.idle_since) if self.idle_since is not None else None,
+            "idle_since": timestamp(self.idle_since) if self.idle_since is not None else None,
             "idle_since_known": self.idle_since_known,
             "idle_s": round(now - self.idle_since) if self.idle_since is not None else None,
             "action": self.action,
@@ -66,25 +66,10 @@ class Finding:
             "policy": self.policy.name,
             "signal": self.signal,
             "busy_percent": self.policy.busy_percent,
-            "at": iso(self.now),
+            "at": timestamp(self.now),
             "workloads": [r.to_dict(self.now) for r in self.rows],
             "plan": self.plan.to_dict(),
         }
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_iso(text: Any) -> float | None:
-    try:
-        return (
-            datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")
-            .replace(tzinfo=timezone.utc)
-            .timestamp()
-        )
-    except ValueError:
-        return None
 
 
 def record_of(annotations: dict[str, str]) -> dict[str, Any]:
@@ -200,7 +185,7 @@ def _judge(policy: pol.Policy, w: Workload, readings: Readings, now: float) -> R
     row = Row(w, IDLE, why, rule.name, since, known)
     action = rule.action_for(w.kind)
     record = record_of(w.annotations if w.obj is not None else _pod_annotations(w))
-    at = parse_iso(record.get("at"))
+    at = seconds(record.get("at"))
     this_stretch = at is not None and at >= since
     if this_stretch and record.get("action") == action:
         row.status, row.why = DONE, f"{action} already done at {record['at']} for this idle stretch"
@@ -216,7 +201,7 @@ def _judge(policy: pol.Policy, w: Workload, readings: Readings, now: float) -> R
         if at is not None and now < at + rule.grace_s:
             row.status, row.why = (
                 GRACE,
-                f"warned at {record['at']}: {action} after {iso(at + rule.grace_s)}",
+                f"warned at {record['at']}: {action} after {timestamp(at + rule.grace_s)}",
             )
             return row
     row.action = action
@@ -229,11 +214,11 @@ def record(policy: pol.Policy, row: Row, readings: Readings, now: float) -> dict
     rule = next(r for r in policy.rules if r.name == row.rule)
     return {
         "action": row.action,
-        "at": iso(now),
+        "at": timestamp(now),
         "policy": policy.name,
         "rule": row.rule,
         "gpus": row.workload.gpus,
-        "idleSince": iso(row.idle_since) if row.idle_since_known else None,
+        "idleSince": timestamp(row.idle_since) if row.idle_since_known else None,
         "idleFor": duration_text(rule.idle_for_s),
         "busyPercent": policy.busy_percent,
         "signal": SIGNAL,

@@ -1,0 +1,22 @@
+"""Times as the Kubernetes API writes them (RFC 3339, UTC, whole seconds: creationTimestamp,
+lastTransitionTime, an Event's timestamps). Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def timestamp(t: float) -> str:
+    """Seconds since the epoch as the API writes them."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime(FORMAT)
+
+
+def seconds(text: Any) -> float | None:
+    """A timestamp the API wrote, as seconds since the epoch; None if it is not one."""
+    try:
+        return datetime.strptime(str(text), FORMAT).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
