@@ -268,24 +268,33 @@ class FrameBuilder:
             return key[:-1] + ("",)
 
         mig_boards = {board(k) for k in values if k[-1]}
-        attributes, held, means = self.attributes, self.holders, self.means
+        attributes, held, means, signals = self.attributes, self.holders, self.means, self.signals
+        # Each device's holders as a tuple, one shared copy per holder (a pod holds several)
+        alone: dict[Holder, tuple[Holder, ...]] = {}
         rows = []
         for key, metrics in values.items():
-            if not key[-1] and key in mig_boards:
+            mig = bool(key[-1])
+            if not mig and key in mig_boards:
                 continue
-            parent = values.get(board(key), {}) if key[-1] else {}
-            kept = attributes.get(key) or _kept_of(key)
             pods = held.get(key)
             who: tuple[Holder, ...] = (
                 ()
                 if pods is None
-                else (pods,)
-                if isinstance(pods, Holder)
-                else tuple(sorted(pods, key=_holder_order))
+                else alone.get(pods) or alone.setdefault(pods, (pods,))
+                if type(pods) is Holder
+                else tuple(sorted(pods, key=_holder_order))  # type: ignore[arg-type]
             )
-            row = _row(metrics, parent, kept, means.get(key), who, idle_threshold)
-            row.signal = self.signals.get(key) or busy.signal(metrics, mig=bool(key[-1]))
-            rows.append(row)
+            rows.append(
+                _row(
+                    metrics,
+                    values.get(board(key), _NONE) if mig else _NONE,
+                    attributes.get(key) or _kept_of(key),
+                    means.get(key),
+                    who,
+                    idle_threshold,
+                    signals.get(key),
+                )
+            )
         rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
         return ClusterFrame(rows, namespace_usage(rows), summarize(rows))
 
@@ -313,6 +322,9 @@ def _holder_order(h: Holder) -> tuple[str, str, str]:
     return (h.namespace or "", h.pod, h.container or "")
 
 
+_NONE: dict[str, float] = {}  # no readings (never written to)
+
+
 def _row(
     m: dict[str, Any],
     parent: dict[str, Any],
@@ -320,10 +332,15 @@ def _row(
     mean: float | None,
     who: tuple[Holder, ...],
     threshold: float,
+    signal: str | None,
 ) -> ClusterGpuRow:
+    """A device's row; `signal`: the busy signal of its window mean (else that of `m`)."""
     host, hostname, gpu, instance_id, profile, model, instance = kept[1]
     uuid, old_uuid = kept[2]
-    util = busy.percent(m, mig=bool(instance_id))
+    found = busy.best(m, mig=bool(instance_id))
+    util = None if found is None else found[1]
+    if signal is None and found is not None:
+        signal = busy.SIGNALS[found[0]]
     used, free = m.get(FB_USED), m.get(FB_FREE)
     model, profile = model or None, profile or None
     if instance_id:
@@ -345,6 +362,7 @@ def _row(
         m.get(POWER, parent.get(POWER)),  # power_w
         who,  # holders
         None if mean is None else mean < threshold,  # idle
+        signal,
     )
 
 
@@ -397,7 +415,13 @@ def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
     on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
     are left out of both. (None, None) when no pod holds a whole GPU."""
     whole = [r for r in rows if r.mig_profile is None]
-    per_pod = Counter(pod for r in whole for pod in {(h.namespace, h.pod) for h in r.holders})
+    per_pod: Counter[tuple[str | None, str]] = Counter()
+    for r in whole:
+        who = r.holders
+        if len(who) == 1:  # most GPUs: no set to build
+            per_pod[who[0].namespace, who[0].pod] += 1
+        elif who:
+            per_pod.update({(h.namespace, h.pod) for h in who})
     if not per_pod:
         return None, None
     shapes = Counter(per_pod.values())
@@ -410,44 +434,78 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def gpu_to_dict(r: ClusterGpuRow) -> dict[str, Any]:
-    """One GPU of the `--once -o json|yaml` document (spelled out: once per GPU)."""
-    util, temp, power, used, total = (
-        r.utilization_gpu,
-        r.temperature_c,
-        r.power_w,
-        r.memory_used_mib,
-        r.memory_total_mib,
-    )
-    first = r.holders[0] if r.holders else None
-    # (memory in whole MiB: an exporter's reading can be NaN, or overflow when added up)
-    return {
-        "node": r.node,
-        "gpu": r.gpu,
-        "uuid": r.uuid,
-        "model": r.model,
-        "utilization_gpu": None if util is None else round(util, 1),
-        "memory_used_mib": None if used is None or not math.isfinite(used) else int(round(used)),
-        "memory_total_mib": None
-        if total is None or not math.isfinite(total)
-        else int(round(total)),
-        "temperature_c": None if temp is None else round(temp, 1),
-        "power_w": None if power is None else round(power, 1),
-        "pod": first and first.pod,  # the first holder, as before shared GPUs were listed
-        "namespace": first and first.namespace,
-        "holders": [
-            {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in r.holders
-        ],
-        "idle": r.idle,
-        "signal": r.signal,
-    }
+# The fields of one GPU in the `--once -o json|yaml` document, in order.
+GPU_FIELDS = (
+    "node",
+    "gpu",
+    "uuid",
+    "model",
+    "utilization_gpu",
+    "memory_used_mib",
+    "memory_total_mib",
+    "temperature_c",
+    "power_w",
+    "pod",  # the first holder, as before shared GPUs were listed
+    "namespace",
+    "holders",
+    "idle",
+    "signal",
+)
+
+
+def _gpu_dict(*values: Any) -> dict[str, Any]:
+    return dict(zip(GPU_FIELDS, values))
+
+
+def gpus_out(rows: Iterable[ClusterGpuRow], make: Callable[..., Any] = _gpu_dict) -> list[Any]:
+    """The GPUs of the `--once -o json|yaml` document, each `make(*values of GPU_FIELDS)`
+    (a dict by default). Spelled out: this runs once per GPU."""
+    # A pod's GPUs share one holders list (it holds several): made once per pod.
+    listed: dict[tuple[Holder, ...], list[dict[str, str | None]]] = {}
+    out = []
+    finite = math.isfinite
+    for r in rows:
+        util, temp, power, used, total, who = (
+            r.utilization_gpu,
+            r.temperature_c,
+            r.power_w,
+            r.memory_used_mib,
+            r.memory_total_mib,
+            r.holders,
+        )
+        first = who[0] if who else None
+        held = listed.get(who)
+        if held is None:
+            held = listed[who] = [
+                {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in who
+            ]
+        # (memory in whole MiB: an exporter's reading can be NaN, or overflow when added up)
+        out.append(
+            make(
+                r.node,
+                r.gpu,
+                r.uuid,
+                r.model,
+                None if util is None else round(util, 1),
+                None if used is None or not finite(used) else int(round(used)),
+                None if total is None or not finite(total) else int(round(total)),
+                None if temp is None else round(temp, 1),
+                None if power is None else round(power, 1),
+                first and first.pod,
+                first and first.namespace,
+                held,
+                r.idle,
+                r.signal,
+            )
+        )
+    return out
 
 
 def frame_to_dict(frame: ClusterFrame) -> dict[str, Any]:
     """The `--once -o json|yaml` document."""
     s = frame.summary
     return {
-        "gpus": [gpu_to_dict(r) for r in frame.rows],
+        "gpus": gpus_out(frame.rows),
         "namespaces": [
             {
                 "namespace": n.namespace,
