@@ -231,9 +231,11 @@ class FrameBuilder:
         # on some metrics only, one set per pod sharing it): keep the fullest,
         # deterministically. Only the labels a row shows are kept.
         kept, held, intern = self.attributes, self.holders, self._texts.setdefault
+        keys, holder, exporter = self._keys, holders.holder, self.exporter
         for labels, _ in samples:
-            key = self._key(labels)
-            if (h := holders.holder(labels, self.exporter)) is not None:
+            key = key_of(labels)
+            key = keys.setdefault(key, key)
+            if (h := holder(labels, exporter)) is not None:
                 known = held.get(key)
                 if known is None:
                     held[key] = h
@@ -241,7 +243,9 @@ class FrameBuilder:
                     known.add(h)
                 elif known != h:
                     held[key] = {known, h}
-            size = len(labels) - list(labels.values()).count("")
+            size = len(labels)
+            if "" in labels.values():  # Prometheus drops empty labels; other sources may not
+                size -= list(labels.values()).count("")
             best = kept.get(key)
             if best is not None and size < best[0]:
                 continue
@@ -400,7 +404,7 @@ def summarize(rows: list[ClusterGpuRow]) -> ClusterSummary:
         gpus=len(rows),
         mean_utilization=_mean([r.mean_utilization for r in rows]),
         idle_gpus=sum(1 for r in rows if r.idle),
-        idle_allocated_gpus=sum(1 for r in rows if r.idle_allocated),
+        idle_allocated_gpus=sum(1 for r in rows if r.idle and r.holders),  # idle_allocated
         busiest=max(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         request_shape=shape,
