@@ -220,7 +220,8 @@ class FrameBuilder:
         for labels, value in samples:  # spelled out: 5 to 7 series per GPU
             name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
             if name is not None and finite(value):
-                key = key_of(labels)
+                uuid = labels.get("UUID")  # key_of's first case, inline: one call less per series
+                key = (uuid, labels.get("GPU_I_ID", "")) if uuid else key_of(labels)
                 if key != last:  # a device's series mostly come one after another
                     key = last = keys.setdefault(key, key)
                     readings = values.get(key) or values.setdefault(key, {})
@@ -345,7 +346,10 @@ def _row(
     util = None if found is None else found[1]
     if signal is None and found is not None:
         signal = busy.SIGNALS[found[0]]
-    used, free = m.get(FB_USED), m.get(FB_FREE)
+    used, free, temp, power = m.get(FB_USED), m.get(FB_FREE), m.get(TEMP), m.get(POWER)
+    if parent:  # a MIG device: the board's readings where it has none of its own
+        temp = parent.get(TEMP) if temp is None else temp
+        power = parent.get(POWER) if power is None else power
     model, profile = model or None, profile or None
     if instance_id:
         gpu = f"{gpu or '?'}/mig{instance_id}"
@@ -362,8 +366,8 @@ def _row(
         used,  # memory_used_mib
         # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
         used + free + m.get(FB_RESERVED, 0.0) if used is not None and free is not None else None,
-        m.get(TEMP, parent.get(TEMP)),  # temperature_c
-        m.get(POWER, parent.get(POWER)),  # power_w
+        temp,  # temperature_c
+        power,  # power_w
         who,  # holders
         None if mean is None else mean < threshold,  # idle
         signal,
@@ -430,7 +434,7 @@ def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
         return None, None
     shapes = Counter(per_pod.values())
     shape = max(shapes, key=lambda n: (shapes[n], n))
-    free = Counter(r.node for r in whole if not r.allocated)
+    free = Counter(r.node for r in whole if not r.holders)  # not allocated
     return shape, sum(n for n in free.values() if n < shape)
 
 
