@@ -33,7 +33,7 @@ def live_frame(url: str, sort: str = "index", rows: int = ROWS, window: str = "1
 
 
 def row(r: usage.ClusterGpuRow) -> str:
-    return json.dumps(usage.gpu_to_dict(r)) + f" mean={r.mean_utilization}"
+    return json.dumps(usage.gpus_out([r])[0]) + f" mean={r.mean_utilization}"
 
 
 def assert_live_equals_full(url: str, sorts=live.SORT_KEYS, rows: int = ROWS, window="10m"):

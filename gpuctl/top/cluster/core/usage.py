@@ -220,7 +220,8 @@ class FrameBuilder:
         for labels, value in samples:  # spelled out: 5 to 7 series per GPU
             name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
             if name is not None and finite(value):
-                key = key_of(labels)
+                uuid = labels.get("UUID")  # key_of's first case, inline: one call less per series
+                key = (uuid, labels.get("GPU_I_ID", "")) if uuid else key_of(labels)
                 if key != last:  # a device's series mostly come one after another
                     key = last = keys.setdefault(key, key)
                     readings = values.get(key) or values.setdefault(key, {})
@@ -231,9 +232,11 @@ class FrameBuilder:
         # on some metrics only, one set per pod sharing it): keep the fullest,
         # deterministically. Only the labels a row shows are kept.
         kept, held, intern = self.attributes, self.holders, self._texts.setdefault
+        keys, holder, exporter = self._keys, holders.holder, self.exporter
         for labels, _ in samples:
-            key = self._key(labels)
-            if (h := holders.holder(labels, self.exporter)) is not None:
+            key = key_of(labels)
+            key = keys.setdefault(key, key)
+            if (h := holder(labels, exporter)) is not None:
                 known = held.get(key)
                 if known is None:
                     held[key] = h
@@ -241,7 +244,9 @@ class FrameBuilder:
                     known.add(h)
                 elif known != h:
                     held[key] = {known, h}
-            size = len(labels) - list(labels.values()).count("")
+            size = len(labels)
+            if "" in labels.values():  # Prometheus drops empty labels; other sources may not
+                size -= list(labels.values()).count("")
             best = kept.get(key)
             if best is not None and size < best[0]:
                 continue
@@ -268,24 +273,33 @@ class FrameBuilder:
             return key[:-1] + ("",)
 
         mig_boards = {board(k) for k in values if k[-1]}
-        attributes, held, means = self.attributes, self.holders, self.means
+        attributes, held, means, signals = self.attributes, self.holders, self.means, self.signals
+        # Each device's holders as a tuple, one shared copy per holder (a pod holds several)
+        alone: dict[Holder, tuple[Holder, ...]] = {}
         rows = []
         for key, metrics in values.items():
-            if not key[-1] and key in mig_boards:
+            mig = bool(key[-1])
+            if not mig and key in mig_boards:
                 continue
-            parent = values.get(board(key), {}) if key[-1] else {}
-            kept = attributes.get(key) or _kept_of(key)
             pods = held.get(key)
             who: tuple[Holder, ...] = (
                 ()
                 if pods is None
-                else (pods,)
-                if isinstance(pods, Holder)
-                else tuple(sorted(pods, key=_holder_order))
+                else alone.get(pods) or alone.setdefault(pods, (pods,))
+                if type(pods) is Holder
+                else tuple(sorted(pods, key=_holder_order))  # type: ignore[arg-type]
             )
-            row = _row(metrics, parent, kept, means.get(key), who, idle_threshold)
-            row.signal = self.signals.get(key) or busy.signal(metrics, mig=bool(key[-1]))
-            rows.append(row)
+            rows.append(
+                _row(
+                    metrics,
+                    values.get(board(key), _NONE) if mig else _NONE,
+                    attributes.get(key) or _kept_of(key),
+                    means.get(key),
+                    who,
+                    idle_threshold,
+                    signals.get(key),
+                )
+            )
         rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
         return ClusterFrame(rows, namespace_usage(rows), summarize(rows))
 
@@ -313,6 +327,9 @@ def _holder_order(h: Holder) -> tuple[str, str, str]:
     return (h.namespace or "", h.pod, h.container or "")
 
 
+_NONE: dict[str, float] = {}  # no readings (never written to)
+
+
 def _row(
     m: dict[str, Any],
     parent: dict[str, Any],
@@ -320,11 +337,19 @@ def _row(
     mean: float | None,
     who: tuple[Holder, ...],
     threshold: float,
+    signal: str | None,
 ) -> ClusterGpuRow:
+    """A device's row; `signal`: the busy signal of its window mean (else that of `m`)."""
     host, hostname, gpu, instance_id, profile, model, instance = kept[1]
     uuid, old_uuid = kept[2]
-    util = busy.percent(m, mig=bool(instance_id))
-    used, free = m.get(FB_USED), m.get(FB_FREE)
+    found = busy.best(m, mig=bool(instance_id))
+    util = None if found is None else found[1]
+    if signal is None and found is not None:
+        signal = busy.SIGNALS[found[0]]
+    used, free, temp, power = m.get(FB_USED), m.get(FB_FREE), m.get(TEMP), m.get(POWER)
+    if parent:  # a MIG device: the board's readings where it has none of its own
+        temp = parent.get(TEMP) if temp is None else temp
+        power = parent.get(POWER) if power is None else power
     model, profile = model or None, profile or None
     if instance_id:
         gpu = f"{gpu or '?'}/mig{instance_id}"
@@ -341,10 +366,11 @@ def _row(
         used,  # memory_used_mib
         # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
         used + free + m.get(FB_RESERVED, 0.0) if used is not None and free is not None else None,
-        m.get(TEMP, parent.get(TEMP)),  # temperature_c
-        m.get(POWER, parent.get(POWER)),  # power_w
+        temp,  # temperature_c
+        power,  # power_w
         who,  # holders
         None if mean is None else mean < threshold,  # idle
+        signal,
     )
 
 
@@ -382,7 +408,7 @@ def summarize(rows: list[ClusterGpuRow]) -> ClusterSummary:
         gpus=len(rows),
         mean_utilization=_mean([r.mean_utilization for r in rows]),
         idle_gpus=sum(1 for r in rows if r.idle),
-        idle_allocated_gpus=sum(1 for r in rows if r.idle_allocated),
+        idle_allocated_gpus=sum(1 for r in rows if r.idle and r.holders),  # idle_allocated
         busiest=max(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         request_shape=shape,
@@ -397,12 +423,18 @@ def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
     on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
     are left out of both. (None, None) when no pod holds a whole GPU."""
     whole = [r for r in rows if r.mig_profile is None]
-    per_pod = Counter(pod for r in whole for pod in {(h.namespace, h.pod) for h in r.holders})
+    per_pod: Counter[tuple[str | None, str]] = Counter()
+    for r in whole:
+        who = r.holders
+        if len(who) == 1:  # most GPUs: no set to build
+            per_pod[who[0].namespace, who[0].pod] += 1
+        elif who:
+            per_pod.update({(h.namespace, h.pod) for h in who})
     if not per_pod:
         return None, None
     shapes = Counter(per_pod.values())
     shape = max(shapes, key=lambda n: (shapes[n], n))
-    free = Counter(r.node for r in whole if not r.allocated)
+    free = Counter(r.node for r in whole if not r.holders)  # not allocated
     return shape, sum(n for n in free.values() if n < shape)
 
 
@@ -410,44 +442,78 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def gpu_to_dict(r: ClusterGpuRow) -> dict[str, Any]:
-    """One GPU of the `--once -o json|yaml` document (spelled out: once per GPU)."""
-    util, temp, power, used, total = (
-        r.utilization_gpu,
-        r.temperature_c,
-        r.power_w,
-        r.memory_used_mib,
-        r.memory_total_mib,
-    )
-    first = r.holders[0] if r.holders else None
-    # (memory in whole MiB: an exporter's reading can be NaN, or overflow when added up)
-    return {
-        "node": r.node,
-        "gpu": r.gpu,
-        "uuid": r.uuid,
-        "model": r.model,
-        "utilization_gpu": None if util is None else round(util, 1),
-        "memory_used_mib": None if used is None or not math.isfinite(used) else int(round(used)),
-        "memory_total_mib": None
-        if total is None or not math.isfinite(total)
-        else int(round(total)),
-        "temperature_c": None if temp is None else round(temp, 1),
-        "power_w": None if power is None else round(power, 1),
-        "pod": first and first.pod,  # the first holder, as before shared GPUs were listed
-        "namespace": first and first.namespace,
-        "holders": [
-            {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in r.holders
-        ],
-        "idle": r.idle,
-        "signal": r.signal,
-    }
+# The fields of one GPU in the `--once -o json|yaml` document, in order.
+GPU_FIELDS = (
+    "node",
+    "gpu",
+    "uuid",
+    "model",
+    "utilization_gpu",
+    "memory_used_mib",
+    "memory_total_mib",
+    "temperature_c",
+    "power_w",
+    "pod",  # the first holder, as before shared GPUs were listed
+    "namespace",
+    "holders",
+    "idle",
+    "signal",
+)
+
+
+def _gpu_dict(*values: Any) -> dict[str, Any]:
+    return dict(zip(GPU_FIELDS, values))
+
+
+def gpus_out(rows: Iterable[ClusterGpuRow], make: Callable[..., Any] = _gpu_dict) -> list[Any]:
+    """The GPUs of the `--once -o json|yaml` document, each `make(*values of GPU_FIELDS)`
+    (a dict by default). Spelled out: this runs once per GPU."""
+    # A pod's GPUs share one holders list (it holds several): made once per pod.
+    listed: dict[tuple[Holder, ...], list[dict[str, str | None]]] = {}
+    out = []
+    finite = math.isfinite
+    for r in rows:
+        util, temp, power, used, total, who = (
+            r.utilization_gpu,
+            r.temperature_c,
+            r.power_w,
+            r.memory_used_mib,
+            r.memory_total_mib,
+            r.holders,
+        )
+        first = who[0] if who else None
+        held = listed.get(who)
+        if held is None:
+            held = listed[who] = [
+                {"namespace": h.namespace, "pod": h.pod, "container": h.container} for h in who
+            ]
+        # (memory in whole MiB: an exporter's reading can be NaN, or overflow when added up)
+        out.append(
+            make(
+                r.node,
+                r.gpu,
+                r.uuid,
+                r.model,
+                None if util is None else round(util, 1),
+                None if used is None or not finite(used) else int(round(used)),
+                None if total is None or not finite(total) else int(round(total)),
+                None if temp is None else round(temp, 1),
+                None if power is None else round(power, 1),
+                first and first.pod,
+                first and first.namespace,
+                held,
+                r.idle,
+                r.signal,
+            )
+        )
+    return out
 
 
 def frame_to_dict(frame: ClusterFrame) -> dict[str, Any]:
     """The `--once -o json|yaml` document."""
     s = frame.summary
     return {
-        "gpus": [gpu_to_dict(r) for r in frame.rows],
+        "gpus": gpus_out(frame.rows),
         "namespaces": [
             {
                 "namespace": n.namespace,
