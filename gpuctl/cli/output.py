@@ -93,21 +93,16 @@ def echo(text: str) -> None:
     sys.stdout.flush()
 
 
-def say(point: str, details: tuple[str, ...] | list[str] = ()) -> None:
+def say(point: str, details: tuple[str, ...] | list[str] = (), *, debug: bool = False) -> None:
     """A message on stderr that says its point first; its DETAILS (what it rests on, how to
-    change it) follow, one indented line each, under --debug, and without it one line says
-    they are there. Prose: wrapped at spaces to the terminal, not at all in a pipe."""
-    from gpuctl.cli.application import application
-
+    change it) follow, one indented line each, when DEBUG (the run's --debug), and otherwise
+    one word says they are there. Prose: wrapped at spaces to the terminal, not in a pipe."""
     err = err_console()
-    if not details:
-        err.print(point, markup=False, highlight=False)
-    elif application().debug:
-        err.print(point, markup=False, highlight=False)
-        for detail in details:
-            err.print(f"  {detail}", markup=False, highlight=False)
-    else:
-        err.print(f"{point} (--debug for the details)", markup=False, highlight=False)
+    if details and not debug:
+        point += " (--debug for the details)"
+    err.print(point, markup=False, highlight=False)
+    for detail in details if debug else ():
+        err.print(f"  {detail}", markup=False, highlight=False)
 
 
 def new_table(title: Any = None, **options: Any) -> Any:

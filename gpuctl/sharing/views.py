@@ -9,6 +9,7 @@ import shlex
 from typing import Any
 
 from gpuctl.cli import options
+from gpuctl.cli.application import application
 from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console, say
 from gpuctl.k8s import device_plugin, nodes
 from gpuctl.sharing.core import config as core
@@ -111,6 +112,7 @@ def show_offline_share(
             "that ConfigMap does not exist yet (merge these keys into one that does)",
             f"the nodes carry no {device_plugin.CONFIG_LABEL} label yet",
         ],
+        debug=application().debug,
     )
     show_share_plan(p, None)
     if not names:
