@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
@@ -91,12 +92,16 @@ def register(argv: list[str]) -> None:
             _registered.add(name)
 
 
-def command():
+def command(argv: list[str] | None = None):
     """The click command tree of the registered commands. The root and every command take
     --debug; the root and the commands that talk to Kubernetes take --context and
-    --kubeconfig. All three fill the run's Application (gpuctl.cli.application)."""
-    root = typer.main.get_command(app)
+    --kubeconfig. All three fill the run's Application (gpuctl.cli.application).
+    For the root's help (ARGV asks for nothing else) the commands are only names and help
+    texts: building every command's options costs more than the rest of `gpuctl --help`."""
+    root = _root_help_tree() if _root_help(argv) else typer.main.get_command(app)
     root.params[0:0] = [application.debug_option(), *application.run_options()]
+    if _root_help(argv):
+        return root
 
     def add(cmd) -> None:
         for sub in getattr(cmd, "commands", {}).values():
@@ -112,6 +117,47 @@ def command():
             cmd.params.extend(application.run_options())
 
     add(root)
+    return root
+
+
+def _root_help(argv: list[str] | None) -> bool:
+    return (
+        argv is not None
+        and _command_word(argv) is None
+        and any(word in ("-h", "--help") for word in argv)
+        and "_GPUCTL_COMPLETE" not in os.environ
+    )
+
+
+def _root_help_tree():
+    """The root group with each command as its name and help alone (as typer reads them)."""
+    from typer.core import TyperCommand, TyperGroup
+
+    commands, groups = app.registered_commands, app.registered_groups
+    app.registered_commands, app.registered_groups = [], []
+    try:
+        root = typer.main.get_command(app)
+    finally:
+        app.registered_commands, app.registered_groups = commands, groups
+    for info in commands:
+        name = info.name or typer.main.get_command_name(info.callback.__name__)
+        doc = inspect.getdoc(info.callback) if info.help is None else inspect.cleandoc(info.help)
+        root.commands[name] = TyperCommand(
+            name=name,
+            help=doc,
+            short_help=info.short_help,
+            hidden=info.hidden,
+            deprecated=info.deprecated,
+        )
+    for group in groups:
+        solved = typer.main.solve_typer_info_defaults(group)
+        root.commands[solved.name] = TyperGroup(
+            name=solved.name,
+            help=solved.help,
+            short_help=solved.short_help,
+            hidden=solved.hidden,
+            deprecated=solved.deprecated,
+        )
     return root
 
 
@@ -215,7 +261,7 @@ def _run(argv: list[str]) -> int:
 
     register(argv)
     argv = _server_dry_run(argv)
-    root = command()
+    root = command(argv)
     if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks (argv is empty: all registered)
         from gpuctl import completion
 

@@ -119,6 +119,23 @@ def test_every_command_is_in_the_lazy_registration_table(cli):
         assert r.code == 0 and "Usage: gpuctl " + name in r.out
 
 
+def test_root_help_lists_the_commands_as_the_full_tree_does():
+    """`gpuctl --help` builds only names and help texts (gpuctl.app._root_help_tree): the
+    same page as the full command tree's, hidden and deprecated commands included."""
+    from gpuctl import app as app_module
+
+    app_module.register(["--help"])
+    shallow = app_module.command(["--help"])
+    full = app_module.command(["jobs", "--help"])
+    assert list(shallow.commands) == list(full.commands)
+    for width in (60, 80, 200):
+        pages = []
+        for root in (shallow, full):
+            ctx = root.context_class(root, info_name="gpuctl", terminal_width=width)
+            pages.append(root.get_help(ctx))
+        assert pages[0] == pages[1] and "Commands:" in pages[0]
+
+
 def makes_commands(source: str) -> bool:
     """A top-level register() function, or typer apps or commands made in the module."""
     tree = ast.parse(source)

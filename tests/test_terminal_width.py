@@ -103,3 +103,42 @@ def test_submit_and_why_keep_node_and_pod_names_whole(busy_cluster, tmp_path, co
     assert_whole(text, [*NODES, "needs-four-gpus-on-one-node"])
     text = in_terminal(columns, "jobs", "why", "needs-four-gpus-on-one-node", "-n", "team-a")
     assert_whole(text, NODES)
+
+
+OFFLINE_SHARE = ("share", "timeslice", "--node", NODES[0], "--replicas", "4", "--dry-run")
+POINT = "assumed without a cluster: the device plugin reads ConfigMap"
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_prose_wraps_at_spaces_to_the_terminal(tmp_path, columns):
+    """Messages fill the terminal's width, break at spaces, end in their text (no padding),
+    and say their point first: the details wait for --debug."""
+    text = in_terminal(columns, *OFFLINE_SHARE, cwd=str(tmp_path))
+    lines = text.splitlines()
+    assert all(len(line) <= columns and line == line.rstrip() for line in lines), text
+    # wrapped to this width, not to a fixed one: a wrapped line's next word did not fit
+    wrapped = [(a, b) for a, b in zip(lines, lines[1:]) if a.startswith(POINT[:20])]
+    assert wrapped and all(len(a) + 1 + len(b.split()[0]) > columns for a, b in wrapped), text
+    assert_whole(text, [NODES[0], "gpu-operator/gpuctl-sharing-config"])
+    assert "(--debug for the details)" in text and "devicePlugin.config.default" not in text
+    debug = in_terminal(
+        columns, "share", "timeslice", "--debug", *OFFLINE_SHARE[2:], cwd=str(tmp_path)
+    )
+    assert "devicePlugin.config.default" in debug.replace("\n", " ")
+
+
+def test_prose_is_not_wrapped_in_a_pipe(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuctl", *OFFLINE_SHARE],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        env={**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "80"},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    point = [line for line in lines if line.startswith(POINT)]
+    assert point and point[0].endswith("no node is labelled yet (--debug for the details)")
+    assert any(len(line) > 80 for line in lines)  # the width of a pipe is not 80
+    assert all(line == line.rstrip() for line in lines), proc.stderr

@@ -93,6 +93,18 @@ def echo(text: str) -> None:
     sys.stdout.flush()
 
 
+def say(point: str, details: tuple[str, ...] | list[str] = (), *, debug: bool = False) -> None:
+    """A message on stderr that says its point first; its DETAILS (what it rests on, how to
+    change it) follow, one indented line each, when DEBUG (the run's --debug), and otherwise
+    one word says they are there. Prose: wrapped at spaces to the terminal, not in a pipe."""
+    err = err_console()
+    if details and not debug:
+        point += " (--debug for the details)"
+    err.print(point, markup=False, highlight=False)
+    for detail in details if debug else ():
+        err.print(f"  {detail}", markup=False, highlight=False)
+
+
 def new_table(title: Any = None, **options: Any) -> Any:
     """THE table style of every command: no borders, a bold header row, two spaces between
     columns and none at the edges, a title on the left. A cell never cuts a word a user
@@ -159,13 +171,20 @@ def console(uncropped: bool = False, **kwargs: Any):
     shown escaped (gpuctl.common.text.printable). Text, strings and table cells are made
     printable before rich lays them out (so their width is the width shown); whatever else
     reaches the terminal is escaped once laid out. Every table and view prints through one.
-    UNCROPPED: a line it cannot wrap at a space (a table of whole words wider than the
-    terminal) is printed whole, for the terminal to wrap, instead of cropped."""
+    UNCROPPED (the consoles of commands' output and messages, gpuctl.cli.output.err_console
+    and out_console): prose wraps at spaces to the terminal's width (not at all in a pipe,
+    where the width is unbounded); a line it cannot wrap at a space (a table of whole words
+    wider than the terminal) is printed whole, for the terminal to wrap, instead of cropped;
+    and no line ends in the spaces of rich's layout."""
     from rich.console import Console
     from rich.segment import Segment
 
     class SafeConsole(Console):
         def render(self, renderable, options=None):
+            segments = self._shown_segments(renderable, options)
+            yield from _without_trailing_spaces(segments) if uncropped else segments
+
+        def _shown_segments(self, renderable, options):
             for segment in super().render(_shown(renderable), options):
                 if segment.control or not segment.text or segment.text.isprintable():
                     yield segment
@@ -176,6 +195,36 @@ def console(uncropped: bool = False, **kwargs: Any):
             super().print(*objects, crop=crop, **kw)
 
     return SafeConsole(**kwargs)
+
+
+def _without_trailing_spaces(segments: Any) -> Any:
+    """SEGMENTS with the spaces at the end of each line left out (the space a line was wrapped
+    at, a table cell's padding): a copied line, or one written to a file, ends in its text."""
+    from rich.segment import Segment
+
+    pending: list[Any] = []  # the line's last segment with text, and blank ones after it
+    for segment in segments:
+        if segment.control:
+            yield from pending
+            pending = []
+            yield segment
+            continue
+        for i, part in enumerate(segment.text.split("\n")):
+            if i:  # a line ends here
+                while pending and not pending[-1].text.strip(" "):
+                    pending.pop()
+                if pending:
+                    last = pending.pop()
+                    yield from pending
+                    yield Segment(last.text.rstrip(" "), last.style)
+                pending = []
+                yield Segment("\n")
+            if part.strip(" "):
+                yield from pending
+                pending = [Segment(part, segment.style)]
+            elif part:
+                pending.append(Segment(part, segment.style))
+    yield from pending
 
 
 def _lines_shown(text: str) -> str:

@@ -22,7 +22,7 @@ COUNTS = ("ACTIVE", "SUCCEEDED", "FAILED")
 
 
 def warn(text: str) -> None:
-    err_console().print(f"warning: {text}", style="yellow", markup=False, soft_wrap=True)
+    err_console().print(f"warning: {text}", style="yellow", markup=False)
 
 
 def say(text: str) -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gpuctl.common.errors import UsageError
-from gpuctl.common.specfile import Fields, load_yaml_file
+
+if TYPE_CHECKING:
+    from gpuctl.common.specfile import Fields
 
 CONFIG_ENV = "GPUCTL_CONFIG"
 SETTINGS = {
@@ -63,6 +66,9 @@ def _config_file() -> Fields | None:
             )
     elif not os.path.exists(path):
         return None
+    # the spec file reader only for a file to read: most runs have none, and every run asks
+    from gpuctl.common.specfile import load_yaml_file
+
     doc = load_yaml_file(path)
     if doc.data is None:
         return None

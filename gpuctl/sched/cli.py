@@ -129,7 +129,7 @@ def _warn(text: str | None) -> None:
     from gpuctl.cli.output import err_console
 
     if text:
-        err_console().print(f"warning: {text}", style="yellow", markup=False, soft_wrap=True)
+        err_console().print(f"warning: {text}", style="yellow", markup=False)
 
 
 @sched_app.command("extender")

@@ -9,14 +9,15 @@ import shlex
 from typing import Any
 
 from gpuctl.cli import options
-from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console
+from gpuctl.cli.application import application
+from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console, say
 from gpuctl.k8s import device_plugin, nodes
 from gpuctl.sharing.core import config as core
 from gpuctl.sharing.core.plans import OffPlan, SharePlan, Target, fallback_change
 
 
 def _say(text: str) -> None:
-    err_console().print(text, markup=False, highlight=False, soft_wrap=True)
+    err_console().print(text, markup=False, highlight=False)
 
 
 def show_objects(p: SharePlan | OffPlan, output: Format | None) -> None:
@@ -96,17 +97,22 @@ def show_offline_share(
     --config-map as given), the plan, how to label nodes not named."""
     options.offline_note(why)
     t, (namespace, config_map) = p.target, given
-    guessed = [
-        f"namespace {t.namespace}" + ("" if namespace else " (-n to change)"),
-        f"ConfigMap {t.config_map}" + ("" if config_map else " (--config-map to change)"),
+    to_change = [
+        opt for opt, value in (("-n", namespace), ("--config-map", config_map)) if not value
     ]
-    _say(
-        "assumed, as a cluster would have told: the device plugin reads its configs from "
-        + ", ".join(guessed)
-        + f" and falls back to its key {core.NAMED_FALLBACK!r} (Helm: config.default="
-        f"{core.NAMED_FALLBACK}; GPU Operator: devicePlugin.config.default="
-        f"{core.NAMED_FALLBACK}); that ConfigMap does not exist yet (merge these keys into "
-        f"one that does); the nodes carry no {device_plugin.CONFIG_LABEL} label yet"
+    fallback = core.NAMED_FALLBACK
+    say(
+        f"assumed without a cluster: the device plugin reads ConfigMap "
+        f"{t.namespace}/{t.config_map}"
+        + (f" ({', '.join(to_change)} to change)" if to_change else "")
+        + f", falls back to its key {fallback!r}, and no node is labelled yet",
+        [
+            f"its fallback key: Helm config.default={fallback}; GPU Operator "
+            f"devicePlugin.config.default={fallback}",
+            "that ConfigMap does not exist yet (merge these keys into one that does)",
+            f"the nodes carry no {device_plugin.CONFIG_LABEL} label yet",
+        ],
+        debug=application().debug,
     )
     show_share_plan(p, None)
     if not names:

@@ -49,9 +49,17 @@ def test_timeslice_renders_the_config_map_and_node_labels(cli):
     assert [d["metadata"]["labels"] for d in docs[1:]] == [{device_plugin.CONFIG_LABEL: "ts-4"}] * 2
     for d in docs:
         assert_valid(d)
-    # what it had to assume is said, with the options that change it
-    assert "namespace gpu-operator (-n to change)" in r.err
-    assert f"ConfigMap {device_plugin.DEFAULT_CONFIG_MAP} (--config-map to change)" in r.err
+    # what it had to assume is said first, with the options that change it; the rest of
+    # why under --debug
+    point = (
+        f"assumed without a cluster: the device plugin reads ConfigMap "
+        f"{NS}/{device_plugin.DEFAULT_CONFIG_MAP} (-n, --config-map to change)"
+    )
+    assert point in r.err and "(--debug for the details)" in r.err
+    assert "devicePlugin.config.default" not in r.err
+    debug = offline(cli, "share", "timeslice", "--debug", "--replicas", "4", "--dry-run")
+    assert point in debug.err and "(--debug for the details)" not in debug.err
+    assert "  its fallback key: Helm config.default=default; GPU Operator" in debug.err
 
 
 def test_timeslice_takes_the_plugin_location_from_options(cli):
