@@ -277,6 +277,13 @@ class InterruptAt:
         pass
 
 
+def manager_done(cluster, manager, name):
+    """MANAGER has taken the node's config label and reported success on it."""
+    labels = node_of(cluster, name).metadata.labels
+    seen = manager.applied.get(name) == labels.get("nvidia.com/mig.config")
+    return seen and labels.get("nvidia.com/mig.config.state") == "success"
+
+
 def apply_with(progress):
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import Interrupted
@@ -306,6 +313,10 @@ def test_ctrl_c_while_the_manager_works_leaves_it_for_the_next_run_to_finish(clu
         first = rb.changes[0].node
         assert "left cordoned" in e.message + " ".join(e.details)
         assert cordoned(cluster, first)
+        # the next run comes once the manager is done (a run in the middle of its work waits)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not manager_done(cluster, manager, first):
+            time.sleep(0.1)
         code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
         assert code == 0, err
         assert {f["node"] for f in json.loads(out)["finishing"]} == {first}
