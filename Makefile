@@ -50,10 +50,12 @@ demo-node: $(BIN)/.installed-run
 	@echo '$$ gpuctl mig plan --demand 1g.10gb=9,3g.40gb=3 --gpu H100-80GB'
 	@$(BIN)/gpuctl mig plan --demand 1g.10gb=9,3g.40gb=3 --gpu H100-80GB
 
-# One pytest-xdist worker per core (PYTEST_XDIST_AUTO_NUM_WORKERS=N to choose); the fast half
-# alone, without stand-ins: $(BIN)/python -m pytest -m "not integration".
+# One pytest-xdist worker per core (PYTEST_XDIST_AUTO_NUM_WORKERS=N to choose), a test file's
+# tests on one worker in a row: a module's Prometheus holds series written up to its start and
+# answers "now" with a 5-minute lookback. The fast half alone, without stand-ins:
+# $(BIN)/python -m pytest -m "not integration".
 test: setup system-deps
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 bench: setup
 	$(BIN)/python bench/run.py

@@ -26,6 +26,12 @@ PROMETHEUS = typer.Option(
 )
 WINDOW = typer.Option("7d", "--window", help="How far back the report goes, e.g. 7d or 30d.")
 STEP = typer.Option("5m", "--step", help="Resolution: a holding counts in whole steps.")
+END = typer.Option(
+    None,
+    "--end",
+    metavar="TIME",
+    help="Where the window ends: Unix seconds or RFC 3339 (default: Prometheus's now).",
+)
 BY = typer.Option(
     "namespace", "--by", help="What a team is: namespace, queue (Kueue), or label KEY."
 )
@@ -50,6 +56,7 @@ def report(
     prometheus: str | None = PROMETHEUS,
     window: str = WINDOW,
     step: str = STEP,
+    end: str | None = END,
     by: str = BY,
     prices: str | None = PRICES,
     html: str | None = HTML,
@@ -80,7 +87,14 @@ def report(
         setting_list("exporter_containers", exporter_container),
         setting_list("exporter_jobs", exporter_job),
     )
-    request = service.Request(window, step, idle_threshold, queries.grouping(by, key), top)
+    request = service.Request(
+        window,
+        step,
+        idle_threshold,
+        queries.grouping(by, key),
+        top,
+        end=None if end is None else service.end_time(end),
+    )
     client = Prometheus(url)
     client.timeout = max(client.timeout, service.RANGE_TIMEOUT)
     result = service.report(client, request, exporter, prices)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -61,6 +62,25 @@ def prices(path: str | None) -> tuple[dict[str, float], str]:
     return out, str(currency)
 
 
+def end_time(text: str) -> float:
+    """--end: Unix seconds or an RFC 3339 / ISO 8601 time (UTC unless it says otherwise)."""
+    import datetime as dt
+
+    try:
+        return float(text) if re.fullmatch(r"\d+(\.\d+)?", text) else _iso(text, dt)
+    except ValueError:
+        raise UsageError(
+            f"--end: {text!r} is not a time (Unix seconds or RFC 3339, e.g. 2026-12-01T00:00:00Z)"
+        ) from None
+
+
+def _iso(text: str, dt) -> float:
+    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.timestamp()
+
+
 def _now(client) -> float:
     found = client.query("vector(time())", list)
     return found[0][1] if found else 0.0
@@ -78,11 +98,12 @@ def report(
     if window_s / step_s > 1_000_000:
         raise UsageError("--step is too short for this --window (over 1,000,000 steps)")
     found = q.queries(request.step, request.idle_threshold, exporter, request.by)
-    series = client.query(found.series, list)
+    series = client.query(found.series, list, at=request.end)
     if not series or not series[0][1]:
+        when = "now" if request.end is None else "at --end"
         raise BackendError(
             f"no busy-signal series (DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_GR_ENGINE_ACTIVE, "
-            f"DCGM_FI_DEV_GPU_UTIL) in Prometheus at {client.url} now",
+            f"DCGM_FI_DEV_GPU_UTIL) in Prometheus at {client.url} {when}",
             hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make sure this "
             "Prometheus scrapes it",
         )

@@ -5,6 +5,7 @@ hand-computed ones, within 1 %."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import time
@@ -98,6 +99,19 @@ def test_the_window_is_cut_under_the_sample_limit(prom):
     )
 
 
+def test_a_bad_end_time_is_a_usage_error(prom, capsys):
+    code, _, err = run_gpuctl(capsys, "report", "--prometheus", prom.url, "--end", "monday")
+    assert code == 2 and "--end: 'monday' is not a time" in err
+    assert service.end_time("2026-12-01T00:00:00Z") == service.end_time("1796083200")
+
+
+def test_no_series_at_the_end_time_says_so(prom, capsys):
+    code, _, err = run_gpuctl(
+        capsys, "report", "--prometheus", prom.url, "--end", str(prom.end - 30 * 86400)
+    )
+    assert code == 1 and "no busy-signal series" in err and "at --end" in err
+
+
 def test_chunks_cover_every_step_once():
     assert queries.chunks(0, 10, 1, 4) == [(1, 4), (5, 8), (9, 10)]
     assert queries.chunks(0, 10, 1, 100) == [(1, 10)]
@@ -106,7 +120,18 @@ def test_chunks_cover_every_step_once():
 
 def test_the_cli_json_and_csv(prom, capsys):
     code, out, err = run_gpuctl(
-        capsys, "report", "--prometheus", prom.url, "--window", "7d", "--step", "1h", "-o", "json"
+        capsys,
+        "report",
+        "--prometheus",
+        prom.url,
+        "--window",
+        "7d",
+        "--step",
+        "1h",
+        "--end",
+        str(prom.end),
+        "-o",
+        "json",
     )
     assert code == 0, err
     doc = json.loads(out)
@@ -115,8 +140,11 @@ def test_the_cli_json_and_csv(prom, capsys):
     assert doc["cluster"]["allocation_fraction"] == pytest.approx(
         sum(h for h, _, _ in week.EXPECTED.values()) / week.CLUSTER_GPU_HOURS, rel=0.02
     )
+    # the window pinned as RFC 3339: the series were written up to the fixture's start, and
+    # an xdist worker may come to this test long after (Prometheus looks back 5 minutes)
+    iso = datetime.datetime.fromtimestamp(prom.end, datetime.timezone.utc).isoformat()
     code, out, err = run_gpuctl(
-        capsys, "report", "--prometheus", prom.url, "--step", "1h", "-o", "csv"
+        capsys, "report", "--prometheus", prom.url, "--step", "1h", "--end", iso, "-o", "csv"
     )
     assert code == 0, err
     lines = out.splitlines()
@@ -125,7 +153,9 @@ def test_the_cli_json_and_csv(prom, capsys):
 
 
 def test_the_table_names_the_signal(prom, capsys):
-    code, out, err = run_gpuctl(capsys, "report", "--prometheus", prom.url, "--step", "1h")
+    code, out, err = run_gpuctl(
+        capsys, "report", "--prometheus", prom.url, "--step", "1h", "--end", str(prom.end)
+    )
     assert code == 0, err
     assert "busy signal: sm_active" in out and "train-1" in out
 
@@ -148,7 +178,16 @@ def test_the_html_page_opens_in_headless_chromium_and_shows_the_plots(prom, caps
 
     page = tmp_path / "report.html"
     code, _, err = run_gpuctl(
-        capsys, "report", "--prometheus", prom.url, "--step", "1h", "--html", str(page)
+        capsys,
+        "report",
+        "--prometheus",
+        prom.url,
+        "--step",
+        "1h",
+        "--end",
+        str(prom.end),
+        "--html",
+        str(page),
     )
     assert code == 0, err
     text = page.read_text()
@@ -191,7 +230,7 @@ def test_only_html_imports_the_plotting_library(prom):
 
     code = (
         "import sys; from gpuctl.app import entry; sys.argv = ['gpuctl', 'report', "
-        f"'--prometheus', {prom.url!r}, '--step', '1h', '-o', 'json']\n"
+        f"'--prometheus', {prom.url!r}, '--step', '1h', '--end', '{prom.end}', '-o', 'json']\n"
         "try:\n    entry()\nexcept SystemExit:\n    pass\n"
         "print('matplotlib' in sys.modules, file=sys.stderr)"
     )
