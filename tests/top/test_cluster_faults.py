@@ -3,6 +3,7 @@ malformed answers, a server that trickles, redirects, credentials in the URL. Ev
 is one error line (plus a hint), never a traceback, and never shows a password."""
 
 import json
+import os
 import time
 from dataclasses import replace
 
@@ -184,9 +185,12 @@ def test_ctrl_c_while_prometheus_is_slow_is_one_line(prom, fault_proxy):
 
     proxy = fault_proxy(prom.url)
     rule = proxy.on("POST", QUERY, trickle(forward=True, every_s=2), nth=None)
+    # a deadline far past what a loaded machine can take to answer Ctrl-C
+    env = dict(os.environ, GPUCTL_REQUEST_TIMEOUT="120")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuctl", "top", "--prometheus", proxy.url, "--once"],
         cwd=ROOT,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -194,6 +198,6 @@ def test_ctrl_c_while_prometheus_is_slow_is_one_line(prom, fault_proxy):
     assert rule.fired.wait(30)
     started = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=150)
     assert (proc.returncode, out, err) == (130, "", "gpuctl: interrupted\n")
-    assert time.monotonic() - started < 3  # not after the 10 s deadline
+    assert time.monotonic() - started < 60  # not after the 120 s deadline
