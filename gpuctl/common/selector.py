@@ -7,12 +7,14 @@ on a node the selector does not name, whatever the server did with it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuctl.common.errors import UsageError
 
 _KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]{0,252}/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
+_INT64 = re.compile(r"[+-]?[0-9]+")
 _TERM = re.compile(
     rf"^\s*(?:(?P<not>!)\s*(?P<nkey>{_KEY})"
     rf"|(?P<key>{_KEY})\s*(?:(?P<op>==|=|!=)\s*(?P<value>{_VALUE})"
@@ -23,10 +25,10 @@ _TERM = re.compile(
 @dataclass(frozen=True)
 class Requirement:
     key: str
-    op: str  # "=", "!=", "in", "notin", "exists", "!exists"
+    op: str  # "=", "!=", "in", "notin", "exists", "!exists", "gt", "lt"
     values: tuple[str, ...] = ()
 
-    def matches(self, labels: dict[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str]) -> bool:
         has, value = self.key in labels, labels.get(self.key)
         if self.op == "exists":
             return has
@@ -34,7 +36,20 @@ class Requirement:
             return not has
         if self.op in ("=", "in"):
             return has and value in self.values
+        if self.op in ("gt", "lt"):  # both sides decimal int64s, or no match
+            have, bound = self.integer(value), self.integer(self.values[0])
+            if have is None or bound is None:
+                return False
+            return have > bound if self.op == "gt" else have < bound
         return not has or value not in self.values  # "!=" and "notin"
+
+    @staticmethod
+    def integer(text: str | None) -> int | None:
+        """TEXT as Go's strconv.ParseInt(text, 10, 64) reads it, None where it fails."""
+        if text is None or not _INT64.fullmatch(text):
+            return None
+        n = int(text)
+        return n if -(2**63) <= n < 2**63 else None
 
 
 def _split(text: str) -> list[str]:
@@ -77,5 +92,5 @@ def parse(text: str) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
-def matches(selector: tuple[Requirement, ...], labels: dict[str, str] | None) -> bool:
+def matches(selector: tuple[Requirement, ...], labels: Mapping[str, str] | None) -> bool:
     return all(r.matches(labels or {}) for r in selector)
