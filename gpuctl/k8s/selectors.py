@@ -11,7 +11,7 @@
   convert, selects no node.
 - A pod's required placement: its nodeSelector and its required node affinity, both.
 
-Each requirement is gpuctl.common.selector's Requirement, the one rule for a requirement.
+Each requirement is matched by gpuctl.common.selector.holds, the one rule for a requirement.
 Key and value syntax is not checked: the API server refuses objects that break it."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuctl.common.selector import Requirement
+from gpuctl.common.selector import holds, integer
 
 Labels = Mapping[str, str]
 _LABEL_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!exists"}
@@ -27,31 +27,27 @@ _NODE_OPERATORS = {**_LABEL_OPERATORS, "Gt": "gt", "Lt": "lt"}
 _FIELD_OPERATORS = {"In": "=", "NotIn": "!="}
 
 
-def _requirement(expr: Mapping[str, Any], operators: Mapping[str, str]) -> Requirement | None:
-    """EXPR as a Requirement, None where Kubernetes would not convert it."""
+def _holds(expr: Mapping[str, Any], operators: Mapping[str, str], labels: Labels) -> bool:
+    """Whether LABELS meet EXPR; not where Kubernetes would not convert it."""
     op = operators.get(str(expr.get("operator")))
-    values = tuple(str(v) for v in expr.get("values") or ())
+    values: Sequence[str] = expr.get("values") or ()
     if op is None:
-        return None
+        return False
     if op in ("in", "notin") and not values:
-        return None
+        return False
     if op in ("exists", "!exists") and values:
-        return None
+        return False
     if op in ("gt", "lt", "=", "!=") and len(values) != 1:
-        return None
-    if op in ("gt", "lt") and Requirement.integer(values[0]) is None:
-        return None
-    return Requirement(str(expr.get("key", "")), op, values)
+        return False
+    if op in ("gt", "lt") and integer(values[0]) is None:
+        return False
+    return holds(op, str(expr.get("key", "")), values, labels)
 
 
 def _all_hold(
     exprs: Iterable[Mapping[str, Any]], operators: Mapping[str, str], labels: Labels
 ) -> bool:
-    for expr in exprs:
-        r = _requirement(expr, operators)
-        if r is None or not r.matches(labels):
-            return False
-    return True
+    return all(_holds(e, operators, labels) for e in exprs)
 
 
 def label_selector_matches(selector: Mapping[str, Any] | None, labels: Labels) -> bool:
