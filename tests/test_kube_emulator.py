@@ -228,3 +228,36 @@ def test_a_watch_ends_after_its_timeout(kube, kube_api):
     events = list(watch.Watch().stream(client.CoreV1Api(kube_api).list_node, timeout_seconds=1))
     assert [e["object"].metadata.name for e in events] == ["gpu-1"]
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("selector", "kept"),
+    [
+        ({}, True),  # policy/v1: an empty selector selects every pod of its namespace
+        (None, False),  # a null one selects none
+        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}, True),
+        ({"matchLabels": {"app": "web"}}, False),
+    ],
+)
+def test_the_eviction_api_keeps_the_pods_a_budget_selects(kube, kube_api, selector, kept):
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    seed(kube_api, pod("p1", "ml", 1))
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+              "metadata": {"name": "b", "namespace": "ml"},
+              "spec": {"maxUnavailable": 0, **({"selector": selector} if selector is not None else {})},
+              "status": {"disruptionsAllowed": 0}}  # fmt: skip
+    client.PolicyV1Api(kube_api).create_namespaced_pod_disruption_budget(
+        "ml", budget, _preload_content=False
+    ).release_conn()
+    core = client.CoreV1Api(kube_api)
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p1"}}
+    if kept:
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_pod_eviction("p1", "ml", eviction, _preload_content=False)
+        assert refused.value.status == 429
+        assert [p.metadata.name for p in core.list_namespaced_pod("ml").items] == ["p1"]
+    else:
+        core.create_namespaced_pod_eviction("p1", "ml", eviction, _preload_content=False)
+        assert core.list_namespaced_pod("ml").items == []

@@ -50,12 +50,30 @@ def load(config_file: str, context: str | None, cfg: Any, deadline: float) -> No
         status = run_plugin(user["exec"], cluster, base, deadline)
         user.pop("exec")
         user.update(_credential(status))
+    elif user is not None and isinstance(user.get("tokenFile"), str) and user["tokenFile"]:
+        user["token"] = read_token_file(os.path.join(base, user.pop("tokenFile")))
     # config_base_path None: relative paths (certificate-authority, tokenFile) resolve against
     # the directory of the file that names them, as the client's own loader does
     loader = kube_config.KubeConfigLoader(
         config_dict=merger.config, active_context=context, config_base_path=None
     )
     loader.load_and_set(cfg)
+
+
+def read_token_file(path: str) -> str:
+    """The bearer token in a kubeconfig's tokenFile, without the whitespace around it (a
+    file written by `echo` ends in a newline), as client-go reads it; an empty one is an
+    error there too. The Python client would send the newline in the header."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise UsageError(f"kubeconfig tokenFile {path}: not a regular file")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            token = f.read().strip()
+    except OSError as e:
+        raise UsageError(f"kubeconfig tokenFile {path}: {e.strerror or e}") from None
+    if not token:
+        raise UsageError(f"kubeconfig tokenFile {path}: empty, no token in it")
+    return token
 
 
 def _active_user(root: Any, context: str | None) -> tuple[dict | None, dict | None, str]:

@@ -7,12 +7,14 @@ on a node the selector does not name, whatever the server did with it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuctl.common.errors import UsageError
 
 _KEY = r"(?:[A-Za-z0-9][-A-Za-z0-9_.]{0,252}/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
+_INT64 = re.compile(r"[+-]?[0-9]+")
 _TERM = re.compile(
     rf"^\s*(?:(?P<not>!)\s*(?P<nkey>{_KEY})"
     rf"|(?P<key>{_KEY})\s*(?:(?P<op>==|=|!=)\s*(?P<value>{_VALUE})"
@@ -23,18 +25,38 @@ _TERM = re.compile(
 @dataclass(frozen=True)
 class Requirement:
     key: str
-    op: str  # "=", "!=", "in", "notin", "exists", "!exists"
+    op: str  # "=", "!=", "in", "notin", "exists", "!exists", "gt", "lt"
     values: tuple[str, ...] = ()
 
-    def matches(self, labels: dict[str, str]) -> bool:
-        has, value = self.key in labels, labels.get(self.key)
-        if self.op == "exists":
-            return has
-        if self.op == "!exists":
-            return not has
-        if self.op in ("=", "in"):
-            return has and value in self.values
-        return not has or value not in self.values  # "!=" and "notin"
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return holds(self.op, self.key, self.values, labels)
+
+
+def holds(op: str, key: str, values: Sequence[str], labels: Mapping[str, str]) -> bool:
+    """Whether LABELS meet the requirement KEY OP VALUES, as apimachinery's
+    labels.Requirement matches: In needs the key, NotIn holds without it, Gt and Lt need
+    it with an integer value."""
+    has = key in labels
+    if op == "exists":
+        return has
+    if op == "!exists":
+        return not has
+    if op in ("=", "in"):
+        return has and labels[key] in values
+    if op in ("gt", "lt"):  # both sides decimal int64s, or no match
+        have, bound = integer(labels.get(key)), integer(values[0] if values else None)
+        if have is None or bound is None:
+            return False
+        return have > bound if op == "gt" else have < bound
+    return not has or labels[key] not in values  # "!=" and "notin"
+
+
+def integer(text: str | None) -> int | None:
+    """TEXT as Go's strconv.ParseInt(text, 10, 64) reads it, None where it fails."""
+    if text is None or not _INT64.fullmatch(text):
+        return None
+    n = int(text)
+    return n if -(2**63) <= n < 2**63 else None
 
 
 def _split(text: str) -> list[str]:
@@ -77,5 +99,5 @@ def parse(text: str) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
-def matches(selector: tuple[Requirement, ...], labels: dict[str, str] | None) -> bool:
+def matches(selector: tuple[Requirement, ...], labels: Mapping[str, str] | None) -> bool:
     return all(r.matches(labels or {}) for r in selector)

@@ -12,6 +12,7 @@ from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.jobs.core import autoscale, quota_check, serving
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
 from gpuctl.k8s import apis
+from gpuctl.k8s.placement import Placement
 
 INSTALL_JOBSET = (
     "install JobSet (kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
@@ -109,22 +110,26 @@ def _local_queues(kube: Kube, namespace: str, version: str) -> list[str]:
     )
 
 
-def within_quota(kube: Kube, spec: JobSpec, namespace: str) -> None:
-    """Refuse (GpuctlError) a job that would push its namespace over a GPU quota."""
-    if spec.gpu_resource is None:
+def within_quota(kube: Kube, spec: JobSpec, where: Placement, namespace: str) -> None:
+    """Refuse (GpuctlError) a job whose workers, placed WHERE, would push its namespace
+    over a GPU quota."""
+    if where.resource is None:
         return
     quotas = kube.list_objects("ResourceQuota", namespace)
     pods = None
-    if quota_check.needs_pods(quotas, spec.gpu_resource[0]):
+    if quota_check.needs_pods(quotas, where.resource):
         pods = kube.unfinished_pods(namespace)
-    refusal = quota_check.refusal(spec, namespace, quotas, pods)
+    refusal = quota_check.refusal(spec, where, namespace, quotas, pods)
     if refusal is not None:
         raise refusal
 
 
-def serving_target(kube: Kube, spec: JobSpec, namespace: str, option: str | None) -> serving.Target:
+def serving_target(
+    kube: Kube, spec: JobSpec, where: Placement, namespace: str, option: str | None
+) -> serving.Target:
     """What the cluster decides for a service: its autoscaler (the option, else KEDA where
-    its CRDs are served, else an HPA) and a rollout whose surge pods fit the GPU quota."""
+    its CRDs are served, else an HPA) and a rollout whose surge pods, placed WHERE, fit the
+    GPU quota."""
     assert spec.serving is not None
     scale = spec.serving.autoscale
     chosen = option or (autoscale.KEDA if scale is None or has_keda(kube) else autoscale.HPA)
@@ -141,14 +146,14 @@ def serving_target(kube: Kube, spec: JobSpec, namespace: str, option: str | None
             file=spec.source,
             field="autoscale.min",
         )
-    return serving.Target(namespace, chosen, rollout=_rollout(kube, spec, namespace))
+    return serving.Target(namespace, chosen, rollout=_rollout(kube, spec, where, namespace))
 
 
-def _rollout(kube: Kube, spec: JobSpec, namespace: str) -> serving.Rollout:
+def _rollout(kube: Kube, spec: JobSpec, where: Placement, namespace: str) -> serving.Rollout:
     assert spec.serving is not None
-    if spec.gpu_resource is None:
+    if where.resource is None:
         return serving.NO_QUOTA
-    resource, per_pod = spec.gpu_resource
+    resource, per_pod = where.resource, where.per_worker
     try:
         quotas = kube.list_objects("ResourceQuota", namespace)
         pods = kube.unfinished_pods(namespace) if quota_check.needs_pods(quotas, resource) else None

@@ -39,9 +39,9 @@ def plan(
     ns = core.namespace_for(namespace, spec, kube.namespace)
     spec = admission.multinode(kube, spec, multinode)
     spec, note = admission.queue(kube, spec, ns)
-    target = admission.serving_target(kube, spec, ns, autoscaler) if spec.serving else None
     nodes, skipped = _nodes(kube, spec)
     where = placement(spec, label_key, nodes)
+    target = admission.serving_target(kube, spec, where, ns, autoscaler) if spec.serving else None
     objects = core.place(render_placed(spec, where, target), ns)
     draft = core.SubmitPlan(
         spec,
@@ -91,7 +91,7 @@ def _references(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
 
 
 def _quota(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
-    admission.within_quota(kube, draft.spec, draft.namespace)
+    admission.within_quota(kube, draft.spec, draft.placement, draft.namespace)
     return draft
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from gpuctl.gpus import identity, names
 from gpuctl.gpus.identity import GPU, SHARED_GPU, NodeGpus
 from gpuctl.k8s.nodes import gpus_of, is_gpu_node
+from gpuctl.k8s.selectors import expressions_match
 
 AUTO = "auto"
 Expression = dict[str, Any]
@@ -70,33 +71,10 @@ def expression(key: str, op: str, values: Iterable[str] = ()) -> Expression:
     return out
 
 
-def expression_matches(labels: dict[str, str], e: dict[str, Any]) -> bool:
-    """One matchExpression, as the scheduler evaluates it (NotIn and DoesNotExist hold for
-    a node without the label)."""
-    key, op, values = e.get("key", ""), e.get("operator", ""), e.get("values") or []
-    have = labels.get(key)
-    if op == "In":
-        return have is not None and have in values
-    if op == "NotIn":
-        return have is None or have not in values
-    if op == "Exists":
-        return have is not None
-    if op == "DoesNotExist":
-        return have is None
-    if op in ("Gt", "Lt") and have is not None and values:
-        try:
-            a, b = int(have), int(values[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
 def terms_match(labels: dict[str, str], terms: Sequence[Sequence[dict[str, Any]]]) -> bool:
-    """Whether a node with LABELS satisfies nodeSelectorTerms (OR of ANDs); no terms: yes."""
-    if not terms:
-        return True
-    return any(all(expression_matches(labels, e) for e in t) for t in terms if t)
+    """Whether a node with LABELS meets a Placement's TERMS (OR of ANDs, as the scheduler
+    reads nodeSelectorTerms: gpuctl.k8s.selectors); no terms (no affinity): yes."""
+    return not terms or any(expressions_match(labels, t) for t in terms)
 
 
 def place(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuctl.adapters.kube import Conflict, Kube, NotFound
+from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.k8s import apis
@@ -68,7 +69,12 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
         api = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
         kube.patch("Workload", d["kueueWorkload"], namespace, actions.kueue_patch(step), api)
     if readable:
-        answer = kube.patch(kind, name, namespace, actions.object_patch(step))
+        try:
+            answer = kube.patch(kind, name, namespace, actions.object_patch(step))
+        except Conflict:
+            if "resourceVersion" not in d:
+                raise
+            raise _changed(step, f"scaled to zero from {d['replicas']} replicas") from None
     else:  # a kind gpuctl does not write (a Notebook): the record goes on its pods
         for pod in d["pods"]:
             kube.patch("Pod", pod, namespace, actions.object_patch(step))
@@ -86,6 +92,16 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
         kube.create(event)
     except Conflict:
         pass  # the same event, recorded by an earlier try whose answer was lost
+
+
+def _changed(step: Step, done: str) -> GpuctlError:
+    """A scale refused by its resourceVersion precondition: the object changed since read."""
+    d = step.detail
+    return GpuctlError(
+        f"{d['kind']} {d['namespace']}/{d['name']} changed after gpuctl read it: not {done}, "
+        "nothing recorded on it",
+        hint="run it again: the plan is made anew from what is there now",
+    )
 
 
 def _forward_only(done: Sequence[Action], left: Sequence[Action]) -> tuple[str, str | None]:
@@ -126,7 +142,12 @@ def restore(kube: Kube, plan: Plan, progress: Progress | None) -> None:
             api = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
             kube.patch("Workload", d["name"], d["namespace"], d["patch"], api)
         else:
-            kube.patch(d["kind"], d["name"], d["namespace"], d["patch"])
+            try:
+                kube.patch(d["kind"], d["name"], d["namespace"], d["patch"])
+            except Conflict:
+                if "resourceVersion" not in d["patch"].get("metadata", {}):
+                    raise
+                raise _changed(step, "scaled back") from None
         message = f"gpuctl reclaim restore: {step.action}: {step.why}"
         ev = actions.event(
             d["kind"], "", d["namespace"], d["name"], None, actions.RESTORED, message, time.time()

@@ -23,6 +23,7 @@ from gpuctl.gpus import geometry
 from gpuctl.gpus.names import product_label
 from gpuctl.gpus.scoring import most_allocated, resource_weights
 from gpuctl.k8s.fit import tolerates
+from gpuctl.k8s.selectors import pod_may_run_on
 
 DEFAULT_NODES = "2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb"
 GPUS_PER_NODE = 8
@@ -165,40 +166,9 @@ def _allocatable(node: dict) -> dict[str, int]:
     return {k: _amount(v, k) for k, v in alloc.items()}
 
 
-def _expression_holds(expr: dict, labels: dict[str, str]) -> bool:
-    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-    value = labels.get(str(key))
-    if op == "In":
-        return value in values
-    if op == "NotIn":
-        return value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and value.isdigit() and values:
-        return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
-    return False
-
-
 def selected(pod: dict, node: dict) -> bool:
-    """nodeSelector and required node affinity (any term; all expressions of a term)."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    spec = pod.get("spec") or {}
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    ).get("nodeSelectorTerms")
-    if not required:
-        return True
-    return any(
-        all(_expression_holds(e, labels) for e in term.get("matchExpressions") or [])
-        for term in required
-    )
+    """nodeSelector and required node affinity, as the scheduler's NodeAffinity filter."""
+    return pod_may_run_on(pod.get("spec") or {}, node)
 
 
 def _why_not(pod: dict, node: dict, used: dict[str, int], asked: dict[str, int]) -> str | None:

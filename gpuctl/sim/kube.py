@@ -10,6 +10,8 @@ import contextvars
 import threading
 from typing import Any
 
+from gpuctl.k8s.selectors import label_selector_matches
+
 VERSION = {
     "major": "1",
     "minor": "29",
@@ -171,7 +173,7 @@ def api_server_class():
                     obj
                     for (r, ns, _), obj in self.objects.items()
                     if r == pdbs and ns == request.namespace and not obj.deleted
-                    and _selects((obj.raw.get("spec") or {}).get("selector"), labels)
+                    and label_selector_matches((obj.raw.get("spec") or {}).get("selector"), labels)
                 ]  # fmt: skip
                 if len(budgets) > 1:
                     raise kmock.KubernetesError(
@@ -462,24 +464,6 @@ def api_server_class():
 
     _api_server = ApiServerEmulator
     return _api_server
-
-
-def _selects(selector: dict | None, labels: dict) -> bool:
-    """A LabelSelector (matchLabels, matchExpressions) on LABELS; an empty one selects all."""
-    selector = selector or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 class KubeEmulator:

@@ -187,19 +187,37 @@ def test_a_kubeconfig_that_is_a_fifo_is_refused_not_waited_on(tmp_path, monkeypa
     assert time.monotonic() - started < 30  # the 40 s hang is gone
 
 
-def test_relative_paths_in_the_kubeconfig_resolve_beside_it(tmp_path, proxied_kube, monkeypatch):
-    (tmp_path / "token.txt").write_text("from-a-file")
+def token_file_kubeconfig(tmp_path, url: str) -> str:
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
         "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": proxied_kube.url}}],
+        "clusters": [{"name": "c", "cluster": {"server": url}}],
         "users": [{"name": "u", "user": {"tokenFile": "token.txt"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
     }
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(cfg))
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    return str(tmp_path / "kubeconfig")
+
+
+def test_relative_paths_in_the_kubeconfig_resolve_beside_it(tmp_path, proxied_kube, monkeypatch):
+    (tmp_path / "token.txt").write_text("from-a-file")
+    monkeypatch.setenv("KUBECONFIG", token_file_kubeconfig(tmp_path, proxied_kube.url))
     r = gpuctl("jobs", "list", "-o", "json")  # run from the checkout, not tmp_path
     assert r.returncode == 0, r.stderr
     sent = proxied_kube.seen("GET", r"/apis/batch/v1/namespaces/default/jobs")
     assert {k.lower(): v for k, v in sent[0].items()}["authorization"] == "Bearer from-a-file"
+
+
+def test_a_token_file_is_read_as_client_go_reads_it(tmp_path, proxied_kube, monkeypatch):
+    """`echo $TOKEN > token.txt` leaves a newline: client-go trims it (transport's
+    fileTokenSource); sent as it is, the header would not be a valid one."""
+    (tmp_path / "token.txt").write_text(" from-a-file\n")
+    monkeypatch.setenv("KUBECONFIG", token_file_kubeconfig(tmp_path, proxied_kube.url))
+    r = gpuctl("jobs", "list", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    sent = proxied_kube.seen("GET", r"/apis/batch/v1/namespaces/default/jobs")
+    assert {k.lower(): v for k, v in sent[0].items()}["authorization"] == "Bearer from-a-file"
+    (tmp_path / "token.txt").write_text("\n")  # an empty one is an error there too
+    r = gpuctl("jobs", "list")
+    assert r.returncode == 2 and "token.txt: empty, no token in it" in r.stderr, r.stderr

@@ -106,6 +106,28 @@ def test_the_rollout_surges_only_into_gpus_the_quota_leaves(cli, api, kube, tmp_
     assert (rolling.max_surge, rolling.max_unavailable) == surge
 
 
+def test_the_rollout_is_sized_by_the_resource_shared_replicas_are_offered_as(
+    cli, api, kube, tmp_path
+):
+    """On a real time-sliced node whose replicas keep the name nvidia.com/gpu
+    (tests/data/nodes), a `shared: true` service's surge must fit the nvidia.com/gpu quota."""
+    from tests.node_corpus import corpus
+
+    core, apps, _, _ = api
+    core.create_node(corpus()["gfd-t4-shared"])
+    core.create_namespaced_resource_quota(
+        "default",
+        {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}},
+    )
+    r = cli("submit", write(tmp_path, SPEC + "shared: true\n"))  # up to 4 replicas of 1
+    assert r.code == 0, r
+    deploy = apps.read_namespaced_deployment("chat", "default")
+    limits = deploy.spec.template.spec.containers[0].resources.limits
+    assert limits == {"nvidia.com/gpu": "1"}
+    rolling = deploy.spec.strategy.rolling_update  # no GPU left for a surge pod
+    assert (rolling.max_surge, rolling.max_unavailable) == (0, 1)
+
+
 def test_a_failed_create_leaves_nothing_behind(cli, api, kube, tmp_path):
     """A Service of that name exists, not gpuctl's: its create fails, and the Deployment
     created before it is removed again; theirs is left alone."""

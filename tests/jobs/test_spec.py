@@ -7,8 +7,15 @@ import pytest
 from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.jobs.core.spec import parse_job
+from gpuctl.k8s.placement import place
 
 BASE = "apiVersion: gpuctl/v1\nname: train\nimage: nvidia/cuda:12.0-runtime\n"
+
+
+def offered(spec):
+    """The resource and count each worker asks for, with no cluster read."""
+    where = place(spec.gpu_request)
+    return (where.resource, where.per_worker) if where.resource else None
 
 
 def parse(text: str):
@@ -24,7 +31,7 @@ def error_of(text: str) -> SpecError:
 def test_minimal_spec_defaults_to_one_whole_gpu_job():
     spec = parse(BASE)
     assert (spec.kind, spec.gpus, spec.nodes, spec.retries) == ("Job", 1, 1, 0)
-    assert spec.gpu_resource == ("nvidia.com/gpu", 1)
+    assert offered(spec) == ("nvidia.com/gpu", 1)
 
 
 def test_full_spec():
@@ -67,9 +74,9 @@ def test_scheduler_names_a_profile_or_defaults_to_none():
 
 
 def test_mig_and_shared_resources():
-    assert parse(BASE + "mig: 1g.10gb+me\n").gpu_resource == ("nvidia.com/mig-1g.10gb.me", 1)
-    assert parse(BASE + "gpus: 2\nshared: true\n").gpu_resource == ("nvidia.com/gpu.shared", 2)
-    assert parse(BASE + "gpus: 0\n").gpu_resource is None
+    assert offered(parse(BASE + "mig: 1g.10gb+me\n")) == ("nvidia.com/mig-1g.10gb.me", 1)
+    assert offered(parse(BASE + "gpus: 2\nshared: true\n")) == ("nvidia.com/gpu.shared", 2)
+    assert offered(parse(BASE + "gpus: 0\n")) is None
 
 
 @pytest.mark.parametrize(

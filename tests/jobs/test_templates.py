@@ -12,6 +12,7 @@ from gpuctl.jobs.core import templates
 from gpuctl.jobs.core.manifests import render
 from gpuctl.jobs.sources import load_job
 from tests import ROOT
+from tests.jobs.test_spec import offered
 from tests.k8s_schema import assert_valid
 
 HEAD = "apiVersion: gpuctl/v1\n"
@@ -146,7 +147,7 @@ def test_lists_of_named_things_merge_by_name(site):
 def test_whole_gpus_and_mig_are_alternatives(site, template_text, job_text, expected):
     site("base.yaml", TEMPLATE + template_text)
     spec, _ = load_job(job(site, "image: x\ntemplate: base\n" + job_text))
-    assert spec.gpu_resource == expected
+    assert offered(spec) == expected
 
 
 def test_templates_chain_and_the_site_default_goes_under_all(site, monkeypatch):
@@ -389,7 +390,7 @@ def test_datasets_and_notebook_templates(site):
     (v,) = spec.volumes
     assert (v.kind, v.source, v.mount, v.read_only) == ("pvc", "datasets", "/datasets", True)
     spec, _ = load_job(job(site, "image: x\ntemplate: notebook\n"))
-    assert spec.gpu_resource == ("nvidia.com/gpu.shared", 1)
+    assert offered(spec) == ("nvidia.com/gpu.shared", 1)
     assert (spec.deadline, spec.ttl_after_finished) == (8 * 3600, 3600)
 
 

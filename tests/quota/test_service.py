@@ -192,6 +192,24 @@ def test_submit_counts_mig_quota_and_ignores_finished_pods(cli, kube, kube_api, 
     assert r.code == 1 and "it requests 1 nvidia.com/mig-1g.10gb, 2 are used" in r.err
 
 
+def test_submit_counts_a_mig_job_on_single_strategy_nodes_against_the_gpu_quota(
+    cli, kube, kube_api, tmp_path
+):
+    """On a real MIG-single node (tests/data/nodes) a `mig: 1g.5gb` worker asks for
+    nvidia.com/gpu, so the whole-GPU quota is the one it must fit."""
+    from tests.node_corpus import corpus
+
+    mig_node = corpus()["gfd-a100-mig-single"]
+    running = pod("live", "team-s", 2, node_name=mig_node["metadata"]["name"])
+    seed(kube_api, mig_node, running)
+    assert cli("quota", "set", "team-s", "--gpus", "2").code == 0
+    since = mark(kube)
+    r = cli("submit", write_job(tmp_path, "name: slice\nnamespace: team-s\nmig: 1g.5gb\n"))
+    assert r.code == 1, r
+    assert "it requests 1 nvidia.com/gpu, 2 are used and quota gpuctl-gpus allows 2" in r.err
+    assert writes(kube, since) == []
+
+
 def test_submit_without_quota_is_not_limited(cli, kube_api, tmp_path):
     seed(kube_api, node("gpu-1", 8))
     r = cli("submit", write_job(tmp_path, "name: free\ngpus: 8\n"))

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.reclaim.test_reclaim_cluster import POLICY, seed, snapshot
-from tests.standins.faults import delay, drop_answer, reply
+from tests.standins.faults import delay, drop_answer, meanwhile, reply
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -99,6 +99,33 @@ def test_a_409_stops_the_run(cli, prom, policy, kube_api, proxied_kube):
     assert changed == {
         ("Job", "ml", "finished"), ("JobSet", "ml", "gang"), ("Deployment", "research", "notebook")
     }  # fmt: skip
+
+
+def test_a_deployment_scaled_after_the_read_is_not_scaled_to_zero_nor_recorded(
+    cli, prom, policy, kube_api, proxied_kube
+):
+    """Its replica count changes between gpuctl's read and its patch: the patch carries the
+    resourceVersion read, so the API server refuses it (409) and no stale count is kept."""
+    from kubernetes import client
+
+    apps = client.AppsV1Api(kube_api)
+
+    def scale_up():
+        apps.patch_namespaced_deployment_scale("notebook", "research", {"spec": {"replicas": 3}})
+
+    proxied_kube.on("PATCH", DEPLOYMENT, meanwhile(scale_up))
+    r = run(cli, prom, policy)
+    assert r.code == 1, r
+    assert (
+        "Deployment research/notebook changed after gpuctl read it: not scaled to zero from 1 "
+        "replicas, nothing recorded on it" in r.err
+    ), r.err
+    assert "not done: scale-to-zero Deployment research/notebook" in r.err
+    notebook = snapshot(kube_api)[("Deployment", "research", "notebook")]
+    assert notebook["spec"]["replicas"] == 3
+    assert not {"gpuctl.io/reclaim", "gpuctl.io/reclaim-replicas"} & set(
+        notebook["metadata"].get("annotations") or {}
+    )
 
 
 def test_ctrl_c_mid_run_says_what_was_done(prom, policy, kube_api, proxied_kube):

@@ -108,6 +108,51 @@ def test_a_pdb_that_allows_no_disruption_is_kept():
     assert len(result.evicted) == brute_force(nodes, pods, [pdb], room.Want(1, 8))
 
 
+def test_a_pdb_selects_as_policy_v1_does_an_empty_selector_every_pod_a_null_one_none():
+    nodes, pods = fragmented()
+    budget = {"metadata": {"name": "all", "namespace": "ml"}, "spec": {"selector": {}},
+              "status": {"disruptionsAllowed": 0}}  # fmt: skip
+    assert not room.plan(nodes, pods, [budget], {}, room.Want(1, 8)).found  # every pod kept
+    budget["spec"]["selector"] = None
+    assert room.plan(nodes, pods, [budget], {}, room.Want(1, 8)).found  # no pod kept
+    expressions = {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}
+    budget["spec"]["selector"] = expressions  # NotIn holds for pods without the label
+    assert not room.plan(nodes, pods, [budget], {}, room.Want(1, 8)).found
+
+
+def _affinity(*exprs):
+    term = {"matchExpressions": list(exprs)}
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    return {"nodeAffinity": required}
+
+
+def test_an_evicted_pod_goes_only_where_its_node_affinity_lets_it():
+    nodes, pods = fragmented()
+    for n in nodes[:2]:
+        n["metadata"]["labels"]["pool"] = "x"
+    assert "ml/a" in room.plan(nodes, pods, [], {}, room.Want(1, 8)).evicted
+    # a (4 GPUs on gpu-0) may only go to the pool-x nodes, and gpu-1 has 2 free: it cannot
+    # move, so the fewest evictions are c and one of gpu-2's pods, c moving to gpu-2
+    pods[0]["spec"]["affinity"] = _affinity({"key": "pool", "operator": "In", "values": ["x"]})
+    result = room.plan(nodes, pods, [], {}, room.Want(1, 8))
+    assert result.found and "ml/a" not in result.evicted and len(result.evicted) == 2
+    assert result.placement == {"gpu-1": 1} and result.moves["ml/c"] == "gpu-2"
+
+
+def test_a_waiting_jobs_node_affinity_holds_it_to_its_nodes():
+    nodes, pods = fragmented()
+    nodes[2]["metadata"]["labels"]["pool"] = "x"  # without it: a and b, 2 evictions
+    pending = [{"metadata": {"name": "w-0", "namespace": "ml", "labels": {"job-name": "w"}},
+                "spec": {"affinity": _affinity({"key": "pool", "operator": "In", "values": ["x"]}),
+                         "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+                "status": {"phase": "Pending"}}]  # fmt: skip
+    want = room.want_of_pods("w", pending)
+    assert want is not None and want.node_terms is not None
+    result = room.plan(nodes, pods, [], {}, want)
+    assert result.found and result.placement == {"gpu-2": 1}
+    assert sorted(result.evicted) == ["ml/d", "ml/e", "ml/f"]
+
+
 def test_matches_an_exhaustive_search_on_random_small_clusters():
     rng = random.Random(26)
     for case in range(60):

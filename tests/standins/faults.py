@@ -110,6 +110,17 @@ def race_creator(create: Callable[[dict], object]) -> Action:
     return Action(False, respond)
 
 
+def meanwhile(change: Callable[[], object]) -> Action:
+    """Another client changes the object first: CHANGE runs, then gpuctl's request goes
+    upstream and its answer back, as the server gives it."""
+
+    def respond(h: Handler, answer: Answer | None) -> None:
+        change()
+        h.send(h.forward(h.request_body) or Answer(504, {}, b"no upstream"))
+
+    return Action(False, respond)
+
+
 def redirect(location: str, status: int = 307) -> Action:
     return reply(status, b"", {"Location": location, "Content-Type": "text/plain"})
 

@@ -10,7 +10,8 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.common.quantity import rounded_down
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.jobs.core.spec import JobSpec
-from gpuctl.k8s.nodes import GPU
+from gpuctl.k8s.nodes import GPU, MIG_PREFIX
+from gpuctl.k8s.placement import Placement
 
 
 @dataclass(frozen=True)
@@ -98,26 +99,31 @@ def check_job(
 
 def refusal(
     spec: JobSpec,
+    where: Placement,
     namespace: str,
     quotas: list[dict[str, Any]],
     pods: list[dict[str, Any]] | None,
 ) -> GpuctlError | None:
     """The error that refuses a job which would exceed a GPU quota of its namespace, or
-    None where it fits (or asks for no GPU)."""
-    if spec.gpu_resource is None:
+    None where it fits (or asks for no GPU). Its workers ask for what WHERE, the placement
+    they are rendered with, says: under MIG's single strategy a MIG slice is nvidia.com/gpu,
+    a shared GPU nvidia.com/gpu unless the device plugin renamed it."""
+    if where.resource is None:
         return None
-    name, per_worker = spec.gpu_resource
+    name, per_worker = where.resource, where.per_worker
     total = per_worker * spec.pods
     excess = check_job(quotas, pods, namespace, name, total)
     if excess is None:
         return None
     noun = "replicas" if spec.serving else "workers"
     workers = f" ({spec.pods} {noun} × {per_worker})" if spec.pods > 1 else ""
-    raise_it = "--gpus N" if name == GPU else "--mig PROFILE=K"
+    how = f"quota {excess.quota}'s requests.{name}"  # gpuctl quota set has no option for it
+    if name == GPU or name.startswith(MIG_PREFIX):
+        option = "--gpus N" if name == GPU else "--mig PROFILE=K"
+        how = f"it (gpuctl quota set {namespace} {option})"
     return GpuctlError(
         f"{spec.name} would exceed the quota of namespace {namespace}: it requests "
         f"{total} {name}{workers}, {excess.used} are used and quota {excess.quota} allows "
         f"{excess.allowed} ({excess.free} free); nothing was sent",
-        hint=f"raise it (gpuctl quota set {namespace} {raise_it}) or wait for jobs in "
-        f"{namespace} to finish",
+        hint=f"raise {how} or wait for jobs in {namespace} to finish",
     )

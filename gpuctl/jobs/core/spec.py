@@ -220,15 +220,6 @@ class JobSpec:
         """What each worker asks for, before the cluster says how it is offered."""
         return GpuRequest(self.gpus, self.mig, self.shared, self.gpu_type)
 
-    @property
-    def gpu_resource(self) -> tuple[str, int] | None:
-        """The extended resource each worker asks for, and how many."""
-        if self.mig:
-            return "nvidia.com/mig-" + self.mig.replace("+", "."), 1
-        if self.gpus:
-            return ("nvidia.com/gpu.shared" if self.shared else "nvidia.com/gpu"), self.gpus
-        return None
-
 
 def parse_job(doc: Doc) -> JobSpec:
     """The job spec DOC; its fields keep their rows' rules as they are read (Fields.read),

@@ -34,6 +34,8 @@ def object_patch(step: Step) -> dict[str, Any]:
     if step.action == pol.SCALE:
         annotations[REPLICAS] = str(d["replicas"])
         body["spec"] = {"replicas": 0}
+        if d.get("resourceVersion"):  # a precondition: the API refuses it (409) once changed
+            body["metadata"]["resourceVersion"] = d["resourceVersion"]
     return body
 
 
@@ -88,7 +90,10 @@ def restore_plan(objects: list[tuple[str, dict[str, Any]]], namespace: str | Non
             if spec.get("replicas") not in (0, None):
                 continue  # someone scaled it since: theirs now
             replicas = int(annotations[REPLICAS])
-            patch = {"metadata": {"annotations": {REPLICAS: None}}, "spec": {"replicas": replicas}}
+            back: dict[str, Any] = {"annotations": {REPLICAS: None}}
+            if meta.get("resourceVersion"):  # scaled by someone after this read: theirs
+                back["resourceVersion"] = str(meta["resourceVersion"])
+            patch = {"metadata": back, "spec": {"replicas": replicas}}
             why = f"scaled to zero at {record.get('at', '?')}"
             steps.append(Step("scale", target, f"to {replicas}: {why}", {**detail, "patch": patch}))
         elif (

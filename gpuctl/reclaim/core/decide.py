@@ -243,5 +243,8 @@ def _step(policy: pol.Policy, row: Row, readings: Readings, now: float) -> Step:
         why += f"; through Kueue Workload {w.kueue_workload}"
     if row.action == pol.SCALE and w.obj is not None:
         detail["replicas"] = int((w.obj.get("spec") or {}).get("replicas", 1))
+        version = (w.obj.get("metadata") or {}).get("resourceVersion")
+        if version:  # the count recorded is the one read: scale only that object
+            detail["resourceVersion"] = str(version)
     detail["pods"] = [p["metadata"]["name"] for p in w.pods]
     return Step(row.action, w.target, why, detail)

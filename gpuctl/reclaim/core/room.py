@@ -25,7 +25,8 @@ from gpuctl.common.plan import Plan, Step
 from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.k8s.fit import tolerates
-from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, labels_of, taints
+from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, taints
+from gpuctl.k8s.selectors import label_selector_matches, may_run_on, required_terms
 from gpuctl.reclaim.core.workloads import Obj, Ref, controller_of
 
 NEVER = ("gpuctl.io/evict", "never")
@@ -36,7 +37,8 @@ BUDGET = 20000  # eviction sets tried before the greedy fallback
 @dataclass(frozen=True)
 class Want:
     """What the waiting job needs: WORKERS pods of PER_WORKER of RESOURCE, on nodes whose
-    labels match NODE_SELECTOR and whose taints TOLERATIONS tolerate."""
+    labels match NODE_SELECTOR and NODE_TERMS (its required node affinity) and whose taints
+    TOLERATIONS tolerate."""
 
     workers: int
     per_worker: int
@@ -44,6 +46,7 @@ class Want:
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[dict[str, Any], ...] = ()
     what: str = ""
+    node_terms: tuple[dict[str, Any], ...] | None = None  # required node affinity; None: none
 
 
 @dataclass
@@ -93,12 +96,16 @@ def _labels(pod: Obj) -> dict[str, str]:
 
 
 def schedulable(
-    node: Obj, node_selector: dict[str, str], tolerations: list[dict[str, Any]]
+    node: Obj,
+    node_selector: dict[str, str],
+    tolerations: list[dict[str, Any]],
+    node_terms: list[dict[str, Any]] | None = None,
 ) -> bool:
-    labels = labels_of(node)
+    """Whether a pod with NODE_SELECTOR, TOLERATIONS and the required node affinity
+    NODE_TERMS (None: none) may go to NODE."""
     if (node.get("spec") or {}).get("unschedulable"):
         return False
-    if any(labels.get(k) != v for k, v in node_selector.items()):
+    if not may_run_on(node, node_selector, node_terms):
         return False
     return all(
         tolerates(t, tolerations) for t in taints(node) if t.get("effect") != "PreferNoSchedule"
@@ -124,6 +131,8 @@ def why_not_evictable(pod: Obj, owners: dict[Ref, Obj]) -> str | None:
 
 
 def _budgets(pod: Obj, pdbs: list[Obj]) -> list[str]:
+    """The PodDisruptionBudgets of the pod's namespace whose selector selects it (policy/v1:
+    an empty selector every pod, a null one none)."""
     ns = (pod.get("metadata") or {}).get("namespace") or "default"
     labels = _labels(pod)
     out = []
@@ -131,25 +140,9 @@ def _budgets(pod: Obj, pdbs: list[Obj]) -> list[str]:
         meta = b.get("metadata") or {}
         if (meta.get("namespace") or "default") != ns:
             continue
-        sel = (b.get("spec") or {}).get("selector") or {}
-        if not all(labels.get(k) == v for k, v in (sel.get("matchLabels") or {}).items()):
-            continue
-        if not _expressions(sel.get("matchExpressions") or [], labels):
-            continue
-        out.append(f"{ns}/{meta.get('name')}")
+        if label_selector_matches((b.get("spec") or {}).get("selector"), labels):
+            out.append(f"{ns}/{meta.get('name')}")
     return out
-
-
-def _expressions(exprs: list[dict[str, Any]], labels: dict[str, str]) -> bool:
-    for e in exprs:
-        key, op, values = e.get("key", ""), e.get("operator"), e.get("values") or []
-        if (op == "In" and labels.get(key) not in values) or (
-            op == "NotIn" and labels.get(key) in values
-        ):
-            return False
-        if (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
-            return False
-    return True
 
 
 def _gang(pod: Obj, owners: dict[Ref, Obj]) -> str | None:
@@ -170,6 +163,10 @@ def _node_selector(pod: Obj) -> dict[str, str]:
     return dict((pod.get("spec") or {}).get("nodeSelector") or {})
 
 
+def _node_terms(pod: Obj) -> list[dict[str, Any]] | None:
+    return required_terms(pod.get("spec") or {})
+
+
 def _tolerations(pod: Obj) -> list[dict[str, Any]]:
     return list((pod.get("spec") or {}).get("tolerations") or [])
 
@@ -188,14 +185,15 @@ def plan(
         free[index[p["spec"]["nodeName"]]] -= requested(p, r)
     job_nodes = tuple(
         i for i, n in enumerate(gpu_nodes)
-        if schedulable(n, dict(want.node_selector), list(want.tolerations))
+        if schedulable(n, dict(want.node_selector), list(want.tolerations),
+                       None if want.node_terms is None else list(want.node_terms))
         and count(allocatable(n).get(r, 0)) >= want.per_worker
     )  # fmt: skip
     units, unmovable = _units(
         [p for p in running if requested(p, r) > 0], pdbs, owners, index, job_nodes, r
     )
     allowed = {
-        _name(p): tuple(i for i, n in enumerate(gpu_nodes) if schedulable(n, _node_selector(p), _tolerations(p)))
+        _name(p): tuple(i for i, n in enumerate(gpu_nodes) if schedulable(n, _node_selector(p), _tolerations(p), _node_terms(p)))
         for u in units for p in u.pods
     }  # fmt: skip
     limits = {f"{(b.get('metadata') or {}).get('namespace')}/{(b.get('metadata') or {}).get('name')}":
@@ -413,4 +411,5 @@ def want_of_pods(name: str, pending: list[Obj]) -> Want | None:
     return Want(
         len(mine), requested(first, r), r, tuple(sorted(_node_selector(first).items())),
         tuple(_tolerations(first)), what=f"{name}: {len(mine)}×{requested(first, r)} {r}",
+        node_terms=None if (terms := _node_terms(first)) is None else tuple(terms),
     )  # fmt: skip

@@ -24,7 +24,8 @@ from gpuctl.gpus.resources import DONE_PHASES
 from gpuctl.gpus.scoring import GPU_RESOURCE
 from gpuctl.k8s.fit import keeps_out_plain_pods
 from gpuctl.k8s.nodes import gpus_of, is_gpu_node, labels_of
-from gpuctl.k8s.placement import AUTO, terms_match
+from gpuctl.k8s.placement import AUTO
+from gpuctl.k8s.selectors import pod_may_run_on
 from gpuctl.whatif.core.trace import MAX_CPU_MILLI, MAX_GPUS, MAX_MEMORY_MIB, MILLI, Node, Pod
 
 MIB = 2**20
@@ -123,17 +124,12 @@ def _allowed_models(spec: dict[str, Any], label_key: str) -> tuple[str, ...]:
 def _allowed_on(spec: dict[str, Any], nodes: Sequence[dict[str, Any]]) -> tuple[str, ...]:
     """The models of the GPU nodes the pod's nodeSelector and required affinity select; ()
     when they select every GPU node (a model no node has when they select none)."""
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = [t.get("matchExpressions") or [] for t in required.get("nodeSelectorTerms") or []]
-    selector = spec.get("nodeSelector") or {}
     gpu_nodes = [n for n in nodes if is_gpu_node(n)]
     ok, every = set(), set()
     for n in gpu_nodes:
-        labels, model = labels_of(n), _model_of(n, AUTO)
+        model = _model_of(n, AUTO)
         every.add(model)
-        if terms_match(labels, terms) and all(labels.get(k) == v for k, v in selector.items()):
+        if pod_may_run_on(spec, n):
             ok.add(model)
     if ok == every:
         return ()
