@@ -109,13 +109,13 @@ def _local_queues(kube: Kube, namespace: str, version: str) -> list[str]:
     )
 
 
-def within_quota(kube: Kube, spec: JobSpec, namespace: str) -> None:
-    """Refuse (GpuctlError) a job that would push its namespace over a GPU quota."""
+def within_quota(kube: Kube, spec: JobSpec, namespace: str, pods: list[dict] | None = None) -> None:
+    """Refuse (GpuctlError) a job that would push its namespace over a GPU quota. PODS: the
+    unfinished pods when already read (of any namespaces: only NAMESPACE's count)."""
     if spec.gpu_resource is None:
         return
     quotas = kube.list_objects("ResourceQuota", namespace)
-    pods = None
-    if quota_check.needs_pods(quotas, spec.gpu_resource[0]):
+    if pods is None and quota_check.needs_pods(quotas, spec.gpu_resource[0]):
         pods = kube.unfinished_pods(namespace)
     refusal = quota_check.refusal(spec, namespace, quotas, pods)
     if refusal is not None:

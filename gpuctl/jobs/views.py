@@ -92,7 +92,9 @@ def objects(plan: SubmitPlan, output: DataFormat) -> None:
 
 
 def dry_run(plan: SubmitPlan, output: DataFormat | None) -> None:
-    err_console().print(f"dry run: would create {plan.names} in namespace {plan.namespace}")
+    err_console().print(
+        f"dry run: would create {plan.names} in namespace {plan.namespace}", highlight=False
+    )
     objects(plan, output or DataFormat.yaml)
 
 
