@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import sys
 from typing import Any
 
@@ -116,8 +117,12 @@ def _terminal(stream: Any) -> bool:
 
 def _as_is(line: str) -> bool:
     """Whether rich, writing LINE to a file or a pipe (gpuctl.cli.output.console), would
-    write it as it is less its trailing spaces: one line, no tab, nothing to escape."""
-    return line.isprintable() and len(line) < UNBOUNDED_WIDTH
+    write it as it is less its trailing spaces: one line, no tab, nothing to escape, no
+    `:name:` that rich may write as an emoji."""
+    return line.isprintable() and len(line) < UNBOUNDED_WIDTH and not _EMOJI_CODE.search(line)
+
+
+_EMOJI_CODE = re.compile(r":\S*:")  # rich writes a :name: it knows as that emoji
 
 
 def new_table(title: Any = None, **options: Any) -> Any:
