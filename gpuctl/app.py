@@ -98,7 +98,7 @@ def command(argv: list[str] | None = None):
     --kubeconfig. All three fill the run's Application (gpuctl.cli.application).
     For the root's help (ARGV asks for nothing else) the commands are only names and help
     texts: building every command's options costs more than the rest of `gpuctl --help`."""
-    root = _root_help_tree() if _root_help(argv) else typer.main.get_command(app)
+    root = _root_help_tree() if _root_help(argv) else _invoked_tree(argv)
     root.params[0:0] = [application.debug_option(), *application.run_options()]
     if _root_help(argv):
         return root
@@ -118,6 +118,44 @@ def command(argv: list[str] | None = None):
 
     add(root)
     return root
+
+
+def _invoked_tree(argv: list[str] | None):
+    """The click tree of only the command ARGV names, and of only its subcommand where it
+    names one by its exact name: building every command's options costs more than a short
+    command's work. Anything else (no command, a word that names none, shell completion)
+    gets the whole tree, whose errors and suggestions name every command."""
+    argv = argv or []
+    word = _command_word(argv)
+    commands, groups = app.registered_commands, app.registered_groups
+    mine = [c for c in commands if _name(c) == word]
+    group = next((g for g in groups if typer.main.solve_typer_info_defaults(g).name == word), None)
+    if "_GPUCTL_COMPLETE" in os.environ or not (mine or group):
+        return typer.main.get_command(app)
+    sub = group.typer_instance if group else None
+    if sub is None or sub.registered_callback is not None:  # a group that runs itself too
+        return _built(mine, [group] if group else [])
+    after = argv[argv.index(str(word)) + 1 :]
+    whole = sub.registered_commands
+    sub.registered_commands = [c for c in whole if after and _name(c) == after[0]] or whole
+    try:
+        return _built([], [group] if group else [])
+    finally:
+        sub.registered_commands = whole
+
+
+def _built(commands: list, groups: list):
+    """The root's click group with only COMMANDS and GROUPS registered."""
+    registered = app.registered_commands, app.registered_groups
+    app.registered_commands, app.registered_groups = commands, groups
+    try:
+        return typer.main.get_command(app)
+    finally:
+        app.registered_commands, app.registered_groups = registered
+
+
+def _name(info) -> str:
+    return info.name or typer.main.get_command_name(info.callback.__name__)
 
 
 def _root_help(argv: list[str] | None) -> bool:
@@ -140,7 +178,7 @@ def _root_help_tree():
     finally:
         app.registered_commands, app.registered_groups = commands, groups
     for info in commands:
-        name = info.name or typer.main.get_command_name(info.callback.__name__)
+        name = _name(info)
         doc = inspect.getdoc(info.callback) if info.help is None else inspect.cleandoc(info.help)
         root.commands[name] = TyperCommand(
             name=name,

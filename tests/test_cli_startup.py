@@ -126,7 +126,7 @@ def test_root_help_lists_the_commands_as_the_full_tree_does():
 
     app_module.register(["--help"])
     shallow = app_module.command(["--help"])
-    full = app_module.command(["jobs", "--help"])
+    full = app_module.command([])  # no command named: the whole tree
     assert list(shallow.commands) == list(full.commands)
     for width in (60, 80, 200):
         pages = []
@@ -134,6 +134,22 @@ def test_root_help_lists_the_commands_as_the_full_tree_does():
             ctx = root.context_class(root, info_name="gpuctl", terminal_width=width)
             pages.append(root.get_help(ctx))
         assert pages[0] == pages[1] and "Commands:" in pages[0]
+
+
+def test_a_command_builds_only_its_own_tree_and_a_typo_the_whole():
+    """A command's run builds the click command of it alone (gpuctl.app._invoked_tree); a
+    word that names no command, or no subcommand exactly, gets every name to suggest from."""
+    from gpuctl import app as app_module
+
+    app_module.register(["jobs"])
+    assert list(app_module.command(["jobs", "list", "-A"]).commands) == ["jobs"]
+    jobs = app_module.command(["jobs", "list", "-A"]).commands["jobs"]
+    assert list(jobs.commands) == ["list"]
+    assert list(app_module.command(["submit", "x.yaml"]).commands) == ["submit"]
+    whole = app_module.command(["jobs", "lst"]).commands["jobs"]
+    assert {"list", "get", "logs", "delete", "why"} <= set(whole.commands)
+    # the registration is left whole for the next run in this process
+    assert len(app_module.command([]).commands["jobs"].commands) == len(whole.commands)
 
 
 def makes_commands(source: str) -> bool:

@@ -113,3 +113,29 @@ def test_credentials_in_the_kubeconfig_server_are_masked(cli, tmp_path, monkeypa
     r = cli("jobs", "list")
     assert r.code == 1 and f"http://***@127.0.0.1:{port}" in r.err, r
     assert "s3cr3t" not in r.err + r.out
+
+
+@pytest.mark.parametrize(
+    "point, details",
+    [
+        ("dry run: would create Job/train in namespace team-a", ()),
+        ("trailing spaces go   ", ()),
+        ("  indented, [not markup] and :smile: as typed", ()),
+        ("wide: 日本語のノード名 and an emoji 🚀", ()),
+        ("a tab\there, a bell \a and a line\nbreak", ()),
+        ("the point", ("first detail", "second [detail]  ")),
+    ],
+)
+@pytest.mark.parametrize("debug", [False, True])
+def test_messages_in_a_pipe_are_what_rich_writes(capsys, point, details, debug):
+    """`say` writes plain prose to a pipe itself (rich costs ~50 ms to import and run):
+    byte for byte what gpuctl's rich console writes for the same lines."""
+    from gpuctl.cli.output import err_console, say
+
+    say(point, details, debug=debug)
+    mine = capsys.readouterr().err
+    lines = [point + ("" if debug or not details else " (--debug for the details)")]
+    lines += [f"  {d}" for d in details] if debug else []
+    for line in lines:
+        err_console().print(line, markup=False, highlight=False)
+    assert mine == capsys.readouterr().err

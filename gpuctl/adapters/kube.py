@@ -94,7 +94,8 @@ def load_config(
         raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
     kube_auth.check_files(config_file)
     try:
-        contexts, active = config.list_kube_config_contexts(config_file=config_file)
+        root = kube_auth.read(config_file)
+        contexts, active = kube_auth.contexts(root)
         if context:
             active = next((c for c in contexts if c["name"] == context), None)
             if active is None:
@@ -103,7 +104,7 @@ def load_config(
                     + ("" if context_from == "the command line" else f" (from {context_from})"),
                     hint="contexts: " + ", ".join(c["name"] for c in contexts),
                 )
-        kube_auth.load(config_file, context, cfg, deadline)
+        kube_auth.load(root, context, cfg, deadline)
         return cfg, active.get("context", {}).get("namespace"), active.get("name")
     # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
     except (

@@ -37,15 +37,33 @@ def check_files(config_file: str) -> None:
             raise UsageError(f"kubeconfig {path}: not a regular file")
 
 
-def load(config_file: str, context: str | None, cfg: Any, deadline: float) -> None:
-    """Load CONTEXT (None: the current one) of CONFIG_FILE into the client's configuration
-    CFG, running the context's credential plugin, if any, within DEADLINE seconds."""
+def read(config_file: str) -> Any:
+    """The configuration of CONFIG_FILE (KUBECONFIG's files merged, as the client merges
+    them: its ConfigNode), read and parsed once for the contexts and the loading."""
     from kubernetes.config import kube_config
 
     merger = kube_config.KubeConfigMerger(config_file)
     if merger.config is None:
         raise kube_config.ConfigException("Invalid kube-config file. No configuration found.")
-    user, cluster, base = _active_user(merger.config, context)
+    return merger.config
+
+
+def contexts(root: Any) -> tuple[list[dict], Any]:
+    """The contexts of the configuration ROOT, and its current one (the client's
+    list_kube_config_contexts, without reading the file again)."""
+    from kubernetes.config import kube_config
+
+    loader = kube_config.KubeConfigLoader(config_dict=root, config_base_path=None)
+    return loader.list_contexts(), loader.current_context
+
+
+def load(root: Any, context: str | None, cfg: Any, deadline: float) -> None:
+    """Load CONTEXT (None: the current one) of the configuration ROOT (read) into the
+    client's configuration CFG, running the context's credential plugin, if any, within
+    DEADLINE seconds."""
+    from kubernetes.config import kube_config
+
+    user, cluster, base = _active_user(root, context)
     if user is not None and isinstance(user.get("exec"), dict):
         status = run_plugin(user["exec"], cluster, base, deadline)
         user.pop("exec")
@@ -55,7 +73,7 @@ def load(config_file: str, context: str | None, cfg: Any, deadline: float) -> No
     # config_base_path None: relative paths (certificate-authority, tokenFile) resolve against
     # the directory of the file that names them, as the client's own loader does
     loader = kube_config.KubeConfigLoader(
-        config_dict=merger.config, active_context=context, config_base_path=None
+        config_dict=root, active_context=context, config_base_path=None
     )
     loader.load_and_set(cfg)
 

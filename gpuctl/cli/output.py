@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import sys
 from typing import Any
 
@@ -97,12 +98,31 @@ def say(point: str, details: tuple[str, ...] | list[str] = (), *, debug: bool = 
     """A message on stderr that says its point first; its DETAILS (what it rests on, how to
     change it) follow, one indented line each, when DEBUG (the run's --debug), and otherwise
     one word says they are there. Prose: wrapped at spaces to the terminal, not in a pipe."""
-    err = err_console()
     if details and not debug:
         point += " (--debug for the details)"
-    err.print(point, markup=False, highlight=False)
-    for detail in details if debug else ():
-        err.print(f"  {detail}", markup=False, highlight=False)
+    lines = [point, *(f"  {detail}" for detail in (details if debug else ()))]
+    if not _terminal(sys.stderr) and all(map(_as_is, lines)):
+        # what rich would write there, without the ~50 ms of importing and running it
+        sys.stderr.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        sys.stderr.flush()
+        return
+    err = err_console()
+    for line in lines:
+        err.print(line, markup=False, highlight=False)
+
+
+def _terminal(stream: Any) -> bool:
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _as_is(line: str) -> bool:
+    """Whether rich, writing LINE to a file or a pipe (gpuctl.cli.output.console), would
+    write it as it is less its trailing spaces: one line, no tab, nothing to escape, no
+    `:name:` that rich may write as an emoji."""
+    return line.isprintable() and len(line) < UNBOUNDED_WIDTH and not _EMOJI_CODE.search(line)
+
+
+_EMOJI_CODE = re.compile(r":\S*:")  # rich writes a :name: it knows as that emoji
 
 
 def new_table(title: Any = None, **options: Any) -> Any:
@@ -160,8 +180,7 @@ def out_console():
 
 def _console(stderr: bool):
     """A terminal gets tables fitted to its width; a file or a pipe gets every cell whole."""
-    stream = sys.stderr if stderr else sys.stdout
-    terminal = hasattr(stream, "isatty") and stream.isatty()
+    terminal = _terminal(sys.stderr if stderr else sys.stdout)
     return console(uncropped=True, stderr=stderr, width=None if terminal else UNBOUNDED_WIDTH)
 
 

@@ -35,7 +35,6 @@ def doctor(
     MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing
     admission (waitForPodsReady), GPU resources covered by ClusterQueues; with a Prometheus,
     the busy signal its DCGM series give. Exits 1 if any check fails."""
-    from gpuctl.adapters.prometheus import Prometheus
     from gpuctl.doctor import service as run_doctor
     from gpuctl.doctor.core.checks import failed
     from gpuctl.runtime.config import setting
@@ -44,6 +43,8 @@ def doctor(
         checks = run_doctor.run(kube, options.node_names(node))
     url = setting("prometheus_url", prometheus)
     if url:
+        from gpuctl.adapters.prometheus import Prometheus
+
         checks.append(run_doctor.busy_signal(Prometheus(url)))
     if output != Format.table:
         echo(

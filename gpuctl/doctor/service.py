@@ -21,8 +21,13 @@ def run(kube: Kube, names: tuple[str, ...] = ()) -> list[doctor.Check]:
         nodes = kube.list_objects("Node")
     daemonsets = kube.list_objects("DaemonSet")
     config_map, data = _plugin_configs(kube, daemonsets)
-    found = doctor.run_checks(nodes, daemonsets, config_map, data) + queue_checks(kube, nodes)
-    autoscaling = autoscaling_check(kube)
+    try:  # read once: the queue controllers and the autoscaled services' targets are in it
+        deployments: list[dict[str, Any]] | None = kube.list_objects("Deployment")
+    except Forbidden:
+        deployments = None
+    found = doctor.run_checks(nodes, daemonsets, config_map, data)
+    found += queue_checks(kube, nodes, deployments or [])
+    autoscaling = autoscaling_check(kube, deployments)
     return found + ([autoscaling] if autoscaling else [])
 
 
@@ -30,15 +35,17 @@ def managed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [o for o in items if managed_by_gpuctl(o)]
 
 
-def autoscaling_check(kube: Kube) -> doctor.Check | None:
-    """What gpuctl's autoscaled services need (None: there is none)."""
+def autoscaling_check(kube: Kube, deployments: list[dict[str, Any]] | None) -> doctor.Check | None:
+    """What gpuctl's autoscaled services need (None: there is none, or RBAC hides them or
+    the DEPLOYMENTS, None then)."""
+    if deployments is None:
+        return None
     keda = apis.has_keda(_served(kube, apis.KEDA_GROUP))
     try:
         hpas = managed(kube.list_objects("HorizontalPodAutoscaler", selector=MANAGED_SELECTOR))
         scaled = (
             managed(kube.list_objects("ScaledObject", selector=MANAGED_SELECTOR)) if keda else []
         )
-        deployments = kube.list_objects("Deployment")
     except Forbidden:
         return None
     return autoscale_checks.check_autoscaling(
@@ -62,13 +69,11 @@ def _plugin_configs(
         return name, None
 
 
-def queue_checks(kube: Kube, nodes: list[dict[str, Any]]) -> list[doctor.Check]:
+def queue_checks(
+    kube: Kube, nodes: list[dict[str, Any]], deployments: list[dict[str, Any]]
+) -> list[doctor.Check]:
     served_kueue = _served(kube, apis.KUEUE_GROUP)
     served_jobset = _served(kube, apis.JOBSET_GROUP)
-    try:
-        deployments = kube.list_objects("Deployment")
-    except Forbidden:
-        deployments = []
     manager = queues.controller(deployments, queues.KUEUE_IMAGE)
     out = [
         queues.check_kueue(served_kueue, manager),

@@ -211,6 +211,7 @@ def _memory_of(model: names.Named) -> int | None:
     return KARPENTER_MEMORY_MIB.get(model.short_name)
 
 
+@lru_cache(maxsize=1024)  # a cluster's nodes carry a few product names, each many times
 def model_named(text: str, memory_mib: int | None = None) -> str | None:
     """The model a GPU name means (a GFD product without its suffixes, a Karpenter or GKE
     name, a typed name), the memory choosing between a family's members; None: no one."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol, TypeVar
 
 from gpuctl.common.errors import UsageError
@@ -94,6 +95,7 @@ WITHOUT_MIG = (
 M = TypeVar("M", bound=Named)
 
 
+@lru_cache(maxsize=4096)  # every node, model and name is compared word by word, often
 def tokens(text: str) -> tuple[str, ...]:
     """The words of a GPU name, lower-case, without the vendor: `NVIDIA A100-SXM4-80GB` and
     `a100 sxm 80 GB` are both (a100, sxm, 80gb)."""

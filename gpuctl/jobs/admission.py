@@ -110,14 +110,16 @@ def _local_queues(kube: Kube, namespace: str, version: str) -> list[str]:
     )
 
 
-def within_quota(kube: Kube, spec: JobSpec, where: Placement, namespace: str) -> None:
+def within_quota(
+    kube: Kube, spec: JobSpec, where: Placement, namespace: str, pods: list[dict] | None = None
+) -> None:
     """Refuse (GpuctlError) a job whose workers, placed WHERE, would push its namespace
-    over a GPU quota."""
+    over a GPU quota. PODS: the unfinished pods when already read (of any namespaces: only
+    NAMESPACE's count)."""
     if where.resource is None:
         return
     quotas = kube.list_objects("ResourceQuota", namespace)
-    pods = None
-    if quota_check.needs_pods(quotas, where.resource):
+    if pods is None and quota_check.needs_pods(quotas, where.resource):
         pods = kube.unfinished_pods(namespace)
     refusal = quota_check.refusal(spec, where, namespace, quotas, pods)
     if refusal is not None:

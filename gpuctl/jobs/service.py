@@ -6,13 +6,16 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
-from gpuctl.jobs.core import delete as deletion
 from gpuctl.jobs.core import status as job_status
 from gpuctl.k8s.labels import JOB_LABEL, MANAGED_SELECTOR, managed_by_gpuctl
-from gpuctl.runtime.workflow import Action, Progress, execute
+
+if TYPE_CHECKING:  # deleting's modules wait until a job is deleted: a listing needs none
+    from gpuctl.jobs.core import delete as deletion
+    from gpuctl.runtime.workflow import Progress
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation, and label (1.28+)
 AUTOSCALERS = ("ScaledObject", "HorizontalPodAutoscaler")  # a service's, KEDA's or the HPA's
@@ -102,12 +105,15 @@ def _owned(pod: dict) -> bool:
 
 def plan_delete(kube: Kube, name: str, namespace: str) -> deletion.Deletion:
     """What deleting job NAME removes (see job_objects)."""
+    from gpuctl.jobs.core import delete as deletion
+
     return deletion.plan_delete(name, namespace, find_job_objects(kube, name, namespace))
 
 
 def delete(kube: Kube, plan: deletion.Deletion, progress: Progress | None = None) -> list[str]:
     """Delete the plan's objects in order (one already gone counts as deleted); return them.
     A failure names what was deleted before it and what is left."""
+    from gpuctl.runtime.workflow import Action, execute
 
     def remove(kind: str, name: str) -> None:
         try:

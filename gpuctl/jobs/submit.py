@@ -53,7 +53,8 @@ def plan(
         fit_skipped=skipped,
         target=target,
     )
-    for check in (partial(_fit, nodes=nodes), _references, _quota):
+    read: dict[str, list[dict]] = {}  # the cluster's unfinished pods, once the fit read them
+    for check in (partial(_fit, nodes=nodes, read=read), _references, partial(_quota, read=read)):
         try:
             draft = check(kube, draft)
         except GpuctlError as e:
@@ -76,11 +77,13 @@ def _nodes(kube: Kube, spec: JobSpec) -> tuple[list[dict] | None, str | None]:
         return None, e.message
 
 
-def _fit(kube: Kube, draft: core.SubmitPlan, nodes: list[dict] | None) -> core.SubmitPlan:
+def _fit(
+    kube: Kube, draft: core.SubmitPlan, nodes: list[dict] | None, read: dict[str, list[dict]]
+) -> core.SubmitPlan:
     if draft.fit_skipped:
         return draft
     try:
-        return core.with_fit(draft, fit_report(kube, draft.spec, draft.placement, nodes))
+        return core.with_fit(draft, fit_report(kube, draft.spec, draft.placement, nodes, read))
     except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
         return dataclasses.replace(draft, fit_skipped=e.message)
 
@@ -90,19 +93,26 @@ def _references(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
     return dataclasses.replace(draft, warnings=tuple(warnings))
 
 
-def _quota(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
-    admission.within_quota(kube, draft.spec, draft.placement, draft.namespace)
+def _quota(kube: Kube, draft: core.SubmitPlan, read: dict[str, list[dict]]) -> core.SubmitPlan:
+    admission.within_quota(kube, draft.spec, draft.placement, draft.namespace, read.get("pods"))
     return draft
 
 
 def fit_report(
-    kube: Kube, spec: JobSpec, where: Placement, nodes: list[dict] | None = None
+    kube: Kube,
+    spec: JobSpec,
+    where: Placement,
+    nodes: list[dict] | None = None,
+    read: dict[str, list[dict]] | None = None,
 ) -> fit.FitReport:
-    """The fit of SPEC's workers placed WHERE, on NODES (read here when not given)."""
+    """The fit of SPEC's workers placed WHERE, on NODES (read here when not given); the
+    cluster's unfinished pods it reads are left in READ["pods"]."""
     if where.resource is None:
         return fit.check_fit([], [], where, spec.nodes, [])
     nodes = kube.list_objects("Node") if nodes is None else nodes
     pods = kube.unfinished_pods()
+    if read is not None:
+        read["pods"] = pods
     tolerations = [GPU_TOLERATION, *spec.tolerations]
     return fit.check_fit(
         nodes,

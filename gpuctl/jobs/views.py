@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.cli.output import DataFormat, dump, dump_documents, echo, err_console, out_console
+from gpuctl.cli.output import say as prose
 
 if TYPE_CHECKING:
     from gpuctl.jobs.core.submit import SubmitPlan
@@ -50,20 +51,21 @@ def fit_table(report: FitReport) -> Any:
 def submit_findings(plan: SubmitPlan) -> None:
     """What planning the submit found, on stderr: the queue note, a fit check not made, the
     fit table when the job does not fit now, and the warnings."""
-    err = err_console()
     if plan.queue_note:
-        err.print(f"[yellow]{plan.queue_note}[/]", highlight=False)
+        err_console().print(f"[yellow]{plan.queue_note}[/]", highlight=False)
     if plan.fit_skipped:
-        err.print(f"warning: no fit check: {plan.fit_skipped}", style="yellow", markup=False)
+        err_console().print(
+            f"warning: no fit check: {plan.fit_skipped}", style="yellow", markup=False
+        )
     if plan.shows_fit and plan.fit is not None:
-        err.print(fit_table(plan.fit))
+        err_console().print(fit_table(plan.fit))
     if plan.waits_for_room and plan.fit is not None:
-        err.print(
+        err_console().print(
             f"[yellow]No room right now: {plan.spec.name} will queue until "
             f"{plan.fit.workers} × {plan.fit.per_worker} {plan.fit.resource} are free.[/]"
         )
     for warning in plan.warnings:
-        err.print(f"warning: {warning}", style="yellow", markup=False)
+        err_console().print(f"warning: {warning}", style="yellow", markup=False)
     if plan.adapter_rule is not None:
         adapter_rule(plan.adapter_rule)
 
@@ -92,7 +94,7 @@ def objects(plan: SubmitPlan, output: DataFormat) -> None:
 
 
 def dry_run(plan: SubmitPlan, output: DataFormat | None) -> None:
-    err_console().print(f"dry run: would create {plan.names} in namespace {plan.namespace}")
+    prose(f"dry run: would create {plan.names} in namespace {plan.namespace}")
     objects(plan, output or DataFormat.yaml)
 
 

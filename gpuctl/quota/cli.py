@@ -168,17 +168,20 @@ def quota_list(
 ) -> None:
     """Per ClusterQueue: nominal quota, in use, borrowed, lent, pending and admitted
     workloads (Kueue); or GPUs used and allowed per namespace (ResourceQuota)."""
-    from gpuctl.quota import queues, service, views
-    from gpuctl.quota.core.plans import no_kueue
+    from gpuctl.quota import usage, views
 
     kube = application().kube()
-    version = queues.served_version(kube) if engine != Engine.resourcequota else None
+    version = usage.served_version(kube) if engine != Engine.resourcequota else None
     if engine == Engine.kueue and version is None:
+        from gpuctl.quota.core.plans import no_kueue
+
         raise no_kueue()
     if version is not None:
+        from gpuctl.quota import queues
+
         views.show_queues(queues.list_queues(kube, version), output)
     else:
-        views.show_resource_quotas(service.usage(kube, namespace), output)
+        views.show_resource_quotas(usage.usage(kube, namespace), output)
 
 
 @quota_app.command("lint")
@@ -191,9 +194,10 @@ def quota_lint(
     from gpuctl.quota import queues, views
     from gpuctl.quota.core.plans import no_kueue
     from gpuctl.quota.core.queue_usage import has_errors
+    from gpuctl.quota.usage import served_version
 
     kube = application().kube()
-    version = queues.served_version(kube)
+    version = served_version(kube)
     if version is None:
         raise no_kueue()
     rows, findings = queues.lint_queues(kube, version)

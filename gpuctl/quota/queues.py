@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.adapters import kube_atomic
-from gpuctl.adapters.kube import Forbidden, Kube, NotFound
+from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.k8s import apis
 from gpuctl.quota.core import kueue
@@ -15,20 +15,6 @@ from gpuctl.quota.core.plans import KueuePlan, KueueWorld, ObjectStep, object_ch
 from gpuctl.quota.core.plans import change_text as describe
 from gpuctl.quota.core.queue_usage import CapacityRow, Finding, QueueRow, lint, queue_rows
 from gpuctl.runtime.workflow import Action, Progress, execute
-
-
-def kueue_version(kube: Kube) -> str | None:
-    """The Kueue API version gpuctl will speak with this cluster; None without Kueue."""
-    return apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
-
-
-def served_version(kube: Kube) -> str | None:
-    """kueue_version, None too where RBAC forbids discovery (readable by every authenticated
-    user, unless RBAC says no)."""
-    try:
-        return kueue_version(kube)
-    except Forbidden:
-        return None
 
 
 def plan_set(

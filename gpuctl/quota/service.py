@@ -1,6 +1,6 @@
 """Per-team GPU quotas on a cluster: the `quota set` workflow (read what the plan depends
-on, plan it in gpuctl.quota.core.plans, carry it out and read it back), usage for
-`quota list`, and the pre-check `gpuctl submit` runs before it sends a job."""
+on, plan it in gpuctl.quota.core.plans, carry it out and read it back). What `quota list`
+reads is in gpuctl.quota.usage."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from gpuctl.quota.core import plans
 from gpuctl.quota.core import rules as core
 from gpuctl.quota.core.kueue import TeamQuota
 from gpuctl.quota.core.plans import KueuePlan, QuotaPlan, SetPlan
+from gpuctl.quota.usage import served_version
 from gpuctl.runtime.workflow import Action, Progress, execute
 
 
@@ -27,7 +28,7 @@ def plan_set(
     """What `quota set` would do: the engine chosen (ENGINE, else what the cluster has;
     KUEUE_OPTIONS are the Kueue-only options given), then that engine's plan. Without a
     cluster (kube None) every object is new."""
-    version = queues.served_version(kube) if kube is not None else None
+    version = served_version(kube) if kube is not None else None
     chosen = plans.choose_engine(engine, kube is not None, version, kueue_options, dry_run)
     if chosen.name == plans.KUEUE:
         p: SetPlan = queues.plan_set(kube, request, label_key, gpu_types, chosen.version)
@@ -99,23 +100,3 @@ def _verify(kube: Kube, p: QuotaPlan) -> None:
             f"ResourceQuota {p.quota_name} does not read back as planned (changed meanwhile?)",
             details=[plans.change_text(c) for c in wrong],
         )
-
-
-def usage(kube: Kube, namespace: str | None) -> list[dict]:
-    if namespace:
-        quotas = kube.list_objects("ResourceQuota", namespace)
-        pods = kube.list_objects("Pod", namespace)
-        quotas, pods = _in(namespace, quotas), _in(namespace, pods)
-    else:
-        quotas = kube.list_objects("ResourceQuota")
-        pods = kube.unfinished_pods()
-    return core.usage_rows(quotas, pods)
-
-
-def _in(namespace: str, items: list[dict]) -> list[dict]:
-    """Objects from a namespaced list, each with its namespace set (and nothing from others)."""
-    return [
-        {**o, "metadata": {**(o.get("metadata") or {}), "namespace": namespace}}
-        for o in items
-        if (o.get("metadata") or {}).get("namespace") in (None, namespace)
-    ]

@@ -5,15 +5,19 @@ CLI side (rich)."""
 from __future__ import annotations
 
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console
-from gpuctl.quota.core.plans import KueuePlan, SetPlan, change_text
+
+if TYPE_CHECKING:  # `quota list` shows no plan, and has no need of the planning modules
+    from gpuctl.quota.core.plans import SetPlan
 
 
 def show_set_plan(plan: SetPlan, output: Format | None) -> None:
     """The notes and the plan on stderr, per object what is done with it and the fields that
     change; with -o yaml|json the objects on stdout."""
+    from gpuctl.quota.core.plans import KueuePlan
+
     err = err_console()
     for note in plan.notes:
         err.print(note, style="yellow", markup=False, highlight=False)
@@ -32,11 +36,15 @@ def show_set_plan(plan: SetPlan, output: Format | None) -> None:
 
 
 def _print_changes(changes: list[tuple[str, str | None, str | None]]) -> None:
+    from gpuctl.quota.core.plans import change_text
+
     for change in changes:
         err_console().print(f"  {change_text(change)}", highlight=False, markup=False)
 
 
 def show_done(plan: SetPlan) -> None:
+    from gpuctl.quota.core.plans import KueuePlan
+
     if not isinstance(plan, KueuePlan):
         hard = plan.desired
         terms = [f"{hard[k]} {k.removeprefix('requests.')}" for k in hard]

@@ -1,0 +1,43 @@
+"""What `quota list` reads: the Kueue API the cluster serves (which says where the quotas
+are), and, without Kueue, the GPUs each namespace's ResourceQuotas allow and its pods use.
+Kept apart from the `quota set` workflow, whose modules a listing does not need."""
+
+from __future__ import annotations
+
+from gpuctl.adapters.kube import Forbidden, Kube
+from gpuctl.k8s import apis
+from gpuctl.quota.core import rules
+
+
+def kueue_version(kube: Kube) -> str | None:
+    """The Kueue API version gpuctl will speak with this cluster; None without Kueue."""
+    return apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
+
+
+def served_version(kube: Kube) -> str | None:
+    """kueue_version, None too where RBAC forbids discovery (readable by every authenticated
+    user, unless RBAC says no)."""
+    try:
+        return kueue_version(kube)
+    except Forbidden:
+        return None
+
+
+def usage(kube: Kube, namespace: str | None) -> list[dict]:
+    if namespace:
+        quotas = kube.list_objects("ResourceQuota", namespace)
+        pods = kube.list_objects("Pod", namespace)
+        quotas, pods = _in(namespace, quotas), _in(namespace, pods)
+    else:
+        quotas = kube.list_objects("ResourceQuota")
+        pods = kube.unfinished_pods()
+    return rules.usage_rows(quotas, pods)
+
+
+def _in(namespace: str, items: list[dict]) -> list[dict]:
+    """Objects from a namespaced list, each with its namespace set (and nothing from others)."""
+    return [
+        {**o, "metadata": {**(o.get("metadata") or {}), "namespace": namespace}}
+        for o in items
+        if (o.get("metadata") or {}).get("namespace") in (None, namespace)
+    ]
