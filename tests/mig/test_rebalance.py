@@ -306,10 +306,6 @@ def test_ctrl_c_before_the_label_leaves_the_node_as_it_was(cluster, capsys):
     assert node.metadata.labels["nvidia.com/mig.config"] == rb.changes[0].config_from
 
 
-@pytest.mark.skip(
-    reason="order-dependent: passes alone, fails after other tests in the same worker "
-    "(the next run re-plans the node instead of finishing it); under investigation"
-)
 def test_ctrl_c_while_the_manager_works_leaves_it_for_the_next_run_to_finish(cluster, capsys):
     manager = MigManager(cluster)
     try:

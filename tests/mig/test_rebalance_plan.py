@@ -296,3 +296,27 @@ def test_only_gpuctls_configs_no_node_uses_are_pruned():
 
     names = ["all-disabled", "custom-a", "gpuctl-old", "gpuctl-used", "gpuctl-new"]
     assert stale_configs(names, {"gpuctl-used", "all-disabled"}, {"gpuctl-new"}) == ["gpuctl-old"]
+
+
+def test_a_node_an_earlier_run_left_cordoned_is_finished_not_replanned():
+    """Its config is applied (the manager said success) but it is still cordoned with
+    gpuctl's record: the plan uncordons it with that layout, even where changing it again
+    would serve the demand as well as changing another GPU does."""
+    from gpuctl.mig.core.rebalance import Finish
+
+    model = find_model("A100-40GB")
+    seven = Layout(True, {"7g.40gb": 1})
+    ones = Layout(True, {"1g.5gb": 7})
+    done = NodeNow("done", model, "mixed", "gpuctl-a", {0: ones, 1: seven})
+    other = NodeNow("other", model, "mixed", "all-disabled", {0: DISABLED, 1: DISABLED})
+    pending = [Pending("ns/a", {"3g.20gb": 1}), Pending("ns/b", {"3g.20gb": 1})]
+    finish = Finish("done", "uncordon", "gpuctl-a", None, "A100-40GB", "mixed", done.gpus)
+    for nodes in ([done, other], [other, done]):
+        result = plan(nodes, pending, finishing=[finish])
+        assert result.finishing == (finish,)
+        assert [c.node for c in result.changes] == ["other"]
+        assert result.unplaced == ()
+    # alone, it is kept too: the demand waits for the next run rather than re-plan it
+    result = plan([done], pending, finishing=[finish])
+    assert result.changes == () and result.finishing == (finish,)
+    assert set(result.unplaced) == {"ns/a", "ns/b"}

@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuctl.common.errors import UsageError
@@ -71,7 +71,7 @@ class NodeNow:
     config: str | None
     gpus: Mapping[int, Layout]
     running: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # pod → use
-    settling: bool = False  # a config of an earlier run is being applied: keep every GPU
+    settling: bool = False  # an earlier run's config is applied or finished: keep every GPU
 
     def used(self) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -83,7 +83,7 @@ class NodeNow:
         """GPU index → the running pods that may be on it (see the module's note)."""
         out: dict[int, list[str]] = {}
         if self.settling:
-            return {i: [f"(being reconfigured to {self.config})"] for i in self.gpus}
+            return {i: [f"(an earlier run's {self.config}, finished first)"] for i in self.gpus}
         for index, layout in self.gpus.items():
             offers = layout.offers()
             pods = [p for p, use in self.running.items() if any(offers[k] for k in use)]
@@ -504,8 +504,13 @@ def plan(
     finishing: Sequence[Finish] = (),
 ) -> RebalancePlan:
     """The rebalance plan for NODES (those the plan may act on) and PENDING pods; EXTRA is
-    forecast demand (--demand) that no pod asks for yet."""
+    forecast demand (--demand) that no pod asks for yet; FINISHING, what earlier runs left
+    on nodes they cordoned (those nodes are finished, their layouts kept)."""
     check_forecast(extra or {}, nodes)
+    # a node an earlier run left cordoned is finished as that run planned it, never
+    # re-planned as if new: its GPUs keep what its config holds (a later run may change it)
+    held = {f.node for f in finishing}
+    nodes = [replace(n, settling=True) if n.name in held else n for n in nodes]
     wants = demand_of(pending)
     wants.update(extra or {})
     before_layouts = {n.name: dict(n.gpus) for n in nodes}
@@ -551,7 +556,7 @@ def plan(
         tuple(p.name for p in pending if p.name not in placed_after),
         dict(skipped or {}),
         kept,
-        tuple(f for f in finishing if f.node not in {c.node for c in changes}),
+        tuple(finishing),
         dict(extra or {}),
         optimal,
     )
