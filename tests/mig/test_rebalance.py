@@ -425,3 +425,127 @@ def test_single_strategy_nodes_are_rebalanced_whole(kube, kube_api, capsys):
     assert not cordoned(kube_api, "s")
     assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"
     assert node.status.allocatable["nvidia.com/gpu"] == "4"
+
+
+# ---------- --drain ----------
+
+
+def owned(p, kind="Job", owner="train"):
+    p["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": kind,
+            "name": owner,
+            "uid": "u-" + owner,
+            "controller": True,
+        }
+    ]
+    return p
+
+
+@pytest.fixture
+def full(kube, kube_api):
+    """Every GPU may hold a running 1g.5gb pod; a pending pod wants a whole 7g.40gb. Node a's
+    pod is a Job's in ml (--drain may evict it); b's is bare; c's is marked never and has a
+    Job's pod beside it."""
+    never = owned(pod("never", "nvidia.com/mig-1g.5gb", node="c", phase="Running"))
+    never["metadata"]["labels"] = {"gpuctl.io/reclaim": "never"}
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    seed(
+        kube_api,
+        configmap(),
+        mig_node("a", "all-1g.5gb"),
+        mig_node("b", "all-1g.5gb"),
+        mig_node("c", "all-1g.5gb"),
+        owned(pod("job-a", "nvidia.com/mig-1g.5gb", node="a", phase="Running")),
+        pod("bare", "nvidia.com/mig-1g.5gb", node="b", phase="Running"),
+        never,
+        owned(pod("job-c", "nvidia.com/mig-1g.5gb", node="c", phase="Running"), owner="other"),
+        pod("want-7g", "nvidia.com/mig-7g.40gb"),
+    )
+    return kube_api
+
+
+DRAIN = ("--drain", "--drain-namespace", "ml")
+
+
+def pods_left(api):
+    from kubernetes import client
+
+    return sorted(p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod("ml").items)
+
+
+def test_a_drain_plan_names_and_evicts_exactly_the_covered_pods(full, capsys):
+    code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+    assert code == 0, err
+    assert json.loads(out)["nodes"] == []  # without --drain nothing changes
+    code, out, err = run(capsys, "mig", "rebalance", *DRAIN, "--dry-run", "-o", "json", "-n", NS)
+    assert code == 0, err
+    data = json.loads(out)
+    (change,) = data["nodes"]
+    assert change["node"] == "a" and change["evicts"] == ["ml/job-a"]
+    assert change["unblocks"] == ["ml/want-7g"] and len(change["gpusChanged"]) == 1
+    assert set(data["notEvictable"]) == {"ml/bare", "ml/never"}
+    assert "bare pod" in data["notEvictable"]["ml/bare"]
+    assert "gpuctl.io/reclaim: never" in data["notEvictable"]["ml/never"]
+    assert pods_left(full) == ["bare", "job-a", "job-c", "never", "want-7g"]  # dry run
+    manager = MigManager(full)
+    try:
+        code, out, err = run(
+            capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", "20"
+        )
+        assert code == 0, err
+    finally:
+        manager.close()
+    assert pods_left(full) == ["bare", "job-c", "never", "want-7g"]
+    node = node_of(full, "a")
+    assert not cordoned(full, "a")
+    assert node.status.allocatable["nvidia.com/mig-7g.40gb"] == "1"
+    for name in ("b", "c"):
+        assert node_of(full, name).metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    from kubernetes import client
+
+    events = client.CoreV1Api(full).list_namespaced_event("ml").items
+    (ev,) = [e for e in events if e.involved_object.name == "job-a"]
+    assert ev.reason == "MigRebalanceEvict" and "node a" in ev.message
+
+
+def test_a_disruption_budget_stops_the_node_as_it_was(full, capsys):
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep", "namespace": "ml"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "train"}}},
+        "status": {"disruptionsAllowed": 0},
+    }
+    from kubernetes import client
+
+    client.CoreV1Api(full).patch_namespaced_pod(
+        "job-a", "ml", {"metadata": {"labels": {"app": "train"}}}
+    )
+    client.PolicyV1Api(full).create_namespaced_pod_disruption_budget("ml", pdb)
+    manager = MigManager(full)
+    try:
+        code, out, err = run(
+            capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", "5"
+        )
+    finally:
+        manager.close()
+    assert code == 1
+    assert "PodDisruptionBudget" in err and "uncordoned" in err
+    assert not cordoned(full, "a")
+    assert "gpuctl.io/mig-rebalance" not in (node_of(full, "a").metadata.annotations or {})
+    assert node_of(full, "a").metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    assert "job-a" in pods_left(full)
+    kept = client.CoreV1Api(full).read_namespaced_pod("job-a", "ml")
+    assert "gpuctl.io/mig-rebalance-evicted" not in (kept.metadata.annotations or {})
+
+
+def test_drain_needs_a_namespace_and_a_namespace_needs_drain(full, capsys):
+    code, out, err = run(capsys, "mig", "rebalance", "--drain", "--dry-run", "-n", NS)
+    assert code == 2 and "--drain-namespace" in err
+    code, out, err = run(
+        capsys, "mig", "rebalance", "--drain-namespace", "ml", "--dry-run", "-n", NS
+    )
+    assert code == 2 and "--drain" in err

@@ -320,3 +320,48 @@ def test_a_node_an_earlier_run_left_cordoned_is_finished_not_replanned():
     result = plan([done], pending, finishing=[finish])
     assert result.changes == () and result.finishing == (finish,)
     assert set(result.unplaced) == {"ns/a", "ns/b"}
+
+
+def test_drain_changes_a_drainable_gpu_only_when_no_idle_one_serves_as_well():
+    model = find_model("A100-40GB")
+    ones = Layout(True, {"1g.5gb": 7})
+    job = {"ns/job": {"1g.5gb": 1}}
+    drainable = NodeNow("d", model, "mixed", "x", {0: ones}, job, covered=frozenset(job))
+    idle = NodeNow("i", model, "mixed", "x", {0: ones})
+    pinned = NodeNow("p", model, "mixed", "x", {0: ones}, {"ns/bare": {"1g.5gb": 1}})
+    want = [Pending("ns/w", {"7g.40gb": 1})]
+    # an idle GPU serves: the drainable one is left, nothing is evicted
+    result = plan([drainable, idle, pinned], want)
+    assert [(c.node, c.evicts) for c in result.changes] == [("i", ())]
+    # two 7g wanted, one idle GPU: the drainable one changes too, evicting its pod; the
+    # pod still has a 1g.5gb to go to (the pinned node's)
+    result = plan([drainable, idle, pinned], want + [Pending("ns/w2", {"7g.40gb": 1})])
+    assert sorted((c.node, c.evicts) for c in result.changes) == [("d", ("ns/job",)), ("i", ())]
+    assert result.unplaced == ()
+    # an evicted pod must have somewhere to go: with no other 1g.5gb the pod stays
+    result = plan([drainable], want)
+    assert result.changes == () and result.unplaced == ("ns/w",)
+
+
+def test_the_drain_policy_covers_only_recreated_pods_in_named_namespaces():
+    from gpuctl.mig.core.drain import DrainPolicy
+
+    policy = DrainPolicy(frozenset({"ml"}))
+
+    def pod(ns="ml", kind="Job", labels=None, annotations=None, volumes=()):
+        meta = {"name": "p", "namespace": ns, "labels": labels or {}}
+        meta["annotations"] = annotations or {}
+        if kind:
+            meta["ownerReferences"] = [{"kind": kind, "name": "o", "controller": True}]
+        return {"metadata": meta, "spec": {"volumes": list(volumes)}}
+
+    assert policy.why_not(pod()) is None
+    assert policy.why_not(pod(kind="ReplicaSet")) is None
+    assert policy.why_not(pod(kind="StatefulSet")) is None
+    assert "not one --drain-namespace names" in policy.why_not(pod(ns="prod"))
+    assert "bare pod" in policy.why_not(pod(kind=None))
+    assert "DaemonSet" in policy.why_not(pod(kind="DaemonSet"))
+    assert "reclaim: never" in policy.why_not(pod(labels={"gpuctl.io/reclaim": "never"}))
+    assert "evict: never" in policy.why_not(pod(annotations={"gpuctl.io/evict": "never"}))
+    scratch = {"name": "scratch", "emptyDir": {}}
+    assert "volume scratch" in policy.why_not(pod(volumes=[scratch]))

@@ -1,0 +1,84 @@
+"""`gpuctl mig rebalance --drain`: which running GPU pods the plan may evict to change the
+GPUs they may be on. Only what this rule covers, never on a guess; the same exemptions as
+gpuctl reclaim and make-room. Pure.
+
+A pod is covered when all of these hold:
+- its namespace is one the user named with --drain-namespace (none by default: --drain
+  alone covers nothing);
+- a controller recreates it: it is a Job's, a ReplicaSet's (a Deployment's) or a
+  StatefulSet's pod (a bare pod, a DaemonSet's or anything else's never is);
+- it is not marked `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never` (label or
+  annotation, as reclaim and make-room read them);
+- it keeps no data on the node (no emptyDir or hostPath volume: kubectl drain, too, asks
+  before deleting emptyDir data).
+PodDisruptionBudgets are not judged here: the Eviction API enforces them when applying.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.k8s.times import timestamp
+
+NEVER = (("gpuctl.io/reclaim", "never"), ("gpuctl.io/evict", "never"))
+RECREATED_BY = ("Job", "ReplicaSet", "StatefulSet")
+RECORD = "gpuctl.io/mig-rebalance-evicted"  # on an evicted pod: why (JSON)
+REASON = "MigRebalanceEvict"  # the Event's reason
+
+
+@dataclass(frozen=True)
+class DrainPolicy:
+    namespaces: frozenset[str]
+
+    def why_not(self, pod: Mapping[str, Any]) -> str | None:
+        """None when the policy covers POD, else why it does not (in words)."""
+        meta = pod.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        if ns not in self.namespaces:
+            return f"namespace {ns} is not one --drain-namespace names"
+        marks = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
+        for key, value in NEVER:
+            if marks.get(key) == value:
+                return f"marked {key}: {value}"
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        if owner is None:
+            return "a bare pod: nothing would recreate it"
+        if owner.get("kind") not in RECREATED_BY:
+            return f"a {owner.get('kind')}'s pod: only Jobs', ReplicaSets' and StatefulSets' are"
+        for v in (pod.get("spec") or {}).get("volumes") or []:
+            if "emptyDir" in v or "hostPath" in v:
+                return f"keeps data on the node (volume {v.get('name')})"
+        return None
+
+
+def record(node: str, config_from: str | None, config_to: str) -> str:
+    """The annotation an evicted pod carries: why gpuctl evicted it."""
+    why = f"evicted by gpuctl mig rebalance --drain: node {node} changes MIG config"
+    return json.dumps({"why": why, "node": node, "from": config_from, "to": config_to})
+
+
+def event(pod: Mapping[str, Any], message: str, now: float) -> dict[str, Any]:
+    """A core/v1 Event on the pod, named as the API server names its own (POD.<hex ns>)."""
+    meta = pod.get("metadata") or {}
+    name, ns = meta.get("name"), meta.get("namespace") or "default"
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns}
+    if meta.get("uid"):
+        involved["uid"] = meta["uid"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": ns},
+        "involvedObject": involved,
+        "reason": REASON,
+        "message": message[:1024],
+        "type": "Warning",
+        "source": {"component": "gpuctl"},
+        "reportingComponent": "gpuctl",
+        "reportingInstance": "gpuctl",
+        "firstTimestamp": timestamp(now),
+        "lastTimestamp": timestamp(now),
+        "count": 1,
+    }
