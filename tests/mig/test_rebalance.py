@@ -549,3 +549,20 @@ def test_drain_needs_a_namespace_and_a_namespace_needs_drain(full, capsys):
         capsys, "mig", "rebalance", "--drain-namespace", "ml", "--dry-run", "-n", NS
     )
     assert code == 2 and "--drain" in err
+
+
+def test_ctrl_c_after_the_evictions_uncordons_the_node_and_names_the_pods_evicted(full, capsys):
+    from gpuctl.adapters.kube import Kube
+    from gpuctl.common.errors import Interrupted
+    from gpuctl.mig import service
+
+    policy = service.drain_policy(True, ["ml"])
+    with Kube() as kube:
+        rb = service.plan_rebalance(kube, NS, CM, None, policy)
+        with pytest.raises(Interrupted) as e:
+            service.apply_rebalance(kube, rb, NS, CM, 10, InterruptAt("drained"), policy)
+    said = e.value.message + " ".join(e.value.details)
+    assert "evicted ml/job-a" in said
+    assert not cordoned(full, "a")
+    assert node_of(full, "a").metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    assert "job-a" not in pods_left(full)

@@ -365,3 +365,67 @@ def test_the_drain_policy_covers_only_recreated_pods_in_named_namespaces():
     assert "evict: never" in policy.why_not(pod(annotations={"gpuctl.io/evict": "never"}))
     scratch = {"name": "scratch", "emptyDir": {}}
     assert "volume scratch" in policy.why_not(pod(volumes=[scratch]))
+
+
+def best_drained(nodes, demand):
+    """best() with --drain: a GPU only covered pods may be on is free to change, as long as
+    what those pods use stays offered over the cluster (they come back)."""
+    evictable = {k for n in nodes for p in n.covered for k in n.running[p]}
+    keys = set(demand) | evictable
+    used = Counter()
+    for n in nodes:
+        for use in n.running.values():
+            used.update(use)
+    fixed, choices = Counter(), []
+    for n in nodes:
+        pinned = {p: u for p, u in n.running.items() if p not in n.covered}
+        for gpu in n.gpus.values():
+            if busy(gpu, pinned):
+                fixed.update(gpu.offers())
+                continue
+            seen = {}
+            for lay in [DISABLED, *layouts(n.model)]:
+                proj = tuple(sorted((k, v) for k, v in lay.offers().items() if k in keys))
+                if lay != gpu:
+                    seen.setdefault(proj, (1, proj))
+            now = tuple(sorted((k, v) for k, v in gpu.offers().items() if k in keys))
+            choices.append([(0, now), *seen.values()])
+    top = None
+    for combo in itertools.product(*choices):
+        supply = Counter(fixed)
+        for _, proj in combo:
+            supply.update(dict(proj))
+        if any(supply[k] < used[k] for k in evictable):
+            continue  # an evicted pod would have nowhere to go
+        placed = sum(min(n, max(0, supply[k] - used[k])) for k, n in demand.items())
+        score = (placed, -sum(c for c, _ in combo))
+        top = score if top is None or score > top else top
+    return top
+
+
+@pytest.mark.parametrize("model_name,gpus,cases", [("A30", 4, 30), ("A100-40GB", 3, 20)])
+def test_a_drain_plan_matches_the_exhaustive_optimum(model_name, gpus, cases):
+    from dataclasses import replace
+
+    model = find_model(model_name)
+    rng = random.Random(2828)
+    for _ in range(cases):
+        nodes = [
+            replace(n, covered=frozenset(p for p in n.running if rng.random() < 0.6))
+            for n in random_cluster(rng, model, gpus)
+        ]
+        pending = random_pending(rng, model)
+        demand = Counter()
+        for p in pending:
+            demand.update(p.wants)
+        result = plan(nodes, pending)
+        assert score(nodes, demand, result) == best_drained(nodes, demand), (nodes, pending)
+        for c in result.changes:
+            n = next(n for n in nodes if n.name == c.node)
+            pinned = {p: u for p, u in n.running.items() if p not in n.covered}
+            may = set()
+            for i in c.changed:
+                assert not busy(n.gpus[i], pinned)  # no pod it may not evict is in the way
+                offers = n.gpus[i].offers()
+                may |= {p for p, u in n.running.items() if any(offers[k] for k in u)}
+            assert set(c.evicts) == may and set(c.evicts) <= n.covered
