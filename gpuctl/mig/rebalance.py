@@ -23,7 +23,7 @@ from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
 from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
-from gpuctl.mig.core.drain import RECORD, DrainPolicy, event, record
+from gpuctl.mig.core.drain import OWNER_KINDS, RECORD, DrainPolicy, Ref, event, record
 from gpuctl.mig.core.operator import CONFIG_LABEL, STATE_LABEL
 from gpuctl.mig.core.rebalance import NodeChange, NodeNow, RebalancePlan, plan, stale_configs
 from gpuctl.mig.core.rebalance_read import (
@@ -74,9 +74,25 @@ def plan_rebalance(
     cfg = migparted.parse(doc) if doc is not None else None
     nodes = kube.list_objects("Node")
     pods = kube.unfinished_pods()
-    now, skipped, pending, finishing = read_cluster(nodes, pods, cfg, drain)
+    owners = owners_of(kube, drain) if drain else {}
+    now, skipped, pending, finishing = read_cluster(nodes, pods, cfg, drain, owners)
     pending += pending_workloads(_workloads(kube))
     return plan(now, pending, extra, skipped, finishing)
+
+
+def owners_of(kube: Kube, drain: DrainPolicy) -> dict[Ref, dict]:
+    """The pods' possible owners in the drain's namespaces, by (kind, namespace, name). A
+    kind that cannot be listed (RBAC) is left out: its pods are not covered."""
+    out: dict[Ref, dict] = {}
+    for ns in sorted(drain.namespaces):
+        for kind in OWNER_KINDS:
+            try:
+                found = kube.list_objects(kind, ns)
+            except GpuctlError:
+                continue
+            for o in found:
+                out[(kind, ns, (o.get("metadata") or {}).get("name") or "")] = o
+    return out
 
 
 def _workloads(kube: Kube) -> list[dict]:
@@ -293,7 +309,11 @@ class _NodeRun:
             name = pod_name(pod)
             if name not in c.evicts:
                 continue
-            why_not = self.drain.why_not(pod) if self.drain else "no --drain policy"
+            why_not = (
+                self.drain.why_not(pod, owners_of(self.kube, self.drain))
+                if self.drain
+                else "no --drain policy"
+            )
             if why_not:
                 raise BackendError(f"node {c.node}: pod {name} may not be evicted now: {why_not}")
             ns, short = name.split("/", 1)

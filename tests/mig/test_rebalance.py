@@ -464,6 +464,16 @@ def full(kube, kube_api):
         owned(pod("job-c", "nvidia.com/mig-1g.5gb", node="c", phase="Running"), owner="other"),
         pod("want-7g", "nvidia.com/mig-7g.40gb"),
     )
+    from kubernetes import client
+
+    for name in ("train", "other"):  # the pods' owners (--drain reads their marks too)
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+        }
+        client.BatchV1Api(kube_api).create_namespaced_job("ml", job)
     return kube_api
 
 

@@ -355,16 +355,34 @@ def test_the_drain_policy_covers_only_recreated_pods_in_named_namespaces():
             meta["ownerReferences"] = [{"kind": kind, "name": "o", "controller": True}]
         return {"metadata": meta, "spec": {"volumes": list(volumes)}}
 
-    assert policy.why_not(pod()) is None
-    assert policy.why_not(pod(kind="ReplicaSet")) is None
-    assert policy.why_not(pod(kind="StatefulSet")) is None
-    assert "not one --drain-namespace names" in policy.why_not(pod(ns="prod"))
-    assert "bare pod" in policy.why_not(pod(kind=None))
-    assert "DaemonSet" in policy.why_not(pod(kind="DaemonSet"))
-    assert "reclaim: never" in policy.why_not(pod(labels={"gpuctl.io/reclaim": "never"}))
-    assert "evict: never" in policy.why_not(pod(annotations={"gpuctl.io/evict": "never"}))
+    def obj(kind, labels=None, owner=None):
+        meta = {"name": "o" if kind != "Deployment" else "d", "namespace": "ml"}
+        meta["labels"] = labels or {}
+        if owner:
+            meta["ownerReferences"] = [{"kind": owner, "name": "d", "controller": True}]
+        return {"metadata": meta}
+
+    owners = {(k, "ml", "o"): obj(k) for k in ("Job", "ReplicaSet", "StatefulSet")}
+    for kind in ("Job", "ReplicaSet", "StatefulSet"):
+        assert policy.why_not(pod(kind=kind), owners) is None
+    assert "not one --drain-namespace names" in policy.why_not(pod(ns="prod"), owners)
+    assert "bare pod" in policy.why_not(pod(kind=None), owners)
+    assert "DaemonSet" in policy.why_not(pod(kind="DaemonSet"), owners)
+    never = {"gpuctl.io/reclaim": "never"}
+    assert "reclaim: never" in policy.why_not(pod(labels=never), owners)
+    assert "evict: never" in policy.why_not(pod(annotations={"gpuctl.io/evict": "never"}), owners)
     scratch = {"name": "scratch", "emptyDir": {}}
-    assert "volume scratch" in policy.why_not(pod(volumes=[scratch]))
+    assert "volume scratch" in policy.why_not(pod(volumes=[scratch]), owners)
+    # the owners up the chain: marked, or not readable, cover nothing
+    assert "could not be read" in policy.why_not(pod(), {})
+    marked = {**owners, ("Job", "ml", "o"): obj("Job", never)}
+    assert "its Job ml/o is marked gpuctl.io/reclaim: never" in policy.why_not(pod(), marked)
+    chain = {**owners, ("ReplicaSet", "ml", "o"): obj("ReplicaSet", owner="Deployment")}
+    assert "Deployment ml/d could not be read" in policy.why_not(pod(kind="ReplicaSet"), chain)
+    chain[("Deployment", "ml", "d")] = obj("Deployment", never)
+    assert "Deployment ml/d is marked" in policy.why_not(pod(kind="ReplicaSet"), chain)
+    chain[("Deployment", "ml", "d")] = obj("Deployment")
+    assert policy.why_not(pod(kind="ReplicaSet"), chain) is None
 
 
 def best_drained(nodes, demand):

@@ -7,8 +7,9 @@ A pod is covered when all of these hold:
   alone covers nothing);
 - a controller recreates it: it is a Job's, a ReplicaSet's (a Deployment's) or a
   StatefulSet's pod (a bare pod, a DaemonSet's or anything else's never is);
-- it is not marked `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never` (label or
-  annotation, as reclaim and make-room read them);
+- neither it nor its owners up the chain (the ReplicaSet's Deployment, …) is marked
+  `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never` (label or annotation, as reclaim
+  and make-room read them); an owner that could not be read covers nothing;
 - it keeps no data on the node (no emptyDir or hostPath volume: kubectl drain, too, asks
   before deleting emptyDir data).
 PodDisruptionBudgets are not judged here: the Eviction API enforces them when applying.
@@ -23,6 +24,9 @@ from typing import Any
 
 from gpuctl.k8s.times import timestamp
 
+Ref = tuple[str, str, str]  # (kind, namespace, name)
+OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
+
 NEVER = (("gpuctl.io/reclaim", "never"), ("gpuctl.io/evict", "never"))
 RECREATED_BY = ("Job", "ReplicaSet", "StatefulSet")
 RECORD = "gpuctl.io/mig-rebalance-evicted"  # on an evicted pod: why (JSON)
@@ -33,17 +37,19 @@ REASON = "MigRebalanceEvict"  # the Event's reason
 class DrainPolicy:
     namespaces: frozenset[str]
 
-    def why_not(self, pod: Mapping[str, Any]) -> str | None:
-        """None when the policy covers POD, else why it does not (in words)."""
+    def why_not(
+        self, pod: Mapping[str, Any], owners: Mapping[Ref, Mapping[str, Any]]
+    ) -> str | None:
+        """None when the policy covers POD, else why it does not (in words). OWNERS: the
+        objects of OWNER_KINDS in the policy's namespaces, by (kind, namespace, name)."""
         meta = pod.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         if ns not in self.namespaces:
             return f"namespace {ns} is not one --drain-namespace names"
-        marks = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
-        for key, value in NEVER:
-            if marks.get(key) == value:
-                return f"marked {key}: {value}"
-        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        marked = _marked(pod)
+        if marked:
+            return f"marked {marked}"
+        owner = _controller(pod)
         if owner is None:
             return "a bare pod: nothing would recreate it"
         if owner.get("kind") not in RECREATED_BY:
@@ -51,7 +57,30 @@ class DrainPolicy:
         for v in (pod.get("spec") or {}).get("volumes") or []:
             if "emptyDir" in v or "hostPath" in v:
                 return f"keeps data on the node (volume {v.get('name')})"
+        seen: Mapping[str, Any] | None = pod
+        for _ in range(3):  # the pod's owner, its owner's owner, …
+            ref = _controller(seen) if seen is not None else None
+            if ref is None or ref.get("kind") not in OWNER_KINDS:
+                return None
+            what = f"{ref.get('kind')} {ns}/{ref.get('name')}"
+            seen = owners.get((str(ref.get("kind")), ns, str(ref.get("name"))))
+            if seen is None:
+                return f"its {what} could not be read"
+            marked = _marked(seen)
+            if marked:
+                return f"its {what} is marked {marked}"
         return None
+
+
+def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), None)
+
+
+def _marked(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata") or {}
+    marks = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
+    return next((f"{k}: {v}" for k, v in NEVER if marks.get(k) == v), None)
 
 
 def record(node: str, config_from: str | None, config_to: str) -> str:
