@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from gpuctl.adapters.kube import Conflict, Kube, NotFound
+from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.common.plan import Step
 from gpuctl.common.specfile import load_yaml
@@ -305,15 +305,12 @@ class _NodeRun:
         Event). A PodDisruptionBudget's refusal stops the node as it was."""
         c = self.change
         done = self.evicted
+        owners = owners_of(self.kube, self.drain) if self.drain else {}
         for pod in self._pods():
             name = pod_name(pod)
             if name not in c.evicts:
                 continue
-            why_not = (
-                self.drain.why_not(pod, owners_of(self.kube, self.drain))
-                if self.drain
-                else "no --drain policy"
-            )
+            why_not = self.drain.why_not(pod, owners) if self.drain else "no --drain policy"
             if why_not:
                 raise BackendError(f"node {c.node}: pod {name} may not be evicted now: {why_not}")
             ns, short = name.split("/", 1)
@@ -357,10 +354,11 @@ class _NodeRun:
         return f"evicted {', '.join(self.evicted)}: their controllers recreate them"
 
     def _event(self, pod: dict, message: str) -> None:
+        """An Event on the evicted pod, beside the annotation (which goes with the pod)."""
         try:
             self.kube.create(event(pod, message, time.time()))
-        except Conflict:
-            pass  # the same event, recorded by a try whose answer was lost
+        except GpuctlError:  # the eviction is done: a missing Event must not hide it
+            pass
 
     def label(self) -> None:
         self.state_before = labels_of(self._node()).get(STATE_LABEL)
