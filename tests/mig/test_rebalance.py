@@ -85,11 +85,12 @@ def pod(name, resource, n=1, node=None, phase="Pending"):
 class MigManager:
     """The GPU Operator's MIG manager as the API sees it, for every node."""
 
-    def __init__(self, api, fail=()):
+    def __init__(self, api, fail=(), hold=None):
         from kubernetes import client
 
         self.core = client.CoreV1Api(api)
         self.fail = set(fail)
+        self.hold = hold  # a threading.Event: it stays at pending until that is set
         self.applied = {}
         self.gpus = {}  # physical GPUs per node (single: GFD's count is of slices)
         self.stop = threading.Event()
@@ -112,6 +113,8 @@ class MigManager:
         name = n.metadata.name
         self.label(name, "pending")
         time.sleep(0.1)
+        if self.hold is not None:
+            self.hold.wait(20)
         if name in self.fail:
             self.label(name, "failed")
             return
@@ -329,6 +332,34 @@ def test_ctrl_c_while_the_manager_works_leaves_it_for_the_next_run_to_finish(clu
     code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
     data = json.loads(out)
     assert data["nodes"] == [] and data["finishing"] == [] and data["unplaced"] == []
+
+
+def test_ctrl_c_then_a_run_while_the_manager_is_still_at_it_waits_for_it(cluster, capsys):
+    hold = threading.Event()
+    manager = MigManager(cluster, hold=hold)
+    try:
+        rb, e = apply_with(InterruptAt("wait"))
+        first = rb.changes[0].node
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+            node_of(cluster, first).metadata.labels.get("nvidia.com/mig.config.state") != "pending"
+        ):
+            time.sleep(0.05)
+        code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+        assert code == 0, err
+        data = json.loads(out)
+        assert data["finishing"] == [
+            {"node": first, "finish": "wait", "config": rb.changes[0].config_to}
+        ]
+        assert first not in {n["node"] for n in data["nodes"]}
+        hold.set()
+        code, out, err = run(capsys, "mig", "rebalance", "--yes", "-n", NS, "--timeout", "20")
+        assert code == 0, err
+    finally:
+        hold.set()
+        manager.close()
+    for name in ("busy", "idle", "whole"):
+        assert not cordoned(cluster, name)
 
 
 def test_kueue_workloads_waiting_for_admission_count_as_demand(kube, cluster, capsys):
