@@ -332,10 +332,27 @@ _FORECAST = typer.Option(
 )
 
 
+_DRAIN = typer.Option(
+    False,
+    "--drain",
+    help="Also change GPUs whose pods the policy lets gpuctl evict: Job, ReplicaSet and "
+    "StatefulSet pods in a --drain-namespace, not marked gpuctl.io/reclaim: never or "
+    "gpuctl.io/evict: never, without emptyDir/hostPath data (PodDisruptionBudgets hold).",
+)
+_DRAIN_NAMESPACE = typer.Option(
+    [],
+    "--drain-namespace",
+    metavar="NS",
+    help="A namespace whose GPU pods --drain may evict (repeatable; --drain needs one).",
+)
+
+
 @mig_app.command("rebalance")
 @uses_cluster
 def rebalance(
     demand: str | None = _FORECAST,
+    drain: bool = _DRAIN,
+    drain_namespace: list[str] | None = _DRAIN_NAMESPACE,
     yes: bool = _YES,
     dry_run: bool = _DRY_RUN,
     namespace: str = _OPERATOR_NAMESPACE,
@@ -347,9 +364,10 @@ def rebalance(
     from gpuctl.mig import service, views
 
     say = views.say(output)
+    policy = service.drain_policy(drain, drain_namespace or [])
     with application().kube() as kube:
         configmap = service.rebalance_configmap(kube, configmap)
-        plan = service.plan_rebalance(kube, namespace, configmap, demand)
+        plan = service.plan_rebalance(kube, namespace, configmap, demand, policy)
         views.print_data(plan.to_dict(dry_run), output)
         say("".join(line + "\n" for line in plan.lines()))
         if dry_run or plan.empty:
@@ -362,10 +380,11 @@ def rebalance(
                 if plan.finishing
                 else ""
             )
+            + (f", evicting {plan.evictions} pod(s)" if plan.evictions else "")
             + "?",
             yes,
         )
         done = service.apply_rebalance(
-            kube, plan, namespace, configmap, timeout, views.MigProgress()
+            kube, plan, namespace, configmap, timeout, views.MigProgress(), policy
         )
     say(f"rebalanced: {', '.join(done)}\n")

@@ -23,6 +23,7 @@ from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
 from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
+from gpuctl.mig.core.drain import OWNER_KINDS, RECORD, DrainPolicy, Ref, event, record
 from gpuctl.mig.core.operator import CONFIG_LABEL, STATE_LABEL
 from gpuctl.mig.core.rebalance import NodeChange, NodeNow, RebalancePlan, plan, stale_configs
 from gpuctl.mig.core.rebalance_read import (
@@ -63,15 +64,35 @@ def mig_configmap(kube: Kube) -> str:
 
 
 def plan_rebalance(
-    kube: Kube, namespace: str, configmap: str, extra: dict[str, int] | None = None
+    kube: Kube,
+    namespace: str,
+    configmap: str,
+    extra: dict[str, int] | None = None,
+    drain: DrainPolicy | None = None,
 ) -> RebalancePlan:
     _, doc = _configmap(kube, namespace, configmap)
     cfg = migparted.parse(doc) if doc is not None else None
     nodes = kube.list_objects("Node")
     pods = kube.unfinished_pods()
-    now, skipped, pending, finishing = read_cluster(nodes, pods, cfg)
+    owners = owners_of(kube, drain) if drain else {}
+    now, skipped, pending, finishing = read_cluster(nodes, pods, cfg, drain, owners)
     pending += pending_workloads(_workloads(kube))
     return plan(now, pending, extra, skipped, finishing)
+
+
+def owners_of(kube: Kube, drain: DrainPolicy) -> dict[Ref, dict]:
+    """The pods' possible owners in the drain's namespaces, by (kind, namespace, name). A
+    kind that cannot be listed (RBAC) is left out: its pods are not covered."""
+    out: dict[Ref, dict] = {}
+    for ns in sorted(drain.namespaces):
+        for kind in OWNER_KINDS:
+            try:
+                found = kube.list_objects(kind, ns)
+            except GpuctlError:
+                continue
+            for o in found:
+                out[(kind, ns, (o.get("metadata") or {}).get("name") or "")] = o
+    return out
 
 
 def _workloads(kube: Kube) -> list[dict]:
@@ -133,15 +154,19 @@ def apply(
     timeout: float,
     progress: Progress,
     clock: Callable[[], float] = time.monotonic,
+    drain: DrainPolicy | None = None,
 ) -> list[str]:
     """Carry the plan out node by node; returns the nodes finished. Raises at the first
-    node that fails, saying how that node is left."""
+    node that fails, saying how that node is left. DRAIN: the policy the plan's evictions
+    were chosen by (checked again on each pod before it is evicted)."""
     write_configs(kube, namespace, configmap, rb)
     done: list[str] = []
     work = [(f.as_change(), _FINISH_STEPS[f.what]) for f in rb.finishing]
     work += [(c, _ALL_STEPS) for c in rb.changes]
     for change, steps in work:
-        run = _NodeRun(kube, change, timeout, clock)
+        run = _NodeRun(kube, change, timeout, clock, drain)
+        if not change.evicts:
+            steps = tuple(s for s in steps if s not in ("evict", "drained"))
         try:
             execute(
                 [a for a in run.actions() if a.step.action in steps],
@@ -157,7 +182,7 @@ def apply(
     return done
 
 
-_ALL_STEPS = ("cordon", "check", "label", "wait", "uncordon")
+_ALL_STEPS = ("cordon", "check", "evict", "drained", "label", "wait", "uncordon")
 _FINISH_STEPS = {
     "retry": ("label", "wait", "uncordon"),
     "wait": ("wait", "uncordon"),
@@ -166,8 +191,12 @@ _FINISH_STEPS = {
 
 
 class _NodeRun:
-    def __init__(self, kube: Kube, change: NodeChange, timeout: float, clock) -> None:
+    def __init__(
+        self, kube: Kube, change: NodeChange, timeout: float, clock, drain: DrainPolicy | None
+    ) -> None:
         self.kube, self.change, self.timeout, self.clock = kube, change, timeout, clock
+        self.drain = drain
+        self.evicted: list[str] = []
         self.labelled = False
         self.state_before: str | None = None  # the state label when ours was set
 
@@ -181,9 +210,19 @@ class _NodeRun:
                 self.uncordon_unless_labelled,
             ),
             Action(
-                Step("check", node, f"no pod on GPU {_gpus(c.changed)}"),
-                self.check_idle,
+                Step("check", node, f"no pod on GPU {_gpus(c.changed)}" + _but(c.evicts)),
+                lambda: self.check_idle(set(c.evicts)),
                 lambda: None,  # a read: nothing to undo
+            ),
+            Action(
+                Step("evict", node, f"{', '.join(c.evicts)} (--drain)"),
+                self.evict,
+                self.left_evicted,
+            ),
+            Action(
+                Step("drained", node, "the evicted pods are gone"),
+                lambda: self.check_idle(set()),
+                lambda: None,
             ),
             Action(
                 Step("label", node, f"{CONFIG_LABEL}: {c.config_from} -> {c.config_to}"),
@@ -236,18 +275,20 @@ class _NodeRun:
     def left_labelled(self) -> str | None:
         return f"{CONFIG_LABEL}={self.change.config_to} left set" if self.labelled else None
 
-    def check_idle(self) -> None:
-        """No running pod may be on a GPU that changes; one that started since the plan was
-        read is waited for (until the timeout)."""
+    def _pods(self) -> list[dict]:
+        return [
+            p
+            for p in self.kube.unfinished_pods()
+            if (p.get("spec") or {}).get("nodeName") == self.change.node
+        ]
+
+    def check_idle(self, evicted: set[str]) -> None:
+        """No running pod may be on a GPU that changes but those the plan EVICTED; one that
+        started since the plan was read is waited for (until the timeout)."""
         start = self.clock()
         while True:
-            pods = [
-                p
-                for p in self.kube.unfinished_pods()
-                if (p.get("spec") or {}).get("nodeName") == self.change.node
-            ]
-            busy = _busy_on(self.change, pods)
-            in_way = sorted({p for i in self.change.changed for p in busy.get(i, [])})
+            busy = _busy_on(self.change, self._pods())
+            in_way = sorted({p for i in self.change.changed for p in busy.get(i, [])} - evicted)
             if not in_way:
                 return
             if self.clock() - start >= self.timeout:
@@ -257,6 +298,67 @@ class _NodeRun:
                     hint="wait for them to finish and run the same command again",
                 )
             time.sleep(POLL)
+
+    def evict(self) -> None:
+        """Evict the plan's pods still on the node through the Eviction API, each one
+        first checked against the drain policy again and marked with why (annotation and
+        Event). A PodDisruptionBudget's refusal stops the node as it was."""
+        c = self.change
+        done = self.evicted
+        owners = owners_of(self.kube, self.drain) if self.drain else {}
+        for pod in self._pods():
+            name = pod_name(pod)
+            if name not in c.evicts:
+                continue
+            why_not = self.drain.why_not(pod, owners) if self.drain else "no --drain policy"
+            if why_not:
+                raise BackendError(f"node {c.node}: pod {name} may not be evicted now: {why_not}")
+            ns, short = name.split("/", 1)
+            why = record(c.node, c.config_from, c.config_to)
+            try:
+                self._annotate(short, ns, why)
+                self.kube.evict(short, ns)
+            except NotFound:
+                continue  # gone already: what the step wanted
+            except BackendError as e:
+                if "HTTP 429" not in e.message:
+                    raise
+                self._annotate(short, ns, None)  # not evicted after all
+                raise BackendError(
+                    f"node {c.node}: a PodDisruptionBudget allows no eviction of {name} now; "
+                    "the node is uncordoned, its layout as it was"
+                    + (f" (evicted before it: {', '.join(done)})" if done else ""),
+                    hint="run the same command again once the budget allows a disruption",
+                ) from None
+            done.append(name)
+            self._event(
+                pod,
+                f"evicted by gpuctl mig rebalance --drain: node {c.node} changes MIG config "
+                f"{c.config_from} -> {c.config_to}",
+            )
+
+    def _annotate(self, name: str, namespace: str, why: str | None) -> None:
+        """Record on the pod why it is evicted (None: remove the record)."""
+        body = {"metadata": {"annotations": {RECORD: why}}}
+        try:
+            self.kube.patch("Pod", name, namespace, body)
+        except NotFound:
+            if why is not None:
+                raise
+
+    def left_evicted(self) -> str | None:
+        """An eviction cannot be undone: say which pods went (their controllers recreate
+        them)."""
+        if not self.evicted:
+            return None
+        return f"evicted {', '.join(self.evicted)}: their controllers recreate them"
+
+    def _event(self, pod: dict, message: str) -> None:
+        """An Event on the evicted pod, beside the annotation (which goes with the pod)."""
+        try:
+            self.kube.create(event(pod, message, time.time()))
+        except GpuctlError:  # the eviction is done: a missing Event must not hide it
+            pass
 
     def label(self) -> None:
         self.state_before = labels_of(self._node()).get(STATE_LABEL)
@@ -297,6 +399,10 @@ def _gpus(indexes: list[int]) -> str:
     return ", ".join(map(str, indexes))
 
 
+def _but(evicts: tuple[str, ...]) -> str:
+    return f" but the {len(evicts)} pod(s) it evicts" if evicts else ""
+
+
 def _busy_on(change: NodeChange, pods: list[dict]) -> dict[int, list[str]]:
     """The GPUs of the node that its pods may be on now (the layouts before the change)."""
     single = None
@@ -304,7 +410,7 @@ def _busy_on(change: NodeChange, pods: list[dict]) -> dict[int, list[str]]:
         single = next(iter(change.before.values())).offers().most_common(1)[0][0]
     running = {pod_name(p): wants_of(p, single) for p in pods}
     model = find_model(change.model)
-    return NodeNow(change.node, model, change.strategy, None, change.before, running).busy()
+    return NodeNow(change.node, model, change.strategy, None, change.before, running).holders()
 
 
 def _offers_planned(node: dict, change: NodeChange) -> bool:

@@ -348,19 +348,43 @@ def rebalance_configmap(kube: Kube, configmap: str | None) -> str:
     return configmap or rebalance.mig_configmap(kube)
 
 
-def plan_rebalance(kube: Kube, namespace: str, configmap: str, demand: str | None):
-    """The rebalance plan for the cluster's pending MIG demand (and --demand's forecast)."""
+def drain_policy(drain: bool, namespaces: list[str]):
+    """--drain's policy (None without --drain); --drain names at least one namespace."""
+    from gpuctl.common.errors import UsageError
+    from gpuctl.mig.core.drain import DrainPolicy
+
+    if not drain:
+        if namespaces:
+            raise UsageError("--drain-namespace needs --drain")
+        return None
+    if not namespaces:
+        raise UsageError(
+            "--drain needs --drain-namespace NS: the namespaces whose GPU pods may be evicted",
+            hint="e.g. gpuctl mig rebalance --drain --drain-namespace ml-batch --dry-run",
+        )
+    return DrainPolicy(frozenset(namespaces))
+
+
+def plan_rebalance(kube: Kube, namespace: str, configmap: str, demand: str | None, drain=None):
+    """The rebalance plan for the cluster's pending MIG demand (and --demand's forecast);
+    DRAIN: the policy of the pods it may evict (None: it evicts none)."""
     from gpuctl.mig import rebalance
     from gpuctl.mig.core.plan import parse_demand
 
     extra = parse_demand(demand) if demand else None
-    return rebalance.plan_rebalance(kube, namespace, configmap, extra)
+    return rebalance.plan_rebalance(kube, namespace, configmap, extra, drain)
 
 
 def apply_rebalance(
-    kube: Kube, plan, namespace: str, configmap: str, timeout: float, progress: Progress
+    kube: Kube,
+    plan,
+    namespace: str,
+    configmap: str,
+    timeout: float,
+    progress: Progress,
+    drain=None,
 ) -> list[str]:
     """Apply the rebalance plan node by node; returns the nodes finished."""
     from gpuctl.mig import rebalance
 
-    return rebalance.apply(kube, plan, namespace, configmap, timeout, progress)
+    return rebalance.apply(kube, plan, namespace, configmap, timeout, progress, drain=drain)

@@ -85,11 +85,12 @@ def pod(name, resource, n=1, node=None, phase="Pending"):
 class MigManager:
     """The GPU Operator's MIG manager as the API sees it, for every node."""
 
-    def __init__(self, api, fail=()):
+    def __init__(self, api, fail=(), hold=None):
         from kubernetes import client
 
         self.core = client.CoreV1Api(api)
         self.fail = set(fail)
+        self.hold = hold  # a threading.Event: it stays at pending until that is set
         self.applied = {}
         self.gpus = {}  # physical GPUs per node (single: GFD's count is of slices)
         self.stop = threading.Event()
@@ -112,6 +113,8 @@ class MigManager:
         name = n.metadata.name
         self.label(name, "pending")
         time.sleep(0.1)
+        if self.hold is not None:
+            self.hold.wait(20)
         if name in self.fail:
             self.label(name, "failed")
             return
@@ -306,10 +309,6 @@ def test_ctrl_c_before_the_label_leaves_the_node_as_it_was(cluster, capsys):
     assert node.metadata.labels["nvidia.com/mig.config"] == rb.changes[0].config_from
 
 
-@pytest.mark.skip(
-    reason="order-dependent: passes alone, fails after other tests in the same worker "
-    "(the next run re-plans the node instead of finishing it); under investigation"
-)
 def test_ctrl_c_while_the_manager_works_leaves_it_for_the_next_run_to_finish(cluster, capsys):
     manager = MigManager(cluster)
     try:
@@ -333,6 +332,34 @@ def test_ctrl_c_while_the_manager_works_leaves_it_for_the_next_run_to_finish(clu
     code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
     data = json.loads(out)
     assert data["nodes"] == [] and data["finishing"] == [] and data["unplaced"] == []
+
+
+def test_ctrl_c_then_a_run_while_the_manager_is_still_at_it_waits_for_it(cluster, capsys):
+    hold = threading.Event()
+    manager = MigManager(cluster, hold=hold)
+    try:
+        rb, e = apply_with(InterruptAt("wait"))
+        first = rb.changes[0].node
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+            node_of(cluster, first).metadata.labels.get("nvidia.com/mig.config.state") != "pending"
+        ):
+            time.sleep(0.05)
+        code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+        assert code == 0, err
+        data = json.loads(out)
+        assert data["finishing"] == [
+            {"node": first, "finish": "wait", "config": rb.changes[0].config_to}
+        ]
+        assert first not in {n["node"] for n in data["nodes"]}
+        hold.set()
+        code, out, err = run(capsys, "mig", "rebalance", "--yes", "-n", NS, "--timeout", "20")
+        assert code == 0, err
+    finally:
+        hold.set()
+        manager.close()
+    for name in ("busy", "idle", "whole"):
+        assert not cordoned(cluster, name)
 
 
 def test_kueue_workloads_waiting_for_admission_count_as_demand(kube, cluster, capsys):
@@ -429,3 +456,154 @@ def test_single_strategy_nodes_are_rebalanced_whole(kube, kube_api, capsys):
     assert not cordoned(kube_api, "s")
     assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"
     assert node.status.allocatable["nvidia.com/gpu"] == "4"
+
+
+# ---------- --drain ----------
+
+
+def owned(p, kind="Job", owner="train"):
+    p["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": kind,
+            "name": owner,
+            "uid": "u-" + owner,
+            "controller": True,
+        }
+    ]
+    return p
+
+
+@pytest.fixture
+def full(kube, kube_api):
+    """Every GPU may hold a running 1g.5gb pod; a pending pod wants a whole 7g.40gb. Node a's
+    pod is a Job's in ml (--drain may evict it); b's is bare; c's is marked never and has a
+    Job's pod beside it."""
+    never = owned(pod("never", "nvidia.com/mig-1g.5gb", node="c", phase="Running"))
+    never["metadata"]["labels"] = {"gpuctl.io/reclaim": "never"}
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    seed(
+        kube_api,
+        configmap(),
+        mig_node("a", "all-1g.5gb"),
+        mig_node("b", "all-1g.5gb"),
+        mig_node("c", "all-1g.5gb"),
+        owned(pod("job-a", "nvidia.com/mig-1g.5gb", node="a", phase="Running")),
+        pod("bare", "nvidia.com/mig-1g.5gb", node="b", phase="Running"),
+        never,
+        owned(pod("job-c", "nvidia.com/mig-1g.5gb", node="c", phase="Running"), owner="other"),
+        pod("want-7g", "nvidia.com/mig-7g.40gb"),
+    )
+    from kubernetes import client
+
+    for name in ("train", "other"):  # the pods' owners (--drain reads their marks too)
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+        }
+        client.BatchV1Api(kube_api).create_namespaced_job("ml", job)
+    return kube_api
+
+
+DRAIN = ("--drain", "--drain-namespace", "ml")
+
+
+def pods_left(api):
+    from kubernetes import client
+
+    return sorted(p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod("ml").items)
+
+
+def test_a_drain_plan_names_and_evicts_exactly_the_covered_pods(full, capsys):
+    code, out, err = run(capsys, "mig", "rebalance", "--dry-run", "-o", "json", "-n", NS)
+    assert code == 0, err
+    assert json.loads(out)["nodes"] == []  # without --drain nothing changes
+    code, out, err = run(capsys, "mig", "rebalance", *DRAIN, "--dry-run", "-o", "json", "-n", NS)
+    assert code == 0, err
+    data = json.loads(out)
+    (change,) = data["nodes"]
+    assert change["node"] == "a" and change["evicts"] == ["ml/job-a"]
+    assert change["unblocks"] == ["ml/want-7g"] and len(change["gpusChanged"]) == 1
+    assert set(data["notEvictable"]) == {"ml/bare", "ml/never"}
+    assert "bare pod" in data["notEvictable"]["ml/bare"]
+    assert "gpuctl.io/reclaim: never" in data["notEvictable"]["ml/never"]
+    assert pods_left(full) == ["bare", "job-a", "job-c", "never", "want-7g"]  # dry run
+    manager = MigManager(full)
+    try:
+        code, out, err = run(
+            capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", "20"
+        )
+        assert code == 0, err
+    finally:
+        manager.close()
+    assert pods_left(full) == ["bare", "job-c", "never", "want-7g"]
+    node = node_of(full, "a")
+    assert not cordoned(full, "a")
+    assert node.status.allocatable["nvidia.com/mig-7g.40gb"] == "1"
+    for name in ("b", "c"):
+        assert node_of(full, name).metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    from kubernetes import client
+
+    events = client.CoreV1Api(full).list_namespaced_event("ml").items
+    (ev,) = [e for e in events if e.involved_object.name == "job-a"]
+    assert ev.reason == "MigRebalanceEvict" and "node a" in ev.message
+
+
+def test_a_disruption_budget_stops_the_node_as_it_was(full, capsys):
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep", "namespace": "ml"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "train"}}},
+        "status": {"disruptionsAllowed": 0},
+    }
+    from kubernetes import client
+
+    client.CoreV1Api(full).patch_namespaced_pod(
+        "job-a", "ml", {"metadata": {"labels": {"app": "train"}}}
+    )
+    client.PolicyV1Api(full).create_namespaced_pod_disruption_budget("ml", pdb)
+    manager = MigManager(full)
+    try:
+        code, out, err = run(
+            capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", "5"
+        )
+    finally:
+        manager.close()
+    assert code == 1
+    assert "PodDisruptionBudget" in err and "uncordoned" in err
+    assert not cordoned(full, "a")
+    assert "gpuctl.io/mig-rebalance" not in (node_of(full, "a").metadata.annotations or {})
+    assert node_of(full, "a").metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    assert "job-a" in pods_left(full)
+    kept = client.CoreV1Api(full).read_namespaced_pod("job-a", "ml")
+    assert "gpuctl.io/mig-rebalance-evicted" not in (kept.metadata.annotations or {})
+
+
+def test_drain_needs_a_namespace_and_a_namespace_needs_drain(full, capsys):
+    code, out, err = run(capsys, "mig", "rebalance", "--drain", "--dry-run", "-n", NS)
+    assert code == 2 and "--drain-namespace" in err
+    code, out, err = run(
+        capsys, "mig", "rebalance", "--drain-namespace", "ml", "--dry-run", "-n", NS
+    )
+    assert code == 2 and "--drain" in err
+
+
+def test_ctrl_c_after_the_evictions_uncordons_the_node_and_names_the_pods_evicted(full, capsys):
+    from gpuctl.adapters.kube import Kube
+    from gpuctl.common.errors import Interrupted
+    from gpuctl.mig import service
+
+    policy = service.drain_policy(True, ["ml"])
+    with Kube() as kube:
+        rb = service.plan_rebalance(kube, NS, CM, None, policy)
+        with pytest.raises(Interrupted) as e:
+            service.apply_rebalance(kube, rb, NS, CM, 10, InterruptAt("drained"), policy)
+    said = e.value.message + " ".join(e.value.details)
+    assert "evicted ml/job-a" in said
+    assert not cordoned(full, "a")
+    assert node_of(full, "a").metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    assert "job-a" not in pods_left(full)

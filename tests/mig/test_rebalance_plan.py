@@ -296,3 +296,154 @@ def test_only_gpuctls_configs_no_node_uses_are_pruned():
 
     names = ["all-disabled", "custom-a", "gpuctl-old", "gpuctl-used", "gpuctl-new"]
     assert stale_configs(names, {"gpuctl-used", "all-disabled"}, {"gpuctl-new"}) == ["gpuctl-old"]
+
+
+def test_a_node_an_earlier_run_left_cordoned_is_finished_not_replanned():
+    """Its config is applied (the manager said success) but it is still cordoned with
+    gpuctl's record: the plan uncordons it with that layout, even where changing it again
+    would serve the demand as well as changing another GPU does."""
+    from gpuctl.mig.core.rebalance import Finish
+
+    model = find_model("A100-40GB")
+    seven = Layout(True, {"7g.40gb": 1})
+    ones = Layout(True, {"1g.5gb": 7})
+    done = NodeNow("done", model, "mixed", "gpuctl-a", {0: ones, 1: seven})
+    other = NodeNow("other", model, "mixed", "all-disabled", {0: DISABLED, 1: DISABLED})
+    pending = [Pending("ns/a", {"3g.20gb": 1}), Pending("ns/b", {"3g.20gb": 1})]
+    finish = Finish("done", "uncordon", "gpuctl-a", None, "A100-40GB", "mixed", done.gpus)
+    for nodes in ([done, other], [other, done]):
+        result = plan(nodes, pending, finishing=[finish])
+        assert result.finishing == (finish,)
+        assert [c.node for c in result.changes] == ["other"]
+        assert result.unplaced == ()
+    # alone, it is kept too: the demand waits for the next run rather than re-plan it
+    result = plan([done], pending, finishing=[finish])
+    assert result.changes == () and result.finishing == (finish,)
+    assert set(result.unplaced) == {"ns/a", "ns/b"}
+
+
+def test_drain_changes_a_drainable_gpu_only_when_no_idle_one_serves_as_well():
+    model = find_model("A100-40GB")
+    ones = Layout(True, {"1g.5gb": 7})
+    job = {"ns/job": {"1g.5gb": 1}}
+    drainable = NodeNow("d", model, "mixed", "x", {0: ones}, job, covered=frozenset(job))
+    idle = NodeNow("i", model, "mixed", "x", {0: ones})
+    pinned = NodeNow("p", model, "mixed", "x", {0: ones}, {"ns/bare": {"1g.5gb": 1}})
+    want = [Pending("ns/w", {"7g.40gb": 1})]
+    # an idle GPU serves: the drainable one is left, nothing is evicted
+    result = plan([drainable, idle, pinned], want)
+    assert [(c.node, c.evicts) for c in result.changes] == [("i", ())]
+    # two 7g wanted, one idle GPU: the drainable one changes too, evicting its pod; the
+    # pod still has a 1g.5gb to go to (the pinned node's)
+    result = plan([drainable, idle, pinned], want + [Pending("ns/w2", {"7g.40gb": 1})])
+    assert sorted((c.node, c.evicts) for c in result.changes) == [("d", ("ns/job",)), ("i", ())]
+    assert result.unplaced == ()
+    # an evicted pod must have somewhere to go: with no other 1g.5gb the pod stays
+    result = plan([drainable], want)
+    assert result.changes == () and result.unplaced == ("ns/w",)
+
+
+def test_the_drain_policy_covers_only_recreated_pods_in_named_namespaces():
+    from gpuctl.mig.core.drain import DrainPolicy
+
+    policy = DrainPolicy(frozenset({"ml"}))
+
+    def pod(ns="ml", kind="Job", labels=None, annotations=None, volumes=()):
+        meta = {"name": "p", "namespace": ns, "labels": labels or {}}
+        meta["annotations"] = annotations or {}
+        if kind:
+            meta["ownerReferences"] = [{"kind": kind, "name": "o", "controller": True}]
+        return {"metadata": meta, "spec": {"volumes": list(volumes)}}
+
+    def obj(kind, labels=None, owner=None):
+        meta = {"name": "o" if kind != "Deployment" else "d", "namespace": "ml"}
+        meta["labels"] = labels or {}
+        if owner:
+            meta["ownerReferences"] = [{"kind": owner, "name": "d", "controller": True}]
+        return {"metadata": meta}
+
+    owners = {(k, "ml", "o"): obj(k) for k in ("Job", "ReplicaSet", "StatefulSet")}
+    for kind in ("Job", "ReplicaSet", "StatefulSet"):
+        assert policy.why_not(pod(kind=kind), owners) is None
+    assert "not one --drain-namespace names" in policy.why_not(pod(ns="prod"), owners)
+    assert "bare pod" in policy.why_not(pod(kind=None), owners)
+    assert "DaemonSet" in policy.why_not(pod(kind="DaemonSet"), owners)
+    never = {"gpuctl.io/reclaim": "never"}
+    assert "reclaim: never" in policy.why_not(pod(labels=never), owners)
+    assert "evict: never" in policy.why_not(pod(annotations={"gpuctl.io/evict": "never"}), owners)
+    scratch = {"name": "scratch", "emptyDir": {}}
+    assert "volume scratch" in policy.why_not(pod(volumes=[scratch]), owners)
+    # the owners up the chain: marked, or not readable, cover nothing
+    assert "could not be read" in policy.why_not(pod(), {})
+    marked = {**owners, ("Job", "ml", "o"): obj("Job", never)}
+    assert "its Job ml/o is marked gpuctl.io/reclaim: never" in policy.why_not(pod(), marked)
+    chain = {**owners, ("ReplicaSet", "ml", "o"): obj("ReplicaSet", owner="Deployment")}
+    assert "Deployment ml/d could not be read" in policy.why_not(pod(kind="ReplicaSet"), chain)
+    chain[("Deployment", "ml", "d")] = obj("Deployment", never)
+    assert "Deployment ml/d is marked" in policy.why_not(pod(kind="ReplicaSet"), chain)
+    chain[("Deployment", "ml", "d")] = obj("Deployment")
+    assert policy.why_not(pod(kind="ReplicaSet"), chain) is None
+
+
+def best_drained(nodes, demand):
+    """best() with --drain: a GPU only covered pods may be on is free to change, as long as
+    what those pods use stays offered over the cluster (they come back)."""
+    evictable = {k for n in nodes for p in n.covered for k in n.running[p]}
+    keys = set(demand) | evictable
+    used = Counter()
+    for n in nodes:
+        for use in n.running.values():
+            used.update(use)
+    fixed, choices = Counter(), []
+    for n in nodes:
+        pinned = {p: u for p, u in n.running.items() if p not in n.covered}
+        for gpu in n.gpus.values():
+            if busy(gpu, pinned):
+                fixed.update(gpu.offers())
+                continue
+            seen = {}
+            for lay in [DISABLED, *layouts(n.model)]:
+                proj = tuple(sorted((k, v) for k, v in lay.offers().items() if k in keys))
+                if lay != gpu:
+                    seen.setdefault(proj, (1, proj))
+            now = tuple(sorted((k, v) for k, v in gpu.offers().items() if k in keys))
+            choices.append([(0, now), *seen.values()])
+    top = None
+    for combo in itertools.product(*choices):
+        supply = Counter(fixed)
+        for _, proj in combo:
+            supply.update(dict(proj))
+        if any(supply[k] < used[k] for k in evictable):
+            continue  # an evicted pod would have nowhere to go
+        placed = sum(min(n, max(0, supply[k] - used[k])) for k, n in demand.items())
+        score = (placed, -sum(c for c, _ in combo))
+        top = score if top is None or score > top else top
+    return top
+
+
+@pytest.mark.parametrize("model_name,gpus,cases", [("A30", 4, 30), ("A100-40GB", 3, 20)])
+def test_a_drain_plan_matches_the_exhaustive_optimum(model_name, gpus, cases):
+    from dataclasses import replace
+
+    model = find_model(model_name)
+    rng = random.Random(2828)
+    for _ in range(cases):
+        nodes = [
+            replace(n, covered=frozenset(p for p in n.running if rng.random() < 0.6))
+            for n in random_cluster(rng, model, gpus)
+        ]
+        pending = random_pending(rng, model)
+        demand = Counter()
+        for p in pending:
+            demand.update(p.wants)
+        result = plan(nodes, pending)
+        assert score(nodes, demand, result) == best_drained(nodes, demand), (nodes, pending)
+        for c in result.changes:
+            n = next(n for n in nodes if n.name == c.node)
+            pinned = {p: u for p, u in n.running.items() if p not in n.covered}
+            may = set()
+            for i in c.changed:
+                assert not busy(n.gpus[i], pinned)  # no pod it may not evict is in the way
+                offers = n.gpus[i].offers()
+                may |= {p for p, u in n.running.items() if any(offers[k] for k in u)}
+            assert set(c.evicts) == may and set(c.evicts) <= n.covered

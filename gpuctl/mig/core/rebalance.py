@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuctl.common.errors import UsageError
@@ -63,7 +63,8 @@ DISABLED = Layout(False)
 @dataclass(frozen=True)
 class NodeNow:
     """A node as it is: its GPUs' layouts (by index), the single or mixed MIG strategy,
-    its config label, and what its running pods use (profile or WHOLE → count, by pod)."""
+    its config label, what its running pods use (profile or WHOLE → count, by pod) and
+    which of those pods --drain's policy lets the plan evict (COVERED)."""
 
     name: str
     model: GpuModel
@@ -71,7 +72,9 @@ class NodeNow:
     config: str | None
     gpus: Mapping[int, Layout]
     running: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # pod → use
-    settling: bool = False  # a config of an earlier run is being applied: keep every GPU
+    settling: bool = False  # an earlier run's config is applied or finished: keep every GPU
+    covered: frozenset[str] = frozenset()  # running pods a drain may evict
+    not_covered: Mapping[str, str] = field(default_factory=dict)  # with --drain: pod → why
 
     def used(self) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -79,17 +82,31 @@ class NodeNow:
             out.update(use)
         return out
 
-    def busy(self) -> dict[int, list[str]]:
+    def holders(self) -> dict[int, list[str]]:
         """GPU index → the running pods that may be on it (see the module's note)."""
         out: dict[int, list[str]] = {}
-        if self.settling:
-            return {i: [f"(being reconfigured to {self.config})"] for i in self.gpus}
         for index, layout in self.gpus.items():
             offers = layout.offers()
             pods = [p for p, use in self.running.items() if any(offers[k] for k in use)]
             if pods:
                 out[index] = pods
         return out
+
+    def busy(self) -> dict[int, list[str]]:
+        """The GPUs that keep their layout: those that may hold a pod the plan may not
+        evict (index → those pods), every GPU while an earlier run's config settles."""
+        if self.settling:
+            return {i: [f"(an earlier run's {self.config}, finished first)"] for i in self.gpus}
+        return {
+            i: kept
+            for i, pods in self.holders().items()
+            if (kept := [p for p in pods if p not in self.covered])
+        }
+
+    def drained(self) -> dict[int, list[str]]:
+        """The GPUs that may change only by evicting their pods: index → those pods."""
+        busy = self.busy()
+        return {i: pods for i, pods in self.holders().items() if i not in busy}
 
     def offers(self) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -217,6 +234,7 @@ class RebalancePlan:
     finishing: tuple[Finish, ...] = ()
     forecast: Mapping[str, int] = field(default_factory=dict)  # --demand, in DEMAND too
     optimal: bool = True  # False: the solver's time limit ended the search
+    not_evictable: Mapping[str, str] = field(default_factory=dict)  # --drain: pod → why
 
     @property
     def empty(self) -> bool:
@@ -225,6 +243,10 @@ class RebalancePlan:
     @property
     def gpus_changed(self) -> int:
         return sum(len(c.changed) for c in self.changes)
+
+    @property
+    def evictions(self) -> int:
+        return sum(len(c.evicts) for c in self.changes)
 
     @property
     def placed(self) -> int:
@@ -247,6 +269,7 @@ class RebalancePlan:
             "configs": self.configs(),
             "finishing": [f.to_dict() for f in self.finishing],
             "optimal": self.optimal,
+            "notEvictable": dict(self.not_evictable),
             "dryRun": dry_run,
         }
 
@@ -269,6 +292,8 @@ class RebalancePlan:
                 out.append(f"  evicts: {', '.join(c.evicts)}")
         for n, gpus in self.kept_busy.items():
             out.append(f"node {n}: GPU {', '.join(map(str, gpus))} kept as they are (in use)")
+        for pod, why in self.not_evictable.items():
+            out.append(f"not evicted: {pod}: {why}")
         if self.unplaced:
             out.append(f"still not placeable: {', '.join(self.unplaced)}")
         wanted = sum(self.demand.values()) - sum(self.forecast.values())
@@ -340,15 +365,17 @@ def _single_options(model: GpuModel, wanted: set[str]) -> list[Layout]:
     return out
 
 
-def _columns(nodes: Sequence[NodeNow], wanted: set[str]) -> list[_Column]:
+def _columns(nodes: Sequence[NodeNow], wanted: set[str], unit: int) -> list[_Column]:
     """The program's columns. Idle GPUs of one model with one layout are alike wherever
     they are (demand counts over the cluster), so they form one group for the whole cluster;
-    a GPU in use has one column (kept); a single-strategy node changes as a whole."""
+    a GPU in use has one column (kept); a GPU only pods a drain may evict may be on has its
+    own columns; a single-strategy node changes as a whole. A change costs UNIT per GPU,
+    and one more per pod it evicts (fewer evictions break a tie of GPUs changed)."""
     cols: list[_Column] = []
     groups: dict[tuple[str, Layout], list[tuple[int, int]]] = {}
     models = {n.model.short_name: n.model for n in nodes}
     for ni, n in enumerate(nodes):
-        busy = n.busy()
+        busy, drained = n.busy(), n.drained()
         if n.strategy == "single":
             members = tuple((ni, i) for i in sorted(n.gpus))
             cols.append(_Column(ni, members, None, dict(n.gpus), 0, n.offers()))
@@ -356,14 +383,21 @@ def _columns(nodes: Sequence[NodeNow], wanted: set[str]) -> list[_Column]:
                 continue
             for lay in _single_options(n.model, wanted):
                 after = {i: lay for i in n.gpus}
-                cost = sum(after[i] != n.gpus[i] for i in n.gpus)
-                if cost:
+                changed = sum(after[i] != n.gpus[i] for i in n.gpus)
+                if changed:
                     offers = Counter({k: v * len(n.gpus) for k, v in lay.offers().items()})
+                    cost = changed * unit + len(n.running)  # all its pods go
                     cols.append(_Column(ni, members, None, after, cost, offers))
             continue
         for i in sorted(n.gpus):
             if i in busy:  # kept: its only column
                 cols.append(_Column(-1, ((ni, i),), n.gpus[i], {}, 0, n.gpus[i].offers()))
+            elif i in drained:
+                cols.append(_Column(-1, ((ni, i),), n.gpus[i], {}, 0, n.gpus[i].offers()))
+                for lay in _options(n.model, wanted):
+                    if lay != n.gpus[i]:
+                        cost = unit + len(drained[i])
+                        cols.append(_Column(-1, ((ni, i),), lay, {}, cost, lay.offers()))
             else:
                 groups.setdefault((n.model.short_name, n.gpus[i]), []).append((ni, i))
     for (model, now), alike in groups.items():
@@ -371,8 +405,19 @@ def _columns(nodes: Sequence[NodeNow], wanted: set[str]) -> list[_Column]:
         cols.append(_Column(-1, group, now, {}, 0, now.offers()))
         for lay in _options(models[model], wanted):
             if lay != now:
-                cols.append(_Column(-1, group, lay, {}, 1, lay.offers()))
+                cols.append(_Column(-1, group, lay, {}, unit, lay.offers()))
     return cols
+
+
+def _evictions_at_most(nodes: Sequence[NodeNow]) -> int:
+    """An upper bound of the drain costs of any plan (the unit cost of a GPU exceeds it)."""
+    out = 0
+    for n in nodes:
+        if n.strategy == "single":
+            out += 0 if n.busy() else len(n.running)
+        else:
+            out += sum(len(p) for p in n.drained().values())
+    return out
 
 
 def choose(
@@ -385,18 +430,21 @@ def choose(
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     wanted = {k for k, v in demand.items() if v > 0}
-    cols = _columns(nodes, wanted)
-    keys = sorted(wanted)
+    # what pods a drain may evict use must stay offered somewhere: they come back
+    evictable = {k for n in nodes for p in n.covered for k in n.running.get(p, {})}
+    unit = _evictions_at_most(nodes) + 1  # one GPU more changed outweighs any evictions
+    cols = _columns(nodes, wanted | evictable, unit)
+    keys = sorted(wanted | evictable)
     used: Counter[str] = Counter()
     kept: Counter[str] = Counter()  # what the GPUs in use offer: all that runs is there
     for n in nodes:
         used.update(n.used())
-        for i in n.busy():
+        for i in set(n.busy()) | set(n.holders()):
             kept.update(n.gpus[i].offers())
     used = Counter({k: min(v, kept[k]) for k, v in used.items()})  # stale counts: no more
     nx, ns = len(cols), len(keys)
     total_gpus = sum(len(n.gpus) for n in nodes)
-    weight = total_gpus + 1  # one more slice placed beats any number of GPUs changed
+    weight = (total_gpus + 1) * unit  # one more slice placed beats any GPUs changed
     # variables: per column how many of its group's GPUs take it, then per key how many served
     cost = np.concatenate([np.array([c.cost for c in cols], dtype=float), -weight * np.ones(ns)])
     rows: list[Any] = []
@@ -420,7 +468,7 @@ def choose(
         lbs.append(-np.inf)
         ubs.append(-used[key])
     upper = np.array(
-        [1 if c.layout is None else len(c.group) for c in cols] + [demand[k] for k in keys],
+        [1 if c.layout is None else len(c.group) for c in cols] + [demand.get(k, 0) for k in keys],
         dtype=float,
     )
     res = milp(
@@ -504,8 +552,13 @@ def plan(
     finishing: Sequence[Finish] = (),
 ) -> RebalancePlan:
     """The rebalance plan for NODES (those the plan may act on) and PENDING pods; EXTRA is
-    forecast demand (--demand) that no pod asks for yet."""
+    forecast demand (--demand) that no pod asks for yet; FINISHING, what earlier runs left
+    on nodes they cordoned (those nodes are finished, their layouts kept)."""
     check_forecast(extra or {}, nodes)
+    # a node an earlier run left cordoned is finished as that run planned it, never
+    # re-planned as if new: its GPUs keep what its config holds (a later run may change it)
+    held = {f.node for f in finishing}
+    nodes = [replace(n, settling=True) if n.name in held else n for n in nodes]
     wants = demand_of(pending)
     wants.update(extra or {})
     before_layouts = {n.name: dict(n.gpus) for n in nodes}
@@ -539,6 +592,7 @@ def plan(
                 for p in rest
                 if placed_after.get(p.name) == n.name and p.name not in placed_before
             ),
+            _evicted(n, after),
         )
         changes.append(
             NodeChange(**{**change.__dict__, "config_to": config_name(change.entries())})
@@ -551,9 +605,24 @@ def plan(
         tuple(p.name for p in pending if p.name not in placed_after),
         dict(skipped or {}),
         kept,
-        tuple(f for f in finishing if f.node not in {c.node for c in changes}),
+        tuple(finishing),
         dict(extra or {}),
         optimal,
+        {
+            p: n.not_covered[p]
+            for n in nodes
+            for pods in n.busy().values()
+            for p in pods
+            if p in n.not_covered
+        },
+    )
+
+
+def _evicted(n: NodeNow, after: Mapping[int, Layout]) -> tuple[str, ...]:
+    """The pods a change of N to AFTER evicts: every one that may be on a GPU that changes."""
+    drained = n.drained()
+    return tuple(
+        sorted({p for i, lay in after.items() if lay != n.gpus[i] for p in drained.get(i, [])})
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpuctl.common.errors import GpuctlError
@@ -18,6 +19,7 @@ from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.diff import GpuState
+from gpuctl.mig.core.drain import DrainPolicy, Ref
 from gpuctl.mig.core.operator import CONFIG_LABEL
 from gpuctl.mig.core.rebalance import WHOLE, Finish, Layout, NodeNow, Pending, retry_name
 
@@ -261,14 +263,33 @@ def _finish(
     return Finish(name, what, to, retry, model.short_name, strategy, layouts), seen
 
 
+def _drainable(
+    now: NodeNow, pods: Sequence[dict[str, Any]], drain: DrainPolicy, owners: Mapping[Ref, Any]
+) -> NodeNow:
+    """NOW with the running pods DRAIN covers, and why each other one is not."""
+    covered, why = set(), {}
+    for p in pods:
+        name = pod_name(p)
+        if name in now.running and (p.get("spec") or {}).get("nodeName") == now.name:
+            reason = drain.why_not(p, owners)
+            if reason is None:
+                covered.add(name)
+            else:
+                why[name] = reason
+    return replace(now, covered=frozenset(covered), not_covered=why)
+
+
 def read_cluster(
     nodes: Sequence[dict[str, Any]],
     pods: Sequence[dict[str, Any]],
     cfg: migparted.MigConfigFile | None,
+    drain: DrainPolicy | None = None,
+    owners: Mapping[Ref, Any] | None = None,
 ) -> tuple[list[NodeNow], dict[str, str], list[Pending], list[Finish]]:
     """(the nodes the plan may change, node → why each other MIG node is left out, the
     pending pods, what is left on nodes an earlier run cordoned). Nodes without MIG or GPU
-    Operator labels are not mentioned."""
+    Operator labels are not mentioned. With DRAIN, the running pods it covers (OWNERS: as
+    DrainPolicy.why_not reads them) may be evicted."""
     out, skipped, finishing = [], {}, []
     for n in nodes:
         labels = labels_of(n)
@@ -287,5 +308,7 @@ def read_cluster(
         if isinstance(got, str):
             skipped[name] = got
         else:
+            if drain and not got.settling:
+                got = _drainable(got, pods, drain, owners or {})
             out.append(got)
     return out, skipped, pending_pods(pods), finishing

@@ -1,0 +1,113 @@
+"""`gpuctl mig rebalance --drain`: which running GPU pods the plan may evict to change the
+GPUs they may be on. Only what this rule covers, never on a guess; the same exemptions as
+gpuctl reclaim and make-room. Pure.
+
+A pod is covered when all of these hold:
+- its namespace is one the user named with --drain-namespace (none by default: --drain
+  alone covers nothing);
+- a controller recreates it: it is a Job's, a ReplicaSet's (a Deployment's) or a
+  StatefulSet's pod (a bare pod, a DaemonSet's or anything else's never is);
+- neither it nor its owners up the chain (the ReplicaSet's Deployment, …) is marked
+  `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never` (label or annotation, as reclaim
+  and make-room read them); an owner that could not be read covers nothing;
+- it keeps no data on the node (no emptyDir or hostPath volume: kubectl drain, too, asks
+  before deleting emptyDir data).
+PodDisruptionBudgets are not judged here: the Eviction API enforces them when applying.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.k8s.times import timestamp
+
+Ref = tuple[str, str, str]  # (kind, namespace, name)
+OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
+
+NEVER = (("gpuctl.io/reclaim", "never"), ("gpuctl.io/evict", "never"))
+RECREATED_BY = ("Job", "ReplicaSet", "StatefulSet")
+RECORD = "gpuctl.io/mig-rebalance-evicted"  # on an evicted pod: why (JSON)
+REASON = "MigRebalanceEvict"  # the Event's reason
+
+
+@dataclass(frozen=True)
+class DrainPolicy:
+    namespaces: frozenset[str]
+
+    def why_not(
+        self, pod: Mapping[str, Any], owners: Mapping[Ref, Mapping[str, Any]]
+    ) -> str | None:
+        """None when the policy covers POD, else why it does not (in words). OWNERS: the
+        objects of OWNER_KINDS in the policy's namespaces, by (kind, namespace, name)."""
+        meta = pod.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        if ns not in self.namespaces:
+            return f"namespace {ns} is not one --drain-namespace names"
+        marked = _marked(pod)
+        if marked:
+            return f"marked {marked}"
+        owner = _controller(pod)
+        if owner is None:
+            return "a bare pod: nothing would recreate it"
+        if owner.get("kind") not in RECREATED_BY:
+            return f"a {owner.get('kind')}'s pod: only Jobs', ReplicaSets' and StatefulSets' are"
+        for v in (pod.get("spec") or {}).get("volumes") or []:
+            if "emptyDir" in v or "hostPath" in v:
+                return f"keeps data on the node (volume {v.get('name')})"
+        seen: Mapping[str, Any] | None = pod
+        for _ in range(3):  # the pod's owner, its owner's owner, …
+            ref = _controller(seen) if seen is not None else None
+            if ref is None or ref.get("kind") not in OWNER_KINDS:
+                return None
+            what = f"{ref.get('kind')} {ns}/{ref.get('name')}"
+            seen = owners.get((str(ref.get("kind")), ns, str(ref.get("name"))))
+            if seen is None:
+                return f"its {what} could not be read"
+            marked = _marked(seen)
+            if marked:
+                return f"its {what} is marked {marked}"
+        return None
+
+
+def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), None)
+
+
+def _marked(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata") or {}
+    marks = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
+    return next((f"{k}: {v}" for k, v in NEVER if marks.get(k) == v), None)
+
+
+def record(node: str, config_from: str | None, config_to: str) -> str:
+    """The annotation an evicted pod carries: why gpuctl evicted it."""
+    why = f"evicted by gpuctl mig rebalance --drain: node {node} changes MIG config"
+    return json.dumps({"why": why, "node": node, "from": config_from, "to": config_to})
+
+
+def event(pod: Mapping[str, Any], message: str, now: float) -> dict[str, Any]:
+    """A core/v1 Event on the pod, named as the API server names its own (POD.<hex ns>)."""
+    meta = pod.get("metadata") or {}
+    name, ns = meta.get("name"), meta.get("namespace") or "default"
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns}
+    if meta.get("uid"):
+        involved["uid"] = meta["uid"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": ns},
+        "involvedObject": involved,
+        "reason": REASON,
+        "message": message[:1024],
+        "type": "Warning",
+        "source": {"component": "gpuctl"},
+        "reportingComponent": "gpuctl",
+        "reportingInstance": "gpuctl",
+        "firstTimestamp": timestamp(now),
+        "lastTimestamp": timestamp(now),
+        "count": 1,
+    }
