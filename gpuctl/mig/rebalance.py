@@ -23,7 +23,7 @@ from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
 from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
-from gpuctl.mig.core.drain import OWNER_KINDS, RECORD, DrainPolicy, Ref, event, record
+from gpuctl.mig.core.drain import READ_KINDS, RECORD, DrainPolicy, Ref, event, record
 from gpuctl.mig.core.operator import CONFIG_LABEL, STATE_LABEL
 from gpuctl.mig.core.rebalance import NodeChange, NodeNow, RebalancePlan, plan, stale_configs
 from gpuctl.mig.core.rebalance_read import (
@@ -81,11 +81,12 @@ def plan_rebalance(
 
 
 def owners_of(kube: Kube, drain: DrainPolicy) -> dict[Ref, dict]:
-    """The pods' possible owners in the drain's namespaces, by (kind, namespace, name). A
-    kind that cannot be listed (RBAC) is left out: its pods are not covered."""
+    """The pods' possible owners and their disruption budgets in the drain's namespaces, by
+    (kind, namespace, name). An owner kind that cannot be listed (RBAC) is left out: its pods
+    are not covered."""
     out: dict[Ref, dict] = {}
     for ns in sorted(drain.namespaces):
-        for kind in OWNER_KINDS:
+        for kind in READ_KINDS:
             try:
                 found = kube.list_objects(kind, ns)
             except GpuctlError:

@@ -552,20 +552,48 @@ def test_a_drain_plan_names_and_evicts_exactly_the_covered_pods(full, capsys):
     assert ev.reason == "MigRebalanceEvict" and "node a" in ev.message
 
 
-def test_a_disruption_budget_stops_the_node_as_it_was(full, capsys):
+def _budget(api, allowed: int) -> None:
+    """A PodDisruptionBudget over job-a (label app=train) allowing ALLOWED disruptions."""
+    from kubernetes import client
+
+    client.CoreV1Api(api).patch_namespaced_pod(
+        "job-a", "ml", {"metadata": {"labels": {"app": "train"}}}
+    )
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": "keep", "namespace": "ml"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "train"}}},
-        "status": {"disruptionsAllowed": 0},
+        "status": {"disruptionsAllowed": allowed},
     }
+    client.PolicyV1Api(api).create_namespaced_pod_disruption_budget("ml", pdb)
+
+
+def test_a_pod_whose_disruption_budget_is_spent_is_not_planned_for_eviction(full, capsys):
+    _budget(full, 0)
+    code, out, err = run(capsys, "mig", "rebalance", *DRAIN, "--dry-run", "-o", "json", "-n", NS)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["nodes"] == []  # the only covered pod's budget allows no disruption
+    assert "PodDisruptionBudget ml/keep allows no disruption" in data["notEvictable"]["ml/job-a"]
+
+
+def test_a_disruption_budget_spent_meanwhile_stops_the_node_as_it_was(full, capsys, proxied_kube):
+    """The budget allows one disruption when gpuctl plans; another client's eviction spends
+    it just before gpuctl's: the API server refuses (429) and the node stays as it was."""
     from kubernetes import client
 
-    client.CoreV1Api(full).patch_namespaced_pod(
-        "job-a", "ml", {"metadata": {"labels": {"app": "train"}}}
-    )
-    client.PolicyV1Api(full).create_namespaced_pod_disruption_budget("ml", pdb)
+    from tests.standins.faults import meanwhile
+
+    _budget(full, 1)
+
+    def spend():
+        budgets = client.PolicyV1Api(full)
+        budgets.patch_namespaced_pod_disruption_budget_status(
+            "keep", "ml", {"status": {"disruptionsAllowed": 0}}
+        )
+
+    proxied_kube.on("POST", r"/api/v1/namespaces/ml/pods/job-a/eviction", meanwhile(spend))
     manager = MigManager(full)
     try:
         code, out, err = run(
@@ -575,6 +603,7 @@ def test_a_disruption_budget_stops_the_node_as_it_was(full, capsys):
         manager.close()
     assert code == 1
     assert "PodDisruptionBudget" in err and "uncordoned" in err
+    assert len(proxied_kube.seen("POST", r"/api/v1/namespaces/ml/pods/job-a/eviction")) == 1
     assert not cordoned(full, "a")
     assert "gpuctl.io/mig-rebalance" not in (node_of(full, "a").metadata.annotations or {})
     assert node_of(full, "a").metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"

@@ -384,6 +384,21 @@ def test_the_drain_policy_covers_only_recreated_pods_in_named_namespaces():
     chain[("Deployment", "ml", "d")] = obj("Deployment")
     assert policy.why_not(pod(kind="ReplicaSet"), chain) is None
 
+    # a PodDisruptionBudget selecting the pod that allows no disruption now covers it not
+    def budget(allowed, selector):
+        return {"spec": {"selector": selector}, "status": {"disruptionsAllowed": allowed}}
+
+    app = {"app": "train"}
+    spent = {**owners, ("PodDisruptionBudget", "ml", "keep"): budget(0, {"matchLabels": app})}
+    assert "PodDisruptionBudget ml/keep allows no disruption" in policy.why_not(
+        pod(labels=app), spent
+    )
+    assert policy.why_not(pod(labels={"app": "other"}), spent) is None  # selects another
+    spent[("PodDisruptionBudget", "ml", "keep")] = budget(1, {"matchLabels": app})
+    assert policy.why_not(pod(labels=app), spent) is None
+    elsewhere = {**owners, ("PodDisruptionBudget", "prod", "keep"): budget(0, {})}
+    assert policy.why_not(pod(labels=app), elsewhere) is None  # another namespace's
+
 
 def best_drained(nodes, demand):
     """best() with --drain: a GPU only covered pods may be on is free to change, as long as

@@ -11,8 +11,10 @@ A pod is covered when all of these hold:
   `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never` (label or annotation, as reclaim
   and make-room read them); an owner that could not be read covers nothing;
 - it keeps no data on the node (no emptyDir or hostPath volume: kubectl drain, too, asks
-  before deleting emptyDir data).
-PodDisruptionBudgets are not judged here: the Eviction API enforces them when applying.
+  before deleting emptyDir data);
+- no PodDisruptionBudget selecting it allows no disruption now (status.disruptionsAllowed,
+  which the Eviction API reads too). A budget that several evictions use up is left to the
+  Eviction API: its refusal (429) stops that node when applying.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.k8s.selectors import label_selector_matches
 from gpuctl.k8s.times import timestamp
 
 Ref = tuple[str, str, str]  # (kind, namespace, name)
 OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
+BUDGET = "PodDisruptionBudget"
+READ_KINDS = (*OWNER_KINDS, BUDGET)  # what the policy reads in its namespaces
 
 NEVER = (("gpuctl.io/reclaim", "never"), ("gpuctl.io/evict", "never"))
 RECREATED_BY = ("Job", "ReplicaSet", "StatefulSet")
@@ -41,7 +46,7 @@ class DrainPolicy:
         self, pod: Mapping[str, Any], owners: Mapping[Ref, Mapping[str, Any]]
     ) -> str | None:
         """None when the policy covers POD, else why it does not (in words). OWNERS: the
-        objects of OWNER_KINDS in the policy's namespaces, by (kind, namespace, name)."""
+        objects of READ_KINDS in the policy's namespaces, by (kind, namespace, name)."""
         meta = pod.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         if ns not in self.namespaces:
@@ -57,6 +62,9 @@ class DrainPolicy:
         for v in (pod.get("spec") or {}).get("volumes") or []:
             if "emptyDir" in v or "hostPath" in v:
                 return f"keeps data on the node (volume {v.get('name')})"
+        budget = _spent_budget(pod, ns, owners)
+        if budget:
+            return f"its PodDisruptionBudget {ns}/{budget} allows no disruption now"
         seen: Mapping[str, Any] | None = pod
         for _ in range(3):  # the pod's owner, its owner's owner, …
             ref = _controller(seen) if seen is not None else None
@@ -70,6 +78,20 @@ class DrainPolicy:
             if marked:
                 return f"its {what} is marked {marked}"
         return None
+
+
+def _spent_budget(
+    pod: Mapping[str, Any], ns: str, owners: Mapping[Ref, Mapping[str, Any]]
+) -> str | None:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    for (kind, where, name), budget in sorted(owners.items()):
+        if kind != BUDGET or where != ns:
+            continue
+        if not label_selector_matches((budget.get("spec") or {}).get("selector"), labels):
+            continue
+        if ((budget.get("status") or {}).get("disruptionsAllowed") or 0) < 1:
+            return name
+    return None
 
 
 def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
