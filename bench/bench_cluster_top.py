@@ -201,10 +201,8 @@ def floor(url: str) -> int:
 def once_json(url: str) -> int:
     """gpuctl top --once -o json, its document written to /dev/null. Returns the GPUs."""
     client = Prometheus(url, timeout=TIMEOUT)
-    frame = cluster.snapshot(client, WINDOW, 5.0, Exporter())
     with open(os.devnull, "w") as sink:
-        views.write_json(frame, sink)
-    return len(frame.rows)
+        return views.snapshot_json(client, WINDOW, 5.0, Exporter(), "index", sink)
 
 
 def cpu_and_wall(fn, runs: int):

@@ -44,7 +44,6 @@ _SHARED_LABELS = (
 )
 _OWN_LABELS = ("UUID", "uuid")
 assert set(_SHARED_LABELS + _OWN_LABELS) == set(ROW_LABELS)
-_METRIC = {m: m for m in METRICS}  # a series' metric name -> one shared copy of it
 
 Sample = tuple[dict[str, Any], float]  # (labels, value)
 
@@ -193,114 +192,122 @@ def build_frame(
     return builder.frame(idle_threshold)
 
 
+# A device's record: one list, filled by the three answers in any order. Its latest
+# readings first, by metric (METRICS' order), then what the other two answers say of it.
+_SLOT = {m: i for i, m in enumerate(METRICS)}
+_USED, _FREE, _RESERVED, _TEMP, _POWER = (
+    _SLOT[m] for m in (FB_USED, FB_FREE, FB_RESERVED, TEMP, POWER)
+)
+_READ = len(METRICS)  # True once the device has a reading: only such devices make rows
+_KEPT = _READ + 1  # the attributes its row shows (Kept), None before any
+_HELD = _READ + 2  # its holders: its only one, or the set of several (a shared GPU)
+_MEAN = _READ + 3  # its busy signal's mean over the window
+_SIGNAL = _READ + 4  # the name of that signal
+_FIELDS = _READ + 5
+# The busy rule (busy.RULE) on a record: (slot, name, scale to percent, judges MIG devices)
+_BUSY = tuple((_SLOT[m], name, scale, for_mig) for m, name, scale, for_mig in busy.RULE)
+
+
 class FrameBuilder:
-    """The three answers of `queries` folded as they are decoded (each by its own thread),
-    keeping per device only what its row needs: its values, its fullest attributes, its
-    holders and its window mean. Memory grows with the GPUs, not with the answers."""
+    """The three answers of `queries` folded as they are decoded (each by its own thread)
+    into one record per device, keeping only what its row needs: its readings, its fullest
+    attributes, its holders and its window mean. Memory grows with the GPUs, not with the
+    answers; each sample costs one lookup of its device."""
 
     def __init__(self, exporter: Exporter = Exporter()):
         self.exporter = exporter
-        self.values: dict[Key, dict[str, float]] = {}
-        self.attributes: dict[Key, Kept] = {}
-        # a device's holders: its only one, or the set of several (a shared GPU)
-        self.holders: dict[Key, Holder | set[Holder]] = {}
-        self.means: dict[Key, float] = {}
-        self.signals: dict[Key, str] = {}  # the busy signal of each device's mean
-        self._keys: dict[Key, Key] = {}  # one copy of each device key for the three dicts
+        self.devices: dict[Key, list[Any]] = {}
         self._texts: dict[str | None, str | None] = {}  # one copy of each repeated label value
 
-    def _key(self, labels: dict[str, Any]) -> Key:
-        key = key_of(labels)
-        return self._keys.setdefault(key, key)
+    def _record(self, key: Key) -> list[Any]:
+        # setdefault: another thread may add the same device meanwhile
+        return self.devices.get(key) or self.devices.setdefault(key, [None] * _FIELDS)
 
     def add_current(self, samples: Iterable[Sample]) -> None:
-        values, metric, keys, finite = self.values, _METRIC, self._keys, math.isfinite
+        devices, slot, finite, record = self.devices, _SLOT.get, math.isfinite, self._record
         last: Key | None = None
-        readings: dict[str, float] = {}
+        readings: list[Any] = []
         for labels, value in samples:  # spelled out: 5 to 7 series per GPU
-            name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
-            if name is not None and finite(value):
+            i = slot(labels.get("__name__"))  # type: ignore[arg-type]
+            if i is not None and finite(value):
                 uuid = labels.get("UUID")  # key_of's first case, inline: one call less per series
                 key = (uuid, labels.get("GPU_I_ID", "")) if uuid else key_of(labels)
                 if key != last:  # a device's series mostly come one after another
-                    key = last = keys.setdefault(key, key)
-                    readings = values.get(key) or values.setdefault(key, {})
-                readings[name] = value
+                    last = key
+                    readings = devices.get(key) or record(key)
+                    readings[_READ] = True
+                readings[i] = value
 
     def add_attributes(self, samples: Iterable[Sample]) -> None:
         # The same device can come with more than one set of attributes (a label present
         # on some metrics only, one set per pod sharing it): keep the fullest,
         # deterministically. Only the labels a row shows are kept.
-        kept, held, intern = self.attributes, self.holders, self._texts.setdefault
-        keys, holder, exporter = self._keys, holders.holder, self.exporter
+        devices, intern, record = self.devices, self._texts.setdefault, self._record
+        holder, exporter = holders.holder, self.exporter
         for labels, _ in samples:
             key = key_of(labels)
-            key = keys.setdefault(key, key)
+            device = devices.get(key) or record(key)
             if (h := holder(labels, exporter)) is not None:
-                known = held.get(key)
+                known = device[_HELD]
                 if known is None:
-                    held[key] = h
-                elif isinstance(known, set):
+                    device[_HELD] = h
+                elif type(known) is set:
                     known.add(h)
                 elif known != h:
-                    held[key] = {known, h}
+                    device[_HELD] = {known, h}
             size = len(labels)
             if "" in labels.values():  # Prometheus drops empty labels; other sources may not
                 size -= list(labels.values()).count("")
-            best = kept.get(key)
+            best = device[_KEPT]
             if best is not None and size < best[0]:
                 continue
             shared = list(map(labels.get, _SHARED_LABELS))
             new = (size, tuple(map(intern, shared, shared)), tuple(map(labels.get, _OWN_LABELS)))
             if best is None or size > best[0] or _shown(new) > _shown(best):
-                kept[key] = new
+                device[_KEPT] = new
 
     def add_means(self, samples: Iterable[Sample]) -> None:
-        signals, intern = self.signals, self._texts.setdefault
+        devices, intern, record, finite = (
+            self.devices,
+            self._texts.setdefault,
+            self._record,
+            math.isfinite,
+        )
         for labels, value in samples:
-            if math.isfinite(value):
-                key = self._key(labels)
-                self.means[key] = value
+            if finite(value):
+                key = key_of(labels)
+                device = devices.get(key) or record(key)
+                device[_MEAN] = value
                 if name := labels.get(busy.LABEL):
-                    signals[key] = intern(name, name)  # type: ignore[assignment]
+                    device[_SIGNAL] = intern(name, name)
 
     def frame(self, idle_threshold: float) -> ClusterFrame:
-        values = self.values
-
+        devices = self.devices
         # A MIG-enabled GPU may also report board-level series (temperature, power)
         # without a GPU instance: those fill in its MIG devices instead of making a row.
-        def board(key: Key) -> Key:
-            return key[:-1] + ("",)
-
-        mig_boards = {board(k) for k in values if k[-1]}
-        attributes, held, means, signals = self.attributes, self.holders, self.means, self.signals
+        mig_boards = {k[:-1] + ("",) for k, d in devices.items() if k[-1] and d[_READ]}
         # Each device's holders as a tuple, one shared copy per holder (a pod holds several)
         alone: dict[Holder, tuple[Holder, ...]] = {}
         rows = []
-        for key, metrics in values.items():
-            mig = bool(key[-1])
-            if not mig and key in mig_boards:
+        for key, device in devices.items():
+            if not device[_READ]:
                 continue
-            pods = held.get(key)
+            if key[-1]:
+                board = devices.get(key[:-1] + ("",))
+            elif key in mig_boards:
+                continue
+            else:
+                board = None
+            pods = device[_HELD]
             who: tuple[Holder, ...] = (
                 ()
                 if pods is None
                 else alone.get(pods) or alone.setdefault(pods, (pods,))
                 if type(pods) is Holder
-                else tuple(sorted(pods, key=_holder_order))  # type: ignore[arg-type]
+                else tuple(sorted(pods, key=_holder_order))
             )
-            rows.append(
-                _row(
-                    metrics,
-                    values.get(board(key), _NONE) if mig else _NONE,
-                    attributes.get(key) or _kept_of(key),
-                    means.get(key),
-                    who,
-                    idle_threshold,
-                    signals.get(key),
-                )
-            )
-        rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
+            rows.append(_row(device, board, device[_KEPT] or _kept_of(key), who, idle_threshold))
+        _in_node_order(rows)
         return ClusterFrame(rows, namespace_usage(rows), summarize(rows))
 
 
@@ -327,34 +334,45 @@ def _holder_order(h: Holder) -> tuple[str, str, str]:
     return (h.namespace or "", h.pod, h.container or "")
 
 
-_NONE: dict[str, float] = {}  # no readings (never written to)
+def _in_node_order(rows: list[ClusterGpuRow]) -> None:
+    """Sorts rows by node, then GPU, in natural order (gpu-2 before gpu-10): each distinct
+    name ranked once, rows then sorted by a number."""
+
+    def ranks(names: set[str]) -> dict[str, int]:
+        return {n: i for i, n in enumerate(sorted(names, key=lambda n: (natural_key(n), n)))}
+
+    node, gpu = ranks({r.node for r in rows}), ranks({r.gpu for r in rows})
+    width = len(gpu)
+    rows.sort(key=lambda r: node[r.node] * width + gpu[r.gpu])
 
 
 def _row(
-    m: dict[str, Any],
-    parent: dict[str, Any],
+    device: list[Any],
+    board: list[Any] | None,
     kept: Kept,
-    mean: float | None,
     who: tuple[Holder, ...],
     threshold: float,
-    signal: str | None,
 ) -> ClusterGpuRow:
-    """A device's row; `signal`: the busy signal of its window mean (else that of `m`)."""
+    """A device's row from its record; `board`: its GPU's record for a MIG device."""
     host, hostname, gpu, instance_id, profile, model, instance = kept[1]
     uuid, old_uuid = kept[2]
-    found = busy.best(m, mig=bool(instance_id))
-    util = None if found is None else found[1]
-    if signal is None and found is not None:
-        signal = busy.SIGNALS[found[0]]
-    used, free, temp, power = m.get(FB_USED), m.get(FB_FREE), m.get(TEMP), m.get(POWER)
-    if parent:  # a MIG device: the board's readings where it has none of its own
-        temp = parent.get(TEMP) if temp is None else temp
-        power = parent.get(POWER) if power is None else power
+    util = now = None
+    for slot, name, scale, for_mig in _BUSY:  # the busy rule on its latest readings
+        value = device[slot]
+        if value is not None and (for_mig or not instance_id):
+            util, now = scale * value, name
+            break
+    mean, signal = device[_MEAN], device[_SIGNAL]
+    used, free, temp, power = device[_USED], device[_FREE], device[_TEMP], device[_POWER]
+    if board is not None:  # a MIG device: the board's readings where it has none of its own
+        temp = board[_TEMP] if temp is None else temp
+        power = board[_POWER] if power is None else power
     model, profile = model or None, profile or None
     if instance_id:
         gpu = f"{gpu or '?'}/mig{instance_id}"
         if model:
             model = f"{model} MIG {profile}" if profile else f"{model} MIG"
+    reserved = device[_RESERVED]
     return ClusterGpuRow(
         host or hostname or instance or "-",  # node
         gpu or "-",
@@ -365,12 +383,12 @@ def _row(
         mean,  # mean_utilization
         used,  # memory_used_mib
         # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
-        used + free + m.get(FB_RESERVED, 0.0) if used is not None and free is not None else None,
+        used + free + (reserved or 0.0) if used is not None and free is not None else None,
         temp,  # temperature_c
         power,  # power_w
         who,  # holders
         None if mean is None else mean < threshold,  # idle
-        signal,
+        signal or now,  # the signal of its window mean, else that of its latest readings
     )
 
 
