@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from gpuctl.common.ordering import natural_key
@@ -31,19 +32,12 @@ from gpuctl.dcgm.promql import duration_seconds
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
 ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
 ATTRIBUTES = ROW_LABELS + holders.LABELS
-# A row's labels, kept as two tuples of values (None where absent): those that repeat
-# across devices (one shared copy of each value), and the device's own.
-_SHARED_LABELS = (
-    "Hostname",
-    "hostname",
-    "gpu",
-    "GPU_I_ID",
-    "GPU_I_PROFILE",
-    "modelName",
-    "instance",
-)
-_OWN_LABELS = ("UUID", "uuid")
-assert set(_SHARED_LABELS + _OWN_LABELS) == set(ROW_LABELS)
+# A row's labels, kept as values (None where absent): those its node's devices share, as
+# one shared tuple per node, then the device's own (gpu and GPU_I_ID: one shared copy of
+# each value).
+_NODE_LABELS = ("Hostname", "hostname", "modelName", "instance", "GPU_I_PROFILE")
+_DEVICE_LABELS = ("gpu", "GPU_I_ID", "UUID", "uuid")
+assert set(_NODE_LABELS + _DEVICE_LABELS) == set(ROW_LABELS)
 
 Sample = tuple[dict[str, Any], float]  # (labels, value)
 
@@ -218,6 +212,7 @@ class FrameBuilder:
         self.exporter = exporter
         self.devices: dict[Key, list[Any]] = {}
         self._texts: dict[str | None, str | None] = {}  # one copy of each repeated label value
+        self._nodes: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # one copy of each node's labels
 
     def _record(self, key: Key) -> list[Any]:
         # setdefault: another thread may add the same device meanwhile
@@ -243,9 +238,11 @@ class FrameBuilder:
         # on some metrics only, one set per pod sharing it): keep the fullest,
         # deterministically. Only the labels a row shows are kept.
         devices, intern, record = self.devices, self._texts.setdefault, self._record
-        holder, exporter = holders.holder, self.exporter
+        holder, exporter, nodes = holders.holder, self.exporter, self._nodes
         for labels, _ in samples:
-            key = key_of(labels)
+            get = labels.get
+            uuid = get("UUID")  # key_of's first case, inline
+            key = (uuid, get("GPU_I_ID", "")) if uuid else key_of(labels)
             device = devices.get(key) or record(key)
             if (h := holder(labels, exporter)) is not None:
                 known = device[_HELD]
@@ -261,8 +258,17 @@ class FrameBuilder:
             best = device[_KEPT]
             if best is not None and size < best[0]:
                 continue
-            shared = list(map(labels.get, _SHARED_LABELS))
-            new = (size, tuple(map(intern, shared, shared)), tuple(map(labels.get, _OWN_LABELS)))
+            node = tuple(map(get, _NODE_LABELS))
+            node = nodes.get(node) or nodes.setdefault(node, node)
+            gpu, instance_id = get("gpu"), get("GPU_I_ID")
+            new = (
+                size,
+                node,
+                intern(gpu, gpu),
+                intern(instance_id, instance_id),
+                uuid,
+                get("uuid"),
+            )
             if best is None or size > best[0] or _shown(new) > _shown(best):
                 device[_KEPT] = new
 
@@ -311,23 +317,24 @@ class FrameBuilder:
         return ClusterFrame(rows, namespace_usage(rows), summarize(rows))
 
 
-# What a device's row shows of its attributes: (labels set, values of _SHARED_LABELS,
-# values of _OWN_LABELS), each value None (or "") where the series lacks it.
-Kept = tuple[int, tuple[Any, ...], tuple[Any, ...]]
+# What a device's row shows of its attributes: (labels set, values of _NODE_LABELS, then
+# those of _DEVICE_LABELS), each value None (or "") where the series lacks it.
+Kept = tuple[int, tuple[Any, ...], Any, Any, Any, Any]
+_NO_NODE = (None,) * len(_NODE_LABELS)
 
 
 def _shown(kept: Kept) -> list[tuple[str, Any]]:
     """The labels set in `kept`, sorted: which of two equally full sets wins."""
-    pairs = zip(_SHARED_LABELS + _OWN_LABELS, kept[1] + kept[2])
+    pairs = zip(_NODE_LABELS + _DEVICE_LABELS, kept[1] + kept[2:])
     return sorted((k, v) for k, v in pairs if v)
 
 
 def _kept_of(key: Key) -> Kept:
     """A device's attributes as its key gives them (no attributes series for it)."""
     if len(key) == 2:  # BY_UUID
-        return (0, (None, None, None, key[1], None, None, None), (key[0], None))
+        return (0, _NO_NODE, None, key[1], key[0], None)
     _, host, hostname, gpu, instance_id = key
-    return (0, (host, hostname, gpu, instance_id, None, None, None), (None, None))
+    return (0, (host, hostname, None, None, None), gpu, instance_id, None, None)
 
 
 def _holder_order(h: Holder) -> tuple[str, str, str]:
@@ -339,7 +346,8 @@ def _in_node_order(rows: list[ClusterGpuRow]) -> None:
     name ranked once, rows then sorted by a number."""
 
     def ranks(names: set[str]) -> dict[str, int]:
-        return {n: i for i, n in enumerate(sorted(names, key=lambda n: (natural_key(n), n)))}
+        # (sorted as text first: names of one natural key, e.g. n01 and n1, in a set order)
+        return {n: i for i, n in enumerate(sorted(sorted(names), key=natural_key))}
 
     node, gpu = ranks({r.node for r in rows}), ranks({r.gpu for r in rows})
     width = len(gpu)
@@ -354,8 +362,8 @@ def _row(
     threshold: float,
 ) -> ClusterGpuRow:
     """A device's row from its record; `board`: its GPU's record for a MIG device."""
-    host, hostname, gpu, instance_id, profile, model, instance = kept[1]
-    uuid, old_uuid = kept[2]
+    _, node, gpu, instance_id, uuid, old_uuid = kept
+    host, hostname, model, instance, profile = node
     util = now = None
     for slot, name, scale, for_mig in _BUSY:  # the busy rule on its latest readings
         value = device[slot]
@@ -431,8 +439,11 @@ def summarize(rows: list[ClusterGpuRow]) -> ClusterSummary:
         idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         request_shape=shape,
         stranded_gpus=stranded_gpus,
-        signal=busy.summary(r.signal for r in rows),
+        signal=busy.summary_of(Counter(map(_SIGNAL_OF, rows))),
     )
+
+
+_SIGNAL_OF = attrgetter("signal")
 
 
 def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
@@ -442,12 +453,13 @@ def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
     are left out of both. (None, None) when no pod holds a whole GPU."""
     whole = [r for r in rows if r.mig_profile is None]
     per_pod: Counter[tuple[str | None, str]] = Counter()
-    for r in whole:
-        who = r.holders
+    # GPUs per set of holders first (counted in C), then per pod
+    for who, gpus in Counter(r.holders for r in whole if r.holders).items():
         if len(who) == 1:  # most GPUs: no set to build
-            per_pod[who[0].namespace, who[0].pod] += 1
-        elif who:
-            per_pod.update({(h.namespace, h.pod) for h in who})
+            per_pod[who[0].namespace, who[0].pod] += gpus
+        else:
+            for pod in {(h.namespace, h.pod) for h in who}:
+                per_pod[pod] += gpus
     if not per_pod:
         return None, None
     shapes = Counter(per_pod.values())
@@ -487,6 +499,8 @@ def gpus_out(rows: Iterable[ClusterGpuRow], make: Callable[..., Any] = _gpu_dict
     """The GPUs of the `--once -o json|yaml` document, each `make(*values of GPU_FIELDS)`
     (a dict by default). Spelled out: this runs once per GPU."""
     # A pod's GPUs share one holders list (it holds several): made once per pod.
+    # A reading with no fraction is its own rounding (most of them: utilization, memory,
+    # temperature): `v % 1 == 0` costs a tenth of round(v, 1), and holds for no NaN or inf.
     listed: dict[tuple[Holder, ...], list[dict[str, str | None]]] = {}
     out = []
     finite = math.isfinite
@@ -512,11 +526,11 @@ def gpus_out(rows: Iterable[ClusterGpuRow], make: Callable[..., Any] = _gpu_dict
                 r.gpu,
                 r.uuid,
                 r.model,
-                None if util is None else round(util, 1),
-                None if used is None or not finite(used) else int(round(used)),
-                None if total is None or not finite(total) else int(round(total)),
-                None if temp is None else round(temp, 1),
-                None if power is None else round(power, 1),
+                None if util is None else util if util % 1 == 0 else round(util, 1),
+                None if used is None or not finite(used) else round(used),
+                None if total is None or not finite(total) else round(total),
+                None if temp is None else temp if temp % 1 == 0 else round(temp, 1),
+                None if power is None else power if power % 1 == 0 else round(power, 1),
                 first and first.pod,
                 first and first.namespace,
                 held,
