@@ -219,16 +219,21 @@ class FrameBuilder:
         return self.devices.get(key) or self.devices.setdefault(key, [None] * _FIELDS)
 
     def add_current(self, samples: Iterable[Sample]) -> None:
-        devices, slot, finite, record = self.devices, _SLOT.get, math.isfinite, self._record
-        last: Key | None = None
+        devices, slot, finite, record = self.devices, _SLOT, math.isfinite, self._record
+        last_uuid = last_instance = None
         readings: list[Any] = []
         for labels, value in samples:  # spelled out: 5 to 7 series per GPU
-            i = slot(labels.get("__name__"))  # type: ignore[arg-type]
-            if i is not None and finite(value):
-                uuid = labels.get("UUID")  # key_of's first case, inline: one call less per series
-                key = (uuid, labels.get("GPU_I_ID", "")) if uuid else key_of(labels)
-                if key != last:  # a device's series mostly come one after another
-                    last = key
+            try:
+                i = slot[labels["__name__"]]
+            except KeyError:  # not a metric read here (or no name)
+                continue
+            if finite(value):
+                uuid, instance = labels.get("UUID"), labels.get("GPU_I_ID", "")
+                # A device's series mostly come one after another: its record is looked
+                # up when the device changes (by UUID: key_of's first case, inline).
+                if uuid != last_uuid or instance != last_instance or not uuid:
+                    last_uuid, last_instance = uuid, instance
+                    key = (uuid, instance) if uuid else key_of(labels)
                     readings = devices.get(key) or record(key)
                     readings[_READ] = True
                 readings[i] = value
@@ -281,7 +286,8 @@ class FrameBuilder:
         )
         for labels, value in samples:
             if finite(value):
-                key = key_of(labels)
+                uuid = labels.get("UUID")  # key_of's first case, inline
+                key = (uuid, labels.get("GPU_I_ID", "")) if uuid else key_of(labels)
                 device = devices.get(key) or record(key)
                 device[_MEAN] = value
                 if name := labels.get(busy.LABEL):
