@@ -397,7 +397,9 @@ def _row(
         mean,  # mean_utilization
         used,  # memory_used_mib
         # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
-        used + free + (reserved or 0.0) if used is not None and free is not None else None,
+        (used + free + (0.0 if reserved is None else reserved))
+        if used is not None and free is not None
+        else None,
         temp,  # temperature_c
         power,  # power_w
         who,  # holders
