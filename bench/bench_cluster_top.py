@@ -208,7 +208,9 @@ def once_json(url: str) -> int:
 def taking_turns(fns, runs: int) -> list:
     """Each of `fns` run `runs` times, taking turns (a shared machine's slow spells then
     fall on each alike): per fn its median CPU ms, median wall ms and last result."""
-    cpus, walls, results = [[] for _ in fns], [[] for _ in fns], [None] * len(fns)
+    cpus: list[list[float]] = [[] for _ in fns]
+    walls: list[list[float]] = [[] for _ in fns]
+    results: list[Any] = [None] * len(fns)
     for _ in range(runs):
         for i, fn in enumerate(fns):
             c0, w0 = time.process_time(), time.perf_counter()
