@@ -10,8 +10,8 @@ aggregated by gpuctl each frame.
 
 `--once -o json` (every GPU): gpuctl's CPU against the floor any client pays for the same
 three answers, HTTP + json.loads, decoded with the cyclic garbage collector paused as
-gpuctl pauses it (cluster.cyclic_gc_paused, the same context manager); and the peak memory
-(tracemalloc) of both.
+gpuctl pauses it (cluster.cyclic_gc_paused, the same context manager), the median of
+--json-runs runs of each taking turns; and the peak memory (tracemalloc) of both.
 
 Targets at 5,000 nodes: <= 150 ms gpuctl CPU per live frame, <= 0.5 s Prometheus CPU per
 frame, every frame within the refresh (2 s), `--once -o json` within 2x the floor's CPU;
@@ -201,20 +201,26 @@ def floor(url: str) -> int:
 def once_json(url: str) -> int:
     """gpuctl top --once -o json, its document written to /dev/null. Returns the GPUs."""
     client = Prometheus(url, timeout=TIMEOUT)
-    frame = cluster.snapshot(client, WINDOW, 5.0, Exporter())
     with open(os.devnull, "w") as sink:
-        views.write_json(frame, sink)
-    return len(frame.rows)
+        return views.snapshot_json(client, WINDOW, 5.0, Exporter(), "index", sink)
 
 
-def cpu_and_wall(fn, runs: int):
-    cpus, walls, result = [], [], None
+def taking_turns(fns, runs: int) -> list:
+    """Each of `fns` run `runs` times, taking turns (a shared machine's slow spells then
+    fall on each alike): per fn its median CPU ms, median wall ms and last result."""
+    cpus: list[list[float]] = [[] for _ in fns]
+    walls: list[list[float]] = [[] for _ in fns]
+    results: list[Any] = [None] * len(fns)
     for _ in range(runs):
-        c0, w0 = time.process_time(), time.perf_counter()
-        result = fn()
-        cpus.append(time.process_time() - c0)
-        walls.append(time.perf_counter() - w0)
-    return statistics.median(cpus) * 1000, statistics.median(walls) * 1000, result
+        for i, fn in enumerate(fns):
+            c0, w0 = time.process_time(), time.perf_counter()
+            results[i] = fn()
+            cpus[i].append(time.process_time() - c0)
+            walls[i].append(time.perf_counter() - w0)
+    return [
+        (statistics.median(c) * 1000, statistics.median(w) * 1000, r)
+        for c, w, r in zip(cpus, walls, results)
+    ]
 
 
 def peak_mib(fn) -> float:
@@ -241,8 +247,9 @@ def bench(nodes: int, json_runs: int) -> dict:
             result["live"]["frames"] + 1
         )
         result["today"] = today(url, frames=3)
-        g_cpu, g_wall, gpus = cpu_and_wall(lambda: once_json(url), json_runs)
-        f_cpu, f_wall, size = cpu_and_wall(lambda: floor(url), json_runs)
+        (g_cpu, g_wall, gpus), (f_cpu, f_wall, size) = taking_turns(
+            [lambda: once_json(url), lambda: floor(url)], json_runs
+        )
         assert gpus == nodes * GPUS_PER_NODE, gpus
         result["json"] = dict(
             cpu_ms=g_cpu,
@@ -310,7 +317,7 @@ def missed(r: dict, largest: bool) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", default="1000,5000")
-    ap.add_argument("--json-runs", type=int, default=2)
+    ap.add_argument("--json-runs", type=int, default=5)
     args = ap.parse_args()
     sizes = [int(x) for x in args.nodes.split(",")]
     results = []

@@ -187,7 +187,12 @@ class Prometheus:
         )
 
     def _samples(self, read) -> Iterator[Sample]:
-        """A successful vector answer's samples, a slice of the answer at a time."""
+        """A successful vector answer's samples, a slice of the answer at a time (chained
+        in C: no generator step per sample, hundreds of thousands at 40,000 GPUs)."""
+        return chain.from_iterable(self._slices(read))
+
+    def _slices(self, read) -> Iterator[Iterator[Sample]]:
+        """The samples of each slice of a successful vector answer."""
         decode, typed = _typed_decoder()
         try:
             for batch in vector_stream.batches(read, decode=decode):
@@ -198,7 +203,7 @@ class Prometheus:
                         except ValueError:  # a value that is no number: named below
                             batch = [{"metric": t.metric, "value": list(t.value)} for t in batch]
                         else:
-                            yield from zip(labels, values)
+                            yield zip(labels, values)
                             continue
                     labels, values = _decoded(batch)
                 except (AttributeError, TypeError, KeyError, IndexError, ValueError):
@@ -206,7 +211,7 @@ class Prometheus:
                     raise BackendError(
                         f"Prometheus at {self.url} gave a malformed sample: {problem}"
                     ) from None
-                yield from zip(labels, values)
+                yield zip(labels, values)
         except (ValueError, RecursionError):  # not JSON, or cut short
             raise BackendError(
                 f"Prometheus at {self.url} gave a malformed answer (not JSON, or cut short)"

@@ -27,6 +27,9 @@ DUTY_CYCLE = ("gr_engine_active", "gpu_util")  # the signals blind to how much o
 DUTY_FIELDS = (GR_ACTIVE, UTIL)  # their metrics
 LABEL = "signal"  # the label `promql(..., labelled=True)` adds to each series
 _SCALE = {SM_ACTIVE: 100.0, GR_ACTIVE: 100.0, UTIL: 1.0}  # to percent
+# The rule as data, best first: (metric, its name, its scale to percent, whether MIG
+# devices are judged by it), for code that keeps readings otherwise than by metric name.
+RULE = tuple((m, name, _SCALE[m], m != UTIL) for m, name in SIGNALS.items())
 
 
 def promql(
@@ -62,10 +65,10 @@ def promql(
 def best(values: Mapping[str, float], mig: bool) -> tuple[str, float] | None:
     """The rule on one device's latest readings (metric name -> value): the signal's
     metric and the percent; None without any of them."""
-    for metric in SIGNALS:
+    for metric, _, scale, for_mig in RULE:
         value = values.get(metric)
-        if value is not None and not (mig and metric == UTIL):
-            return metric, _SCALE[metric] * value
+        if value is not None and (for_mig or not mig):
+            return metric, scale * value
     return None
 
 

@@ -31,11 +31,12 @@ def run(
 
     client = Prometheus(url)
     console = out_console()
+    if output == "json":  # a document is one snapshot: json/yaml imply --once
+        views.snapshot_json(client, window, idle_threshold, exporter, sort, sys.stdout)
+        return
     if output != "table" or once or not console.is_terminal:
         frame = cluster.snapshot(client, window, idle_threshold, exporter, sort)
-        if output == "json":  # a document is one snapshot: json/yaml imply --once
-            views.write_json(frame, sys.stdout)
-        elif output != "table":
+        if output != "table":
             echo(dump(usage.frame_to_dict(frame), output))
         elif console.is_terminal:
             console.print(views.render(frame, window, idle_threshold))

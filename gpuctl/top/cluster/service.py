@@ -65,10 +65,9 @@ def snapshot(
     """Every GPU: three concurrent queries, each folded into the frame as it is decoded;
     ordered by `sort`."""
     with cyclic_gc_paused():
-        builder = _rows(client, usage.queries(window), exporter)
-        if not builder.values:
+        frame = _rows(client, usage.queries(window), exporter).frame(idle_threshold)
+        if not frame.rows:
             raise _no_metrics(client)
-        frame = builder.frame(idle_threshold)
     if sort != "index":
         frame.rows = live.page_rows(frame.rows, sort, len(frame.rows))
     return frame

@@ -34,6 +34,18 @@ def live_render(screen: cluster.Screen, window: str, idle_threshold: float, dela
     )
 
 
+def snapshot_json(client, window: str, idle_threshold: float, exporter, sort: str, out) -> int:
+    """`--once -o json`: the snapshot (cluster.snapshot) written to `out`; the GPUs written.
+    The cyclic collector stays paused until the frame is gone: resumed with the frame's
+    ~10^5 objects alive, its next pass would scan them all (a tenth of the command)."""
+    with cluster.cyclic_gc_paused():
+        frame = cluster.snapshot(client, window, idle_threshold, exporter, sort)
+        write_json(frame, out)
+        gpus = len(frame.rows)
+        del frame
+    return gpus
+
+
 def write_json(frame: usage.ClusterFrame, out, batch: int = 500) -> None:
     """The `-o json` document, written a GPU per line, a batch of GPUs at a time rather than
     built whole: at 40,000 GPUs the text alone is tens of megabytes."""

@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from gpuctl.common.ordering import natural_key
@@ -31,20 +32,12 @@ from gpuctl.dcgm.promql import duration_seconds
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
 ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
 ATTRIBUTES = ROW_LABELS + holders.LABELS
-# A row's labels, kept as two tuples of values (None where absent): those that repeat
-# across devices (one shared copy of each value), and the device's own.
-_SHARED_LABELS = (
-    "Hostname",
-    "hostname",
-    "gpu",
-    "GPU_I_ID",
-    "GPU_I_PROFILE",
-    "modelName",
-    "instance",
-)
-_OWN_LABELS = ("UUID", "uuid")
-assert set(_SHARED_LABELS + _OWN_LABELS) == set(ROW_LABELS)
-_METRIC = {m: m for m in METRICS}  # a series' metric name -> one shared copy of it
+# A row's labels, kept as values (None where absent): those its node's devices share, as
+# one shared tuple per node, then the device's own (gpu and GPU_I_ID: one shared copy of
+# each value).
+_NODE_LABELS = ("Hostname", "hostname", "modelName", "instance", "GPU_I_PROFILE")
+_DEVICE_LABELS = ("gpu", "GPU_I_ID", "UUID", "uuid")
+assert set(_NODE_LABELS + _DEVICE_LABELS) == set(ROW_LABELS)
 
 Sample = tuple[dict[str, Any], float]  # (labels, value)
 
@@ -193,168 +186,207 @@ def build_frame(
     return builder.frame(idle_threshold)
 
 
+# A device's record: one list, filled by the three answers in any order. Its latest
+# readings first, by metric (METRICS' order), then what the other two answers say of it.
+_SLOT = {m: i for i, m in enumerate(METRICS)}
+_USED, _FREE, _RESERVED, _TEMP, _POWER = (
+    _SLOT[m] for m in (FB_USED, FB_FREE, FB_RESERVED, TEMP, POWER)
+)
+_READ = len(METRICS)  # True once the device has a reading: only such devices make rows
+_KEPT = _READ + 1  # the attributes its row shows (Kept), None before any
+_HELD = _READ + 2  # its holders: its only one, or the set of several (a shared GPU)
+_MEAN = _READ + 3  # its busy signal's mean over the window
+_SIGNAL = _READ + 4  # the name of that signal
+_FIELDS = _READ + 5
+# The busy rule (busy.RULE) on a record: (slot, name, scale to percent, judges MIG devices)
+_BUSY = tuple((_SLOT[m], name, scale, for_mig) for m, name, scale, for_mig in busy.RULE)
+
+
 class FrameBuilder:
-    """The three answers of `queries` folded as they are decoded (each by its own thread),
-    keeping per device only what its row needs: its values, its fullest attributes, its
-    holders and its window mean. Memory grows with the GPUs, not with the answers."""
+    """The three answers of `queries` folded as they are decoded (each by its own thread)
+    into one record per device, keeping only what its row needs: its readings, its fullest
+    attributes, its holders and its window mean. Memory grows with the GPUs, not with the
+    answers; each sample costs one lookup of its device."""
 
     def __init__(self, exporter: Exporter = Exporter()):
         self.exporter = exporter
-        self.values: dict[Key, dict[str, float]] = {}
-        self.attributes: dict[Key, Kept] = {}
-        # a device's holders: its only one, or the set of several (a shared GPU)
-        self.holders: dict[Key, Holder | set[Holder]] = {}
-        self.means: dict[Key, float] = {}
-        self.signals: dict[Key, str] = {}  # the busy signal of each device's mean
-        self._keys: dict[Key, Key] = {}  # one copy of each device key for the three dicts
+        self.devices: dict[Key, list[Any]] = {}
         self._texts: dict[str | None, str | None] = {}  # one copy of each repeated label value
+        self._nodes: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # one copy of each node's labels
 
-    def _key(self, labels: dict[str, Any]) -> Key:
-        key = key_of(labels)
-        return self._keys.setdefault(key, key)
+    def _record(self, key: Key) -> list[Any]:
+        # setdefault: another thread may add the same device meanwhile
+        return self.devices.get(key) or self.devices.setdefault(key, [None] * _FIELDS)
 
     def add_current(self, samples: Iterable[Sample]) -> None:
-        values, metric, keys, finite = self.values, _METRIC, self._keys, math.isfinite
-        last: Key | None = None
-        readings: dict[str, float] = {}
+        devices, slot, finite, record = self.devices, _SLOT, math.isfinite, self._record
+        last_uuid = last_instance = None
+        readings: list[Any] = []
         for labels, value in samples:  # spelled out: 5 to 7 series per GPU
-            name = metric.get(labels.get("__name__"))  # type: ignore[arg-type]
-            if name is not None and finite(value):
-                uuid = labels.get("UUID")  # key_of's first case, inline: one call less per series
-                key = (uuid, labels.get("GPU_I_ID", "")) if uuid else key_of(labels)
-                if key != last:  # a device's series mostly come one after another
-                    key = last = keys.setdefault(key, key)
-                    readings = values.get(key) or values.setdefault(key, {})
-                readings[name] = value
+            try:
+                i = slot[labels["__name__"]]
+            except KeyError:  # not a metric read here (or no name)
+                continue
+            if finite(value):
+                uuid, instance = labels.get("UUID"), labels.get("GPU_I_ID", "")
+                # A device's series mostly come one after another: its record is looked
+                # up when the device changes (by UUID: key_of's first case, inline).
+                if uuid != last_uuid or instance != last_instance or not uuid:
+                    last_uuid, last_instance = uuid, instance
+                    key = (uuid, instance) if uuid else key_of(labels)
+                    readings = devices.get(key) or record(key)
+                    readings[_READ] = True
+                readings[i] = value
 
     def add_attributes(self, samples: Iterable[Sample]) -> None:
         # The same device can come with more than one set of attributes (a label present
         # on some metrics only, one set per pod sharing it): keep the fullest,
         # deterministically. Only the labels a row shows are kept.
-        kept, held, intern = self.attributes, self.holders, self._texts.setdefault
-        keys, holder, exporter = self._keys, holders.holder, self.exporter
+        devices, intern, record = self.devices, self._texts.setdefault, self._record
+        holder, exporter, nodes = holders.holder, self.exporter, self._nodes
         for labels, _ in samples:
-            key = key_of(labels)
-            key = keys.setdefault(key, key)
+            get = labels.get
+            uuid = get("UUID")  # key_of's first case, inline
+            key = (uuid, get("GPU_I_ID", "")) if uuid else key_of(labels)
+            device = devices.get(key) or record(key)
             if (h := holder(labels, exporter)) is not None:
-                known = held.get(key)
+                known = device[_HELD]
                 if known is None:
-                    held[key] = h
-                elif isinstance(known, set):
+                    device[_HELD] = h
+                elif type(known) is set:
                     known.add(h)
                 elif known != h:
-                    held[key] = {known, h}
+                    device[_HELD] = {known, h}
             size = len(labels)
             if "" in labels.values():  # Prometheus drops empty labels; other sources may not
                 size -= list(labels.values()).count("")
-            best = kept.get(key)
+            best = device[_KEPT]
             if best is not None and size < best[0]:
                 continue
-            shared = list(map(labels.get, _SHARED_LABELS))
-            new = (size, tuple(map(intern, shared, shared)), tuple(map(labels.get, _OWN_LABELS)))
+            node = tuple(map(get, _NODE_LABELS))
+            node = nodes.get(node) or nodes.setdefault(node, node)
+            gpu, instance_id = get("gpu"), get("GPU_I_ID")
+            new = (
+                size,
+                node,
+                intern(gpu, gpu),
+                intern(instance_id, instance_id),
+                uuid,
+                get("uuid"),
+            )
             if best is None or size > best[0] or _shown(new) > _shown(best):
-                kept[key] = new
+                device[_KEPT] = new
 
     def add_means(self, samples: Iterable[Sample]) -> None:
-        signals, intern = self.signals, self._texts.setdefault
+        devices, intern, record, finite = (
+            self.devices,
+            self._texts.setdefault,
+            self._record,
+            math.isfinite,
+        )
         for labels, value in samples:
-            if math.isfinite(value):
-                key = self._key(labels)
-                self.means[key] = value
+            if finite(value):
+                uuid = labels.get("UUID")  # key_of's first case, inline
+                key = (uuid, labels.get("GPU_I_ID", "")) if uuid else key_of(labels)
+                device = devices.get(key) or record(key)
+                device[_MEAN] = value
                 if name := labels.get(busy.LABEL):
-                    signals[key] = intern(name, name)  # type: ignore[assignment]
+                    device[_SIGNAL] = intern(name, name)
 
     def frame(self, idle_threshold: float) -> ClusterFrame:
-        values = self.values
-
+        devices = self.devices
         # A MIG-enabled GPU may also report board-level series (temperature, power)
         # without a GPU instance: those fill in its MIG devices instead of making a row.
-        def board(key: Key) -> Key:
-            return key[:-1] + ("",)
-
-        mig_boards = {board(k) for k in values if k[-1]}
-        attributes, held, means, signals = self.attributes, self.holders, self.means, self.signals
+        mig_boards = {k[:-1] + ("",) for k, d in devices.items() if k[-1] and d[_READ]}
         # Each device's holders as a tuple, one shared copy per holder (a pod holds several)
         alone: dict[Holder, tuple[Holder, ...]] = {}
         rows = []
-        for key, metrics in values.items():
-            mig = bool(key[-1])
-            if not mig and key in mig_boards:
+        for key, device in devices.items():
+            if not device[_READ]:
                 continue
-            pods = held.get(key)
+            if key[-1]:
+                board = devices.get(key[:-1] + ("",))
+            elif key in mig_boards:
+                continue
+            else:
+                board = None
+            pods = device[_HELD]
             who: tuple[Holder, ...] = (
                 ()
                 if pods is None
                 else alone.get(pods) or alone.setdefault(pods, (pods,))
                 if type(pods) is Holder
-                else tuple(sorted(pods, key=_holder_order))  # type: ignore[arg-type]
+                else tuple(sorted(pods, key=_holder_order))
             )
-            rows.append(
-                _row(
-                    metrics,
-                    values.get(board(key), _NONE) if mig else _NONE,
-                    attributes.get(key) or _kept_of(key),
-                    means.get(key),
-                    who,
-                    idle_threshold,
-                    signals.get(key),
-                )
-            )
-        rows.sort(key=lambda r: (natural_key(r.node), natural_key(r.gpu)))
+            rows.append(_row(device, board, device[_KEPT] or _kept_of(key), who, idle_threshold))
+        _in_node_order(rows)
         return ClusterFrame(rows, namespace_usage(rows), summarize(rows))
 
 
-# What a device's row shows of its attributes: (labels set, values of _SHARED_LABELS,
-# values of _OWN_LABELS), each value None (or "") where the series lacks it.
-Kept = tuple[int, tuple[Any, ...], tuple[Any, ...]]
+# What a device's row shows of its attributes: (labels set, values of _NODE_LABELS, then
+# those of _DEVICE_LABELS), each value None (or "") where the series lacks it.
+Kept = tuple[int, tuple[Any, ...], Any, Any, Any, Any]
+_NO_NODE = (None,) * len(_NODE_LABELS)
 
 
 def _shown(kept: Kept) -> list[tuple[str, Any]]:
     """The labels set in `kept`, sorted: which of two equally full sets wins."""
-    pairs = zip(_SHARED_LABELS + _OWN_LABELS, kept[1] + kept[2])
+    pairs = zip(_NODE_LABELS + _DEVICE_LABELS, kept[1] + kept[2:])
     return sorted((k, v) for k, v in pairs if v)
 
 
 def _kept_of(key: Key) -> Kept:
     """A device's attributes as its key gives them (no attributes series for it)."""
     if len(key) == 2:  # BY_UUID
-        return (0, (None, None, None, key[1], None, None, None), (key[0], None))
+        return (0, _NO_NODE, None, key[1], key[0], None)
     _, host, hostname, gpu, instance_id = key
-    return (0, (host, hostname, gpu, instance_id, None, None, None), (None, None))
+    return (0, (host, hostname, None, None, None), gpu, instance_id, None, None)
 
 
 def _holder_order(h: Holder) -> tuple[str, str, str]:
     return (h.namespace or "", h.pod, h.container or "")
 
 
-_NONE: dict[str, float] = {}  # no readings (never written to)
+def _in_node_order(rows: list[ClusterGpuRow]) -> None:
+    """Sorts rows by node, then GPU, in natural order (gpu-2 before gpu-10): each distinct
+    name ranked once, rows then sorted by a number."""
+
+    def ranks(names: set[str]) -> dict[str, int]:
+        # (sorted as text first: names of one natural key, e.g. n01 and n1, in a set order)
+        return {n: i for i, n in enumerate(sorted(sorted(names), key=natural_key))}
+
+    node, gpu = ranks({r.node for r in rows}), ranks({r.gpu for r in rows})
+    width = len(gpu)
+    rows.sort(key=lambda r: node[r.node] * width + gpu[r.gpu])
 
 
 def _row(
-    m: dict[str, Any],
-    parent: dict[str, Any],
+    device: list[Any],
+    board: list[Any] | None,
     kept: Kept,
-    mean: float | None,
     who: tuple[Holder, ...],
     threshold: float,
-    signal: str | None,
 ) -> ClusterGpuRow:
-    """A device's row; `signal`: the busy signal of its window mean (else that of `m`)."""
-    host, hostname, gpu, instance_id, profile, model, instance = kept[1]
-    uuid, old_uuid = kept[2]
-    found = busy.best(m, mig=bool(instance_id))
-    util = None if found is None else found[1]
-    if signal is None and found is not None:
-        signal = busy.SIGNALS[found[0]]
-    used, free, temp, power = m.get(FB_USED), m.get(FB_FREE), m.get(TEMP), m.get(POWER)
-    if parent:  # a MIG device: the board's readings where it has none of its own
-        temp = parent.get(TEMP) if temp is None else temp
-        power = parent.get(POWER) if power is None else power
+    """A device's row from its record; `board`: its GPU's record for a MIG device."""
+    _, node, gpu, instance_id, uuid, old_uuid = kept
+    host, hostname, model, instance, profile = node
+    util = now = None
+    for slot, name, scale, for_mig in _BUSY:  # the busy rule on its latest readings
+        value = device[slot]
+        if value is not None and (for_mig or not instance_id):
+            util, now = scale * value, name
+            break
+    mean, signal = device[_MEAN], device[_SIGNAL]
+    used, free, temp, power = device[_USED], device[_FREE], device[_TEMP], device[_POWER]
+    if board is not None:  # a MIG device: the board's readings where it has none of its own
+        temp = board[_TEMP] if temp is None else temp
+        power = board[_POWER] if power is None else power
     model, profile = model or None, profile or None
     if instance_id:
         gpu = f"{gpu or '?'}/mig{instance_id}"
         if model:
             model = f"{model} MIG {profile}" if profile else f"{model} MIG"
+    reserved = device[_RESERVED]
     return ClusterGpuRow(
         host or hostname or instance or "-",  # node
         gpu or "-",
@@ -365,12 +397,14 @@ def _row(
         mean,  # mean_utilization
         used,  # memory_used_mib
         # Memory the driver reserves is in neither used nor free (DCGM_FI_DEV_FB_RESERVED).
-        used + free + m.get(FB_RESERVED, 0.0) if used is not None and free is not None else None,
+        (used + free + (0.0 if reserved is None else reserved))
+        if used is not None and free is not None
+        else None,
         temp,  # temperature_c
         power,  # power_w
         who,  # holders
         None if mean is None else mean < threshold,  # idle
-        signal,
+        signal or now,  # the signal of its window mean, else that of its latest readings
     )
 
 
@@ -413,8 +447,11 @@ def summarize(rows: list[ClusterGpuRow]) -> ClusterSummary:
         idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         request_shape=shape,
         stranded_gpus=stranded_gpus,
-        signal=busy.summary(r.signal for r in rows),
+        signal=busy.summary_of(Counter(map(_SIGNAL_OF, rows))),
     )
+
+
+_SIGNAL_OF = attrgetter("signal")
 
 
 def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
@@ -424,12 +461,13 @@ def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
     are left out of both. (None, None) when no pod holds a whole GPU."""
     whole = [r for r in rows if r.mig_profile is None]
     per_pod: Counter[tuple[str | None, str]] = Counter()
-    for r in whole:
-        who = r.holders
+    # GPUs per set of holders first (counted in C), then per pod
+    for who, gpus in Counter(r.holders for r in whole if r.holders).items():
         if len(who) == 1:  # most GPUs: no set to build
-            per_pod[who[0].namespace, who[0].pod] += 1
-        elif who:
-            per_pod.update({(h.namespace, h.pod) for h in who})
+            per_pod[who[0].namespace, who[0].pod] += gpus
+        else:
+            for pod in {(h.namespace, h.pod) for h in who}:
+                per_pod[pod] += gpus
     if not per_pod:
         return None, None
     shapes = Counter(per_pod.values())
@@ -469,6 +507,8 @@ def gpus_out(rows: Iterable[ClusterGpuRow], make: Callable[..., Any] = _gpu_dict
     """The GPUs of the `--once -o json|yaml` document, each `make(*values of GPU_FIELDS)`
     (a dict by default). Spelled out: this runs once per GPU."""
     # A pod's GPUs share one holders list (it holds several): made once per pod.
+    # A reading with no fraction is its own rounding (most of them: utilization, memory,
+    # temperature): `v % 1 == 0` costs a tenth of round(v, 1), and holds for no NaN or inf.
     listed: dict[tuple[Holder, ...], list[dict[str, str | None]]] = {}
     out = []
     finite = math.isfinite
@@ -494,11 +534,11 @@ def gpus_out(rows: Iterable[ClusterGpuRow], make: Callable[..., Any] = _gpu_dict
                 r.gpu,
                 r.uuid,
                 r.model,
-                None if util is None else round(util, 1),
-                None if used is None or not finite(used) else int(round(used)),
-                None if total is None or not finite(total) else int(round(total)),
-                None if temp is None else round(temp, 1),
-                None if power is None else round(power, 1),
+                None if util is None else util if util % 1 == 0 else round(util, 1),
+                None if used is None or not finite(used) else round(used),
+                None if total is None or not finite(total) else round(total),
+                None if temp is None else temp if temp % 1 == 0 else round(temp, 1),
+                None if power is None else power if power % 1 == 0 else round(power, 1),
                 first and first.pod,
                 first and first.namespace,
                 held,
