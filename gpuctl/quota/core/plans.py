@@ -286,7 +286,8 @@ def plan_kueue(
         used.append(f)
     steps.append(_step(kueue.cluster_queue(q, used, version), world.cluster_queue))
     steps.append(_step(kueue.local_queue(q.team, version), world.local_queue))
-    return KueuePlan(q, version, used, steps)
+    notes = tuple(note for f in flavors if (note := f.left_out_note()))
+    return KueuePlan(q, version, used, steps, notes)
 
 
 def object_changes(current: dict[str, Any], desired: dict[str, Any]) -> list[Change]:
