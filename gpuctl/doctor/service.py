@@ -35,9 +35,23 @@ def run(
         deployments = None
     found = doctor.run_checks(nodes, daemonsets, config_map, data)
     found += spec_checks.check_specs(specs or [], nodes, label_key)
+    pending = None if names else pending_check(kube, nodes)
+    found += [pending] if pending else []
     found += queue_checks(kube, nodes, deployments or [])
     autoscaling = autoscaling_check(kube, deployments)
     return found + ([autoscaling] if autoscaling else [])
+
+
+def pending_check(kube: Kube, nodes: list[dict[str, Any]]) -> doctor.Check | None:
+    """Whether gpuctl's pending pods may run on a node (None: none pends, or RBAC hides
+    pods). One read: the server filters by label and phase."""
+    try:
+        pods = kube.list_objects(
+            "Pod", selector=MANAGED_SELECTOR, field_selector="status.phase=Pending"
+        )
+    except Forbidden:
+        return None
+    return spec_checks.check_pending(managed(pods), nodes)
 
 
 def managed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -97,3 +97,38 @@ def test_mig_request_on_a_mixed_node_and_an_explicit_label_key():
 def test_a_spec_without_gpus_passes():
     check = spec_checks.check_spec("cpu.yaml", GpuRequest(0), [NODES["gfd-h100"]], AUTO)
     assert check.status == doctor.PASS and "asks for no GPU" in check.detail
+
+
+def pending(name, gpu_type, managed=True):
+    """A pending worker of a job submitted without a cluster read: the affinity `render`
+    gives GPU_TYPE under every scheme gpuctl knows."""
+    from gpuctl.k8s.labels import MANAGED
+    from gpuctl.k8s.placement import place
+    from tests.gpu_cluster import pod
+
+    p = pod(name, "ml", 1, phase="Pending", node_name=None)
+    p["metadata"]["labels"] = dict(MANAGED) if managed else {}
+    p["spec"]["affinity"] = place(GpuRequest(1, gpu_types=(gpu_type,))).affinity
+    return p
+
+
+def test_gpuctl_pods_pending_on_an_affinity_no_node_meets_are_named(cli, kube_api):
+    seed(kube_api, NODES["gfd-a100-80gb"], NODES["karpenter-p4d"], PLUGIN, DCGM)
+    seed(kube_api, pending("train-h100-0", "h100"), pending("train-a100-0", "a100"))
+    seed(kube_api, pending("theirs-0", "h100", managed=False))
+    r = cli("doctor", "-o", "json")
+    assert r.code == 0, r  # a node autoscaler may still add such a node: a warning
+    (check,) = [c for c in json.loads(r.out)["checks"] if c["name"] == spec_checks.PENDING]
+    assert check["status"] == "warn"
+    assert check["detail"].startswith(
+        "ml/train-h100-0 pending: their nodeSelector / node affinity selects no node "
+        "(the GPU nodes have A100-40GB (1 node), A100-80GB (1 node))"
+    )
+    assert "theirs-0" not in check["detail"] and "train-a100-0" not in check["detail"]
+
+
+def test_pending_pods_that_may_run_pass_and_none_pending_adds_no_check():
+    a100 = [NODES["gfd-a100-80gb"]]
+    check = spec_checks.check_pending([pending("w-0", "a100")], a100)
+    assert check is not None and check.status == doctor.PASS
+    assert spec_checks.check_pending([], a100) is None

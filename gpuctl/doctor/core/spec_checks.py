@@ -1,18 +1,21 @@
-"""`gpuctl doctor --spec`: does each job spec's GPU request select a node of this cluster?
-Placed as `submit` places it (gpuctl.k8s.placement, the label scheme detected from the
-nodes), then matched against the nodes: a node is selected when it meets the affinity
-and offers the resource (advertised, even if unhealthy or full now)."""
+"""Can gpuctl's jobs land on a node? `gpuctl doctor --spec`: each job spec's GPU request,
+placed as `submit` places it (gpuctl.k8s.placement, the label scheme detected from the
+nodes), matched against the nodes: a node is selected when it meets the affinity and
+offers the resource (advertised, even if unhealthy or full now). And the pending pods of
+jobs gpuctl submitted whose nodeSelector / required node affinity selects no node."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from gpuctl.doctor.core.checks import FAIL, PASS, Check, _name, _names
+from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check, _name, _names
 from gpuctl.k8s.nodes import gpus_of, is_gpu_node, labels_of
 from gpuctl.k8s.placement import GpuRequest, Placement, place, terms_match
+from gpuctl.k8s.selectors import pod_may_run_on
 
 NAME = "job-spec"
+PENDING = "pending-pods"
 
 
 def selected(nodes: list[dict[str, Any]], where: Placement) -> list[str]:
@@ -92,3 +95,33 @@ def check_specs(
     specs: list[tuple[str, GpuRequest]], nodes: list[dict[str, Any]], label_key: str
 ) -> list[Check]:
     return [check_spec(file, request, nodes, label_key) for file, request in specs]
+
+
+def check_pending(pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Check | None:
+    """Whether each of PODS (gpuctl's) that pends unscheduled may run on one of NODES by its
+    nodeSelector and required node affinity (taints and room are the scheduler's other
+    filters: `jobs why`); None when none pends."""
+    pending = [
+        p
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Pending"
+        and not (p.get("spec") or {}).get("nodeName")
+    ]
+    if not pending:
+        return None
+    stuck = sorted(
+        f"{(p.get('metadata') or {}).get('namespace') or '?'}/{_name(p)}"
+        for p in pending
+        if not any(pod_may_run_on(p.get("spec") or {}, n) for n in nodes)
+    )
+    if not stuck:
+        return Check(PENDING, PASS, f"{len(pending)} gpuctl pod(s) pending, each may run on a node")
+    return Check(
+        PENDING,
+        WARN,
+        f"{_names(stuck)} pending: their nodeSelector / node affinity selects no node "
+        f"({offered(nodes)})",
+        "gpuctl jobs why JOB -n NAMESPACE; delete and resubmit with a gpu_type the nodes "
+        "have (gpuctl doctor --spec checks a spec), unless a node autoscaler is to add "
+        "such a node",
+    )
