@@ -82,3 +82,22 @@ def test_quota_set_warns_carries_it_in_json_and_keeps_the_annotation_current(cli
     assert r.code == 0, r
     assert "left out" not in r.err and f"ResourceFlavor {name}: update" in r.err
     assert kueue.LEFT_OUT not in annotations()
+
+
+def test_gpu_nodes_in_no_flavor_are_named():
+    from tests.gpu_cluster import node
+
+    q = kueue.check(kueue.TeamQuota("team-a", 8, {}))
+    bare = node("bare", 8, gfd=False)  # nvidia.com/gpu allocatable, no GPU label at all
+    plan = plan_kueue(q, AUTO, (), None, KueueWorld(nodes=[GFD_H100, bare]))
+    assert plan.notes == (
+        "GPU nodes in no ResourceFlavor, so outside every quota: bare (gpuctl names no GPU "
+        "model from their labels; label them, or give --gpu-label-key with a label they carry)",
+    )
+    # an explicit key: the GPU nodes without it are in no flavor
+    plan = plan_kueue(q, "gpu-type", (), None, KueueWorld(nodes=[GFD_H100, GPUCTL_H100]))
+    assert [f.gpu_type for f in plan.flavors] == ["h100"]
+    assert len(plan.notes) == 1 and "outside every quota: xe9680-h100 (no gpu-type" in plan.notes[0]
+    # types asked for by name leave the others out on purpose: nothing to say
+    plan = plan_kueue(q, "gpu-type", ("h100",), None, KueueWorld(nodes=[GFD_H100, GPUCTL_H100]))
+    assert plan.notes == ()

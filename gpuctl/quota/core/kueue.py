@@ -211,6 +211,32 @@ def flavors_for(
     return out
 
 
+def outside_note(
+    nodes: list[dict[str, Any]], flavors: list[Flavor], label_key: str, gpu_types: tuple[str, ...]
+) -> str | None:
+    """When the flavors are to cover every GPU type (no GPU_TYPES given): the GPU nodes that
+    none of FLAVORS selects, besides those of a flavor's own model (its note names them);
+    None when there is none."""
+    if gpu_types or any(f.gpu_type is None for f in flavors):
+        return None
+    models = {m for f in flavors for m in f.model.split(" or ") if m}
+    out = []
+    for n in nodes:
+        if not is_gpu_node(n) or (gpus_of(n).name or "") in models:
+            continue
+        if not any(labels_of(n).get(f.label_key) == f.gpu_type for f in flavors):
+            out.append(str((n.get("metadata") or {}).get("name")))
+    if not out:
+        return None
+    why = "gpuctl names no GPU model from their labels" if label_key == AUTO else f"no {label_key}"
+    more = len(out) - _SHOWN
+    shown = ", ".join(sorted(out)[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+    return (
+        f"GPU nodes in no ResourceFlavor, so outside every quota: {shown} ({why}; label "
+        "them, or give --gpu-label-key with a label they carry)"
+    )
+
+
 @dataclass(frozen=True)
 class Chosen:
     """A flavor's GPU type (None: every GPU node), the label that selects it, and (with
