@@ -8,6 +8,7 @@ import json
 from gpuctl.k8s.placement import AUTO
 from gpuctl.quota.core import kueue
 from gpuctl.quota.core.plans import KueueWorld, plan_kueue
+from tests.crd_schema import assert_valid_cr
 from tests.gpu_cluster import seed
 from tests.node_corpus import corpus
 
@@ -64,6 +65,7 @@ def test_quota_set_warns_carries_it_in_json_and_keeps_the_annotation_current(cli
     items = json.loads(r.out)["items"]
     (rf,) = [o for o in items if o["kind"] == "ResourceFlavor"]
     assert rf["metadata"]["annotations"] == {kueue.LEFT_OUT: LEFT}
+    assert_valid_cr(rf)
     assert cli("quota", "set", "team-a", "--gpus", "8", "--yes").code == 0
     custom = client.CustomObjectsApi(kube_api)
     name = rf["metadata"]["name"]
