@@ -132,3 +132,14 @@ def test_pending_pods_that_may_run_pass_and_none_pending_adds_no_check():
     check = spec_checks.check_pending([pending("w-0", "a100")], a100)
     assert check is not None and check.status == doctor.PASS
     assert spec_checks.check_pending([], a100) is None
+
+
+def test_a_missing_file_or_an_empty_directory_is_an_input_error_before_any_request(
+    cli, kube, tmp_path
+):
+    before = len(kube.requests())
+    r = cli("doctor", "--spec", str(tmp_path / "nope.yaml"))
+    assert r.code == 2 and "nope.yaml" in r.err and "cannot read file" in r.err
+    r = cli("doctor", "--spec", str(tmp_path))
+    assert r.code == 2 and "holds no .yaml or .yml file" in r.err
+    assert len(kube.requests()) == before
