@@ -80,6 +80,18 @@ COMMANDS = {
 _registered: set[str] = set()
 
 
+def _job_gpu_request(path: str):
+    """The GPU request of the job spec in PATH, loaded as submit loads it: `doctor --spec`
+    checks it (the job capability's loader, handed over from here, above both)."""
+    from gpuctl.jobs.sources import load_job
+
+    return load_job(path)[0].gpu_request
+
+
+# What a command module's register() is given besides the app
+_HANDED = {"gpuctl.doctor.cli": {"load_job": _job_gpu_request}}
+
+
 def register(argv: list[str]) -> None:
     """Add the commands `argv` needs (all of them for --help or an unknown command)."""
     import importlib
@@ -88,7 +100,7 @@ def register(argv: list[str]) -> None:
     wanted = {COMMANDS[word]} if word in COMMANDS else set(COMMANDS.values())
     for name in dict.fromkeys(COMMANDS.values()):
         if name in wanted and name not in _registered:
-            importlib.import_module(name).register(app)
+            importlib.import_module(name).register(app, **_HANDED.get(name, {}))
             _registered.add(name)
 
 

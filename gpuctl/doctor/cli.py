@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format, dump, echo, out_console
 
+if TYPE_CHECKING:
+    from gpuctl.k8s.placement import GpuRequest
 
-def register(app: typer.Typer) -> None:
+# A job spec file's GPU request, loaded as `submit` loads it (with its templates). The job
+# capability holds that loader, and capabilities do not import each other: gpuctl.app,
+# above both, hands it over when it registers the command.
+JobLoader = Callable[[str], "GpuRequest"]
+_load_job: list[JobLoader] = []
+
+
+def register(app: typer.Typer, load_job: JobLoader | None = None) -> None:
+    if load_job is not None:
+        _load_job[:] = [load_job]
     app.command("doctor")(doctor)
 
 
@@ -21,6 +35,13 @@ PROMETHEUS = typer.Option(
     metavar="URL",
     help="Also check which busy signal this Prometheus has (SM activity or only a duty cycle).",
 )
+SPECS = typer.Option(
+    [],
+    "--spec",
+    metavar="PATH",
+    help="Also check that this job spec's GPU request (gpu_type, mig, shared) selects a node, "
+    "as submit places it; a directory: its .yaml/.yml files (repeatable).",
+)
 
 
 @uses_cluster
@@ -30,17 +51,22 @@ def doctor(
     ),
     output: Format = options.output(),
     prometheus: str | None = PROMETHEUS,
+    spec: list[str] = SPECS,
+    gpu_label_key: str | None = options.gpu_label_key(),
 ) -> None:
     """Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin,
     MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing
     admission (waitForPodsReady), GPU resources covered by ClusterQueues; with a Prometheus,
-    the busy signal its DCGM series give. Exits 1 if any check fails."""
+    the busy signal its DCGM series give; with --spec, whether each job spec's GPUs select a
+    node. Exits 1 if any check fails."""
     from gpuctl.doctor import service as run_doctor
     from gpuctl.doctor.core.checks import failed
     from gpuctl.runtime.config import setting
 
+    key = options.resolve_gpu_label_key(gpu_label_key)
+    specs = [(path, _load_job[0](path)) for path in _spec_files(spec)] if spec else []
     with application().kube() as kube:
-        checks = run_doctor.run(kube, options.node_names(node))
+        checks = run_doctor.run(kube, options.node_names(node), specs, key)
     url = setting("prometheus_url", prometheus)
     if url:
         from gpuctl.adapters.prometheus import Prometheus
@@ -65,3 +91,21 @@ def doctor(
         out_console().print(table)
     if failed(checks):
         raise typer.Exit(1)
+
+
+def _spec_files(paths: list[str]) -> list[str]:
+    """Each PATH, a directory replaced by its .yaml/.yml files (in name order)."""
+    import os
+
+    from gpuctl.common.errors import UsageError
+
+    out: list[str] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        found = sorted(f for f in os.listdir(path) if f.endswith((".yaml", ".yml")))
+        if not found:
+            raise UsageError(f"--spec {path}: the directory holds no .yaml or .yml file")
+        out += [os.path.join(path, f) for f in found]
+    return out

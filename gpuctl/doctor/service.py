@@ -7,14 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
-from gpuctl.doctor.core import autoscale_checks
+from gpuctl.doctor.core import autoscale_checks, spec_checks
 from gpuctl.doctor.core import checks as doctor
 from gpuctl.doctor.core import queue_checks as queues
 from gpuctl.k8s import apis, device_plugin
 from gpuctl.k8s.labels import MANAGED_SELECTOR, managed_by_gpuctl
+from gpuctl.k8s.placement import AUTO, GpuRequest
 
 
-def run(kube: Kube, names: tuple[str, ...] = ()) -> list[doctor.Check]:
+def run(
+    kube: Kube,
+    names: tuple[str, ...] = (),
+    specs: list[tuple[str, GpuRequest]] | None = None,
+    label_key: str = AUTO,
+) -> list[doctor.Check]:
+    """Every check on the cluster's nodes (NAMES only, when given), and whether each of
+    SPECS (file, GPU request) selects one of them under LABEL_KEY."""
     if names:
         nodes = [kube.read_node(name) for name in names]
     else:
@@ -26,9 +34,24 @@ def run(kube: Kube, names: tuple[str, ...] = ()) -> list[doctor.Check]:
     except Forbidden:
         deployments = None
     found = doctor.run_checks(nodes, daemonsets, config_map, data)
+    found += spec_checks.check_specs(specs or [], nodes, label_key)
+    pending = None if names else pending_check(kube, nodes)
+    found += [pending] if pending else []
     found += queue_checks(kube, nodes, deployments or [])
     autoscaling = autoscaling_check(kube, deployments)
     return found + ([autoscaling] if autoscaling else [])
+
+
+def pending_check(kube: Kube, nodes: list[dict[str, Any]]) -> doctor.Check | None:
+    """Whether gpuctl's pending pods may run on a node (None: none pends, or RBAC hides
+    pods). One read: the server filters by label and phase."""
+    try:
+        pods = kube.list_objects(
+            "Pod", selector=MANAGED_SELECTOR, field_selector="status.phase=Pending"
+        )
+    except Forbidden:
+        return None
+    return spec_checks.check_pending(managed(pods), nodes)
 
 
 def managed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

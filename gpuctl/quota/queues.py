@@ -73,17 +73,19 @@ def _action(kube: Kube, step: ObjectStep, token: str) -> Action:
 
     def run() -> None:
         patch = kueue.spec_patch(step.kind, step.current or {}, step.obj["spec"])
+        patch += _annotated(step, step.current or {}, step.obj)
         kube.patch(kind, name, namespace, patch, api_version=av)
 
     def undo() -> str | None:
         now = {"spec": step.obj["spec"]}
         was = (step.current or {}).get("spec") or {}
+        back = _annotated(step, step.obj, step.current or {})
         try:
             kube.patch(
                 kind,
                 name,
                 namespace,
-                kueue.spec_patch(step.kind, now, was, undo=True),
+                kueue.spec_patch(step.kind, now, was, undo=True) + back,
                 api_version=av,
             )
         except NotFound:
@@ -93,6 +95,13 @@ def _action(kube: Kube, step: ObjectStep, token: str) -> Action:
         return ""
 
     return Action(step.step(), run, undo, name=f"{kind}/{name}")
+
+
+def _annotated(step: ObjectStep, current: dict, desired: dict) -> list[dict]:
+    """For a ResourceFlavor, the patch of the annotation naming the nodes it leaves out."""
+    if step.kind != "ResourceFlavor":
+        return []
+    return kueue.annotation_patch(current, desired)
 
 
 def _where(step: ObjectStep) -> tuple[str, str, str | None]:

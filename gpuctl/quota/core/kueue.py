@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -30,6 +30,9 @@ from gpuctl.quota.core.rules import MAX_GPUS
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by Kubernetes
 ALL_GPUS_FLAVOR = "nvidia-gpu"  # the one flavor when GPU nodes carry no GPU-type label
 MAX_FLAVORS = 64  # per resource group (the CRD's maxItems)
+# On a flavor gpuctl made: the nodes of its GPU type that its nodeLabels do not select
+LEFT_OUT = "gpuctl.io/gpu-nodes-not-selected"
+_SHOWN = 5  # nodes named in one note
 
 
 def cohort_field(version: str) -> str:
@@ -93,17 +96,36 @@ class Flavor:
     label_key: str
     cpu: str | None = None
     memory: str | None = None
+    # the nodes of its GPU type that its nodeLabels miss, with the labels they have instead
+    left_out: str = ""
+    of_type: int = 0  # GPU nodes of its type
+    model: str = ""  # its type in words, e.g. H100-80GB
 
     def object(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"tolerations": [dict(GPU_TOLERATION)]}
         if self.gpu_type is not None:
             spec["nodeLabels"] = {self.label_key: self.gpu_type}
+        metadata: dict[str, Any] = {"name": self.name, "labels": dict(MANAGED)}
+        if self.left_out:
+            metadata["annotations"] = {LEFT_OUT: self.left_out}
         return {
             "apiVersion": kueue_api_version("v1beta2"),  # the same shape in v1beta1
             "kind": "ResourceFlavor",
-            "metadata": {"name": self.name, "labels": dict(MANAGED)},
+            "metadata": metadata,
             "spec": spec,
         }
+
+    def left_out_note(self) -> str | None:
+        """What the quota leaves out (None: nothing): a ResourceFlavor matches nodes by
+        equal labels only, so nodes of its type labelled under another scheme are not in it."""
+        if not self.left_out:
+            return None
+        return (
+            f"ResourceFlavor {self.name} selects {self.label_key}={self.gpu_type}; of the "
+            f"{self.of_type} {self.model or self.gpu_type} nodes these lack it and are left "
+            f"out of the quota: {self.left_out} (label them {self.label_key}="
+            f"{self.gpu_type}, or give --gpu-label-key with a label they all carry)"
+        )
 
 
 def flavor_names(gpu_types: list[str]) -> dict[str, str]:
@@ -163,15 +185,16 @@ def flavors_for(
         types = list(gpu_types) or sorted(
             {t for n in gpu_nodes if (t := labels_of(n).get(label_key)) is not None}
         )
-        chosen = [(t, label_key, t) for t in types]
+        chosen = [Chosen(t, label_key, t) for t in types]
     if len(chosen) > MAX_FLAVORS:
         raise UsageError(
             f"{len(chosen)} GPU types: a ClusterQueue takes {MAX_FLAVORS} flavors at most"
         )
-    named = flavor_names([t for t, _, _ in chosen])
-    rows: list[tuple[str | None, str, str | None]] = [*chosen] or [(None, "", None)]
+    named = flavor_names([c.typed for c in chosen if c.typed is not None])
+    rows: list[Chosen] = [*chosen] or [Chosen(None, "", None)]
     out = []
-    for typed, key, value in sorted(rows, key=lambda c: named.get(c[0] or "", "")):
+    for row in sorted(rows, key=lambda c: named.get(c.typed or "", "")):
+        typed, key, value = row.typed, row.key, row.value
         members = [n for n in gpu_nodes if value is None or labels_of(n).get(key) == value]
         cpu = memory = None
         if members:
@@ -182,16 +205,73 @@ def flavors_for(
                 quantity_total([allocatable(n).get("memory", 0) for n in members]), "memory"
             )
         name = named[typed] if typed is not None else ALL_GPUS_FLAVOR
-        out.append(Flavor(name, value, key or label_key, cpu, memory))
+        left_out = _left_out(row.of_type, key, value) if value is not None else ""
+        flavor = Flavor(name, value, key or label_key, cpu, memory)
+        out.append(replace(flavor, left_out=left_out, of_type=len(row.of_type), model=row.model))
     return out
 
 
-def _auto_types(
-    gpu_nodes: list[dict[str, Any]], gpu_types: tuple[str, ...]
-) -> list[tuple[str, str, str]]:
-    """(type, label key, value) per GPU model on the nodes (those GPU_TYPES mean, when
-    given): the first label of the model's selectors that every node of the model carries
-    and no node of another model does."""
+def outside_note(
+    nodes: list[dict[str, Any]], flavors: list[Flavor], label_key: str, gpu_types: tuple[str, ...]
+) -> str | None:
+    """When the flavors are to cover every GPU type (no GPU_TYPES given): the GPU nodes that
+    none of FLAVORS selects, besides those of a flavor's own model (its note names them);
+    None when there is none."""
+    if gpu_types or any(f.gpu_type is None for f in flavors):
+        return None
+    models = {m for f in flavors for m in f.model.split(" or ") if m}
+    out = []
+    for n in nodes:
+        if not is_gpu_node(n) or (gpus_of(n).name or "") in models:
+            continue
+        if not any(labels_of(n).get(f.label_key) == f.gpu_type for f in flavors):
+            out.append(str((n.get("metadata") or {}).get("name")))
+    if not out:
+        return None
+    why = "gpuctl names no GPU model from their labels" if label_key == AUTO else f"no {label_key}"
+    more = len(out) - _SHOWN
+    shown = ", ".join(sorted(out)[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+    return (
+        f"GPU nodes in no ResourceFlavor, so outside every quota: {shown} ({why}; label "
+        "them, or give --gpu-label-key with a label they carry)"
+    )
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A flavor's GPU type (None: every GPU node), the label that selects it, and (with
+    `auto`) the GPU nodes of that type, in words MODEL."""
+
+    typed: str | None
+    key: str
+    value: str | None
+    of_type: tuple[dict[str, Any], ...] = ()
+    model: str = ""
+
+
+def _left_out(of_type: tuple[dict[str, Any], ...], key: str, value: str) -> str:
+    """The nodes of OF_TYPE without KEY=VALUE, grouped by the GPU labels they have instead,
+    e.g. `ip-10-1-2-3 (labelled gpu-type=h100)`; "" when every one has it."""
+    by_labels: dict[str, list[str]] = {}
+    for n in of_type:
+        if labels_of(n).get(key) == value:
+            continue
+        sel = ", ".join(f"{k}={v}" for k, v in gpus_of(n).selector)
+        why = f"labelled {sel}" if sel else f"no {key}"
+        by_labels.setdefault(why, []).append(str((n.get("metadata") or {}).get("name")))
+    parts = []
+    for why, names in sorted(by_labels.items()):
+        names.sort()
+        more = len(names) - _SHOWN
+        shown = ", ".join(names[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        parts.append(f"{shown} ({why})")
+    return "; ".join(parts)
+
+
+def _auto_types(gpu_nodes: list[dict[str, Any]], gpu_types: tuple[str, ...]) -> list[Chosen]:
+    """Per GPU model on the nodes (those GPU_TYPES mean, when given): the label of the
+    model's selectors that selects most of the model's nodes and no node of another model
+    (Chosen.of_type: all the model's nodes, so that the ones it misses can be named)."""
     seen = [(n, gpus_of(n)) for n in gpu_nodes]
     by_model: dict[str, list[dict[str, Any]]] = {}
     for n, g in seen:
@@ -205,7 +285,7 @@ def _auto_types(
     for typed, models in wanted.items():
         members = [n for m in models for n in by_model.get(m, [])]
         if not members:  # not on the cluster (or no cluster): gpuctl's own label
-            out.append((typed, identity.GPUCTL_TYPE, typed))
+            out.append(Chosen(typed, identity.GPUCTL_TYPE, typed))
             continue
         others = [n for n, g in seen if g.name not in models]
         pair = _common_label(members, others)
@@ -215,7 +295,8 @@ def _auto_types(
                 "node, which a ResourceFlavor needs",
                 hint="give --gpu-label-key with a label they share",
             )
-        out.append((typed, *pair))
+        model = " or ".join(m for m in models if m in by_model)
+        out.append(Chosen(typed, *pair, tuple(members), model))
     return out
 
 
@@ -366,10 +447,30 @@ def flavor_changes(
 ) -> list[tuple[str, str | None, str | None]]:
     from gpuctl.quota.core.rules import diff
 
-    def flat(spec: dict[str, Any]) -> dict[str, str]:
-        return {k: _text(spec[k]) for k in ("nodeLabels", "tolerations") if spec.get(k)}
+    def flat(obj: dict[str, Any]) -> dict[str, str]:
+        spec = obj.get("spec") or {}
+        out = {k: _text(spec[k]) for k in ("nodeLabels", "tolerations") if spec.get(k)}
+        left_out = _annotations(obj).get(LEFT_OUT)
+        return out | ({f"annotations.{LEFT_OUT}": left_out} if left_out else {})
 
-    return diff(flat(current.get("spec") or {}), flat(desired.get("spec") or {}))
+    return diff(flat(current), flat(desired))
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def annotation_patch(current: dict[str, Any], desired: dict[str, Any]) -> list[dict[str, Any]]:
+    """A JSON patch that makes a ResourceFlavor's LEFT_OUT annotation what DESIRED has
+    (removed where it has none), leaving the other annotations alone."""
+    have, want = _annotations(current), _annotations(desired)
+    path = "/metadata/annotations/" + LEFT_OUT.replace("~", "~0").replace("/", "~1")
+    if LEFT_OUT in want:
+        value = want[LEFT_OUT]
+        if not have:
+            return [{"op": "add", "path": "/metadata/annotations", "value": {LEFT_OUT: value}}]
+        return [{"op": "add", "path": path, "value": value}]
+    return [{"op": "remove", "path": path}] if LEFT_OUT in have else []
 
 
 def reuse_flavor(existing: list[dict[str, Any]], wanted: Flavor) -> str | None:

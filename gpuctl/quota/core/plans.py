@@ -286,7 +286,10 @@ def plan_kueue(
         used.append(f)
     steps.append(_step(kueue.cluster_queue(q, used, version), world.cluster_queue))
     steps.append(_step(kueue.local_queue(q.team, version), world.local_queue))
-    return KueuePlan(q, version, used, steps)
+    notes = tuple(note for f in flavors if (note := f.left_out_note()))
+    outside = kueue.outside_note(world.nodes, flavors, label_key, gpu_types)
+    notes += (outside,) if outside else ()
+    return KueuePlan(q, version, used, steps, notes)
 
 
 def object_changes(current: dict[str, Any], desired: dict[str, Any]) -> list[Change]:
