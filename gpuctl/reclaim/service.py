@@ -149,11 +149,18 @@ def restore(kube: Kube, plan: Plan, progress: Progress | None) -> None:
                     raise
                 raise _changed(step, "scaled back") from None
         message = f"gpuctl reclaim restore: {step.action}: {step.why}"
-        ev = actions.event(
-            d["kind"], "", d["namespace"], d["name"], None, actions.RESTORED, message, time.time()
+        kube.create(
+            actions.event(
+                d["kind"],
+                "",
+                d["namespace"],
+                d["name"],
+                None,
+                actions.RESTORED,
+                message,
+                time.time(),
+            )
         )
-        ev["involvedObject"].pop("apiVersion")
-        kube.create(ev)
 
     steps = [
         Action(s, functools.partial(run, s), name=f"{s.action} {s.target}") for s in plan.steps

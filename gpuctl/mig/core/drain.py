@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.k8s import events
 from gpuctl.k8s.selectors import label_selector_matches
-from gpuctl.k8s.times import timestamp
 
 Ref = tuple[str, str, str]  # (kind, namespace, name)
 OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
@@ -112,24 +112,13 @@ def record(node: str, config_from: str | None, config_to: str) -> str:
 
 
 def event(pod: Mapping[str, Any], message: str, now: float) -> dict[str, Any]:
-    """A core/v1 Event on the pod, named as the API server names its own (POD.<hex ns>)."""
+    """The Warning Event on an evicted pod."""
     meta = pod.get("metadata") or {}
-    name, ns = meta.get("name"), meta.get("namespace") or "default"
-    involved = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns}
-    if meta.get("uid"):
-        involved["uid"] = meta["uid"]
-    return {
+    involved = {
         "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": ns},
-        "involvedObject": involved,
-        "reason": REASON,
-        "message": message[:1024],
-        "type": "Warning",
-        "source": {"component": "gpuctl"},
-        "reportingComponent": "gpuctl",
-        "reportingInstance": "gpuctl",
-        "firstTimestamp": timestamp(now),
-        "lastTimestamp": timestamp(now),
-        "count": 1,
+        "kind": "Pod",
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace") or "default",
+        "uid": meta.get("uid"),
     }
+    return events.event(involved, REASON, message, now, warning=True)

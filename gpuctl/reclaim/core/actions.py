@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from gpuctl.common.plan import Plan, Step
-from gpuctl.k8s.times import timestamp
+from gpuctl.k8s import events
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.reclaim.core.decide import RECORD, REPLICAS, WARN, record_of
 
@@ -50,26 +50,16 @@ def event(
     kind: str, api_version: str, namespace: str, name: str, uid: str | None,
     reason: str, message: str, now: float,
 ) -> dict[str, Any]:  # fmt: skip
-    """A core/v1 Event about one object, named as the API server names its own
-    (OBJECT.<hex nanoseconds>)."""
-    involved = {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace}
-    if uid:
-        involved["uid"] = uid
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": namespace},
-        "involvedObject": involved,
-        "reason": reason,
-        "message": message[:1024],
-        "type": "Normal" if reason in (REASONS[pol.REPORT], RESTORED) else "Warning",
-        "source": {"component": "gpuctl"},
-        "reportingComponent": "gpuctl",
-        "reportingInstance": "gpuctl",
-        "firstTimestamp": timestamp(now),
-        "lastTimestamp": timestamp(now),
-        "count": 1,
+    """A core/v1 Event about one object: Normal for a report or a restore, else Warning."""
+    involved = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "namespace": namespace,
+        "uid": uid,
     }
+    warning = reason not in (REASONS[pol.REPORT], RESTORED)
+    return events.event(involved, reason, message, now, warning)
 
 
 def restore_plan(objects: list[tuple[str, dict[str, Any]]], namespace: str | None) -> Plan:
