@@ -23,7 +23,16 @@ from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
 from gpuctl.k8s.nodes import gpus_of, labels_of
 from gpuctl.mig.core import migparted
-from gpuctl.mig.core.drain import READ_KINDS, RECORD, DrainPolicy, Ref, event, record
+from gpuctl.mig.core.drain import (
+    BUDGET,
+    READ_KINDS,
+    RECORD,
+    DrainPolicy,
+    Ref,
+    budgets_unread,
+    event,
+    record,
+)
 from gpuctl.mig.core.operator import CONFIG_LABEL, STATE_LABEL
 from gpuctl.mig.core.rebalance import NodeChange, NodeNow, RebalancePlan, plan, stale_configs
 from gpuctl.mig.core.rebalance_read import (
@@ -82,14 +91,16 @@ def plan_rebalance(
 
 def owners_of(kube: Kube, drain: DrainPolicy) -> dict[Ref, dict]:
     """The pods' possible owners and their disruption budgets in the drain's namespaces, by
-    (kind, namespace, name). An owner kind that cannot be listed (RBAC) is left out: its pods
-    are not covered."""
+    (kind, namespace, name). What cannot be listed (RBAC) covers nothing: an owner kind is
+    left out, budgets are marked unread."""
     out: dict[Ref, dict] = {}
     for ns in sorted(drain.namespaces):
         for kind in READ_KINDS:
             try:
                 found = kube.list_objects(kind, ns)
             except GpuctlError:
+                if kind == BUDGET:
+                    out[budgets_unread(ns)] = {}
                 continue
             for o in found:
                 out[(kind, ns, (o.get("metadata") or {}).get("name") or "")] = o
@@ -313,7 +324,10 @@ class _NodeRun:
                 continue
             why_not = self.drain.why_not(pod, owners) if self.drain else "no --drain policy"
             if why_not:
-                raise BackendError(f"node {c.node}: pod {name} may not be evicted now: {why_not}")
+                raise BackendError(
+                    f"node {c.node}: pod {name} may not be evicted now: {why_not}"
+                    + self._evicted_before()
+                )
             ns, short = name.split("/", 1)
             why = record(c.node, c.config_from, c.config_to)
             try:
@@ -321,22 +335,34 @@ class _NodeRun:
                 self.kube.evict(short, ns)
             except NotFound:
                 continue  # gone already: what the step wanted
-            except BackendError as e:
-                if "HTTP 429" not in e.message:
-                    raise
-                self._annotate(short, ns, None)  # not evicted after all
-                raise BackendError(
-                    f"node {c.node}: a PodDisruptionBudget allows no eviction of {name} now; "
-                    "the node is uncordoned, its layout as it was"
-                    + (f" (evicted before it: {', '.join(done)})" if done else ""),
-                    hint="run the same command again once the budget allows a disruption",
-                ) from None
+            except GpuctlError as e:
+                self._unmark(short, ns)  # not evicted after all
+                if "HTTP 429" in e.message:
+                    raise BackendError(
+                        f"node {c.node}: a PodDisruptionBudget allows no eviction of {name} "
+                        "now; the node is uncordoned, its layout as it was"
+                        + self._evicted_before(),
+                        hint="run the same command again once the budget allows a disruption",
+                    ) from None
+                e.message += self._evicted_before()
+                raise
             done.append(name)
             self._event(
                 pod,
                 f"evicted by gpuctl mig rebalance --drain: node {c.node} changes MIG config "
                 f"{c.config_from} -> {c.config_to}",
             )
+
+    def _evicted_before(self) -> str:
+        return f" (evicted before it: {', '.join(self.evicted)})" if self.evicted else ""
+
+    def _unmark(self, name: str, namespace: str) -> None:
+        """Remove the eviction record from a pod that was not evicted (best effort: the
+        error that stopped the node is the one to report)."""
+        try:
+            self._annotate(name, namespace, None)
+        except GpuctlError:
+            pass
 
     def _annotate(self, name: str, namespace: str, why: str | None) -> None:
         """Record on the pod why it is evicted (None: remove the record)."""

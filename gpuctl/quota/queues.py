@@ -79,7 +79,8 @@ def _action(kube: Kube, step: ObjectStep, token: str) -> Action:
     def undo() -> str | None:
         now = {"spec": step.obj["spec"]}
         was = (step.current or {}).get("spec") or {}
-        back = _annotated(step, step.obj, step.current or {})
+        after = kueue.annotated_as(step.current or {}, step.obj)
+        back = _annotated(step, after, step.current or {})
         try:
             kube.patch(
                 kind,

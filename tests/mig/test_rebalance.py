@@ -612,6 +612,43 @@ def test_a_disruption_budget_spent_meanwhile_stops_the_node_as_it_was(full, caps
     assert "gpuctl.io/mig-rebalance-evicted" not in (kept.metadata.annotations or {})
 
 
+def test_a_refused_eviction_names_the_pods_evicted_before_it_and_unmarks_the_pod(
+    full, capsys, proxied_kube
+):
+    """The second of node a's two covered pods cannot be evicted (403: no RBAC for it, or
+    any other refusal): the error names the pod evicted before it, the refused pod keeps
+    no record of an eviction, and the node is uncordoned with its layout."""
+    from kubernetes import client
+
+    from tests.standins.faults import reply
+
+    seed(full, owned(pod("job-a2", "nvidia.com/mig-1g.5gb", node="a", phase="Running")))
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": "Forbidden",
+        "code": 403,
+        "message": 'pods "job-a2" is forbidden: cannot create resource "pods/eviction"',
+    }
+    path = r"/api/v1/namespaces/ml/pods/job-a2/eviction"
+    proxied_kube.on("POST", path, reply(403, json.dumps(status)))
+    manager = MigManager(full)
+    try:
+        code, out, err = run(
+            capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", "5"
+        )
+    finally:
+        manager.close()
+    assert code == 1, err
+    assert "evicted before it: ml/job-a" in err, err
+    assert pods_left(full) == ["bare", "job-a2", "job-c", "never", "want-7g"]
+    kept = client.CoreV1Api(full).read_namespaced_pod("job-a2", "ml")
+    assert "gpuctl.io/mig-rebalance-evicted" not in (kept.metadata.annotations or {})
+    assert not cordoned(full, "a")
+    assert node_of(full, "a").metadata.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+
+
 def test_drain_needs_a_namespace_and_a_namespace_needs_drain(full, capsys):
     code, out, err = run(capsys, "mig", "rebalance", "--drain", "--dry-run", "-n", NS)
     assert code == 2 and "--drain-namespace" in err

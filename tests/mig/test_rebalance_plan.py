@@ -404,6 +404,15 @@ def test_the_drain_policy_covers_only_recreated_pods_in_named_namespaces():
     assert policy.why_not(pod(labels=app), spent) is None
     elsewhere = {**owners, ("PodDisruptionBudget", "prod", "keep"): budget(0, {})}
     assert policy.why_not(pod(labels=app), elsewhere) is None  # another namespace's
+    unread = {**owners, ("PodDisruptionBudget", "ml", ""): {}}  # listing them was refused
+    assert "PodDisruptionBudgets of namespace ml could not be read" in policy.why_not(
+        pod(labels=app), unread
+    )
+    # a label and an annotation are read each on its own: one does not hide the other
+    other = {"gpuctl.io/evict": "soon"}
+    assert "evict: never" in policy.why_not(
+        pod(labels=other, annotations={"gpuctl.io/evict": "never"}), owners
+    )
 
 
 @pytest.mark.parametrize("model_name,gpus,cases", [("A30", 4, 30), ("A100-40GB", 3, 20)])

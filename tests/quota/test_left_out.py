@@ -103,3 +103,31 @@ def test_gpu_nodes_in_no_flavor_are_named():
     # types asked for by name leave the others out on purpose: nothing to say
     plan = plan_kueue(q, "gpu-type", ("h100",), None, KueueWorld(nodes=[GFD_H100, GPUCTL_H100]))
     assert plan.notes == ()
+
+
+def test_undoing_the_annotation_keeps_the_flavors_other_annotations():
+    """A run removed the LEFT_OUT annotation from a flavor that had others; its undo puts
+    that one back at its own path, never by replacing the whole annotation map."""
+    applied = "kubectl.kubernetes.io/last-applied-configuration"
+    before = {"metadata": {"annotations": {applied: "{}", kueue.LEFT_OUT: "n1"}}}
+    rendered = {"metadata": {}}  # nothing left out now
+    patch = kueue.annotation_patch(before, rendered)
+    assert patch == [
+        {"op": "remove", "path": "/metadata/annotations/gpuctl.io~1gpu-nodes-not-selected"}
+    ]
+    after = kueue.annotated_as(before, rendered)
+    assert after == {"metadata": {"annotations": {applied: "{}"}}}
+    assert kueue.annotation_patch(after, before) == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations/gpuctl.io~1gpu-nodes-not-selected",
+            "value": "n1",
+        }
+    ]
+    # a flavor with no annotations at all: the map is created
+    bare = kueue.annotated_as(
+        {"metadata": {}}, {"metadata": {"annotations": {kueue.LEFT_OUT: "n2"}}}
+    )
+    assert kueue.annotation_patch(bare, {"metadata": {}}) == [
+        {"op": "remove", "path": "/metadata/annotations/gpuctl.io~1gpu-nodes-not-selected"}
+    ]

@@ -8,13 +8,14 @@ A pod is covered when all of these hold:
 - a controller recreates it: it is a Job's, a ReplicaSet's (a Deployment's) or a
   StatefulSet's pod (a bare pod, a DaemonSet's or anything else's never is);
 - neither it nor its owners up the chain (the ReplicaSet's Deployment, …) is marked
-  `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never` (label or annotation, as reclaim
-  and make-room read them); an owner that could not be read covers nothing;
+  `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never` (label or annotation, each read on
+  its own, as make-room reads them); an owner that could not be read covers nothing;
 - it keeps no data on the node (no emptyDir or hostPath volume: kubectl drain, too, asks
   before deleting emptyDir data);
 - no PodDisruptionBudget selecting it allows no disruption now (status.disruptionsAllowed,
-  which the Eviction API reads too). A budget that several evictions use up is left to the
-  Eviction API: its refusal (429) stops that node when applying.
+  which the Eviction API reads too); budgets that could not be read cover nothing.
+A budget that several evictions use up is left to the Eviction API: its refusal (429)
+stops that node when applying.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ Ref = tuple[str, str, str]  # (kind, namespace, name)
 OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
 BUDGET = "PodDisruptionBudget"
 READ_KINDS = (*OWNER_KINDS, BUDGET)  # what the policy reads in its namespaces
+
+
+def budgets_unread(namespace: str) -> Ref:
+    """The key that says NAMESPACE's PodDisruptionBudgets could not be read (RBAC): its
+    pods are then not covered."""
+    return (BUDGET, namespace, "")
+
 
 NEVER = (("gpuctl.io/reclaim", "never"), ("gpuctl.io/evict", "never"))
 RECREATED_BY = ("Job", "ReplicaSet", "StatefulSet")
@@ -62,6 +70,8 @@ class DrainPolicy:
         for v in (pod.get("spec") or {}).get("volumes") or []:
             if "emptyDir" in v or "hostPath" in v:
                 return f"keeps data on the node (volume {v.get('name')})"
+        if budgets_unread(ns) in owners:
+            return f"the PodDisruptionBudgets of namespace {ns} could not be read"
         budget = _spent_budget(pod, ns, owners)
         if budget:
             return f"its PodDisruptionBudget {ns}/{budget} allows no disruption now"
@@ -85,7 +95,7 @@ def _spent_budget(
 ) -> str | None:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     for (kind, where, name), budget in sorted(owners.items()):
-        if kind != BUDGET or where != ns:
+        if kind != BUDGET or where != ns or not name:
             continue
         if not label_selector_matches((budget.get("spec") or {}).get("selector"), labels):
             continue
@@ -101,8 +111,8 @@ def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def _marked(obj: Mapping[str, Any]) -> str | None:
     meta = obj.get("metadata") or {}
-    marks = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
-    return next((f"{k}: {v}" for k, v in NEVER if marks.get(k) == v), None)
+    marks = (meta.get("labels") or {}, meta.get("annotations") or {})
+    return next((f"{k}: {v}" for k, v in NEVER for m in marks if m.get(k) == v), None)
 
 
 def record(node: str, config_from: str | None, config_to: str) -> str:

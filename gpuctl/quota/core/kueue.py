@@ -473,6 +473,15 @@ def annotation_patch(current: dict[str, Any], desired: dict[str, Any]) -> list[d
     return [{"op": "remove", "path": path}] if LEFT_OUT in have else []
 
 
+def annotated_as(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
+    """CURRENT as annotation_patch(CURRENT, DESIRED) leaves it: its other annotations, and
+    the LEFT_OUT annotation as DESIRED has it (what an undo starts from)."""
+    kept = {k: v for k, v in _annotations(current).items() if k != LEFT_OUT}
+    if LEFT_OUT in _annotations(desired):
+        kept[LEFT_OUT] = _annotations(desired)[LEFT_OUT]
+    return {"metadata": {"annotations": kept}}
+
+
 def reuse_flavor(existing: list[dict[str, Any]], wanted: Flavor) -> str | None:
     """The name of an existing ResourceFlavor that already selects exactly the nodes
     WANTED selects (same nodeLabels), which the ClusterQueue then uses as it is."""
