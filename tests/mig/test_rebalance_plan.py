@@ -441,3 +441,14 @@ def test_a_drain_plan_matches_the_exhaustive_optimum(model_name, gpus, cases):
                 offers = n.gpus[i].offers()
                 may |= {p for p, u in n.running.items() if any(offers[k] for k in u)}
             assert set(c.evicts) == may and set(c.evicts) <= n.covered
+
+
+def test_pods_not_evicted_for_one_reason_are_one_line():
+    from gpuctl.mig.core.rebalance import _not_evicted_lines
+
+    outside = "namespace prod is not one --drain-namespace names"
+    why = {f"prod/p{i}": outside for i in range(5)} | {"ml/bare": "a bare pod"}
+    assert _not_evicted_lines(why) == [
+        f"not evicted: 5 pods (prod/p0, prod/p1, prod/p2, …): {outside}",
+        "not evicted: ml/bare: a bare pod",
+    ]

@@ -292,8 +292,7 @@ class RebalancePlan:
                 out.append(f"  evicts: {', '.join(c.evicts)}")
         for n, gpus in self.kept_busy.items():
             out.append(f"node {n}: GPU {', '.join(map(str, gpus))} kept as they are (in use)")
-        for pod, why in self.not_evictable.items():
-            out.append(f"not evicted: {pod}: {why}")
+        out += _not_evicted_lines(self.not_evictable)
         if self.unplaced:
             out.append(f"still not placeable: {', '.join(self.unplaced)}")
         wanted = sum(self.demand.values()) - sum(self.forecast.values())
@@ -542,6 +541,22 @@ def check_forecast(extra: Mapping[str, int], nodes: Sequence[NodeNow]) -> None:
             + ("" if models else " (gpuctl found no MIG node it can plan for)"),
             hint="; ".join(profiles_hint(m) for m in models.values()) or None,
         )
+
+
+def _not_evicted_lines(not_evictable: Mapping[str, str], shown: int = 3) -> list[str]:
+    """One line per reason: a cluster's pods outside the namespaces named share one (JSON
+    lists every pod)."""
+    by_why: dict[str, list[str]] = {}
+    for pod, why in not_evictable.items():
+        by_why.setdefault(why, []).append(pod)
+    out = []
+    for why, pods in by_why.items():
+        if len(pods) == 1:
+            out.append(f"not evicted: {pods[0]}: {why}")
+            continue
+        names = ", ".join(pods[:shown]) + (", …" if len(pods) > shown else "")
+        out.append(f"not evicted: {len(pods)} pods ({names}): {why}")
+    return out
 
 
 def plan(
