@@ -511,6 +511,15 @@ def full(kube, kube_api):
 DRAIN = ("--drain", "--drain-namespace", "ml")
 
 
+def drain_apply(api, capsys, timeout: int):
+    """`mig rebalance --drain … --yes` with the stand-in MIG manager running meanwhile."""
+    manager = MigManager(api)
+    try:
+        return run(capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", str(timeout))
+    finally:
+        manager.close()
+
+
 def pods_left(api):
     from kubernetes import client
 
@@ -531,14 +540,8 @@ def test_a_drain_plan_names_and_evicts_exactly_the_covered_pods(full, capsys):
     assert "bare pod" in data["notEvictable"]["ml/bare"]
     assert "gpuctl.io/reclaim: never" in data["notEvictable"]["ml/never"]
     assert pods_left(full) == ["bare", "job-a", "job-c", "never", "want-7g"]  # dry run
-    manager = MigManager(full)
-    try:
-        code, out, err = run(
-            capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", "20"
-        )
-        assert code == 0, err
-    finally:
-        manager.close()
+    code, out, err = drain_apply(full, capsys, 20)
+    assert code == 0, err
     assert pods_left(full) == ["bare", "job-c", "never", "want-7g"]
     node = node_of(full, "a")
     assert not cordoned(full, "a")
@@ -594,13 +597,7 @@ def test_a_disruption_budget_spent_meanwhile_stops_the_node_as_it_was(full, caps
         )
 
     proxied_kube.on("POST", r"/api/v1/namespaces/ml/pods/job-a/eviction", meanwhile(spend))
-    manager = MigManager(full)
-    try:
-        code, out, err = run(
-            capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", "5"
-        )
-    finally:
-        manager.close()
+    code, out, err = drain_apply(full, capsys, 5)
     assert code == 1
     assert "PodDisruptionBudget" in err and "uncordoned" in err
     assert len(proxied_kube.seen("POST", r"/api/v1/namespaces/ml/pods/job-a/eviction")) == 1
@@ -633,13 +630,7 @@ def test_a_refused_eviction_names_the_pods_evicted_before_it_and_unmarks_the_pod
     }
     path = r"/api/v1/namespaces/ml/pods/job-a2/eviction"
     proxied_kube.on("POST", path, reply(403, json.dumps(status)))
-    manager = MigManager(full)
-    try:
-        code, out, err = run(
-            capsys, "mig", "rebalance", *DRAIN, "--yes", "-n", NS, "--timeout", "5"
-        )
-    finally:
-        manager.close()
+    code, out, err = drain_apply(full, capsys, 5)
     assert code == 1, err
     assert "evicted before it: ml/job-a" in err, err
     assert pods_left(full) == ["bare", "job-a2", "job-c", "never", "want-7g"]

@@ -109,9 +109,7 @@ def test_plan_matches_the_exhaustive_optimum(model_name, gpus, cases):
     for _ in range(cases):
         nodes = random_cluster(rng, model, gpus)
         pending = random_pending(rng, model)
-        demand = Counter()
-        for p in pending:
-            demand.update(p.wants)
+        demand = sum((Counter(p.wants) for p in pending), Counter())
         result = plan(nodes, pending)
         assert score(nodes, demand, result) == best(nodes, demand), (nodes, pending)
         for c in result.changes:  # no GPU that may hold a running pod changes
@@ -427,9 +425,7 @@ def test_a_drain_plan_matches_the_exhaustive_optimum(model_name, gpus, cases):
             for n in random_cluster(rng, model, gpus)
         ]
         pending = random_pending(rng, model)
-        demand = Counter()
-        for p in pending:
-            demand.update(p.wants)
+        demand = sum((Counter(p.wants) for p in pending), Counter())
         result = plan(nodes, pending)
         assert score(nodes, demand, result) == best(nodes, demand), (nodes, pending)
         for c in result.changes:
