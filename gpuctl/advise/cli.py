@@ -16,13 +16,7 @@ def register(app: typer.Typer) -> None:
 
 
 def advise(
-    prometheus: str | None = typer.Option(
-        None,
-        "--prometheus",
-        envvar="GPUCTL_PROMETHEUS_URL",
-        metavar="URL",
-        help="Prometheus holding DCGM-exporter metrics (also prometheus_url in the config file).",
-    ),
+    prometheus: str | None = options.prometheus(),
     window: str = typer.Option(
         "7d", "--window", help="How far back to look: peak memory, p95 and max utilization."
     ),

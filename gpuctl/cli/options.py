@@ -176,6 +176,18 @@ def resolve_gpu_label_key(option: str | None) -> str:
     return key
 
 
+PROMETHEUS_HELP = (
+    "Prometheus holding DCGM-exporter metrics (also prometheus_url in the config file)."
+)
+
+
+def prometheus(help: str = PROMETHEUS_HELP) -> Any:
+    """--prometheus URL (or GPUCTL_PROMETHEUS_URL), resolved by prometheus_url()."""
+    return typer.Option(
+        None, "--prometheus", envvar="GPUCTL_PROMETHEUS_URL", metavar="URL", help=help
+    )
+
+
 def prometheus_url(option: str | None) -> str:
     """The Prometheus to ask: the option, else the prometheus_url setting; else a usage error."""
     from gpuctl.runtime.config import setting

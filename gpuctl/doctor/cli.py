@@ -28,12 +28,8 @@ def register(app: typer.Typer, load_job: JobLoader | None = None) -> None:
 
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
-PROMETHEUS = typer.Option(
-    None,
-    "--prometheus",
-    envvar="GPUCTL_PROMETHEUS_URL",
-    metavar="URL",
-    help="Also check which busy signal this Prometheus has (SM activity or only a duty cycle).",
+PROMETHEUS = options.prometheus(
+    "Also check which busy signal this Prometheus has (SM activity or only a duty cycle)."
 )
 SPECS = typer.Option(
     [],

@@ -20,3 +20,13 @@ def seconds(text: Any) -> float | None:
         return datetime.strptime(str(text), FORMAT).replace(tzinfo=timezone.utc).timestamp()
     except ValueError:
         return None
+
+
+def any_seconds(text: str) -> float | None:
+    """RFC 3339 / ISO 8601 text with any offset or fraction (UTC when it names none), as
+    seconds since the epoch; None if it is not such a time."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()

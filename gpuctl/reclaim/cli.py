@@ -16,11 +16,6 @@ reclaim_app = typer.Typer(
     help="Give idle-held GPUs back by policy: report, suspend (Kueue-aware), scale to zero "
     "or evict the workloads whose every GPU has been idle; dry run unless --yes.",
 )
-Prom = Annotated[
-    str | None,
-    typer.Option("--prometheus", envvar="GPUCTL_PROMETHEUS_URL", metavar="URL",
-                 help="Prometheus holding DCGM-exporter metrics (also prometheus_url in the config file)."),
-]  # fmt: skip
 PolicyFile = Annotated[
     str | None,
     typer.Option("--policy", metavar="FILE",
@@ -64,7 +59,7 @@ def _prometheus(url: str | None):
 @uses_cluster
 def reclaim(
     ctx: typer.Context,
-    prometheus: Prom = None,
+    prometheus: str | None = options.prometheus(),
     idle_for: IdleFor = None,
     policy: PolicyFile = None,
     dry_run: bool = options.dry_run(_DRY_RUN),
@@ -122,7 +117,7 @@ def render(
     policy: PolicyFile = None,
     image: str = typer.Option(..., "--image", help="An image with gpuctl installed."),
     namespace: str = options.namespace("Where it runs (default: gpuctl).", default="gpuctl"),
-    prometheus: Prom = None,
+    prometheus: str | None = options.prometheus(),
     schedule: str = typer.Option("*/15 * * * *", "--schedule", help="The CronJob's schedule."),
     every: str | None = typer.Option(
         None, "--every", help="A Deployment that runs every DURATION instead."

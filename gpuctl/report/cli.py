@@ -17,13 +17,6 @@ class ReportFormat(str, enum.Enum):
     csv = "csv"
 
 
-PROMETHEUS = typer.Option(
-    None,
-    "--prometheus",
-    envvar="GPUCTL_PROMETHEUS_URL",
-    metavar="URL",
-    help="Prometheus holding DCGM-exporter metrics (also prometheus_url in the config file).",
-)
 WINDOW = typer.Option("7d", "--window", help="How far back the report goes, e.g. 7d or 30d.")
 STEP = typer.Option("5m", "--step", help="Resolution: a holding counts in whole steps.")
 END = typer.Option(
@@ -53,7 +46,7 @@ def register(app: typer.Typer) -> None:
 
 def report(
     key: str | None = LABEL_KEY,
-    prometheus: str | None = PROMETHEUS,
+    prometheus: str | None = options.prometheus(),
     window: str = WINDOW,
     step: str = STEP,
     end: str | None = END,

@@ -63,22 +63,15 @@ def prices(path: str | None) -> tuple[dict[str, float], str]:
 
 
 def end_time(text: str) -> float:
-    """--end: Unix seconds or an RFC 3339 / ISO 8601 time (UTC unless it says otherwise)."""
-    import datetime as dt
+    """--end: Unix seconds or an RFC 3339 time (UTC unless it says otherwise)."""
+    from gpuctl.k8s.times import any_seconds
 
-    try:
-        return float(text) if re.fullmatch(r"\d+(\.\d+)?", text) else _iso(text, dt)
-    except ValueError:
+    when = float(text) if re.fullmatch(r"\d+(\.\d+)?", text) else any_seconds(text)
+    if when is None:
         raise UsageError(
             f"--end: {text!r} is not a time (Unix seconds or RFC 3339, e.g. 2026-12-01T00:00:00Z)"
-        ) from None
-
-
-def _iso(text: str, dt) -> float:
-    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.timestamp()
+        )
+    return when
 
 
 def _now(client) -> float:

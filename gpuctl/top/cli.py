@@ -14,13 +14,9 @@ SIMULATE = typer.Option(
     metavar="SPEC",
     help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB or 2xH200,2xA30.",
 )
-PROMETHEUS = typer.Option(
-    None,
-    "--prometheus",
-    envvar="GPUCTL_PROMETHEUS_URL",
-    metavar="URL",
-    help="Cluster-wide view from DCGM-exporter metrics in this Prometheus "
-    "(also prometheus_url in the config file).",
+PROMETHEUS = options.prometheus(
+    "Cluster-wide view from DCGM-exporter metrics in this Prometheus "
+    "(also prometheus_url in the config file)."
 )
 DELAY = typer.Option(2.0, "-d", "--delay", min=0.1, help="Seconds between refreshes.")
 ONCE = typer.Option(False, "--once", help="Print one frame and exit.")

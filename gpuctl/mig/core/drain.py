@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.k8s import events
+from gpuctl.k8s.owners import controller_of
 from gpuctl.k8s.selectors import label_selector_matches
 
 Ref = tuple[str, str, str]  # (kind, namespace, name)
@@ -62,7 +63,7 @@ class DrainPolicy:
         marked = _marked(pod)
         if marked:
             return f"marked {marked}"
-        owner = _controller(pod)
+        owner = controller_of(pod)
         if owner is None:
             return "a bare pod: nothing would recreate it"
         if owner.get("kind") not in RECREATED_BY:
@@ -77,7 +78,7 @@ class DrainPolicy:
             return f"its PodDisruptionBudget {ns}/{budget} allows no disruption now"
         seen: Mapping[str, Any] | None = pod
         for _ in range(3):  # the pod's owner, its owner's owner, …
-            ref = _controller(seen) if seen is not None else None
+            ref = controller_of(seen) if seen is not None else None
             if ref is None or ref.get("kind") not in OWNER_KINDS:
                 return None
             what = f"{ref.get('kind')} {ns}/{ref.get('name')}"
@@ -102,11 +103,6 @@ def _spent_budget(
         if ((budget.get("status") or {}).get("disruptionsAllowed") or 0) < 1:
             return name
     return None
-
-
-def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return next((r for r in refs if r.get("controller")), None)
 
 
 def _marked(obj: Mapping[str, Any]) -> str | None:

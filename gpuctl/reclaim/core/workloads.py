@@ -15,6 +15,7 @@ from typing import Any
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 from gpuctl.k8s.labels import QUEUE_LABEL
 from gpuctl.k8s.nodes import is_gpu_resource
+from gpuctl.k8s.owners import controller_of
 
 Obj = dict[str, Any]
 Ref = tuple[str, str, str]  # (kind, namespace, name)
@@ -74,11 +75,6 @@ def holds_gpus(pod: Obj) -> bool:
 
 def _meta(obj: Obj | None) -> Obj:
     return (obj or {}).get("metadata") or {}
-
-
-def controller_of(obj: Obj) -> Obj | None:
-    refs = _meta(obj).get("ownerReferences") or []
-    return next((r for r in refs if r.get("controller")), None)
 
 
 def group(
