@@ -60,10 +60,12 @@ test: setup system-deps
 bench: setup
 	$(BIN)/python bench/run.py
 
-# Stops at the first problem: lint, formatting, types, import contracts (config: pyproject.toml).
+# Stops at the first problem: lint, formatting, types, import contracts, dead code (config:
+# pyproject.toml).
 .PHONY: lint
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
