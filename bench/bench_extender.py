@@ -107,7 +107,7 @@ def echo_server():
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, *a):
+        def log_message(self, *a):  # noqa: V107 (http.server calls it so)
             pass
 
     return ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -1,12 +1,12 @@
-"""The `gpuctl` command: root options, command registration and error handling."""
+"""The `gpuctl` command: root options, the table of commands and error handling."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from gpuctl.cli import application
 from gpuctl.common.errors import (
@@ -17,9 +17,68 @@ from gpuctl.common.errors import (
     UsageError,
 )
 
+# Every command, in the order `gpuctl --help` lists them: the module whose register() makes
+# it, and its help as that page shows it (its help's first sentence; tests/test_cli_startup.py
+# checks it is the command's own). A command's module is imported only when the command
+# runs, is completed or shows its own help; none imports a heavy library at module level.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("gpuctl.specs.cli", "Write a commented starter spec that renders as it is: a single-node job, a multi-node job, a job on one MIG slice, an autoscaled inference service, or a cluster."),
+    "schema": ("gpuctl.specs.cli", "Print the JSON Schema (draft 2020-12) of the job, service or cluster spec, made from the field table gpuctl's own parser reads."),
+    "render": ("gpuctl.jobs.cli", "Print the Kubernetes manifests for job specs (a service's: its Deployment, Service and autoscaler)."),
+    "submit": ("gpuctl.jobs.cli", "Check that a job fits the cluster and that the volumes and secrets it uses exist, then create it (all objects, or none)."),
+    "top": ("gpuctl.top.cli", "Show GPU utilization, memory, temperature, power and processes."),
+    "advise": ("gpuctl.advise.cli", "Rightsizing advice per workload: keep its GPUs, move it to a MIG profile or a time-sliced share, or release them; and how many GPUs the cluster would free."),
+    "report": ("gpuctl.report.cli", "Per team: GPU-hours held (MIG slices by their fraction, time-sliced shares split), busy GPU-hours by the busy signal, idle-held hours and cost; the top idle holders; the cluster's allocation and busy fraction over time."),
+    "doctor": ("gpuctl.doctor.cli", "Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin, MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing admission (waitForPodsReady), GPU resources covered by ClusterQueues; with a Prometheus, the busy signal its DCGM series give; with --spec, whether each job spec's GPUs select a node."),
+    "provision": ("gpuctl.provision.cli", "Create or update what a cluster spec describes: a new EKS cluster in a new VPC (or GPU nodes for an existing cluster, in its own network), the GPU node groups (Auto Scaling groups or Karpenter NodePools), EFA and the GPU stack."),
+    "destroy": ("gpuctl.provision.cli", "Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."),
+    "whatif": ("gpuctl.whatif.cli", "Replay pods onto nodes one at a time, as the FGD paper's simulator does, under each policy, and report the GPU allocation at 50/90/100/130 % demand, when the first GPU pod fails, and how fragmented the unallocated GPUs end up."),
+    "make-room": ("gpuctl.reclaim.cli", "The fewest evictions that make room for a waiting job: every evicted pod fits elsewhere; PDBs, gangs and pods that must not move are respected."),
+    "version": ("gpuctl.version.cli", "Print gpuctl's version and the versions of the engines it found: the NVIDIA driver (NVML; a simulated node's with GPUCTL_SIMULATE), the Kubernetes API server of the kubeconfig context, Terraform and the AWS SDK."),
+    "jobs": ("gpuctl.jobs.cli", "List, inspect, follow and delete jobs that gpuctl submitted."),
+    "mig": ("gpuctl.mig.cli", "Partition GPUs with MIG: plan, configure, show, assert, export."),
+    "alerts": ("gpuctl.alerts.cli", "Prometheus alert rules for GPUs (DCGM-exporter metrics)."),
+    "share": ("gpuctl.sharing.cli", "Share GPUs between pods: time-slicing or MPS via the NVIDIA device plugin."),
+    "quota": ("gpuctl.quota.cli", "Per-team GPU quotas: Kueue queues that lend and borrow within a cohort, or a namespace's ResourceQuota on requests.nvidia.com/gpu and MIG resources."),
+    "sched": ("gpuctl.sched.cli", "A kube-scheduler profile that packs GPU pods onto the fewest nodes."),
+    "reclaim": ("gpuctl.reclaim.cli", "Give idle-held GPUs back by policy: report, suspend (Kueue-aware), scale to zero or evict the workloads whose every GPU has been idle; dry run unless --yes."),
+    "sandbox": ("gpuctl.sandbox.cli", "A local simulated GPU cluster to try every command on (a simulator)."),
+}  # fmt: skip
+
+
+class LazyGroup(TyperGroup):
+    """The root group, after click's documented pattern for lazily loaded subcommands: it
+    lists COMMANDS and builds a command from its module when asked for it by name. Its own
+    help lists the commands from the table alone: building every command's options costs
+    more than the rest of `gpuctl --help`."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, cmd_name: str):
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            self.commands[cmd_name] = _built(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx, args: list[str]):
+        if args[0] in COMMANDS or args[0].startswith("-"):  # `-- --version`: the root's
+            return super().resolve_command(ctx, args)
+        # no such command: the listing's answer suggests the nearest of all their names
+        return _listing().resolve_command(ctx, args)
+
+    def format_commands(self, ctx, formatter) -> None:
+        _listing().format_commands(ctx, formatter)
+
+
+def _listing() -> TyperGroup:
+    """A group of each command as its name and help alone."""
+    return TyperGroup(commands=[TyperCommand(name=n, help=h) for n, (_, h) in COMMANDS.items()])
+
+
 app = typer.Typer(
     name="gpuctl",
     help="Provision GPU capacity, put work on it, watch how it is used, partition and share it.",
+    cls=LazyGroup,
     # --install-completion / --show-completion; values complete through gpuctl.completion
     add_completion=True,
     # Plain click help: rich-formatted help costs ~50 ms of imports on every --help.
@@ -52,34 +111,6 @@ def _root(
     if given after it."""
 
 
-# Each command's module, in the order `--help` lists them. Only the module the invoked
-# command needs is imported (none imports a heavy library at module level).
-COMMANDS = {
-    "init": "gpuctl.specs.cli",
-    "schema": "gpuctl.specs.cli",
-    "render": "gpuctl.jobs.cli",
-    "submit": "gpuctl.jobs.cli",
-    "jobs": "gpuctl.jobs.cli",
-    "top": "gpuctl.top.cli",
-    "mig": "gpuctl.mig.cli",
-    "alerts": "gpuctl.alerts.cli",
-    "share": "gpuctl.sharing.cli",
-    "quota": "gpuctl.quota.cli",
-    "sched": "gpuctl.sched.cli",
-    "advise": "gpuctl.advise.cli",
-    "report": "gpuctl.report.cli",
-    "doctor": "gpuctl.doctor.cli",
-    "provision": "gpuctl.provision.cli",
-    "destroy": "gpuctl.provision.cli",
-    "whatif": "gpuctl.whatif.cli",
-    "reclaim": "gpuctl.reclaim.cli",
-    "make-room": "gpuctl.reclaim.cli",
-    "sandbox": "gpuctl.sandbox.cli",
-    "version": "gpuctl.version.cli",
-}
-_registered: set[str] = set()
-
-
 def _job_gpu_request(path: str):
     """The GPU request of the job spec in PATH, loaded as submit loads it: `doctor --spec`
     checks it (the job capability's loader, handed over from here, above both)."""
@@ -92,123 +123,48 @@ def _job_gpu_request(path: str):
 _HANDED = {"gpuctl.doctor.cli": {"load_job": _job_gpu_request}}
 
 
-def register(argv: list[str]) -> None:
-    """Add the commands `argv` needs (all of them for --help or an unknown command)."""
+def command(built: bool = False) -> LazyGroup:
+    """The root click command. It and every command take --debug; it and the commands that
+    talk to Kubernetes take --context and --kubeconfig; all three fill the run's Application
+    (gpuctl.cli.application). BUILT: with every command built already, for what walks the
+    tree (tests, docs/commands.py); a run builds only the command it names."""
+    root = typer.main.get_command(app)
+    assert isinstance(root, LazyGroup)
+    root.params[0:0] = [application.debug_option(), *application.run_options()]
+    for name in COMMANDS if built else ():
+        root.get_command(None, name)
+    return root
+
+
+def _built(name: str):
+    """The click command NAME, made by its module's register() on an app of its own (the
+    module's other commands are built with it: a few milliseconds)."""
     import importlib
 
-    word = _command_word(argv)
-    wanted = {COMMANDS[word]} if word in COMMANDS else set(COMMANDS.values())
-    for name in dict.fromkeys(COMMANDS.values()):
-        if name in wanted and name not in _registered:
-            importlib.import_module(name).register(app, **_HANDED.get(name, {}))
-            _registered.add(name)
+    module = COMMANDS[name][0]
+    made = typer.Typer(rich_markup_mode=app.rich_markup_mode)
+    importlib.import_module(module).register(made, **_HANDED.get(module, {}))
+    cmd = typer.main.get_group(made).commands[name]
+    _add_run_options(cmd)
+    if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks: the values its options complete
+        from gpuctl import completion
+
+        completion.attach(cmd, (name,))
+    return cmd
 
 
-def command(argv: list[str] | None = None):
-    """The click command tree of the registered commands. The root and every command take
-    --debug; the root and the commands that talk to Kubernetes take --context and
-    --kubeconfig. All three fill the run's Application (gpuctl.cli.application).
-    For the root's help (ARGV asks for nothing else) the commands are only names and help
-    texts: building every command's options costs more than the rest of `gpuctl --help`."""
-    root = _root_help_tree() if _root_help(argv) else _invoked_tree(argv)
-    root.params[0:0] = [application.debug_option(), *application.run_options()]
-    if _root_help(argv):
-        return root
-
-    def add(cmd) -> None:
-        for sub in getattr(cmd, "commands", {}).values():
-            add(sub)
-        if any(p.name == "debug" for p in cmd.params):
-            return
-        if hasattr(cmd, "commands"):  # a group that runs something itself (`reclaim`) too
-            if cmd is not root and application.takes_cluster_options(cmd.callback):
-                cmd.params += [application.debug_option(), *application.run_options()]
-            return
-        cmd.params.append(application.debug_option())
+def _add_run_options(cmd) -> None:
+    """--debug on CMD and on each command under it; --context and --kubeconfig on those
+    marked @uses_cluster (a group that runs something itself, `reclaim`, as well)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _add_run_options(sub)
+    if hasattr(cmd, "commands"):
         if application.takes_cluster_options(cmd.callback):
-            cmd.params.extend(application.run_options())
-
-    add(root)
-    return root
-
-
-def _invoked_tree(argv: list[str] | None):
-    """The click tree of only the command ARGV names, and of only its subcommand where it
-    names one by its exact name: building every command's options costs more than a short
-    command's work. Anything else (no command, a word that names none, shell completion)
-    gets the whole tree, whose errors and suggestions name every command."""
-    argv = argv or []
-    word = _command_word(argv)
-    commands, groups = app.registered_commands, app.registered_groups
-    mine = [c for c in commands if _name(c) == word]
-    group = next((g for g in groups if typer.main.solve_typer_info_defaults(g).name == word), None)
-    if "_GPUCTL_COMPLETE" in os.environ or not (mine or group):
-        return typer.main.get_command(app)
-    sub = group.typer_instance if group else None
-    if sub is None or sub.registered_callback is not None:  # a group that runs itself too
-        return _built(mine, [group] if group else [])
-    after = argv[argv.index(str(word)) + 1 :]
-    whole = sub.registered_commands
-    sub.registered_commands = [c for c in whole if after and _name(c) == after[0]] or whole
-    try:
-        return _built([], [group] if group else [])
-    finally:
-        sub.registered_commands = whole
-
-
-def _built(commands: list, groups: list):
-    """The root's click group with only COMMANDS and GROUPS registered."""
-    registered = app.registered_commands, app.registered_groups
-    app.registered_commands, app.registered_groups = commands, groups
-    try:
-        return typer.main.get_command(app)
-    finally:
-        app.registered_commands, app.registered_groups = registered
-
-
-def _name(info) -> str:
-    return info.name or typer.main.get_command_name(info.callback.__name__)
-
-
-def _root_help(argv: list[str] | None) -> bool:
-    return (
-        argv is not None
-        and _command_word(argv) is None
-        and any(word in ("-h", "--help") for word in argv)
-        and "_GPUCTL_COMPLETE" not in os.environ
-    )
-
-
-def _root_help_tree():
-    """The root group with each command as its name and help alone (as typer reads them)."""
-    from typer.core import TyperCommand, TyperGroup
-
-    commands, groups = app.registered_commands, app.registered_groups
-    app.registered_commands, app.registered_groups = [], []
-    try:
-        root = typer.main.get_command(app)
-    finally:
-        app.registered_commands, app.registered_groups = commands, groups
-    for info in commands:
-        name = _name(info)
-        doc = inspect.getdoc(info.callback) if info.help is None else inspect.cleandoc(info.help)
-        root.commands[name] = TyperCommand(
-            name=name,
-            help=doc,
-            short_help=info.short_help,
-            hidden=info.hidden,
-            deprecated=info.deprecated,
-        )
-    for group in groups:
-        solved = typer.main.solve_typer_info_defaults(group)
-        root.commands[solved.name] = TyperGroup(
-            name=solved.name,
-            help=solved.help,
-            short_help=solved.short_help,
-            hidden=solved.hidden,
-            deprecated=solved.deprecated,
-        )
-    return root
+            cmd.params += [application.debug_option(), *application.run_options()]
+        return
+    cmd.params.append(application.debug_option())
+    if application.takes_cluster_options(cmd.callback):
+        cmd.params.extend(application.run_options())
 
 
 # The root options that take a value (the word after them is not the command).
@@ -309,10 +265,9 @@ def _run(argv: list[str]) -> int:
     except ImportError:  # pragma: no cover - older typer on click
         from click import exceptions as click  # type: ignore[no-redef]
 
-    register(argv)
     argv = _server_dry_run(argv)
-    root = command(argv)
-    if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks (argv is empty: all registered)
+    root = command()
+    if "_GPUCTL_COMPLETE" in os.environ:  # a shell asks (what, click reads from the environment)
         from gpuctl import completion
 
         completion.run(root)

@@ -34,11 +34,12 @@ def run(command) -> NoReturn:
     sys.exit(code)
 
 
-def attach(command) -> None:
-    """Give the options and arguments of COMMAND (the root click command) and of its
-    subcommands the completers that fit them."""
+def attach(command, path: tuple[str, ...] = ()) -> None:
+    """Give the options and arguments of COMMAND (the root click command, or the command at
+    PATH under it, as gpuctl.app builds it) and of its subcommands the completers that fit
+    them."""
     logging.disable(logging.CRITICAL)  # a library's warning would land in the prompt
-    _attach(command, ())
+    _attach(command, path)
 
 
 def _attach(command, path: tuple[str, ...]) -> None:

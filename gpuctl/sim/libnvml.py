@@ -431,7 +431,7 @@ class SimulatedLibrary:
         _put(ref, 0)  # NVML_COMPUTEMODE_DEFAULT
 
     @_nvml
-    def nvmlDeviceGetTotalEccErrors(self, handle, error_type, counter_type, ref):
+    def nvmlDeviceGetTotalEccErrors(self, handle, error_type, counter_type, ref):  # noqa: V107 (NVML's parameters)
         self._gpu(handle)
         _put(ref, 0)
 
@@ -705,12 +705,12 @@ class SimulatedLibrary:
             info.name = (f"MIG {g}" if c == sp.profile.slices else f"MIG {c}c.{g}").encode()
 
     @_nvml
-    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gi_handle, profile, eng_profile, ref):
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gi_handle, profile, eng_profile, ref):  # noqa: V107 (NVML's parameters)
         i, gi = self._gi(gi_handle)
         self._fill_ci_profile(i, gi, _val(profile), _obj(ref), False)
 
     @_nvml
-    def nvmlGpuInstanceGetComputeInstanceProfileInfoV(self, gi_handle, profile, eng_profile, ref):
+    def nvmlGpuInstanceGetComputeInstanceProfileInfoV(self, gi_handle, profile, eng_profile, ref):  # noqa: V107 (NVML's parameters)
         i, gi = self._gi(gi_handle)
         self._fill_ci_profile(i, gi, _val(profile), _obj(ref), True)
 
