@@ -361,13 +361,16 @@ def rebalance(
     output: Format = _REBALANCE_OUTPUT,
 ) -> None:
     """Re-split idle MIG GPUs for pending pods and Kueue workloads, node by node."""
-    from gpuctl.mig import service, views
+    from gpuctl.mig import rebalance, views
+    from gpuctl.mig.core.drain import drain_policy
+    from gpuctl.mig.core.plan import parse_demand
 
     write = views.text_writer(output)
-    policy = service.drain_policy(drain, drain_namespace or [])
+    policy = drain_policy(drain, drain_namespace or [])
+    extra = parse_demand(demand) if demand else None
     with application().kube() as kube:
-        configmap = service.rebalance_configmap(kube, configmap)
-        plan = service.plan_rebalance(kube, namespace, configmap, demand, policy)
+        configmap = configmap or rebalance.mig_configmap(kube)
+        plan = rebalance.plan_rebalance(kube, namespace, configmap, extra, policy)
         views.print_data(plan.to_dict(dry_run), output)
         write("".join(line + "\n" for line in plan.lines()))
         if dry_run or plan.empty:
@@ -384,7 +387,7 @@ def rebalance(
             + "?",
             yes,
         )
-        done = service.apply_rebalance(
-            kube, plan, namespace, configmap, timeout, views.MigProgress(), policy
+        done = rebalance.apply(
+            kube, plan, namespace, configmap, timeout, views.MigProgress(), drain=policy
         )
     write(f"rebalanced: {', '.join(done)}\n")

@@ -17,10 +17,6 @@ from gpuctl.sharing.core import plans
 from gpuctl.sharing.core.plans import OffPlan, SharePlan, Target, config_map_step, label_step
 
 
-def list_daemonsets(kube: Kube) -> list[dict]:
-    return kube.list_objects("DaemonSet")
-
-
 def locate(
     kube: Kube,
     namespace: str | None,
@@ -30,7 +26,7 @@ def locate(
     """The device plugin's namespace and config ConfigMap (None if there is no plugin and
     no namespace is given)."""
     if daemonsets is None:
-        daemonsets = list_daemonsets(kube)
+        daemonsets = kube.list_objects("DaemonSet")
     plugin = device_plugin.find_device_plugin(daemonsets)
     if plugin is None and namespace is None:
         return None

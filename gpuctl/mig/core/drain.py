@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.common.errors import UsageError
 from gpuctl.k8s import events
 from gpuctl.k8s.owners import controller_of
 from gpuctl.k8s.selectors import label_selector_matches
@@ -89,6 +90,20 @@ class DrainPolicy:
             if marked:
                 return f"its {what} is marked {marked}"
         return None
+
+
+def drain_policy(drain: bool, namespaces: list[str]) -> DrainPolicy | None:
+    """--drain's policy (None without --drain); --drain names at least one namespace."""
+    if not drain:
+        if namespaces:
+            raise UsageError("--drain-namespace needs --drain")
+        return None
+    if not namespaces:
+        raise UsageError(
+            "--drain needs --drain-namespace NS: the namespaces whose GPU pods may be evicted",
+            hint="e.g. gpuctl mig rebalance --drain --drain-namespace ml-batch --dry-run",
+        )
+    return DrainPolicy(frozenset(namespaces))
 
 
 def _spent_budget(
