@@ -9,7 +9,8 @@ from typing import Any
 
 from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
-from gpuctl.k8s.nodes import allocatable, gpus_of, is_gpu_node, labels_of, taints
+from gpuctl.k8s.nodes import allocatable, gpus_of, is_gpu_node, taints
+from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.placement import Placement, terms_match
 
 

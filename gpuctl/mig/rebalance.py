@@ -21,7 +21,8 @@ from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.common.plan import Step
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
-from gpuctl.k8s.nodes import gpus_of, labels_of
+from gpuctl.k8s.nodes import gpus_of
+from gpuctl.k8s.objects import labels_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.drain import (
     BUDGET,

@@ -10,7 +10,7 @@ from gpuctl.adapters import kube_atomic
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError
-from gpuctl.k8s import device_plugin, nodes
+from gpuctl.k8s import device_plugin, objects
 from gpuctl.runtime.workflow import Action, Progress, execute
 from gpuctl.sharing.core import config as core
 from gpuctl.sharing.core import plans
@@ -150,7 +150,7 @@ def _verify(kube: Kube, p: SharePlan | OffPlan) -> None:
         ]
     if p.changing:
         labels = {
-            n["metadata"]["name"]: nodes.labels_of(n).get(device_plugin.CONFIG_LABEL)
+            n["metadata"]["name"]: objects.labels_of(n).get(device_plugin.CONFIG_LABEL)
             for n in list_nodes(kube, None)
         }
         wrong += [

@@ -22,9 +22,9 @@ from gpuctl.k8s.nodes import (
     gpu_resources,
     gpus_of,
     is_gpu_node,
-    labels_of,
     mig_reason,
 )
+from gpuctl.k8s.objects import labels_of
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 GFD_LABELS = (GFD_PRODUCT, GFD_COUNT, "nvidia.com/gpu.memory")

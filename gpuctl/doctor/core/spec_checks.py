@@ -10,7 +10,8 @@ from collections import Counter
 from typing import Any
 
 from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check, _name, _names
-from gpuctl.k8s.nodes import gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import gpus_of, is_gpu_node
+from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.placement import GpuRequest, Placement, place, terms_match
 from gpuctl.k8s.selectors import pod_may_run_on
 

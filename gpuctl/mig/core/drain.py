@@ -27,7 +27,7 @@ from typing import Any
 
 from gpuctl.common.errors import UsageError
 from gpuctl.k8s import events
-from gpuctl.k8s.owners import controller_of
+from gpuctl.k8s.objects import controller_of
 from gpuctl.k8s.selectors import label_selector_matches
 
 Ref = tuple[str, str, str]  # (kind, namespace, name)

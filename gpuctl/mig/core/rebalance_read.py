@@ -16,7 +16,8 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.gpus.identity import GPU, MIG_PREFIX, MIG_STRATEGY, NodeGpus
 from gpuctl.gpus.resources import DONE_PHASES, requested
-from gpuctl.k8s.nodes import gpus_of, labels_of
+from gpuctl.k8s.nodes import gpus_of
+from gpuctl.k8s.objects import labels_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.diff import GpuState
 from gpuctl.mig.core.drain import DrainPolicy, Ref

@@ -23,7 +23,8 @@ from gpuctl.common.quantity import from_api
 from gpuctl.gpus import identity
 from gpuctl.k8s.apis import kueue_api_version
 from gpuctl.k8s.labels import GPU_TOLERATION, MANAGED
-from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node
+from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.placement import AUTO
 from gpuctl.quota.core.rules import MAX_GPUS
 

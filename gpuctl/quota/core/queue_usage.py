@@ -15,7 +15,8 @@ from fractions import Fraction
 from typing import Any
 
 from gpuctl.common.quantity import from_api
-from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node
+from gpuctl.k8s.objects import labels_of
 from gpuctl.quota.core.kueue import format_quantity
 
 Key = tuple[str, str]  # (flavor, resource)

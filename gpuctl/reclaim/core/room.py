@@ -26,7 +26,7 @@ from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.k8s.fit import tolerates
 from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, taints
-from gpuctl.k8s.owners import controller_of
+from gpuctl.k8s.objects import controller_of
 from gpuctl.k8s.selectors import label_selector_matches, may_run_on, required_terms
 from gpuctl.reclaim.core.workloads import Obj, Ref
 

@@ -15,7 +15,7 @@ from typing import Any
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 from gpuctl.k8s.labels import QUEUE_LABEL
 from gpuctl.k8s.nodes import is_gpu_resource
-from gpuctl.k8s.owners import controller_of
+from gpuctl.k8s.objects import controller_of
 
 Obj = dict[str, Any]
 Ref = tuple[str, str, str]  # (kind, namespace, name)

@@ -35,9 +35,9 @@ from gpuctl.k8s.nodes import (
     allocatable,
     gpus_of,
     is_gpu_node,
-    labels_of,
     mig_reason,
 )
+from gpuctl.k8s.objects import labels_of
 
 if TYPE_CHECKING:
     from gpuctl.common.selector import Requirement

@@ -12,7 +12,7 @@ from gpuctl.common import selector as label_selector
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
 from gpuctl.k8s import device_plugin
-from gpuctl.k8s.nodes import labels_of
+from gpuctl.k8s.objects import labels_of
 from gpuctl.sharing.core import config as core
 
 # Without a cluster: where the device plugin is taken to read its configs (-n, --config-map

@@ -23,7 +23,8 @@ from gpuctl.common.quantity import from_api
 from gpuctl.gpus.resources import DONE_PHASES
 from gpuctl.gpus.scoring import GPU_RESOURCE
 from gpuctl.k8s.fit import keeps_out_plain_pods
-from gpuctl.k8s.nodes import gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import gpus_of, is_gpu_node
+from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.placement import AUTO
 from gpuctl.k8s.selectors import pod_may_run_on
 from gpuctl.whatif.core.trace import MAX_CPU_MILLI, MAX_GPUS, MAX_MEMORY_MIB, MILLI, Node, Pod

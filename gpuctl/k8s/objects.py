@@ -1,9 +1,13 @@
-"""Who owns an object: its ownerReferences. Pure."""
+"""Any object as the API returns it: its labels, and who owns it (its ownerReferences). Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+
+def labels_of(obj: dict[str, Any]) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
 
 
 def controller_of(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
