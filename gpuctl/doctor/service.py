@@ -63,7 +63,7 @@ def autoscaling_check(kube: Kube, deployments: list[dict[str, Any]] | None) -> d
     the DEPLOYMENTS, None then)."""
     if deployments is None:
         return None
-    keda = apis.has_keda(_served(kube, apis.KEDA_GROUP))
+    keda = apis.KEDA_VERSION in _served(kube, apis.KEDA_GROUP)
     try:
         hpas = managed(kube.list_objects("HorizontalPodAutoscaler", selector=MANAGED_SELECTOR))
         scaled = (

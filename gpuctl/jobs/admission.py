@@ -20,18 +20,6 @@ INSTALL_JOBSET = (
 )
 
 
-def has_jobset(kube: Kube) -> bool:
-    return apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP))
-
-
-def has_keda(kube: Kube) -> bool:
-    return apis.has_keda(kube.api_versions(apis.KEDA_GROUP))
-
-
-def kueue_version(kube: Kube) -> str | None:
-    return apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
-
-
 def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
     """The spec with its multi-node form decided: the option, else the spec's, else a
     JobSet when the cluster has JobSet's CRD (with no cluster: an Indexed Job)."""
@@ -39,7 +27,9 @@ def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
         return spec
     chosen = option or spec.multinode
     if chosen is None:
-        chosen = JOBSET if kube is not None and has_jobset(kube) else INDEXED_JOB
+        chosen = (
+            JOBSET if kube is not None and kube.serves(apis.JOBSET_API_VERSION) else INDEXED_JOB
+        )
         if chosen == JOBSET and (problem := jobset_name_problem(spec.name, spec.nodes)):
             raise SpecError(
                 problem,
@@ -50,7 +40,7 @@ def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
     elif chosen == JOBSET:
         if problem := jobset_name_problem(spec.name, spec.nodes):
             raise SpecError(problem, file=spec.source, field="name", hint="a shorter name")
-        if kube is not None and not has_jobset(kube):
+        if kube is not None and not kube.serves(apis.JOBSET_API_VERSION):
             raise GpuctlError(
                 f"{spec.name} is a JobSet, but this cluster has no JobSet "
                 f"(it serves no {apis.JOBSET_API_VERSION} API)",
@@ -64,7 +54,7 @@ def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | Non
     has queues but the job goes to none. A queue the spec names must exist."""
     if spec.kind != "Job":
         return spec, None
-    version = kueue_version(kube)
+    version = kube.kueue_version()
     if spec.queue is not None:
         if version is None:
             raise GpuctlError(
@@ -134,11 +124,13 @@ def serving_target(
     GPU quota."""
     assert spec.serving is not None
     scale = spec.serving.autoscale
-    chosen = option or (autoscale.KEDA if scale is None or has_keda(kube) else autoscale.HPA)
-    if scale is not None and chosen == autoscale.KEDA and not has_keda(kube):
+    chosen = option or (
+        autoscale.KEDA if scale is None or kube.serves(apis.KEDA_API_VERSION) else autoscale.HPA
+    )
+    if scale is not None and chosen == autoscale.KEDA and not kube.serves(apis.KEDA_API_VERSION):
         raise GpuctlError(
             f"{spec.name} asks for KEDA, but this cluster has no KEDA (it serves no "
-            f"{apis.KEDA_GROUP}/{apis.KEDA_VERSION} API)",
+            f"{apis.KEDA_API_VERSION} API)",
             hint="install KEDA (helm install keda kedacore/keda -n keda --create-namespace), "
             "or --autoscaler hpa",
         )

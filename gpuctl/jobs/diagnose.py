@@ -8,7 +8,6 @@ from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
-from gpuctl.jobs.admission import kueue_version
 from gpuctl.jobs.core import why
 from gpuctl.jobs.core.status import status_of
 from gpuctl.jobs.service import get_job
@@ -90,7 +89,7 @@ def _scattered(report: fit.FitReport) -> bool:
 
 def _kueue(kube: Kube) -> str | None:
     try:
-        return kueue_version(kube)
+        return kube.kueue_version()
     except Forbidden:
         return None
 

@@ -28,7 +28,7 @@ def plan_set(
     the GPU types are the ones asked for."""
     world = KueueWorld()
     if kube is not None:
-        av = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
+        av = apis.kueue_api_version(version)
         nodes = kube.list_objects("Node")
         world = KueueWorld(
             nodes,

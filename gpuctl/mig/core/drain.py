@@ -20,6 +20,7 @@ stops that node when applying.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,10 +28,9 @@ from typing import Any
 
 from gpuctl.common.errors import UsageError
 from gpuctl.k8s import events
-from gpuctl.k8s.objects import controller_of
+from gpuctl.k8s.objects import Ref, controller_of, owner_chain
 from gpuctl.k8s.selectors import label_selector_matches
 
-Ref = tuple[str, str, str]  # (kind, namespace, name)
 OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
 BUDGET = "PodDisruptionBudget"
 READ_KINDS = (*OWNER_KINDS, BUDGET)  # what the policy reads in its namespaces
@@ -77,13 +77,11 @@ class DrainPolicy:
         budget = _spent_budget(pod, ns, owners)
         if budget:
             return f"its PodDisruptionBudget {ns}/{budget} allows no disruption now"
-        seen: Mapping[str, Any] | None = pod
-        for _ in range(3):  # the pod's owner, its owner's owner, …
-            ref = controller_of(seen) if seen is not None else None
-            if ref is None or ref.get("kind") not in OWNER_KINDS:
+        # the pod's owner, its owner's owner, …
+        for ref, seen in itertools.islice(owner_chain(pod, owners), 3):
+            if ref.get("kind") not in OWNER_KINDS:
                 return None
             what = f"{ref.get('kind')} {ns}/{ref.get('name')}"
-            seen = owners.get((str(ref.get("kind")), ns, str(ref.get("name"))))
             if seen is None:
                 return f"its {what} could not be read"
             marked = _marked(seen)

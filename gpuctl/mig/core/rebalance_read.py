@@ -17,10 +17,10 @@ from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.gpus.identity import GPU, MIG_PREFIX, MIG_STRATEGY, NodeGpus
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.k8s.nodes import gpus_of
-from gpuctl.k8s.objects import labels_of
+from gpuctl.k8s.objects import Ref, labels_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.diff import GpuState
-from gpuctl.mig.core.drain import DrainPolicy, Ref
+from gpuctl.mig.core.drain import DrainPolicy
 from gpuctl.mig.core.operator import CONFIG_LABEL
 from gpuctl.mig.core.rebalance import WHOLE, Finish, Layout, NodeNow, Pending, retry_name
 

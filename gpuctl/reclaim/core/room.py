@@ -26,9 +26,9 @@ from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.k8s.fit import tolerates
 from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, taints
-from gpuctl.k8s.objects import controller_of
+from gpuctl.k8s.objects import Ref, controller_of
 from gpuctl.k8s.selectors import label_selector_matches, may_run_on, required_terms
-from gpuctl.reclaim.core.workloads import Obj, Ref
+from gpuctl.reclaim.core.workloads import Obj
 
 NEVER = ("gpuctl.io/evict", "never")
 GANG_LABELS = ("jobset.sigs.k8s.io/jobset-name", "kueue.x-k8s.io/pod-group-name")

@@ -15,10 +15,9 @@ from typing import Any
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 from gpuctl.k8s.labels import QUEUE_LABEL
 from gpuctl.k8s.nodes import is_gpu_resource
-from gpuctl.k8s.objects import controller_of
+from gpuctl.k8s.objects import Ref, controller_of, owner_chain
 
 Obj = dict[str, Any]
-Ref = tuple[str, str, str]  # (kind, namespace, name)
 # Kinds read from the cluster to walk ownerReferences up.
 OWNER_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "Job", "JobSet")
 
@@ -97,11 +96,7 @@ def group(
 def _top(pod: Obj, owners: dict[Ref, Obj]) -> Workload:
     namespace = _meta(pod).get("namespace") or "default"
     obj, kind, api = pod, "Pod", "v1"
-    while True:
-        ref = controller_of(obj)
-        if ref is None:
-            break
-        up = owners.get((ref.get("kind", ""), namespace, ref.get("name", "")))
+    for ref, up in owner_chain(pod, owners):
         if up is None:  # a kind not read (a Notebook, a RayCluster): it is the workload
             return Workload(ref.get("kind", "?"), namespace, ref.get("name", "?"),
                             ref.get("apiVersion", ""), None)  # fmt: skip
