@@ -14,6 +14,7 @@ from typing import Any
 from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 from gpuctl.k8s import apis
+from gpuctl.k8s.objects import name_of, namespace_of
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -186,8 +187,8 @@ class Kube:
     def create(self, obj: dict, dry_run: bool = False) -> dict:
         """Create OBJ in its metadata.namespace (the context's namespace if it has none);
         with dry_run the server only checks it."""
-        kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name")
-        namespace = (obj.get("metadata") or {}).get("namespace") or self.namespace
+        kind, name = obj.get("kind"), name_of(obj)
+        namespace = namespace_of(obj) or self.namespace
         path, ns = self._path(kind, namespace, obj.get("apiVersion"))
         return self._call(
             "POST",

@@ -12,6 +12,7 @@ from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.jobs.core import autoscale, quota_check, serving
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
 from gpuctl.k8s import apis
+from gpuctl.k8s.objects import name_of, namespace_of
 from gpuctl.k8s.placement import Placement
 
 INSTALL_JOBSET = (
@@ -93,11 +94,7 @@ def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | Non
 
 def _local_queues(kube: Kube, namespace: str, version: str) -> list[str]:
     found = kube.list_objects("LocalQueue", namespace, api_version=apis.kueue_api_version(version))
-    return sorted(
-        str(q["metadata"]["name"])
-        for q in found
-        if (q.get("metadata") or {}).get("namespace") in (None, namespace)
-    )
+    return sorted(name_of(q) for q in found if namespace_of(q) in ("", namespace))
 
 
 def within_quota(

@@ -22,7 +22,7 @@ from gpuctl.common.plan import Step
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
 from gpuctl.k8s.nodes import gpus_of
-from gpuctl.k8s.objects import Ref, labels_of
+from gpuctl.k8s.objects import Ref, labels_of, name_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.drain import (
     BUDGET,
@@ -103,7 +103,7 @@ def owners_of(kube: Kube, drain: DrainPolicy) -> dict[Ref, dict]:
                     out[budgets_unread(ns)] = {}
                 continue
             for o in found:
-                out[(kind, ns, (o.get("metadata") or {}).get("name") or "")] = o
+                out[(kind, ns, name_of(o))] = o
     return out
 
 

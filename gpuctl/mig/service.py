@@ -16,6 +16,7 @@ from gpuctl.adapters.kube import Kube
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Step as PlanStep
 from gpuctl.gpus.geometry import GpuModel
+from gpuctl.k8s.objects import labels_of
 from gpuctl.mig import cluster, node
 from gpuctl.mig.core import migparted, report
 from gpuctl.mig.core.diff import GpuPlan, GpuState, Step
@@ -329,7 +330,7 @@ def configure_cluster(
 
 def _restore_label(kube: Kube, name: str, old: str | None, new: str) -> str | None:
     try:
-        labels = kube.read_node(name)["metadata"].get("labels") or {}
+        labels = labels_of(kube.read_node(name))
         if labels.get(CONFIG_LABEL) != new:
             return None  # our patch did not land (or someone changed it since)
         kube.patch_node_labels(name, {CONFIG_LABEL: old})

@@ -5,6 +5,7 @@ Kept apart from the `quota set` workflow, whose modules a listing does not need.
 from __future__ import annotations
 
 from gpuctl.adapters.kube import Forbidden, Kube
+from gpuctl.k8s.objects import meta, namespace_of
 from gpuctl.quota.core import rules
 
 
@@ -31,7 +32,7 @@ def usage(kube: Kube, namespace: str | None) -> list[dict]:
 def _in(namespace: str, items: list[dict]) -> list[dict]:
     """Objects from a namespaced list, each with its namespace set (and nothing from others)."""
     return [
-        {**o, "metadata": {**(o.get("metadata") or {}), "namespace": namespace}}
+        {**o, "metadata": {**meta(o), "namespace": namespace}}
         for o in items
-        if (o.get("metadata") or {}).get("namespace") in (None, namespace)
+        if namespace_of(o) in ("", namespace)
     ]

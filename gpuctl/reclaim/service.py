@@ -16,7 +16,7 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.k8s import apis
-from gpuctl.k8s.objects import Ref
+from gpuctl.k8s.objects import Ref, name_of, namespace_of, uid_of
 from gpuctl.reclaim.core import actions, decide, room, signal, workloads
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.runtime.workflow import Action, Progress, execute
@@ -34,8 +34,7 @@ def _owners(kube: Kube) -> dict[Ref, dict]:
         found += [("JobSet", o) for o in kube.list_objects("JobSet")]
     out = {}
     for kind, obj in found:
-        meta = obj.get("metadata") or {}
-        out[(kind, meta.get("namespace") or "default", meta.get("name", ""))] = obj
+        out[(kind, namespace_of(obj) or "default", name_of(obj))] = obj
     return out
 
 
@@ -46,10 +45,6 @@ def find(kube: Kube, prometheus: Any, policy: pol.Policy, exporter: Exporter) ->
     now = time.time()
     found = workloads.group(kube.unfinished_pods(), _owners(kube), kube.kueue_workloads())
     return decide.find(policy, found, readings, now)
-
-
-def _uid(obj: dict | None) -> str | None:
-    return ((obj or {}).get("metadata") or {}).get("uid")
 
 
 def _run_step(kube: Kube, step: Step, now: float) -> None:
@@ -79,7 +74,7 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
                 pass  # gone already: what the step wanted
     message = f"gpuctl reclaim: {step.action}: {step.why}"
     event = actions.event(
-        kind, d["apiVersion"] or "v1", namespace, name, _uid(answer), reason, message, now
+        kind, d["apiVersion"] or "v1", namespace, name, uid_of(answer), reason, message, now
     )
     try:
         kube.create(event)

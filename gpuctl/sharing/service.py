@@ -30,8 +30,8 @@ def locate(
     plugin = device_plugin.find_device_plugin(daemonsets)
     if plugin is None and namespace is None:
         return None
-    ns = namespace or ((plugin or {}).get("metadata") or {}).get("namespace") or kube.namespace
-    if plugin is not None and (plugin["metadata"].get("namespace") or ns) != ns:
+    ns = namespace or objects.namespace_of(plugin) or kube.namespace
+    if plugin is not None and (objects.namespace_of(plugin) or ns) != ns:
         plugin = None  # a plugin elsewhere does not read this namespace's ConfigMaps
     mounted_name = device_plugin.plugin_config_map(plugin) if plugin else None
     name = config_map or mounted_name or device_plugin.DEFAULT_CONFIG_MAP
@@ -150,7 +150,7 @@ def _verify(kube: Kube, p: SharePlan | OffPlan) -> None:
         ]
     if p.changing:
         labels = {
-            n["metadata"]["name"]: objects.labels_of(n).get(device_plugin.CONFIG_LABEL)
+            objects.name_of(n): objects.labels_of(n).get(device_plugin.CONFIG_LABEL)
             for n in list_nodes(kube, None)
         }
         wrong += [

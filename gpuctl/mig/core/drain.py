@@ -28,7 +28,16 @@ from typing import Any
 
 from gpuctl.common.errors import UsageError
 from gpuctl.k8s import events
-from gpuctl.k8s.objects import Ref, controller_of, owner_chain
+from gpuctl.k8s.objects import (
+    Ref,
+    annotations_of,
+    controller_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    owner_chain,
+    uid_of,
+)
 from gpuctl.k8s.selectors import label_selector_matches
 
 OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
@@ -57,8 +66,7 @@ class DrainPolicy:
     ) -> str | None:
         """None when the policy covers POD, else why it does not (in words). OWNERS: the
         objects of READ_KINDS in the policy's namespaces, by (kind, namespace, name)."""
-        meta = pod.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
+        ns = namespace_of(pod) or "default"
         if ns not in self.namespaces:
             return f"namespace {ns} is not one --drain-namespace names"
         marked = _marked(pod)
@@ -107,7 +115,7 @@ def drain_policy(drain: bool, namespaces: list[str]) -> DrainPolicy | None:
 def _spent_budget(
     pod: Mapping[str, Any], ns: str, owners: Mapping[Ref, Mapping[str, Any]]
 ) -> str | None:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    labels = labels_of(pod)
     for (kind, where, name), budget in sorted(owners.items()):
         if kind != BUDGET or where != ns or not name:
             continue
@@ -119,8 +127,7 @@ def _spent_budget(
 
 
 def _marked(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata") or {}
-    marks = (meta.get("labels") or {}, meta.get("annotations") or {})
+    marks = (labels_of(obj), annotations_of(obj))
     return next((f"{k}: {v}" for k, v in NEVER for m in marks if m.get(k) == v), None)
 
 
@@ -132,12 +139,11 @@ def record(node: str, config_from: str | None, config_to: str) -> str:
 
 def event(pod: Mapping[str, Any], message: str, now: float) -> dict[str, Any]:
     """The Warning Event on an evicted pod."""
-    meta = pod.get("metadata") or {}
     involved = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "name": meta.get("name"),
-        "namespace": meta.get("namespace") or "default",
-        "uid": meta.get("uid"),
+        "name": name_of(pod),
+        "namespace": namespace_of(pod) or "default",
+        "uid": uid_of(pod),
     }
     return events.event(involved, REASON, message, now, warning=True)

@@ -15,7 +15,15 @@ from typing import Any
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 from gpuctl.k8s.labels import QUEUE_LABEL
 from gpuctl.k8s.nodes import is_gpu_resource
-from gpuctl.k8s.objects import Ref, controller_of, owner_chain
+from gpuctl.k8s.objects import (
+    Ref,
+    annotations_of,
+    controller_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    owner_chain,
+)
 
 Obj = dict[str, Any]
 # Kinds read from the cluster to walk ownerReferences up.
@@ -42,11 +50,11 @@ class Workload:
 
     @property
     def labels(self) -> dict[str, str]:
-        return dict(_meta(self.obj).get("labels") or {}) if self.obj else {}
+        return dict(labels_of(self.obj))
 
     @property
     def annotations(self) -> dict[str, str]:
-        return dict(_meta(self.obj).get("annotations") or {}) if self.obj else {}
+        return dict(annotations_of(self.obj))
 
     @property
     def gpus(self) -> int:
@@ -72,10 +80,6 @@ def holds_gpus(pod: Obj) -> bool:
     )
 
 
-def _meta(obj: Obj | None) -> Obj:
-    return (obj or {}).get("metadata") or {}
-
-
 def group(
     pods: Iterable[Obj], owners: dict[Ref, Obj], kueue_workloads: Iterable[Obj]
 ) -> list[Workload]:
@@ -94,7 +98,7 @@ def group(
 
 
 def _top(pod: Obj, owners: dict[Ref, Obj]) -> Workload:
-    namespace = _meta(pod).get("namespace") or "default"
+    namespace = namespace_of(pod) or "default"
     obj, kind, api = pod, "Pod", "v1"
     for ref, up in owner_chain(pod, owners):
         if up is None:  # a kind not read (a Notebook, a RayCluster): it is the workload
@@ -102,8 +106,8 @@ def _top(pod: Obj, owners: dict[Ref, Obj]) -> Workload:
                             ref.get("apiVersion", ""), None)  # fmt: skip
         obj, kind, api = up, ref.get("kind", ""), ref.get("apiVersion", "")
     if kind == "ReplicaSet":  # a ReplicaSet of no Deployment: gpuctl scales neither
-        return Workload(kind, namespace, _meta(obj).get("name", "?"), api, None)
-    return Workload(kind, namespace, _meta(obj).get("name", "?"), api, obj)
+        return Workload(kind, namespace, name_of(obj) or "?", api, None)
+    return Workload(kind, namespace, name_of(obj) or "?", api, obj)
 
 
 def _kueue_owners(workloads: Iterable[Obj]) -> dict[Ref, str]:
@@ -111,6 +115,6 @@ def _kueue_owners(workloads: Iterable[Obj]) -> dict[Ref, str]:
     for wl in workloads:
         ref = controller_of(wl)
         if ref is not None:
-            namespace = _meta(wl).get("namespace") or "default"
-            out[(ref.get("kind", ""), namespace, ref.get("name", ""))] = _meta(wl).get("name", "")
+            namespace = namespace_of(wl) or "default"
+            out[(ref.get("kind", ""), namespace, ref.get("name", ""))] = name_of(wl)
     return out
