@@ -128,11 +128,11 @@ def test_credentials_in_the_kubeconfig_server_are_masked(cli, tmp_path, monkeypa
 )
 @pytest.mark.parametrize("debug", [False, True])
 def test_messages_in_a_pipe_are_what_rich_writes(capsys, point, details, debug):
-    """`say` writes plain prose to a pipe itself (rich costs ~50 ms to import and run):
+    """`inform` writes plain prose to a pipe itself (rich costs ~50 ms to import and run):
     byte for byte what gpuctl's rich console writes for the same lines."""
-    from gpuctl.cli.output import err_console, say
+    from gpuctl.cli.output import err_console, inform
 
-    say(point, details, debug=debug)
+    inform(point, details, debug=debug)
     mine = capsys.readouterr().err
     lines = [point + ("" if debug or not details else " (--debug for the details)")]
     lines += [f"  {d}" for d in details] if debug else []

@@ -13,6 +13,8 @@ from typing import Any
 
 from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
+from gpuctl.k8s import apis
+from gpuctl.k8s.objects import name_of, namespace_of
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -44,6 +46,7 @@ class NoAnswer(BackendError):
 # The kinds gpuctl reads and writes: kind -> (apiVersion, resource, namespaced). Those of a
 # group with a dot are custom resources (served by CRDs): a caller may name another version
 # of their group, and a dict patches them as a JSON merge patch (they have no strategic merge).
+_KUEUE = apis.kueue_api_version(None)
 KINDS = {
     "Namespace": ("v1", "namespaces", False),
     "Node": ("v1", "nodes", False),
@@ -61,12 +64,12 @@ KINDS = {
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers", True),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
     "Event": ("v1", "events", True),
-    "ResourceFlavor": ("kueue.x-k8s.io/v1beta2", "resourceflavors", False),
-    "ClusterQueue": ("kueue.x-k8s.io/v1beta2", "clusterqueues", False),
-    "LocalQueue": ("kueue.x-k8s.io/v1beta2", "localqueues", True),
-    "Workload": ("kueue.x-k8s.io/v1beta2", "workloads", True),
-    "JobSet": ("jobset.x-k8s.io/v1alpha2", "jobsets", True),
-    "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects", True),
+    "ResourceFlavor": (_KUEUE, "resourceflavors", False),
+    "ClusterQueue": (_KUEUE, "clusterqueues", False),
+    "LocalQueue": (_KUEUE, "localqueues", True),
+    "Workload": (_KUEUE, "workloads", True),
+    "JobSet": (apis.JOBSET_API_VERSION, "jobsets", True),
+    "ScaledObject": (apis.KEDA_API_VERSION, "scaledobjects", True),
 }
 
 
@@ -184,8 +187,8 @@ class Kube:
     def create(self, obj: dict, dry_run: bool = False) -> dict:
         """Create OBJ in its metadata.namespace (the context's namespace if it has none);
         with dry_run the server only checks it."""
-        kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name")
-        namespace = (obj.get("metadata") or {}).get("namespace") or self.namespace
+        kind, name = obj.get("kind"), name_of(obj)
+        namespace = namespace_of(obj) or self.namespace
         path, ns = self._path(kind, namespace, obj.get("apiVersion"))
         return self._call(
             "POST",
@@ -344,6 +347,22 @@ class Kube:
                 if isinstance(g, dict)
             }
         return list(self._groups.get(group, []))
+
+    def serves(self, api_version: str) -> bool:
+        """Whether the cluster serves GROUP/VERSION (e.g. JobSet's jobset.x-k8s.io/v1alpha2)."""
+        group, _, version = api_version.rpartition("/")
+        return version in self.api_versions(group)
+
+    def kueue_version(self) -> str | None:
+        """The Kueue API version gpuctl speaks with this cluster; None without Kueue."""
+        return apis.kueue_version(self.api_versions(apis.KUEUE_GROUP))
+
+    def kueue_workloads(self, namespace: str | None = None) -> list[dict]:
+        """Kueue's Workloads in NAMESPACE, or in all namespaces ([] without Kueue)."""
+        version = self.kueue_version()
+        if version is None:
+            return []
+        return self.list_objects("Workload", namespace, api_version=apis.kueue_api_version(version))
 
     def get_path(self, path: str, query: dict[str, str | None] | None = None) -> dict:
         """GET an API path that no verb by kind reaches, e.g. an aggregated API's

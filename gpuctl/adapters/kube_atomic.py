@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from gpuctl.adapters.kube import Kube, NoAnswer, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Step
+from gpuctl.k8s.objects import annotations_of, meta, name_of, namespace_of
 from gpuctl.runtime.workflow import Action, Progress, execute
 
 ATTEMPT_ANNOTATION = "gpuctl.io/create-attempt"
@@ -26,9 +27,8 @@ ATTEMPT_ANNOTATION = "gpuctl.io/create-attempt"
 
 def create_step(obj: dict) -> Step:
     """A step that creates OBJ, for objects that come without a plan's own step."""
-    meta = obj.get("metadata") or {}
-    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
-    return Step("create", f"{obj['kind']} {where}{meta['name']}", detail={"object": obj})
+    where = f"{namespace_of(obj)}/" if namespace_of(obj) else ""
+    return Step("create", f"{obj['kind']} {where}{name_of(obj)}", detail={"object": obj})
 
 
 def create_all(
@@ -66,9 +66,8 @@ def new_token() -> str:
 
 
 def _marked(obj: dict, token: str) -> dict:
-    meta = obj.get("metadata") or {}
-    annotations = {**(meta.get("annotations") or {}), ATTEMPT_ANNOTATION: token}
-    return {**obj, "metadata": {**meta, "annotations": annotations}}
+    annotations = {**annotations_of(obj), ATTEMPT_ANNOTATION: token}
+    return {**obj, "metadata": {**meta(obj), "annotations": annotations}}
 
 
 def create_action(kube: Kube, obj: dict, token: str, step: Step | None = None) -> Action:
@@ -125,7 +124,7 @@ def _remove(kube: Kube, obj: dict, token: str, certain: bool) -> str | None:
             return ""
         except GpuctlError:
             return f"deleting it failed: {e.message}"
-        if (current.get("metadata") or {}).get("deletionTimestamp"):
+        if meta(current).get("deletionTimestamp"):
             return ""  # being deleted
         return f"deleting it failed: {e.message}"
     except GpuctlError as e:
@@ -133,9 +132,8 @@ def _remove(kube: Kube, obj: dict, token: str, certain: bool) -> str | None:
 
 
 def _where(obj: dict) -> tuple[str, str, str | None]:
-    meta = obj.get("metadata") or {}
-    return obj["kind"], meta["name"], meta.get("namespace")
+    return obj["kind"], name_of(obj), namespace_of(obj) or None
 
 
 def _token(obj: dict) -> str | None:
-    return ((obj.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION)
+    return annotations_of(obj).get(ATTEMPT_ANNOTATION)

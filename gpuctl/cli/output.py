@@ -94,7 +94,7 @@ def echo(text: str) -> None:
     sys.stdout.flush()
 
 
-def say(point: str, details: tuple[str, ...] | list[str] = (), *, debug: bool = False) -> None:
+def inform(point: str, details: tuple[str, ...] | list[str] = (), *, debug: bool = False) -> None:
     """A message on stderr that says its point first; its DETAILS (what it rests on, how to
     change it) follow, one indented line each, when DEBUG (the run's --debug), and otherwise
     one word says they are there. Prose: wrapped at spaces to the terminal, not in a pipe."""

@@ -29,8 +29,6 @@ _DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN)
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _LABEL_KEY = re.compile(LABEL_KEY)
 _LABEL_VALUE = re.compile(LABEL_VALUE)
-_DATA_KEY = re.compile(DATA_KEY)
-_ENV_VAR = re.compile(ENV_VAR)
 
 
 def dns1123_label(name: str) -> bool:
@@ -56,17 +54,6 @@ def label_key(key: str) -> bool:
 def label_value(value: str) -> bool:
     """Empty, or a qualified name (≤ 63)."""
     return bool(_LABEL_VALUE.fullmatch(value))
-
-
-def data_key(key: str) -> bool:
-    """A key of a Secret's or ConfigMap's data: letters, digits, '-', '_', '.' (≤ 253)."""
-    return bool(_DATA_KEY.fullmatch(key))
-
-
-def env_var_name(name: str) -> bool:
-    """A container environment variable's name (letters, digits, '-', '_', '.'; no leading
-    digit)."""
-    return bool(_ENV_VAR.fullmatch(name))
 
 
 # Label keys a job spec may not set, with who sets them. gpuctl finds its objects by its

@@ -12,6 +12,7 @@ from gpuctl.doctor.core import checks as doctor
 from gpuctl.doctor.core import queue_checks as queues
 from gpuctl.k8s import apis, device_plugin
 from gpuctl.k8s.labels import MANAGED_SELECTOR, managed_by_gpuctl
+from gpuctl.k8s.objects import namespace_of
 from gpuctl.k8s.placement import AUTO, GpuRequest
 
 
@@ -63,7 +64,7 @@ def autoscaling_check(kube: Kube, deployments: list[dict[str, Any]] | None) -> d
     the DEPLOYMENTS, None then)."""
     if deployments is None:
         return None
-    keda = apis.has_keda(_served(kube, apis.KEDA_GROUP))
+    keda = apis.KEDA_VERSION in _served(kube, apis.KEDA_GROUP)
     try:
         hpas = managed(kube.list_objects("HorizontalPodAutoscaler", selector=MANAGED_SELECTOR))
         scaled = (
@@ -85,7 +86,7 @@ def _plugin_configs(
     name = device_plugin.plugin_config_map(plugin) if plugin else None
     if plugin is None or name is None:
         return None, None
-    namespace = plugin["metadata"].get("namespace") or kube.namespace
+    namespace = namespace_of(plugin) or kube.namespace
     try:
         return name, kube.read("ConfigMap", name, namespace).get("data") or {}
     except NotFound:
@@ -133,7 +134,7 @@ def _kueue_config(kube: Kube, manager: dict[str, Any] | None) -> tuple[dict | No
 
     namespace, name = queues.DEFAULT_CONFIG_MAP
     if manager is not None:
-        namespace = (manager.get("metadata") or {}).get("namespace") or namespace
+        namespace = namespace_of(manager) or namespace
         pod = ((manager.get("spec") or {}).get("template") or {}).get("spec") or {}
         mounted = [
             v["configMap"]["name"]

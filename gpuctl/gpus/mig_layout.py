@@ -347,14 +347,6 @@ def search_placement(devices: Sequence[Device], fixed: Sequence[Placed]) -> list
     return list(fixed) + chosen if go(0, mask) else None
 
 
-def feasible(model: GpuModel, devices: Sequence[Device]) -> bool:
-    try:
-        place(model, devices)
-        return True
-    except LayoutError:
-        return False
-
-
 def _join(items: Iterable[object]) -> str:
     texts = [str(i) for i in items]
     return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " or " + texts[-1]

@@ -12,24 +12,13 @@ from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.jobs.core import autoscale, quota_check, serving
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
 from gpuctl.k8s import apis
+from gpuctl.k8s.objects import name_of, namespace_of
 from gpuctl.k8s.placement import Placement
 
 INSTALL_JOBSET = (
     "install JobSet (kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
     "releases/download/v0.12.0/manifests.yaml) or use multinode: indexed-job"
 )
-
-
-def has_jobset(kube: Kube) -> bool:
-    return apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP))
-
-
-def has_keda(kube: Kube) -> bool:
-    return apis.has_keda(kube.api_versions(apis.KEDA_GROUP))
-
-
-def kueue_version(kube: Kube) -> str | None:
-    return apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
 
 
 def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
@@ -39,7 +28,9 @@ def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
         return spec
     chosen = option or spec.multinode
     if chosen is None:
-        chosen = JOBSET if kube is not None and has_jobset(kube) else INDEXED_JOB
+        chosen = (
+            JOBSET if kube is not None and kube.serves(apis.JOBSET_API_VERSION) else INDEXED_JOB
+        )
         if chosen == JOBSET and (problem := jobset_name_problem(spec.name, spec.nodes)):
             raise SpecError(
                 problem,
@@ -50,7 +41,7 @@ def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
     elif chosen == JOBSET:
         if problem := jobset_name_problem(spec.name, spec.nodes):
             raise SpecError(problem, file=spec.source, field="name", hint="a shorter name")
-        if kube is not None and not has_jobset(kube):
+        if kube is not None and not kube.serves(apis.JOBSET_API_VERSION):
             raise GpuctlError(
                 f"{spec.name} is a JobSet, but this cluster has no JobSet "
                 f"(it serves no {apis.JOBSET_API_VERSION} API)",
@@ -64,7 +55,7 @@ def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | Non
     has queues but the job goes to none. A queue the spec names must exist."""
     if spec.kind != "Job":
         return spec, None
-    version = kueue_version(kube)
+    version = kube.kueue_version()
     if spec.queue is not None:
         if version is None:
             raise GpuctlError(
@@ -103,11 +94,7 @@ def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | Non
 
 def _local_queues(kube: Kube, namespace: str, version: str) -> list[str]:
     found = kube.list_objects("LocalQueue", namespace, api_version=apis.kueue_api_version(version))
-    return sorted(
-        str(q["metadata"]["name"])
-        for q in found
-        if (q.get("metadata") or {}).get("namespace") in (None, namespace)
-    )
+    return sorted(name_of(q) for q in found if namespace_of(q) in ("", namespace))
 
 
 def within_quota(
@@ -134,11 +121,13 @@ def serving_target(
     GPU quota."""
     assert spec.serving is not None
     scale = spec.serving.autoscale
-    chosen = option or (autoscale.KEDA if scale is None or has_keda(kube) else autoscale.HPA)
-    if scale is not None and chosen == autoscale.KEDA and not has_keda(kube):
+    chosen = option or (
+        autoscale.KEDA if scale is None or kube.serves(apis.KEDA_API_VERSION) else autoscale.HPA
+    )
+    if scale is not None and chosen == autoscale.KEDA and not kube.serves(apis.KEDA_API_VERSION):
         raise GpuctlError(
             f"{spec.name} asks for KEDA, but this cluster has no KEDA (it serves no "
-            f"{apis.KEDA_GROUP}/{apis.KEDA_VERSION} API)",
+            f"{apis.KEDA_API_VERSION} API)",
             hint="install KEDA (helm install keda kedacore/keda -n keda --create-namespace), "
             "or --autoscaler hpa",
         )

@@ -332,17 +332,17 @@ def jobs_delete(
 ) -> None:
     """Delete a job gpuctl manages: its Job (with the Job's pods) or bare Pod, and its
     headless Service, including one left alone by an earlier failure."""
+    from gpuctl.cli.output import inform
     from gpuctl.jobs import service as workloads
-    from gpuctl.jobs import views
 
     with application().kube() as kube:
         plan = workloads.plan_delete(kube, name, namespace or kube.namespace)
         if dry_run:
-            views.say(f"dry run: would delete {plan.in_words()}")
+            inform(f"dry run: would delete {plan.in_words()}")
         else:
             confirm(f"Delete {plan.in_words()}?", yes)
             workloads.delete(kube, plan)
-            views.say(f"deleted {', '.join(plan.targets)} in namespace {plan.namespace}")
+            inform(f"deleted {', '.join(plan.targets)} in namespace {plan.namespace}")
     if output != Format.table:
         data = {"namespace": plan.namespace, "deleted": plan.targets, "dryRun": dry_run}
         echo(dump(data, output.value))

@@ -8,13 +8,13 @@ from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
-from gpuctl.jobs.admission import kueue_version
 from gpuctl.jobs.core import why
 from gpuctl.jobs.core.status import status_of
 from gpuctl.jobs.service import get_job
 from gpuctl.k8s import fit
 from gpuctl.k8s.apis import kueue_api_version
 from gpuctl.k8s.labels import JOB_LABEL, QUEUE_LABEL
+from gpuctl.k8s.objects import labels_of, name_of
 
 VISIBILITY = "visibility.kueue.x-k8s.io"
 
@@ -52,7 +52,7 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
     job = get_job(kube, name, namespace)
     state = status_of(job)
     d = Diagnosis(why.job_in_words(job), state)
-    d.queue = ((job.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+    d.queue = labels_of(job).get(QUEUE_LABEL)
     version = _kueue(kube)
     if version is not None:
         _explain_kueue(kube, d, job, namespace, version)
@@ -90,7 +90,7 @@ def _scattered(report: fit.FitReport) -> bool:
 
 def _kueue(kube: Kube) -> str | None:
     try:
-        return kueue_version(kube)
+        return kube.kueue_version()
     except Forbidden:
         return None
 
@@ -120,7 +120,7 @@ def _explain_kueue(kube: Kube, d: Diagnosis, job: dict, namespace: str, version:
                 f"{job.get('kind')} enabled in its configuration?)"
             )
         return
-    d.workload = (workload.get("metadata") or {}).get("name")
+    d.workload = name_of(workload)
     d.kueue += why.workload_in_words(workload, d.cluster_queue)
     reserved = next(
         (
@@ -151,6 +151,4 @@ def _pods(kube: Kube, job: dict, name: str, namespace: str) -> list[dict]:
     if job.get("kind") == "Pod":
         return [job]
     pods = kube.list_objects("Pod", namespace, selector=f"{JOB_LABEL}={name}")
-    return [
-        p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL) == name
-    ]
+    return [p for p in pods if labels_of(p).get(JOB_LABEL) == name]

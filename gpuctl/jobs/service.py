@@ -12,6 +12,7 @@ from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.jobs.core import status as job_status
 from gpuctl.k8s.labels import JOB_LABEL, MANAGED_SELECTOR, managed_by_gpuctl
+from gpuctl.k8s.objects import annotations_of, labels_of, meta, name_of, namespace_of
 
 if TYPE_CHECKING:  # deleting's modules wait until a job is deleted: a listing needs none
     from gpuctl.jobs.core import delete as deletion
@@ -80,10 +81,9 @@ def job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
         except NotFound:  # no JobSet on this cluster
             continue
         for obj in managed(items):
-            meta = obj.get("metadata") or {}
-            if (meta.get("labels") or {}).get(JOB_LABEL) != name:
+            if labels_of(obj).get(JOB_LABEL) != name:
                 continue  # the server filters by label selector; check again
-            if meta.get("namespace") not in (None, namespace):
+            if namespace_of(obj) not in ("", namespace):
                 continue
             if kind == "Pod" and _owned(obj):
                 continue
@@ -93,10 +93,10 @@ def job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
 
 def _owned(pod: dict) -> bool:
     """A pod of a Job's or of a service's (a ReplicaSet's): it goes with its owner."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
+    labels = labels_of(pod)
+    owners = meta(pod).get("ownerReferences") or []
     return (
-        any(ref.get("kind") in ("Job", "ReplicaSet") for ref in meta.get("ownerReferences") or [])
+        any(ref.get("kind") in ("Job", "ReplicaSet") for ref in owners)
         or "job-name" in labels
         or "batch.kubernetes.io/job-name" in labels
         or "pod-template-hash" in labels
@@ -164,7 +164,7 @@ def wait(
             kind, namespace, name=name, timeout_seconds=max(1, int(min(remaining, 30)))
         ):
             obj = event["object"]
-            if (obj.get("metadata") or {}).get("name") != name:
+            if name_of(obj) != name:
                 continue  # the emulator ignores field selectors
             if event["type"] == "DELETED":
                 raise BackendError(f"{kind} {namespace}/{name} was deleted while waiting")
@@ -191,10 +191,10 @@ def logs(
         raise GpuctlError(f"job {name} has no pods yet", hint="try again when it has started")
     if start_timeout and _phase(pods[0]) == "Pending":
         raise GpuctlError(
-            f"pod {pods[0]['metadata']['name']} has not started after {start_timeout:g} s",
+            f"pod {name_of(pods[0])} has not started after {start_timeout:g} s",
             hint=f"gpuctl jobs get {name} -n {namespace}",
         )
-    pod_names = [p["metadata"]["name"] for p in pods]
+    pod_names = [name_of(p) for p in pods]
     prefix = len(pod_names) > 1
     for pod in pod_names[:1] if follow else pod_names:
         for line in kube.pod_log_lines(pod, namespace, follow):
@@ -206,20 +206,15 @@ def _pods(kube: Kube, kind: str, name: str, namespace: str) -> list[dict]:
         return [kube.read("Pod", name, namespace)]
     pods = kube.list_objects("Pod", namespace, selector=f"{JOB_LABEL}={name}")
     return sorted(
-        (p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name),
+        (p for p in pods if labels_of(p).get(JOB_LABEL) == name),
         key=_worker_order,
     )
 
 
 def _worker_order(pod: dict) -> tuple[int, str]:
     """Worker 0, 1, 2, … 10 (not 0, 1, 10, 2 as names sort)."""
-    meta = pod["metadata"]
-    index = (
-        (meta.get("annotations") or {}).get(COMPLETION_INDEX)
-        or (meta.get("labels") or {}).get(COMPLETION_INDEX)
-        or ""
-    )
-    return (int(index) if index.isdigit() else 0, meta["name"])
+    index = annotations_of(pod).get(COMPLETION_INDEX) or labels_of(pod).get(COMPLETION_INDEX) or ""
+    return (int(index) if index.isdigit() else 0, name_of(pod))
 
 
 def _phase(pod: dict) -> str:

@@ -19,6 +19,7 @@ from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
 from gpuctl.k8s import fit
 from gpuctl.k8s.labels import GPU_TOLERATION
+from gpuctl.k8s.objects import name_of
 from gpuctl.k8s.placement import Placement
 from gpuctl.runtime.workflow import Progress
 
@@ -198,7 +199,7 @@ def create(kube: Kube, plan: core.SubmitPlan, progress: Progress | None = None) 
     def explain(error: GpuctlError, obj: dict) -> GpuctlError:
         if not isinstance(error, Conflict):
             return error
-        kind, taken = obj["kind"], obj["metadata"]["name"]
+        kind, taken = obj["kind"], name_of(obj)
         try:
             theirs = service.managed([kube.read(kind, taken, namespace)])
         except GpuctlError:

@@ -9,8 +9,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from gpuctl.cli.output import DataFormat, dump, dump_documents, echo, err_console, out_console
-from gpuctl.cli.output import say as prose
+from gpuctl.cli.output import (
+    DataFormat,
+    dump,
+    dump_documents,
+    echo,
+    err_console,
+    inform,
+    out_console,
+)
 
 if TYPE_CHECKING:
     from gpuctl.jobs.core.submit import SubmitPlan
@@ -24,11 +31,6 @@ COUNTS = ("ACTIVE", "SUCCEEDED", "FAILED")
 
 def warn(text: str) -> None:
     err_console().print(f"warning: {text}", style="yellow", markup=False)
-
-
-def say(text: str) -> None:
-    """A line on stderr, as is."""
-    err_console().print(text, highlight=False)
 
 
 def fit_table(report: FitReport) -> Any:
@@ -73,9 +75,9 @@ def submit_findings(plan: SubmitPlan) -> None:
 def placement_notes(name: str, where: Placement) -> None:
     """What render assumed of the cluster's labels for job NAME (stderr)."""
     if where.scheme:
-        say(f"{name}: gpu_type selects nodes under {where.scheme}")
+        inform(f"{name}: gpu_type selects nodes under {where.scheme}")
     for note in where.notes:
-        say(f"{name}: {note}")
+        inform(f"{name}: {note}")
 
 
 def adapter_rule(rule: dict) -> None:
@@ -94,7 +96,7 @@ def objects(plan: SubmitPlan, output: DataFormat) -> None:
 
 
 def dry_run(plan: SubmitPlan, output: DataFormat | None) -> None:
-    prose(f"dry run: would create {plan.names} in namespace {plan.namespace}")
+    inform(f"dry run: would create {plan.names} in namespace {plan.namespace}")
     objects(plan, output or DataFormat.yaml)
 
 
@@ -106,7 +108,7 @@ def submitted(plan: SubmitPlan, output: DataFormat | None) -> None:
         objects(plan, output)
     spec = plan.spec
     if spec.queue and not plan.server_dry_run:
-        say(
+        inform(
             f"queued in LocalQueue {spec.queue}: Kueue starts it when there is quota for "
             f"all {spec.nodes} worker(s); gpuctl jobs why {spec.name} -n {plan.namespace} "
             "tells why not"

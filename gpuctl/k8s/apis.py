@@ -1,6 +1,6 @@
 """The API groups and versions of the custom resources gpuctl speaks: Kueue's,
-JobSet's and KEDA's. Pure: which version to use is decided here from the versions a cluster serves
-(the adapter's `Kube.api_versions(group)`)."""
+JobSet's and KEDA's. Pure: which version to use is decided here from the versions a cluster
+serves (the adapter's `Kube.api_versions(group)`; `Kube.kueue_version()` asks it for Kueue's)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,14 @@ JOBSET_VERSION = "v1alpha2"
 JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
 KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"  # ScaledObject's only version
+KEDA_API_VERSION = f"{KEDA_GROUP}/{KEDA_VERSION}"
 # served by prometheus-adapter or by KEDA's metrics server (one of them only)
 EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io"
 
 
-def has_keda(served: Iterable[str]) -> bool:
-    return KEDA_VERSION in set(served)
-
-
-def kueue_api_version(version: str) -> str:
-    return f"{KUEUE_GROUP}/{version}"
+def kueue_api_version(version: str | None) -> str:
+    """kueue.x-k8s.io/VERSION; VERSION None: the version gpuctl prefers."""
+    return f"{KUEUE_GROUP}/{version or KUEUE_VERSIONS[0]}"
 
 
 def kueue_version(served: Iterable[str]) -> str | None:
@@ -30,7 +28,3 @@ def kueue_version(served: Iterable[str]) -> str | None:
     kueue.x-k8s.io; None without Kueue (or with none gpuctl speaks)."""
     have = set(served)
     return next((v for v in KUEUE_VERSIONS if v in have), None)
-
-
-def has_jobset(served: Iterable[str]) -> bool:
-    return JOBSET_VERSION in set(served)

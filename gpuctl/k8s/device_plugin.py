@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.k8s.nodes import GPU
+from gpuctl.k8s.objects import labels_of, name_of, namespace_of
 
 CONFIG_LABEL = "nvidia.com/device-plugin.config"  # a key of the ConfigMap: the node's config
 TIME_SLICING, MPS = "time-slicing", "mps"
@@ -129,8 +130,7 @@ def find_device_plugin(daemonsets: list[dict[str, Any]]) -> dict[str, Any] | Non
     """The NVIDIA device plugin DaemonSet (GPU Operator or Helm chart), if any."""
 
     def is_plugin(ds: dict[str, Any]) -> bool:
-        meta = ds.get("metadata") or {}
-        name, labels = meta.get("name") or "", meta.get("labels") or {}
+        name, labels = name_of(ds), labels_of(ds)
         if "mps-control-daemon" in name:
             return False  # the GPU Operator's MPS helper, not the plugin
         return (
@@ -140,7 +140,7 @@ def find_device_plugin(daemonsets: list[dict[str, Any]]) -> dict[str, Any] | Non
 
     found = sorted(
         (ds for ds in daemonsets if is_plugin(ds)),
-        key=lambda ds: (ds["metadata"].get("namespace") or "", ds["metadata"]["name"]),
+        key=lambda ds: (namespace_of(ds), name_of(ds)),
     )
     return found[0] if found else None
 

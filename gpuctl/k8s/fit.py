@@ -9,7 +9,8 @@ from typing import Any
 
 from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
-from gpuctl.k8s.nodes import allocatable, gpus_of, is_gpu_node, labels_of, taints
+from gpuctl.k8s.nodes import allocatable, gpus_of, is_gpu_node, taints
+from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.k8s.placement import Placement, terms_match
 
 
@@ -102,7 +103,7 @@ def check_fit(
         if not is_gpu_node(node):
             continue
         spec = node.get("spec") or {}
-        name = (node.get("metadata") or {}).get("name", "?")
+        name = name_of(node) or "?"
         gpus = gpus_of(node)
         gpu_type = gpus.name
         alloc = count(allocatable(node).get(resource, 0))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuctl.k8s.objects import labels_of
+
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuctl")
 MANAGED = dict([MANAGED_BY])  # the labels of an object gpuctl made
 MANAGED_SELECTOR = "=".join(MANAGED_BY)
@@ -15,5 +17,4 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 
 def managed_by_gpuctl(obj: dict[str, Any]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
+    return labels_of(obj).get(MANAGED_BY[0]) == MANAGED_BY[1]

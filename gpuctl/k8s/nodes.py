@@ -9,6 +9,7 @@ from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import count
 from gpuctl.gpus.identity import NodeGpus, identify
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL
+from gpuctl.k8s.objects import labels_of
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -21,10 +22,6 @@ GFD_STRATEGY = "nvidia.com/gpu.sharing-strategy"
 # Read by the GPU Operator's MIG manager (the layout wanted) and set by GFD (the strategy).
 MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STRATEGY = "nvidia.com/mig.strategy"
-
-
-def labels_of(obj: dict[str, Any]) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
 
 
 def allocatable(node: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuctl.common.selector import holds, integer
+from gpuctl.k8s.objects import labels_of, name_of
 
 Labels = Mapping[str, str]
 _LABEL_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!exists"}
@@ -101,11 +102,10 @@ def may_run_on(
     """Whether NODE meets a pod's NODE_SELECTOR and the nodeSelectorTerms TERMS of its
     required node affinity (None: it has none), as the scheduler's NodeAffinity filter
     decides (taints and resources are other filters)."""
-    meta = node.get("metadata") or {}
-    labels = meta.get("labels") or {}
+    labels = labels_of(node)
     if any(labels.get(k) != v for k, v in node_selector.items()):
         return False
-    return terms is None or node_selector_matches(terms, labels, str(meta.get("name") or ""))
+    return terms is None or node_selector_matches(terms, labels, name_of(node))
 
 
 def pod_may_run_on(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:

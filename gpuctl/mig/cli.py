@@ -260,40 +260,40 @@ def configure(
 def _configure_node(file, config, layout, indexes, yes, dry_run, reset, simulate, output) -> None:
     from gpuctl.mig import service, views
 
-    say = views.say(output)
+    write = views.text_writer(output)
     with service.open_node(simulate) as nvml, service.configuring(nvml):
         plan = service.plan_node(nvml, file, config, layout, indexes)
         views.print_data(plan.to_dict(dry_run), output)
         if plan.untouched:
-            say("no GPU on this node is matched by that config: nothing to do\n")
+            write("no GPU on this node is matched by that config: nothing to do\n")
             return
-        say("\n".join(plan.lines()) + "\n")
+        write("\n".join(plan.lines()) + "\n")
         if plan.applied:
-            say("nothing to change\n")
+            write("nothing to change\n")
             return
         service.check_node(nvml, plan)
         if dry_run:
-            say("dry run: nothing changed\n")
+            write("dry run: nothing changed\n")
             return
         confirm("Apply these MIG changes?", yes)
         service.configure_node(nvml, plan, allow_reset=reset, progress=views.MigProgress())
-    say("applied\n")
+    write("applied\n")
 
 
 def _configure_cluster(kube, plan, yes: bool, dry_run: bool, timeout: float, output) -> None:
     from gpuctl.mig import service, views
     from gpuctl.mig.core.operator import CONFIG_LABEL
 
-    say = views.say(output)
+    write = views.text_writer(output)
     views.print_data(plan.to_dict(dry_run), output)
-    say("".join(line + "\n" for line in plan.lines()))
+    write("".join(line + "\n" for line in plan.lines()))
     if dry_run:
-        say("dry run: nothing changed\n")
+        write("dry run: nothing changed\n")
         return
     if plan.pending:
         confirm(f"Label {len(plan.pending)} node(s) {CONFIG_LABEL}={plan.config}?", yes)
     service.configure_cluster(kube, plan, timeout, views.MigProgress(), views.print_state)
-    say(f"MIG config {plan.config!r} applied on {len(plan.targets)} node(s)\n")
+    write(f"MIG config {plan.config!r} applied on {len(plan.targets)} node(s)\n")
 
 
 @mig_app.command("assert")
@@ -361,17 +361,20 @@ def rebalance(
     output: Format = _REBALANCE_OUTPUT,
 ) -> None:
     """Re-split idle MIG GPUs for pending pods and Kueue workloads, node by node."""
-    from gpuctl.mig import service, views
+    from gpuctl.mig import rebalance, views
+    from gpuctl.mig.core.drain import drain_policy
+    from gpuctl.mig.core.plan import parse_demand
 
-    say = views.say(output)
-    policy = service.drain_policy(drain, drain_namespace or [])
+    write = views.text_writer(output)
+    policy = drain_policy(drain, drain_namespace or [])
+    extra = parse_demand(demand) if demand else None
     with application().kube() as kube:
-        configmap = service.rebalance_configmap(kube, configmap)
-        plan = service.plan_rebalance(kube, namespace, configmap, demand, policy)
+        configmap = configmap or rebalance.mig_configmap(kube)
+        plan = rebalance.plan_rebalance(kube, namespace, configmap, extra, policy)
         views.print_data(plan.to_dict(dry_run), output)
-        say("".join(line + "\n" for line in plan.lines()))
+        write("".join(line + "\n" for line in plan.lines()))
         if dry_run or plan.empty:
-            say("dry run: nothing changed\n" if dry_run else "nothing to change\n")
+            write("dry run: nothing changed\n" if dry_run else "nothing to change\n")
             return
         confirm(
             f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)"
@@ -384,7 +387,7 @@ def rebalance(
             + "?",
             yes,
         )
-        done = service.apply_rebalance(
-            kube, plan, namespace, configmap, timeout, views.MigProgress(), policy
+        done = rebalance.apply(
+            kube, plan, namespace, configmap, timeout, views.MigProgress(), drain=policy
         )
-    say(f"rebalanced: {', '.join(done)}\n")
+    write(f"rebalanced: {', '.join(done)}\n")

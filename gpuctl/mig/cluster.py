@@ -15,6 +15,7 @@ from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources
 from gpuctl.k8s.nodes import gpus_of
+from gpuctl.k8s.objects import labels_of, name_of, namespace_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.operator import (
     CONFIG_LABEL,
@@ -68,26 +69,22 @@ def targets(kube: Kube, nodes: tuple[str, ...], selector: str | None) -> list[No
         assert selector  # exactly one of the two, checked above
         wanted = label_selector.parse(selector)
         items = kube.list_objects("Node", selector=selector)
-        items = [n for n in items if label_selector.matches(wanted, n["metadata"].get("labels"))]
+        items = [n for n in items if label_selector.matches(wanted, labels_of(n))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")
     pods = kube.unfinished_pods()
     out = []
     for n in items:
-        labels = n["metadata"].get("labels") or {}
+        labels = labels_of(n)
         model, count = _model_of(n)
-        t = NodeTarget(
-            n["metadata"]["name"], labels.get(CONFIG_LABEL), labels.get(STATE_LABEL), model, count
-        )
+        t = NodeTarget(name_of(n), labels.get(CONFIG_LABEL), labels.get(STATE_LABEL), model, count)
         for p in pods:
             if (p.get("spec") or {}).get("nodeName") != t.name:
                 continue
             if (p.get("status") or {}).get("phase") in DONE_PHASES:
                 continue
             if gpu_resources(p):
-                t.gpu_pods.append(
-                    f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
-                )
+                t.gpu_pods.append(f"{namespace_of(p) or 'default'}/{name_of(p)}")
         out.append(t)
     return out
 
@@ -121,10 +118,10 @@ def follow(
             break
         for event in kube.watch("Node", timeout_seconds=max(1, min(int(left), 30))):
             node = event["object"]
-            name = node["metadata"]["name"]
+            name = name_of(node)
             if name not in names or name in done:
                 continue
-            labels = node["metadata"].get("labels") or {}
+            labels = labels_of(node)
             state = labels.get(STATE_LABEL)
             if labels.get(CONFIG_LABEL) != config:
                 continue

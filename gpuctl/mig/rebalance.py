@@ -21,14 +21,14 @@ from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.common.plan import Step
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
-from gpuctl.k8s.nodes import gpus_of, labels_of
+from gpuctl.k8s.nodes import gpus_of
+from gpuctl.k8s.objects import Ref, labels_of, name_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.drain import (
     BUDGET,
     READ_KINDS,
     RECORD,
     DrainPolicy,
-    Ref,
     budgets_unread,
     event,
     record,
@@ -85,7 +85,7 @@ def plan_rebalance(
     pods = kube.unfinished_pods()
     owners = owners_of(kube, drain) if drain else {}
     now, skipped, pending, finishing = read_cluster(nodes, pods, cfg, drain, owners)
-    pending += pending_workloads(_workloads(kube))
+    pending += pending_workloads(kube.kueue_workloads())
     return plan(now, pending, extra, skipped, finishing)
 
 
@@ -103,18 +103,8 @@ def owners_of(kube: Kube, drain: DrainPolicy) -> dict[Ref, dict]:
                     out[budgets_unread(ns)] = {}
                 continue
             for o in found:
-                out[(kind, ns, (o.get("metadata") or {}).get("name") or "")] = o
+                out[(kind, ns, name_of(o))] = o
     return out
-
-
-def _workloads(kube: Kube) -> list[dict]:
-    """Kueue's Workloads in every namespace ([] without Kueue)."""
-    from gpuctl.k8s import apis
-
-    version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
-    if version is None:
-        return []
-    return kube.list_objects("Workload", api_version=apis.kueue_api_version(version))
 
 
 def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan) -> None:

@@ -16,6 +16,7 @@ from gpuctl.adapters.kube import Kube
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Step as PlanStep
 from gpuctl.gpus.geometry import GpuModel
+from gpuctl.k8s.objects import labels_of
 from gpuctl.mig import cluster, node
 from gpuctl.mig.core import migparted, report
 from gpuctl.mig.core.diff import GpuPlan, GpuState, Step
@@ -329,62 +330,10 @@ def configure_cluster(
 
 def _restore_label(kube: Kube, name: str, old: str | None, new: str) -> str | None:
     try:
-        labels = kube.read_node(name)["metadata"].get("labels") or {}
+        labels = labels_of(kube.read_node(name))
         if labels.get(CONFIG_LABEL) != new:
             return None  # our patch did not land (or someone changed it since)
         kube.patch_node_labels(name, {CONFIG_LABEL: old})
     except GpuctlError as e:
         return f"putting back {CONFIG_LABEL}={old or '(none)'} failed: {e.message}"
     return ""
-
-
-# ---------- rebalance on a cluster ----------
-
-
-def rebalance_configmap(kube: Kube, configmap: str | None) -> str:
-    """CONFIGMAP, or the one the GPU Operator's ClusterPolicy names for the MIG manager."""
-    from gpuctl.mig import rebalance
-
-    return configmap or rebalance.mig_configmap(kube)
-
-
-def drain_policy(drain: bool, namespaces: list[str]):
-    """--drain's policy (None without --drain); --drain names at least one namespace."""
-    from gpuctl.common.errors import UsageError
-    from gpuctl.mig.core.drain import DrainPolicy
-
-    if not drain:
-        if namespaces:
-            raise UsageError("--drain-namespace needs --drain")
-        return None
-    if not namespaces:
-        raise UsageError(
-            "--drain needs --drain-namespace NS: the namespaces whose GPU pods may be evicted",
-            hint="e.g. gpuctl mig rebalance --drain --drain-namespace ml-batch --dry-run",
-        )
-    return DrainPolicy(frozenset(namespaces))
-
-
-def plan_rebalance(kube: Kube, namespace: str, configmap: str, demand: str | None, drain=None):
-    """The rebalance plan for the cluster's pending MIG demand (and --demand's forecast);
-    DRAIN: the policy of the pods it may evict (None: it evicts none)."""
-    from gpuctl.mig import rebalance
-    from gpuctl.mig.core.plan import parse_demand
-
-    extra = parse_demand(demand) if demand else None
-    return rebalance.plan_rebalance(kube, namespace, configmap, extra, drain)
-
-
-def apply_rebalance(
-    kube: Kube,
-    plan,
-    namespace: str,
-    configmap: str,
-    timeout: float,
-    progress: Progress,
-    drain=None,
-) -> list[str]:
-    """Apply the rebalance plan node by node; returns the nodes finished."""
-    from gpuctl.mig import rebalance
-
-    return rebalance.apply(kube, plan, namespace, configmap, timeout, progress, drain=drain)

@@ -12,7 +12,7 @@ from gpuctl.cli.workflow import StepPrinter
 from gpuctl.gpus.mig_layout import slice_range
 
 
-def say(output: Format) -> Callable[[str], None]:
+def text_writer(output: Format) -> Callable[[str], None]:
     """Where a plan's text goes: stdout, or stderr when stdout carries -o json|yaml."""
     if output == Format.table:
         return echo

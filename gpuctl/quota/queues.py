@@ -10,6 +10,7 @@ from gpuctl.adapters import kube_atomic
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.k8s import apis
+from gpuctl.k8s.objects import name_of, namespace_of
 from gpuctl.quota.core import kueue
 from gpuctl.quota.core.plans import KueuePlan, KueueWorld, ObjectStep, object_changes, plan_kueue
 from gpuctl.quota.core.plans import change_text as describe
@@ -28,7 +29,7 @@ def plan_set(
     the GPU types are the ones asked for."""
     world = KueueWorld()
     if kube is not None:
-        av = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
+        av = apis.kueue_api_version(version)
         nodes = kube.list_objects("Node")
         world = KueueWorld(
             nodes,
@@ -106,8 +107,7 @@ def _annotated(step: ObjectStep, current: dict, desired: dict) -> list[dict]:
 
 
 def _where(step: ObjectStep) -> tuple[str, str, str | None]:
-    meta = step.obj["metadata"]
-    return step.kind, meta["name"], meta.get("namespace")
+    return step.kind, name_of(step.obj), namespace_of(step.obj) or None
 
 
 def _verify(kube: Kube, plan: KueuePlan) -> None:

@@ -5,20 +5,15 @@ Kept apart from the `quota set` workflow, whose modules a listing does not need.
 from __future__ import annotations
 
 from gpuctl.adapters.kube import Forbidden, Kube
-from gpuctl.k8s import apis
+from gpuctl.k8s.objects import meta, namespace_of
 from gpuctl.quota.core import rules
 
 
-def kueue_version(kube: Kube) -> str | None:
-    """The Kueue API version gpuctl will speak with this cluster; None without Kueue."""
-    return apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
-
-
 def served_version(kube: Kube) -> str | None:
-    """kueue_version, None too where RBAC forbids discovery (readable by every authenticated
-    user, unless RBAC says no)."""
+    """The Kueue API version gpuctl will speak with this cluster; None without Kueue, and
+    where RBAC forbids discovery (readable by every authenticated user, unless RBAC says no)."""
     try:
-        return kueue_version(kube)
+        return kube.kueue_version()
     except Forbidden:
         return None
 
@@ -37,7 +32,7 @@ def usage(kube: Kube, namespace: str | None) -> list[dict]:
 def _in(namespace: str, items: list[dict]) -> list[dict]:
     """Objects from a namespaced list, each with its namespace set (and nothing from others)."""
     return [
-        {**o, "metadata": {**(o.get("metadata") or {}), "namespace": namespace}}
+        {**o, "metadata": {**meta(o), "namespace": namespace}}
         for o in items
-        if (o.get("metadata") or {}).get("namespace") in (None, namespace)
+        if namespace_of(o) in ("", namespace)
     ]

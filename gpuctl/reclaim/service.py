@@ -16,6 +16,7 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.k8s import apis
+from gpuctl.k8s.objects import Ref, name_of, namespace_of, uid_of
 from gpuctl.reclaim.core import actions, decide, room, signal, workloads
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.runtime.workflow import Action, Progress, execute
@@ -23,25 +24,17 @@ from gpuctl.runtime.workflow import Action, Progress, execute
 HINT = "re-run gpuctl reclaim: it skips what is done and plans the rest"
 
 
-def _kueue_workloads(kube: Kube) -> list[dict]:
-    version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
-    if version is None:
-        return []
-    return kube.list_objects("Workload", api_version=apis.kueue_api_version(version))
-
-
-def _owners(kube: Kube) -> dict[workloads.Ref, dict]:
+def _owners(kube: Kube) -> dict[Ref, dict]:
     found: list[tuple[str, dict]] = []
     for kind in ("Job", "Deployment"):
         found += [(kind, o) for o in kube.list_objects(kind)]
     for kind in ("ReplicaSet", "StatefulSet"):
         found += [(kind, o) for o in kube.list_objects(kind)]
-    if apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP)):
+    if kube.serves(apis.JOBSET_API_VERSION):
         found += [("JobSet", o) for o in kube.list_objects("JobSet")]
     out = {}
     for kind, obj in found:
-        meta = obj.get("metadata") or {}
-        out[(kind, meta.get("namespace") or "default", meta.get("name", ""))] = obj
+        out[(kind, namespace_of(obj) or "default", name_of(obj))] = obj
     return out
 
 
@@ -50,12 +43,8 @@ def find(kube: Kube, prometheus: Any, policy: pol.Policy, exporter: Exporter) ->
     q = signal.queries([r.idle_for_s for r in policy.rules], policy.busy_percent)
     readings = signal.read(q, prometheus.query_all(q.all()), exporter)
     now = time.time()
-    found = workloads.group(kube.unfinished_pods(), _owners(kube), _kueue_workloads(kube))
+    found = workloads.group(kube.unfinished_pods(), _owners(kube), kube.kueue_workloads())
     return decide.find(policy, found, readings, now)
-
-
-def _uid(obj: dict | None) -> str | None:
-    return ((obj or {}).get("metadata") or {}).get("uid")
 
 
 def _run_step(kube: Kube, step: Step, now: float) -> None:
@@ -65,8 +54,7 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
     readable = kind in ("Job", "JobSet", "Deployment", "StatefulSet", "Pod")
     answer: dict | None = None
     if step.action == pol.SUSPEND and d.get("kueueWorkload"):
-        version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
-        api = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
+        api = apis.kueue_api_version(kube.kueue_version())
         kube.patch("Workload", d["kueueWorkload"], namespace, actions.kueue_patch(step), api)
     if readable:
         try:
@@ -86,7 +74,7 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
                 pass  # gone already: what the step wanted
     message = f"gpuctl reclaim: {step.action}: {step.why}"
     event = actions.event(
-        kind, d["apiVersion"] or "v1", namespace, name, _uid(answer), reason, message, now
+        kind, d["apiVersion"] or "v1", namespace, name, uid_of(answer), reason, message, now
     )
     try:
         kube.create(event)
@@ -123,9 +111,9 @@ def _restorable(kube: Kube) -> list[tuple[str, dict]]:
     found = [("Deployment", o) for o in kube.list_objects("Deployment")]
     found += [("StatefulSet", o) for o in kube.list_objects("StatefulSet")]
     found += [("Job", o) for o in kube.list_objects("Job")]
-    if apis.has_jobset(kube.api_versions(apis.JOBSET_GROUP)):
+    if kube.serves(apis.JOBSET_API_VERSION):
         found += [("JobSet", o) for o in kube.list_objects("JobSet")]
-    found += [("Workload", o) for o in _kueue_workloads(kube)]
+    found += [("Workload", o) for o in kube.kueue_workloads()]
     return found
 
 
@@ -134,12 +122,12 @@ def plan_restore(kube: Kube, namespace: str | None) -> Plan:
 
 
 def restore(kube: Kube, plan: Plan, progress: Progress | None) -> None:
-    version = apis.kueue_version(kube.api_versions(apis.KUEUE_GROUP))
+    version = kube.kueue_version()
 
     def run(step: Step) -> None:
         d = step.detail
         if d["kind"] == "Workload":
-            api = apis.kueue_api_version(version or apis.KUEUE_VERSIONS[0])
+            api = apis.kueue_api_version(version)
             kube.patch("Workload", d["name"], d["namespace"], d["patch"], api)
         else:
             try:

@@ -120,7 +120,7 @@ def render(
         kube, _ = application().kube_or_offline(offline_ok=True)
     _warn(service.taint_warning(kube))
     if not deploy:
-        echo(dump(service.configuration(p), output.value))
+        echo(dump(sched.scheduler_config(p), output.value))
         return
     echo(dump_documents(service.deployment(p, image, extender_image), output.value))
 

@@ -13,10 +13,6 @@ if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
 
 
-def configuration(p: profile.Profile) -> dict[str, object]:
-    return profile.scheduler_config(p)
-
-
 def deployment(
     p: profile.Profile, image: str, extender_image: str | None = None
 ) -> list[dict[str, object]]:

@@ -10,15 +10,11 @@ from gpuctl.adapters import kube_atomic
 from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common import selector
 from gpuctl.common.errors import GpuctlError
-from gpuctl.k8s import device_plugin, nodes
+from gpuctl.k8s import device_plugin, objects
 from gpuctl.runtime.workflow import Action, Progress, execute
 from gpuctl.sharing.core import config as core
 from gpuctl.sharing.core import plans
 from gpuctl.sharing.core.plans import OffPlan, SharePlan, Target, config_map_step, label_step
-
-
-def list_daemonsets(kube: Kube) -> list[dict]:
-    return kube.list_objects("DaemonSet")
 
 
 def locate(
@@ -30,12 +26,12 @@ def locate(
     """The device plugin's namespace and config ConfigMap (None if there is no plugin and
     no namespace is given)."""
     if daemonsets is None:
-        daemonsets = list_daemonsets(kube)
+        daemonsets = kube.list_objects("DaemonSet")
     plugin = device_plugin.find_device_plugin(daemonsets)
     if plugin is None and namespace is None:
         return None
-    ns = namespace or ((plugin or {}).get("metadata") or {}).get("namespace") or kube.namespace
-    if plugin is not None and (plugin["metadata"].get("namespace") or ns) != ns:
+    ns = namespace or objects.namespace_of(plugin) or kube.namespace
+    if plugin is not None and (objects.namespace_of(plugin) or ns) != ns:
         plugin = None  # a plugin elsewhere does not read this namespace's ConfigMaps
     mounted_name = device_plugin.plugin_config_map(plugin) if plugin else None
     name = config_map or mounted_name or device_plugin.DEFAULT_CONFIG_MAP
@@ -154,7 +150,7 @@ def _verify(kube: Kube, p: SharePlan | OffPlan) -> None:
         ]
     if p.changing:
         labels = {
-            n["metadata"]["name"]: nodes.labels_of(n).get(device_plugin.CONFIG_LABEL)
+            objects.name_of(n): objects.labels_of(n).get(device_plugin.CONFIG_LABEL)
             for n in list_nodes(kube, None)
         }
         wrong += [

@@ -10,14 +10,10 @@ from typing import Any
 
 from gpuctl.cli import options
 from gpuctl.cli.application import application
-from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, out_console, say
+from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, inform, out_console
 from gpuctl.k8s import device_plugin, nodes
 from gpuctl.sharing.core import config as core
 from gpuctl.sharing.core.plans import OffPlan, SharePlan, Target, fallback_change
-
-
-def _say(text: str) -> None:
-    err_console().print(text, markup=False, highlight=False)
 
 
 def show_objects(p: SharePlan | OffPlan, output: Format | None) -> None:
@@ -101,7 +97,7 @@ def show_offline_share(
         opt for opt, value in (("-n", namespace), ("--config-map", config_map)) if not value
     ]
     fallback = core.NAMED_FALLBACK
-    say(
+    inform(
         f"assumed without a cluster: the device plugin reads ConfigMap "
         f"{t.namespace}/{t.config_map}"
         + (f" ({', '.join(to_change)} to change)" if to_change else "")
@@ -117,7 +113,7 @@ def show_offline_share(
     show_share_plan(p, None)
     if not names:
         which = f"-l {shlex.quote(selector)}" if selector else f"-l {nodes.GFD_PRESENT}=true"
-        _say(
+        inform(
             f"label the nodes to share (no node names without a cluster; --node NAME to "
             f"render their labels): kubectl label nodes {which} {device_plugin.CONFIG_LABEL}={p.name} "
             "--overwrite"
@@ -156,12 +152,12 @@ def show_off_offline(
 ) -> None:
     """`share off --dry-run` without a cluster: the named nodes lose their config label."""
     options.offline_note(why)
-    _say(
+    inform(
         "assumed, as a cluster would have told: the device plugin's default config (what a "
         "node without the label runs) shares nothing, as `gpuctl share timeslice` sets it up"
     )
     if selector:
-        _say(
+        inform(
             f"no node names without a cluster: kubectl label nodes -l {shlex.quote(selector)} "
             f"{device_plugin.CONFIG_LABEL}-"
         )

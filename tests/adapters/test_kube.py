@@ -4,6 +4,7 @@ import pytest
 
 from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
+from gpuctl.k8s.labels import QUEUE_LABEL
 from tests.gpu_cluster import mark, node, pod, seed, writes
 
 
@@ -309,3 +310,50 @@ def test_context_and_namespace_settings(kube, tmp_path, monkeypatch):
     with pytest.raises(SpecError) as e:
         connected()
     assert (e.value.file, e.value.line, e.value.field) == (str(cfg), 1, "namespace")
+
+
+def test_serves_names_a_group_and_version_from_discovery(kube):
+    kube.install_crds("JobSet", "ScaledObject")
+    with Kube() as k:
+        assert k.serves("jobset.x-k8s.io/v1alpha2") and k.serves("keda.sh/v1alpha1")
+        assert not k.serves("jobset.x-k8s.io/v1alpha1")  # the group, not that version
+        assert not k.serves("kueue.x-k8s.io/v1beta2")  # no such group
+
+
+def test_the_kueue_version_is_the_newest_one_served_that_gpuctl_speaks(kube):
+    with Kube() as k:
+        since = mark(kube)
+        assert k.kueue_version() is None and k.kueue_workloads() == []
+        assert [p for _, p, _ in kube.requests()[since:]] == ["/apis/"]  # no Kueue: no list
+    kube.install_crds("Workload", served=("v1beta1",))  # Kueue before 0.15
+    with Kube() as k:
+        assert k.kueue_version() == "v1beta1"
+
+
+def test_kueue_workloads_are_listed_at_the_version_served(kube, kube_api):
+    from tests import kueue_workloads
+    from tests.gpu_cluster import seed_custom
+
+    kube.install_crds("Workload")
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "big", "namespace": "ml", "labels": {QUEUE_LABEL: "q"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+    }
+    other = {**job, "metadata": {**job["metadata"], "namespace": "web"}}
+    for j in (job, other):
+        seed_custom(kube_api, kueue_workloads.workload_for(j))
+    with Kube() as k:
+        assert k.kueue_version() == "v1beta2"
+        since = mark(kube)
+        everywhere = k.kueue_workloads()
+        in_ml = k.kueue_workloads("ml")
+        paths = [p for _, p, _ in kube.requests()[since:]]
+    assert sorted(w["metadata"]["namespace"] for w in everywhere) == ["ml", "web"]
+    assert [w["metadata"]["namespace"] for w in in_ml] == ["ml"]
+    assert {w["apiVersion"] for w in everywhere + in_ml} == {"kueue.x-k8s.io/v1beta2"}
+    assert paths == [
+        "/apis/kueue.x-k8s.io/v1beta2/workloads",
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/ml/workloads",
+    ]

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from gpuctl.k8s.nodes import labels_of
+from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.placement import terms_match
 from tests.gpu_cluster import seed
 from tests.node_corpus import corpus

@@ -12,6 +12,7 @@ from gpuctl.jobs.core import autoscale, serving
 from gpuctl.jobs.core.manifests import render
 from gpuctl.jobs.core.spec import parse_job
 from gpuctl.jobs.sources import load_job
+from gpuctl.k8s import apis
 from tests import ROOT
 from tests.crd_schema import assert_valid_cr, errors
 from tests.k8s_schema import assert_valid
@@ -30,7 +31,7 @@ def refusal(text: str) -> str:
 
 
 def valid(obj: dict) -> None:
-    if obj["apiVersion"] == autoscale.KEDA_API_VERSION:
+    if obj["apiVersion"] == apis.KEDA_API_VERSION:
         assert_valid_cr(obj)
     else:
         assert_valid(obj)

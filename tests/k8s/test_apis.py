@@ -1,4 +1,4 @@
-"""Which version of Kueue's and JobSet's APIs gpuctl speaks with a cluster."""
+"""Which version of Kueue's API gpuctl speaks with a cluster."""
 
 from gpuctl.k8s import apis
 
@@ -9,8 +9,4 @@ def test_the_newest_kueue_version_gpuctl_speaks_is_chosen():
     assert apis.kueue_version(["v1alpha1"]) is None
     assert apis.kueue_version([]) is None
     assert apis.kueue_api_version("v1beta1") == "kueue.x-k8s.io/v1beta1"
-
-
-def test_jobset_is_there_when_its_version_is_served():
-    assert apis.has_jobset(["v1alpha2"]) and not apis.has_jobset(["v1alpha1"])
-    assert apis.JOBSET_API_VERSION == "jobset.x-k8s.io/v1alpha2"
+    assert apis.kueue_api_version(None) == "kueue.x-k8s.io/v1beta2"  # without a cluster to ask

@@ -3,7 +3,7 @@ alone, MIG, time-slicing, a failing plugin, Network Operator NICs, Karpenter).""
 
 import pytest
 
-from gpuctl.k8s import nodes
+from gpuctl.k8s import nodes, objects
 
 GFD = {
     "nvidia.com/gpu.present": "true",
@@ -79,5 +79,5 @@ def test_gpu_resources_are_the_plugins_names_only():
 
 def test_accessors_read_missing_parts_as_empty():
     bare = {"metadata": {"name": "n"}}
-    assert nodes.labels_of(bare) == {} and nodes.allocatable(bare) == {}
+    assert objects.labels_of(bare) == {} and nodes.allocatable(bare) == {}
     assert nodes.capacity(bare) == {} and nodes.taints(bare) == []

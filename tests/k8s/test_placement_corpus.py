@@ -8,7 +8,7 @@ import pytest
 
 from gpuctl.k8s.fit import check_fit
 from gpuctl.k8s.labels import GPU_TOLERATION
-from gpuctl.k8s.nodes import labels_of
+from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.placement import GpuRequest, place, terms_match
 from tests.node_corpus import corpus
 

@@ -290,12 +290,12 @@ def manager_done(cluster, manager, name):
 def apply_with(progress):
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import Interrupted
-    from gpuctl.mig import service
+    from gpuctl.mig import rebalance
 
     with Kube() as kube:
-        rb = service.plan_rebalance(kube, NS, CM, None)
+        rb = rebalance.plan_rebalance(kube, NS, CM, None)
         with pytest.raises(Interrupted) as e:
-            service.apply_rebalance(kube, rb, NS, CM, 10, progress)
+            rebalance.apply(kube, rb, NS, CM, 10, progress)
     return rb, e.value
 
 
@@ -406,19 +406,19 @@ def test_kueue_workloads_waiting_for_admission_count_as_demand(kube, cluster, ca
 def test_a_pod_that_started_since_the_plan_on_a_gpu_that_changes_stops_it(cluster, capsys):
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import BackendError
-    from gpuctl.mig import service
+    from gpuctl.mig import rebalance
     from gpuctl.runtime.workflow import Quiet
 
     manager = MigManager(cluster)
     try:
         with Kube() as kube:
-            rb = service.plan_rebalance(kube, NS, CM, None)
+            rb = rebalance.plan_rebalance(kube, NS, CM, None)
             first = rb.changes[0]
             taken = next(iter(first.before[first.changed[0]].offers()))
             resource = "nvidia.com/gpu" if taken == "gpu" else f"nvidia.com/mig-{taken}"
             seed(cluster, pod("late", resource, node=first.node, phase="Running"))
             with pytest.raises(BackendError) as e:
-                service.apply_rebalance(kube, rb, NS, CM, 1, Quiet())
+                rebalance.apply(kube, rb, NS, CM, 1, Quiet())
     finally:
         manager.close()
     assert "ml/late" in e.value.message and "as it was" in e.value.message
@@ -652,13 +652,14 @@ def test_drain_needs_a_namespace_and_a_namespace_needs_drain(full, capsys):
 def test_ctrl_c_after_the_evictions_uncordons_the_node_and_names_the_pods_evicted(full, capsys):
     from gpuctl.adapters.kube import Kube
     from gpuctl.common.errors import Interrupted
-    from gpuctl.mig import service
+    from gpuctl.mig import rebalance
+    from gpuctl.mig.core.drain import drain_policy
 
-    policy = service.drain_policy(True, ["ml"])
+    policy = drain_policy(True, ["ml"])
     with Kube() as kube:
-        rb = service.plan_rebalance(kube, NS, CM, None, policy)
+        rb = rebalance.plan_rebalance(kube, NS, CM, None, policy)
         with pytest.raises(Interrupted) as e:
-            service.apply_rebalance(kube, rb, NS, CM, 10, InterruptAt("drained"), policy)
+            rebalance.apply(kube, rb, NS, CM, 10, InterruptAt("drained"), drain=policy)
     said = e.value.message + " ".join(e.value.details)
     assert "evicted ml/job-a" in said
     assert not cordoned(full, "a")

@@ -448,3 +448,18 @@ def test_pods_not_evicted_for_one_reason_are_one_line():
         f"not evicted: 5 pods (prod/p0, prod/p1, prod/p2, …): {outside}",
         "not evicted: ml/bare: a bare pod",
     ]
+
+
+def test_drain_options_are_checked_before_the_cluster_is_read(capsys):
+    from gpuctl.mig.core.drain import DrainPolicy, drain_policy
+    from tests.clirun import run_gpuctl
+
+    assert drain_policy(False, []) is None
+    assert drain_policy(True, ["ml", "ml-batch"]) == DrainPolicy(frozenset({"ml", "ml-batch"}))
+    # no kubeconfig is needed to be told: a usage error, exit 2, before any connection
+    code, _, err = run_gpuctl(capsys, "mig", "rebalance", "--drain", "--kubeconfig", "/nonexistent")
+    assert code == 2 and "--drain needs --drain-namespace NS" in err
+    code, _, err = run_gpuctl(
+        capsys, "mig", "rebalance", "--drain-namespace", "ml", "--kubeconfig", "/nonexistent"
+    )
+    assert code == 2 and "--drain-namespace needs --drain" in err

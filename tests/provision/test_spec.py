@@ -6,8 +6,8 @@ import pytest
 
 import tests
 from gpuctl.common.errors import SpecError
-from gpuctl.common.specfile import load_yaml
-from gpuctl.provision.core.spec import load_cluster_file, parse_cluster, parse_taint
+from gpuctl.common.specfile import load_yaml, load_yaml_file
+from gpuctl.provision.core.spec import parse_cluster, parse_taint
 from gpuctl.provision.core.tfvars import render_backend, render_tfvars
 
 EXAMPLE = Path(tests.ROOT) / "examples" / "cluster.yaml"
@@ -39,7 +39,7 @@ def error(text: str) -> SpecError:
 
 
 def test_example_parses_with_defaults():
-    spec = load_cluster_file(str(EXAMPLE))
+    spec = parse_cluster(load_yaml_file(str(EXAMPLE)))
     assert spec.cluster.create and spec.cluster.name == "ml-prod"  # named like the spec
     assert spec.cluster.endpoint_access == "public-and-private"
     assert spec.cluster.system_nodes.count == 2

@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 import tests
+from gpuctl.common.specfile import load_yaml_file
 from gpuctl.provision.core import karpenter
 from gpuctl.provision.core.facts import ExistingNetwork, Facts, GroupFacts
-from gpuctl.provision.core.spec import load_cluster_file
+from gpuctl.provision.core.spec import parse_cluster
 from gpuctl.provision.core.tfvars import TFVARS_FILE, render_tfvars
 
 pytestmark = pytest.mark.integration  # the Terraform engine
@@ -241,7 +242,7 @@ FACTS = Facts(
 def test_written_variables_match_the_root_module(tmp_path, config_tmp, with_facts, example):
     """The engine type-checks what gpuctl writes against the root's declarations: every
     written variable is declared, every required one is written, types match."""
-    spec = load_cluster_file(str(example))
+    spec = parse_cluster(load_yaml_file(str(example)))
     tfvars = render_tfvars(spec, FACTS if with_facts else None)
     declared, required = required_variables(TF, config_tmp / f"{example.stem}-{with_facts}")
     assert set(tfvars) <= declared
@@ -268,7 +269,7 @@ def test_written_variables_match_the_root_module(tmp_path, config_tmp, with_fact
 
 def test_a_missing_required_variable_is_caught(tmp_path):
     """Control for the check above: drop one variable and the engine refuses."""
-    tfvars = render_tfvars(load_cluster_file(str(EXAMPLE)))
+    tfvars = render_tfvars(parse_cluster(load_yaml_file(str(EXAMPLE))))
     del tfvars["create_cluster"]
     shutil.copy(TF / "variables.tf", tmp_path)
     (tmp_path / TFVARS_FILE).write_text(json.dumps(tfvars))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check
+from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check, namespaced_name
 from gpuctl.doctor.core.queue_checks import controller
 
 KEDA_IMAGE = "kedacore/keda"
@@ -35,13 +35,13 @@ def check_autoscaling(
     problems, notes = [], []
     operator = controller(deployments, KEDA_IMAGE)
     if scaled_objects:
-        names = ", ".join(_where(o) for o in scaled_objects)
+        names = ", ".join(namespaced_name(o) for o in scaled_objects)
         if operator is None:
             problems.append((WARN, f"ScaledObjects {names}, but no KEDA operator found running"))
         else:
-            notes.append(f"{len(scaled_objects)} ScaledObject(s), KEDA {_where(operator)}")
+            notes.append(f"{len(scaled_objects)} ScaledObject(s), KEDA {namespaced_name(operator)}")
     if hpas:
-        names = ", ".join(_where(o) for o in hpas)
+        names = ", ".join(namespaced_name(o) for o in hpas)
         if not external_served:
             problems.append(
                 (FAIL, f"HPAs {names} read external metrics, but none is served: they never scale")
@@ -63,8 +63,3 @@ def check_autoscaling(
             fix = "resubmit those services with --autoscaler keda"
         return Check("autoscaling", status, "; ".join(d for _, d in problems), fix)
     return Check("autoscaling", PASS, "; ".join(notes))
-
-
-def _where(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or '?'}/{meta.get('name')}"

@@ -22,9 +22,9 @@ from gpuctl.k8s.nodes import (
     gpu_resources,
     gpus_of,
     is_gpu_node,
-    labels_of,
     mig_reason,
 )
+from gpuctl.k8s.objects import labels_of, name_of, namespace_of
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 GFD_LABELS = (GFD_PRODUCT, GFD_COUNT, "nvidia.com/gpu.memory")
@@ -49,7 +49,7 @@ def _names(names: list[str]) -> str:
 
 
 def _name(obj: dict[str, Any]) -> str:
-    return (obj.get("metadata") or {}).get("name") or "?"
+    return name_of(obj) or "?"
 
 
 def _gpu_count(node: dict[str, Any]) -> int:
@@ -134,9 +134,9 @@ def _ready(ds: dict[str, Any]) -> tuple[int, int]:
     return int(st.get("numberReady") or 0), int(st.get("desiredNumberScheduled") or 0)
 
 
-def _where(ds: dict[str, Any]) -> str:
-    meta = ds.get("metadata") or {}
-    return f"{meta.get('namespace') or '?'}/{meta.get('name')}"
+def namespaced_name(obj: dict[str, Any]) -> str:
+    """NAMESPACE/NAME of a namespaced object, "?" for a namespace it lacks."""
+    return f"{namespace_of(obj) or '?'}/{name_of(obj)}"
 
 
 def check_device_plugin(plugin: dict[str, Any] | None) -> Check:
@@ -154,7 +154,7 @@ def check_device_plugin(plugin: dict[str, Any] | None) -> Check:
         return Check(
             "device-plugin",
             FAIL,
-            f"DaemonSet {_where(plugin)} schedules no pods",
+            f"DaemonSet {namespaced_name(plugin)} schedules no pods",
             "check its nodeSelector / tolerations against the GPU nodes' labels and "
             "taints (GPU Operator: nodes need the label "
             "feature.node.kubernetes.io/pci-10de.present)",
@@ -163,11 +163,13 @@ def check_device_plugin(plugin: dict[str, Any] | None) -> Check:
         return Check(
             "device-plugin",
             FAIL,
-            f"DaemonSet {_where(plugin)}: {ready}/{desired} pods ready",
-            f"kubectl -n {_where(plugin).split('/')[0]} get pods -o wide; "
+            f"DaemonSet {namespaced_name(plugin)}: {ready}/{desired} pods ready",
+            f"kubectl -n {namespaced_name(plugin).split('/')[0]} get pods -o wide; "
             "look at the pods that are not ready",
         )
-    return Check("device-plugin", PASS, f"DaemonSet {_where(plugin)}: {ready}/{desired} ready")
+    return Check(
+        "device-plugin", PASS, f"DaemonSet {namespaced_name(plugin)}: {ready}/{desired} ready"
+    )
 
 
 def check_mig(nodes: list[dict[str, Any]]) -> Check:
@@ -317,10 +319,10 @@ def check_dcgm(daemonsets: list[dict[str, Any]]) -> Check:
         return Check(
             "dcgm-exporter",
             WARN,
-            f"DaemonSet {_where(ds)}: {ready}/{desired} ready",
-            f"kubectl -n {_where(ds).split('/')[0]} get pods -o wide",
+            f"DaemonSet {namespaced_name(ds)}: {ready}/{desired} ready",
+            f"kubectl -n {namespaced_name(ds).split('/')[0]} get pods -o wide",
         )
-    return Check("dcgm-exporter", PASS, f"DaemonSet {_where(ds)}: {ready}/{desired} ready")
+    return Check("dcgm-exporter", PASS, f"DaemonSet {namespaced_name(ds)}: {ready}/{desired} ready")
 
 
 def run_checks(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check
+from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check, namespaced_name
 from gpuctl.k8s.apis import JOBSET_GROUP, JOBSET_VERSION, KUEUE_GROUP, KUEUE_VERSIONS
 from gpuctl.k8s.nodes import allocatable, is_gpu_node, is_gpu_resource
 
@@ -66,11 +66,6 @@ def version_tuple(tag: str | None) -> tuple[int, int, int] | None:
     return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
 
 
-def _where(deployment: dict[str, Any]) -> str:
-    meta = deployment.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
-
-
 def check_kueue(served: list[str], deployment: dict[str, Any] | None) -> Check:
     return _installed(
         ("kueue", "Kueue", KUEUE_GROUP, KUEUE_IMAGE, INSTALL_KUEUE),
@@ -106,7 +101,7 @@ def _installed(
     if not served:
         return Check(check, WARN, absent, install)
     version = image_version(deployment, image)
-    where = f" in {_where(deployment)}" if deployment else ""
+    where = f" in {namespaced_name(deployment)}" if deployment else ""
     speaks = next((v for v in wanted if v in served), None)
     api = f"{group}/{speaks}" if speaks else f"{group} {', '.join(served)}"
     detail = f"{project} {version or '(version unknown)'}{where}, API {api}"

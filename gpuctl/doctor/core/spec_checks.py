@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check, _name, _names
-from gpuctl.k8s.nodes import gpus_of, is_gpu_node, labels_of
+from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check, _name, _names, namespaced_name
+from gpuctl.k8s.nodes import gpus_of, is_gpu_node
+from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.placement import GpuRequest, Placement, place, terms_match
 from gpuctl.k8s.selectors import pod_may_run_on
 
@@ -110,7 +111,7 @@ def check_pending(pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Ch
     if not pending:
         return None
     stuck = sorted(
-        f"{(p.get('metadata') or {}).get('namespace') or '?'}/{_name(p)}"
+        namespaced_name(p)
         for p in pending
         if not any(pod_may_run_on(p.get("spec") or {}, n) for n in nodes)
     )

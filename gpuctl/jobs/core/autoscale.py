@@ -19,9 +19,8 @@ from gpuctl.dcgm import busy, holders
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, UTIL
 from gpuctl.jobs.core.service_spec import Autoscale
+from gpuctl.k8s.apis import KEDA_API_VERSION
 
-KEDA_API_VERSION = "keda.sh/v1alpha1"
-KEDA_GROUP = "keda.sh"
 KEDA, HPA = "keda", "hpa"
 AUTOSCALERS = (KEDA, HPA)
 # The Prometheus Operator's governing Service of every Prometheus it runs (kube-prometheus

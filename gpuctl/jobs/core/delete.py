@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.plan import Plan, Step
+from gpuctl.k8s.objects import name_of
 
 OWNERS = ("Job", "JobSet")  # a headless Service without one is left from an earlier failure
 SERVING = ("Deployment", "ScaledObject", "HorizontalPodAutoscaler")  # a service's
@@ -48,9 +49,9 @@ def plan_delete(name: str, namespace: str, objects: Sequence[Mapping[str, Any]])
     steps = tuple(
         Step(
             "delete",
-            f"{o['kind']}/{o['metadata']['name']}",
+            f"{o['kind']}/{name_of(o)}",
             _why(o["kind"], owned=bool(kinds & set(OWNERS)), serving=bool(kinds & set(SERVING))),
-            {"kind": o["kind"], "name": o["metadata"]["name"]},
+            {"kind": o["kind"], "name": name_of(o)},
         )
         for o in objects
     )

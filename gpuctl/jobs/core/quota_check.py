@@ -11,6 +11,7 @@ from gpuctl.common.quantity import rounded_down
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.k8s.nodes import GPU, MIG_PREFIX
+from gpuctl.k8s.objects import name_of, namespace_of
 from gpuctl.k8s.placement import Placement
 
 
@@ -47,7 +48,7 @@ def _held(pods: list[dict[str, Any]], namespace: str, resource: str) -> int:
     return sum(
         requested(p, resource)
         for p in pods
-        if (p.get("metadata") or {}).get("namespace") in (None, namespace)
+        if namespace_of(p) in ("", namespace)
         and (p.get("status") or {}).get("phase") not in DONE_PHASES
     )
 
@@ -77,7 +78,7 @@ def check_job(
 ) -> Excess | None:
     """The first quota in `namespace` that `total` more of `resource` would exceed.
     `pods` may be None when every quota carries its used count in its status."""
-    for q in sorted(quotas, key=lambda q: (q.get("metadata") or {}).get("name") or ""):
+    for q in sorted(quotas, key=name_of):
         spec_hard = (q.get("spec") or {}).get("hard") or {}
         status_used = (q.get("status") or {}).get("used") or {}
         for key in _keys(resource):
@@ -92,7 +93,7 @@ def check_job(
             else:
                 used, source = _held(pods or [], namespace, resource), "pods"
             if used + total > limit:
-                name = (q.get("metadata") or {}).get("name") or "?"
+                name = name_of(q) or "?"
                 return Excess(name, resource, used, total, limit, source)
     return None
 

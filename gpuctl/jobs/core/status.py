@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuctl.gpus.resources import requested
 from gpuctl.k8s.labels import JOB_LABEL, QUEUE_LABEL
+from gpuctl.k8s.objects import labels_of, meta, name_of
 
 FINISHED = ("Succeeded", "Failed")
 
@@ -29,8 +30,7 @@ def status_of(obj: dict[str, Any]) -> str:
             if cond.get("type") in ("Failed", "FailureTarget"):
                 return "Failed"
     if (obj.get("spec") or {}).get("suspend"):
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        return "Queued" if QUEUE_LABEL in labels else "Suspended"
+        return "Queued" if QUEUE_LABEL in labels_of(obj) else "Suspended"
     if _counts(obj)["active"]:
         ready = _ready(obj)
         return "Running" if ready is None or ready > 0 else "Pending"
@@ -124,7 +124,7 @@ def pod_template(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def row(obj: dict[str, Any]) -> dict[str, Any]:
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    status = obj.get("status") or {}
     kind = obj.get("kind") or "?"
     state = status_of(obj)
     counts = (
@@ -136,8 +136,8 @@ def row(obj: dict[str, Any]) -> dict[str, Any]:
         }
     )
     return {
-        "namespace": meta.get("namespace"),
-        "name": (meta.get("labels") or {}).get(JOB_LABEL) or meta.get("name"),
+        "namespace": meta(obj).get("namespace"),
+        "name": labels_of(obj).get(JOB_LABEL) or name_of(obj),
         "kind": kind,
         "workers": workers(obj),
         "gpus_per_worker": gpu_request(obj),

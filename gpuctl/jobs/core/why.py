@@ -13,6 +13,7 @@ from typing import Any
 
 from gpuctl.gpus.resources import requested
 from gpuctl.jobs.core.status import pod_template, status_of, workers
+from gpuctl.k8s.objects import meta, name_of, namespace_of, uid_of
 from gpuctl.k8s.placement import Placement
 
 EVICTED = {
@@ -51,12 +52,12 @@ def _said(c: dict[str, Any]) -> str:
 def workload_of(job: dict[str, Any], workloads: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The Workload Kueue made for JOB: the one it owns (ownerReferences kind and name, and
     uid where both have one)."""
-    meta = job.get("metadata") or {}
+    name, uid = name_of(job), uid_of(job)
     for w in workloads:
-        for ref in (w.get("metadata") or {}).get("ownerReferences") or []:
-            if ref.get("kind") != job.get("kind") or ref.get("name") != meta.get("name"):
+        for ref in meta(w).get("ownerReferences") or []:
+            if ref.get("kind") != job.get("kind") or ref.get("name") != name:
                 continue
-            if ref.get("uid") and meta.get("uid") and ref["uid"] != meta["uid"]:
+            if ref.get("uid") and uid and ref["uid"] != uid:
                 continue
             return w
     return None
@@ -137,7 +138,7 @@ def position_in_words(summary: dict[str, Any], workload: str) -> str | None:
     """The Workload's place in line, from a PendingWorkloadsSummary; None when it is not
     pending there."""
     for item in summary.get("items") or []:
-        if (item.get("metadata") or {}).get("name") != workload:
+        if name_of(item) != workload:
             continue
         lq, cq = item.get("positionInLocalQueue"), item.get("positionInClusterQueue")
         parts = []
@@ -152,8 +153,8 @@ def position_in_words(summary: dict[str, Any], workload: str) -> str | None:
 def pods_in_words(pods: list[dict[str, Any]]) -> list[str]:
     """Why pods wait: the scheduler's PodScheduled=False message, or a waiting container."""
     out = []
-    for p in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name") or ""):
-        name = (p.get("metadata") or {}).get("name")
+    for p in sorted(pods, key=name_of):
+        name = name_of(p)
         status = p.get("status") or {}
         sched = _conditions(p).get("PodScheduled")
         if sched is not None and sched.get("status") == "False":
@@ -198,13 +199,12 @@ def fit_inputs(job: dict[str, Any]) -> tuple[Placement, int, list[dict[str, Any]
 
 
 def job_in_words(job: dict[str, Any]) -> str:
-    meta = job.get("metadata") or {}
     state = status_of(job)
     what = {
         "Queued": "suspended until Kueue admits it",
         "Suspended": "suspended, and in no Kueue queue: nothing will start it",
         "Pending": "not running yet",
     }.get(state, "")
-    return f"{job.get('kind')} {meta.get('namespace')}/{meta.get('name')}: {state}" + (
+    return f"{job.get('kind')} {namespace_of(job)}/{name_of(job)}: {state}" + (
         f" ({what})" if what else ""
     )

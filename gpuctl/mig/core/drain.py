@@ -20,16 +20,26 @@ stops that node when applying.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.common.errors import UsageError
 from gpuctl.k8s import events
-from gpuctl.k8s.owners import controller_of
+from gpuctl.k8s.objects import (
+    Ref,
+    annotations_of,
+    controller_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    owner_chain,
+    uid_of,
+)
 from gpuctl.k8s.selectors import label_selector_matches
 
-Ref = tuple[str, str, str]  # (kind, namespace, name)
 OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
 BUDGET = "PodDisruptionBudget"
 READ_KINDS = (*OWNER_KINDS, BUDGET)  # what the policy reads in its namespaces
@@ -56,8 +66,7 @@ class DrainPolicy:
     ) -> str | None:
         """None when the policy covers POD, else why it does not (in words). OWNERS: the
         objects of READ_KINDS in the policy's namespaces, by (kind, namespace, name)."""
-        meta = pod.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
+        ns = namespace_of(pod) or "default"
         if ns not in self.namespaces:
             return f"namespace {ns} is not one --drain-namespace names"
         marked = _marked(pod)
@@ -76,13 +85,11 @@ class DrainPolicy:
         budget = _spent_budget(pod, ns, owners)
         if budget:
             return f"its PodDisruptionBudget {ns}/{budget} allows no disruption now"
-        seen: Mapping[str, Any] | None = pod
-        for _ in range(3):  # the pod's owner, its owner's owner, …
-            ref = controller_of(seen) if seen is not None else None
-            if ref is None or ref.get("kind") not in OWNER_KINDS:
+        # the pod's owner, its owner's owner, …
+        for ref, seen in itertools.islice(owner_chain(pod, owners), 3):
+            if ref.get("kind") not in OWNER_KINDS:
                 return None
             what = f"{ref.get('kind')} {ns}/{ref.get('name')}"
-            seen = owners.get((str(ref.get("kind")), ns, str(ref.get("name"))))
             if seen is None:
                 return f"its {what} could not be read"
             marked = _marked(seen)
@@ -91,10 +98,24 @@ class DrainPolicy:
         return None
 
 
+def drain_policy(drain: bool, namespaces: list[str]) -> DrainPolicy | None:
+    """--drain's policy (None without --drain); --drain names at least one namespace."""
+    if not drain:
+        if namespaces:
+            raise UsageError("--drain-namespace needs --drain")
+        return None
+    if not namespaces:
+        raise UsageError(
+            "--drain needs --drain-namespace NS: the namespaces whose GPU pods may be evicted",
+            hint="e.g. gpuctl mig rebalance --drain --drain-namespace ml-batch --dry-run",
+        )
+    return DrainPolicy(frozenset(namespaces))
+
+
 def _spent_budget(
     pod: Mapping[str, Any], ns: str, owners: Mapping[Ref, Mapping[str, Any]]
 ) -> str | None:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    labels = labels_of(pod)
     for (kind, where, name), budget in sorted(owners.items()):
         if kind != BUDGET or where != ns or not name:
             continue
@@ -106,8 +127,7 @@ def _spent_budget(
 
 
 def _marked(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata") or {}
-    marks = (meta.get("labels") or {}, meta.get("annotations") or {})
+    marks = (labels_of(obj), annotations_of(obj))
     return next((f"{k}: {v}" for k, v in NEVER for m in marks if m.get(k) == v), None)
 
 
@@ -119,12 +139,11 @@ def record(node: str, config_from: str | None, config_to: str) -> str:
 
 def event(pod: Mapping[str, Any], message: str, now: float) -> dict[str, Any]:
     """The Warning Event on an evicted pod."""
-    meta = pod.get("metadata") or {}
     involved = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "name": meta.get("name"),
-        "namespace": meta.get("namespace") or "default",
-        "uid": meta.get("uid"),
+        "name": name_of(pod),
+        "namespace": namespace_of(pod) or "default",
+        "uid": uid_of(pod),
     }
     return events.event(involved, REASON, message, now, warning=True)

@@ -16,10 +16,11 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.gpus.identity import GPU, MIG_PREFIX, MIG_STRATEGY, NodeGpus
 from gpuctl.gpus.resources import DONE_PHASES, requested
-from gpuctl.k8s.nodes import gpus_of, labels_of
+from gpuctl.k8s.nodes import gpus_of
+from gpuctl.k8s.objects import Ref, annotations_of, labels_of, name_of, namespace_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.diff import GpuState
-from gpuctl.mig.core.drain import DrainPolicy, Ref
+from gpuctl.mig.core.drain import DrainPolicy
 from gpuctl.mig.core.operator import CONFIG_LABEL
 from gpuctl.mig.core.rebalance import WHOLE, Finish, Layout, NodeNow, Pending, retry_name
 
@@ -36,8 +37,7 @@ def profile_of_resource(name: str) -> str | None:
 
 
 def pod_name(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', 'default')}/{meta.get('name')}"
+    return f"{namespace_of(pod) or 'default'}/{name_of(pod)}"
 
 
 def _single_profile_wanted(pod: Mapping[str, Any]) -> str | None:
@@ -199,7 +199,7 @@ def read_node(
     layouts = _layouts(cfg, config, model, count)
     if isinstance(layouts, str):
         return layouts
-    now = NodeNow(node["metadata"]["name"], model, strategy, config, layouts)
+    now = NodeNow(name_of(node), model, strategy, config, layouts)
     if strategy == "single" and len({lay.key() for lay in layouts.values()}) > 1:
         return f"config {config!r} gives its GPUs different layouts under the single strategy"
     if dict(now.offers()) != plugin:
@@ -224,7 +224,7 @@ def read_node(
 
 def left_by_us(node: dict[str, Any]) -> dict[str, Any] | None:
     """What an earlier run recorded on a node it cordoned ({why, from, to}), or None."""
-    text = (node["metadata"].get("annotations") or {}).get(ANNOTATION)
+    text = annotations_of(node).get(ANNOTATION)
     try:
         got = json.loads(text) if text else None
     except ValueError:
@@ -242,7 +242,7 @@ def _finish(
     (every GPU kept while the manager works on it)."""
     labels = labels_of(node)
     g = gpus_of(node)
-    name = node["metadata"]["name"]
+    name = name_of(node)
     to = record["to"]
     model = _model(g)
     gpus = record.get("gpus")
@@ -295,7 +295,7 @@ def read_cluster(
         labels = labels_of(n)
         if CONFIG_LABEL not in labels and "nvidia.com/mig.strategy" not in labels:
             continue
-        name = n["metadata"]["name"]
+        name = name_of(n)
         record = left_by_us(n)
         if record is not None:
             done, got = _finish(n, cfg, pods, record)

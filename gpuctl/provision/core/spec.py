@@ -28,7 +28,7 @@ from gpuctl.common.spec_fields import (
     Rule,
     Table,
 )
-from gpuctl.common.specfile import Doc, Fields, load_yaml_file
+from gpuctl.common.specfile import Doc, Fields
 
 API_VERSION = "gpuctl/v1"
 KIND = "Cluster"
@@ -260,10 +260,6 @@ class ClusterSpec:
     @property
     def instance_types(self) -> list[str]:
         return sorted({g.instance_type for g in self.node_groups})
-
-
-def load_cluster_file(path: str) -> ClusterSpec:
-    return parse_cluster(load_yaml_file(path))
 
 
 def writes_region(doc: Doc) -> bool:

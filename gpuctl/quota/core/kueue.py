@@ -23,7 +23,8 @@ from gpuctl.common.quantity import from_api
 from gpuctl.gpus import identity
 from gpuctl.k8s.apis import kueue_api_version
 from gpuctl.k8s.labels import GPU_TOLERATION, MANAGED
-from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node
+from gpuctl.k8s.objects import annotations_of, labels_of, name_of
 from gpuctl.k8s.placement import AUTO
 from gpuctl.quota.core.rules import MAX_GPUS
 
@@ -225,7 +226,7 @@ def outside_note(
         if not is_gpu_node(n) or (gpus_of(n).name or "") in models:
             continue
         if not any(labels_of(n).get(f.label_key) == f.gpu_type for f in flavors):
-            out.append(str((n.get("metadata") or {}).get("name")))
+            out.append(name_of(n))
     if not out:
         return None
     why = "gpuctl names no GPU model from their labels" if label_key == AUTO else f"no {label_key}"
@@ -258,7 +259,7 @@ def _left_out(of_type: tuple[dict[str, Any], ...], key: str, value: str) -> str:
             continue
         sel = ", ".join(f"{k}={v}" for k, v in gpus_of(n).selector)
         why = f"labelled {sel}" if sel else f"no {key}"
-        by_labels.setdefault(why, []).append(str((n.get("metadata") or {}).get("name")))
+        by_labels.setdefault(why, []).append(name_of(n))
     parts = []
     for why, names in sorted(by_labels.items()):
         names.sort()
@@ -450,20 +451,16 @@ def flavor_changes(
     def flat(obj: dict[str, Any]) -> dict[str, str]:
         spec = obj.get("spec") or {}
         out = {k: _text(spec[k]) for k in ("nodeLabels", "tolerations") if spec.get(k)}
-        left_out = _annotations(obj).get(LEFT_OUT)
+        left_out = annotations_of(obj).get(LEFT_OUT)
         return out | ({f"annotations.{LEFT_OUT}": left_out} if left_out else {})
 
     return diff(flat(current), flat(desired))
 
 
-def _annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("annotations") or {}
-
-
 def annotation_patch(current: dict[str, Any], desired: dict[str, Any]) -> list[dict[str, Any]]:
     """A JSON patch that makes a ResourceFlavor's LEFT_OUT annotation what DESIRED has
     (removed where it has none), leaving the other annotations alone."""
-    have, want = _annotations(current), _annotations(desired)
+    have, want = annotations_of(current), annotations_of(desired)
     path = "/metadata/annotations/" + LEFT_OUT.replace("~", "~0").replace("/", "~1")
     if LEFT_OUT in want:
         value = want[LEFT_OUT]
@@ -476,9 +473,9 @@ def annotation_patch(current: dict[str, Any], desired: dict[str, Any]) -> list[d
 def annotated_as(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
     """CURRENT as annotation_patch(CURRENT, DESIRED) leaves it: its other annotations, and
     the LEFT_OUT annotation as DESIRED has it (what an undo starts from)."""
-    kept = {k: v for k, v in _annotations(current).items() if k != LEFT_OUT}
-    if LEFT_OUT in _annotations(desired):
-        kept[LEFT_OUT] = _annotations(desired)[LEFT_OUT]
+    kept = {k: v for k, v in annotations_of(current).items() if k != LEFT_OUT}
+    if LEFT_OUT in annotations_of(desired):
+        kept[LEFT_OUT] = annotations_of(desired)[LEFT_OUT]
     return {"metadata": {"annotations": kept}}
 
 
@@ -486,7 +483,7 @@ def reuse_flavor(existing: list[dict[str, Any]], wanted: Flavor) -> str | None:
     """The name of an existing ResourceFlavor that already selects exactly the nodes
     WANTED selects (same nodeLabels), which the ClusterQueue then uses as it is."""
     want = {wanted.label_key: wanted.gpu_type} if wanted.gpu_type is not None else {}
-    for rf in sorted(existing, key=lambda o: (o.get("metadata") or {}).get("name") or ""):
+    for rf in sorted(existing, key=name_of):
         if ((rf.get("spec") or {}).get("nodeLabels") or {}) == want:
-            return str((rf.get("metadata") or {}).get("name"))
+            return name_of(rf)
     return None

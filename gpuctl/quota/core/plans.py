@@ -14,6 +14,7 @@ from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.plan import Plan, Step
 from gpuctl.k8s import apis
 from gpuctl.k8s.labels import managed_by_gpuctl
+from gpuctl.k8s.objects import name_of, namespace_of
 from gpuctl.quota.core import kueue
 from gpuctl.quota.core import rules as core
 
@@ -182,8 +183,8 @@ class ObjectStep:
 
     @property
     def name(self) -> str:
-        meta = self.obj["metadata"]
-        return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+        ns, name = namespace_of(self.obj), name_of(self.obj)
+        return f"{ns}/{name}" if ns else name
 
     @property
     def changing(self) -> bool:
@@ -317,7 +318,7 @@ _CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[Change]]] = 
 
 
 def _found(objects: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
-    return next((o for o in objects if (o.get("metadata") or {}).get("name") == name), None)
+    return next((o for o in objects if name_of(o) == name), None)
 
 
 def _step(desired: dict[str, Any], current: dict[str, Any] | None) -> ObjectStep:

@@ -15,14 +15,15 @@ from fractions import Fraction
 from typing import Any
 
 from gpuctl.common.quantity import from_api
-from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node
+from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.quota.core.kueue import format_quantity
 
 Key = tuple[str, str]  # (flavor, resource)
 
 
 def _name(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "?")
+    return name_of(obj) or "?"
 
 
 def cohort_of(cq: dict[str, Any]) -> str | None:

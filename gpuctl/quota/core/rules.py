@@ -14,6 +14,7 @@ from gpuctl.gpus import geometry
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 from gpuctl.k8s.labels import MANAGED
 from gpuctl.k8s.nodes import GPU
+from gpuctl.k8s.objects import name_of, namespace_of
 
 QUOTA_NAME = "gpuctl-gpus"
 MAX_GPUS = 1_000_000
@@ -111,7 +112,7 @@ def held(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     for p in pods:
         if (p.get("status") or {}).get("phase") in DONE_PHASES:
             continue
-        ns = (p.get("metadata") or {}).get("namespace") or ""
+        ns = namespace_of(p)
         for resource in gpu_resources(p):
             n = requested(p, resource)
             if n:
@@ -126,8 +127,7 @@ def usage_rows(quotas: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list
     by_pods = held(pods)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for q in quotas:
-        meta = q.get("metadata") or {}
-        ns = meta.get("namespace") or ""
+        ns = namespace_of(q)
         spec_hard = (q.get("spec") or {}).get("hard") or {}
         status_used = (q.get("status") or {}).get("used") or {}
         for key, value in spec_hard.items():
@@ -146,7 +146,7 @@ def usage_rows(quotas: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list
                     "resource": resource,
                     "used": used,
                     "hard": limit,
-                    "quota": meta.get("name"),
+                    "quota": name_of(q),
                     "source": source,
                 }
     for (ns, resource), used in by_pods.items():

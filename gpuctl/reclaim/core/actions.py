@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuctl.common.plan import Plan, Step
 from gpuctl.k8s import events
+from gpuctl.k8s.objects import annotations_of, meta, name_of, namespace_of
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.reclaim.core.decide import RECORD, REPLICAS, WARN, record_of
 
@@ -68,21 +69,20 @@ def restore_plan(objects: list[tuple[str, dict[str, Any]]], namespace: str | Non
     (kind, object) as read; only what carries gpuctl's record is touched."""
     steps = []
     for kind, obj in objects:
-        meta = obj.get("metadata") or {}
-        if namespace and meta.get("namespace") != namespace:
+        ns, name, annotations = namespace_of(obj), name_of(obj), annotations_of(obj)
+        if namespace and ns != namespace:
             continue
-        annotations = meta.get("annotations") or {}
         record = record_of(annotations)
-        target = f"{kind} {meta.get('namespace')}/{meta.get('name')}"
+        target = f"{kind} {ns}/{name}"
         spec = obj.get("spec") or {}
-        detail = {"kind": kind, "namespace": meta.get("namespace"), "name": meta.get("name")}
+        detail = {"kind": kind, "namespace": ns, "name": name}
         if kind in ("Deployment", "StatefulSet") and REPLICAS in annotations:
             if spec.get("replicas") not in (0, None):
                 continue  # someone scaled it since: theirs now
             replicas = int(annotations[REPLICAS])
             back: dict[str, Any] = {"annotations": {REPLICAS: None}}
-            if meta.get("resourceVersion"):  # scaled by someone after this read: theirs
-                back["resourceVersion"] = str(meta["resourceVersion"])
+            if version := meta(obj).get("resourceVersion"):  # scaled since this read: theirs
+                back["resourceVersion"] = str(version)
             patch = {"metadata": back, "spec": {"replicas": replicas}}
             why = f"scaled to zero at {record.get('at', '?')}"
             steps.append(Step("scale", target, f"to {replicas}: {why}", {**detail, "patch": patch}))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.plan import Plan, Step
+from gpuctl.k8s.objects import annotations_of, labels_of, meta, name_of
 from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.reclaim.core.signal import SIGNAL, Readings
@@ -42,7 +43,7 @@ class Row:
             "name": w.name,
             "team": w.team,
             "gpus": w.gpus,
-            "pods": [p["metadata"]["name"] for p in w.pods],
+            "pods": [name_of(p) for p in w.pods],
             "status": self.status,
             "why": self.why,
             "rule": self.rule,
@@ -113,19 +114,19 @@ def find(policy: pol.Policy, workloads: list[Workload], readings: Readings, now:
 def _labels(w: Workload) -> dict[str, str]:
     if w.obj is not None:
         return w.labels
-    return dict((w.pods[0].get("metadata") or {}).get("labels") or {})
+    return dict(labels_of(w.pods[0]))
 
 
 def _pod_annotations(w: Workload) -> dict[str, str]:
     """Where a kind gpuctl does not write keeps gpuctl's record: on its first pod."""
-    return dict((w.pods[0].get("metadata") or {}).get("annotations") or {})
+    return dict(annotations_of(w.pods[0]))
 
 
 def _exempt(policy: pol.Policy, w: Workload) -> str | None:
     if w.namespace in policy.exempt_namespaces:
         return f"namespace {w.namespace} is exempt"
     key, value = pol.EXEMPT_LABEL
-    for labels in (w.labels, *(((p.get("metadata") or {}).get("labels") or {}) for p in w.pods)):
+    for labels in (w.labels, *(labels_of(p) for p in w.pods)):
         if labels.get(key) == value:
             return f"labelled {key}={value}"
     return None
@@ -138,7 +139,7 @@ def _signal(
     window, step = rule.idle_for_s, readings.queries.step_s
     last: list[float] = []
     for pod in w.pods:
-        name = pod["metadata"]["name"]
+        name = name_of(pod)
         devices = readings.devices((w.namespace, name))
         want = pod_gpus(pod)
         if len(devices) < want or any(d.newest is None for d in devices):
@@ -243,8 +244,8 @@ def _step(policy: pol.Policy, row: Row, readings: Readings, now: float) -> Step:
         why += f"; through Kueue Workload {w.kueue_workload}"
     if row.action == pol.SCALE and w.obj is not None:
         detail["replicas"] = int((w.obj.get("spec") or {}).get("replicas", 1))
-        version = (w.obj.get("metadata") or {}).get("resourceVersion")
+        version = meta(w.obj).get("resourceVersion")
         if version:  # the count recorded is the one read: scale only that object
             detail["resourceVersion"] = str(version)
-    detail["pods"] = [p["metadata"]["name"] for p in w.pods]
+    detail["pods"] = [name_of(p) for p in w.pods]
     return Step(row.action, w.target, why, detail)

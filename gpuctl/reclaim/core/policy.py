@@ -120,10 +120,6 @@ class Policy:
     def actions(self) -> set[str]:
         return {a for r in self.rules for a in r.actions} | {REPORT}
 
-    @property
-    def longest_idle_s(self) -> int:
-        return max(r.idle_for_s for r in self.rules)
-
 
 def default_policy(idle_for_s: int = DEFAULT_IDLE_FOR) -> Policy:
     """Without --policy: every namespace is covered, and the only action is report."""

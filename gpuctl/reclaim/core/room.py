@@ -26,9 +26,9 @@ from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.k8s.fit import tolerates
 from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, taints
-from gpuctl.k8s.owners import controller_of
+from gpuctl.k8s.objects import Ref, annotations_of, controller_of, labels_of, name_of, namespace_of
 from gpuctl.k8s.selectors import label_selector_matches, may_run_on, required_terms
-from gpuctl.reclaim.core.workloads import Obj, Ref
+from gpuctl.reclaim.core.workloads import Obj
 
 NEVER = ("gpuctl.io/evict", "never")
 GANG_LABELS = ("jobset.sigs.k8s.io/jobset-name", "kueue.x-k8s.io/pod-group-name")
@@ -88,12 +88,11 @@ class RoomPlan:
 
 
 def _name(pod: Obj) -> str:
-    m = pod.get("metadata") or {}
-    return f"{m.get('namespace') or 'default'}/{m.get('name', '?')}"
+    return f"{namespace_of(pod) or 'default'}/{name_of(pod) or '?'}"
 
 
 def _labels(pod: Obj) -> dict[str, str]:
-    return dict((pod.get("metadata") or {}).get("labels") or {})
+    return dict(labels_of(pod))
 
 
 def schedulable(
@@ -114,11 +113,7 @@ def schedulable(
 
 
 def why_not_evictable(pod: Obj, owners: dict[Ref, Obj]) -> str | None:
-    meta = pod.get("metadata") or {}
-    if (
-        _labels(pod).get(NEVER[0]) == NEVER[1]
-        or (meta.get("annotations") or {}).get(NEVER[0]) == NEVER[1]
-    ):
+    if _labels(pod).get(NEVER[0]) == NEVER[1] or annotations_of(pod).get(NEVER[0]) == NEVER[1]:
         return f"{NEVER[0]}: {NEVER[1]}"
     ref = controller_of(pod)
     if ref is None:
@@ -134,20 +129,19 @@ def why_not_evictable(pod: Obj, owners: dict[Ref, Obj]) -> str | None:
 def _budgets(pod: Obj, pdbs: list[Obj]) -> list[str]:
     """The PodDisruptionBudgets of the pod's namespace whose selector selects it (policy/v1:
     an empty selector every pod, a null one none)."""
-    ns = (pod.get("metadata") or {}).get("namespace") or "default"
+    ns = namespace_of(pod) or "default"
     labels = _labels(pod)
     out = []
     for b in pdbs:
-        meta = b.get("metadata") or {}
-        if (meta.get("namespace") or "default") != ns:
+        if (namespace_of(b) or "default") != ns:
             continue
         if label_selector_matches((b.get("spec") or {}).get("selector"), labels):
-            out.append(f"{ns}/{meta.get('name')}")
+            out.append(f"{ns}/{name_of(b)}")
     return out
 
 
 def _gang(pod: Obj, owners: dict[Ref, Obj]) -> str | None:
-    ns = (pod.get("metadata") or {}).get("namespace") or "default"
+    ns = namespace_of(pod) or "default"
     labels = _labels(pod)
     for key in GANG_LABELS:
         if labels.get(key):
@@ -177,7 +171,7 @@ def plan(
 ) -> RoomPlan:
     r = want.resource
     gpu_nodes = [n for n in nodes if is_gpu_node(n) and count(allocatable(n).get(r, 0)) > 0]
-    names = [(n.get("metadata") or {}).get("name", "?") for n in gpu_nodes]
+    names = [name_of(n) or "?" for n in gpu_nodes]
     index = {name: i for i, name in enumerate(names)}
     free = [count(allocatable(n).get(r, 0)) for n in gpu_nodes]
     running = [p for p in pods if (p.get("spec") or {}).get("nodeName") in index
@@ -197,7 +191,7 @@ def plan(
         _name(p): tuple(i for i, n in enumerate(gpu_nodes) if schedulable(n, _node_selector(p), _tolerations(p), _node_terms(p)))
         for u in units for p in u.pods
     }  # fmt: skip
-    limits = {f"{(b.get('metadata') or {}).get('namespace')}/{(b.get('metadata') or {}).get('name')}":
+    limits = {f"{namespace_of(b)}/{name_of(b)}":
               int((b.get("status") or {}).get("disruptionsAllowed") or 0) for b in pdbs}  # fmt: skip
 
     def attempt(chosen: tuple[Unit, ...]) -> tuple[list[int], dict[str, int]] | None:

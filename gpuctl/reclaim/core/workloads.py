@@ -15,10 +15,17 @@ from typing import Any
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 from gpuctl.k8s.labels import QUEUE_LABEL
 from gpuctl.k8s.nodes import is_gpu_resource
-from gpuctl.k8s.owners import controller_of
+from gpuctl.k8s.objects import (
+    Ref,
+    annotations_of,
+    controller_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    owner_chain,
+)
 
 Obj = dict[str, Any]
-Ref = tuple[str, str, str]  # (kind, namespace, name)
 # Kinds read from the cluster to walk ownerReferences up.
 OWNER_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "Job", "JobSet")
 
@@ -43,11 +50,11 @@ class Workload:
 
     @property
     def labels(self) -> dict[str, str]:
-        return dict(_meta(self.obj).get("labels") or {}) if self.obj else {}
+        return dict(labels_of(self.obj))
 
     @property
     def annotations(self) -> dict[str, str]:
-        return dict(_meta(self.obj).get("annotations") or {}) if self.obj else {}
+        return dict(annotations_of(self.obj))
 
     @property
     def gpus(self) -> int:
@@ -73,10 +80,6 @@ def holds_gpus(pod: Obj) -> bool:
     )
 
 
-def _meta(obj: Obj | None) -> Obj:
-    return (obj or {}).get("metadata") or {}
-
-
 def group(
     pods: Iterable[Obj], owners: dict[Ref, Obj], kueue_workloads: Iterable[Obj]
 ) -> list[Workload]:
@@ -95,20 +98,16 @@ def group(
 
 
 def _top(pod: Obj, owners: dict[Ref, Obj]) -> Workload:
-    namespace = _meta(pod).get("namespace") or "default"
+    namespace = namespace_of(pod) or "default"
     obj, kind, api = pod, "Pod", "v1"
-    while True:
-        ref = controller_of(obj)
-        if ref is None:
-            break
-        up = owners.get((ref.get("kind", ""), namespace, ref.get("name", "")))
+    for ref, up in owner_chain(pod, owners):
         if up is None:  # a kind not read (a Notebook, a RayCluster): it is the workload
             return Workload(ref.get("kind", "?"), namespace, ref.get("name", "?"),
                             ref.get("apiVersion", ""), None)  # fmt: skip
         obj, kind, api = up, ref.get("kind", ""), ref.get("apiVersion", "")
     if kind == "ReplicaSet":  # a ReplicaSet of no Deployment: gpuctl scales neither
-        return Workload(kind, namespace, _meta(obj).get("name", "?"), api, None)
-    return Workload(kind, namespace, _meta(obj).get("name", "?"), api, obj)
+        return Workload(kind, namespace, name_of(obj) or "?", api, None)
+    return Workload(kind, namespace, name_of(obj) or "?", api, obj)
 
 
 def _kueue_owners(workloads: Iterable[Obj]) -> dict[Ref, str]:
@@ -116,6 +115,6 @@ def _kueue_owners(workloads: Iterable[Obj]) -> dict[Ref, str]:
     for wl in workloads:
         ref = controller_of(wl)
         if ref is not None:
-            namespace = _meta(wl).get("namespace") or "default"
-            out[(ref.get("kind", ""), namespace, ref.get("name", ""))] = _meta(wl).get("name", "")
+            namespace = namespace_of(wl) or "default"
+            out[(ref.get("kind", ""), namespace, ref.get("name", ""))] = name_of(wl)
     return out

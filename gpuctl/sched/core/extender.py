@@ -38,6 +38,7 @@ from gpuctl.gpus.fragmentation import Shape, typical_shapes
 from gpuctl.gpus.placement import Placement, device_plugin_gpus, priorities
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.gpus.scoring import GPU_RESOURCE, MILLI
+from gpuctl.k8s.objects import labels_of, meta, name_of, namespace_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,7 +66,7 @@ class GpuPod:
 
 
 def pod_of(obj: dict[str, Any], label_key: str) -> GpuPod:
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    spec = obj.get("spec") or {}
     gpus = min(requested(obj, GPU_RESOURCE), MAX_GPUS)
     cores = requested(obj, SHARE_RESOURCE)
     share = MILLI if gpus else 0
@@ -73,7 +74,7 @@ def pod_of(obj: dict[str, Any], label_key: str) -> GpuPod:
         share = cores * MILLI // 100
     selected = (spec.get("nodeSelector") or {}).get(label_key)
     return GpuPod(
-        f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        f"{namespace_of(obj)}/{name_of(obj)}",
         _cpu_milli(spec),
         gpus,
         share,
@@ -126,9 +127,7 @@ class ClusterView:
         self.nodes, self.pods, self.gpu_of = {}, {}, {}
         for n in nodes:
             self._set_node(n)
-        ordered = sorted(
-            pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or "")
-        )
+        ordered = sorted(pods, key=lambda p: str(meta(p).get("creationTimestamp") or ""))
         pod_list = [pod_of(p, self.label_key) for p in ordered if _alive(p)]
         self.shapes = typical_shapes(pod_list) if pod_list else []
         self._placement = None
@@ -137,7 +136,7 @@ class ClusterView:
                 self.pods[p.key] = p
 
     def node_event(self, kind: str, obj: dict[str, Any]) -> None:
-        name = str((obj.get("metadata") or {}).get("name") or "")
+        name = name_of(obj)
         if kind == "DELETED":
             self.nodes.pop(name, None)
         else:
@@ -158,14 +157,13 @@ class ClusterView:
             self._bind(pod)
 
     def _set_node(self, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
         alloc = (obj.get("status") or {}).get("allocatable") or {}
         cpu = from_api(alloc.get("cpu"))
         gpus = from_api(alloc.get(GPU_RESOURCE))
-        self.nodes[str(meta.get("name") or "")] = _Node(
+        self.nodes[name_of(obj)] = _Node(
             math.floor(cpu * MILLI) if cpu and cpu > 0 else 0,
             min(math.floor(gpus), MAX_GPUS) if gpus and gpus > 0 else 0,
-            str((meta.get("labels") or {}).get(self.label_key) or ""),
+            str(labels_of(obj).get(self.label_key) or ""),
         )
 
     # --- the FGD state ----------------------------------------------------------------------
@@ -301,7 +299,7 @@ def _candidates(args: dict[str, Any]) -> list[str]:
     names = args.get("nodenames")
     if names is None:
         items = (args.get("nodes") or {}).get("items") or []
-        names = [(n.get("metadata") or {}).get("name") for n in items]
+        names = [name_of(n) for n in items]
     return [str(n) for n in names if n]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuctl.k8s.fit import keeps_out_plain_pods
 from gpuctl.k8s.nodes import is_gpu_node
+from gpuctl.k8s.objects import name_of
 
 CONSEQUENCE = (
     "pods without GPUs stay on the default scheduler, which puts them on the emptiest "
@@ -31,7 +32,7 @@ ASSUMED = (
 def untainted_gpu_nodes(nodes: list[dict[str, Any]]) -> tuple[int, list[str]]:
     """(GPU nodes, the names of those that let pods without tolerations in)."""
     gpu = [n for n in nodes if is_gpu_node(n)]
-    names = [str((n.get("metadata") or {}).get("name")) for n in gpu if not keeps_out_plain_pods(n)]
+    names = [name_of(n) for n in gpu if not keeps_out_plain_pods(n)]
     return len(gpu), sorted(names)
 
 

@@ -35,9 +35,9 @@ from gpuctl.k8s.nodes import (
     allocatable,
     gpus_of,
     is_gpu_node,
-    labels_of,
     mig_reason,
 )
+from gpuctl.k8s.objects import labels_of, name_of
 
 if TYPE_CHECKING:
     from gpuctl.common.selector import Requirement
@@ -320,7 +320,7 @@ def select_nodes(
     from gpuctl.common import selector as sel
 
     if names:
-        by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
+        by_name = {name_of(n): n for n in nodes}
         missing = [n for n in names if n not in by_name]
         if missing:
             raise GpuctlError(
@@ -344,7 +344,7 @@ def plan(
     """Label changes for the chosen nodes; refuses (GpuctlError) what the plugin cannot do."""
     refusals, out = [], []
     for node in nodes:
-        node_name = node["metadata"]["name"]
+        node_name = name_of(node)
         old = labels_of(node).get(CONFIG_LABEL)
         if not is_gpu_node(node):
             refusals.append(
@@ -401,7 +401,7 @@ def show_rows(
     the one the plugin falls back to without it), the strategy and replicas that asks for,
     and what GPU Feature Discovery reports as applied."""
     rows = []
-    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+    for node in sorted(nodes, key=name_of):
         if not is_gpu_node(node):
             continue
         labels, alloc = labels_of(node), allocatable(node)
@@ -421,7 +421,7 @@ def show_rows(
             problem = f"config {running.key!r}: {configs[running.key or '']}"
         rows.append(
             {
-                "node": node["metadata"]["name"],
+                "node": name_of(node),
                 "gpu": gpus_of(node).name,
                 "gpus": count(alloc.get(GPU, 0)),
                 "shared_gpus": count(alloc.get(GPU + ".shared", 0)),

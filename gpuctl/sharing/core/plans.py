@@ -12,7 +12,7 @@ from gpuctl.common import selector as label_selector
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
 from gpuctl.k8s import device_plugin
-from gpuctl.k8s.nodes import labels_of
+from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.sharing.core import config as core
 
 # Without a cluster: where the device plugin is taken to read its configs (-n, --config-map
@@ -252,7 +252,7 @@ def plan_off(
             moved = moved or (was.key, was.error) != (now.key, now.error)
             if core.shares(was, configs) is not False:
                 note = f"runs {core.describe(was, configs)}; then {core.describe(now, after)}"
-        changes.append(core.NodeChange(n["metadata"]["name"], old, new_label, note))
+        changes.append(core.NodeChange(name_of(n), old, new_label, note))
     if not moved:
         added = {}
     return OffPlan(target, changes, added)

@@ -23,7 +23,8 @@ from gpuctl.common.quantity import from_api
 from gpuctl.gpus.resources import DONE_PHASES
 from gpuctl.gpus.scoring import GPU_RESOURCE
 from gpuctl.k8s.fit import keeps_out_plain_pods
-from gpuctl.k8s.nodes import gpus_of, is_gpu_node, labels_of
+from gpuctl.k8s.nodes import gpus_of, is_gpu_node
+from gpuctl.k8s.objects import labels_of, meta, name_of, namespace_of
 from gpuctl.k8s.placement import AUTO
 from gpuctl.k8s.selectors import pod_may_run_on
 from gpuctl.whatif.core.trace import MAX_CPU_MILLI, MAX_GPUS, MAX_MEMORY_MIB, MILLI, Node, Pod
@@ -34,11 +35,10 @@ MIB = 2**20
 def nodes_from_api(objects: list[dict[str, Any]], label_key: str) -> list[Node]:
     nodes = []
     for obj in objects:
-        meta = obj.get("metadata") or {}
         alloc = (obj.get("status") or {}).get("allocatable") or {}
         nodes.append(
             Node(
-                str(meta.get("name", "?")),
+                name_of(obj) or "?",
                 _bounded(math.floor(_amount(alloc.get("cpu")) * MILLI), MAX_CPU_MILLI),
                 _bounded(math.floor(_amount(alloc.get("memory")) / MIB), MAX_MEMORY_MIB),
                 _bounded(math.floor(_amount(alloc.get(GPU_RESOURCE))), MAX_GPUS),
@@ -56,11 +56,7 @@ def _model_of(node: dict[str, Any], label_key: str) -> str:
 
 def closed_to_plain_pods(objects: list[dict[str, Any]]) -> frozenset[str]:
     """The nodes whose taints keep out pods without tolerations (pods without GPUs)."""
-    return frozenset(
-        str((obj.get("metadata") or {}).get("name", "?"))
-        for obj in objects
-        if keeps_out_plain_pods(obj)
-    )
+    return frozenset(name_of(obj) or "?" for obj in objects if keeps_out_plain_pods(obj))
 
 
 def pods_from_api(
@@ -68,16 +64,15 @@ def pods_from_api(
 ) -> list[Pod]:
     pods = []
     for obj in objects:
-        meta = obj.get("metadata") or {}
         if (obj.get("status") or {}).get("phase") in DONE_PHASES or any(
-            ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or []
+            ref.get("kind") == "DaemonSet" for ref in meta(obj).get("ownerReferences") or []
         ):
             continue
         spec = obj.get("spec") or {}
         gpus = _bounded(math.ceil(_request(spec, GPU_RESOURCE)), MAX_GPUS)
         pods.append(
             Pod(
-                f"{meta.get('namespace', '')}/{meta.get('name', '?')}",
+                f"{namespace_of(obj)}/{name_of(obj) or '?'}",
                 _bounded(math.ceil(_request(spec, "cpu") * MILLI), MAX_CPU_MILLI),
                 _bounded(math.ceil(_request(spec, "memory") / MIB), MAX_MEMORY_MIB),
                 gpus,
