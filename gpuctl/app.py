@@ -16,6 +16,7 @@ from gpuctl.common.errors import (
     GpuctlError,
     UsageError,
 )
+from gpuctl.runtime import workflow
 
 app = typer.Typer(
     name="gpuctl",
@@ -263,7 +264,8 @@ def main(argv: list[str] | None = None) -> None:
     application.reset()
     try:
         try:
-            code = _run(argv)
+            with workflow.command_run():  # nothing changes until gpuctl.cli.workflow.go_ahead
+                code = _run(argv)
         finally:
             application.application().close()
     except GpuctlError as e:

@@ -94,7 +94,7 @@ def objects(plan: SubmitPlan, output: DataFormat) -> None:
 
 
 def dry_run(plan: SubmitPlan, output: DataFormat | None) -> None:
-    prose(f"dry run: would create {plan.names} in namespace {plan.namespace}")
+    prose(f"create {plan.names} in namespace {plan.namespace}")
     objects(plan, output or DataFormat.yaml)
 
 

@@ -3,11 +3,14 @@ applied on this node through NVML or on a cluster through the GPU Operator."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
-from gpuctl.cli.output import DataFormat, Format, confirm, dump, echo, err_console
+from gpuctl.cli.output import DataFormat, Format, dump, echo, err_console
+from gpuctl.cli.workflow import changes, go_ahead
 from gpuctl.common.errors import UsageError
 from gpuctl.common.numbers import whole_number
 
@@ -211,6 +214,7 @@ def _indexes(text: str | None) -> list[int] | None:
 
 
 @mig_app.command("configure")
+@changes
 @uses_cluster
 def configure(
     file: str | None = _FILE,
@@ -268,14 +272,11 @@ def _configure_node(file, config, layout, indexes, yes, dry_run, reset, simulate
             say("no GPU on this node is matched by that config: nothing to do\n")
             return
         say("\n".join(plan.lines()) + "\n")
-        if plan.applied:
-            say("nothing to change\n")
+        if not plan.empty:
+            service.check_node(nvml, plan)
+        question = "Apply these MIG changes?"
+        if not go_ahead(plan, question, dry_run=dry_run, yes=yes, show=_line(say)):
             return
-        service.check_node(nvml, plan)
-        if dry_run:
-            say("dry run: nothing changed\n")
-            return
-        confirm("Apply these MIG changes?", yes)
         service.configure_node(nvml, plan, allow_reset=reset, progress=views.MigProgress())
     say("applied\n")
 
@@ -287,13 +288,19 @@ def _configure_cluster(kube, plan, yes: bool, dry_run: bool, timeout: float, out
     say = views.say(output)
     views.print_data(plan.to_dict(dry_run), output)
     say("".join(line + "\n" for line in plan.lines()))
-    if dry_run:
-        say("dry run: nothing changed\n")
+    question = f"Label {len(plan.pending)} node(s) {CONFIG_LABEL}={plan.config}?"
+    # with no label to change, the operator's state is still followed to success
+    if (dry_run or plan.pending) and not go_ahead(
+        plan, question, dry_run=dry_run, yes=yes, show=_line(say)
+    ):
         return
-    if plan.pending:
-        confirm(f"Label {len(plan.pending)} node(s) {CONFIG_LABEL}={plan.config}?", yes)
     service.configure_cluster(kube, plan, timeout, views.MigProgress(), views.print_state)
     say(f"MIG config {plan.config!r} applied on {len(plan.targets)} node(s)\n")
+
+
+def _line(say: Callable[[str], None]) -> Callable[[str], None]:
+    """SAY (which writes text as it is) for one line: where go_ahead's words go."""
+    return lambda text: say(text + "\n")
 
 
 @mig_app.command("assert")
@@ -348,6 +355,7 @@ _DRAIN_NAMESPACE = typer.Option(
 
 
 @mig_app.command("rebalance")
+@changes
 @uses_cluster
 def rebalance(
     demand: str | None = _FORECAST,
@@ -370,10 +378,7 @@ def rebalance(
         plan = service.plan_rebalance(kube, namespace, configmap, demand, policy)
         views.print_data(plan.to_dict(dry_run), output)
         say("".join(line + "\n" for line in plan.lines()))
-        if dry_run or plan.empty:
-            say("dry run: nothing changed\n" if dry_run else "nothing to change\n")
-            return
-        confirm(
+        question = (
             f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)"
             + (
                 f" and finish {len(plan.finishing)} left by an earlier run"
@@ -381,9 +386,10 @@ def rebalance(
                 else ""
             )
             + (f", evicting {plan.evictions} pod(s)" if plan.evictions else "")
-            + "?",
-            yes,
+            + "?"
         )
+        if not go_ahead(plan, question, dry_run=dry_run, yes=yes, show=_line(say)):
+            return
         done = service.apply_rebalance(
             kube, plan, namespace, configmap, timeout, views.MigProgress(), policy
         )
