@@ -16,6 +16,7 @@ from gpuctl.common.errors import (
     GpuctlError,
     UsageError,
 )
+from gpuctl.runtime import workflow
 
 # Every command, in the order `gpuctl --help` lists them: the module whose register() makes
 # it, and its help as that page shows it (its help's first sentence; tests/test_cli_startup.py
@@ -219,7 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     application.reset()
     try:
         try:
-            code = _run(argv)
+            with workflow.command_run():  # nothing changes until gpuctl.cli.workflow.go_ahead
+                code = _run(argv)
         finally:
             application.application().close()
     except GpuctlError as e:

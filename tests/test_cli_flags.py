@@ -10,6 +10,7 @@ import yaml
 
 from gpuctl import app as gpuctl_app
 from gpuctl.cli import options
+from gpuctl.cli.workflow import is_changing
 from tests import ROOT
 from tests.gpu_cluster import mark, node, seed, writes
 
@@ -36,20 +37,6 @@ KUBE = {
     "reclaim restore",
     "make-room",
     "sched extender",
-}
-# Commands that change something: -y/--yes and --dry-run.
-CHANGERS = {
-    "submit",
-    "jobs delete",
-    "mig configure",
-    "mig rebalance",
-    "share timeslice",
-    "share off",
-    "quota set",
-    "provision",
-    "destroy",
-    "reclaim restore",
-    "make-room",
 }
 # Commands that read a spec file: -f/--file.
 SPEC_READERS = {"render", "submit", "provision", "destroy", "mig configure", "mig assert"}
@@ -79,6 +66,8 @@ def _commands() -> dict[str, object]:
 
 
 COMMANDS = _commands()
+# Commands that change something (declared so: tests/test_confirmation.py): -y/--yes, --dry-run.
+CHANGERS = {name for name, cmd in COMMANDS.items() if is_changing(getattr(cmd, "callback", None))}
 
 
 def visible(cmd) -> dict[str, object]:
@@ -280,7 +269,8 @@ def test_jobs_delete_dry_run_sends_nothing(cli, kube, a100):
     assert cli("submit", job, "-n", "ml").code == 0
     since = mark(kube)
     r = cli("jobs", "delete", "gpu-pod", "-n", "ml", "--dry-run", "-o", "json")
-    assert r.code == 0 and "dry run: would delete Pod/gpu-pod" in r.err, r
+    assert r.code == 0 and "delete Pod/gpu-pod in namespace ml" in r.err, r
+    assert r.err.endswith("dry run: nothing was changed\n"), r
     assert yaml.safe_load(r.out) == {"namespace": "ml", "deleted": ["Pod/gpu-pod"], "dryRun": True}
     assert writes(kube, since) == []
     refused = cli("jobs", "delete", "gpu-pod", "-n", "ml")  # stdin is no terminal here

@@ -118,7 +118,7 @@ def test_credentials_in_the_kubeconfig_server_are_masked(cli, tmp_path, monkeypa
 @pytest.mark.parametrize(
     "point, details",
     [
-        ("dry run: would create Job/train in namespace team-a", ()),
+        ("create Job/train in namespace team-a", ()),
         ("trailing spaces go   ", ()),
         ("  indented, [not markup] and :smile: as typed", ()),
         ("wide: 日本語のノード名 and an emoji 🚀", ()),

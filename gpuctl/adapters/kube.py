@@ -501,8 +501,10 @@ class Kube:
         `timeout` seconds (a server trickling its answer does not hold gpuctl); `answer`
         checks the body's shape; a change (`changes`) interrupted by Ctrl-C is still waited
         for, so that whoever undoes it finds it."""
-        from gpuctl.runtime import deadline
+        from gpuctl.runtime import deadline, workflow
 
+        if changes and not (query or {}).get("dryRun"):
+            workflow.check_confirmed(what or f"{method} {path}")
         subject = f"{what}: " if what else ""
         try:
             data = deadline.call(

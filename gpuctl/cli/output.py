@@ -1,4 +1,4 @@
-"""Shared output helpers: machine-readable dumps, the stderr console, confirmations."""
+"""Shared output helpers: machine-readable dumps, the stderr console, tables."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from gpuctl.common.errors import Aborted, UsageError
+from gpuctl.common.errors import UsageError
 
 # Width of tables written to a file or a pipe: every cell whole, as kubectl prints them.
 UNBOUNDED_WIDTH = 100_000
@@ -272,20 +272,3 @@ def _shown(renderable: Any) -> Any:
     elif isinstance(renderable, Group):
         renderable.renderables[:] = [_shown(r) for r in renderable.renderables]
     return renderable
-
-
-def confirm(question: str, yes: bool) -> None:
-    """Proceed if --yes was given or the user agrees; otherwise abort (exit 3). Ctrl-C at
-    the prompt is an interrupt like anywhere else (exit 130)."""
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise Aborted("not confirmed: pass --yes to proceed without a prompt")
-    sys.stderr.write(f"{question} [y/N]: ")
-    sys.stderr.flush()
-    try:
-        answer = sys.stdin.readline()
-    except EOFError:
-        answer = ""
-    if answer.strip().lower() not in ("y", "yes"):
-        raise Aborted("aborted; nothing was changed")

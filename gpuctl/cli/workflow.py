@@ -1,10 +1,31 @@
 """What every changing command shares between showing its plan and the service carrying it
-out: the confirmation rule (--dry-run stops, --yes or a question) and progress lines."""
+out: the declaration of a changing command, the one confirmation path (--dry-run stops,
+--yes or a question), the one sentence that ends a dry run, and progress lines. The rule is
+in docs/conventions.md ("Changing commands"); gpuctl.runtime.workflow enforces it."""
 
 from __future__ import annotations
 
-from gpuctl.cli.output import confirm, err_console
-from gpuctl.common.plan import Plan, Step
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from gpuctl.cli.output import err_console
+from gpuctl.common.errors import Aborted
+from gpuctl.common.plan import Step
+from gpuctl.runtime import workflow
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DRY_RUN = "dry run: nothing was changed"
+NOTHING_TO_CHANGE = "nothing to change"
+
+
+class Changes(Protocol):
+    """A plan: gpuctl.common.plan.Plan, or a capability's that says whether it is empty."""
+
+    @property
+    def empty(self) -> bool: ...
 
 
 class StepPrinter:
@@ -20,13 +41,70 @@ class StepPrinter:
         self._err.print(f"  [{index}/{total}] {step.text()}", markup=False, highlight=False)
 
 
-def go_ahead(plan: Plan, question: str | None, *, dry_run: bool, yes: bool) -> bool:
-    """The confirmation rule of every changing command: whether to carry PLAN out. Not in a
-    dry run, not when it changes nothing; otherwise once QUESTION is answered yes (or
-    --yes was given; no question: nothing needs asking)."""
-    if dry_run or plan.empty:
-        err_console().print("dry run: nothing was changed" if dry_run else "nothing to change")
+def changes(callback: F) -> F:
+    """Declare a command that changes something: it takes --dry-run and -y/--yes and asks
+    go_ahead before any change (tests/test_confirmation.py walks the command tree for both;
+    gpuctl.runtime.workflow refuses a change made another way)."""
+
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        workflow.declare_changing()
+        return callback(*args, **kwargs)
+
+    run.gpuctl_changes = True  # type: ignore[attr-defined]
+    return run  # type: ignore[return-value]
+
+
+def is_changing(callback: Any) -> bool:
+    return bool(getattr(callback, "gpuctl_changes", False))
+
+
+def _note(text: str) -> None:
+    err_console().print(text, markup=False, highlight=False)
+
+
+def end_dry_run(show: Callable[[str], None] = _note) -> None:
+    """The one sentence that ends every dry run, where SHOW puts the plan's text (stderr
+    unless the command prints its plan on stdout)."""
+    show(DRY_RUN)
+
+
+def go_ahead(
+    plan: Changes,
+    question: str | None,
+    *,
+    dry_run: bool,
+    yes: bool,
+    show: Callable[[str], None] = _note,
+) -> bool:
+    """The one confirmation path of every changing command: whether to carry PLAN out. Not
+    in a dry run, not when it changes nothing; otherwise once QUESTION is answered yes (or
+    --yes was given; no question: nothing needs asking; exit 3 when stdin is no terminal).
+    SHOW: where the command printed its plan's text."""
+    if dry_run:
+        end_dry_run(show)
+        return False
+    if plan.empty:
+        show(NOTHING_TO_CHANGE)
         return False
     if question:
-        confirm(question, yes)
+        _ask(question, yes)
+    workflow.confirmed()
     return True
+
+
+def _ask(question: str, yes: bool) -> None:
+    """Proceed if --yes was given or the user agrees; otherwise abort (exit 3). Ctrl-C at
+    the prompt is an interrupt like anywhere else (exit 130)."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise Aborted("not confirmed: pass --yes to proceed without a prompt")
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    try:
+        answer = sys.stdin.readline()
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise Aborted("aborted; nothing was changed")

@@ -8,7 +8,8 @@ import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
-from gpuctl.cli.output import DataFormat, Format, confirm, dump, dump_documents, echo, err_console
+from gpuctl.cli.output import DataFormat, Format, dump, dump_documents, echo, err_console
+from gpuctl.cli.workflow import changes, go_ahead
 
 jobs_app = typer.Typer(
     help="List, inspect, follow and delete jobs that gpuctl submitted.", no_args_is_help=True
@@ -205,6 +206,7 @@ def _explain(loaded: list, output: DataFormat | None) -> None:
         views.explain_tables(reports)
 
 
+@changes
 @uses_cluster
 def submit(
     positional: str | None = JOB_FILE,
@@ -248,6 +250,7 @@ def submit(
             raise plan.error
         if dry_run and not server_side:
             views.dry_run(plan, output)
+        if not go_ahead(plan.plan, None, dry_run=dry_run and not server_side, yes=yes):
             return
         submitting.create(kube, plan)
         views.submitted(plan, output)
@@ -322,6 +325,7 @@ def jobs_logs(
 
 
 @jobs_app.command("delete")
+@changes
 @uses_cluster
 def jobs_delete(
     name: str = JOB_NAME,
@@ -338,9 +342,8 @@ def jobs_delete(
     with application().kube() as kube:
         plan = workloads.plan_delete(kube, name, namespace or kube.namespace)
         if dry_run:
-            inform(f"dry run: would delete {plan.in_words()}")
-        else:
-            confirm(f"Delete {plan.in_words()}?", yes)
+            inform(f"delete {plan.in_words()}")
+        if go_ahead(plan.plan, f"Delete {plan.in_words()}?", dry_run=dry_run, yes=yes):
             workloads.delete(kube, plan)
             inform(f"deleted {', '.join(plan.targets)} in namespace {plan.namespace}")
     if output != Format.table:

@@ -96,7 +96,7 @@ def objects(plan: SubmitPlan, output: DataFormat) -> None:
 
 
 def dry_run(plan: SubmitPlan, output: DataFormat | None) -> None:
-    inform(f"dry run: would create {plan.names} in namespace {plan.namespace}")
+    inform(f"create {plan.names} in namespace {plan.namespace}")
     objects(plan, output or DataFormat.yaml)
 
 

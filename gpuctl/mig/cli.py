@@ -3,11 +3,14 @@ applied on this node through NVML or on a cluster through the GPU Operator."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
-from gpuctl.cli.output import DataFormat, Format, confirm, dump, echo, err_console
+from gpuctl.cli.output import DataFormat, Format, dump, echo, err_console
+from gpuctl.cli.workflow import changes, go_ahead
 from gpuctl.common.errors import UsageError
 from gpuctl.common.numbers import whole_number
 
@@ -211,6 +214,7 @@ def _indexes(text: str | None) -> list[int] | None:
 
 
 @mig_app.command("configure")
+@changes
 @uses_cluster
 def configure(
     file: str | None = _FILE,
@@ -268,14 +272,11 @@ def _configure_node(file, config, layout, indexes, yes, dry_run, reset, simulate
             write("no GPU on this node is matched by that config: nothing to do\n")
             return
         write("\n".join(plan.lines()) + "\n")
-        if plan.applied:
-            write("nothing to change\n")
+        if not plan.empty:
+            service.check_node(nvml, plan)
+        question = "Apply these MIG changes?"
+        if not go_ahead(plan, question, dry_run=dry_run, yes=yes, show=_line(write)):
             return
-        service.check_node(nvml, plan)
-        if dry_run:
-            write("dry run: nothing changed\n")
-            return
-        confirm("Apply these MIG changes?", yes)
         service.configure_node(nvml, plan, allow_reset=reset, progress=views.MigProgress())
     write("applied\n")
 
@@ -287,13 +288,19 @@ def _configure_cluster(kube, plan, yes: bool, dry_run: bool, timeout: float, out
     write = views.text_writer(output)
     views.print_data(plan.to_dict(dry_run), output)
     write("".join(line + "\n" for line in plan.lines()))
-    if dry_run:
-        write("dry run: nothing changed\n")
+    question = f"Label {len(plan.pending)} node(s) {CONFIG_LABEL}={plan.config}?"
+    # with no label to change, the operator's state is still followed to success
+    if (dry_run or plan.pending) and not go_ahead(
+        plan, question, dry_run=dry_run, yes=yes, show=_line(write)
+    ):
         return
-    if plan.pending:
-        confirm(f"Label {len(plan.pending)} node(s) {CONFIG_LABEL}={plan.config}?", yes)
     service.configure_cluster(kube, plan, timeout, views.MigProgress(), views.print_state)
     write(f"MIG config {plan.config!r} applied on {len(plan.targets)} node(s)\n")
+
+
+def _line(write: Callable[[str], None]) -> Callable[[str], None]:
+    """WRITE (which writes text as it is) for one line: where go_ahead's words go."""
+    return lambda text: write(text + "\n")
 
 
 @mig_app.command("assert")
@@ -348,6 +355,7 @@ _DRAIN_NAMESPACE = typer.Option(
 
 
 @mig_app.command("rebalance")
+@changes
 @uses_cluster
 def rebalance(
     demand: str | None = _FORECAST,
@@ -373,10 +381,7 @@ def rebalance(
         plan = rebalance.plan_rebalance(kube, namespace, configmap, extra, policy)
         views.print_data(plan.to_dict(dry_run), output)
         write("".join(line + "\n" for line in plan.lines()))
-        if dry_run or plan.empty:
-            write("dry run: nothing changed\n" if dry_run else "nothing to change\n")
-            return
-        confirm(
+        question = (
             f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)"
             + (
                 f" and finish {len(plan.finishing)} left by an earlier run"
@@ -384,9 +389,10 @@ def rebalance(
                 else ""
             )
             + (f", evicting {plan.evictions} pod(s)" if plan.evictions else "")
-            + "?",
-            yes,
+            + "?"
         )
+        if not go_ahead(plan, question, dry_run=dry_run, yes=yes, show=_line(write)):
+            return
         done = rebalance.apply(
             kube, plan, namespace, configmap, timeout, views.MigProgress(), drain=policy
         )

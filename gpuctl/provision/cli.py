@@ -8,6 +8,7 @@ import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.output import Format
+from gpuctl.cli.workflow import changes
 
 
 def register(app: typer.Typer) -> None:
@@ -59,6 +60,7 @@ _DESTROY_DRY_RUN = typer.Option(
 )
 
 
+@changes
 def provision(
     file: Path = _FILE,
     yes: bool = _YES,
@@ -91,6 +93,7 @@ def provision(
     view.provisioned(outcome)
 
 
+@changes
 def destroy(
     file: Path = _FILE,
     yes: bool = _YES,
@@ -106,5 +109,5 @@ def destroy(
     from gpuctl.provision import service, views
 
     target = service.Target(file, workdir, terraform_bin, profile, region)
-    view = views.RunView(output, yes)
-    view.destroyed(service.destroy(target, view, dry_run))
+    view = views.RunView(output, yes, dry_run=dry_run)
+    view.destroyed(service.destroy(target, view))

@@ -1,7 +1,7 @@
 """`provision` and `destroy` as named steps: load the cluster spec and find its working
 directory, preflight the AWS account (provision), write the working directory, terraform
 init and plan, confirm, apply, verify (read back). A display object the CLI passes in is
-told what each step found, asked the confirmation, and shows the apply's progress.
+told what each step found, asked whether to go ahead, and shows the apply's progress.
 
 The apply goes through gpuctl.runtime.workflow's executor and has no undo: Terraform's
 state is the record of what it made, and running the same command again continues from
@@ -58,7 +58,7 @@ class Display(Protocol):
 
     def planned(self, summary: PlanSummary, report: PreflightReport | None) -> None: ...
 
-    def confirm(self, question: str) -> None: ...  # returns to go on, raises to stop
+    def go_ahead(self, plan: Plan, question: str) -> bool: ...  # False: stop (a dry run)
 
     def applying(self, step: Step, total: int) -> AbstractContextManager[OnEvent]: ...
 
@@ -116,7 +116,8 @@ def provision(target: Target, display: Display, plan_only: bool = False) -> Outc
         outcome.outputs = tf.outputs()
     if plan.empty or plan_only:
         return outcome
-    display.confirm(f"Apply these changes to {spec.name} in {spec.region}?")
+    if not display.go_ahead(plan, f"Apply these changes to {spec.name} in {spec.region}?"):
+        return outcome
 
     def read_back() -> None:
         outcome.outputs = tf.outputs()
@@ -125,9 +126,9 @@ def provision(target: Target, display: Display, plan_only: bool = False) -> Outc
     return outcome
 
 
-def destroy(target: Target, display: Display, dry_run: bool = False) -> Outcome:
-    """Destroy what `provision` created for the spec, found where `provision` keeps it;
-    DRY_RUN stops after the destroy plan."""
+def destroy(target: Target, display: Display) -> Outcome:
+    """Destroy what `provision` created for the spec, found where `provision` keeps it (a
+    dry run, as the display says, stops after the destroy plan)."""
     from gpuctl.provision.core.tfvars import TFVARS_FILE
 
     spec, outcome = locate(target)
@@ -144,9 +145,10 @@ def destroy(target: Target, display: Display, dry_run: bool = False) -> Outcome:
     summary = outcome.summary = init_and_plan(tf, destroy=True)
     plan = outcome.plan = steps.destroy_plan(spec, summary)
     display.planned(summary, None)
-    if plan.empty or dry_run:
+    if plan.empty or not display.go_ahead(
+        plan, f"Destroy these {summary.destroy} resources of {spec.name}?"
+    ):
         return outcome
-    display.confirm(f"Destroy these {summary.destroy} resources of {spec.name}?")
     outcome.applied = carry_out(tf, plan, summary, display, lambda: _check_destroyed(tf))
     return outcome
 

@@ -11,8 +11,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from gpuctl.cli.output import Format, confirm, dump, echo, err_console, out_console
-from gpuctl.common.plan import Step
+from gpuctl.cli import workflow
+from gpuctl.cli.output import Format, dump, echo, err_console, out_console
+from gpuctl.common.plan import Plan, Step
 from gpuctl.provision.core.plan_summary import ApplyProgress, PlanSummary
 from gpuctl.provision.core.preflight import PreflightReport
 from gpuctl.provision.core.spec import ClusterSpec
@@ -24,8 +25,10 @@ class RunView:
     """The display of a run (gpuctl.provision.service.Display): with -o table on stdout;
     with -o json|yaml the same lines on stderr and the outcome as data on stdout."""
 
-    def __init__(self, output: Format, yes: bool = False, plan_only: bool = False):
-        self.output, self.yes, self.plan_only = output, yes, plan_only
+    def __init__(
+        self, output: Format, yes: bool = False, plan_only: bool = False, dry_run: bool = False
+    ):
+        self.output, self.yes, self.plan_only, self._dry_run = output, yes, plan_only, dry_run
 
     @cached_property
     def show(self) -> Any:
@@ -49,8 +52,13 @@ class RunView:
         if self.plan_only and report is not None:
             show_cost(self.show, report)
 
-    def confirm(self, question: str) -> None:
-        confirm(question, self.yes)
+    def go_ahead(self, plan: Plan, question: str) -> bool:
+        return workflow.go_ahead(
+            plan, question, dry_run=self._dry_run, yes=self.yes, show=self._line
+        )
+
+    def _line(self, text: str) -> None:
+        self.show.print(text, highlight=False)
 
     @contextmanager
     def applying(self, step: Step, total: int) -> Iterator[OnEvent]:
@@ -66,12 +74,17 @@ class RunView:
         pass
 
     def dry_run(self, outcome: Outcome, show_vars: bool = False) -> None:
+        """What `provision --dry-run` wrote, without asking AWS or running Terraform."""
         if self.output != Format.table:
             self.data(outcome)
-            return
+        else:
+            self._written(outcome, show_vars)
+        workflow.end_dry_run(self._line)
+
+    def _written(self, outcome: Outcome, show_vars: bool) -> None:
         self.located(outcome)
         self.show.print(
-            f"Wrote {outcome.workdir} (dry run: no AWS call, no Terraform run)"
+            f"Wrote {outcome.workdir} (no AWS call, no Terraform run)"
             + (". Variables:" if show_vars else "; --show-vars prints its Terraform variables."),
             highlight=False,
         )
@@ -94,9 +107,7 @@ class RunView:
     def destroyed(self, outcome: Outcome) -> None:
         if outcome.plan is not None and outcome.plan.empty:
             self.show.print("Nothing to destroy.")
-        elif outcome.applied is None:
-            self.show.print("Dry run: nothing was destroyed.")
-        else:
+        elif outcome.applied is not None:  # else a dry run, which go_ahead said
             self.show.print(f"Destroyed {outcome.applied['destroy']} resources.")
         self.data(outcome)
 

@@ -11,6 +11,7 @@ import typer
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format
+from gpuctl.cli.workflow import changes
 
 quota_app = typer.Typer(
     help="Per-team GPU quotas: Kueue queues that lend and borrow within a cohort, or a "
@@ -90,6 +91,7 @@ def register(app: typer.Typer) -> None:
 
 
 @quota_app.command("set")
+@changes
 @uses_cluster
 def quota_set(
     team: Team,

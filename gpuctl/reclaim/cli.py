@@ -10,6 +10,7 @@ import typer
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format
+from gpuctl.cli.workflow import changes
 from gpuctl.common.errors import UsageError
 
 reclaim_app = typer.Typer(
@@ -56,6 +57,7 @@ def _prometheus(url: str | None):
 
 
 @reclaim_app.callback(invoke_without_command=True)
+@changes
 @uses_cluster
 def reclaim(
     ctx: typer.Context,
@@ -91,6 +93,7 @@ def reclaim(
 
 
 @reclaim_app.command("restore")
+@changes
 @uses_cluster
 def restore(
     namespace: str | None = options.namespace("Only this namespace (default: all)."),
@@ -151,6 +154,7 @@ rules:
 """
 
 
+@changes
 @uses_cluster
 def make_room(
     job: str | None = typer.Argument(

@@ -1,11 +1,17 @@
 """The one executor every changing workflow hands its plan to: it applies the steps in
 order, reporting progress; on a failure or Ctrl-C it undoes, newest first, what was done
 (where a step can be undone) and says what was undone or is left; at the end it verifies
-the result. Modelled on mig-parted's reconfigure: a workflow is named steps."""
+the result. Modelled on mig-parted's reconfigure: a workflow is named steps.
+
+It is also where a gpuctl command's confirmation is enforced (docs/conventions.md, "Changing
+commands"): while a command runs, no step is carried out and no Kubernetes write is sent
+until the one confirmation path, gpuctl.cli.workflow.go_ahead, said yes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -69,6 +75,60 @@ class Rollback:
         return "; nothing was changed", [], None
 
 
+class Unconfirmed(RuntimeError):
+    """A change a command was about to make without the one confirmation path: a bug in
+    gpuctl (the command reached the executor or a write without gpuctl.cli.workflow.go_ahead,
+    or asked go_ahead without being declared changing)."""
+
+
+@dataclass
+class _Run:
+    changing: bool = False  # the command is declared changing (gpuctl.cli.workflow.changes)
+    confirmed: bool = False  # go_ahead said yes
+
+
+# The command that runs in this thread; None outside a command (a benchmark or a test that
+# calls a service: its caller has decided), and in threads a command did not run in.
+_run: ContextVar[_Run | None] = ContextVar("gpuctl_run", default=None)
+
+
+@contextmanager
+def command_run() -> Iterator[None]:
+    """Around one gpuctl command (gpuctl.app.main): nothing changes until it is confirmed."""
+    token = _run.set(_Run())
+    try:
+        yield
+    finally:
+        _run.reset(token)
+
+
+def declare_changing() -> None:
+    """The running command may change something once confirmed (gpuctl.cli.workflow.changes)."""
+    run = _run.get()
+    if run is not None:
+        run.changing = True
+
+
+def confirmed() -> None:
+    """The running command's plan was confirmed: called by gpuctl.cli.workflow.go_ahead alone."""
+    run = _run.get()
+    if run is None:
+        return
+    if not run.changing:
+        raise Unconfirmed(
+            "a command not declared changing asked to go ahead "
+            "(decorate it with gpuctl.cli.workflow.changes)"
+        )
+    run.confirmed = True
+
+
+def check_confirmed(what: str) -> None:
+    """Refuse WHAT (a step, a write) in a command whose plan was not confirmed."""
+    run = _run.get()
+    if run is not None and not run.confirmed:
+        raise Unconfirmed(f"{what} before the plan was confirmed (gpuctl.cli.workflow.go_ahead)")
+
+
 def execute(
     actions: Sequence[Action],
     *,
@@ -88,7 +148,10 @@ def execute(
     ("… before the failure" reads "… before the interrupt" after Ctrl-C), LEFT_AS counts
     what is left; EXPLAIN may restate a step's error for the user. Steps that cannot be undone
     (deletes) pass FORWARD_ONLY instead of a rollback: given the steps done and those not
-    done (the stopped one first), it returns what to add to the message, and the hint."""
+    done (the stopped one first), it returns what to add to the message, and the hint.
+    In a command, refuses to start before its plan was confirmed (Unconfirmed)."""
+    if actions:
+        check_confirmed(f"step {actions[0].step.text()!r}")
     report = progress or Quiet()
     done: list[Action] = []
     results: list[Any] = []

@@ -9,6 +9,7 @@ import typer
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format
+from gpuctl.cli.workflow import changes
 
 share_app = typer.Typer(
     help="Share GPUs between pods: time-slicing or MPS via the NVIDIA device plugin.",
@@ -71,6 +72,7 @@ def register(app: typer.Typer) -> None:
 
 
 @share_app.command("timeslice")
+@changes
 @uses_cluster
 def timeslice(
     replicas: Replicas,
@@ -123,6 +125,7 @@ def timeslice(
 
 
 @share_app.command("off")
+@changes
 @uses_cluster
 def off(
     nodes: list[str] = options.nodes(),

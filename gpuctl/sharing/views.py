@@ -11,6 +11,7 @@ from typing import Any
 from gpuctl.cli import options
 from gpuctl.cli.application import application
 from gpuctl.cli.output import Format, dump, dump_documents, echo, err_console, inform, out_console
+from gpuctl.cli.workflow import end_dry_run
 from gpuctl.k8s import device_plugin, nodes
 from gpuctl.sharing.core import config as core
 from gpuctl.sharing.core.plans import OffPlan, SharePlan, Target, fallback_change
@@ -119,7 +120,7 @@ def show_offline_share(
             "--overwrite"
         )
     show_objects(p, output)
-    err_console().print("dry run: nothing was changed")
+    end_dry_run()
 
 
 def show_off_plan(p: OffPlan, output: Format | None) -> None:
@@ -165,7 +166,7 @@ def show_off_offline(
         err_console().print(f"  node {n}: remove label {device_plugin.CONFIG_LABEL}", markup=False)
     if output is not None and output != Format.table:
         echo(dump_documents([core.node_label_patch(n, None) for n in names], output.value))
-    err_console().print("dry run: nothing was changed")
+    end_dry_run()
 
 
 def show_nodes(target: Target | None, rows: list[dict[str, Any]], output: Format) -> None:

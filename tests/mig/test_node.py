@@ -327,7 +327,7 @@ def test_the_example_in_the_docs_is_accepted_as_written(capsys, node, tmp_path):
 def test_configure_and_assert_print_data_with_o_json(capsys, node):
     args = ["--gpus", "0", "--layout", "3g.40gb=2"]
     code, text, _ = run(capsys, "mig", "configure", *args, "--dry-run")
-    assert code == 0 and "dry run: nothing changed" in text
+    assert code == 0 and "dry run: nothing was changed" in text
     code, out, err = run(capsys, "mig", "configure", *args, "--dry-run", "-o", "json")
     assert code == 0, err
     plan = json.loads(out)  # stdout is the document alone; the plan's text went to stderr

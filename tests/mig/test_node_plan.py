@@ -78,13 +78,13 @@ def test_the_plan_as_text_and_data():
     assert data["dryRun"] is True and data["gpus"][0]["steps"] == [
         line.strip() for line in plan.lines()[2:]
     ]
-    assert not plan.applied and not plan.untouched and plan.blocked == []
+    assert not plan.empty and not plan.untouched and plan.blocked == []
 
 
 def test_a_plan_that_touches_no_gpu_is_untouched_and_applied():
     s = state()
     plan = NodePlan((diff(s, None),), {0: None}, from_file=True)
-    assert plan.untouched and plan.applied
+    assert plan.untouched and plan.empty
     assert plan.lines() == ["GPU 0 (H100-80GB): matched by no entry: left as is"]
     assert plan.to_dict(False) == {"gpus": [], "dryRun": False}
 

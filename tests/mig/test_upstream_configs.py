@@ -181,7 +181,7 @@ def test_config_goes_all_the_way_or_is_refused_first(case, capsys, monkeypatch, 
         assert all(g["mig"] in (None, off) for g in json.loads(shown))
         return
     assert code == 0, err
-    assert "dry run: nothing changed" in out or "nothing to change" in out
+    assert "dry run: nothing was changed" in out or "nothing to change" in out
     code, out, err = run(capsys, "mig", "configure", *args, "--yes", "--reset")
     assert code == 0, err
     code, out, err = run(capsys, "mig", "assert", *args)

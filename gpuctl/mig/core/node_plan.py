@@ -28,7 +28,8 @@ class NodePlan:
         return all(d is None for d in self.desired.values())
 
     @property
-    def applied(self) -> bool:
+    def empty(self) -> bool:
+        """Nothing to change: every GPU is as asked."""
         return all(p.applied for p in self.gpus)
 
     @property

@@ -60,6 +60,11 @@ class LabelPlan:
         return [t for t in self.targets if t.config != self.config]
 
     @property
+    def empty(self) -> bool:
+        """No node's label changes."""
+        return not self.pending
+
+    @property
     def steps(self) -> tuple[Step, ...]:
         return tuple(
             Step(
