@@ -39,7 +39,8 @@ def version(
     from gpuctl.runtime.config import setting
     from gpuctl.version.service import report
 
-    found = report(application().connect, setting("terraform_binary", terraform_bin))
+    app = application()
+    found = report(app.nvml, app.connect, setting("terraform_binary", terraform_bin))
     if output == Format.table:
         echo(table(found))
     else:

@@ -18,6 +18,7 @@ from gpuctl.runtime import extras, shipped
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
+    from gpuctl.adapters.nvml import Nvml
 
 KUBE_TIMEOUT_S = 3.0  # per request; a kubeconfig whose server does not answer is "unreachable"
 # How long each probe may take in all (connection retries, the engine loading) before its
@@ -45,12 +46,12 @@ class Component:
 
 
 def report(
-    connect: Callable[[float], Kube], terraform_bin: str | None = None
+    nvml: Callable[[], Nvml], connect: Callable[[float], Kube], terraform_bin: str | None = None
 ) -> dict[str, Component]:
     """Every component, probing the engines at the same time (each within its deadline).
-    CONNECT(timeout) makes the Kubernetes connection to ask."""
+    NVML() makes the NVML session to ask, CONNECT(timeout) the Kubernetes connection."""
     probes: dict[str, Callable[[], Component]] = {
-        "nvidia_driver": _nvidia_driver,
+        "nvidia_driver": lambda: _nvidia_driver(nvml),
         "kubernetes": lambda: _kubernetes(connect),
         "terraform": lambda: _terraform(terraform_bin),
     }
@@ -87,19 +88,17 @@ def _gpuctl() -> Component:
     )
 
 
-def _nvidia_driver() -> Component:
-    from gpuctl.adapters.nvml import Nvml
-
+def _nvidia_driver(session: Callable[[], Nvml]) -> Component:
     try:
-        with Nvml() as nvml:
+        with session() as nvml:
             v = nvml.driver_versions()
-            simulated = nvml.simulated
     except GpuctlError as e:
         return Component(None, NOT_FOUND, e.message)
     detail = ", ".join(f"{k.upper()} {v[k]}" for k in ("cuda", "nvml") if v[k])
-    if simulated:
-        detail = f"simulated node {nvml.simulate}" + (f", {detail}" if detail else "")
-    return Component(v["driver"], SIMULATED if simulated else FOUND, detail)
+    simulation = nvml.driver.simulation
+    if simulation:
+        detail = f"simulated node {simulation}" + (f", {detail}" if detail else "")
+    return Component(v["driver"], SIMULATED if simulation else FOUND, detail)
 
 
 def _kubernetes(connect: Callable[[float], Kube]) -> Component:
