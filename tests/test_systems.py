@@ -15,21 +15,36 @@ from tests import ROOT
 
 tomllib = pytest.importorskip("tomllib")
 
-# The adapters' session classes: constructing one is connecting to an outside system.
-ADAPTERS = {"Kube", "Nvml", "Prometheus"}
+# The adapters' classes: constructing one is choosing an outside system to talk to.
+ADAPTERS = {
+    "gpuctl.adapters.aws.Aws",
+    "gpuctl.adapters.kube.Kube",
+    "gpuctl.adapters.nvml.Nvml",
+    "gpuctl.adapters.prometheus.Prometheus",
+    "gpuctl.adapters.terraform.Engine",
+}
 # Where they may be constructed: the adapters themselves, and the Application.
 BUILDERS = ("gpuctl/adapters/", "gpuctl/cli/application.py")
 
 
 def _constructed(path: pathlib.Path) -> list[tuple[int, str]]:
-    """(line, class) of every call in PATH of a name in ADAPTERS (`Kube(...)`, `x.Kube(...)`)."""
+    """(line, class) of every call in PATH of a class of ADAPTERS, however it was imported
+    (`from gpuctl.adapters.kube import Kube`, `from gpuctl.adapters import kube`, ...)."""
+    tree = ast.parse(path.read_text())
+    names: dict[str, str] = {}  # local name -> what it is, fully qualified
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                names[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):  # `import a.b` binds `a`, which names itself
+            names.update((a.asname, a.name) for a in node.names if a.asname)
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-            if name in ADAPTERS:
-                found.append((node.lineno, name))
+            head, _, rest = ast.unparse(node.func).partition(".")
+            called = names.get(head, head) + (f".{rest}" if rest else "")
+            if called in ADAPTERS:
+                found.append((node.lineno, called))
     return found
 
 

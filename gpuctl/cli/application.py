@@ -2,7 +2,7 @@
 hold for the whole run (--context, --kubeconfig, --debug), and every outside system a
 command talks to, each resolved here from its options, the environment and the settings:
 the Kubernetes connection (built once, on first use, and closed when the command ends),
-Prometheus, NVML. hatch's `Application` is the model: a command asks `application()`
+Prometheus, NVML, the Terraform engine, AWS. hatch's `Application` is the model: a command asks `application()`
 instead of declaring and building these itself, and hands what it gets to its service. It
 is the run's one object (gpuctl.app resets it for each command) rather than click's
 ctx.obj, so that option callbacks and shell completion reach it too."""
@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from gpuctl.adapters.aws import Aws
     from gpuctl.adapters.kube import Kube
     from gpuctl.adapters.nvml import Driver, Nvml
     from gpuctl.adapters.prometheus import Prometheus
+    from gpuctl.adapters.terraform import Engine
 
 F = TypeVar("F")
 
@@ -78,6 +80,20 @@ class Application:
         from gpuctl.runtime.config import setting
 
         return bool(setting("prometheus_url", option))
+
+    def terraform(self, option: str | None) -> Engine:
+        """The Terraform engine: the executable of --terraform-bin (or GPUCTL_TERRAFORM_BIN),
+        else of terraform_binary in the config file, else the embedded one."""
+        from gpuctl.adapters.terraform import Engine
+        from gpuctl.runtime.config import setting
+
+        return Engine(setting("terraform_binary", option))
+
+    def aws(self, profile: str | None) -> Aws:
+        """The AWS account of --profile (None: AWS_PROFILE, else the default credentials)."""
+        from gpuctl.adapters.aws import Aws
+
+        return Aws(profile)
 
     def offline_ok(self, dry_run: bool) -> bool:
         """Whether a command may render without a cluster: a dry run (as kubectl's client

