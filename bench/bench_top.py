@@ -44,10 +44,11 @@ TOOLS = ("gpuctl", "nvitop", "gpustat")
 def _frame_gpuctl():
     from rich.console import Console
 
+    import gpuctl.sim
     from gpuctl.adapters.nvml import Nvml
     from gpuctl.top.node.views import render
 
-    nvml = Nvml().__enter__()
+    nvml = Nvml(gpuctl.sim.driver()).__enter__()  # the node of GPUCTL_SIMULATE
     console = Console(file=io.StringIO(), width=120, force_terminal=True, color_system="truecolor")
 
     def frame():

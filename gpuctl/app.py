@@ -124,6 +124,16 @@ def _job_gpu_request(path: str):
 _HANDED = {"gpuctl.doctor.cli": {"load_job": _job_gpu_request}}
 
 
+def _nvml_driver(simulate: str | None):
+    """What NVML runs on, chosen here at the top, the one place that imports the simulator:
+    the simulated node of --simulate (or GPUCTL_SIMULATE), else this machine's driver."""
+    if not simulate:
+        return application.nvidia_driver(None)
+    import gpuctl.sim
+
+    return gpuctl.sim.driver(simulate)
+
+
 def command(built: bool = False) -> LazyGroup:
     """The root click command. It and every command take --debug; it and the commands that
     talk to Kubernetes take --context and --kubeconfig; all three fill the run's Application
@@ -217,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     exit code from the error contract (docs/errors.md), never a traceback (unless --debug)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = argv or ["--help"]  # no arguments: the help, and success
-    application.reset()
+    application.reset(nvml_driver=_nvml_driver)
     try:
         try:
             with workflow.command_run():  # nothing changes until gpuctl.cli.workflow.go_ahead

@@ -2,7 +2,7 @@
 v0.19.2: pkg/controller/jobframework/reconciler.go ConstructWorkload, workload_names.go;
 pkg/controller/jobs/job and jobs/jobset PodSets; pkg/workload SetQuotaReservation).
 Kueue cannot run here: the tests write these objects and statuses in the CRD's shape (the
-API emulator checks them against tests/crds/kueue.x-k8s.io_workloads.yaml)."""
+API emulator checks them against gpuctl/sim/crds/kueue.x-k8s.io_workloads.yaml)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What the package carries: every module, the Terraform modules, the examples, the site job
-templates, the simulated NVML's pynvml shim and the licence, so that an installed wheel
-works from any directory.
+templates, the simulated NVML's pynvml shim, the CRDs the API emulator serves and the
+licence, so that an installed wheel works from any directory.
 
 The end-to-end check builds the wheel, installs it with pip into a new virtual environment
 and runs the README's commands that need no cluster from a directory outside the checkout.
@@ -48,12 +48,8 @@ def _tracked(directory: str) -> set[str]:
 
 def test_mapped_directories_are_the_top_level_ones_the_code_finds():
     from gpuctl.runtime import shipped
-    from gpuctl.sim import crd_schema
 
     for package, directory in _setuptools()["package-dir"].items():
-        if package == "gpuctl.sim.crds":  # the API emulator's CRDs, found by crd_schema
-            assert crd_schema.CRD_DIR == Path(ROOT, directory)
-            continue
         name = package.removeprefix("gpuctl.")
         assert shipped.directory(name) == Path(ROOT, directory)  # in this checkout
 
@@ -198,6 +194,8 @@ def test_the_wheel_carries_the_tracked_modules_examples_templates_and_licence(in
     code = {n for n in names if n.startswith("gpuctl/") and not n.startswith(tuple(mapped))}
     assert code == {f"gpuctl/{rel}" for rel in _tracked("gpuctl")}
     assert "gpuctl/sim/shim/pynvml.py" in names
+    crds = {n.removeprefix("gpuctl/sim/crds/") for n in names if n.startswith("gpuctl/sim/crds/")}
+    assert crds == _tracked("gpuctl/sim/crds") and "README.md" in crds
     licence = next(n for n in names if n.endswith(".dist-info/licenses/LICENSE"))
     with zipfile.ZipFile(wheel) as z:
         assert z.read(licence) == Path(ROOT, "LICENSE").read_bytes()

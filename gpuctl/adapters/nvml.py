@@ -1,5 +1,6 @@
 """NVML: the one module in gpuctl that calls the NVIDIA driver (through pynvml and, for a
-GPU reset, nvidia-smi), or the simulated node of gpuctl.sim when one is asked for.
+GPU reset, nvidia-smi), or whatever stands in for it: a session runs on the `Driver` it is
+given (the top of gpuctl hands in gpuctl.sim's for a simulated node), never choosing one.
 
 Every query goes through `_query`: "not supported" and "function not found" (an older
 driver) become None, never an exception. Anything else the driver refuses becomes an
@@ -12,7 +13,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.gpus.sample import (
@@ -24,7 +27,7 @@ from gpuctl.gpus.sample import (
     Process,
 )
 
-__all__ = ["Nvml", "NvmlError", "GpuInstance", "ComputeInstance", "Process", "NodeSample"]
+__all__ = ["Driver", "Nvml", "NvmlError", "GpuInstance", "ComputeInstance", "Process", "NodeSample"]
 
 _NO_ID = 0xFFFFFFFF
 _MIB = 1024 * 1024
@@ -151,17 +154,37 @@ def _proc_name(pid: int) -> str | None:
         return None
 
 
+def _import_pynvml() -> ModuleType:
+    try:
+        import pynvml
+    except ImportError:
+        raise GpuctlError(
+            "the NVML Python binding (nvidia-ml-py) is not installed",
+            hint="pip install 'nvidia-ml-py>=12,<14'",
+        ) from None
+    return pynvml
+
+
+@dataclass(frozen=True)
+class Driver:
+    """What an NVML session runs on. By default this machine's NVIDIA driver: nvidia-ml-py's
+    pynvml and the nvidia-smi on PATH (as an admin runs it). LOCK_PATH: the lock a change
+    of the node's GPUs holds (None: the machine's own)."""
+
+    # a pynvml-compatible module (same functions, constants, structs and errors), loaded
+    # when a session opens, so that a missing one is that session's one clear error
+    load: Callable[[], ModuleType] = _import_pynvml
+    nvidia_smi: tuple[str, ...] = ("nvidia-smi",)  # the command whose --gpu-reset resets a GPU
+    simulation: str | None = None  # the simulated node it runs (e.g. 8xH100-80GB), if any
+    lock_path: str | None = None
+
+
 class Nvml:
-    """A session with NVML (nvmlInit .. nvmlShutdown), as a context manager.
+    """A session with NVML (nvmlInit .. nvmlShutdown) on DRIVER, as a context manager."""
 
-    `simulate` (or env GPUCTL_SIMULATE) names a simulated node, e.g. "8xH100-80GB"; its
-    state lives in GPUCTL_SIM_STATE (default under ~/.cache/gpuctl/). Otherwise the real
-    driver is used through pynvml."""
-
-    def __init__(self, simulate: str | None = None):
-        self.simulate = simulate or os.environ.get("GPUCTL_SIMULATE") or None
-        self._module = None
-        self._nvidia_smi = ["nvidia-smi"]  # found on PATH, as an admin runs it
+    def __init__(self, driver: Driver | None = None):
+        self.driver = driver or Driver()
+        self._module: ModuleType | None = None
 
     # ---- session -------------------------------------------------------------------------
     def __enter__(self) -> Nvml:
@@ -181,22 +204,7 @@ class Nvml:
     def open(self) -> None:
         if self._module is not None:
             return
-        if self.simulate:
-            import gpuctl.sim
-
-            # The simulated node's NVML library and nvidia-smi stand in for the driver's; the
-            # rest of this class uses them exactly as it uses the real ones.
-            n = gpuctl.sim.load_pynvml(self.simulate)
-            self._nvidia_smi = gpuctl.sim.nvidia_smi_command(self.simulate)
-        else:
-            try:
-                import pynvml
-            except ImportError:
-                raise GpuctlError(
-                    "the NVML Python binding (nvidia-ml-py) is not installed",
-                    hint="pip install 'nvidia-ml-py>=12,<14'",
-                ) from None
-            n = pynvml
+        n = self.driver.load()
         try:
             n.nvmlInit()
         except n.NVMLError as e:
@@ -218,7 +226,7 @@ class Nvml:
 
     @property
     def simulated(self) -> bool:
-        return self.simulate is not None
+        return self.driver.simulation is not None
 
     # ---- the two wrappers every call goes through -------------------------------------------
     def _call(self, what: str, fn, *args, **kwargs):
@@ -377,9 +385,9 @@ class Nvml:
 
     def _process_user(self, pid: int) -> str | None:
         # NVML does not say who runs a process: this machine's /proc does. For a pid /proc
-        # lacks, ask the loaded NVML module: gpuctl.sim's answers `process_user(pid)` for its
-        # simulated node (real pynvml has none). The owner then comes from the module in use,
-        # like every reading, and this class never looks into the simulator.
+        # lacks, ask the loaded NVML module: the simulator's answers `process_user(pid)` for
+        # its simulated node (real pynvml has none). The owner then comes from the module in
+        # use, like every reading, and this class never looks into the simulator.
         owner = getattr(self._n, "process_user", None)
         return _proc_user(pid) or (owner(pid) if owner else None)
 
@@ -501,7 +509,7 @@ class Nvml:
 
         try:
             proc = subprocess.run(
-                [*self._nvidia_smi, "--gpu-reset", "-i", str(index)],
+                [*self.driver.nvidia_smi, "--gpu-reset", "-i", str(index)],
                 capture_output=True,
                 text=True,
                 timeout=120,

@@ -34,19 +34,19 @@ def advise(
 ) -> None:
     """Rightsizing advice per workload: keep its GPUs, move it to a MIG profile or a
     time-sliced share, or release them; and how many GPUs the cluster would free."""
-    from gpuctl.adapters.prometheus import Prometheus
     from gpuctl.advise import service
+    from gpuctl.cli.application import application
     from gpuctl.dcgm import holders
     from gpuctl.runtime.config import setting_list
 
     if not 0 <= idle_threshold <= 100:
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
-    url = options.prometheus_url(prometheus)
+    client = application().prometheus(prometheus)
     exporter = holders.exporter(
         setting_list("exporter_containers", exporter_container),
         setting_list("exporter_jobs", exporter_job),
     )
-    result = service.advise(Prometheus(url), window, idle_threshold, namespace, exporter)
+    result = service.advise(client, window, idle_threshold, namespace, exporter)
     if output.value != "table":
         echo(dump(to_dict(result, window), output.value))
     else:

@@ -1,20 +1,37 @@
 """The application object one command runs with: the root's and the command's options that
-hold for the whole run (--context, --kubeconfig, --debug) and the Kubernetes connection,
-built once, on first use, and closed when the command ends. hatch's `Application` is the
-model: a command asks `application()` instead of declaring and building these itself. It
+hold for the whole run (--context, --kubeconfig, --debug), and every outside system a
+command talks to, each resolved here from its options, the environment and the settings:
+the Kubernetes connection (built once, on first use, and closed when the command ends),
+Prometheus, NVML, the Terraform engine, AWS. hatch's `Application` is the model: a command asks `application()`
+instead of declaring and building these itself, and hands what it gets to its service. It
 is the run's one object (gpuctl.app resets it for each command) rather than click's
 ctx.obj, so that option callbacks and shell completion reach it too."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from gpuctl.adapters.aws import Aws
     from gpuctl.adapters.kube import Kube
+    from gpuctl.adapters.nvml import Driver, Nvml
+    from gpuctl.adapters.prometheus import Prometheus
+    from gpuctl.adapters.terraform import Engine
 
 F = TypeVar("F")
+
+
+def nvidia_driver(simulate: str | None) -> Driver:
+    """This machine's NVIDIA driver; it runs no simulated node."""
+    from gpuctl.adapters.nvml import Driver
+    from gpuctl.common.errors import UsageError
+
+    if simulate:
+        raise UsageError(f"--simulate {simulate}: this program runs no simulated node")
+    return Driver()
 
 
 @dataclass
@@ -22,6 +39,9 @@ class Application:
     context: str | None = None
     kubeconfig: str | None = None
     debug: bool = False
+    # The NVML driver for --simulate (None: none asked for); gpuctl.app, at the top, hands
+    # in the one that runs gpuctl.sim's simulated nodes too.
+    nvml_driver: Callable[[str | None], Driver] = field(default=nvidia_driver, repr=False)
     _kube: Any = field(default=None, repr=False)
 
     def kube(self) -> Kube:
@@ -38,6 +58,42 @@ class Application:
         from gpuctl.adapters.kube import Kube
 
         return Kube(self.context, timeout=timeout, kubeconfig=self.kubeconfig)
+
+    def nvml(self, simulate: str | None = None) -> Nvml:
+        """This node's NVML session, not yet open: on the simulated node SIMULATE (--simulate,
+        else GPUCTL_SIMULATE) when one is named, else on the NVIDIA driver."""
+        from gpuctl.adapters.nvml import Nvml
+
+        return Nvml(self.nvml_driver(simulate or os.environ.get("GPUCTL_SIMULATE") or None))
+
+    def prometheus(self, option: str | None) -> Prometheus:
+        """The Prometheus of --prometheus (or GPUCTL_PROMETHEUS_URL), else of prometheus_url
+        in the config file; a usage error when none is named."""
+        from gpuctl.adapters.prometheus import Prometheus
+        from gpuctl.cli.options import prometheus_url
+
+        return Prometheus(prometheus_url(option))
+
+    def names_prometheus(self, option: str | None) -> bool:
+        """Whether a Prometheus is named (as `prometheus` finds it): the cluster views of
+        `top` and `doctor` ask it only then."""
+        from gpuctl.runtime.config import setting
+
+        return bool(setting("prometheus_url", option))
+
+    def terraform(self, option: str | None) -> Engine:
+        """The Terraform engine: the executable of --terraform-bin (or GPUCTL_TERRAFORM_BIN),
+        else of terraform_binary in the config file, else the embedded one."""
+        from gpuctl.adapters.terraform import Engine
+        from gpuctl.runtime.config import setting
+
+        return Engine(setting("terraform_binary", option))
+
+    def aws(self, profile: str | None) -> Aws:
+        """The AWS account of --profile (None: AWS_PROFILE, else the default credentials)."""
+        from gpuctl.adapters.aws import Aws
+
+        return Aws(profile)
 
     def offline_ok(self, dry_run: bool) -> bool:
         """Whether a command may render without a cluster: a dry run (as kubectl's client
@@ -73,10 +129,12 @@ def application() -> Application:
     return _current
 
 
-def reset() -> Application:
+def reset(**systems: Any) -> Application:
+    """A fresh Application for the next command; SYSTEMS: how it makes its outside systems
+    (gpuctl.app's nvml_driver)."""
     global _current
     _current.close()
-    _current = Application()
+    _current = Application(**systems)
     return _current
 
 

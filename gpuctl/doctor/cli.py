@@ -57,17 +57,13 @@ def doctor(
     node. Exits 1 if any check fails."""
     from gpuctl.doctor import service as run_doctor
     from gpuctl.doctor.core.checks import failed
-    from gpuctl.runtime.config import setting
 
     key = options.resolve_gpu_label_key(gpu_label_key)
     specs = [(path, _load_job[0](path)) for path in _spec_files(spec)] if spec else []
     with application().kube() as kube:
         checks = run_doctor.run(kube, options.node_names(node), specs, key)
-    url = setting("prometheus_url", prometheus)
-    if url:
-        from gpuctl.adapters.prometheus import Prometheus
-
-        checks.append(run_doctor.busy_signal(Prometheus(url)))
+    if application().names_prometheus(prometheus):
+        checks.append(run_doctor.busy_signal(application().prometheus(prometheus)))
     if output != Format.table:
         echo(
             dump({"ok": not failed(checks), "checks": [c.to_dict() for c in checks]}, output.value)

@@ -123,7 +123,7 @@ def profiles(
     elif gpu:
         chosen = [find_model(gpu)]
     else:
-        chosen, unknown = service.node_models(simulate)
+        chosen, unknown = service.node_models(application().nvml(simulate))
         for name in unknown:
             err_console().print(f"{name}: not a MIG GPU known to gpuctl")
     rows = profile_rows(chosen)
@@ -176,7 +176,7 @@ def show(simulate: str | None = _SIMULATE, output: Format = options.output()) ->
     """Current MIG layout of each GPU on this node: placements, memory, processes."""
     from gpuctl.mig import service, views
 
-    data = service.show(simulate)
+    data = service.show(application().nvml(simulate))
     if not views.print_data(data, output):
         views.node_state(data)
 
@@ -193,7 +193,7 @@ def export(
     """The current layout as a mig-parted v1 config (configure/assert read it back)."""
     from gpuctl.mig import service
 
-    echo(dump(service.export(simulate, name, configmap), output.value))
+    echo(dump(service.export(application().nvml(simulate), name, configmap), output.value))
 
 
 def _indexes(text: str | None) -> list[int] | None:
@@ -245,7 +245,9 @@ def configure(
         return
     names = options.node_names(node)
     if not (names or selector):
-        _configure_node(file, config, layout, _indexes(gpus), yes, dry_run, reset, simulate, output)
+        indexes = _indexes(gpus)
+        nvml = application().nvml(simulate)
+        _configure_node(file, config, layout, indexes, yes, dry_run, reset, nvml, output)
         return
     if layout:
         raise UsageError(
@@ -261,11 +263,11 @@ def configure(
         _configure_cluster(kube, plan, yes, dry_run, timeout, output)
 
 
-def _configure_node(file, config, layout, indexes, yes, dry_run, reset, simulate, output) -> None:
+def _configure_node(file, config, layout, indexes, yes, dry_run, reset, nvml, output) -> None:
     from gpuctl.mig import service, views
 
     write = views.text_writer(output)
-    with service.open_node(simulate) as nvml, service.configuring(nvml):
+    with nvml, service.configuring(nvml):
         plan = service.plan_node(nvml, file, config, layout, indexes)
         views.print_data(plan.to_dict(dry_run), output)
         if plan.untouched:
@@ -315,7 +317,8 @@ def assert_(
     """Exit 0 if the config is applied on this node; else exit 1 saying what differs."""
     from gpuctl.mig import service
 
-    result = service.assess(simulate, file, config, layout, _indexes(gpus))
+    indexes = _indexes(gpus)
+    result = service.assess(application().nvml(simulate), file, config, layout, indexes)
     if output != Format.table:
         echo(dump(result.to_dict(), output.value))
     if not result.holds:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuctl.adapters.kube import Kube
 from gpuctl.common.errors import GpuctlError
@@ -24,50 +23,42 @@ from gpuctl.mig.core.node_plan import NodePlan, plan_step
 from gpuctl.mig.core.operator import CONFIG_LABEL, OPERATOR_CONFIGMAP, LabelPlan, check_config
 from gpuctl.runtime.workflow import Action, Progress, Quiet, execute
 
-
-@contextmanager
-def open_node(simulate: str | None) -> Iterator[Any]:
-    """This node's NVML (or the simulated node SIMULATE), open for the block."""
+if TYPE_CHECKING:
     from gpuctl.adapters.nvml import Nvml
 
-    with Nvml(simulate=simulate) as nvml:
-        yield nvml
 
-
-def configuring(nvml) -> contextlib.AbstractContextManager[None]:
+def configuring(nvml: Nvml) -> contextlib.AbstractContextManager[None]:
     """Held for a whole `mig configure` of this node (plan, confirm, steps, check): a second
     run is refused, naming the one in progress, instead of interleaving its steps."""
     from gpuctl.runtime.locks import holding
 
-    return holding(_lock_path(nvml.simulate), "this node's MIG layout")
+    return holding(_lock_path(nvml), "this node's MIG layout")
 
 
-def _lock_path(simulate: str | None) -> str:
-    """Beside a simulated node's state file; else one per machine (/run/lock, shared by
-    every user's runs), or the user's cache where there is none."""
-    if simulate:
-        from gpuctl.sim.node import default_state_path
-
-        return (os.environ.get("GPUCTL_SIM_STATE") or default_state_path(simulate)) + ".lock-mig"
+def _lock_path(nvml: Nvml) -> str:
+    """The driver's own (a simulated node's, beside its state file); else one per machine
+    (/run/lock, shared by every user's runs), or the user's cache where there is none."""
+    if nvml.driver.lock_path:
+        return nvml.driver.lock_path
     if os.path.isdir("/run/lock") and os.access("/run/lock", os.W_OK):
         return "/run/lock/gpuctl-mig-configure.lock"
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return os.path.join(cache, "gpuctl", "mig-configure.lock")
 
 
-def read_node(simulate: str | None) -> list[GpuState]:
-    with open_node(simulate) as nvml:
+def read_node(nvml: Nvml) -> list[GpuState]:
+    with nvml:
         return node.read_node(nvml)
 
 
 # ---------- reading ----------
 
 
-def node_models(simulate: str | None) -> tuple[list[GpuModel], list[str]]:
+def node_models(nvml: Nvml) -> tuple[list[GpuModel], list[str]]:
     """The MIG models of this node's GPUs, and the names of those gpuctl does not know."""
     from gpuctl.gpus.geometry import known_model
 
-    with open_node(simulate) as nvml:
+    with nvml:
         names = [nvml.gpu_name(i) for i in range(nvml.gpu_count())]
     models: list[GpuModel] = []
     unknown = []
@@ -80,24 +71,24 @@ def node_models(simulate: str | None) -> tuple[list[GpuModel], list[str]]:
     return models, unknown
 
 
-def show(simulate: str | None) -> list[dict[str, Any]]:
-    return [report.state_data(g) for g in read_node(simulate)]
+def show(nvml: Nvml) -> list[dict[str, Any]]:
+    return [report.state_data(g) for g in read_node(nvml)]
 
 
-def export(simulate: str | None, name: str, configmap: bool) -> dict[str, Any]:
+def export(nvml: Nvml, name: str, configmap: bool) -> dict[str, Any]:
     """The node's layout as a mig-parted config named NAME (in a ConfigMap with CONFIGMAP)."""
-    cfg = migparted.export(read_node(simulate), name)
+    cfg = migparted.export(read_node(nvml), name)
     return migparted.render_configmap(cfg) if configmap else cfg
 
 
 def assess(
-    simulate: str | None,
+    nvml: Nvml,
     file: str | None,
     config: str | None,
     layout: str | None,
     indexes: list[int] | None,
 ) -> report.Assessment:
-    states = read_node(simulate)
+    states = read_node(nvml)
     desired = node.desired(states, file, config, layout, indexes)
     return report.assess(node.plan(states, desired), indexes)
 

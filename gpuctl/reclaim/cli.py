@@ -49,13 +49,6 @@ def _policy(path: str | None, idle_for: str | None):
     return pol.parse_policy(load_yaml_file(path))
 
 
-def _prometheus(url: str | None):
-    from gpuctl.adapters.prometheus import Prometheus
-
-    url = options.prometheus_url(url)
-    return Prometheus(url)
-
-
 @reclaim_app.callback(invoke_without_command=True)
 @changes
 @uses_cluster
@@ -86,7 +79,7 @@ def reclaim(
         setting_list("exporter_jobs", exporter_job),
     )
     kube = application().kube()
-    finding = service.find(kube, _prometheus(prometheus), chosen, exporter)
+    finding = service.find(kube, application().prometheus(prometheus), chosen, exporter)
     views.show_finding(finding, output)
     if go_ahead(finding.plan, None, dry_run=not yes, yes=yes):
         service.apply(kube, finding, StepPrinter())

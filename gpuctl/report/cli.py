@@ -62,7 +62,7 @@ def report(
     """Per team: GPU-hours held (MIG slices by their fraction, time-sliced shares split),
     busy GPU-hours by the busy signal, idle-held hours and cost; the top idle holders; the
     cluster's allocation and busy fraction over time."""
-    from gpuctl.adapters.prometheus import Prometheus
+    from gpuctl.cli.application import application
     from gpuctl.cli.output import dump, echo, out_console
     from gpuctl.dcgm import holders
     from gpuctl.report import service, views
@@ -75,7 +75,7 @@ def report(
         from gpuctl.runtime.extras import require
 
         require("--html", "matplotlib")
-    url = options.prometheus_url(prometheus)
+    client = application().prometheus(prometheus)
     exporter = holders.exporter(
         setting_list("exporter_containers", exporter_container),
         setting_list("exporter_jobs", exporter_job),
@@ -88,7 +88,6 @@ def report(
         top,
         end=None if end is None else service.end_time(end),
     )
-    client = Prometheus(url)
     client.timeout = max(client.timeout, service.RANGE_TIMEOUT)
     result = service.report(client, request, exporter, prices)
     if html:

@@ -7,6 +7,8 @@
   OS's process table tells (NVML does not).
 - ``nvidia_smi_command(spec)`` runs the node's stand-in for ``nvidia-smi`` (its
   ``--gpu-reset``), gpuctl.sim.nvidia_smi.
+- ``driver(spec)`` is both, as the NVML adapter's Driver (gpuctl.adapters.nvml): what
+  gpuctl's commands run on for ``--simulate`` (gpuctl.app chooses it).
 - ``SHIM_DIR`` put first on ``PYTHONPATH`` makes ``import pynvml`` in any program (nvitop,
   gpustat) load that module; the node comes from ``GPUCTL_SIMULATE`` / ``GPUCTL_SIM_STATE``.
 - ``add_process`` / ``remove_process`` / ``reset_gpu`` change the simulated node, for tests
@@ -119,6 +121,27 @@ def nvidia_smi_command(spec: str | None = None) -> list[str]:
     """The command line of the simulated node's `nvidia-smi` (gpuctl.sim.nvidia_smi); the
     node is `spec` (default GPUCTL_SIMULATE), its state GPUCTL_SIM_STATE."""
     return [sys.executable, "-m", "gpuctl.sim.nvidia_smi", *(["--simulate", spec] if spec else [])]
+
+
+def driver(spec: str | None = None):
+    """The simulated node SPEC (default GPUCTL_SIMULATE) as an NVML Driver: its pynvml module
+    and nvidia-smi, and its lock beside its state file (GPUCTL_SIM_STATE, else the default)."""
+    import functools
+
+    from gpuctl.adapters.nvml import Driver
+    from gpuctl.common.errors import UsageError
+    from gpuctl.sim.node import default_state_path
+
+    spec = spec or os.environ.get("GPUCTL_SIMULATE")
+    if not spec:
+        raise UsageError("no simulated node given", hint="set GPUCTL_SIMULATE, e.g. 8xH100-80GB")
+    state = os.environ.get("GPUCTL_SIM_STATE") or default_state_path(spec)
+    return Driver(
+        load=functools.partial(load_pynvml, spec),
+        nvidia_smi=tuple(nvidia_smi_command(spec)),
+        simulation=spec,
+        lock_path=state + ".lock-mig",
+    )
 
 
 def add_process(

@@ -11,8 +11,8 @@ no `additionalProperties` and no `x-kubernetes-preserve-unknown-fields` keeps on
 `properties`; `x-kubernetes-int-or-string` is an integer or a string; `nullable` allows
 null; `metadata` at the root is an ObjectMeta (kubernetes-validate's strict definition).
 
-The upstream CRDs of the Kueue, JobSet and KEDA objects gpuctl makes are under tests/crds/
-(README.md there names their repository, commit and licence)."""
+The upstream CRDs of the Kueue, JobSet and KEDA objects gpuctl makes are under
+gpuctl/sim/crds/ (README.md there names their repository, commit and licence)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,7 @@ import pathlib
 import re
 from typing import Any
 
-# tests/crds/ in a checkout; the wheel ships it as gpuctl/sim/crds/ (pyproject.toml)
-_SHIPPED = pathlib.Path(__file__).parent / "crds"
-CRD_DIR = _SHIPPED if _SHIPPED.is_dir() else pathlib.Path(__file__).parents[2] / "tests" / "crds"
+CRD_DIR = pathlib.Path(__file__).parent / "crds"
 CRD_FILES = {
     "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
     "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
@@ -45,7 +43,7 @@ def read_crd(path: pathlib.Path) -> dict[str, Any]:
 
 
 def crd(kind: str) -> dict[str, Any]:
-    """The upstream CRD of KIND under tests/crds/."""
+    """The upstream CRD of KIND under gpuctl/sim/crds/."""
     return read_crd(CRD_DIR / CRD_FILES[kind])
 
 
@@ -94,7 +92,7 @@ def _served(definition: dict[str, Any], version: str) -> dict[str, Any] | None:
 
 @functools.cache
 def validator(kind: str, version: str):
-    """A jsonschema validator for KIND at VERSION (a version its CRD under tests/crds serves)."""
+    """A jsonschema validator for KIND at VERSION (a version its CRD under gpuctl/sim/crds serves)."""
     return validator_of(crd(kind), version)
 
 
@@ -119,12 +117,12 @@ def validator_of(definition: dict[str, Any], version: str):
 
 def errors(obj: dict[str, Any], definition: dict[str, Any] | None = None, check=None) -> list[str]:
     """Every reason the API server would refuse OBJ (empty: it would accept it), against
-    DEFINITION (default: the CRD of OBJ's kind under tests/crds/). CHECK: a validator
+    DEFINITION (default: the CRD of OBJ's kind under gpuctl/sim/crds/). CHECK: a validator
     already made for it."""
     kind = obj.get("kind")
     if definition is None:
         if kind not in CRD_FILES:
-            return [f"no CRD for {obj.get('apiVersion')} {kind} under tests/crds"]
+            return [f"no CRD for {obj.get('apiVersion')} {kind} under gpuctl/sim/crds"]
         definition = crd(str(kind))
     group, want = definition["spec"]["group"], definition["spec"]["names"]["kind"]
     api_group, _, version = str(obj.get("apiVersion", "")).rpartition("/")

@@ -504,7 +504,7 @@ class KubeEmulator:
         return asyncio.run_coroutine_threadsafe(_c(), self.loop).result(10)
 
     def install_crds(self, *kinds: str, served: tuple[str, ...] | None = None) -> None:
-        """Create the upstream CRDs of these kinds (tests/crds/, shipped as gpuctl/sim/crds/)
+        """Create the upstream CRDs of these kinds (gpuctl/sim/crds/)
         through the API, as `kubectl apply -f` of a release's manifests would; `served` limits
         the versions served (an older release: Kueue before 0.15 served only v1beta1)."""
         import copy

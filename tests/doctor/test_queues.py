@@ -1,6 +1,6 @@
 """`gpuctl doctor`'s Kueue and JobSet checks: each from plain objects, and the command on
 the API emulator serving their CRDs, with Kueue's own default manager configuration
-(tests/crds/controller_manager_config.yaml, kubernetes-sigs/kueue v0.19.2)."""
+(gpuctl/sim/crds/controller_manager_config.yaml, kubernetes-sigs/kueue v0.19.2)."""
 
 import json
 

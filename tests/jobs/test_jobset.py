@@ -1,5 +1,5 @@
 """Multi-node jobs as JobSets and queued jobs (pure): the objects validate against JobSet's
-CRD (tests/crds/) or Kubernetes' own schema, keep torchrun's environment, restart as one."""
+CRD (gpuctl/sim/crds/) or Kubernetes' own schema, keep torchrun's environment, restart as one."""
 
 import pytest
 import yaml

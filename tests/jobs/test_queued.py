@@ -1,5 +1,5 @@
 """Jobs that Kueue admits: `submit` with a queue, multi-node jobs as JobSets, `jobs why`;
-against the API emulator serving Kueue's and JobSet's CRDs (tests/crds/).
+against the API emulator serving Kueue's and JobSet's CRDs (gpuctl/sim/crds/).
 
 Neither Kueue's nor JobSet's controller runs here. Where a test needs what they would do
 (a Workload and its status, a JobSet unsuspended or restarted), it writes it as they

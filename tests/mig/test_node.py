@@ -129,7 +129,7 @@ def test_failure_halfway_is_shown_truthfully_and_rerun_completes(capsys, node):
     from gpuctl.mig import service
     from gpuctl.mig.node import Halted
 
-    with Nvml() as nvml:
+    with Nvml(gpuctl.sim.driver()) as nvml:
         plan = service.plan_node(nvml, None, None, "3g.40gb=2", [0])
         intruder = nvml.create_gpu_instance(0, 9, 4)  # a 3g.40gb GI with no compute instance
         with pytest.raises(Halted) as e:

@@ -32,9 +32,11 @@ def test_a_run_in_progress_makes_a_second_one_refuse_naming_it(capsys, node):
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent("""
             import sys, time
+            import gpuctl.sim
+            from gpuctl.adapters.nvml import Nvml
             from gpuctl.mig.service import _lock_path
             from gpuctl.runtime.locks import holding
-            with holding(_lock_path(sys.argv[1]), "x"):
+            with holding(_lock_path(Nvml(gpuctl.sim.driver(sys.argv[1]))), "x"):
                 print("held", flush=True)
                 time.sleep(60)
         """), node],

@@ -3,6 +3,7 @@ of answers moto cannot give (quotas, capacity reservations) on plain data."""
 
 import pytest
 
+from gpuctl.adapters.aws import Aws
 from gpuctl.common.errors import BackendError, UsageError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.provision.aws import gather
@@ -34,6 +35,11 @@ def spec(groups: str = A100, cluster: str = EXISTING, region: str = "us-east-1",
     return parse_cluster(load_yaml(text))
 
 
+def ask(spec):
+    """The preflight's answers through a session of the environment's AWS account."""
+    return gather(spec, Aws().session(spec.region))
+
+
 @pytest.fixture
 def network(aws):
     """The existing cluster's VPC: private subnets in us-east-1a and 1b, a public one in 1e
@@ -53,7 +59,7 @@ def account(aws, network):
 
 def test_everything_checkable_is_checked(account, network):
     vpc, subnets, sg = network
-    report = evaluate(spec(), gather(spec()))
+    report = evaluate(spec(), ask(spec()))
     assert report.ok, report.blockers
     assert report.kubernetes_version == "1.31"  # read from the EKS cluster
     # the existing cluster's network: its VPC, its security group, no VPC of gpuctl's own
@@ -89,14 +95,14 @@ def test_everything_checkable_is_checked(account, network):
 
 def test_spec_version_wins_and_a_missing_ami_blocks(account):
     s = spec(cluster='kubernetes_cluster: {name: ml-prod-eks, version: "1.99"}\n')
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     assert report.kubernetes_version == "1.99"
     assert any("no EKS GPU AMI is published for Kubernetes 1.99" in b for b in report.blockers)
     assert any("differs from the EKS cluster's 1.31" in n for n in report.notes)
 
 
 def test_missing_eks_cluster_blocks(aws):
-    report = evaluate(spec(), gather(spec()))
+    report = evaluate(spec(), ask(spec()))
     assert not report.ok
     assert any(
         "EKS cluster 'ml-prod-eks' does not exist in us-east-1" in b for b in report.blockers
@@ -106,7 +112,7 @@ def test_missing_eks_cluster_blocks(aws):
 def test_no_cluster_subnet_in_an_offering_zone_blocks(aws):
     _, subnets, _ = aws.create_network({"us-east-1e": False, "us-east-1f": False})
     aws.create_eks_cluster("ml-prod-eks", subnet_ids=list(subnets.values()))
-    report = evaluate(spec(), gather(spec()))
+    report = evaluate(spec(), ask(spec()))
     (blocker,) = [b for b in report.blockers if "no subnet" in b]
     assert "zone offering p4d.24xlarge" in blocker and "us-east-1e, us-east-1f" in blocker
 
@@ -117,7 +123,7 @@ def test_only_public_subnets_are_used_with_a_note(aws):
     s = spec(
         "  - {name: h100, instance_type: p5.48xlarge, min_size: 0, max_size: 2, gpu_type: h100}\n"
     )
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     assert report.groups[0].subnet_ids == [subnets["us-east-1e"]]
     assert any("only public subnets" in n for n in report.notes)
 
@@ -125,7 +131,7 @@ def test_only_public_subnets_are_used_with_a_note(aws):
 def test_new_cluster_plans_its_own_network_and_admins(aws):
     aws.seed_public_parameter(ami_parameter("1.31", "x86_64"), AMI)
     s = spec(cluster=NEW.replace("}", ", admin_principals: [arn:aws:iam::123456789012:role/ops]}"))
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     assert report.ok, report.blockers
     c = report.cluster
     assert c.create and c.name == "ml-prod" and c.vpc_id is None
@@ -145,7 +151,7 @@ def test_new_cluster_plans_its_own_network_and_admins(aws):
 
 def test_a_new_cluster_whose_name_is_taken_blocks(account):
     s = spec(cluster=NEW.replace("{", "{create: true, name: ml-prod-eks, "))
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     assert any(
         "an EKS cluster named 'ml-prod-eks' already exists" in b and "{name: ml-prod-eks}" in b
         for b in report.blockers
@@ -157,7 +163,7 @@ def test_efa_interfaces_come_from_ec2_and_pin_one_zone(account):
         "  - {name: h100, instance_type: p5.48xlarge, min_size: 0, max_size: 2, gpu_type: h100,"
         " efa: true}\n"
     )
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     assert report.ok, report.blockers
     g = report.groups[0]
     assert g.efa_interfaces == 32  # p5.48xlarge: MaximumEfaInterfaces
@@ -171,13 +177,13 @@ def test_efa_on_a_type_without_it_blocks(account):
         "  - {name: l40s, instance_type: g6e.2xlarge, min_size: 0, max_size: 2, gpu_type: l40s,"
         " efa: true}\n"
     )
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     assert any("g6e.2xlarge does not support EFA" in b for b in report.blockers)
 
 
 def test_a_reservation_moto_cannot_describe_is_a_note_not_a_pass(account):
     s = spec(A100.replace("}", ", capacity_reservation: cr-0123456789abcdef0}"))
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     assert any(
         "could not check capacity reservation cr-0123456789abcdef0" in n for n in report.notes
     )
@@ -189,7 +195,7 @@ def test_unknown_and_gpu_less_instance_types_block(account):
         "  - {name: typo, instance_type: p4x.24xlarge, min_size: 0, max_size: 1, gpu_type: a}\n"
         "  - {name: cpu, instance_type: m5.large, min_size: 0, max_size: 1, gpu_type: none}\n"
     )
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     text = "\n".join(report.blockers)
     assert "typo: p4x.24xlarge is not an instance type EC2 knows" in text
     assert "typo: p4x.24xlarge is not offered in any availability zone" in text
@@ -201,7 +207,7 @@ def test_spot_group_uses_the_spot_quota_and_notes_the_estimate(account):
         "  - {name: h100, instance_type: p5.48xlarge, min_size: 0, max_size: 4, gpu_type: h100,"
         " capacity_type: spot}\n"
     )
-    report = evaluate(s, gather(s))
+    report = evaluate(s, ask(s))
     assert report.ok, report.blockers
     assert [q.code for q in report.quotas] == ["L-7212CCBC"]
     assert report.groups[0].instance.gpu_model == "H100"
@@ -216,7 +222,7 @@ def test_no_credentials_is_one_clear_error(aws, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(BackendError, match="no AWS credentials") as err:
-        gather(spec())
+        ask(spec())
     assert "aws configure" in err.value.hint
 
 
@@ -234,7 +240,7 @@ def test_unreachable_endpoint_is_one_clear_error(aws, monkeypatch):
     port = unused_port()
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
     with pytest.raises(BackendError, match="cannot reach AWS in us-east-1"):
-        gather(spec())
+        ask(spec())
 
 
 # ---- judgements moto cannot produce (no EC2 quotas, no capacity reservations) ----
@@ -398,7 +404,7 @@ def test_an_unknown_aws_profile_is_one_clear_error(aws, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
     monkeypatch.setenv("AWS_PROFILE", "typo")
     with pytest.raises(UsageError, match="AWS profile 'typo' not found") as err:
-        gather(spec())  # bad input: exit 2
+        ask(spec())  # bad input: exit 2
     assert "AWS_PROFILE" in err.value.hint
 
 
@@ -406,6 +412,6 @@ def test_credentials_in_the_endpoint_url_are_masked(aws, monkeypatch):
     port = unused_port()
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://key:s3cr3t@127.0.0.1:{port}")
     with pytest.raises(BackendError) as err:
-        gather(spec())
+        ask(spec())
     assert f"http://***@127.0.0.1:{port}" in err.value.message
     assert "s3cr3t" not in str(err.value)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import tests
+from gpuctl.adapters.terraform import Engine
 from gpuctl.common.errors import BackendError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.provision.core.spec import parse_cluster
@@ -45,7 +46,7 @@ def terraform(tmp_path, **tfvars):
     (modules / "variables.tf").write_text("")
     (modules / "main.tf").write_text(MODULE)
     work = prepare_workdir(tmp_path / "work", modules, {"cluster_name": "t", **tfvars}, None)
-    tf = Terraform(work)
+    tf = Terraform(work, Engine())
     tf.init()
     return tf
 

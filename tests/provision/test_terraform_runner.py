@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import tests
+from gpuctl.adapters.terraform import Engine
 from gpuctl.common.errors import BackendError
 from gpuctl.provision.terraform import ApplyInterrupted, Terraform, prepare_workdir
 
@@ -77,7 +78,7 @@ def run_flow(tf: Terraform, events=None):
 
 
 def test_init_plan_apply_output_destroy(tmp_path, modules):
-    tf = Terraform(workdir(tmp_path, modules))
+    tf = Terraform(workdir(tmp_path, modules), Engine())
     events = []
     summary, progress = run_flow(tf, events)
     assert (summary.add, summary.change, summary.destroy) == (3, 0, 0)
@@ -102,7 +103,7 @@ def test_init_plan_apply_output_destroy(tmp_path, modules):
 
 
 def test_changed_variables_plan_an_update_in_place(tmp_path, modules):
-    tf = Terraform(workdir(tmp_path, modules, nodes=2))
+    tf = Terraform(workdir(tmp_path, modules, nodes=2), Engine())
     run_flow(tf)
     prepare_workdir(tf.workdir, modules, {"cluster_name": "t", "nodes": 3}, None)
     summary = tf.plan()
@@ -111,7 +112,7 @@ def test_changed_variables_plan_an_update_in_place(tmp_path, modules):
 
 
 def test_failure_halfway_keeps_what_was_done_and_a_rerun_continues(tmp_path, modules):
-    tf = Terraform(workdir(tmp_path, modules, fail_at=1))
+    tf = Terraform(workdir(tmp_path, modules, fail_at=1), Engine())
     tf.init()
     summary = tf.plan()
     with pytest.raises(BackendError) as err:
@@ -133,7 +134,7 @@ def test_failure_halfway_keeps_what_was_done_and_a_rerun_continues(tmp_path, mod
 @pytest.mark.parametrize("engine", ["embedded", "executable"])
 def test_an_error_in_the_display_stops_terraform_too(tmp_path, modules, engine, request):
     binary = request.getfixturevalue("terraform_executable") if engine == "executable" else None
-    tf = Terraform(workdir(tmp_path, modules, nodes=3, delay=0.3), binary=binary)
+    tf = Terraform(workdir(tmp_path, modules, nodes=3, delay=0.3), Engine(binary))
     tf.init()
     tf.plan()
 
@@ -150,7 +151,7 @@ def test_an_error_in_the_display_stops_terraform_too(tmp_path, modules, engine, 
 
 def test_plan_error_is_one_actionable_line(tmp_path, modules):
     (modules / "main.tf").write_text(MODULE + '\noutput "bad" {\n  value = var.missing\n}\n')
-    tf = Terraform(workdir(tmp_path, modules))
+    tf = Terraform(workdir(tmp_path, modules), Engine())
     tf.init()
     with pytest.raises(BackendError) as err:
         tf.plan()
@@ -161,7 +162,7 @@ def test_plan_error_is_one_actionable_line(tmp_path, modules):
 def test_ctrl_c_stops_gracefully_and_a_rerun_continues(tmp_path, modules):
     """SIGINT to gpuctl during apply: Terraform is asked to stop, finishes what is in flight,
     saves state; the error says so (exit 130) and a re-run completes the rest."""
-    tf = Terraform(workdir(tmp_path, modules, nodes=4, delay=0.3))
+    tf = Terraform(workdir(tmp_path, modules, nodes=4, delay=0.3), Engine())
     tf.init()
     summary = tf.plan()
     sent, completed = [], []
@@ -195,7 +196,7 @@ def test_init_failure_names_the_registry(tmp_path, modules):
     (modules / "main.tf").write_text(
         'terraform {\n  required_providers {\n    aws = {\n      source = "hashicorp/aws"\n    }\n  }\n}\n'
     )
-    tf = Terraform(prepare_workdir(tmp_path / "w", modules, {}, None))
+    tf = Terraform(prepare_workdir(tmp_path / "w", modules, {}, None), Engine())
     with pytest.raises(BackendError) as err:
         tf.init()
     assert "terraform init failed" in str(err.value)
@@ -204,7 +205,7 @@ def test_init_failure_names_the_registry(tmp_path, modules):
 
 def test_workdir_keeps_state_and_replaces_stale_module_files(tmp_path, modules):
     work = workdir(tmp_path, modules, nodes=1)
-    tf = Terraform(work)
+    tf = Terraform(work, Engine())
     run_flow(tf)
     (work / "old.tf").write_text('output "stale" {\n  value = 1\n}\n')
     prepare_workdir(work, modules, {"cluster_name": "t", "nodes": 1}, {"terraform": {}})
@@ -227,7 +228,7 @@ def test_foreign_directory_is_never_overwritten(tmp_path, modules):
 
 
 def test_external_executable_runs_the_same_flow(tmp_path, modules, terraform_executable):
-    tf = Terraform(workdir(tmp_path, modules), binary=terraform_executable)
+    tf = Terraform(workdir(tmp_path, modules), Engine(terraform_executable))
     assert tf.engine == terraform_executable
     summary, progress = run_flow(tf)
     assert summary.add == 3 and progress.result["add"] == 3
@@ -239,15 +240,16 @@ def test_missing_executable_is_a_clear_error(tmp_path):
     from gpuctl.common.errors import GpuctlError
 
     with pytest.raises(GpuctlError, match="not found"):
-        Terraform(tmp_path, binary=str(tmp_path / "no-such-terraform"))
+        Terraform(tmp_path, Engine(str(tmp_path / "no-such-terraform")))
 
 
 INTERRUPTED_PLAN = """
 import os, signal, sys, threading, time
 from pathlib import Path
+from gpuctl.adapters.terraform import Engine
 from gpuctl.provision.terraform import Interrupted, Terraform
 
-tf = Terraform(Path(sys.argv[1]))
+tf = Terraform(Path(sys.argv[1]), Engine())
 tf.init()
 to_group = sys.argv[2] == "group"  # a terminal's Ctrl-C reaches Terraform's process too
 threading.Timer(0.4, lambda: os.killpg(0, signal.SIGINT) if to_group

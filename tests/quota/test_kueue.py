@@ -1,5 +1,5 @@
 """A team's quota as Kueue objects, their changes, `quota list` rows and `quota lint` (pure),
-validated against Kueue's CRDs (tests/crds/)."""
+validated against Kueue's CRDs (gpuctl/sim/crds/)."""
 
 import copy
 

@@ -1,5 +1,5 @@
 """`gpuctl quota set|list|lint` with the Kueue engine, against the API emulator serving
-Kueue's CRDs (tests/crds/). Kueue's controller does not run here: where a test needs what
+Kueue's CRDs (gpuctl/sim/crds/). Kueue's controller does not run here: where a test needs what
 it would write (a ClusterQueue's usage), the test writes that status in the CRD's shape."""
 
 import json

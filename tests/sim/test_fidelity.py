@@ -38,7 +38,7 @@ def node(monkeypatch):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         sim.add_process(0, child.pid, 20000, name="python3", spec=SPEC)
-        with Nvml(SPEC) as nvml:
+        with Nvml(sim.driver(SPEC)) as nvml:
             nvml.set_mig_mode(2, True)
             nvml.reset_gpu(2)
             gi = nvml.create_gpu_instance(2, 5, 0)
@@ -46,7 +46,7 @@ def node(monkeypatch):
             nvml.create_compute_instance(2, nvml.create_gpu_instance(2, 14, 3), 0)
             nvml.set_mig_mode(3, True)
         sim.add_process(2, 4242, 3000, name="train", user="alice", gi_id=gi, ci_id=ci, spec=SPEC)
-        with Nvml(SPEC) as nvml:
+        with Nvml(sim.driver(SPEC)) as nvml:
             sample = to_dict(nvml.sample())
         env = dict(
             os.environ,

@@ -59,7 +59,7 @@ def test_yaml_output(capsys):
 
 @pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
 def test_mig_devices_nest_under_their_gpu(capsys):
-    with Nvml("2xH200,2xA30") as nvml:
+    with Nvml(sim.driver("2xH200,2xA30")) as nvml:
         nvml.set_mig_mode(2, True)
         nvml.reset_gpu(2)
         gi = nvml.create_gpu_instance(2, 5, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from gpuctl.cli.application import application
 from gpuctl.cli.output import dump, echo, out_console
 from gpuctl.common.errors import UsageError
 from gpuctl.dcgm.holders import Exporter
@@ -13,7 +14,7 @@ from gpuctl.top.cluster.core import live, usage
 
 
 def run(
-    url: str,
+    prometheus: str | None,
     *,
     delay: float,
     once: bool,
@@ -27,9 +28,7 @@ def run(
         raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
     usage.queries(window)  # checks --window before anything is sent
     live.check_sort(sort)
-    from gpuctl.adapters.prometheus import Prometheus
-
-    client = Prometheus(url)
+    client = application().prometheus(prometheus)
     console = out_console()
     if output == "json":  # a document is one snapshot: json/yaml imply --once
         views.snapshot_json(client, window, idle_threshold, exporter, sort, sys.stdout)

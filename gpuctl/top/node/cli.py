@@ -15,7 +15,7 @@ def run(
     output: str = "table",
     sort: str = "index",
 ) -> None:
-    from gpuctl.adapters.nvml import Nvml
+    from gpuctl.cli.application import application
     from gpuctl.common.errors import UsageError
 
     if not math.isfinite(delay):  # typer's min=0.1 lets nan through: a busy loop
@@ -24,7 +24,7 @@ def run(
         raise UsageError(
             f"unknown --sort key {sort!r}", hint="use one of: " + ", ".join(topframe.SORT_KEYS)
         )
-    with Nvml(simulate) as nvml:
+    with application().nvml(simulate) as nvml:
         if output != "table":
             from gpuctl.cli.output import dump, echo
             from gpuctl.gpus.sample import to_dict
