@@ -175,3 +175,26 @@ def _eventually(check, seconds=10.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def test_a_cluster_it_cannot_read_is_said_once_not_retried_silently():
+    from gpuctl.common.errors import BackendError
+
+    lines, attempts = [], []
+
+    def connect():
+        attempts.append(1)
+        raise BackendError("cannot reach the Kubernetes API server at https://10.0.0.1:6443")
+
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(lines.append))
+    stop = threading.Event()
+    thread = threading.Thread(target=server_module.keep_in_sync, args=(ext, connect, stop))
+    thread.start()
+    assert _eventually(lambda: len(attempts) >= 3, seconds=10)
+    stop.set()
+    thread.join(10)
+    assert not ext.ready.is_set()
+    assert lines == [
+        "cannot read the cluster (retrying every 1 s): cannot reach the Kubernetes API server "
+        "at https://10.0.0.1:6443"
+    ]
