@@ -112,6 +112,7 @@ def render(
     p = sched.make_profile(
         name or default_name, strategy.value, gpu_weight, shape, namespace, extender
     )
+    sched.check_extender_image(extender, deploy, extender_image)
     kube: Kube | None
     if deploy and kube_version is None:
         image = service.cluster_image(application().kube)

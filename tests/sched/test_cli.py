@@ -149,6 +149,23 @@ def test_extender_deploy_needs_an_image_with_gpuctl(cli):
 
 
 @pytest.mark.parametrize(
+    "image, needle",
+    [
+        (None, "--extender-image: the image with gpuctl in it"),
+        ("", "--extender-image: the image with gpuctl in it"),
+        ("registry.example/gpuctl 0.9", "'registry.example/gpuctl 0.9' is not an image reference"),
+        ("Registry/GPUctl:0.9", "is not an image reference"),
+        ("gpuctl:0.9:1", "is not an image reference"),
+    ],
+)
+def test_the_extender_image_is_checked_before_the_cluster_is_read(kube, cli, image, needle):
+    args = ["sched", "render", "--extender", "--deploy"]
+    r = cli(*args, *(["--extender-image", image] if image is not None else []))
+    assert r.code == 2 and needle in r.err and r.out == "", r
+    assert kube.requests() == []
+
+
+@pytest.mark.parametrize(
     "args, needle",
     [
         (["--port", "70000"], "--port must be 1 to 65535, got 70000"),
