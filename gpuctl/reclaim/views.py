@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.cli.output import Format, dump, echo, err_console, out_console
 from gpuctl.reclaim.core.decide import Finding, duration_text
 
+if TYPE_CHECKING:
+    from gpuctl.adapters.kube_guarded import Evictions
+
 
 def show_finding(finding: Finding, output: Format) -> None:
+    """The table, the signal and the plan; with -o json|yaml the plan alone, on stderr (the
+    document comes at the end: `account`)."""
     if output != Format.table:
-        echo(dump(finding.to_dict(), output.value))
         _plan_to_stderr(finding.plan.lines() + list(finding.plan.notes))
         return
     from rich.table import Table
@@ -48,3 +54,29 @@ def show_plan(plan: Any, output: Format, data: dict[str, Any] | None = None) -> 
     console = out_console()
     for line in plan.lines() + list(plan.notes):
         console.print(line, markup=False, highlight=False)
+
+
+def plan_text(plan: Any, output: Format) -> None:
+    """The plan's text: on stdout, or on stderr when stdout carries -o json|yaml."""
+    lines = plan.lines() + list(plan.notes)
+    if output != Format.table:
+        _plan_to_stderr(lines)
+        return
+    console = out_console()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+@contextmanager
+def account(data: dict[str, Any], output: Format, evictions: Evictions) -> Iterator[None]:
+    """Around carrying a plan out. With -o json|yaml the one document, DATA and the pods
+    evicted, is printed at the end however the run ends (done, failed, interrupted); in a
+    table, a run that went through ends saying which pods it evicted (one that did not says
+    so in its error)."""
+    try:
+        yield
+    finally:
+        if output != Format.table:
+            echo(dump({**data, **evictions.to_dict()}, output.value))
+    if output == Format.table and evictions.done:
+        err_console().print(evictions.account(), markup=False, highlight=False)
