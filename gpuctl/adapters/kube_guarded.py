@@ -139,7 +139,6 @@ def field_action(
         step,
         lambda: change_fields(kube, target, before, ours),
         undo=lambda: restore_fields(kube, target, ours, before),
-        name=f"{step.action} {target.text}",
     )
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.cli.output import Format, dump, echo, err_console, out_console
@@ -67,16 +66,14 @@ def plan_text(plan: Any, output: Format) -> None:
         console.print(line, markup=False, highlight=False)
 
 
-@contextmanager
-def account(data: dict[str, Any], output: Format, evictions: Evictions) -> Iterator[None]:
-    """Around carrying a plan out. With -o json|yaml the one document, DATA and the pods
-    evicted, is printed at the end however the run ends (done, failed, interrupted); in a
-    table, a run that went through ends saying which pods it evicted (one that did not says
-    so in its error)."""
-    try:
-        yield
-    finally:
-        if output != Format.table:
-            echo(dump({**data, **evictions.to_dict()}, output.value))
-    if output == Format.table and evictions.done:
-        err_console().print(evictions.account(), markup=False, highlight=False)
+def account(
+    data: dict[str, Any], output: Format, evictions: Evictions
+) -> AbstractContextManager[None]:
+    """Around carrying a plan out: the document (DATA and the pods evicted) at the end, or
+    the pods evicted said at the end of a run that went through (gpuctl.cli.workflow)."""
+    from gpuctl.cli.workflow import reported
+
+    def summary() -> str | None:
+        return evictions.account() if evictions.done else None
+
+    return reported(output, lambda: {**data, **evictions.to_dict()}, summary)
