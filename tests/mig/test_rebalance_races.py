@@ -212,3 +212,43 @@ def test_configure_leaves_another_clients_config_alone(cluster, capsys, proxied_
     assert code == 1, err
     assert 'node idle: nvidia.com/mig.config is "all-3g.20gb", not "all-1g.5gb"' in err, err
     assert config_of(cluster, "idle") == "all-3g.20gb"  # theirs: never undone
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        ("CronJob", {"annotations": {"gpuctl.io/evict": "never"}}),  # the Job's CronJob
+        ("CronJob", None),  # one gpuctl could not read (gone, or RBAC)
+    ],
+)
+def test_a_mark_up_the_chain_or_an_owner_not_read_keeps_a_pod_out_of_the_drain(full, capsys, owner):
+    """job-a's Job `train` is a CronJob's: the never rule reads it too."""
+    from kubernetes import client
+
+    kind, meta = owner
+    batch = client.BatchV1Api(full)
+    ref = {
+        "apiVersion": "batch/v1",
+        "kind": kind,
+        "name": "nightly",
+        "uid": "u-nightly",
+        "controller": True,
+    }
+    batch.patch_namespaced_job("train", "ml", {"metadata": {"ownerReferences": [ref]}})
+    if meta is not None:
+        template = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+        cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly", **meta},
+                "spec": {"schedule": "0 * * * *", "jobTemplate": template}}  # fmt: skip
+        batch.create_namespaced_cron_job("ml", cron)
+    code, out, err = run(capsys, "mig", "rebalance", *DRAIN, "--dry-run", "-o", "json", "-n", NS)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["nodes"] == []  # job-a was the only pod the drain could evict
+    why = data["notEvictable"]["ml/job-a"]
+    if meta is None:
+        assert (
+            why
+            == "its CronJob ml/nightly could not be read: whether it is marked never is not known"
+        )
+    else:
+        assert why == "its CronJob ml/nightly is marked gpuctl.io/evict: never (annotation)"
