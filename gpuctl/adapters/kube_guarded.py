@@ -63,7 +63,7 @@ class Target:
 
 
 def _shown(value: Any) -> str:
-    return "unset" if value in (None, False) else json.dumps(value)
+    return "unset" if value is None or value is False else json.dumps(value)
 
 
 def _field(path: Path) -> str:
@@ -96,7 +96,10 @@ def change_fields(
             raise Changed(f"{target.text}: {why}: another client changed it; left as it is")
         try:
             return target.patch(kube, patches.change(obj, expect, fields))
-        except (Invalid, Conflict):
+        except Invalid:
+            if meta(target.read(kube)).get("resourceVersion") == meta(obj).get("resourceVersion"):
+                raise  # refused as it is, not for a change made in between
+        except Conflict:
             continue  # changed in between: read it again
         except NoAnswer:
             now = target.read(kube)  # the patch may have been applied

@@ -135,3 +135,19 @@ def test_a_pod_replaced_or_marked_just_before_its_eviction_stays(cluster, proxie
         ledger.evict(kube, "ml", "p1", None, marked)  # held by its resourceVersion: 409
     assert "pod ml/p1: gpuctl.io/evict: never (label); not evicted" in str(e.value)
     assert ledger.done == [] and cluster.read_namespaced_pod("p1", "ml")
+
+
+def test_a_change_refused_as_it_is_is_that_refusal_not_a_race(kube, kube_api):
+    """A 422 for the change itself (the CRD's schema) is not a test op that failed: the
+    object did not change in between, so the refusal is said as the server said it."""
+    from gpuctl.adapters.kube import Invalid
+    from tests.kueue_workloads import workload_for
+
+    kube.install_crds("Workload")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+           "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}  # fmt: skip
+    wl = workload_for(job)
+    seed(kube_api, wl)
+    target = Target("Workload", wl["metadata"]["name"], "ml", wl["apiVersion"])
+    with Kube() as k, pytest.raises(Invalid):
+        change_fields(k, target, {}, {("spec", "active"): "not a boolean"})
