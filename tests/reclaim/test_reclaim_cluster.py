@@ -141,16 +141,17 @@ def seed(kube, kube_api):
             job = {"apiVersion": "batch/v1", "kind": "Job",
                    "metadata": {"name": name, "namespace": ns, "labels": labels, "uid": f"uid-{name}"},
                    "spec": {"suspend": False, "template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}}}}  # fmt: skip
-            batch.create_namespaced_job(ns, job, _preload_content=False)
+            made = batch.create_namespaced_job(ns, job, _preload_content=False)
+            uid = json.loads(made.data)["metadata"]["uid"]  # the server's, as Kueue reads it
             owner = {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
                 "name": name,
-                "uid": f"uid-{name}",
+                "uid": uid,
                 "controller": True,
             }
             if name == "queued":
-                wl = workload_for(job, uid=f"uid-{name}")
+                wl = workload_for(job, uid=uid)
                 custom.create_namespaced_custom_object(
                     "kueue.x-k8s.io", "v1beta2", ns, "workloads", wl, _preload_content=False
                 )

@@ -15,7 +15,7 @@ NAME = "gpuctl-reclaim"
 POLICY_PATH = "/etc/gpuctl/policy.yaml"
 READ = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
+    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["get", "list"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"],
      "verbs": ["get", "list"]},
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list"]},
@@ -26,7 +26,7 @@ WRITES: dict[str, list[dict[str, Any]]] = {
     pol.REPORT: [
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["patch"]},
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]},
         {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["patch"]},
     ],
