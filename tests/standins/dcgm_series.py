@@ -13,12 +13,13 @@ values gpuctl.sim.dcgm_exporter.default_values makes up from how busy the device
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import cache
 
 from gpuctl.dcgm import busy as busy_rule
 from gpuctl.dcgm.metrics import FB_FREE, FB_USED
-from gpuctl.sim.dcgm_exporter import XID_TEXT, default_values
+from gpuctl.sim.dcgm_exporter import PER_PROCESS, XID_TEXT, default_values
 from tests.standins.prometheus import STEP_S, Series
 
 Value = float | Callable[[float], float]
@@ -84,4 +85,19 @@ def device_series(
                 step_s=step_s,
             )
         )
+    return out
+
+
+def shared_device_series(
+    labels: dict, holders: Sequence[tuple[dict, float]], busy: Value, used: Value, total: int, **kw
+) -> list[Series]:
+    """A GPU several pods share (dcgm-exporter --kubernetes-virtual-gpus, time-slicing or
+    MPS): every field copied on each pod's series (holders: (the pod's labels, its share
+    of GPU_UTIL)), and for the per-process fields GPU_UTIL and FB_USED also the device's own
+    series, without pod labels (internal/pkg/transformation/kubernetes.go)."""
+    own = device_series(labels, busy, used, total, **kw)
+    out = [s for s in own if s.name in PER_PROCESS]
+    for pod_labels, share in holders:
+        copies = device_series({**labels, **pod_labels}, busy, used, total, **kw)
+        out += [replace(s, value=share) if s.name == "DCGM_FI_DEV_GPU_UTIL" else s for s in copies]
     return out
