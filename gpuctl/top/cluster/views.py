@@ -12,7 +12,7 @@ from gpuctl.top.cluster.core import usage
 
 BAR_WIDTH = 10
 LIVE_NAMESPACES = 5
-CHROME_LINES = 14  # lines besides GPU rows: summary, stale line, headers, captions, blanks
+CHROME_LINES = 15  # lines besides GPU rows: summary, status, stale line, headers, captions, blanks
 
 
 def live_rows(height: int, last: usage.ClusterFrame | None) -> int:
@@ -22,8 +22,20 @@ def live_rows(height: int, last: usage.ClusterFrame | None) -> int:
     return max(5, height - CHROME_LINES - namespaces)
 
 
-def live_render(screen: cluster.Screen, window: str, idle_threshold: float, delay: float):
-    """A live screen; the figures' age is said once they are over two refreshes old."""
+def live_render(screen: cluster.Screen, view, window: str, idle_threshold: float, delay: float):
+    """A live screen in the view's state (gpuctl.common.keys.View: its help, or its sort
+    and filter on a status line); the figures' age is said once over two refreshes old."""
+    from rich.text import Text
+
+    from gpuctl.top.cluster.core.keys import KEYS
+
+    if view.help:
+        return Text(KEYS.help().replace(" · ", "\n") + "\n")
+    status = f"sort: {view.sort}"
+    if view.typing or view.filter:
+        status += f" · filter: {_safe(view.filter)}" + ("▏" if view.typing else "")
+        if screen.frame.matched is not None and not view.typing:
+            status += f" ({_count(screen.frame.matched, 'match')})"
     return render(
         screen.frame,
         window,
@@ -31,6 +43,7 @@ def live_render(screen: cluster.Screen, window: str, idle_threshold: float, dela
         max_rows=screen.rows,
         error=screen.error,
         age=screen.age if screen.age > 2 * delay else None,
+        status=status + " · ? help · q quit",
     )
 
 
@@ -304,7 +317,7 @@ def namespace_table(namespaces: list, limit=None):
 
 
 def _count(n: int, what: str) -> str:
-    return f"{n} {what}" + ("s" if n != 1 else "")
+    return f"{n} {what}" + ("es" if what.endswith("ch") else "s") * (n != 1)
 
 
 def _kinds(gpus: int, slices: int, s: usage.ClusterSummary) -> str:
@@ -372,8 +385,10 @@ def render(
     max_rows=None,
     error=None,
     age=None,
+    status=None,
 ):
-    """A frame for the terminal; `age`: how old its cluster figures are, if worth saying."""
+    """A frame for the terminal; `age`: how old its cluster figures are, if worth saying;
+    `status`: the live view's line (sort, filter, keys)."""
     from rich.console import Group
     from rich.text import Text
 
@@ -381,8 +396,11 @@ def render(
     if error:
         parts.append(Text(f"stale: {error}", style="bold red"))
     parts.append(summary_text(frame.summary, window, idle_threshold, age))
+    if status:
+        parts.append(Text(status, style="dim"))
     rows = frame.rows if max_rows is None else fit(frame.rows, max_rows)
-    parts += [Text(""), gpu_table(rows, window, max(frame.summary.devices, len(frame.rows)))]
+    total = frame.summary.devices if frame.matched is None else frame.matched
+    parts += [Text(""), gpu_table(rows, window, max(total, len(frame.rows)))]
     if frame.namespaces:
         limit = None if max_rows is None else LIVE_NAMESPACES
         parts += [Text(""), namespace_table(frame.namespaces, limit)]

@@ -63,13 +63,18 @@ def _per_device(make: Callable[[str, str], str], keyings: Keyings = KEYINGS) -> 
 
 
 def on_nodes(nodes: Iterable[str]) -> tuple[str, ...]:
-    """Label matchers selecting exactly the series of these nodes, as disjoint
-    alternatives: a row's node is its `Hostname`, else its `hostname`, else its `instance`."""
-    names = holders.any_of(sorted(set(nodes)))
+    """Label matchers selecting exactly the series of these nodes (node_matching)."""
+    return node_matching(holders.any_of(sorted(set(nodes))))
+
+
+def node_matching(regex: str) -> tuple[str, ...]:
+    """Label matchers selecting the series whose node matches REGEX (a PromQL string), as
+    disjoint alternatives: a row's node is its `Hostname`, else its `hostname`, else its
+    `instance`."""
     return (
-        f"Hostname=~{names}",
-        f'Hostname="", hostname=~{names}',
-        f'Hostname="", hostname="", instance=~{names}',
+        f"Hostname=~{regex}",
+        f'Hostname="", hostname=~{regex}',
+        f'Hostname="", hostname="", instance=~{regex}',
     )
 
 
@@ -196,6 +201,7 @@ class ClusterFrame:
     rows: list[ClusterGpuRow]
     namespaces: list[NamespaceUsage]
     summary: ClusterSummary
+    matched: int | None = None  # the rows a live view's filter matches (None: no filter)
 
 
 def build_frame(
