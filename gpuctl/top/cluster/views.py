@@ -7,6 +7,7 @@ import functools
 import json
 
 from gpuctl.cli.output import finite
+from gpuctl.gpus.identity import GpuCount
 from gpuctl.top.cluster import service as cluster
 from gpuctl.top.cluster.core import usage
 
@@ -327,14 +328,6 @@ def _kinds(gpus: int, slices: int, s: usage.ClusterSummary) -> str:
     return f"{gpus + slices} ({_count(gpus, 'GPU')}, {_count(slices, 'MIG slice')})"
 
 
-def headline(s: usage.ClusterSummary) -> str:
-    """`32 GPUs, 8 split into 56 MIG slices`: physical GPUs, MIG slices apart."""
-    gpus = _count(s.gpus, "GPU")
-    if not s.mig_gpus:
-        return gpus
-    return f"{gpus}, {s.mig_gpus} split into {_count(s.mig_slices, 'MIG slice')}"
-
-
 def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, age=None):
     from rich.text import Text
 
@@ -342,7 +335,7 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, ag
     held = s.idle_allocated_gpus + s.idle_allocated_mig_slices
     text = Text.assemble(
         ("Cluster ", "bold"),
-        f"{headline(s)} · mean utilization {_pct(s.mean_utilization)} over {window} "
+        f"{GpuCount(s.gpus, s.mig_gpus, s.mig_slices).text()} · mean utilization {_pct(s.mean_utilization)} over {window} "
         f"({_safe(s.signal)}) · ",
         (f"{_kinds(s.idle_gpus, s.idle_mig_slices, s)} idle", "yellow" if idle else ""),
         f" (< {idle_threshold:g}%) · ",
