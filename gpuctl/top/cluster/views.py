@@ -322,9 +322,9 @@ def _count(n: int, what: str) -> str:
 
 
 def _kinds(gpus: int, slices: int, s: usage.ClusterSummary) -> str:
-    """`4` on a cluster without MIG, else `4 (3 GPUs, 1 MIG slice)`."""
-    if not s.mig_slices:
-        return str(gpus)
+    """`4` on a cluster without MIG (or for none), else `4 (3 GPUs, 1 MIG slice)`."""
+    if not s.mig_slices or not gpus + slices:
+        return str(gpus + slices)
     return f"{gpus + slices} ({_count(gpus, 'GPU')}, {_count(slices, 'MIG slice')})"
 
 
