@@ -155,7 +155,7 @@ class Prometheus:
             with _opener(sockets).open(request, timeout=self.timeout) as response:
                 done, result = handle(response)
         except urllib.error.HTTPError as e:
-            raise self._http_error(e) from None
+            raise self._http_error(e, str(form.get("query", ""))) from None
         except BackendError:
             if expired.is_set():  # cut off mid-answer, the decoder saw an answer cut short
                 raise self._too_slow() from None
@@ -221,12 +221,13 @@ class Prometheus:
                 f"Prometheus at {self.url} gave a malformed answer (not JSON, or cut short)"
             ) from None
 
-    def _http_error(self, e) -> BackendError:
-        detail = ""
+    def _http_error(self, e, query: str) -> BackendError:
+        detail, kind = "", None
         try:
             answer = json.loads(e.read() or b"null")
             if isinstance(answer, dict) and answer.get("error"):
-                detail = f": {_text(answer.get('errorType', 'error'))}: {_text(answer['error'])}"
+                kind = answer.get("errorType", "error")
+                detail = f": {_text(kind)}: {_text(answer['error'])}"
         except (ValueError, OSError, RecursionError):
             pass
         hints = {
@@ -234,9 +235,14 @@ class Prometheus:
             403: "Prometheus refused these credentials",
             404: f"no /api/v1/query under {self.url}: is this the Prometheus base URL?",
         }
+        hint = hints.get(e.code, HINT_URL if e.code < 500 else None)
+        if kind in ("bad_data", "execution"):  # Prometheus itself answered: the URL is right
+            hint = (
+                "Prometheus could not evaluate gpuctl's query: a bug in gpuctl; please report "
+                f"it with the query: {_text(query, 300)}"
+            )
         return BackendError(
-            f"Prometheus at {self.url} answered HTTP {e.code} {_text(e.reason)}{detail}",
-            hint=hints.get(e.code, HINT_URL if e.code < 500 else None),
+            f"Prometheus at {self.url} answered HTTP {e.code} {_text(e.reason)}{detail}", hint=hint
         )
 
     def _vector(self, body: bytes, warnings: list[str] | None = None) -> list:

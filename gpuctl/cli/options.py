@@ -144,6 +144,20 @@ def _usage_error(message: str) -> Exception:
     return exceptions.UsageError(message, globals.get_current_context(silent=True))
 
 
+def given(name: str) -> bool:
+    """Whether the running command's option NAME was given on the command line, not filled
+    in from its environment variable or default: an option given wins over any setting."""
+    try:  # typer ≥ 0.26 carries its own copy of click
+        from typer._click import globals
+        from typer._click.core import ParameterSource
+    except ImportError:  # pragma: no cover - older typer on click
+        import click as globals  # type: ignore[no-redef]
+        from click.core import ParameterSource  # type: ignore[assignment]
+
+    ctx = globals.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+
 def offline_note(why: str) -> None:
     """Said on stderr when a dry run renders without a cluster."""
     from rich.markup import escape

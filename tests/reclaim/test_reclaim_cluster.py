@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.kueue_workloads import workload_for
-from tests.standins.prometheus import Series
+from tests.standins.dcgm_series import device_series
 
 pytestmark = pytest.mark.integration
 
@@ -64,29 +64,21 @@ rules:
 
 
 def series():
+    """Every field of dcgm-exporter's default counters for each GPU: GPU_UTIL and
+    GR_ENGINE_ACTIVE both (tests/standins/dcgm_series.py), a week of them."""
     out = []
+    week = {"history_s": 7 * 24 * H, "step_s": 60}
     for i, (ns, name, kind, uuid, value, newest) in enumerate(WORKLOADS):
         if uuid is None:
             continue
         labels = {"gpu": str(i), "UUID": uuid, "Hostname": NODE, "modelName": "NVIDIA H100 80GB HBM3",
                   "namespace": ns, "pod": pod_name(name, kind), "container": "main", "job": "dcgm"}  # fmt: skip
-        out.append(
-            Series(
-                "DCGM_FI_DEV_GPU_UTIL",
-                labels,
-                value,
-                history_s=7 * 24 * H,
-                newest_s=newest,
-                step_s=60,
-            )
-        )
+        out += device_series(labels, value, 1000, 81559, newest_s=newest, **week)
     for g, (name, values) in enumerate(GANGS):
         for i, value in enumerate(values):
             labels = {"gpu": str(10 + 2 * g + i), "UUID": f"GPU-{name}-{i}", "Hostname": NODE, "namespace": "ml",
                       "pod": gang_pod(name, i), "container": "main", "job": "dcgm"}  # fmt: skip
-            out.append(
-                Series("DCGM_FI_DEV_GPU_UTIL", labels, value, history_s=7 * 24 * H, step_s=60)
-            )
+            out += device_series(labels, value, 1000, 81559, **week)
     return out
 
 

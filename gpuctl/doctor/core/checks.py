@@ -10,6 +10,7 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.common.numbers import whole_number
 from gpuctl.dcgm import busy
 from gpuctl.dcgm.metrics import IDENTITY, SM_ACTIVE
+from gpuctl.gpus.identity import GpuCount
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL as GFD_PRODUCT
 from gpuctl.k8s import device_plugin
 from gpuctl.k8s.nodes import (
@@ -74,8 +75,9 @@ def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
             "no node has nvidia.com/gpu (or MIG) allocatable",
             "add GPU nodes (gpuctl provision) and install the NVIDIA GPU Operator or device plugin",
         )
-    total = sum(_gpu_count(n) for n in gpu_nodes)
-    return Check("gpu-nodes", PASS, f"{len(gpu_nodes)} GPU node(s), {total} GPU(s) allocatable")
+    # physical GPUs, MIG slices apart: a slice or a time-shared replica is not a GPU
+    total = sum((gpus_of(n).physical for n in gpu_nodes), GpuCount())
+    return Check("gpu-nodes", PASS, f"{len(gpu_nodes)} GPU node(s), {total.text()}")
 
 
 def _gpu_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -376,14 +378,21 @@ def check_busy_signal(counts: dict[str, int] | None, error: str | None = None) -
     if not total:
         return Check(name, WARN, "no DCGM busy-signal series in Prometheus", "deploy dcgm-exporter")
     if sm >= total:
-        return Check(name, PASS, f"SM activity (DCGM_FI_PROF_SM_ACTIVE) on all {total} GPU(s)")
+        return Check(
+            name,
+            PASS,
+            f"SM activity (DCGM_FI_PROF_SM_ACTIVE) on all {total} GPU(s) and MIG slice(s)",
+        )
     if sm == 0:
         return Check(
             name,
             WARN,
-            f"only a duty cycle on all {total} GPU(s): no DCGM_FI_PROF_SM_ACTIVE",
+            f"only a duty cycle on all {total} GPU(s) and MIG slice(s): no DCGM_FI_PROF_SM_ACTIVE",
             fix,
         )
     return Check(
-        name, WARN, f"only a duty cycle on {total - sm} of {total} GPU(s): no SM_ACTIVE", fix
+        name,
+        WARN,
+        f"only a duty cycle on {total - sm} of {total} GPU(s) and MIG slice(s): no SM_ACTIVE",
+        fix,
     )

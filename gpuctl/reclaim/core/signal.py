@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.dcgm import busy, holders
-from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, UTIL, Key, key_of
+from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, SM_ACTIVE, UTIL, Key, key_of
+from gpuctl.dcgm.promql import per_metric
 
 STEPS = 1440  # the lookback is read at this many steps at most
 MIN_STEP_S = 60
-SIGNAL = f"{UTIL} (whole GPUs), else 100 × {GR_ACTIVE}"
+SIGNAL = f"100 × {SM_ACTIVE}, else 100 × {GR_ACTIVE}, else {UTIL} (whole GPUs)"
 
 Sample = tuple[dict[str, Any], float]
 Pod = tuple[str, str]  # (namespace, name)
@@ -69,17 +70,19 @@ def queries(windows: Iterable[int], busy_percent: int) -> Queries:
     lookback = max(2 * windows[-1], 86400)
     step = step_for(lookback)
     by = ", ".join(IDENTITY + holders.LABELS)
-    metrics = f'{{__name__=~"{UTIL}|{GR_ACTIVE}"}}'
 
     def busy_over_step(metric: str, matcher: str) -> str:
         return f"max by ({by}) (max_over_time({metric}{{{matcher}}}[{step}s]))"
 
     busy_now = busy.promql(busy_over_step)
-    present = f"max by ({by}) (last_over_time({metrics}[{step}s]))"
+    # a sample of any busy-signal field, each field's series kept apart (see per_metric)
+    present = (
+        f"max by ({by}) ({per_metric(lambda m: f'last_over_time({m}[{step}s])', busy.SIGNALS)})"
+    )
     return Queries(
         step_s=step,
         lookback_s=lookback,
-        newest=f"max by ({by}) (timestamp({metrics}))",
+        newest=f"max by ({by}) ({per_metric(lambda m: f'timestamp({m})', busy.SIGNALS)})",
         last_busy=(
             f"max by ({by}) (max_over_time(timestamp(({busy_now}) >= {busy_percent})"
             f"[{lookback}s:{step}s]))"
