@@ -15,6 +15,7 @@ from gpuctl.common.errors import (
     Aborted,
     GpuctlError,
     UsageError,
+    redact,
 )
 from gpuctl.runtime import workflow
 
@@ -330,7 +331,7 @@ def _debug_traceback() -> None:
     if application.application().debug:
         import traceback
 
-        traceback.print_exc()
+        sys.stderr.write(redact(traceback.format_exc()))  # no URL's credentials, here either
 
 
 def _first_line(e: BaseException) -> str:
