@@ -278,8 +278,7 @@ def deploy_objects(
         if not extender_image:
             raise UsageError(
                 "--extender-image: the image with gpuctl in it, for the extender container",
-                hint="gpuctl publishes none: build one with `pip install gpuctl` on a Python "
-                "base image, its entrypoint free (the Deployment gives the command)",
+                hint="`make image` builds one (docs/image.md)",
             )
         sidecars = [extender_container(extender_image)]
         # the extender's watches: nodes and pods, read only
