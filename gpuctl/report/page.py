@@ -74,6 +74,7 @@ def html_page(r: Report) -> str:
         "<h2>GPUs over the window</h2>",
         f"<figure>{cluster}</figure>",
         "<h2>Where each team's GPU-hours went</h2>",
+        _chart_note(r),
         f"<figure>{teams}</figure>",
         "<h2>Pods that held GPUs idle the longest</h2>",
         _holders_table(r),
@@ -90,8 +91,10 @@ def _day(t: float) -> str:
 def _span(r: Report) -> str:
     fmt = "%a %-d %b %Y %H:%M"
     start, end = (datetime.fromtimestamp(t, timezone.utc).strftime(fmt) for t in (r.start, r.end))
-    days = (r.end - r.start) / 86400
-    length = f"{days:g} days" if days >= 1 else f"{(r.end - r.start) / 3600:g} hours"
+    days, hours = (r.end - r.start) / 86400, (r.end - r.start) / 3600
+    length = (
+        f"{days:g} day{'s' * (days != 1)}" if days >= 1 else f"{hours:g} hour{'s' * (hours != 1)}"
+    )
     return f"{start} to {end} UTC ({length})"
 
 
@@ -145,6 +148,18 @@ def _headline(r: Report) -> str:
     return (
         f'<section id="headline"><div class="tiles">{cells}</div>'
         f'<p class="lead">{html.escape(lead)}</p>{note}</section>'
+    )
+
+
+def _chart_note(r: Report) -> str:
+    """What the teams' chart leaves to the table (the others' sum would dwarf every bar)."""
+    left = len(r.teams) - min(len(r.teams), CHART_TEAMS) + (r.others.teams if r.others else 0)
+    if not left:
+        return ""
+    shown = min(len(r.teams), CHART_TEAMS)
+    return (
+        f'<p class="when">The {shown} teams with the most idle cost; the other {left:,} are '
+        "in the table above.</p>"
     )
 
 
@@ -344,8 +359,6 @@ def _teams_chart(r: Report) -> str:
     from matplotlib.patches import Patch
 
     shown = sorted(r.teams, key=_by_idle)[:CHART_TEAMS]
-    if r.others:
-        shown.append(r.others)
     fig = Figure(figsize=(14, 1.2 + 0.42 * max(1, len(shown))), layout="constrained")
     ax = fig.subplots()
     y = list(range(len(shown)))
