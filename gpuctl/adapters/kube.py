@@ -76,6 +76,7 @@ KINDS = {
     "Workload": (_KUEUE, "workloads", True),
     "JobSet": (apis.JOBSET_API_VERSION, "jobsets", True),
     "ScaledObject": (apis.KEDA_API_VERSION, "scaledobjects", True),
+    "TriggerAuthentication": (apis.KEDA_API_VERSION, "triggerauthentications", True),
 }
 
 

@@ -24,6 +24,11 @@ DEFAULT_TIMEOUT = 10.0  # seconds per query, the whole answer included
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
 
 
+class QueryTooLong(BackendError):
+    """A query Prometheus could not finish in time or in memory (its --query.timeout or
+    --query.max-samples, or gpuctl's own timeout): the same over a shorter range may pass."""
+
+
 class Prometheus:
     """One Prometheus server. `queries_sent` counts the HTTP queries made so far."""
 
@@ -183,7 +188,7 @@ class Prometheus:
         return done, result
 
     def _too_slow(self) -> BackendError:
-        return BackendError(
+        return QueryTooLong(
             f"Prometheus at {self.url} did not answer within {self.timeout:g} s",
             hint="check that Prometheus is healthy and the network path to it "
             "(a proxy that holds the connection?)",
@@ -222,12 +227,12 @@ class Prometheus:
             ) from None
 
     def _http_error(self, e, query: str) -> BackendError:
-        detail, kind = "", None
+        detail, kind, said = "", "", ""
         try:
             answer = json.loads(e.read() or b"null")
             if isinstance(answer, dict) and answer.get("error"):
-                kind = answer.get("errorType", "error")
-                detail = f": {_text(kind)}: {_text(answer['error'])}"
+                kind, said = str(answer.get("errorType", "error")), str(answer["error"])
+                detail = f": {_text(kind)}: {_text(said)}"
         except (ValueError, OSError, RecursionError):
             pass
         hints = {
@@ -236,12 +241,14 @@ class Prometheus:
             404: f"no /api/v1/query under {self.url}: is this the Prometheus base URL?",
         }
         hint = hints.get(e.code, HINT_URL if e.code < 500 else None)
-        if kind in ("bad_data", "execution"):  # Prometheus itself answered: the URL is right
+        # Prometheus's query timeout (errorType timeout) and its sample limit
+        too_long = kind == "timeout" or "too many samples" in said
+        if kind in ("bad_data", "execution") and not too_long:  # the URL is right
             hint = (
                 "Prometheus could not evaluate gpuctl's query: a bug in gpuctl; please report "
                 f"it with the query: {_text(query, 300)}"
             )
-        return BackendError(
+        return (QueryTooLong if too_long else BackendError)(
             f"Prometheus at {self.url} answered HTTP {e.code} {_text(e.reason)}{detail}", hint=hint
         )
 

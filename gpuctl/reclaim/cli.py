@@ -12,6 +12,7 @@ from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format
 from gpuctl.cli.workflow import changes
 from gpuctl.common.errors import UsageError
+from gpuctl.k8s import images
 
 reclaim_app = typer.Typer(
     help="Give idle-held GPUs back by policy: report, suspend (Kueue-aware), scale to zero "
@@ -118,7 +119,11 @@ def render(
         False, "--deploy", help="The CronJob (or Deployment), ServiceAccount and RBAC."
     ),
     policy: PolicyFile = None,
-    image: str = typer.Option(..., "--image", help="An image with gpuctl installed."),
+    image: str = typer.Option(
+        images.DEFAULT,
+        "--image",
+        help="An image with gpuctl installed (`make image` builds the default; docs/image.md).",
+    ),
     namespace: str = options.namespace("Where it runs (default: gpuctl).", default="gpuctl"),
     prometheus: str | None = options.prometheus(),
     schedule: str = typer.Option("*/15 * * * *", "--schedule", help="The CronJob's schedule."),

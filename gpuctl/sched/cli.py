@@ -12,6 +12,7 @@ import typer
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import DataFormat, dump, dump_documents, echo
+from gpuctl.k8s import images
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
@@ -54,10 +55,11 @@ EXTENDER = typer.Option(
     "beside kube-scheduler by --deploy) instead of NodeResourcesFit.",
 )
 EXTENDER_IMAGE = typer.Option(
-    None,
+    images.DEFAULT,
     "--extender-image",
     metavar="IMAGE",
-    help="With --extender --deploy: an image with gpuctl installed, for the extender container.",
+    help="With --extender --deploy: an image with gpuctl installed, for the extender container "
+    "(`make image` builds the default; docs/image.md).",
 )
 SHAPE = typer.Option(
     None,
@@ -93,7 +95,7 @@ def render(
     name: str | None = NAME,
     shape: str | None = SHAPE,
     extender: bool = EXTENDER,
-    extender_image: str | None = EXTENDER_IMAGE,
+    extender_image: str = EXTENDER_IMAGE,
     deploy: bool = DEPLOY,
     namespace: str = options.namespace(
         "Namespace the scheduler runs in and holds its lease.", default="kube-system"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuctl.common.errors import UsageError, carries_credentials
 from gpuctl.k8s.labels import MANAGED
 from gpuctl.reclaim.core import policy as pol
 
@@ -76,6 +77,12 @@ def render(
     policy: pol.Policy, policy_text: str, namespace: str, image: str, prometheus: str,
     schedule: str = "*/15 * * * *", every_s: int | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
+    if carries_credentials(prometheus):
+        raise UsageError(
+            "--prometheus: the URL carries credentials, which would be written in clear into "
+            "the reclaimer's environment",
+            hint="give a URL without them (an in-cluster Prometheus, or a proxy that adds them)",
+        )
     pod_spec = {
         "serviceAccountName": NAME,
         "restartPolicy": "Always" if every_s else "Never",

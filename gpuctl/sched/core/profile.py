@@ -121,8 +121,7 @@ def check_extender_image(extender: bool, deploy: bool, image: str | None) -> Non
     if extender and deploy and not image:
         raise UsageError(
             "--extender-image: the image with gpuctl in it, for the extender container",
-            hint="gpuctl publishes none: build one with `pip install gpuctl` on a Python "
-            "base image, its entrypoint free (the Deployment gives the command)",
+            hint="`make image` builds one (docs/image.md)",
         )
     if image is not None and (len(image) > 255 or not _IMAGE.fullmatch(image)):
         raise UsageError(
