@@ -292,3 +292,28 @@ def test_doctor_says_when_prometheus_has_only_a_duty_cycle(cli, kube_api, promet
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
     assert checks["busy signal"]["status"] == "pass"
     assert "all 1 GPU(s)" in checks["busy signal"]["detail"]
+
+
+def test_gpu_nodes_counts_every_vendor_s_accelerators():
+    from tests.node_corpus import corpus
+
+    real = corpus()
+    neuron, tpu, amd = (
+        real["neuron-trn2-karpenter"],
+        real["gke-tpu-v5e-2x4"],
+        real["amd-labelled-no-capacity"],
+    )
+    both = doctor.check_gpu_nodes([node("gpu-1", 8), neuron, tpu, amd, node("cpu", 0, gfd=False)])
+    assert (both.status, both.detail) == (
+        "pass",
+        "1 GPU node(s), 8 GPU(s) allocatable; 3 other accelerator node(s): "
+        "16 aws.amazon.com/neuron, 128 aws.amazon.com/neuroncore, 4 google.com/tpu allocatable",
+    )
+    alone = doctor.check_gpu_nodes([neuron])
+    assert (alone.status, alone.detail) == (
+        "pass",
+        "1 other accelerator node(s): 16 aws.amazon.com/neuron, "
+        "128 aws.amazon.com/neuroncore allocatable",
+    )
+    # the NVIDIA checks stay NVIDIA's: GFD's labels are not asked of a Neuron node
+    assert doctor.check_gfd([neuron, node("gpu-1", 8)]).status == "pass"
