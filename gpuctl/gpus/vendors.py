@@ -58,7 +58,7 @@ class Label:
         return self.value is None or labels[self.key] == self.value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object per vendor: compared, and cached, by identity
 class Vendor:
     name: str
     resources: tuple[Resource, ...]
@@ -67,14 +67,11 @@ class Vendor:
     device_classes: tuple[str, ...] = ()  # the DeviceClasses its DRA driver ships
 
     def offers(self, resource: str) -> bool:
-        return any(r.match(resource) for r in self.resources)
+        return _unit(self, resource)[0]
 
     def partition_of(self, resource: str) -> str | None:
         """The partition one unit of RESOURCE is; None: a whole device (or not the vendor's)."""
-        for r in self.resources:
-            if m := r.match(resource):
-                return m.groupdict().get("p") or r.partition
-        return None
+        return _unit(self, resource)[1]
 
     def labelled(self, labels: Mapping[str, str]) -> Label | None:
         """The first of the vendor's discovery labels the node carries."""
@@ -84,6 +81,17 @@ class Vendor:
 @lru_cache(maxsize=64)
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
+
+
+# a cluster's nodes and pods name a few dozen resources, each many times
+@lru_cache(maxsize=4096)
+def _unit(vendor: Vendor, resource: str) -> tuple[bool, str | None]:
+    """Whether RESOURCE is the vendor's, and the partition one unit of it is (None: a whole
+    device)."""
+    for r in vendor.resources:
+        if m := r.match(resource):
+            return True, m.groupdict().get("p") or r.partition
+    return False, None
 
 
 NVIDIA = Vendor(
@@ -147,6 +155,7 @@ INTEL = Vendor(
 VENDORS = (NVIDIA, AMD, AWS, GOOGLE, INTEL)
 
 
+@lru_cache(maxsize=4096)
 def vendor_of(resource: str) -> Vendor | None:
     """The vendor whose device plugin advertises RESOURCE; None for a resource that is no
     accelerator (cpu, vpc.amazonaws.com/efa, nvidia.com/sriov_rdma)."""
