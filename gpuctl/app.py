@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("gpuctl.jobs.cli", "Print the Kubernetes manifests for job specs (a service's: its Deployment, Service and autoscaler)."),
     "submit": ("gpuctl.jobs.cli", "Check that a job fits the cluster and that the volumes and secrets it uses exist, then create it (all objects, or none)."),
     "top": ("gpuctl.top.cli", "Show GPU utilization, memory, temperature, power and processes."),
+    "nodes": ("gpuctl.nodes.cli", "List each node's accelerators: vendor, model, count, allocated and free, through which source (device plugin or DRA) and resource or DeviceClass."),
     "advise": ("gpuctl.advise.cli", "Rightsizing advice per workload: keep its GPUs, move it to a MIG profile or a time-sliced share, or release them; and how many GPUs the cluster would free."),
     "report": ("gpuctl.report.cli", "Per team: GPU-hours held (MIG slices by their fraction, time-sliced shares split), busy GPU-hours by the busy signal, idle-held hours and their cost; the top idle holders; the cluster's allocation and busy fraction over time."),
     "doctor": ("gpuctl.doctor.cli", "Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin, MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing admission (waitForPodsReady), GPU resources covered by ClusterQueues; with a Prometheus, the busy signal its DCGM series give; with --spec, whether each job spec's GPUs select a node."),

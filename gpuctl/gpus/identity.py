@@ -261,7 +261,8 @@ def by_short_name(short: str) -> names.Named | None:
     return next((m for m in known_models() if m.short_name == short), None)
 
 
-def _memory_of(model: names.Named) -> int | None:
+def memory_of(model: names.Named) -> int | None:
+    """MiB per GPU of a model gpuctl knows (its geometry, or what EC2 reports for it)."""
     mib = getattr(model, "memory_total_mib", None)
     if isinstance(mib, int):
         return mib
@@ -278,7 +279,7 @@ def model_named(text: str, memory_mib: int | None = None) -> str | None:
         return whole.short_name
     found = names.candidates(text, pool)
     if len(found) > 1 and memory_mib:
-        sized = [(abs((_memory_of(m) or 0) - memory_mib), m) for m in found]
+        sized = [(abs((memory_of(m) or 0) - memory_mib), m) for m in found]
         best = min(d for d, _ in sized)
         found = [m for d, m in sized if d == best]
     if len(found) > 1:
@@ -425,18 +426,18 @@ def _mig(
             if key.startswith(MIG_PREFIX) and key.endswith(".count"):
                 mixed[key[len(MIG_PREFIX) : -len(".count")]] = whole_number(value) or 0
     if mixed:
-        return "mixed", False, {_profile(p): n for p, n in sorted(mixed.items())}
+        return "mixed", False, {mig_profile(p): n for p, n in sorted(mixed.items())}
     _, profile, _ = names.split_product(labels.get(GFD_PRODUCT, ""))
     if profile == "invalid":
         return "single", True, {}
     partition = labels.get(GKE_PARTITION)
     if profile or partition:
         slices = alloc.get(GPU, cap.get(GPU, 0))
-        return "single", False, {_profile(profile or partition or ""): slices}
+        return "single", False, {mig_profile(profile or partition or ""): slices}
     return "none", False, {}
 
 
-def _profile(name: str) -> str:
+def mig_profile(name: str) -> str:
     """A profile as the geometry names it: 1g.10gb.me (a resource or label) → 1g.10gb+me."""
     return re.sub(r"^([0-9]+g\.[0-9]+gb)\.", r"\1+", name.lower())
 

@@ -1,15 +1,19 @@
 """Nodes as the API returns them: their labels, capacity, allocatable and taints, the labels
-NVIDIA's GPU stack puts on them, and the one rule for which node is a GPU node. Pure."""
+NVIDIA's GPU stack puts on them, the one rule for which node is a GPU node (NVIDIA's) and
+which an accelerator node (any vendor's), and their accelerator inventory. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import count
+from gpuctl.gpus.accelerators import DraSource, NodeInventory
 from gpuctl.gpus.identity import NodeGpus, identify
+from gpuctl.gpus.inventory import node_inventory
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL
-from gpuctl.k8s.objects import labels_of
+from gpuctl.gpus.vendors import NVIDIA, VENDORS, Vendor, is_accelerator_resource
+from gpuctl.k8s.objects import labels_of, name_of
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -41,12 +45,17 @@ def is_gpu_resource(name: str) -> bool:
     device `nvidia.com/mig-<profile>`, or either renamed by sharing (`nvidia.com/gpu.shared`,
     `nvidia.com/mig-1g.10gb.shared`). Other `nvidia.com/` resources are not GPUs: the
     Network Operator's SR-IOV and RDMA devices use that prefix too."""
-    return name == GPU or name.startswith((GPU + ".", MIG_PREFIX))
+    return NVIDIA.offers(name)
 
 
 def gpu_resources(node: dict[str, Any]) -> dict[str, int]:
     """The GPU resources the node has allocatable, and how many of each."""
     return {k: count(v) for k, v in allocatable(node).items() if is_gpu_resource(k)}
+
+
+def accelerator_resources(node: dict[str, Any]) -> dict[str, int]:
+    """Every vendor's accelerator resources the node has allocatable, and how many of each."""
+    return {k: count(v) for k, v in allocatable(node).items() if is_accelerator_resource(k)}
 
 
 def is_gpu_node(node: dict[str, Any]) -> bool:
@@ -61,11 +70,20 @@ def is_gpu_node(node: dict[str, Any]) -> bool:
 
     A node with only a cloud's instance-type label is not one: the label says nothing of
     whether the GPU stack works there, and that is what the callers ask."""
-    labels = labels_of(node)
-    if labels.get(GFD_PRESENT) == "true" or (whole_number(labels.get(GFD_COUNT, "")) or 0) > 0:
+    return _has(node, NVIDIA)
+
+
+def is_accelerator_node(node: dict[str, Any]) -> bool:
+    """The same rule for any vendor's accelerators (gpuctl.gpus.vendors): the node
+    advertises one of a vendor's resources, or the vendor's feature discovery labelled it."""
+    return any(_has(node, vendor) for vendor in VENDORS)
+
+
+def _has(node: dict[str, Any], vendor: Vendor) -> bool:
+    if vendor.labelled(labels_of(node)):
         return True
     return any(
-        is_gpu_resource(k) and count(v) > 0
+        vendor.offers(k) and count(v) > 0
         for where in (capacity(node), allocatable(node))
         for k, v in where.items()
     )
@@ -93,3 +111,12 @@ def gpus_of(node: dict[str, Any]) -> NodeGpus:
     cap = {k: count(v) for k, v in capacity(node).items() if is_gpu_resource(k)}
     alloc = {k: count(v) for k, v in allocatable(node).items() if is_gpu_resource(k)}
     return identify(labels_of(node), cap, alloc)
+
+
+def inventory_of(
+    node: dict[str, Any], pods: Iterable[dict[str, Any]], *, dra: DraSource | None = None
+) -> NodeInventory:
+    """The node's accelerators from every source, allocated to PODS (gpuctl.gpus.inventory)."""
+    cap = {k: count(v) for k, v in capacity(node).items() if is_accelerator_resource(k)}
+    alloc = {k: count(v) for k, v in allocatable(node).items() if is_accelerator_resource(k)}
+    return node_inventory(name_of(node), labels_of(node), cap, alloc, pods, dra=dra)

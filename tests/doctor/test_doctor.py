@@ -309,3 +309,28 @@ def test_mig_slices_are_not_counted_as_gpus():
     assert (check.status, check.detail) == (
         "pass", "2 GPU node(s), 6 GPUs, 6 split into 18 MIG slices"
     )  # fmt: skip
+
+
+def test_gpu_nodes_counts_every_vendor_s_accelerators():
+    from tests.node_corpus import corpus
+
+    real = corpus()
+    neuron, tpu, amd = (
+        real["neuron-trn2-karpenter"],
+        real["gke-tpu-v5e-2x4"],
+        real["amd-labelled-no-capacity"],
+    )
+    both = doctor.check_gpu_nodes([node("gpu-1", 8), neuron, tpu, amd, node("cpu", 0, gfd=False)])
+    assert (both.status, both.detail) == (
+        "pass",
+        "1 GPU node(s), 8 GPUs; 3 other accelerator node(s): "
+        "16 aws.amazon.com/neuron, 128 aws.amazon.com/neuroncore, 4 google.com/tpu allocatable",
+    )
+    alone = doctor.check_gpu_nodes([neuron])
+    assert (alone.status, alone.detail) == (
+        "pass",
+        "1 other accelerator node(s): 16 aws.amazon.com/neuron, "
+        "128 aws.amazon.com/neuroncore allocatable",
+    )
+    # the NVIDIA checks stay NVIDIA's: GFD's labels are not asked of a Neuron node
+    assert doctor.check_gfd([neuron, node("gpu-1", 8)]).status == "pass"

@@ -28,6 +28,19 @@ EXPECTED = {
     "gke-a100-partitioned": ("A100-40GB", "gke", "single", {"1g.5gb": 7}, "none", 0),
     "aks-a100": ("A100-80GB", "aks", "none", {}, "none", 1),
     "gpuctl-h100": ("H100-80GB", "gpuctl", "none", {}, "none", 8),
+    # other vendors' nodes: no NVIDIA GPU (their inventory: tests/gpus/test_inventory.py)
+    **{
+        stem: (None, None, "none", {}, "none", 0)
+        for stem in (
+            "amd-mi300x-vf",
+            "amd-labelled-no-capacity",
+            "amd-mixed-partitions",
+            "neuron-inf1-eks",
+            "neuron-trn2-karpenter",
+            "gke-tpu-v5e-2x4",
+            "gaudi-hfd",
+        )
+    },
 }
 
 

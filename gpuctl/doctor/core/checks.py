@@ -19,10 +19,13 @@ from gpuctl.k8s.nodes import (
     MIG_CONFIG,
     MIG_PREFIX,
     MIG_STRATEGY,
+    accelerator_resources,
     allocatable,
     gpu_resources,
     gpus_of,
+    is_accelerator_node,
     is_gpu_node,
+    is_gpu_resource,
     mig_reason,
 )
 from gpuctl.k8s.objects import labels_of, name_of, namespace_of
@@ -58,7 +61,9 @@ def _gpu_count(node: dict[str, Any]) -> int:
 
 
 def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
+    """NVIDIA's GPU nodes, and every other vendor's accelerator nodes beside them."""
     gpu_nodes = _gpu_nodes(nodes)
+    others = [n for n in nodes if is_accelerator_node(n) and not is_gpu_node(n)]
     silent = [_name(n) for n in gpu_nodes if _gpu_count(n) == 0]
     if silent:
         return Check(
@@ -68,16 +73,32 @@ def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
             "check the device plugin pod on those nodes (kubectl -n <ns> logs <pod>) "
             "and the NVIDIA driver / container toolkit on the host",
         )
-    if not gpu_nodes:
+    if not gpu_nodes and not others:
         return Check(
             "gpu-nodes",
             FAIL,
-            "no node has nvidia.com/gpu (or MIG) allocatable",
+            "no node has nvidia.com/gpu (or MIG) allocatable, nor another vendor's accelerator",
             "add GPU nodes (gpuctl provision) and install the NVIDIA GPU Operator or device plugin",
         )
-    # physical GPUs, MIG slices apart: a slice or a time-shared replica is not a GPU
-    total = sum((gpus_of(n).physical for n in gpu_nodes), GpuCount())
-    return Check("gpu-nodes", PASS, f"{len(gpu_nodes)} GPU node(s), {total.text()}")
+    found = []
+    if gpu_nodes:
+        # physical GPUs, MIG slices apart: a slice or a time-shared replica is not a GPU
+        total = sum((gpus_of(n).physical for n in gpu_nodes), GpuCount())
+        found.append(f"{len(gpu_nodes)} GPU node(s), {total.text()}")
+    if others:
+        found.append(f"{len(others)} other accelerator node(s): {_other_accelerators(others)}")
+    return Check("gpu-nodes", PASS, "; ".join(found))
+
+
+def _other_accelerators(nodes: list[dict[str, Any]]) -> str:
+    """Each non-NVIDIA accelerator resource the nodes have allocatable, summed."""
+    summed: dict[str, int] = {}
+    for node in nodes:
+        for resource, n in accelerator_resources(node).items():
+            if not is_gpu_resource(resource):
+                summed[resource] = summed.get(resource, 0) + n
+    listed = ", ".join(f"{n} {resource}" for resource, n in sorted(summed.items()))
+    return f"{listed or 'none'} allocatable"
 
 
 def _gpu_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,1 @@
+"""`gpuctl nodes`: the accelerators each node offers, of every vendor and source."""
