@@ -30,6 +30,7 @@ def one_of_each(kinds: dict) -> list[dict]:
         "ResourceQuota": {"spec": {"hard": {"requests.nvidia.com/gpu": "8"}}},
         "Service": {"spec": {"ports": [{"port": 80}]}},
         "Job": {"spec": pod_template},
+        "CronJob": {"spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": pod_template}}},
         "DaemonSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
         "Deployment": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
         "StatefulSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
@@ -47,6 +48,9 @@ def one_of_each(kinds: dict) -> list[dict]:
                 "scaleTargetRef": {"name": "d"},
                 "triggers": [{"type": "cpu", "metadata": {"value": "50"}}],
             }
+        },
+        "TriggerAuthentication": {
+            "spec": {"secretTargetRef": [{"parameter": "bearerToken", "name": "s", "key": "t"}]}
         },
         "ResourceFlavor": {"spec": {}},
         "ClusterQueue": {"spec": {"namespaceSelector": {}}},
@@ -73,7 +77,13 @@ def one_of_each(kinds: dict) -> list[dict]:
 def test_kubectl_gets_every_kind_gpuctl_reads(kube, kube_api, kubectl):
     kinds = {k: (v, namespaced) for k, (v, _, namespaced) in adapter.KINDS.items()}
     kube.install_crds(
-        "ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload", "JobSet", "ScaledObject"
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "Workload",
+        "JobSet",
+        "ScaledObject",
+        "TriggerAuthentication",
     )
     objects = one_of_each(kinds)
     seed(kube_api, *objects[:3])  # through the official client

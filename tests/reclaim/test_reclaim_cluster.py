@@ -19,6 +19,11 @@ NODE = "gpu-node-1"
 IDLE = 0.0
 
 
+# the exporter keeps sending while a module's tests run (minutes on a loaded machine): its
+# series go on 30 minutes past the moment they are loaded, each query reads those up to now
+LIVE = -1800
+
+
 def busy_recently(age: float) -> float:
     return 80.0 if age < 600 else 0.0
 
@@ -28,17 +33,18 @@ def busy_until_3h_ago(age: float) -> float:
 
 
 WORKLOADS = [
-    ("research", "notebook", "Deployment", "GPU-0", IDLE, 5),
-    ("research", "keep", "Deployment", "GPU-1", IDLE, 5),  # labelled gpuctl.io/reclaim: never
-    ("ml", "train", "Job", "GPU-2", 85.0, 5),  # busy
-    ("ml", "stalled", "Job", "GPU-3", IDLE, 5),  # plain Job: spec.suspend
-    ("ml", "queued", "Job", "GPU-4", IDLE, 5),  # Kueue-managed: Workload deactivated
-    ("ml", "late", "Job", "GPU-5", busy_recently, 5),  # idle, then busy 10 minutes ago
-    ("ml", "stale", "Job", "GPU-6", IDLE, 240),  # newest sample 4 minutes old
-    ("ml", "nodata", "Job", None, IDLE, 5),  # no series at all
-    ("other", "elsewhere", "Job", "GPU-7", IDLE, 5),  # no rule covers it
-    ("scratch", "debug", "Pod", "GPU-9", IDLE, 5),  # a bare pod: delete is opted in
-    ("ml", "finished", "Job", "GPU-8", busy_until_3h_ago, 5),  # idle for 3 hours
+    ("research", "notebook", "Deployment", "GPU-0", IDLE, LIVE),
+    ("research", "keep", "Deployment", "GPU-1", IDLE, LIVE),  # labelled gpuctl.io/reclaim: never
+    ("ml", "train", "Job", "GPU-2", 85.0, LIVE),  # busy
+    ("ml", "stalled", "Job", "GPU-3", IDLE, LIVE),  # plain Job: spec.suspend
+    ("ml", "queued", "Job", "GPU-4", IDLE, LIVE),  # Kueue-managed: Workload deactivated
+    ("ml", "late", "Job", "GPU-5", busy_recently, LIVE),  # idle, then busy 10 minutes ago
+    # newest sample 2.5 min old: stale (2m), and for 2.5 min more within the 5m lookback
+    ("ml", "stale", "Job", "GPU-6", IDLE, 150),
+    ("ml", "nodata", "Job", None, IDLE, LIVE),  # no series at all
+    ("other", "elsewhere", "Job", "GPU-7", IDLE, LIVE),  # no rule covers it
+    ("scratch", "debug", "Pod", "GPU-9", IDLE, LIVE),  # a bare pod: delete is opted in
+    ("ml", "finished", "Job", "GPU-8", busy_until_3h_ago, LIVE),  # idle for 3 hours
 ]
 # JobSets (gangs): one replicated job of two 1-GPU pods, each pod's GPU value over age
 GANGS = [("gang", [IDLE, IDLE]), ("halfbusy", [IDLE, 85.0])]
@@ -78,7 +84,7 @@ def series():
         for i, value in enumerate(values):
             labels = {"gpu": str(10 + 2 * g + i), "UUID": f"GPU-{name}-{i}", "Hostname": NODE, "namespace": "ml",
                       "pod": gang_pod(name, i), "container": "main", "job": "dcgm"}  # fmt: skip
-            out += device_series(labels, value, 1000, 81559, **week)
+            out += device_series(labels, value, 1000, 81559, newest_s=LIVE, **week)
     return out
 
 

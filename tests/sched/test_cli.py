@@ -155,7 +155,6 @@ def test_extender_deploy_runs_an_image_with_gpuctl(cli):
 @pytest.mark.parametrize(
     "image, needle",
     [
-        (None, "--extender-image: the image with gpuctl in it"),
         ("", "--extender-image: the image with gpuctl in it"),
         ("registry.example/gpuctl 0.9", "'registry.example/gpuctl 0.9' is not an image reference"),
         ("Registry/GPUctl:0.9", "is not an image reference"),
@@ -164,7 +163,7 @@ def test_extender_deploy_runs_an_image_with_gpuctl(cli):
 )
 def test_the_extender_image_is_checked_before_the_cluster_is_read(kube, cli, image, needle):
     args = ["sched", "render", "--extender", "--deploy"]
-    r = cli(*args, *(["--extender-image", image] if image is not None else []))
+    r = cli(*args, "--extender-image", image)
     assert r.code == 2 and needle in r.err and r.out == "", r
     assert kube.requests() == []
 
