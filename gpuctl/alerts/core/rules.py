@@ -186,7 +186,8 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
                     # one SM: say where the busy signal cannot be better than that.
                     _rule(
                         "GPUBusySignalDutyCycleOnly",
-                        f"count by (Hostname) ({duty}) unless on (Hostname) "
+                        # a GPU split into MIG slices counts once: the value is physical GPUs
+                        f"count by (Hostname) (max by ({BOARD}) ({duty})) unless on (Hostname) "
                         f"count by (Hostname) ({sm})",
                         "1h",
                         "info",
