@@ -231,9 +231,10 @@ def test_default_rules_fire_and_stay_quiet(promtool, tmp_path, capsys):
                         "Hostname": "n2",
                         **gpu_labels("n2", "0", host_label="hostname", **held, **mig(2)),
                     },
-                    "GPU 0 on n2 is held by a pod but idle",
-                    "research/nb-1 holds GPU 0 on n2 whose utilization averaged 1% over 30m "
-                    "(threshold 5%).",
+                    # the slice named: seven slices of a GPU are not seven alerts on "GPU 0"
+                    "GPU 0 MIG slice 2 (3g.40gb) on n2 is held by a pod but idle",
+                    "research/nb-1 holds GPU 0 MIG slice 2 (3g.40gb) on n2 whose utilization "
+                    "averaged 1% over 30m (threshold 5%).",
                 ),
             ],
         ),
