@@ -303,6 +303,17 @@ def test_doctor_says_when_prometheus_has_only_a_duty_cycle(cli, kube_api, promet
     assert checks["busy signal"]["detail"] == "SM activity (DCGM_FI_PROF_SM_ACTIVE) on all 1 GPU"
 
 
+def test_busy_signal_counts_gpus_and_mig_slices_apart():
+    """The sandbox's default cluster: 24 whole GPUs and 8 A100s as 56 1g.10gb slices, all on
+    dcgm-exporter's default counters (no SM_ACTIVE): 80 devices, not 80 GPUs."""
+    check = doctor.check_busy_signal({"any": 24, "any_mig": 56})
+    assert (check.status, check.detail) == (
+        "warn", "only a duty cycle on all 24 GPUs and 56 MIG slices: no DCGM_FI_PROF_SM_ACTIVE"
+    )  # fmt: skip
+    check = doctor.check_busy_signal({"any": 2, "sm": 2, "any_mig": 7})
+    assert check.detail == "only a duty cycle on 7 of 7 MIG slices: no SM_ACTIVE"
+
+
 def test_mig_slices_are_not_counted_as_gpus():
     """Real nodes (tests/data/nodes): two A100 40GB as 14 1g.5gb slices under the single
     strategy, whose nvidia.com/gpu.count is the slices (k8s-device-plugin's GFD README:
@@ -314,14 +325,3 @@ def test_mig_slices_are_not_counted_as_gpus():
     assert (check.status, check.detail) == (
         "pass", "2 GPU node(s), 6 GPUs, 6 split into 18 MIG slices"
     )  # fmt: skip
-
-
-def test_busy_signal_counts_gpus_and_mig_slices_apart():
-    """The sandbox's default cluster: 24 whole GPUs and 8 A100s as 56 1g.10gb slices, all on
-    dcgm-exporter's default counters (no SM_ACTIVE): 80 devices, not 80 GPUs."""
-    check = doctor.check_busy_signal({"any": 24, "any_mig": 56})
-    assert (check.status, check.detail) == (
-        "warn", "only a duty cycle on all 24 GPUs and 56 MIG slices: no DCGM_FI_PROF_SM_ACTIVE"
-    )  # fmt: skip
-    check = doctor.check_busy_signal({"any": 2, "sm": 2, "any_mig": 7})
-    assert check.detail == "only a duty cycle on 7 of 7 MIG slices: no SM_ACTIVE"
