@@ -38,6 +38,8 @@ import urllib.error
 import urllib.request
 import zlib
 
+from gpuctl.gpus import geometry
+from gpuctl.gpus.names import product_label, reported_names
 from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.sim import cluster, dcgm_exporter
 from gpuctl.sim.kube import KubeEmulator
@@ -433,7 +435,7 @@ class Simulation:
                 dcgm_exporter.Device(
                     gpu=gpu,
                     uuid=uuid,
-                    model=labels["nvidia.com/gpu.product"].split("-MIG-")[0].replace("-", " ", 1),
+                    model=_nvml_name(labels["nvidia.com/gpu.product"]),
                     values=values,
                     holders=holder,
                     mig=(mig, i % per_gpu + 1) if mig else None,
@@ -444,6 +446,17 @@ class Simulation:
 
 
 _INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _nvml_name(product: str) -> str:
+    """The GPU's NVML name, which dcgm-exporter labels it with (modelName, e.g. `NVIDIA H100
+    80GB HBM3`), from GFD's product label: that name with dashes for spaces, a MIG slice's
+    with -MIG-<profile> after it."""
+    product = product.split("-MIG-")[0]
+    for model in geometry.models():
+        if product_label(model) == product and (names := reported_names(model)):
+            return names[0]
+    return product.replace("-", " ")
 
 
 def _setting(pod: dict, annotation: str) -> str | None:
