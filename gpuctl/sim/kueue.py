@@ -185,8 +185,8 @@ class Kueue:
         if owner["kind"] == "Job":
             patch: dict = {"spec": {"suspend": suspend}}
             if selector is not None:
-                pod = {"nodeSelector": selector, "tolerations": tolerations or None}
-                patch["spec"]["template"] = {"spec": {k: v for k, v in pod.items() if v}}
+                pod = ((owner.get("spec") or {}).get("template") or {}).get("spec") or {}
+                patch["spec"]["template"] = {"spec": _placed(pod, selector, tolerations)}
             self.api.patch(path_of(JOBS, m["namespace"], "jobs", m["name"]), patch)
             return
         spec = owner.get("spec") or {}
@@ -194,15 +194,9 @@ class Kueue:
         if selector is not None:
             jobs = []
             for rj in spec.get("replicatedJobs") or []:
-                pod = (
-                    rj.setdefault("template", {})
-                    .setdefault("spec", {})
-                    .setdefault("template", {})
-                    .setdefault("spec", {})
-                )
-                pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **selector}
-                if tolerations:
-                    pod["tolerations"] = (pod.get("tolerations") or []) + tolerations
+                job = (rj.get("template") or {}).setdefault("spec", {})
+                pod = job.setdefault("template", {}).setdefault("spec", {})
+                pod |= _placed(pod, selector, tolerations)
                 jobs.append(rj)
             patch["spec"]["replicatedJobs"] = jobs
         self.api.patch(path_of(JOBSETS, m["namespace"], "jobsets", m["name"]), patch)
@@ -404,6 +398,16 @@ class Kueue:
             old.get(k) != v for k, v in status.items()
         ):
             self.api.patch(path + "/status", {"status": {**status, "conditions": conditions}})
+
+
+def _placed(pod: dict, selector: dict, tolerations: list | None) -> dict:
+    """The pod's nodeSelector and tolerations with a flavor's added, as Kueue starts a job."""
+    known = pod.get("tolerations") or []
+    more = [t for t in tolerations or [] if t not in known]
+    return {
+        "nodeSelector": {**(pod.get("nodeSelector") or {}), **selector},
+        "tolerations": known + more,
+    }
 
 
 def _only(pod_spec: dict, labels: dict) -> dict:
