@@ -135,21 +135,24 @@ def devices(sim: Simulation, node: str, pods: list[dict]) -> list[dcgm_exporter.
     """What the node's dcgm-exporter reports: each GPU, or each MIG slice, with its holder."""
     hw = sim.gpus[node]
     holders = sim.holders(node, pods)
+    found = keyed(hw.devices())
+    utils = [util(holders[key]) if key in holders else 0 for key, _ in found]
     instance: dict[int, int] = {}
     out = []
-    for key, device in keyed(hw.devices()):
-        gpu, profile = device.gpu, device.profile
-        pod = holders.get(key)
-        busy = util(pod) if pod else 0
+    for (key, device), busy in zip(found, utils):
+        gpu, profile, pod = device.gpu, device.profile, holders.get(key)
         memory = hw.model.memory_total_mib
         if profile:
             memory = hw.model.profile(profile).memory_mib or memory // 8
         used = memory * busy // 110
+        # a MIG device's series carry its GPU's temperature and power (dcgm-exporter)
+        board = [u for (k, _), u in zip(found, utils) if k[0] == gpu]
+        average = sum(board) / len(board)
         values = {
             "DCGM_FI_DEV_FB_USED": used,
             "DCGM_FI_DEV_FB_FREE": memory - used,
-            "DCGM_FI_DEV_GPU_TEMP": 30 + busy // 3,
-            "DCGM_FI_DEV_POWER_USAGE": 70.0 + 6.0 * busy,
+            "DCGM_FI_DEV_GPU_TEMP": 30 + int(average) // 3,
+            "DCGM_FI_DEV_POWER_USAGE": 70.0 + 6.0 * average,
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE": busy / 100,
         }
         if not profile:
@@ -157,20 +160,14 @@ def devices(sim: Simulation, node: str, pods: list[dict]) -> list[dcgm_exporter.
         holder = []
         if pod:
             container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name", "main")
-            holder = [
-                dcgm_exporter.Holder(
-                    pod["metadata"]["namespace"], pod["metadata"]["name"], container
-                )
-            ]
-        uuid = f"GPU-{zlib.crc32(f'{node}/{gpu}'.encode()):08x}-5a4d-4b3c-9d2e-000000000{gpu:03d}"
+            meta = pod["metadata"]
+            holder = [dcgm_exporter.Holder(meta["namespace"], meta["name"], container)]
         mig = None
         if profile:
             instance[gpu] = instance.get(gpu, 0) + 1
             mig = (profile, instance[gpu])
-            slot = f"{node}/{gpu}/{profile}/{key[2]}"
-            uuid = (
-                f"MIG-{zlib.crc32(slot.encode()):08x}-0000-4000-8000-{gpu:04d}{instance[gpu]:08d}"
-            )
+        # a MIG device is labelled with its GPU's UUID (and GPU_I_ID), as dcgm-exporter does
+        uuid = f"GPU-{zlib.crc32(f'{node}/{gpu}'.encode()):08x}-5a4d-4b3c-9d2e-000000000{gpu:03d}"
         out.append(
             dcgm_exporter.Device(
                 gpu=gpu,
