@@ -42,6 +42,24 @@ echo
 run jobs list
 run jobs logs train-a
 
+say "MIG: the A100's slices are all 1g.10gb; make two 3g.40gb for what is coming"
+run mig rebalance --demand 3g.40gb=2 --yes --timeout 120
+
+if [ -n "$prometheus" ]; then
+  say "reclaim: the notebook holds 2 GPUs at 0 %; a policy suspends what idles for 30 s"
+  printf 'apiVersion: gpuctl/v1\nkind: ReclaimPolicy\nname: demo\nrules:\n  - name: idle\n    idleFor: 30s\n    action: suspend\n' > "$tmp/policy.yaml"
+  told() {  # Prometheus has enough history to tell: the notebook idle, the trainings busy
+    "$bin" reclaim --policy "$tmp/policy.yaml" --prometheus "$prometheus" -o json 2>/dev/null |
+      "$py" -c 'import json, sys
+seen = {w["name"]: w["status"] for w in json.load(sys.stdin)["workloads"]}
+sys.exit(not (seen.get("notebook") == "idle" and seen.get("train-a") == "busy"))'
+  }
+  until_true 120 told || run reclaim --policy "$tmp/policy.yaml" --prometheus "$prometheus"
+  run reclaim --policy "$tmp/policy.yaml" --prometheus "$prometheus" --yes
+else
+  echo "(no prometheus executable: reclaim and the cluster view need one; apt-get install prometheus)"
+fi
+
 say "an urgent 4-GPU job: no H100 node has 4 GPUs free"
 job urgent 4 h100 > "$tmp/urgent.yaml"
 "$bin" submit "$tmp/urgent.yaml" 2>/dev/null
@@ -49,25 +67,14 @@ sleep 2
 run jobs why urgent
 run make-room urgent --yes
 until_true 15 sh -c "'$bin' jobs get urgent | grep -q Running"
-run jobs list
-
-say "MIG: the A100's slices are all 1g.10gb; make two 3g.40gb for what is coming"
-run mig rebalance --demand 3g.40gb=2 --yes --timeout 120
 printf 'apiVersion: gpuctl/v1\nkind: Job\nname: finetune\nimage: nvcr.io/nvidia/pytorch:24.05-py3\nmig: 3g.40gb\ngpu_type: a100\n' > "$tmp/finetune.yaml"
 run submit "$tmp/finetune.yaml"
-
+sleep 2
+run jobs list
 if [ -n "$prometheus" ]; then
-  say "reclaim: the notebook's GPUs have been idle; a policy suspends it"
-  printf 'apiVersion: gpuctl/v1\nkind: ReclaimPolicy\nname: demo\nrules:\n  - name: idle\n    idleFor: 30s\n    action: suspend\n' > "$tmp/policy.yaml"
-  until_true 60 sh -c "'$bin' reclaim --policy '$tmp/policy.yaml' --prometheus '$prometheus' -o json 2>/dev/null | grep -q '\"status\": \"idle\"'"
-  run reclaim --policy "$tmp/policy.yaml" --prometheus "$prometheus" --yes
-  sleep 2
-  run jobs list
-  echo "\$ gpuctl top --prometheus $prometheus --once   # (first lines)"
-  "$bin" top --prometheus "$prometheus" --once | head -n 12
+  echo "\$ gpuctl top --prometheus $prometheus --once --sort util   # (first lines)"
+  "$bin" top --prometheus "$prometheus" --once --sort util | head -n 9
   echo
-else
-  echo "(no prometheus executable: reclaim and the cluster view need one; apt-get install prometheus)"
 fi
 run sandbox stop --name "$name"
 trap 'rm -rf "$tmp"' EXIT
