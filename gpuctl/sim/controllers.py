@@ -55,7 +55,8 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 HASH = "pod-template-hash"
 ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery util/rand: no vowels, no 0 1 3
 JOBS, JOBSETS, PODS, APPS = "batch/v1", "jobset.x-k8s.io/v1alpha2", "v1", "apps/v1"
-OWNED = {"Pod", "Job", "ReplicaSet", "Workload"}  # what the garbage collector looks after
+OWNERS = ("Deployment", "ReplicaSet", "JobSet", "Job")  # controllers the simulation runs
+COLLECTED = {"Pod": (PODS, "pods"), "Job": (JOBS, "jobs"), "ReplicaSet": (APPS, "replicasets")}
 
 
 def now_text() -> str:
@@ -248,6 +249,7 @@ class Simulation:
             self._job(job, world)
         self.mig.step(world.nodes, self._held)
         self._pods(world)
+        self._forget(world)
         return world
 
     def _write(self, obj: dict, api_version: str, plural: str, status: dict) -> None:
@@ -266,6 +268,7 @@ class Simulation:
     # -- garbage collector -----------------------------------------------------------------
 
     def _collect(self, world: World) -> None:
+        """The garbage collector: what lost its controller (of a kind simulated) goes."""
         alive = {
             meta(o).get("uid")
             for o in world.deployments + world.replicasets + world.jobsets + world.jobs
@@ -274,20 +277,23 @@ class Simulation:
             if owner in alive:
                 continue
             for obj in objects:
-                ref = controller_of(obj) or {}
-                if ref.get("kind") in ("Deployment", "ReplicaSet", "JobSet", "Job"):
+                if (controller_of(obj) or {}).get("kind") in OWNERS:
                     m = meta(obj)
-                    api_version = str(obj.get("apiVersion") or "")
-                    version = {"Pod": PODS, "Job": JOBS, "ReplicaSet": APPS}.get(obj["kind"])
-                    plural = obj["kind"].lower() + "s"
-                    self.api.delete(
-                        path_of(version or api_version, m["namespace"], plural, m["name"])
-                    )
+                    version, plural = COLLECTED[obj["kind"]]
+                    self.api.delete(path_of(version, m["namespace"], plural, m["name"]))
                     self.removed.add(m.get("uid") or "")
             del world.owned[owner]
         for kind in ("replicasets", "jobs", "pods"):
             kept = [o for o in getattr(world, kind) if meta(o).get("uid") not in self.removed]
             setattr(world, kind, kept)
+
+    def _forget(self, world: World) -> None:
+        """What no later tick needs: Jobs gone, pods deleted that no Job still counts."""
+        jobs = {meta(j)["uid"] for j in world.jobs}
+        for uid in [u for u in self.seen if u not in jobs]:
+            self.seen.pop(uid)
+            self.lost.pop(uid, None)
+        self.removed &= set().union(*self.seen.values())
 
     # -- Deployment and ReplicaSet controllers -----------------------------------------------
 
