@@ -139,8 +139,6 @@ def api_server_class():
             res, act = request.resource, request.action
             if res == pods and request.subresource == "eviction" and request.name:  # a POST
                 return await self._evict(request)
-            if res == pods and request.subresource == "log" and request.name:
-                return await self._serve_log(request)
             sent = request.headers.get("Content-Type", "application/json")
             if request.body and "json" not in sent:
                 # kubectl sends built-in kinds as protobuf; it falls back to JSON on a 415
@@ -182,7 +180,7 @@ def api_server_class():
                     now = self._stored(request)
                     return now is None or (now.raw.get("metadata") or {}).get("uid") != uid
 
-                return await pod_logs.serve(request._raw_request, pod, self.logs.get(key), gone)
+                return pod_logs.serve(dict(request.params), pod, self.logs.get(key), gone)
             except pod_logs.LogError as e:
                 raise kmock.KubernetesError(
                     status=e.status, reason=e.reason, message=e.message
@@ -255,6 +253,8 @@ def api_server_class():
             # above kmock's own fallback for watches, below any reaction a test adds
             json_stream: Any = kmock.headers({"Content-Type": "application/json"})
             (self.fallback**1)[kmock.action.WATCH] << json_stream << self._serve_watch
+            text: Any = kmock.headers({"Content-Type": "text/plain"})
+            (self.fallback**1)[pods, kmock.subresource("log")] << text << self._serve_log
             self["get /openapi/v3"] << self._serve_openapi
             self["get", re.compile(r"/openapi/v3/.+")] << self._serve_openapi_group
 

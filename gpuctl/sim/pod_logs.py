@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 TRUE = ("1", "t", "T", "true", "TRUE", "True")  # Go's strconv.ParseBool
@@ -170,47 +170,46 @@ def _line(when: float, text: str, timestamps: bool) -> bytes:
     return f"{nanos} {text}\n".encode()
 
 
-async def serve(raw_request: Any, pod: dict, log: ContainerLog | None, gone: Callable) -> Any:
-    """The answer to a log request for POD (its container's LOG, None if it wrote nothing);
-    GONE() tells a follower that the pod was deleted. LogError for a refusal."""
-    import aiohttp.web
-
-    params = dict(raw_request.query)
+def serve(params: dict, pod: dict, log: ContainerLog | None, gone: Callable) -> Any:
+    """The answer to a log request for POD with PARAMS (its container's LOG, None if it
+    wrote nothing): the bytes, or for `follow` an async stream of them that ends when the
+    container ends or GONE() tells that the pod was deleted. LogError for a refusal."""
     name = (pod.get("metadata") or {}).get("name") or ""
     container = container_of(pod, params)
     since = _since(params, name)
     follow, timestamps = _bool(params, "follow"), _bool(params, "timestamps")
     tail, limit = _int(params, "tailLines"), _int(params, "limitBytes")
     if not check_started(pod, container, params):
-        return aiohttp.web.Response(body=b"", content_type="text/plain")
+        return b""
     lines = [(w, t) for w, t in (log.lines if log else []) if since is None or w >= since]
     if tail is not None:
         lines = lines[len(lines) - tail :] if tail else []
     body = b"".join(_line(w, t, timestamps) for w, t in lines)
     if not follow or log is None:
-        return aiohttp.web.Response(body=body[:limit], content_type="text/plain")
-    response = aiohttp.web.StreamResponse(headers={"Content-Type": "text/plain"})
-    await response.prepare(raw_request)
+        return body[:limit]
+    return _follow(log, body, timestamps, limit, gone)
+
+
+async def _follow(
+    log: ContainerLog, body: bytes, timestamps: bool, limit: int | None, gone: Callable
+) -> AsyncIterator[bytes]:
+    """BODY (possibly empty: the answer starts at once), then each line as it is written."""
     written, sent = 0, len(log.lines)
 
-    async def send(chunk: bytes) -> None:
+    def cut(chunk: bytes) -> bytes:
         nonlocal written
         chunk = chunk if limit is None else chunk[: limit - written]
         written += len(chunk)
-        if chunk:
-            await response.write(chunk)
+        return chunk
 
-    try:
-        await send(body)
-        while not (log.ended and sent == len(log.lines)) and not gone():
-            if limit is not None and written >= limit:
-                break
-            if sent == len(log.lines):
-                await log.changed(1.0)
-                continue
-            new, sent = log.lines[sent:], len(log.lines)
-            await send(b"".join(_line(w, t, timestamps) for w, t in new))
-        await response.write_eof()
-    except ConnectionResetError:
-        pass  # the client went away
-    return response
+    yield cut(body)
+    while not (log.ended and sent == len(log.lines)) and not gone():
+        if limit is not None and written >= limit:
+            return
+        if sent == len(log.lines):
+            await log.changed(1.0)
+            continue
+        new, sent = log.lines[sent:], len(log.lines)
+        chunk = cut(b"".join(_line(w, t, timestamps) for w, t in new))
+        if chunk:
+            yield chunk
