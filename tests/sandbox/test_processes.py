@@ -280,3 +280,21 @@ def test_a_port_taken_meanwhile_is_retried_then_reported(tmp_path):
             proc.wait(10)
         with pytest.raises(SandboxError, match=f"taken meanwhile: {port}, {port}$"):
             start_prometheus(binary, tmp_path / "two", scrape, [port, port])
+
+
+def test_stop_kills_a_hung_sandbox_and_its_prometheus(env):
+    """A sandbox that no longer answers (stopped by SIGSTOP: SIGTERM stays pending) is
+    killed after stop's wait, and its Prometheus with it."""
+    prometheus = need("prometheus")
+    r = gpuctl(
+        env, "sandbox", "start", "--gpu-nodes", "1xH100-80GB", "--prometheus-bin", prometheus
+    )
+    assert r.returncode == 0, r.stderr
+    record = json.loads((_folder(env) / "sandbox.json").read_text())["processes"]
+    sandbox = processes.Identity.from_dict(record["sandbox"])
+    prom = processes.Identity.from_dict(record["prometheus"])
+    os.kill(sandbox.pid, signal.SIGSTOP)
+    r = gpuctl(env, "sandbox", "stop")
+    assert r.returncode == 0, r.stderr
+    assert f"prometheus pid {prom.pid}" in r.stdout
+    assert processes.wait_gone([sandbox, prom], 10) == []
