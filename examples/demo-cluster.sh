@@ -17,10 +17,12 @@ job() {  # NAME GPUS GPU_TYPE [ENV]: a job spec the sandbox runs for an hour
   printf 'command: [python, train.py]\ngpus: %s\ngpu_type: %s\n' "$2" "$3"
   printf 'env: {SANDBOX_RUNTIME: "3600"%s}\n' "${4:+, $4}"
 }
-until_true() {  # SECONDS COMMAND...: retry COMMAND once a second
-  local n=$1; shift
-  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
-  return 1
+until_true() {  # SECONDS COMMAND...: retry COMMAND once a second until SECONDS have passed
+  local end=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$end" ] || return 1
+    sleep 1
+  done
 }
 
 run sandbox start --name "$name" --gpu-nodes 2xH100-80GB,1xA100-80GB,1xA100-80GB:mig-config=all-1g.10gb
