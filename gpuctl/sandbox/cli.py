@@ -78,7 +78,7 @@ def status(name: str = NAME, output: Format = options.output()) -> None:
 
 
 def listing(output: Format = options.output()) -> None:
-    """Every sandbox of this user: name, running or not, API, Prometheus."""
+    """Every sandbox of this user not stopped: name, running or crashed, API, Prometheus."""
     from gpuctl.sandbox import service
 
     rows = service.listing()

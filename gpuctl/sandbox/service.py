@@ -32,7 +32,7 @@ from gpuctl.runtime.processes import Identity
 DEFAULT_NAME = "gpuctl"
 START_TIMEOUT_S = 60.0  # kmock, the CRDs and Prometheus on a loaded 2-core machine
 STOP_TIMEOUT_S = 20.0
-STATE, LOCK, LOG = "sandbox.json", "lock", "sandbox.log"
+STATE, LOCK, LOG, KUBECONFIG = "sandbox.json", "lock", "sandbox.log", "kubeconfig"
 NAME_LENGTH = 40
 
 
@@ -143,7 +143,7 @@ def find(name: str = DEFAULT_NAME) -> Sandbox | None:
 
 
 def listing() -> list[tuple[str, Sandbox | None, list[int]]]:
-    """Every sandbox that has a state directory: (name, the sandbox while it runs, PIDs of
+    """Every sandbox started and not stopped since: (name, the sandbox while it runs, PIDs of
     its processes still running when it does not: left by one that crashed)."""
     base = base_dir()
     if not base.is_dir():
@@ -153,8 +153,10 @@ def listing() -> list[tuple[str, Sandbox | None, list[int]]]:
         if not dns1123_label(folder.name):
             continue
         record = _read(_private(folder))
-        running = record.running() if record else {}
-        if record and record.sandbox and "sandbox" in running:
+        if record is None:
+            continue  # stopped (or never started): nothing of it is left
+        running = record.running()
+        if record.sandbox and "sandbox" in running:
             out.append((folder.name, record.sandbox, []))
         else:
             out.append((folder.name, None, sorted(p.pid for p in running.values())))
@@ -243,6 +245,9 @@ def stop(name: str = DEFAULT_NAME) -> dict[str, int]:
             return {}
         stopped = _end(record)
         (folder / STATE).unlink(missing_ok=True)
+        # what only a running sandbox uses: its data, and a kubeconfig naming a closed port
+        shutil.rmtree(folder / "prometheus", ignore_errors=True)
+        (folder / KUBECONFIG).unlink(missing_ok=True)
         return stopped
 
 

@@ -23,5 +23,5 @@ def listing(rows: list[tuple[str, Any, list[int]]]) -> None:
             state = "crashed: left pids " + " ".join(map(str, left)) + " (sandbox stop)"
             table.add_row(name, state, "-", "-", "-")
         else:
-            table.add_row(name, "stopped", "-", "-", "-")
+            table.add_row(name, "crashed (sandbox stop clears it)", "-", "-", "-")
     out_console().print(table)

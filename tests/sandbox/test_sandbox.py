@@ -8,6 +8,7 @@ import json
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -120,6 +121,10 @@ def test_named_sandboxes_run_side_by_side_and_a_restart_starts_empty(tmp_path, m
         code, out, _ = run_gpuctl(capsys, "jobs", "list", "-A", "-o", "json")
         assert code == 0 and json.loads(out)["jobs"] == []
         assert run_gpuctl(capsys, "sandbox", "stop", "--name", "one")[0] == 0
+        code, out, _ = run_gpuctl(capsys, "sandbox", "list", "-o", "json")
+        assert [s["name"] for s in json.loads(out)["sandboxes"]] == ["two"]
+        assert not Path(one["state_dir"], "prometheus").exists()
+        assert not Path(one["kubeconfig"]).exists()
         code, out, err = run_gpuctl(capsys, *start, "--name", "one", "-o", "json")
         assert code == 0, err
         again = json.loads(out)["prometheus"]
