@@ -232,3 +232,24 @@ def test_restore_puts_back_a_count_up_to_the_bound(kube, kube_api, cli):
     r = cli("reclaim", "restore", "--yes")
     assert r.code == 0, r
     assert apps.read_namespaced_deployment("big", "ml").spec.replicas == 10000
+
+
+def test_a_record_on_a_deployment_scaled_back_since_is_not_read(kube, kube_api, cli):
+    """Its owner scaled it back: theirs now, and a record gpuctl will not act on does not
+    stop the restore of the others."""
+    from kubernetes import client
+
+    kube.install_crds("Workload", "JobSet")
+    apps = client.AppsV1Api(kube_api)
+    template = {"metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
+    for name, replicas, count in (("theirs", 3, "abc"), ("ours", 0, "2")):
+        dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": name, "annotations": {"gpuctl.io/reclaim-replicas": count}},
+               "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "x"}}, "template": template}}  # fmt: skip
+        apps.create_namespaced_deployment("ml", dep)
+    theirs = apps.read_namespaced_deployment("theirs", "ml").metadata.resource_version
+    r = cli("reclaim", "restore", "--yes")
+    assert r.code == 0, r
+    assert apps.read_namespaced_deployment("ours", "ml").spec.replicas == 2
+    assert apps.read_namespaced_deployment("theirs", "ml").metadata.resource_version == theirs
