@@ -53,6 +53,7 @@ def one_of_each(kinds: dict) -> list[dict]:
         "ResourceQuota": {"spec": {"hard": {"requests.nvidia.com/gpu": "8"}}},
         "Service": {"spec": {"ports": [{"port": 80}]}},
         "Job": {"spec": pod_template},
+        "CronJob": {"spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": pod_template}}},
         "DaemonSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
         "Deployment": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
         "StatefulSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
