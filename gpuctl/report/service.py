@@ -37,6 +37,7 @@ class Request:
     teams: int = TEAMS
     end: float | None = None  # default: Prometheus's clock now
     sample_budget: int = q.SAMPLE_BUDGET  # points one range query may hold (queries.max_steps)
+    chunk_s: float = CHUNK_S  # what one range query should take
 
 
 def prices(path: str | None) -> tuple[dict[str, float], str]:
@@ -149,7 +150,7 @@ def report(
 def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, window, most: int):
     """The answers of each chunk of the window, in order: the range queries' and the idle
     holders'. A chunk spans at most MOST steps, and as many as keep its slowest query near
-    CHUNK_S seconds; one Prometheus could not answer in time is asked again in halves."""
+    request.chunk_s seconds; one Prometheus could not answer in time is asked again in halves."""
     start, end, step_s = window
     exprs = (
         found.held,
@@ -190,5 +191,5 @@ def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, wind
         yield answers, idle
         first = last + step_s
         # the next chunk sized by this one's time: at most twice as long, never over MOST
-        fit = int(steps * CHUNK_S / slowest) if slowest > 0 else most
+        fit = int(steps * request.chunk_s / slowest) if slowest > 0 else most
         steps = max(1, min(most, 2 * steps, fit))
