@@ -171,14 +171,10 @@ def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, wind
             request.by,
             3 * request.top,
         )
-        slowest = 0.0
+        took: list[float] = []  # each query's seconds (the holders' subquery spans the chunk too)
         try:
-            answers = []
-            for expr in exprs:
-                began = time.monotonic()
-                answers.append(client.query_range(expr, first, last, step_s))
-                slowest = max(slowest, time.monotonic() - began)
-            idle = client.query(holders, list, at=last)
+            answers = [_timed(took, client.query_range, x, first, last, step_s) for x in exprs]
+            idle = _timed(took, client.query, holders, list, at=last)
         except QueryTooLong as e:
             if last == first:  # one step: nothing shorter to ask
                 raise BackendError(
@@ -191,5 +187,14 @@ def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, wind
         yield answers, idle
         first = last + step_s
         # the next chunk sized by this one's time: at most twice as long, never over MOST
+        slowest = max(took)
         fit = int(steps * request.chunk_s / slowest) if slowest > 0 else most
         steps = max(1, min(most, 2 * steps, fit))
+
+
+def _timed(took: list[float], ask, *args, **kwargs):
+    """ASK's answer; its seconds appended to TOOK."""
+    began = time.monotonic()
+    answer = ask(*args, **kwargs)
+    took.append(time.monotonic() - began)
+    return answer
