@@ -23,7 +23,11 @@ PRICE_TABLE = "gpu_hour_prices.json"
 TEAMS = 20  # teams shown one by one (--teams); the rest are summed as "others"
 MAX_TEAMS = 1000  # keeps the HTML page under 1 MB (docs/report.md)
 MAX_STEPS = 1_000_000
-CHUNK_S = 15.0  # what one range query should take: the window's chunks are sized to it
+# What one query should take: the window's chunks are sized to it. A quarter of Prometheus's
+# default --query.timeout and of RANGE_TIMEOUT; not less, as a query costs seconds however few
+# its steps (10,000 teams on a busy server: 10 s for one step, 30 s for 25) and chunks sized
+# to near that cost shrink to a step or two each, several times the work in all
+CHUNK_S = 30.0
 RANGE_TIMEOUT = 120.0  # a week of a large cluster's series takes Prometheus seconds per chunk
 
 
