@@ -372,7 +372,12 @@ def _teams_chart(r: Report) -> str:
     ax.invert_yaxis()
     top = max(held, default=0) or 1
     for yi, t in zip(y, shown):
-        label = f"{_hours(t.idle_held_gpu_hours)} h idle · {money(t.idle_cost, r.currency)}"
+        idle_h = _hours(t.idle_held_gpu_hours)
+        label = (
+            "no idle hours"
+            if idle_h == "0.0"
+            else f"{idle_h} h idle · {money(t.idle_cost, r.currency)}"
+        )
         ax.text(t.held_gpu_hours + top * 0.01, yi, label, va="center", fontsize=11)
     ax.set_xlim(0, top * 1.3)
     ax.set_xlabel("GPU-hours")

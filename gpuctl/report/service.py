@@ -23,7 +23,11 @@ PRICE_TABLE = "gpu_hour_prices.json"
 TEAMS = 20  # teams shown one by one (--teams); the rest are summed as "others"
 MAX_TEAMS = 1000  # keeps the HTML page under 1 MB (docs/report.md)
 MAX_STEPS = 1_000_000
-CHUNK_S = 15.0  # what one range query should take: the window's chunks are sized to it
+# What one query should take: the window's chunks are sized to it. A quarter of Prometheus's
+# default --query.timeout and of RANGE_TIMEOUT; not less, as a query costs seconds however few
+# its steps (10,000 teams on a busy server: 10 s for one step, 30 s for 25) and chunks sized
+# to near that cost shrink to a step or two each, several times the work in all
+CHUNK_S = 30.0
 RANGE_TIMEOUT = 120.0  # a week of a large cluster's series takes Prometheus seconds per chunk
 
 
@@ -37,6 +41,7 @@ class Request:
     teams: int = TEAMS
     end: float | None = None  # default: Prometheus's clock now
     sample_budget: int = q.SAMPLE_BUDGET  # points one range query may hold (queries.max_steps)
+    chunk_s: float = CHUNK_S  # what one range query should take
 
 
 def prices(path: str | None) -> tuple[dict[str, float], str]:
@@ -149,7 +154,7 @@ def report(
 def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, window, most: int):
     """The answers of each chunk of the window, in order: the range queries' and the idle
     holders'. A chunk spans at most MOST steps, and as many as keep its slowest query near
-    CHUNK_S seconds; one Prometheus could not answer in time is asked again in halves."""
+    request.chunk_s seconds; one Prometheus could not answer in time is asked again in halves."""
     start, end, step_s = window
     exprs = (
         found.held,
@@ -170,14 +175,10 @@ def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, wind
             request.by,
             3 * request.top,
         )
-        slowest = 0.0
+        took: list[float] = []  # each query's seconds (the holders' subquery spans the chunk too)
         try:
-            answers = []
-            for expr in exprs:
-                began = time.monotonic()
-                answers.append(client.query_range(expr, first, last, step_s))
-                slowest = max(slowest, time.monotonic() - began)
-            idle = client.query(holders, list, at=last)
+            answers = [_timed(took, client.query_range, x, first, last, step_s) for x in exprs]
+            idle = _timed(took, client.query, holders, list, at=last)
         except QueryTooLong as e:
             if last == first:  # one step: nothing shorter to ask
                 raise BackendError(
@@ -190,5 +191,14 @@ def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, wind
         yield answers, idle
         first = last + step_s
         # the next chunk sized by this one's time: at most twice as long, never over MOST
-        fit = int(steps * CHUNK_S / slowest) if slowest > 0 else most
+        slowest = max(took)
+        fit = int(steps * request.chunk_s / slowest) if slowest > 0 else most
         steps = max(1, min(most, 2 * steps, fit))
+
+
+def _timed(took: list[float], ask, *args, **kwargs):
+    """ASK's answer; its seconds appended to TOOK."""
+    began = time.monotonic()
+    answer = ask(*args, **kwargs)
+    took.append(time.monotonic() - began)
+    return answer

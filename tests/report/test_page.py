@@ -125,8 +125,9 @@ def test_a_week_of_steps_is_drawn_with_a_bounded_line():
 
 @pytest.mark.integration  # matplotlib runs fc-list to find its fonts
 def test_the_body_speaks_plain_words_and_the_footnote_names_the_metric():
-    text = page.html_page(_report({"ml": (2.0, 1.0, 0.5)}))
+    text = page.html_page(_report({"ml": (2.0, 1.0, 0.5), "web": (1.0, 1.0, 0.0)}))
     body, _, notes = text.partition("<footer>")
+    assert re.search(r"<text[^>]*>no idle hours<", body) and "0.0 h idle" not in body
     for word in ("DCGM_", "sm_active", "gpu_util", "gr_engine", "SM_ACTIVE"):
         assert word not in body, word
     assert "DCGM_FI_PROF_SM_ACTIVE" in notes and "SM activity" in notes

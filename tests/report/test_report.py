@@ -138,6 +138,33 @@ def test_a_chunk_prometheus_cannot_finish_in_time_is_asked_again_in_halves(prom,
     assert len(proxy.seen("POST", "/api/v1/query_range")) == 1 + 2 * 6
 
 
+@pytest.mark.parametrize(
+    "path, nth",
+    [
+        ("/api/v1/query_range", 1),  # the first chunk's first range query
+        ("/api/v1/query", 2),  # its idle holders' subquery (the first instant: the series)
+    ],
+)
+def test_chunks_are_sized_by_how_long_the_last_one_took(prom, fault_proxy, path, nth):
+    from tests.standins.faults import delay
+
+    whole, _ = _report(prom)
+    proxy = fault_proxy(prom.url)
+    # the first chunk (32 steps: the budget below) answers in 4 s where 1 s was the aim
+    proxy.on("POST", path, delay(4.0), nth=nth, times=1)
+    request = service.Request(window="7d", step="1h", end=prom.end, sample_budget=1152, chunk_s=1.0)
+    sized = service.report(Prometheus(proxy.url, timeout=60), request, Exporter())
+    assert [t.team for t in sized.teams] == [t.team for t in whole.teams]
+    figures = [(t.held_gpu_hours, t.idle_held_gpu_hours) for t in sized.teams]
+    assert figures == [
+        pytest.approx((t.held_gpu_hours, t.idle_held_gpu_hours)) for t in whole.teams
+    ]
+    chunks = len(proxy.seen("POST", "/api/v1/query_range")) / 6
+    # 32 steps, then at most 8 (32 x 1 s / 4 s), then up to twice as many while fast, up
+    # to 32: 7 chunks or so, where a fixed size makes 6 and one that never grows again 18
+    assert 7 <= chunks < 18, chunks
+
+
 def test_a_step_prometheus_cannot_finish_in_time_is_a_clear_error(prom, fault_proxy, capsys):
     from tests.standins.faults import reply
 
