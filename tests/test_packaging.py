@@ -41,7 +41,7 @@ def _setuptools() -> dict:
 def _tracked(directory: str) -> set[str]:
     """The files git tracks under DIRECTORY, relative to it."""
     out = subprocess.run(
-        ["git", "ls-files", "-z", directory], cwd=ROOT, capture_output=True, check=True
+        ["git", "ls-files", "-z", directory], cwd=ROOT, capture_output=True, check=True, timeout=60
     ).stdout
     return {os.path.relpath(p, directory) for p in out.decode().split("\0") if p}
 
@@ -139,7 +139,7 @@ def _install_wheel(work: Path) -> None:
     source = work / "source"
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
+        cwd=ROOT, capture_output=True, check=True, timeout=60,
     ).stdout.decode()  # fmt: skip
     for rel in filter(None, listed.split("\0")):
         if os.path.isfile(os.path.join(ROOT, rel)):  # not a file deleted but still tracked
@@ -163,7 +163,9 @@ def _install_wheel(work: Path) -> None:
     for d in _runtime_closure(meta.decode()):
         _repack(d, house)
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
          "-q", "--no-compile", "--no-index", "--find-links", str(house), str(wheel)],

@@ -51,6 +51,7 @@ def test_live_top_keys_under_tmux(tmp_path):
             capture_output=True,
             text=True,
             check=True,
+            timeout=30,
         ).stdout
 
     def until(text: str, timeout: float = 30.0) -> str:
@@ -63,11 +64,12 @@ def test_live_top_keys_under_tmux(tmp_path):
         raise AssertionError(f"{text!r} not shown:\n{pane()}")
 
     def keys(*sent: str) -> None:
-        subprocess.run([tmux, *session, "send-keys", "-t", "top", *sent], check=True)
+        subprocess.run([tmux, *session, "send-keys", "-t", "top", *sent], check=True, timeout=30)
 
     subprocess.run(
         [tmux, *session, "new-session", "-d", "-s", "top", "-x", "120", "-y", "40", command],
         check=True,
+        timeout=30,
     )
     try:
         until("sort: index")
@@ -87,7 +89,7 @@ def test_live_top_keys_under_tmux(tmp_path):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             alive = subprocess.run(
-                [tmux, *session, "has-session", "-t", "top"], capture_output=True
+                [tmux, *session, "has-session", "-t", "top"], capture_output=True, timeout=30
             )
             if alive.returncode != 0:
                 break
@@ -100,8 +102,11 @@ def test_live_top_keys_under_tmux(tmp_path):
         subprocess.run(
             [tmux, *session, "new-session", "-d", "-s", "top", "-x", "120", "-y", "12", command],
             check=True,
+            timeout=30,
         )
         until("processes hidden: the terminal has 12 rows")
     finally:
         for sock in ("tmux.sock", "short.sock"):
-            subprocess.run([tmux, "-S", str(tmp_path / sock), "kill-server"], capture_output=True)
+            subprocess.run(
+                [tmux, "-S", str(tmp_path / sock), "kill-server"], capture_output=True, timeout=30
+            )

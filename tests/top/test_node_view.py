@@ -12,7 +12,7 @@ import pytest
 
 from gpuctl import sim
 from gpuctl.adapters.nvml import Nvml
-from tests import ROOT
+from tests import ROOT, children
 from tests.clirun import run_gpuctl as cli
 
 
@@ -142,6 +142,7 @@ def _run_in_terminal(stop):
     env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="100", LINES="40", TERM="xterm")
     pid, fd = pty.fork()
     if pid == 0:
+        children.sigint_default()
         os.execve(
             sys.executable,
             [sys.executable, "-m", "gpuctl", "top", "--simulate", "2xA30", "-d", "0.2"],
@@ -164,10 +165,10 @@ def _run_in_terminal(stop):
             if not stopped and out.count(b"2 GPUs:") >= 2:  # at least two frames drawn
                 stop(pid, fd)
                 stopped = True
-        _, status = os.waitpid(pid, 0)
+        code = children.ended(pid, max(deadline - time.monotonic(), 5))
     finally:
         os.close(fd)
-    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+    return code, out.decode(errors="replace")
 
 
 @pytest.mark.integration
