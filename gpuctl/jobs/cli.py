@@ -69,14 +69,6 @@ def _load(paths: list[str], label_key: str, template: str | None = None):
     return loaded
 
 
-def _positive(value: float) -> float:
-    from gpuctl.common.errors import UsageError
-
-    if not value > 0:  # also refuses nan
-        raise UsageError(f"--timeout must be a number of seconds above 0, got {value}")
-    return value
-
-
 # Options, declared once so that each command's signature holds one line a parameter.
 FILES = typer.Argument(
     None, metavar="[JOB.yaml...]", help="Job spec files (or -f).", show_default=False
@@ -123,9 +115,7 @@ WAIT = typer.Option(
     False, "--wait", help="Follow the job to completion; exit 0 only if it succeeded."
 )
 FOLLOW = typer.Option(False, "--follow", help="Stream the logs of worker 0.")
-TIMEOUT = typer.Option(
-    24 * 3600, "--timeout", callback=_positive, help="Seconds to --wait at most."
-)
+TIMEOUT = options.seconds(24 * 3600, "--timeout", low=0, help="Seconds to --wait at most.")
 SUBMIT_MULTINODE = _multinode_option(
     "Default: the spec's multinode:, else jobset when the cluster has JobSet's CRD."
 )

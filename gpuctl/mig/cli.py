@@ -20,7 +20,31 @@ mig_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_SIMULATE = typer.Option(
+
+def _profile_count(item: str) -> str | None:
+    """Why ITEM is not PROFILE[=N] (or all-PROFILE, all-disabled), or None; the profile
+    is checked against the GPU's geometry later."""
+    name, sep, count = item.partition("=")
+    if not name.strip():
+        return "has no profile name before '='"
+    if sep and whole_number(count.strip()) is None:
+        return "has no whole number after '='"
+    return None
+
+
+def _gpus_of_a_model(item: str) -> str | None:
+    """Why ITEM is not [N x]MODEL, or None (the model is looked up later)."""
+    count, x, model = item.partition("x")
+    if x and count.strip().isdigit() and whole_number(count.strip()) in (None, 0):
+        return "needs a count from 1"
+    return None if model.strip() or not x else "has no GPU model after the count"
+
+
+def _index(item: str) -> str | None:
+    return None if whole_number(item) is not None else "is not a GPU index"
+
+
+_SIMULATE = options.listed(
     None,
     "--simulate",
     envvar="GPUCTL_SIMULATE",
@@ -33,22 +57,28 @@ _PROFILES_GPU = typer.Option(
     metavar="MODEL",
     help="A GPU model (H100-80GB, A100-40GB, …) or 'all'; default: the GPUs of this node.",
 )
-_DEMAND = typer.Option(
-    None, "--demand", metavar="PROFILE=N,…", help="MIG devices needed, e.g. 1g.10gb=9,3g.40gb=3."
+_DEMAND = options.listed(
+    None,
+    "--demand",
+    metavar="PROFILE=N,…",
+    check=_profile_count,
+    help="MIG devices needed, e.g. 1g.10gb=9,3g.40gb=3.",
 )
-_CHECK_LAYOUT = typer.Option(
+_CHECK_LAYOUT = options.listed(
     None,
     "--layout",
     metavar="PROFILE=N,…",
+    check=_profile_count,
     help="Check one GPU's layout instead: place it or say why it cannot be.",
 )
 _PLAN_GPU = typer.Option(
     None, "--gpu", metavar="MODEL", help="GPU model, as many as needed (e.g. H100-80GB)."
 )
-_FLEET = typer.Option(
+_FLEET = options.listed(
     None,
     "--gpus",
     metavar="NxMODEL,…",
+    check=_gpus_of_a_model,
     help="The GPUs there are, e.g. 8xH100-80GB or 4xH100-80GB,4xA100-80GB.",
 )
 _FILE = typer.Option(
@@ -61,14 +91,15 @@ _CONFIG = typer.Option(
     metavar="NAME",
     help="The config to apply (from -f, or the GPU Operator's with --node/--selector).",
 )
-_LAYOUT = typer.Option(
+_LAYOUT = options.listed(
     None,
     "--layout",
     metavar="LAYOUT",
+    check=_profile_count,
     help="Shorthand: 3g.40gb=2,1g.10gb=1, all-1g.10gb, all-disabled or all-enabled.",
 )
-_INDEXES = typer.Option(
-    None, "--gpus", metavar="0,1,…", help="With --layout: only these GPU indexes."
+_INDEXES = options.listed(
+    None, "--gpus", metavar="0,1,…", check=_index, help="With --layout: only these GPU indexes."
 )
 _YES = typer.Option(False, "--yes", "-y", help="Apply without asking.")
 _DRY_RUN = typer.Option(False, "--dry-run", help="Show the plan and stop.")
@@ -91,8 +122,8 @@ _CONFIGMAP_NAME = typer.Option(
     "default-mig-parted-config).",
 )
 _OPERATOR_NAMESPACE = options.namespace("The GPU Operator's namespace.", default="gpu-operator")
-_TIMEOUT = typer.Option(
-    600.0, "--timeout", min=1, help="Cluster: seconds to wait for the operator."
+_TIMEOUT = options.seconds(
+    600.0, "--timeout", low=1, help="Cluster: seconds to wait for the operator."
 )
 _CONFIGURE_OUTPUT = options.output(
     "table (the plan as text), json or yaml (the plan as data, the text on stderr; "
@@ -197,20 +228,8 @@ def export(
 
 
 def _indexes(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        index = whole_number(part)
-        if index is None:
-            raise UsageError(f"--gpus: {part!r} is not a GPU index (use e.g. --gpus 0,1)")
-        out.append(index)
-    if not out:
-        raise UsageError("--gpus: no GPU index given")
-    return out
+    """The GPU indexes of --gpus (each checked as it was parsed), once each."""
+    return None if text is None else [*dict.fromkeys(map(int, options.comma_list(text, "--gpus")))]
 
 
 @mig_app.command("configure")

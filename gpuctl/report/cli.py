@@ -17,8 +17,8 @@ class ReportFormat(str, enum.Enum):
     csv = "csv"
 
 
-WINDOW = typer.Option("7d", "--window", help="How far back the report goes, e.g. 7d or 30d.")
-STEP = typer.Option("5m", "--step", help="Resolution: a holding counts in whole steps.")
+WINDOW = options.duration("7d", "--window", help="How far back the report goes, e.g. 7d or 30d.")
+STEP = options.duration("5m", "--step", help="Resolution: a holding counts in whole steps.")
 END = typer.Option(
     None,
     "--end",
@@ -33,9 +33,7 @@ PRICES = typer.Option(
     None, "--prices", metavar="FILE", help="Price per GPU-hour by GPU model (YAML or JSON)."
 )
 HTML = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained HTML page.")
-THRESHOLD = typer.Option(
-    5.0, "--idle-threshold", metavar="PCT", help="A GPU under this busy signal is idle."
-)
+THRESHOLD = options.percent(5.0, "--idle-threshold", help="A GPU under this busy signal is idle.")
 TOP = typer.Option(10, "--top", min=1, max=1000, help="How many idle holders to list.")
 OUTPUT = typer.Option(ReportFormat.table, "-o", "--output", help="table, json, yaml or csv.")
 

@@ -113,8 +113,15 @@ def test_env_var_selects_the_simulator(capsys, monkeypatch):
         (["--simulate", "3xV100", "--once"], "unknown GPU model 'V100'"),
         (["--simulate", "8xA100", "--once"], "ambiguous: it could be A100-40GB or A100-80GB"),
         (["--simulate", "8xH100-80GB", "--once", "--sort", "name"], "unknown --sort key 'name'"),
-        (["--simulate", "8xH100-80GB", "--once", "-d", "nan"], "--delay must be a number"),
-        (["--simulate", "8xH100-80GB", "--once", "-d", "inf"], "--delay must be a number"),
+        (
+            ["--simulate", "8xH100-80GB", "--once", "-d", "nan"],
+            "--delay: nan is not a number of seconds",
+        ),
+        (
+            ["--simulate", "8xH100-80GB", "--once", "-d", "inf"],
+            "--delay: inf is not a number of seconds",
+        ),
+        (["--simulate", "8xH100-80GB", "--once", "-d", "0.01"], "(0.1 to 3600)"),
     ],
 )
 def test_bad_input_exits_2(capsys, args, words):
