@@ -254,7 +254,16 @@ def offline_note(why: str) -> None:
 
 
 def selector(help: str = "Label selector for the nodes, e.g. gpu-type=H100.") -> Any:
-    return typer.Option(None, "-l", "--selector", metavar="SELECTOR", help=help)
+    """-l/--selector, in kubectl's syntax, parsed (and so checked) as it is given."""
+
+    def check(ctx, param, value):  # noqa: V107 (click's callback signature)
+        if value is not None:
+            from gpuctl.common import selector
+
+            selector.parse(value)
+        return value
+
+    return typer.Option(None, "-l", "--selector", metavar="SELECTOR", help=help, callback=check)
 
 
 def nodes(help: str = "Node name (repeat it, or separate names with commas).") -> Any:
@@ -288,7 +297,7 @@ def node_names(values: list[str], old: list[str] | None = None) -> tuple[str, ..
     return tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",")))
 
 
-def output(help: str = "table, json or yaml.", default: Format | None = Format.table) -> Any:
+def output(help: str = "table, json or yaml.", default: Any = Format.table) -> Any:
     return typer.Option(default, "-o", "--output", help=help)
 
 

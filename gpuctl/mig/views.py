@@ -75,7 +75,7 @@ def profiles(rows: list[dict[str, Any]]) -> None:
             f"{r['memory_mib']} MiB" if r["memory_mib"] else "?",
             _s(r["sm_count"]),
             str(r["max_instances"]),
-            ",".join(p.split(":")[0] for p in r["placements"]),
+            ",".join(str(p["start"]) for p in r["placements"]),
         )
     _print(table)
 

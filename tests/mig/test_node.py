@@ -189,7 +189,8 @@ def test_profiles_of_this_node_and_by_model(capsys, node):
     rows = json.loads(out)
     assert {r["gpu"] for r in rows} == {"H100-80GB"}
     row = next(r for r in rows if r["profile"] == "3g.40gb")
-    assert row["profile_id"] == 9 and row["placements"] == ["0:4", "4:4"]
+    assert row["profile_id"] == 9
+    assert row["placements"] == [{"start": 0, "size": 4}, {"start": 4, "size": 4}]
     code, out, _ = run(capsys, "mig", "profiles", "--gpu", "A30", "-o", "json")
     assert [r["profile"] for r in json.loads(out)][:2] == ["1g.6gb", "1g.6gb+me"]
     code, out, err = run(capsys, "mig", "profiles", "--gpu", "T4")

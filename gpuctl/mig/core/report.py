@@ -26,7 +26,7 @@ def profile_rows(models: Iterable[GpuModel]) -> list[dict[str, Any]]:
             "memory_mib": p.memory_mib,
             "sm_count": p.sm_count,
             "max_instances": p.max_instances,
-            "placements": [f"{s}:{p.size}" for s in p.starts],
+            "placements": [{"start": s, "size": p.size} for s in p.starts],
             "resource": p.resource_name,
         }
         for m in models
