@@ -46,10 +46,31 @@ def test_the_script_for_each_shell_asks_gpuctl(shell):
     assert "gpuctl" in script.stdout
 
 
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_gpuctl_completion_prints_the_script_as_kubectl_and_helm_do(shell):
+    printed = subprocess.run(
+        [*GPUCTL, "completion", shell], capture_output=True, text=True, timeout=60
+    )
+    assert printed.returncode == 0 and printed.stderr == ""
+    asked = subprocess.run(
+        GPUCTL, env={**os.environ, "_GPUCTL_COMPLETE": f"source_{shell}"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert printed.stdout.strip() == asked.stdout.strip()
+    assert f"_GPUCTL_COMPLETE=complete_{shell}" in printed.stdout
+
+
+def test_gpuctl_completion_of_another_shell_is_a_usage_error():
+    done = subprocess.run(
+        [*GPUCTL, "completion", "tcsh"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "'tcsh' is not one of 'bash', 'zsh', 'fish'" in done.stderr
+
+
 def test_bash_itself_completes_mig_profiles_through_the_script(tmp_path):
     script = subprocess.run(
-        GPUCTL, env={**os.environ, "_GPUCTL_COMPLETE": "source_bash"},
-        capture_output=True, text=True, timeout=60, check=True,
+        [*GPUCTL, "completion", "bash"], capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     # `gpuctl` on the PATH is this checkout's, as the script calls it by name
     bin_dir = tmp_path / "bin"
