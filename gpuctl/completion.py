@@ -162,7 +162,8 @@ def job_names(ctx, incomplete: str) -> Values:
 
     def names(kube) -> Values:
         namespace = ctx.params.get("namespace") or kube.namespace
-        return [(j["metadata"]["name"], j["kind"]) for j in list_jobs(kube, namespace)]
+        jobs = list_jobs(kube, namespace, at_once=True)  # one budget for the four lists
+        return [(j["metadata"]["name"], j["kind"]) for j in jobs]
 
     return _from_cluster(ctx, names)
 

@@ -191,3 +191,37 @@ def test_names_a_server_sends_cannot_inject_candidates_or_drive_the_terminal(pro
     assert done.returncode == 0 and done.stderr == "", done
     assert "\x1b" not in done.stdout and "plain" not in done.stdout and "team c" not in done.stdout
     assert "team-a" in done.stdout and "team-d" in done.stdout
+
+
+def test_job_names_wait_for_the_slowest_list_not_the_sum_of_four(proxied_kube, kube_api):
+    """A job is a Job, a JobSet, a service's Deployment or a bare Pod: four lists. The proxy
+    answers none of them before all four have arrived; lists sent in turn would hold the
+    first until its COMPLETION_SECONDS ran out, and the shell would get no name."""
+    import threading
+
+    from kubernetes import client
+
+    from tests.standins.faults import Action
+
+    arrived = threading.Barrier(4)
+
+    def together(h, answer) -> None:
+        try:
+            arrived.wait(timeout=30)
+        except threading.BrokenBarrierError:
+            h.drop()
+            return
+        h.send(answer)
+
+    client.BatchV1Api(kube_api).create_namespaced_job(
+        "default",
+        {"metadata": {"name": "train-1", "labels": {"app.kubernetes.io/managed-by": "gpuctl"}},
+         "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                        "containers": [{"name": "c", "image": "x"}]}}}},
+    )  # fmt: skip
+    lists = r"/apis?/.*/namespaces/default/(jobs|jobsets|deployments|pods)"
+    proxied_kube.on("GET", lists, Action(True, together), nth=None)
+    names = complete("bash", "gpuctl jobs get ")
+    assert names.stdout.split() == ["train-1"] and names.stderr == ""
+    sent = sorted(p.rsplit("/", 1)[1] for m, p, _ in proxied_kube.requests if m == "GET")
+    assert sent == ["deployments", "jobs", "jobsets", "pods"]  # one list of each kind

@@ -36,25 +36,35 @@ def job_rows(kube: Kube, namespace: str | None, selector: str | None = None) -> 
     return sorted(rows, key=lambda r: (r["namespace"] or "", r["name"]))
 
 
-def list_jobs(kube: Kube, namespace: str | None, selector: str | None = None) -> list[dict]:
+JOB_KINDS = ("Job", "JobSet", "Deployment", "Pod")  # a service is its Deployment
+
+
+def list_jobs(
+    kube: Kube, namespace: str | None, selector: str | None = None, at_once: bool = False
+) -> list[dict]:
     """gpuctl-managed Jobs, JobSets and bare Pods (and services: their Deployments) whose
-    labels match SELECTOR, as plain objects with their kind set."""
+    labels match SELECTOR, as plain objects with their kind set. AT_ONCE (shell completion)
+    sends the four lists together, so a slow cluster costs the slowest answer, not the sum;
+    a command lists them in turn, as Ctrl-C would otherwise wait for the threads."""
     wanted = label_selector.parse(selector) if selector else ()
     query = f"{MANAGED_SELECTOR},{selector}" if selector else MANAGED_SELECTOR
 
     def listed(kind: str) -> list[dict]:
-        # the server filters by the selector; matched again here, as managed() checks
-        found = managed(kube.list_objects(kind, namespace, selector=query))
+        try:  # the server filters by the selector; matched again here, as managed() checks
+            found = managed(kube.list_objects(kind, namespace, selector=query))
+        except NotFound:  # the cluster has no JobSet
+            return []
         return [{**o, "kind": kind} for o in found if label_selector.matches(wanted, labels_of(o))]
 
-    out = listed("Job")
-    try:
-        out += listed("JobSet")
-    except NotFound:  # the cluster has no JobSet
-        pass
-    out += listed("Deployment")  # services
+    if at_once:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(JOB_KINDS)) as pool:
+            jobs, jobsets, services, pods = pool.map(listed, JOB_KINDS)
+    else:
+        jobs, jobsets, services, pods = map(listed, JOB_KINDS)
     # a Job's or a service's own pods carry the job label too; only bare Pods are jobs
-    return out + [p for p in listed("Pod") if not _owned(p)]
+    return jobs + jobsets + services + [p for p in pods if not _owned(p)]
 
 
 def get_job(kube: Kube, name: str, namespace: str) -> dict:
