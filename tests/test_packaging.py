@@ -297,6 +297,24 @@ def test_without_the_engine_extras_commands_name_the_extra_to_install(installed_
     }
 
 
+@pytest.mark.integration
+def test_without_the_aws_extra_a_spec_needing_aws_settings_names_it(installed_wheel, tmp_path):
+    """Given a job spec, provision says so before it reads AWS settings; a cluster spec with
+    no region needs the profile's (boto3): the error names the extra, not a bug."""
+    _, bin_dir = installed_wheel
+    shutil.copy(Path(ROOT, "examples", "job.yaml"), tmp_path / "job.yaml")
+    cluster = Path(ROOT, "examples", "cluster.yaml").read_text()
+    assert "\nregion: us-east-1\n" in cluster
+    (tmp_path / "cluster.yaml").write_text(cluster.replace("\nregion: us-east-1\n", "\n"))
+    job = _run(bin_dir, tmp_path, "gpuctl", "provision", "-f", "job.yaml", check=False)
+    assert job.returncode == 2 and "job.yaml:4: kind: must be one of Cluster" in job.stderr
+    for command in ("provision", "destroy"):
+        done = _run(bin_dir, tmp_path, "gpuctl", command, "--dry-run", check=False)
+        assert done.returncode == 1 and "bug" not in done.stderr, done.stderr
+        assert "reading the AWS settings needs boto3" in done.stderr
+        assert "pip install 'gpuctl[aws]'" in done.stderr
+
+
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
 
 
