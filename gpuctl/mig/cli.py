@@ -106,7 +106,8 @@ _DRY_RUN = typer.Option(False, "--dry-run", help="Show the plan and stop.")
 _RESET = typer.Option(
     False,
     "--reset",
-    help="Reset a GPU when a MIG mode change needs it (only if nothing runs on it).",
+    help="Reset a GPU whose new MIG mode the driver holds pending (only if nothing runs "
+    "on it); a plan that may reset a GPU refuses to start without it.",
 )
 _NODE = options.nodes("Cluster: label this node (repeat it, or separate names with commas).")
 _SELECTOR = options.selector("Cluster: label the nodes matching this.")
@@ -295,6 +296,8 @@ def _configure_node(file, config, layout, indexes, yes, dry_run, reset, nvml, ou
         write("\n".join(plan.lines()) + "\n")
         if not plan.empty:
             service.check_node(nvml, plan)
+        if not dry_run:  # the plan said which GPUs it may reset
+            service.check_resets(plan, reset)
         question = "Apply these MIG changes?"
         if not go_ahead(plan, question, dry_run=dry_run, yes=yes, show=_line(write)):
             return
