@@ -204,10 +204,27 @@ def plan(
 
 
 @mig_app.command("show")
-def show(simulate: str | None = _SIMULATE, output: Format = options.output()) -> None:
-    """Current MIG layout of each GPU on this node: placements, memory, processes."""
+@uses_cluster
+def show(
+    simulate: str | None = _SIMULATE,
+    node: list[str] = options.nodes(
+        "A cluster node instead (repeat it, or separate names with commas): its MIG config "
+        "and state, and the slices it advertises and its pods hold, from its labels and "
+        "resources."
+    ),
+    output: Format = options.output(),
+) -> None:
+    """Current MIG layout of each GPU on this node: placements, memory, processes; or, with
+    --node, of cluster nodes as the GPU Operator labels them."""
     from gpuctl.mig import service, views
 
+    names = options.node_names(node)
+    if names:  # cluster nodes: --simulate (or GPUCTL_SIMULATE) is this node's
+        with application().kube() as kube:
+            nodes = service.show_cluster_nodes(kube, names)
+        if not views.print_data(nodes, output):
+            views.cluster_nodes(nodes)
+        return
     data = service.show(application().nvml(simulate))
     if not views.print_data(data, output):
         views.node_state(data)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -73,6 +73,20 @@ def node_models(nvml: Nvml) -> tuple[list[GpuModel], list[str]]:
 
 def show(nvml: Nvml) -> list[dict[str, Any]]:
     return [report.state_data(g) for g in read_node(nvml)]
+
+
+def show_cluster_nodes(kube: Kube, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Each named cluster node's MIG config, its state and its slices (report.cluster_node)."""
+    from gpuctl.gpus.resources import DONE_PHASES
+
+    nodes = [kube.read_node(name) for name in names]  # an unknown name fails before the pods
+    pods = [
+        p for p in kube.unfinished_pods() if (p.get("status") or {}).get("phase") not in DONE_PHASES
+    ]
+    return [
+        report.cluster_node(n, [p for p in pods if (p.get("spec") or {}).get("nodeName") == name])
+        for n, name in zip(nodes, names)
+    ]
 
 
 def export(nvml: Nvml, name: str, configmap: bool) -> dict[str, Any]:
