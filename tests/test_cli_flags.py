@@ -25,6 +25,7 @@ KUBE = {
     "jobs logs",
     "jobs delete",
     "jobs why",
+    "mig show",
     "mig configure",
     "mig rebalance",
     "share timeslice",

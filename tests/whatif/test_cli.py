@@ -75,7 +75,9 @@ def test_table_and_a_lower_demand(cli, trace):
     ]
     assert [row[0] for row in rows] == ["fgd", "best-fit"]
     assert (
-        lines[-1].endswith(" % demand (100.00 %).") or "allocates most at 90 % demand" in lines[-1]
+        lines[-1].endswith(" % demand (100.00 %).")
+        or "allocates most at 90 % demand" in lines[-1]
+        or "all 2 policies tie at 90 % demand" in lines[-1]  # no winner named
     )
     for row in rows:  # @50 and @90 measured; past the demand replayed, no figure
         assert float(row[1]) > 0 and float(row[2]) > 0 and row[3:5] == ["-", "-"]
