@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sched": ("gpuctl.sched.cli", "A kube-scheduler profile that packs GPU pods onto the fewest nodes."),
     "reclaim": ("gpuctl.reclaim.cli", "Give idle-held GPUs back by policy: report, suspend (Kueue-aware), scale to zero or evict the workloads whose every GPU has been idle; dry run unless --yes."),
     "sandbox": ("gpuctl.sandbox.cli", "A local simulated GPU cluster to try every command on (a simulator)."),
+    "completion": ("gpuctl.completion", "Print the shell completion script for bash, zsh or fish: commands, options and values (MIG profiles, GPU models, AWS profiles, and from the cluster namespaces and job names)."),
 }  # fmt: skip
 
 

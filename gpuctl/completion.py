@@ -1,4 +1,5 @@
-"""Shell completion of values (typer's `--install-completion`, `--show-completion`).
+"""Shell completion: `gpuctl completion SHELL` prints the script (as kubectl and helm do;
+typer's `--install-completion` and `--show-completion` remain), and the values it completes.
 
 A shell asks `gpuctl` for completions by running it with `_GPUCTL_COMPLETE` set; only then
 are the completers below attached to the commands' options and arguments, so an ordinary
@@ -9,12 +10,45 @@ does not answer, no kubeconfig) it leaves out.
 
 from __future__ import annotations
 
+import enum
 import logging
 import sys
 from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 COMPLETION_SECONDS = 2.0
+COMPLETE_VAR = "_GPUCTL_COMPLETE"  # what the scripts set when they ask gpuctl
+
+
+class Shell(str, enum.Enum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+def register(app) -> None:
+    import typer
+
+    @app.command("completion")
+    def completion(
+        shell: Shell = typer.Argument(..., metavar="SHELL", help="bash, zsh or fish."),
+    ) -> None:
+        """Print the shell completion script for bash, zsh or fish: commands, options and
+        values (MIG profiles, GPU models, AWS profiles, and from the cluster namespaces and
+        job names). Load it in the running shell (bash: `source <(gpuctl completion bash)`)
+        or save it where the shell looks (docs/install.md)."""
+        from gpuctl.cli.output import echo
+
+        echo(script(shell.value) + "\n")
+
+
+def script(shell: str) -> str:
+    """The completion script for SHELL: what `_GPUCTL_COMPLETE=source_SHELL gpuctl` and
+    typer's `--show-completion` print."""
+    from typer._completion_shared import get_completion_script
+
+    return get_completion_script(prog_name="gpuctl", complete_var=COMPLETE_VAR, shell=shell)
+
 
 Values = Iterable[tuple[str, str]]  # (value, what it is)
 
@@ -128,7 +162,8 @@ def job_names(ctx, incomplete: str) -> Values:
 
     def names(kube) -> Values:
         namespace = ctx.params.get("namespace") or kube.namespace
-        return [(j["metadata"]["name"], j["kind"]) for j in list_jobs(kube, namespace)]
+        jobs = list_jobs(kube, namespace, at_once=True)  # one budget for the four lists
+        return [(j["metadata"]["name"], j["kind"]) for j in jobs]
 
     return _from_cluster(ctx, names)
 

@@ -25,6 +25,7 @@ KUBE = {
     "jobs logs",
     "jobs delete",
     "jobs why",
+    "mig show",
     "mig configure",
     "mig rebalance",
     "share timeslice",
@@ -46,6 +47,7 @@ NO_OUTPUT = {
     "jobs logs": "prints the job's own log lines",
     "init": "prints a commented YAML starter, YAML only (-o yaml); -f FILE names where it goes",
     "sched extender": "a server: answers kube-scheduler over HTTP, prints nothing",
+    "completion": "prints a shell script, as kubectl completion does",
 }
 # `jobs logs -f` follows, as `kubectl logs -f` does; everywhere else -f is --file.
 F_IS_FOLLOW = {"jobs logs"}

@@ -46,10 +46,31 @@ def test_the_script_for_each_shell_asks_gpuctl(shell):
     assert "gpuctl" in script.stdout
 
 
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_gpuctl_completion_prints_the_script_as_kubectl_and_helm_do(shell):
+    printed = subprocess.run(
+        [*GPUCTL, "completion", shell], capture_output=True, text=True, timeout=60
+    )
+    assert printed.returncode == 0 and printed.stderr == ""
+    asked = subprocess.run(
+        GPUCTL, env={**os.environ, "_GPUCTL_COMPLETE": f"source_{shell}"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert printed.stdout.strip() == asked.stdout.strip()
+    assert f"_GPUCTL_COMPLETE=complete_{shell}" in printed.stdout
+
+
+def test_gpuctl_completion_of_another_shell_is_a_usage_error():
+    done = subprocess.run(
+        [*GPUCTL, "completion", "tcsh"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "'tcsh' is not one of 'bash', 'zsh', 'fish'" in done.stderr
+
+
 def test_bash_itself_completes_mig_profiles_through_the_script(tmp_path):
     script = subprocess.run(
-        GPUCTL, env={**os.environ, "_GPUCTL_COMPLETE": "source_bash"},
-        capture_output=True, text=True, timeout=60, check=True,
+        [*GPUCTL, "completion", "bash"], capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     # `gpuctl` on the PATH is this checkout's, as the script calls it by name
     bin_dir = tmp_path / "bin"
@@ -170,3 +191,37 @@ def test_names_a_server_sends_cannot_inject_candidates_or_drive_the_terminal(pro
     assert done.returncode == 0 and done.stderr == "", done
     assert "\x1b" not in done.stdout and "plain" not in done.stdout and "team c" not in done.stdout
     assert "team-a" in done.stdout and "team-d" in done.stdout
+
+
+def test_job_names_wait_for_the_slowest_list_not_the_sum_of_four(proxied_kube, kube_api):
+    """A job is a Job, a JobSet, a service's Deployment or a bare Pod: four lists. The proxy
+    answers none of them before all four have arrived; lists sent in turn would hold the
+    first until its COMPLETION_SECONDS ran out, and the shell would get no name."""
+    import threading
+
+    from kubernetes import client
+
+    from tests.standins.faults import Action
+
+    arrived = threading.Barrier(4)
+
+    def together(h, answer) -> None:
+        try:
+            arrived.wait(timeout=30)
+        except threading.BrokenBarrierError:
+            h.drop()
+            return
+        h.send(answer)
+
+    client.BatchV1Api(kube_api).create_namespaced_job(
+        "default",
+        {"metadata": {"name": "train-1", "labels": {"app.kubernetes.io/managed-by": "gpuctl"}},
+         "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                        "containers": [{"name": "c", "image": "x"}]}}}},
+    )  # fmt: skip
+    lists = r"/apis?/.*/namespaces/default/(jobs|jobsets|deployments|pods)"
+    proxied_kube.on("GET", lists, Action(True, together), nth=None)
+    names = complete("bash", "gpuctl jobs get ")
+    assert names.stdout.split() == ["train-1"] and names.stderr == ""
+    sent = sorted(p.rsplit("/", 1)[1] for m, p, _ in proxied_kube.requests if m == "GET")
+    assert sent == ["deployments", "jobs", "jobsets", "pods"]  # one list of each kind

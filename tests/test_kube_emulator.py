@@ -202,7 +202,7 @@ def test_kubectl_watch_sees_what_happens_after_its_list(kube, kube_api, kubectl)
         lines = [watch.stdout.readline().split()[:2] for _ in range(3)]
     finally:
         watch.kill()
-        watch.wait()
+        watch.wait(10)
     # not ADDED before again: a watch from the list's resourceVersion sends only what is newer
     assert lines == [["ADDED", "after"], ["MODIFIED", "after"], ["DELETED", "after"]]
 

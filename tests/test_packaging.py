@@ -41,7 +41,7 @@ def _setuptools() -> dict:
 def _tracked(directory: str) -> set[str]:
     """The files git tracks under DIRECTORY, relative to it."""
     out = subprocess.run(
-        ["git", "ls-files", "-z", directory], cwd=ROOT, capture_output=True, check=True
+        ["git", "ls-files", "-z", directory], cwd=ROOT, capture_output=True, check=True, timeout=60
     ).stdout
     return {os.path.relpath(p, directory) for p in out.decode().split("\0") if p}
 
@@ -139,7 +139,7 @@ def _install_wheel(work: Path) -> None:
     source = work / "source"
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
+        cwd=ROOT, capture_output=True, check=True, timeout=60,
     ).stdout.decode()  # fmt: skip
     for rel in filter(None, listed.split("\0")):
         if os.path.isfile(os.path.join(ROOT, rel)):  # not a file deleted but still tracked
@@ -163,7 +163,9 @@ def _install_wheel(work: Path) -> None:
     for d in _runtime_closure(meta.decode()):
         _repack(d, house)
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
          "-q", "--no-compile", "--no-index", "--find-links", str(house), str(wheel)],
@@ -293,6 +295,24 @@ def test_without_the_engine_extras_commands_name_the_extra_to_install(installed_
         "status": "not installed",
         "detail": "pip install 'gpuctl[aws]'",
     }
+
+
+@pytest.mark.integration
+def test_without_the_aws_extra_a_spec_needing_aws_settings_names_it(installed_wheel, tmp_path):
+    """Given a job spec, provision says so before it reads AWS settings; a cluster spec with
+    no region needs the profile's (boto3): the error names the extra, not a bug."""
+    _, bin_dir = installed_wheel
+    shutil.copy(Path(ROOT, "examples", "job.yaml"), tmp_path / "job.yaml")
+    cluster = Path(ROOT, "examples", "cluster.yaml").read_text()
+    assert "\nregion: us-east-1\n" in cluster
+    (tmp_path / "cluster.yaml").write_text(cluster.replace("\nregion: us-east-1\n", "\n"))
+    job = _run(bin_dir, tmp_path, "gpuctl", "provision", "-f", "job.yaml", check=False)
+    assert job.returncode == 2 and "job.yaml:4: kind: must be one of Cluster" in job.stderr
+    for command in ("provision", "destroy"):
+        done = _run(bin_dir, tmp_path, "gpuctl", command, "--dry-run", check=False)
+        assert done.returncode == 1 and "bug" not in done.stderr, done.stderr
+        assert "reading the AWS settings needs boto3" in done.stderr
+        assert "pip install 'gpuctl[aws]'" in done.stderr
 
 
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")

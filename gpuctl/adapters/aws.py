@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from gpuctl.common.errors import BackendError, UsageError
+from gpuctl.runtime import extras
 
 # Static keys the AWS SDKs prefer to a profile named in AWS_PROFILE; boto3 ignores them for
 # a profile it is given, as AWS's own CLI does for --profile.
@@ -25,6 +26,7 @@ class Aws:
 
     def session(self, region: str | None) -> Any:
         """A boto3 session in REGION (None: the profile's)."""
+        extras.require("reading the AWS settings", "boto3")  # the `aws` extra
         import boto3
         from botocore.exceptions import ProfileNotFound
 

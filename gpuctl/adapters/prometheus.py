@@ -71,7 +71,8 @@ class Prometheus:
         self.timeout = timeout
         self.queries_sent = 0
         self._count_lock = threading.Lock()
-        self._in_flight: list[list] = []  # the sockets of each query under way
+        self._in_flight: list[_Exchange] = []  # the queries under way
+        self._cutting = False  # query_all was interrupted: no query may start or go on
 
     def query(
         self,
@@ -125,7 +126,6 @@ class Prometheus:
         """POST a form to the API; `handle(response)` reads the answer. Every failure is one
         BackendError; the whole exchange has `timeout` seconds."""
         import http.client
-        import socket
         import urllib.error
         import urllib.parse
         import urllib.request
@@ -142,22 +142,23 @@ class Prometheus:
         )
         if self._auth:
             request.add_header("Authorization", self._auth)
-        with self._count_lock:
-            self.queries_sent += 1
-        sockets: list[socket.socket] = []
+        exchange = _Exchange()
         expired = threading.Event()
 
         def expire() -> None:  # a trickling server must not hold gpuctl: cut it off
             expired.set()
-            _shut(sockets)
+            exchange.cut_off()
 
         timer = threading.Timer(self.timeout, expire)
         timer.daemon = True
         with self._count_lock:
-            self._in_flight.append(sockets)
+            if self._cutting:  # started after the others were cut off: not sent at all
+                raise BackendError(f"query to Prometheus at {self.url} not sent: interrupted")
+            self.queries_sent += 1
+            self._in_flight.append(exchange)
         timer.start()
         try:
-            with _opener(sockets).open(request, timeout=self.timeout) as response:
+            with _opener(exchange).open(request, timeout=self.timeout) as response:
                 done, result = handle(response)
         except urllib.error.HTTPError as e:
             raise self._http_error(e, str(form.get("query", ""))) from None
@@ -182,7 +183,7 @@ class Prometheus:
         finally:
             timer.cancel()
             with self._count_lock:
-                self._in_flight.remove(sockets)
+                self._in_flight.remove(exchange)
         if expired.is_set() and not done:
             raise self._too_slow()
         return done, result
@@ -294,21 +295,31 @@ class Prometheus:
     ) -> list:
         """Several instant queries, sent concurrently (each evaluated at the server's now);
         each answer goes to its consumer (see `query`), by default into a list; their
-        warnings to `warnings`. Ctrl-C cuts every one off at once."""
+        warnings to `warnings`. Ctrl-C, or one query's failure, cuts every one off at once:
+        those under way, and those whose thread had not connected yet or not started (under
+        load, one may not have)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
-            futures = [
-                pool.submit(self.query, e, consumers[i] if consumers else list, warnings=warnings)
-                for i, e in enumerate(exprs)
-            ]
-            try:
-                return [f.result() for f in futures]
-            except BaseException:
-                with self._count_lock:
-                    for sockets in self._in_flight:
-                        _shut(sockets)
-                raise
+        try:
+            with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
+                try:
+                    futures = [
+                        pool.submit(
+                            self.query, e, consumers[i] if consumers else list, warnings=warnings
+                        )
+                        for i, e in enumerate(exprs)
+                    ]
+                    return [f.result() for f in futures]
+                except BaseException:
+                    with self._count_lock:
+                        self._cutting = True
+                        in_flight = list(self._in_flight)
+                    for exchange in in_flight:
+                        exchange.cut_off()
+                    raise
+        finally:  # every query of this call has ended: later calls may query again
+            with self._count_lock:
+                self._cutting = False
 
 
 @functools.cache
@@ -399,31 +410,80 @@ def _text(value: object, limit: int = 120) -> str:
 
 
 def _shut(sockets: list) -> None:
-    for sock in list(sockets):
+    for sock in sockets:
         try:
-            sock.shutdown(2)  # SHUT_RDWR: a blocked read returns at once
+            sock.shutdown(2)  # SHUT_RDWR: a blocked connect or read returns at once
         except OSError:
             pass
 
 
-def _opener(sockets: list):
-    """urllib with proxies from the environment as usual, the connections' sockets recorded
-    in `sockets` (so a deadline can cut them off), and redirects that keep the POST and
-    send basic-auth credentials only to the same origin."""
+class _Exchange:
+    """The sockets of one query (each connection's, redirects included), and whether it was
+    cut off. Cutting off is for good: a socket handed over after it is shut at once, so a
+    query that was still connecting, or not yet connected, when Ctrl-C or its deadline came
+    cannot run on until the deadline."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list = []
+        self._cut = False
+
+    def add(self, sock) -> None:
+        with self._lock:
+            if not any(s is sock for s in self._sockets):
+                self._sockets.append(sock)
+            cut = self._cut
+        if cut:  # shut again once connected: one shut while connecting had nothing to end
+            _shut([sock])
+
+    def cut_off(self) -> None:
+        with self._lock:
+            self._cut = True
+            sockets = list(self._sockets)
+        _shut(sockets)
+
+
+def _connect(exchange: _Exchange, address, timeout, source_address=None):
+    """socket.create_connection, with each socket handed to EXCHANGE before it connects, so
+    that cutting the exchange off ends a connect under way too."""
+    import socket
+
+    host, port = address
+    error: OSError | None = None
+    for family, kind, proto, _, where in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            exchange.add(sock)
+            if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # type: ignore[attr-defined]
+                sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(where)
+            return sock
+        except OSError as e:
+            error = e
+            sock.close()
+    raise error or OSError(f"no address for {host}")
+
+
+def _opener(exchange: _Exchange):
+    """urllib with proxies from the environment as usual, the connections' sockets handed to
+    `exchange` (so that a deadline or Ctrl-C can cut them off), and redirects that keep the
+    POST and send basic-auth credentials only to the same origin."""
     import functools
     import http.client
     import urllib.request
 
     def tracked(cls, *args, **kwargs):
         conn = cls(*args, **kwargs)
-        create = conn._create_connection
+        conn._create_connection = functools.partial(_connect, exchange)
+        connect = conn.connect
 
-        def connect(*a, **k):
-            sock = create(*a, **k)
-            sockets.append(sock)
-            return sock
+        def connected() -> None:
+            connect()
+            exchange.add(conn.sock)  # HTTPS: the TLS socket that took the connected one over
 
-        conn._create_connection = connect
+        conn.connect = connected
         return conn
 
     class Plain(urllib.request.HTTPHandler):

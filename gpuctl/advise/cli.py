@@ -8,7 +8,6 @@ import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.output import Format, dump, echo, out_console
-from gpuctl.common.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -17,14 +16,13 @@ def register(app: typer.Typer) -> None:
 
 def advise(
     prometheus: str | None = options.prometheus(),
-    window: str = typer.Option(
+    window: str = options.duration(
         "7d", "--window", help="How far back to look: peak memory, p95 and max utilization."
     ),
     namespace: str | None = options.namespace("Only workloads in this namespace."),
-    idle_threshold: float = typer.Option(
+    idle_threshold: float = options.percent(
         5.0,
         "--idle-threshold",
-        metavar="PCT",
         help="A workload whose GPUs stayed under this utilization the whole window is "
         "advised to release them.",
     ),
@@ -39,8 +37,6 @@ def advise(
     from gpuctl.dcgm import holders
     from gpuctl.runtime.config import setting_list
 
-    if not 0 <= idle_threshold <= 100:
-        raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
     client = application().prometheus(prometheus)
     exporter = holders.exporter(
         setting_list("exporter_containers", exporter_container),

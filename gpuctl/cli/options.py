@@ -4,6 +4,8 @@ passes its own help."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -57,20 +59,6 @@ def _check_namespaces(flag: str):
     return check
 
 
-def seconds(default: float, flag: str, help: str, minimum: float, maximum: float) -> Any:
-    """A duration in seconds: a finite number from MINIMUM to MAXIMUM (nan, inf and
-    negative numbers are refused before anything is read or sent)."""
-
-    def check(value: float) -> float:
-        if not minimum <= value <= maximum:  # False for nan too
-            raise UsageError(
-                f"{flag} {value:g} is not a number of seconds from {minimum:g} to {maximum:g}"
-            )
-        return value
-
-    return typer.Option(default, flag, metavar="SECONDS", callback=check, help=help)
-
-
 def object_name() -> Any:
     """The NAME argument of a command that reads or changes one object: a name the API server
     would accept (an empty one would address the namespace's list instead of an object)."""
@@ -99,6 +87,146 @@ def _check_object_name(value: str) -> str:
             else "the name is empty"
         )
     return value
+
+
+# ---- Values checked as the command line is parsed --------------------------------------
+# One helper per kind of value. Each checks its option's value in click's callback, so that
+# a bad one is a usage error (exit 2) naming the option before the command starts: before
+# any file, cluster or server is read, and whatever else the command line lacks.
+
+MAX_WAIT_SECONDS = 30 * 86400  # the longest a command waits for something: 30 days
+
+
+def number(
+    default: Any,
+    *flags: str,
+    low: float,
+    high: float,
+    help: str,
+    metavar: str = "NUMBER",
+    above: bool = False,
+    what: str = "a number",
+) -> Any:
+    """A finite number from LOW (above LOW when ABOVE) to HIGH: nan, inf and 1e400 (inf to
+    Python) are refused with the rest."""
+
+    def check(ctx, param, value):  # noqa: V107 (click's callback signature)
+        if value is not None and not (
+            math.isfinite(value) and (value > low if above else value >= low) and value <= high
+        ):
+            bounds = f"above {low:g}, at most {high:g}" if above else f"{low:g} to {high:g}"
+            raise UsageError(f"{_flag(param)}: {value:g} is not {what} ({bounds})")
+        return value
+
+    return typer.Option(default, *flags, metavar=metavar, help=help, callback=check)
+
+
+def percent(default: float, *flags: str, help: str) -> Any:
+    return number(default, *flags, low=0, high=100, help=help, metavar="PCT", what="a percentage")
+
+
+def seconds(
+    default: float, *flags: str, low: float, help: str, high: float = MAX_WAIT_SECONDS
+) -> Any:
+    """A number of seconds above LOW (0: any wait at all) and at most HIGH."""
+    return number(
+        default,
+        *flags,
+        low=low,
+        high=high,
+        above=low == 0,
+        help=help,
+        metavar="SECONDS",
+        what="a number of seconds",
+    )
+
+
+def count(
+    default: int | None, *flags: str, low: int, high: int, help: str, metavar: str = "N"
+) -> Any:
+    """A whole number from LOW to HIGH (click refuses what is no whole number: nan, 1e400, "")."""
+
+    def check(ctx, param, value):  # noqa: V107 (click's callback signature)
+        if value is not None and not low <= value <= high:
+            raise UsageError(f"{_flag(param)}: {value} is not a whole number from {low} to {high}")
+        return value
+
+    return typer.Option(default, *flags, metavar=metavar, help=help, callback=check)
+
+
+def duration(default: Any, *flags: str, help: str, bare_seconds: bool = False) -> Any:
+    """A Prometheus duration (10m, 1h30m, 7d), longer than zero and at most 5y, as every
+    query and rule file takes it; with BARE_SECONDS, a spec file's duration instead (a
+    ReclaimPolicy's idleFor: 7200, 2h, 1d2h), within the same bounds. The text is kept."""
+
+    def check(ctx, param, value):  # noqa: V107 (click's callback signature)
+        if value is not None:
+            _duration_seconds(value, _flag(param), bare_seconds)
+        return value
+
+    return typer.Option(default, *flags, metavar="DURATION", help=help, callback=check)
+
+
+def _duration_seconds(text: str, flag: str, bare_seconds: bool) -> float:
+    from gpuctl.common.specfile import parse_duration
+    from gpuctl.dcgm.promql import MAX_SECONDS, duration_seconds
+
+    if not bare_seconds:
+        return duration_seconds(text, flag)
+    seconds = parse_duration(text)
+    if not seconds:
+        raise UsageError(f"{flag}: {text!r} is not a duration (e.g. 30m, 2h, 1d)")
+    if seconds > MAX_SECONDS:
+        raise UsageError(f"{flag}: {text!r} is longer than the most gpuctl looks back, 5y")
+    return seconds
+
+
+def comma_list(
+    value: str, flag: str, check: Callable[[str], str | None] | None = None
+) -> list[str]:
+    """The elements of a comma-separated VALUE, stripped: a usage error naming FLAG for an
+    empty one (`a,,b`, a trailing comma, nothing at all) or one that CHECK says is wrong (the
+    reason it returns)."""
+    items = [item.strip() for item in value.split(",")]
+    if not value.strip():
+        raise UsageError(f"{flag}: nothing given")
+    if not all(items):
+        raise UsageError(
+            f"{flag} {value!r}: an empty element",
+            hint=f"separate values with single commas, e.g. {flag} a,b",
+        )
+    for item in items:
+        problem = check(item) if check else None
+        if problem:
+            raise UsageError(f"{flag} {value!r}: {item!r} {problem}")
+    return items
+
+
+def listed(
+    default: Any,
+    *flags: str,
+    help: str,
+    metavar: str,
+    check: Callable[[str], str | None] | None = None,
+    empty_ok: bool = False,
+    **option: Any,
+) -> Any:
+    """An option that takes a comma-separated list (repeated, when DEFAULT is a list): each
+    value checked by comma_list (EMPTY_OK: a value that is empty altogether, where that
+    means "none", is let through). The values are kept as given."""
+
+    def each(ctx, param, value):  # noqa: V107 (click's callback signature)
+        for text in [] if value is None else [value] if isinstance(value, str) else value:
+            if not (empty_ok and not text.strip()):
+                comma_list(text, _flag(param), check)
+        return value
+
+    return typer.Option(default, *flags, metavar=metavar, help=help, callback=each, **option)
+
+
+def _flag(param) -> str:
+    """The option's long spelling, for messages."""
+    return next((o for o in param.opts if o.startswith("--")), param.opts[0])
 
 
 CONTEXT_HELP = (
@@ -171,21 +299,37 @@ def offline_note(why: str) -> None:
 
 
 def selector(help: str = "Label selector for the nodes, e.g. gpu-type=H100.") -> Any:
-    return typer.Option(None, "-l", "--selector", metavar="SELECTOR", help=help)
+    """-l/--selector, in kubectl's syntax, parsed (and so checked) as it is given."""
+
+    def check(ctx, param, value):  # noqa: V107 (click's callback signature)
+        if value is not None:
+            from gpuctl.common import selector
+
+            selector.parse(value)
+        return value
+
+    return typer.Option(None, "-l", "--selector", metavar="SELECTOR", help=help, callback=check)
 
 
 def nodes(help: str = "Node name (repeat it, or separate names with commas).") -> Any:
-    return typer.Option([], "--node", metavar="NAME", help=help)
+    return listed([], "--node", metavar="NAME", help=help, check=_node_name)
+
+
+def _node_name(name: str) -> str | None:
+    return None if dns1123_subdomain(name) else "is not a node name"
 
 
 def old_nodes() -> Any:
     """--nodes, the old spelling of --node (share timeslice|off): accepted with a warning."""
-    return typer.Option([], "--nodes", hidden=True, help="Old spelling of --node.")
+    return listed(
+        [], "--nodes", metavar="NAME", hidden=True, help="Old spelling of --node.", check=_node_name
+    )
 
 
 def node_names(values: list[str], old: list[str] | None = None) -> tuple[str, ...]:
-    """The names given to --node (repeated or comma separated), in order, once each; OLD:
-    those given to the old spelling --nodes (a warning says to use --node)."""
+    """The names given to --node (repeated or comma separated, each checked as it was
+    parsed), in order, once each; OLD: those given to the old spelling --nodes (a warning
+    says to use --node)."""
     if old:
         from gpuctl.cli.output import err_console
 
@@ -195,16 +339,10 @@ def node_names(values: list[str], old: list[str] | None = None) -> tuple[str, ..
             markup=False,
         )
         values = [*values, *old]
-    names = tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
-    if values and not names:  # e.g. --node "$EMPTY": never fall back to every GPU node
-        raise UsageError("--node was given without a node name")
-    for name in names:
-        if not dns1123_subdomain(name):
-            raise UsageError(f"--node {name!r} is not a valid node name")
-    return names
+    return tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",")))
 
 
-def output(help: str = "table, json or yaml.", default: Format | None = Format.table) -> Any:
+def output(help: str = "table, json or yaml.", default: Any = Format.table) -> Any:
     return typer.Option(default, "-o", "--output", help=help)
 
 
@@ -291,11 +429,13 @@ def exporter_jobs() -> Any:
 
 
 def _exporter_names(flag: str, what: str, env: str, setting: str) -> Any:
-    return typer.Option(
+    return listed(
         [],
         flag,
         metavar="NAME",
+        empty_ok=True,  # "": no names, none of the defaults
+        check=lambda name: None if name.isprintable() and " " not in name else "is not a name",
         help=f"{what} A series whose pod is the exporter's own is a free GPU. Repeat the "
-        "option or separate names with commas; the names replace the defaults. Also "
-        f"{env} or {setting} in the config file.",
+        "option or separate names with commas; the names replace the defaults (an empty "
+        f"value: none). Also {env} or {setting} in the config file.",
     )

@@ -21,6 +21,15 @@ class Format(str, enum.Enum):
     json = "json"
 
 
+class ListFormat(str, enum.Enum):
+    """For a listing: a table, one with more columns (kubectl's -o wide), or data."""
+
+    table = "table"
+    wide = "wide"
+    yaml = "yaml"
+    json = "json"
+
+
 class DataFormat(str, enum.Enum):
     """For commands whose output is data only (manifests, configs): no table."""
 

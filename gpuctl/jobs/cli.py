@@ -8,7 +8,15 @@ import typer
 
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
-from gpuctl.cli.output import DataFormat, Format, dump, dump_documents, echo, err_console
+from gpuctl.cli.output import (
+    DataFormat,
+    Format,
+    ListFormat,
+    dump,
+    dump_documents,
+    echo,
+    err_console,
+)
 from gpuctl.cli.workflow import changes, go_ahead
 
 jobs_app = typer.Typer(
@@ -69,14 +77,6 @@ def _load(paths: list[str], label_key: str, template: str | None = None):
     return loaded
 
 
-def _positive(value: float) -> float:
-    from gpuctl.common.errors import UsageError
-
-    if not value > 0:  # also refuses nan
-        raise UsageError(f"--timeout must be a number of seconds above 0, got {value}")
-    return value
-
-
 # Options, declared once so that each command's signature holds one line a parameter.
 FILES = typer.Argument(
     None, metavar="[JOB.yaml...]", help="Job spec files (or -f).", show_default=False
@@ -123,9 +123,7 @@ WAIT = typer.Option(
     False, "--wait", help="Follow the job to completion; exit 0 only if it succeeded."
 )
 FOLLOW = typer.Option(False, "--follow", help="Stream the logs of worker 0.")
-TIMEOUT = typer.Option(
-    24 * 3600, "--timeout", callback=_positive, help="Seconds to --wait at most."
-)
+TIMEOUT = options.seconds(24 * 3600, "--timeout", low=0, help="Seconds to --wait at most.")
 SUBMIT_MULTINODE = _multinode_option(
     "Default: the spec's multinode:, else jobset when the cluster has JobSet's CRD."
 )
@@ -146,6 +144,13 @@ RENDER_NAMESPACE = options.namespace(
     "default); jobs are rendered without one unless the spec gives it."
 )
 ALL_NAMESPACES = typer.Option(False, "-A", "--all-namespaces")
+LIST_SELECTOR = options.selector(
+    "Only jobs whose labels match this selector (kubectl's syntax: a=b,c!=d,e in (x,y),f,!g); "
+    "a job's labels are those of its spec's labels: and gpuctl's own."
+)
+LIST_OUTPUT = options.output(
+    "table, wide (also restarts, queue, image, age), json or yaml.", default=ListFormat.table
+)
 JOB_NAME = options.object_name()
 LOGS_FOLLOW = typer.Option(False, "-f", "--follow", help="Keep streaming (worker 0).")
 DELETE_DRY_RUN = options.dry_run("Say what would be deleted; delete nothing.")
@@ -273,18 +278,20 @@ def submit(
 def jobs_list(
     namespace: str | None = options.namespace(),
     all_namespaces: bool = ALL_NAMESPACES,
-    output: Format = options.output(),
+    selector: str | None = LIST_SELECTOR,
+    output: ListFormat = LIST_OUTPUT,
 ) -> None:
     """List jobs gpuctl manages."""
     from gpuctl.jobs import service as workloads
     from gpuctl.jobs import views
 
     with application().kube() as kube:
-        rows = workloads.job_rows(kube, None if all_namespaces else (namespace or kube.namespace))
-    if output != Format.table:
-        echo(dump({"jobs": rows}, output.value))
+        ns = None if all_namespaces else (namespace or kube.namespace)
+        rows = workloads.job_rows(kube, ns, selector)
+    if output in (ListFormat.table, ListFormat.wide):
+        views.jobs_table(rows, wide=output == ListFormat.wide)
     else:
-        views.jobs_table(rows)
+        echo(dump({"jobs": rows}, output.value))
 
 
 @jobs_app.command("get")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from gpuctl.adapters.kube import Kube, NotFound
+from gpuctl.common import selector as label_selector
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.jobs.core import status as job_status
 from gpuctl.k8s.labels import JOB_LABEL, MANAGED_SELECTOR, managed_by_gpuctl
@@ -28,27 +29,42 @@ def managed(items: list[dict]) -> list[dict]:
     return [o for o in items if managed_by_gpuctl(o)]
 
 
-def job_rows(kube: Kube, namespace: str | None) -> list[dict]:
-    """The status row of every gpuctl job in NAMESPACE (None: all), by namespace and name."""
-    rows = (job_status.row(o) for o in list_jobs(kube, namespace))
+def job_rows(kube: Kube, namespace: str | None, selector: str | None = None) -> list[dict]:
+    """The status row of every gpuctl job in NAMESPACE (None: all) whose labels match
+    SELECTOR (kubectl's syntax; None: every one), by namespace and name."""
+    rows = (job_status.row(o) for o in list_jobs(kube, namespace, selector))
     return sorted(rows, key=lambda r: (r["namespace"] or "", r["name"]))
 
 
-def list_jobs(kube: Kube, namespace: str | None) -> list[dict]:
-    """gpuctl-managed Jobs, JobSets and bare Pods, as plain objects with their kind set."""
-    jobs = kube.list_objects("Job", namespace, selector=MANAGED_SELECTOR)
-    pods = kube.list_objects("Pod", namespace, selector=MANAGED_SELECTOR)
-    out = [{**j, "kind": "Job"} for j in managed(jobs)]
-    try:
-        jobsets = kube.list_objects("JobSet", namespace, selector=MANAGED_SELECTOR)
-    except NotFound:  # the cluster has no JobSet
-        jobsets = []
-    out += [{**j, "kind": "JobSet"} for j in managed(jobsets)]
-    deployments = kube.list_objects("Deployment", namespace, selector=MANAGED_SELECTOR)
-    out += [{**d, "kind": "Deployment"} for d in managed(deployments)]  # services
+JOB_KINDS = ("Job", "JobSet", "Deployment", "Pod")  # a service is its Deployment
+
+
+def list_jobs(
+    kube: Kube, namespace: str | None, selector: str | None = None, at_once: bool = False
+) -> list[dict]:
+    """gpuctl-managed Jobs, JobSets and bare Pods (and services: their Deployments) whose
+    labels match SELECTOR, as plain objects with their kind set. AT_ONCE (shell completion)
+    sends the four lists together, so a slow cluster costs the slowest answer, not the sum;
+    a command lists them in turn, as Ctrl-C would otherwise wait for the threads."""
+    wanted = label_selector.parse(selector) if selector else ()
+    query = f"{MANAGED_SELECTOR},{selector}" if selector else MANAGED_SELECTOR
+
+    def listed(kind: str) -> list[dict]:
+        try:  # the server filters by the selector; matched again here, as managed() checks
+            found = managed(kube.list_objects(kind, namespace, selector=query))
+        except NotFound:  # the cluster has no JobSet
+            return []
+        return [{**o, "kind": kind} for o in found if label_selector.matches(wanted, labels_of(o))]
+
+    if at_once:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(JOB_KINDS)) as pool:
+            jobs, jobsets, services, pods = pool.map(listed, JOB_KINDS)
+    else:
+        jobs, jobsets, services, pods = map(listed, JOB_KINDS)
     # a Job's or a service's own pods carry the job label too; only bare Pods are jobs
-    out += [{**p, "kind": "Pod"} for p in managed(pods) if not _owned(p)]
-    return out
+    return jobs + jobsets + services + [p for p in pods if not _owned(p)]
 
 
 def get_job(kube: Kube, name: str, namespace: str) -> dict:

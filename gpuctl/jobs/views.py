@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 
 JOBS_COLUMNS = ("NAMESPACE", "NAME", "KIND", "WORKERS", "GPUS/WORKER", "STATUS")
 COUNTS = ("ACTIVE", "SUCCEEDED", "FAILED")
+WIDE = ("RESTARTS", "QUEUE", "IMAGE", "AGE")  # -o wide, as kubectl adds columns
+# `jobs get`'s fields, in order (the row has more, for -o json/yaml)
+FIELDS = (
+    "namespace", "name", "kind", "workers", "gpus_per_worker", "status",
+    "active", "succeeded", "failed", "restarts",
+)  # fmt: skip
 
 
 def warn(text: str) -> None:
@@ -138,27 +144,39 @@ def wait_status(plan: SubmitPlan) -> Iterator[Callable[[dict], None]]:
         yield update
 
 
-def jobs_table(rows: list[dict]) -> None:
+def jobs_table(rows: list[dict], wide: bool = False) -> None:
+    import time
+
     from gpuctl.cli.output import new_table as Table
+    from gpuctl.k8s.times import age
 
     table = Table(box=None)
-    for col in JOBS_COLUMNS + COUNTS:
+    for col in JOBS_COLUMNS + COUNTS + (WIDE if wide else ()):
         table.add_column(col)
+    now = time.time()
     for r in rows:
+        more = (str(r["restarts"]), r["queue"] or "-", r["image"] or "-", age(r["created"], now))
         table.add_row(
             r["namespace"],
             r["name"],
             r["kind"],
             str(r["workers"]),
-            r["gpus_per_worker"],
+            gpus_text(r),
             r["status"],
             *(str(r[col.lower()]) for col in COUNTS),
+            *(more if wide else ()),
         )
     out_console().print(table if rows else "No gpuctl jobs found.")
 
 
+def gpus_text(row: dict) -> str:
+    """A worker's GPUs as the tables say it: '8 × nvidia.com/gpu', or '-'."""
+    return f"{row['gpus_per_worker']} × {row['gpu_resource']}" if row["gpu_resource"] else "-"
+
+
 def job_fields(row: dict) -> None:
-    for key, value in row.items():
+    for key in FIELDS:
+        value = gpus_text(row) if key == "gpus_per_worker" else row[key]
         echo(f"{key + ':':<17}{value}\n")
 
 

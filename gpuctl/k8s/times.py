@@ -22,6 +22,19 @@ def seconds(text: Any) -> float | None:
         return None
 
 
+def age(created: Any, now: float) -> str:
+    """How long ago a creationTimestamp was, as kubectl shows it in AGE: 45s, 12m, 5h, 3d;
+    '-' when it is not one."""
+    then = seconds(created)
+    if then is None:
+        return "-"
+    ago = max(0, int(now - then))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if ago >= size:
+            return f"{ago // size}{unit}"
+    return f"{ago}s"
+
+
 def any_seconds(text: str) -> float | None:
     """RFC 3339 / ISO 8601 text with any offset or fraction (UTC when it names none), as
     seconds since the epoch; None if it is not such a time."""

@@ -20,7 +20,31 @@ mig_app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_SIMULATE = typer.Option(
+
+def _profile_count(item: str) -> str | None:
+    """Why ITEM is not PROFILE[=N] (or all-PROFILE, all-disabled), or None; the profile
+    is checked against the GPU's geometry later."""
+    name, sep, count = item.partition("=")
+    if not name.strip():
+        return "has no profile name before '='"
+    if sep and whole_number(count.strip()) is None:
+        return "has no whole number after '='"
+    return None
+
+
+def _gpus_of_a_model(item: str) -> str | None:
+    """Why ITEM is not [N x]MODEL, or None (the model is looked up later)."""
+    count, x, model = item.partition("x")
+    if x and count.strip().isdigit() and whole_number(count.strip()) in (None, 0):
+        return "needs a count from 1"
+    return None if model.strip() or not x else "has no GPU model after the count"
+
+
+def _index(item: str) -> str | None:
+    return None if whole_number(item) is not None else "is not a GPU index"
+
+
+_SIMULATE = options.listed(
     None,
     "--simulate",
     envvar="GPUCTL_SIMULATE",
@@ -33,22 +57,28 @@ _PROFILES_GPU = typer.Option(
     metavar="MODEL",
     help="A GPU model (H100-80GB, A100-40GB, …) or 'all'; default: the GPUs of this node.",
 )
-_DEMAND = typer.Option(
-    None, "--demand", metavar="PROFILE=N,…", help="MIG devices needed, e.g. 1g.10gb=9,3g.40gb=3."
+_DEMAND = options.listed(
+    None,
+    "--demand",
+    metavar="PROFILE=N,…",
+    check=_profile_count,
+    help="MIG devices needed, e.g. 1g.10gb=9,3g.40gb=3.",
 )
-_CHECK_LAYOUT = typer.Option(
+_CHECK_LAYOUT = options.listed(
     None,
     "--layout",
     metavar="PROFILE=N,…",
+    check=_profile_count,
     help="Check one GPU's layout instead: place it or say why it cannot be.",
 )
 _PLAN_GPU = typer.Option(
     None, "--gpu", metavar="MODEL", help="GPU model, as many as needed (e.g. H100-80GB)."
 )
-_FLEET = typer.Option(
+_FLEET = options.listed(
     None,
     "--gpus",
     metavar="NxMODEL,…",
+    check=_gpus_of_a_model,
     help="The GPUs there are, e.g. 8xH100-80GB or 4xH100-80GB,4xA100-80GB.",
 )
 _FILE = typer.Option(
@@ -61,21 +91,23 @@ _CONFIG = typer.Option(
     metavar="NAME",
     help="The config to apply (from -f, or the GPU Operator's with --node/--selector).",
 )
-_LAYOUT = typer.Option(
+_LAYOUT = options.listed(
     None,
     "--layout",
     metavar="LAYOUT",
+    check=_profile_count,
     help="Shorthand: 3g.40gb=2,1g.10gb=1, all-1g.10gb, all-disabled or all-enabled.",
 )
-_INDEXES = typer.Option(
-    None, "--gpus", metavar="0,1,…", help="With --layout: only these GPU indexes."
+_INDEXES = options.listed(
+    None, "--gpus", metavar="0,1,…", check=_index, help="With --layout: only these GPU indexes."
 )
 _YES = typer.Option(False, "--yes", "-y", help="Apply without asking.")
 _DRY_RUN = typer.Option(False, "--dry-run", help="Show the plan and stop.")
 _RESET = typer.Option(
     False,
     "--reset",
-    help="Reset a GPU when a MIG mode change needs it (only if nothing runs on it).",
+    help="Reset a GPU whose new MIG mode the driver holds pending (only if nothing runs "
+    "on it); a plan that may reset a GPU refuses to start without it.",
 )
 _NODE = options.nodes("Cluster: label this node (repeat it, or separate names with commas).")
 _SELECTOR = options.selector("Cluster: label the nodes matching this.")
@@ -93,7 +125,11 @@ _CONFIGMAP_NAME = typer.Option(
 )
 _OPERATOR_NAMESPACE = options.namespace("The GPU Operator's namespace.", default="gpu-operator")
 _TIMEOUT = options.seconds(
-    600.0, "--timeout", "Cluster: seconds to wait for the operator (1 to 86400).", 1, 86400
+    600.0,
+    "--timeout",
+    low=1,
+    high=86400,
+    help="Cluster: seconds to wait for the operator (1 to 86400).",
 )
 _CONFIGURE_OUTPUT = options.output(
     "table (the plan as text), json or yaml (the plan as data, the text on stderr; "
@@ -173,10 +209,27 @@ def plan(
 
 
 @mig_app.command("show")
-def show(simulate: str | None = _SIMULATE, output: Format = options.output()) -> None:
-    """Current MIG layout of each GPU on this node: placements, memory, processes."""
+@uses_cluster
+def show(
+    simulate: str | None = _SIMULATE,
+    node: list[str] = options.nodes(
+        "A cluster node instead (repeat it, or separate names with commas): its MIG config "
+        "and state, and the slices it advertises and its pods hold, from its labels and "
+        "resources."
+    ),
+    output: Format = options.output(),
+) -> None:
+    """Current MIG layout of each GPU on this node: placements, memory, processes; or, with
+    --node, of cluster nodes as the GPU Operator labels them."""
     from gpuctl.mig import service, views
 
+    names = options.node_names(node)
+    if names:  # cluster nodes: --simulate (or GPUCTL_SIMULATE) is this node's
+        with application().kube() as kube:
+            nodes = service.show_cluster_nodes(kube, names)
+        if not views.print_data(nodes, output):
+            views.cluster_nodes(nodes)
+        return
     data = service.show(application().nvml(simulate))
     if not views.print_data(data, output):
         views.node_state(data)
@@ -198,20 +251,8 @@ def export(
 
 
 def _indexes(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        index = whole_number(part)
-        if index is None:
-            raise UsageError(f"--gpus: {part!r} is not a GPU index (use e.g. --gpus 0,1)")
-        out.append(index)
-    if not out:
-        raise UsageError("--gpus: no GPU index given")
-    return out
+    """The GPU indexes of --gpus (each checked as it was parsed), once each."""
+    return None if text is None else [*dict.fromkeys(map(int, options.comma_list(text, "--gpus")))]
 
 
 @mig_app.command("configure")
@@ -291,6 +332,8 @@ def _configure_node(file, config, layout, indexes, yes, dry_run, reset, nvml, ou
         write("\n".join(plan.lines()) + "\n")
         if not plan.empty:
             service.check_node(nvml, plan)
+        if not dry_run:  # the plan said which GPUs it may reset
+            service.check_resets(plan, reset)
         question = "Apply these MIG changes?"
         if not go_ahead(plan, question, dry_run=dry_run, yes=yes, show=_line(write)):
             return

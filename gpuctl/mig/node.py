@@ -114,10 +114,6 @@ class Halted(GpuctlError):
     """Applying stopped before the end; the message says where and what to do next."""
 
 
-class ResetNeeded(Halted):
-    """A MIG mode change waits for a GPU reset that was not allowed (no --reset)."""
-
-
 def refuse_blocked(plans: list[GpuPlan]) -> None:
     """Nothing is applied while a step would destroy an instance, or change the mode of a
     GPU, with processes on it: the error names them."""
@@ -154,10 +150,9 @@ def after_failure(e: GpuctlError, index: int) -> str:
     )
 
 
-def reset(nvml, index: int, allow_reset: bool, report: Callable[[str], None], why: str) -> None:
-    """Reset GPU INDEX (WHY: what for), only when allowed and nothing runs on it."""
-    if not allow_reset:
-        raise ResetNeeded(f"GPU {index}: the MIG mode change is pending a GPU reset")
+def reset(nvml, index: int, report: Callable[[str], None], why: str) -> None:
+    """Reset GPU INDEX (WHY: what for), only when nothing runs on it (a plan that may reset
+    a GPU runs only with --reset: gpuctl.mig.service.check_resets)."""
     busy = nvml.processes(index)
     if busy:
         raise Halted(
@@ -168,14 +163,14 @@ def reset(nvml, index: int, allow_reset: bool, report: Callable[[str], None], wh
     report(f"GPU {index}: reset {why}")
 
 
-def run_step(nvml, step: Step, allow_reset: bool) -> None:
+def run_step(nvml, step: Step) -> None:
     """One step: one NVML call (a new instance: two, its GPU instance and its compute
     instance)."""
     i = step.gpu
     if step.kind == "set-mig-mode":
         nvml.set_mig_mode(i, step.enable)
     elif step.kind == "reset":
-        reset(nvml, i, allow_reset, lambda line: None, why="to apply the pending MIG mode")
+        reset(nvml, i, lambda line: None, why="to apply the pending MIG mode")
     elif step.kind == "destroy-ci":
         nvml.destroy_compute_instance(i, step.gi_id, step.ci_id)
     elif step.kind == "destroy-gi":

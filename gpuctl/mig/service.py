@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuctl.adapters.kube import Kube
 from gpuctl.adapters.kube_guarded import Target, field_action
-from gpuctl.common.errors import GpuctlError
+from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.plan import Step as PlanStep
 from gpuctl.gpus.geometry import GpuModel
 from gpuctl.k8s.patches import Path
@@ -74,6 +74,20 @@ def node_models(nvml: Nvml) -> tuple[list[GpuModel], list[str]]:
 
 def show(nvml: Nvml) -> list[dict[str, Any]]:
     return [report.state_data(g) for g in read_node(nvml)]
+
+
+def show_cluster_nodes(kube: Kube, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Each named cluster node's MIG config, its state and its slices (report.cluster_node)."""
+    from gpuctl.gpus.resources import DONE_PHASES
+
+    nodes = [kube.read_node(name) for name in names]  # an unknown name fails before the pods
+    pods = [
+        p for p in kube.unfinished_pods() if (p.get("status") or {}).get("phase") not in DONE_PHASES
+    ]
+    return [
+        report.cluster_node(n, [p for p in pods if (p.get("spec") or {}).get("nodeName") == name])
+        for n, name in zip(nodes, names)
+    ]
 
 
 def export(nvml: Nvml, name: str, configmap: bool) -> dict[str, Any]:
@@ -138,23 +152,30 @@ def check_node(nvml, plan: NodePlan) -> None:
     node.check_steps(nvml, list(plan.gpus))
 
 
+def check_resets(plan: NodePlan, allow_reset: bool) -> None:
+    """Refuse, before anything changes, a plan that may reset GPUs (its MIG mode changes)
+    when resets are not allowed: without one it would stop half-way, the mode pending."""
+    if plan.resets and not allow_reset:
+        gpus = ", ".join(map(str, plan.resets))
+        raise UsageError(
+            f"GPU {gpus}: the MIG mode change may need a GPU reset, and --reset was not given",
+            hint="run the same command with --reset (a GPU is reset only where the driver "
+            "holds the new mode pending, and only when nothing runs on it)",
+        )
+
+
 def configure_node(
     nvml, plan: NodePlan, *, allow_reset: bool, progress: NodeProgress | None = None
 ) -> None:
-    """Carry out PLAN's steps, GPU by GPU, then read the node again and compare. The steps
-    done stay done when one fails (a re-run plans from the state then); the error says which
-    step of which GPU failed and whether a re-run can finish."""
+    """Carry out PLAN's steps, GPU by GPU (resetting a GPU whose new MIG mode the driver
+    holds pending, as nvidia-mig-parted does), then read the node again and compare. The
+    steps done stay done when one fails (a re-run plans from the state then); the error
+    says which step of which GPU failed and whether a re-run can finish."""
+    check_resets(plan, allow_reset)
     check_node(nvml, plan)
-    run = _NodeRun(nvml, plan, allow_reset, progress or _Quiet())
+    run = _NodeRun(nvml, plan, progress or _Quiet())
 
     def verify() -> None:
-        if run.waiting:
-            gpus = ", ".join(map(str, run.waiting))
-            raise node.ResetNeeded(
-                f"GPU {gpus}: the MIG mode change is pending a GPU reset",
-                hint=f"when nothing runs on GPU {gpus}, run the same command with "
-                "--reset (or reboot the node), then it continues",
-            )
         after = node.plan(node.read_node(nvml), plan.desired)
         if not all(p.applied for p in after):
             raise GpuctlError(
@@ -172,22 +193,16 @@ def configure_node(
 
 
 class _NodeRun:
-    """The executor's actions for a node plan, and its progress. A GPU whose MIG mode change
-    waits for a GPU reset that was not allowed stops there while the other GPUs go on; its
-    steps after that are skipped, and not reported as done."""
+    """The executor's actions for a node plan, and its progress."""
 
-    def __init__(self, nvml, plan: NodePlan, allow_reset: bool, progress: NodeProgress):
+    def __init__(self, nvml, plan: NodePlan, progress: NodeProgress):
         self._nvml = nvml
         self._plan = plan
-        self._allow_reset = allow_reset
         self._progress = progress
-        self.waiting: list[int] = []
         # new instances are checked against the driver before the first is made; on a GPU
         # whose MIG was off, the driver may list its profiles only once MIG is on
         self._checked = {p.state.index for p in plan.gpus if p.state.mig and p.state.mig[0]}
         self._texts: dict[int, str] = {}  # what a step is called in an error
-        self._did = True
-        self._skipped: set[int] = set()  # the steps of a GPU waiting for its reset
         self._notes: list[str] = []  # said after the step they were part of
 
     def actions(self) -> list[Action]:
@@ -198,44 +213,22 @@ class _NodeRun:
                     plan_step(change, i, len(gpu.steps)),
                     run=partial(self._run, gpu, change),
                     # the steps done stay done: a re-run plans from the state they left
-                    undo=partial(self._left, change),
+                    undo=lambda: "MIG steps are not rolled back",
                     name=f"GPU {change.gpu}: {change.text}",
                 )
                 self._texts[id(action)] = change.text
                 out.append(action)
         return out
 
-    def _left(self, change: Step) -> str | None:
-        """What a rollback says of a step: nothing for one skipped (it never happened)."""
-        return None if id(change) in self._skipped else "MIG steps are not rolled back"
-
     def _run(self, gpu: GpuPlan, change: Step) -> None:
         index = gpu.state.index
-        self._did = index not in self.waiting
-        if not self._did:
-            self._skipped.add(id(change))
-            return
-        try:
-            if change.kind == "create" and index not in self._checked:
-                creates = [s for s in gpu.steps if s.kind == "create"]
-                node.check_creates(self._nvml, gpu.state, creates)
-                self._checked.add(index)
-            node.run_step(self._nvml, change, self._allow_reset)
-            if change.kind == "set-mig-mode" and not node.mode_active(
-                self._nvml, index, change.enable
-            ):
-                node.reset(
-                    self._nvml,
-                    index,
-                    self._allow_reset,
-                    self._notes.append,
-                    why="to activate the new MIG mode",
-                )
-        except node.ResetNeeded:
-            self.waiting.append(index)  # the other GPUs can still go ahead
-            self._did = change.kind != "reset"
-            if not self._did:
-                self._skipped.add(id(change))
+        if change.kind == "create" and index not in self._checked:
+            creates = [s for s in gpu.steps if s.kind == "create"]
+            node.check_creates(self._nvml, gpu.state, creates)
+            self._checked.add(index)
+        node.run_step(self._nvml, change)
+        if change.kind == "set-mig-mode" and not node.mode_active(self._nvml, index, change.enable):
+            node.reset(self._nvml, index, self._notes.append, why="to activate the new MIG mode")
 
     def explain(self, e: GpuctlError, action: Action) -> GpuctlError:
         if isinstance(e, node.Halted):
@@ -251,8 +244,7 @@ class _NodeRun:
         self._progress.started(step, index, total)
 
     def finished(self, step: PlanStep, index: int, total: int) -> None:
-        if self._did:
-            self._progress.finished(step, index, total)
+        self._progress.finished(step, index, total)
         for text in self._notes:
             self._progress.note(text)
         self._notes.clear()

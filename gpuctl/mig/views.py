@@ -93,7 +93,7 @@ def profiles(rows: list[dict[str, Any]]) -> None:
             f"{r['memory_mib']} MiB" if r["memory_mib"] else "?",
             _s(r["sm_count"]),
             str(r["max_instances"]),
-            ",".join(p.split(":")[0] for p in r["placements"]),
+            ",".join(str(p["start"]) for p in r["placements"]),
         )
     _print(table)
 
@@ -161,3 +161,25 @@ def node_state(gpus: list[dict[str, Any]]) -> None:
                 ),
             )
     _print(table)
+
+
+def cluster_nodes(nodes: list[dict[str, Any]]) -> None:
+    for i, d in enumerate(nodes):
+        gpus = f"{d['gpus']} × {d['model'] or 'GPU'}" if d["gpus"] else d["model"] or "no GPU"
+        config = d["mig_config"] or "none"
+        state = f" ({d['mig_config_state']})" if d["mig_config_state"] else ""
+        echo(
+            ("\n" if i else "")
+            + f"{d['node']}: {gpus}, MIG strategy {d['mig_strategy']}, "
+            + f"mig.config {config}{state}\n"
+        )
+        if not d["resources"]:
+            echo("  no GPU resources advertised (is the device plugin running?)\n")
+            continue
+        table = _table(("RESOURCE", "PROFILE", "CAPACITY", "ALLOCATABLE", "IN USE"))
+        for r in d["resources"]:
+            profile = r["profile"] or ("whole GPU" if r["resource"] == "nvidia.com/gpu" else "?")
+            table.add_row(
+                r["resource"], profile, str(r["capacity"]), str(r["allocatable"]), str(r["in_use"])
+            )
+        _print(table)

@@ -159,12 +159,10 @@ def locate(target: Target) -> tuple[ClusterSpec, Outcome]:
     and the working directory that holds its Terraform state."""
     from gpuctl.common.specfile import load_yaml_file
     from gpuctl.provision import statedir
-    from gpuctl.provision.core.spec import parse_cluster, writes_region
+    from gpuctl.provision.core.spec import parse_cluster
 
     doc = load_yaml_file(str(target.file))
-    region = target.region
-    default = None if region or writes_region(doc) else target.aws.default_region()
-    spec = parse_cluster(doc, region, default)
+    spec = parse_cluster(doc, target.region, target.aws.default_region)
     workdir = statedir.cluster_workdir(spec, target.workdir)
     return spec, Outcome(spec.name, str(workdir), statedir.describe(spec, workdir))
 

@@ -25,7 +25,8 @@ PolicyFile = Annotated[
 ]  # fmt: skip
 IdleFor = Annotated[
     str | None,
-    typer.Option("--idle-for", help="Without --policy: how long every GPU must have been idle (default 2h)."),
+    options.duration(..., "--idle-for", bare_seconds=True,
+                     help="Without --policy: how long every GPU must have been idle (default 2h)."),
 ]  # fmt: skip
 _YES = "Carry the plan out (without it: a dry run)."
 _DRY_RUN = "Show the plan; change nothing (the default)."
@@ -127,8 +128,8 @@ def render(
     namespace: str = options.namespace("Where it runs (default: gpuctl).", default="gpuctl"),
     prometheus: str | None = options.prometheus(),
     schedule: str = typer.Option("*/15 * * * *", "--schedule", help="The CronJob's schedule."),
-    every: str | None = typer.Option(
-        None, "--every", help="A Deployment that runs every DURATION instead."
+    every: str | None = options.duration(
+        None, "--every", bare_seconds=True, help="A Deployment that runs every DURATION instead."
     ),
     output: Format = options.output("yaml or json.", default=Format.yaml),
 ) -> None:

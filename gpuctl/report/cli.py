@@ -16,8 +16,8 @@ class ReportFormat(str, enum.Enum):
     csv = "csv"
 
 
-WINDOW = typer.Option("7d", "--window", help="How far back the report goes, e.g. 7d or 30d.")
-STEP = typer.Option("5m", "--step", help="Resolution: a holding counts in whole steps.")
+WINDOW = options.duration("7d", "--window", help="How far back the report goes, e.g. 7d or 30d.")
+STEP = options.duration("5m", "--step", help="Resolution: a holding counts in whole steps.")
 END = typer.Option(
     None,
     "--end",
@@ -37,9 +37,7 @@ HTML = typer.Option(
     metavar="FILE",
     help="Also write a self-contained HTML page to mail (under 1 MB; a new or regular file).",
 )
-THRESHOLD = typer.Option(
-    5.0, "--idle-threshold", metavar="PCT", help="A GPU under this busy signal is idle."
-)
+THRESHOLD = options.percent(5.0, "--idle-threshold", help="A GPU under this busy signal is idle.")
 TOP = typer.Option(10, "--top", min=1, max=1000, help="How many idle holders to list.")
 TEAMS = typer.Option(
     20,

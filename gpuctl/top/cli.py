@@ -7,7 +7,7 @@ import typer
 from gpuctl.cli import options
 from gpuctl.cli.output import Format
 
-SIMULATE = typer.Option(
+SIMULATE = options.listed(
     None,
     "--simulate",
     envvar="GPUCTL_SIMULATE",
@@ -18,7 +18,7 @@ PROMETHEUS = options.prometheus(
     "Cluster-wide view from DCGM-exporter metrics in this Prometheus "
     "(also prometheus_url in the config file)."
 )
-DELAY = typer.Option(2.0, "-d", "--delay", min=0.1, help="Seconds between refreshes.")
+DELAY = options.seconds(2.0, "-d", "--delay", low=0.1, high=3600, help="Seconds between refreshes.")
 ONCE = typer.Option(False, "--once", help="Print one frame and exit.")
 SORT = typer.Option(
     "index",
@@ -27,14 +27,11 @@ SORT = typer.Option(
     help="Order GPUs by index (node view) or node (cluster view), or highest first by "
     "util, memory, temp or power; cluster view also idle (lowest mean over --window first).",
 )
-WINDOW = typer.Option(
+WINDOW = options.duration(
     "10m", "--window", help="Cluster view: window over which a GPU's mean utilization is taken."
 )
-IDLE_THRESHOLD = typer.Option(
-    5.0,
-    "--idle-threshold",
-    metavar="PCT",
-    help="Cluster view: a GPU under this mean utilization is idle.",
+IDLE_THRESHOLD = options.percent(
+    5.0, "--idle-threshold", help="Cluster view: a GPU under this mean utilization is idle."
 )
 
 

@@ -3,7 +3,6 @@ GPU capacity each one allocates as demand grows."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import typer
@@ -11,6 +10,8 @@ import typer
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format
+from gpuctl.common.numbers import whole_number
+from gpuctl.gpus.scoring import MAX_WEIGHT
 
 # Literal here so that `--help` loads nothing of the replay; tests/whatif/test_cli.py checks
 # they are replay.POLICIES and gpus.scoring.DEFAULT_GPU_WEIGHT.
@@ -36,9 +37,11 @@ POD_CSV = typer.Option(
 FROM_CLUSTER = typer.Option(
     False, "--from-cluster", help="Replay the cluster's unfinished pods onto its nodes (read only)."
 )
-POLICY = typer.Option(
+POLICY = options.listed(
     POLICIES,
     "--policy",
+    metavar="POLICY,…",
+    check=lambda name: None if name in POLICIES.split(",") else f"is not one of {POLICIES}",
     help="Policies to compare, comma-separated: k8s-default (LeastAllocated + "
     "BalancedAllocation on cpu and memory), most-allocated (MostAllocated over cpu, "
     "memory and nvidia.com/gpu, as `gpuctl sched render` writes), extender (`gpuctl sched "
@@ -52,18 +55,36 @@ GPU_TAINT = typer.Option(
     "off them), or both.",
 )
 TAINTS = {"untainted": (False,), "tainted": (True,), "both": (False, True)}
-GPU_WEIGHT_OPTION = typer.Option(
-    GPU_WEIGHT, "--gpu-weight", help="Weight of nvidia.com/gpu in most-allocated (1-100)."
+GPU_WEIGHT_OPTION = options.count(
+    GPU_WEIGHT,
+    "--gpu-weight",
+    low=1,
+    high=MAX_WEIGHT,
+    metavar="W",
+    help="Weight of nvidia.com/gpu in most-allocated (1-100, kube-scheduler's range).",
 )
-DEMAND = typer.Option(
+DEMAND = options.number(
     1.3,
     "--demand",
+    low=0,
+    above=True,
+    high=MAX_DEMAND,
     help="Replay until the pods' GPU request reaches this times the GPU capacity "
-    "(resampling the pods, or leaving some out).",
+    "(resampling the pods, or leaving some out); at most 3 decimals.",
 )
-SEEDS = typer.Option(
+
+
+def _seed(text: str) -> str | None:
+    """Why TEXT is not a seed, or None."""
+    n = whole_number(text)
+    return None if n is not None and n < 2**32 else "is not a whole number below 2^32"
+
+
+SEEDS = options.listed(
     "42,43,44",
     "--seeds",
+    metavar="N,…",
+    check=_seed,
     help="Random seeds, comma-separated: each one a pod order; figures are medians.",
 )
 OLD_NODES = typer.Option(None, "--nodes", hidden=True, help="Old spelling of --node-csv.")
@@ -102,7 +123,6 @@ def whatif(
     if from_cluster == bool(nodes or pods) or (not from_cluster and not (nodes and pods)):
         raise UsageError("give either --node-csv and --pod-csv, or --from-cluster")
     chosen = _policies(policy)
-    _check_gpu_weight(gpu_weight)
     permille = _demand_permille(demand)
     seed_list = _seeds(seeds)
     if gpu_taint not in TAINTS:
@@ -154,16 +174,6 @@ def _replaying(nodes: list, pods: list, permille: int, physical) -> str:
     )
 
 
-def _check_gpu_weight(gpu_weight: int) -> None:
-    from gpuctl.common.errors import UsageError
-    from gpuctl.gpus.scoring import MAX_WEIGHT
-
-    if not 1 <= gpu_weight <= MAX_WEIGHT:
-        raise UsageError(
-            f"--gpu-weight must be 1 to {MAX_WEIGHT} (kube-scheduler's range), got {gpu_weight}"
-        )
-
-
 def _renamed(value: str | None, old: str | None, old_flag: str, flag: str) -> str | None:
     """--node-csv/--pod-csv, once --nodes/--pods (which, everywhere else, name nodes)."""
     if old is None:
@@ -180,43 +190,29 @@ def _renamed(value: str | None, old: str | None, old_flag: str, flag: str) -> st
 
 
 def _policies(text: str) -> list[str]:
-    from gpuctl.common.errors import UsageError
-
-    chosen = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    unknown = [p for p in chosen if p not in POLICIES.split(",")]
-    if unknown or not chosen:
-        raise UsageError(
-            f"--policy {text!r}: {'unknown ' + ', '.join(unknown) if unknown else 'none given'}"
-            f" (choose from {POLICIES})"
-        )
-    return chosen
+    """The policies of --policy (each checked as it was parsed), once each."""
+    return list(dict.fromkeys(options.comma_list(text, "--policy")))
 
 
 def _demand_permille(demand: float) -> int:
     from gpuctl.common.errors import UsageError
 
-    # the range first: 1e308 × 1000 is no number to round
-    in_range = math.isfinite(demand) and 0 < demand <= MAX_DEMAND
-    permille = round(demand * 1000) if in_range else 0
-    if not in_range or abs(demand * 1000 - permille) > 1e-6:
+    permille = round(demand * 1000)  # the option is a finite number in range
+    if abs(demand * 1000 - permille) > 1e-6:
         raise UsageError(
-            f"--demand must be above 0 and at most {MAX_DEMAND:g}, with at most 3 decimals "
-            f"(1.3 = 130 % of the GPU capacity), got {demand}"
+            f"--demand: {demand} has more than 3 decimals (1.3 = 130 % of the GPU capacity)"
         )
     return permille
 
 
 def _seeds(text: str) -> list[int]:
+    """The seeds of --seeds (each checked as it was parsed), once each."""
     from gpuctl.common.errors import UsageError
-    from gpuctl.common.numbers import whole_number
 
-    values = [whole_number(s.strip()) for s in text.split(",")]
-    if not values or len(values) > MAX_SEEDS or any(v is None or v >= 2**32 for v in values):
-        raise UsageError(
-            f"--seeds {text!r}: expected 1 to {MAX_SEEDS} whole numbers below 2^32, "
-            "comma-separated (e.g. 42,43,44)"
-        )
-    return list(dict.fromkeys(v for v in values if v is not None))
+    seeds = list(dict.fromkeys(int(s) for s in options.comma_list(text, "--seeds")))
+    if len(seeds) > MAX_SEEDS:
+        raise UsageError(f"--seeds: {len(seeds)} seeds; at most {MAX_SEEDS}")
+    return seeds
 
 
 def _print_table(result: dict[str, Any]) -> None:

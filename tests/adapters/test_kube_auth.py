@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from tests import ROOT
+from tests import ROOT, children
 from tests.test_completion import complete
 
 pytestmark = pytest.mark.integration
@@ -119,7 +118,7 @@ def test_a_plugin_that_hangs_is_ended_with_its_children_at_the_deadline(
 def test_ctrl_c_while_the_plugin_runs_ends_it_and_exits_130(tmp_path, proxied_kube, monkeypatch):
     command = plugin(tmp_path, f"sleep 300 & echo $! > {tmp_path}/children\nsleep 300")
     monkeypatch.setenv("KUBECONFIG", kubeconfig_with(tmp_path, proxied_kube.url, command))
-    proc = subprocess.Popen(
+    proc = children.start(
         [sys.executable, "-m", "gpuctl", "submit", "--dry-run", f"{ROOT}/examples/job.yaml"],
         cwd=ROOT,
         env={**os.environ, "GPUCTL_REQUEST_TIMEOUT": "60"},
@@ -131,9 +130,8 @@ def test_ctrl_c_while_the_plugin_runs_ends_it_and_exits_130(tmp_path, proxied_ku
     while not (tmp_path / "children").exists() and time.monotonic() < end:
         time.sleep(0.05)
     time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    code, _, err = children.interrupt(proc, 30)
+    assert code == 130, err
     pid = int((tmp_path / "plugin.pid").read_text())
     assert gone(pid) and all(gone(c) for c in children_of_plugin(tmp_path))
 

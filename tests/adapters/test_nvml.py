@@ -61,7 +61,7 @@ def test_a_real_process_gets_its_user_and_name_from_the_os():
         assert p.user == pwd.getpwuid(os.getuid()).pw_name and p.name == "python3"
     finally:
         child.kill()
-        child.wait()
+        child.wait(10)
 
 
 def test_functions_an_old_driver_lacks_read_as_none(monkeypatch):

@@ -66,7 +66,11 @@ def test_concurrent_requests_are_batched_and_the_metrics_say_so(server):
     assert samples[names.LATENCY + "_count"] == 48
     assert samples[names.QUEUE_DEPTH] == 0
     lint = subprocess.run(
-        [need("promtool"), "check", "metrics"], input=text, capture_output=True, text=True
+        [need("promtool"), "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
 

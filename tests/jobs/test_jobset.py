@@ -159,7 +159,7 @@ def test_jobset_status_in_rows():
     }
     r = row(js)
     assert (r["status"], r["workers"], r["active"], r["restarts"]) == ("Running", 4, 4, 1)
-    assert r["gpus_per_worker"] == "8 × nvidia.com/gpu"
+    assert (r["gpus_per_worker"], r["gpu_resource"]) == (8, "nvidia.com/gpu")
     js["status"]["conditions"] = [
         {
             "type": "Completed",

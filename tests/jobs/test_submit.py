@@ -266,7 +266,9 @@ def test_jobs_list_get_delete_touch_only_managed_objects(cli, api, kube, tmp_pat
         ("gpu-pod", "Pod", 1),
         ("llama-pretrain", "Job", 2),
     ]
-    assert rows[1]["gpus_per_worker"] == "8 × nvidia.com/gpu"
+    # numbers and resources as fields of their own (the table writes "8 × nvidia.com/gpu")
+    assert (rows[1]["gpus_per_worker"], rows[1]["gpu_resource"]) == (8, "nvidia.com/gpu")
+    assert rows[1]["image"] and rows[1]["created"] and rows[1]["queue"] is None
     # the selector was sent to the server (the emulator ignores it; the client filters again)
     assert any(
         q[2].get("labelSelector") == "app.kubernetes.io/managed-by=gpuctl"
@@ -285,6 +287,34 @@ def test_jobs_list_get_delete_touch_only_managed_objects(cli, api, kube, tmp_pat
     assert r.code == 3 and core.read_namespaced_pod("gpu-pod", "team-a")
     r = cli("jobs", "get", "nope", "-n", "team-a")
     assert r.code == 1 and "no gpuctl job 'nope'" in r.err
+
+
+def test_jobs_list_selects_by_label_and_shows_more_with_wide(cli, api, kube, tmp_path):
+    import json
+
+    add_node(api[0], "n1", 8, "h100")
+    for name, team in (("a", "vision"), ("b", "nlp"), ("c", "vision")):
+        spec = f"name: {name}\nimage: img-{name}\ngpus: 1\nlabels: {{team: {team}}}\n"
+        assert cli("submit", write(tmp_path, spec)).code == 0
+    r = cli("jobs", "list", "-l", "team=vision", "-o", "json")
+    assert r.code == 0, r
+    assert [row["name"] for row in json.loads(r.out)["jobs"]] == ["a", "c"]
+    # sent to the server with gpuctl's own (the emulator ignores it; the client filters again)
+    sent = [q[2].get("labelSelector") for q in kube.requests() if q[1].endswith("/jobs")]
+    assert sent[-1] == "app.kubernetes.io/managed-by=gpuctl,team=vision"
+    r = cli("jobs", "list", "-l", "team notin (vision),team", "-o", "wide")
+    assert r.code == 0, r
+    header, *lines = r.out.splitlines()
+    assert header.split() == [
+        "NAMESPACE", "NAME", "KIND", "WORKERS", "GPUS/WORKER", "STATUS", "ACTIVE",
+        "SUCCEEDED", "FAILED", "RESTARTS", "QUEUE", "IMAGE", "AGE",
+    ]  # fmt: skip
+    assert len(lines) == 1 and " b " in lines[0] and "img-b" in lines[0], r.out
+    assert "1 × nvidia.com/gpu" in lines[0] and lines[0].split()[-1].endswith("s")
+    before = len(kube.requests())
+    r = cli("jobs", "list", "-l", "team in (a")
+    assert r.code == 2 and "bad label selector term" in r.err
+    assert len(kube.requests()) == before  # refused before any request
 
 
 def test_forbidden_and_server_errors_are_one_line(cli, api, kube, tmp_path):

@@ -5,14 +5,13 @@ which (or exactly what is left, with the command that removes it)."""
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests import ROOT
+from tests import ROOT, children
 from tests.jobs.test_submit import add_node
 from tests.standins.faults import delay, drop_answer, race_creator, reply, trickle, wait_until
 from tests.standins.kube import write_kubeconfig
@@ -216,7 +215,7 @@ def test_a_label_gpuctl_or_the_job_controller_sets_is_refused_before_anything_is
 
 def gpuctl_process(*args, env_extra=None):
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.Popen(
+    return children.start(
         [sys.executable, "-m", "gpuctl", *args],
         cwd=ROOT,
         env=env,
@@ -226,18 +225,11 @@ def gpuctl_process(*args, env_extra=None):
     )
 
 
-def interrupt_when(proc, rule, seconds=60):
-    assert rule.fired.wait(seconds), "gpuctl never reached the request"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    return proc.returncode, out, err
-
-
 def test_ctrl_c_while_the_job_is_being_created_rolls_everything_back(cluster, proxied_kube):
     # the Job is made upstream, its answer held: SIGINT lands while the create is in flight
     rule = proxied_kube.on("POST", JOBS, delay(3))
     proc = gpuctl_process("submit", os.path.join(EX, "multinode-train.yaml"))
-    code, out, err = interrupt_when(proc, rule)
+    code, out, err = children.interrupt_when(proc, rule.fired)
     assert code == 130, err
     assert err.count("\n") == 1 and err.startswith("gpuctl: interrupted; "), err
     assert f"removed: Job/{NAME}, Service/{NAME}" in err
@@ -248,7 +240,7 @@ def test_ctrl_c_before_anything_is_created_changes_nothing(cluster, proxied_kube
     rule = proxied_kube.on("GET", "/api/v1/nodes", delay(30))  # the fit check hangs
     seeded = len(kube.requests())
     proc = gpuctl_process("submit", os.path.join(EX, "multinode-train.yaml"))
-    code, out, err = interrupt_when(proc, rule)
+    code, out, err = children.interrupt_when(proc, rule.fired)
     assert (code, err) == (130, "gpuctl: interrupted\n")
     sent = [(str(q[0]).rsplit(".", 1)[-1], q[1]) for q in kube.requests()[seeded:]]
     # reads only: API discovery (is there JobSet? Kueue?), then the node list
@@ -258,7 +250,7 @@ def test_ctrl_c_before_anything_is_created_changes_nothing(cluster, proxied_kube
 def test_ctrl_c_while_a_command_waits_for_the_cluster_is_one_line(cluster, proxied_kube):
     rule = proxied_kube.on("GET", r"/apis/batch/v1/namespaces/default/jobs", delay(30))
     proc = gpuctl_process("jobs", "list")
-    assert interrupt_when(proc, rule) == (130, "", "gpuctl: interrupted\n")
+    assert children.interrupt_when(proc, rule.fired) == (130, "", "gpuctl: interrupted\n")
 
 
 @pytest.mark.integration
@@ -271,7 +263,7 @@ def test_a_request_that_times_out_ends_the_process_with_its_exit_code(tmp_path):
         url = f"http://127.0.0.1:{black_hole.getsockname()[1]}"
         env = {"KUBECONFIG": write_kubeconfig(tmp_path / "kubeconfig", url)}
         proc = gpuctl_process("jobs", "list", env_extra={**env, "GPUCTL_REQUEST_TIMEOUT": "1"})
-        out, err = proc.communicate(timeout=60)
+        out, err = children.finish(proc, 60)
     assert proc.returncode == 1, err
     assert "timed out" in err and "Fatal Python error" not in err
     assert len(err.strip().splitlines()) == 2, err  # the error and its hint
@@ -287,7 +279,7 @@ def test_ctrl_c_while_following_a_submitted_job_leaves_it_running(cluster, proxi
         "GET", r"/apis/batch/v1/namespaces/default/jobs", delay(30, forward=False)
     )
     proc = gpuctl_process("submit", str(spec), "--wait")
-    code, out, err = interrupt_when(proc, rule)
+    code, out, err = children.interrupt_when(proc, rule.fired)
     assert code == 130, err
     assert err.splitlines()[-2:] == [
         "gpuctl: interrupted; Job default/long keeps running",

@@ -1,6 +1,7 @@
 """`gpuctl mig configure --node/--selector` against the Kubernetes API emulator; a thread
 plays the GPU Operator's mig-manager by flipping nvidia.com/mig.config.state."""
 
+import json
 import textwrap
 import threading
 import time
@@ -410,3 +411,72 @@ def test_a_label_patch_that_fails_puts_back_the_labels_already_set(kube, kube_ap
             service.configure_cluster(k, plan, 5, Quiet(), lambda *_: None)
     assert "the labels set before the failure were put back: node gpu-a" in e.value.message
     assert labels_of(kube_api, "gpu-a")["nvidia.com/mig.config"] == "all-disabled"
+
+
+# GPU Feature Discovery's labels and the device plugin's resources on two H100 nodes, one per
+# MIG strategy (NVIDIA/k8s-device-plugin internal/lm/mig-strategy.go: mixed counts each
+# profile as nvidia.com/mig-<profile>, single renames the product -MIG-<profile> and counts
+# the slices as nvidia.com/gpu); the mig-manager's config and state labels.
+MIXED = {
+    **H100_LABELS,
+    "nvidia.com/gpu.count": "2",
+    "nvidia.com/mig.strategy": "mixed",
+    "nvidia.com/mig.config": "custom-1g-3g",
+    "nvidia.com/mig-1g.10gb.count": "7",
+    "nvidia.com/mig-3g.40gb.count": "2",
+}
+SINGLE = {
+    **H100_LABELS,
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
+    "nvidia.com/gpu.count": "14",
+    "nvidia.com/mig.strategy": "single",
+    "nvidia.com/mig.config": "all-1g.10gb",
+    "nvidia.com/mig.config.state": "pending",
+}
+
+
+def test_mig_show_node_reads_a_cluster_nodes_config_state_and_slices(kube, kube_api, capsys):
+    from tests.gpu_cluster import node, pod, seed
+
+    mixed = {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "2"}
+    seed(
+        kube_api,
+        node("gpu-1", gpus=0, labels=MIXED, alloc=mixed),
+        node("gpu-2", gpus=14, labels=SINGLE),
+        pod("a", "default", 2, resource="nvidia.com/mig-1g.10gb"),
+        pod("b", "default", 1, resource="nvidia.com/mig-1g.10gb", phase="Pending"),
+        pod("done", "default", 1, resource="nvidia.com/mig-3g.40gb", phase="Succeeded"),
+        pod("c", "default", 3, node_name="gpu-2"),
+    )
+    code, out, err = run(capsys, "mig", "show", "--node", "gpu-1,gpu-2", "-o", "json")
+    assert code == 0, err
+    one, two = json.loads(out)
+    assert one == {
+        "node": "gpu-1",
+        "model": "H100-80GB",
+        "gpus": 2,
+        "mig_strategy": "mixed",
+        "mig_config": "custom-1g-3g",
+        "mig_config_state": "success",
+        "resources": [
+            {"resource": "nvidia.com/gpu", "profile": None, "capacity": 0, "allocatable": 0,
+             "in_use": 0},
+            {"resource": "nvidia.com/mig-1g.10gb", "profile": "1g.10gb", "capacity": 7,
+             "allocatable": 7, "in_use": 3},
+            {"resource": "nvidia.com/mig-3g.40gb", "profile": "3g.40gb", "capacity": 2,
+             "allocatable": 2, "in_use": 0},
+        ],
+    }  # fmt: skip
+    assert (two["mig_strategy"], two["mig_config_state"]) == ("single", "pending")
+    assert two["resources"] == [
+        {"resource": "nvidia.com/gpu", "profile": "1g.10gb", "capacity": 14, "allocatable": 14,
+         "in_use": 3},
+    ]  # fmt: skip
+    code, out, _ = run(capsys, "mig", "show", "--node", "gpu-2")
+    assert (
+        code == 0
+        and "gpu-2: H100-80GB, MIG strategy single, mig.config all-1g.10gb (pending)" in out
+    )
+    assert "1g.10gb" in out and "14" in out
+    code, _, err = run(capsys, "mig", "show", "--node", "nope")
+    assert code == 1 and "no node 'nope'" in err

@@ -82,22 +82,45 @@ def test_configure_from_file_then_idempotent_assert_export(capsys, node, tmp_pat
 def test_dry_run_and_confirmation_change_nothing(capsys, node):
     code, out, _ = run(capsys, "mig", "configure", "--layout", "all-1g.10gb", "--dry-run")
     assert code == 0 and "enable MIG mode on GPU 0" in out and "dry run" in out
-    code, out, err = run(capsys, "mig", "configure", "--layout", "all-1g.10gb")  # no tty, no --yes
+    code, out, err = run(capsys, "mig", "configure", "--layout", "all-1g.10gb", "--reset")
     assert code == 3 and "--yes" in err
     assert all(not g["mig"]["current"] and not g["mig"]["pending"] for g in show(capsys))
 
 
 @pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
-def test_pending_mode_needs_reset_and_rerun_completes(capsys, node):
+def test_the_plan_names_the_resets_and_without_reset_nothing_changes(capsys, node):
+    """The simulated driver, as many real ones, holds a new MIG mode pending until a GPU
+    reset: the plan says so up front, and without --reset the run refuses before any change
+    instead of stopping half-way with the mode pending."""
+    code, out, _ = run(capsys, "mig", "configure", "--layout", "7g.80gb=1", "--dry-run")
+    for gpu in (0, 1):
+        assert f"note: GPU {gpu} is reset where the driver holds its new MIG mode pending" in out
+    code, out, _ = run(
+        capsys, "mig", "configure", "--layout", "7g.80gb=1", "--dry-run", "-o", "json"
+    )
+    assert [g["may_reset"] for g in json.loads(out)["gpus"]] == [True, True]
     code, _, err = run(capsys, "mig", "configure", "--layout", "7g.80gb=1", "--yes")
-    assert code == 1 and "GPU 0, 1: the MIG mode change is pending a GPU reset" in err
+    assert code == 2 and "GPU 0, 1: the MIG mode change may need a GPU reset" in err
     assert "--reset" in err
     for g in show(capsys):
-        assert g["mig"] == {"current": False, "pending": True} and g["instances"] == []
+        assert g["mig"] == {"current": False, "pending": False} and g["instances"] == []
+    # a mode another tool left pending is a reset step of the plan: refused as well
+    with Nvml(gpuctl.sim.driver()) as nvml:
+        nvml.set_mig_mode(0, True)
+    code, out, err = run(capsys, "mig", "configure", "--layout", "7g.80gb=1", "--yes")
+    assert code == 2 and "reset GPU 0 to apply the pending MIG enable" in out
+    assert show(capsys)[0]["mig"] == {"current": False, "pending": True}
     code, out, err = run(capsys, "mig", "configure", "--layout", "7g.80gb=1", "--yes", "--reset")
     assert code == 0, err
-    assert "reset GPU 0 to apply the pending MIG enable" in out
+    assert "GPU 1: reset to activate the new MIG mode" in err + out
     assert [g["layout"] for g in show(capsys)] == [{"7g.80gb": 1}] * 2
+    # cancelling a pending change resets nothing
+    with Nvml(gpuctl.sim.driver()) as nvml:
+        nvml.set_mig_mode(1, False)
+    code, out, err = run(
+        capsys, "mig", "configure", "--gpus", "1", "--layout", "7g.80gb=1", "--yes"
+    )
+    assert code == 0 and "cancel the pending MIG disable on GPU 1" in out and "reset" not in out
 
 
 @pytest.mark.integration  # resets a GPU through the simulated nvidia-smi (a process)
@@ -189,7 +212,8 @@ def test_profiles_of_this_node_and_by_model(capsys, node):
     rows = json.loads(out)
     assert {r["gpu"] for r in rows} == {"H100-80GB"}
     row = next(r for r in rows if r["profile"] == "3g.40gb")
-    assert row["profile_id"] == 9 and row["placements"] == ["0:4", "4:4"]
+    assert row["profile_id"] == 9
+    assert row["placements"] == [{"start": 0, "size": 4}, {"start": 4, "size": 4}]
     code, out, _ = run(capsys, "mig", "profiles", "--gpu", "A30", "-o", "json")
     assert [r["profile"] for r in json.loads(out)][:2] == ["1g.6gb", "1g.6gb+me"]
     code, out, err = run(capsys, "mig", "profiles", "--gpu", "T4")

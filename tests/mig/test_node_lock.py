@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests import ROOT
+from tests import ROOT, children
 from tests.clirun import run_gpuctl as run
 
 pytestmark = pytest.mark.integration
@@ -54,7 +54,7 @@ def test_a_run_in_progress_makes_a_second_one_refuse_naming_it(capsys, node):
         assert layout(capsys) == before
     finally:
         holder.kill()
-        holder.wait()
+        holder.wait(10)
     code, _, err = run(capsys, "mig", "configure", "--layout", "all-1g.10gb", "--yes", "--reset")
     assert code == 0, err  # the lock went with its holder
 
@@ -69,7 +69,8 @@ def test_two_runs_at_once_leave_one_whole_layout(capsys, node):
         )  # fmt: skip
 
     runs = [start("all-1g.10gb"), start("all-3g.40gb")]
-    results = [(p.wait(60), p.stderr.read()) for p in runs]
+    errors = [children.finish(p, 60)[1] for p in runs]
+    results = [(p.returncode, err) for p, err in zip(runs, errors)]
     for code, err in results:
         assert code == 0 or "being changed by another run" in err, err
     assert any(code == 0 for code, _ in results)

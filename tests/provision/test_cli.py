@@ -231,6 +231,10 @@ def test_existing_cluster_plans_only_node_groups_in_its_network(tmp_path, module
     assert "Existing EKS cluster ml-prod-eks (Kubernetes 1.31)" in err
     costs = {c["component"]: c for c in preflight["cost_by_component"]}
     assert costs["network"]["items"] == [] and costs["control plane"]["items"] == []
+    # the numbers the label says are fields of their own: "l40s: 0–4 × g6e.12xlarge"
+    (item,) = costs["node groups"]["items"]
+    assert (item["nodes_min"], item["nodes_max"], item["priced"]) == (0, 4, "g6e.12xlarge")
+    assert item["spot"] is False and item["label"] == "l40s: 0–4 × g6e.12xlarge"
 
 
 def test_existing_cluster_and_vpc_cidr_is_refused_before_anything(tmp_path, modules, gpuctl):

@@ -481,14 +481,25 @@ def test_the_region_comes_from_the_spec_the_option_or_a_default():
         parse_cluster(no_region)
     assert e.value.file == "c.yaml"
     assert parse_cluster(no_region, "eu-west-1").region == "eu-west-1"
-    assert parse_cluster(no_region, None, ("ap-south-1", "AWS_REGION")).region == "ap-south-1"
-    assert parse_cluster(no_region, "eu-west-1", ("ap-south-1", "AWS_REGION")).region == (
-        "eu-west-1"
-    )
+    asked = []
+
+    def default(region: str = "ap-south-1"):
+        asked.append(region)
+        return region, "AWS_REGION"
+
+    assert parse_cluster(no_region, None, default).region == "ap-south-1"
+    assert parse_cluster(no_region, "eu-west-1", default).region == "eu-west-1"
     with pytest.raises(UsageError, match=r"'moon' \(from AWS_REGION\) is not an AWS region"):
-        parse_cluster(no_region, None, ("moon", "AWS_REGION"))
+        parse_cluster(no_region, None, lambda: default("moon"))
     written = load_yaml(GOOD, "c.yaml")
-    assert parse_cluster(written, None, ("ap-south-1", "AWS_REGION")).region == "us-east-1"
+    assert parse_cluster(written, None, default).region == "us-east-1"
+    # the AWS settings are read only when neither the spec nor --region names the region
+    assert asked == ["ap-south-1", "moon"]
+    # a job spec given to provision: named as one (not its first field provision lacks)
+    job = load_yaml("apiVersion: gpuctl/v1\nkind: Job\nname: train-1\nimage: x\n", "job.yaml")
+    with pytest.raises(SpecError, match="kind: must be one of Cluster"):
+        parse_cluster(job, None, default)
+    assert asked == ["ap-south-1", "moon"]
     assert parse_cluster(written, "us-east-1").region == "us-east-1"
     with pytest.raises(SpecError) as e:
         parse_cluster(written, "eu-west-1")

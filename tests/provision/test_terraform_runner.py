@@ -13,6 +13,7 @@ import tests
 from gpuctl.adapters.terraform import Engine
 from gpuctl.common.errors import BackendError
 from gpuctl.provision.terraform import ApplyInterrupted, Terraform, prepare_workdir
+from tests import children
 
 pytestmark = pytest.mark.integration  # the Terraform engine, in its worker processes
 
@@ -174,14 +175,15 @@ def test_ctrl_c_stops_gracefully_and_a_rerun_continues(tmp_path, modules):
                 sent.append(True)
                 os.kill(os.getpid(), signal.SIGINT)
 
-    with pytest.raises(ApplyInterrupted) as err:
-        tf.apply(on_event, total=summary.add)
+    with children.sigint_raises():
+        with pytest.raises(ApplyInterrupted) as err:
+            tf.apply(on_event, total=summary.add)
+        # the handler is removed again: a later Ctrl-C is an ordinary KeyboardInterrupt
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert err.value.exit_code == 130
     assert "saved its state" in str(err.value) and "again" in err.value.hint
     assert 1 <= len(completed) < 4
     assert f"after {len(completed)} of 4 changes" in str(err.value)
-    # the handler is removed again: a later Ctrl-C is an ordinary KeyboardInterrupt
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
     prepare_workdir(tf.workdir, modules, {"cluster_name": "t", "nodes": 4, "delay": 0}, None)
     rest = tf.plan()
@@ -290,6 +292,7 @@ def test_ctrl_c_during_plan_stops_terraform_and_stays_usable(tmp_path, modules, 
         text=True,
         timeout=120,
         start_new_session=True,
+        preexec_fn=children.sigint_default,
         cwd=tests.ROOT,
     )
     assert proc.returncode == 0, proc.stderr

@@ -1,7 +1,8 @@
 """`quota set` stopped by a real SIGINT while a create hangs: exit 130, and the message says
 what was undone."""
 
-from tests.jobs.test_submit_faults import gpuctl_process, interrupt_when
+from tests import children
+from tests.jobs.test_submit_faults import gpuctl_process
 from tests.standins.faults import delay, wait_until
 
 
@@ -15,7 +16,7 @@ def test_ctrl_c_while_the_quota_is_being_created_is_130_and_says_what_was_undone
     proc = gpuctl_process(
         "quota", "set", "team-a", "--gpus", "4", env_extra={"GPUCTL_REQUEST_TIMEOUT": "2"}
     )
-    code, out, err = interrupt_when(proc, rule)
+    code, out, err = children.interrupt_when(proc, rule.fired)
     assert code == 130, err
     assert "gpuctl: interrupted; " in err and "Namespace/team-a" in err, err
     assert wait_until(
@@ -35,10 +36,8 @@ def test_ctrl_c_while_a_kueue_queue_is_being_created_is_130(kube, kube_api, prox
         "quota", "set", "team-a", "--gpus", "2", "--gpu-label-key", "nvidia.com/gpu.product",
         env_extra={"GPUCTL_REQUEST_TIMEOUT": "2"},
     )  # fmt: skip
-    if not rule.fired.wait(120):  # a loaded machine starts Python slowly
-        proc.kill()
-        raise AssertionError(proc.communicate())
-    code, out, err = interrupt_when(proc, rule)
+    # a loaded machine starts Python slowly
+    code, out, err = children.interrupt_when(proc, rule.fired, 120)
     assert code == 130, err
     assert "gpuctl: interrupted; " in err and "ResourceFlavor/" in err, err
     custom = client.CustomObjectsApi(kube_api)

@@ -6,15 +6,18 @@ run had not reached must not have changed."""
 from __future__ import annotations
 
 import json
-import signal
+import os
+import subprocess
+import sys
 
 import pytest
 
-from tests.clirun import gpuctl_process
+from tests import children
 from tests.reclaim.test_reclaim_cluster import POLICY, seed, snapshot
 from tests.standins.faults import delay, drop_answer, meanwhile, reply
 
 pytestmark = pytest.mark.integration
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOYMENT = "/apis/apps/v1/namespaces/research/deployments/notebook"
 STALLED = "/apis/batch/v1/namespaces/ml/jobs/stalled"
 WORKLOAD = r"/apis/kueue.x-k8s.io/v1beta2/namespaces/ml/workloads/.*"
@@ -134,11 +137,12 @@ def test_a_deployment_scaled_after_the_read_is_not_scaled_to_zero_nor_recorded(
 def test_ctrl_c_mid_run_says_what_was_done(prom, policy, kube_api, proxied_kube):
     before = snapshot(kube_api)
     rule = proxied_kube.on("PATCH", WORKLOAD, delay(5, forward=False))
-    proc = gpuctl_process("reclaim", "--policy", policy, "--prometheus", prom.url, "--yes")
-    assert rule.fired.wait(60), "gpuctl never reached the Workload"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    proc = children.start(
+        [sys.executable, "-m", "gpuctl", "reclaim", "--policy", policy, "--prometheus", prom.url, "--yes"],
+        cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    code, out, err = children.interrupt_when(proc, rule.fired)
+    assert code == 130, err
     assert (
         "interrupted; done: suspend Job ml/finished, suspend JobSet ml/gang, scale-to-zero Deployment research/notebook"
         in err

@@ -182,7 +182,7 @@ def test_without_yes_and_no_terminal_nothing_changes(cli, kube, cluster):
         (["--replicas", "4", "--node", "gpu-1", "--selector", "pool=a"], "not both"),
         (["--replicas", "4", "--selector", "pool in a"], "bad label selector"),
         (["--replicas", "4", "--name", "bad name"], "config name"),
-        (["--replicas", "4", "--node", " , "], "without a node name"),
+        (["--replicas", "4", "--node", " , "], "--node ' , ': an empty element"),
         # --selector "$UNSET" must not widen to every GPU node
         (["--replicas", "4", "--selector", ""], "empty label selector"),
         (["--replicas", "4", "-n", "GPU_Operator"], "not a valid namespace name"),

@@ -57,7 +57,7 @@ def node(monkeypatch):
         yield child.pid, sample, env
     finally:
         child.kill()
-        child.wait()
+        child.wait(10)
 
 
 def test_gpustat_json_matches(node):

@@ -177,17 +177,16 @@ def test_basic_auth_follows_a_redirect_on_the_same_origin(prom, fault_proxy, cap
 
 
 def test_ctrl_c_while_prometheus_is_slow_is_one_line(prom, fault_proxy):
-    import signal
     import subprocess
     import sys
 
-    from tests import ROOT
+    from tests import ROOT, children
 
     proxy = fault_proxy(prom.url)
     rule = proxy.on("POST", QUERY, trickle(forward=True, every_s=2), nth=None)
     # a deadline far past what a loaded machine can take to answer Ctrl-C
     env = dict(os.environ, GPUCTL_REQUEST_TIMEOUT="120")
-    proc = subprocess.Popen(
+    proc = children.start(
         [sys.executable, "-m", "gpuctl", "top", "--prometheus", proxy.url, "--once"],
         cwd=ROOT,
         env=env,
@@ -197,7 +196,5 @@ def test_ctrl_c_while_prometheus_is_slow_is_one_line(prom, fault_proxy):
     )
     assert rule.fired.wait(30)
     started = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=150)
-    assert (proc.returncode, out, err) == (130, "", "gpuctl: interrupted\n")
+    assert children.interrupt(proc, 150) == (130, "", "gpuctl: interrupted\n")
     assert time.monotonic() - started < 60  # not after the 120 s deadline

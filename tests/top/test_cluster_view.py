@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests import ROOT
+from tests import ROOT, children
 from tests.clirun import run_gpuctl as gpuctl
 from tests.clirun import top_snapshot as snapshot
 from tests.cluster_data import (
@@ -470,13 +470,12 @@ def test_live_view_refreshes_then_shows_stale_when_prometheus_goes_away(promethe
     the last frame stays with a `stale:` line; Ctrl-C ends it: `interrupted`, exit 130."""
     import pty
     import signal
-    import subprocess
     import sys
 
     server = prometheus_with(gpu("Hostname", "live-node", 0, 1, pod="nb", namespace="ml"))
     master, slave = pty.openpty()
     env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="160", LINES="40", TERM="xterm")
-    proc = subprocess.Popen(
+    proc = children.start(
         [sys.executable, "-m", "gpuctl", "top", "--prometheus", server.url, "-d", "0.2"],
         stdin=slave,
         stdout=slave,

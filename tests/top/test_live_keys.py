@@ -45,7 +45,11 @@ class Tmux:
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [self.tmux, *self.session, *args], capture_output=True, text=True, check=check
+            [self.tmux, *self.session, *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=30,
         )
 
     def pane(self) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from gpuctl import sim
 from gpuctl.adapters.nvml import Nvml
-from tests import ROOT
+from tests import ROOT, children
 from tests.clirun import run_gpuctl as cli
 
 
@@ -113,8 +113,15 @@ def test_env_var_selects_the_simulator(capsys, monkeypatch):
         (["--simulate", "3xV100", "--once"], "unknown GPU model 'V100'"),
         (["--simulate", "8xA100", "--once"], "ambiguous: it could be A100-40GB or A100-80GB"),
         (["--simulate", "8xH100-80GB", "--once", "--sort", "name"], "unknown --sort key 'name'"),
-        (["--simulate", "8xH100-80GB", "--once", "-d", "nan"], "--delay must be a number"),
-        (["--simulate", "8xH100-80GB", "--once", "-d", "inf"], "--delay must be a number"),
+        (
+            ["--simulate", "8xH100-80GB", "--once", "-d", "nan"],
+            "--delay: nan is not a number of seconds",
+        ),
+        (
+            ["--simulate", "8xH100-80GB", "--once", "-d", "inf"],
+            "--delay: inf is not a number of seconds",
+        ),
+        (["--simulate", "8xH100-80GB", "--once", "-d", "0.01"], "(0.1 to 3600)"),
     ],
 )
 def test_bad_input_exits_2(capsys, args, words):
@@ -142,6 +149,7 @@ def _run_in_terminal(stop):
     env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="100", LINES="40", TERM="xterm")
     pid, fd = pty.fork()
     if pid == 0:
+        children.sigint_default()
         os.execve(
             sys.executable,
             [sys.executable, "-m", "gpuctl", "top", "--simulate", "2xA30", "-d", "0.2"],
@@ -164,10 +172,10 @@ def _run_in_terminal(stop):
             if not stopped and out.count(b"2 GPUs:") >= 2:  # at least two frames drawn
                 stop(pid, fd)
                 stopped = True
-        _, status = os.waitpid(pid, 0)
+        code = children.ended(pid, max(deadline - time.monotonic(), 5))
     finally:
         os.close(fd)
-    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+    return code, out.decode(errors="replace")
 
 
 @pytest.mark.integration

@@ -75,7 +75,9 @@ def test_table_and_a_lower_demand(cli, trace):
     ]
     assert [row[0] for row in rows] == ["fgd", "best-fit"]
     assert (
-        lines[-1].endswith(" % demand (100.00 %).") or "allocates most at 90 % demand" in lines[-1]
+        lines[-1].endswith(" % demand (100.00 %).")
+        or "allocates most at 90 % demand" in lines[-1]
+        or "all 2 policies tie at 90 % demand" in lines[-1]  # no winner named
     )
     for row in rows:  # @50 and @90 measured; past the demand replayed, no figure
         assert float(row[1]) > 0 and float(row[2]) > 0 and row[3:5] == ["-", "-"]
@@ -89,14 +91,15 @@ def test_table_and_a_lower_demand(cli, trace):
             ["--from-cluster", "--nodes", "x"],
             "give either --node-csv and --pod-csv, or --from-cluster",
         ),
-        (["--policy", "fgd,spread"], "--policy 'fgd,spread': unknown spread"),
-        (["--gpu-weight", "0"], "--gpu-weight must be 1 to 100"),
-        (["--demand", "0"], "--demand must be above 0"),
-        (["--demand", "1.2345"], "with at most 3 decimals"),
-        (["--demand", "nan"], "--demand must be above 0"),
-        (["--demand", "1e308"], "at most 10"),
-        (["--demand", "-1e308"], "--demand must be above 0"),
-        (["--seeds", "1,x"], "--seeds '1,x': expected 1 to 100 whole numbers"),
+        (["--policy", "fgd,spread"], "--policy 'fgd,spread': 'spread' is not one of"),
+        (["--gpu-weight", "0"], "--gpu-weight: 0 is not a whole number from 1 to 100"),
+        (["--demand", "0"], "--demand: 0 is not a number (above 0, at most 10)"),
+        (["--demand", "1.2345"], "--demand: 1.2345 has more than 3 decimals"),
+        (["--demand", "nan"], "--demand: nan is not a number (above 0, at most 10)"),
+        (["--demand", "1e308"], "--demand: 1e+308 is not a number (above 0, at most 10)"),
+        (["--demand", "-1e308"], "--demand: -1e+308 is not a number (above 0, at most 10)"),
+        (["--seeds", "1,x"], "--seeds '1,x': 'x' is not a whole number below 2^32"),
+        (["--seeds", ",".join(map(str, range(101)))], "--seeds: 101 seeds; at most 100"),
     ],
 )
 def test_bad_options_exit_2(cli, trace, args, message):

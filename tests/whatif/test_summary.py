@@ -68,3 +68,19 @@ def test_the_reading_names_the_winner_and_the_cost_of_untainted_gpu_nodes():
         "k8s-default); untainted GPU nodes cost most-allocated 8.00 points: the default "
         "scheduler puts pods without GPUs on the empty GPU nodes it keeps."
     )
+
+
+def test_a_tie_is_called_a_tie_not_a_win():
+    """Policies that allocate the same at the highest demand: none of them is named the
+    winner (a trace every policy packs alike, or too small to tell them apart)."""
+    same = [run(1, 9000, 9000, 1000, 0.0, name) for name in ("k8s-default", "fgd", "best-fit")]
+    assert summarise(same)["reading"] == "all 3 policies tie at 130 % demand (90.00 %)."
+    two = [
+        run(1, 8000, 8000, 2000, 0.0, "k8s-default"),
+        run(1, 9000, 9000, 1000, 0.0, "fgd"),
+        run(1, 9000, 9000, 1000, 0.0, "best-fit"),
+    ]
+    assert summarise(two)["reading"] == (
+        "fgd, best-fit tie for the most at 130 % demand (90.00 %, +10.00 points against "
+        "k8s-default)."
+    )

@@ -102,14 +102,22 @@ def workers(obj: dict[str, Any]) -> int:
     return 1
 
 
-def gpu_request(pod_spec_owner: dict[str, Any]) -> str:
-    """'2 × nvidia.com/gpu' for a Pod or a Job's pod template; '-' when no GPU."""
+def gpu_request(pod_spec_owner: dict[str, Any]) -> tuple[int, str | None]:
+    """How many of which GPU resource a worker asks for, e.g. (2, "nvidia.com/gpu"), from a
+    Pod or a Job's pod template; (0, None) when none."""
     pod = {"spec": pod_template(pod_spec_owner)}
     for c in (pod.get("spec") or {}).get("containers") or []:
         for name in (c.get("resources") or {}).get("limits") or {}:
             if name.startswith("nvidia.com/"):
-                return f"{requested(pod, name)} × {name}"
-    return "-"
+                return requested(pod, name), name
+    return 0, None
+
+
+def image(pod_spec_owner: dict[str, Any]) -> str | None:
+    """The image of a worker's first container."""
+    containers = pod_template(pod_spec_owner).get("containers") or [{}]
+    found = containers[0].get("image") if isinstance(containers[0], dict) else None
+    return found if isinstance(found, str) else None
 
 
 def pod_template(obj: dict[str, Any]) -> dict[str, Any]:
@@ -135,13 +143,18 @@ def row(obj: dict[str, Any]) -> dict[str, Any]:
             for k, s in (("active", "Running"), ("succeeded", "Succeeded"), ("failed", "Failed"))
         }
     )
+    gpus, resource = gpu_request(obj)
     return {
         "namespace": meta(obj).get("namespace"),
         "name": labels_of(obj).get(JOB_LABEL) or name_of(obj),
         "kind": kind,
         "workers": workers(obj),
-        "gpus_per_worker": gpu_request(obj),
+        "gpus_per_worker": gpus,
+        "gpu_resource": resource,
         "status": state,
         **counts,
         "restarts": int(status.get("restarts") or 0) if kind == "JobSet" else 0,
+        "queue": labels_of(obj).get(QUEUE_LABEL),
+        "image": image(obj),
+        "created": meta(obj).get("creationTimestamp"),
     }

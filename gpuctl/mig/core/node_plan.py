@@ -36,6 +36,17 @@ class NodePlan:
     def blocked(self) -> list[str]:
         return [b for p in self.gpus for b in p.blocked]
 
+    @property
+    def resets(self) -> list[int]:
+        """The GPUs this plan may reset: a pending MIG mode to apply, or a mode change, which
+        takes effect only after a GPU reset on many drivers (nvidia-mig-parted resets them
+        too); cancelling a pending change needs none."""
+        return [
+            p.state.index
+            for p in self.gpus
+            if p.state.mig is not None and any(_may_reset(s, p.state.mig[0]) for s in p.steps)
+        ]
+
     def lines(self) -> list[str]:
         """The plan as text: per GPU what it should hold, what stays, each step, each block."""
         lines = []
@@ -54,6 +65,11 @@ class NodePlan:
             if not p.steps:
                 lines.append("  already applied")
             lines += [f"  keep    {k}" for k in p.kept]
+            if p.state.index in self.resets:
+                lines.append(
+                    f"  note: GPU {p.state.index} is reset where the driver holds its new MIG "
+                    "mode pending (needs --reset; nothing may run on it)"
+                )
             lines += [f"  {s.text}" for s in p.steps]
             lines += [f"  BLOCKED {b}" for b in p.blocked]
         return lines
@@ -71,6 +87,7 @@ class NodePlan:
                     "keep": list(p.kept),
                     "steps": [s.text for s in p.steps],
                     "blocked": list(p.blocked),
+                    "may_reset": p.state.index in self.resets,
                     "applied": p.applied,
                 }
                 for p in self.gpus
@@ -78,6 +95,10 @@ class NodePlan:
             ],
             "dryRun": dry_run,
         }
+
+
+def _may_reset(step: Step, mig_current: bool) -> bool:
+    return step.kind == "reset" or (step.kind == "set-mig-mode" and step.enable != mig_current)
 
 
 def plan_step(step: Step, index: int, total: int) -> PlanStep:

@@ -1,6 +1,7 @@
 """What the reading commands of `gpuctl mig` answer, as data (the rows -o json|yaml prints
-and the tables show): a model's profiles, a demand's plan, a layout's fit, a node's state,
-whether a config holds on the node. Pure."""
+and the tables show): a model's profiles, a demand's plan, a layout's fit, a node's state
+(through NVML, or a cluster node's from its labels and resources), whether a config holds
+on the node. Pure."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.gpus.geometry import GpuModel
 from gpuctl.gpus.mig_demand import DemandPlan, Fleet
 from gpuctl.gpus.mig_layout import Placed, devices_of, place
+from gpuctl.gpus.resources import requested
+from gpuctl.k8s.nodes import GPU, gpus_of
+from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.mig.core.diff import GpuPlan, GpuState
+from gpuctl.mig.core.rebalance_read import profile_of_resource, strategy_of
 
 
 def profile_rows(models: Iterable[GpuModel]) -> list[dict[str, Any]]:
@@ -26,7 +31,7 @@ def profile_rows(models: Iterable[GpuModel]) -> list[dict[str, Any]]:
             "memory_mib": p.memory_mib,
             "sm_count": p.sm_count,
             "max_instances": p.max_instances,
-            "placements": [f"{s}:{p.size}" for s in p.starts],
+            "placements": [{"start": s, "size": p.size} for s in p.starts],
             "resource": p.resource_name,
         }
         for m in models
@@ -99,6 +104,37 @@ def state_data(g: GpuState) -> dict[str, Any]:
         "layout": g.layout() if g.mig and g.mig[0] else {},
         "instances": instances,
         "processes": [_process(p) for p in g.processes if p.gi_id is None],
+    }
+
+
+def cluster_node(node: dict[str, Any], pods: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """A cluster node's MIG as its labels and resources tell it (GPU Feature Discovery, the
+    device plugin, the GPU Operator's mig-manager): the config asked and its state, and per
+    GPU resource the MIG profile it counts, how many the plugin advertises, and how many
+    the node's unfinished PODS hold. NVML's view (instances, processes) is on the node."""
+    g = gpus_of(node)
+    rows = []
+    for resource in sorted(set(g.capacity) | set(g.allocatable)):
+        profile = profile_of_resource(resource)
+        if resource == GPU and strategy_of(labels_of(node), g) == "single":
+            profile = g.single_profile
+        rows.append(
+            {
+                "resource": resource,
+                "profile": profile,  # None: whole GPUs (or a profile the labels do not name)
+                "capacity": g.capacity.get(resource, 0),
+                "allocatable": g.allocatable.get(resource, 0),
+                "in_use": sum(requested(p, resource) for p in pods),
+            }
+        )
+    return {
+        "node": name_of(node),
+        "model": g.model,
+        "gpus": g.count,
+        "mig_strategy": strategy_of(labels_of(node), g),  # GFD's label, else the resources'
+        "mig_config": g.mig_config,
+        "mig_config_state": g.mig_state,
+        "resources": rows,
     }
 
 

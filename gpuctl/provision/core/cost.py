@@ -52,6 +52,10 @@ class CostItem:
     priced: str  # the price table entry it uses (an instance type or a service)
     hourly_min: float | None  # None: not in the price table
     hourly_max: float | None
+    # instances, at the group's min and max size (the label says them too, for the table)
+    nodes_min: int | None = None
+    nodes_max: int | None = None
+    spot: bool = False
 
 
 @dataclass
@@ -96,7 +100,12 @@ def by_component(
         each = None if price is None else round(price * sys.count, 4)
         control.items.append(
             CostItem(
-                f"system nodes: {sys.count} × {sys.instance_type}", sys.instance_type, each, each
+                f"system nodes: {sys.count} × {sys.instance_type}",
+                sys.instance_type,
+                each,
+                each,
+                nodes_min=sys.count,
+                nodes_max=sys.count,
             )
         )
     else:
@@ -113,6 +122,9 @@ def by_component(
                 g.instance_type,
                 None if hourly is None else round(hourly * g.min_size, 4),
                 None if hourly is None else round(hourly * g.max_size, 4),
+                nodes_min=g.min_size,
+                nodes_max=g.max_size,
+                spot=g.capacity_type == "spot",
             )
         )
     stack = ComponentCost(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuctl.common import k8s_names
@@ -262,16 +263,15 @@ class ClusterSpec:
         return sorted({g.instance_type for g in self.node_groups})
 
 
-def writes_region(doc: Doc) -> bool:
-    return isinstance(doc.data, dict) and doc.data.get("region") is not None
-
-
 def parse_cluster(
-    doc: Doc, region: str | None = None, default_region: tuple[str, str] | None = None
+    doc: Doc,
+    region: str | None = None,
+    default_region: Callable[[], tuple[str, str] | None] | None = None,
 ) -> ClusterSpec:
     """REGION (--region) must agree with the spec's `region:` where it writes one, and is the
-    region where it does not; else DEFAULT_REGION: (region, where it came from: AWS_REGION,
-    an AWS profile, …)."""
+    region where it does not; else what DEFAULT_REGION() gives: (region, where it came from:
+    AWS_REGION, an AWS profile, …), asked only then, after the spec's kind and fields were
+    checked (reading AWS settings needs the `aws` extra)."""
     root = doc.root()
     if root.has("kubernetes_version"):
         raise root.error(
@@ -279,9 +279,9 @@ def parse_cluster(
             "moved: write it as kubernetes_cluster.version",
             hint='e.g. kubernetes_cluster: {name: my-eks, version: "1.31"}',
         )
-    root.reject_unknown(CLUSTER)
     root.read(CLUSTER["apiVersion"])
-    root.read(CLUSTER["kind"])
+    root.read(CLUSTER["kind"])  # a job spec is named as one, before its fields
+    root.reject_unknown(CLUSTER)
     name = root.read(CLUSTER["name"])
     region = _region(root, region, default_region)
     cluster = _kubernetes_cluster(root, name)
@@ -560,7 +560,9 @@ def _kubelet_refuses(key: str) -> bool:
     return reserved and not allowed
 
 
-def _region(root: Fields, option: str | None, default: tuple[str, str] | None) -> str:
+def _region(
+    root: Fields, option: str | None, default: Callable[[], tuple[str, str] | None] | None
+) -> str:
     written = root.read(CLUSTER["region"])
     if option is not None and not _REGION.fullmatch(option):
         raise UsageError(f"--region {option!r} is not an AWS region name (e.g. us-east-1)")
@@ -573,13 +575,14 @@ def _region(root: Fields, option: str | None, default: tuple[str, str] | None) -
     chosen = written or option
     if chosen is not None:
         return chosen
-    if default is None:
+    found = default() if default else None
+    if found is None:
         raise root.error(
             None,
             "no AWS region: write region: in the spec, or give --region, AWS_REGION or an "
             "AWS profile with a region",
         )
-    value, where = default
+    value, where = found
     if not _REGION.fullmatch(value):
         raise UsageError(f"{value!r} (from {where}) is not an AWS region name (e.g. us-east-1)")
     return value

@@ -77,11 +77,18 @@ def reading(policies: Sequence[dict[str, Any]]) -> str:
     if point is None:
         return "no demand point was reached"
     scored = [p for p in policies if p["alloc_pct"][point] is not None]
-    best = max(scored, key=lambda p: p["alloc_pct"][point])
-    text = f"{label(best)} allocates most at {point} % demand ({best['alloc_pct'][point]:.2f} %"
-    default = [p for p in scored if p["policy"] == "k8s-default" and p is not best]
+    most = max(p["alloc_pct"][point] for p in scored)
+    best = [p for p in scored if p["alloc_pct"][point] == most]  # more than one: a tie
+    names = ", ".join(label(p) for p in best)
+    if len(best) == len(scored) > 1:
+        text = f"all {len(best)} policies tie at {point} % demand ({most:.2f} %"
+    elif len(best) > 1:
+        text = f"{names} tie for the most at {point} % demand ({most:.2f} %"
+    else:
+        text = f"{names} allocates most at {point} % demand ({most:.2f} %"
+    default = [p for p in scored if p["policy"] == "k8s-default" and p not in best]
     if default:
-        gain = best["alloc_pct"][point] - default[0]["alloc_pct"][point]
+        gain = most - default[0]["alloc_pct"][point]
         text += f", {gain:+.2f} points against {label(default[0])}"
     text += ")"
     for name in ("most-allocated", "extender"):
