@@ -29,9 +29,9 @@ APPLY_S = 2.0  # from pending to applied (a real manager takes tens of seconds)
 
 def configmap() -> dict:
     """The GPU Operator's ConfigMap, in the namespace it runs in."""
-    import yaml
+    from gpuctl.common.specfile import load_yaml_file
 
-    cm = yaml.safe_load(SHIPPED.read_text())
+    cm = load_yaml_file(str(SHIPPED)).data
     cm["metadata"]["namespace"] = NAMESPACE
     return dict(cm)
 

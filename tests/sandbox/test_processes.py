@@ -62,7 +62,7 @@ def gpuctl(env: dict, *args: str, timeout: float = DEADLINE_S) -> subprocess.Com
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        proc.communicate(timeout=30)
         raise AssertionError(f"gpuctl {' '.join(args)} ran past {timeout} s") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 

@@ -245,7 +245,7 @@ def test_the_extender_serves_kube_scheduler_until_interrupted(kube, kube_api):
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert err.splitlines() == [  # and nothing else: no traceback
         f"serving on http://127.0.0.1:{port}",

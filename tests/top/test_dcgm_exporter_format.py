@@ -154,11 +154,15 @@ def test_the_sandboxs_exporters_name_the_model_as_nvml_does():
     """modelName is the NVML name (`NVIDIA H100 80GB HBM3`, issue #490 above), not GFD's
     product label with its first dash made a space (`NVIDIA H100-80GB-HBM3`); a MIG slice's
     is its GPU's. gpuctl reads the model from it (the MIG geometry, prices)."""
-    from gpuctl.sim import cluster
-    from gpuctl.sim.sandbox import Api, Simulation
+    from gpuctl.sim import cluster, mig_manager
+    from gpuctl.sim.controllers import Api, Simulation
+    from gpuctl.sim.sandbox import devices
 
-    nodes = cluster.node_objects(cluster.parse_nodes("1xH100-80GB,1xA100-80GB:mig=1g.10gb"))
-    sim = Simulation(Api("http://unused"), nodes)
-    gpu_nodes = [n for n in nodes if n["metadata"]["labels"].get("nvidia.com/gpu.present")]
-    models = {d.model for node in gpu_nodes for d in sim.devices(node, [])}
+    layouts = mig_manager.shipped_layouts()
+    groups = cluster.parse_nodes("1xH100-80GB,1xA100-80GB:mig=1g.10gb", layouts)
+    hardware = {n["metadata"]["name"]: mig_manager.hardware(n, layouts)
+                for n in cluster.node_objects(groups, layouts)}  # fmt: skip
+    gpus = {name: hw for name, hw in hardware.items() if hw is not None}
+    sim = Simulation(Api("http://unused"), gpus, logs=None)
+    models = {d.model for node in gpus for d in devices(sim, node, [])}
     assert models == {H100, "NVIDIA A100-SXM4-80GB"}
