@@ -201,3 +201,16 @@ def test_answers_that_are_no_number_leave_their_device_unknown():
         (d,) = r.devices(("ml", "a"))
         assert d.unknown and d.unknown[0].startswith("Prometheus answered"), at
         assert judge(policy(), job("j", [pod("a")]), r).status == "unknown", at
+
+
+def test_a_window_of_one_step_needs_a_sample_in_it():
+    """--idle-for as short as Prometheus's step: a pod started since has no sample in the
+    window yet, which is unknown, not idle (its busy sample arrives at the next step)."""
+    step = Q.step_s
+    rule = pol.PolicyRule("r", ("ml",), None, (), step, ("suspend",), 0)
+    short = pol.Policy("p", 5, 120, 10, (), (rule,))
+    w = job("j", [pod("a")])
+    fresh = signal.Device(("G0", ""), "n", NOW - 10, None, {step: 0.0}, {step: 0.0}, {step: 0.0})
+    assert judge(short, w, readings(a=[fresh])).status == "gap"
+    seen = signal.Device(("G0", ""), "n", NOW - 10, None, {step: 1.0}, {step: 1.0}, {step: 1.0})
+    assert judge(short, w, readings(a=[seen])).status == "idle"

@@ -160,7 +160,10 @@ def _signal(
             if age > policy.stale_after_s:
                 return STALE, f"pod {name}: newest sample {duration_text(age)} old", None
             expected = window // step
-            if d.covered.get(window, 0) < expected - 1:
+            # one step short of the window is Prometheus's alignment, not a gap; but a window
+            # of one step needs that step: a pod started since has no sample in it yet
+            needed = max(expected - 1, 1)
+            if d.covered.get(window, 0) < needed:
                 have = int(d.covered.get(window, 0))
                 return (
                     GAP,
@@ -168,7 +171,7 @@ def _signal(
                     None,
                 )
             measured, finite = d.measured.get(window, 0), d.finite.get(window, 0)
-            if measured < expected - 1:
+            if measured < needed:
                 return (
                     UNKNOWN,
                     f"pod {name}: a busy signal ({SIGNAL}) at {int(measured)} of {expected} "
