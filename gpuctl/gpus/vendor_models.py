@@ -112,6 +112,10 @@ def amd_device_ids(model: str) -> list[str]:
     return [i for i, m in _table("amd_device_ids").items() if m == model]
 
 
+def gaudi_device_ids(model: str) -> list[str]:
+    return [i for i, m in _table("gaudi_device_ids").items() if m == model]
+
+
 def _amd(labels: Mapping[str, str], prop: str) -> list[str]:
     """The values the node labeller wrote for PROP, in either of its forms and prefixes."""
     out = []

@@ -79,6 +79,11 @@ def is_accelerator_node(node: dict[str, Any]) -> bool:
     return any(_has(node, vendor) for vendor in VENDORS)
 
 
+def has_accelerators_of(node: dict[str, Any], vendor: Vendor) -> bool:
+    """The same rule for one vendor (is_gpu_node is NVIDIA's)."""
+    return _has(node, vendor)
+
+
 def _has(node: dict[str, Any], vendor: Vendor) -> bool:
     if vendor.labelled(labels_of(node)):
         return True
