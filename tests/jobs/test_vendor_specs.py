@@ -194,3 +194,21 @@ def test_jobs_why_reads_a_tpu_job_s_own_resource_and_affinity(cli, real_cluster,
     tpu = NODES["gke-tpu-v5e-2x4"]["metadata"]["name"]
     assert fit[tpu]["slots_ever"] == 1 and fit[tpu]["gpu_type"] == "TPU-v5e"
     assert set(fit) == {tpu, tpu[:-1] + "1"}  # only TPU nodes are the fit's to judge
+
+
+def test_a_resource_quota_on_a_vendor_s_resource_refuses_what_would_exceed_it(
+    cli, real_cluster, tmp_path
+):
+    # a team's ResourceQuota on Neuron devices, as on NVIDIA's: requests.<resource>
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "neuron", "namespace": "default"},
+        "spec": {"hard": {"requests.aws.amazon.com/neuron": "8"}},
+    }
+    seed(real_cluster, quota)
+    fits = cli("submit", job(tmp_path, "accelerator: trainium2\ngpus: 8\n"), "--dry-run")
+    assert fits.code == 0, fits
+    r = cli("submit", job(tmp_path, "accelerator: trainium2\ngpus: 16\n", "big"))
+    assert r.code == 1, r
+    assert "it requests 16 aws.amazon.com/neuron" in r.err and "quota neuron allows 8" in r.err
