@@ -174,6 +174,17 @@ def test_what_never_fits_is_refused_in_one_line(cli, real_cluster, tmp_path):
         ("accelerator: gaudi2\ngpus: 0\n", "gpus", "no device"),
         ("accelerator: mi300x\npartition: cpx_nps3\n", "partition", "cpx_nps4"),
         ("kind: Pod\naccelerator: tpu-v5e\ntpu_topology: 2x4\n", "tpu_topology", "kind Job"),
+        (
+            "accelerator: tpu-v5e\ntpu_topology: 2x4\ntpu_slices: 2\nmultinode: indexed-job\n",
+            "multinode",
+            "one Job per slice",
+        ),
+        ("accelerator: tpu-v5e\ntpu_slices: 2\n", "tpu_slices", "needs tpu_topology"),
+        (
+            "accelerator: tpu-v5e\ntpu_topology: 2x4\ntpu_slices: 2\nnodes: 2\n",
+            "nodes",
+            "× 2 slices",
+        ),
         ("accelerator: gaudi2\nenv: {HABANA_VISIBLE_DEVICES: '0'}\n", "env", "device plugin"),
     ],
 )
@@ -212,3 +223,42 @@ def test_a_resource_quota_on_a_vendor_s_resource_refuses_what_would_exceed_it(
     r = cli("submit", job(tmp_path, "accelerator: trainium2\ngpus: 16\n", "big"))
     assert r.code == 1, r
     assert "it requests 16 aws.amazon.com/neuron" in r.err and "quota neuron allows 8" in r.err
+
+
+def test_multislice_is_a_jobset_of_one_job_per_slice_with_the_megascale_environment(cli, tmp_path):
+    r = cli(
+        "render",
+        job(tmp_path, "accelerator: tpu-v6e\ntpu_topology: 2x4\ntpu_slices: 2\n", "ms"),
+        "-o",
+        "json",
+    )
+    assert r.code == 0, r
+    (jobset,) = json.loads(r.out)["items"]
+    assert jobset["kind"] == "JobSet"
+    # each slice on a node pool of its own (xpk's annotation)
+    assert jobset["metadata"]["annotations"] == {
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"
+    }
+    (workers,) = jobset["spec"]["replicatedJobs"]
+    assert workers["replicas"] == 2  # slices
+    job_spec = workers["template"]["spec"]
+    assert (job_spec["completions"], job_spec["parallelism"]) == (2, 2)  # hosts of a slice
+    container = job_spec["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"google.com/tpu": "4"}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["MEGASCALE_COORDINATOR_ADDRESS"]["value"] == "ms-workers-0-0.ms"
+    assert env["MEGASCALE_NUM_SLICES"]["value"] == "2"
+    assert env["MEGASCALE_SLICE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['jobset.sigs.k8s.io/job-index']"
+    )
+    assert "MASTER_ADDR" not in env  # torchrun's would name ranks within one slice only
+    # one slice: no MEGASCALE, one replica
+    one = cli(
+        "render",
+        job(tmp_path, "accelerator: tpu-v6e\ntpu_topology: 2x4\nmultinode: jobset\n", "one"),
+        "-o",
+        "json",
+    )
+    (single,) = json.loads(one.out)["items"]
+    assert single["spec"]["replicatedJobs"][0]["replicas"] == 1
+    assert "annotations" not in single["metadata"]

@@ -64,7 +64,7 @@ MIG_JOB = {"apiVersion": "gpuctl/v1", "name": "bert", "image": "pytorch", "mig":
 TEMPLATED_JOB = {"apiVersion": "gpuctl/v1", "name": "nb", "template": "notebook", "image": "x"}
 # other vendors' fields (gpuctl.jobs.core.vendor_spec)
 TPU_JOB = {"apiVersion": "gpuctl/v1", "name": "jax", "image": "x", "accelerator": "tpu-v5e",
-           "tpu_topology": "2x4"}  # fmt: skip
+           "tpu_topology": "2x4", "tpu_slices": 2}  # fmt: skip
 NEURON_JOB = {"apiVersion": "gpuctl/v1", "name": "inf", "image": "x", "accelerator": ["inf2"],
               "neuron_cores": 2}  # fmt: skip
 AMD_JOB = {"apiVersion": "gpuctl/v1", "name": "rocm", "image": "x", "accelerator": "mi300x",
@@ -107,7 +107,7 @@ SERVICES = [
     {**SERVICE, "port": 80, "autoscale": {"max": 2, "queue_depth": 4}},
     {**SERVICE, "port": 80, "autoscale": {"max": 2, "latency_ms": 250}},
     {**SERVICE, "port": 80, "mig": "1g.10gb", "template": "notebook"},
-    {**SERVICE, "port": 80, "accelerator": "tpu-v6e", "tpu_topology": "2x2"},  # one host
+    {**SERVICE, "port": 80, "accelerator": "tpu-v6e", "tpu_topology": "2x2", "tpu_slices": 1},
     {**SERVICE, "port": 80, "accelerator": "inferentia2", "neuron_cores": 2},
     {**SERVICE, "port": 80, "accelerator": "mi300x", "partition": "cpx_nps4"},
 ]

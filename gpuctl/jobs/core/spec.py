@@ -44,6 +44,7 @@ JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
 MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
 MAX_NEURON_CORES = 1024
+MAX_TPU_SLICES = 64
 TPU_TOPOLOGY = r"[1-9][0-9]{0,2}(x[1-9][0-9]{0,2}){1,2}"
 AMD_PARTITIONS = tuple(
     f"{c}_nps{m}" for c in ("spx", "dpx", "qpx", "cpx") for m in (1, 2, 4, 8)
@@ -138,6 +139,9 @@ JOB = Table(
     Field("tpu_topology", TEXT, "A TPU slice's topology, e.g. 2x4 or 2x2x2: one worker per TPU "
           "host of the slice, each asking for its host's chips.",
           pattern=Rule(TPU_TOPOLOGY, "a TPU topology (2x4, 4x4, 2x2x2)")),
+    Field("tpu_slices", INTEGER, "With tpu_topology: this many slices of it as one job "
+          "(multislice: a JobSet, one Job per slice, with the MEGASCALE_* environment).",
+          minimum=1, maximum=MAX_TPU_SLICES),
     Field("partition", TEXT, "AMD Instinct: one compute/memory partition per device asked for, "
           "e.g. cpx_nps4.", choices=AMD_PARTITIONS),
     Field("mig", TEXT, "Instead of gpus: one MIG slice of this profile, e.g. 1g.10gb."),
@@ -262,6 +266,8 @@ def parse_job(doc: Doc) -> JobSpec:
     if serving is None:
         service_spec.refuse_service_fields(f, kind)
     multinode = _multinode(f, name, nodes)
+    if (accelerator := gpus.get("accelerator")) is not None and accelerator.slices > 1:
+        multinode = vendor_spec.multislice_form(f, multinode, JOBSET)
     queue = f.read(JOB["queue"])
     extra, env = vendor_spec.with_efa(_extra_resources(f), _env(f, nodes), efa)
     job_volumes, job_secrets = volumes.parse(f, env, TORCHRUN_ENV if nodes > 1 else ())

@@ -31,7 +31,12 @@ VENDOR_WORDS = {
     "google": "Google TPUs (accelerator: tpu-v5e, tpu-v6e, …)",
     "intel": "Intel Gaudi (accelerator: gaudi2, …)",
 }
-VENDOR_FIELDS = {"neuron_cores": "aws", "tpu_topology": "google", "partition": "amd"}
+VENDOR_FIELDS = {
+    "neuron_cores": "aws",
+    "tpu_topology": "google",
+    "tpu_slices": "google",
+    "partition": "amd",
+}
 # What a vendor's device plugin sets in each container for the devices it allocated
 # (HabanaAI/habanalabs-k8s-device-plugin server.go, Allocate): a spec's own would override it.
 PLUGIN_ENV = {"intel": ("HABANA_VISIBLE_DEVICES", "HABANA_VISIBLE_MODULES")}
@@ -62,9 +67,13 @@ def parse(
         raise f.error("neuron_cores", "give either gpus (Neuron devices) or neuron_cores, not both")
     gpus = f.read(table["gpus"])
     topology = f.read(table["tpu_topology"])
+    slices = f.read(table["tpu_slices"], 1)
+    if f.has("tpu_slices") and not topology:
+        raise f.error("tpu_slices", "needs tpu_topology: the topology of each slice")
     out: dict[str, Any] = {}
     if topology:
-        gpus, out["nodes"] = _tpu_hosts(f, table, topology, gpus)
+        gpus, hosts = _tpu_hosts(f, table, topology, gpus, slices)
+        out["nodes"] = hosts * slices
     count = cores if cores is not None else (1 if gpus is None else gpus)
     if count == 0:
         raise f.error("gpus", f"asks for no device: {key} {', '.join(models)} needs gpus ≥ 1")
@@ -72,13 +81,15 @@ def parse(
     nodes = out.get("nodes") or f.read(table["nodes"])
     if vendor == "aws" and nodes > 1:
         out["efa"] = efa_per_worker(models)
-    request = AcceleratorRequest(vendor, models, count, unit, topology)
+    request = AcceleratorRequest(vendor, models, count, unit, topology, slices)
     return {**out, "gpus": count, "accelerator": request, "mig": None, "shared": False,
             "gpu_type": ()}  # fmt: skip
 
 
-def _tpu_hosts(f: Fields, table: Table, topology: str, gpus: int | None) -> tuple[int, int]:
-    """(chips per host, hosts) of a slice of TOPOLOGY."""
+def _tpu_hosts(
+    f: Fields, table: Table, topology: str, gpus: int | None, slices: int
+) -> tuple[int, int]:
+    """(chips per host, hosts) of a slice of TOPOLOGY; SLICES of them make the workers."""
     chips = vm.slice_chips(topology)
     per_host = gpus or vm.chips_per_host(topology)
     if chips % per_host:
@@ -87,19 +98,30 @@ def _tpu_hosts(f: Fields, table: Table, topology: str, gpus: int | None) -> tupl
             f"{per_host} chips per TPU host do not divide a {topology} slice's {chips} chips",
         )
     hosts = chips // per_host
-    if hosts > 1 and f.read(table["kind"]) != "Job":
+    if hosts * slices > 1 and f.read(table["kind"]) != "Job":
         raise f.error(
             "tpu_topology",
             f"a {topology} slice of {per_host}-chip hosts spans {hosts} hosts: a multi-host "
             "slice is a kind Job's, one worker per host",
         )
-    if f.has("nodes") and f.read(table["nodes"]) != hosts:
+    if f.has("nodes") and f.read(table["nodes"]) != hosts * slices:
+        each = f" × {slices} slices" if slices > 1 else ""
         raise f.error(
             "nodes",
             f"a {topology} TPU slice of {per_host}-chip hosts is {hosts} worker"
-            f"{'s' if hosts != 1 else ''}, one per host: leave nodes out",
+            f"{'s' if hosts != 1 else ''}{each}, one per host: leave nodes out",
         )
     return per_host, hosts
+
+
+def multislice_form(f: Fields, multinode: str | None, jobset: str) -> str:
+    """A multislice job's form: a JobSet (one Job per slice), whatever else was asked."""
+    if multinode not in (None, jobset):
+        raise f.error(
+            "multinode",
+            f"{multinode}: TPU slices (tpu_slices) run as a JobSet, one Job per slice",
+        )
+    return jobset
 
 
 def efa_per_worker(models: tuple[str, ...]) -> int:
