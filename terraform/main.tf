@@ -140,6 +140,8 @@ module "gpu_nodes" {
   taints               = each.value.taints
   gpu_count            = each.value.gpu_count
   ami_id               = each.value.ami_id
+  ami_variant          = each.value.ami_variant
+  device_resource      = each.value.device_resource
   efa                  = each.value.efa
   efa_interfaces       = each.value.efa_interfaces
   capacity_reservation = each.value.capacity_reservation

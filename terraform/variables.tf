@@ -89,6 +89,8 @@ variable "node_groups" {
     taints             = list(object({ key = string, value = string, effect = string }))
     gpu_count          = optional(number)
     ami_id             = optional(string)
+    ami_variant        = optional(string, "nvidia")
+    device_resource    = optional(string, "nvidia.com/gpu")
     availability_zones = optional(list(string), [])
     subnet_ids         = optional(list(string), [])
     efa                = optional(bool, false)

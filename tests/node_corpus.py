@@ -1,9 +1,10 @@
 """Real accelerator node objects (tests/data/nodes/*.yaml), each from the public source its
 header cites: NVIDIA's GFD whole GPUs (old and new product names), MIG single, mixed and
 invalid, time-slicing with and without renaming, Karpenter, a plain instance type, GKE (whole
-and partitioned), AKS and gpuctl's own label; AMD (the node labeller's labels, a VF, mixed
-partitions, a plugin advertising nothing), AWS Neuron (inf1, trn2), a GKE TPU v5e host and
-Intel Gaudi."""
+and partitioned), AKS and gpuctl's own label; AMD (the node labeller's labels with and without
+a product name, a VF, mixed partitions, a plugin advertising nothing), AWS Neuron (inf1, an
+inf2 known by its instance type, a Karpenter trn2), a GKE TPU v5e host and Intel Gaudi (old and
+current feature discovery)."""
 
 from __future__ import annotations
 

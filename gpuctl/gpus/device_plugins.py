@@ -4,16 +4,17 @@ source device-plugin out (allocated is the inventory's to count). Pure.
 
 NVIDIA's reader maps the one GPU resolver (gpuctl.gpus.identity.identify): whole GPUs, MIG
 slices of the single and mixed strategies as rows of their own (partition = the profile),
-time-slicing and MPS as sharing and replicas, renamed resources. A vendor without a reader
-of its own gets `plain`: its resources counted, partitions named by the vendor table, the
-model unknown. A vendor's reader is added to READERS."""
+time-slicing and MPS as sharing and replicas, renamed resources. The other vendors get
+`plain`: their resources counted, partitions named by the vendor table, the model, memory and
+partition as their labels tell them (gpuctl.gpus.vendor_models). A vendor's reader of its
+own is added to READERS."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
 from gpuctl.common.numbers import whole_number
-from gpuctl.gpus import geometry, identity
+from gpuctl.gpus import geometry, identity, vendor_models
 from gpuctl.gpus.accelerators import DEVICE_PLUGIN, Accelerator
 from gpuctl.gpus.vendors import VENDORS, Vendor
 
@@ -41,27 +42,35 @@ def plain(
     capacity: Mapping[str, int],
     allocatable: Mapping[str, int],
 ) -> Found:
-    """Each of the vendor's resources the node offers, the model unknown; a node its
+    """Each of the vendor's resources the node offers, named as its labels tell; a node its
     discovery labels but whose device plugin advertises nothing: one row of none."""
     rows = [
-        Accelerator(
-            vendor.name,
-            None,
-            None,
-            count,
-            None,
-            DEVICE_PLUGIN,
-            resource=name,
-            partition=vendor.partition_of(name),
-            unhealthy=unhealthy,
-        )
+        _row(vendor, labels, name, count, unhealthy)
         for name, (count, unhealthy) in offered(vendor, capacity, allocatable).items()
         if count
     ]
     label = vendor.labelled(labels)
     if not rows and label:
-        rows = [Accelerator(vendor.name, None, None, 0, None, DEVICE_PLUGIN, label.resource)]
+        rows = [_row(vendor, labels, label.resource, 0, 0)]
     return rows, []
+
+
+def _row(
+    vendor: Vendor, labels: Mapping[str, str], resource: str, count: int, unhealthy: int
+) -> Accelerator:
+    named = vendor_models.named(vendor.name, labels, resource)
+    return Accelerator(
+        vendor.name,
+        named.model,
+        named.product,
+        count,
+        named.memory_bytes,
+        DEVICE_PLUGIN,
+        resource=resource,
+        partition=vendor.partition_of(resource) or named.partition,
+        unhealthy=unhealthy,
+        scheme=named.scheme,
+    )
 
 
 def nvidia(

@@ -18,7 +18,7 @@ from gpuctl.jobs.core.manifests import placement, render_placed
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
 from gpuctl.k8s import fit
-from gpuctl.k8s.labels import GPU_TOLERATION
+from gpuctl.k8s.labels import accelerator_toleration
 from gpuctl.k8s.objects import name_of
 from gpuctl.k8s.placement import Placement
 from gpuctl.runtime.workflow import Progress
@@ -114,7 +114,8 @@ def fit_report(
     pods = kube.unfinished_pods()
     if read is not None:
         read["pods"] = pods
-    tolerations = [GPU_TOLERATION, *spec.tolerations]
+    own = accelerator_toleration(where.resource)
+    tolerations = [*([own] if own else []), *spec.tolerations]
     return fit.check_fit(
         nodes,
         pods,

@@ -81,7 +81,7 @@ def submit_findings(plan: SubmitPlan) -> None:
 def placement_notes(name: str, where: Placement) -> None:
     """What render assumed of the cluster's labels for job NAME (stderr)."""
     if where.scheme:
-        inform(f"{name}: gpu_type selects nodes under {where.scheme}")
+        inform(f"{name}: its accelerator type selects nodes under {where.scheme}")
     for note in where.notes:
         inform(f"{name}: {note}")
 

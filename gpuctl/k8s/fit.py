@@ -9,7 +9,8 @@ from typing import Any
 
 from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
-from gpuctl.k8s.nodes import allocatable, gpus_of, is_gpu_node, taints
+from gpuctl.gpus.vendors import NVIDIA, Vendor, vendor_of
+from gpuctl.k8s.nodes import allocatable, gpus_of, has_accelerators_of, inventory_of, taints
 from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.k8s.placement import Placement, terms_match
 
@@ -17,7 +18,7 @@ from gpuctl.k8s.placement import Placement, terms_match
 @dataclass(frozen=True)
 class NodeFit:
     name: str
-    gpu_type: str | None  # the node's GPU in words (gpuctl.gpus.identity)
+    gpu_type: str | None  # the node's accelerator in words (its model, else its product)
     allocatable: int  # of the job's GPU resource
     free: int
     slots_now: int  # workers that fit now
@@ -83,7 +84,8 @@ def check_fit(
     extra: tuple[tuple[str, str], ...] = (),
     node_selector: tuple[tuple[str, str], ...] = (),
 ) -> FitReport:
-    """Per GPU node: how many workers asking for WHERE's resource, on the nodes its
+    """Per node with the vendor's accelerators (GPU nodes for NVIDIA's): how many workers
+    asking for WHERE's resource, on the nodes its
     affinity selects, fit now and on an empty node, and why not. Besides the GPU resource,
     a worker needs EXTRA (other extended resources, huge pages: name and quantity), each
     counted as the scheduler counts it, on a node whose labels match NODE_SELECTOR."""
@@ -99,13 +101,14 @@ def check_fit(
             for r in wanted:
                 used[node, r] = used.get((node, r), 0) + requested(pod, r)
     out = []
+    vendor = vendor_of(resource) or NVIDIA
+    kind = "GPUs" if vendor is NVIDIA else "devices"
     for node in nodes:
-        if not is_gpu_node(node):
+        if not has_accelerators_of(node, vendor):
             continue
         spec = node.get("spec") or {}
         name = name_of(node) or "?"
-        gpus = gpus_of(node)
-        gpu_type = gpus.name
+        gpu_type, unhealthy, running = _accelerator_on(node, resource, vendor)
         alloc = count(allocatable(node).get(resource, 0))
         free = max(alloc - used.get((name, resource), 0), 0)
         reason = ""
@@ -120,10 +123,9 @@ def check_fit(
             k, v = unmatched[0]
             reason = f"node_selector {k}={v}: the node has {k}={labels.get(k, '(none)')}"
         elif alloc == 0:
-            unhealthy = gpus.unhealthy.get(resource)
             reason = f"no {resource}" + (f" ({unhealthy} unhealthy)" if unhealthy else "")
-            if not gpus.plugin_running:
-                reason += " (the device plugin advertises no GPUs yet)"
+            if not running:
+                reason += f" (the device plugin advertises no {kind} yet)"
         elif alloc < per_worker:
             reason = f"{alloc} {resource}, a worker needs {per_worker}"
         elif untolerated:
@@ -148,3 +150,17 @@ def check_fit(
             ever = min(ever, have // n)
         out.append(NodeFit(name, gpu_type, alloc, free, now, ever, reason))
     return FitReport(resource, per_worker, workers, tuple(out), where.wanted, where.refusal, needs)
+
+
+def _accelerator_on(
+    node: dict[str, Any], resource: str, vendor: Vendor
+) -> tuple[str | None, int, bool]:
+    """(the node's accelerator in words, its RESOURCE units the device plugin marks
+    unhealthy, whether the plugin advertises any of VENDOR's devices)."""
+    if vendor is NVIDIA:
+        gpus = gpus_of(node)
+        return gpus.name, gpus.unhealthy.get(resource, 0), gpus.plugin_running
+    rows = [a for a in inventory_of(node, []).accelerators if a.vendor == vendor.name]
+    mine = next((a for a in rows if a.resource == resource), None)
+    named = next((a.model or a.product for a in rows if a.model or a.product), None)
+    return named, mine.unhealthy if mine else 0, any(a.count for a in rows)

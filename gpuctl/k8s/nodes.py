@@ -79,6 +79,11 @@ def is_accelerator_node(node: dict[str, Any]) -> bool:
     return any(_has(node, vendor) for vendor in VENDORS)
 
 
+def has_accelerators_of(node: dict[str, Any], vendor: Vendor) -> bool:
+    """The same rule for one vendor (is_gpu_node is NVIDIA's)."""
+    return _has(node, vendor)
+
+
 def _has(node: dict[str, Any], vendor: Vendor) -> bool:
     if vendor.labelled(labels_of(node)):
         return True
@@ -120,3 +125,15 @@ def inventory_of(
     cap = {k: count(v) for k, v in capacity(node).items() if is_accelerator_resource(k)}
     alloc = {k: count(v) for k, v in allocatable(node).items() if is_accelerator_resource(k)}
     return node_inventory(name_of(node), labels_of(node), cap, alloc, pods, dra=dra)
+
+
+def other_vendors(node: dict[str, Any]) -> str | None:
+    """A node's accelerators in words when it has no NVIDIA GPU but another vendor's
+    (`amd MI300X (amd.com/gpu)`); None for an NVIDIA GPU node, or one without accelerators."""
+    if is_gpu_node(node):
+        return None
+    rows = [a for a in inventory_of(node, []).accelerators if a.vendor != NVIDIA.name]
+    words = [
+        f"{a.vendor} {a.model or 'accelerators'} ({a.resource or a.device_class})" for a in rows
+    ]
+    return ", ".join(dict.fromkeys(words)) or None

@@ -5,18 +5,21 @@ With the cluster's nodes at hand the affinity names what those nodes carry (each
 own selector, gpuctl.gpus.identity); without them it names the GPU under every scheme
 gpuctl knows (`auto`), or under the one label key the user set. A request for whole GPUs is
 kept off MIG slices (single strategy) and off time-shared replicas; a MIG or shared request
-asks for the resource the nodes really offer."""
+asks for the resource the nodes really offer. Another vendor's accelerators are placed by
+gpuctl.k8s.vendor_placement."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.gpus import identity, names
 from gpuctl.gpus.identity import GPU, SHARED_GPU, NodeGpus
+from gpuctl.k8s import vendor_placement
 from gpuctl.k8s.nodes import gpus_of, is_gpu_node
-from gpuctl.k8s.selectors import expressions_match
+from gpuctl.k8s.selectors import expression, expressions_match
+from gpuctl.k8s.vendor_placement import AcceleratorRequest
 
 AUTO = "auto"
 Expression = dict[str, Any]
@@ -29,6 +32,7 @@ class GpuRequest:
     mig: str | None = None  # a profile, e.g. 1g.10gb
     shared: bool = False
     gpu_types: tuple[str, ...] = ()
+    accelerator: AcceleratorRequest | None = None  # another vendor's (gpuctl.k8s.vendor_placement)
 
 
 @dataclass(frozen=True)
@@ -63,14 +67,6 @@ def _copy(e: Expression) -> Expression:
     return {k: list(v) if isinstance(v, list) else v for k, v in e.items()}
 
 
-def expression(key: str, op: str, values: Iterable[str] = ()) -> Expression:
-    out: Expression = {"key": key, "operator": op}
-    vals = list(dict.fromkeys(values))
-    if op in ("In", "NotIn", "Gt", "Lt"):
-        out["values"] = vals
-    return out
-
-
 def terms_match(labels: dict[str, str], terms: Sequence[Sequence[dict[str, Any]]]) -> bool:
     """Whether a node with LABELS meets a Placement's TERMS (OR of ANDs, as the scheduler
     reads nodeSelectorTerms: gpuctl.k8s.selectors); no terms (no affinity): yes."""
@@ -82,6 +78,10 @@ def place(
 ) -> Placement:
     """The resource and affinity of REQUEST under LABEL_KEY (AUTO: detected), from NODES
     when the cluster was read (None: it was not)."""
+    if request.accelerator is not None:
+        v = vendor_placement.place(request.accelerator, nodes)
+        scheme = "the labels of every scheme gpuctl reads for it"
+        return Placement(v.resource, v.per_worker, v.terms, v.wanted, scheme, v.notes)
     seen = [gpus_of(n) for n in nodes or [] if is_gpu_node(n)] if nodes is not None else None
     if request.mig:
         return _mig(request, request.mig, label_key, seen)

@@ -28,6 +28,14 @@ _NODE_OPERATORS = {**_LABEL_OPERATORS, "Gt": "gt", "Lt": "lt"}
 _FIELD_OPERATORS = {"In": "=", "NotIn": "!="}
 
 
+def expression(key: str, op: str, values: Iterable[str] = ()) -> dict[str, Any]:
+    """A node selector requirement (matchExpressions entry); values deduplicated, in order."""
+    out: dict[str, Any] = {"key": key, "operator": op}
+    if op in ("In", "NotIn", "Gt", "Lt"):
+        out["values"] = list(dict.fromkeys(values))
+    return out
+
+
 def _holds(expr: Mapping[str, Any], operators: Mapping[str, str], labels: Labels) -> bool:
     """Whether LABELS meet EXPR; not where Kubernetes would not convert it."""
     op = operators.get(str(expr.get("operator")))

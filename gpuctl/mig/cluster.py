@@ -14,7 +14,7 @@ from gpuctl.common.errors import BackendError, GpuctlError, SpecError, UsageErro
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import GpuModel, models
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources
-from gpuctl.k8s.nodes import gpus_of
+from gpuctl.k8s.nodes import gpus_of, other_vendors
 from gpuctl.k8s.objects import labels_of, name_of, namespace_of
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.operator import (
@@ -72,6 +72,7 @@ def targets(kube: Kube, nodes: tuple[str, ...], selector: str | None) -> list[No
         items = [n for n in items if label_selector.matches(wanted, labels_of(n))]
         if not items:
             raise GpuctlError(f"no node matches the selector {selector!r}")
+    refuse_other_vendors(items, "MIG")
     pods = kube.unfinished_pods()
     out = []
     for n in items:
@@ -87,6 +88,19 @@ def targets(kube: Kube, nodes: tuple[str, ...], selector: str | None) -> list[No
                 t.gpu_pods.append(f"{namespace_of(p) or 'default'}/{name_of(p)}")
         out.append(t)
     return out
+
+
+def refuse_other_vendors(nodes: list[dict], what: str) -> None:
+    """Refuse WHAT (MIG, time-slicing) on nodes whose accelerators are another vendor's."""
+    others = [f"{name_of(n)}: {words}" for n in nodes if (words := other_vendors(n))]
+    if others:
+        raise GpuctlError(
+            f"{what} is NVIDIA's; {len(others)} node(s) have another vendor's accelerators:",
+            details=others,
+            hint="pick NVIDIA GPU nodes; AMD Instinct GPUs are partitioned by the AMD GPU "
+            "Operator's Device Config Manager (the dcm.amd.com/gpu-config-profile label); "
+            "Neuron, TPU and Gaudi devices have no MIG or time-slicing",
+        )
 
 
 def follow(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpuctl.adapters.aws import errors, first_line
 from gpuctl.common.errors import BackendError, redact
 from gpuctl.provision.core.preflight import (
+    NEURON_MANUFACTURER,
     ON_DEMAND_QUOTAS,
     SPOT_QUOTAS,
     Answer,
@@ -19,6 +20,7 @@ from gpuctl.provision.core.preflight import (
     ReservationInfo,
     SubnetInfo,
     ami_parameter,
+    ami_variant,
     quota_family,
 )
 from gpuctl.provision.core.spec import ClusterSpec
@@ -97,7 +99,7 @@ def _gather(spec: ClusterSpec, aws) -> RawFacts:
         for ans in instances.values():
             if isinstance(ans.value, InstanceInfo):
                 arch = "arm64" if "arm64" in ans.value.architectures else "x86_64"
-                name = ami_parameter(version, arch)
+                name = ami_parameter(version, arch, ami_variant(ans.value))
                 if name not in amis:
                     amis[name] = _ask(
                         lambda name=name: ssm.get_parameter(Name=name)["Parameter"]["Value"]
@@ -142,6 +144,11 @@ def _instance_info(ec2, instance_type: str) -> InstanceInfo:
     it = ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
     network = it.get("NetworkInfo") or {}
     gpus = (it.get("GpuInfo") or {}).get("Gpus") or []
+    if not gpus:  # Trainium, Inferentia: their Neuron devices
+        gpus = [
+            {**d, "Manufacturer": NEURON_MANUFACTURER}
+            for d in (it.get("NeuronInfo") or {}).get("NeuronDevices") or []
+        ]
     first = gpus[0] if gpus else {}
     return InstanceInfo(
         instance_type=instance_type,

@@ -311,7 +311,10 @@ def dry_run_summary(console: Any, variables: dict) -> None:
         highlight=False,
     )
     table = Table()
-    for col in ("NODE GROUP", "INSTANCE", "CAPACITY", "NODES", "EFA", "ON-DEMAND $/MONTH, MIN-MAX"):
+    for col in (
+        "NODE GROUP", "INSTANCE", "CAPACITY", "NODES", "DEVICES PER NODE", "EFA",
+        "ON-DEMAND $/MONTH, MIN-MAX",
+    ):  # fmt: skip
         table.add_column(col)
     for name, g in (variables.get("node_groups") or {}).items():
         price = instance_price(str(g.get("instance_type")))
@@ -327,10 +330,24 @@ def dry_run_summary(console: Any, variables: dict) -> None:
             str(g.get("instance_type")),
             str(g.get("capacity_type")),
             nodes,
+            f"{g['gpu_count']} {g.get('device_resource')}" if g.get("gpu_count") else "-",
             "yes" if g.get("efa") else "no",
             cost,
         )
     console.print(table)
+    releases = variables.get("helm_releases") or {}
+    if releases:
+        console.print(
+            "Helm releases: "
+            + ", ".join(
+                f"{name} ({r.get('repository') or 'gpuctl'} {r['chart'].split('/')[-1]} "
+                f"{r.get('version') or ''}".rstrip()
+                + f", in {r['namespace']})"
+                for name, r in releases.items()
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def public_endpoint_warning(variables: dict) -> str | None:

@@ -14,6 +14,8 @@ class Starter(str, enum.Enum):
     job = "job"
     multinode = "multinode"
     mig_job = "mig-job"
+    tpu_job = "tpu-job"
+    trainium_job = "trainium-job"
     service = "service"
     cluster = "cluster"
 
@@ -32,7 +34,9 @@ def register(app: typer.Typer) -> None:
 
 def init(
     starter: Starter = typer.Argument(
-        ..., metavar="STARTER", help="job, multinode, mig-job, service or cluster."
+        ...,
+        metavar="STARTER",
+        help="job, multinode, mig-job, tpu-job, trainium-job, service or cluster.",
     ),
     file: str = typer.Option(
         "-", "-f", "--file", metavar="FILE", help="Write the spec to FILE (- : stdout)."

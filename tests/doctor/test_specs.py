@@ -143,3 +143,26 @@ def test_a_missing_file_or_an_empty_directory_is_an_input_error_before_any_reque
     r = cli("doctor", "--spec", str(tmp_path))
     assert r.code == 2 and "holds no .yaml or .yml file" in r.err
     assert len(kube.requests()) == before
+
+
+def test_other_vendors_specs_select_their_own_nodes(cli, kube_api, tmp_path):
+    seed(
+        kube_api,
+        NODES["gfd-h100"],
+        NODES["neuron-trn2-karpenter"],
+        NODES["amd-mi300x-vf"],
+        PLUGIN,
+        DCGM,
+    )
+    trn2 = write(tmp_path, "trn2.yaml", "accelerator: trainium2\ngpus: 16\n")
+    r = cli("doctor", "--spec", trn2, "-o", "json")
+    [check] = spec_checks_of(json.loads(r.out))
+    name = NODES["neuron-trn2-karpenter"]["metadata"]["name"]
+    assert check["status"] == "pass", check
+    assert check["detail"] == f"{trn2}: accelerator Trainium2 selects 1 node(s): {name}"
+    gaudi = write(tmp_path, "gaudi.yaml", "accelerator: gaudi2\n")
+    [check] = spec_checks_of(json.loads(cli("doctor", "--spec", gaudi, "-o", "json").out))
+    assert check["status"] == "fail"
+    assert check["detail"].startswith(
+        f"{gaudi}: accelerator Gaudi2 selects no node with habana.ai/gaudi"
+    )

@@ -35,10 +35,13 @@ EXPECTED = {
             "amd-mi300x-vf",
             "amd-labelled-no-capacity",
             "amd-mixed-partitions",
+            "amd-mi300x-labeller",
             "neuron-inf1-eks",
+            "neuron-inf2-instance-type",
             "neuron-trn2-karpenter",
             "gke-tpu-v5e-2x4",
             "gaudi-hfd",
+            "gaudi2-hfd",
         )
     },
 }

@@ -50,20 +50,32 @@ EXPECTED = {
     ],
     "aks-a100": [("nvidia", "A100-80GB", "nvidia.com/gpu", None, 1, 0, None, 1, 81920)],
     "gpuctl-h100": [("nvidia", "H100-80GB", "nvidia.com/gpu", None, 8, 0, None, 1, 81559)],
-    # other vendors: counted and named by vendor; their models are the vendor readers' to tell
-    "amd-mi300x-vf": [("amd", None, "amd.com/gpu", None, 1, 0, None, 1, None)],
-    "amd-labelled-no-capacity": [("amd", None, "amd.com/gpu", None, 0, 0, None, 1, None)],
+    # other vendors, named by their labels (gpuctl.gpus.vendor_models): the labeller's device
+    # ID where it wrote no product name, Karpenter's accelerator name, the instance type, GKE's
+    # accelerator (the slice's topology as the partition), Habana's device type
+    "amd-mi300x-vf": [("amd", "MI300X", "amd.com/gpu", None, 1, 0, None, 1, 192 * 1024)],
+    "amd-mi300x-labeller": [("amd", "MI300X", "amd.com/gpu", None, 8, 0, None, 1, 192 * 1024)],
+    # a Polaris (device ID 67df) no table names; its 8G of VRAM as the labeller wrote it
+    "amd-labelled-no-capacity": [("amd", None, "amd.com/gpu", None, 0, 0, None, 1, 8 * 1024)],
     "amd-mixed-partitions": [
         ("amd", None, "amd.com/spx_nps1", "spx_nps1", 5, 0, None, 1, None),
         ("amd", None, "amd.com/cpx_nps1", "cpx_nps1", 24, 0, None, 1, None),
     ],
-    "neuron-inf1-eks": [("aws", None, "aws.amazon.com/neuron", None, 1, 0, None, 1, None)],
-    "neuron-trn2-karpenter": [
-        ("aws", None, "aws.amazon.com/neuron", None, 16, 0, None, 1, None),
-        ("aws", None, "aws.amazon.com/neuroncore", "neuroncore", 128, 0, None, 1, None),
+    "neuron-inf1-eks": [
+        ("aws", "Inferentia", "aws.amazon.com/neuron", None, 1, 0, None, 1, 8 * 1024)
     ],
-    "gke-tpu-v5e-2x4": [("google", None, "google.com/tpu", None, 4, 0, None, 1, None)],
+    "neuron-inf2-instance-type": [
+        ("aws", "Inferentia2", "aws.amazon.com/neuron", None, 12, 0, None, 1, 32 * 1024),
+        ("aws", "Inferentia2", "aws.amazon.com/neuroncore", "neuroncore", 24, 0, None, 1, None),
+    ],
+    "neuron-trn2-karpenter": [
+        ("aws", "Trainium2", "aws.amazon.com/neuron", None, 16, 0, None, 1, 96 * 1024),
+        ("aws", "Trainium2", "aws.amazon.com/neuroncore", "neuroncore", 128, 0, None, 1, None),
+    ],
+    "gke-tpu-v5e-2x4": [("google", "TPU-v5e", "google.com/tpu", "2x4", 4, 0, None, 1, 16 * 1024)],
+    # Habana's feature discovery of driver 0.11 wrote no device type or ID
     "gaudi-hfd": [("intel", None, "habana.ai/gaudi", None, 8, 0, None, 1, None)],
+    "gaudi2-hfd": [("intel", "Gaudi2", "habana.ai/gaudi", None, 8, 0, None, 1, 96 * 1024)],
 }
 
 

@@ -77,18 +77,22 @@ def test_every_node_s_accelerators_allocated_and_free(cli, cluster):
     mig = row("gfd-a100-mig-mixed", "nvidia.com/mig-7g.40gb")
     assert (mig["partition"], mig["allocated"], mig["free"]) == ("7g.40gb", 1, 3)
     assert (row("gfd-t4-shared", "nvidia.com/gpu")["sharing"], row("gfd-t4-shared", "nvidia.com/gpu")["replicas"]) == ("time-slicing", 8)  # fmt: skip
-    # other vendors: named by vendor, counted and allocated, their model unknown here
-    for stem, resource, vendor, count, held in [
-        ("amd-mi300x-vf", "amd.com/gpu", "amd", 1, 1),
-        ("amd-mixed-partitions", "amd.com/cpx_nps1", "amd", 24, 0),
-        ("neuron-trn2-karpenter", "aws.amazon.com/neuron", "aws", 16, 4),
-        ("neuron-trn2-karpenter", "aws.amazon.com/neuroncore", "aws", 128, 0),
-        ("neuron-inf1-eks", "aws.amazon.com/neuron", "aws", 1, 0),
-        ("gke-tpu-v5e-2x4", "google.com/tpu", "google", 4, 4),
-        ("gaudi-hfd", "habana.ai/gaudi", "intel", 8, 2),
+    # other vendors: vendor, model, count and what their pods hold, as their labels name them
+    for stem, resource, vendor, model, count, held in [
+        ("amd-mi300x-vf", "amd.com/gpu", "amd", "MI300X", 1, 1),
+        ("amd-mi300x-labeller", "amd.com/gpu", "amd", "MI300X", 8, 0),
+        ("amd-mixed-partitions", "amd.com/cpx_nps1", "amd", None, 24, 0),
+        ("neuron-trn2-karpenter", "aws.amazon.com/neuron", "aws", "Trainium2", 16, 4),
+        ("neuron-trn2-karpenter", "aws.amazon.com/neuroncore", "aws", "Trainium2", 128, 0),
+        ("neuron-inf2-instance-type", "aws.amazon.com/neuron", "aws", "Inferentia2", 12, 0),
+        ("neuron-inf1-eks", "aws.amazon.com/neuron", "aws", "Inferentia", 1, 0),
+        ("gke-tpu-v5e-2x4", "google.com/tpu", "google", "TPU-v5e", 4, 4),
+        ("gaudi-hfd", "habana.ai/gaudi", "intel", None, 8, 2),
+        ("gaudi2-hfd", "habana.ai/gaudi", "intel", "Gaudi2", 8, 0),
     ]:
         a = row(stem, resource)
-        assert (a["vendor"], a["count"], a["allocated"], a["model"]) == (vendor, count, held, None)
+        assert (a["vendor"], a["model"], a["count"], a["allocated"]) == (vendor, model, count, held)
+    assert row("gke-tpu-v5e-2x4", "google.com/tpu")["partition"] == "2x4"  # the slice's topology
     starting = found[NAME["gfd-h100-plugin-not-running"]]
     assert starting["problems"] == [
         "labelled with nvidia accelerators, but no device plugin advertises nvidia.com/gpu"

@@ -545,3 +545,35 @@ def test_dry_run_prints_a_summary_and_warns_of_an_open_endpoint(tmp_path, gpuctl
     assert "open to the whole internet (0.0.0.0/0)" in err
     code, out, _ = gpuctl(*base, "--show-vars")
     assert code == 0 and '"node_groups"' in out
+
+
+def test_dry_run_of_a_trainium2_spec_shows_the_group_its_devices_the_plugin_and_cost(
+    tmp_path, gpuctl
+):
+    spec = tmp_path / "trn2.yaml"
+    spec.write_text(
+        "apiVersion: gpuctl/v1\nkind: Cluster\nname: trn\nregion: us-east-2\n"
+        'vpc_cidr: 10.0.0.0/16\nkubernetes_cluster: {version: "1.33", public_access_cidrs: '
+        "[10.1.0.0/16]}\nnode_groups:\n"
+        "  - {name: trn2, instance_type: trn2.48xlarge, min_size: 0, max_size: 4, "
+        "gpu_type: trainium2}\n"
+        "  - {name: trn1, instance_type: trn1.32xlarge, min_size: 1, max_size: 2, "
+        "gpu_type: trainium}\n"
+    )
+    code, out, err = gpuctl(
+        "provision", "-f", str(spec), "--workdir", str(tmp_path / "wd"), "--dry-run"
+    )
+    assert code == 0, err
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("trn")}
+    assert rows["trn2"][1:5] == ["trn2.48xlarge", "on-demand", "0-4", "(now"]
+    assert "16 aws.amazon.com/neuron" in " ".join(rows["trn2"]) and rows["trn2"][-2:] == [
+        "yes",
+        "unknown",
+    ]
+    # trn1.32xlarge is priced: $21.50/h × 730 h × 1–2 nodes
+    assert rows["trn1"][-1] == f"{21.5 * 730:,.0f}-{2 * 21.5 * 730:,.0f}"
+    assert (
+        "Helm releases: neuron-helm-chart (oci://public.ecr.aws/neuron neuron-helm-chart 1.1.1"
+        in out
+    )
+    assert "aws-efa-k8s-device-plugin" in out and "gpu-operator" not in out

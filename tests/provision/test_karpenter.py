@@ -192,3 +192,25 @@ def test_chart_values_name_the_cluster_and_the_queue_terraform_creates():
         )
         <= 64
     )
+
+
+def test_a_trainium_node_pool_selects_accelerators_and_limits_neuron_devices():
+    text = SPEC.format(cluster=NEW).split("node_groups:")[0] + (
+        "node_groups:\n"
+        "  - {name: trn2, instance_type: trn2.48xlarge, min_size: 0, max_size: 4,"
+        " gpu_type: trainium2}\n"
+    )
+    s = parse_cluster(load_yaml(text))
+    facts = Facts("1.33", {"trn2": GroupFacts(("us-east-2a",), 16, None, 16)})
+    objs = {o["kind"]: o for o in karpenter.objects(s, facts)}
+    for o in objs.values():
+        assert errors(o, CRDS[o["kind"]]) == [], o
+    pool = objs["NodePool"]["spec"]
+    reqs = {r["key"]: r for r in pool["template"]["spec"]["requirements"]}
+    # Karpenter labels Neuron instances instance-accelerator-*, not instance-gpu-*
+    assert reqs["karpenter.k8s.aws/instance-accelerator-count"]["values"] == ["0"]
+    assert "karpenter.k8s.aws/instance-gpu-count" not in reqs
+    assert pool["limits"] == {"nodes": "4", "aws.amazon.com/neuron": "64"}
+    assert pool["template"]["spec"]["taints"] == [
+        {"key": "aws.amazon.com/neuron", "effect": "NoSchedule", "value": "present"}
+    ]

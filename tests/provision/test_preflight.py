@@ -199,7 +199,7 @@ def test_unknown_and_gpu_less_instance_types_block(account):
     text = "\n".join(report.blockers)
     assert "typo: p4x.24xlarge is not an instance type EC2 knows" in text
     assert "typo: p4x.24xlarge is not offered in any availability zone" in text
-    assert "cpu: m5.large has no GPUs" in text
+    assert "cpu: m5.large has no GPUs or Neuron devices" in text
 
 
 def test_spot_group_uses_the_spot_quota_and_notes_the_estimate(account):
@@ -415,3 +415,26 @@ def test_credentials_in_the_endpoint_url_are_masked(aws, monkeypatch):
         ask(spec())
     assert f"http://***@127.0.0.1:{port}" in err.value.message
     assert "s3cr3t" not in str(err.value)
+
+
+def test_a_trainium_group_reads_its_neuron_devices_the_neuron_ami_and_the_trn_quota(account):
+    # moto's instance table carries EC2's NeuronInfo for trn2.48xlarge (16 Trainium2)
+    account.seed_public_parameter(ami_parameter("1.31", "x86_64", "neuron"), "ami-0feedface0000001")
+    s = spec(
+        "  - {name: trn2, instance_type: trn2.48xlarge, min_size: 0, max_size: 2,"
+        " gpu_type: trainium2}\n"
+    )
+    report = evaluate(s, ask(s))
+    assert not [b for b in report.blockers if "no GPUs" in b], report.blockers
+    g = report.groups[0]
+    assert (g.instance.gpu_model, g.instance.gpu_count, g.instance.gpu_manufacturer) == (
+        "Trainium2",
+        16,
+        "AWS",
+    )
+    assert g.ami_parameter == ami_parameter("1.31", "x86_64", "neuron")
+    assert g.ami_parameter.endswith("/x86_64/neuron/recommended/image_id")
+    assert g.ami_id == "ami-0feedface0000001"
+    (quota,) = report.quotas
+    assert (quota.code, quota.name) == ("L-2C3B7624", "Running On-Demand Trn instances")
+    assert report.facts().groups["trn2"].gpu_count == 16

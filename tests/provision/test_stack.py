@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuctl.common.errors import SpecError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.dcgm import busy, counters, metrics
 from gpuctl.doctor.core import checks as doctor
@@ -27,6 +28,7 @@ CHART_VALUES = {
     "dcgm-exporter": "dcgm-exporter-values.yaml",
     "aws-efa-k8s-device-plugin": "aws-efa-k8s-device-plugin-values.yaml",
     "karpenter": "karpenter-values.yaml",
+    "neuron-helm-chart": "neuron-helm-chart-values.yaml",
 }
 
 SPEC = """\
@@ -350,3 +352,62 @@ def test_the_gpu_stack_turns_the_profiling_fields_on():
     (cm,) = r["gpuctl-monitoring"]["values"]["objects"]
     assert cm["data"][volume["configMap"]["items"][0]["key"]] == counters.csv_text()
     assert cm["metadata"]["namespace"] == r["dcgm-exporter"]["namespace"]
+
+
+TRN2 = """\
+apiVersion: gpuctl/v1
+kind: Cluster
+name: trn
+region: us-east-2
+vpc_cidr: 10.0.0.0/16
+kubernetes_cluster: {{version: "1.33"}}
+{extra}
+node_groups:
+  - {{name: trn2, instance_type: trn2.48xlarge, min_size: 0, max_size: 4, gpu_type: trainium2}}
+  - {{name: inf2, instance_type: inf2.48xlarge, min_size: 0, max_size: 2, gpu_type: inferentia2}}
+"""
+
+
+def neuron_spec(extra=""):
+    return parse_cluster(load_yaml(TRN2.format(extra=extra)))
+
+
+def test_neuron_groups_get_the_neuron_chart_efa_for_trainium_and_no_nvidia_stack():
+    s = neuron_spec()
+    trn2, inf2 = s.node_groups
+    assert s.gpu_stack == "none"  # no group has NVIDIA GPUs
+    # the taint the Neuron chart's device plugin tolerates; EFA on by default for trn2 only
+    assert [str(t) for t in trn2.taints] == ["aws.amazon.com/neuron=present:NoSchedule"]
+    assert (trn2.efa, inf2.efa) == (True, False)
+    r = stack.releases(s, Facts())
+    assert set(r) == {"neuron-helm-chart", "aws-efa-k8s-device-plugin"}
+    neuron = r["neuron-helm-chart"]
+    assert (neuron["repository"], neuron["chart"]) == (
+        "oci://public.ecr.aws/neuron",
+        "neuron-helm-chart",
+    )
+    # the chart's DaemonSet affinity: exactly the groups' types (its own list lacks trn2)
+    assert neuron["values"]["neuronInstances"] == ["inf2.48xlarge", "trn2.48xlarge"]
+    for t in trn2.taints:
+        assert tolerated(t, neuron["values"]["devicePlugin"]["tolerations"])
+    chart = yaml.safe_load((UPSTREAM / CHART_VALUES["neuron-helm-chart"]).read_text())
+    assert unknown_keys(neuron["values"], chart) == []
+    groups = render_tfvars(s)["node_groups"]
+    assert {k: groups["trn2"][k] for k in ("gpu_count", "ami_variant", "device_resource")} == {
+        "gpu_count": 16,  # gpuctl's instance table: no preflight here
+        "ami_variant": "neuron",
+        "device_resource": "aws.amazon.com/neuron",
+    }
+
+
+def test_a_gpu_stack_asked_for_neuron_only_groups_is_refused_with_the_reason():
+    with pytest.raises(SpecError) as e:
+        neuron_spec("gpu_stack: gpu-operator")
+    assert "gpu_stack" in str(e.value) and "trn2 (trn2.48xlarge: Trainium2)" in str(e.value)
+    assert "no node group has NVIDIA GPUs" in str(e.value)
+    mixed = TRN2.format(extra="gpu_stack: gpu-operator") + (
+        "  - {name: h100, instance_type: p5.48xlarge, min_size: 0, max_size: 1, gpu_type: h100}\n"
+    )
+    s = parse_cluster(load_yaml(mixed))
+    assert s.gpu_stack == "gpu-operator"  # the NVIDIA group gets it; the others the Neuron chart
+    assert {"gpu-operator", "neuron-helm-chart"} <= set(stack.releases(s, Facts()))

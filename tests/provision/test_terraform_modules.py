@@ -410,21 +410,28 @@ def test_subnet_layout_fits_and_never_overlaps(tmp_path, cidr, zones):
 
 def test_gpu_ami_is_the_parameter_aws_publishes():
     """The preflight and the module read the same public SSM parameter, and it is the one
-    AWS publishes for the EKS-optimized AL2023 NVIDIA AMI (moto is seeded with whatever
-    gpuctl asks for, so nothing else would notice a wrong path)."""
+    AWS publishes for the EKS-optimized AL2023 NVIDIA AMI, or its Neuron variant for
+    Trainium and Inferentia (moto is seeded with whatever gpuctl asks for, so nothing else
+    would notice a wrong path)."""
     from gpuctl.provision.core.preflight import ami_parameter
 
     published = (
-        "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{a}/nvidia/recommended/image_id"
+        "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/{a}/{variant}/recommended/image_id"
     )
     for version, arch in (("1.31", "x86_64"), ("1.33", "arm64")):
-        assert ami_parameter(version, arch) == published.format(v=version, a=arch)
+        assert ami_parameter(version, arch) == published.format(v=version, a=arch, variant="nvidia")
+        assert ami_parameter(version, arch, "neuron") == published.format(
+            v=version, a=arch, variant="neuron"
+        )
     module = load(TF / "modules" / "gpu-node-group")
     rng = module["DataResources"]["data.aws_ssm_parameter.ami"]["DeclRange"]
     block = _block_at(Path(rng["Filename"]).read_text(), rng["Start"]["Byte"])
     name = re.search(r'name\s*=\s*"([^"]+)"', block).group(1)
     assert (
-        name.replace("${var.cluster.version}", "{v}").replace("${local.arch}", "{a}") == published
+        name.replace("${var.cluster.version}", "{v}")
+        .replace("${local.arch}", "{a}")
+        .replace("${var.ami_variant}", "{variant}")
+        == published
     )
 
 

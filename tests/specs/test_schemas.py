@@ -62,6 +62,13 @@ FULL_JOB = {
 }  # fmt: skip
 MIG_JOB = {"apiVersion": "gpuctl/v1", "name": "bert", "image": "pytorch", "mig": "1g.10gb"}
 TEMPLATED_JOB = {"apiVersion": "gpuctl/v1", "name": "nb", "template": "notebook", "image": "x"}
+# other vendors' fields (gpuctl.jobs.core.vendor_spec)
+TPU_JOB = {"apiVersion": "gpuctl/v1", "name": "jax", "image": "x", "accelerator": "tpu-v5e",
+           "tpu_topology": "2x4", "tpu_slices": 2}  # fmt: skip
+NEURON_JOB = {"apiVersion": "gpuctl/v1", "name": "inf", "image": "x", "accelerator": ["inf2"],
+              "neuron_cores": 2}  # fmt: skip
+AMD_JOB = {"apiVersion": "gpuctl/v1", "name": "rocm", "image": "x", "accelerator": "mi300x",
+           "partition": "cpx_nps4", "gpus": 8}  # fmt: skip
 FULL_CLUSTER = {
     "apiVersion": "gpuctl/v1", "kind": "Cluster", "name": "ml-prod", "region": "us-east-1",
     "vpc_cidr": "10.0.0.0/16",
@@ -100,9 +107,13 @@ SERVICES = [
     {**SERVICE, "port": 80, "autoscale": {"max": 2, "queue_depth": 4}},
     {**SERVICE, "port": 80, "autoscale": {"max": 2, "latency_ms": 250}},
     {**SERVICE, "port": 80, "mig": "1g.10gb", "template": "notebook"},
+    {**SERVICE, "port": 80, "accelerator": "tpu-v6e", "tpu_topology": "2x2", "tpu_slices": 1},
+    {**SERVICE, "port": 80, "accelerator": "inferentia2", "neuron_cores": 2},
+    {**SERVICE, "port": 80, "accelerator": "mi300x", "partition": "cpx_nps4"},
 ]
 VALID = [
     ("job", FULL_JOB), ("job", MIG_JOB), ("job", TEMPLATED_JOB), ("cluster", FULL_CLUSTER),
+    ("job", TPU_JOB), ("job", NEURON_JOB), ("job", AMD_JOB),
     *(("service", s) for s in SERVICES),
 ]  # fmt: skip
 
@@ -190,7 +201,9 @@ def cases():
 
 
 @pytest.mark.parametrize(
-    "kind, data", VALID, ids=["job", "mig-job", "templated", "cluster", *("service",) * 5]
+    "kind, data",
+    VALID,
+    ids=["job", "mig-job", "templated", "cluster", "tpu", "neuron", "amd", *("service",) * 8],
 )
 def test_a_full_spec_validates_and_parses(kind, data):
     assert schema_errors(kind, data) == []

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from gpuctl.common.quantity import count
 from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check, _name, _names, namespaced_name
-from gpuctl.k8s.nodes import gpus_of, is_gpu_node
+from gpuctl.gpus.vendors import NVIDIA, vendor_of
+from gpuctl.k8s.nodes import allocatable, capacity, gpus_of, has_accelerators_of, is_gpu_node
 from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.placement import GpuRequest, Placement, place, terms_match
 from gpuctl.k8s.selectors import pod_may_run_on
@@ -20,16 +22,15 @@ PENDING = "pending-pods"
 
 
 def selected(nodes: list[dict[str, Any]], where: Placement) -> list[str]:
-    """The GPU nodes WHERE's affinity selects that offer its resource."""
+    """The accelerator nodes (of WHERE's resource's vendor; GPU nodes for none) WHERE's
+    affinity selects that offer its resource."""
+    vendor = (vendor_of(where.resource) if where.resource else None) or NVIDIA
     out = []
     for n in nodes:
-        if not is_gpu_node(n) or not terms_match(labels_of(n), where.terms):
+        if not has_accelerators_of(n, vendor) or not terms_match(labels_of(n), where.terms):
             continue
-        g = gpus_of(n)
-        if (
-            where.resource is None
-            or g.capacity.get(where.resource)
-            or g.allocatable.get(where.resource)
+        if where.resource is None or any(
+            count(amounts.get(where.resource, 0)) for amounts in (capacity(n), allocatable(n))
         ):
             out.append(_name(n))
     return out
@@ -57,6 +58,8 @@ def _offer(node: dict[str, Any]) -> str:
 
 
 def _asked(request: GpuRequest) -> str:
+    if request.accelerator is not None:
+        return f"accelerator {request.accelerator.wanted}"
     parts = []
     if request.gpu_types:
         parts.append("gpu_type " + ", ".join(request.gpu_types))

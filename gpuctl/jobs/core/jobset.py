@@ -9,6 +9,9 @@ completion index i, as in an Indexed Job of gpuctl's own and in JobSet's PyTorch
   pod fails it, and JobSet's failure policy recreates every Job, up to `retries` times
   (`failurePolicy.maxRestarts`), so no worker is left waiting for a peer that is gone;
 - Kueue admits a JobSet as one Workload (one podSet of N pods), all of it or none.
+A multislice TPU job (`tpu_slices: S`) is S replicas of that Job, one per slice, each on a
+node pool of its own (JobSet's exclusive-topology annotation on cloud.google.com/gke-nodepool),
+with the MEGASCALE_* environment instead of torchrun's.
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ from gpuctl.jobs.core.spec import JOBSET_WORKERS, JobSpec
 from gpuctl.k8s.apis import JOBSET_API_VERSION
 from gpuctl.k8s.placement import Placement
 
+# xpk's multislice JobSets (src/xpk/core/scheduling.py, core/docker_resources.py)
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
+JOB_INDEX = "metadata.annotations['jobset.sigs.k8s.io/job-index']"
+
 
 def master_address(name: str) -> str:
     """Worker 0's stable DNS name: `<jobset>-<replicatedJob>-<job index>-<pod index>.<subdomain>`
@@ -30,11 +38,15 @@ def master_address(name: str) -> str:
 def render(spec: JobSpec, where: Placement) -> dict[str, Any]:
     pod = pods.pod_spec(spec, where)
     pod["restartPolicy"] = "Never"  # a failed worker fails its Job, and so restarts the group
-    pods.with_torchrun_env(pod, spec, master=master_address(spec.name))
+    slices = spec.accelerator.slices if spec.accelerator else 1
+    if slices > 1:
+        _with_megascale_env(pod, spec, slices)
+    else:
+        pods.with_torchrun_env(pod, spec, master=master_address(spec.name))
     job: dict[str, Any] = {
         "completionMode": "Indexed",
-        "completions": spec.nodes,
-        "parallelism": spec.nodes,
+        "completions": spec.nodes // slices,
+        "parallelism": spec.nodes // slices,
         "backoffLimit": 0,
         # the pods carry the job's labels (gpuctl jobs logs finds them); the Job does not,
         # so it is not listed as a gpuctl job of its own
@@ -43,7 +55,7 @@ def render(spec: JobSpec, where: Placement) -> dict[str, Any]:
     if spec.deadline:
         job["activeDeadlineSeconds"] = spec.deadline
     jobset: dict[str, Any] = {
-        "replicatedJobs": [{"name": JOBSET_WORKERS, "replicas": 1, "template": {"spec": job}}],
+        "replicatedJobs": [{"name": JOBSET_WORKERS, "replicas": slices, "template": {"spec": job}}],
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
         "failurePolicy": {"maxRestarts": spec.retries},
     }
@@ -51,9 +63,19 @@ def render(spec: JobSpec, where: Placement) -> dict[str, Any]:
         jobset["ttlSecondsAfterFinished"] = spec.ttl_after_finished
     if spec.queue:
         jobset["suspend"] = True
-    return {
-        "apiVersion": JOBSET_API_VERSION,
-        "kind": "JobSet",
-        "metadata": pods.metadata(spec),
-        "spec": jobset,
-    }
+    meta = pods.metadata(spec)
+    if slices > 1:  # each slice's Job on a node pool of its own (a multi-host slice is one)
+        meta["annotations"] = {EXCLUSIVE_TOPOLOGY: GKE_NODEPOOL}
+    return {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": meta, "spec": jobset}
+
+
+def _with_megascale_env(pod: dict[str, Any], spec: JobSpec, slices: int) -> None:
+    """What a multislice TPU job's workers need to find each other across slices (xpk's
+    JobSets: the coordinator is worker 0 of slice 0; a slice's id its Job's index)."""
+    container = pod["containers"][0]
+    index = {"valueFrom": {"fieldRef": {"fieldPath": JOB_INDEX}}}
+    container["env"] = [
+        {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": master_address(spec.name)},
+        {"name": "MEGASCALE_NUM_SLICES", "value": str(slices)},
+        {"name": "MEGASCALE_SLICE_ID", **index},
+    ] + container.get("env", [])

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuctl.jobs.core import volumes
 from gpuctl.jobs.core.spec import JobSpec
-from gpuctl.k8s.labels import GPU_TOLERATION, JOB_LABEL, MANAGED_BY, QUEUE_LABEL
+from gpuctl.k8s.labels import JOB_LABEL, MANAGED_BY, QUEUE_LABEL, accelerator_toleration
 from gpuctl.k8s.placement import Placement
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -67,7 +67,8 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
         pod["nodeSelector"] = dict(spec.node_selector)
     if where.affinity:
         pod["affinity"] = where.affinity
-    tolerations = ([dict(GPU_TOLERATION)] if resource else []) + [dict(t) for t in spec.tolerations]
+    own = accelerator_toleration(where.resource)
+    tolerations = ([own] if own else []) + [dict(t) for t in spec.tolerations]
     if tolerations:
         pod["tolerations"] = tolerations
     if spec.priority:

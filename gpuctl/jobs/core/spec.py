@@ -29,11 +29,12 @@ from gpuctl.common.spec_fields import (
     Table,
 )
 from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
-from gpuctl.jobs.core import service_spec, volumes
+from gpuctl.jobs.core import service_spec, vendor_spec, volumes
 from gpuctl.jobs.core.service_spec import Serving
 from gpuctl.jobs.core.volumes import SecretUse, Volume
 from gpuctl.k8s.labels import QUEUE_LABEL
 from gpuctl.k8s.placement import GpuRequest
+from gpuctl.k8s.vendor_placement import AcceleratorRequest
 
 API_VERSION = "gpuctl/v1"
 KINDS = ("Job", "Pod", "Service")
@@ -42,6 +43,12 @@ MULTINODE = (JOBSET, INDEXED_JOB)  # how a multi-node job is made
 JOBSET_WORKERS = "workers"  # the name of a JobSet job's one replicatedJob
 MAX_GPUS_PER_WORKER = 64
 MAX_NODES = 1024
+MAX_NEURON_CORES = 1024
+MAX_TPU_SLICES = 64
+TPU_TOPOLOGY = r"[1-9][0-9]{0,2}(x[1-9][0-9]{0,2}){1,2}"
+AMD_PARTITIONS = tuple(
+    f"{c}_nps{m}" for c in ("spx", "dpx", "qpx", "cpx") for m in (1, 2, 4, 8)
+)  # ROCm/k8s-device-plugin docs/user-guide/configuration.md, the mixed naming strategy
 MAX_EXTRA_RESOURCE = 1_000_000
 # Asked for with gpus / mig / shared, never as extra_resources.
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
@@ -119,10 +126,24 @@ JOB = Table(
     Field("args", STRINGS, "Arguments to the command."),
     Field("env", STRING_MAP, "Environment variables; numbers and booleans are sent as text.",
           keys=Rule(ENV_VAR, "a valid environment variable name")),
-    Field("gpus", INTEGER, "Whole GPUs per worker (default 1; 0 if mig is given).",
+    Field("gpus", INTEGER, "Devices per worker: whole GPUs, TPU chips, Neuron devices, Gaudis "
+          "(default 1; 0 if mig is given; a TPU host's chips with tpu_topology).",
           minimum=0, maximum=MAX_GPUS_PER_WORKER),
-    Field("gpu_type", STRINGS, "GPU type(s) the nodes must have (their GPU-type label).",
+    Field("accelerator", STRINGS, "The accelerator model(s) the nodes must have: an NVIDIA GPU "
+          "(h100, a100-80gb), mi300x, trainium2, inferentia2, tpu-v5e, tpu-v6e, gaudi2, …",
           single=True, non_empty=True, pattern=Rule(LABEL_VALUE, "a valid node label value")),
+    Field("gpu_type", STRINGS, "The same as accelerator (its older name).",
+          single=True, non_empty=True, pattern=Rule(LABEL_VALUE, "a valid node label value")),
+    Field("neuron_cores", INTEGER, "Instead of gpus, on Trainium or Inferentia: NeuronCores per "
+          "worker (aws.amazon.com/neuroncore).", minimum=1, maximum=MAX_NEURON_CORES),
+    Field("tpu_topology", TEXT, "A TPU slice's topology, e.g. 2x4 or 2x2x2: one worker per TPU "
+          "host of the slice, each asking for its host's chips.",
+          pattern=Rule(TPU_TOPOLOGY, "a TPU topology (2x4, 4x4, 2x2x2)")),
+    Field("tpu_slices", INTEGER, "With tpu_topology: this many slices of it as one job "
+          "(multislice: a JobSet, one Job per slice, with the MEGASCALE_* environment).",
+          minimum=1, maximum=MAX_TPU_SLICES),
+    Field("partition", TEXT, "AMD Instinct: one compute/memory partition per device asked for, "
+          "e.g. cpx_nps4.", choices=AMD_PARTITIONS),
     Field("mig", TEXT, "Instead of gpus: one MIG slice of this profile, e.g. 1g.10gb."),
     Field("shared", FLAG, "Time-sliced GPUs (nvidia.com/gpu.shared).", default=False),
     Field("nodes", INTEGER, "Workers; more than 1 makes a multi-node data-parallel job.",
@@ -181,7 +202,8 @@ class JobSpec:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     gpus: int = 0
-    gpu_type: tuple[str, ...] = ()
+    gpu_type: tuple[str, ...] = ()  # NVIDIA GPU types (accelerator: or gpu_type:)
+    accelerator: AcceleratorRequest | None = None  # another vendor's, instead of gpus
     mig: str | None = None
     shared: bool = False
     nodes: int = 1
@@ -218,7 +240,7 @@ class JobSpec:
     @property
     def gpu_request(self) -> GpuRequest:
         """What each worker asks for, before the cluster says how it is offered."""
-        return GpuRequest(self.gpus, self.mig, self.shared, self.gpu_type)
+        return GpuRequest(self.gpus, self.mig, self.shared, self.gpu_type, self.accelerator)
 
 
 def parse_job(doc: Doc) -> JobSpec:
@@ -236,14 +258,18 @@ def parse_job(doc: Doc) -> JobSpec:
             "image", f"{image!r} holds {odd!r} (U+{ord(odd):04X}): an image name is plain ASCII"
         )
     gpus = _gpus(f)
+    nodes = gpus.pop("nodes", nodes)
+    efa = gpus.pop("efa", 0)
     if kind == "Pod":
         _job_only(f, nodes)
     serving = service_spec.parse(f, name) if kind == "Service" else None
     if serving is None:
         service_spec.refuse_service_fields(f, kind)
     multinode = _multinode(f, name, nodes)
+    if (accelerator := gpus.get("accelerator")) is not None and accelerator.slices > 1:
+        multinode = vendor_spec.multislice_form(f, multinode, JOBSET)
     queue = f.read(JOB["queue"])
-    env = _env(f, nodes)
+    extra, env = vendor_spec.with_efa(_extra_resources(f), _env(f, nodes), efa)
     job_volumes, job_secrets = volumes.parse(f, env, TORCHRUN_ENV if nodes > 1 else ())
     working_dir = f.read(JOB["working_dir"])
     if working_dir is not None and (problem := volumes.mount_problem(working_dir)):
@@ -279,7 +305,7 @@ def parse_job(doc: Doc) -> JobSpec:
         secrets=job_secrets,
         working_dir=working_dir,
         node_selector=tuple(f.read(JOB["node_selector"], {}).items()),
-        extra_resources=_extra_resources(f),
+        extra_resources=extra,
         queue=queue,
         multinode=multinode,
         serving=serving,
@@ -308,7 +334,14 @@ def _kind(f: Fields) -> str:
 
 def _gpus(f: Fields) -> dict[str, Any]:
     """What each worker asks for: whole GPUs (time-shared or not) or one MIG slice, and of
-    which GPU type."""
+    which GPU type; or another vendor's accelerators."""
+    key, typed = _typed(f)
+    vendor, models = _vendor(f, key, typed)
+    if vendor is not None:
+        return vendor_spec.parse(f, JOB, key, vendor, models)
+    for name, owner in vendor_spec.VENDOR_FIELDS.items():
+        if f.has(name):
+            raise f.error(name, f"applies to {vendor_spec.VENDOR_WORDS[owner]} only")
     mig = f.read(JOB["mig"])
     shared = f.read(JOB["shared"])
     if mig is not None and f.has("gpus"):
@@ -324,10 +357,47 @@ def _gpus(f: Fields) -> dict[str, Any]:
     gpus = f.read(JOB["gpus"], 0 if mig is not None else 1)
     if shared and gpus == 0:
         raise f.error("shared", "a shared GPU needs gpus ≥ 1")
-    gpu_type = tuple(f.read(JOB["gpu_type"], ()))
+    gpu_type = typed
     if mig is not None and gpu_type:
         _check_mig_on_gpu_type(f, mig, gpu_type)
     return {"mig": mig, "shared": shared, "gpus": gpus, "gpu_type": gpu_type}
+
+
+def _typed(f: Fields) -> tuple[str, tuple[str, ...]]:
+    """(the key, the accelerator types it names): accelerator, or its synonym gpu_type."""
+    if f.has("accelerator") and f.has("gpu_type"):
+        raise f.error("gpu_type", "is the same as accelerator: give one of them")
+    key = "gpu_type" if f.has("gpu_type") else "accelerator"
+    return key, tuple(f.read(JOB[key], ()))
+
+
+def _vendor(f: Fields, key: str, typed: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """The vendor other than NVIDIA whose models TYPED names (None: NVIDIA's GPUs, or names
+    gpuctl does not know, matched as label values), else the vendor a vendor-only field
+    (neuron_cores, tpu_topology, partition) implies."""
+    from gpuctl.gpus.vendor_models import models, models_named
+
+    by_vendor: dict[str, list[str]] = {}
+    found: list[str] = []
+    for value in typed:
+        named = models_named(value)
+        vendor = models()[named[0]] if named else "nvidia"
+        by_vendor.setdefault(vendor, []).append(value)
+        found += named
+    if len(by_vendor) > 1:
+        words = "; ".join(f"{v}: {', '.join(names)}" for v, names in by_vendor.items())
+        raise f.error(
+            key,
+            f"names accelerators of more than one vendor ({words}): a worker asks for one "
+            "vendor's devices",
+        )
+    only = next(iter(by_vendor), None)
+    if only not in (None, "nvidia"):
+        return only, tuple(dict.fromkeys(found))
+    implied = [(n, v) for n, v in vendor_spec.VENDOR_FIELDS.items() if f.has(n)]
+    if implied and not typed:
+        return implied[0][1], ()
+    return None, ()
 
 
 def _job_only(f: Fields, nodes: int) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.gpus.resources import requested
+from gpuctl.gpus.vendors import is_accelerator_resource
 from gpuctl.jobs.core.status import pod_template, status_of, workers
 from gpuctl.k8s.objects import meta, name_of, namespace_of, uid_of
 from gpuctl.k8s.placement import Placement
@@ -128,7 +129,7 @@ def _flavors(admission: dict[str, Any]) -> str:
             f"{resource} → {flavor}"
             for ps in admission.get("podSetAssignments") or []
             for resource, flavor in (ps.get("flavors") or {}).items()
-            if resource.startswith("nvidia.com/")
+            if is_accelerator_resource(resource)
         }
     )
     return f" (flavors: {', '.join(used)})" if used else ""
@@ -171,7 +172,8 @@ def pods_in_words(pods: list[dict[str, Any]]) -> list[str]:
 
 
 def fit_inputs(job: dict[str, Any]) -> tuple[Placement, int, list[dict[str, Any]]]:
-    """What the fit check needs, read from a live job: its GPU resource per worker and the
+    """What the fit check needs, read from a live job: its accelerator resource (any
+    vendor's) per worker and the
     node affinity it was created with (the nodes it selects are the ones it may use), the
     workers, its tolerations."""
     pod = pod_template(job)
@@ -179,7 +181,7 @@ def fit_inputs(job: dict[str, Any]) -> tuple[Placement, int, list[dict[str, Any]
         name
         for c in pod.get("containers") or []
         for name in ((c.get("resources") or {}).get("limits") or {})
-        if name.startswith("nvidia.com/")
+        if is_accelerator_resource(name)
     }
     resource = min(limits) if limits else None
     per_worker = requested({"spec": pod}, resource) if resource else 0

@@ -122,6 +122,11 @@ def node_class(spec: ClusterSpec, g: NodeGroup, gf: GroupFacts, facts: Facts) ->
     }
 
 
+def device_resource(g: NodeGroup) -> str:
+    """The extended resource a node of G advertises for its accelerators."""
+    return "aws.amazon.com/neuron" if g.neuron else "nvidia.com/gpu"
+
+
 def node_pool(spec: ClusterSpec, g: NodeGroup, gf: GroupFacts) -> dict[str, Any]:
     if g.capacity_reservation is not None:
         capacity = ["reserved"]  # ODCRs and Capacity Blocks
@@ -130,15 +135,17 @@ def node_pool(spec: ClusterSpec, g: NodeGroup, gf: GroupFacts) -> dict[str, Any]
     requirements: list[dict[str, Any]] = [
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [g.instance_type]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity},
-        {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["0"]},
-    ]
+        # Trainium and Inferentia count their devices as accelerators, not GPUs
+        {"key": f"karpenter.k8s.aws/instance-{'accelerator' if g.neuron else 'gpu'}-count",
+         "operator": "Gt", "values": ["0"]},
+    ]  # fmt: skip
     if gf.zones:
         requirements.append(
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(gf.zones)}
         )
     limits = {"nodes": str(g.max_size)}
     if gf.gpu_count:
-        limits["nvidia.com/gpu"] = str(g.max_size * gf.gpu_count)
+        limits[device_resource(g)] = str(g.max_size * gf.gpu_count)
     taints = [
         {"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
         for t in g.taints

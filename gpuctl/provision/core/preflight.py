@@ -18,10 +18,14 @@ from gpuctl.provision.core.spec import ClusterSpec, NodeGroup
 ON_DEMAND_QUOTAS = {
     "p": ("L-417A185B", "Running On-Demand P instances"),
     "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    "trn": ("L-2C3B7624", "Running On-Demand Trn instances"),
+    "inf": ("L-1945791B", "Running On-Demand Inf instances"),
 }
 SPOT_QUOTAS = {
     "p": ("L-7212CCBC", "All P Spot Instance Requests"),
     "g": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    "trn": ("L-6B0D517C", "All Trn Spot Instance Requests"),
+    "inf": ("L-B5D1601B", "All Inf Spot Instance Requests"),
 }
 EKS_MIN_ZONES = 2  # EKS wants control-plane subnets in at least two availability zones
 MAX_VPC_ZONES = 6
@@ -30,25 +34,37 @@ MAX_VPC_ZONES = 6
 USABLE_RESERVATION_STATES = ("active", "pending", "scheduled", "payment-pending")
 
 
-def ami_parameter(kubernetes_version: str, arch: str) -> str:
-    """The public SSM parameter of the EKS-optimized Amazon Linux 2023 NVIDIA AMI
-    (the same path terraform/modules/gpu-node-group reads when no AMI is passed)."""
+def ami_parameter(kubernetes_version: str, arch: str, variant: str = "nvidia") -> str:
+    """The public SSM parameter of the EKS-optimized Amazon Linux 2023 accelerated AMI:
+    VARIANT nvidia, or neuron for Trainium and Inferentia (the same path
+    terraform/modules/gpu-node-group reads when no AMI is passed)."""
     return (
         f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/"
-        f"{arch}/nvidia/recommended/image_id"
+        f"{arch}/{variant}/recommended/image_id"
     )
+
+
+def ami_variant(info: InstanceInfo) -> str:
+    """Which accelerated AMI an instance needs: neuron for AWS's own accelerators."""
+    return "neuron" if info.gpu_manufacturer == NEURON_MANUFACTURER else "nvidia"
 
 
 def quota_family(instance_type: str) -> str | None:
     family = instance_type.split(".", 1)[0]
     if family.startswith("vt"):
         return "g"
+    if family.startswith(("trn", "inf")):
+        return family[:3]
     return family[0] if family[:1] in ("p", "g") else None
+
+
+NEURON_MANUFACTURER = "AWS"  # gpu_manufacturer of an instance whose devices are Neuron's
 
 
 @dataclass(frozen=True)
 class InstanceInfo:
-    """The parts of describe_instance_types gpuctl reads."""
+    """The parts of describe_instance_types gpuctl reads; a Trainium or Inferentia
+    instance's Neuron devices (NeuronInfo) are its gpu_* (manufacturer AWS)."""
 
     instance_type: str
     vcpus: int
@@ -393,7 +409,9 @@ def _group(spec: ClusterSpec, g: NodeGroup, raw: RawFacts, report: PreflightRepo
     else:
         gr.instance = info.value
         if not gr.instance.gpu_count:
-            report.blockers.append(f"node group {g.name}: {g.instance_type} has no GPUs")
+            report.blockers.append(
+                f"node group {g.name}: {g.instance_type} has no GPUs or Neuron devices"
+            )
         _efa(g, gr, report)
     if not spec.cluster.create and report.cluster.vpc_id:
         _existing_subnets(g, gr, raw, report)
@@ -513,7 +531,7 @@ def _ami(g: NodeGroup, gr: GroupReport, raw: RawFacts, report: PreflightReport) 
     if not (report.kubernetes_version and gr.instance):
         return
     arch = "arm64" if "arm64" in gr.instance.architectures else "x86_64"
-    gr.ami_parameter = ami_parameter(report.kubernetes_version, arch)
+    gr.ami_parameter = ami_parameter(report.kubernetes_version, arch, ami_variant(gr.instance))
     ami = raw.amis.get(gr.ami_parameter, Answer(error="not asked"))
     if ami.missing:
         report.blockers.append(

@@ -30,10 +30,14 @@ from gpuctl.common.spec_fields import (
     Table,
 )
 from gpuctl.common.specfile import Doc, Fields
+from gpuctl.gpus import vendor_models as vm
 
 API_VERSION = "gpuctl/v1"
 KIND = "Cluster"
 DEFAULT_TAINT = "nvidia.com/gpu=present:NoSchedule"
+# A Trainium or Inferentia group's, which the Neuron Helm chart's device plugin tolerates
+# (aws-neuron/neuron-helm-charts charts/neuron-helm-chart/values.yaml, devicePlugin.tolerations).
+NEURON_TAINT = "aws.amazon.com/neuron=present:NoSchedule"
 MAX_GROUP_NAME = 40  # becomes part of ASG, launch template and IAM names
 MAX_GROUP_SIZE = 1000  # an Auto Scaling group's own limit is higher; a typo is likelier
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -134,10 +138,12 @@ NODE_GROUP = Table(
                        "at most 63")),
     Field("capacity_type", TEXT, "How the nodes are bought.", default="on-demand",
           choices=("on-demand", "spot")),
-    Field("taints", STRINGS, "KEY[=VALUE]:EFFECT taints on the nodes.", default=(DEFAULT_TAINT,),
+    Field("taints", STRINGS, "KEY[=VALUE]:EFFECT taints on the nodes (default: "
+          f"{DEFAULT_TAINT}; Trainium and Inferentia: {NEURON_TAINT}).", default=(DEFAULT_TAINT,),
           pattern=Rule(TAINT, "a taint: KEY[=VALUE]:EFFECT with EFFECT one of "
                        + ", ".join(TAINT_EFFECTS)), at_entry=True),
-    Field("efa", FLAG, "Elastic Fabric Adapter interfaces on every node.", default=False),
+    Field("efa", FLAG, "Elastic Fabric Adapter interfaces on every node (default: yes on "
+          "Trainium instance types that have them, else no).", default=False),
     Field("capacity_reservation", TEXT_OR_MAPPING, "A capacity reservation id (cr-…), or "
           "{id, type}.", pattern=RESERVATION_ID_RULE, fields=RESERVATION),
 )  # fmt: skip
@@ -161,7 +167,8 @@ CLUSTER = Table(
     Field("kubernetes_cluster", TEXT_OR_MAPPING, "A new cluster ({version: \"1.33\"}) or an "
           "existing one (its name).", required=True, pattern=EKS_NAME_RULE,
           fields=KUBERNETES_CLUSTER),
-    Field("gpu_stack", TEXT, "The GPU software gpuctl installs.", default="gpu-operator",
+    Field("gpu_stack", TEXT, "The NVIDIA GPU software gpuctl installs (default: gpu-operator; "
+          "none where no group has NVIDIA GPUs).", default="gpu-operator",
           choices=GPU_STACKS),
     Field("mig_strategy", TEXT, "How MIG slices are advertised (mixed: nvidia.com/mig-PROFILE).",
           default="mixed", choices=MIG_STRATEGIES),
@@ -207,6 +214,30 @@ class NodeGroup:
     taints: tuple[Taint, ...]
     efa: bool = False
     capacity_reservation: CapacityReservation | None = None
+
+    @property
+    def neuron(self) -> str | None:
+        """The group's Neuron device (Trainium2, Inferentia2, …); None for GPU instances."""
+        return neuron_device(self.instance_type)
+
+
+def neuron_device(instance_type: str) -> str | None:
+    """The AWS Neuron device of an instance type (gpuctl.gpus.vendor_models' table)."""
+    row = vm.instance({vm.INSTANCE_TYPE: instance_type})
+    return row[0] if row and vm.models().get(row[0]) == "aws" else None
+
+
+def _trainium_efa(instance_type: str) -> bool:
+    """EFA by default on a Trainium instance type that has it (trn1.32xlarge, trn1n, trn2):
+    their training is multi-node by design."""
+    row = vm.instance({vm.INSTANCE_TYPE: instance_type})
+    return bool(row and row[0].startswith("Trainium") and row[3])
+
+
+def neuron_devices(instance_type: str) -> int | None:
+    """Neuron devices per instance of a Trainium or Inferentia type; None for others."""
+    row = vm.instance({vm.INSTANCE_TYPE: instance_type})
+    return row[1] if row and neuron_device(instance_type) else None
 
 
 @dataclass(frozen=True)
@@ -313,6 +344,7 @@ def parse_cluster(
             )
         seen[group.name] = g.doc.line(g.path + ("name",))
         groups.append(group)
+    gpu_stack = _stack_for(root, gpu_stack, groups)
     return ClusterSpec(
         name=name,
         region=region,
@@ -326,6 +358,23 @@ def parse_cluster(
         state=_state(root, name, region),
         file=doc.file,
     )
+
+
+def _stack_for(root: Fields, gpu_stack: str, groups: list[NodeGroup]) -> str:
+    """The NVIDIA stack to install: none where every group is Trainium or Inferentia (their
+    Neuron device plugin is installed for them whatever the stack); asked for there, refused."""
+    if gpu_stack == "none" or any(g.neuron is None for g in groups):
+        return gpu_stack
+    if root.has("gpu_stack"):
+        which = ", ".join(f"{g.name} ({g.instance_type}: {g.neuron})" for g in groups)
+        raise root.error(
+            "gpu_stack",
+            f"{gpu_stack} is NVIDIA's GPU software, and no node group has NVIDIA GPUs: "
+            f"{which} have AWS Neuron devices",
+            hint="remove gpu_stack (or set none): gpuctl installs the Neuron device plugin's "
+            "Helm chart for Trainium and Inferentia groups",
+        )
+    return "none"
 
 
 def _kubernetes_cluster(root: Fields, spec_name: str) -> KubernetesCluster:
@@ -483,7 +532,8 @@ def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
         )
     gpu_type = g.read(NODE_GROUP["gpu_type"])
     capacity = g.read(NODE_GROUP["capacity_type"])
-    taints = [_taint(text) for text in g.read(NODE_GROUP["taints"])]
+    default = (NEURON_TAINT,) if neuron_device(itype) else (DEFAULT_TAINT,)
+    taints = [_taint(text) for text in g.read(NODE_GROUP["taints"], default)]
     keys = [(t.key, t.effect) for t in taints]
     if len(set(keys)) != len(keys):
         raise g.error("taints", "the same key and effect appear twice")
@@ -511,7 +561,7 @@ def _node_group(g: Fields, autoscaler: str) -> NodeGroup:
         gpu_type=gpu_type,
         capacity_type=capacity,
         taints=tuple(taints),
-        efa=g.read(NODE_GROUP["efa"]),
+        efa=g.read(NODE_GROUP["efa"], _trainium_efa(itype)),
         capacity_reservation=reservation,
     )
 

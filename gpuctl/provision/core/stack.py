@@ -1,5 +1,6 @@
 """The Helm releases Terraform installs into the cluster: the GPU stack (`gpu_stack`), the
-EFA device plugin, and with `autoscaler: karpenter` Karpenter and its node pools.
+Neuron chart for Trainium and Inferentia groups, the EFA device plugin, and with
+`autoscaler: karpenter` Karpenter and its node pools.
 
 Values follow the charts' own values.yaml at the pinned versions (kept under
 tests/provision/upstream/, where the tests check every key gpuctl sets), and are what
@@ -52,6 +53,11 @@ DCGM_EXPORTER = Chart(
 )
 EFA_PLUGIN = Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "v0.5.30")
 KARPENTER = Chart("karpenter", "oci://public.ecr.aws/karpenter", karpenter.VERSION)
+# AWS's Neuron chart: the Neuron device plugin (aws.amazon.com/neuron, .../neuroncore) on the
+# instance types `neuronInstances` lists, and the Neuron node problem detector
+# (aws-neuron-sdk deploy/includes/k8s-neuron-device-plugin.rst: helm upgrade --install
+# neuron-helm-chart oci://public.ecr.aws/neuron/neuron-helm-chart).
+NEURON = Chart("neuron-helm-chart", "oci://public.ecr.aws/neuron", "1.1.1")
 
 
 def device_plugin_config(mig_strategy: str) -> str:
@@ -189,6 +195,16 @@ def efa_plugin_values(spec: ClusterSpec) -> dict[str, Any]:
     }
 
 
+def neuron_values(spec: ClusterSpec) -> dict[str, Any]:
+    tol = [{"key": "CriticalAddonsOnly", "operator": "Exists"}, *tolerations(spec)]
+    return {
+        # the device plugin's node affinity: exactly the Neuron groups' instance types (the
+        # chart's own list predates trn2)
+        "neuronInstances": sorted({g.instance_type for g in spec.node_groups if g.neuron}),
+        "devicePlugin": {"tolerations": tol},
+    }
+
+
 def release(chart: Chart, namespace: str, values: dict[str, Any], stage: str) -> dict[str, Any]:
     return {
         "chart": chart.name,
@@ -240,6 +256,8 @@ def releases(spec: ClusterSpec, facts: Facts) -> dict[str, dict[str, Any]]:
         out["gpuctl-monitoring"] = objects_release(
             ns, GPU_STACK, [counters_config_map(ns)], [dcgm_service_monitor(ns)]
         )
+    if any(g.neuron for g in spec.node_groups):
+        out["neuron-helm-chart"] = release(NEURON, "kube-system", neuron_values(spec), GPU_STACK)
     if any(g.efa for g in spec.node_groups):
         out["aws-efa-k8s-device-plugin"] = release(
             EFA_PLUGIN, "kube-system", efa_plugin_values(spec), GPU_STACK

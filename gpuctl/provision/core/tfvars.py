@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuctl.provision.core import karpenter, stack
 from gpuctl.provision.core.facts import Facts, GroupFacts
-from gpuctl.provision.core.spec import ClusterSpec
+from gpuctl.provision.core.spec import ClusterSpec, neuron_devices
 
 TFVARS_FILE = "terraform.tfvars.json"
 BACKEND_FILE = "backend.tf.json"
@@ -32,8 +32,12 @@ def render_tfvars(spec: ClusterSpec, facts: Facts | None = None) -> dict[str, An
             "gpu_type": g.gpu_type,
             "capacity_type": g.capacity_type,
             "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in g.taints],
-            "gpu_count": gf.gpu_count,
+            # Neuron devices without a preflight: gpuctl's instance table (Terraform's
+            # instance type data source counts GPUs only)
+            "gpu_count": gf.gpu_count or neuron_devices(g.instance_type),
             "ami_id": gf.ami_id,
+            "ami_variant": "neuron" if g.neuron else "nvidia",
+            "device_resource": karpenter.device_resource(g),
             "availability_zones": sorted(gf.zones),
             "subnet_ids": sorted(gf.subnet_ids),
             "efa": g.efa,

@@ -36,6 +36,7 @@ from gpuctl.k8s.nodes import (
     gpus_of,
     is_gpu_node,
     mig_reason,
+    other_vendors,
 )
 from gpuctl.k8s.objects import labels_of, name_of
 
@@ -347,8 +348,13 @@ def plan(
         node_name = name_of(node)
         old = labels_of(node).get(CONFIG_LABEL)
         if not is_gpu_node(node):
+            other = other_vendors(node)
             refusals.append(
-                f"{node_name}: no NVIDIA GPU (no {GPU} allocatable, no {GFD_PRESENT}=true label)"
+                f"{node_name}: its accelerators are {other}; time-slicing and MPS are NVIDIA's "
+                "device plugin's"
+                if other
+                else f"{node_name}: no NVIDIA GPU (no {GPU} allocatable, no {GFD_PRESENT}=true "
+                "label)"
             )
             continue
         why_mig = mig_reason(node)

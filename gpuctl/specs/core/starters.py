@@ -10,6 +10,8 @@ STARTERS = {
     "job": ("job.yaml", "job"),
     "multinode": ("multinode-train.yaml", "job"),
     "mig-job": ("mig-job.yaml", "job"),
+    "tpu-job": ("tpu-slice.yaml", "job"),
+    "trainium-job": ("trainium-train.yaml", "job"),
     "service": ("inference-service.yaml", "service"),
     "cluster": ("cluster.yaml", "cluster"),
 }

@@ -38,8 +38,14 @@ variable "gpu_type" {
 }
 
 variable "gpu_count" {
-  description = "GPUs per instance (the nvidia.com/gpu a node advertises)."
+  description = "Accelerators per instance (the device_resource a node advertises)."
   type        = number
+}
+
+variable "device_resource" {
+  description = "The extended resource the node advertises for its accelerators."
+  type        = string
+  default     = "nvidia.com/gpu"
 }
 
 variable "capacity_type" {
@@ -103,11 +109,11 @@ output "asg_tags" {
   description = "Tags for the Auto Scaling group, read by the cluster autoscaler."
   value = merge(
     {
-      "kubernetes.io/cluster/${var.kubernetes_cluster}"                    = "owned"
-      "k8s.io/cluster-autoscaler/enabled"                                  = "true"
-      "k8s.io/cluster-autoscaler/${var.kubernetes_cluster}"                = "owned"
-      "k8s.io/cluster-autoscaler/node-template/label/${var.gpu_label_key}" = var.gpu_type
-      "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"   = tostring(var.gpu_count)
+      "kubernetes.io/cluster/${var.kubernetes_cluster}"                          = "owned"
+      "k8s.io/cluster-autoscaler/enabled"                                        = "true"
+      "k8s.io/cluster-autoscaler/${var.kubernetes_cluster}"                      = "owned"
+      "k8s.io/cluster-autoscaler/node-template/label/${var.gpu_label_key}"       = var.gpu_type
+      "k8s.io/cluster-autoscaler/node-template/resources/${var.device_resource}" = tostring(var.gpu_count)
     },
     { for t in var.taints : "k8s.io/cluster-autoscaler/node-template/taint/${t.key}" => "${t.value}:${t.effect}" },
   )

@@ -13,9 +13,9 @@ data "aws_ec2_instance_type" "this" {
   instance_type = var.instance_type
 }
 
-# The EKS-optimized Amazon Linux 2023 NVIDIA AMI (used unless the preflight resolved it).
+# The EKS-optimized Amazon Linux 2023 NVIDIA or Neuron AMI (used unless the preflight resolved it).
 data "aws_ssm_parameter" "ami" {
-  name = "/aws/service/eks/optimized-ami/${var.cluster.version}/amazon-linux-2023/${local.arch}/nvidia/recommended/image_id"
+  name = "/aws/service/eks/optimized-ami/${var.cluster.version}/amazon-linux-2023/${local.arch}/${var.ami_variant}/recommended/image_id"
 }
 
 locals {
@@ -55,6 +55,7 @@ module "config" {
   gpu_label_key         = var.gpu_label_key
   gpu_type              = var.gpu_type
   gpu_count             = local.gpu_count
+  device_resource       = var.device_resource
   capacity_type         = var.capacity_type
   taints                = var.taints
 }

@@ -82,6 +82,18 @@ variable "gpu_count" {
   default     = null
 }
 
+variable "ami_variant" {
+  description = "The EKS-optimized AL2023 accelerated AMI: nvidia, or neuron (Trainium, Inferentia)."
+  type        = string
+  default     = "nvidia"
+}
+
+variable "device_resource" {
+  description = "The extended resource a node advertises for its accelerators."
+  type        = string
+  default     = "nvidia.com/gpu"
+}
+
 variable "ami_id" {
   description = "AMI; null uses the EKS-optimized AL2023 NVIDIA AMI from the public SSM parameter."
   type        = string
