@@ -47,6 +47,7 @@ class NoAnswer(BackendError):
 # group with a dot are custom resources (served by CRDs): a caller may name another version
 # of their group, and a dict patches them as a JSON merge patch (they have no strategic merge).
 _KUEUE = apis.kueue_api_version(None)
+_DRA = f"{apis.DRA_GROUP}/{apis.DRA_VERSIONS[0]}"
 KINDS = {
     "Namespace": ("v1", "namespaces", False),
     "Node": ("v1", "nodes", False),
@@ -69,6 +70,10 @@ KINDS = {
     "LocalQueue": (_KUEUE, "localqueues", True),
     "Workload": (_KUEUE, "workloads", True),
     "JobSet": (apis.JOBSET_API_VERSION, "jobsets", True),
+    "DeviceClass": (_DRA, "deviceclasses", False),
+    "ResourceSlice": (_DRA, "resourceslices", False),
+    "ResourceClaim": (_DRA, "resourceclaims", True),
+    "ResourceClaimTemplate": (_DRA, "resourceclaimtemplates", True),
     "ScaledObject": (apis.KEDA_API_VERSION, "scaledobjects", True),
 }
 
@@ -356,6 +361,24 @@ class Kube:
     def kueue_version(self) -> str | None:
         """The Kueue API version gpuctl speaks with this cluster; None without Kueue."""
         return apis.kueue_version(self.api_versions(apis.KUEUE_GROUP))
+
+    def dra_version(self) -> str | None:
+        """The resource.k8s.io version gpuctl reads from this cluster; None without DRA."""
+        return apis.dra_version(self.api_versions(apis.DRA_GROUP))
+
+    def dra_objects(self) -> tuple[list[dict], list[dict], list[dict]] | None:
+        """The cluster's DeviceClasses, ResourceSlices and ResourceClaims (all namespaces),
+        read once each in the newest resource.k8s.io version it serves (gpuctl.gpus.dra
+        reads them); None when it serves none."""
+        version = self.dra_version()
+        if version is None:
+            return None
+        api = f"{apis.DRA_GROUP}/{version}"
+        return (
+            self.list_objects("DeviceClass", api_version=api),
+            self.list_objects("ResourceSlice", api_version=api),
+            self.list_objects("ResourceClaim", api_version=api),
+        )
 
     def kueue_workloads(self, namespace: str | None = None) -> list[dict]:
         """Kueue's Workloads in NAMESPACE, or in all namespaces ([] without Kueue)."""
