@@ -56,6 +56,8 @@ class Device:
     capacity: Mapping[str, Fraction]  # domain/name -> quantity
     shared: bool = False  # allowMultipleAllocations
     taints: tuple[Mapping[str, Any], ...] = ()
+    # a NoSchedule or NoExecute taint on it, or its driver's `healthy: false`
+    unhealthy: bool = False
 
     @property
     def key(self) -> Key:
@@ -68,7 +70,7 @@ class Device:
     def amount(self, name: str) -> Fraction | None:
         return self.capacity.get(name if "/" in name else f"{self.driver}/{name}")
 
-    @property
+    @cached_property
     def product(self) -> str | None:
         value = self.attribute("productName") or self.attribute("model")
         return str(value) if value is not None else None
@@ -93,12 +95,6 @@ class Device:
         value = self.attribute("uuid")
         return str(value) if value is not None else None
 
-    @property
-    def unhealthy(self) -> bool:
-        if self.attribute("healthy") is False:
-            return True
-        return any(t.get("effect") in UNHEALTHY_EFFECTS for t in self.taints)
-
 
 @dataclass(frozen=True)
 class DeviceClass:
@@ -109,7 +105,7 @@ class DeviceClass:
     def selects(self, device: Device) -> bool:
         """Whether every selector selects DEVICE (a selector failing on it: no)."""
         try:
-            return all(dra_cel.selector(e).matches(device) for e in self.selectors)
+            return dra_cel.selector(*self.selectors).matches(device)
         except dra_cel.SelectorError:
             return False
 
@@ -156,6 +152,10 @@ class DraView:
     def allocated(self) -> dict[Key, Claim]:
         """Each device a claim holds (admin access aside) → the claim."""
         return {a.key: c for c in self.claims for a in c.devices if not a.admin}
+
+    @cached_property
+    def class_named(self) -> dict[str, DeviceClass]:
+        return {c.name: c for c in self.classes}
 
     def class_of(self, device: Device) -> str | None:
         """The DeviceClass DEVICE is shown under: its vendor's own classes first."""
@@ -287,16 +287,20 @@ def slice_devices(s: Mapping[str, Any]) -> list[Device]:
     for raw in spec.get("devices") or []:
         fields = raw.get("basic") or raw  # v1beta1 nests them
         where = node or fields.get("nodeName")  # perDeviceNodeSelection
+        attributes = _qualified(driver, fields.get("attributes"), _attribute_value)
+        taints = tuple(t for t in fields.get("taints") or [] if isinstance(t, dict))
         out.append(
             Device(
                 driver,
                 pool,
                 str(raw.get("name") or ""),
                 str(where) if where else None,
-                _qualified(driver, fields.get("attributes"), _attribute_value),
+                attributes,
                 _qualified(driver, fields.get("capacity"), _capacity_value),
                 bool(fields.get("allowMultipleAllocations")),
-                tuple(t for t in fields.get("taints") or [] if isinstance(t, dict)),
+                taints,
+                attributes.get(f"{driver}/healthy") is False
+                or any(t.get("effect") in UNHEALTHY_EFFECTS for t in taints),
             )
         )
     return out

@@ -7,10 +7,11 @@ kubernetes/api resource/v1/types.go (CELDeviceSelector) defines the environment:
 device lacks is an empty map, a missing attribute an evaluation error; version attributes
 are semvers and capacities quantities.
 
-Each expression is compiled once (`selector`), and evaluated once per distinct value of what
-it reads: the words of an expression name the attributes and capacities it can read, so two
-devices that differ only in others (their uuid, their PCI address) get the same answer without
-a second evaluation. Pure: cel-python is imported inside functions (`gpuctl --help` stays
+Expressions are compiled once (`selector`: one, or several that must all select a device),
+and evaluated once per distinct value of what they read: an expression names the attributes
+and capacities it reads (`device.attributes['gpu.nvidia.com'].productName`), so two devices
+that differ only in others (their uuid, their PCI address) get the same answer without a
+second evaluation; one that reads a domain or map whole is evaluated on every device. Pure: cel-python is imported inside functions (`gpuctl --help` stays
 light)."""
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ _SEMVER = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)  # a cluster's devices repeat a few driver and CUDA versions
 def version(text: str) -> Version | None:
     """TEXT as a semantic version, or None if it is not one."""
     m = _SEMVER.fullmatch(text)
@@ -98,47 +100,62 @@ def _of(value: object, kind: type) -> Any:
 
 
 @dataclass(frozen=True)
+class Reads:
+    """What an expression reads of a device: the attributes and capacities it names
+    (domain/name), or everything (None: it reads a domain or a map whole)."""
+
+    attributes: tuple[str, ...]
+    capacity: tuple[str, ...]
+
+    def key(self, device: CelDevice) -> Hashable:
+        """What DEVICE shows of itself to the expression: devices that show the same get
+        the same answer."""
+        shown = tuple(map(device.attributes.get, self.attributes))
+        if self.capacity:
+            shown += tuple(map(device.capacity.get, self.capacity))
+        return (device.driver, device.shared, shown)
+
+    def __or__(self, other: Reads) -> Reads:
+        return Reads(
+            tuple(dict.fromkeys(self.attributes + other.attributes)),
+            tuple(dict.fromkeys(self.capacity + other.capacity)),
+        )
+
+
+@dataclass(frozen=True)
 class Selector:
-    expression: str
-    program: Any  # cel-python's Runner
-    reads: frozenset[str] | None  # the words that may name what it reads; None: anything
+    """Expressions compiled once, all of which must select a device (a DeviceClass's
+    selectors, then a request's), each answer kept for what the device shows of itself."""
+
+    expressions: tuple[str, ...]
+    programs: tuple[Any, ...]  # cel-python's Runners
+    reads: Reads | None  # None: anything
     answers: dict[Hashable, bool] = field(default_factory=dict, compare=False)
 
     def matches(self, device: CelDevice) -> bool:
-        """Whether DEVICE is selected; SelectorError when the expression fails on it."""
-        key = self._key(device)
-        if key is not None and key in self.answers:
-            return self.answers[key]
-        answer = self._evaluate(device)
+        """Whether DEVICE is selected; SelectorError when an expression fails on it."""
+        key = self.reads.key(device) if self.reads is not None else None
+        if key is not None:
+            found = self.answers.get(key)
+            if found is not None:
+                return found
+        activation = {"device": _activation(device)}
+        answer = all(_evaluate(p, activation) for p in self.programs)
         if key is not None:
             self.answers[key] = answer
         return answer
 
-    def _key(self, device: CelDevice) -> Hashable | None:
-        if self.reads is None:
-            return None
-        wanted = self.reads
-        return (
-            device.driver,
-            device.shared,
-            tuple(sorted((k, v) for k, v in device.attributes.items() if _short(k) in wanted)),
-            tuple(sorted((k, v) for k, v in device.capacity.items() if _short(k) in wanted)),
-        )
 
-    def _evaluate(self, device: CelDevice) -> bool:
-        from celpy.celtypes import BoolType
+def _evaluate(program: Any, activation: dict[str, Any]) -> bool:
+    from celpy.celtypes import BoolType
 
-        try:
-            result = self.program.evaluate({"device": _activation(device)})
-        except Exception as e:  # cel-python reports evaluation errors as values or raises
-            raise SelectorError(_reason(e)) from None
-        if not isinstance(result, BoolType):
-            raise SelectorError(_reason(result))
-        return bool(result)
-
-
-def _short(name: str) -> str:
-    return name.rpartition("/")[2]
+    try:
+        result = program.evaluate(activation)
+    except Exception as e:  # cel-python reports evaluation errors as values or raises
+        raise SelectorError(_reason(e)) from None
+    if not isinstance(result, BoolType):
+        raise SelectorError(_reason(result))
+    return bool(result)
 
 
 def _reason(failure: object) -> str:
@@ -147,25 +164,40 @@ def _reason(failure: object) -> str:
     return " ".join(text.split(" (in activation")[0].split())[:200]
 
 
-# words that make an expression read attributes it does not name: macros over a map's keys
-_WHOLE = {"all", "exists", "exists_one", "map", "filter", "size"}
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_READS_WHOLE = re.compile(r"\b(?:attributes|capacity)\b(?!\s*\[)")
+# device.attributes['domain'].name, device.capacity["domain"].name
+_NAMED = re.compile(r"""device\.(attributes|capacity)\[\s*(['"])([^'"]+)\2\s*\]\.([A-Za-z_]\w*)""")
+_ANY = re.compile(r"\b(?:attributes|capacity)\b")
+
+
+def _reads(expression: str) -> Reads | None:
+    """What EXPRESSION reads; None when it reads more than named fields (a domain or map
+    whole: `in`, `size()`, macros, a map passed on)."""
+    named = _NAMED.findall(expression)
+    if len(named) != len(_ANY.findall(expression)):
+        return None
+    if any(name in ("exists", "all", "exists_one", "map", "filter", "size") for *_, name in named):
+        return None
+    attributes = tuple(dict.fromkeys(f"{d}/{n}" for kind, _, d, n in named if kind == "attributes"))
+    capacity = tuple(dict.fromkeys(f"{d}/{n}" for kind, _, d, n in named if kind == "capacity"))
+    return Reads(attributes, capacity)
 
 
 @lru_cache(maxsize=1024)
-def selector(expression: str) -> Selector:
-    """EXPRESSION compiled (once); SelectorError when it does not compile."""
+def selector(*expressions: str) -> Selector:
+    """EXPRESSIONS compiled (once), all to select; SelectorError when one does not compile."""
     import celpy
 
     env = celpy.Environment(runner_class=celpy.InterpretedRunner)
-    try:
-        program = env.program(env.compile(expression), functions=_FUNCTIONS)
-    except Exception as e:
-        raise SelectorError(f"does not compile: {_reason(e)}") from None
-    words = frozenset(_WORD.findall(expression))
-    whole = bool(words & _WHOLE) or _READS_WHOLE.search(expression) is not None
-    return Selector(expression, program, None if whole else words)
+    programs = []
+    reads: Reads | None = Reads((), ())
+    for expression in expressions:
+        try:
+            programs.append(env.program(env.compile(expression), functions=_FUNCTIONS))
+        except Exception as e:
+            raise SelectorError(f"does not compile: {_reason(e)}") from None
+        more = _reads(expression)
+        reads = reads | more if reads is not None and more is not None else None
+    return Selector(tuple(expressions), tuple(programs), reads)
 
 
 def _activation(device: CelDevice) -> Any:

@@ -11,12 +11,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from gpuctl.gpus import dra_cel
 from gpuctl.gpus.dra import Device, DraView
-from gpuctl.k8s.claims import ClaimRequest
+from gpuctl.k8s.claims import Choice, ClaimRequest
 from gpuctl.k8s.fit import FitReport, NodeFit, tolerates
 from gpuctl.k8s.nodes import taints
 from gpuctl.k8s.objects import labels_of, name_of
-from gpuctl.k8s.placement import Placement, choice_selects
+from gpuctl.k8s.placement import Placement
 
 
 def check_claim_fit(
@@ -31,6 +32,7 @@ def check_claim_fit(
     claim = where.claim
     assert claim is not None
     held = view.allocated
+    selectors = [_selector(view, c) for c in claim.choices]
     out = []
     for node in nodes:
         name = name_of(node) or "?"
@@ -38,9 +40,9 @@ def check_claim_fit(
         if not devices:
             continue
         usable = [d for d in devices if not d.unhealthy]
-        ever = max((len(_chosen(view, c, usable)) for c in claim.choices), default=0)
-        free = [d for d in usable if d.key not in held]
-        now = max((len(_chosen(view, c, free)) for c in claim.choices), default=0)
+        chosen = [_chosen(s, usable) for s in selectors]
+        ever = max(map(len, chosen), default=0)
+        now = max((sum(d.key not in held for d in ds) for ds in chosen), default=0)
         reason = _refused(node, tolerations, node_selector, ever, claim)
         if reason:
             out.append(NodeFit(name, _models(devices), ever, now, 0, 0, reason))
@@ -50,19 +52,34 @@ def check_claim_fit(
             "" if slots_now else f", a worker claims {claim.count}"
         )
         out.append(NodeFit(name, _models(devices), ever, now, slots_now, slots_ever, why))
-    published = _published(view)
-    return FitReport(
-        _what(claim),
-        claim.count,
-        workers,
-        tuple(out),
-        where.wanted,
-        f"the cluster's DRA devices: {published}" if published else "the cluster publishes no DRA devices",
-    )  # fmt: skip
+    refusal = ""
+    if sum(n.slots_ever for n in out) < workers:  # only a refusal names what there is
+        published = _published(view)
+        refusal = f"the cluster's DRA devices: {published}" if published else "the cluster publishes no DRA devices"  # fmt: skip
+    return FitReport(_what(claim), claim.count, workers, tuple(out), where.wanted, refusal)
 
 
-def _chosen(view: DraView, choice: Any, devices: Sequence[Device]) -> list[Device]:
-    return [d for d in devices if choice_selects(view, choice.device_class, choice.selectors, d)]
+def _selector(view: DraView, choice: Choice) -> dra_cel.Selector | None:
+    """The class's selectors and the choice's, compiled once; None: no such class, or one
+    that does not compile (no device is chosen by it)."""
+    found = view.class_named.get(choice.device_class)
+    try:
+        return dra_cel.selector(*found.selectors, *choice.selectors) if found else None
+    except dra_cel.SelectorError:
+        return None
+
+
+def _chosen(selector: dra_cel.Selector | None, devices: Sequence[Device]) -> list[Device]:
+    if selector is None:
+        return []
+    out = []
+    for d in devices:
+        try:
+            if selector.matches(d):
+                out.append(d)
+        except dra_cel.SelectorError:  # the scheduler allocates nothing by it
+            continue
+    return out
 
 
 def _refused(

@@ -147,11 +147,11 @@ def _dra_offers(claim: ClaimRequest, view: DraView | None) -> bool:
 def choice_selects(view: DraView, device_class: str, selectors: Sequence[str], device: Any) -> bool:
     """Whether DEVICE is of DEVICE_CLASS and every one of SELECTORS selects it (selectors
     failing on it: no, as the scheduler allocates nothing by them)."""
-    found = next((c for c in view.classes if c.name == device_class), None)
-    if found is None or not found.selects(device):
+    found = view.class_named.get(device_class)
+    if found is None:
         return False
     try:
-        return all(dra_cel.selector(e).matches(device) for e in selectors)
+        return dra_cel.selector(*found.selectors, *selectors).matches(device)
     except dra_cel.SelectorError:
         return False
 
