@@ -95,6 +95,40 @@ class ClaimRequest:
         return f"{self.count} device{plural} of " + ", else ".join(ways)
 
 
+def from_template(template: dict[str, Any]) -> ClaimRequest | None:
+    """The claim a ResourceClaimTemplate makes (its first request: v1's `exactly` or
+    `firstAvailable`, v1beta1's fields on the request itself); None without one."""
+    spec = ((template.get("spec") or {}).get("spec") or {}).get("devices") or {}
+    requests = spec.get("requests") or []
+    if not requests or not isinstance(requests[0], dict):
+        return None
+    first = requests[0]
+    ways = first.get("firstAvailable") or [first.get("exactly") or first]
+    choices = tuple(
+        Choice(
+            str(w.get("name") or first.get("name") or CLAIM),
+            str(w.get("deviceClassName") or ""),
+            tuple(
+                str((s.get("cel") or {}).get("expression") or "") for s in w.get("selectors") or []
+            ),
+        )
+        for w in ways
+        if isinstance(w, dict)
+    )
+    count = ways[0].get("count") if isinstance(ways[0], dict) else None
+    shared = any((c.get("opaque") or {}).get("parameters", {}).get("sharing") for c in spec.get("config") or [])  # fmt: skip
+    return ClaimRequest(choices, count if isinstance(count, int) else 1, bool(shared))
+
+
+def template_names(pod: dict[str, Any]) -> list[str]:
+    """The ResourceClaimTemplates a pod (spec) makes its claims from."""
+    return [
+        str(c["resourceClaimTemplateName"])
+        for c in pod.get("resourceClaims") or []
+        if isinstance(c, dict) and c.get("resourceClaimTemplateName")
+    ]
+
+
 def template_name(job: str) -> str:
     return f"{job}-{CLAIM}"
 

@@ -132,3 +132,15 @@ def test_an_offline_render_says_which_allocation_it_assumed(cli, tmp_path):
     assert "kind: ResourceClaimTemplate" in r.out and "through DRA" in r.err
     r = cli("render", path, "--allocation", "plenty")
     assert r.code == 2 and "not one of auto, device-plugin, dra" in r.err
+
+
+def test_jobs_why_counts_the_devices_its_claims_can_take(cli, cluster, kube_api, tmp_path):
+    r = cli("submit", write(tmp_path, "name: train\nimage: x\ngpus: 2\ngpu_type: t4\n"), "--yes")
+    assert r.code == 0, r
+    seed(kube_api, allocated("default", "other", ("gpu.nvidia.com", T4, "gpu-1")))
+    d = json.loads(cli("jobs", "why", "train", "-o", "json").out)
+    fit = d["fit"]
+    assert (fit["per_worker"], fit["fits_now"], fit["can_ever_fit"]) == (2, False, True)
+    (t4,) = [n for n in fit["nodes"] if n["name"] == T4]
+    assert (t4["allocatable"], t4["free"], t4["reason"]) == (2, 1, "1 of 2 matching devices free, a worker claims 2")  # fmt: skip
+    assert fit["resource"].startswith("devices of gpu.nvidia.com where")
