@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 from gpuctl.k8s import apis
 from gpuctl.k8s.objects import name_of, namespace_of
+
+if TYPE_CHECKING:
+    from gpuctl.gpus.dra import DraView
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -366,19 +369,25 @@ class Kube:
         """The resource.k8s.io version gpuctl reads from this cluster; None without DRA."""
         return apis.dra_version(self.api_versions(apis.DRA_GROUP))
 
-    def dra_objects(self) -> tuple[list[dict], list[dict], list[dict]] | None:
-        """The cluster's DeviceClasses, ResourceSlices and ResourceClaims (all namespaces),
-        read once each in the newest resource.k8s.io version it serves (gpuctl.gpus.dra
-        reads them); None when it serves none."""
-        version = self.dra_version()
-        if version is None:
+    def dra(self) -> DraView | None:
+        """The cluster's DRA (gpuctl.gpus.dra): its DeviceClasses, ResourceSlices and
+        ResourceClaims (all namespaces), read once each in the newest resource.k8s.io version
+        it serves; None when it serves none, or where RBAC hides them (the callers then go
+        on without DRA, as a user who cannot see it would)."""
+        from gpuctl.gpus import dra
+
+        try:
+            version = self.dra_version()
+            if version is None:
+                return None
+            api = f"{apis.DRA_GROUP}/{version}"
+            return dra.view(
+                self.list_objects("DeviceClass", api_version=api),
+                self.list_objects("ResourceSlice", api_version=api),
+                self.list_objects("ResourceClaim", api_version=api),
+            )
+        except Forbidden:
             return None
-        api = f"{apis.DRA_GROUP}/{version}"
-        return (
-            self.list_objects("DeviceClass", api_version=api),
-            self.list_objects("ResourceSlice", api_version=api),
-            self.list_objects("ResourceClaim", api_version=api),
-        )
 
     def kueue_workloads(self, namespace: str | None = None) -> list[dict]:
         """Kueue's Workloads in NAMESPACE, or in all namespaces ([] without Kueue)."""

@@ -10,7 +10,6 @@ from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.doctor.core import autoscale_checks, dra_checks, spec_checks
 from gpuctl.doctor.core import checks as doctor
 from gpuctl.doctor.core import queue_checks as queues
-from gpuctl.gpus import dra
 from gpuctl.gpus.dra import DraView
 from gpuctl.k8s import apis, device_plugin
 from gpuctl.k8s.labels import MANAGED_SELECTOR, managed_by_gpuctl
@@ -100,11 +99,8 @@ def _plugin_configs(
 def _dra(kube: Kube) -> tuple[DraView | None, str | None]:
     """The cluster's DRA and the resource.k8s.io version read; (None, None) without DRA or
     where RBAC hides it."""
-    try:
-        found = kube.dra_objects()
-    except Forbidden:
-        return None, None
-    return (dra.view(*found), kube.dra_version()) if found is not None else (None, None)
+    view = kube.dra()
+    return (view, kube.dra_version()) if view is not None else (None, None)
 
 
 def queue_checks(

@@ -8,7 +8,6 @@ from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
-from gpuctl.gpus import dra
 from gpuctl.jobs.core import why
 from gpuctl.jobs.core.status import pod_template, status_of
 from gpuctl.jobs.service import get_job
@@ -91,8 +90,8 @@ def _claim_fit(
     """The fit of a job whose pods claim their GPUs through DRA (None: they claim none, or
     RBAC hides what it needs)."""
     names = claims.template_names(pod_template(job))
-    found = kube.dra_objects() if names else None
-    if not names or found is None:
+    view = kube.dra() if names else None
+    if view is None:
         return None
     try:
         api = f"{apis.DRA_GROUP}/{kube.dra_version()}"
@@ -102,7 +101,7 @@ def _claim_fit(
             return None
         where = Placement(None, claim.count, (), claim=claim)
         nodes = kube.list_objects("Node")
-        return check_claim_fit(nodes, dra.view(*found), where, workers, tolerations)
+        return check_claim_fit(nodes, view, where, workers, tolerations)
     except (Forbidden, NotFound):
         return None
 

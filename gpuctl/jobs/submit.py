@@ -12,7 +12,6 @@ from functools import partial
 from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError, Interrupted
-from gpuctl.gpus import dra
 from gpuctl.gpus.dra import DraView
 from gpuctl.jobs import admission, service
 from gpuctl.jobs.core import submit as core
@@ -45,7 +44,7 @@ def plan(
     spec = admission.multinode(kube, spec, multinode)
     spec, note = admission.queue(kube, spec, ns)
     nodes, skipped = _nodes(kube, spec)
-    dra = _dra(kube) if nodes is not None else None
+    dra = kube.dra() if nodes is not None else None
     where = placement(spec, label_key, nodes, dra, allocation)
     target = admission.serving_target(kube, spec, where, ns, autoscaler) if spec.serving else None
     objects = core.place(render_placed(spec, where, target), ns)
@@ -85,15 +84,6 @@ def _nodes(kube: Kube, spec: JobSpec) -> tuple[list[dict] | None, str | None]:
         return kube.list_objects("Node"), None
     except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
         return None, e.message
-
-
-def _dra(kube: Kube) -> DraView | None:
-    """The cluster's DRA devices and claims; None without DRA, or where RBAC hides them."""
-    try:
-        found = kube.dra_objects()
-    except Forbidden:
-        return None
-    return dra.view(*found) if found is not None else None
 
 
 def _fit(

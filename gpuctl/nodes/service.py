@@ -7,9 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuctl.common import selector
-from gpuctl.gpus import dra
 from gpuctl.gpus.accelerators import NodeInventory
-from gpuctl.gpus.dra import DraView
 from gpuctl.k8s.objects import labels_of
 from gpuctl.nodes.core.listing import inventories
 
@@ -27,10 +25,4 @@ def inventory(kube: Kube, selector_text: str | None, everything: bool) -> list[N
     nodes = kube.list_objects("Node", selector=selector_text or None)
     nodes = [n for n in nodes if selector.matches(wanted, labels_of(n))]
     pods = kube.list_objects("Pod", field_selector=BOUND) if nodes else []
-    return inventories(nodes, pods, everything=everything, dra=dra_view(kube) if nodes else None)
-
-
-def dra_view(kube: Kube) -> DraView | None:
-    """The cluster's DRA devices and claims; None where it serves no resource.k8s.io."""
-    found = kube.dra_objects()
-    return dra.view(*found) if found is not None else None
+    return inventories(nodes, pods, everything=everything, dra=kube.dra() if nodes else None)
