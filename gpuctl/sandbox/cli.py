@@ -26,7 +26,8 @@ def start(
         None,
         "--gpu-nodes",
         metavar="SPEC",
-        help="GPU nodes, COUNTxMODEL[:mig=PROFILE],… (8 GPUs each) "
+        help="GPU nodes, COUNTxMODEL[:mig=PROFILE|:dra],… (8 GPUs each; :dra: published "
+        "by a simulated DRA driver) "
         "[default: 2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb].",
     ),
     kueue: bool = typer.Option(

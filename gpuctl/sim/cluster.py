@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ from gpuctl.k8s.selectors import pod_may_run_on
 
 DEFAULT_NODES = "2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb"
 GPUS_PER_NODE = 8
+# on a node whose GPUs the simulated DRA driver publishes: their model
+DRA_NODE = "gpuctl.io/sandbox-dra-model"
 DONE = ("Succeeded", "Failed")
 # Instance types of AWS's 8-GPU boards, for the node.kubernetes.io/instance-type label.
 INSTANCE_TYPES = {
@@ -36,7 +39,7 @@ INSTANCE_TYPES = {
     "A100-40GB": "p4d.24xlarge",
     "B200": "p6-b200.48xlarge",
 }
-_SPEC = re.compile(r"^(\d+)x([A-Za-z0-9.\-]+)(?::mig=([0-9a-z.+]+))?$")
+_SPEC = re.compile(r"^(\d+)x([A-Za-z0-9.\-]+)(?::mig=([0-9a-z.+]+)|(:dra))?$")
 
 
 @dataclass(frozen=True)
@@ -44,23 +47,25 @@ class NodeGroup:
     count: int
     model: geometry.GpuModel
     mig_profile: str | None  # every GPU split into this profile (MIG single strategy)
+    dra: bool = False  # its GPUs published by the simulated DRA driver, no device plugin
 
 
 def parse_nodes(text: str) -> list[NodeGroup]:
-    """`2xH100-80GB,1xA100-80GB:mig=1g.10gb`: node counts, GPU models, MIG profiles."""
+    """`2xH100-80GB,1xA100-80GB:mig=1g.10gb,1xL4:dra`: node counts, GPU models, MIG
+    profiles, and GPUs published through DRA."""
     groups = []
     for part in (p.strip() for p in text.split(",")):
         m = _SPEC.match(part)
         if not m or int(m.group(1)) < 1:
             raise UsageError(
-                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE]",
+                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE|:dra]",
                 hint=f"e.g. {DEFAULT_NODES}",
             )
         model = geometry.find_model(m.group(2))
         profile = m.group(3)
         if profile is not None:
             model.profile(profile)  # refuses a profile the model does not have
-        groups.append(NodeGroup(int(m.group(1)), model, profile))
+        groups.append(NodeGroup(int(m.group(1)), model, profile, m.group(4) is not None))
     return groups
 
 
@@ -74,8 +79,12 @@ def node_objects(groups: list[NodeGroup], gpus_per_node: int = GPUS_PER_NODE) ->
     nodes = [_node("cpu-node-1", {}, {"cpu": "16", "memory": "64Gi"}, taint=False)]
     for group in groups:
         name = gpu_type(group.model) + ("-mig" if group.mig_profile else "")
+        name += "-dra" if group.dra else ""
         for _ in range(group.count):
             labels, resources = _gpu_labels(group, gpus_per_node)
+            if group.dra:  # the DRA driver publishes its GPUs; no device plugin, no GFD
+                labels = {DEFAULT_GPU_LABEL_KEY: gpu_type(group.model), DRA_NODE: group.model.short_name}  # fmt: skip
+                resources = {"cpu": "192", "memory": "2048Gi"}
             taken = sum(1 for n in nodes if n["metadata"]["name"].startswith(f"{name}-node-"))
             nodes.append(_node(f"{name}-node-{taken + 1}", labels, resources, taint=True))
     return nodes
@@ -171,8 +180,15 @@ def selected(pod: dict, node: dict) -> bool:
     return pod_may_run_on(pod.get("spec") or {}, node)
 
 
-def _why_not(pod: dict, node: dict, used: dict[str, int], asked: dict[str, int]) -> str | None:
-    """kube-scheduler's reason for filtering the node out, None when it passes."""
+def _why_not(
+    pod: dict,
+    node: dict,
+    used: dict[str, int],
+    asked: dict[str, int],
+    claimable: Callable[[str], bool] | None = None,
+) -> str | None:
+    """kube-scheduler's reason for filtering the node out, None when it passes; CLAIMABLE
+    says whether the pod's DRA claims can be allocated on a node."""
     if not selected(pod, node):
         return "node(s) didn't match Pod's node affinity/selector"
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
@@ -183,6 +199,8 @@ def _why_not(pod: dict, node: dict, used: dict[str, int], asked: dict[str, int])
     for resource, amount in sorted(asked.items()):
         if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
             return f"Insufficient {resource}"
+    if claimable is not None and not claimable(node["metadata"]["name"]):
+        return "cannot allocate all claims"
     return None
 
 
@@ -198,9 +216,15 @@ def in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
     return used
 
 
-def place(pod: dict, nodes: list[dict], pods: list[dict]) -> tuple[str | None, str]:
-    """(node name, "") for the best-scored node that passes the filters, or (None, the
-    PodScheduled=False message kube-scheduler writes)."""
+def place(
+    pod: dict,
+    nodes: list[dict],
+    pods: list[dict],
+    claimable: Callable[[str], bool] | None = None,
+) -> tuple[str | None, str]:
+    """(node name, "") for the best-scored node that passes the filters (CLAIMABLE: where
+    the pod's DRA claims can be allocated), or (None, the PodScheduled=False message
+    kube-scheduler writes)."""
     used, asked = in_use(pods), requests(pod)
     weights = tuple(
         (r, w) for r, w in resource_weights() if r in ("cpu", "memory") or asked.get(r, 0) > 0
@@ -210,7 +234,7 @@ def place(pod: dict, nodes: list[dict], pods: list[dict]) -> tuple[str | None, s
     for node in nodes:
         name = node["metadata"]["name"]
         on_node = used.get(name, {})
-        reason = _why_not(pod, node, on_node, asked)
+        reason = _why_not(pod, node, on_node, asked, claimable)
         if reason is not None:
             reasons[reason] = reasons.get(reason, 0) + 1
             continue

@@ -38,8 +38,12 @@ import urllib.error
 import urllib.request
 import zlib
 
+from gpuctl.gpus import dra, geometry
+from gpuctl.gpus.dra import DraView
+from gpuctl.k8s import claims
+from gpuctl.k8s.claims import ClaimRequest
 from gpuctl.k8s.times import seconds, timestamp
-from gpuctl.sim import cluster, dcgm_exporter
+from gpuctl.sim import cluster, dcgm_exporter, dra_driver
 from gpuctl.sim.kube import KubeEmulator
 
 RUNTIME = "gpuctl.io/sandbox-runtime"
@@ -115,6 +119,7 @@ class Simulation:
 
     def __init__(self, api: Api, nodes: list[dict]):
         self.api, self.nodes = api, nodes
+        self._dra: DraView | None = None  # the cluster's DRA, read when a claim needs it
         self.started: dict[tuple[str, str], float] = {}  # pod -> when it started running
         self.gpus: dict[tuple[str, str], list[int]] = {}  # pod -> GPU indices on its node
 
@@ -122,6 +127,7 @@ class Simulation:
         jobsets = self.api.items("/apis/jobset.x-k8s.io/v1alpha2/jobsets")
         jobs = self.api.items("/apis/batch/v1/jobs")
         pods = self.api.items("/api/v1/pods")
+        self._dra = None  # read again when a pod's claims are allocated this tick
         self._collect(jobsets, jobs, pods)
         for js in jobsets:
             self._jobset(js, jobs)
@@ -296,7 +302,12 @@ class Simulation:
 
     def _schedule(self, pod: dict, placed: list[dict]) -> None:
         m = _meta(pod)
-        node, why = cluster.place(pod, self.nodes, placed)
+        claim = self._claim_of(pod)
+        view = self._view() if claim is not None else None
+        claimable = None
+        if claim is not None and view is not None:
+            claimable = lambda name: dra_driver.allocate(view, claim[1], name) is not None  # noqa: E731
+        node, why = cluster.place(pod, self.nodes, placed, claimable)
         path = _ns_path(PODS, m["namespace"], "pods", m["name"])
         if node is None:
             cond = _condition("PodScheduled", "Unschedulable", why, status="False")
@@ -310,10 +321,71 @@ class Simulation:
                     path + "/status", {"status": {"phase": "Pending", "conditions": [cond]}}
                 )
             return
+        if claim is not None and view is not None:
+            self._allocate(pod, claim, view, node)
         self.api.patch(path, {"spec": {"nodeName": node}})
         pod.setdefault("spec", {})["nodeName"] = node
         placed.append(pod)
         self._run(pod, placed)
+
+    # -- DRA: kube-scheduler's dynamicresources plugin and the resource claim controller --
+
+    def _view(self) -> DraView:
+        if self._dra is None:
+            base = f"/apis/{dra_driver.API_VERSION}"
+            self._dra = dra.view(
+                self.api.items(f"{base}/deviceclasses"),
+                self.api.items(f"{base}/resourceslices"),
+                self.api.items(f"{base}/resourceclaims"),
+            )
+        return self._dra
+
+    def _claim_of(self, pod: dict) -> tuple[str, ClaimRequest] | None:
+        """The pod's claim (made from its first ResourceClaimTemplate) and its request."""
+        names = claims.template_names(pod.get("spec") or {})
+        if not names:
+            return None
+        ns = _meta(pod)["namespace"]
+        path = f"/apis/{dra_driver.API_VERSION}/namespaces/{ns}/resourceclaimtemplates/{names[0]}"
+        request = claims.from_template(self.api._call("GET", path))
+        return (names[0], request) if request is not None else None
+
+    def _allocate(
+        self, pod: dict, claim: tuple[str, ClaimRequest], view: DraView, node: str
+    ) -> None:
+        """Make the pod's claim from its template, allocated on NODE and reserved for it."""
+        m = _meta(pod)
+        results = dra_driver.allocate(view, claim[1], node) or []
+        name = f"{m['name']}-{claims.CLAIM}"
+        base = f"/apis/{dra_driver.API_VERSION}/namespaces/{m['namespace']}/resourceclaims"
+        template = self.api._call("GET", base.replace("resourceclaims", "resourceclaimtemplates") + f"/{claim[0]}")  # fmt: skip
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": m["name"], "uid": m.get("uid", ""), "controller": True}  # fmt: skip
+        self.api.create(base, {
+            "apiVersion": dra_driver.API_VERSION, "kind": "ResourceClaim",
+            "metadata": {"name": name, "annotations": {dra.POD_CLAIM_NAME: claims.CLAIM}, "ownerReferences": [owner]},
+            "spec": (template.get("spec") or {}).get("spec") or {},
+        })  # fmt: skip
+        self.api.patch(f"{base}/{name}/status", {"status": {
+            "allocation": {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": m["name"], "uid": m.get("uid", "")}],
+        }})  # fmt: skip
+        self.api.patch(
+            _ns_path(PODS, m["namespace"], "pods", m["name"]) + "/status",
+            {
+                "status": {
+                    "resourceClaimStatuses": [{"name": claims.CLAIM, "resourceClaimName": name}]
+                }
+            },
+        )
+        self._dra = None  # the devices it took are no longer free
+
+    def _release(self, pod: dict) -> None:
+        """A finished pod's claim made from a template goes (the resource claim controller)."""
+        if claims.template_names(pod.get("spec") or {}):
+            m = _meta(pod)
+            base = f"/apis/{dra_driver.API_VERSION}/namespaces/{m['namespace']}/resourceclaims"
+            self.api.delete(f"{base}/{m['name']}-{claims.CLAIM}")
 
     def _run(self, pod: dict, placed: list[dict]) -> None:
         m, node = _meta(pod), pod["spec"]["nodeName"]
@@ -384,6 +456,7 @@ class Simulation:
         )
         self.started.pop((m["namespace"], m["name"]), None)
         self.gpus.pop((m["namespace"], m["name"]), None)
+        self._release(pod)
 
     # -- dcgm-exporter -----------------------------------------------------------------------
 
@@ -506,6 +579,7 @@ def seed(api: Api, nodes: list[dict]) -> None:
         )
     for node in nodes:
         api.create("/api/v1/nodes", node)
+    _seed_dra(api, nodes)
     # the JobSet controller is simulated (Simulation._jobset); Kueue's is not, so its
     # Deployment is left out and `gpuctl doctor` says so
     labels = {"control-plane": "controller-manager"}
@@ -561,6 +635,20 @@ def seed(api: Api, nodes: list[dict]) -> None:
             _ns_path("apps/v1", OPERATOR_NS, "daemonsets", name) + "/status",
             {"status": {**counts, "numberMisscheduled": 0}},
         )
+
+
+def _seed_dra(api: Api, nodes: list[dict]) -> None:
+    """The simulated DRA driver's DeviceClasses, and a ResourceSlice per DRA node."""
+    dra_nodes = [n for n in nodes if cluster.DRA_NODE in n["metadata"]["labels"]]
+    if not dra_nodes:
+        return
+    base = f"/apis/{dra_driver.API_VERSION}"
+    for device_class in dra_driver.DEVICE_CLASSES:
+        api.create(f"{base}/deviceclasses", device_class)
+    for n in dra_nodes:
+        model = geometry.find_model(n["metadata"]["labels"][cluster.DRA_NODE])
+        slice_ = dra_driver.resource_slice(n["metadata"]["name"], model, cluster.GPUS_PER_NODE)
+        api.create(f"{base}/resourceslices", slice_)
 
 
 class Exporters:
