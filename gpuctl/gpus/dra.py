@@ -153,6 +153,16 @@ class DraView:
         """Each device a claim holds (admin access aside) → the claim."""
         return {a.key: c for c in self.claims for a in c.devices if not a.admin}
 
+    def holders(self) -> dict[str, tuple[str, str]]:
+        """Each allocated device's uuid → the (namespace, pod) its claim is reserved for:
+        the holder of a DRA device, to join to DCGM's series by their UUID."""
+        uuids = {d.key: d.uuid for d in self.devices if d.uuid}
+        return {
+            uuids[key]: (claim.namespace, claim.pods[0])
+            for key, claim in self.allocated.items()
+            if key in uuids and claim.pods
+        }
+
     @cached_property
     def class_named(self) -> dict[str, DeviceClass]:
         return {c.name: c for c in self.classes}

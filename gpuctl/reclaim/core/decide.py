@@ -15,7 +15,7 @@ from gpuctl.k8s.objects import annotations_of, labels_of, meta, name_of
 from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.reclaim.core.signal import SIGNAL, Readings
-from gpuctl.reclaim.core.workloads import Workload, pod_gpus
+from gpuctl.reclaim.core.workloads import Workload
 
 RECORD = "gpuctl.io/reclaim"  # annotation: the JSON record of the last action and its figures
 REPLICAS = "gpuctl.io/reclaim-replicas"  # annotation: the replica count scale-to-zero replaced
@@ -141,7 +141,7 @@ def _signal(
     for pod in w.pods:
         name = name_of(pod)
         devices = readings.devices((w.namespace, name))
-        want = pod_gpus(pod)
+        want = w.gpus_of(pod)
         if len(devices) < want or any(d.newest is None for d in devices):
             found = sum(d.newest is not None for d in devices)
             return MISSING, f"pod {name}: {found} of its {want} GPU(s) have a current series", None

@@ -14,7 +14,7 @@ Every decision uses the ground floor's busy rule (gpuctl.dcgm.busy). Per device 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,17 +95,21 @@ def read(
     q: Queries,
     answers: list[list[Sample]],
     exporter: holders.Exporter,
+    claimed: Mapping[str, Pod] | None = None,
 ) -> Readings:
-    """The answers to q.all(), in order, per holding pod and device."""
+    """The answers to q.all(), in order, per holding pod and device. A series that names no
+    holder is its DRA claim's pod's, where CLAIMED (device UUID → pod) has it."""
     by_pod: dict[Pod, dict[Key, Device]] = {}
     newest, last_busy, *covered = answers
+    claimed = claimed or {}
 
     def device(labels: dict[str, Any]) -> Device | None:
         h = holders.holder(labels, exporter)
-        if h is None or not h.namespace:
+        pod = (h.namespace, h.pod) if h is not None and h.namespace else claimed.get(labels.get("UUID") or "")  # fmt: skip
+        if pod is None:
             return None
         key = key_of(labels)
-        devices = by_pod.setdefault((h.namespace, h.pod), {})
+        devices = by_pod.setdefault(pod, {})
         if key not in devices:
             node = labels.get("Hostname") or labels.get("hostname") or ""
             devices[key] = Device(key, node)
