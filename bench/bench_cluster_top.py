@@ -146,8 +146,8 @@ def live(url: str, max_s: float) -> dict:
         began[0] = time.perf_counter()
         return views.live_rows(HEIGHT, last or first)
 
-    def show(screen: cluster.Screen) -> None:
-        out.print(views.live_render(screen, WINDOW, 5.0, DELAY))
+    def show(screen: cluster.Screen, view) -> None:
+        out.print(views.live_render(screen, view, WINDOW, 5.0, DELAY))
         walls.append(time.perf_counter() - began[0])
 
     def done() -> bool:

@@ -15,6 +15,7 @@ from gpuctl.common.errors import (
     Aborted,
     GpuctlError,
     UsageError,
+    redact,
 )
 from gpuctl.runtime import workflow
 
@@ -30,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "top": ("gpuctl.top.cli", "Show GPU utilization, memory, temperature, power and processes."),
     "nodes": ("gpuctl.nodes.cli", "List each node's accelerators: vendor, model, count, allocated and free, through which source (device plugin or DRA) and resource or DeviceClass."),
     "advise": ("gpuctl.advise.cli", "Rightsizing advice per workload: keep its GPUs, move it to a MIG profile or a time-sliced share, or release them; and how many GPUs the cluster would free."),
-    "report": ("gpuctl.report.cli", "Per team: GPU-hours held (MIG slices by their fraction, time-sliced shares split), busy GPU-hours by the busy signal, idle-held hours and cost; the top idle holders; the cluster's allocation and busy fraction over time."),
+    "report": ("gpuctl.report.cli", "Per team: GPU-hours held (MIG slices by their fraction, time-sliced shares split), busy GPU-hours by the busy signal, idle-held hours and their cost; the top idle holders; the cluster's allocation and busy fraction over time."),
     "doctor": ("gpuctl.doctor.cli", "Check the cluster's GPU stack: GPU nodes, feature discovery labels, the device plugin, MIG, sharing configs, DCGM exporter; Kueue and JobSet (versions), Kueue's all-or-nothing admission (waitForPodsReady), GPU resources covered by ClusterQueues; with a Prometheus, the busy signal its DCGM series give; with --spec, whether each job spec's GPUs select a node."),
     "provision": ("gpuctl.provision.cli", "Create or update what a cluster spec describes: a new EKS cluster in a new VPC (or GPU nodes for an existing cluster, in its own network), the GPU node groups (Auto Scaling groups or Karpenter NodePools), EFA and the GPU stack."),
     "destroy": ("gpuctl.provision.cli", "Destroy everything `gpuctl provision` created for a cluster spec (plan, confirm, apply)."),
@@ -331,7 +332,7 @@ def _debug_traceback() -> None:
     if application.application().debug:
         import traceback
 
-        traceback.print_exc()
+        sys.stderr.write(redact(traceback.format_exc()))  # no URL's credentials, here either
 
 
 def _first_line(e: BaseException) -> str:

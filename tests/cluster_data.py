@@ -2,7 +2,7 @@
 with every case, as backfilled series and as exporter stand-ins to scrape."""
 
 from tests.standins import dcgm_exporter as dcgm
-from tests.standins.prometheus import Series
+from tests.standins.dcgm_series import device_series
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -20,11 +20,15 @@ def gpu(
     namespace=None,
     power=True,
     mig=None,
+    board=None,
+    profiling="default",
     extra=None,
 ) -> list:
-    """All series of one device. util: percent (or a function of sample age); for a MIG
-    device (mig=(instance_id, profile, total_mib)) it is reported as GR_ENGINE_ACTIVE, and
-    GPU_UTIL reads 0 as dcgm-exporter reports it for MIG devices."""
+    """All series of one device, every field of dcgm-exporter's default counters
+    (tests/standins/dcgm_series.py). util: percent (or a function of sample age). A MIG
+    device (mig=(instance_id, profile, total_mib)) reports GR_ENGINE_ACTIVE and GPU_UTIL 0,
+    as dcgm-exporter does, and its GPU's board readings: board=(temperature, power), the
+    same on every device of that GPU. power=False: no DCGM_FI_DEV_POWER_USAGE."""
     labels = {
         "gpu": str(index),
         "UUID": f"GPU-{host}-{index:04d}",
@@ -44,23 +48,9 @@ def gpu(
     labels.update(extra or {})
     now_util = util(0) if callable(util) else util
     used = round(total * now_util / 100 * 0.9) + 500
-    out = [
-        Series(
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if mig else "DCGM_FI_DEV_GPU_UTIL",
-            labels,
-            (lambda age: util(age) / 100)
-            if mig and callable(util)
-            else (util / 100 if mig else util),
-        ),
-        Series("DCGM_FI_DEV_FB_USED", labels, used, history_s=60),
-        Series("DCGM_FI_DEV_FB_FREE", labels, total - used, history_s=60),
-        Series("DCGM_FI_DEV_GPU_TEMP", labels, 30 + now_util // 3, history_s=60),
-    ]
-    if power:
-        out.append(Series("DCGM_FI_DEV_POWER_USAGE", labels, 70.5 + 6 * now_util, history_s=60))
-    if mig:  # dcgm-exporter 3.x reports GPU_UTIL as 0 for MIG devices (NVIDIA/dcgm-exporter#216)
-        out.append(Series("DCGM_FI_DEV_GPU_UTIL", labels, 0.0))
-    return out
+    temp, watts = board or (30 + now_util // 3, 70.5 + 6 * now_util)
+    out = device_series(labels, util, used, total, temp=temp, power=watts, profiling=profiling)
+    return [s for s in out if power or s.name != "DCGM_FI_DEV_POWER_USAGE"]
 
 
 def busy_until(minutes_ago: float, busy: float):
@@ -68,9 +58,10 @@ def busy_until(minutes_ago: float, busy: float):
 
 
 def mixed_cluster() -> list:
-    """node-a (`Hostname`): busy held, idle held, idle free, busy until 20 min ago (held),
-    plus gpu 0 scraped a second time by another job. node-b (`hostname`): held at 40 %,
-    free at 60 % with no power metric. node-10: two MIG devices of one A100."""
+    """Every device with dcgm-exporter's default counters. node-a (`Hostname`): busy held,
+    idle held, idle free, busy until 20 min ago (held), plus gpu 0 scraped a second time by
+    another job. node-b (`hostname`, no profiling fields): held at 40 %, free at 60 % with
+    no power metric. node-10: two MIG devices of one A100, each with the GPU's board readings."""
     return (
         gpu("Hostname", "node-a", 0, 90, pod="train-0", namespace="ml")
         + gpu(
@@ -85,8 +76,8 @@ def mixed_cluster() -> list:
         + gpu("Hostname", "node-a", 1, 1, pod="notebook", namespace="research")
         + gpu("Hostname", "node-a", 2, 2)
         + gpu("Hostname", "node-a", 3, busy_until(20, 90), pod="train-3", namespace="ml")
-        + gpu("hostname", "node-b", 0, 40, pod="job-1", namespace="research")
-        + gpu("hostname", "node-b", 1, 60, power=False)
+        + gpu("hostname", "node-b", 0, 40, pod="job-1", namespace="research", profiling="off")
+        + gpu("hostname", "node-b", 1, 60, power=False, profiling="off")
         + gpu(
             "Hostname",
             "node-10",
@@ -96,6 +87,7 @@ def mixed_cluster() -> list:
             pod="infer",
             namespace="ml",
             mig=(1, "3g.40gb", 40192),
+            board=(46, 370.5),
         )
         + gpu(
             "Hostname",
@@ -106,6 +98,7 @@ def mixed_cluster() -> list:
             pod="nb-2",
             namespace="research",
             mig=(2, "3g.40gb", 40192),
+            board=(46, 370.5),
         )
     )
 
@@ -113,19 +106,9 @@ def mixed_cluster() -> list:
 L40S = "NVIDIA L40S"
 
 
-def dcgm_values(util, used, free, reserved=None, temp=45, power=120.5, mig=False) -> dict:
-    values = {
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if mig else "DCGM_FI_DEV_GPU_UTIL": util / 100
-        if mig
-        else util,
-        "DCGM_FI_DEV_FB_USED": used,
-        "DCGM_FI_DEV_FB_FREE": free,
-        "DCGM_FI_DEV_GPU_TEMP": temp,
-        "DCGM_FI_DEV_POWER_USAGE": power,
-    }
-    if reserved is not None:
-        values["DCGM_FI_DEV_FB_RESERVED"] = reserved
-    return values
+def dcgm_values(util, used, free, reserved=0, temp=45, power=120.5, mig=False) -> dict:
+    """A device's values for every field of dcgm-exporter's default counters."""
+    return dcgm.default_values(util, used, free, reserved, temp=temp, power=power, mig=mig)
 
 
 def scraped_cluster() -> list:

@@ -139,3 +139,42 @@ def test_messages_in_a_pipe_are_what_rich_writes(capsys, point, details, debug):
     for line in lines:
         err_console().print(line, markup=False, highlight=False)
     assert mine == capsys.readouterr().err
+
+
+def test_the_debug_traceback_masks_credentials_in_urls(capsys):
+    from gpuctl import app
+    from gpuctl.cli import application
+
+    application.reset().debug = True
+    try:
+        raise RuntimeError("a library's surprise: GET http://admin:s3cr3t@prom:9090/api failed")
+    except RuntimeError:
+        app._debug_traceback()
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "http://***@prom:9090/api" in err and "s3cr3t" not in err
+
+
+def test_printouts_mask_credentials_in_urls(capsys):
+    from gpuctl.cli.output import echo, inform, new_table, out_console
+
+    url = "https://admin:s3cr3t@prom.corp:9090/?token=abc123"
+    echo(f"serverAddress: {url}\n")
+    inform(f"asking {url}", (f"detail {url}",), debug=True)
+    table = new_table()
+    table.add_column("url")
+    table.add_row(url)
+    out_console().print(table)
+    out, err = capsys.readouterr()
+    assert "s3cr3t" not in out + err and "abc123" not in out + err
+    assert out.count("https://***@prom.corp:9090/?token=***") == 2
+    assert err.count("https://***@prom.corp:9090/?token=***") == 2
+
+
+@pytest.mark.parametrize("command", [["report"], ["top", "--once"], ["advise"]])
+def test_a_bad_prometheus_url_is_refused_without_its_password(capsys, command):
+    from tests.clirun import run_gpuctl
+
+    url = "http://admin:s3cr3t@prom:99999"
+    code, out, err = run_gpuctl(capsys, *command, "--prometheus", url)
+    assert code == 2 and "http://***@prom:99999" in err, err
+    assert "s3cr3t" not in out + err

@@ -30,6 +30,7 @@ def one_of_each(kinds: dict) -> list[dict]:
         "ResourceQuota": {"spec": {"hard": {"requests.nvidia.com/gpu": "8"}}},
         "Service": {"spec": {"ports": [{"port": 80}]}},
         "Job": {"spec": pod_template},
+        "CronJob": {"spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": pod_template}}},
         "DaemonSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
         "Deployment": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
         "StatefulSet": {"spec": {"selector": {"matchLabels": {"a": "b"}}, **pod_template}},
@@ -47,6 +48,9 @@ def one_of_each(kinds: dict) -> list[dict]:
                 "scaleTargetRef": {"name": "d"},
                 "triggers": [{"type": "cpu", "metadata": {"value": "50"}}],
             }
+        },
+        "TriggerAuthentication": {
+            "spec": {"secretTargetRef": [{"parameter": "bearerToken", "name": "s", "key": "t"}]}
         },
         "ResourceFlavor": {"spec": {}},
         "ClusterQueue": {"spec": {"namespaceSelector": {}}},
@@ -83,7 +87,13 @@ def one_of_each(kinds: dict) -> list[dict]:
 def test_kubectl_gets_every_kind_gpuctl_reads(kube, kube_api, kubectl):
     kinds = {k: (v, namespaced) for k, (v, _, namespaced) in adapter.KINDS.items()}
     kube.install_crds(
-        "ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload", "JobSet", "ScaledObject"
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "Workload",
+        "JobSet",
+        "ScaledObject",
+        "TriggerAuthentication",
     )
     objects = one_of_each(kinds)
     seed(kube_api, *objects[:3])  # through the official client
@@ -248,3 +258,45 @@ def test_the_eviction_api_keeps_the_pods_a_budget_selects(kube, kube_api, select
     else:
         core.create_namespaced_pod_eviction("p1", "ml", eviction, _preload_content=False)
         assert core.list_namespaced_pod("ml").items == []
+
+
+def test_a_json_patch_whose_test_fails_changes_nothing(kube, kube_api, kubectl):
+    """Applied whole or not at all, refused with the body a real server sends for it
+    (apiserver handlers/patch.go: NewGenericServerResponse(422, …)): kubectl says so."""
+    seed(kube_api, node("gpu-1"))
+    before = json.loads(kubectl("get", "node", "gpu-1", "-o", "json").stdout)
+    ops = [
+        {"op": "add", "path": "/metadata/labels/team", "value": "a"},
+        {"op": "test", "path": "/metadata/uid", "value": "someone-else"},
+    ]
+    r = kubectl("patch", "node", "gpu-1", "--type=json", "-p", json.dumps(ops), ok=False)
+    assert r.returncode == 1
+    assert "the server rejected our request due to an error in our request" in r.stderr
+    after = json.loads(kubectl("get", "node", "gpu-1", "-o", "json").stdout)
+    assert after == before
+    ops[1]["value"] = before["metadata"]["uid"]
+    kubectl("patch", "node", "gpu-1", "--type=json", "-p", json.dumps(ops))
+    labels = json.loads(kubectl("get", "node", "gpu-1", "-o", "json").stdout)["metadata"]["labels"]
+    assert labels == {**before["metadata"]["labels"], "team": "a"}
+
+
+@pytest.mark.parametrize("field", ["uid", "resourceVersion"])
+def test_an_evictions_preconditions_must_hold(kube, kube_api, field):
+    """deleteOptions.preconditions, checked as the API server's delete checks them: 409."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    seed(kube_api, pod("p1", "ml", 1))
+    core = client.CoreV1Api(kube_api)
+    now = core.read_namespaced_pod("p1", "ml").metadata
+    held = {"uid": now.uid, "resourceVersion": now.resource_version}
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p1"},
+                "deleteOptions": {"preconditions": {**held, field: "another"}}}  # fmt: skip
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod_eviction("p1", "ml", eviction, _preload_content=False)
+    assert refused.value.status == 409
+    assert "Precondition failed" in json.loads(refused.value.body)["message"]
+    assert [p.metadata.name for p in core.list_namespaced_pod("ml").items] == ["p1"]
+    eviction["deleteOptions"]["preconditions"] = held
+    core.create_namespaced_pod_eviction("p1", "ml", eviction, _preload_content=False)
+    assert core.list_namespaced_pod("ml").items == []

@@ -30,6 +30,11 @@ class Conflict(BackendError):
     pass
 
 
+class Invalid(BackendError):
+    """HTTP 422: the API server refused the request as it is; for a JSON patch, one of its
+    `test` operations failed (the object is no longer as gpuctl read it)."""
+
+
 class Forbidden(BackendError):
     """HTTP 403: RBAC does not allow this request."""
 
@@ -61,6 +66,7 @@ KINDS = {
     "ResourceQuota": ("v1", "resourcequotas", True),
     "Service": ("v1", "services", True),
     "Job": ("batch/v1", "jobs", True),
+    "CronJob": ("batch/v1", "cronjobs", True),
     "DaemonSet": ("apps/v1", "daemonsets", True),
     "Deployment": ("apps/v1", "deployments", True),
     "StatefulSet": ("apps/v1", "statefulsets", True),
@@ -78,6 +84,7 @@ KINDS = {
     "ResourceClaim": (_DRA, "resourceclaims", True),
     "ResourceClaimTemplate": (_DRA, "resourceclaimtemplates", True),
     "ScaledObject": (apis.KEDA_API_VERSION, "scaledobjects", True),
+    "TriggerAuthentication": (apis.KEDA_API_VERSION, "triggerauthentications", True),
 }
 
 
@@ -403,15 +410,23 @@ class Kube:
 
         return self._call("GET", quote(path), query, what=f"reading {path}")
 
-    def evict(self, name: str, namespace: str) -> None:
+    def evict(
+        self, name: str, namespace: str, uid: str | None = None, version: str | None = None
+    ) -> None:
         """Evict a pod through the Eviction API, which keeps PodDisruptionBudgets: a budget
-        that allows no disruption now is answered 429 (a TooManyRequests error)."""
+        that allows no disruption now is answered 429 (a TooManyRequests error). With UID
+        and VERSION, only the pod of that uid, unchanged since that resourceVersion: another
+        one is refused (409, a Conflict)."""
         path, _ = self._path("Pod", namespace, name=name)
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        held = {"uid": uid, "resourceVersion": version}
+        if any(held.values()):
+            preconditions = {k: v for k, v in held.items() if v}
+            body["deleteOptions"] = {"preconditions": preconditions}
         try:
             self._call(
                 "POST",
@@ -623,14 +638,16 @@ class Kube:
             if e.status == 404:
                 return NotFound(f"{subject}not found ({reason})")
             if e.status == 409:
-                return Conflict(f"{subject}already exists ({reason})")
+                said = "already exists" if _status_reason(e) == "AlreadyExists" else "conflict"
+                return Conflict(f"{subject}{said} ({reason})")
             if e.status in (401, 403):
                 return (Forbidden if e.status == 403 else BackendError)(
                     f"{subject}not allowed by the cluster (HTTP {e.status}: {reason})",
                     hint="check your credentials and RBAC for this namespace",
                 )
             if e.status == 422 or e.status == 400:
-                return BackendError(f"{subject}rejected by the API server: {reason}")
+                refused = Invalid if e.status == 422 else BackendError
+                return refused(f"{subject}rejected by the API server: {reason}")
             if e.status and e.status >= 500:  # a gateway's 502/504 may follow a change made
                 return NoAnswer(
                     f"{subject}the API server failed (HTTP {e.status}: {reason})",
@@ -750,6 +767,14 @@ def _plural(kind: str) -> str:
 
 def _subject(kind: str | None, name: str | None, namespace: str | None = None) -> str:
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def _status_reason(e) -> str:
+    """The reason of the Status an API error carries ("AlreadyExists", "Conflict", …)."""
+    try:
+        return str(json.loads(e.body).get("reason") or "")
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        return ""
 
 
 def _api_message(e) -> str:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from gpuctl.adapters.core import vector_stream
 from gpuctl.common.errors import BackendError, UsageError
+from gpuctl.common.text import printable
 
 Sample = tuple[dict[str, Any], float]
 Series = tuple[dict[str, Any], list[tuple[float, float]]]  # a range query's: labels, points
@@ -21,6 +22,11 @@ _TEXT = {str}
 _METRIC, _VALUE, _SECOND = itemgetter("metric"), itemgetter("value"), itemgetter(1)
 DEFAULT_TIMEOUT = 10.0  # seconds per query, the whole answer included
 HINT_URL = "pass the Prometheus base URL with --prometheus or GPUCTL_PROMETHEUS_URL, e.g. http://prometheus.monitoring:9090"
+
+
+class QueryTooLong(BackendError):
+    """A query Prometheus could not finish in time or in memory (its --query.timeout or
+    --query.max-samples, or gpuctl's own timeout): the same over a shorter range may pass."""
 
 
 class Prometheus:
@@ -72,16 +78,18 @@ class Prometheus:
         expr: str,
         consume: Callable[[Iterator[Sample]], T] = list,  # type: ignore[assignment]
         at: float | None = None,
+        warnings: list[str] | None = None,
     ) -> T:
         """An instant query: its samples (labels, value), value a float (NaN kept as NaN),
         passed to `consume` as they are decoded; what it returns is returned (by default
         the list of samples). Memory holds a slice of the answer, not all of it. The whole
         exchange, redirects and consume included, has `timeout` seconds. Evaluated at the
-        server's now, or at the time `at` (Unix seconds)."""
+        server's now, or at the time `at` (Unix seconds). `warnings` gets the answer's
+        warnings (a partial answer: a remote store that did not answer), as printable text."""
 
         def handle(response) -> tuple[bool, Any]:
             try:
-                return True, consume(self._samples(response.read))
+                return True, consume(self._samples(response.read, warnings))
             except vector_stream.NotAVectorStream as e:  # an error, another shape
                 return False, e.head + response.read()
 
@@ -89,7 +97,7 @@ class Prometheus:
         done, result = self._post("/api/v1/query", form, handle)
         if done:
             return result
-        return consume(iter(self._vector(result)))
+        return consume(iter(self._vector(result, warnings)))
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         """A range query: per series its labels and its (time, value) points, values floats.
@@ -152,7 +160,7 @@ class Prometheus:
             with _opener(sockets).open(request, timeout=self.timeout) as response:
                 done, result = handle(response)
         except urllib.error.HTTPError as e:
-            raise self._http_error(e) from None
+            raise self._http_error(e, str(form.get("query", ""))) from None
         except BackendError:
             if expired.is_set():  # cut off mid-answer, the decoder saw an answer cut short
                 raise self._too_slow() from None
@@ -180,22 +188,23 @@ class Prometheus:
         return done, result
 
     def _too_slow(self) -> BackendError:
-        return BackendError(
+        return QueryTooLong(
             f"Prometheus at {self.url} did not answer within {self.timeout:g} s",
             hint="check that Prometheus is healthy and the network path to it "
             "(a proxy that holds the connection?)",
         )
 
-    def _samples(self, read) -> Iterator[Sample]:
+    def _samples(self, read, warnings: list[str] | None = None) -> Iterator[Sample]:
         """A successful vector answer's samples, a slice of the answer at a time (chained
         in C: no generator step per sample, hundreds of thousands at 40,000 GPUs)."""
-        return chain.from_iterable(self._slices(read))
+        return chain.from_iterable(self._slices(read, warnings))
 
-    def _slices(self, read) -> Iterator[Iterator[Sample]]:
+    def _slices(self, read, warnings: list[str] | None) -> Iterator[Iterator[Sample]]:
         """The samples of each slice of a successful vector answer."""
         decode, typed = _typed_decoder()
+        tail = None if warnings is None else functools.partial(_warned, warnings)
         try:
-            for batch in vector_stream.batches(read, decode=decode):
+            for batch in vector_stream.batches(read, decode=decode, tail=tail):
                 try:
                     if batch and type(batch[0]) is typed:
                         try:
@@ -217,12 +226,13 @@ class Prometheus:
                 f"Prometheus at {self.url} gave a malformed answer (not JSON, or cut short)"
             ) from None
 
-    def _http_error(self, e) -> BackendError:
-        detail = ""
+    def _http_error(self, e, query: str) -> BackendError:
+        detail, kind, said = "", "", ""
         try:
             answer = json.loads(e.read() or b"null")
             if isinstance(answer, dict) and answer.get("error"):
-                detail = f": {_text(answer.get('errorType', 'error'))}: {_text(answer['error'])}"
+                kind, said = str(answer.get("errorType", "error")), str(answer["error"])
+                detail = f": {_text(kind)}: {_text(said)}"
         except (ValueError, OSError, RecursionError):
             pass
         hints = {
@@ -230,22 +240,30 @@ class Prometheus:
             403: "Prometheus refused these credentials",
             404: f"no /api/v1/query under {self.url}: is this the Prometheus base URL?",
         }
-        return BackendError(
-            f"Prometheus at {self.url} answered HTTP {e.code} {_text(e.reason)}{detail}",
-            hint=hints.get(e.code, HINT_URL if e.code < 500 else None),
+        hint = hints.get(e.code, HINT_URL if e.code < 500 else None)
+        # Prometheus's query timeout (errorType timeout) and its sample limit
+        too_long = kind == "timeout" or "too many samples" in said
+        if kind in ("bad_data", "execution") and not too_long:  # the URL is right
+            hint = (
+                "Prometheus could not evaluate gpuctl's query: a bug in gpuctl; please report "
+                f"it with the query: {_text(query, 300)}"
+            )
+        return (QueryTooLong if too_long else BackendError)(
+            f"Prometheus at {self.url} answered HTTP {e.code} {_text(e.reason)}{detail}", hint=hint
         )
 
-    def _vector(self, body: bytes) -> list:
+    def _vector(self, body: bytes, warnings: list[str] | None = None) -> list:
         samples = []
-        for item in self._result(body, "vector"):
+        for item in self._result(body, "vector", warnings):
             problem = _sample_problem(item)
             if problem:
                 raise BackendError(f"Prometheus at {self.url} gave a malformed sample: {problem}")
             samples.append((item.get("metric") or {}, float(item["value"][1])))
         return samples
 
-    def _result(self, body: bytes, kind: str) -> Any:
-        """The `result` of a successful answer of this resultType; a BackendError otherwise."""
+    def _result(self, body: bytes, kind: str, warnings: list[str] | None = None) -> Any:
+        """The `result` of a successful answer of this resultType; a BackendError otherwise.
+        Its warnings go to WARNINGS."""
         try:
             answer = json.loads(body)
         except (ValueError, RecursionError):  # HTML, or JSON nested past any sense
@@ -261,6 +279,8 @@ class Prometheus:
                 f"Prometheus at {self.url} rejected a query: "
                 f"{_text(answer.get('errorType', 'error'))}: {_text(answer.get('error', '?'))}"
             )
+        if warnings is not None:
+            _warned(warnings, answer)
         data = answer.get("data")
         if not isinstance(data, dict) or data.get("resultType") != kind:
             found = data.get("resultType") if isinstance(data, dict) else None
@@ -269,15 +289,17 @@ class Prometheus:
             )
         return data.get("result") or []  # anything but a list of samples: named by the caller
 
-    def query_all(self, exprs: list, consumers: list | None = None) -> list:
+    def query_all(
+        self, exprs: list, consumers: list | None = None, warnings: list[str] | None = None
+    ) -> list:
         """Several instant queries, sent concurrently (each evaluated at the server's now);
-        each answer goes to its consumer (see `query`), by default into a list. Ctrl-C
-        cuts every one off at once."""
+        each answer goes to its consumer (see `query`), by default into a list; their
+        warnings to `warnings`. Ctrl-C cuts every one off at once."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
             futures = [
-                pool.submit(self.query, e, *([consumers[i]] if consumers else []))
+                pool.submit(self.query, e, consumers[i] if consumers else list, warnings=warnings)
                 for i, e in enumerate(exprs)
             ]
             try:
@@ -361,6 +383,13 @@ def _sample_problem(item) -> str | None:
     except (ValueError, OverflowError):
         return f"value {_text(repr(number))} is not a number"
     return None
+
+
+def _warned(warnings: list[str], answer: dict[str, Any]) -> None:
+    """Add the warnings of an answer to WARNINGS (list.append: safe across query threads)."""
+    found = answer.get("warnings")
+    for warning in found if isinstance(found, list) else []:
+        warnings.append(printable(_text(warning, 300)))
 
 
 def _text(value: object, limit: int = 120) -> str:

@@ -10,7 +10,7 @@ import typer
 
 from gpuctl.cli.output import DataFormat, Format
 from gpuctl.common.errors import UsageError
-from gpuctl.common.k8s_names import dns1123_label, dns1123_subdomain
+from gpuctl.common.k8s_names import dns1123_label, dns1123_subdomain, label_key
 
 # Where a command falls back to when -n is not given (gpuctl.adapters.kube.Kube.namespace).
 NAMESPACE_DEFAULT = (
@@ -39,10 +39,55 @@ def _check_namespace(value: str | None) -> str | None:
     return value
 
 
+def namespaces(flag: str, help: str) -> Any:
+    """A repeatable option of namespace names, each checked as -n checks one."""
+    return typer.Option([], flag, metavar="NS", callback=_check_namespaces(flag), help=help)
+
+
+def _check_namespaces(flag: str):
+    def check(values: list[str] | None) -> list[str]:
+        for value in values or []:
+            if not dns1123_label(value):
+                raise UsageError(
+                    f"{flag} {value!r} is not a valid namespace name (lower-case letters, "
+                    "digits and '-', at most 63)"
+                )
+        return list(values or [])
+
+    return check
+
+
+def seconds(default: float, flag: str, help: str, minimum: float, maximum: float) -> Any:
+    """A duration in seconds: a finite number from MINIMUM to MAXIMUM (nan, inf and
+    negative numbers are refused before anything is read or sent)."""
+
+    def check(value: float) -> float:
+        if not minimum <= value <= maximum:  # False for nan too
+            raise UsageError(
+                f"{flag} {value:g} is not a number of seconds from {minimum:g} to {maximum:g}"
+            )
+        return value
+
+    return typer.Option(default, flag, metavar="SECONDS", callback=check, help=help)
+
+
 def object_name() -> Any:
     """The NAME argument of a command that reads or changes one object: a name the API server
     would accept (an empty one would address the namespace's list instead of an object)."""
     return typer.Argument(..., callback=_check_object_name)
+
+
+def optional_name(value: str | None) -> str | None:
+    """An optional NAME argument, checked as object_name() checks one."""
+    return None if value is None else _check_object_name(value)
+
+
+def resource_name(value: str) -> str:
+    """A resource name such as nvidia.com/gpu or nvidia.com/mig-1g.10gb (a qualified name, as
+    the API server requires of an extended resource)."""
+    if not label_key(value) or "/" not in value:
+        raise UsageError(f"--resource {value!r} is not a resource name such as nvidia.com/gpu")
+    return value
 
 
 def _check_object_name(value: str) -> str:
@@ -99,6 +144,20 @@ def _usage_error(message: str) -> Exception:
     return exceptions.UsageError(message, globals.get_current_context(silent=True))
 
 
+def given(name: str) -> bool:
+    """Whether the running command's option NAME was given on the command line, not filled
+    in from its environment variable or default: an option given wins over any setting."""
+    try:  # typer ≥ 0.26 carries its own copy of click
+        from typer._click import globals
+        from typer._click.core import ParameterSource
+    except ImportError:  # pragma: no cover - older typer on click
+        import click as globals  # type: ignore[no-redef]
+        from click.core import ParameterSource  # type: ignore[assignment]
+
+    ctx = globals.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+
 def offline_note(why: str) -> None:
     """Said on stderr when a dry run renders without a cluster."""
     from rich.markup import escape
@@ -139,6 +198,9 @@ def node_names(values: list[str], old: list[str] | None = None) -> tuple[str, ..
     names = tuple(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
     if values and not names:  # e.g. --node "$EMPTY": never fall back to every GPU node
         raise UsageError("--node was given without a node name")
+    for name in names:
+        if not dns1123_subdomain(name):
+            raise UsageError(f"--node {name!r} is not a valid node name")
     return names
 
 

@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from gpuctl.common.errors import UsageError
+from gpuctl.common.errors import UsageError, redact
 
 # Width of tables written to a file or a pipe: every cell whole, as kubectl prints them.
 UNBOUNDED_WIDTH = 100_000
@@ -90,7 +90,7 @@ def _dumper():
 
 
 def echo(text: str) -> None:
-    sys.stdout.write(text)
+    sys.stdout.write(redact(text))  # a URL's credentials are never printed
     sys.stdout.flush()
 
 
@@ -100,7 +100,7 @@ def inform(point: str, details: tuple[str, ...] | list[str] = (), *, debug: bool
     one word says they are there. Prose: wrapped at spaces to the terminal, not in a pipe."""
     if details and not debug:
         point += " (--debug for the details)"
-    lines = [point, *(f"  {detail}" for detail in (details if debug else ()))]
+    lines = [redact(point), *(f"  {redact(d)}" for d in (details if debug else ()))]
     if not _terminal(sys.stderr) and all(map(_as_is, lines)):
         # what rich would write there, without the ~50 ms of importing and running it
         sys.stderr.write("".join(line.rstrip(" ") + "\n" for line in lines))
@@ -260,12 +260,14 @@ def _shown(renderable: Any) -> Any:
     from rich.text import Text
 
     if isinstance(renderable, str):
+        renderable = redact(renderable)
         return renderable if renderable.isprintable() else _lines_shown(renderable)
     if isinstance(renderable, Text):
         plain = renderable.plain
-        if plain.replace("\n", "").isprintable():
+        if plain.replace("\n", "").isprintable() and redact(plain) == plain:
             return renderable
-        return Text(_lines_shown(plain), style=renderable.style, justify=renderable.justify)
+        shown = _lines_shown(redact(plain))
+        return Text(shown, style=renderable.style, justify=renderable.justify)
     if isinstance(renderable, Table):
         for column in renderable.columns:
             column._cells[:] = [_shown(cell) for cell in column._cells]

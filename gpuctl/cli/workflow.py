@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
-from gpuctl.cli.output import err_console
+from gpuctl.cli.output import Format, dump, echo, err_console
 from gpuctl.common.errors import Aborted
 from gpuctl.common.plan import Step
 from gpuctl.runtime import workflow
@@ -53,6 +54,26 @@ def changes(callback: F) -> F:
 
     run.gpuctl_changes = True  # type: ignore[attr-defined]
     return run  # type: ignore[return-value]
+
+
+@contextmanager
+def reported(
+    output: Format,
+    document: Callable[[], dict[str, Any]],
+    summary: Callable[[], str | None] = lambda: None,
+) -> Iterator[None]:
+    """Around carrying a plan out. With -o json|yaml the command's one document, DOCUMENT()
+    (read at the end: it says what was done), is printed however the run ends: done, failed
+    or interrupted. In a table, a run that went through ends with SUMMARY() on stderr; one
+    that did not says what it did in its error."""
+    try:
+        yield
+    finally:
+        if output != Format.table:
+            echo(dump(document(), output.value))
+    said = summary() if output == Format.table else None
+    if said:
+        _note(said)
 
 
 def is_changing(callback: Any) -> bool:

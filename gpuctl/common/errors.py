@@ -96,6 +96,11 @@ def redact(text: str) -> str:
     return _SECRET_QUERY.sub(r"\1***", _URL_USERINFO.sub(r"\1***@", text))
 
 
+def carries_credentials(url: str) -> bool:
+    """Whether URL holds what `redact` masks (user:password@, a token in its query)."""
+    return redact(url) != url
+
+
 def _shown(text: str) -> str:
     # Messages quote what the user wrote and what outside systems answered: neither may
     # split the one line, drive the terminal, or show a credential.

@@ -106,20 +106,32 @@ def holder(labels: Mapping[str, Any], exp: Exporter) -> Holder | None:
     return _holder((get("namespace") or None, pod, get("container") or None))
 
 
-def any_of(names: Iterable[str]) -> str:
-    """A PromQL string literal holding a regex that matches exactly these names (label
-    values: any text, control characters included)."""
+def _regex_literal(name: str) -> str:
+    """NAME as an RE2 regex that matches exactly it (any text, control characters too)."""
 
     def char(c: str) -> str:
         if c in _REGEX_SPECIAL:
             return "\\" + c
         return c if c.isprintable() else f"\\x{{{ord(c):x}}}"
 
-    def literal(name: str) -> str:
-        return "".join(map(char, name))
+    return "".join(map(char, name))
 
-    regex = "|".join(literal(n) for n in names)
+
+def _string(regex: str) -> str:
+    """A PromQL string literal holding REGEX."""
     return '"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def any_of(names: Iterable[str]) -> str:
+    """A PromQL string literal holding a regex that matches exactly these names (label
+    values: any text, control characters included)."""
+    return _string("|".join(_regex_literal(n) for n in names))
+
+
+def containing(text: str) -> str:
+    """A PromQL string literal holding a regex that matches any value containing TEXT,
+    whatever its case."""
+    return _string(f"(?i).*{_regex_literal(text)}.*")
 
 
 def held_branches(exp: Exporter) -> list[tuple[str, tuple[str, str, str]]]:

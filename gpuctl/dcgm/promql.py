@@ -1,9 +1,10 @@
 """What every PromQL text gpuctl writes shares: Prometheus durations, checked before they
-reach a query or a rule file. Pure."""
+reach a query or a rule file, and series of several metrics kept apart. Pure."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.numbers import whole_number
@@ -42,3 +43,16 @@ def duration_seconds(text: str, option: str) -> float:
     if seconds > MAX_SECONDS:
         raise UsageError(f"{option}: {text!r} is longer than the most gpuctl looks back, 5y")
     return seconds
+
+
+METRIC = "metric"  # the label per_metric keeps each series' metric name in
+
+
+def per_metric(expr: Callable[[str], str], metrics: Iterable[str]) -> str:
+    """The union of expr(m) over METRICS, each series labelled `metric="<m>"`. A function
+    over a selector (timestamp, *_over_time, rate) drops the metric name, so over a selector
+    of several metrics (`{__name__=~"A|B"}`) the series of one device that exports A and B
+    would have the same labels, which Prometheus refuses ("vector cannot contain metrics
+    with the same labelset"), and `or` would silently keep one of them. Aggregate the union
+    by device afterwards (`max by (...)`)."""
+    return " or ".join(f'label_replace({expr(m)}, "{METRIC}", "{m}", "", "")' for m in metrics)

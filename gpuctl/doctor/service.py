@@ -147,7 +147,8 @@ def _served(kube: Kube, group: str) -> list[str]:
 def _kueue_config(kube: Kube, manager: dict[str, Any] | None) -> tuple[dict | None, str]:
     """Kueue's Configuration, from the ConfigMap its manager mounts (kueue-system/
     kueue-manager-config when no manager is found), and where it was looked for."""
-    import yaml
+    from gpuctl.common.errors import SpecError
+    from gpuctl.common.specfile import load_yaml
 
     namespace, name = queues.DEFAULT_CONFIG_MAP
     if manager is not None:
@@ -164,9 +165,9 @@ def _kueue_config(kube: Kube, manager: dict[str, Any] | None) -> tuple[dict | No
         data = (kube.read("ConfigMap", name, namespace).get("data") or {}).get(queues.CONFIG_KEY)
     except (NotFound, Forbidden):
         return None, where
-    try:
-        config = yaml.safe_load(data) if data else None
-    except yaml.YAMLError:
+    try:  # read as gpuctl reads every YAML: no aliases (alias bombs), bounded
+        config = load_yaml(data, f"ConfigMap {where}").data if isinstance(data, str) else None
+    except SpecError:
         return None, where
     return (config if isinstance(config, dict) else None), where
 

@@ -8,7 +8,7 @@ plain, typed records once; everything else in gpuctl reads only these records.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -95,6 +95,20 @@ class GpuModel:
             f"{self.short_name} has no MIG profile {name!r}",
             hint=f"{self.short_name} profiles: " + ", ".join(p.name for p in self.profiles),
         )
+
+    def gpus_for(self, slices: Mapping[str, int]) -> int:
+        """The fewest GPUs of this model that hold these MIG slices (profile -> how many):
+        none holds more instances of a profile than its maximum, more compute or memory
+        slices than it has. Exact for the layouts mig-parted's configs make (all-1g.10gb:
+        7 a GPU; all-3g.40gb: 2; one GPU of 3g, 2g and two 1g)."""
+        profiles = [(self.profile(name), n) for name, n in slices.items() if n > 0]
+        bounds = [-(-n // p.max_instances) for p, n in profiles]
+        for used, total in (
+            (sum(p.slices * n for p, n in profiles), self.compute_slices),
+            (sum(p.memory_slices * n for p, n in profiles), self.memory_slices),
+        ):
+            bounds.append(-(-used // total))
+        return max(bounds, default=0)
 
     def has_profile(self, name: str) -> bool:
         return any(name in (p.name, *p.aliases) for p in self.profiles)

@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import lru_cache
 from importlib import resources
 
+from gpuctl.common.errors import GpuctlError
 from gpuctl.common.numbers import whole_number
 from gpuctl.gpus import geometry, names
 
@@ -164,6 +165,39 @@ class NodeGpus:
         return self.allocatable.get(GPU, 0)
 
     @property
+    def split_gpus(self) -> int | None:
+        """How many of its GPUs are split into MIG slices (None: not known). GFD counts the
+        physical GPUs in nvidia.com/gpu.count under the mixed strategy (its whole ones are
+        nvidia.com/gpu); under the single strategy that label counts the slices
+        (k8s-device-plugin internal/lm/mig-strategy.go; its GFD README): there, and without
+        the label, the fewest GPUs of the model that hold the slices (geometry.gpus_for)."""
+        if not self.mig_slices:
+            return 0
+        if self.mig_strategy == "mixed" and self.count is not None:
+            return max(0, self.count - self.capacity.get(GPU, self.allocatable.get(GPU, 0)))
+        model = next((m for m in geometry.models() if m.short_name == self.model), None)
+        try:
+            return None if model is None else model.gpus_for(self.mig_slices)
+        except GpuctlError:  # a profile its geometry does not have
+            return None
+
+    @property
+    def physical(self) -> GpuCount:
+        """Its physical GPUs, those split into MIG slices and the slices."""
+        if self.mig_invalid:  # GFD counts nothing on GPUs whose MIG layouts disagree
+            return GpuCount(unknown=1)
+        slices, split, gpus = sum(self.mig_slices.values()), self.split_gpus, self.count
+        if gpus is None and self.mig_strategy != "none":  # single: every GPU is split
+            whole = self.capacity.get(GPU, 0) if self.mig_strategy == "mixed" else 0
+            gpus = None if split is None else whole + split
+        if gpus is None:  # time-shared replicas under nvidia.com/gpu: the GPUs they share
+            gpus = self.capacity.get(GPU, self.allocatable.get(GPU, 0)) // max(1, self.replicas)
+            gpus = gpus or None
+        if gpus is None:
+            return GpuCount(unknown=1, slices=slices)
+        return GpuCount(gpus, split or 0, slices)
+
+    @property
     def single_profile(self) -> str | None:
         """The profile nvidia.com/gpu counts on a single-strategy node."""
         if self.mig_strategy != "single" or len(self.mig_slices) != 1:
@@ -185,6 +219,29 @@ class NodeGpus:
             mig = f" MIG {self.mig_strategy}: {parts}"
         share = f" {self.sharing} × {self.replicas}" if self.sharing != "none" else ""
         return f"{count}{what}{mig}{share}"
+
+
+@dataclass(frozen=True)
+class GpuCount:
+    """Physical GPUs, those of them split into MIG slices, and the slices; `unknown`: nodes
+    whose GPUs no label or resource counts."""
+
+    gpus: int = 0
+    split: int = 0
+    slices: int = 0
+    unknown: int = 0
+
+    def __add__(self, other: GpuCount) -> GpuCount:
+        return GpuCount(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    def text(self) -> str:
+        """`32 GPUs, 8 split into 56 MIG slices`: what is physical, MIG slices apart."""
+        out = f"{self.gpus} GPU{'s' * (self.gpus != 1)}"
+        if self.split:
+            out += f", {self.split} split into {self.slices} MIG slice{'s' * (self.slices != 1)}"
+        if self.unknown:
+            out += f" (and the uncounted GPUs of {self.unknown} node{'s' * (self.unknown != 1)})"
+        return out
 
 
 @lru_cache(maxsize=1)

@@ -69,15 +69,15 @@ def config_text(s: Sharing) -> str:
 
 def parse_config(text: str) -> Sharing | None:
     """The sharing described by a device plugin config; None for a config without sharing.
-    Raises GpuctlError on a config the device plugin would not load either."""
-    import yaml
+    Raises GpuctlError on a config the device plugin would not load either (or that holds
+    what gpuctl reads no YAML with: aliases, object tags)."""
+    from gpuctl.common.errors import SpecError
+    from gpuctl.common.specfile import load_yaml
 
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise GpuctlError(f"not valid YAML: {str(e).splitlines()[0]}") from None
-    except RecursionError:  # PyYAML composes nested collections recursively
-        raise GpuctlError("not valid YAML: nested too deeply") from None
+        data = load_yaml(text, "config").data
+    except SpecError as e:  # e.g. "config:2: nesting deeper than 64 levels"
+        raise GpuctlError(e.message) from None
     if not isinstance(data, dict):
         raise GpuctlError("not a device plugin config (expected a mapping)")
     if data.get("version") != "v1":

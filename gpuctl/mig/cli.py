@@ -87,12 +87,13 @@ _RENDER_CONFIGMAP = typer.Option(
 _CONFIGMAP_NAME = typer.Option(
     "custom-mig-config",
     "--configmap-name",
+    callback=options.optional_name,
     help="The mig-parted ConfigMap to render, or to look the config up in (besides "
     "default-mig-parted-config).",
 )
 _OPERATOR_NAMESPACE = options.namespace("The GPU Operator's namespace.", default="gpu-operator")
-_TIMEOUT = typer.Option(
-    600.0, "--timeout", min=1, help="Cluster: seconds to wait for the operator."
+_TIMEOUT = options.seconds(
+    600.0, "--timeout", "Cluster: seconds to wait for the operator (1 to 86400).", 1, 86400
 )
 _CONFIGURE_OUTPUT = options.output(
     "table (the plan as text), json or yaml (the plan as data, the text on stderr; "
@@ -331,6 +332,7 @@ _REBALANCE_CONFIGMAP = typer.Option(
     None,
     "--configmap",
     metavar="NAME",
+    callback=options.optional_name,
     help="The ConfigMap the MIG manager reads, where gpuctl adds its configs beside NVIDIA's "
     "(default: the ClusterPolicy's migManager.config.name, else default-mig-parted-config).",
 )
@@ -349,11 +351,9 @@ _DRAIN = typer.Option(
     "StatefulSet pods in a --drain-namespace, not marked gpuctl.io/reclaim: never or "
     "gpuctl.io/evict: never, without emptyDir/hostPath data (PodDisruptionBudgets hold).",
 )
-_DRAIN_NAMESPACE = typer.Option(
-    [],
+_DRAIN_NAMESPACE = options.namespaces(
     "--drain-namespace",
-    metavar="NS",
-    help="A namespace whose GPU pods --drain may evict (repeatable; --drain needs one).",
+    "A namespace whose GPU pods --drain may evict (repeatable; --drain needs one).",
 )
 
 
@@ -372,6 +372,8 @@ def rebalance(
     output: Format = _REBALANCE_OUTPUT,
 ) -> None:
     """Re-split idle MIG GPUs for pending pods and Kueue workloads, node by node."""
+    from gpuctl.adapters.kube_guarded import Evictions
+    from gpuctl.cli.workflow import reported
     from gpuctl.mig import rebalance, views
     from gpuctl.mig.core.drain import drain_policy
     from gpuctl.mig.core.plan import parse_demand
@@ -382,21 +384,18 @@ def rebalance(
     with application().kube() as kube:
         configmap = configmap or rebalance.mig_configmap(kube)
         plan = rebalance.plan_rebalance(kube, namespace, configmap, extra, policy)
-        views.print_data(plan.to_dict(dry_run), output)
         write("".join(line + "\n" for line in plan.lines()))
-        question = (
-            f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)"
-            + (
-                f" and finish {len(plan.finishing)} left by an earlier run"
-                if plan.finishing
-                else ""
-            )
-            + (f", evicting {plan.evictions} pod(s)" if plan.evictions else "")
-            + "?"
-        )
-        if not go_ahead(plan, question, dry_run=dry_run, yes=yes, show=_line(write)):
-            return
-        done = rebalance.apply(
-            kube, plan, namespace, configmap, timeout, views.MigProgress(), drain=policy
-        )
-    write(f"rebalanced: {', '.join(done)}\n")
+        evictions, done = Evictions(), list[str]()
+
+        def document() -> dict:
+            return {**plan.to_dict(dry_run), "rebalanced": done, **evictions.to_dict()}
+
+        with reported(output, document, lambda: views.rebalanced(done, evictions)):
+            if go_ahead(
+                plan, views.rebalance_question(plan), dry_run=dry_run, yes=yes, show=_line(write)
+            ):
+                progress = views.MigProgress()
+                done += rebalance.apply(
+                    kube, plan, namespace, configmap, timeout, progress, drain=policy,
+                    evictions=evictions,
+                )  # fmt: skip

@@ -123,8 +123,13 @@ def follow(
                 continue
             labels = labels_of(node)
             state = labels.get(STATE_LABEL)
-            if labels.get(CONFIG_LABEL) != config:
-                continue
+            if labels.get(CONFIG_LABEL) != config:  # gpuctl set it: another client changed it
+                raise BackendError(
+                    f"another client set {CONFIG_LABEL}={labels.get(CONFIG_LABEL)} on node "
+                    f"{name} while the GPU Operator applied {config!r}; left to them",
+                    hint=f"see who changes it (kubectl get node {name} --show-labels) "
+                    "before running this again",
+                )
             if state != states[name]:
                 states[name] = state
                 report(name, state or "(no state yet)", clock() - start)

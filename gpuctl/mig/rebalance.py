@@ -6,7 +6,12 @@ for the state label's success and the new resources in allocatable, uncordon.
 
 A failure stops at that node: before its label is set the node is uncordoned again (as it
 was); after, it is left cordoned with the annotation, and the next run finishes it (waits
-for the manager, or asks it again under a fresh config name when it failed)."""
+for the manager, or asks it again under a fresh config name when it failed).
+
+Only what this run set is put back, and only while it holds gpuctl's value: another
+client's cordon or config, seen before or during the run, stops that node's change with
+the reason and is never undone (gpuctl.adapters.kube_guarded, as every workflow that
+changes nodes does). Every pod evicted is named at the end, however the run ends."""
 
 from __future__ import annotations
 
@@ -16,13 +21,24 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from gpuctl.adapters.kube import Kube, NotFound
+from gpuctl.adapters.kube import Conflict, Kube, NotFound
+from gpuctl.adapters.kube_guarded import (
+    Changed,
+    Evictions,
+    Gone,
+    Target,
+    change_fields,
+    patch_checked,
+    restore_fields,
+)
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.common.plan import Step
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import find_model
+from gpuctl.k8s import patches
 from gpuctl.k8s.nodes import gpus_of
-from gpuctl.k8s.objects import Ref, labels_of, name_of
+from gpuctl.k8s.objects import Ref, annotations_of, labels_of, meta, name_of, uid_of
+from gpuctl.k8s.patches import Path
 from gpuctl.mig.core import migparted
 from gpuctl.mig.core.drain import (
     BUDGET,
@@ -128,11 +144,19 @@ def write_configs(kube: Kube, namespace: str, configmap: str, rb: RebalancePlan)
     configs.update(new)
     for name in stale:
         del configs[name]
-    body = {"data": {"config.yaml": yaml.safe_dump(doc, sort_keys=False)}}
+    body: dict[str, Any] = {"data": {"config.yaml": yaml.safe_dump(doc, sort_keys=False)}}
     if cm is None:
         kube.create(migparted.render_configmap(doc, configmap, namespace))
-    else:
+        return
+    body["metadata"] = {"resourceVersion": meta(cm).get("resourceVersion")}  # as read
+    try:
         kube.patch("ConfigMap", configmap, namespace, body)
+    except Conflict:
+        raise Changed(
+            f"ConfigMap {namespace}/{configmap} changed while gpuctl added its configs: "
+            "nothing was changed",
+            hint="run the same command again: it reads the ConfigMap anew",
+        ) from None
 
 
 def _configs_in_use(kube: Kube) -> set[str]:
@@ -157,16 +181,19 @@ def apply(
     progress: Progress,
     clock: Callable[[], float] = time.monotonic,
     drain: DrainPolicy | None = None,
+    evictions: Evictions | None = None,
 ) -> list[str]:
     """Carry the plan out node by node; returns the nodes finished. Raises at the first
-    node that fails, saying how that node is left. DRAIN: the policy the plan's evictions
-    were chosen by (checked again on each pod before it is evicted)."""
+    node that fails, saying how that node is left and every pod evicted (EVICTIONS keeps
+    them: across the nodes, and the one under way when it stopped). DRAIN: the policy the
+    plan's evictions were chosen by (checked again on each pod before it is evicted)."""
+    evictions = evictions if evictions is not None else Evictions()
     write_configs(kube, namespace, configmap, rb)
     done: list[str] = []
     work = [(f.as_change(), _FINISH_STEPS[f.what]) for f in rb.finishing]
     work += [(c, _ALL_STEPS) for c in rb.changes]
     for change, steps in work:
-        run = _NodeRun(kube, change, timeout, clock, drain)
+        run = _NodeRun(kube, change, timeout, clock, drain, evictions)
         if not change.evicts:
             steps = tuple(s for s in steps if s not in ("evict", "drained"))
         try:
@@ -179,6 +206,8 @@ def apply(
         except GpuctlError as e:
             if done:
                 e.message += f" (finished before it: {', '.join(done)})"
+            if evictions.done or evictions.under_way or evictions.interrupted:
+                e.message += f"; {evictions.account()}"
             raise
         done.append(change.node)
     return done
@@ -190,17 +219,32 @@ _FINISH_STEPS = {
     "wait": ("wait", "uncordon"),
     "uncordon": ("uncordon",),
 }
+CORDON: Path = ("spec", "unschedulable")
+WHY: Path = ("metadata", "annotations", ANNOTATION)  # why gpuctl cordoned it
+CONFIG: Path = ("metadata", "labels", CONFIG_LABEL)
+UNCORDONED = {CORDON: None, WHY: None}
 
 
 class _NodeRun:
+    """One node's steps. Its cordon and config label are set only while the node holds what
+    the plan read (another's cordon or config stops the node), and put back only while they
+    hold what gpuctl set (gpuctl.adapters.kube_guarded)."""
+
     def __init__(
-        self, kube: Kube, change: NodeChange, timeout: float, clock, drain: DrainPolicy | None
+        self,
+        kube: Kube,
+        change: NodeChange,
+        timeout: float,
+        clock,
+        drain: DrainPolicy | None,
+        evictions: Evictions,
     ) -> None:
         self.kube, self.change, self.timeout, self.clock = kube, change, timeout, clock
-        self.drain = drain
-        self.evicted: list[str] = []
+        self.drain, self.evictions = drain, evictions
+        self.target = Target("Node", change.node)
         self.labelled = False
         self.state_before: str | None = None  # the state label when ours was set
+        self.cordoned: dict[Path, Any] | None = None  # what this run's cordon set
 
     def actions(self) -> list[Action]:
         c = self.change
@@ -241,38 +285,51 @@ class _NodeRun:
         return self.kube.read_node(self.change.node)
 
     def cordon(self) -> None:
+        """Cordon the node, recording why, while nobody else has: another's cordon, made
+        since the plan or just before this request, stops the node as it is."""
         why = {
             "why": f"cordoned by gpuctl mig rebalance to apply MIG config {self.change.config_to}",
             "from": self.change.config_from,
             "to": self.change.config_to,
             "gpus": len(self.change.after),
         }
-        self.kube.patch(
-            "Node",
-            self.change.node,
-            None,
-            {
-                "metadata": {"annotations": {ANNOTATION: json.dumps(why)}},
-                "spec": {"unschedulable": True},
-            },
-        )
+        ours = {CORDON: True, WHY: json.dumps(why)}
+        change_fields(self.kube, self.target, UNCORDONED, ours)
+        self.cordoned = ours
+
+    def _ours(self) -> dict[Path, Any] | None:
+        """The cordon gpuctl set on the node: this run's, or an earlier run's (its record)."""
+        if self.cordoned is not None:
+            return self.cordoned
+        node = self._node()
+        record = left_by_us(node)
+        return None if record is None else {CORDON: True, WHY: annotations_of(node)[ANNOTATION]}
 
     def uncordon(self) -> None:
-        self.kube.patch(
-            "Node",
-            self.change.node,
-            None,
-            {"metadata": {"annotations": {ANNOTATION: None}}, "spec": {"unschedulable": None}},
-        )
+        """Take gpuctl's cordon and its record off, only while they are gpuctl's: a node
+        someone else uncordoned keeps their choice (only the record goes)."""
+        ours = self._ours()
+        if ours is None:
+            return  # no cordon of gpuctl's is left
+        if not patches.holds(self._node(), CORDON, True):
+            ours = {WHY: ours[WHY]}
+        change_fields(self.kube, self.target, ours, {p: None for p in ours})
 
     def uncordon_unless_labelled(self) -> str | None:
         if self.labelled:
+            config = labels_of(self._node()).get(CONFIG_LABEL)
+            if config != self.change.config_to:
+                return (
+                    f"left cordoned: another client set {CONFIG_LABEL}={config}; run the same "
+                    "command again to uncordon it once that change is done"
+                )
             return (
                 f"left cordoned: the MIG manager is applying {self.change.config_to}; "
                 "run the same command again to finish it"
             )
-        self.uncordon()
-        return ""
+        if self.cordoned is None:
+            return None
+        return restore_fields(self.kube, self.target, self.cordoned, UNCORDONED)
 
     def left_labelled(self) -> str | None:
         return f"{CONFIG_LABEL}={self.change.config_to} left set" if self.labelled else None
@@ -303,65 +360,69 @@ class _NodeRun:
 
     def evict(self) -> None:
         """Evict the plan's pods still on the node through the Eviction API, each one
-        first checked against the drain policy again and marked with why (annotation and
-        Event). A PodDisruptionBudget's refusal stops the node as it was."""
+        read again, checked against the drain policy, marked with why (annotation and
+        Event) and held by its uid and resourceVersion. A PodDisruptionBudget's refusal
+        stops the node as it was."""
         c = self.change
-        done = self.evicted
         owners = owners_of(self.kube, self.drain) if self.drain else {}
+
+        def covered(pod: dict) -> str | None:
+            return self.drain.why_not(pod, owners) if self.drain else "no --drain policy"
+
         for pod in self._pods():
             name = pod_name(pod)
             if name not in c.evicts:
                 continue
-            why_not = self.drain.why_not(pod, owners) if self.drain else "no --drain policy"
-            if why_not:
-                raise BackendError(
-                    f"node {c.node}: pod {name} may not be evicted now: {why_not}"
-                    + self._evicted_before()
-                )
             ns, short = name.split("/", 1)
+            target = Target("Pod", short, ns)
             why = record(c.node, c.config_from, c.config_to)
             try:
-                self._annotate(short, ns, why)
-                self.kube.evict(short, ns)
-            except NotFound:
+                patch_checked(self.kube, target, _record(why), uid_of(pod), covered)
+                gone = not self.evictions.evict(self.kube, ns, short, uid_of(pod), covered)
+            except Gone:
                 continue  # gone already: what the step wanted
             except GpuctlError as e:
-                self._unmark(short, ns)  # not evicted after all
-                if "HTTP 429" in e.message:
-                    raise BackendError(
-                        f"node {c.node}: a PodDisruptionBudget allows no eviction of {name} "
-                        "now; the node is uncordoned, its layout as it was"
-                        + self._evicted_before(),
-                        hint="run the same command again once the budget allows a disruption",
-                    ) from None
-                e.message += self._evicted_before()
-                raise
-            done.append(name)
+                self._unmark(target, why)  # not evicted after all
+                raise self._stopped(e, name) from None
+            if gone:
+                continue
             self._event(
                 pod,
                 f"evicted by gpuctl mig rebalance --drain: node {c.node} changes MIG config "
                 f"{c.config_from} -> {c.config_to}",
             )
 
-    def _evicted_before(self) -> str:
-        return f" (evicted before it: {', '.join(self.evicted)})" if self.evicted else ""
+    def _stopped(self, e: GpuctlError, name: str) -> GpuctlError:
+        """The error that stops the node at pod NAME. The pods evicted before it on this
+        node make the step one that happened in part: its undo then names them."""
+        node = self.change.node
+        if "HTTP 429" in e.message:
+            e = BackendError(
+                f"node {node}: a PodDisruptionBudget allows no eviction of {name} now"
+                + ("" if self.evicted else "; the node is uncordoned, its layout as it was"),
+                hint="run the same command again once the budget allows a disruption",
+            )
+        else:
+            e.message = f"node {node}: {e.message}"
+        e.uncertain = e.uncertain or bool(self.evicted)
+        return e
 
-    def _unmark(self, name: str, namespace: str) -> None:
-        """Remove the eviction record from a pod that was not evicted (best effort: the
-        error that stopped the node is the one to report)."""
+    def _unmark(self, target: Target, why: str) -> None:
+        """Remove the eviction record from a pod that was not evicted, while it is gpuctl's
+        (best effort: the error that stopped the node is the one to report)."""
+
+        def still_ours(pod: dict) -> str | None:
+            return None if annotations_of(pod).get(RECORD) == why else "not gpuctl's record"
+
         try:
-            self._annotate(name, namespace, None)
+            patch_checked(self.kube, target, _record(None), None, still_ours)
         except GpuctlError:
             pass
 
-    def _annotate(self, name: str, namespace: str, why: str | None) -> None:
-        """Record on the pod why it is evicted (None: remove the record)."""
-        body = {"metadata": {"annotations": {RECORD: why}}}
-        try:
-            self.kube.patch("Pod", name, namespace, body)
-        except NotFound:
-            if why is not None:
-                raise
+    @property
+    def evicted(self) -> list[str]:
+        """The pods evicted from this node (a Ctrl-C's read-back included)."""
+        return [p for p in self.evictions.done if p in self.change.evicts]
 
     def left_evicted(self) -> str | None:
         """An eviction cannot be undone: say which pods went (their controllers recreate
@@ -378,9 +439,17 @@ class _NodeRun:
             pass
 
     def label(self) -> None:
-        self.state_before = labels_of(self._node()).get(STATE_LABEL)
+        """Ask the MIG manager for the new config, while the node holds the config the plan
+        read: another client's, set since, stops the node."""
+        node = self._node()
+        self.state_before = labels_of(node).get(STATE_LABEL)
         self.labelled = True  # set before the request: it may land though the answer is lost
-        self.kube.patch_node_labels(self.change.node, {CONFIG_LABEL: self.change.config_to})
+        before = {CONFIG: self.change.config_from}
+        try:
+            change_fields(self.kube, self.target, before, {CONFIG: self.change.config_to})
+        except Changed:
+            self.labelled = False
+            raise
 
     def wait(self) -> None:
         start = self.clock()
@@ -391,16 +460,21 @@ class _NodeRun:
             labels = labels_of(node)
             state = labels.get(STATE_LABEL)
             moved = moved or state != self.state_before
-            if labels.get(CONFIG_LABEL) == self.change.config_to:
-                if state == "failed" and moved:
-                    raise BackendError(
-                        f"the MIG manager failed to apply {self.change.config_to} on node "
-                        f"{self.change.node}; the node is left cordoned",
-                        hint="see the nvidia-mig-manager pod's log on that node; run the "
-                        "same command again to retry it",
-                    )
-                if state == "success" and _offers_planned(node, self.change):
-                    return
+            config = labels.get(CONFIG_LABEL)
+            if config != self.change.config_to:
+                raise Changed(
+                    f"node {self.change.node}: another client set {CONFIG_LABEL}={config} "
+                    f"while the MIG manager applied {self.change.config_to}; left to them"
+                )
+            if state == "failed" and moved:
+                raise BackendError(
+                    f"the MIG manager failed to apply {self.change.config_to} on node "
+                    f"{self.change.node}; the node is left cordoned",
+                    hint="see the nvidia-mig-manager pod's log on that node; run the "
+                    "same command again to retry it",
+                )
+            if state == "success" and _offers_planned(node, self.change):
+                return
             if self.clock() - start >= self.timeout:
                 raise BackendError(
                     f"timed out after {self.timeout:g}s waiting for {self.change.config_to} on "
@@ -410,6 +484,11 @@ class _NodeRun:
                     "slow reconfigurations",
                 )
             time.sleep(POLL)
+
+
+def _record(why: str | None) -> dict[str, Any]:
+    """The patch that records on a pod why it is evicted (None: removes the record)."""
+    return {"metadata": {"annotations": {RECORD: why}}}
 
 
 def _gpus(indexes: list[int]) -> str:

@@ -12,10 +12,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuctl.adapters.kube import Kube
+from gpuctl.adapters.kube_guarded import Target, field_action
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Step as PlanStep
 from gpuctl.gpus.geometry import GpuModel
-from gpuctl.k8s.objects import labels_of
+from gpuctl.k8s.patches import Path
 from gpuctl.mig import cluster, node
 from gpuctl.mig.core import migparted, report
 from gpuctl.mig.core.diff import GpuPlan, GpuState, Step
@@ -295,14 +296,13 @@ def configure_cluster(
     progress: Progress,
     on_state: Callable[[str, str, float], None],
 ) -> None:
-    """Label the nodes (on a failure or Ctrl-C the labels set are put back), then follow the
-    operator's state label on every node of the plan until success, failure or TIMEOUT."""
+    """Label the nodes, each only while it holds the config the plan read (another client's,
+    set since, stops the run; on a failure or Ctrl-C the labels set are put back while they
+    hold gpuctl's value), then follow the operator's state label on every node of the plan
+    until success, failure or TIMEOUT."""
+    config: Path = ("metadata", "labels", CONFIG_LABEL)
     actions = [
-        Action(
-            step,
-            run=partial(kube.patch_node_labels, d["node"], {CONFIG_LABEL: d["to"]}),
-            undo=partial(_restore_label, kube, d["node"], d["from"], d["to"]),
-        )
+        field_action(kube, step, Target("Node", d["node"]), {config: d["from"]}, {config: d["to"]})
         for step in plan.steps
         for d in [step.detail]
     ]
@@ -317,14 +317,3 @@ def configure_cluster(
         undone_as="the labels set before the failure were put back",
         left_as="node label(s) left changed",
     )
-
-
-def _restore_label(kube: Kube, name: str, old: str | None, new: str) -> str | None:
-    try:
-        labels = labels_of(kube.read_node(name))
-        if labels.get(CONFIG_LABEL) != new:
-            return None  # our patch did not land (or someone changed it since)
-        kube.patch_node_labels(name, {CONFIG_LABEL: old})
-    except GpuctlError as e:
-        return f"putting back {CONFIG_LABEL}={old or '(none)'} failed: {e.message}"
-    return ""

@@ -39,6 +39,24 @@ class MigProgress(StepPrinter):
         err_console().print(f"  {text}", markup=False, highlight=False)
 
 
+def rebalance_question(plan: Any) -> str:
+    """What `mig rebalance` asks before it changes nodes."""
+    question = f"Reconfigure {plan.gpus_changed} GPU(s) on {len(plan.changes)} node(s)"
+    if plan.finishing:
+        question += f" and finish {len(plan.finishing)} left by an earlier run"
+    if plan.evictions:
+        question += f", evicting {plan.evictions} pod(s)"
+    return question + "?"
+
+
+def rebalanced(nodes: list[str], evictions: Any) -> str | None:
+    """What a `mig rebalance` that went through says last: the nodes, the pods evicted."""
+    if not nodes:
+        return None
+    said = f"rebalanced: {', '.join(nodes)}"
+    return said + (f"; {evictions.account()}" if evictions.done else "")
+
+
 def print_state(node: str, state: str, seconds: float) -> None:
     err_console().print(f"  {node}: {state} ({seconds:.0f}s)", markup=False, highlight=False)
 

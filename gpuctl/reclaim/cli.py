@@ -12,6 +12,7 @@ from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import Format
 from gpuctl.cli.workflow import changes
 from gpuctl.common.errors import UsageError
+from gpuctl.k8s import images
 
 reclaim_app = typer.Typer(
     help="Give idle-held GPUs back by policy: report, suspend (Kueue-aware), scale to zero "
@@ -36,13 +37,16 @@ def register(app: typer.Typer) -> None:
 
 
 def _policy(path: str | None, idle_for: str | None):
-    from gpuctl.common.specfile import load_yaml_file, parse_duration
+    from gpuctl.common.specfile import MAX_SECONDS, load_yaml_file, parse_duration
     from gpuctl.reclaim.core import policy as pol
 
     if path is None:
         seconds = parse_duration(idle_for) if idle_for is not None else pol.DEFAULT_IDLE_FOR
-        if not seconds:
-            raise UsageError(f"--idle-for: {idle_for!r} is not a duration (e.g. 30m, 2h, 1d)")
+        if not seconds or seconds > MAX_SECONDS:
+            raise UsageError(
+                f"--idle-for: {idle_for!r} is not a duration (e.g. 30m, 2h, 1d; at most "
+                f"{MAX_SECONDS} s)"
+            )
         return pol.default_policy(seconds)
     if idle_for is not None:
         raise UsageError("--idle-for: with --policy, each rule's idleFor says how long")
@@ -66,6 +70,7 @@ def reclaim(
     """Find workloads whose every GPU has been idle and act on them as the policy says."""
     if ctx.invoked_subcommand is not None:
         return
+    from gpuctl.adapters.kube_guarded import Evictions
     from gpuctl.cli.workflow import StepPrinter, go_ahead
     from gpuctl.dcgm import holders
     from gpuctl.reclaim import service, views
@@ -78,11 +83,14 @@ def reclaim(
         setting_list("exporter_containers", exporter_container),
         setting_list("exporter_jobs", exporter_job),
     )
+    source = application().prometheus(prometheus)  # its URL checked before any request
     kube = application().kube()
-    finding = service.find(kube, application().prometheus(prometheus), chosen, exporter)
+    finding = service.find(kube, source, chosen, exporter)
     views.show_finding(finding, output)
-    if go_ahead(finding.plan, None, dry_run=not yes, yes=yes):
-        service.apply(kube, finding, StepPrinter())
+    evictions = Evictions()
+    with views.account(finding.to_dict(), output, evictions):
+        if go_ahead(finding.plan, None, dry_run=not yes, yes=yes):
+            service.apply(kube, finding, StepPrinter(), evictions)
 
 
 @reclaim_app.command("restore")
@@ -111,7 +119,11 @@ def render(
         False, "--deploy", help="The CronJob (or Deployment), ServiceAccount and RBAC."
     ),
     policy: PolicyFile = None,
-    image: str = typer.Option(..., "--image", help="An image with gpuctl installed."),
+    image: str = typer.Option(
+        images.DEFAULT,
+        "--image",
+        help="An image with gpuctl installed (`make image` builds the default; docs/image.md).",
+    ),
     namespace: str = options.namespace("Where it runs (default: gpuctl).", default="gpuctl"),
     prometheus: str | None = options.prometheus(),
     schedule: str = typer.Option("*/15 * * * *", "--schedule", help="The CronJob's schedule."),
@@ -151,13 +163,19 @@ rules:
 @uses_cluster
 def make_room(
     job: str | None = typer.Argument(
-        None, metavar="JOB", help="A waiting Job or JobSet (its pending pods)."
+        None,
+        metavar="JOB",
+        callback=options.optional_name,
+        help="A waiting Job or JobSet (its pending pods).",
     ),
     shape: str | None = typer.Option(
         None, "--for", metavar="NxG", help="Or a shape: N workers of G GPUs (2x8)."
     ),
     resource: str = typer.Option(
-        "nvidia.com/gpu", "--resource", help="With --for: the GPU resource."
+        "nvidia.com/gpu",
+        "--resource",
+        callback=options.resource_name,
+        help="With --for: the GPU resource.",
     ),
     namespace: str | None = options.namespace("The job's namespace."),
     dry_run: bool = options.dry_run(_DRY_RUN),
@@ -166,14 +184,21 @@ def make_room(
 ) -> None:
     """The fewest evictions that make room for a waiting job: every evicted pod fits
     elsewhere; PDBs, gangs and pods that must not move are respected. Dry run unless --yes."""
+    from gpuctl.adapters.kube_guarded import Evictions
     from gpuctl.cli.workflow import StepPrinter, go_ahead
     from gpuctl.reclaim import service, views
+    from gpuctl.reclaim.core.room import parse_shape
 
+    if (job is None) == (shape is None):
+        raise UsageError("name a waiting JOB or give --for NxG (one of them)")
+    want = parse_shape(shape, resource) if shape is not None else None
     kube = application().kube()
-    want = service.want_of(kube, job, shape, resource, namespace)
+    want = want or service.want_of(kube, job or "", namespace)
     result = service.plan_room(kube, want)
-    views.show_plan(result.plan, output, result.to_dict())
-    if not result.found:
-        raise typer.Exit(1)
-    if go_ahead(result.plan, None, dry_run=not yes, yes=yes):
-        service.make_room(kube, result, StepPrinter())
+    views.plan_text(result.plan, output)
+    evictions = Evictions()
+    with views.account(result.to_dict(), output, evictions):
+        if not result.found:
+            raise typer.Exit(1)
+        if go_ahead(result.plan, None, dry_run=not yes, yes=yes):
+            service.make_room(kube, result, StepPrinter(), evictions)

@@ -2,40 +2,51 @@
 ask the pure part for the plan, and carry it out through the one executor. A partial
 failure or Ctrl-C stops the run and says what was done; nothing is rolled back (a
 suspended or scaled workload is put back with `gpuctl reclaim restore`), and re-running is
-idempotent."""
+idempotent.
+
+Every write re-reads what it changes first and holds it by a precondition
+(gpuctl.adapters.kube_guarded): a workload or pod marked never (on itself or up its owner
+chain), replaced under the same name, or changed from what the plan counted on just before
+the write is left alone, and the run stops saying why."""
 
 from __future__ import annotations
 
 import functools
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpuctl.adapters.kube import Conflict, Kube, NotFound
+from gpuctl.adapters.kube import Conflict, Kube
+from gpuctl.adapters.kube_guarded import (
+    Changed,
+    Evictions,
+    Target,
+    patch_checked,
+    read_chain,
+    read_unreplaced,
+)
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.plan import Plan, Step
 from gpuctl.dcgm.holders import Exporter
-from gpuctl.k8s import apis
-from gpuctl.k8s.objects import Ref, name_of, namespace_of, uid_of
+from gpuctl.k8s import apis, marks
+from gpuctl.k8s.objects import Ref, controller_of, name_of, namespace_of, uid_of
 from gpuctl.reclaim.core import actions, decide, room, signal, workloads
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.runtime.workflow import Action, Progress, execute
 
 HINT = "re-run gpuctl reclaim: it skips what is done and plans the rest"
+RECORDED_ON = ("Job", "JobSet", "Deployment", "StatefulSet", "CronJob", "Pod")  # own record
 
 
 def _owners(kube: Kube) -> dict[Ref, dict]:
-    found: list[tuple[str, dict]] = []
-    for kind in ("Job", "Deployment"):
-        found += [(kind, o) for o in kube.list_objects(kind)]
-    for kind in ("ReplicaSet", "StatefulSet"):
-        found += [(kind, o) for o in kube.list_objects(kind)]
+    kinds = ["Job", "CronJob", "Deployment", "ReplicaSet", "StatefulSet"]
     if kube.serves(apis.JOBSET_API_VERSION):
-        found += [("JobSet", o) for o in kube.list_objects("JobSet")]
+        kinds.append("JobSet")
     out = {}
-    for kind, obj in found:
-        out[(kind, namespace_of(obj) or "default", name_of(obj))] = obj
+    for kind in kinds:
+        for obj in kube.list_objects(kind):
+            out[(kind, namespace_of(obj) or "default", name_of(obj))] = obj
     return out
 
 
@@ -44,39 +55,75 @@ def find(kube: Kube, prometheus: Any, policy: pol.Policy, exporter: Exporter) ->
     q = signal.queries([r.idle_for_s for r in policy.rules], policy.busy_percent)
     view = kube.dra()  # the holders of DRA devices, from their claims
     by_uuid = view.holders() if view is not None else {}
-    readings = signal.read(q, prometheus.query_all(q.all()), exporter, by_uuid)
+    warnings: list[str] = []
+    answers = prometheus.query_all(q.all(), warnings=warnings)
+    readings = signal.read(q, answers, exporter, warnings, by_uuid)
     now = time.time()
     claimed = Counter(by_uuid.values())
     found = workloads.group(kube.unfinished_pods(), _owners(kube), kube.kueue_workloads(), claimed)
     return decide.find(policy, found, readings, now)
 
 
-def _run_step(kube: Kube, step: Step, now: float) -> None:
+def never_now(kube: Kube, pod: dict) -> str | None:
+    """What gpuctl.k8s.marks says of POD and its owners, read now."""
+    return marks.never(pod, read_chain(kube, pod))
+
+
+def _pods_unmarked(kube: Kube, step: Step) -> None:
+    """Read the step's pods and their owners again: one marked never since the plan stops it."""
+    d = step.detail
+    for name, uid in zip(d["pods"], d["podUids"]):
+        try:
+            pod = read_unreplaced(kube, Target("Pod", name, d["namespace"]), uid)
+        except Changed:
+            continue  # gone or replaced: its workload's own object is what is checked
+        why = never_now(kube, pod)
+        if why:
+            raise Changed(f"pod {d['namespace']}/{name}: {why}; {step.target} not acted on")
+
+
+def _as_planned(step: Step) -> Callable[[dict], str | None]:
+    """The check of the workload's object, read just before the write."""
+    d = step.detail
+
+    def check(obj: dict) -> str | None:
+        mark = marks.marked(obj)
+        if mark:
+            return f"marked {mark} since the plan was made; not acted on"
+        replicas = (obj.get("spec") or {}).get("replicas", 1)
+        if step.action == pol.SCALE and replicas != d["replicas"]:
+            return (
+                f"scaled to {replicas} replicas since gpuctl read it: not scaled to zero from "
+                f"{d['replicas']}, nothing recorded on it"
+            )
+        return None
+
+    return check
+
+
+def _run_step(kube: Kube, step: Step, now: float, evictions: Evictions) -> None:
     d = step.detail
     kind, name, namespace = d["kind"], d["name"], d["namespace"]
-    reason = actions.REASONS[step.action]
-    readable = kind in ("Job", "JobSet", "Deployment", "StatefulSet", "Pod")
+    target = Target(kind, name, namespace, d["apiVersion"] or None)
+    _pods_unmarked(kube, step)
     answer: dict | None = None
-    if step.action == pol.SUSPEND and d.get("kueueWorkload"):
-        api = apis.kueue_api_version(kube.kueue_version())
-        kube.patch("Workload", d["kueueWorkload"], namespace, actions.kueue_patch(step), api)
-    if readable:
-        try:
-            answer = kube.patch(kind, name, namespace, actions.object_patch(step))
-        except Conflict:
-            if "resourceVersion" not in d:
-                raise
-            raise _changed(step, f"scaled to zero from {d['replicas']} replicas") from None
-    else:  # a kind gpuctl does not write (a Notebook): the record goes on its pods
-        for pod in d["pods"]:
-            kube.patch("Pod", pod, namespace, actions.object_patch(step))
+    if kind in RECORDED_ON:
+        kueue = step.action == pol.SUSPEND and d.get("kueueWorkload")
+        if kueue:  # the Workload first, then the Job's record holds it: see _deactivate
+            answer = _deactivate(kube, step, target)
+        else:
+            answer = patch_checked(
+                kube, target, actions.object_patch(step), d["uid"], _as_planned(step)
+            )
+    else:  # a kind gpuctl does not write: the record goes on its pods
+        for pod, uid in zip(d["pods"], d["podUids"]):
+            pod_target = Target("Pod", pod, namespace)
+            patch_checked(kube, pod_target, actions.object_patch(step), uid, marks.marked)
     if step.action == pol.DELETE:
-        for pod in d["pods"]:
-            try:
-                kube.evict(pod, namespace)
-            except NotFound:
-                pass  # gone already: what the step wanted
+        for pod, uid in zip(d["pods"], d["podUids"]):
+            evictions.evict(kube, namespace, pod, uid, functools.partial(never_now, kube))
     message = f"gpuctl reclaim: {step.action}: {step.why}"
+    reason = actions.REASONS[step.action]
     event = actions.event(
         kind, d["apiVersion"] or "v1", namespace, name, uid_of(answer), reason, message, now
     )
@@ -86,29 +133,63 @@ def _run_step(kube: Kube, step: Step, now: float) -> None:
         pass  # the same event, recorded by an earlier try whose answer was lost
 
 
-def _changed(step: Step, done: str) -> GpuctlError:
-    """A scale refused by its resourceVersion precondition: the object changed since read."""
+def _deactivate(kube: Kube, step: Step, job: Target) -> dict:
+    """Suspend a Kueue-managed Job or JobSet through its Workload: deactivate the Workload of
+    this very object (its owner's uid), then record the action on the object, held by the
+    resourceVersion checked unmarked. Marked or replaced in between: the Workload is
+    reactivated and the step stops, so a Workload stays touched only while its owner is
+    covered."""
     d = step.detail
-    return GpuctlError(
-        f"{d['kind']} {d['namespace']}/{d['name']} changed after gpuctl read it: not {done}, "
-        "nothing recorded on it",
-        hint="run it again: the plan is made anew from what is there now",
-    )
+    api = apis.kueue_api_version(kube.kueue_version())
+    workload = Target("Workload", d["kueueWorkload"], d["namespace"], api)
+    check = _as_planned(step)
+    why = check(read_unreplaced(kube, job, d["uid"]))
+    if why:
+        raise Changed(f"{job.text}: {why}")
+
+    def owned(wl: dict) -> str | None:
+        ref = controller_of(wl) or {}
+        return None if ref.get("uid") == d["uid"] else f"it is not {job.text}'s"
+
+    patch_checked(kube, workload, actions.kueue_patch(step), None, owned)
+    try:
+        return patch_checked(kube, job, actions.object_patch(step), d["uid"], check)
+    except GpuctlError as e:
+        back = {"spec": {"active": True}, "metadata": {"annotations": {decide.RECORD: None}}}
+        try:
+            patch_checked(kube, workload, back, None, owned)
+            e.message += f"; its Workload {d['kueueWorkload']} was reactivated"
+        except GpuctlError as again:
+            e.message += f"; reactivating its Workload {d['kueueWorkload']} failed: {again.message}"
+        raise
 
 
-def _forward_only(done: Sequence[Action], left: Sequence[Action]) -> tuple[str, str | None]:
-    said = "; done: " + (", ".join(a.label for a in done) or "nothing")
-    said += "; not done: " + ", ".join(a.label for a in left)
-    return said, HINT
+def _stopped(
+    evictions: Evictions,
+) -> Callable[[Sequence[Action], Sequence[Action]], tuple[str, str | None]]:
+    def said(done: Sequence[Action], left: Sequence[Action]) -> tuple[str, str | None]:
+        text = "; done: " + (", ".join(a.label for a in done) or "nothing")
+        text += "; not done: " + ", ".join(a.label for a in left)
+        if evictions.done or evictions.under_way:
+            text += "; " + evictions.account()
+        return text, HINT
+
+    return said
 
 
-def apply(kube: Kube, finding: decide.Finding, progress: Progress | None) -> None:
+def apply(
+    kube: Kube, finding: decide.Finding, progress: Progress | None, evictions: Evictions
+) -> None:
     now = time.time()
     steps = [
-        Action(s, functools.partial(_run_step, kube, s, now), name=f"{s.action} {s.target}")
+        Action(
+            s,
+            functools.partial(_run_step, kube, s, now, evictions),
+            name=f"{s.action} {s.target}",
+        )
         for s in finding.plan.steps
     ]
-    execute(steps, progress=progress, forward_only=_forward_only)
+    execute(steps, progress=progress, forward_only=_stopped(evictions))
 
 
 def _restorable(kube: Kube) -> list[tuple[str, dict]]:
@@ -130,52 +211,48 @@ def restore(kube: Kube, plan: Plan, progress: Progress | None) -> None:
 
     def run(step: Step) -> None:
         d = step.detail
-        if d["kind"] == "Workload":
-            api = apis.kueue_api_version(version)
-            kube.patch("Workload", d["name"], d["namespace"], d["patch"], api)
-        else:
-            try:
-                kube.patch(d["kind"], d["name"], d["namespace"], d["patch"])
-            except Conflict:
-                if "resourceVersion" not in d["patch"].get("metadata", {}):
-                    raise
-                raise _changed(step, "scaled back") from None
-        message = f"gpuctl reclaim restore: {step.action}: {step.why}"
-        kube.create(
-            actions.event(
-                d["kind"],
-                "",
-                d["namespace"],
-                d["name"],
-                None,
-                actions.RESTORED,
-                message,
-                time.time(),
-            )
+        api = apis.kueue_api_version(version) if d["kind"] == "Workload" else None
+        target = Target(d["kind"], d["name"], d["namespace"], api)
+        patch_checked(
+            kube, target, d["patch"], d["uid"], functools.partial(actions.restore_changed, step)
         )
+        message = f"gpuctl reclaim restore: {step.action}: {step.why}"
+        event = actions.event(
+            d["kind"], "", d["namespace"], d["name"], d["uid"], actions.RESTORED, message,
+            time.time(),
+        )  # fmt: skip
+        kube.create(event)
 
     steps = [
         Action(s, functools.partial(run, s), name=f"{s.action} {s.target}") for s in plan.steps
     ]
-    execute(steps, progress=progress, forward_only=_forward_only)
+    execute(steps, progress=progress, forward_only=_stopped(Evictions()))
 
 
 # --- make-room ---------------------------------------------------------------------------
 
 
-def plan_room(kube: Kube, want: room.Want, namespace: str | None = None) -> room.RoomPlan:
+def plan_room(kube: Kube, want: room.Want) -> room.RoomPlan:
     nodes = kube.list_objects("Node")
     pods = kube.unfinished_pods()
     pdbs = kube.list_objects("PodDisruptionBudget")
     return room.plan(nodes, pods, pdbs, _owners(kube), want)
 
 
-def make_room(kube: Kube, result: room.RoomPlan, progress: Progress | None) -> None:
+def make_room(
+    kube: Kube, result: room.RoomPlan, progress: Progress | None, evictions: Evictions
+) -> None:
+    """Evict the plan's pods in order: each read again and checked against the never rule
+    (its marks and its owners', now) and held by the uid the plan saw."""
+
     def evict(step: Step) -> None:
-        kube.evict(step.detail["name"], step.detail["namespace"])
+        d = step.detail
+        evictions.evict(
+            kube, d["namespace"], d["name"], d["uid"], functools.partial(never_now, kube)
+        )
 
     def stopped(done: Sequence[Action], left: Sequence[Action]) -> tuple[str, str | None]:
-        said = "; evicted: " + (", ".join(a.label for a in done) or "nothing")
+        said = "; " + evictions.account()
         return said + "; not evicted: " + ", ".join(a.label for a in left), (
             "run gpuctl make-room again: it plans from what is left"
         )
@@ -184,16 +261,8 @@ def make_room(kube: Kube, result: room.RoomPlan, progress: Progress | None) -> N
     execute(steps, progress=progress, forward_only=stopped)
 
 
-def want_of(
-    kube: Kube, job: str | None, shape: str | None, resource: str, namespace: str | None
-) -> room.Want:
-    from gpuctl.common.errors import GpuctlError, UsageError
-
-    if (job is None) == (shape is None):
-        raise UsageError("name a waiting JOB or give --for NxG (one of them)")
-    if shape is not None:
-        return room.parse_shape(shape, resource)
-    assert job is not None
+def want_of(kube: Kube, job: str, namespace: str | None) -> room.Want:
+    """The shape of the waiting JOB, from its pending pods."""
     want = room.want_of_pods(job, kube.unfinished_pods(namespace or kube.namespace))
     if want is None:
         raise GpuctlError(

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.cli.output import Format, dump, echo, err_console, out_console
 from gpuctl.reclaim.core.decide import Finding, duration_text
 
+if TYPE_CHECKING:
+    from gpuctl.adapters.kube_guarded import Evictions
+
 
 def show_finding(finding: Finding, output: Format) -> None:
+    """The table, the signal and the plan; with -o json|yaml the plan alone, on stderr (the
+    document comes at the end: `account`)."""
     if output != Format.table:
-        echo(dump(finding.to_dict(), output.value))
         _plan_to_stderr(finding.plan.lines() + list(finding.plan.notes))
         return
     from rich.table import Table
@@ -48,3 +53,27 @@ def show_plan(plan: Any, output: Format, data: dict[str, Any] | None = None) -> 
     console = out_console()
     for line in plan.lines() + list(plan.notes):
         console.print(line, markup=False, highlight=False)
+
+
+def plan_text(plan: Any, output: Format) -> None:
+    """The plan's text: on stdout, or on stderr when stdout carries -o json|yaml."""
+    lines = plan.lines() + list(plan.notes)
+    if output != Format.table:
+        _plan_to_stderr(lines)
+        return
+    console = out_console()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+def account(
+    data: dict[str, Any], output: Format, evictions: Evictions
+) -> AbstractContextManager[None]:
+    """Around carrying a plan out: the document (DATA and the pods evicted) at the end, or
+    the pods evicted said at the end of a run that went through (gpuctl.cli.workflow)."""
+    from gpuctl.cli.workflow import reported
+
+    def summary() -> str | None:
+        return evictions.account() if evictions.done else None
+
+    return reported(output, lambda: {**data, **evictions.to_dict()}, summary)

@@ -7,7 +7,6 @@ import enum
 import typer
 
 from gpuctl.cli import options
-from gpuctl.common.errors import UsageError
 
 
 class ReportFormat(str, enum.Enum):
@@ -32,11 +31,24 @@ LABEL_KEY = typer.Argument(None, metavar="[KEY]", help="The pod label, with --by
 PRICES = typer.Option(
     None, "--prices", metavar="FILE", help="Price per GPU-hour by GPU model (YAML or JSON)."
 )
-HTML = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained HTML page.")
+HTML = typer.Option(
+    None,
+    "--html",
+    metavar="FILE",
+    help="Also write a self-contained HTML page to mail (under 1 MB; a new or regular file).",
+)
 THRESHOLD = typer.Option(
     5.0, "--idle-threshold", metavar="PCT", help="A GPU under this busy signal is idle."
 )
 TOP = typer.Option(10, "--top", min=1, max=1000, help="How many idle holders to list.")
+TEAMS = typer.Option(
+    20,
+    "--teams",
+    min=1,
+    max=1000,
+    help="How many teams to show one by one, those that held the most; the rest are summed "
+    "as one row of others.",
+)
 OUTPUT = typer.Option(ReportFormat.table, "-o", "--output", help="table, json, yaml or csv.")
 
 
@@ -55,45 +67,56 @@ def report(
     html: str | None = HTML,
     idle_threshold: float = THRESHOLD,
     top: int = TOP,
+    teams: int = TEAMS,
     output: ReportFormat = OUTPUT,
     exporter_container: list[str] = options.exporter_containers(),
     exporter_job: list[str] = options.exporter_jobs(),
 ) -> None:
     """Per team: GPU-hours held (MIG slices by their fraction, time-sliced shares split),
-    busy GPU-hours by the busy signal, idle-held hours and cost; the top idle holders; the
-    cluster's allocation and busy fraction over time."""
+    busy GPU-hours by the busy signal, idle-held hours and their cost; the top idle
+    holders; the cluster's allocation and busy fraction over time. The teams that held the
+    most are shown one by one (--teams), the rest summed as others."""
     from gpuctl.cli.application import application
-    from gpuctl.cli.output import dump, echo, out_console
     from gpuctl.dcgm import holders
-    from gpuctl.report import service, views
-    from gpuctl.report.core import queries, showback
+    from gpuctl.report import service
+    from gpuctl.report.core import queries
     from gpuctl.runtime.config import setting_list
 
-    if not 0 <= idle_threshold <= 100:
-        raise UsageError(f"--idle-threshold: {idle_threshold:g} is not a percentage (0 to 100)")
-    if html:
-        from gpuctl.runtime.extras import require
-
-        require("--html", "matplotlib")
-    client = application().prometheus(prometheus)
-    exporter = holders.exporter(
-        setting_list("exporter_containers", exporter_container),
-        setting_list("exporter_jobs", exporter_job),
-    )
     request = service.Request(
         window,
         step,
         idle_threshold,
         queries.grouping(by, key),
         top,
+        teams,
         end=None if end is None else service.end_time(end),
     )
-    client.timeout = max(client.timeout, service.RANGE_TIMEOUT)
-    result = service.report(client, request, exporter, prices)
+    service.checked(request)  # every option, before any I/O
     if html:
-        from gpuctl.runtime.files import write_atomic
+        from gpuctl.runtime.extras import require
+        from gpuctl.runtime.files import check_output
 
-        write_atomic(html, views.html_page(result), 0o644)  # a page to mail: not secret
+        check_output(html, "--html")
+        require("--html", "matplotlib")
+    exporter = holders.exporter(
+        setting_list("exporter_containers", exporter_container),
+        setting_list("exporter_jobs", exporter_job),
+    )
+    client = application().prometheus(prometheus)
+    client.timeout = max(client.timeout, service.RANGE_TIMEOUT)
+    _show(service.report(client, request, exporter, prices), output, html)
+
+
+def _show(result, output: ReportFormat, html: str | None) -> None:
+    from gpuctl.cli.output import dump, echo, out_console
+    from gpuctl.report import views
+    from gpuctl.report.core import showback
+
+    if html:
+        from gpuctl.report import page
+        from gpuctl.runtime.files import write_output
+
+        write_output(html, page.html_page(result), "--html")  # a page to mail: not secret
     if output is ReportFormat.csv:
         echo(views.csv_text(result).rstrip("\n"))
     elif output is not ReportFormat.table:

@@ -7,16 +7,23 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from dataclasses import dataclass
 from importlib import resources
 
+from gpuctl.adapters.prometheus import QueryTooLong
 from gpuctl.common.errors import BackendError, UsageError
+from gpuctl.common.specfile import Doc, load_yaml_file
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.dcgm.promql import duration_seconds
 from gpuctl.report.core import queries as q
 from gpuctl.report.core import showback
 
 PRICE_TABLE = "gpu_hour_prices.json"
+TEAMS = 20  # teams shown one by one (--teams); the rest are summed as "others"
+MAX_TEAMS = 1000  # keeps the HTML page under 1 MB (docs/report.md)
+MAX_STEPS = 1_000_000
+CHUNK_S = 15.0  # what one range query should take: the window's chunks are sized to it
 RANGE_TIMEOUT = 120.0  # a week of a large cluster's series takes Prometheus seconds per chunk
 
 
@@ -27,39 +34,42 @@ class Request:
     idle_threshold: float = 5.0
     by: q.Grouping = q.Grouping()
     top: int = 10
+    teams: int = TEAMS
     end: float | None = None  # default: Prometheus's clock now
     sample_budget: int = q.SAMPLE_BUDGET  # points one range query may hold (queries.max_steps)
 
 
 def prices(path: str | None) -> tuple[dict[str, float], str]:
     """The price per GPU-hour by model name, and the currency: the user's file (JSON or
-    YAML: `{currency: USD, prices: {H100: 12.3, ...}}` or the mapping alone) or the table
-    gpuctl ships."""
+    YAML, read as every gpuctl input is: `{currency: USD, prices: {H100: 12.3, ...}}` or
+    the mapping alone) or the table gpuctl ships."""
     if path is None:
-        doc = json.loads(resources.files("gpuctl.data").joinpath(PRICE_TABLE).read_text("utf-8"))
+        text = resources.files("gpuctl.data").joinpath(PRICE_TABLE).read_text("utf-8")
+        doc = Doc(json.loads(text), PRICE_TABLE)
     else:
-        import yaml
-
-        try:
-            with open(path, encoding="utf-8") as f:
-                doc = yaml.safe_load(f)
-        except OSError as e:
-            raise UsageError(f"--prices: cannot read {path}: {e.strerror}") from None
-        except yaml.YAMLError as e:
-            raise UsageError(f"--prices: {path} is not YAML or JSON: {e}") from None
-    table = doc.get("prices", doc) if isinstance(doc, dict) else None
-    currency = doc.get("currency", "USD") if isinstance(doc, dict) else "USD"
+        doc = load_yaml_file(path)
+    data = doc.data
+    nested = isinstance(data, dict) and isinstance(data.get("prices"), dict)
+    where: tuple[str, ...] = ("prices",) if nested else ()
+    table = data.get("prices") if nested else data
+    currency = data.get("currency", "USD") if isinstance(data, dict) else "USD"
     if not isinstance(table, dict) or not table:
-        raise UsageError(f"--prices: {path}: expected a mapping of GPU model to price per hour")
+        raise doc.error(where, "expected a mapping of GPU model to price per GPU-hour")
+    if not isinstance(currency, str) or not currency.isprintable() or len(currency) > 12:
+        raise doc.error(("currency",), f"{currency!r} is not a currency, e.g. USD")
     out = {}
     for model, price in table.items():
         if model == "currency":
             continue
         number = isinstance(price, (int, float)) and not isinstance(price, bool)
         if not number or not math.isfinite(price) or price < 0:
-            raise UsageError(f"--prices: {path}: {model!r}: {price!r} is not a price per hour")
+            raise doc.error((*where, model), f"{price!r} is not a price per GPU-hour")
         out[str(model)] = float(price)
-    return out, str(currency)
+    return out, currency
+
+
+# --end: from the epoch to the last second datetime can name (year 9999)
+LATEST_END = 253402300799
 
 
 def end_time(text: str) -> float:
@@ -71,7 +81,28 @@ def end_time(text: str) -> float:
         raise UsageError(
             f"--end: {text!r} is not a time (Unix seconds or RFC 3339, e.g. 2026-12-01T00:00:00Z)"
         )
+    if not 0 <= when <= LATEST_END:
+        raise UsageError(f"--end: {text!r} is not between 1970 and the year 9999")
     return when
+
+
+def checked(request: Request) -> tuple[float, float]:
+    """The window's and the step's seconds; a UsageError for any option out of bounds
+    (before gpuctl asks Prometheus anything)."""
+    window_s = duration_seconds(request.window, "--window")
+    step_s = duration_seconds(request.step, "--step")
+    if step_s > window_s:
+        raise UsageError("--step must not be longer than --window")
+    if step_s < 1:
+        raise UsageError(f"--step: {request.step!r} is shorter than a second")
+    if window_s / step_s > MAX_STEPS:
+        raise UsageError(f"--step is too short for this --window (over {MAX_STEPS:,} steps)")
+    threshold = request.idle_threshold
+    if not (math.isfinite(threshold) and 0 <= threshold <= 100):
+        raise UsageError(f"--idle-threshold: {threshold:g} is not a percentage (0 to 100)")
+    if not (1 <= request.top <= 1000 and 1 <= request.teams <= MAX_TEAMS):
+        raise UsageError(f"--top and --teams: from 1 to 1,000 (not {request.top}, {request.teams})")
+    return window_s, step_s
 
 
 def _now(client) -> float:
@@ -83,13 +114,8 @@ def report(
     client, request: Request, exporter: Exporter, prices_path: str | None = None
 ) -> showback.Report:
     """The showback over the window ending now (or at request.end)."""
+    window_s, step_s = checked(request)
     table, currency = prices(prices_path)
-    window_s = duration_seconds(request.window, "--window")
-    step_s = duration_seconds(request.step, "--step")
-    if step_s > window_s:
-        raise UsageError("--step must not be longer than --window")
-    if window_s / step_s > 1_000_000:
-        raise UsageError("--step is too short for this --window (over 1,000,000 steps)")
     found = q.queries(request.step, request.idle_threshold, exporter, request.by)
     series = client.query(found.series, list, at=request.end)
     if not series or not series[0][1]:
@@ -104,21 +130,65 @@ def report(
     end = math.floor(end / step_s) * step_s  # steps aligned: the same window gives the same figures
     start = end - window_s
     builder = showback.Builder(start, end, step_s, table)
-    steps = q.max_steps(int(series[0][1]), request.sample_budget)
-    folds = (
-        (found.held, builder.add_held),
-        (found.busy, builder.add_busy),
-        (found.idle_held, builder.add_idle_held),
-        (found.devices, builder.add_devices),
-        (found.cluster_busy, builder.add_cluster_busy),
-        (found.signals, builder.add_signals),
-    )
-    for first, last in q.chunks(start, end, step_s, steps):
-        for expr, fold in folds:
-            fold(client.query_range(expr, first, last, step_s))
-        span = last - first + step_s
-        holders_expr = q.idle_holders_query(
-            request.step, span, request.idle_threshold, exporter, request.by, 3 * request.top
+    most = q.max_steps(int(series[0][1]), request.sample_budget)
+    for answers, idle in _chunks(client, request, found, exporter, (start, end, step_s), most):
+        folds = (
+            builder.add_held,
+            builder.add_busy,
+            builder.add_idle_held,
+            builder.add_devices,
+            builder.add_cluster_busy,
+            builder.add_signals,
         )
-        builder.add_idle_holders(client.query(holders_expr, list, at=last))
-    return builder.report(request.top, currency)
+        for fold, answer in zip(folds, answers):
+            fold(answer)
+        builder.add_idle_holders(idle)
+    return builder.report(request.top, currency, request.teams, request.idle_threshold)
+
+
+def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, window, most: int):
+    """The answers of each chunk of the window, in order: the range queries' and the idle
+    holders'. A chunk spans at most MOST steps, and as many as keep its slowest query near
+    CHUNK_S seconds; one Prometheus could not answer in time is asked again in halves."""
+    start, end, step_s = window
+    exprs = (
+        found.held,
+        found.busy,
+        found.idle_held,
+        found.devices,
+        found.cluster_busy,
+        found.signals,
+    )
+    steps, first = most, start + step_s
+    while first <= end + 1e-6:
+        last = min(end, first + (steps - 1) * step_s)
+        holders = q.idle_holders_query(
+            request.step,
+            last - first + step_s,
+            request.idle_threshold,
+            exporter,
+            request.by,
+            3 * request.top,
+        )
+        slowest = 0.0
+        try:
+            answers = []
+            for expr in exprs:
+                began = time.monotonic()
+                answers.append(client.query_range(expr, first, last, step_s))
+                slowest = max(slowest, time.monotonic() - began)
+            idle = client.query(holders, list, at=last)
+        except QueryTooLong as e:
+            if last == first:  # one step: nothing shorter to ask
+                raise BackendError(
+                    f"{e.message} (one {request.step} step of the report's queries)",
+                    hint="give Prometheus a longer --query.timeout, or gpuctl a longer "
+                    "GPUCTL_REQUEST_TIMEOUT; or a shorter --step",
+                ) from None
+            steps = max(1, round((last - first) / step_s + 1) // 2)
+            continue
+        yield answers, idle
+        first = last + step_s
+        # the next chunk sized by this one's time: at most twice as long, never over MOST
+        fit = int(steps * CHUNK_S / slowest) if slowest > 0 else most
+        steps = max(1, min(most, 2 * steps, fit))

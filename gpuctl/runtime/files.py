@@ -1,15 +1,22 @@
-"""Writing the files gpuctl keeps (simulator state, Terraform variables, caches) safely.
+"""Writing the files gpuctl keeps (simulator state, Terraform variables, caches) and the
+files a user asks for (`init -f`, `report --html`) safely.
 
 A reader sees the old content or the new one, never half of it, and a symlink planted where
 gpuctl writes (or beside it, under a guessable temporary name) is never followed: the new
 content goes to a temporary file created exclusively in the same directory, which then
-replaces the target path itself with rename(2).
+replaces the target path itself with rename(2). A file a user names is checked before any
+work (`check_output`) and again as it is written (`write_output`): only a regular file is
+ever replaced, never a device, a FIFO, a socket, a directory or a symlink (to /dev/stdout,
+to a file elsewhere), and a missing directory is named.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+
+from gpuctl.common.errors import UsageError
 
 # What gpuctl writes can hold account ids, cluster endpoints and Terraform state.
 PRIVATE = 0o600
@@ -46,3 +53,41 @@ def open_lock(path: str | os.PathLike[str]) -> int:
 def make_private_dir(path: str | os.PathLike[str]) -> None:
     """Create `path` and its parents (mode 0700 for those created)."""
     os.makedirs(path, mode=PRIVATE_DIR, exist_ok=True)
+
+
+def check_output(path: str, option: str, replace: str | None = None) -> None:
+    """A UsageError, before any work, for an output PATH gpuctl will not write: anything
+    but a regular file there, a directory that is missing or is not one, or (with REPLACE,
+    the option that allows it, e.g. "--force") an existing file."""
+    if not path or "\0" in path:
+        raise UsageError(f"{option}: {path!r} is not a file name")
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        found = None
+    except OSError as e:  # ENOTDIR: a file where a directory is named; ENAMETOOLONG, EACCES
+        raise UsageError(f"{option}: cannot write {path}: {e.strerror}") from None
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        # a FIFO, a device, a directory or a symlink (to /dev/stdout, to a file elsewhere)
+        raise UsageError(
+            f"{option}: {path} is not a regular file; gpuctl replaces only a file",
+            hint="name a new file, or remove what is there first",
+        )
+    if found is not None and replace:
+        raise UsageError(f"{option}: {path} exists", hint=f"{replace} replaces it")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UsageError(
+            f"{option}: directory {os.path.dirname(path) or '.'} does not exist",
+            hint="create it first, or name a file in a directory that exists",
+        )
+
+
+def write_output(path: str, data: str | bytes, option: str, mode: int = 0o644) -> None:
+    """Write a file the user asked for (a page, a spec: mode 0644), by check_output's rules
+    checked again now, atomically."""
+    check_output(path, option)
+    try:
+        write_atomic(path, data, mode)
+    except OSError as e:
+        raise UsageError(f"{option}: cannot write {path}: {e.strerror}") from None

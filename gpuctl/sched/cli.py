@@ -4,6 +4,7 @@ as a second scheduler."""
 from __future__ import annotations
 
 import enum
+import re
 from typing import TYPE_CHECKING
 
 import typer
@@ -11,6 +12,7 @@ import typer
 from gpuctl.cli import options
 from gpuctl.cli.application import application, uses_cluster
 from gpuctl.cli.output import DataFormat, dump, dump_documents, echo
+from gpuctl.k8s import images
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
@@ -53,10 +55,11 @@ EXTENDER = typer.Option(
     "beside kube-scheduler by --deploy) instead of NodeResourcesFit.",
 )
 EXTENDER_IMAGE = typer.Option(
-    None,
+    images.DEFAULT,
     "--extender-image",
     metavar="IMAGE",
-    help="With --extender --deploy: an image with gpuctl installed, for the extender container.",
+    help="With --extender --deploy: an image with gpuctl installed, for the extender container "
+    "(`make image` builds the default; docs/image.md).",
 )
 SHAPE = typer.Option(
     None,
@@ -92,7 +95,7 @@ def render(
     name: str | None = NAME,
     shape: str | None = SHAPE,
     extender: bool = EXTENDER,
-    extender_image: str | None = EXTENDER_IMAGE,
+    extender_image: str = EXTENDER_IMAGE,
     deploy: bool = DEPLOY,
     namespace: str = options.namespace(
         "Namespace the scheduler runs in and holds its lease.", default="kube-system"
@@ -111,6 +114,7 @@ def render(
     p = sched.make_profile(
         name or default_name, strategy.value, gpu_weight, shape, namespace, extender
     )
+    sched.check_extender_image(extender, deploy, extender_image)
     kube: Kube | None
     if deploy and kube_version is None:
         image = service.cluster_image(application().kube)
@@ -132,26 +136,55 @@ def _warn(text: str | None) -> None:
         err_console().print(f"warning: {text}", style="yellow", markup=False)
 
 
+EXTENDER_HOST = typer.Option(
+    "127.0.0.1",
+    "--host",
+    help="Address to listen on: an IP address or a host name of this machine "
+    "(127.0.0.1: this machine only; 0.0.0.0 or ::, every interface).",
+)
+EXTENDER_PORT = typer.Option(8888, "--port", help="Port to listen on, 1..65535.")
+
+
 @sched_app.command("extender")
 @uses_cluster
 def extender_command(
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(8888, "--port", help="Port to listen on."),
+    host: str = EXTENDER_HOST,
+    port: int = EXTENDER_PORT,
     gpu_label_key: str | None = options.gpu_label_key(),
 ) -> None:
     """Serve kube-scheduler's extender protocol (filter, prioritize; /healthz) with FGD
     scoring over the cluster's nodes and pods, kept by watches. Runs until interrupted;
-    `gpuctl sched render --extender --deploy` runs it beside kube-scheduler."""
-    from gpuctl.cli.output import err_console
-    from gpuctl.common.errors import UsageError
+    `gpuctl sched render --extender --deploy` runs it beside kube-scheduler. Logs one line
+    per refused request, and with --debug why a pod passes unscored."""
+    from gpuctl.cli.output import inform
     from gpuctl.sched import service
+    from gpuctl.sched.extender import Log
+
+    _check_listen(host, port)
+    label_key = options.resolve_gpu_label_key(gpu_label_key)
+    log = Log(inform, application().debug)
+    service.serve_extender(application().kube, host, port, label_key, log)
+
+
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}\.?\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z"
+)
+
+
+def _check_listen(host: str, port: int) -> None:
+    """--host and --port as given, before anything is bound or read."""
+    import ipaddress
+
+    from gpuctl.common.errors import UsageError
 
     if not 0 < port < 65536:
         raise UsageError(f"--port must be 1 to 65535, got {port}")
-    service.serve_extender(
-        application().kube,
-        host,
-        port,
-        options.resolve_gpu_label_key(gpu_label_key),
-        lambda: err_console().print(f"serving on http://{host}:{port}", markup=False),
-    )
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not _HOST_NAME.match(host):
+            raise UsageError(
+                f"--host {host!r}: not an IP address or a host name",
+                hint="e.g. 127.0.0.1 (this machine only), 0.0.0.0 or :: (every interface)",
+            ) from None

@@ -11,6 +11,7 @@ from gpuctl.sched.core import profile, taints
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
+    from gpuctl.sched import extender
 
 
 def deployment(
@@ -31,23 +32,28 @@ def taint_warning(kube: Kube | None) -> str | None:
 
 
 def serve_extender(
-    connect: Callable[[], Kube], host: str, port: int, label_key: str, ready: Callable[[], None]
+    connect: Callable[[], Kube],
+    host: str,
+    port: int,
+    label_key: str,
+    log: extender.Log,
 ) -> None:
-    """`gpuctl sched extender` until interrupted: the watches in a thread, the HTTP server
-    here; `ready()` once it listens."""
+    """`gpuctl sched extender` until interrupted: the HTTP server here, bound first (an
+    address it cannot listen on stops it before it reads the cluster), then the watches in
+    a thread."""
     import threading
 
     from gpuctl.sched import extender
     from gpuctl.sched.core.extender import ClusterView
 
-    state = extender.Extender(ClusterView(label_key))
+    state = extender.Extender(ClusterView(label_key), log)
+    http = extender.server(state, host, port)
     stop = threading.Event()
     watcher = threading.Thread(
         target=extender.keep_in_sync, args=(state, connect, stop), daemon=True
     )
-    http = extender.server(state, host, port)
+    log.info(f"serving on {extender.url(host, http.server_address[1])}")
     watcher.start()
-    ready()
     try:
         http.serve_forever()
     finally:

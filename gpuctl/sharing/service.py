@@ -168,9 +168,11 @@ def show(
     kube: Kube, namespace: str | None, config_map: str | None
 ) -> tuple[Target | None, list[dict]]:
     target = locate(kube, namespace, config_map)
+    reads = target is None or target.mounted  # no plugin found: how it chooses is not known
     rows = core.show_rows(
         list_nodes(kube, None),
-        device_plugin.parse_configs(target.data if target else None),
-        target.selection if target else None,
+        device_plugin.parse_configs(target.data if target and reads else None),
+        target.selection if target and reads else None,
+        reads,
     )
     return target, rows

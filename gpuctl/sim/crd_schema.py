@@ -30,6 +30,7 @@ CRD_FILES = {
     "Workload": "kueue.x-k8s.io_workloads.yaml",
     "JobSet": "jobset.x-k8s.io_jobsets.yaml",
     "ScaledObject": "keda.sh_scaledobjects.yaml",
+    "TriggerAuthentication": "keda.sh_triggerauthentications.yaml",
 }
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 

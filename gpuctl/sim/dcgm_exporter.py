@@ -32,20 +32,94 @@ import http.server
 import threading
 from dataclasses import dataclass, field
 
-# name: (Prometheus type, HELP, Go type of the DCGM field)
+# name: (Prometheus type, HELP, Go type of the DCGM field). The fields dcgm-exporter's
+# default counters file turns on (etc/default-counters.csv at the 4.5.3-4.8.2 release,
+# 691c92762eb551313c825f6efe4ceeee20982801, Apache-2.0; a copy in tests/dcgm/upstream/), in
+# its order and with its HELP texts, then the profiling fields it ships commented out that a
+# counters file of one's own turns on (gpuctl.dcgm.counters). DCGM_FI_DRIVER_VERSION, a
+# `label` counter, is a label of every series (Release.driver_version).
 FIELDS = {
+    "DCGM_FI_DEV_SM_CLOCK": ("gauge", "SM clock frequency (in MHz).", int),
+    "DCGM_FI_DEV_MEM_CLOCK": ("gauge", "Memory clock frequency (in MHz).", int),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("gauge", "Memory temperature (in C).", int),
     "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C).", int),
     "DCGM_FI_DEV_POWER_USAGE": ("gauge", "Power draw (in W).", float),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": (
+        "counter",
+        "Total energy consumption since boot (in mJ).",
+        int,
+    ),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("counter", "Total number of PCIe retries.", int),
     "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %).", int),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "Memory utilization (in %).", int),
+    "DCGM_FI_DEV_ENC_UTIL": ("gauge", "Encoder utilization (in %).", int),
+    "DCGM_FI_DEV_DEC_UTIL": ("gauge", "Decoder utilization (in %).", int),
+    "DCGM_FI_DEV_XID_ERRORS": ("gauge", "Value of the last XID error encountered.", int),
     "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB).", int),
     "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB).", int),
     "DCGM_FI_DEV_FB_RESERVED": ("gauge", "Framebuffer memory reserved (in MiB).", int),
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": (
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+        int,
+    ),
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": ("gauge", "vGPU License status", int),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": (
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+        int,
+    ),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": (
+        "counter",
+        "Number of remapped rows for correctable errors",
+        int,
+    ),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("gauge", "Whether remapping of rows has failed", int),
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (
         "gauge",
         "Ratio of time the graphics engine is active.",
         float,
     ),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": (
+        "gauge",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        float,
+    ),
+    "DCGM_FI_PROF_DRAM_ACTIVE": (
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        float,
+    ),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": (
+        "gauge",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and "
+        "data payloads - in bytes per second.",
+        int,
+    ),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": (
+        "gauge",
+        "The rate of data received over the PCIe bus - including both protocol headers and "
+        "data payloads - in bytes per second.",
+        int,
+    ),
+    # commented out in the default file
+    "DCGM_FI_PROF_SM_ACTIVE": (
+        "gauge",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+        float,
+    ),
+    "DCGM_FI_PROF_SM_OCCUPANCY": (
+        "gauge",
+        "The ratio of number of warps resident on an SM.",
+        float,
+    ),
 }
+DEFAULT_COUNTERS = tuple(FIELDS)[: tuple(FIELDS).index("DCGM_FI_PROF_PCIE_RX_BYTES") + 1]
+# The profiling (DCP) fields: a GPU without them (or an exporter run without them) leaves
+# them out. SM_ACTIVE and SM_OCCUPANCY need a counters file that turns them on.
+DCP = tuple(f for f in FIELDS if f.startswith("DCGM_FI_PROF_"))
+WITH_SM_ACTIVE = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY")
+XID_TEXT = {0: "No Error"}  # internal/pkg/collector/xid_errors.go, the codes written here
 PER_PROCESS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED")  # process_metrics.go
 
 
@@ -82,6 +156,55 @@ class Release:
     shared: bool = False  # --kubernetes-virtual-gpus (time-slicing / MPS)
 
 
+def default_values(
+    busy: float,
+    used_mib: int,
+    free_mib: int,
+    reserved_mib: int = 0,
+    *,
+    temp: int | None = None,
+    power: float | None = None,
+    mig: bool = False,
+    profiling: str = "default",
+) -> dict:
+    """A device's values for every field of the default counters file, made up from how busy
+    it is (percent) and its memory: what a data-center GPU reports (profiling "default"),
+    one without the profiling fields ("off"), or with a counters file that turns SM_ACTIVE
+    on ("sm"). A MIG device (`mig`) reports GPU_UTIL as a constant 0 (dcgm-exporter #216)
+    and its GPU's board readings: pass the GPU's `temp` and `power`."""
+    ratio = busy / 100
+    temp = 30 + int(busy) // 3 if temp is None else temp
+    values: dict = dict.fromkeys(FIELDS, 0)
+    values.update(
+        {
+            "DCGM_FI_DEV_SM_CLOCK": 1980 if busy else 345,
+            "DCGM_FI_DEV_MEM_CLOCK": 2619,
+            "DCGM_FI_DEV_MEMORY_TEMP": temp + 2,
+            "DCGM_FI_DEV_GPU_TEMP": temp,
+            "DCGM_FI_DEV_POWER_USAGE": 70.0 + 6.0 * busy if power is None else power,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 15152422938,
+            "DCGM_FI_DEV_GPU_UTIL": 0 if mig else round(busy),
+            "DCGM_FI_DEV_MEM_COPY_UTIL": int(busy) // 2,
+            "DCGM_FI_DEV_FB_FREE": free_mib,
+            "DCGM_FI_DEV_FB_USED": used_mib,
+            "DCGM_FI_DEV_FB_RESERVED": reserved_mib,
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ratio,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ratio / 2,
+            "DCGM_FI_PROF_DRAM_ACTIVE": ratio / 3,
+            "DCGM_FI_PROF_PCIE_TX_BYTES": int(4_000_000 * ratio) + 50_000,
+            "DCGM_FI_PROF_PCIE_RX_BYTES": int(6_000_000 * ratio) + 50_000,
+            "DCGM_FI_PROF_SM_ACTIVE": ratio,
+            "DCGM_FI_PROF_SM_OCCUPANCY": ratio / 4,
+        }
+    )
+    wanted = {
+        "default": DEFAULT_COUNTERS,
+        "off": tuple(f for f in DEFAULT_COUNTERS if f not in DCP),
+        "sm": DEFAULT_COUNTERS + WITH_SM_ACTIVE,
+    }[profiling]
+    return {f: values[f] for f in wanted}
+
+
 def _value(name: str, value) -> str:
     return f"{int(value):d}" if FIELDS[name][2] is int else f"{float(value):f}"
 
@@ -98,6 +221,10 @@ def _attributes(holder: Holder | None, release: Release) -> dict:
 
 
 def _line(name, device: Device, hostname, release: Release, attributes: dict, value) -> str:
+    if name == "DCGM_FI_DEV_XID_ERRORS":  # gpu_collector.go: the code and its text
+        code = int(value)
+        attributes = {**attributes, "err_code": str(code)}
+        attributes["err_msg"] = XID_TEXT.get(code, "Unknown Error")
     text = (
         f'{name}{{gpu="{device.gpu}",{release.uuid_label}="{device.uuid}",'
         f'pci_bus_id="{device.pci_bus_id}",device="nvidia{device.gpu}",modelName="{device.model}"'

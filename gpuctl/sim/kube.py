@@ -68,7 +68,9 @@ def api_server_class():
       (of objects with a spec; one more when a patch changes it) and a `resourceVersion`
       from one counter that every write advances (a delete too); a patch that names a
       `metadata.resourceVersion` other than the object's is refused (409), as a real
-      server's optimistic concurrency does;
+      server's optimistic concurrency does; a JSON patch is applied whole or not at all:
+      one whose `test` fails (or whose path is missing) is refused with the server's
+      422 (`the server rejected our request due to an error in our request`);
     - lists are `<Kind>List`s with the list's `resourceVersion`; their items, as a real
       server sends them, have no `kind`/`apiVersion` of their own (custom resources'
       items keep theirs, as a real server's do);
@@ -160,7 +162,10 @@ def api_server_class():
             """The Eviction API as the API server runs it: a pod no PodDisruptionBudget
             selects is deleted; one selected by a budget is deleted only while the budget's
             status allows a disruption (which the eviction uses up), else 429; a pod that
-            two budgets select is refused with 500, as the server does."""
+            two budgets select is refused with 500, as the server does. The Eviction's
+            deleteOptions.preconditions (uid, resourceVersion) are checked as the server's
+            delete checks them (409); here before the budget, not after it, since no
+            disruption controller gives back a disruption a refused delete used up."""
             import aiohttp.web
 
             async with self._lock:
@@ -175,6 +180,7 @@ def api_server_class():
                     if r == pdbs and ns == request.namespace and not obj.deleted
                     and label_selector_matches((obj.raw.get("spec") or {}).get("selector"), labels)
                 ]  # fmt: skip
+                self._preconditions(request, pod.raw)
                 if len(budgets) > 1:
                     raise kmock.KubernetesError(
                         status=500, reason="InternalError",
@@ -194,6 +200,21 @@ def api_server_class():
                 await self._buses[pods].put({"type": "DELETED", "object": pod.last.raw})
             status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
             return aiohttp.web.json_response(status, status=201)
+
+        def _preconditions(self, request, pod: dict) -> None:
+            """409 when the Eviction's deleteOptions.preconditions do not hold for POD."""
+            body = request.data if isinstance(request.data, dict) else {}
+            asked = (body.get("deleteOptions") or {}).get("preconditions") or {}
+            meta = pod.get("metadata") or {}
+            for field, name in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                if asked.get(field) is not None and str(asked[field]) != str(meta.get(field)):
+                    raise kmock.KubernetesError(
+                        status=409,
+                        reason="Conflict",
+                        message=f'Operation cannot be fulfilled on pods "{request.name}": '
+                        f"Precondition failed: {name} in precondition: {asked[field]}, "
+                        f"{name} in object meta: {meta.get(field)}",
+                    )
 
         def __attrs_post_init__(self) -> None:
             super().__attrs_post_init__()
@@ -310,6 +331,15 @@ def api_server_class():
                 if "spec" in data and request.subresource is None and "generation" in meta:
                     data["metadata"]["generation"] = int(meta["generation"]) + 1
             elif isinstance(data, list):  # a JSON patch
+                try:  # all or nothing: a failed `test` (or a bad path) changes nothing
+                    dicts.json_patch_dict(copy.deepcopy(current), data)
+                except Exception:
+                    raise kmock.KubernetesError(
+                        status=422,
+                        reason="Invalid",
+                        message="the server rejected our request due to an error in our request",
+                        details={},
+                    ) from None
                 self._revision += 1
                 data = [
                     *data,
@@ -411,7 +441,8 @@ def api_server_class():
             if isinstance(exc, kmock.KubernetesNotFoundError):
                 return 404, "NotFound", "the server could not find the requested resource", {}
             if isinstance(exc, kmock.KubernetesError):
-                return exc.status, exc.reason or "", exc.message or "", exc.details or details
+                found = details if exc.details is None else exc.details
+                return exc.status, exc.reason or "", exc.message or "", found
             text = f"Internal error occurred: {exc!r}"
             return 500, "InternalError", text, {"causes": [{"message": text}]}
 

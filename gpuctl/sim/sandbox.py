@@ -474,19 +474,22 @@ class Simulation:
             if (p.get("spec") or {}).get("nodeName") == name and key in self.gpus:
                 for i in self.gpus[key]:
                     holders[i] = p
+        utils = [_util(holders[i]) if i in holders else 0 for i in range(count)]
         out = []
         for i in range(count):
             pod = holders.get(i)
-            util = _util(pod) if pod else 0
-            values = {
-                "DCGM_FI_DEV_FB_USED": memory * util // 110 if pod else 0,
-                "DCGM_FI_DEV_FB_FREE": memory - (memory * util // 110 if pod else 0),
-                "DCGM_FI_DEV_GPU_TEMP": 30 + util // 3,
-                "DCGM_FI_DEV_POWER_USAGE": 70.0 + 6.0 * util,
-                "DCGM_FI_PROF_GR_ENGINE_ACTIVE": util / 100,
-            }
-            if not mig:
-                values["DCGM_FI_DEV_GPU_UTIL"] = util
+            util, gpu = utils[i], i // per_gpu
+            used = memory * util // 110 if pod else 0
+            # a MIG device's series carry its GPU's temperature and power (dcgm-exporter)
+            board = sum(utils[gpu * per_gpu : (gpu + 1) * per_gpu]) / per_gpu
+            values = dcgm_exporter.default_values(
+                util,
+                used,
+                memory - used,
+                temp=30 + int(board) // 3,
+                power=70.0 + 6.0 * board,
+                mig=bool(mig),
+            )
             holder = []
             if pod:
                 container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get(
@@ -495,12 +498,10 @@ class Simulation:
                 holder = [
                     dcgm_exporter.Holder(_meta(pod)["namespace"], _meta(pod)["name"], container)
                 ]
-            gpu = i // per_gpu
+            # a MIG device is labelled with its GPU's UUID (and GPU_I_ID), as dcgm-exporter does
             uuid = (
                 f"GPU-{zlib.crc32(f'{name}/{gpu}'.encode()):08x}-5a4d-4b3c-9d2e-000000000{gpu:03d}"
             )
-            if mig:
-                uuid = f"MIG-{zlib.crc32(f'{name}/{i}'.encode()):08x}-0000-4000-8000-{i:012d}"
             out.append(
                 dcgm_exporter.Device(
                     gpu=gpu,

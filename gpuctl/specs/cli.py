@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import enum
 import os
-import stat
 
 import typer
 
 from gpuctl.cli.output import DataFormat, dump, echo
-from gpuctl.common.errors import UsageError
 
 
 class Starter(str, enum.Enum):
@@ -54,7 +52,7 @@ def init(
     YAML language server) at the spec's JSON Schema beside it: write that with
     `gpuctl schema job > gpuctl-job.schema.json`."""
     from gpuctl.runtime import shipped
-    from gpuctl.runtime.files import write_atomic
+    from gpuctl.runtime.files import check_output, write_output
     from gpuctl.specs.core.schemas import file_name
     from gpuctl.specs.core.starters import STARTERS
     from gpuctl.specs.core.starters import starter as starter_text
@@ -69,16 +67,8 @@ def init(
     if output == "-":
         echo(text)
         return
-    if os.path.lexists(output) and not force:
-        raise UsageError(f"{output} exists", hint="--force replaces it")
-    if os.path.lexists(output) and not stat.S_ISREG(os.lstat(output).st_mode):
-        # a FIFO, a device, a directory or a symlink (to /dev/stdout, to a file elsewhere):
-        # --force replaces a file, never writes through something else
-        raise UsageError(f"{output} is not a regular file; --force replaces only a file")
-    try:
-        write_atomic(output, text, mode=0o644)
-    except OSError as e:
-        raise UsageError(f"cannot write {output}: {e.strerror}") from None
+    check_output(output, "-f", replace=None if force else "--force")
+    write_output(output, text, "-f")
     beside = os.path.join(os.path.dirname(output), file_name(kind))
     typer.echo(f"wrote {output}; for editor checks: gpuctl schema {kind} > {beside}", err=True)
 

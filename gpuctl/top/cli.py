@@ -38,6 +38,25 @@ IDLE_THRESHOLD = typer.Option(
 )
 
 
+def _cluster_view(simulate: str | None, prometheus: str | None) -> bool:
+    """Which view: the one an option names (both: a usage error), else the one the
+    environment names (GPUCTL_PROMETHEUS_URL before GPUCTL_SIMULATE), else the config
+    file's prometheus_url; else this node's."""
+    from gpuctl.cli.application import application
+    from gpuctl.common.errors import UsageError
+
+    if options.given("simulate") and options.given("prometheus"):
+        raise UsageError(
+            "--simulate and --prometheus ask for two views: the node's and the cluster's",
+            hint="give one of them",
+        )
+    if options.given("simulate") or options.given("prometheus"):
+        return options.given("prometheus")
+    if prometheus:  # GPUCTL_PROMETHEUS_URL
+        return True
+    return not simulate and application().names_prometheus(None)
+
+
 def register(app: typer.Typer) -> None:
     app.command("top")(top)
 
@@ -55,10 +74,9 @@ def top(
     exporter_job: list[str] = options.exporter_jobs(),
 ) -> None:
     """Show GPU utilization, memory, temperature, power and processes."""
-    from gpuctl.cli.application import application
     from gpuctl.runtime.config import setting_list
 
-    if not application().names_prometheus(prometheus):
+    if not _cluster_view(simulate, prometheus):
         from gpuctl.top.node import cli as top_node
 
         top_node.run(simulate, delay=delay, once=once, output=output.value, sort=sort)

@@ -107,9 +107,9 @@ def whatif(
     seed_list = _seeds(seeds)
     if gpu_taint not in TAINTS:
         raise UsageError(f"--gpu-taint {gpu_taint!r}: choose from {', '.join(TAINTS)}")
-    node_list, pod_list, closed = _workload(nodes, pods, gpu_label_key)
+    node_list, pod_list, closed, physical = _workload(nodes, pods, gpu_label_key)
     err = err_console()
-    err.print(_replaying(node_list, pod_list, permille), soft_wrap=True)
+    err.print(_replaying(node_list, pod_list, permille, physical), soft_wrap=True)
     with err.status("") as status:
         result = service.compare(
             node_list,
@@ -134,16 +134,22 @@ def _workload(nodes: str | None, pods: str | None, gpu_label_key: str | None) ->
     from gpuctl.whatif import service
 
     if nodes and pods:
-        return (*service.read_trace(nodes, pods), frozenset())
+        return (*service.read_trace(nodes, pods), frozenset(), None)
     with application().kube() as kube:
         return service.snapshot(kube, options.resolve_gpu_label_key(gpu_label_key))
 
 
-def _replaying(nodes: list, pods: list, permille: int) -> str:
+def _replaying(nodes: list, pods: list, permille: int, physical) -> str:
+    """What is replayed; a cluster's physical GPUs too where the nvidia.com/gpu its pods are
+    placed on are not all whole GPUs (MIG slices under the single strategy, time-shared
+    replicas)."""
     gpus = sum(n.gpus for n in nodes)
     requested = sum(p.gpu_request for p in pods) / 1000
+    capacity = f"{gpus:,} GPUs"
+    if physical is not None and (physical.split or physical.unknown or physical.gpus != gpus):
+        capacity = f"{physical.text()}, placing pods on {gpus:,} nvidia.com/gpu"
     return (
-        f"{len(nodes):,} nodes, {gpus:,} GPUs; {len(pods):,} pods requesting "
+        f"{len(nodes):,} nodes, {capacity}; {len(pods):,} pods requesting "
         f"{requested:,.1f} GPUs; replaying to {permille / 10:g} % demand"
     )
 

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from gpuctl.common.errors import SpecError
+from gpuctl.gpus.identity import GpuCount
+from gpuctl.k8s.nodes import gpus_of, is_gpu_node
 from gpuctl.whatif.core.snapshot import closed_to_plain_pods, nodes_from_api, pods_from_api
 from gpuctl.whatif.core.trace import Node, Pod, parse_nodes, parse_pods
 
@@ -57,13 +59,15 @@ def _decoded(f: BinaryIO, path: str) -> Iterator[str]:
         yield text
 
 
-def snapshot(kube: Kube, label_key: str) -> tuple[list[Node], list[Pod], frozenset[str]]:
-    """The cluster's nodes, its pods not yet finished, in all namespaces, and the nodes
-    whose taints keep out pods without GPUs."""
+def snapshot(kube: Kube, label_key: str) -> tuple[list[Node], list[Pod], frozenset[str], GpuCount]:
+    """The cluster's nodes, its pods not yet finished, in all namespaces, the nodes whose
+    taints keep out pods without GPUs, and its physical GPUs (a MIG slice or a time-shared
+    replica the replay places a pod on is not one)."""
     objects = kube.list_objects("Node")
     nodes = nodes_from_api(objects, label_key)
     pods = pods_from_api(kube.unfinished_pods(), label_key, objects)
-    return nodes, pods, closed_to_plain_pods(objects)
+    physical = sum((gpus_of(n).physical for n in objects if is_gpu_node(n)), GpuCount())
+    return nodes, pods, closed_to_plain_pods(objects), physical
 
 
 def compare(

@@ -112,8 +112,8 @@ def test_kinds_it_does_not_know_are_refused_before_anything_is_sent(k, kube):
         k.create({"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "j"}})
     with pytest.raises(GpuctlError, match="of kind example.com/v1 ClusterQueue"):
         k.read("ClusterQueue", "a", api_version="example.com/v1")
-    with pytest.raises(GpuctlError, match="of kind CronJob"):
-        k.list_objects("CronJob")
+    with pytest.raises(GpuctlError, match="of kind PriorityClass"):
+        k.list_objects("PriorityClass")
     assert kube.requests() == []
 
 

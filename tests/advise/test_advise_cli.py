@@ -1,5 +1,6 @@
 """`gpuctl advise` against a real Prometheus holding a week of DCGM-exporter data."""
 
+import dataclasses
 import json
 import time
 
@@ -81,7 +82,7 @@ def test_advice_per_workload_over_the_week(prom, cli):
         "gpus_held": 14,
         "gpus_needed": 10,
         "gpus_freed": 4,
-        "signal": "gpu_util",  # no profiling fields in this week
+        "signal": "gr_engine_active",  # the default counters' engine activity, no SM_ACTIVE
         "gpus_freed_by_duty_cycle": None,
     }
 
@@ -104,7 +105,7 @@ def test_namespace_filter(prom, cli):
         "gpus_held": 1,
         "gpus_needed": 0,
         "gpus_freed": 1,
-        "signal": "gpu_util",
+        "signal": "gr_engine_active",
         "gpus_freed_by_duty_cycle": None,
     }
 
@@ -168,15 +169,15 @@ def test_sm_activity_decides_where_present_and_the_advice_says_what_it_changed(c
     """A pod spinning a kernel on a few SMs: GPU_UTIL (and GR_ENGINE_ACTIVE) read 100 %, SM
     activity 3 %: released by SM activity, kept by the duty cycle. A node without the
     profiling fields is judged by GPU_UTIL."""
-    from tests.advise.week import HISTORY_S, STEP_S, device
+    from tests.advise.week import device
 
-    spin = device("node-p", 0, "spin-0", "ml", 100, 20000)
-    labels = spin[0].labels
-    spin += [
-        Series(name, labels, value, history_s=HISTORY_S, step_s=STEP_S)
-        for name, value in (("DCGM_FI_PROF_SM_ACTIVE", 0.03), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1))
+    # a counters file with SM_ACTIVE on (gpuctl's own); a node without profiling fields
+    spin = device("node-p", 0, "spin-0", "ml", 100, 20000, profiling="sm")
+    spin = [
+        dataclasses.replace(s, value=0.03) if s.name == "DCGM_FI_PROF_SM_ACTIVE" else s
+        for s in spin
     ]
-    idle = device("node-q", 0, "notebook-0", "research", 2, 1000)
+    idle = device("node-q", 0, "notebook-0", "research", 2, 1000, profiling="off")
     server = start_prometheus(load_blocks(spin + idle, time.time()))
     try:
         doc = advice(cli, server.url)

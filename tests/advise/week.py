@@ -2,6 +2,7 @@
 one workload per case, with utilization and memory that vary over the week."""
 
 from tests.cluster_data import A100, H100, TOTAL_MIB
+from tests.standins.dcgm_series import device_series
 from tests.standins.prometheus import Series
 
 WEEK_S = 7 * 86400
@@ -10,9 +11,21 @@ HISTORY_S = WEEK_S + 5  # the newest sample 5 s old: within the 5-minute lookbac
 L4, L4_MIB = "NVIDIA L4", 23034
 
 
-def device(host, index, pod, namespace, util, used_mib, *, model=H100, total=TOTAL_MIB, extra=None):
-    """A whole GPU held by POD for the whole week. util and used_mib: constants or
-    functions of the sample's age in seconds."""
+def device(
+    host,
+    index,
+    pod,
+    namespace,
+    util,
+    used_mib,
+    *,
+    model=H100,
+    total=TOTAL_MIB,
+    extra=None,
+    profiling="default",
+):
+    """A GPU held by POD for the whole week. util and used_mib: constants or functions of
+    the sample's age in seconds."""
     labels = {
         "gpu": str(index),
         "UUID": f"GPU-{host}-{index:04d}",
@@ -25,16 +38,10 @@ def device(host, index, pod, namespace, util, used_mib, *, model=H100, total=TOT
     if pod:
         labels.update(pod=pod, namespace=namespace, container="main")
     labels.update(extra or {})
-    used = used_mib if callable(used_mib) else (lambda age: used_mib)
-
-    def series(name, value):
-        return Series(name, labels, value, history_s=HISTORY_S, step_s=STEP_S)
-
-    return [
-        series("DCGM_FI_DEV_GPU_UTIL", util),
-        series("DCGM_FI_DEV_FB_USED", used),
-        series("DCGM_FI_DEV_FB_FREE", lambda age: total - used(age)),
-    ]
+    # every field of dcgm-exporter's default counters (GR_ENGINE_ACTIVE beside GPU_UTIL)
+    return device_series(
+        labels, util, used_mib, total, history_s=HISTORY_S, step_s=STEP_S, profiling=profiling
+    )
 
 
 def owner(metric, namespace, kind, name, **subject):

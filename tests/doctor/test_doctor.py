@@ -44,7 +44,8 @@ def test_healthy_cluster_passes_everything():
         "dcgm-exporter",
     ]
     assert all(c.status == doctor.PASS for c in checks), checks
-    assert "2 GPU node(s), 40 GPU(s)" in checks[0].detail
+    # 8 physical GPUs each: gpu-1's 32 time-shared replicas are not GPUs
+    assert checks[0].detail == "2 GPU node(s), 16 GPUs"
     assert not doctor.failed(checks)
 
 
@@ -71,7 +72,10 @@ def test_every_check_counts_the_same_gpu_nodes():
         node("nic", 0, alloc={"nvidia.com/sriov_rdma": "8"}, gfd=False),  # no GPU at all
     ]
     gpu_nodes, gfd = doctor.check_gpu_nodes(nodes), doctor.check_gfd(nodes)
-    assert (gpu_nodes.status, gpu_nodes.detail) == ("pass", "2 GPU node(s), 39 GPU(s) allocatable")
+    # the MIG node says neither its model nor its GPU count: its GPUs are not guessed
+    assert (gpu_nodes.status, gpu_nodes.detail) == (
+        "pass", "2 GPU node(s), 8 GPUs (and the uncounted GPUs of 1 node)"
+    )  # fmt: skip
     assert gfd.status == "warn" and "missing on mig " in gfd.detail
     unhealthy = node("sick", 0, alloc={"nvidia.com/gpu": "0"}, gfd=False)
     unhealthy["status"]["capacity"]["nvidia.com/gpu"] = "8"
@@ -284,7 +288,7 @@ def test_doctor_says_when_prometheus_has_only_a_duty_cycle(cli, kube_api, promet
     check = by_name(doctor.Check(**c) for c in json.loads(r.out)["checks"])["busy signal"]
     assert (check.status, check.detail) == (
         "warn",
-        "only a duty cycle on 1 of 2 GPU(s): no SM_ACTIVE",
+        "only a duty cycle on 1 of 2 GPU(s) and MIG slice(s): no SM_ACTIVE",
     )
     assert "dcgmExporter.config" in check.fix
     good = prometheus_with(_gpu_series("a", util, sm))
@@ -292,6 +296,19 @@ def test_doctor_says_when_prometheus_has_only_a_duty_cycle(cli, kube_api, promet
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
     assert checks["busy signal"]["status"] == "pass"
     assert "all 1 GPU(s)" in checks["busy signal"]["detail"]
+
+
+def test_mig_slices_are_not_counted_as_gpus():
+    """Real nodes (tests/data/nodes): two A100 40GB as 14 1g.5gb slices under the single
+    strategy, whose nvidia.com/gpu.count is the slices (k8s-device-plugin's GFD README:
+    "Number of MIG devices"), and four A100 40GB as 7g.40gb under the mixed strategy."""
+    from tests.node_corpus import corpus
+
+    nodes = [corpus()["gfd-a100-mig-single"], corpus()["gfd-a100-mig-mixed"]]
+    check = doctor.check_gpu_nodes(nodes)
+    assert (check.status, check.detail) == (
+        "pass", "2 GPU node(s), 6 GPUs, 6 split into 18 MIG slices"
+    )  # fmt: skip
 
 
 def test_gpu_nodes_counts_every_vendor_s_accelerators():
@@ -306,7 +323,7 @@ def test_gpu_nodes_counts_every_vendor_s_accelerators():
     both = doctor.check_gpu_nodes([node("gpu-1", 8), neuron, tpu, amd, node("cpu", 0, gfd=False)])
     assert (both.status, both.detail) == (
         "pass",
-        "1 GPU node(s), 8 GPU(s) allocatable; 3 other accelerator node(s): "
+        "1 GPU node(s), 8 GPUs; 3 other accelerator node(s): "
         "16 aws.amazon.com/neuron, 128 aws.amazon.com/neuroncore, 4 google.com/tpu allocatable",
     )
     alone = doctor.check_gpu_nodes([neuron])

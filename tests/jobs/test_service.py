@@ -202,3 +202,54 @@ def test_render_prints_the_objects_and_for_an_hpa_the_adapter_rule_on_stderr(cli
         "classifier: GPUs as the device plugin's nvidia.com/gpu (no cluster read; "
         "--allocation dra asks through DRA ResourceClaims)\n"
     )
+
+
+@pytest.mark.parametrize(
+    "mode, keys", [("basic", ["username", "password"]), ("bearer", ["bearerToken"])]
+)
+def test_prometheus_credentials_come_from_a_secret_by_a_trigger_authentication(mode, keys):
+    # KEDA's prometheus scaler (keda.sh/docs/2.20/scalers/prometheus): authModes in the
+    # trigger's metadata, the credentials as TriggerAuthentication parameters of those names
+    s = spec(
+        BASE + "gpus: 1\nautoscale: {max: 4, gpu_busy: 60, prometheus: 'https://prom.corp:9090', "
+        f"prometheus_auth: {{secret: prom-creds, mode: {mode}}}}}\n"
+    )
+    objs = render(s, "gpu-type", serving.Target("ml"))
+    assert [o["kind"] for o in objs] == [
+        "Deployment",
+        "Service",
+        "TriggerAuthentication",
+        "ScaledObject",
+    ]
+    auth, so = objs[2], objs[3]
+    for obj in (auth, so):
+        assert_valid_cr(obj)  # KEDA's own CRDs (gpuctl/sim/crds)
+    assert auth["spec"] == {
+        "secretTargetRef": [{"parameter": k, "name": "prom-creds", "key": k} for k in keys]
+    }
+    (trigger,) = so["spec"]["triggers"]
+    assert trigger["authenticationRef"] == {"name": auth["metadata"]["name"]}
+    assert trigger["metadata"]["authModes"] == mode
+    assert trigger["metadata"]["serverAddress"] == "https://prom.corp:9090"
+    assert auth["metadata"]["labels"] == so["metadata"]["labels"]  # deleted with the service
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://admin:s3cr3t@prom.corp:9090",
+        "https://s3cr3t@prom.corp:9090",
+        "https://prom.corp:9090/?token=s3cr3t",
+    ],
+)
+def test_a_prometheus_url_with_credentials_is_refused_and_not_repeated(url):
+    message = refusal(BASE + f"gpus: 1\nautoscale: {{max: 4, gpu_busy: 60, prometheus: '{url}'}}\n")
+    assert "svc.yaml:" in message and "autoscale.prometheus" in message
+    assert "carries credentials" in message and "s3cr3t" not in message
+
+
+def test_prometheus_auth_says_a_secret_and_a_mode_keda_knows():
+    auth = "autoscale: {max: 4, rps: 5, prometheus_auth: %s}\n"
+    assert "missing required field 'secret'" in refusal(BASE + auth % "{mode: basic}")
+    assert "autoscale.prometheus_auth.mode" in refusal(BASE + auth % "{secret: s, mode: tls}")
+    assert "a valid Secret name" in refusal(BASE + auth % "{secret: Not_A_Name}")

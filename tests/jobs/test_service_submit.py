@@ -147,3 +147,35 @@ def test_a_failed_create_leaves_nothing_behind(cli, api, kube, tmp_path):
 def test_wait_is_refused_for_a_service(cli, tmp_path):
     r = cli("submit", write(tmp_path, SPEC), "--wait")
     assert r.code == 2 and "runs until it is deleted" in r.err
+
+
+def test_keda_logs_in_to_prometheus_by_a_secret_reference(cli, api, kube, tmp_path):
+    core, _, custom, _ = api
+    kube.install_crds("ScaledObject", "TriggerAuthentication")  # KEDA's own CRDs check them
+    add_node(core, "gpu-a", 8, "a100")
+    text = SPEC.replace(
+        "gpu_busy: 70}",
+        "gpu_busy: 70, prometheus: 'https://prom.corp:9090', "
+        "prometheus_auth: {secret: prom-creds, mode: basic}}",
+    )
+    r = cli("submit", write(tmp_path, text))
+    assert r.code == 0, r
+    group = ("keda.sh", "v1alpha1", "default")
+    auth = custom.get_namespaced_custom_object(*group, "triggerauthentications", "chat-prometheus")
+    assert {ref["key"] for ref in auth["spec"]["secretTargetRef"]} == {"username", "password"}
+    so = custom.get_namespaced_custom_object(*group, "scaledobjects", "chat")
+    assert so["spec"]["triggers"][0]["authenticationRef"] == {"name": "chat-prometheus"}
+    assert "TriggerAuthentication/chat-prometheus, ScaledObject/chat created" in r.err
+
+    r = cli("jobs", "delete", "chat", "--yes")
+    assert r.code == 0, r
+    assert r.err.index("ScaledObject/chat") < r.err.index("TriggerAuthentication/chat-prometheus")
+    assert custom.list_namespaced_custom_object(*group, "triggerauthentications")["items"] == []
+
+
+def test_submit_refuses_credentials_in_the_prometheus_url_before_any_request(cli, kube, tmp_path):
+    text = SPEC.replace("gpu_busy: 70}", "gpu_busy: 70, prometheus: 'https://a:s3cr3t@p:9090'}")
+    served = len(kube.requests())
+    r = cli("submit", write(tmp_path, text), "--yes")
+    assert r.code == 2 and "carries credentials" in r.err and "s3cr3t" not in r.err + r.out, r
+    assert len(kube.requests()) == served

@@ -162,6 +162,11 @@ class MigManager:
 
 @pytest.fixture
 def cluster(kube, kube_api):
+    return seed_cluster(kube_api)
+
+
+def seed_cluster(kube_api):
+    """Three MIG nodes (one with a running pod), the MIG manager's ConfigMap, pending pods."""
     seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
     seed(
@@ -476,6 +481,10 @@ def owned(p, kind="Job", owner="train"):
 
 @pytest.fixture
 def full(kube, kube_api):
+    return seed_full(kube_api)
+
+
+def seed_full(kube_api):
     """Every GPU may hold a running 1g.5gb pod; a pending pod wants a whole 7g.40gb. Node a's
     pod is a Job's in ml (--drain may evict it); b's is bare; c's is marked never and has a
     Job's pod beside it."""
@@ -632,7 +641,8 @@ def test_a_refused_eviction_names_the_pods_evicted_before_it_and_unmarks_the_pod
     proxied_kube.on("POST", path, reply(403, json.dumps(status)))
     code, out, err = drain_apply(full, capsys, 5)
     assert code == 1, err
-    assert "evicted before it: ml/job-a" in err, err
+    assert "evicted: ml/job-a" in err and "is as it was" not in err, err
+    assert "left: node a (evicted ml/job-a: their controllers recreate them)" in err
     assert pods_left(full) == ["bare", "job-a2", "job-c", "never", "want-7g"]
     kept = client.CoreV1Api(full).read_namespaced_pod("job-a2", "ml")
     assert "gpuctl.io/mig-rebalance-evicted" not in (kept.metadata.annotations or {})

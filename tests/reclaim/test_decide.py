@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
+from gpuctl.dcgm import holders
 from gpuctl.k8s.times import timestamp
 from gpuctl.reclaim.core import decide, signal
 from gpuctl.reclaim.core import policy as pol
-from gpuctl.reclaim.core.workloads import Workload
+from gpuctl.reclaim.core.workloads import Workload, group
 
 NOW = 1_800_000_000.0
 Q = signal.queries([2 * 3600], 5)
@@ -28,8 +29,15 @@ def job(name, pods, annotations=None):
     return Workload("Job", "ml", name, "batch/v1", obj, pods)
 
 
-def device(uuid, newest=NOW - 10, last_busy=None, covered=120.0):
-    return signal.Device((uuid, ""), "n", newest, last_busy, {2 * 3600: covered})
+def device(uuid, newest=NOW - 10, last_busy=None, covered=120.0, measured=None, finite=None):
+    """A device as Prometheus's answers describe it; its busy signal, by default, a finite
+    number at every step it has a sample."""
+    measured = covered if measured is None else measured
+    finite = measured if finite is None else finite
+    w = 2 * 3600
+    return signal.Device(
+        (uuid, ""), "n", newest, last_busy, {w: covered}, {w: measured}, {w: finite}
+    )
 
 
 def readings(**by_pod):
@@ -104,29 +112,92 @@ def test_an_action_that_does_not_apply_is_a_report_and_exemptions_hold():
     )
     assert judge(policy("suspend"), dep, r).action == "report"
     assert judge(policy("scale-to-zero"), dep, r).action == "scale-to-zero"
-    exempt = Workload("Deployment", "ml", "d", "apps/v1",
-                      {"metadata": {"name": "d", "labels": {"gpuctl.io/reclaim": "never"}}}, [pod("a")])  # fmt: skip
-    assert judge(policy("scale-to-zero"), exempt, r).status == "exempt"
+    owners = {("Deployment", "ml", "d"): {"kind": "Deployment", "metadata": {
+        "name": "d", "namespace": "ml", "uid": "uid-d", "labels": {"gpuctl.io/reclaim": "never"}}}}  # fmt: skip
+    (exempt,) = group([owned(pod("a"), "Deployment", "d")], owners, [])
+    row = judge(policy("scale-to-zero"), exempt, r)
+    assert row.status == "exempt" and "marked gpuctl.io/reclaim: never (label)" in row.why
 
 
-def test_a_notebooks_pods_are_its_workload_and_only_reported():
-    from gpuctl.reclaim.core.workloads import group
-
-    sts = {"metadata": {"name": "nb", "namespace": "ml", "ownerReferences": [
-        {"apiVersion": "kubeflow.org/v1", "kind": "Notebook", "name": "nb", "controller": True}]}}  # fmt: skip
-    p = pod("nb-0")
+def owned(p, kind, name, api_version="apps/v1"):
     p["metadata"]["ownerReferences"] = [
-        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "nb", "controller": True}
-    ]
+        {"apiVersion": api_version, "kind": kind, "name": name, "uid": f"uid-{name}",
+         "controller": True}
+    ]  # fmt: skip
+    return p
+
+
+def test_a_notebooks_pods_are_its_workload_and_left_alone_its_marks_unknown():
+    sts = owned(
+        {"metadata": {"name": "nb", "namespace": "ml"}}, "Notebook", "nb", "kubeflow.org/v1"
+    )
+    p = owned(pod("nb-0"), "StatefulSet", "nb")
     (w,) = group([p], {("StatefulSet", "ml", "nb"): sts}, [])
     assert (w.kind, w.name, w.obj, w.api_version) == ("Notebook", "nb", None, "kubeflow.org/v1")
-    row = judge(policy("scale-to-zero"), w, readings(**{"nb-0": [device("G0")]}))
-    assert row.action == "report"  # its controller would scale the StatefulSet back
-    step = decide.find(
-        policy("scale-to-zero"), [w], readings(**{"nb-0": [device("G0")]}), NOW
-    ).plan.steps[0]
-    assert step.detail["pods"] == ["nb-0"]  # the record goes on its pods
+    found = decide.find(policy("scale-to-zero"), [w], readings(**{"nb-0": [device("G0")]}), NOW)
+    (row,) = found.rows
+    assert row.status == "exempt" and found.plan.empty
+    assert (
+        row.why == "its Notebook ml/nb could not be read: whether it is marked never is not known"
+    )
+
+
+def test_a_kind_gpuctl_does_not_write_is_reported_on_its_pods():
+    p = owned(pod("rs-0"), "ReplicaSet", "rs")  # a ReplicaSet of no Deployment
+    rs = {"kind": "ReplicaSet", "metadata": {"name": "rs", "namespace": "ml", "uid": "uid-rs"}}
+    (w,) = group([p], {("ReplicaSet", "ml", "rs"): rs}, [])
+    assert (w.kind, w.obj) == ("ReplicaSet", None)
+    r = readings(**{"rs-0": [device("G0")]})
+    (step,) = decide.find(policy("scale-to-zero"), [w], r, NOW).plan.steps
+    assert (step.action, step.detail["pods"]) == ("report", ["rs-0"])  # the record on its pods
     p["metadata"]["annotations"] = {
         decide.RECORD: json.dumps({"action": "report", "at": timestamp(NOW - 60)})
     }
-    assert judge(policy("scale-to-zero"), w, readings(**{"nb-0": [device("G0")]})).status == "done"
+    assert judge(policy("scale-to-zero"), w, r).status == "done"
+
+
+def test_a_signal_missing_or_not_finite_at_some_step_is_unknown_and_the_plan_says_so():
+    w = job("j", [pod("a")])
+    cases = {
+        "its busy signal is NaN or ±Inf at 3 step(s)": device("G0", finite=117.0),
+        "a busy signal (": device("G0", measured=0.0),  # e.g. a MIG device without GR_ACTIVE
+        "Prometheus answered nan": None,
+    }
+    for said, d in cases.items():
+        if d is None:  # a NaN in an answer itself, as signal.read records it
+            d = device("G0")
+            d.unknown.append("Prometheus answered nan for the last time it was busy")
+        found = decide.find(policy(), [w], readings(a=[d]), NOW)
+        (row,) = found.rows
+        assert (row.status, row.action) == ("unknown", None) and said in row.why, row.why
+        assert found.plan.empty
+        assert found.plan.notes == (
+            f"not acted on, its data unknown: Job ml/j: unknown: {row.why}",
+        )
+
+
+def test_a_partial_answer_leaves_every_workload_unknown():
+    r = readings(a=[device("G0")], b=[device("G1")])
+    r.warnings.append("remote_read: error sending request: connection refused")
+    found = decide.find(policy(), [job("j", [pod("a")]), job("k", [pod("b")])], r, NOW)
+    assert [(row.status, row.action) for row in found.rows] == [("unknown", None)] * 2
+    assert "Prometheus's answer is partial: remote_read" in found.rows[0].why
+    assert found.plan.empty and len(found.plan.notes) == 2
+
+
+def test_answers_that_are_no_number_leave_their_device_unknown():
+    nan, inf = float("nan"), float("inf")
+    labels = {"UUID": "G0", "namespace": "ml", "pod": "a", "Hostname": "n"}
+    for at in range(len(Q.all())):  # newest, last busy, then the counts per window
+        answers = [
+            [(labels, NOW - 10)],
+            [],
+            [(labels, 120.0)],
+            [(labels, 120.0)],
+            [(labels, 120.0)],
+        ]
+        answers[at] = [(labels, nan if at % 2 else inf)]
+        r = signal.read(Q, answers, holders.exporter([], []))
+        (d,) = r.devices(("ml", "a"))
+        assert d.unknown and d.unknown[0].startswith("Prometheus answered"), at
+        assert judge(policy(), job("j", [pod("a")]), r).status == "unknown", at

@@ -39,12 +39,10 @@ def test_a_claims_devices_are_its_pods_and_judged_idle():
     view = dra.view(CLASSES, SLICES, [claim])
     by_uuid = view.holders()
     assert by_uuid == {UUIDS[0]: ("ml", "train-0"), UUIDS[1]: ("ml", "train-0")}
-    answers = [
-        [series(u, NOW - 10) for u in UUIDS],  # newest
-        [],  # never busy in the lookback
-        [series(u, 7200 / Q.step_s) for u in UUIDS],  # covered the whole window
-    ]
-    readings = signal.read(Q, answers, holders.Exporter(), by_uuid)
+    whole = [series(u, 7200 / Q.step_s) for u in UUIDS]  # every step of the window
+    # newest, never busy in the lookback, then covered, measured and finite over the window
+    answers = [[series(u, NOW - 10) for u in UUIDS], [], whole, whole, whole]
+    readings = signal.read(Q, answers, holders.Exporter(), claimed=by_uuid)
     assert len(readings.devices(("ml", "train-0"))) == 2
     (w,) = workloads.group([dra_pod("train-0")], {}, [], Counter(by_uuid.values()))
     assert (w.kind, w.gpus) == ("Pod", 2)

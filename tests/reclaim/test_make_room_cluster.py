@@ -7,24 +7,37 @@ import json
 
 import pytest
 
-from tests.reclaim.test_room import fragmented
+from tests.reclaim.test_room import fragmented, owners_of
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def cluster(kube, kube_api):
+    return seed_cluster(kube_api)
+
+
+def seed_cluster(kube_api):
+    """The fragmented cluster's nodes, pods and the pods' ReplicaSets."""
     from kubernetes import client
 
     core = client.CoreV1Api(kube_api)
     nodes, pods = fragmented()
     for n in nodes:
         core.create_node(n, _preload_content=False)
+    apps = client.AppsV1Api(kube_api)
+    for (kind, ns, name), _ in owners_of(pods).items():  # each pod's ReplicaSet
+        rs = {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name},
+              "spec": {"selector": {"matchLabels": {"rs": name}}, "template": TEMPLATE}}  # fmt: skip
+        apps.create_namespaced_replica_set(ns, rs, _preload_content=False)
     for p in pods:
         core.create_namespaced_pod(
             "ml", {"apiVersion": "v1", "kind": "Pod", **p}, _preload_content=False
         )
     return core
+
+
+TEMPLATE = {"spec": {"containers": [{"name": "c", "image": "x"}]}}
 
 
 def names(core) -> set[str]:

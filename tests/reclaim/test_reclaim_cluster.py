@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.kueue_workloads import workload_for
-from tests.standins.prometheus import Series
+from tests.standins.dcgm_series import device_series
 
 pytestmark = pytest.mark.integration
 
@@ -17,6 +17,11 @@ H = 3600
 NODE = "gpu-node-1"
 # (namespace, job or deployment, kind, GPU UUID or None for no series, value over age, newest age)
 IDLE = 0.0
+
+
+# the exporter keeps sending while a module's tests run (minutes on a loaded machine): its
+# series go on 30 minutes past the moment they are loaded, each query reads those up to now
+LIVE = -1800
 
 
 def busy_recently(age: float) -> float:
@@ -28,17 +33,18 @@ def busy_until_3h_ago(age: float) -> float:
 
 
 WORKLOADS = [
-    ("research", "notebook", "Deployment", "GPU-0", IDLE, 5),
-    ("research", "keep", "Deployment", "GPU-1", IDLE, 5),  # labelled gpuctl.io/reclaim: never
-    ("ml", "train", "Job", "GPU-2", 85.0, 5),  # busy
-    ("ml", "stalled", "Job", "GPU-3", IDLE, 5),  # plain Job: spec.suspend
-    ("ml", "queued", "Job", "GPU-4", IDLE, 5),  # Kueue-managed: Workload deactivated
-    ("ml", "late", "Job", "GPU-5", busy_recently, 5),  # idle, then busy 10 minutes ago
-    ("ml", "stale", "Job", "GPU-6", IDLE, 240),  # newest sample 4 minutes old
-    ("ml", "nodata", "Job", None, IDLE, 5),  # no series at all
-    ("other", "elsewhere", "Job", "GPU-7", IDLE, 5),  # no rule covers it
-    ("scratch", "debug", "Pod", "GPU-9", IDLE, 5),  # a bare pod: delete is opted in
-    ("ml", "finished", "Job", "GPU-8", busy_until_3h_ago, 5),  # idle for 3 hours
+    ("research", "notebook", "Deployment", "GPU-0", IDLE, LIVE),
+    ("research", "keep", "Deployment", "GPU-1", IDLE, LIVE),  # labelled gpuctl.io/reclaim: never
+    ("ml", "train", "Job", "GPU-2", 85.0, LIVE),  # busy
+    ("ml", "stalled", "Job", "GPU-3", IDLE, LIVE),  # plain Job: spec.suspend
+    ("ml", "queued", "Job", "GPU-4", IDLE, LIVE),  # Kueue-managed: Workload deactivated
+    ("ml", "late", "Job", "GPU-5", busy_recently, LIVE),  # idle, then busy 10 minutes ago
+    # newest sample 2.5 min old: stale (2m), and for 2.5 min more within the 5m lookback
+    ("ml", "stale", "Job", "GPU-6", IDLE, 150),
+    ("ml", "nodata", "Job", None, IDLE, LIVE),  # no series at all
+    ("other", "elsewhere", "Job", "GPU-7", IDLE, LIVE),  # no rule covers it
+    ("scratch", "debug", "Pod", "GPU-9", IDLE, LIVE),  # a bare pod: delete is opted in
+    ("ml", "finished", "Job", "GPU-8", busy_until_3h_ago, LIVE),  # idle for 3 hours
 ]
 # JobSets (gangs): one replicated job of two 1-GPU pods, each pod's GPU value over age
 GANGS = [("gang", [IDLE, IDLE]), ("halfbusy", [IDLE, 85.0])]
@@ -64,29 +70,21 @@ rules:
 
 
 def series():
+    """Every field of dcgm-exporter's default counters for each GPU: GPU_UTIL and
+    GR_ENGINE_ACTIVE both (tests/standins/dcgm_series.py), a week of them."""
     out = []
+    week = {"history_s": 7 * 24 * H, "step_s": 60}
     for i, (ns, name, kind, uuid, value, newest) in enumerate(WORKLOADS):
         if uuid is None:
             continue
         labels = {"gpu": str(i), "UUID": uuid, "Hostname": NODE, "modelName": "NVIDIA H100 80GB HBM3",
                   "namespace": ns, "pod": pod_name(name, kind), "container": "main", "job": "dcgm"}  # fmt: skip
-        out.append(
-            Series(
-                "DCGM_FI_DEV_GPU_UTIL",
-                labels,
-                value,
-                history_s=7 * 24 * H,
-                newest_s=newest,
-                step_s=60,
-            )
-        )
+        out += device_series(labels, value, 1000, 81559, newest_s=newest, **week)
     for g, (name, values) in enumerate(GANGS):
         for i, value in enumerate(values):
             labels = {"gpu": str(10 + 2 * g + i), "UUID": f"GPU-{name}-{i}", "Hostname": NODE, "namespace": "ml",
                       "pod": gang_pod(name, i), "container": "main", "job": "dcgm"}  # fmt: skip
-            out.append(
-                Series("DCGM_FI_DEV_GPU_UTIL", labels, value, history_s=7 * 24 * H, step_s=60)
-            )
+            out += device_series(labels, value, 1000, 81559, newest_s=LIVE, **week)
     return out
 
 
@@ -141,16 +139,17 @@ def seed(kube, kube_api):
             job = {"apiVersion": "batch/v1", "kind": "Job",
                    "metadata": {"name": name, "namespace": ns, "labels": labels, "uid": f"uid-{name}"},
                    "spec": {"suspend": False, "template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}}}}  # fmt: skip
-            batch.create_namespaced_job(ns, job, _preload_content=False)
+            made = batch.create_namespaced_job(ns, job, _preload_content=False)
+            uid = json.loads(made.data)["metadata"]["uid"]  # the server's, as Kueue reads it
             owner = {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
                 "name": name,
-                "uid": f"uid-{name}",
+                "uid": uid,
                 "controller": True,
             }
             if name == "queued":
-                wl = workload_for(job, uid=f"uid-{name}")
+                wl = workload_for(job, uid=uid)
                 custom.create_namespaced_custom_object(
                     "kueue.x-k8s.io", "v1beta2", ns, "workloads", wl, _preload_content=False
                 )

@@ -6,18 +6,15 @@ run had not reached must not have changed."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
+from tests.clirun import gpuctl_process
 from tests.reclaim.test_reclaim_cluster import POLICY, seed, snapshot
 from tests.standins.faults import delay, drop_answer, meanwhile, reply
 
 pytestmark = pytest.mark.integration
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOYMENT = "/apis/apps/v1/namespaces/research/deployments/notebook"
 STALLED = "/apis/batch/v1/namespaces/ml/jobs/stalled"
 WORKLOAD = r"/apis/kueue.x-k8s.io/v1beta2/namespaces/ml/workloads/.*"
@@ -88,12 +85,18 @@ def test_a_lost_answer_stops_the_run_and_a_rerun_does_not_record_zero_replicas(
     assert notebook["metadata"]["annotations"]["gpuctl.io/reclaim-replicas"] == "1"  # not "0"
 
 
-def test_a_409_stops_the_run(cli, prom, policy, kube_api, proxied_kube):
+def test_a_409_is_read_again_and_one_that_persists_stops_the_run(
+    cli, prom, policy, kube_api, proxied_kube
+):
+    """A write refused for its resourceVersion (409) is checked again on a fresh read and
+    retried; an object that keeps changing stops the run, the rest not reached."""
     before = snapshot(kube_api)
-    proxied_kube.on("PATCH", WORKLOAD, reply(409, CONFLICT))
+    proxied_kube.on("PATCH", WORKLOAD, reply(409, CONFLICT), nth=None)
     r = run(cli, prom, policy)
     assert r.code == 1, r
+    assert "kept changing while gpuctl tried to change it" in r.err
     assert "not done: suspend Job ml/queued, suspend Job ml/stalled" in r.err
+    assert len(proxied_kube.seen("PATCH", WORKLOAD)) == 3
     after = snapshot(kube_api)
     changed = {k for k in before if before[k] != after[k]}
     assert changed == {
@@ -117,8 +120,8 @@ def test_a_deployment_scaled_after_the_read_is_not_scaled_to_zero_nor_recorded(
     r = run(cli, prom, policy)
     assert r.code == 1, r
     assert (
-        "Deployment research/notebook changed after gpuctl read it: not scaled to zero from 1 "
-        "replicas, nothing recorded on it" in r.err
+        "Deployment research/notebook: scaled to 3 replicas since gpuctl read it: not scaled "
+        "to zero from 1, nothing recorded on it" in r.err
     ), r.err
     assert "not done: scale-to-zero Deployment research/notebook" in r.err
     notebook = snapshot(kube_api)[("Deployment", "research", "notebook")]
@@ -131,10 +134,7 @@ def test_a_deployment_scaled_after_the_read_is_not_scaled_to_zero_nor_recorded(
 def test_ctrl_c_mid_run_says_what_was_done(prom, policy, kube_api, proxied_kube):
     before = snapshot(kube_api)
     rule = proxied_kube.on("PATCH", WORKLOAD, delay(5, forward=False))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl", "reclaim", "--policy", policy, "--prometheus", prom.url, "--yes"],
-        cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = gpuctl_process("reclaim", "--policy", policy, "--prometheus", prom.url, "--yes")
     assert rule.fired.wait(60), "gpuctl never reached the Workload"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

@@ -49,6 +49,18 @@ def pod(name, on, gpus, owner="ReplicaSet", labels=None, volumes=None, ns="ml"):
     return p
 
 
+def owners_of(pods):
+    """The controllers the pods name, as listed from the cluster (unmarked): make-room reads
+    each pod's owners for the never rule, and one it could not read covers nothing."""
+    out = {}
+    for p in pods:
+        for ref in p["metadata"].get("ownerReferences") or []:
+            ns = p["metadata"].get("namespace") or "default"
+            meta = {"name": ref["name"], "namespace": ns, "uid": ref["uid"]}
+            out[(ref["kind"], ns, ref["name"])] = {"kind": ref["kind"], "metadata": meta}
+    return out
+
+
 def fragmented():
     """4 nodes of 8 GPUs, 22 in use, none with 8 free: an 8-GPU job waits although 10 are free."""
     nodes = [node(f"gpu-{i}") for i in range(4)]
@@ -63,7 +75,7 @@ def fragmented():
 
 def test_a_waiting_8_gpu_job_on_a_fragmented_cluster_gets_the_fewest_evictions():
     nodes, pods = fragmented()
-    result = room.plan(nodes, pods, [], {}, room.Want(1, 8))
+    result = room.plan(nodes, pods, [], owners_of(pods), room.Want(1, 8))
     assert not result.fits_now and result.found and result.proven
     # c alone would free gpu-1, but its 6 GPUs fit nowhere else; a and b (gpu-0) move to
     # gpu-2 and gpu-1, where d, e, f would have been three evictions
@@ -76,7 +88,7 @@ def test_a_waiting_8_gpu_job_on_a_fragmented_cluster_gets_the_fewest_evictions()
 
 def test_what_fits_already_needs_no_eviction():
     nodes, pods = fragmented()
-    result = room.plan(nodes, pods, [], {}, room.Want(1, 4))
+    result = room.plan(nodes, pods, [], owners_of(pods), room.Want(1, 4))
     assert result.fits_now and result.plan.empty
 
 
@@ -90,7 +102,7 @@ def test_pods_that_must_stay_are_not_evicted_and_a_gang_goes_whole():
         pod("g2", "n2", 2, owner="Job", labels={"jobset.sigs.k8s.io/jobset-name": "js"}),
         pod("x", "n2", 3),
     ]
-    result = room.plan(nodes, pods, [], {}, room.Want(1, 8))
+    result = room.plan(nodes, pods, [], owners_of(pods), room.Want(1, 8))
     assert result.found
     assert not {"ml/bare", "ml/scratch", "ml/pinned"} & set(result.evicted)
     gang = {"ml/g1", "ml/g2"}
@@ -103,7 +115,7 @@ def test_a_pdb_that_allows_no_disruption_is_kept():
     pods[2]["metadata"]["labels"]["app"] = "serve"  # c: the one-eviction answer
     pdb = {"metadata": {"name": "serve", "namespace": "ml"},
            "spec": {"selector": {"matchLabels": {"app": "serve"}}}, "status": {"disruptionsAllowed": 0}}  # fmt: skip
-    result = room.plan(nodes, pods, [pdb], {}, room.Want(1, 8))
+    result = room.plan(nodes, pods, [pdb], owners_of(pods), room.Want(1, 8))
     assert "ml/c" not in result.evicted and result.found
     assert len(result.evicted) == brute_force(nodes, pods, [pdb], room.Want(1, 8))
 
@@ -112,12 +124,14 @@ def test_a_pdb_selects_as_policy_v1_does_an_empty_selector_every_pod_a_null_one_
     nodes, pods = fragmented()
     budget = {"metadata": {"name": "all", "namespace": "ml"}, "spec": {"selector": {}},
               "status": {"disruptionsAllowed": 0}}  # fmt: skip
-    assert not room.plan(nodes, pods, [budget], {}, room.Want(1, 8)).found  # every pod kept
+    assert not room.plan(
+        nodes, pods, [budget], owners_of(pods), room.Want(1, 8)
+    ).found  # every pod kept
     budget["spec"]["selector"] = None
-    assert room.plan(nodes, pods, [budget], {}, room.Want(1, 8)).found  # no pod kept
+    assert room.plan(nodes, pods, [budget], owners_of(pods), room.Want(1, 8)).found  # no pod kept
     expressions = {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}
     budget["spec"]["selector"] = expressions  # NotIn holds for pods without the label
-    assert not room.plan(nodes, pods, [budget], {}, room.Want(1, 8)).found
+    assert not room.plan(nodes, pods, [budget], owners_of(pods), room.Want(1, 8)).found
 
 
 def _affinity(*exprs):
@@ -130,11 +144,11 @@ def test_an_evicted_pod_goes_only_where_its_node_affinity_lets_it():
     nodes, pods = fragmented()
     for n in nodes[:2]:
         n["metadata"]["labels"]["pool"] = "x"
-    assert "ml/a" in room.plan(nodes, pods, [], {}, room.Want(1, 8)).evicted
+    assert "ml/a" in room.plan(nodes, pods, [], owners_of(pods), room.Want(1, 8)).evicted
     # a (4 GPUs on gpu-0) may only go to the pool-x nodes, and gpu-1 has 2 free: it cannot
     # move, so the fewest evictions are c and one of gpu-2's pods, c moving to gpu-2
     pods[0]["spec"]["affinity"] = _affinity({"key": "pool", "operator": "In", "values": ["x"]})
-    result = room.plan(nodes, pods, [], {}, room.Want(1, 8))
+    result = room.plan(nodes, pods, [], owners_of(pods), room.Want(1, 8))
     assert result.found and "ml/a" not in result.evicted and len(result.evicted) == 2
     assert result.placement == {"gpu-1": 1} and result.moves["ml/c"] == "gpu-2"
 
@@ -148,7 +162,7 @@ def test_a_waiting_jobs_node_affinity_holds_it_to_its_nodes():
                 "status": {"phase": "Pending"}}]  # fmt: skip
     want = room.want_of_pods("w", pending)
     assert want is not None and want.node_terms is not None
-    result = room.plan(nodes, pods, [], {}, want)
+    result = room.plan(nodes, pods, [], owners_of(pods), want)
     assert result.found and result.placement == {"gpu-2": 1}
     assert sorted(result.evicted) == ["ml/d", "ml/e", "ml/f"]
 
@@ -172,11 +186,30 @@ def test_matches_an_exhaustive_search_on_random_small_clusters():
         pdbs = [{"metadata": {"name": "a", "namespace": "ml"}, "spec": {"selector": {"matchLabels": {"app": "a"}}},
                  "status": {"disruptionsAllowed": rng.randint(0, 2)}}]  # fmt: skip
         want = room.Want(rng.randint(1, 2), rng.choice((2, 4, 8)))
-        result = room.plan(nodes, pods, pdbs, {}, want)
+        result = room.plan(nodes, pods, pdbs, owners_of(pods), want)
         best = brute_force(nodes, pods, pdbs, want)
         assert result.found == (best is not None), case
         if best is not None:
             assert result.proven and len(result.evicted) == best, case
+
+
+def test_a_mark_up_the_owner_chain_or_an_owner_not_read_keeps_a_pod():
+    """The fewest evictions (test above) are a and b on gpu-0; each reason to leave one of
+    them alone moves the plan elsewhere, and names the pod and why."""
+    nodes, pods = fragmented()
+    for mark in ({"labels": {"gpuctl.io/reclaim": "never"}},
+                 {"annotations": {"gpuctl.io/evict": "never"}}):  # fmt: skip
+        owners = owners_of(pods)
+        owners[("ReplicaSet", "ml", "a-owner")]["metadata"].update(mark)
+        result = room.plan(nodes, pods, [], owners, room.Want(1, 8))
+        assert "ml/a" not in result.evicted and result.found
+        (kept,) = [u for u in result.unmovable if "ml/a:" in u]
+        assert "its ReplicaSet ml/a-owner is marked" in kept
+    owners = owners_of(pods)
+    del owners[("ReplicaSet", "ml", "a-owner")]  # RBAC, or gone
+    result = room.plan(nodes, pods, [], owners, room.Want(1, 8))
+    assert "ml/a" not in result.evicted
+    assert any("its ReplicaSet ml/a-owner could not be read" in u for u in result.unmovable)
 
 
 def brute_force(nodes, pods, pdbs, want):
@@ -259,7 +292,7 @@ def test_past_the_budget_a_greedy_plan_says_it_may_not_be_the_fewest(monkeypatch
     monkeypatch.setattr(room, "BUDGET", 50)
     nodes = [node(f"n{i}") for i in range(8)]
     pods = [pod(f"p{i}-{j}", f"n{i}", 1) for i in range(8) for j in range(7 if i else 6)]
-    result = room.plan(nodes, pods, [], {}, room.Want(1, 8))
+    result = room.plan(nodes, pods, [], owners_of(pods), room.Want(1, 8))
     assert result.found and not result.proven
     assert len(result.evicted) == 6  # n0, the node one eviction emptier, is emptied
     assert set(result.placement) == {"n0"}

@@ -112,10 +112,45 @@ def test_no_series_at_the_end_time_says_so(prom, capsys):
     assert code == 1 and "no busy-signal series" in err and "at --end" in err
 
 
-def test_chunks_cover_every_step_once():
-    assert queries.chunks(0, 10, 1, 4) == [(1, 4), (5, 8), (9, 10)]
-    assert queries.chunks(0, 10, 1, 100) == [(1, 10)]
+def test_chunk_sizes_stay_within_prometheus_limits():
     assert queries.max_steps(10**9) == 1 and queries.max_steps(1) == queries.MAX_POINTS - 1
+    assert queries.max_steps(20_000) == 25  # 10,000 GPUs with two busy-signal fields
+
+
+TIMED_OUT = json.dumps(
+    {"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}
+)  # Prometheus's answer past its --query.timeout (web/api/v1: errorTimeout, HTTP 503)
+
+
+def test_a_chunk_prometheus_cannot_finish_in_time_is_asked_again_in_halves(prom, fault_proxy):
+    from tests.standins.faults import reply
+
+    whole, _ = _report(prom)
+    proxy = fault_proxy(prom.url)
+    proxy.on("POST", "/api/v1/query_range", reply(503, TIMED_OUT), nth=1, times=1)
+    request = service.Request(window="7d", step="1h", end=prom.end)
+    halved = service.report(Prometheus(proxy.url, timeout=60), request, Exporter())
+    assert [(t.team, t.held_gpu_hours, t.idle_held_gpu_hours) for t in halved.teams] == [
+        (t.team, t.held_gpu_hours, t.idle_held_gpu_hours) for t in whole.teams
+    ]
+    assert halved.times == whole.times
+    # the refused 168 steps, then two chunks of 84: six range queries each
+    assert len(proxy.seen("POST", "/api/v1/query_range")) == 1 + 2 * 6
+
+
+def test_a_step_prometheus_cannot_finish_in_time_is_a_clear_error(prom, fault_proxy, capsys):
+    from tests.standins.faults import reply
+
+    proxy = fault_proxy(prom.url)
+    proxy.on("POST", "/api/v1/query_range", reply(503, TIMED_OUT), nth=None)
+    code, _, err = run_gpuctl(
+        capsys, "report", "--prometheus", proxy.url, "--window", "4h", "--step", "1h",
+        "--end", str(prom.end),
+    )  # fmt: skip
+    assert code == 1 and "query timed out" in err and "(one 1h step" in err, err
+    assert "--query.timeout" in err
+    # 4 steps, 2, 1: then nothing shorter is left to ask
+    assert len(proxy.seen("POST", "/api/v1/query_range")) == 3
 
 
 def test_the_cli_json_and_csv(prom, capsys):
@@ -171,38 +206,22 @@ def _chromium() -> str:
     return path
 
 
-def test_the_html_page_opens_in_headless_chromium_and_shows_the_plots(prom, capsys, tmp_path):
+def _screenshot(page, tmp_path, height: int) -> list[tuple[int, int, int]]:
+    """The page as headless Chromium shows it in a window 1400 px wide: its pixels."""
     import subprocess
 
     from PIL import Image
 
-    page = tmp_path / "report.html"
-    code, _, err = run_gpuctl(
-        capsys,
-        "report",
-        "--prometheus",
-        prom.url,
-        "--step",
-        "1h",
-        "--end",
-        str(prom.end),
-        "--html",
-        str(page),
-    )
-    assert code == 0, err
-    text = page.read_text()
-    # self-contained: no script, nothing fetched (the SVG namespace is a name, not a fetch)
-    assert "<script" not in text and " src=" not in text and 'href="http' not in text
-    assert text.count("<svg") == 1 + len(week.EXPECTED)  # the cluster's plot, one per team
-    shot = tmp_path / "shot.png"
+    shot = tmp_path / f"shot-{page.stem}-{height}.png"
     proc = subprocess.run(
         [
             _chromium(),
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            "--hide-scrollbars",
             "--user-data-dir=" + str(tmp_path / "profile"),
-            "--window-size=1200,2400",
+            f"--window-size=1400,{height}",
             f"--screenshot={shot}",
             page.as_uri(),
         ],
@@ -211,15 +230,63 @@ def test_the_html_page_opens_in_headless_chromium_and_shows_the_plots(prom, caps
         timeout=120,
     )
     assert shot.exists(), proc.stderr[-2000:]
-    image = Image.open(shot).convert("RGB")
-    data = image.tobytes()
-    pixels = list(zip(data[0::3], data[1::3], data[2::3]))
-    white = sum(1 for p in pixels if p == (255, 255, 255))
-    assert white < 0.95 * len(pixels)  # not blank
-    # the plots' lines are drawn: matplotlib's blue (held) and green (busy)
-    held = sum(1 for r, g, b in pixels if abs(r - 31) < 40 and abs(g - 119) < 40 and b > 150)
-    busy = sum(1 for r, g, b in pixels if r < 90 and g > 130 and b < 90)
-    assert held > 500 and busy > 200, (held, busy)
+    data = Image.open(shot).convert("RGB").tobytes()
+    return list(zip(data[0::3], data[1::3], data[2::3]))
+
+
+HEADLINE = (0xEE, 0xF3, 0xF8)  # the headline's background (gpuctl/report/page.py), only there
+
+
+def test_the_html_page_a_manager_forwards(prom, capsys, tmp_path):
+    page = tmp_path / "report.html"
+    code, _, err = run_gpuctl(
+        capsys, "report", "--prometheus", prom.url, "--end", str(prom.end), "--html", str(page)
+    )
+    assert code == 0, err
+    text = page.read_text()
+    # self-contained: no script, nothing fetched (the SVG namespace is a name, not a fetch)
+    assert "<script" not in text and " src=" not in text and 'href="http' not in text
+    assert text.count("<svg") == 2  # the cluster over the window, the teams' hours
+    headline = text[text.index('<section id="headline"') : text.index("</section>")]
+    held = sum(h for h, _, _ in week.EXPECTED.values())
+    assert f">{held:,.0f}<" in headline and ">192<" in headline  # held, idle GPU-hours
+    assert "2,187.62 USD" in headline  # the idle hours' cost: ml's 168 h of H100, infer's 24
+    # above the fold at 1400 x 900: the headline's background fills a good part of it
+    fold = _screenshot(page, tmp_path, 900)
+    assert sum(1 for p in fold if p == HEADLINE) > 50_000
+    # ... which a headline pushed below the fold does not
+    pushed = tmp_path / "pushed.html"
+    pushed.write_text(
+        text.replace(
+            '<section id="headline"', '<div style="height:900px"></div>\n<section id="headline"'
+        )
+    )
+    assert sum(1 for p in _screenshot(pushed, tmp_path, 900) if p == HEADLINE) < 1_000
+    # the charts are drawn: held (light blue), busy (green), idle (orange)
+    pixels = _screenshot(page, tmp_path, 2400)
+    held_px = sum(1 for p in pixels if p == (0x9E, 0xCA, 0xE1))
+    busy_px = sum(1 for p in pixels if p == (0x2C, 0xA0, 0x2C))
+    idle_px = sum(1 for p in pixels if p == (0xE6, 0x55, 0x0D))
+    assert held_px > 20_000 and busy_px > 20_000 and idle_px > 5_000, (held_px, busy_px, idle_px)
+
+
+def test_teams_beyond_teams_are_one_row_of_others(prom, capsys):
+    code, out, err = run_gpuctl(
+        capsys, "report", "--prometheus", prom.url, "--step", "1h", "--end", str(prom.end),
+        "--teams", "2", "-o", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [t["team"] for t in doc["teams"]] == [
+        "ml",
+        "chat",
+    ]  # most held; chat before research by name
+    assert doc["others"]["teams"] == 3 and doc["team_count"] == 5
+    others = sum(week.EXPECTED[n][0] for n in ("research", "speech", "infer"))
+    assert doc["others"]["held_gpu_hours"] == pytest.approx(others, rel=0.01)
+    assert doc["cluster"]["held_gpu_hours"] == pytest.approx(
+        sum(h for h, _, _ in week.EXPECTED.values()), rel=0.01
+    )
 
 
 def test_only_html_imports_the_plotting_library(prom):

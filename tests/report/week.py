@@ -1,5 +1,6 @@
 """A week of DCGM-exporter series for several teams, in dcgm-exporter's labels (see
-tests/standins/dcgm_exporter.py), on a 5-minute sample grid placed between the report's
+tests/standins/dcgm_exporter.py), every field of its default counters on each device
+(tests/standins/dcgm_series.py), on a 5-minute sample grid placed between the report's
 hour steps, and the figures a person computes from it by hand.
 
     node-a (H100, profiling fields on)   GPU 0  ml/train-0     SM_ACTIVE 0.60 (GPU_UTIL 100)
@@ -16,6 +17,7 @@ hour steps, and the figures a person computes from it by hand.
 
 from __future__ import annotations
 
+from tests.standins.dcgm_series import device_series, shared_device_series
 from tests.standins.prometheus import Series
 
 H100, A100, L4 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4"
@@ -43,6 +45,10 @@ COST = {
 CLUSTER_GPU_HOURS = (2 + 2 + 5 / 7 + 1) * 168
 
 
+def _holder(namespace, pod) -> dict:
+    return {"container": "main", "namespace": namespace, "pod": pod}
+
+
 def _device(host, gpu, model, mig=None, holder=None):
     labels = {
         "gpu": str(gpu),
@@ -55,7 +61,7 @@ def _device(host, gpu, model, mig=None, holder=None):
         labels.update(GPU_I_PROFILE=mig[0], GPU_I_ID=str(mig[1]))
     labels.update(Hostname=host, DCGM_FI_DRIVER_VERSION="580.95.05")
     if holder:
-        labels.update(container="main", namespace=holder[0], pod=holder[1])
+        labels.update(_holder(*holder))
     labels.update(instance=f"{host}:9400", job="dcgm-exporter")
     return labels
 
@@ -66,37 +72,41 @@ def series(end: float, now: float) -> tuple[list, float]:
     history = WEEK + 2 * HOUR
     split = end - 84 * HOUR  # research holds node-b's GPU 0 until then
 
-    def s(name, labels, value, until=None, since=None):
+    def ages(until=None, since=None) -> dict:
         # samples at ages that are multiples of SAMPLE_S; `until`/`since`: a time between two
         newest = 0 if until is None else int(now - until) // SAMPLE_S * SAMPLE_S + SAMPLE_S
         oldest = history if since is None else int(now - since) // SAMPLE_S * SAMPLE_S
-        return Series(name, labels, value, history_s=oldest, newest_s=newest, step_s=SAMPLE_S)
+        return {"history_s": oldest, "newest_s": newest, "step_s": SAMPLE_S}
+
+    def s(name, labels, value, until=None, since=None):
+        return Series(name, labels, value, **ages(until, since))
+
+    def d(labels, busy, total, profiling="default", until=None, since=None, **fields):
+        """Every default field of a device (tests/standins/dcgm_series.py); `fields`: its
+        busy-signal fields' own values."""
+        return device_series(labels, busy, 1000, total, profiling=profiling,
+                             overrides=fields or None, **ages(until, since))  # fmt: skip
 
     a0, a1 = (
         _device("node-a", 0, H100, holder=("ml", "train-0")),
         _device("node-a", 1, H100, holder=("ml", "train-1")),
     )
-    out = [
-        s(SM, a0, 0.6),
-        s(GR, a0, 0.95),
-        s(UTIL, a0, 100),
-        s(SM, a1, 0.02),
-        s(GR, a1, 1.0),
-        s(UTIL, a1, 100),
-        s(UTIL, _device("node-b", 0, A100, holder=("research", "nb")), 50, until=split),
-        s(UTIL, _device("node-b", 0, A100), 0, since=split),
-        s(UTIL, _device("node-b", 1, A100), 0),
-    ]
+    out = d(a0, 100, 81559, "sm", **{SM: 0.6, GR: 0.95})
+    out += d(a1, 100, 81559, "sm", **{SM: 0.02, GR: 1.0})
+    b0 = _device("node-b", 0, A100, holder=("research", "nb"))
+    out += d(b0, 50, 81920, "off", until=split)
+    out += d(_device("node-b", 0, A100), 0, 81920, "off", since=split)
+    out += d(_device("node-b", 1, A100), 0, 81920, "off")
     mig_a = _device("node-c", 0, A100, ("1g.10gb", 7), ("infer", "a"))
     mig_b = _device("node-c", 0, A100, ("1g.10gb", 8), ("infer", "b"))
     mig_t = _device("node-c", 0, A100, ("3g.40gb", 1), ("ml", "tune"))
-    out += [s(GR, mig_a, 0.5), s(UTIL, mig_a, 0), s(GR, mig_b, 0.0), s(UTIL, mig_b, 0)]
-    out += [s(SM, mig_t, 0.3), s(GR, mig_t, 0.9), s(UTIL, mig_t, 0)]
-    # time-slicing: the device's own series, and one copy per pod (per-process GPU_UTIL
-    # copies carry that pod's share)
-    out += [s(UTIL, _device("node-d", 0, L4), 40)]
-    out += [s(UTIL, _device("node-d", 0, L4, holder=("speech", "asr")), 30)]
-    out += [s(UTIL, _device("node-d", 0, L4, holder=("chat", "bot")), 10)]
+    out += d(mig_a, 50, 9856) + d(mig_b, 0, 9856)  # their GPU_UTIL 0, as MIG devices report it
+    out += d(mig_t, 90, 40192, "sm", **{SM: 0.3})
+    # time-slicing: every field copied per pod, GPU_UTIL also the device's own total (40),
+    # each pod's copy its share
+    pods = [(_holder("speech", "asr"), 30), (_holder("chat", "bot"), 10)]
+    out += shared_device_series(_device("node-d", 0, L4), pods, 40, 1000, 23034,
+                                profiling="off", **ages())  # fmt: skip
     # kube-state-metrics' pod labels (--metric-labels-allowlist=pods=[team]) for --by label
     for namespace, pod, team in (("ml", "train-0", "alpha"), ("speech", "asr", "voice")):
         labels = {"namespace": namespace, "pod": pod, "label_team": team}

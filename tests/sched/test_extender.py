@@ -1,8 +1,7 @@
-"""`gpuctl sched extender`: the verbs on a view of real node and pod objects, the same
-choice as the replay's extender policy, over HTTP as kube-scheduler calls it, and kept in
-sync by watches against the API emulator."""
+"""`gpuctl sched extender`: the verbs on a view of node and pod objects, the same choice
+as the replay's extender policy, and the view kept in sync by watches against the API
+emulator. The protocol over HTTP: test_extender_protocol.py."""
 
-import http.client
 import json
 import threading
 
@@ -11,6 +10,7 @@ import pytest
 
 from gpuctl.gpus.fragmentation import typical_shapes
 from gpuctl.sched import extender as server_module
+from gpuctl.sched.core import wire
 from gpuctl.sched.core.extender import ClusterView, pod_of
 from gpuctl.whatif.core import replay as rp
 from gpuctl.whatif.core.trace import Node, Pod
@@ -41,6 +41,11 @@ def pod(name, gpus=1, cores=None, cpu="4", node_name=None, phase="Running", crea
     }
 
 
+def request(pod_object, names):
+    """An ExtenderArgs by node names (nodeCacheCapable), as the extender decodes it."""
+    return wire.decode(json.dumps({"Pod": pod_object, "NodeNames": names}).encode())
+
+
 def test_a_pods_request_whole_gpus_a_share_and_cpu():
     assert pod_of(pod("a", 2), LABEL).gpu_request == 2000
     share = pod_of(pod("b", 1, cores=30, cpu="500m"), LABEL)
@@ -55,31 +60,32 @@ def test_filter_checks_what_kube_scheduler_cannot_see():
         [pod("x", 1, cores=80, node_name="a"), pod("y", 1, cores=80, node_name="a"),
          pod("z", 1, node_name="b")],
     )  # fmt: skip
-    args = {"pod": pod("new", 1, cores=50), "nodenames": ["a", "b", "t4", "gone"]}
-    result = view.filter(args)
+    result = view.filter(request(pod("new", 1, cores=50), ["a", "b", "t4", "gone"]))
     # a: both GPUs have 20 % free; b has one whole GPU free; t4 is free
-    assert result["nodenames"] == ["b", "t4"]
-    assert set(result["failedNodes"]) == {"a", "gone"}
-    assert "no GPU with 50 % free" in result["failedNodes"]["a"]
-    whole = {"pod": pod("two", 2), "nodenames": ["a", "b", "t4"]}
-    assert view.filter(whole)["nodenames"] == []
+    assert result["NodeNames"] == ["b", "t4"] and result["Nodes"] is None
+    assert set(result["FailedNodes"]) == {"a", "gone"}
+    assert "no GPU with 50 % free" in result["FailedNodes"]["a"]
+    assert view.filter(request(pod("two", 2), ["a", "b", "t4"]))["NodeNames"] == []
     selected = pod("sel", 1)
     selected["spec"]["nodeSelector"] = {LABEL: "T4"}
-    assert view.filter({"pod": selected, "nodenames": ["b", "t4"]})["nodenames"] == ["t4"]
+    result = view.filter(request(selected, ["b", "t4"]))
+    # another GPU model: no preemption would make it fit
+    assert result["NodeNames"] == ["t4"] and result["FailedNodes"] == {}
+    assert "GPU model is not T4" in result["FailedAndUnresolvableNodes"]["b"]
 
 
 def test_prioritize_ranks_the_best_ten_and_one_wins():
     view = ClusterView(LABEL)
     nodes = [node(f"n{i:02}", 4) for i in range(15)]
     view.replace(nodes, [pod("p", 1, cores=50, node_name="n03"), pod("q", 1, cores=30)])
-    names = [f"n{i:02}" for i in range(15)]
-    scores = view.prioritize({"pod": pod("new", 1, cores=50), "nodenames": names})
-    # only the ten ranked nodes are listed: kube-scheduler scores the others 0
-    assert {s["host"] for s in scores} < set(names)
-    values = sorted((s["score"] for s in scores), reverse=True)
-    assert values == [10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
+    names = [f"n{i:02}" for i in range(15)] + ["unseen"]
+    scores = view.prioritize(request(pod("new", 1, cores=50), names))
+    # every candidate, in the order sent: the ten ranked 10 … 1, the others 0
+    assert [s["Host"] for s in scores] == names
+    values = sorted((s["Score"] for s in scores), reverse=True)
+    assert values == [10, 9, 8, 7, 6, 5, 4, 3, 2, 1] + [0] * 6
     # the half-used GPU of n03 takes the half share: no new fragment
-    assert max(scores, key=lambda s: s["score"])["host"] == "n03"
+    assert max(scores, key=lambda s: s["Score"])["Host"] == "n03"
 
 
 def test_the_extender_chooses_what_the_replay_of_it_chooses():
@@ -114,58 +120,14 @@ def test_the_extender_chooses_what_the_replay_of_it_chooses():
         view.shapes = shapes
         view._placement = None  # the replay's shapes, not those of the pods bound so far
         candidates = [trace_nodes[i].name for i in np.flatnonzero(fits)]
-        scores = view.prioritize({"pod": obj, "nodenames": candidates})
-        assert max(scores, key=lambda s: s["score"])["host"] == trace_nodes[chosen].name
+        scores = view.prioritize(request(obj, candidates))
+        assert max(scores, key=lambda s: s["Score"])["Host"] == trace_nodes[chosen].name
         cluster.place(chosen, p, gpu)
         policy.placed(cluster, chosen)
         obj["spec"]["nodeName"] = trace_nodes[chosen].name
         obj["metadata"]["creationTimestamp"] = f"{len(placed):04}"
         placed.append(obj)
     assert len(placed) > 20
-
-
-@pytest.fixture
-def served():
-    view = ClusterView(LABEL)
-    view.replace([node("a", 2), node("b", 8)], [pod("x", 1, node_name="a")])
-    ext = server_module.Extender(view)
-    http_server = server_module.server(ext, "127.0.0.1", 0)
-    thread = threading.Thread(target=http_server.serve_forever, daemon=True)
-    thread.start()
-    yield ext, http_server.server_address[1]
-    http_server.shutdown()
-    http_server.server_close()
-
-
-def call(port, method, path, body=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    data = json.dumps(body).encode() if body is not None else None
-    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-    response = conn.getresponse()
-    answer = json.loads(response.read())
-    conn.close()
-    return response.status, answer
-
-
-@pytest.mark.integration
-def test_over_http_as_kube_scheduler_calls_it(served):
-    ext, port = served
-    assert call(port, "GET", "/healthz") == (503, {"ready": False})
-    args = {"pod": pod("new", 2), "nodenames": ["a", "b"]}
-    status, answer = call(port, "POST", "/filter", args)
-    assert status == 200 and "not synced" in answer["error"]
-    ext.ready.set()
-    assert call(port, "GET", "/healthz") == (200, {"ready": True})
-    status, answer = call(port, "POST", "/filter", args)
-    assert status == 200 and answer["nodenames"] == ["b"] and answer["error"] == ""
-    status, answer = call(
-        port, "POST", "/prioritize", {"pod": pod("new", 1), "nodenames": ["a", "b"]}
-    )
-    assert status == 200 and sorted(answer, key=lambda h: h["host"]) == [
-        {"host": "a", "score": 10},  # the one free GPU of a: no whole node broken
-        {"host": "b", "score": 9},
-    ]
-    assert call(port, "POST", "/bind", args)[0] == 404
 
 
 @pytest.mark.integration
@@ -180,21 +142,21 @@ def test_watches_keep_the_view_in_sync(kube, kube_api):
         return {"apiVersion": "v1", "kind": "Pod", **pod(name, gpus, node_name=node_name)}
 
     seed(kube_api, api_node("a", 2), api_pod("x", 2, "a"))
-    ext = server_module.Extender(ClusterView(LABEL))
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(lambda line: None))
     stop = threading.Event()
     thread = threading.Thread(
         target=server_module.keep_in_sync, args=(ext, Kube, stop, 2), daemon=True
     )
     thread.start()
     assert ext.ready.wait(10)
-    args = {"pod": pod("new", 1), "nodenames": ["a", "b"]}
+    args = request(pod("new", 1), ["a", "b"])
     with ext.lock:
-        assert ext.view.filter(args)["nodenames"] == []
+        assert ext.view.filter(args)["NodeNames"] == []
     seed(kube_api, api_node("b", 4))
 
     def answer():
         with ext.lock:
-            return ext.view.filter(args)["nodenames"]
+            return ext.view.filter(args)["NodeNames"]
 
     assert _eventually(lambda: answer() == ["b"])
     from kubernetes import client
@@ -213,3 +175,26 @@ def _eventually(check, seconds=10.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def test_a_cluster_it_cannot_read_is_said_once_not_retried_silently():
+    from gpuctl.common.errors import BackendError
+
+    lines, attempts = [], []
+
+    def connect():
+        attempts.append(1)
+        raise BackendError("cannot reach the Kubernetes API server at https://10.0.0.1:6443")
+
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(lines.append))
+    stop = threading.Event()
+    thread = threading.Thread(target=server_module.keep_in_sync, args=(ext, connect, stop))
+    thread.start()
+    assert _eventually(lambda: len(attempts) >= 3, seconds=10)
+    stop.set()
+    thread.join(10)
+    assert not ext.ready.is_set()
+    assert lines == [
+        "cannot read the cluster (retrying every 1 s): cannot reach the Kubernetes API server "
+        "at https://10.0.0.1:6443"
+    ]

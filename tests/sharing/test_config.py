@@ -120,7 +120,8 @@ def test_bad_config_names(name):
         ("version: v1\nsharing: {timeSlicing: {resources: [{name: nvidia.com/gpu}]}}", "resources"),
         ("version: v1\nsharing: {timeSlicing: {resources: nope}}", "resources"),
         ("version: v1\n  bad: [", "not valid YAML"),
-        ("version: v1\nx: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
+        ("version: v1\nx: " + "[" * 5000 + "]" * 5000, "config:2: nesting deeper than 64"),
+        ("version: v1\nx: &a [1]\ny: [*a, *a]", "config:3: YAML aliases"),
     ],
 )
 def test_parse_config_rejects_what_the_plugin_would(text, message):

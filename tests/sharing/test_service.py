@@ -421,3 +421,23 @@ def test_a_refusal_for_several_nodes_prints_one_line_per_node(cli, kube, cluster
     assert lines[1].startswith("  mig-1: MPS is not supported on MIG nodes")
     assert lines[2].startswith("  cpu-1: ")
     assert lines[3].startswith("  hint: ")
+
+
+def test_show_on_a_fresh_cluster_reports_no_problem(cli, kube_api):
+    """A device plugin that mounts no config runs no config-manager (the GPU Operator
+    removes it without devicePlugin.config, controllers/object_controls.go
+    handleDevicePluginConfig; the Helm chart adds it only with config.name or config.map,
+    templates/daemonset-device-plugin.yml): every node runs the plugin's built-in defaults,
+    which is no problem. A node labelled for a config there is one: nothing reads the label."""
+    seed(
+        kube_api,
+        node("gpu-1"),
+        node("gpu-2", labels={device_plugin.CONFIG_LABEL: "ts-4"}),
+        daemonset("nvidia-device-plugin-daemonset", NS),
+    )
+    by = rows(cli)
+    assert by["gpu-1"]["problem"] is None
+    assert (by["gpu-1"]["strategy"], by["gpu-1"]["running_config"]) == ("none", None)
+    assert "the device plugin reads no config" in by["gpu-2"]["problem"]
+    r = cli("share", "show")
+    assert r.code == 0 and "config-manager fails" not in r.out

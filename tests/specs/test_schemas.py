@@ -91,7 +91,8 @@ FULL_SERVICE = {
     "liveness": {"path": "/livez", "port": 8000, "initial_delay": 60, "period": "20s",
                  "timeout": 5, "failure_threshold": 6},
     "autoscale": {"min": 1, "max": 8, "gpu_busy": 70, "window": "5m",
-                  "prometheus": "http://prometheus.monitoring:9090"},
+                  "prometheus": "http://prometheus.monitoring:9090",
+                  "prometheus_auth": {"secret": "prometheus-login", "mode": "bearer"}},
 }  # fmt: skip
 SERVICES = [
     FULL_SERVICE,

@@ -2,6 +2,7 @@
 `gpuctl sandbox`)."""
 
 from gpuctl.sim.dcgm_exporter import (
+    DEFAULT_COUNTERS,
     FIELDS,
     GPU_OPERATOR,
     HELM_CHART,
@@ -12,12 +13,14 @@ from gpuctl.sim.dcgm_exporter import (
     Holder,
     Release,
     ThreadedServer,
+    default_values,
     metrics_text,
     servicemonitor_scrape_config,
     static_scrape_config,
 )
 
 __all__ = [
+    "DEFAULT_COUNTERS",
     "FIELDS",
     "GPU_OPERATOR",
     "HELM_CHART",
@@ -28,6 +31,7 @@ __all__ = [
     "Holder",
     "Release",
     "ThreadedServer",
+    "default_values",
     "metrics_text",
     "servicemonitor_scrape_config",
     "static_scrape_config",

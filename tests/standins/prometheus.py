@@ -62,6 +62,15 @@ def _label_text(labels: dict) -> str:
     return ",".join(f'{k}="{esc(v)}"' for k, v in labels.items())
 
 
+def _number(value: float) -> str:
+    """A sample's value as an exporter's Go code writes it (strconv: NaN, +Inf, -Inf)."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
 def openmetrics(series: list, now: float) -> str:
     """OpenMetrics text: one family per metric name (contiguous), samples in time order."""
     families: dict[str, list] = {}
@@ -72,7 +81,7 @@ def openmetrics(series: list, now: float) -> str:
         lines.append(f"# TYPE {name} gauge")
         for s in members:
             lab = _label_text(s.labels)
-            lines += [f"{name}{{{lab}}} {v} {t:.3f}" for t, v in s.samples(now)]
+            lines += [f"{name}{{{lab}}} {_number(v)} {t:.3f}" for t, v in s.samples(now)]
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 
@@ -132,6 +141,7 @@ def start_prometheus(
     tmp: str | None = None,
     scrape_configs: list | None = None,
     rule_files: list | None = None,
+    remote_read: list | None = None,
 ) -> PrometheusServer:
     prom = need("prometheus")
     tmp = tmp or tempfile.mkdtemp(prefix="gpuctl-prom-")
@@ -148,6 +158,7 @@ def start_prometheus(
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                 "scrape_configs": scrapes,
                 "rule_files": list(rule_files or []),
+                "remote_read": list(remote_read or []),
             },
             f,
         )

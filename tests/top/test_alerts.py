@@ -702,3 +702,54 @@ def test_rendered_promql_and_texts_stay_on_one_line(capsys):
             if "\n" not in text:
                 quoted = text.replace("'", "''")  # as a single-quoted YAML scalar
                 assert any(text in line or quoted in line for line in lines), text
+
+
+def default_series(labels: dict, busy: float, profiling="default", **values) -> list:
+    """promtool input series of every field dcgm-exporter's default counters give a device
+    (gpuctl.sim.dcgm_exporter.default_values), XID with its err_code/err_msg labels."""
+    from gpuctl.sim.dcgm_exporter import default_values
+
+    fields = default_values(busy, 1000, 80000, 559, mig="GPU_I_ID" in labels, profiling=profiling)
+    fields.update(values)
+    out = []
+    for name, value in fields.items():
+        extra = {"err_code": "0", "err_msg": "No Error"} if name == "DCGM_FI_DEV_XID_ERRORS" else {}
+        out.append(series(name, f"{value:g}x80", **labels, **extra))
+    return out
+
+
+def test_the_rules_on_dcgm_exporters_default_counters(promtool, tmp_path, capsys):
+    """Every device exports GPU_UTIL and GR_ENGINE_ACTIVE (and the rest of the default
+    counters), scraped under the GPU Operator's ServiceMonitor (honorLabels false). n1: a
+    busy GPU, and a time-sliced one whose engines are active half the time while its duty
+    cycle reads 100 % (GR_ENGINE_ACTIVE copied on each pod's series, GPU_UTIL also the
+    device's own total): n1 averages 70 %, not 95 %. n2: a MIG-split A100, both slices busy
+    (their GPU_UTIL 0). n3: no profiling fields, a held GPU idle."""
+    path = rules_file(tmp_path, capsys)
+    util, gr = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+
+    def held(pod: str) -> dict:
+        return {**EXPORTER_POD, "exported_pod": pod, "exported_namespace": "ml",
+                "exported_container": "main"}  # fmt: skip
+
+    shared = gpu_labels("n1", "1", **EXPORTER_POD)
+    mig = lambda gi: {"GPU_I_ID": str(gi), "GPU_I_PROFILE": "3g.40gb"}  # noqa: E731
+    inputs = default_series(gpu_labels("n1", "0", **held("train")), 90)
+    inputs += [s for s in default_series(shared, 100) if s["series"].startswith(util)]
+    for pod, share in (("a", 50), ("b", 50)):
+        inputs += default_series(gpu_labels("n1", "1", **held(pod)), 50, **{util: share})
+    inputs += default_series(gpu_labels("n2", "0", **held("infer-0"), **mig(1)), 95)
+    inputs += default_series(gpu_labels("n2", "0", **held("infer-1"), **mig(2)), 90)
+    inputs += default_series(gpu_labels("n3", "0", **held("notebook")), 1, profiling="off")
+    assert {s["series"].split("{")[0] for s in inputs} >= {util, gr}
+    high = alert(
+        {"severity": "warning", "Hostname": "n2"},
+        "GPUs on n2 are saturated",
+        "The GPUs of n2 averaged 92.5% utilization over 5m, above 80% for 15m.",
+    )
+    idle = idle_alert("n3", "0", "ml/notebook", gpu_labels("n3", "0", **held("notebook")))
+    cases = [
+        case(inputs, "GPUHighUtilization", "30m", [high]),
+        case(inputs, "GPUIdleAllocated", "70m", [idle]),
+    ]
+    run_unit_tests(promtool, tmp_path, path, cases, name="default-counters.yml")

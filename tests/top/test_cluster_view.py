@@ -56,16 +56,26 @@ def by_device(doc) -> dict:
 
 def test_json_has_exactly_the_documented_shape(prom, capsys):
     doc = snapshot(capsys, prom.url)
-    assert set(doc) == {"gpus", "namespaces", "summary"}
+    assert set(doc) == {"gpus", "mig_gpus", "namespaces", "summary"}
     assert all(set(g) == GPU_KEYS for g in doc["gpus"])
     assert all(
-        set(n) == {"namespace", "gpus", "mean_utilization", "idle_gpus"} for n in doc["namespaces"]
+        set(g) == {"node", "gpu", "uuid", "model", "mig_slices", "temperature_c", "power_w"}
+        for g in doc["mig_gpus"]
+    )
+    assert all(
+        set(n)
+        == {"namespace", "gpus", "mig_slices", "mean_utilization", "idle_gpus", "idle_mig_slices"}
+        for n in doc["namespaces"]
     )
     assert set(doc["summary"]) == {
         "gpus",
+        "mig_gpus",
+        "mig_slices",
         "mean_utilization",
         "idle_gpus",
+        "idle_mig_slices",
         "idle_allocated_gpus",
+        "idle_allocated_mig_slices",
         "request_shape_gpus",
         "stranded_gpus",
         "signal",
@@ -100,8 +110,10 @@ def test_one_row_per_gpu_grouped_by_node_with_values(prom, capsys):
         "namespace": "ml",
         "holders": [{"namespace": "ml", "pod": "train-0", "container": "main"}],
         "idle": False,
-        "signal": "gpu_util",  # no profiling fields on this node
+        "signal": "gr_engine_active",  # the default counters' profiling field
     }
+    # node-b's exporter has no profiling fields: its duty cycle judges it
+    assert by_device(doc)[("node-b", "0")]["signal"] == "gpu_util"
 
 
 def test_idle_and_idle_allocated(prom, capsys):
@@ -112,28 +124,38 @@ def test_idle_and_idle_allocated(prom, capsys):
     # node-a/3 is at 0 % now and has been for 20 minutes: idle over the default 10m window.
     assert rows[("node-a", "3")]["utilization_gpu"] == 0
     assert doc["summary"] == {
-        "gpus": 8,
+        # 6 whole GPUs and node-10's A100, split into 2 MIG slices
+        "gpus": 7,
+        "mig_gpus": 1,
+        "mig_slices": 2,
         "mean_utilization": pytest.approx(30.5, abs=0.1),
-        "idle_gpus": 4,
-        "idle_allocated_gpus": 3,
+        "idle_gpus": 3,
+        "idle_mig_slices": 1,
+        "idle_allocated_gpus": 2,
+        "idle_allocated_mig_slices": 1,
         # every pod holds one whole GPU, and one fits wherever a GPU is free
         "request_shape_gpus": 1,
         "stranded_gpus": 0,
-        # the MIG devices by their engine activity, the whole GPUs by their duty cycle
-        "signal": "gr_engine_active 2, gpu_util 6",
+        # node-a's GPUs and the MIG slices by their engine activity, node-b's (no profiling
+        # fields) by their duty cycle
+        "signal": "gr_engine_active 6, gpu_util 2",
     }
+    assert doc["mig_gpus"] == [
+        {"node": "node-10", "gpu": "0", "uuid": "GPU-node-10-0000", "model": A100,
+         "mig_slices": 2, "temperature_c": 46.0, "power_w": 370.5}
+    ]  # fmt: skip
 
 
 def test_window_and_threshold_are_honoured(prom, capsys):
     # Over 30 minutes node-a/3 averaged ~30 %: no longer idle.
     doc = snapshot(capsys, prom.url, "--window", "30m")
     assert by_device(doc)[("node-a", "3")]["idle"] is False
-    assert doc["summary"]["idle_allocated_gpus"] == 2
+    assert doc["summary"]["idle_allocated_gpus"] == 1
     # At a 1.5 % threshold the 2 % GPU is busy enough, the 1 % ones are not.
     doc = snapshot(capsys, prom.url, "--idle-threshold", "1.5")
     rows = by_device(doc)
     assert rows[("node-a", "2")]["idle"] is False and rows[("node-a", "1")]["idle"] is True
-    assert doc["summary"]["idle_gpus"] == 3
+    assert doc["summary"]["idle_gpus"] == 2
 
 
 def test_both_host_label_spellings(prom, capsys):
@@ -149,6 +171,8 @@ def test_mig_rows_use_gr_engine_active(prom, capsys):
     assert m1["utilization_gpu"] == 50.0 and m1["idle"] is False  # 0.5 ratio -> 50 %
     assert m2["utilization_gpu"] == 1.0 and m2["idle"] is True
     assert m1["memory_total_mib"] == 40192 and m1["pod"] == "infer"
+    # the GPU's readings, on each device's series: the GPU's, not the devices'
+    assert (m1["power_w"], m1["temperature_c"], m2["power_w"]) == (None, None, None)
 
 
 def test_missing_power_is_null_not_zero(prom, capsys):
@@ -163,14 +187,18 @@ def test_namespace_summary(prom, capsys):
     assert set(ns) == {"ml", "research"}
     assert ns["ml"] == {
         "namespace": "ml",
-        "gpus": 3,
+        "gpus": 2,
+        "mig_slices": 1,
         "idle_gpus": 1,
+        "idle_mig_slices": 0,
         "mean_utilization": pytest.approx((90 + 0 + 50) / 3, abs=0.1),
     }
     assert ns["research"] == {
         "namespace": "research",
-        "gpus": 3,
-        "idle_gpus": 2,
+        "gpus": 2,
+        "mig_slices": 1,
+        "idle_gpus": 1,
+        "idle_mig_slices": 1,
         "mean_utilization": pytest.approx((1 + 40 + 1) / 3, abs=0.1),
     }
 
@@ -180,13 +208,15 @@ def test_yaml_output(prom, capsys):
 
     code, out, err = gpuctl(capsys, "top", "--prometheus", prom.url, "--once", "-o", "yaml")
     assert code == 0, err
-    assert yaml.safe_load(out)["summary"]["idle_allocated_gpus"] == 3
+    assert yaml.safe_load(out)["summary"]["idle_allocated_gpus"] == 2
 
 
 def test_table(prom, capsys):
     code, out, err = gpuctl(capsys, "top", "--prometheus", prom.url, "--once")
     assert code == 0, err
-    assert "8 GPUs" in out and "3 idle but held by a pod" in out and "4 idle" in out
+    assert out.startswith("Cluster 7 GPUs, 1 split into 2 MIG slices · ")
+    assert "3 (2 GPUs, 1 MIG slice) idle but held by a pod" in out
+    assert "4 (3 GPUs, 1 MIG slice) idle" in out
     assert "Busiest node node-b (50%)" in out and "idlest node node-a (23%)" in out
     assert out.count("IDLE, held") == 3
     lines = out.splitlines()
@@ -194,14 +224,20 @@ def test_table(prom, capsys):
     assert node_b and "research/job-1" in node_b[0]
     no_power = lines[lines.index(node_b[0]) + 1]
     assert "60%" in no_power and " - " in no_power  # node-b/1: no power metric
-    assert any(ln.startswith("research ") and ln.split()[1:] == ["3", "14%", "2"] for ln in lines)
+    # NAMESPACE, GPUS HELD, MIG SLICES HELD, MEAN UTIL, IDLE GPUS, IDLE MIG SLICES
+    assert any(ln.startswith("research ") and ln.split()[1:] == ["2", "1", "14%", "1", "1"]
+               for ln in lines)  # fmt: skip
+    # node-10's A100 once, with its power; its MIG slices without
+    gpu = next(i for i, ln in enumerate(lines) if ln.startswith("node-10"))
+    assert "(MIG, 2 slices)" in lines[gpu] and "370W" in lines[gpu] and "46C" in lines[gpu]
+    assert all("0/mig" in ln and "W " not in ln for ln in lines[gpu + 1 : gpu + 3])
 
 
 def test_env_var_gives_the_url(prom, capsys, monkeypatch):
     monkeypatch.setenv("GPUCTL_PROMETHEUS_URL", prom.url)
     code, out, err = gpuctl(capsys, "top", "--once", "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["summary"]["gpus"] == 8
+    assert json.loads(out)["summary"]["gpus"] == 7
 
 
 def test_config_file_gives_the_url(prom, capsys, monkeypatch, tmp_path):
@@ -210,7 +246,7 @@ def test_config_file_gives_the_url(prom, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUCTL_CONFIG", str(cfg))
     code, out, err = gpuctl(capsys, "top", "--once", "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["summary"]["gpus"] == 8
+    assert json.loads(out)["summary"]["gpus"] == 7
 
 
 def test_three_queries_per_frame_whatever_the_cluster_size(prom, capsys, prometheus_with):
@@ -224,7 +260,7 @@ def test_three_queries_per_frame_whatever_the_cluster_size(prom, capsys, prometh
             )
         ]
     )
-    for server, gpus in ((prom, 8), (big, 480)):
+    for server, gpus in ((prom, 7), (big, 480)):
         before = server.query_requests()
         assert snapshot(capsys, server.url)["summary"]["gpus"] == gpus
         assert server.query_requests() - before == 3
@@ -262,8 +298,9 @@ def test_exported_labels_from_a_servicemonitor_scrape(prometheus_with, capsys):
     assert rows[("n1", "1")]["pod"] is None
     assert doc["summary"]["idle_allocated_gpus"] == 1
     assert doc["namespaces"] == [
-        {"namespace": "ml", "gpus": 1, "mean_utilization": 1.0, "idle_gpus": 1}
-    ]
+        {"namespace": "ml", "gpus": 1, "mig_slices": 0, "mean_utilization": 1.0, "idle_gpus": 1,
+         "idle_mig_slices": 0}
+    ]  # fmt: skip
 
 
 # ---- real scrapes of dcgm-exporter stand-ins, under each deployment setting ----

@@ -133,3 +133,18 @@ def test_shared_gpus_get_a_series_per_pod_and_the_devices_own_per_process_totals
         'hostname="n",container="c",namespace="ns",pod="a"} 10',
         'hostname="n",container="c",namespace="ns",pod="b"} 20',
     ]
+
+
+def test_the_xid_field_carries_its_code_and_text_among_the_pod_attributes():
+    """internal/pkg/collector/gpu_collector.go (toMetric: DCGM_FI_DEV_XID_ERRORS gets the
+    attributes err_code and err_msg, xid_errors.go's text for the code) and
+    internal/pkg/rendermetrics/render_metrics.go (the attributes, the pod's included, are one
+    map written in key order) at d5e5f510a1b6b393f39a43293ccd9dc985defc79."""
+    device = dcgm.Device(
+        0, "GPU-x", H100, {"DCGM_FI_DEV_XID_ERRORS": 0}, [dcgm.Holder("default", "p", "cuda")]
+    )
+    text = dcgm.metrics_text([device], "n", dcgm.Release(driver_version="580.95.05"))
+    assert text.splitlines()[2].endswith(
+        'hostname="n",DCGM_FI_DRIVER_VERSION="580.95.05",container="cuda",err_code="0",'
+        'err_msg="No Error",namespace="default",pod="p"} 0'
+    )

@@ -3,7 +3,6 @@ those gpuctl computes from every GPU, a frame asks a constant number of queries 
 per-GPU values only for the rows on screen; and `--once -o json` decodes its answers as they
 stream, in memory well below their size."""
 
-import dataclasses
 import json
 import time
 import tracemalloc
@@ -41,19 +40,21 @@ def assert_live_equals_full(url: str, sorts=live.SORT_KEYS, rows: int = ROWS, wi
     for sort in sorts:
         found, page = live_frame(url, sort, rows, window)
         s, f = found.summary, full.summary
-        assert (s.gpus, s.idle_gpus, s.idle_allocated_gpus) == (
-            f.gpus,
-            f.idle_gpus,
-            f.idle_allocated_gpus,
-        )
+        counts = ("gpus", "idle_gpus", "idle_allocated_gpus", "mig_gpus", "mig_slices",
+                  "idle_mig_slices", "idle_allocated_mig_slices")  # fmt: skip
+        assert [getattr(s, c) for c in counts] == [getattr(f, c) for c in counts]
         assert (s.request_shape, s.stranded_gpus) == (f.request_shape, f.stranded_gpus)
         assert s.mean_utilization == pytest.approx(f.mean_utilization)
         for mine, theirs in ((s.busiest, f.busiest), (s.idlest, f.idlest)):
             assert mine is not None and theirs is not None
             assert mine.node == theirs.node
             assert mine.mean_utilization == pytest.approx(theirs.mean_utilization)
-        assert [(n.namespace, n.gpus, n.idle_gpus) for n in found.namespaces] == [
-            (n.namespace, n.gpus, n.idle_gpus) for n in full.namespaces
+        assert [
+            (n.namespace, n.gpus, n.idle_gpus, n.mig_slices, n.idle_mig_slices)
+            for n in found.namespaces
+        ] == [
+            (n.namespace, n.gpus, n.idle_gpus, n.mig_slices, n.idle_mig_slices)
+            for n in full.namespaces
         ]
         assert [n.mean_utilization for n in found.namespaces] == pytest.approx(
             [n.mean_utilization for n in full.namespaces]
@@ -73,19 +74,14 @@ def test_live_figures_equal_the_full_frame(prometheus_with):
 
 
 def profiling_only(series: list) -> list:
-    """A whole GPU's series from an exporter whose metric list has the profiling metrics
+    """A whole GPU's series from an exporter whose counters file has the profiling fields
     but not DCGM_FI_DEV_GPU_UTIL: its engine activity is its busy signal."""
-    return [
-        dataclasses.replace(s, name="DCGM_FI_PROF_GR_ENGINE_ACTIVE", value=s.value / 100)
-        if s.name == "DCGM_FI_DEV_GPU_UTIL"
-        else s
-        for s in series
-    ]
+    return [s for s in series if s.name != "DCGM_FI_DEV_GPU_UTIL"]
 
 
 def test_live_figures_judge_a_gpu_by_the_one_busy_signal_rule(prometheus_with):
-    """GPU_UTIL where a GPU reports it, else 100 × GR_ENGINE_ACTIVE, MIG or not: a whole GPU
-    reporting only its engine activity counts in the live figures as in the full frame."""
+    """SM_ACTIVE, else GR_ENGINE_ACTIVE, else GPU_UTIL (whole GPUs): a whole GPU reporting
+    only its engine activity counts in the live figures as in the full frame."""
     data = mixed_cluster() + profiling_only(
         gpu("Hostname", "node-p", 0, 70, pod="prof-0", namespace="ml")
         + gpu("Hostname", "node-p", 1, 1, pod="prof-1", namespace="ml")
@@ -161,8 +157,9 @@ def test_only_the_rows_on_screen_are_fetched(clusters, query_server, sort):
             labels = series["metric"]
             node = labels.get("Hostname") or labels["UUID"].rsplit("-", 1)[0].removeprefix("GPU-")
             assert node in shown, (node, shown)
-    # At most the GPUs of the nodes on screen (8 each), 5 series each at most.
-    assert sum(len(json.loads(b)["data"]["result"]) for _, b in per_gpu) <= 7 * 8 * len(shown)
+    # At most the GPUs of the nodes on screen (8 each): per GPU a series of each metric a
+    # row reads (7 of them under the default counters), its attributes and its mean.
+    assert sum(len(json.loads(b)["data"]["result"]) for _, b in per_gpu) <= 9 * 8 * len(shown)
     assert len(shown) <= ROWS and uuids <= {f"GPU-{n}-{i:04d}" for n in shown for i in range(8)}
     assert len(json.loads(figures[1])["data"]["result"]) <= 2 * 60 * 2 + 30  # per node, not GPU
 

@@ -36,18 +36,26 @@ def fig(figure: str, value: float, **labels) -> usage.Sample:
 
 def test_reading_the_figures():
     answer = [
-        # node-2 (Hostname): 3 GPUs, 1 idle, means summing to 120; node-10 (hostname): 1 busy
+        # node-2 (Hostname): 3 whole GPUs, 1 idle, and one GPU split into 2 MIG devices, 1
+        # idle: 4 physical GPUs, means summing to 171; node-10 (hostname): 1 busy
         fig("node_idle", 2, Hostname="node-2", idle="0"),
         fig("node_idle", 1, Hostname="node-2", idle="1"),
-        fig("node_sum", 120.0, Hostname="node-2"),
+        fig("node_idle", 1, Hostname="node-2", idle="0", kind="mig"),
+        fig("node_idle", 1, Hostname="node-2", idle="1", kind="mig"),
+        fig("node_sum", 171.0, Hostname="node-2"),
+        fig("node_gpus", 4, Hostname="node-2"),
         fig("node_idle", 1, hostname="node-10", idle="0"),
         fig("node_sum", 90.0, hostname="node-10"),
+        fig("node_gpus", 1, hostname="node-10"),
         fig("node_idle", 1, instance="10.0.0.1:9400", idle="1"),  # no host label at all
         fig("node_sum", 0.0, instance="10.0.0.1:9400"),
+        fig("node_gpus", 1, instance="10.0.0.1:9400"),
         fig("idle_held", 1),
+        fig("idle_held", 1, kind="mig"),
         # the namespace in whichever label its holder branch names it
         fig("ns_idle", 2, exported_namespace="ml", idle="0"),
-        fig("ns_sum", 150.0, exported_namespace="ml"),
+        fig("ns_idle", 1, exported_namespace="ml", idle="1", kind="mig"),
+        fig("ns_sum", 151.0, exported_namespace="ml"),
         fig("ns_idle", 1, pod_namespace="research", idle="1"),
         fig("ns_sum", 1.0, pod_namespace="research"),
         fig("ns_idle", 1, idle="0"),  # a holder without a namespace
@@ -65,17 +73,23 @@ def test_reading_the_figures():
     found = live.read_figures(answer)
     s = found.summary
     assert s.signal == "sm_active 3, gpu_util 2"
-    assert (s.gpus, s.idle_gpus, s.idle_allocated_gpus) == (5, 2, 1)
-    assert s.mean_utilization == pytest.approx(210 / 5)
+    assert (s.gpus, s.idle_gpus, s.idle_allocated_gpus) == (6, 2, 1)
+    assert (s.mig_gpus, s.mig_slices, s.idle_mig_slices, s.idle_allocated_mig_slices) == (
+        1, 2, 1, 1
+    )  # fmt: skip
+    assert s.mean_utilization == pytest.approx(261 / 7)  # over the 5 GPUs and 2 MIG devices
     assert (s.busiest.node, s.busiest.mean_utilization) == ("node-10", 90.0)
     assert (s.idlest.node, s.idlest.mean_utilization) == ("10.0.0.1:9400", 0.0)
     assert (s.request_shape, s.stranded_gpus) == (2, 2)
-    assert [(n.namespace, n.gpus, n.mean_utilization, n.idle_gpus) for n in found.namespaces] == [
-        ("ml", 2, 75.0, 0),
-        ("-", 1, 60.0, 0),
-        ("research", 1, 1.0, 1),
+    assert [
+        (n.namespace, n.gpus, n.mig_slices, n.mean_utilization, n.idle_gpus, n.idle_mig_slices)
+        for n in found.namespaces
+    ] == [
+        ("ml", 2, 1, pytest.approx(151 / 3), 0, 1),
+        ("-", 1, 0, 60.0, 0, 0),
+        ("research", 1, 0, 1.0, 1, 0),
     ]
-    assert found.node_gpus == {"node-2": 3, "node-10": 1, "10.0.0.1:9400": 1}
+    assert found.node_gpus == {"node-2": 5, "node-10": 1, "10.0.0.1:9400": 1}  # rows
     assert found.page == ["node-2", "node-10"]
     assert live.page_nodes(found, "util", 3) == ["node-2", "node-10"]
 

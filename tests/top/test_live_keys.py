@@ -10,9 +10,12 @@ import time
 
 import pytest
 
-from gpuctl.top.node.core.keys import View, press
+from gpuctl.common.keys import View
+from gpuctl.top.node.core.keys import KEYS
 from tests import ROOT
 from tests.standins import missing
+
+press = KEYS.press
 
 
 def test_keys_sort_filter_help_and_quit():
@@ -105,3 +108,94 @@ def test_live_top_keys_under_tmux(tmp_path):
     finally:
         for sock in ("tmux.sock", "short.sock"):
             subprocess.run([tmux, "-S", str(tmp_path / sock), "kill-server"], capture_output=True)
+
+
+def test_cluster_keys_filter_on_columns():
+    from gpuctl.dcgm.holders import Holder
+    from gpuctl.top.cluster.core import keys
+    from gpuctl.top.cluster.core.usage import ClusterGpuRow
+
+    def row(node, model, *holders):
+        return ClusterGpuRow(node, "0", None, model, None, None, None, None, None, None, None,
+                             tuple(Holder(ns, pod, "c") for ns, pod in holders), None)  # fmt: skip
+
+    h100 = row("gpu-node-1", "NVIDIA H100 80GB HBM3", ("ml", "train-0"))
+    a100 = row("hbm-node", "NVIDIA A100-SXM4-80GB", ("research", "nb-hbm3"))
+    free = row("gpu-node-2", "NVIDIA H100 80GB HBM3")
+    shown = lambda wanted: [r for r in (h100, a100, free) if keys.row_matches(r, wanted)]  # noqa: E731
+    assert shown("hbm3") == [h100, a100, free]  # any column, whatever the case
+    assert shown("model:HBM3") == [h100, free]
+    assert shown("node:hbm") == [a100] and shown("pod:hbm3") == [a100]
+    assert shown("ns:ml") == [h100] and shown("ns: research ") == [a100]
+    assert shown("other:hbm3") == []  # not a column: the text is `other:hbm3`
+    assert (
+        keys.KEYS.press(View(), "I").sort == "idle" and keys.KEYS.press(View(), "i").sort == "index"
+    )
+    # the series fetched for a filter: those of the columns it names
+    assert keys.matchers("model:H100") == ('modelName=~"(?i).*H100.*"',)
+    assert len(keys.matchers("x")) == 3 + 3 + 3 + 1
+
+
+@pytest.mark.integration
+def test_live_cluster_view_keys_under_tmux(tmp_path):
+    """`gpuctl top` with GPUCTL_PROMETHEUS_URL set, as the README says to run it: help,
+    sort, a filter on a column, and `q` leaving with exit code 0."""
+    from tests.cluster_data import mixed_cluster
+    from tests.standins.prometheus import load_blocks, start_prometheus
+
+    tmux = _tmux()
+    prom = start_prometheus(load_blocks(mixed_cluster(), time.time()))
+    socket = str(tmp_path / "tmux.sock")
+    session = ["-f", "/dev/null", "-S", socket]
+    status = tmp_path / "status"
+    command = (
+        f"cd {ROOT} && stty cols 160 && PYTHONPATH={ROOT} GPUCTL_PROMETHEUS_URL={prom.url} "
+        f"{sys.executable} -m gpuctl top -d 0.5; echo $? > {status}"
+    )
+
+    def pane() -> str:
+        return subprocess.run(
+            [tmux, *session, "capture-pane", "-p", "-t", "top"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    def until(text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            shown = pane()
+            if text in shown:
+                return shown
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} not shown:\n{pane()}")
+
+    def keys(*sent: str) -> None:
+        subprocess.run([tmux, *session, "send-keys", "-t", "top", *sent], check=True)
+
+    subprocess.run(
+        [tmux, *session, "new-session", "-d", "-s", "top", "-x", "160", "-y", "40", command],
+        check=True,
+    )
+    try:
+        until("sort: index")
+        keys("?")
+        shown = until("h this help")
+        assert "NAMESPACE/POD" not in shown and "I sort by index, util, memory" in shown
+        keys("x")  # any key closes the help
+        until("NAMESPACE/POD")
+        keys("u")
+        until("sort: util")
+        keys("/", "n", "s", ":", "r", "e", "s", "Enter")  # namespace research
+        shown = until("filter: ns:res (3 matches)")
+        assert "research/nb-2" in shown and "ml/train-0" not in shown
+        keys("Escape")
+        until("ml/train-0")
+        keys("q")
+        deadline = time.monotonic() + 20
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert status.read_text().strip() == "0"  # q leaves with 0, not Ctrl-C's 130
+    finally:
+        subprocess.run([tmux, *session, "kill-server"], capture_output=True)
+        prom.stop()

@@ -12,6 +12,7 @@ class Frames:
     """LiveFrames' interface; each answer a frame (here a name) or an error to raise."""
 
     delay = 0.0
+    sort, filter = "index", ""
 
     def __init__(self, answers):
         self.answers, self.asked, self.closed = list(answers), [], False
@@ -34,7 +35,9 @@ def test_a_failed_refresh_keeps_the_last_frame_and_says_why():
     def rows(last):  # the room a screen has depends on the last frame shown
         return 40 if last is None else 40 + len(last)
 
-    cluster.watch(frames, rows, shown.append, until=lambda: not frames.answers)
+    cluster.watch(
+        frames, rows, lambda screen, view: shown.append(screen), until=lambda: not frames.answers
+    )
     assert [(s.frame, s.rows, s.error, s.age) for s in shown] == [
         ("first", 40, None, 1.5),
         ("first", 45, "HTTP 503", 1.5),
@@ -46,5 +49,5 @@ def test_a_failed_refresh_keeps_the_last_frame_and_says_why():
 def test_a_failed_first_frame_ends_the_loop():
     frames = Frames([BackendError("cannot reach Prometheus")])
     with pytest.raises(BackendError, match="cannot reach"):
-        cluster.watch(frames, lambda last: 10, lambda screen: pytest.fail("shown"))
+        cluster.watch(frames, lambda last: 10, lambda screen, view: pytest.fail("shown"))
     assert frames.closed

@@ -65,23 +65,30 @@ def test_the_cluster_view_is_the_same_under_every_setting(scraped, capsys):
         8000,
     )
     assert doc["summary"] == {
-        "gpus": 8,
+        "gpus": 7,  # 6 whole GPUs and node-3's A100, split into 2 MIG slices
+        "mig_gpus": 1,
+        "mig_slices": 2,
         "mean_utilization": pytest.approx(145 / 8, abs=0.1),
-        "idle_gpus": 6,
+        "idle_gpus": 5,
+        "idle_mig_slices": 1,
         "idle_allocated_gpus": 2,
+        "idle_allocated_mig_slices": 0,
         "request_shape_gpus": 1,  # every holder, the two sharing node-2's GPU too, holds one
         "stranded_gpus": 0,
-        "signal": "gr_engine_active 2, gpu_util 6",  # its MIG devices by engine activity
+        "signal": "gr_engine_active",  # the default counters' profiling field, everywhere
     }
     assert doc["namespaces"] == [
         {
             "namespace": "ml",
-            "gpus": 3,
+            "gpus": 2,
+            "mig_slices": 1,
             "mean_utilization": pytest.approx(47, abs=0.1),
             "idle_gpus": 1,
+            "idle_mig_slices": 0,
         },
-        {"namespace": "research", "gpus": 1, "mean_utilization": 3.0, "idle_gpus": 1},
-    ]
+        {"namespace": "research", "gpus": 1, "mig_slices": 0, "mean_utilization": 3.0,
+         "idle_gpus": 1, "idle_mig_slices": 0},
+    ]  # fmt: skip
     code, out, err = gpuctl(capsys, "top", "--prometheus", scraped.url, "--once")
     assert code == 0, err
     assert out.count("IDLE, held") == 2 and "research/nb-a, research/nb-b" in out

@@ -50,7 +50,38 @@ def test_unknown_and_nan_values_are_missing_not_zero():
     assert f.summary.busiest is None
 
 
-def test_mig_board_series_fill_in_their_devices_and_make_no_row():
+def test_a_mig_split_gpu_has_the_board_readings_and_its_devices_none():
+    """dcgm-exporter repeats a GPU's temperature and power on each of its MIG devices'
+    series (NVIDIA/dcgm-exporter#317): they belong to the GPU, shown once, not per device."""
+    mig = [dev(GPU_I_ID=str(i), GPU_I_PROFILE="1g.10gb") for i in (7, 8)]
+    current = []
+    for i, m in enumerate(mig):
+        current += [
+            sample(metrics.GR_ACTIVE, 0.25 * (i + 1), **m),
+            sample(metrics.TEMP, 50.0, **m),
+            sample(metrics.POWER, 574.0, **m),
+        ]
+    attrs = [({**m, "modelName": "NVIDIA A100-SXM4-40GB"}, 1.0) for m in mig]
+    f = frame(current, attrs, [(mig[0], 25.0), (mig[1], 2.0)])
+    assert [
+        (r.gpu, r.model, r.utilization_gpu, r.power_w, r.temperature_c, r.idle) for r in f.rows
+    ] == [
+        ("0/mig7", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 25.0, None, None, False),
+        ("0/mig8", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 50.0, None, None, True),
+    ]
+    [gpu] = usage.mig_gpus(f.rows)
+    assert (gpu.node, gpu.gpu, gpu.model, gpu.temperature_c, gpu.power_w, gpu.slices) == (
+        "n1", "0", "NVIDIA A100-SXM4-40GB", 50.0, 574.0, 2
+    )  # fmt: skip
+    s = f.summary
+    assert (s.gpus, s.mig_gpus, s.mig_slices, s.idle_gpus, s.idle_mig_slices) == (1, 1, 2, 0, 1)
+    assert usage.frame_to_dict(f)["mig_gpus"] == [
+        {"node": "n1", "gpu": "0", "uuid": "GPU-n1-0", "model": "NVIDIA A100-SXM4-40GB",
+         "mig_slices": 2, "temperature_c": 50.0, "power_w": 574.0}
+    ]  # fmt: skip
+
+
+def test_mig_board_series_are_the_gpus_readings_and_make_no_row():
     board = dev()
     mig = [dev(GPU_I_ID=str(i), GPU_I_PROFILE="1g.10gb") for i in (7, 8)]
     current = [sample(metrics.POWER, 250.0, **board), sample(metrics.TEMP, 55.0, **board)]
@@ -59,15 +90,27 @@ def test_mig_board_series_fill_in_their_devices_and_make_no_row():
             sample(metrics.GR_ACTIVE, 0.25 * (i + 1), **m),
             sample(metrics.TEMP, 50.0 + i, **m),
         ]
-    attrs = [({**m, "modelName": "NVIDIA A100-SXM4-40GB"}, 1.0) for m in mig]
-    means = [(mig[0], 25.0), (mig[1], 2.0)]
-    f = frame(current, attrs, means)
-    assert [
-        (r.gpu, r.model, r.utilization_gpu, r.power_w, r.temperature_c, r.idle) for r in f.rows
-    ] == [
-        ("0/mig7", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 25.0, 250.0, 50.0, False),
-        ("0/mig8", "NVIDIA A100-SXM4-40GB MIG 1g.10gb", 50.0, 250.0, 51.0, True),
-    ]
+    f = frame(current, [(m, 1.0) for m in mig], [(mig[0], 25.0), (mig[1], 2.0)])
+    assert [r.gpu for r in f.rows] == ["0/mig7", "0/mig8"]
+    [gpu] = usage.mig_gpus(f.rows)
+    assert (gpu.temperature_c, gpu.power_w, gpu.slices) == (55.0, 250.0, 2)
+
+
+def test_the_table_shows_a_mig_split_gpu_once_with_its_board_readings():
+    from gpuctl.top.cluster import views
+
+    whole = dev("n1", "1")
+    mig = [dev(GPU_I_ID=str(i), GPU_I_PROFILE="1g.10gb") for i in (7, 8)]
+    current = [sample(metrics.UTIL, 40.0, **whole), sample(metrics.POWER, 300.0, **whole)]
+    for m in mig:
+        current += [sample(metrics.GR_ACTIVE, 0.5, **m), sample(metrics.POWER, 574.0, **m)]
+    f = frame(current, [(m, 1.0) for m in [whole, *mig]], [(m, 50.0) for m in [whole, *mig]])
+    text = views.render_plain(f, "10m", 5.0)
+    assert text.startswith("Cluster 2 GPUs, 1 split into 2 MIG slices · ")
+    assert text.count("574W") == 1 and "300W" in text  # the split GPU's power once
+    lines = text.splitlines()
+    gpu0 = next(i for i, ln in enumerate(lines) if "(MIG, 2 slices)" in ln)
+    assert "0/mig7" in lines[gpu0 + 1] and "0/mig8" in lines[gpu0 + 2]
 
 
 def test_the_best_busy_signal_wins_and_the_row_names_it():
@@ -236,16 +279,23 @@ def test_summary_counts_are_consistent(devs, threshold):
             means.append((d, mean))
     f = frame(current, attrs, means, threshold)
     s = f.summary
-    assert s.gpus == len(f.rows) == len({r.node + r.gpu for r in f.rows})
-    assert s.idle_allocated_gpus <= s.idle_gpus <= s.gpus
-    assert s.idle_gpus == sum(
+    whole = [r for r in f.rows if r.board is None]
+    split = {(r.node, r.gpu.partition("/")[0]) for r in f.rows if r.board is not None}
+    assert s.devices == len(f.rows) == len({r.node + r.gpu for r in f.rows})
+    assert (s.gpus, s.mig_gpus, s.mig_slices) == (
+        len(whole) + len(split), len(split), len(f.rows) - len(whole)
+    )  # fmt: skip
+    assert s.idle_allocated_gpus <= s.idle_gpus <= s.gpus - s.mig_gpus
+    assert s.idle_allocated_mig_slices <= s.idle_mig_slices <= s.mig_slices
+    assert s.idle_gpus + s.idle_mig_slices == sum(
         1 for r in f.rows if r.mean_utilization is not None and r.mean_utilization < threshold
     )
-    assert sum(n.gpus for n in f.namespaces) == sum(1 for r in f.rows if r.pod)
+    assert sum(n.gpus + n.mig_slices for n in f.namespaces) == sum(1 for r in f.rows if r.pod)
     assert sum(n.idle_gpus for n in f.namespaces) == s.idle_allocated_gpus
-    free_whole = sum(1 for r in f.rows if not r.pod and r.mig_profile is None)
+    assert sum(n.idle_mig_slices for n in f.namespaces) == s.idle_allocated_mig_slices
+    free_whole = sum(1 for r in whole if not r.pod)
     assert (s.stranded_gpus or 0) <= free_whole
-    assert (s.request_shape is None) == (not any(r.pod and r.mig_profile is None for r in f.rows))
+    assert (s.request_shape is None) == (not any(r.pod for r in whole))
     if s.mean_utilization is not None:
         assert s.idlest.mean_utilization <= s.mean_utilization + 1e-9
         assert s.busiest.mean_utilization >= s.mean_utilization - 1e-9
@@ -266,7 +316,7 @@ def test_live_frame_is_cut_to_the_screen_and_says_so():
     console.print(views.render(f, "10m", 5.0, max_rows=10, error="HTTP 503"))
     text = console.export_text()
     assert "stale: HTTP 503" in text
-    assert "30 more GPUs not shown" in text
+    assert "30 more GPUs or MIG slices not shown" in text
     assert sum(1 for ln in text.splitlines() if ln.startswith("n")) == 10
 
 

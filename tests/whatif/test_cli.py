@@ -173,3 +173,25 @@ def test_from_cluster_replays_its_pods_onto_its_nodes_and_changes_nothing(cli, k
         assert p["first_gpu_pod_failure_demand_pct"] is not None
         assert p["alloc_pct"]["130"] is None
     assert writes(kube, since) == []
+
+
+def test_from_cluster_says_what_is_physical(cli, kube, kube_api):
+    """Real nodes (tests/data/nodes): the replay places pods on nvidia.com/gpu, which under
+    the single MIG strategy counts 14 slices of 2 A100s; the headline counts 10 GPUs."""
+    from tests.node_corpus import corpus
+
+    nodes = [corpus()["gfd-a100-mig-single"], corpus()["gfd-h100"]]
+    for n in nodes:
+        n["metadata"].pop("resourceVersion", None)
+        n["metadata"].pop("uid", None)
+    limits = {"nvidia.com/gpu": "1", "cpu": "1"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},
+           "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+           "status": {"phase": "Running"}}  # fmt: skip
+    seed(kube_api, *nodes, pod)
+    r = cli("whatif", "--from-cluster", "--policy", "first-fit", "--demand", "1", "-o", "json")
+    assert r.code == 0, r
+    assert (
+        "2 nodes, 10 GPUs, 2 split into 14 MIG slices, placing pods on 22 nvidia.com/gpu; "
+        "1 pods" in r.err
+    )

@@ -43,11 +43,13 @@ def batches(
     read: Callable[[int], bytes],
     chunk: int = CHUNK,
     decode: Callable[[bytes], list[Any]] = json.loads,
+    tail: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[list[Any]]:
     """The `result` elements, a list per slice of the answer: every slice but the last as
     `decode` makes them of the JSON array it is given (json.loads by default), the last
-    as json.loads does. Raises NotAVectorStream before yielding anything when the answer
-    is not a successful vector answer, ValueError when it is not valid JSON."""
+    as json.loads does. `tail` gets what follows `data` in the answer (its `warnings`,
+    `infos`) once the answer is read. Raises NotAVectorStream before yielding anything when
+    the answer is not a successful vector answer, ValueError when it is not valid JSON."""
     buf = b""
     while len(buf) < _HEAD_MAX:
         data = read(chunk)
@@ -69,12 +71,16 @@ def batches(
             continue  # one element longer than what is read so far
         yield decode(b"[" + buf[: cut + 1] + b"]")
         buf = buf[cut + 2 :]
-    yield _last(buf.decode("utf-8"))
+    items, rest = _last(buf.decode("utf-8"))
+    if tail is not None:
+        tail(rest)
+    yield items
 
 
-def _last(tail: str) -> list[Any]:
-    """The elements left at the end, checking that the rest closes the answer."""
+def _last(tail: str) -> tuple[list[Any], dict[str, Any]]:
+    """The elements left at the end, and the rest of the answer (checking that it closes
+    it): `{"data": {"result": []}, "warnings": […]}`."""
     items: list[Any]
     items, end = json.JSONDecoder().raw_decode("[" + tail)
-    json.loads('{"data":{"result":[]' + tail[end - 1 :])  # `}` + warnings/infos + `}`
-    return items
+    rest = json.loads('{"data":{"result":[]' + tail[end - 1 :])  # `}` + warnings/infos + `}`
+    return items, rest

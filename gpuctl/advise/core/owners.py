@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.dcgm.promql import per_metric
+
 # The alphabet of Kubernetes' generated name suffixes and pod-template hashes
 # (apimachinery util/rand: no vowels, no 0, 1, 3).
 _SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
@@ -35,10 +37,11 @@ class Workload:
 
 def query(window: str) -> str:
     """One query for every owner series over the window; each kind keeps its own label
-    (pod, replicaset, job_name), so the metric name is not needed to tell them apart."""
-    names = "|".join(OWNER_METRICS)
+    (pod, replicaset, job_name), so the metric name is not needed to tell them apart once
+    aggregated (before, each metric's series are kept apart: see per_metric)."""
     by = "namespace, exported_namespace, pod, exported_pod, replicaset, job_name, owner_kind, owner_name, owner_is_controller"
-    return f'max by ({by}) (max_over_time({{__name__=~"{names}"}}[{window}]))'
+    over = per_metric(lambda m: f"max_over_time({m}[{window}])", OWNER_METRICS)
+    return f"max by ({by}) ({over})"
 
 
 @dataclass

@@ -95,6 +95,19 @@ def _utilization(window: str, matcher: str = "") -> str:
     return busy.promql(side)
 
 
+def _device_utilization(window: str) -> str:
+    """Mean busy signal (percent) per device (DEVICE) over the window: each side aggregated
+    by device first, so that `or` takes one signal per device even where its fields' series
+    carry different labels (a time-sliced GPU: GR_ENGINE_ACTIVE copied on each pod's series,
+    GPU_UTIL the device's own total besides each pod's share)."""
+
+    def side(metric: str, extra: str) -> str:
+        selector = "{" + extra + "}" if extra else ""
+        return f"max by ({DEVICE}) ({_host(f'avg_over_time({metric}{selector}[{window}])')})"
+
+    return busy.promql(side)
+
+
 def _num(value: float) -> str:
     return f"{value:g}"
 
@@ -149,8 +162,8 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
                 "rules": [
                     _rule(
                         "GPUHighUtilization",
-                        f"avg by (Hostname) (max by ({DEVICE}) "
-                        f"({_host(f'({_utilization(o.high_util_window)})')})) > {_num(o.high_util)}",
+                        f"avg by (Hostname) ({_device_utilization(o.high_util_window)})"
+                        f" > {_num(o.high_util)}",
                         o.high_util_for,
                         "warning",
                         "GPUs on {{ $labels.Hostname }} are saturated",

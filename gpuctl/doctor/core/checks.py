@@ -11,6 +11,7 @@ from gpuctl.common.numbers import whole_number
 from gpuctl.dcgm import busy
 from gpuctl.dcgm.metrics import IDENTITY, SM_ACTIVE
 from gpuctl.gpus.accelerators import DraSource
+from gpuctl.gpus.identity import GpuCount
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL as GFD_PRODUCT
 from gpuctl.k8s import device_plugin
 from gpuctl.k8s.nodes import (
@@ -84,8 +85,9 @@ def check_gpu_nodes(nodes: list[dict[str, Any]], dra: DraSource | None = None) -
         )
     found = []
     if gpu_nodes:
-        total = sum(_gpu_count(n) for n in gpu_nodes)
-        found.append(f"{len(gpu_nodes)} GPU node(s), {total} GPU(s) allocatable")
+        # physical GPUs, MIG slices apart: a slice or a time-shared replica is not a GPU
+        total = sum((gpus_of(n).physical for n in gpu_nodes), GpuCount())
+        found.append(f"{len(gpu_nodes)} GPU node(s), {total.text()}")
     if others:
         found.append(f"{len(others)} other accelerator node(s): {_other_accelerators(others)}")
     if through_dra and dra is not None:
@@ -404,14 +406,21 @@ def check_busy_signal(counts: dict[str, int] | None, error: str | None = None) -
     if not total:
         return Check(name, WARN, "no DCGM busy-signal series in Prometheus", "deploy dcgm-exporter")
     if sm >= total:
-        return Check(name, PASS, f"SM activity (DCGM_FI_PROF_SM_ACTIVE) on all {total} GPU(s)")
+        return Check(
+            name,
+            PASS,
+            f"SM activity (DCGM_FI_PROF_SM_ACTIVE) on all {total} GPU(s) and MIG slice(s)",
+        )
     if sm == 0:
         return Check(
             name,
             WARN,
-            f"only a duty cycle on all {total} GPU(s): no DCGM_FI_PROF_SM_ACTIVE",
+            f"only a duty cycle on all {total} GPU(s) and MIG slice(s): no DCGM_FI_PROF_SM_ACTIVE",
             fix,
         )
     return Check(
-        name, WARN, f"only a duty cycle on {total - sm} of {total} GPU(s): no SM_ACTIVE", fix
+        name,
+        WARN,
+        f"only a duty cycle on {total - sm} of {total} GPU(s) and MIG slice(s): no SM_ACTIVE",
+        fix,
     )

@@ -18,7 +18,7 @@ from gpuctl.common import batcher_metrics as batcher
 from gpuctl.dcgm import busy, holders
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, UTIL
-from gpuctl.jobs.core.service_spec import Autoscale
+from gpuctl.jobs.core.service_spec import Autoscale, PrometheusAuth
 from gpuctl.k8s.apis import KEDA_API_VERSION
 
 KEDA, HPA = "keda", "hpa"
@@ -95,8 +95,9 @@ def scaled_object(
     promql: str,
     prometheus_url: str,
 ) -> dict[str, Any]:
-    """A KEDA ScaledObject scaling Deployment NAME on PROMQL (keda.sh/v1alpha1)."""
-    trigger = {
+    """A KEDA ScaledObject scaling Deployment NAME on PROMQL (keda.sh/v1alpha1); with
+    scale.auth, its trigger logs in by trigger_authentication's object."""
+    trigger: dict[str, Any] = {
         "type": "prometheus",
         "metricType": "Value",
         "metadata": {
@@ -105,6 +106,9 @@ def scaled_object(
             "threshold": str(scale.target),
         },
     }
+    if scale.auth is not None:
+        trigger["metadata"]["authModes"] = scale.auth.mode
+        trigger["authenticationRef"] = {"name": auth_name(name)}
     return {
         "apiVersion": KEDA_API_VERSION,
         "kind": "ScaledObject",
@@ -115,6 +119,30 @@ def scaled_object(
             "maxReplicaCount": scale.max,
             "triggers": [trigger],
         },
+    }
+
+
+# the Secret keys each authMode reads, named as KEDA's prometheus scaler names its parameters
+AUTH_PARAMETERS = {"basic": ("username", "password"), "bearer": ("bearerToken",)}
+
+
+def auth_name(name: str) -> str:
+    return f"{name}-prometheus"
+
+
+def trigger_authentication(
+    name: str, namespace: str, metadata: dict[str, Any], auth: PrometheusAuth
+) -> dict[str, Any]:
+    """The KEDA TriggerAuthentication of service NAME's trigger: references to the keys of
+    the Secret auth.secret (never the credentials themselves)."""
+    refs = [
+        {"parameter": key, "name": auth.secret, "key": key} for key in AUTH_PARAMETERS[auth.mode]
+    ]
+    return {
+        "apiVersion": KEDA_API_VERSION,
+        "kind": "TriggerAuthentication",
+        "metadata": {**metadata, "name": auth_name(name), "namespace": namespace},
+        "spec": {"secretTargetRef": refs},
     }
 
 

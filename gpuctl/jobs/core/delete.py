@@ -61,6 +61,8 @@ def plan_delete(name: str, namespace: str, objects: Sequence[Mapping[str, Any]])
 def _why(kind: str, owned: bool, serving: bool = False) -> str:
     if kind in ("ScaledObject", "HorizontalPodAutoscaler"):
         return "the service's autoscaler, first: it would scale the replicas back up"
+    if kind == "TriggerAuthentication":
+        return "how the autoscaler logged in to Prometheus (its Secret is left alone)"
     if kind == "Deployment":
         return "the service's replicas; its ReplicaSets and pods go with it"
     if kind == "Service" and serving:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuctl.common import k8s_names
-from gpuctl.common.errors import UsageError
+from gpuctl.common.errors import UsageError, carries_credentials
 from gpuctl.common.spec_fields import (
     DURATION,
     INTEGER,
@@ -55,6 +55,13 @@ PORT = Table(
     Field("port", INTEGER, "The container's port, also the Service's.", required=True,
           minimum=1, maximum=65535),
 )  # fmt: skip
+AUTH_MODES = ("basic", "bearer")  # KEDA's prometheus scaler's authModes gpuctl renders
+PROMETHEUS_AUTH = Table(
+    Field("secret", TEXT, "A Secret in the service's namespace with the credentials: keys "
+          "username and password (basic), or bearerToken (bearer).", required=True,
+          pattern=Rule(k8s_names.DNS1123_SUBDOMAIN, "a valid Secret name")),
+    Field("mode", TEXT, "basic or bearer.", default="basic", choices=AUTH_MODES),
+)  # fmt: skip
 AUTOSCALE = Table(
     Field("min", INTEGER, "Fewest replicas; 0 (scale to zero) only with KEDA.", default=1,
           minimum=0, maximum=MAX_REPLICAS),
@@ -63,8 +70,12 @@ AUTOSCALE = Table(
     Field("window", TEXT, "The Prometheus range the signal is averaged over.",
           default=DEFAULT_WINDOW),
     Field("prometheus", TEXT, "KEDA: the Prometheus URL it queries from inside the cluster "
-          "(default: the Prometheus Operator's prometheus-operated in namespace monitoring).",
+          "(default: the Prometheus Operator's prometheus-operated in namespace monitoring), "
+          "without credentials: those go in prometheus_auth's Secret.",
           pattern=Rule(r"https?://[^\s]+", "an http(s) URL")),
+    Field("prometheus_auth", MAPPING, "KEDA: how it logs in to that Prometheus, from a Secret "
+          "(a TriggerAuthentication is rendered beside the ScaledObject).",
+          fields=PROMETHEUS_AUTH),
 )  # fmt: skip
 SERVICE = Table(
     Field("port", INTEGER, "The port the server listens on (or ports).", minimum=1,
@@ -100,6 +111,14 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class PrometheusAuth:
+    """KEDA's login to Prometheus: a Secret's keys, by authMode."""
+
+    secret: str
+    mode: str = "basic"
+
+
+@dataclass(frozen=True)
 class Autoscale:
     min: int
     max: int
@@ -107,6 +126,7 @@ class Autoscale:
     target: int
     window: str = DEFAULT_WINDOW
     prometheus: str | None = None
+    auth: PrometheusAuth | None = None
 
 
 @dataclass(frozen=True)
@@ -230,4 +250,20 @@ def _autoscale(f: Fields) -> Autoscale | None:
             raise a.error("window", f"{window!r} is longer than Prometheus keeps anything")
     except UsageError as e:
         raise a.error("window", e.message.removeprefix("window: "), e.hint) from None
-    return Autoscale(low, high, signal, target, window, a.read(AUTOSCALE["prometheus"]))
+    url = a.read(AUTOSCALE["prometheus"])
+    if url is not None and carries_credentials(url):
+        raise a.error(
+            "prometheus",
+            "the URL carries credentials, which would be written in clear into the ScaledObject",
+            hint="put them in a Secret and name it in autoscale.prometheus_auth "
+            "(docs/services.md#a-prometheus-that-asks-for-credentials)",
+        )
+    return Autoscale(low, high, signal, target, window, url, _auth(a))
+
+
+def _auth(a: Fields) -> PrometheusAuth | None:
+    f = a.child("prometheus_auth")
+    if f is None:
+        return None
+    f.reject_unknown(PROMETHEUS_AUTH)
+    return PrometheusAuth(f.read(PROMETHEUS_AUTH["secret"]), f.read(PROMETHEUS_AUTH["mode"]))

@@ -1,5 +1,6 @@
 """Render a `kind: Service` spec: a Deployment of its replicas, a Service in front of them,
-and, with autoscale, the ScaledObject or HPA that sizes the Deployment. Pure.
+and, with autoscale, the ScaledObject (with prometheus_auth, after the TriggerAuthentication
+it logs in by) or HPA that sizes the Deployment. Pure.
 
 A rolling update takes room for its surge pods: `Rollout` says how much, so that a
 service never holds more GPUs than its namespace's quota allows (sized by
@@ -68,6 +69,11 @@ def render(spec: JobSpec, where: Placement, target: Target) -> list[dict[str, An
         meta = metadata(spec)
         if target.autoscaler == autoscale.KEDA:
             url = scale.prometheus or autoscale.DEFAULT_PROMETHEUS
+            if scale.auth is not None:  # before the trigger that reads it
+                auth = autoscale.trigger_authentication(
+                    spec.name, target.namespace, meta, scale.auth
+                )
+                objects.append(auth)
             obj = autoscale.scaled_object(spec.name, target.namespace, meta, scale, promql, url)
         else:
             obj = autoscale.hpa(spec.name, target.namespace, meta, scale)

@@ -129,6 +129,11 @@ def _serving_why(kind: str, spec: JobSpec, target: Target) -> str:
     if kind == "Service":
         return "routes to the Ready replicas: " + ", ".join(f"{n} {p}" for n, p in serving.ports)
     assert scale is not None
+    if kind == "TriggerAuthentication":
+        assert scale.auth is not None
+        return (
+            f"KEDA logs in to Prometheus ({scale.auth.mode}) with Secret {scale.auth.secret}'s keys"
+        )
     engine = "KEDA" if kind == "ScaledObject" else "the HPA"
     return (
         f"{engine} keeps {scale.min}..{scale.max} replicas at {scale.signal} "

@@ -7,9 +7,10 @@ A pod is covered when all of these hold:
   alone covers nothing);
 - a controller recreates it: it is a Job's, a ReplicaSet's (a Deployment's) or a
   StatefulSet's pod (a bare pod, a DaemonSet's or anything else's never is);
-- neither it nor its owners up the chain (the ReplicaSet's Deployment, …) is marked
-  `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never` (label or annotation, each read on
-  its own, as make-room reads them); an owner that could not be read covers nothing;
+- gpuctl.k8s.marks, the rule reclaim and make-room read too, does not say to leave it
+  alone: neither it nor its owners up the chain (its ReplicaSet's Deployment, its Job's
+  CronJob or JobSet) is marked `gpuctl.io/reclaim: never` or `gpuctl.io/evict: never`
+  (label or annotation), and every one of them could be read;
 - it keeps no data on the node (no emptyDir or hostPath volume: kubectl drain, too, asks
   before deleting emptyDir data);
 - no PodDisruptionBudget selecting it allows no disruption now (status.disruptionsAllowed,
@@ -20,27 +21,18 @@ stops that node when applying.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.errors import UsageError
-from gpuctl.k8s import events
-from gpuctl.k8s.objects import (
-    Ref,
-    annotations_of,
-    controller_of,
-    labels_of,
-    name_of,
-    namespace_of,
-    owner_chain,
-    uid_of,
-)
+from gpuctl.k8s import events, marks
+from gpuctl.k8s.objects import Ref, controller_of, labels_of, name_of, namespace_of, uid_of
 from gpuctl.k8s.selectors import label_selector_matches
 
-OWNER_KINDS = ("Job", "ReplicaSet", "Deployment", "StatefulSet")  # the kinds read as owners
+# the kinds read as owners (JobSet, a custom resource, where the cluster serves it)
+OWNER_KINDS = ("Job", "CronJob", "JobSet", "ReplicaSet", "Deployment", "StatefulSet")
 BUDGET = "PodDisruptionBudget"
 READ_KINDS = (*OWNER_KINDS, BUDGET)  # what the policy reads in its namespaces
 
@@ -51,7 +43,6 @@ def budgets_unread(namespace: str) -> Ref:
     return (BUDGET, namespace, "")
 
 
-NEVER = (("gpuctl.io/reclaim", "never"), ("gpuctl.io/evict", "never"))
 RECREATED_BY = ("Job", "ReplicaSet", "StatefulSet")
 RECORD = "gpuctl.io/mig-rebalance-evicted"  # on an evicted pod: why (JSON)
 REASON = "MigRebalanceEvict"  # the Event's reason
@@ -69,12 +60,9 @@ class DrainPolicy:
         ns = namespace_of(pod) or "default"
         if ns not in self.namespaces:
             return f"namespace {ns} is not one --drain-namespace names"
-        marked = _marked(pod)
-        if marked:
-            return f"marked {marked}"
         owner = controller_of(pod)
         if owner is None:
-            return "a bare pod: nothing would recreate it"
+            return marks.never(pod, owners) or "a bare pod: nothing would recreate it"
         if owner.get("kind") not in RECREATED_BY:
             return f"a {owner.get('kind')}'s pod: only Jobs', ReplicaSets' and StatefulSets' are"
         for v in (pod.get("spec") or {}).get("volumes") or []:
@@ -85,17 +73,7 @@ class DrainPolicy:
         budget = _spent_budget(pod, ns, owners)
         if budget:
             return f"its PodDisruptionBudget {ns}/{budget} allows no disruption now"
-        # the pod's owner, its owner's owner, …
-        for ref, seen in itertools.islice(owner_chain(pod, owners), 3):
-            if ref.get("kind") not in OWNER_KINDS:
-                return None
-            what = f"{ref.get('kind')} {ns}/{ref.get('name')}"
-            if seen is None:
-                return f"its {what} could not be read"
-            marked = _marked(seen)
-            if marked:
-                return f"its {what} is marked {marked}"
-        return None
+        return marks.never(pod, owners)
 
 
 def drain_policy(drain: bool, namespaces: list[str]) -> DrainPolicy | None:
@@ -124,11 +102,6 @@ def _spent_budget(
         if ((budget.get("status") or {}).get("disruptionsAllowed") or 0) < 1:
             return name
     return None
-
-
-def _marked(obj: Mapping[str, Any]) -> str | None:
-    marks = (labels_of(obj), annotations_of(obj))
-    return next((f"{k}: {v}" for k, v in NEVER for m in marks if m.get(k) == v), None)
 
 
 def record(node: str, config_from: str | None, config_to: str) -> str:

@@ -9,10 +9,11 @@ from gpuctl.common.errors import UsageError
 from gpuctl.common.numbers import whole_number
 from gpuctl.gpus.geometry import find_model
 from gpuctl.gpus.mig_demand import Fleet
-from gpuctl.gpus.mig_layout import parse_layout_text
+from gpuctl.gpus.mig_layout import parse_layout_text, parse_profile_name
 
 _FLEET_PART = re.compile(r"^(?:([0-9]+)\s*[x×*]\s*)?(.+)\Z", re.DOTALL)
 _RESOURCE_PREFIX = "nvidia.com/mig-"
+MAX_DEMAND = 100_000  # slices of one profile --demand may ask for
 
 
 def parse_fleet(text: str | None) -> list[Fleet]:
@@ -39,11 +40,17 @@ def parse_fleet(text: str | None) -> list[Fleet]:
 
 
 def parse_demand(text: str | None) -> dict[str, int]:
-    """``1g.10gb=9,3g.40gb=3``; Kubernetes resource names (``nvidia.com/mig-1g.10gb``) too."""
+    """``1g.10gb=9,3g.40gb=3``; Kubernetes resource names (``nvidia.com/mig-1g.10gb``) too.
+    Each a MIG profile name, at most MAX_DEMAND of each."""
     out: dict[str, int] = {}
     for name, n in parse_layout_text(text).items():
         if name.startswith(_RESOURCE_PREFIX):
             # The device plugin writes the + of an attribute as a dot: 1g.10gb.me, 1g.24gb.me.all
             name = re.sub(r"^(\d+g\.\d+gb)\.", r"\1+", name[len(_RESOURCE_PREFIX) :])
+        why = parse_profile_name(name)
+        if isinstance(why, str):
+            raise UsageError(f"--demand: {name!r} is not a MIG profile name (like 1g.10gb): {why}")
         out[name] = out.get(name, 0) + n
+        if out[name] > MAX_DEMAND:
+            raise UsageError(f"--demand: {out[name]} of {name} is more than {MAX_DEMAND}")
     return {k: v for k, v in out.items() if v}

@@ -1,8 +1,11 @@
 """What `gpuctl reclaim` finds and plans: per GPU workload, whether every GPU it holds has
 been idle for its rule's period (by the busy rule, over data that is fresh and whole), and
 the action its rule names. Unknown is never idle: a GPU without a series, with a stale one,
-or with a gap in its window leaves its workload untouched. Pure: the world and the time
-passed in, a plan out."""
+with a gap in its window, without a finite busy signal at every step of it, or an answer
+Prometheus warned was partial leaves its workload untouched, and the plan says so. What
+gpuctl.k8s.marks says must be left alone (a mark on a pod or an owner up its chain, or an
+owner it could not read) is not acted on either. Pure: the world and the time passed in, a
+plan out."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.common.plan import Plan, Step
-from gpuctl.k8s.objects import annotations_of, labels_of, meta, name_of
+from gpuctl.k8s.objects import annotations_of, labels_of, name_of, uid_of
 from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.reclaim.core.signal import SIGNAL, Readings
@@ -22,7 +25,9 @@ REPLICAS = "gpuctl.io/reclaim-replicas"  # annotation: the replica count scale-t
 WARN = "warn"  # a grace period's first step: announced, not acted on yet
 
 IDLE, BUSY, STALE, MISSING, GAP = "idle", "busy", "stale", "missing", "gap"
+UNKNOWN = "unknown"  # no finite busy signal, or a partial answer
 EXEMPT, NOT_COVERED, GRACE, DONE, OVER_CAP = "exempt", "not covered", "grace", "done", "over cap"
+NOT_KNOWN = (STALE, MISSING, GAP, UNKNOWN)  # the data does not say: never acted on
 
 
 @dataclass
@@ -102,7 +107,11 @@ def find(policy: pol.Policy, workloads: list[Workload], readings: Readings, now:
         r.status, r.action = OVER_CAP, None
         r.why += f"; over the cap of {policy.max_actions} actions a run"
     steps = tuple(_step(policy, r, readings, now) for r in acting[: policy.max_actions])
-    notes = []
+    notes = [
+        f"not acted on, its data unknown: {r.workload.target}: {r.status}: {r.why}"
+        for r in rows
+        if r.status in NOT_KNOWN
+    ]
     if len(acting) > policy.max_actions:
         notes.append(
             f"{len(acting) - policy.max_actions} idle workload(s) left for a later run (maxActions)"
@@ -125,11 +134,7 @@ def _pod_annotations(w: Workload) -> dict[str, str]:
 def _exempt(policy: pol.Policy, w: Workload) -> str | None:
     if w.namespace in policy.exempt_namespaces:
         return f"namespace {w.namespace} is exempt"
-    key, value = pol.EXEMPT_LABEL
-    for labels in (w.labels, *(labels_of(p) for p in w.pods)):
-        if labels.get(key) == value:
-            return f"labelled {key}={value}"
-    return None
+    return w.never
 
 
 def _signal(
@@ -137,11 +142,16 @@ def _signal(
 ) -> tuple[str, str, float | None]:
     """(status, why, idle since) from the pods' devices."""
     window, step = rule.idle_for_s, readings.queries.step_s
+    if readings.warnings:
+        return UNKNOWN, f"Prometheus's answer is partial: {readings.warnings[0]}", None
     last: list[float] = []
     for pod in w.pods:
         name = name_of(pod)
         devices = readings.devices((w.namespace, name))
         want = w.gpus_of(pod)
+        not_numbers = [why for d in devices for why in d.unknown]
+        if not_numbers:
+            return UNKNOWN, f"pod {name}: {not_numbers[0]}", None
         if len(devices) < want or any(d.newest is None for d in devices):
             found = sum(d.newest is not None for d in devices)
             return MISSING, f"pod {name}: {found} of its {want} GPU(s) have a current series", None
@@ -155,6 +165,21 @@ def _signal(
                 return (
                     GAP,
                     f"pod {name}: series present at {have} of {expected} steps of the window",
+                    None,
+                )
+            measured, finite = d.measured.get(window, 0), d.finite.get(window, 0)
+            if measured < expected - 1:
+                return (
+                    UNKNOWN,
+                    f"pod {name}: a busy signal ({SIGNAL}) at {int(measured)} of {expected} "
+                    "steps of the window",
+                    None,
+                )
+            if finite < measured:
+                return (
+                    UNKNOWN,
+                    f"pod {name}: its busy signal is NaN or ±Inf at {int(measured - finite)} "
+                    "step(s) of the window",
                     None,
                 )
             if d.last_busy is not None:
@@ -244,8 +269,7 @@ def _step(policy: pol.Policy, row: Row, readings: Readings, now: float) -> Step:
         why += f"; through Kueue Workload {w.kueue_workload}"
     if row.action == pol.SCALE and w.obj is not None:
         detail["replicas"] = int((w.obj.get("spec") or {}).get("replicas", 1))
-        version = meta(w.obj).get("resourceVersion")
-        if version:  # the count recorded is the one read: scale only that object
-            detail["resourceVersion"] = str(version)
+    detail["uid"] = uid_of(w.obj)  # the object the plan is about: not one made since
     detail["pods"] = [name_of(p) for p in w.pods]
+    detail["podUids"] = [uid_of(p) for p in w.pods]
     return Step(row.action, w.target, why, detail)

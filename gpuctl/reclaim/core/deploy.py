@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuctl.common.errors import UsageError, carries_credentials
 from gpuctl.k8s.labels import MANAGED
 from gpuctl.reclaim.core import policy as pol
 
@@ -15,7 +16,7 @@ NAME = "gpuctl-reclaim"
 POLICY_PATH = "/etc/gpuctl/policy.yaml"
 READ = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"]},
+    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["get", "list"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"],
      "verbs": ["get", "list"]},
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list"]},
@@ -26,7 +27,7 @@ WRITES: dict[str, list[dict[str, Any]]] = {
     pol.REPORT: [
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["patch"]},
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]},
         {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["patch"]},
     ],
@@ -76,6 +77,12 @@ def render(
     policy: pol.Policy, policy_text: str, namespace: str, image: str, prometheus: str,
     schedule: str = "*/15 * * * *", every_s: int | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
+    if carries_credentials(prometheus):
+        raise UsageError(
+            "--prometheus: the URL carries credentials, which would be written in clear into "
+            "the reclaimer's environment",
+            hint="give a URL without them (an in-cluster Prometheus, or a proxy that adds them)",
+        )
     pod_spec = {
         "serviceAccountName": NAME,
         "restartPolicy": "Always" if every_s else "Never",

@@ -6,8 +6,10 @@ minus what running pods request), taints and tolerations, node selectors, cordon
 eviction is a pod, or a whole gang (a JobSet's pods, an Indexed Job's, a Kueue pod group):
 a gang is never split. A pod is never evicted when nothing would recreate it (no
 controller), when it keeps data on the node (emptyDir or hostPath volumes), when it is a
-DaemonSet's or labelled or annotated gpuctl.io/evict: never, or when a PodDisruptionBudget
-would not allow it (its status.disruptionsAllowed, counted over all the plan's evictions).
+DaemonSet's, when gpuctl.k8s.marks says to leave it alone (marked gpuctl.io/evict: never or
+gpuctl.io/reclaim: never, itself or an owner up its chain; an owner that could not be read),
+or when a PodDisruptionBudget would not allow it (its status.disruptionsAllowed, counted
+over all the plan's evictions).
 
 Search: eviction sets by increasing number of pods evicted, the first whose job workers and
 evicted pods can all be placed (an exact bin-packing check) wins, so the plan is the fewest
@@ -24,13 +26,13 @@ from typing import Any
 from gpuctl.common.plan import Plan, Step
 from gpuctl.common.quantity import count
 from gpuctl.gpus.resources import DONE_PHASES, requested
+from gpuctl.k8s import marks
 from gpuctl.k8s.fit import tolerates
 from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, taints
-from gpuctl.k8s.objects import Ref, annotations_of, controller_of, labels_of, name_of, namespace_of
+from gpuctl.k8s.objects import Ref, controller_of, labels_of, name_of, namespace_of, uid_of
 from gpuctl.k8s.selectors import label_selector_matches, may_run_on, required_terms
 from gpuctl.reclaim.core.workloads import Obj
 
-NEVER = ("gpuctl.io/evict", "never")
 GANG_LABELS = ("jobset.sigs.k8s.io/jobset-name", "kueue.x-k8s.io/pod-group-name")
 BUDGET = 20000  # eviction sets tried before the greedy fallback
 
@@ -113,17 +115,15 @@ def schedulable(
 
 
 def why_not_evictable(pod: Obj, owners: dict[Ref, Obj]) -> str | None:
-    if _labels(pod).get(NEVER[0]) == NEVER[1] or annotations_of(pod).get(NEVER[0]) == NEVER[1]:
-        return f"{NEVER[0]}: {NEVER[1]}"
     ref = controller_of(pod)
     if ref is None:
-        return "no controller would recreate it"
+        return marks.never(pod, owners) or "no controller would recreate it"
     if ref.get("kind") == "DaemonSet":
         return "a DaemonSet's pod"
     for v in (pod.get("spec") or {}).get("volumes") or []:
         if "emptyDir" in v or "hostPath" in v:
             return f"keeps data on the node (volume {v.get('name')})"
-    return None
+    return marks.never(pod, owners)
 
 
 def _budgets(pod: Obj, pdbs: list[Obj]) -> list[str]:
@@ -360,9 +360,8 @@ def _finish(result: RoomPlan, chosen: tuple[Unit, ...], placed: tuple[list[int],
             if u.size > 1:
                 why += f" (gang {u.name}: all {u.size} pods go)"
             ns, pod = name.split("/", 1)
-            steps.append(
-                Step("evict", f"pod {name}", why, {"namespace": ns, "name": pod, "node": node})
-            )
+            detail = {"namespace": ns, "name": pod, "node": node, "uid": uid_of(p)}
+            steps.append(Step("evict", f"pod {name}", why, detail))
     where = ", ".join(f"{n} ×{k}" for n, k in sorted(result.placement.items()))
     notes = [f"the job's workers then fit on: {where}"]
     if not result.proven:

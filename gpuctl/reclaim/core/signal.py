@@ -9,21 +9,31 @@ Every decision uses the ground floor's busy rule (gpuctl.dcgm.busy). Per device 
   threshold; each step looks at the whole step before it (max_over_time), so a burst
   between two steps still counts;
 - `covered[window]`: at how many steps of each rule's window the device had a sample: a
-  gap (an exporter down for an hour) is not an idle hour.
+  gap (an exporter down for an hour) is not an idle hour;
+- `measured[window]` and `finite[window]`: at how many steps of the window the busy signal
+  itself had a value, and a finite one: a device the rule gives no signal (a MIG device
+  without GR_ENGINE_ACTIVE) or one whose signal is NaN or ±Inf at some step (which no
+  threshold tells from idle) is not known to be idle.
+
+An answer that is itself not finite (NaN or ±Inf where a time or a count belongs) leaves its
+device unknown, and Prometheus's warnings (a partial answer: a remote store that did not
+answer) leave every device unknown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.dcgm import busy, holders
-from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, UTIL, Key, key_of
+from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, SM_ACTIVE, UTIL, Key, key_of
+from gpuctl.dcgm.promql import per_metric
 
 STEPS = 1440  # the lookback is read at this many steps at most
 MIN_STEP_S = 60
-SIGNAL = f"{UTIL} (whole GPUs), else 100 × {GR_ACTIVE}"
+SIGNAL = f"100 × {SM_ACTIVE}, else 100 × {GR_ACTIVE}, else {UTIL} (whole GPUs)"
 
 Sample = tuple[dict[str, Any], float]
 Pod = tuple[str, str]  # (namespace, name)
@@ -36,9 +46,17 @@ class Queries:
     newest: str
     last_busy: str
     covered: dict[int, str]  # window (s) -> query
+    measured: dict[int, str] = field(default_factory=dict)  # window (s) -> query
+    finite: dict[int, str] = field(default_factory=dict)  # window (s) -> query
 
     def all(self) -> list[str]:
-        return [self.newest, self.last_busy, *self.covered.values()]
+        return [
+            self.newest,
+            self.last_busy,
+            *self.covered.values(),
+            *self.measured.values(),
+            *self.finite.values(),
+        ]
 
 
 def step_for(lookback_s: int) -> int:
@@ -52,22 +70,26 @@ def queries(windows: Iterable[int], busy_percent: int) -> Queries:
     lookback = max(2 * windows[-1], 86400)
     step = step_for(lookback)
     by = ", ".join(IDENTITY + holders.LABELS)
-    metrics = f'{{__name__=~"{UTIL}|{GR_ACTIVE}"}}'
 
     def busy_over_step(metric: str, matcher: str) -> str:
         return f"max by ({by}) (max_over_time({metric}{{{matcher}}}[{step}s]))"
 
     busy_now = busy.promql(busy_over_step)
-    present = f"max by ({by}) (last_over_time({metrics}[{step}s]))"
+    # a sample of any busy-signal field, each field's series kept apart (see per_metric)
+    present = (
+        f"max by ({by}) ({per_metric(lambda m: f'last_over_time({m}[{step}s])', busy.SIGNALS)})"
+    )
     return Queries(
         step_s=step,
         lookback_s=lookback,
-        newest=f"max by ({by}) (timestamp({metrics}))",
+        newest=f"max by ({by}) ({per_metric(lambda m: f'timestamp({m})', busy.SIGNALS)})",
         last_busy=(
             f"max by ({by}) (max_over_time(timestamp(({busy_now}) >= {busy_percent})"
             f"[{lookback}s:{step}s]))"
         ),
         covered={w: f"count_over_time(({present})[{w}s:{step}s])" for w in windows},
+        measured={w: f"count_over_time(({busy_now})[{w}s:{step}s])" for w in windows},
+        finite={w: f"count_over_time((({busy_now}) > -Inf < +Inf)[{w}s:{step}s])" for w in windows},
     )
 
 
@@ -78,6 +100,9 @@ class Device:
     newest: float | None = None  # time of the newest sample
     last_busy: float | None = None  # None: not busy within the lookback
     covered: dict[int, float] = field(default_factory=dict)  # window -> steps with a sample
+    measured: dict[int, float] = field(default_factory=dict)  # window -> steps with a signal
+    finite: dict[int, float] = field(default_factory=dict)  # window -> steps it was finite
+    unknown: list[str] = field(default_factory=list)  # answers about it that were no number
 
 
 @dataclass
@@ -86,6 +111,7 @@ class Readings:
 
     queries: Queries
     by_pod: dict[Pod, dict[Key, Device]]
+    warnings: list[str] = field(default_factory=list)  # Prometheus's: a partial answer
 
     def devices(self, pod: Pod) -> list[Device]:
         return list(self.by_pod.get(pod, {}).values())
@@ -95,12 +121,15 @@ def read(
     q: Queries,
     answers: list[list[Sample]],
     exporter: holders.Exporter,
+    warnings: list[str] | None = None,
     claimed: Mapping[str, Pod] | None = None,
 ) -> Readings:
-    """The answers to q.all(), in order, per holding pod and device. A series that names no
-    holder is its DRA claim's pod's, where CLAIMED (device UUID → pod) has it."""
+    """The answers to q.all(), in order, per holding pod and device; WARNINGS: what
+    Prometheus warned of while answering them. A series that names no holder is its DRA
+    claim's pod's, where CLAIMED (device UUID → pod) has it."""
     by_pod: dict[Pod, dict[Key, Device]] = {}
-    newest, last_busy, *covered = answers
+    newest, last_busy, *counts = answers
+    windows = len(q.covered)
     claimed = claimed or {}
 
     def device(labels: dict[str, Any]) -> Device | None:
@@ -115,17 +144,28 @@ def read(
             devices[key] = Device(key, node)
         return devices[key]
 
-    for labels, value in newest:
-        d = device(labels)
-        if d is not None and value == value:
-            d.newest = max(value, d.newest or value)
-    for labels, value in last_busy:
-        d = device(labels)
-        if d is not None and value == value:
-            d.last_busy = max(value, d.last_busy or value)
-    for window, samples in zip(q.covered, covered):
+    def numbers(samples: list[Sample], what: str) -> Iterator[tuple[Device, float]]:
         for labels, value in samples:
             d = device(labels)
-            if d is not None:
-                d.covered[window] = max(value, d.covered.get(window, 0.0))
-    return Readings(q, by_pod)
+            if d is None:
+                continue
+            if math.isfinite(value):
+                yield d, value
+            else:
+                d.unknown.append(f"Prometheus answered {value} for {what}")
+
+    for d, value in numbers(newest, "its newest sample's time"):
+        d.newest = max(value, d.newest or value)
+    for d, value in numbers(last_busy, "the last time it was busy"):
+        d.last_busy = max(value, d.last_busy or value)
+    tallies = (
+        ("covered", "its samples in the window"),
+        ("measured", "the steps with a busy signal"),
+        ("finite", "the steps with a finite busy signal"),
+    )
+    for i, (name, what) in enumerate(tallies):
+        for window, samples in zip(q.covered, counts[i * windows : (i + 1) * windows]):
+            for d, value in numbers(samples, what):
+                tally = getattr(d, name)
+                tally[window] = max(value, tally.get(window, 0.0))
+    return Readings(q, by_pod, list(warnings or []))

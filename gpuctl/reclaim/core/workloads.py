@@ -2,9 +2,10 @@
 themselves (ownerReferences), not guessed from names: a Deployment's pods through their
 ReplicaSet, a JobSet's through its Jobs, a StatefulSet's, a Job's, a bare pod. A workload
 whose top owner is a kind gpuctl does not act on (a Kubeflow Notebook, a RayCluster, a
-LeaderWorkerSet) keeps that kind: its own controller would undo any change below it, so it
-is only reported. Kueue-managed Jobs and JobSets carry the Workload Kueue made for them.
-Pure."""
+LeaderWorkerSet) keeps that kind: its own controller would undo any change below it, and
+gpuctl cannot read whether it is marked never, so it is left alone. Kueue-managed Jobs and
+JobSets carry the Workload Kueue made for them. Each workload carries why gpuctl.k8s.marks
+says to leave it alone, if it does (a mark on one of its pods or up their chains). Pure."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
+from gpuctl.k8s import marks
 from gpuctl.k8s.labels import QUEUE_LABEL
 from gpuctl.k8s.nodes import is_gpu_resource
 from gpuctl.k8s.objects import (
@@ -27,7 +29,7 @@ from gpuctl.k8s.objects import (
 
 Obj = dict[str, Any]
 # Kinds read from the cluster to walk ownerReferences up.
-OWNER_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "Job", "JobSet")
+OWNER_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "Job", "CronJob", "JobSet")
 
 
 @dataclass
@@ -39,6 +41,7 @@ class Workload:
     obj: Obj | None  # the top owner as read (None: a kind gpuctl does not read)
     pods: list[Obj] = field(default_factory=list)
     kueue_workload: str | None = None  # the Kueue Workload admitting it
+    never: str | None = None  # why gpuctl.k8s.marks says to leave it alone
     claimed: dict[str, int] = field(default_factory=dict)  # pod name → DRA devices it holds
 
     @property
@@ -100,9 +103,9 @@ def group(
         held = (claimed or {}).get((ns, name), 0)
         if not holds_gpus(pod, held):
             continue
-        w = _top(pod, owners)
-        w = found.setdefault(w.ref, w)
+        w = found.setdefault((top := _top(pod, owners)).ref, top)
         w.pods.append(pod)
+        w.never = w.never or marks.never(pod, owners)
         if held:
             w.claimed[name] = held
     admitted = _kueue_owners(kueue_workloads)

@@ -1,20 +1,21 @@
 """What `gpuctl sched extender` knows of the cluster and how it answers kube-scheduler.
-Pure: API objects and extender requests in, extender answers out; the watches and the HTTP
-server are gpuctl/sched/extender.py.
+Pure: API objects and decoded extender requests in, extender answers out; the wire format
+is wire.py, the watches and the HTTP server gpuctl/sched/extender.py.
 
-The protocol is k8s.io/kube-scheduler/extender/v1 (types.go): kube-scheduler POSTs an
-ExtenderArgs {"pod", "nodes" | "nodenames"} — names only, as configured nodeCacheCapable —
-to the filter verb, which answers an ExtenderFilterResult {"nodenames", "failedNodes",
-"failedAndUnresolvableNodes", "error"}, and to the prioritize verb, which answers a
-HostPriorityList [{"host", "score"}], scores 0..MaxExtenderPriority (10); a node left out
-scores 0 (kube-scheduler adds nothing for it), so only the ranked few are listed.
+The protocol is k8s.io/kube-scheduler/extender/v1: kube-scheduler sends the pod and its
+candidates (names, or Node objects) to the filter verb, which answers which of them pass and
+why the others fail, and to the prioritize verb, which answers each candidate's score,
+0..MaxExtenderPriority (10).
 
 - filter: what kube-scheduler cannot see — a share of one GPU needs one GPU with that much
   free, whole GPUs need that many GPUs with nothing allocated, and a GPU model the pod's
-  nodeSelector / required affinity on the GPU label accepts. CPU, memory, taints and the
-  rest are kube-scheduler's own filters, run before.
+  nodeSelector on the GPU label accepts (a node of another model fails unresolvably:
+  no preemption changes it). CPU, memory, taints and the rest are kube-scheduler's own
+  filters, run before. A pod that asks for no GPU is not the extender's: every candidate
+  passes.
 - prioritize: gpuctl.gpus.placement (FGD over the device plugin's GPU choice, ties by a
-  fixed node rank), the one implementation `gpuctl whatif --policy extender` replays.
+  fixed node rank), the one implementation `gpuctl whatif --policy extender` replays: the
+  best ten candidates score 10 … 1, the others 0.
 
 What a pod asks for: whole GPUs are its nvidia.com/gpu; a share of one GPU is a pod asking
 for one nvidia.com/gpu and nvidia.com/gpucores below 100 (HAMi's resource: percent of the
@@ -39,12 +40,15 @@ from gpuctl.gpus.placement import Placement, device_plugin_gpus, priorities
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.gpus.scoring import GPU_RESOURCE, MILLI
 from gpuctl.k8s.objects import labels_of, meta, name_of, namespace_of
+from gpuctl.sched.core import wire
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
     Ints = NDArray[np.int64]
+
+Failures = dict[str, str]  # node name → why the pod does not fit there
 
 SHARE_RESOURCE = "nvidia.com/gpucores"  # HAMi's: percent of one GPU's compute
 MANAGED_RESOURCES = (GPU_RESOURCE, SHARE_RESOURCE)
@@ -63,6 +67,10 @@ class GpuPod:
     @property
     def gpu_request(self) -> int:
         return self.gpus * self.gpu_milli
+
+    @property
+    def asks_gpu(self) -> bool:
+        return self.gpu_request > 0
 
 
 def pod_of(obj: dict[str, Any], label_key: str) -> GpuPod:
@@ -224,8 +232,9 @@ class ClusterView:
 
     # --- the verbs --------------------------------------------------------------------------
 
-    def fitting(self, pod: GpuPod, names: list[str]) -> tuple[Ints, dict[str, str]]:
-        """Indexes of the named nodes the pod's GPUs fit on, and why the others fail."""
+    def fitting(self, pod: GpuPod, names: list[str]) -> tuple[Ints, Failures, Failures]:
+        """Indexes of the named nodes the pod's GPUs fit on; why the others fail, and why
+        those fail that no preemption would change (a GPU model the pod does not accept)."""
         import numpy as np
 
         p = self.placement
@@ -240,22 +249,22 @@ class ClusterView:
         elif pod.gpus:
             ok = (rows == MILLI).sum(axis=1) >= pod.gpus
             why = f"fewer than {pod.gpus} unallocated GPUs"
+        unresolvable: Failures = {}
         if pod.gpu_models:
             model_ok = np.isin(self._models[known], pod.gpu_models)
-            wrong = f"GPU model is not {' or '.join(pod.gpu_models)}"
-            reasons = {
-                self._names[i]: f"gpuctl extender: {wrong}" for i in known[~model_ok].tolist()
-            }
+            wrong = f"gpuctl extender: GPU model is not {' or '.join(pod.gpu_models)}"
+            unresolvable = {self._names[i]: wrong for i in known[~model_ok].tolist()}
             ok &= model_ok
-        else:
-            reasons = {}
-        for i in known[~ok].tolist():
-            reasons.setdefault(self._names[i], f"gpuctl extender: {why}")
+        failed = {
+            self._names[i]: f"gpuctl extender: {why}"
+            for i in known[~ok].tolist()
+            if self._names[i] not in unresolvable
+        }
         if len(known) < len(names):
             for name in (n for n, i in zip(names, index.tolist()) if i < 0):
-                reasons[name] = "gpuctl extender: node not (yet) seen by its watch"
+                failed[name] = "gpuctl extender: node not (yet) seen by its watch"
         fit: Ints = known[ok]
-        return fit, reasons
+        return fit, failed, unresolvable
 
     def _indexes(self, names: list[str]) -> Ints:
         """The nodes' indexes (-1: unknown). kube-scheduler sends the same names pod after
@@ -268,39 +277,26 @@ class ClusterView:
             self._last_names = (key, index)
         return self._last_names[1]
 
-    def filter(self, args: dict[str, Any]) -> dict[str, Any]:
-        pod = pod_of(args.get("pod") or {}, self.label_key)
-        names = _candidates(args)
-        fit, failed = self.fitting(pod, names)
-        return {
-            "nodenames": [self._names[i] for i in fit.tolist()],
-            "failedNodes": failed,
-            "error": "",
-        }
+    def filter(self, request: wire.Request) -> dict[str, Any]:
+        pod = pod_of(request.pod, self.label_key)
+        if not pod.asks_gpu:
+            return wire.filter_result(request, request.names, {}, {})
+        fit, failed, unresolvable = self.fitting(pod, request.names)
+        passed = [self._names[i] for i in fit.tolist()]
+        return wire.filter_result(request, passed, failed, unresolvable)
 
-    def prioritize(self, args: dict[str, Any]) -> list[dict[str, Any]]:
+    def prioritize(self, request: wire.Request) -> list[dict[str, Any]]:
+        """Every candidate with its priority: the best ten 10 … 1, the others 0."""
         import numpy as np
 
-        pod = pod_of(args.get("pod") or {}, self.label_key)
-        names = _candidates(args)
-        fit, _ = self.fitting(pod, names)
-        if not len(fit):
-            return []
-        ranked = priorities(self.placement.keys(pod, fit))
-        best = np.flatnonzero(ranked)
-        # only the nodes scored above 0: kube-scheduler adds nothing for a node not listed
-        return [
-            {"host": self._names[i], "score": score}
-            for i, score in zip(fit[best].tolist(), ranked[best].tolist())
-        ]
-
-
-def _candidates(args: dict[str, Any]) -> list[str]:
-    names = args.get("nodenames")
-    if names is None:
-        items = (args.get("nodes") or {}).get("items") or []
-        names = [name_of(n) for n in items]
-    return [str(n) for n in names if n]
+        pod = pod_of(request.pod, self.label_key)
+        scores: dict[int, int] = {}
+        if pod.asks_gpu and len(fit := self.fitting(pod, request.names)[0]):
+            ranked = priorities(self.placement.keys(pod, fit))
+            best = np.flatnonzero(ranked)
+            scores = dict(zip(fit[best].tolist(), ranked[best].tolist()))
+        index = self._indexes(request.names).tolist()
+        return wire.host_priorities(request.names, (scores.get(i, 0) for i in index))
 
 
 def _alive(obj: dict[str, Any]) -> bool:

@@ -106,6 +106,30 @@ def make_profile(
     )
 
 
+# distribution/reference's grammar (regexp.go): [domain[:port]/]path[:tag][@digest]
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?"
+_IMAGE = re.compile(
+    rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?"
+)
+
+
+def check_extender_image(extender: bool, deploy: bool, image: str | None) -> None:
+    """--extender-image, before anything is read: needed by --extender --deploy, and an
+    image reference kubelet can pull."""
+    if extender and deploy and not image:
+        raise UsageError(
+            "--extender-image: the image with gpuctl in it, for the extender container",
+            hint="`make image` builds one (docs/image.md)",
+        )
+    if image is not None and (len(image) > 255 or not _IMAGE.fullmatch(image)):
+        raise UsageError(
+            f"--extender-image: {image!r} is not an image reference",
+            hint="e.g. registry.example.com/team/gpuctl:0.9 (lower-case repository path)",
+        )
+
+
 def parse_shape(text: str) -> tuple[tuple[int, int], ...]:
     """``0:0,100:10``: utilization (0..100, strictly increasing) → score (0..10) points."""
     points: list[tuple[int, int]] = []
@@ -275,12 +299,7 @@ def deploy_objects(
     watches: list[dict[str, object]] = []
     sidecars: list[dict[str, object]] = []
     if p.extender:
-        if not extender_image:
-            raise UsageError(
-                "--extender-image: the image with gpuctl in it, for the extender container",
-                hint="gpuctl publishes none: build one with `pip install gpuctl` on a Python "
-                "base image, its entrypoint free (the Deployment gives the command)",
-            )
+        assert extender_image, "check_extender_image refuses --deploy --extender without one"
         sidecars = [extender_container(extender_image)]
         # the extender's watches: nodes and pods, read only
         watches = [

@@ -395,11 +395,18 @@ def plan(
 
 
 def show_rows(
-    nodes: list[dict[str, Any]], configs: Configs, sel: Selection | None = None
+    nodes: list[dict[str, Any]],
+    configs: Configs,
+    sel: Selection | None = None,
+    reads: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per GPU node: its config label, the config it really runs (the label's, or
     the one the plugin falls back to without it), the strategy and replicas that asks for,
-    and what GPU Feature Discovery reports as applied."""
+    and what GPU Feature Discovery reports as applied. `reads`: whether the device plugin
+    reads configs at all; one that mounts none runs no config-manager (the GPU Operator
+    removes it without devicePlugin.config, the Helm chart adds it only with config.name or
+    config.map): its nodes run its built-in defaults, no problem but for a node labelled
+    for a config, which nothing reads."""
     rows = []
     for node in sorted(nodes, key=name_of):
         if not is_gpu_node(node):
@@ -409,7 +416,13 @@ def show_rows(
         running = node_config(node, configs, sel)
         strategy, replicas = current_strategy(node, configs, sel)
         problem = None
-        if label is not None and label not in configs:
+        if not reads:
+            if label is not None:
+                problem = (
+                    f"labelled for config {label!r}, but the device plugin reads no config: "
+                    "the label has no effect"
+                )
+        elif label is not None and label not in configs:
             problem = (
                 f"config {label!r} not in the ConfigMap"
                 if configs

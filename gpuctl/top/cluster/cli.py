@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from gpuctl.cli.application import application
+from gpuctl.cli.output import console as screen_console
 from gpuctl.cli.output import dump, echo, out_console
 from gpuctl.common.errors import UsageError
 from gpuctl.dcgm.holders import Exporter
@@ -42,14 +43,18 @@ def run(
         else:
             echo(views.render_plain(frame, window, idle_threshold))
         return
-    _live(console, cluster.LiveFrames(client, window, idle_threshold, exporter, sort, delay))
+    _live(cluster.LiveFrames(client, window, idle_threshold, exporter, sort, delay))
 
 
-def _live(console, frames: cluster.LiveFrames) -> None:
+def _live(frames: cluster.LiveFrames) -> None:
     from rich.live import Live
 
-    def show(screen: cluster.Screen) -> None:
-        shown = views.live_render(screen, frames.window, frames.threshold, frames.delay)
+    # out_console() drops the spaces that end a line, which a full-screen frame writes
+    # over the last one with: the live screen has a console of its own, as the node view's
+    console = screen_console()
+
+    def show(screen: cluster.Screen, keys) -> None:
+        shown = views.live_render(screen, keys, frames.window, frames.threshold, frames.delay)
         view.update(shown, refresh=True)
 
     with Live(console=console, screen=True, auto_refresh=False) as view:

@@ -6,6 +6,7 @@ the live loop that shows them (`watch`)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import threading
 import time
@@ -13,9 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpuctl.common.errors import BackendError
+from gpuctl.common.keys import View
 from gpuctl.dcgm import metrics
 from gpuctl.dcgm.holders import Exporter
-from gpuctl.top.cluster.core import live, usage
+from gpuctl.runtime.terminal import KeyReader
+from gpuctl.top.cluster.core import keys, live, usage
+from gpuctl.top.cluster.core.keys import KEYS
 
 # The cluster figures cost Prometheus a pass over every GPU's series (seconds at 40,000
 # GPUs): after each refresh the next waits PAUSE times as long as it took, so gpuctl keeps
@@ -108,6 +112,22 @@ def rows_on_screen(
     return live.page_rows(builder.frame(idle_threshold).rows, sort, rows)
 
 
+def rows_matching(
+    client,
+    window: str,
+    idle_threshold: float,
+    exporter: Exporter,
+    wanted: str,
+    sort: str,
+    rows: int,
+) -> tuple[list[usage.ClusterGpuRow], int]:
+    """The rows a screen of `rows` lines shows under the filter `wanted` (cluster.core.keys),
+    and how many GPUs it matches: the values of the GPUs it may match (three queries)."""
+    builder = _rows(client, usage.queries(window, keys.matchers(wanted)), exporter)
+    found = [r for r in builder.frame(idle_threshold).rows if keys.row_matches(r, wanted)]
+    return live.page_rows(found, sort, rows), len(found)
+
+
 class LiveFrames:
     """Frames of the live view. The figures are refreshed by a background thread (the
     first frame waits for them); each frame fetches the rows on screen."""
@@ -121,10 +141,12 @@ class LiveFrames:
         self._figures_client = copy.copy(client)
         self._figures_client.timeout = max(client.timeout, FIGURES_TIMEOUT)
         self.exporter, self.sort, self.delay = exporter, sort, delay
+        self.filter = ""  # the rows shown: those the filter matches (cluster.core.keys)
         self.rows = 0  # rows on screen, as the last frame asked
         self.refreshes = 0  # figures refreshed so far
         self._figures: live.Figures | None = None
         self._figures_rows = 0  # rows the figures' page was chosen for
+        self._figures_sort = sort  # ... and the sort
         self._figures_at = 0.0
         self._error: Exception | None = None  # raised by the next frame
         self._lock = threading.Lock()
@@ -135,18 +157,14 @@ class LiveFrames:
 
     def _refresh(self) -> None:
         while not self._stop.is_set():
-            start, rows = time.monotonic(), self.rows
+            start, rows, sort = time.monotonic(), self.rows, self.sort
             try:
                 found = figures(
-                    self._figures_client,
-                    self.window,
-                    self.threshold,
-                    self.exporter,
-                    self.sort,
-                    rows,
+                    self._figures_client, self.window, self.threshold, self.exporter, sort, rows
                 )
                 with self._lock:
                     self._figures, self._figures_rows, self._error = found, rows, None
+                    self._figures_sort = sort
                     self._figures_at = time.monotonic()
                     self.refreshes += 1
             except Exception as e:  # any: a first frame waiting for figures must not hang
@@ -169,13 +187,23 @@ class LiveFrames:
             found, error, at = self._figures, self._error, self._figures_at
             if self.sort != "index" and rows > self._figures_rows:
                 self._wake.set()  # a taller screen: choose its rows now
+            stale = found is not None and self._figures_sort != self.sort
         if error is not None:
             raise error
         assert found is not None  # set before _ready, unless an error was
-        page = rows_on_screen(
-            self.client, self.window, self.threshold, self.exporter, found, self.sort, rows
-        )
-        return usage.ClusterFrame(page, found.namespaces, found.summary), time.monotonic() - at
+        if stale:  # sorted otherwise since (a key): the page that sort ranks first, now
+            found = figures(self.client, self.window, self.threshold, self.exporter, self.sort,
+                            rows)  # fmt: skip
+            at = time.monotonic()
+            self._wake.set()
+        args = (self.client, self.window, self.threshold, self.exporter)
+        matched = None
+        if self.filter:
+            page, matched = rows_matching(*args, self.filter, self.sort, rows)
+        else:
+            page = rows_on_screen(*args, found, self.sort, rows)
+        frame = usage.ClusterFrame(page, found.namespaces, found.summary, matched)
+        return frame, time.monotonic() - at
 
     def close(self) -> None:
         self._stop.set()
@@ -195,25 +223,60 @@ class Screen:
 def watch(
     frames: LiveFrames,
     rows: Callable[[usage.ClusterFrame | None], int],
-    show: Callable[[Screen], None],
+    show: Callable[[Screen, View], None],
     until: Callable[[], bool] = lambda: False,
 ) -> None:
-    """A frame every `frames.delay` seconds until Ctrl-C (or `until()`), each shown on a
-    screen of `rows(last frame)` GPU rows. When Prometheus fails the last frame is shown
-    again with why it is stale; when the first frame fails the loop ends with the error."""
-    frame, age, error = None, 0.0, None
+    """A frame every `frames.delay` seconds until `q` (or Ctrl-C, or `until()`), each shown
+    with the view's state on a screen of `rows(last frame)` GPU rows. A key redraws at once
+    (cluster.core.keys: help, sort, filter); a new sort or filter gets its frame at once.
+    When Prometheus fails the last frame is shown again with why it is stale; when the
+    first frame fails the loop ends with the error."""
+    state: View | None = View(sort=frames.sort)
+    screen: Screen | None = None
     try:
-        while not until():
-            started = time.monotonic()
-            room = rows(frame)
-            try:
-                frame, age = frames.frame(room)
-                error = None
-            except BackendError as e:
-                if frame is None:
-                    raise
-                error = e.message
-            show(Screen(frame, room, error, age))
-            time.sleep(max(0.0, frames.delay - (time.monotonic() - started)))
+        with KeyReader() as reader:
+            while state is not None and not until():
+                started = time.monotonic()
+                frames.sort, frames.filter = state.sort, state.filter
+                screen = _next_screen(frames, rows, screen)
+                show(screen, state)
+                state = _keys(reader, frames, state, functools.partial(show, screen), started)
     finally:
         frames.close()
+
+
+def _next_screen(
+    frames: LiveFrames, rows: Callable[[usage.ClusterFrame | None], int], last: Screen | None
+) -> Screen:
+    room = rows(None if last is None else last.frame)
+    try:
+        frame, age = frames.frame(room)
+    except BackendError as e:
+        if last is None:
+            raise
+        return Screen(last.frame, room, e.message, last.age)
+    return Screen(frame, room, None, age)
+
+
+def _keys(
+    reader: KeyReader,
+    frames: LiveFrames,
+    state: View,
+    redraw: Callable[[View], None],
+    started: float,
+) -> View | None:
+    """The view's state after the keys pressed until the next frame is due (None: quit);
+    each key redraws at once, a new sort or filter ends the wait."""
+    while (wait := started + frames.delay - time.monotonic()) > 0:
+        pressed = reader.within(wait)
+        for key in pressed:
+            after = KEYS.press(state, key)
+            if after is None:
+                return None
+            state = after
+        if not pressed:
+            continue
+        if not state.typing and (state.sort, state.filter) != (frames.sort, frames.filter):
+            return state
+        redraw(state)
+    return state

@@ -7,12 +7,13 @@ import functools
 import json
 
 from gpuctl.cli.output import finite
+from gpuctl.gpus.identity import GpuCount
 from gpuctl.top.cluster import service as cluster
 from gpuctl.top.cluster.core import usage
 
 BAR_WIDTH = 10
 LIVE_NAMESPACES = 5
-CHROME_LINES = 14  # lines besides GPU rows: summary, stale line, headers, captions, blanks
+CHROME_LINES = 15  # lines besides GPU rows: summary, status, stale line, headers, captions, blanks
 
 
 def live_rows(height: int, last: usage.ClusterFrame | None) -> int:
@@ -22,8 +23,20 @@ def live_rows(height: int, last: usage.ClusterFrame | None) -> int:
     return max(5, height - CHROME_LINES - namespaces)
 
 
-def live_render(screen: cluster.Screen, window: str, idle_threshold: float, delay: float):
-    """A live screen; the figures' age is said once they are over two refreshes old."""
+def live_render(screen: cluster.Screen, view, window: str, idle_threshold: float, delay: float):
+    """A live screen in the view's state (gpuctl.common.keys.View: its help, or its sort
+    and filter on a status line); the figures' age is said once over two refreshes old."""
+    from rich.text import Text
+
+    from gpuctl.top.cluster.core.keys import KEYS
+
+    if view.help:
+        return Text(KEYS.help().replace(" · ", "\n") + "\n")
+    status = f"sort: {view.sort}"
+    if view.typing or view.filter:
+        status += f" · filter: {_safe(view.filter)}" + ("▏" if view.typing else "")
+        if screen.frame.matched is not None and not view.typing:
+            status += f" ({_count(screen.frame.matched, 'match')})"
     return render(
         screen.frame,
         window,
@@ -31,6 +44,7 @@ def live_render(screen: cluster.Screen, window: str, idle_threshold: float, dela
         max_rows=screen.rows,
         error=screen.error,
         age=screen.age if screen.age > 2 * delay else None,
+        status=status + " · ? help · q quit",
     )
 
 
@@ -62,9 +76,10 @@ def write_json(frame: usage.ClusterFrame, out, batch: int = 500) -> None:
         text = encode(rows).decode()[1:-1].replace('},{"node":', '},\n    {"node":')
         out.write(("\n    " if start == 0 else ",\n    ") + text)
     out.write("\n  ]," if frame.rows else "],")
-    for key in ("namespaces", "summary"):
+    doc["mig_gpus"] = usage.mig_gpus_out(frame.rows)
+    for key in ("mig_gpus", "namespaces", "summary"):
         text = _json(doc[key], indent=2).replace("\n", "\n  ")
-        out.write(f'\n  "{key}": {text}' + ("," if key == "namespaces" else "\n}\n"))
+        out.write(f'\n  "{key}": {text}' + ("," if key != "summary" else "\n}\n"))
     out.flush()
 
 
@@ -141,10 +156,56 @@ def gpu_columns(window: str) -> tuple:
     )
 
 
-def gpu_cells(rows: list) -> list:
-    """Each row's cells as (text, style) segments, for a rich table or plain text alike."""
+def with_boards(rows: list) -> list:
+    """The rows with each GPU split into MIG devices (usage.MigGpu) before its first device:
+    its temperature and power are shown there, once, not on its devices."""
+    out: list = []
+    seen: set[int] = set()
+    for r in rows:
+        if r.board is not None and id(r.board) not in seen:
+            seen.add(id(r.board))
+            out.append(r.board)
+        out.append(r)
+    return out
+
+
+def fit(rows: list, lines: int) -> list:
+    """The first rows that fit in `lines` with the lines of their MIG-split GPUs."""
+    shown, boards = 0, set()
+    for r in rows:
+        new = r.board is not None and id(r.board) not in boards
+        if shown + 1 + new > lines:
+            break
+        shown += 1 + new
+        if new:
+            boards.add(id(r.board))
+    return rows[: shown - len(boards)]
+
+
+def _readings(item) -> tuple:
+    """TEMP and POWER cells: a GPU's; none on a MIG device (they are its GPU's)."""
+    temp, power = item.temperature_c, item.power_w
+    if isinstance(item, usage.ClusterGpuRow) and item.board is not None:
+        return (("", ""),), (("", ""),)
+    return (
+        (("-" if temp is None else f"{temp:.0f}C", ""),),
+        (("-" if power is None else f"{power:.0f}W", ""),),
+    )
+
+
+def gpu_cells(items: list) -> list:
+    """Each row's cells as (text, style) segments, for a rich table or plain text alike;
+    items: rows and the MIG-split GPUs (with_boards)."""
     out = []
-    for i, r in enumerate(rows):
+    plain = lambda text: ((text, ""),)  # noqa: E731
+    for i, r in enumerate(items):
+        node = plain(_safe(r.node) if i == 0 or items[i - 1].node != r.node else "")
+        temp, power = _readings(r)
+        if isinstance(r, usage.MigGpu):
+            model = f"{_model(r.model)} (MIG, {r.slices} slice{'s' * (r.slices != 1)})"
+            out.append((node, plain(_safe(r.gpu)), plain(model), *[plain("")] * 3, temp, power,
+                        plain(""), plain("")))  # fmt: skip
+            continue
         util = r.utilization_gpu
         mem = (
             None
@@ -158,10 +219,9 @@ def gpu_cells(rows: list) -> list:
             if r.memory_total_mib
             else _gib(r.memory_used_mib)
         )
-        plain = lambda text: ((text, ""),)  # noqa: E731
         out.append(
             (
-                plain(_safe(r.node) if i == 0 or rows[i - 1].node != r.node else ""),
+                node,
                 plain(_safe(r.gpu)),
                 plain(_model(r.model)),
                 _bar(
@@ -171,8 +231,8 @@ def gpu_cells(rows: list) -> list:
                 ),
                 plain(_pct(r.mean_utilization)),
                 _bar(mem, mem_label, "cyan"),
-                plain("-" if r.temperature_c is None else f"{r.temperature_c:.0f}C"),
-                plain("-" if r.power_w is None else f"{r.power_w:.0f}W"),
+                temp,
+                power,
                 plain(_holders(r)),
                 (_state(r),),
             )
@@ -188,12 +248,14 @@ def gpu_table(rows: list, window: str, total: int):
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name, justify in gpu_columns(window):
         table.add_column(name, justify=justify, no_wrap=name != "NAMESPACE/POD", overflow="fold")
-    for i, cells in enumerate(gpu_cells(rows)):
-        last = i == len(rows) - 1 or rows[i + 1].node != rows[i].node
+    items = with_boards(rows)
+    for i, cells in enumerate(gpu_cells(items)):
+        last = i == len(items) - 1 or items[i + 1].node != items[i].node
         table.add_row(*(Text.assemble(*c) for c in cells), end_section=last)
     if total > len(rows):
         table.caption = (
-            f"… {total - len(rows)} more GPUs not shown (widen the terminal, or use --once)"
+            f"… {total - len(rows)} more GPUs or MIG slices not shown (widen the terminal, or "
+            "use --once)"
         )
     return table
 
@@ -215,39 +277,72 @@ def plain_table(columns, cells) -> str:
     return "\n".join([line([name for name, _ in columns])] + [line(t) for t in texts]) + "\n"
 
 
+def namespace_columns(namespaces: list) -> tuple:
+    """NAMESPACE, GPUS HELD, MEAN UTIL, IDLE; MIG slices apart where a namespace holds any."""
+    names: tuple[str, ...] = ("NAMESPACE", "GPUS HELD", "MEAN UTIL", "IDLE")
+    if any(n.mig_slices for n in namespaces):
+        names = ("NAMESPACE", "GPUS HELD", "MIG SLICES HELD", "MEAN UTIL", "IDLE GPUS",
+                 "IDLE MIG SLICES")  # fmt: skip
+    return tuple((name, "left" if name == "NAMESPACE" else "right") for name in names)
+
+
+def namespace_cells(namespaces: list, mig: bool) -> list:
+    out = []
+    for n in namespaces:
+        idle = ((str(n.idle_gpus), "bold red" if n.idle_gpus else ""),)
+        cells = [((_safe(n.namespace), ""),), ((str(n.gpus), ""),)]
+        if mig:
+            cells.append(((str(n.mig_slices), ""),))
+        cells += [((_pct(n.mean_utilization), ""),), idle]
+        if mig:
+            cells.append(((str(n.idle_mig_slices), "bold red" if n.idle_mig_slices else ""),))
+        out.append(cells)
+    return out
+
+
 def namespace_table(namespaces: list, limit=None):
     from rich.text import Text
 
     from gpuctl.cli.output import new_table as Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("NAMESPACE", "GPUS HELD", "MEAN UTIL", "IDLE"):
-        table.add_column(name, justify="left" if name == "NAMESPACE" else "right")
+    columns = namespace_columns(namespaces)
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
     shown = namespaces if limit is None else namespaces[:limit]
-    for n in shown:
-        table.add_row(
-            Text(_safe(n.namespace)),
-            str(n.gpus),
-            _pct(n.mean_utilization),
-            Text(str(n.idle_gpus), "bold red" if n.idle_gpus else ""),
-        )
+    for cells in namespace_cells(shown, len(columns) > 4):
+        table.add_row(*(Text.assemble(*c) for c in cells))
     if len(shown) < len(namespaces):
         table.caption = f"… {len(namespaces) - len(shown)} more namespaces"
     return table
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("es" if what.endswith("ch") else "s") * (n != 1)
+
+
+def _kinds(gpus: int, slices: int, s: usage.ClusterSummary) -> str:
+    """`4` on a cluster without MIG (or for none), else `4 (3 GPUs, 1 MIG slice)`."""
+    if not s.mig_slices or not gpus + slices:
+        return str(gpus + slices)
+    return f"{gpus + slices} ({_count(gpus, 'GPU')}, {_count(slices, 'MIG slice')})"
+
+
 def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, age=None):
     from rich.text import Text
 
+    idle = s.idle_gpus + s.idle_mig_slices
+    held = s.idle_allocated_gpus + s.idle_allocated_mig_slices
     text = Text.assemble(
         ("Cluster ", "bold"),
-        f"{s.gpus} GPUs · mean utilization {_pct(s.mean_utilization)} over {window} "
+        f"{GpuCount(s.gpus, s.mig_gpus, s.mig_slices).text()} · mean utilization {_pct(s.mean_utilization)} over {window} "
         f"({_safe(s.signal)}) · ",
-        (f"{s.idle_gpus} idle", "yellow" if s.idle_gpus else ""),
+        (f"{_kinds(s.idle_gpus, s.idle_mig_slices, s)} idle", "yellow" if idle else ""),
         f" (< {idle_threshold:g}%) · ",
         (
-            f"{s.idle_allocated_gpus} idle but held by a pod",
-            "bold red" if s.idle_allocated_gpus else "",
+            f"{_kinds(s.idle_allocated_gpus, s.idle_allocated_mig_slices, s)} idle but held by "
+            "a pod",
+            "bold red" if held else "",
         ),
     )
     if s.stranded_gpus is not None:
@@ -268,25 +363,11 @@ def summary_text(s: usage.ClusterSummary, window: str, idle_threshold: float, ag
 
 def render_plain(frame: usage.ClusterFrame, window: str, idle_threshold: float) -> str:
     out = summary_text(frame.summary, window, idle_threshold).plain + "\n\n"
-    out += plain_table(gpu_columns(window), gpu_cells(frame.rows))
+    out += plain_table(gpu_columns(window), gpu_cells(with_boards(frame.rows)))
     if frame.namespaces:
-        out += "\n" + plain_table(
-            (
-                ("NAMESPACE", "left"),
-                ("GPUS HELD", "right"),
-                ("MEAN UTIL", "right"),
-                ("IDLE", "right"),
-            ),
-            [
-                [
-                    ((_safe(n.namespace), ""),),
-                    ((str(n.gpus), ""),),
-                    ((_pct(n.mean_utilization), ""),),
-                    ((str(n.idle_gpus), ""),),
-                ]
-                for n in frame.namespaces
-            ],
-        )
+        columns = namespace_columns(frame.namespaces)
+        cells = namespace_cells(frame.namespaces, len(columns) > 4)
+        out += "\n" + plain_table(columns, cells)
     return out
 
 
@@ -297,8 +378,10 @@ def render(
     max_rows=None,
     error=None,
     age=None,
+    status=None,
 ):
-    """A frame for the terminal; `age`: how old its cluster figures are, if worth saying."""
+    """A frame for the terminal; `age`: how old its cluster figures are, if worth saying;
+    `status`: the live view's line (sort, filter, keys)."""
     from rich.console import Group
     from rich.text import Text
 
@@ -306,8 +389,11 @@ def render(
     if error:
         parts.append(Text(f"stale: {error}", style="bold red"))
     parts.append(summary_text(frame.summary, window, idle_threshold, age))
-    rows = frame.rows if max_rows is None else frame.rows[:max_rows]
-    parts += [Text(""), gpu_table(rows, window, max(frame.summary.gpus, len(frame.rows)))]
+    if status:
+        parts.append(Text(status, style="dim"))
+    rows = frame.rows if max_rows is None else fit(frame.rows, max_rows)
+    total = frame.summary.devices if frame.matched is None else frame.matched
+    parts += [Text(""), gpu_table(rows, window, max(total, len(frame.rows)))]
     if frame.namespaces:
         limit = None if max_rows is None else LIVE_NAMESPACES
         parts += [Text(""), namespace_table(frame.namespaces, limit)]

@@ -44,8 +44,8 @@ def run(
 def _live(console, nvml, delay: float, sort: str) -> None:
     from rich.live import Live
 
+    from gpuctl.common.keys import View
     from gpuctl.top.node import service, views
-    from gpuctl.top.node.core.keys import View
 
     with Live(console=console, screen=True, auto_refresh=False) as live:
         service.watch(

@@ -27,7 +27,8 @@ def render(sample, *, sort: str = "index", width: int = 80, view=None, height=No
     several times the NVML sampling per refresh."""
     from rich.text import Text
 
-    from gpuctl.top.node.core import keys
+    from gpuctl.common.keys import matches
+    from gpuctl.top.node.core.keys import KEYS
 
     wide = width >= 110
     frame = topframe.build_frame(
@@ -40,11 +41,11 @@ def render(sample, *, sort: str = "index", width: int = 80, view=None, height=No
     if view is not None and view.help:
         help_text = Text(no_wrap=True, overflow="ellipsis", end="")
         help_text.append(frame.header + "\n\n", style="bold")
-        help_text.append(keys.HELP.replace(" · ", "\n") + "\n")
+        help_text.append(KEYS.help().replace(" · ", "\n") + "\n")
         return help_text
     wanted = view.filter if view is not None else ""
-    gpus = [r for r in frame.gpus if keys.matches(f"{r.index} {r.name.text}", wanted)]
-    processes = [p for p in frame.processes if keys.matches(f"{p.gpu} {p.user} {p.name}", wanted)]
+    gpus = [r for r in frame.gpus if matches(f"{r.index} {r.name.text}", wanted)]
+    processes = [p for p in frame.processes if matches(f"{p.gpu} {p.user} {p.name}", wanted)]
 
     def cell(c: topframe.Cell):
         return (c.text, _STYLES[c.level])

@@ -20,7 +20,7 @@ DCGM_FI_PROF_GR_ENGINE_ACTIVE): the figures then need one series per device, not
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.ordering import natural_key
@@ -65,7 +65,7 @@ _POD = ", ".join(f"{ns}, {pod}" for ns, pod in _HOLDER_LABELS)
 class Figures:
     summary: ClusterSummary
     namespaces: list[NamespaceUsage]  # every namespace, most GPUs first
-    node_gpus: dict[str, int]  # GPUs per node
+    node_gpus: dict[str, int]  # rows per node: its whole GPUs and MIG devices
     page: list[str] = field(default_factory=list)  # nodes of the GPUs on screen, by value
 
 
@@ -94,6 +94,14 @@ def _per_device(inner: Callable[[str], str], node: bool = False) -> str:
             f"or on ({_ON}) max by ({named}) ({inner(key)})"
         )
     return " or ".join(f"({part})" for part in parts)
+
+
+KIND = "kind"  # "mig" on a MIG device's figures
+
+
+def _kinded(expr: str) -> str:
+    """EXPR's per-device series, those of MIG devices labelled kind="mig"."""
+    return f'label_replace({expr}, "{KIND}", "mig", "GPU_I_ID", ".+")'
 
 
 def _join(*matchers: str) -> str:
@@ -155,13 +163,19 @@ def figures_query(
     held, by_namespace = _held(exporter), _held(exporter, namespace=True)
     free = f"({_mean(window, node=True, whole_only=True)}) unless on ({_ON}) ({held})"
     figures = {
-        # per node: GPUs idle (1) and not (0); the sum of their means
-        "node_idle": f'count_values by ({_NODE}) ("idle", ({by_node}) < bool {threshold})',
+        # per node and kind (MIG devices `kind="mig"`): devices idle (1) and not (0); the
+        # sum of their means; its physical GPUs (a GPU's MIG devices count once)
+        "node_idle": f'count_values by ({_NODE}, {KIND}) ("idle", '
+        f"{_kinded(f'({by_node}) < bool {threshold}')})",
         "node_sum": f"sum by ({_NODE}) ({by_node})",
-        "idle_held": f"count((({mean}) < {threshold}) and on ({_ON}) ({held}))",
-        # per namespace: GPUs its pods hold, idle (1) and not (0); the sum of their means
-        "ns_idle": f'count_values by ({_NAMESPACE}) ("idle", ({by_namespace}) '
-        f"* on ({_ON}) group_left () (({mean}) < bool {threshold}))",
+        "node_gpus": f"count by ({_NODE}) (count without (GPU_I_ID) ({by_node}))",
+        "idle_held": f"count by ({KIND}) "
+        f"({_kinded(f'(({mean}) < {threshold}) and on ({_ON}) ({held})')})",
+        # per namespace and kind: devices its pods hold, idle (1) and not (0); the sum of
+        # their means
+        "ns_idle": f'count_values by ({_NAMESPACE}, {KIND}) ("idle", '
+        + _kinded(f"({by_namespace}) * on ({_ON}) group_left () (({mean}) < bool {threshold})")
+        + ")",
         "ns_sum": f"sum by ({_NAMESPACE}) (({by_namespace}) * on ({_ON}) group_left () ({mean}))",
         # how many pods hold n whole GPUs; how many nodes have n whole GPUs free
         "shapes": f'count_values("n", count by ({_POD}) '
@@ -179,56 +193,86 @@ def figures_query(
     )
 
 
+@dataclass
+class _Count:
+    """Per node or namespace: whole GPUs and MIG devices, idle ones, their means' sum, and
+    (per node) the physical GPUs."""
+
+    gpus: int = 0
+    idle_gpus: int = 0
+    slices: int = 0
+    idle_slices: int = 0
+    means: float = 0.0
+    physical: int = 0
+
+    def add(self, labels: dict[str, str], what: str, value: float) -> None:
+        n, idle, mig = int(value), labels.get("idle") == "1", labels.get(KIND) == "mig"
+        if what == "sum":
+            self.means += value
+        elif what == "gpus":
+            self.physical += n
+        elif mig:
+            self.slices, self.idle_slices = self.slices + n, self.idle_slices + n * idle
+        else:
+            self.gpus, self.idle_gpus = self.gpus + n, self.idle_gpus + n * idle
+
+    @property
+    def devices(self) -> int:
+        return self.gpus + self.slices
+
+    def mean(self) -> float | None:
+        return self.means / self.devices if self.devices else None
+
+
 def read_figures(samples: Iterable[usage.Sample]) -> Figures:
     """The answer of figures_query, as the live frame shows it."""
-    # node or namespace -> [GPUs, idle GPUs, sum of the GPUs' means]
-    per: dict[str, dict[str, list[float]]] = {"node": {}, "ns": {}}
+    per: dict[str, dict[str, _Count]] = {"node": {}, "ns": {}}
     counts: dict[str, dict[int, int]] = {"shapes": {}, "free": {}}
-    idle_held, page = 0, []
+    idle_held: dict[bool, int] = {False: 0, True: 0}  # per kind: a MIG device or not
+    page: list[str] = []
     signals: dict[str, int] = {}
     for labels, value in samples:
         figure = labels.get("figure") or ""
         kind, _, what = figure.partition("_")
         if kind in per:
             name = _node(labels) if kind == "node" else _namespace(labels)
-            totals = per[kind].setdefault(name, [0, 0, 0.0])
-            if what == "sum":
-                totals[2] += value
-            else:
-                totals[0] += value
-                totals[1] += value if labels.get("idle") == "1" else 0
+            per[kind].setdefault(name, _Count()).add(labels, what, value)
         elif figure in counts:
             counts[figure][int(float(labels["n"]))] = int(value)
         elif figure == "signals":
             signals[labels.get(busy.LABEL) or ""] = int(value)
         elif figure == "idle_held":
-            idle_held = int(value)
+            idle_held[labels.get(KIND) == "mig"] += int(value)
         elif figure == "page":
             page.append(_node(labels))
 
-    def mean(totals: list[float]) -> float | None:
-        return totals[2] / totals[0] if totals[0] else None
-
     nodes = sorted(per["node"].items(), key=lambda item: natural_key(item[0]))
-    means = [NodeUsage(n, m) for n, totals in nodes if (m := mean(totals)) is not None]
-    gpus = sum(int(t[0]) for _, t in nodes)
+    means = [NodeUsage(n, m) for n, c in nodes if (m := c.mean()) is not None]
+    total = _Count(*(sum(getattr(c, f.name) for _, c in nodes) for f in fields(_Count)))
     shapes, free = counts["shapes"], counts["free"]
     shape = max(shapes, key=lambda n: (shapes[n], n)) if shapes else None
     summary = ClusterSummary(
-        gpus=gpus,
-        mean_utilization=sum(t[2] for _, t in nodes) / gpus if gpus else None,
-        idle_gpus=sum(int(t[1]) for _, t in nodes),
-        idle_allocated_gpus=idle_held,
+        gpus=total.physical,
+        mean_utilization=total.mean(),
+        idle_gpus=total.idle_gpus,
+        idle_allocated_gpus=idle_held[False],
         busiest=max(means, key=lambda n: n.mean_utilization) if means else None,
         idlest=min(means, key=lambda n: n.mean_utilization) if means else None,
         request_shape=shape,
         stranded_gpus=None if shape is None else sum(n * k for n, k in free.items() if n < shape),
         signal=busy.summary_of(signals),
+        mig_gpus=total.physical - total.gpus,
+        mig_slices=total.slices,
+        idle_mig_slices=total.idle_slices,
+        idle_allocated_mig_slices=idle_held[True],
     )
-    namespaces = [NamespaceUsage(ns, int(t[0]), mean(t), int(t[1])) for ns, t in per["ns"].items()]
-    namespaces.sort(key=lambda n: (-n.gpus, n.namespace))
-    node_gpus = {n: int(t[0]) for n, t in nodes}
-    return Figures(summary, namespaces, node_gpus, list(dict.fromkeys(page)))
+    namespaces = [
+        NamespaceUsage(ns, c.gpus, c.mean(), c.idle_gpus, c.slices, c.idle_slices)
+        for ns, c in per["ns"].items()
+    ]
+    namespaces.sort(key=lambda n: (-(n.gpus + n.mig_slices), n.namespace))
+    node_rows = {n: c.devices for n, c in nodes}
+    return Figures(summary, namespaces, node_rows, list(dict.fromkeys(page)))
 
 
 def _node(labels: dict[str, str]) -> str:
@@ -262,8 +306,9 @@ def reading(sort: str) -> Callable[[ClusterGpuRow], float | None]:
             if r.memory_used_mib is not None and r.memory_total_mib
             else None
         ),
-        "temp": lambda r: r.temperature_c,
-        "power": lambda r: r.power_w,
+        # a MIG device by its GPU's reading
+        "temp": lambda r: r.temperature_c if r.board is None else r.board.temperature_c,
+        "power": lambda r: r.power_w if r.board is None else r.board.power_w,
         "idle": lambda r: None if r.mean_utilization is None else -r.mean_utilization,
     }[sort]
 

@@ -63,13 +63,18 @@ def _per_device(make: Callable[[str, str], str], keyings: Keyings = KEYINGS) -> 
 
 
 def on_nodes(nodes: Iterable[str]) -> tuple[str, ...]:
-    """Label matchers selecting exactly the series of these nodes, as disjoint
-    alternatives: a row's node is its `Hostname`, else its `hostname`, else its `instance`."""
-    names = holders.any_of(sorted(set(nodes)))
+    """Label matchers selecting exactly the series of these nodes (node_matching)."""
+    return node_matching(holders.any_of(sorted(set(nodes))))
+
+
+def node_matching(regex: str) -> tuple[str, ...]:
+    """Label matchers selecting the series whose node matches REGEX (a PromQL string), as
+    disjoint alternatives: a row's node is its `Hostname`, else its `hostname`, else its
+    `instance`."""
     return (
-        f"Hostname=~{names}",
-        f'Hostname="", hostname=~{names}',
-        f'Hostname="", hostname="", instance=~{names}',
+        f"Hostname=~{regex}",
+        f'Hostname="", hostname=~{regex}',
+        f'Hostname="", hostname="", instance=~{regex}',
     )
 
 
@@ -119,6 +124,7 @@ class ClusterGpuRow:
     holders: tuple[Holder, ...]  # sorted; several when a shared GPU (time-slicing, MPS)
     idle: bool | None  # None when the window holds no utilization sample
     signal: str | None = None  # the busy signal judged by (gpuctl.dcgm.busy.SIGNALS' names)
+    board: MigGpu | None = None  # a MIG device's GPU (its temperature and power are the GPU's)
 
     @property
     def pod(self) -> str | None:
@@ -137,12 +143,29 @@ class ClusterGpuRow:
         return bool(self.idle) and self.allocated
 
 
+@dataclass(slots=True)
+class MigGpu:
+    """A GPU split into MIG devices: it is one physical GPU, and what DCGM reads from the
+    board (temperature, power, clocks) is its own, not its devices': dcgm-exporter repeats
+    those readings on each MIG device's series (NVIDIA/dcgm-exporter#317)."""
+
+    node: str
+    gpu: str  # its index
+    uuid: str | None
+    model: str | None
+    temperature_c: float | None
+    power_w: float | None
+    slices: int = 0  # its MIG devices that report
+
+
 @dataclass
 class NamespaceUsage:
     namespace: str
-    gpus: int
-    mean_utilization: float | None
+    gpus: int  # whole GPUs its pods hold
+    mean_utilization: float | None  # over its GPUs and MIG devices
     idle_gpus: int
+    mig_slices: int = 0  # MIG devices its pods hold
+    idle_mig_slices: int = 0
 
 
 @dataclass
@@ -153,15 +176,24 @@ class NodeUsage:
 
 @dataclass
 class ClusterSummary:
-    gpus: int
-    mean_utilization: float | None
-    idle_gpus: int
+    gpus: int  # physical GPUs: whole ones and those split into MIG devices
+    mean_utilization: float | None  # over the whole GPUs and the MIG devices
+    idle_gpus: int  # whole GPUs
     idle_allocated_gpus: int
     busiest: NodeUsage | None
     idlest: NodeUsage | None
     request_shape: int | None = None  # whole GPUs the most common pod holds
     stranded_gpus: int | None = None  # free GPUs on nodes with fewer free than that
     signal: str = "none"  # the busy signals the GPUs were judged by (busy.summary)
+    mig_gpus: int = 0  # GPUs split into MIG devices
+    mig_slices: int = 0  # their MIG devices
+    idle_mig_slices: int = 0
+    idle_allocated_mig_slices: int = 0
+
+    @property
+    def devices(self) -> int:
+        """Whole GPUs and MIG devices: a row each."""
+        return self.gpus - self.mig_gpus + self.mig_slices
 
 
 @dataclass
@@ -169,6 +201,7 @@ class ClusterFrame:
     rows: list[ClusterGpuRow]
     namespaces: list[NamespaceUsage]
     summary: ClusterSummary
+    matched: int | None = None  # the rows a live view's filter matches (None: no filter)
 
 
 def build_frame(
@@ -296,20 +329,15 @@ class FrameBuilder:
     def frame(self, idle_threshold: float) -> ClusterFrame:
         devices = self.devices
         # A MIG-enabled GPU may also report board-level series (temperature, power)
-        # without a GPU instance: those fill in its MIG devices instead of making a row.
+        # without a GPU instance: those are its GPU's readings instead of a row of their own.
         mig_boards = {k[:-1] + ("",) for k, d in devices.items() if k[-1] and d[_READ]}
         # Each device's holders as a tuple, one shared copy per holder (a pod holds several)
         alone: dict[Holder, tuple[Holder, ...]] = {}
+        boards: dict[Key, MigGpu] = {}
         rows = []
         for key, device in devices.items():
-            if not device[_READ]:
+            if not device[_READ] or key in mig_boards:
                 continue
-            if key[-1]:
-                board = devices.get(key[:-1] + ("",))
-            elif key in mig_boards:
-                continue
-            else:
-                board = None
             pods = device[_HELD]
             who: tuple[Holder, ...] = (
                 ()
@@ -318,9 +346,42 @@ class FrameBuilder:
                 if type(pods) is Holder
                 else tuple(sorted(pods, key=_holder_order))
             )
-            rows.append(_row(device, board, device[_KEPT] or _kept_of(key), who, idle_threshold))
+            kept = device[_KEPT] or _kept_of(key)
+            row = _row(device, kept, who, idle_threshold)
+            if key[-1]:
+                row.board = _board(boards, key, row, kept, device, devices.get(key[:-1] + ("",)))
+            rows.append(row)
         _in_node_order(rows)
         return ClusterFrame(rows, namespace_usage(rows), summarize(rows))
+
+
+def _board(
+    boards: dict[Key, MigGpu],
+    key: Key,
+    row: ClusterGpuRow,
+    kept: Kept,
+    device: list[Any],
+    own: list[Any] | None,
+) -> MigGpu:
+    """The GPU of the MIG device `key`: its readings are the board series' (`own`) where
+    the GPU has them, else those its devices' series carry (the same on each)."""
+    temp, power = device[_TEMP], device[_POWER]
+    if own is not None:
+        temp = temp if own[_TEMP] is None else own[_TEMP]
+        power = power if own[_POWER] is None else own[_POWER]
+    gpu = boards.get(key[:-1])
+    if gpu is None:
+        index = row.gpu.partition("/")[0]
+        gpu = boards[key[:-1]] = MigGpu(row.node, index, row.uuid, kept[1][2] or None, temp, power)
+    else:
+        gpu.temperature_c = _max(gpu.temperature_c, temp)
+        gpu.power_w = _max(gpu.power_w, power)
+    gpu.slices += 1
+    return gpu
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return a if b is None else b if a is None else max(a, b)
 
 
 # What a device's row shows of its attributes: (labels set, values of _NODE_LABELS, then
@@ -360,14 +421,9 @@ def _in_node_order(rows: list[ClusterGpuRow]) -> None:
     rows.sort(key=lambda r: node[r.node] * width + gpu[r.gpu])
 
 
-def _row(
-    device: list[Any],
-    board: list[Any] | None,
-    kept: Kept,
-    who: tuple[Holder, ...],
-    threshold: float,
-) -> ClusterGpuRow:
-    """A device's row from its record; `board`: its GPU's record for a MIG device."""
+def _row(device: list[Any], kept: Kept, who: tuple[Holder, ...], threshold: float) -> ClusterGpuRow:
+    """A device's row from its record. A MIG device has no temperature or power of its own:
+    they are its GPU's (MigGpu)."""
     _, node, gpu, instance_id, uuid, old_uuid = kept
     host, hostname, model, instance, profile = node
     util = now = None
@@ -378,12 +434,10 @@ def _row(
             break
     mean, signal = device[_MEAN], device[_SIGNAL]
     used, free, temp, power = device[_USED], device[_FREE], device[_TEMP], device[_POWER]
-    if board is not None:  # a MIG device: the board's readings where it has none of its own
-        temp = board[_TEMP] if temp is None else temp
-        power = board[_POWER] if power is None else power
     model, profile = model or None, profile or None
     if instance_id:
         gpu = f"{gpu or '?'}/mig{instance_id}"
+        temp = power = None
         if model:
             model = f"{model} MIG {profile}" if profile else f"{model} MIG"
     reserved = device[_RESERVED]
@@ -414,8 +468,8 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def namespace_usage(rows: list[ClusterGpuRow]) -> list[NamespaceUsage]:
-    """GPUs held per namespace (its pods hold them), their mean utilization, the idle ones.
-    A GPU shared by pods of several namespaces counts once in each."""
+    """GPUs and MIG devices held per namespace (its pods hold them), their mean utilization,
+    the idle ones. A GPU shared by pods of several namespaces counts once in each."""
     groups: dict[str, list[ClusterGpuRow]] = {}
     for r in rows:
         if len(r.holders) == 1:  # most GPUs: no set to build
@@ -423,12 +477,20 @@ def namespace_usage(rows: list[ClusterGpuRow]) -> list[NamespaceUsage]:
             continue
         for ns in sorted({h.namespace or "-" for h in r.holders}):
             groups.setdefault(ns, []).append(r)
-    return [
-        NamespaceUsage(
-            ns, len(g), _mean([r.mean_utilization for r in g]), sum(1 for r in g if r.idle)
+    out = []
+    for ns, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        slices = [r for r in g if r.board is not None]
+        out.append(
+            NamespaceUsage(
+                ns,
+                len(g) - len(slices),
+                _mean([r.mean_utilization for r in g]),
+                sum(1 for r in g if r.idle and r.board is None),
+                len(slices),
+                sum(1 for r in slices if r.idle),
+            )
         )
-        for ns, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    ]
+    return out
 
 
 def summarize(rows: list[ClusterGpuRow]) -> ClusterSummary:
@@ -438,16 +500,29 @@ def summarize(rows: list[ClusterGpuRow]) -> ClusterSummary:
     nodes = [NodeUsage(n, m) for n, v in per_node.items() if (m := _mean(v)) is not None]
     nodes.sort(key=lambda n: natural_key(n.node))
     shape, stranded_gpus = stranded(rows)
+    slices = [r for r in rows if r.board is not None]
+    split = len({id(r.board) for r in slices})
+    whole = len(rows) - len(slices)
+    idle: Counter[bool] = Counter()  # per kind: a whole GPU (True) or a MIG device
+    idle_held: Counter[bool] = Counter()
+    for r in rows:
+        if r.idle:
+            idle[r.board is None] += 1
+            idle_held[r.board is None] += bool(r.holders)
     return ClusterSummary(
-        gpus=len(rows),
+        gpus=whole + split,
         mean_utilization=_mean([r.mean_utilization for r in rows]),
-        idle_gpus=sum(1 for r in rows if r.idle),
-        idle_allocated_gpus=sum(1 for r in rows if r.idle and r.holders),  # idle_allocated
+        idle_gpus=idle[True],
+        idle_allocated_gpus=idle_held[True],
         busiest=max(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         idlest=min(nodes, key=lambda n: n.mean_utilization) if nodes else None,
         request_shape=shape,
         stranded_gpus=stranded_gpus,
         signal=busy.summary_of(Counter(map(_SIGNAL_OF, rows))),
+        mig_gpus=split,
+        mig_slices=len(slices),
+        idle_mig_slices=idle[False],
+        idle_allocated_mig_slices=idle_held[False],
     )
 
 
@@ -459,7 +534,7 @@ def stranded(rows: list[ClusterGpuRow]) -> tuple[int | None, int | None]:
     hold whole GPUs now; a tie goes to the larger) and the stranded GPUs: free whole GPUs
     on nodes with fewer free ones than that shape, which no such pod can use. MIG devices
     are left out of both. (None, None) when no pod holds a whole GPU."""
-    whole = [r for r in rows if r.mig_profile is None]
+    whole = [r for r in rows if r.board is None]
     per_pod: Counter[tuple[str | None, str]] = Counter()
     # GPUs per set of holders first (counted in C), then per pod
     for who, gpus in Counter(r.holders for r in whole if r.holders).items():
@@ -549,25 +624,54 @@ def gpus_out(rows: Iterable[ClusterGpuRow], make: Callable[..., Any] = _gpu_dict
     return out
 
 
+def mig_gpus(rows: Iterable[ClusterGpuRow]) -> list[MigGpu]:
+    """The GPUs split into MIG devices, in the order of their first device."""
+    return list({id(r.board): r.board for r in rows if r.board is not None}.values())
+
+
+def mig_gpus_out(rows: Iterable[ClusterGpuRow]) -> list[dict[str, Any]]:
+    """The `mig_gpus` of the `--once -o json|yaml` document: each GPU split into MIG devices
+    with what belongs to the board."""
+    return [
+        {
+            "node": b.node,
+            "gpu": b.gpu,
+            "uuid": b.uuid,
+            "model": b.model,
+            "mig_slices": b.slices,
+            "temperature_c": _round(b.temperature_c),
+            "power_w": _round(b.power_w),
+        }
+        for b in mig_gpus(rows)
+    ]
+
+
 def frame_to_dict(frame: ClusterFrame) -> dict[str, Any]:
     """The `--once -o json|yaml` document."""
     s = frame.summary
     return {
         "gpus": gpus_out(frame.rows),
+        "mig_gpus": mig_gpus_out(frame.rows),
         "namespaces": [
             {
                 "namespace": n.namespace,
                 "gpus": n.gpus,
+                "mig_slices": n.mig_slices,
                 "mean_utilization": _round(n.mean_utilization),
                 "idle_gpus": n.idle_gpus,
+                "idle_mig_slices": n.idle_mig_slices,
             }
             for n in frame.namespaces
         ],
         "summary": {
             "gpus": s.gpus,
+            "mig_gpus": s.mig_gpus,
+            "mig_slices": s.mig_slices,
             "mean_utilization": _round(s.mean_utilization),
             "idle_gpus": s.idle_gpus,
+            "idle_mig_slices": s.idle_mig_slices,
             "idle_allocated_gpus": s.idle_allocated_gpus,
+            "idle_allocated_mig_slices": s.idle_allocated_mig_slices,
             "request_shape_gpus": s.request_shape,
             "stranded_gpus": s.stranded_gpus,
             "signal": s.signal,
