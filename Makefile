@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine (see README.md):
-#   make demo  - install gpuctl, then run the main job on a simulated cluster (gpuctl sandbox:
-#                no cluster, cloud or GPU); make demo-node: one simulated GPU node
+#   make demo  - install gpuctl, then run jobs, make-room, mig rebalance and reclaim on a
+#                simulated cluster (gpuctl sandbox: no cluster, cloud or GPU); make demo-node:
+#                one simulated GPU node
 #   make test  - install gpuctl with every extra and the test tools, then run the whole suite
 PY ?= python3
 VENV ?= .venv
@@ -38,8 +39,9 @@ system-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) \
 	  || echo "note: not installed:$$missing; their tests will be skipped (fail with GPUCTL_REQUIRE_STANDINS=1)"; }
 
-# The sandbox's cluster view needs a prometheus executable (make system-deps installs it
-# when root); without one the demo says so and skips it.
+# The demo runs on a sandbox of its own name, which it alone stops. reclaim and the cluster
+# view need a prometheus executable (make system-deps installs it when root); without one the
+# demo says so and skips them.
 demo: $(BIN)/.installed-run
 	@GPUCTL_BIN=$(BIN)/gpuctl GPUCTL_PYTHON=$(BIN)/python examples/demo-cluster.sh
 

@@ -281,6 +281,11 @@ class Evictions:
             self.done.append(key)
         self.under_way = None
 
+    @property
+    def begun(self) -> bool:
+        """Whether the run evicted a pod, or set out to (its outcome said by `account`)."""
+        return bool(self.done or self.under_way or self.interrupted)
+
     def account(self) -> str:
         """`evicted: ml/a, ml/b`, and the pod whose eviction was under way when the run
         stopped, if any."""

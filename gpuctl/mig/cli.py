@@ -255,13 +255,27 @@ def configure(
             "on a cluster the GPU Operator applies a named config: use -c NAME "
             "(render a custom one with --layout … --render-configmap)"
         )
+    _check_cluster_options(config, selector)
+    assert config is not None  # checked
+    with application().kube() as kube:
+        plan = service.plan_cluster(kube, file, config, names, selector, namespace, configmap_name)
+        _configure_cluster(kube, plan, yes, dry_run, timeout, output)
+
+
+def _check_cluster_options(config: str | None, selector: str | None) -> None:
+    """What the cluster form is given, checked before anything is read: the config is a
+    label value, the selector one Kubernetes reads."""
+    from gpuctl.common import selector as label_selector
+    from gpuctl.common.k8s_names import label_value
+
     if not config:
         raise UsageError(
             "--node/--selector need -c CONFIG (a config in the GPU Operator's mig-parted ConfigMap)"
         )
-    with application().kube() as kube:
-        plan = service.plan_cluster(kube, file, config, names, selector, namespace, configmap_name)
-        _configure_cluster(kube, plan, yes, dry_run, timeout, output)
+    if not label_value(config):
+        raise UsageError(f"-c {config!r} is not a config name a node label can hold")
+    if selector is not None:
+        label_selector.parse(selector)
 
 
 def _configure_node(file, config, layout, indexes, yes, dry_run, reset, nvml, output) -> None:

@@ -206,7 +206,7 @@ def apply(
         except GpuctlError as e:
             if done:
                 e.message += f" (finished before it: {', '.join(done)})"
-            if evictions.done or evictions.under_way or evictions.interrupted:
+            if evictions.begun:
                 e.message += f"; {evictions.account()}"
             raise
         done.append(change.node)

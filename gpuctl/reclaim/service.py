@@ -170,7 +170,7 @@ def _stopped(
     def said(done: Sequence[Action], left: Sequence[Action]) -> tuple[str, str | None]:
         text = "; done: " + (", ".join(a.label for a in done) or "nothing")
         text += "; not done: " + ", ".join(a.label for a in left)
-        if evictions.done or evictions.under_way:
+        if evictions.begun:
             text += "; " + evictions.account()
         return text, HINT
 

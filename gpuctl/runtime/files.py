@@ -55,6 +55,45 @@ def make_private_dir(path: str | os.PathLike[str]) -> None:
     os.makedirs(path, mode=PRIVATE_DIR, exist_ok=True)
 
 
+def own_private_dir(path: str | os.PathLike[str]) -> None:
+    """Create `path` (mode 0700) and its parents, and make sure that `path` is a directory of
+    this user that no one else may write to: not a symlink, not another user's, not group-
+    or world-writable. OSError names what is wrong; nothing in it is changed."""
+    path = os.fspath(path)
+    try:
+        os.makedirs(os.path.dirname(path) or ".", mode=PRIVATE_DIR, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(f"a part of {path} is a file, not a directory") from None
+    try:
+        os.mkdir(path, PRIVATE_DIR)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise PermissionError(f"{path} is a symbolic link, not a directory of its own")
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"{path} is a file, not a directory")
+    if st.st_uid != os.getuid():
+        raise PermissionError(f"{path} belongs to another user (uid {st.st_uid})")
+    if st.st_mode & 0o022:
+        raise PermissionError(
+            f"{path} may be written by others (mode {stat.S_IMODE(st.st_mode):04o}, not 0700)"
+        )
+
+
+def open_new(path: str | os.PathLike[str], mode: int = PRIVATE) -> int:
+    """A descriptor on a new, empty file at `path`, for writing (a log): what was there is
+    removed first, a symlink itself and never its target, and the file is created
+    exclusively, so one planted meanwhile is refused rather than followed."""
+    path = os.fspath(path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(path, flags, mode)
+
+
 def check_output(path: str, option: str, replace: str | None = None) -> None:
     """A UsageError, before any work, for an output PATH gpuctl will not write: anything
     but a regular file there, a directory that is missing or is not one, or (with REPLACE,

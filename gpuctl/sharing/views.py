@@ -198,9 +198,10 @@ def show_nodes(target: Target | None, rows: list[dict[str, Any]], output: Format
             if r["applied_strategy"]
             else "-"
         )
-        gpus = str(r["gpus"] + r["shared_gpus"]) + (
-            f" +{r['mig_devices']} MIG" if r["mig_devices"] else ""
-        )
+        gpus = "?" if r["gpus"] is None else str(r["gpus"])
+        mig = "yes" if r["mig"] else "no"
+        if r["mig_slices"]:
+            mig = f"{r['mig_split_gpus'] or '?'} into {r['mig_slices']} slices"
         config = r["config"] or "-"
         if r["config"] is None and r["config_source"] and r["config_source"] != "label":
             # no label: name the config the plugin falls back to
@@ -212,7 +213,7 @@ def show_nodes(target: Target | None, rows: list[dict[str, Any]], output: Format
             r["strategy"],
             str(r["replicas"]),
             applied,
-            "yes" if r["mig"] else "no",
+            mig,
             escape(r["problem"] or ""),
         )
     out_console().print(table if rows else "No GPU nodes found.")

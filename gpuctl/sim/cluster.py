@@ -1,9 +1,13 @@
 """The simulated cluster of `gpuctl sandbox`: its nodes, labelled as the GPU Operator (GPU
-Feature Discovery) and a site label label them, and where kube-scheduler would put a pod.
-No I/O: objects come in and go out as the API returns them.
+Feature Discovery) and a site label label them, the GPUs and MIG slices each advertises
+(single strategy: slices as nvidia.com/gpu, the product label ending -MIG-<profile>; mixed:
+nvidia.com/mig-<profile> and GFD's nvidia.com/mig-<profile>.count/.memory/.product labels,
+after NVIDIA/k8s-device-plugin internal/lm/mig-strategy.go), and where kube-scheduler would
+put a pod. No I/O: objects come in and go out as the API returns them.
 
-Placement follows kube-scheduler's filters that matter for GPU pods (nodeSelector, required
-node affinity, taints, requests against allocatable minus what running pods request) and
+Placement follows kube-scheduler's filters that matter for GPU pods (cordoned nodes,
+nodeSelector, required node affinity, taints, requests against allocatable minus what
+running pods request, whether the pod's DRA claims can be allocated there) and
 scores the nodes that pass with NodeResourcesFit MostAllocated at gpuctl's weights
 (gpuctl.gpus.scoring, the profile `gpuctl sched render` writes and whatif's bin-packing
 replay scores with). Not simulated: preemption, pod affinity, topology spread, ports.
@@ -31,6 +35,8 @@ GPUS_PER_NODE = 8
 # on a node whose GPUs the simulated DRA driver publishes: their model
 DRA_NODE = "gpuctl.io/sandbox-dra-model"
 DONE = ("Succeeded", "Failed")
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
 # Instance types of AWS's 8-GPU boards, for the node.kubernetes.io/instance-type label.
 INSTANCE_TYPES = {
     "H100-80GB": "p5.48xlarge",
@@ -39,7 +45,27 @@ INSTANCE_TYPES = {
     "A100-40GB": "p4d.24xlarge",
     "B200": "p6-b200.48xlarge",
 }
-_SPEC = re.compile(r"^(\d+)x([A-Za-z0-9.\-]+)(?::mig=([0-9a-z.+]+)|(:dra))?$")
+_SPEC = re.compile(
+    r"^(\d+)x([A-Za-z0-9.\-]+)(?::mig=([0-9a-z.+]+)|:mig-config=([0-9A-Za-z._+-]+)|(:dra))?$"
+)
+SINGLE, MIXED = "single", "mixed"
+MIG_LABELS = (  # what GPU Feature Discovery and the MIG manager write about MIG
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.count",
+    "nvidia.com/gpu.memory",
+    "nvidia.com/mig.strategy",
+)
+
+
+@dataclass(frozen=True)
+class GpuLayout:
+    """One GPU: MIG off, or on with these slices (profile -> count)."""
+
+    enabled: bool
+    slices: tuple[tuple[str, int], ...] = ()
+
+
+WHOLE = GpuLayout(False)
 
 
 @dataclass(frozen=True)
@@ -47,25 +73,53 @@ class NodeGroup:
     count: int
     model: geometry.GpuModel
     mig_profile: str | None  # every GPU split into this profile (MIG single strategy)
+    mig_config: str | None = None  # a config of the MIG manager's ConfigMap (mixed strategy)
     dra: bool = False  # its GPUs published by the simulated DRA driver, no device plugin
 
+    @property
+    def strategy(self) -> str | None:
+        return SINGLE if self.mig_profile else MIXED if self.mig_config else None
 
-def parse_nodes(text: str) -> list[NodeGroup]:
-    """`2xH100-80GB,1xA100-80GB:mig=1g.10gb,1xL4:dra`: node counts, GPU models, MIG
-    profiles, and GPUs published through DRA."""
+
+@dataclass(frozen=True)
+class Device:
+    """What the device plugin hands a container: a whole GPU or one MIG slice of it."""
+
+    resource: str
+    gpu: int
+    profile: str | None  # the MIG profile of a slice
+
+
+# A mig-parted config's layout of each of a node's GPUs (model, GPU count) -> layouts; None
+# when the config does not exist or fits no GPU of the model.
+Layouts = Callable[[str, geometry.GpuModel, int], "list[GpuLayout] | None"]
+
+
+def parse_nodes(text: str, layouts: Layouts | None = None) -> list[NodeGroup]:
+    """`2xH100-80GB,1xA100-80GB:mig=1g.10gb,1xA100-80GB:mig-config=all-balanced,1xL4:dra`:
+    node counts, GPU models, MIG profiles (single strategy) or configs (mixed strategy), the
+    configs checked with LAYOUTS, and GPUs published through DRA."""
     groups = []
     for part in (p.strip() for p in text.split(",")):
         m = _SPEC.match(part)
         if not m or int(m.group(1)) < 1:
             raise UsageError(
-                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE|:dra]",
+                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE|:mig-config=CONFIG|:dra]",
                 hint=f"e.g. {DEFAULT_NODES}",
             )
         model = geometry.find_model(m.group(2))
-        profile = m.group(3)
+        profile, config = m.group(3), m.group(4)
         if profile is not None:
             model.profile(profile)  # refuses a profile the model does not have
-        groups.append(NodeGroup(int(m.group(1)), model, profile, m.group(4) is not None))
+        if config is not None and layouts is not None:
+            if layouts(config, model, GPUS_PER_NODE) is None:
+                raise UsageError(
+                    f"--gpu-nodes: {part!r}: the MIG manager's ConfigMap has no config "
+                    f"{config!r} for {model.short_name}",
+                    hint="e.g. all-1g.10gb, all-balanced, all-disabled",
+                )
+        dra = m.group(5) is not None
+        groups.append(NodeGroup(int(m.group(1)), model, profile, config, dra))
     return groups
 
 
@@ -74,25 +128,41 @@ def gpu_type(model: geometry.GpuModel) -> str:
     return model.short_name.split("-")[0].lower()
 
 
-def node_objects(groups: list[NodeGroup], gpus_per_node: int = GPUS_PER_NODE) -> list[dict]:
+def first_layouts(group: NodeGroup, layouts: Layouts | None, gpus: int) -> list[GpuLayout]:
+    """The layout each GPU of the group's nodes starts with."""
+    if group.mig_profile:
+        profile = group.model.profile(group.mig_profile)
+        return [GpuLayout(True, ((profile.name, profile.max_instances),))] * gpus
+    if group.mig_config and layouts is not None:
+        return layouts(group.mig_config, group.model, gpus) or [WHOLE] * gpus
+    return [WHOLE] * gpus
+
+
+def node_objects(
+    groups: list[NodeGroup], layouts: Layouts | None = None, gpus_per_node: int = GPUS_PER_NODE
+) -> list[dict]:
     """One Node per node of each group, plus a CPU-only node for the system pods."""
     nodes = [_node("cpu-node-1", {}, {"cpu": "16", "memory": "64Gi"}, taint=False)]
     for group in groups:
-        name = gpu_type(group.model) + ("-mig" if group.mig_profile else "")
+        name = gpu_type(group.model) + ("-mig" if group.strategy else "")
         name += "-dra" if group.dra else ""
         for _ in range(group.count):
-            labels, resources = _gpu_labels(group, gpus_per_node)
             if group.dra:  # the DRA driver publishes its GPUs; no device plugin, no GFD
                 labels = {DEFAULT_GPU_LABEL_KEY: gpu_type(group.model), DRA_NODE: group.model.short_name}  # fmt: skip
-                resources = {"cpu": "192", "memory": "2048Gi"}
+                gpu_resources: dict[str, str] = {}
+            else:
+                labels = _gpu_labels(group)
+                first = first_layouts(group, layouts, gpus_per_node)
+                mig_labels, gpu_resources = describe(group.model, first, group.strategy)
+                labels |= {k: v for k, v in mig_labels.items() if v is not None}
             taken = sum(1 for n in nodes if n["metadata"]["name"].startswith(f"{name}-node-"))
+            resources = {"cpu": "192", "memory": "2048Gi", **gpu_resources}
             nodes.append(_node(f"{name}-node-{taken + 1}", labels, resources, taint=True))
     return nodes
 
 
-def _gpu_labels(group: NodeGroup, gpus: int) -> tuple[dict[str, str], dict[str, str]]:
+def _gpu_labels(group: NodeGroup) -> dict[str, str]:
     model = group.model
-    product, memory, count = product_label(model), model.memory_total_mib, gpus
     labels = {
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.family": model.architecture.lower(),
@@ -103,22 +173,65 @@ def _gpu_labels(group: NodeGroup, gpus: int) -> tuple[dict[str, str], dict[str, 
     }
     if model.short_name in INSTANCE_TYPES:
         labels["node.kubernetes.io/instance-type"] = INSTANCE_TYPES[model.short_name]
-    if group.mig_profile:
-        profile = model.profile(group.mig_profile)
-        product += "-MIG-" + profile.name
-        memory = profile.memory_mib or memory
-        count = gpus * profile.max_instances
-        labels |= {
-            "nvidia.com/mig.config": "all-" + profile.name,
-            "nvidia.com/mig.config.state": "success",
-            "nvidia.com/mig.strategy": "single",
-        }
-    labels |= {
-        "nvidia.com/gpu.product": product,
-        "nvidia.com/gpu.count": str(count),
-        "nvidia.com/gpu.memory": str(memory),
-    }
-    return labels, {"cpu": "192", "memory": "2048Gi", "nvidia.com/gpu": str(count)}
+    if group.strategy:
+        config = f"all-{group.mig_profile}" if group.mig_profile else str(group.mig_config)
+        labels |= {"nvidia.com/mig.config": config, "nvidia.com/mig.config.state": "success"}
+    return labels
+
+
+def describe(
+    model: geometry.GpuModel, layouts: list[GpuLayout], strategy: str | None
+) -> tuple[dict[str, str | None], dict[str, str]]:
+    """What GPU Feature Discovery labels and the device plugin advertises for GPUs in these
+    layouts: (labels, None for one to remove; the GPU resources, every one named)."""
+    product, memory = product_label(model), model.memory_total_mib
+    labels: dict[str, str | None] = {k: None for k in MIG_LABELS}
+    labels |= {"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": str(memory)}
+    resources = {GPU: str(len(layouts))}
+    labels["nvidia.com/gpu.count"] = str(len(layouts))
+    if strategy is None:
+        return labels, resources
+    labels["nvidia.com/mig.strategy"] = strategy
+    slices: dict[str, int] = {}
+    for layout in layouts:
+        for p, n in layout.slices if layout.enabled else ():
+            slices[p] = slices.get(p, 0) + n
+    if strategy == SINGLE:
+        kinds = {layout.slices if layout.enabled else None for layout in layouts}
+        if len(kinds) == 1 and None in kinds:
+            return labels, resources
+        if len(kinds) > 1 or len(slices) != 1:  # GFD: the GPUs disagree
+            labels |= {"nvidia.com/gpu.product": product + "-MIG-INVALID"}
+            labels |= {"nvidia.com/gpu.count": "0", "nvidia.com/gpu.memory": "0"}
+            return labels, {GPU: "0"}
+        ((name, count),) = slices.items()
+        labels |= {"nvidia.com/gpu.product": f"{product}-MIG-{name}"}
+        labels |= {"nvidia.com/gpu.count": str(count)}
+        labels["nvidia.com/gpu.memory"] = str(model.profile(name).memory_mib or memory)
+        return labels, {GPU: str(count)}
+    resources[GPU] = str(sum(1 for layout in layouts if not layout.enabled))
+    for profile in model.profiles:
+        key = profile.resource_name
+        count = slices.get(profile.name, 0)
+        resources[key] = str(count)
+        labels[f"{key}.count"] = str(count) if count else None
+        memory_mib = profile.memory_mib
+        labels[f"{key}.memory"] = str(memory_mib) if count and memory_mib else None
+        labels[f"{key}.product"] = f"{product}-MIG-{profile.name}" if count else None
+    return labels, {k: v for k, v in resources.items() if v != "0" or k == GPU}
+
+
+def devices(layouts: list[GpuLayout], strategy: str | None) -> list[Device]:
+    """The devices a node's device plugin hands out, GPU by GPU."""
+    out = []
+    for gpu, layout in enumerate(layouts):
+        if not layout.enabled:
+            out.append(Device(GPU, gpu, None))
+            continue
+        for name, count in layout.slices:
+            resource = GPU if strategy == SINGLE else MIG_PREFIX + name.replace("+", ".")
+            out += [Device(resource, gpu, name)] * count
+    return out
 
 
 def _node(name: str, labels: dict[str, str], resources: dict[str, str], taint: bool) -> dict:
@@ -151,7 +264,7 @@ def _node(name: str, labels: dict[str, str], resources: dict[str, str], taint: b
 # --- placement ----------------------------------------------------------------------------
 
 
-def _amount(value: object, resource: str) -> int:
+def amount(value: object, resource: str) -> int:
     """A quantity in the unit kube-scheduler counts it in: millicores, bytes, units."""
     q = from_api(value)
     if q is None:
@@ -166,13 +279,13 @@ def requests(pod: dict) -> dict[str, int]:
         res = c.get("resources") or {}
         asked = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         for name, value in asked.items():
-            total[name] = total.get(name, 0) + _amount(value, name)
+            total[name] = total.get(name, 0) + amount(value, name)
     return total
 
 
 def _allocatable(node: dict) -> dict[str, int]:
     alloc = (node.get("status") or {}).get("allocatable") or {}
-    return {k: _amount(v, k) for k, v in alloc.items()}
+    return {k: amount(v, k) for k, v in alloc.items()}
 
 
 def selected(pod: dict, node: dict) -> bool:
@@ -189,6 +302,8 @@ def _why_not(
 ) -> str | None:
     """kube-scheduler's reason for filtering the node out, None when it passes; CLAIMABLE
     says whether the pod's DRA claims can be allocated on a node."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return "node(s) were unschedulable"
     if not selected(pod, node):
         return "node(s) didn't match Pod's node affinity/selector"
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
@@ -249,6 +364,9 @@ def place(
     return None, f"0/{len(nodes)} nodes are available: {detail}."
 
 
-def pod_gpus(pod: dict[str, Any]) -> int:
-    """Whole GPUs (or MIG slices of the single strategy) the pod holds."""
-    return requests(pod).get("nvidia.com/gpu", 0)
+def pod_devices(pod: dict[str, Any]) -> dict[str, int]:
+    """The devices the pod asks of the device plugin: GPUs (or single-strategy MIG slices)
+    and mixed-strategy MIG slices, by resource."""
+    return {
+        r: n for r, n in requests(pod).items() if n > 0 and (r == GPU or r.startswith(MIG_PREFIX))
+    }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 from typing import Any
 
 from gpuctl.k8s.selectors import label_selector_matches
@@ -87,11 +88,14 @@ def api_server_class():
       and CEL rules (gpuctl/sim/crd_schema.py) and refused with 422 when invalid. Stricter than
       an API server on one point: an unknown field is refused, where a server would prune
       it (gpuctl would lose it). Transition rules (oldSelf) and admission webhooks are not
-      run.
+      run;
+    - pod logs (`pods/NAME/log`: follow, container, tailLines, sinceSeconds, timestamps,
+      limitBytes) from the lines the simulated containers wrote (gpuctl/sim/pod_logs.py),
+      gone with the pod; the Eviction API (`pods/NAME/eviction`), budgets held.
 
     Not done (a real server does): label and field selectors (ignored), PUT, dryRun
     (ignored), server-side apply, strategic-merge list semantics (lists are replaced),
-    Table answers for kubectl (kubectl prints the plain lists itself), pod logs, protobuf
+    Table answers for kubectl (kubectl prints the plain lists itself), protobuf
     bodies (415: kubectl's typed generators such as `kubectl create namespace` send them;
     `-f` files go as JSON), field validation of built-in kinds, conversion between a
     custom resource's versions (each version's objects are apart), refusing objects in a
@@ -129,6 +133,8 @@ def api_server_class():
     class ApiServerEmulator(kmock.KubernetesEmulator):
         _schemas: dict = attrs.field(factory=dict, init=False)  # resource -> (CRD, version)
         _revision: int = attrs.field(default=1, init=False)  # the last resourceVersion given
+        # (namespace, pod, container) -> what the container wrote (pod_logs.ContainerLog)
+        logs: dict = attrs.field(factory=dict, init=False)
 
         async def _handle(self, request):
             _current_request.set(request)  # for _render_error (each request has its task)
@@ -156,7 +162,53 @@ def api_server_class():
             response = await super()._handle(request)
             if res == crds and act == create and response.status < 300:
                 self._serve(request.data)
+            if res == pods and act == delete and request.name and response.status < 300:
+                self.forget_logs(request.namespace, request.name)
             return response
+
+        async def _serve_log(self, request):
+            from gpuctl.sim import pod_logs
+
+            found = self._stored(request)
+            if found is None:
+                raise kmock.KubernetesObjectNotFoundError()
+            pod = found.raw
+            try:
+                container = pod_logs.container_of(pod, dict(request.params))
+                key = (request.namespace, request.name, container)
+                uid = (pod.get("metadata") or {}).get("uid")
+
+                def gone() -> bool:
+                    now = self._stored(request)
+                    return now is None or (now.raw.get("metadata") or {}).get("uid") != uid
+
+                return pod_logs.serve(dict(request.params), pod, self.logs.get(key), gone)
+            except pod_logs.LogError as e:
+                raise kmock.KubernetesError(
+                    status=e.status, reason=e.reason, message=e.message
+                ) from None
+
+        def start_log(self, namespace: str, pod: str, container: str) -> None:
+            """The container started: a new, empty log."""
+            from gpuctl.sim import pod_logs
+
+            old = self.logs.get((namespace, pod, container))
+            if old is not None:
+                old.end()
+            self.logs[namespace, pod, container] = pod_logs.ContainerLog()
+
+        def log_line(self, namespace: str, pod: str, container: str, text: str, when: float):
+            if (namespace, pod, container) not in self.logs:
+                self.start_log(namespace, pod, container)
+            self.logs[namespace, pod, container].add(when, text)
+
+        def end_log(self, namespace: str, pod: str, container: str) -> None:
+            if (namespace, pod, container) in self.logs:
+                self.logs[namespace, pod, container].end()
+
+        def forget_logs(self, namespace: str, pod: str) -> None:
+            for key in [k for k in self.logs if k[:2] == (namespace, pod)]:
+                self.logs.pop(key).end()
 
         async def _evict(self, request):
             """The Eviction API as the API server runs it: a pod no PodDisruptionBudget
@@ -198,6 +250,7 @@ def api_server_class():
                 pod.patch({"metadata": {"resourceVersion": str(self._revision)}})
                 pod.delete()
                 await self._buses[pods].put({"type": "DELETED", "object": pod.last.raw})
+                self.forget_logs(request.namespace, request.name)
             status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
             return aiohttp.web.json_response(status, status=201)
 
@@ -221,6 +274,8 @@ def api_server_class():
             # above kmock's own fallback for watches, below any reaction a test adds
             json_stream: Any = kmock.headers({"Content-Type": "application/json"})
             (self.fallback**1)[kmock.action.WATCH] << json_stream << self._serve_watch
+            text: Any = kmock.headers({"Content-Type": "text/plain"})
+            (self.fallback**1)[pods, kmock.subresource("log")] << text << self._serve_log
             self["get /openapi/v3"] << self._serve_openapi
             self["get", re.compile(r"/openapi/v3/.+")] << self._serve_openapi_group
 
@@ -592,6 +647,21 @@ class KubeEmulator:
                     definition, _preload_content=False
                 ).release_conn()
 
+    def start_log(self, namespace: str, pod: str, container: str) -> None:
+        """A container of the pod started (the kubelet's part): its log begins empty."""
+        self.loop.call_soon_threadsafe(self.emulator.start_log, namespace, pod, container)
+
+    def write_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """A line the container wrote, served by the pod's log endpoint."""
+        when = time.time()
+        self.loop.call_soon_threadsafe(
+            self.emulator.log_line, namespace, pod, container, text, when
+        )
+
+    def end_log(self, namespace: str, pod: str, container: str) -> None:
+        """The container ended: followers of its log stop."""
+        self.loop.call_soon_threadsafe(self.emulator.end_log, namespace, pod, container)
+
     def requests(self) -> list:
         """Every request the emulator has served (method, path, query) — for asserting
         what the client sent, e.g. label selectors the emulator itself ignores."""
@@ -603,23 +673,37 @@ class KubeEmulator:
             ]
         )
 
+    def forget_requests(self) -> None:
+        """Drop the requests kmock keeps for assertions (a sandbox runs for hours)."""
+
+        def forget() -> None:
+            self.emulator._requests.clear()
+            for payload in self.emulator._payloads:
+                getattr(payload, "_requests", []).clear()
+
+        self.call(forget)
+
     def stop(self):
         self.loop.call_soon_threadsafe(self._stop.set)
         self.thread.join(10)
 
 
-def write_kubeconfig(path, url: str, namespace: str = "default") -> str:
+def write_kubeconfig(path, url: str, namespace: str = "default", name: str = "emu") -> str:
+    """A kubeconfig whose current context NAME reaches the emulator at URL (written without
+    following a symlink at PATH)."""
     import yaml
+
+    from gpuctl.runtime.files import write_atomic
 
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "current-context": "emu",
-        "clusters": [{"name": "emu", "cluster": {"server": url}}],
-        "users": [{"name": "emu", "user": {"token": "test"}}],
+        "current-context": name,
+        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "users": [{"name": name, "user": {"token": "test"}}],
         "contexts": [
-            {"name": "emu", "context": {"cluster": "emu", "user": "emu", "namespace": namespace}}
+            {"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}
         ],
     }
-    path.write_text(yaml.safe_dump(cfg))
+    write_atomic(path, yaml.safe_dump(cfg))
     return str(path)

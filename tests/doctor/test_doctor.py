@@ -270,11 +270,13 @@ def test_mig_is_applied_only_where_an_enabling_config_succeeded():
     assert "xe9680-h100" not in applied.detail
 
 
-def _gpu_series(host, *fields):
+def _gpu_series(host, *fields, mig=None):
     from tests.standins.prometheus import Series
 
     labels = {"gpu": "0", "UUID": f"GPU-{host}", "modelName": "NVIDIA H100 80GB HBM3"}
     labels.update(Hostname=host, instance=f"{host}:9400", job="nvidia-dcgm-exporter")
+    if mig:  # a MIG slice's series: its GPU instance and profile
+        labels.update(GPU_I_ID=str(mig[0]), GPU_I_PROFILE=mig[1])
     return [Series(name, labels, 0.5, history_s=120) for name in fields]
 
 
@@ -282,20 +284,34 @@ def _gpu_series(host, *fields):
 def test_doctor_says_when_prometheus_has_only_a_duty_cycle(cli, kube_api, prometheus_with):
     seed(kube_api, node("gpu-1"), PLUGIN, DCGM)
     util, gr, sm = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"
-    mixed = prometheus_with(_gpu_series("a", util, gr, sm) + _gpu_series("b", util, gr))
+    # GPUs and MIG slices counted apart: c's GPU is split into two slices, one without SM_ACTIVE
+    slices = _gpu_series("c", util, gr, sm, mig=(1, "3g.40gb"))
+    slices += _gpu_series("c", util, gr, mig=(2, "3g.40gb"))
+    mixed = prometheus_with(_gpu_series("a", util, gr, sm) + _gpu_series("b", util, gr) + slices)
     r = cli("doctor", "-o", "json", "--prometheus", mixed.url)
     assert r.code == 0, r
     check = by_name(doctor.Check(**c) for c in json.loads(r.out)["checks"])["busy signal"]
     assert (check.status, check.detail) == (
         "warn",
-        "only a duty cycle on 1 of 2 GPU(s) and MIG slice(s): no SM_ACTIVE",
+        "only a duty cycle on 1 of 2 GPUs and 1 of 2 MIG slices: no SM_ACTIVE",
     )
     assert "dcgmExporter.config" in check.fix
     good = prometheus_with(_gpu_series("a", util, sm))
     r = cli("doctor", "-o", "json", "--prometheus", good.url)
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
     assert checks["busy signal"]["status"] == "pass"
-    assert "all 1 GPU(s)" in checks["busy signal"]["detail"]
+    assert checks["busy signal"]["detail"] == "SM activity (DCGM_FI_PROF_SM_ACTIVE) on all 1 GPU"
+
+
+def test_busy_signal_counts_gpus_and_mig_slices_apart():
+    """The sandbox's default cluster: 24 whole GPUs and 8 A100s as 56 1g.10gb slices, all on
+    dcgm-exporter's default counters (no SM_ACTIVE): 80 devices, not 80 GPUs."""
+    check = doctor.check_busy_signal({"any": 24, "any_mig": 56})
+    assert (check.status, check.detail) == (
+        "warn", "only a duty cycle on all 24 GPUs and 56 MIG slices: no DCGM_FI_PROF_SM_ACTIVE"
+    )  # fmt: skip
+    check = doctor.check_busy_signal({"any": 2, "sm": 2, "any_mig": 7})
+    assert check.detail == "only a duty cycle on 7 of 7 MIG slices: no SM_ACTIVE"
 
 
 def test_mig_slices_are_not_counted_as_gpus():

@@ -267,7 +267,9 @@ def test_a_step_the_driver_cannot_do_fails_the_dry_run(capsys, node, monkeypatch
     assert show(capsys)[0]["instances"] == []
 
 
-NVIDIA_DEFAULT = pathlib.Path(__file__).parent / "upstream" / "gpu-operator_0400_configmap.yaml"
+NVIDIA_DEFAULT = (
+    pathlib.Path(gpuctl.sim.__file__).parent / "crds" / "gpu-operator_0400_configmap.yaml"
+)
 
 
 def nvidia_default_config(tmp_path) -> str:

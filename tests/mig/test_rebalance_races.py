@@ -194,6 +194,8 @@ def test_ctrl_c_during_an_eviction_names_the_pod(full, proxied_kube):
         ("mig", "rebalance", "--configmap", "Bad Name"),
         ("mig", "configure", "-c", "all-1g.5gb", "--node", "gpu-1", "--timeout", "nan"),
         ("mig", "configure", "-c", "all-1g.5gb", "--node", "gpu 1"),
+        ("mig", "configure", "-c", "bad name", "--node", "gpu-1"),
+        ("mig", "configure", "-c", "all-1g.5gb", "-l", "a in ("),
     ],
 )
 def test_bad_options_are_refused_before_any_io(capsys, monkeypatch, tmp_path, args):

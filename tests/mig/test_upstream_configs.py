@@ -1,5 +1,5 @@
-"""Every named config in NVIDIA's own mig-parted files (tests/mig/upstream/, kept as
-published) on the simulated node of each GPU model it targets: validate → dry-run → apply
+"""Every named config in NVIDIA's own mig-parted files (tests/mig/upstream/ and the GPU
+Operator's ConfigMap in gpuctl/sim/crds/, kept as published) on the simulated node of each GPU model it targets: validate → dry-run → apply
 → assert → export, through the CLI. A config must either go all the way or be refused when
 it is validated, with the reason; never pass the dry-run and then fail while applying.
 
@@ -18,6 +18,7 @@ from functools import cache
 import pytest
 import yaml
 
+import gpuctl.sim
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.geometry import GpuModel, models
@@ -27,13 +28,16 @@ from gpuctl.sim.node import NON_MIG_MODELS, canonical_spec
 from tests.clirun import run_gpuctl as run
 
 UPSTREAM = pathlib.Path(__file__).parent / "upstream"
-FILES = sorted(p.name for p in UPSTREAM.glob("*.yaml"))
+# the GPU Operator's ConfigMap ships with the sandbox, which serves it (gpuctl/sim/crds/)
+OPERATOR = pathlib.Path(gpuctl.sim.__file__).parent / "crds" / "gpu-operator_0400_configmap.yaml"
+PATHS = {p.name: p for p in [*UPSTREAM.glob("*.yaml"), OPERATOR]}
+FILES = sorted(PATHS)
 
 
 def config_text(name: str) -> str:
     """The mig-parted config in a file: the file itself, or the config.yaml of the
     ConfigMap in a Kubernetes manifest."""
-    text = (UPSTREAM / name).read_text()
+    text = PATHS[name].read_text()
     docs = [d for d in yaml.safe_load_all(text) if d]
     if len(docs) == 1 and "mig-configs" in docs[0]:
         return text

@@ -6,17 +6,31 @@ replica count before any write. What gpuctl must not have changed is checked eac
 from __future__ import annotations
 
 import json
+import signal
+import time
 
 import pytest
 
-from tests.reclaim.test_reclaim_cluster import POLICY, seed, snapshot
-from tests.standins.faults import meanwhile
+from tests.clirun import gpuctl_process
+from tests.reclaim.test_reclaim_cluster import POLICY, seed, series, snapshot
+from tests.standins.faults import delay, meanwhile
+from tests.standins.prometheus import load_blocks, start_prometheus
 
 pytestmark = pytest.mark.integration
 STALLED = "/apis/batch/v1/namespaces/ml/jobs/stalled"
 WORKLOAD = r"/apis/kueue.x-k8s.io/v1beta2/namespaces/ml/workloads/.*"
 EVICT_DEBUG = "/api/v1/namespaces/scratch/pods/debug/eviction"
 RECORD = "gpuctl.io/reclaim"
+
+
+@pytest.fixture
+def prom():
+    """A Prometheus per test: its newest samples are as old as it is, and the module's own
+    (tests/reclaim/conftest.py) goes stale under the policy's bound once these tests have
+    run a few minutes on a loaded machine."""
+    server = start_prometheus(load_blocks(series(), time.time()))
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -148,6 +162,30 @@ def test_marks_up_the_owner_chain_keep_a_workload(cli, prom, kube, kube_api, tmp
     assert "its CronJob ml/nightly is marked gpuctl.io/reclaim: never" in found["nightly"]["why"]
 
 
+@pytest.mark.parametrize(
+    ("forward", "fate", "evicted"),
+    [(True, "it is gone", ["scratch/debug"]), (False, "it is still there", [])],
+)
+def test_ctrl_c_during_an_eviction_names_the_pod(
+    prom, policy, kube_api, proxied_kube, forward, fate, evicted
+):
+    """Ctrl-C while the eviction's answer is held: made upstream or not, the message and
+    the JSON name the pod and say what became of it."""
+    rule = proxied_kube.on("POST", EVICT_DEBUG, delay(5, forward=forward))
+    args = ("--policy", policy, "--prometheus", prom.url, "--yes", "-o", "json")
+    proc = gpuctl_process("reclaim", *args)
+    try:
+        assert rule.fired.wait(60), "gpuctl never reached the eviction of scratch/debug"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert f"interrupted while evicting scratch/debug: {fate}" in err, err
+    doc = json.loads(out)
+    assert (doc["evicted"], doc["evicting"]) == (evicted, "scratch/debug")
+
+
 @pytest.mark.parametrize("record", ["-3", "1000000000000", "abc", "2.5", ""])
 def test_restore_refuses_a_record_that_is_no_replica_count_before_any_write(
     kube, kube_api, cli, record
@@ -194,3 +232,24 @@ def test_restore_puts_back_a_count_up_to_the_bound(kube, kube_api, cli):
     r = cli("reclaim", "restore", "--yes")
     assert r.code == 0, r
     assert apps.read_namespaced_deployment("big", "ml").spec.replicas == 10000
+
+
+def test_a_record_on_a_deployment_scaled_back_since_is_not_read(kube, kube_api, cli):
+    """Its owner scaled it back: theirs now, and a record gpuctl will not act on does not
+    stop the restore of the others."""
+    from kubernetes import client
+
+    kube.install_crds("Workload", "JobSet")
+    apps = client.AppsV1Api(kube_api)
+    template = {"metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}  # fmt: skip
+    for name, replicas, count in (("theirs", 3, "abc"), ("ours", 0, "2")):
+        dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": name, "annotations": {"gpuctl.io/reclaim-replicas": count}},
+               "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "x"}}, "template": template}}  # fmt: skip
+        apps.create_namespaced_deployment("ml", dep)
+    theirs = apps.read_namespaced_deployment("theirs", "ml").metadata.resource_version
+    r = cli("reclaim", "restore", "--yes")
+    assert r.code == 0, r
+    assert apps.read_namespaced_deployment("ours", "ml").spec.replicas == 2
+    assert apps.read_namespaced_deployment("theirs", "ml").metadata.resource_version == theirs

@@ -49,3 +49,36 @@ def test_a_dra_pool_beside_device_plugin_nodes(tmp_path, monkeypatch, capsys):
     finally:
         code, out, _ = run_gpuctl(capsys, "sandbox", "stop")
     assert code == 0 and "stopped" in out
+
+
+def test_a_claim_goes_when_its_pod_ends_or_is_gone(kube, tmp_path, capsys):
+    """The resource claim controller's part: a claim made from a template for a pod is
+    deleted when the pod finishes, and when the pod is gone with its Job (the garbage
+    collector), so its devices are free for the next claim."""
+    from gpuctl.sim import cluster, mig_manager
+    from gpuctl.sim.controllers import Api, Simulation
+    from gpuctl.sim.sandbox import seed
+
+    kube.install_crds("JobSet")
+    layouts = mig_manager.shipped_layouts()
+    nodes = cluster.node_objects(cluster.parse_nodes("1xA100-80GB:dra", layouts), layouts)
+    api = Api(kube.url)
+    seed(api, nodes, kueue=False)
+    sim = Simulation(api, {}, kube)
+    claims = "/apis/resource.k8s.io/v1/resourceclaims"
+    for name, runtime in (("short", 0), ("long", 600)):
+        spec = SPEC.format(name=name, gpus=4, runtime=runtime).replace("h100", "a100")
+        (tmp_path / f"{name}.yaml").write_text(spec)
+        assert run_gpuctl(capsys, "submit", tmp_path / f"{name}.yaml")[0] == 0
+    for _ in range(5):  # the Jobs' pods made, placed, run; short's ended
+        sim.step()
+    held = {c["metadata"]["ownerReferences"][0]["name"].rsplit("-", 1)[0] for c in api.items(claims)}  # fmt: skip
+    assert held == {"long"}, held  # short ran (runtime 0), ended, and its claim went
+    (long_pod,) = [p for p in api.items("/api/v1/pods") if p["metadata"]["name"].startswith("long-")]  # fmt: skip
+    (claim,) = api.items(claims)
+    assert claim["status"]["reservedFor"][0]["uid"] == long_pod["metadata"]["uid"]
+    api.delete("/apis/batch/v1/namespaces/default/jobs/long")
+    for _ in range(2):  # the Job's pod collected, then its claim
+        sim.step()
+    assert not [p for p in api.items("/api/v1/pods") if p["metadata"]["name"].startswith("long-")]
+    assert api.items(claims) == []

@@ -15,7 +15,12 @@ MIG_NODE = node(
     "mig-1",
     0,
     alloc={"nvidia.com/mig-1g.10gb": "7"},
-    labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.strategy": "mixed"},
+    # one H100 split into 7 slices: GFD's gpu.count is the physical GPUs under the mixed strategy
+    labels={
+        "nvidia.com/mig.config": "all-1g.10gb",
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/gpu.count": "1",
+    },
 )
 
 
@@ -217,7 +222,8 @@ def test_show_lists_strategy_and_replicas(cli, cluster):
         "ts-4",
     )
     assert (by["gpu-2"]["strategy"], by["gpu-2"]["replicas"]) == ("none", 1)
-    assert by["mig-1"]["mig"] is True and by["mig-1"]["mig_devices"] == 7
+    assert by["mig-1"]["mig"] is True and by["mig-1"]["mig_slices"] == 7
+    assert by["mig-1"]["allocatable"] == {"nvidia.com/mig-1g.10gb": 7}
     r = cli("share", "show")
     assert r.code == 0 and "gpu-1" in r.out and "time-slicing" in r.out
 
@@ -441,3 +447,23 @@ def test_show_on_a_fresh_cluster_reports_no_problem(cli, kube_api):
     assert "the device plugin reads no config" in by["gpu-2"]["problem"]
     r = cli("share", "show")
     assert r.code == 0 and "config-manager fails" not in r.out
+
+
+def test_show_counts_physical_gpus_not_slices_or_replicas(cli, kube_api):
+    """Real nodes (tests/data/nodes): under the single MIG strategy nvidia.com/gpu counts
+    the slices (two A100 40GB as 14 1g.5gb slices), under time-slicing the replicas (one T4
+    as 8): GPUS is the physical GPUs, the slices apart, the resources as allocatable."""
+    from tests.node_corpus import corpus
+
+    nodes = corpus()
+    seed(kube_api, nodes["gfd-a100-mig-single"], nodes["gfd-t4-shared"], nodes["gfd-h100"])
+    by = rows(cli)
+    mig, t4 = by["r7525-a100-mig"], by[nodes["gfd-t4-shared"]["metadata"]["name"]]
+    assert (mig["gpus"], mig["mig_split_gpus"], mig["mig_slices"]) == (2, 2, 14)
+    assert mig["allocatable"] == {"nvidia.com/gpu": 14}
+    assert (t4["gpus"], t4["mig_slices"], t4["allocatable"]) == (1, 0, {"nvidia.com/gpu": 8})
+    assert by[nodes["gfd-h100"]["metadata"]["name"]]["gpus"] == 8
+    r = cli("share", "show")
+    assert r.code == 0, r
+    [line] = [line for line in r.out.splitlines() if line.startswith("r7525-a100-mig")]
+    assert line.split()[1] == "2" and "2 into 14 slices" in line

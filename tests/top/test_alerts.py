@@ -231,9 +231,10 @@ def test_default_rules_fire_and_stay_quiet(promtool, tmp_path, capsys):
                         "Hostname": "n2",
                         **gpu_labels("n2", "0", host_label="hostname", **held, **mig(2)),
                     },
-                    "GPU 0 on n2 is held by a pod but idle",
-                    "research/nb-1 holds GPU 0 on n2 whose utilization averaged 1% over 30m "
-                    "(threshold 5%).",
+                    # the slice named: seven slices of a GPU are not seven alerts on "GPU 0"
+                    "GPU 0 MIG slice 2 (3g.40gb) on n2 is held by a pod but idle",
+                    "research/nb-1 holds GPU 0 MIG slice 2 (3g.40gb) on n2 whose utilization "
+                    "averaged 1% over 30m (threshold 5%).",
                 ),
             ],
         ),
@@ -660,7 +661,8 @@ def test_memory_and_utilization_count_each_device_once(promtool, tmp_path, capsy
 
 def test_a_node_whose_gpus_report_only_a_duty_cycle_is_named(promtool, tmp_path, capsys):
     """GPUBusySignalDutyCycleOnly: n1 reports SM_ACTIVE (and the duty cycles), n2 GPU_UTIL
-    only on its two GPUs, n3 a MIG slice with GR_ENGINE_ACTIVE only: n2 and n3 are named."""
+    only on its two GPUs, n3 two MIG slices of one GPU with GR_ENGINE_ACTIVE only: n2 and n3
+    are named, with their physical GPUs (n3's split GPU counts once)."""
     path = rules_file(tmp_path, capsys)
     util, gr, sm = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"
     inputs = [
@@ -670,6 +672,7 @@ def test_a_node_whose_gpus_report_only_a_duty_cycle_is_named(promtool, tmp_path,
         series(util, "50x80", **gpu_labels("n2", "0")),
         series(util, "50x80", **gpu_labels("n2", "1")),
         series(gr, "0.5x80", **gpu_labels("n3", "0", GPU_I_ID="1", GPU_I_PROFILE="1g.10gb")),
+        series(gr, "0.2x80", **gpu_labels("n3", "0", GPU_I_ID="2", GPU_I_PROFILE="1g.10gb")),
     ]
 
     def named(host, n):

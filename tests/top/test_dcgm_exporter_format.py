@@ -148,3 +148,17 @@ def test_the_xid_field_carries_its_code_and_text_among_the_pod_attributes():
         'hostname="n",DCGM_FI_DRIVER_VERSION="580.95.05",container="cuda",err_code="0",'
         'err_msg="No Error",namespace="default",pod="p"} 0'
     )
+
+
+def test_the_sandboxs_exporters_name_the_model_as_nvml_does():
+    """modelName is the NVML name (`NVIDIA H100 80GB HBM3`, issue #490 above), not GFD's
+    product label with its first dash made a space (`NVIDIA H100-80GB-HBM3`); a MIG slice's
+    is its GPU's. gpuctl reads the model from it (the MIG geometry, prices)."""
+    from gpuctl.sim import cluster
+    from gpuctl.sim.sandbox import Api, Simulation
+
+    nodes = cluster.node_objects(cluster.parse_nodes("1xH100-80GB,1xA100-80GB:mig=1g.10gb"))
+    sim = Simulation(Api("http://unused"), nodes)
+    gpu_nodes = [n for n in nodes if n["metadata"]["labels"].get("nvidia.com/gpu.present")]
+    models = {d.model for node in gpu_nodes for d in sim.devices(node, [])}
+    assert models == {H100, "NVIDIA A100-SXM4-80GB"}

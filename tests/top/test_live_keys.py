@@ -1,5 +1,5 @@
-"""The live node view's keys: the pure state machine, then the real thing in a tmux pane
-(send keys, capture the pane), as a user at a terminal would drive it."""
+"""The live views' keys (node and cluster): the pure state machines, then the real thing in a
+tmux pane (send keys, capture the pane), as a user at a terminal would drive it."""
 
 from __future__ import annotations
 
@@ -31,83 +31,82 @@ def test_keys_sort_filter_help_and_quit():
     assert press(view, "q") is None and press(press(view, "h"), "q") is None
 
 
-def _tmux() -> str:
-    path = shutil.which("tmux")
-    if not path:
-        missing("tmux not installed (Debian: apt-get install tmux)")
-    return path
+class Tmux:
+    """A tmux server of its own (no user configuration) running COMMAND in a session of
+    WIDTH × HEIGHT, driven as a user at a terminal would: keys sent, the pane captured."""
+
+    def __init__(self, socket: str, command: str, width: int, height: int):
+        self.tmux = shutil.which("tmux") or ""
+        if not self.tmux:
+            missing("tmux not installed (Debian: apt-get install tmux)")
+        self.session = ["-f", "/dev/null", "-S", socket]
+        size = ["-x", str(width), "-y", str(height)]
+        self._run("new-session", "-d", "-s", "top", *size, command)
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [self.tmux, *self.session, *args], capture_output=True, text=True, check=check
+        )
+
+    def pane(self) -> str:
+        return self._run("capture-pane", "-p", "-t", "top").stdout
+
+    def until(self, text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            shown = self.pane()
+            if text in shown:
+                return shown
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} not shown:\n{self.pane()}")
+
+    def keys(self, *sent: str) -> None:
+        self._run("send-keys", "-t", "top", *sent)
+
+    def ended(self, timeout: float = 20.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._run("has-session", "-t", "top", check=False).returncode != 0:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self) -> None:
+        self._run("kill-server", check=False)
 
 
 @pytest.mark.integration
 def test_live_top_keys_under_tmux(tmp_path):
-    tmux = _tmux()
-    socket = str(tmp_path / "tmux.sock")
-    session = ["-f", "/dev/null", "-S", socket]  # no user configuration
     command = (
         f"cd {ROOT} && stty cols 120 && PYTHONPATH={ROOT} GPUCTL_SIM_STATE={tmp_path}/node.json "
         f"{sys.executable} -m gpuctl top --simulate 2xH100-80GB,2xA100-80GB -d 0.5"
     )
-
-    def pane() -> str:
-        return subprocess.run(
-            [tmux, *session, "capture-pane", "-p", "-t", "top"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-
-    def until(text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            shown = pane()
-            if text in shown:
-                return shown
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} not shown:\n{pane()}")
-
-    def keys(*sent: str) -> None:
-        subprocess.run([tmux, *session, "send-keys", "-t", "top", *sent], check=True)
-
-    subprocess.run(
-        [tmux, *session, "new-session", "-d", "-s", "top", "-x", "120", "-y", "40", command],
-        check=True,
-    )
+    top = Tmux(str(tmp_path / "tmux.sock"), command, 120, 40)
+    short = None
     try:
-        until("sort: index")
-        keys("?")
-        until("q quit")
-        assert "GPU  NAME" not in pane()
-        keys("x")  # any key closes the help
-        until("sort: index")
-        keys("p")
-        until("sort: power")
-        keys("/", "A", "1", "0", "0", "Enter")
-        shown = until("filter: A100")
+        top.until("sort: index")
+        top.keys("?")
+        top.until("q quit")
+        assert "GPU  NAME" not in top.pane()
+        top.keys("x")  # any key closes the help
+        top.until("sort: index")
+        top.keys("p")
+        top.until("sort: power")
+        top.keys("/", "A", "1", "0", "0", "Enter")
+        shown = top.until("filter: A100")
         assert "A100" in shown and "H100 80GB" not in shown
-        keys("Escape")
-        until("H100 80GB")
-        keys("q")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            alive = subprocess.run(
-                [tmux, *session, "has-session", "-t", "top"], capture_output=True
-            )
-            if alive.returncode != 0:
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("q did not quit")
+        top.keys("Escape")
+        top.until("H100 80GB")
+        top.keys("q")
+        assert top.ended(), "q did not quit"
         # a terminal too short for the process table says so instead of losing it (a
         # server of its own: a second session of one server takes the first one's size)
-        session[3] = str(tmp_path / "short.sock")
-        subprocess.run(
-            [tmux, *session, "new-session", "-d", "-s", "top", "-x", "120", "-y", "12", command],
-            check=True,
-        )
-        until("processes hidden: the terminal has 12 rows")
+        short = Tmux(str(tmp_path / "short.sock"), command, 120, 12)
+        short.until("processes hidden: the terminal has 12 rows")
     finally:
-        for sock in ("tmux.sock", "short.sock"):
-            subprocess.run([tmux, "-S", str(tmp_path / sock), "kill-server"], capture_output=True)
+        for server in (top, short):
+            if server is not None:
+                server.stop()
 
 
 def test_cluster_keys_filter_on_columns():
@@ -143,59 +142,32 @@ def test_live_cluster_view_keys_under_tmux(tmp_path):
     from tests.cluster_data import mixed_cluster
     from tests.standins.prometheus import load_blocks, start_prometheus
 
-    tmux = _tmux()
     prom = start_prometheus(load_blocks(mixed_cluster(), time.time()))
-    socket = str(tmp_path / "tmux.sock")
-    session = ["-f", "/dev/null", "-S", socket]
     status = tmp_path / "status"
     command = (
         f"cd {ROOT} && stty cols 160 && PYTHONPATH={ROOT} GPUCTL_PROMETHEUS_URL={prom.url} "
         f"{sys.executable} -m gpuctl top -d 0.5; echo $? > {status}"
     )
-
-    def pane() -> str:
-        return subprocess.run(
-            [tmux, *session, "capture-pane", "-p", "-t", "top"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-
-    def until(text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            shown = pane()
-            if text in shown:
-                return shown
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} not shown:\n{pane()}")
-
-    def keys(*sent: str) -> None:
-        subprocess.run([tmux, *session, "send-keys", "-t", "top", *sent], check=True)
-
-    subprocess.run(
-        [tmux, *session, "new-session", "-d", "-s", "top", "-x", "160", "-y", "40", command],
-        check=True,
-    )
+    top = None
     try:
-        until("sort: index")
-        keys("?")
-        shown = until("h this help")
+        top = Tmux(str(tmp_path / "tmux.sock"), command, 160, 40)
+        top.until("sort: index")
+        top.keys("?")
+        shown = top.until("h this help")
         assert "NAMESPACE/POD" not in shown and "I sort by index, util, memory" in shown
-        keys("x")  # any key closes the help
-        until("NAMESPACE/POD")
-        keys("u")
-        until("sort: util")
-        keys("/", "n", "s", ":", "r", "e", "s", "Enter")  # namespace research
-        shown = until("filter: ns:res (3 matches)")
+        top.keys("x")  # any key closes the help
+        top.until("NAMESPACE/POD")
+        top.keys("u")
+        top.until("sort: util")
+        top.keys("/", "n", "s", ":", "r", "e", "s", "Enter")  # namespace research
+        shown = top.until("filter: ns:res (3 matches)")
         assert "research/nb-2" in shown and "ml/train-0" not in shown
-        keys("Escape")
-        until("ml/train-0")
-        keys("q")
-        deadline = time.monotonic() + 20
-        while not status.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        top.keys("Escape")
+        top.until("ml/train-0")
+        top.keys("q")
+        assert top.ended()
         assert status.read_text().strip() == "0"  # q leaves with 0, not Ctrl-C's 130
     finally:
-        subprocess.run([tmux, *session, "kill-server"], capture_output=True)
+        if top is not None:
+            top.stop()
         prom.stop()

@@ -152,6 +152,12 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
     """A Prometheus rule file (what `rule_files:` and `promtool` read)."""
     check(o)
     gpu_on_host = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
+    # a device's alert (idle, memory) names the MIG slice it is on one: seven slices of one
+    # GPU are seven alerts, not seven of "GPU 0"
+    device_on_host = (
+        "GPU {{ $labels.gpu }}{{ if $labels.GPU_I_ID }} MIG slice {{ $labels.GPU_I_ID }} "
+        "({{ $labels.GPU_I_PROFILE }}){{ end }} on {{ $labels.Hostname }}"
+    )
     xid = f"max by ({BOARD}) ({_host(XID)})"
     used, free, reserved = (_per_device(m) for m in (FB_USED, FB_FREE, FB_RESERVED))
     duty, sm = _per_device(f'{{__name__=~"{UTIL}|{GR_ACTIVE}"}}'), _per_device(SM_ACTIVE)
@@ -177,8 +183,8 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
                         f" < {_num(o.idle_util)}",
                         o.idle_for,
                         "warning",
-                        f"{gpu_on_host} is held by a pod but idle",
-                        f"{_holder_text()} holds {gpu_on_host} whose utilization averaged "
+                        f"{device_on_host} is held by a pod but idle",
+                        f"{_holder_text()} holds {device_on_host} whose utilization averaged "
                         f"{{{{ $value | humanize }}}}% over {o.idle_window} "
                         f"(threshold {_num(o.idle_util)}%).",
                     ),
@@ -186,7 +192,8 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
                     # one SM: say where the busy signal cannot be better than that.
                     _rule(
                         "GPUBusySignalDutyCycleOnly",
-                        f"count by (Hostname) ({duty}) unless on (Hostname) "
+                        # a GPU split into MIG slices counts once: the value is physical GPUs
+                        f"count by (Hostname) (max by ({BOARD}) ({duty})) unless on (Hostname) "
                         f"count by (Hostname) ({sm})",
                         "1h",
                         "info",
@@ -204,8 +211,8 @@ def rules(o: AlertOptions = AlertOptions()) -> dict[str, Any]:
                         f" > {_num(o.memory)}",
                         o.memory_for,
                         "warning",
-                        f"{gpu_on_host} memory is nearly full",
-                        f"{gpu_on_host} has used {{{{ $value | humanize }}}}% of its memory for "
+                        f"{device_on_host} memory is nearly full",
+                        f"{device_on_host} has used {{{{ $value | humanize }}}}% of its memory for "
                         f"{o.memory_for} (threshold {_num(o.memory)}%).",
                     ),
                     _rule(

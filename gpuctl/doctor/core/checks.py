@@ -9,7 +9,7 @@ from typing import Any
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.numbers import whole_number
 from gpuctl.dcgm import busy
-from gpuctl.dcgm.metrics import IDENTITY, SM_ACTIVE
+from gpuctl.dcgm.metrics import IDENTITY, SM_ACTIVE, WHOLE
 from gpuctl.gpus.accelerators import DraSource
 from gpuctl.gpus.identity import GpuCount
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL as GFD_PRODUCT
@@ -377,18 +377,35 @@ def failed(checks: list[Check]) -> bool:
     return any(c.status == FAIL for c in checks)
 
 
+_KINDS = (("", WHOLE, "GPU"), ("_mig", 'GPU_I_ID!=""', "MIG slice"))  # field suffix, matcher, noun
+
+
 def busy_signal_query() -> str:
-    """How many devices report SM_ACTIVE, and how many any busy-signal field, now (a
-    `field` label says which count is which)."""
+    """How many whole GPUs and MIG slices report SM_ACTIVE, and how many any busy-signal
+    field, now (a `field` label says which count is which: sm, any, sm_mig, any_mig)."""
     by = ", ".join(IDENTITY)
 
     def devices(selector: str, name: str) -> str:
         return f'label_replace(count(group by ({by}) ({{{selector}}})), "field", "{name}", "", "")'
 
     fields = "|".join(busy.SIGNALS)
-    sm = devices(f'__name__="{SM_ACTIVE}"', "sm")
-    any_field = devices(f'__name__=~"{fields}"', "any")
-    return f"{sm} or {any_field}"
+    parts = []
+    for suffix, matcher, _ in _KINDS:
+        parts.append(devices(f'__name__="{SM_ACTIVE}", {matcher}', "sm" + suffix))
+        parts.append(devices(f'__name__=~"{fields}", {matcher}', "any" + suffix))
+    return " or ".join(parts)
+
+
+def _devices(counts: dict[str, int], field: str, of: str | None = None) -> str:
+    """`3 GPUs and 2 MIG slices` (those of them with FIELD), or with OF, `1 of 3 GPUs`:
+    the GPUs and slices apart; a kind with none (with OF: none of FIELD) is left out."""
+    said = []
+    for suffix, _, noun in _KINDS:
+        n, total = counts.get(field + suffix, 0), counts.get((of or field) + suffix, 0)
+        if total and (n or not of):
+            said.append(f"{n} of {total}" if of else str(n))
+            said[-1] += f" {noun}{'s' * (total != 1)}"
+    return " and ".join(said)
 
 
 def check_busy_signal(counts: dict[str, int] | None, error: str | None = None) -> Check:
@@ -402,25 +419,17 @@ def check_busy_signal(counts: dict[str, int] | None, error: str | None = None) -
     )
     if counts is None:
         return Check(name, WARN, f"cannot read Prometheus: {error}", "check --prometheus")
-    sm, total = counts.get("sm", 0), counts.get("any", 0)
-    if not total:
+    counts = dict(counts)
+    for suffix, _, _ in _KINDS:  # those without SM activity
+        counts["duty" + suffix] = counts.get("any" + suffix, 0) - counts.get("sm" + suffix, 0)
+    sm, duty = (sum(counts.get(f + s, 0) for s, _, _ in _KINDS) for f in ("sm", "duty"))
+    if not sm + duty:
         return Check(name, WARN, "no DCGM busy-signal series in Prometheus", "deploy dcgm-exporter")
-    if sm >= total:
-        return Check(
-            name,
-            PASS,
-            f"SM activity (DCGM_FI_PROF_SM_ACTIVE) on all {total} GPU(s) and MIG slice(s)",
-        )
-    if sm == 0:
-        return Check(
-            name,
-            WARN,
-            f"only a duty cycle on all {total} GPU(s) and MIG slice(s): no DCGM_FI_PROF_SM_ACTIVE",
-            fix,
-        )
-    return Check(
-        name,
-        WARN,
-        f"only a duty cycle on {total - sm} of {total} GPU(s) and MIG slice(s): no SM_ACTIVE",
-        fix,
-    )
+    if not duty:
+        detail = f"SM activity (DCGM_FI_PROF_SM_ACTIVE) on all {_devices(counts, 'any')}"
+        return Check(name, PASS, detail)
+    if not sm:
+        detail = f"only a duty cycle on all {_devices(counts, 'any')}: no DCGM_FI_PROF_SM_ACTIVE"
+        return Check(name, WARN, detail, fix)
+    detail = f"only a duty cycle on {_devices(counts, 'duty', of='any')}: no SM_ACTIVE"
+    return Check(name, WARN, detail, fix)

@@ -83,7 +83,8 @@ def restore_plan(objects: list[tuple[str, dict[str, Any]]], namespace: str | Non
     """Scale back each Deployment and StatefulSet gpuctl scaled to zero (the replica count
     it recorded), and resume each Job, JobSet and Kueue Workload it suspended. OBJECTS:
     (kind, object) as read; only what carries gpuctl's record is touched. Every recorded
-    count is checked before the plan is made: one that is not a count is an error."""
+    count of a workload still at zero is checked before the plan is made: one that is not a
+    count is an error."""
     steps = []
     for kind, obj in objects:
         ns, name, annotations = namespace_of(obj), name_of(obj), annotations_of(obj)
@@ -94,9 +95,9 @@ def restore_plan(objects: list[tuple[str, dict[str, Any]]], namespace: str | Non
         spec = obj.get("spec") or {}
         detail = {"kind": kind, "namespace": ns, "name": name, "uid": uid_of(obj)}
         if kind in ("Deployment", "StatefulSet") and REPLICAS in annotations:
-            replicas = recorded_replicas(kind, ns, name, annotations)
             if spec.get("replicas") not in (0, None):
-                continue  # someone scaled it since: theirs now
+                continue  # someone scaled it since: theirs now, its record not read
+            replicas = recorded_replicas(kind, ns, name, annotations)
             patch = {"metadata": {"annotations": {REPLICAS: None}}, "spec": {"replicas": replicas}}
             why = f"scaled to zero at {record.get('at', '?')}"
             steps.append(Step("scale", target, f"to {replicas}: {why}", {**detail, "patch": patch}))

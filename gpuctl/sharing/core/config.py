@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from gpuctl.common import k8s_names
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.numbers import whole_number
-from gpuctl.common.quantity import count
 from gpuctl.gpus import geometry
 from gpuctl.k8s.device_plugin import (
     CONFIG_LABEL,
@@ -33,6 +32,7 @@ from gpuctl.k8s.nodes import (
     GPU,
     MIG_PREFIX,
     allocatable,
+    gpu_resources,
     gpus_of,
     is_gpu_node,
     mig_reason,
@@ -411,7 +411,7 @@ def show_rows(
     for node in sorted(nodes, key=name_of):
         if not is_gpu_node(node):
             continue
-        labels, alloc = labels_of(node), allocatable(node)
+        labels, physical = labels_of(node), gpus_of(node).physical
         label = labels.get(CONFIG_LABEL)
         running = node_config(node, configs, sel)
         strategy, replicas = current_strategy(node, configs, sel)
@@ -436,9 +436,12 @@ def show_rows(
             {
                 "node": name_of(node),
                 "gpu": gpus_of(node).name,
-                "gpus": count(alloc.get(GPU, 0)),
-                "shared_gpus": count(alloc.get(GPU + ".shared", 0)),
-                "mig_devices": sum(count(v) for k, v in alloc.items() if k.startswith(MIG_PREFIX)),
+                # what is physical (None: no label or resource counts the GPUs), apart
+                # from the units the device plugin offers (a MIG slice, a time-shared replica)
+                "gpus": None if physical.unknown else physical.gpus,
+                "mig_split_gpus": physical.split,
+                "mig_slices": physical.slices,
+                "allocatable": gpu_resources(node),
                 "config": label,
                 "running_config": running.key if running and not running.error else None,
                 "config_source": running.how if running else None,
