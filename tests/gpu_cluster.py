@@ -138,11 +138,15 @@ def seed(api, *objects: dict) -> None:
 
 
 def _custom_path(obj: dict) -> tuple[str, str, str | None, str]:
+    from gpuctl.sim.kube import DRA_KINDS
     from tests import crd_schema
 
     group, _, version = obj["apiVersion"].rpartition("/")
-    names = crd_schema.crd(obj["kind"])["spec"]["names"]
-    return group, version, obj["metadata"].get("namespace"), names["plural"]
+    if group == "resource.k8s.io":  # DRA: built in, no CRD
+        plural = next(p for p, (kind, *_) in DRA_KINDS.items() if kind == obj["kind"])
+    else:
+        plural = crd_schema.crd(obj["kind"])["spec"]["names"]["plural"]
+    return group, version, obj["metadata"].get("namespace"), plural
 
 
 def seed_custom(api, obj: dict) -> None:

@@ -59,7 +59,17 @@ def one_of_each(kinds: dict) -> list[dict]:
             "spec": {"queueName": "a", "podSets": [{"name": "main", "count": 1, **pod_template}]}
         },
         "JobSet": {"spec": {"replicatedJobs": [{"name": "w", "template": {"spec": pod_template}}]}},
-    }
+        "DeviceClass": {"spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}},
+        "ResourceSlice": {
+            "spec": {
+                "driver": "gpu.nvidia.com", "nodeName": "gpu-1",
+                "pool": {"name": "gpu-1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}}],
+            }
+        },
+        "ResourceClaim": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}},
+        "ResourceClaimTemplate": {"spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}},
+    }  # fmt: skip
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
         node("gpu-1"),

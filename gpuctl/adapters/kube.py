@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 from gpuctl.k8s import apis
 from gpuctl.k8s.objects import name_of, namespace_of
+
+if TYPE_CHECKING:
+    from gpuctl.gpus.dra import DraView
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -52,6 +55,7 @@ class NoAnswer(BackendError):
 # group with a dot are custom resources (served by CRDs): a caller may name another version
 # of their group, and a dict patches them as a JSON merge patch (they have no strategic merge).
 _KUEUE = apis.kueue_api_version(None)
+_DRA = f"{apis.DRA_GROUP}/{apis.DRA_VERSIONS[0]}"
 KINDS = {
     "Namespace": ("v1", "namespaces", False),
     "Node": ("v1", "nodes", False),
@@ -75,6 +79,10 @@ KINDS = {
     "LocalQueue": (_KUEUE, "localqueues", True),
     "Workload": (_KUEUE, "workloads", True),
     "JobSet": (apis.JOBSET_API_VERSION, "jobsets", True),
+    "DeviceClass": (_DRA, "deviceclasses", False),
+    "ResourceSlice": (_DRA, "resourceslices", False),
+    "ResourceClaim": (_DRA, "resourceclaims", True),
+    "ResourceClaimTemplate": (_DRA, "resourceclaimtemplates", True),
     "ScaledObject": (apis.KEDA_API_VERSION, "scaledobjects", True),
     "TriggerAuthentication": (apis.KEDA_API_VERSION, "triggerauthentications", True),
 }
@@ -363,6 +371,30 @@ class Kube:
     def kueue_version(self) -> str | None:
         """The Kueue API version gpuctl speaks with this cluster; None without Kueue."""
         return apis.kueue_version(self.api_versions(apis.KUEUE_GROUP))
+
+    def dra_version(self) -> str | None:
+        """The resource.k8s.io version gpuctl reads from this cluster; None without DRA."""
+        return apis.dra_version(self.api_versions(apis.DRA_GROUP))
+
+    def dra(self) -> DraView | None:
+        """The cluster's DRA (gpuctl.gpus.dra): its DeviceClasses, ResourceSlices and
+        ResourceClaims (all namespaces), read once each in the newest resource.k8s.io version
+        it serves; None when it serves none, or where RBAC hides them (the callers then go
+        on without DRA, as a user who cannot see it would)."""
+        from gpuctl.gpus import dra
+
+        try:
+            version = self.dra_version()
+            if version is None:
+                return None
+            api = f"{apis.DRA_GROUP}/{version}"
+            return dra.view(
+                self.list_objects("DeviceClass", api_version=api),
+                self.list_objects("ResourceSlice", api_version=api),
+                self.list_objects("ResourceClaim", api_version=api),
+            )
+        except Forbidden:
+            return None
 
     def kueue_workloads(self, namespace: str | None = None) -> list[dict]:
         """Kueue's Workloads in NAMESPACE, or in all namespaces ([] without Kueue)."""

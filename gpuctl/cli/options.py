@@ -376,6 +376,31 @@ def resolve_gpu_label_key(option: str | None) -> str:
     return key
 
 
+ALLOCATION_HELP = (
+    "How a job's GPUs are asked for: auto (the default: through DRA ResourceClaims where only "
+    "DRA offers them on the cluster; offline, the device plugin's resources), device-plugin "
+    "or dra. Also GPUCTL_ALLOCATION or allocation in the config file."
+)
+
+
+def allocation() -> Any:
+    return typer.Option(None, "--allocation", help=ALLOCATION_HELP)
+
+
+def resolve_allocation(option: str | None) -> str:
+    """auto, device-plugin or dra: the option, else the environment, else the config file."""
+    from gpuctl.k8s.placement import ALLOCATIONS
+    from gpuctl.runtime.config import setting
+
+    value = setting(
+        "allocation",
+        option,
+        lambda v: None if v in ALLOCATIONS else "not one of " + ", ".join(ALLOCATIONS),
+    )
+    assert value is not None  # the setting has a default
+    return value
+
+
 PROMETHEUS_HELP = (
     "Prometheus holding DCGM-exporter metrics (also prometheus_url in the config file)."
 )

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
-from gpuctl.doctor.core import autoscale_checks, spec_checks
+from gpuctl.doctor.core import autoscale_checks, dra_checks, spec_checks
 from gpuctl.doctor.core import checks as doctor
 from gpuctl.doctor.core import queue_checks as queues
+from gpuctl.gpus.dra import DraView
 from gpuctl.k8s import apis, device_plugin
 from gpuctl.k8s.labels import MANAGED_SELECTOR, managed_by_gpuctl
 from gpuctl.k8s.objects import namespace_of
@@ -34,11 +35,13 @@ def run(
         deployments: list[dict[str, Any]] | None = kube.list_objects("Deployment")
     except Forbidden:
         deployments = None
-    found = doctor.run_checks(nodes, daemonsets, config_map, data)
+    view, version = _dra(kube)
+    found = doctor.run_checks(nodes, daemonsets, config_map, data, view)
+    found += dra_checks.check_dra(version, view, nodes, daemonsets) if view else []
     found += spec_checks.check_specs(specs or [], nodes, label_key)
     pending = None if names else pending_check(kube, nodes)
     found += [pending] if pending else []
-    found += queue_checks(kube, nodes, deployments or [])
+    found += queue_checks(kube, nodes, deployments or [], view)
     autoscaling = autoscaling_check(kube, deployments)
     return found + ([autoscaling] if autoscaling else [])
 
@@ -93,8 +96,18 @@ def _plugin_configs(
         return name, None
 
 
+def _dra(kube: Kube) -> tuple[DraView | None, str | None]:
+    """The cluster's DRA and the resource.k8s.io version read; (None, None) without DRA or
+    where RBAC hides it."""
+    view = kube.dra()
+    return (view, kube.dra_version()) if view is not None else (None, None)
+
+
 def queue_checks(
-    kube: Kube, nodes: list[dict[str, Any]], deployments: list[dict[str, Any]]
+    kube: Kube,
+    nodes: list[dict[str, Any]],
+    deployments: list[dict[str, Any]],
+    view: DraView | None = None,
 ) -> list[doctor.Check]:
     served_kueue = _served(kube, apis.KUEUE_GROUP)
     served_jobset = _served(kube, apis.JOBSET_GROUP)
@@ -112,6 +125,10 @@ def queue_checks(
             config, where, queues.image_version(manager, queues.KUEUE_IMAGE), manager
         )
     )
+    if view is not None and view.devices:
+        running = queues.version_tuple(queues.image_version(manager, queues.KUEUE_IMAGE))
+        gates = queues.feature_gates(config or {}, manager)
+        out.append(dra_checks.check_kueue_dra(view, running, gates, config))
     try:
         cqs = kube.list_objects("ClusterQueue", api_version=apis.kueue_api_version(version))
     except Forbidden:

@@ -90,3 +90,7 @@ class DraSource(Protocol):
     def accelerators(self, node: str) -> tuple[Accelerator, ...]:
         """NODE's DRA devices as Accelerators (source DRA), allocated counted."""
         ...
+
+    def problems(self, node: str) -> tuple[str, ...]:
+        """What is wrong with how NODE's devices are published."""
+        ...

@@ -38,6 +38,7 @@ def node_inventory(
     found, problems = device_plugins.advertised(labels, capacity, allocatable)
     plugin = [replace(a, allocated=held.get(a.resource or "", 0)) for a in found]
     claimed = dra.accelerators(name) if dra is not None else ()
+    problems += dra.problems(name) if dra is not None else ()
     through_dra = {a.vendor: a for a in claimed if a.count}
     for a in plugin:
         other = through_dra.get(a.vendor)

@@ -162,6 +162,7 @@ def render(
     file_options: list[str] = FILE_OPTIONS,
     output: DataFormat | None = RENDER_OUTPUT,
     gpu_label_key: str | None = options.gpu_label_key(),
+    allocation: str | None = options.allocation(),
     template: str | None = TEMPLATE,
     explain: bool = EXPLAIN,
     multinode: Multinode | None = RENDER_MULTINODE,
@@ -175,6 +176,7 @@ def render(
     from gpuctl.jobs.core.manifests import placement, render_offline
 
     key = options.resolve_gpu_label_key(gpu_label_key)
+    how = options.resolve_allocation(allocation)
     loaded = _load(options.spec_files(file_options, files or [], "job spec"), key, template)
     if explain:
         _explain(loaded, output)
@@ -183,7 +185,7 @@ def render(
     scaler = autoscaler.value if autoscaler else None
     docs, rules = [], []
     for spec, _ in loaded:
-        where = placement(spec, key)
+        where = placement(spec, key, allocation=how)
         views.placement_notes(spec.name, where)
         objs, rule = render_offline(decide_multinode(None, spec, form), where, scaler, namespace)
         docs += objs
@@ -225,6 +227,7 @@ def submit(
     follow: bool = FOLLOW,
     timeout: float = TIMEOUT,
     gpu_label_key: str | None = options.gpu_label_key(),
+    allocation: str | None = options.allocation(),
     template: str | None = TEMPLATE,
     multinode: Multinode | None = SUBMIT_MULTINODE,
     autoscaler: Autoscaler | None = SUBMIT_AUTOSCALER,
@@ -237,6 +240,7 @@ def submit(
     from gpuctl.jobs import views
 
     key = options.resolve_gpu_label_key(gpu_label_key)
+    how = options.resolve_allocation(allocation)
     named = options.spec_files(
         [file] if file else [], [positional] if positional else [], "job spec"
     )
@@ -249,7 +253,7 @@ def submit(
             hint=f"gpuctl jobs get {spec.name} shows its replicas",
         )
     with application().kube() as kube:
-        plan = submitting.plan(kube, spec, namespace, form, key, server_side, scaler)
+        plan = submitting.plan(kube, spec, namespace, form, key, server_side, scaler, how)
         views.submit_findings(plan)
         if plan.error:
             raise plan.error

@@ -9,12 +9,14 @@ from typing import Any
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.jobs.core import why
-from gpuctl.jobs.core.status import status_of
+from gpuctl.jobs.core.status import pod_template, status_of
 from gpuctl.jobs.service import get_job
-from gpuctl.k8s import fit
+from gpuctl.k8s import apis, claims, fit
 from gpuctl.k8s.apis import kueue_api_version
+from gpuctl.k8s.claim_fit import check_claim_fit
 from gpuctl.k8s.labels import JOB_LABEL, QUEUE_LABEL
 from gpuctl.k8s.objects import labels_of, name_of
+from gpuctl.k8s.placement import Placement
 
 VISIBILITY = "visibility.kueue.x-k8s.io"
 
@@ -65,7 +67,9 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
     pods = _pods(kube, job, name, namespace)
     d.pods = why.pods_in_words(pods)
     where, workers, tolerations = why.fit_inputs(job)
-    if where.resource is not None:
+    if where.resource is None:
+        d.fit = _claim_fit(kube, job, namespace, workers, tolerations)
+    else:
         try:
             d.fit = fit.check_fit(
                 kube.list_objects("Node"), kube.unfinished_pods(), where, workers, tolerations
@@ -78,6 +82,28 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
             f"-n {namespace} shows the fewest evictions that make room"
         )
     return d
+
+
+def _claim_fit(
+    kube: Kube, job: dict, namespace: str, workers: int, tolerations: list[dict]
+) -> fit.FitReport | None:
+    """The fit of a job whose pods claim their GPUs through DRA (None: they claim none, or
+    RBAC hides what it needs)."""
+    names = claims.template_names(pod_template(job))
+    view = kube.dra() if names else None
+    if view is None:
+        return None
+    try:
+        api = f"{apis.DRA_GROUP}/{kube.dra_version()}"
+        template = kube.read("ResourceClaimTemplate", names[0], namespace, api_version=api)
+        claim = claims.from_template(template)
+        if claim is None:
+            return None
+        where = Placement(None, claim.count, (), claim=claim)
+        nodes = kube.list_objects("Node")
+        return check_claim_fit(nodes, view, where, workers, tolerations)
+    except (Forbidden, NotFound):
+        return None
 
 
 def _scattered(report: fit.FitReport) -> bool:

@@ -12,15 +12,17 @@ from functools import partial
 from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.adapters.kube_atomic import create_all
 from gpuctl.common.errors import GpuctlError, Interrupted
+from gpuctl.gpus.dra import DraView
 from gpuctl.jobs import admission, service
 from gpuctl.jobs.core import submit as core
 from gpuctl.jobs.core.manifests import placement, render_placed
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
 from gpuctl.k8s import fit
-from gpuctl.k8s.labels import accelerator_toleration
+from gpuctl.k8s.claim_fit import check_claim_fit
+from gpuctl.k8s.labels import GPU_TOLERATION, accelerator_toleration
 from gpuctl.k8s.objects import name_of
-from gpuctl.k8s.placement import Placement
+from gpuctl.k8s.placement import AUTO, Placement
 from gpuctl.runtime.workflow import Progress
 
 
@@ -32,6 +34,7 @@ def plan(
     label_key: str,
     server_dry_run: bool = False,
     autoscaler: str | None = None,
+    allocation: str = AUTO,
 ) -> core.SubmitPlan:
     """What submitting SPEC will create, in which namespace (NAMESPACE, else the spec's,
     else the connection's), and what was found on the way. Checking stops at the first
@@ -41,7 +44,8 @@ def plan(
     spec = admission.multinode(kube, spec, multinode)
     spec, note = admission.queue(kube, spec, ns)
     nodes, skipped = _nodes(kube, spec)
-    where = placement(spec, label_key, nodes)
+    dra = kube.dra() if nodes is not None else None
+    where = placement(spec, label_key, nodes, dra, allocation)
     target = admission.serving_target(kube, spec, where, ns, autoscaler) if spec.serving else None
     objects = core.place(render_placed(spec, where, target), ns)
     draft = core.SubmitPlan(
@@ -55,7 +59,11 @@ def plan(
         target=target,
     )
     read: dict[str, list[dict]] = {}  # the cluster's unfinished pods, once the fit read them
-    for check in (partial(_fit, nodes=nodes, read=read), _references, partial(_quota, read=read)):
+    for check in (
+        partial(_fit, nodes=nodes, read=read, dra=dra),
+        _references,
+        partial(_quota, read=read),
+    ):
         try:
             draft = check(kube, draft)
         except GpuctlError as e:
@@ -79,12 +87,17 @@ def _nodes(kube: Kube, spec: JobSpec) -> tuple[list[dict] | None, str | None]:
 
 
 def _fit(
-    kube: Kube, draft: core.SubmitPlan, nodes: list[dict] | None, read: dict[str, list[dict]]
+    kube: Kube,
+    draft: core.SubmitPlan,
+    nodes: list[dict] | None,
+    read: dict[str, list[dict]],
+    dra: DraView | None,
 ) -> core.SubmitPlan:
     if draft.fit_skipped:
         return draft
     try:
-        return core.with_fit(draft, fit_report(kube, draft.spec, draft.placement, nodes, read))
+        report = fit_report(kube, draft.spec, draft.placement, nodes, read, dra)
+        return core.with_fit(draft, report)
     except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
         return dataclasses.replace(draft, fit_skipped=e.message)
 
@@ -105,17 +118,22 @@ def fit_report(
     where: Placement,
     nodes: list[dict] | None = None,
     read: dict[str, list[dict]] | None = None,
+    dra: DraView | None = None,
 ) -> fit.FitReport:
     """The fit of SPEC's workers placed WHERE, on NODES (read here when not given); the
-    cluster's unfinished pods it reads are left in READ["pods"]."""
+    cluster's unfinished pods it reads are left in READ["pods"]. Workers that claim their
+    GPUs through DRA fit on DRA's devices."""
+    own = accelerator_toleration(where.resource) or (GPU_TOLERATION if where.claim else None)
+    tolerations = [*([own] if own else []), *spec.tolerations]
+    if where.claim is not None and dra is not None:
+        nodes = kube.list_objects("Node") if nodes is None else nodes
+        return check_claim_fit(nodes, dra, where, spec.nodes, tolerations, spec.node_selector)
     if where.resource is None:
         return fit.check_fit([], [], where, spec.nodes, [])
     nodes = kube.list_objects("Node") if nodes is None else nodes
     pods = kube.unfinished_pods()
     if read is not None:
         read["pods"] = pods
-    own = accelerator_toleration(where.resource)
-    tolerations = [*([own] if own else []), *spec.tolerations]
     return fit.check_fit(
         nodes,
         pods,

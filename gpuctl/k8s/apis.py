@@ -1,5 +1,5 @@
-"""The API groups and versions of the custom resources gpuctl speaks: Kueue's,
-JobSet's and KEDA's. Pure: which version to use is decided here from the versions a cluster
+"""The API groups and versions gpuctl speaks where a cluster's release or add-ons decide them:
+Kueue's, JobSet's and KEDA's custom resources, and DRA's resource.k8s.io. Pure: which version to use is decided here from the versions a cluster
 serves (the adapter's `Kube.api_versions(group)`; `Kube.kueue_version()` asks it for Kueue's)."""
 
 from __future__ import annotations
@@ -14,6 +14,11 @@ JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
 KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"  # ScaledObject's only version
 KEDA_API_VERSION = f"{KEDA_GROUP}/{KEDA_VERSION}"
+# Dynamic Resource Allocation (kubernetes/api resource/v1/types.go): v1 from Kubernetes 1.34;
+# 1.32 and 1.33 serve v1beta2 and v1beta1, whose devices nest their fields under `basic:`
+# in v1beta1 only
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")  # what gpuctl speaks, preferred first
 # served by prometheus-adapter or by KEDA's metrics server (one of them only)
 EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io"
 
@@ -28,3 +33,10 @@ def kueue_version(served: Iterable[str]) -> str | None:
     kueue.x-k8s.io; None without Kueue (or with none gpuctl speaks)."""
     have = set(served)
     return next((v for v in KUEUE_VERSIONS if v in have), None)
+
+
+def dra_version(served: Iterable[str]) -> str | None:
+    """The resource.k8s.io version gpuctl reads from a cluster serving these versions of it;
+    None without DRA."""
+    have = set(served)
+    return next((v for v in DRA_VERSIONS if v in have), None)

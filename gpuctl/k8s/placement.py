@@ -11,17 +11,26 @@ gpuctl.k8s.vendor_placement."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuctl.gpus import identity, names
+from gpuctl.common.quantity import count
+from gpuctl.gpus import dra_cel, identity, names
+from gpuctl.gpus.dra import DraView
 from gpuctl.gpus.identity import GPU, SHARED_GPU, NodeGpus
 from gpuctl.k8s import vendor_placement
-from gpuctl.k8s.nodes import gpus_of, is_gpu_node
+from gpuctl.k8s.claims import ClaimRequest, request_for
+from gpuctl.k8s.nodes import allocatable, gpus_of, is_gpu_node
+from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.selectors import expression, expressions_match
 from gpuctl.k8s.vendor_placement import AcceleratorRequest
 
 AUTO = "auto"
+# how a job's GPUs are asked for: as a device plugin's extended resource, or through DRA
+# claims; auto: DRA where only DRA offers them on the cluster read (device plugin offline)
+DEVICE_PLUGIN = "device-plugin"
+DRA = "dra"
+ALLOCATIONS = (AUTO, DEVICE_PLUGIN, DRA)
 Expression = dict[str, Any]
 Term = tuple[Expression, ...]
 
@@ -47,6 +56,7 @@ class Placement:
     scheme: str = ""  # how the affinity was chosen, for the user
     notes: tuple[str, ...] = ()
     refusal: str = ""  # why nodes of the type do not count, when only those would fit
+    claim: ClaimRequest | None = None  # DRA: what each worker claims (gpuctl.k8s.claims)
 
     @property
     def affinity(self) -> dict[str, Any] | None:
@@ -74,14 +84,80 @@ def terms_match(labels: dict[str, str], terms: Sequence[Sequence[dict[str, Any]]
 
 
 def place(
-    request: GpuRequest, label_key: str = AUTO, nodes: list[dict[str, Any]] | None = None
+    request: GpuRequest,
+    label_key: str = AUTO,
+    nodes: list[dict[str, Any]] | None = None,
+    dra: DraView | None = None,
+    allocation: str = AUTO,
 ) -> Placement:
     """The resource and affinity of REQUEST under LABEL_KEY (AUTO: detected), from NODES
-    when the cluster was read (None: it was not)."""
+    when the cluster was read (None: it was not), or the DRA claim of each worker: with
+    ALLOCATION dra, or auto where the cluster's DRA (DRA) offers the GPUs and no device
+    plugin does."""
     if request.accelerator is not None:
         v = vendor_placement.place(request.accelerator, nodes)
         scheme = "the labels of every scheme gpuctl reads for it"
         return Placement(v.resource, v.per_worker, v.terms, v.wanted, scheme, v.notes)
+    plugin = _plugin(request, label_key, nodes)
+    if allocation == DEVICE_PLUGIN or not (request.gpus or request.mig):
+        return plugin
+    if allocation == AUTO and (dra is None or nodes is None or _offered(plugin, nodes)):
+        return _assumed(plugin) if nodes is None else plugin
+    view = dra if nodes is not None else None
+    claim = request_for(request.gpus, request.mig, request.shared, request.gpu_types, view)
+    if claim is None or (allocation == AUTO and not _dra_offers(claim, view)):
+        return plugin
+    how = "DRA: ResourceClaims" + (" (no cluster read)" if view is None else "")
+    if claim.extended_resource:  # KEP-5004: the plain limit, the scheduler claims
+        note = f"GPUs as {claim.extended_resource}, which DeviceClass {claim.choices[0].device_class} maps to DRA devices (KEP-5004)"  # fmt: skip
+        return Placement(claim.extended_resource, claim.count, (), plugin.wanted, "", (note,), claim=claim)  # fmt: skip
+    note = f"GPUs through {how}: {claim.describe()}"
+    return Placement(None, claim.count, (), plugin.wanted, "", (note,), claim=claim)
+
+
+def _assumed(plugin: Placement) -> Placement:
+    """An offline placement saying the allocation it assumed."""
+    if plugin.resource is None:
+        return plugin
+    note = (
+        f"GPUs as the device plugin's {plugin.resource} (no cluster read; "
+        "--allocation dra asks through DRA ResourceClaims)"
+    )
+    return replace(plugin, notes=(*plugin.notes, note))
+
+
+def _offered(plugin: Placement, nodes: list[dict[str, Any]]) -> bool:
+    """Whether a node's device plugin offers PLUGIN's resource where its affinity allows."""
+    resource = plugin.resource
+    return resource is not None and any(
+        count(allocatable(n).get(resource, 0)) > 0 and terms_match(labels_of(n), plugin.terms)
+        for n in nodes
+    )  # fmt: skip
+
+
+def _dra_offers(claim: ClaimRequest, view: DraView | None) -> bool:
+    """Whether a device the cluster publishes meets one of the claim's choices."""
+    return view is not None and any(
+        choice_selects(view, c.device_class, c.selectors, d)
+        for c in claim.choices
+        for d in view.devices
+    )
+
+
+def choice_selects(view: DraView, device_class: str, selectors: Sequence[str], device: Any) -> bool:
+    """Whether DEVICE is of DEVICE_CLASS and every one of SELECTORS selects it (selectors
+    failing on it: no, as the scheduler allocates nothing by them)."""
+    found = view.class_named.get(device_class)
+    if found is None:
+        return False
+    try:
+        return dra_cel.selector(*found.selectors, *selectors).matches(device)
+    except dra_cel.SelectorError:
+        return False
+
+
+def _plugin(request: GpuRequest, label_key: str, nodes: list[dict[str, Any]] | None) -> Placement:
+    """The device plugin's resource and the node affinity of REQUEST."""
     seen = [gpus_of(n) for n in nodes or [] if is_gpu_node(n)] if nodes is not None else None
     if request.mig:
         return _mig(request, request.mig, label_key, seen)

@@ -1,5 +1,6 @@
-"""`gpuctl nodes`: reads the nodes and the pods bound to them, once each, and hands them to
-the pure listing."""
+"""`gpuctl nodes`: reads the nodes and the pods bound to them, once each, and DRA's classes,
+slices and claims where the cluster serves resource.k8s.io, and hands them to the pure
+listing."""
 
 from __future__ import annotations
 
@@ -24,4 +25,4 @@ def inventory(kube: Kube, selector_text: str | None, everything: bool) -> list[N
     nodes = kube.list_objects("Node", selector=selector_text or None)
     nodes = [n for n in nodes if selector.matches(wanted, labels_of(n))]
     pods = kube.list_objects("Pod", field_selector=BOUND) if nodes else []
-    return inventories(nodes, pods, everything=everything)
+    return inventories(nodes, pods, everything=everything, dra=kube.dra() if nodes else None)

@@ -40,17 +40,25 @@ def plan_set(
 def _plan_resource_quota(kube: Kube | None, team: str, gpus: int, mig: dict[str, int]) -> QuotaPlan:
     if kube is None:
         return plans.plan_resource_quota(team, gpus, mig, False, None)
+    classes = _dra_classes(kube)
     try:
         kube.read("Namespace", team)
     except NotFound:
-        return plans.plan_resource_quota(team, gpus, mig, False, None)
+        return plans.plan_resource_quota(team, gpus, mig, False, None, classes)
     try:
         obj = kube.read("ResourceQuota", core.QUOTA_NAME, team)
     except NotFound:
-        return plans.plan_resource_quota(team, gpus, mig, True, None)
-    return plans.plan_resource_quota(
-        team, gpus, mig, True, (obj.get("spec") or {}).get("hard") or {}
-    )
+        return plans.plan_resource_quota(team, gpus, mig, True, None, classes)
+    hard = (obj.get("spec") or {}).get("hard") or {}
+    return plans.plan_resource_quota(team, gpus, mig, True, hard, classes)
+
+
+def _dra_classes(kube: Kube) -> tuple[str, ...]:
+    """The DeviceClasses that select some of the cluster's DRA devices."""
+    view = kube.dra()
+    if view is None:
+        return ()
+    return tuple(sorted({c for d in view.devices if (c := view.class_of(d))}))
 
 
 def apply_set(kube: Kube, plan: SetPlan, progress: Progress | None = None) -> None:

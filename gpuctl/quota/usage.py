@@ -26,7 +26,8 @@ def usage(kube: Kube, namespace: str | None) -> list[dict]:
     else:
         quotas = kube.list_objects("ResourceQuota")
         pods = kube.unfinished_pods()
-    return rules.usage_rows(quotas, pods)
+    rows = rules.usage_rows(quotas, pods, kube.dra())
+    return [r for r in rows if not namespace or r["namespace"] == namespace]
 
 
 def _in(namespace: str, items: list[dict]) -> list[dict]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,11 +53,14 @@ def _owners(kube: Kube) -> dict[Ref, dict]:
 def find(kube: Kube, prometheus: Any, policy: pol.Policy, exporter: Exporter) -> decide.Finding:
     """The GPU workloads, each judged by the policy, and the plan."""
     q = signal.queries([r.idle_for_s for r in policy.rules], policy.busy_percent)
+    view = kube.dra()  # the holders of DRA devices, from their claims
+    by_uuid = view.holders() if view is not None else {}
     warnings: list[str] = []
     answers = prometheus.query_all(q.all(), warnings=warnings)
-    readings = signal.read(q, answers, exporter, warnings)
+    readings = signal.read(q, answers, exporter, warnings, by_uuid)
     now = time.time()
-    found = workloads.group(kube.unfinished_pods(), _owners(kube), kube.kueue_workloads())
+    claimed = Counter(by_uuid.values())
+    found = workloads.group(kube.unfinished_pods(), _owners(kube), kube.kueue_workloads(), claimed)
     return decide.find(policy, found, readings, now)
 
 

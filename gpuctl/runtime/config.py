@@ -22,6 +22,8 @@ SETTINGS = {
     # name: (environment variable, default)
     # auto: detected per cluster from its nodes' labels (gpuctl.k8s.placement)
     "gpu_label_key": ("GPUCTL_GPU_LABEL_KEY", "auto"),
+    # how a job's GPUs are asked for (gpuctl.k8s.placement): auto, device-plugin or dra
+    "allocation": ("GPUCTL_ALLOCATION", "auto"),
     "prometheus_url": ("GPUCTL_PROMETHEUS_URL", None),
     "terraform_binary": ("GPUCTL_TERRAFORM_BIN", None),
     # seconds one request to Kubernetes or Prometheus may take, whole answer included

@@ -33,9 +33,10 @@ def start(
         None,
         "--gpu-nodes",
         metavar="SPEC",
-        help="GPU nodes, COUNTxMODEL[:mig=PROFILE|:mig-config=CONFIG],… (8 GPUs each; "
+        help="GPU nodes, COUNTxMODEL[:mig=PROFILE|:mig-config=CONFIG|:dra],… (8 GPUs each; "
         "mig= splits every GPU into PROFILE, MIG single strategy; mig-config= applies a "
-        "config of the GPU Operator's mig-parted ConfigMap, mixed strategy) "
+        "config of the GPU Operator's mig-parted ConfigMap, mixed strategy; dra: GPUs "
+        "published by a simulated DRA driver) "
         "[default: 2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb].",
     ),
     kueue: bool = typer.Option(

@@ -7,7 +7,7 @@ put a pod. No I/O: objects come in and go out as the API returns them.
 
 Placement follows kube-scheduler's filters that matter for GPU pods (cordoned nodes,
 nodeSelector, required node affinity, taints, requests against allocatable minus what
-running pods request) and
+running pods request, whether the pod's DRA claims can be allocated there) and
 scores the nodes that pass with NodeResourcesFit MostAllocated at gpuctl's weights
 (gpuctl.gpus.scoring, the profile `gpuctl sched render` writes and whatif's bin-packing
 replay scores with). Not simulated: preemption, pod affinity, topology spread, ports.
@@ -32,6 +32,8 @@ from gpuctl.k8s.selectors import pod_may_run_on
 
 DEFAULT_NODES = "2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb"
 GPUS_PER_NODE = 8
+# on a node whose GPUs the simulated DRA driver publishes: their model
+DRA_NODE = "gpuctl.io/sandbox-dra-model"
 DONE = ("Succeeded", "Failed")
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -44,7 +46,7 @@ INSTANCE_TYPES = {
     "B200": "p6-b200.48xlarge",
 }
 _SPEC = re.compile(
-    r"^(\d+)x([A-Za-z0-9.\-]+)(?::mig=([0-9a-z.+]+)|:mig-config=([0-9A-Za-z._+-]+))?$"
+    r"^(\d+)x([A-Za-z0-9.\-]+)(?::mig=([0-9a-z.+]+)|:mig-config=([0-9A-Za-z._+-]+)|(:dra))?$"
 )
 SINGLE, MIXED = "single", "mixed"
 MIG_LABELS = (  # what GPU Feature Discovery and the MIG manager write about MIG
@@ -72,6 +74,7 @@ class NodeGroup:
     model: geometry.GpuModel
     mig_profile: str | None  # every GPU split into this profile (MIG single strategy)
     mig_config: str | None = None  # a config of the MIG manager's ConfigMap (mixed strategy)
+    dra: bool = False  # its GPUs published by the simulated DRA driver, no device plugin
 
     @property
     def strategy(self) -> str | None:
@@ -93,15 +96,15 @@ Layouts = Callable[[str, geometry.GpuModel, int], "list[GpuLayout] | None"]
 
 
 def parse_nodes(text: str, layouts: Layouts | None = None) -> list[NodeGroup]:
-    """`2xH100-80GB,1xA100-80GB:mig=1g.10gb,1xA100-80GB:mig-config=all-balanced`: node
-    counts, GPU models, MIG profiles (single strategy) or configs (mixed strategy), the
-    configs checked with LAYOUTS."""
+    """`2xH100-80GB,1xA100-80GB:mig=1g.10gb,1xA100-80GB:mig-config=all-balanced,1xL4:dra`:
+    node counts, GPU models, MIG profiles (single strategy) or configs (mixed strategy), the
+    configs checked with LAYOUTS, and GPUs published through DRA."""
     groups = []
     for part in (p.strip() for p in text.split(",")):
         m = _SPEC.match(part)
         if not m or int(m.group(1)) < 1:
             raise UsageError(
-                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE|:mig-config=CONFIG]",
+                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE|:mig-config=CONFIG|:dra]",
                 hint=f"e.g. {DEFAULT_NODES}",
             )
         model = geometry.find_model(m.group(2))
@@ -115,7 +118,8 @@ def parse_nodes(text: str, layouts: Layouts | None = None) -> list[NodeGroup]:
                     f"{config!r} for {model.short_name}",
                     hint="e.g. all-1g.10gb, all-balanced, all-disabled",
                 )
-        groups.append(NodeGroup(int(m.group(1)), model, profile, config))
+        dra = m.group(5) is not None
+        groups.append(NodeGroup(int(m.group(1)), model, profile, config, dra))
     return groups
 
 
@@ -141,11 +145,16 @@ def node_objects(
     nodes = [_node("cpu-node-1", {}, {"cpu": "16", "memory": "64Gi"}, taint=False)]
     for group in groups:
         name = gpu_type(group.model) + ("-mig" if group.strategy else "")
+        name += "-dra" if group.dra else ""
         for _ in range(group.count):
-            labels = _gpu_labels(group)
-            first = first_layouts(group, layouts, gpus_per_node)
-            mig_labels, gpu_resources = describe(group.model, first, group.strategy)
-            labels |= {k: v for k, v in mig_labels.items() if v is not None}
+            if group.dra:  # the DRA driver publishes its GPUs; no device plugin, no GFD
+                labels = {DEFAULT_GPU_LABEL_KEY: gpu_type(group.model), DRA_NODE: group.model.short_name}  # fmt: skip
+                gpu_resources: dict[str, str] = {}
+            else:
+                labels = _gpu_labels(group)
+                first = first_layouts(group, layouts, gpus_per_node)
+                mig_labels, gpu_resources = describe(group.model, first, group.strategy)
+                labels |= {k: v for k, v in mig_labels.items() if v is not None}
             taken = sum(1 for n in nodes if n["metadata"]["name"].startswith(f"{name}-node-"))
             resources = {"cpu": "192", "memory": "2048Gi", **gpu_resources}
             nodes.append(_node(f"{name}-node-{taken + 1}", labels, resources, taint=True))
@@ -284,8 +293,15 @@ def selected(pod: dict, node: dict) -> bool:
     return pod_may_run_on(pod.get("spec") or {}, node)
 
 
-def _why_not(pod: dict, node: dict, used: dict[str, int], asked: dict[str, int]) -> str | None:
-    """kube-scheduler's reason for filtering the node out, None when it passes."""
+def _why_not(
+    pod: dict,
+    node: dict,
+    used: dict[str, int],
+    asked: dict[str, int],
+    claimable: Callable[[str], bool] | None = None,
+) -> str | None:
+    """kube-scheduler's reason for filtering the node out, None when it passes; CLAIMABLE
+    says whether the pod's DRA claims can be allocated on a node."""
     if (node.get("spec") or {}).get("unschedulable"):
         return "node(s) were unschedulable"
     if not selected(pod, node):
@@ -298,6 +314,8 @@ def _why_not(pod: dict, node: dict, used: dict[str, int], asked: dict[str, int])
     for resource, amount in sorted(asked.items()):
         if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
             return f"Insufficient {resource}"
+    if claimable is not None and not claimable(node["metadata"]["name"]):
+        return "cannot allocate all claims"
     return None
 
 
@@ -313,9 +331,15 @@ def in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
     return used
 
 
-def place(pod: dict, nodes: list[dict], pods: list[dict]) -> tuple[str | None, str]:
-    """(node name, "") for the best-scored node that passes the filters, or (None, the
-    PodScheduled=False message kube-scheduler writes)."""
+def place(
+    pod: dict,
+    nodes: list[dict],
+    pods: list[dict],
+    claimable: Callable[[str], bool] | None = None,
+) -> tuple[str | None, str]:
+    """(node name, "") for the best-scored node that passes the filters (CLAIMABLE: where
+    the pod's DRA claims can be allocated), or (None, the PodScheduled=False message
+    kube-scheduler writes)."""
     used, asked = in_use(pods), requests(pod)
     weights = tuple(
         (r, w) for r, w in resource_weights() if r in ("cpu", "memory") or asked.get(r, 0) > 0
@@ -325,7 +349,7 @@ def place(pod: dict, nodes: list[dict], pods: list[dict]) -> tuple[str | None, s
     for node in nodes:
         name = node["metadata"]["name"]
         on_node = used.get(name, {})
-        reason = _why_not(pod, node, on_node, asked)
+        reason = _why_not(pod, node, on_node, asked, claimable)
         if reason is not None:
             reasons[reason] = reasons.get(reason, 0) + 1
             continue

@@ -17,7 +17,10 @@ ctrl.SetControllerReference): apiVersion, kind, name, uid, `controller: true`,
   JobSet and resumed with the pod template's nodeSelector and tolerations it has then (what
   Kueue writes on admission); status per replicated Job; Completed / Failed / Suspended.
 - garbage collector: what has a controller owner that is gone is deleted (background).
-- scheduler: gpuctl.sim.cluster.place; a pod it cannot place gets PodScheduled=False.
+- scheduler: gpuctl.sim.cluster.place; a pod it cannot place gets PodScheduled=False. A
+  pod with a claim from a ResourceClaimTemplate goes where gpuctl.sim.dra_driver can
+  allocate it (else `cannot allocate all claims`); its claim is created allocated there and
+  reserved for it, and deleted when the pod ends (the resource claim controller).
 - kubelet: a placed pod gets devices of its node (GPUs or MIG slices, gpuctl.sim.mig_manager
   keeps the layouts), runs, and writes its containers' logs (served by the emulator's log
   endpoint); a pod of a Job (restartPolicy Never or OnFailure) ends after
@@ -39,8 +42,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gpuctl.gpus import dra
+from gpuctl.gpus.dra import DraView
+from gpuctl.k8s import claims
+from gpuctl.k8s.claims import ClaimRequest
 from gpuctl.k8s.times import seconds, timestamp
-from gpuctl.sim import cluster
+from gpuctl.sim import cluster, dra_driver
 from gpuctl.sim.mig_manager import MigManager, NodeGpus
 
 RUNTIME = "gpuctl.io/sandbox-runtime"
@@ -222,6 +229,7 @@ class Simulation:
         self.seen: dict[str, set[str]] = {}  # Job uid -> its pods seen unfinished
         self.lost: dict[str, int] = {}  # Job uid -> its pods deleted while they ran
         self.removed: set[str] = set()  # pods the controllers deleted themselves
+        self._dra: DraView | None = None  # the cluster's DRA, read when a claim needs it
 
     def read(self) -> World:
         jobsets = self.api.items("/apis/jobset.x-k8s.io/v1alpha2/jobsets")
@@ -236,6 +244,7 @@ class Simulation:
 
     def step(self) -> World:
         world = self.read()
+        self._dra = None  # read again when a pod's claims are allocated this tick
         self._collect(world)
         if self.kueue is not None:
             self.kueue.step(world)
@@ -249,6 +258,7 @@ class Simulation:
             self._job(job, world)
         self.mig.step(world.nodes, self._held)
         self._pods(world)
+        self._orphaned_claims(world)
         self._forget(world)
         return world
 
@@ -644,7 +654,12 @@ class Simulation:
 
     def _schedule(self, pod: dict, nodes: list[dict], placed: list[dict]) -> None:
         m = meta(pod)
-        node, why = cluster.place(pod, nodes, placed)
+        claim = self._claim_of(pod)
+        claimable = None
+        if claim is not None:
+            view, request = self._view(), claim[1]
+            claimable = lambda name: dra_driver.allocate(view, request, name) is not None  # noqa: E731
+        node, why = cluster.place(pod, nodes, placed, claimable)
         path = path_of(PODS, m["namespace"], "pods", m["name"])
         if node is None:
             cond = condition("PodScheduled", "Unschedulable", why, status="False")
@@ -658,9 +673,78 @@ class Simulation:
                     path + "/status", {"status": {"phase": "Pending", "conditions": [cond]}}
                 )
             return
+        if claim is not None:
+            self._allocate(pod, claim, node)
         self.api.patch(path, {"spec": {"nodeName": node}})
         pod.setdefault("spec", {})["nodeName"] = node
         placed.append(pod)
+
+    # -- DRA: kube-scheduler's dynamicresources plugin and the resource claim controller --
+
+    def _view(self) -> DraView:
+        if self._dra is None:
+            base = f"/apis/{dra_driver.API_VERSION}"
+            self._dra = dra.view(
+                self.api.items(f"{base}/deviceclasses"),
+                self.api.items(f"{base}/resourceslices"),
+                self.api.items(f"{base}/resourceclaims"),
+            )
+        return self._dra
+
+    def _claim_of(self, pod: dict) -> tuple[dict, ClaimRequest] | None:
+        """The template of the pod's claim (its first ResourceClaimTemplate) and its request."""
+        names = claims.template_names(pod.get("spec") or {})
+        if not names:
+            return None
+        ns = meta(pod)["namespace"]
+        template = self.api.get(
+            path_of(dra_driver.API_VERSION, ns, "resourceclaimtemplates", names[0])
+        )
+        request = claims.from_template(template)
+        return (template, request) if request is not None else None
+
+    def _allocate(self, pod: dict, claim: tuple[dict, ClaimRequest], node: str) -> None:
+        """Make the pod's claim from its template, allocated on NODE and reserved for it."""
+        m = meta(pod)
+        template, request = claim
+        results = dra_driver.allocate(self._view(), request, node) or []
+        name = f"{m['name']}-{claims.CLAIM}"
+        base = path_of(dra_driver.API_VERSION, m["namespace"], "resourceclaims")
+        owner = {"apiVersion": PODS, "kind": "Pod", "name": m["name"], "uid": m.get("uid", ""), "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+        self.api.create(base, {
+            "apiVersion": dra_driver.API_VERSION, "kind": "ResourceClaim",
+            "metadata": {"name": name, "annotations": {dra.POD_CLAIM_NAME: claims.CLAIM}, "ownerReferences": [owner]},
+            "spec": (template.get("spec") or {}).get("spec") or {},
+        })  # fmt: skip
+        self.api.patch(f"{base}/{name}/status", {"status": {
+            "allocation": {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": m["name"], "uid": m.get("uid", "")}],
+        }})  # fmt: skip
+        statuses = [{"name": claims.CLAIM, "resourceClaimName": name}]
+        self.api.patch(
+            path_of(PODS, m["namespace"], "pods", m["name"]) + "/status",
+            {"status": {"resourceClaimStatuses": statuses}},
+        )
+        self._dra = None  # the devices it took are no longer free
+
+    def _orphaned_claims(self, world: World) -> None:
+        """Claims whose pod is gone (deleted, or collected with its owner) go too."""
+        pods = {meta(p).get("uid") for p in world.pods if meta(p).get("uid") not in self.removed}
+        for claim in self.api.items(f"/apis/{dra_driver.API_VERSION}/resourceclaims"):
+            owner = controller_of(claim)
+            if owner and owner.get("kind") == "Pod" and owner.get("uid") not in pods:
+                m = meta(claim)
+                self.api.delete(
+                    path_of(dra_driver.API_VERSION, m["namespace"], "resourceclaims", m["name"])
+                )
+
+    def _release(self, pod: dict) -> None:
+        """A pod's claim made from a template goes with it (the resource claim controller)."""
+        if claims.template_names(pod.get("spec") or {}):
+            m = meta(pod)
+            name = f"{m['name']}-{claims.CLAIM}"
+            self.api.delete(path_of(dra_driver.API_VERSION, m["namespace"], "resourceclaims", name))
 
     def _devices(self, pod: dict, node: str) -> list[tuple[int, str | None, int]] | None:
         """The devices the device plugin gives the pod on NODE; None when too few are free."""
@@ -752,6 +836,7 @@ class Simulation:
         for c in (pod.get("spec") or {}).get("containers") or []:
             self.logs.end_log(m["namespace"], m["name"], c.get("name"))
         self.running.pop(m["uid"], None)
+        self._release(pod)
 
     def holders(self, node: str, pods: list[dict]) -> dict[tuple[int, str | None, int], dict]:
         """Which pod holds each device of NODE."""

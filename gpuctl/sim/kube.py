@@ -15,8 +15,8 @@ from gpuctl.k8s.selectors import label_selector_matches
 
 VERSION = {
     "major": "1",
-    "minor": "29",
-    "gitVersion": "v1.29.0-kmock",
+    "minor": "34",
+    "gitVersion": "v1.34.0-kmock",
     "gitCommit": "0",
     "gitTreeState": "clean",
     "buildDate": "2024-01-01T00:00:00Z",
@@ -552,10 +552,43 @@ def api_server_class():
     return _api_server
 
 
-class KubeEmulator:
-    """A running emulator: `.url` for clients, `.call(fn)` to touch its state safely."""
+# Dynamic Resource Allocation's built-in kinds (resource.k8s.io; kubernetes/api
+# resource/v1/types.go): plural -> (kind, namespaced, subresources). The API server of 1.34
+# serves v1; 1.32 and 1.33 served v1beta1 and v1beta2 (DeviceTaintRule: alpha, left out).
+DRA_KINDS = {
+    "deviceclasses": ("DeviceClass", False, ()),
+    "resourceslices": ("ResourceSlice", False, ()),
+    "resourceclaims": ("ResourceClaim", True, ("status",)),
+    "resourceclaimtemplates": ("ResourceClaimTemplate", True, ()),
+}
 
-    def __init__(self):
+
+def serve_dra(emulator, versions) -> None:
+    """Make EMULATOR serve resource.k8s.io at VERSIONS, as an API server of that release:
+    discovery, list, watch, get, create, patch, delete, and ResourceClaim's status."""
+    import kmock
+
+    for version in versions:
+        for plural, (kind, namespaced, subresources) in DRA_KINDS.items():
+            emulator.resources[kmock.resource("resource.k8s.io", version, plural)] = (
+                kmock.ResourceInfo(
+                    kind=kind,
+                    singular=kind.lower(),
+                    namespaced=namespaced,
+                    verbs={"create", "delete", "deletecollection", "get", "list", "patch",
+                           "update", "watch"},
+                    subresources=set(subresources),
+                )
+            )  # fmt: skip
+
+
+class KubeEmulator:
+    """A running emulator: `.url` for clients, `.call(fn)` to touch its state safely.
+    DRA: the versions of resource.k8s.io it serves (a 1.34 cluster's v1 unless told; () for
+    a cluster without DRA)."""
+
+    def __init__(self, dra: tuple[str, ...] = ("v1",)):
+        self.dra = dra
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self.thread = threading.Thread(target=self._run, name="kmock", daemon=True)
@@ -570,6 +603,7 @@ class KubeEmulator:
         self._stop = asyncio.Event()
         async with api_server_class()() as emu, kmock.Server(emu) as srv:
             emu.resources.load_bundled()
+            serve_dra(emu, self.dra)
             emu["get /version/"] << VERSION
             emu["get /apis/"] << emu._serve_apis  # the client asks with the slash
             self.emulator, self.url = emu, str(srv.url).rstrip("/")

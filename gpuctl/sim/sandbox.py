@@ -3,7 +3,8 @@
 It runs the Kubernetes API emulator the tests use (gpuctl.sim.kube: kmock, serving the
 JobSet CRD and, with --kueue, Kueue's), seeds it with GPU nodes as the GPU Operator labels
 them (gpuctl.sim.cluster), the GPU Operator's DaemonSets and its MIG manager's ConfigMap,
-JobSet's (and with --kueue Kueue's) controller Deployment, and runs a simulated control
+for `:dra` nodes the simulated DRA driver's DeviceClasses and ResourceSlices
+(gpuctl.sim.dra_driver), JobSet's (and with --kueue Kueue's) controller Deployment, and runs a simulated control
 plane every second (gpuctl.sim.controllers; gpuctl.sim.kueue with --kueue;
 gpuctl.sim.mig_manager). One dcgm-exporter per GPU node serves the GPUs' series with the
 pods that hold them (util from `gpuctl.io/sandbox-gpu-util`, else a busy figure), and, when
@@ -32,9 +33,10 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from gpuctl.gpus import geometry
 from gpuctl.runtime import processes
 from gpuctl.runtime.files import make_private_dir, open_new, write_atomic
-from gpuctl.sim import cluster, dcgm_exporter, mig_manager
+from gpuctl.sim import cluster, dcgm_exporter, dra_driver, mig_manager
 from gpuctl.sim.controllers import APPS, Api, Simulation, keyed, now_text, path_of, util
 from gpuctl.sim.kube import KubeEmulator
 
@@ -84,6 +86,7 @@ def seed(api: Api, nodes: list[dict], kueue: bool) -> None:
         api.create("/api/v1/namespaces", body)
     for node in nodes:
         api.create("/api/v1/nodes", node)
+    _seed_dra(api, nodes)
     jobset = _deployment("jobset-controller-manager", "jobset-system", JOBSET_IMAGE)
     api.create(path_of(APPS, "jobset-system", "deployments"), jobset)
     if kueue:  # its controller is simulated (gpuctl.sim.kueue), its configuration upstream's
@@ -102,6 +105,20 @@ def seed(api: Api, nodes: list[dict], kueue: bool) -> None:
     gpu_nodes = sum(1 for n in nodes if cluster.GPU in n["status"]["allocatable"])
     for name, image in OPERATOR_DAEMONSETS.items():
         _daemonset(api, name, image, gpu_nodes)
+
+
+def _seed_dra(api: Api, nodes: list[dict]) -> None:
+    """The simulated DRA driver's DeviceClasses, and a ResourceSlice per DRA node."""
+    dra_nodes = [n for n in nodes if cluster.DRA_NODE in n["metadata"]["labels"]]
+    if not dra_nodes:
+        return
+    base = f"/apis/{dra_driver.API_VERSION}"
+    for device_class in dra_driver.DEVICE_CLASSES:
+        api.create(f"{base}/deviceclasses", device_class)
+    for n in dra_nodes:
+        model = geometry.find_model(n["metadata"]["labels"][cluster.DRA_NODE])
+        slice_ = dra_driver.resource_slice(n["metadata"]["name"], model, cluster.GPUS_PER_NODE)
+        api.create(f"{base}/resourceslices", slice_)
 
 
 def _daemonset(api: Api, name: str, image: str, nodes: int) -> None:

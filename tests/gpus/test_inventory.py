@@ -181,6 +181,9 @@ class Published:
     def accelerators(self, node: str) -> tuple[Accelerator, ...]:
         return self.by_node.get(node, ())
 
+    def problems(self, node: str) -> tuple[str, ...]:
+        return ()
+
 
 def dra_gpus(count: int) -> Accelerator:
     return Accelerator(

@@ -197,7 +197,11 @@ def test_render_prints_the_objects_and_for_an_hpa_the_adapter_rule_on_stderr(cli
     assert "externalRules:" in r.err and "externalRules" not in r.out
     r = cli("render", path)
     assert r.code == 0 and "kind: ScaledObject" in r.out and "namespace: default" in r.out
-    assert r.err == ""
+    # only the allocation an offline render assumed
+    assert r.err == (
+        "classifier: GPUs as the device plugin's nvidia.com/gpu (no cluster read; "
+        "--allocation dra asks through DRA ResourceClaims)\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,9 @@ def test_the_plans_notes_are_the_queue_note_an_unchecked_fit_and_the_warnings():
     assert planned.plan.notes == (
         "not queued",
         "no fit check: listing nodes: forbidden",
+        # no nodes read: the placement says what it assumed
+        "GPUs as the device plugin's nvidia.com/gpu (no cluster read; --allocation dra asks "
+        "through DRA ResourceClaims)",
         "claim is ReadWriteOnce",
     )
 

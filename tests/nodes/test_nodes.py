@@ -118,10 +118,15 @@ def test_a_selector_goes_to_the_server_and_is_applied_here_too(cli, cluster):
     found = listed(cli, "-l", "karpenter.sh/nodepool=trainium")
     assert list(found) == [NAME["neuron-trn2-karpenter"]]
     sent = [(path, query) for _, path, query in cluster.requests()[since:]]
-    # nodes and pods read once each: the selector to the server, pods bound to a node
+    # nodes, pods and DRA's objects read once each: the selector to the server, pods bound
+    # to a node, DRA in the version the cluster serves
     assert sent == [
         ("/api/v1/nodes", {"labelSelector": "karpenter.sh/nodepool=trainium"}),
         ("/api/v1/pods", {"fieldSelector": "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"}),
+        ("/apis/", {}),
+        ("/apis/resource.k8s.io/v1/deviceclasses", {}),
+        ("/apis/resource.k8s.io/v1/resourceslices", {}),
+        ("/apis/resource.k8s.io/v1/resourceclaims", {}),
     ]  # fmt: skip
     assert listed(cli, "-l", "cloud.google.com/gke-tpu-topology in (2x4, 4x4)").keys() == {
         NAME["gke-tpu-v5e-2x4"]

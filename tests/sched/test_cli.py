@@ -51,8 +51,8 @@ def test_deploy_reads_the_clusters_version(kube, cli):
     r = cli("sched", "render", "--deploy")
     assert r.code == 0, r
     dep = next(d for d in yaml.safe_load_all(r.out) if d["kind"] == "Deployment")
-    # the emulator reports v1.29.0-kmock
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v1.29.0")
+    # the emulator reports v1.34.0-kmock
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v1.34.0")
     # the version and the nodes (their taints), and nothing else
     assert [path for _, path, _ in kube.requests()] == ["/version/", "/api/v1/nodes"]
 

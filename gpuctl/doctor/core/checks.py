@@ -10,6 +10,7 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.common.numbers import whole_number
 from gpuctl.dcgm import busy
 from gpuctl.dcgm.metrics import IDENTITY, SM_ACTIVE, WHOLE
+from gpuctl.gpus.accelerators import DraSource
 from gpuctl.gpus.identity import GpuCount
 from gpuctl.gpus.names import GFD_PRODUCT_LABEL as GFD_PRODUCT
 from gpuctl.k8s import device_plugin
@@ -60,10 +61,12 @@ def _gpu_count(node: dict[str, Any]) -> int:
     return sum(gpu_resources(node).values())
 
 
-def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
-    """NVIDIA's GPU nodes, and every other vendor's accelerator nodes beside them."""
+def check_gpu_nodes(nodes: list[dict[str, Any]], dra: DraSource | None = None) -> Check:
+    """NVIDIA's GPU nodes, and every other vendor's accelerator nodes beside them, and
+    the nodes whose accelerators DRA publishes (DRA)."""
     gpu_nodes = _gpu_nodes(nodes)
     others = [n for n in nodes if is_accelerator_node(n) and not is_gpu_node(n)]
+    through_dra = [n for n in nodes if dra is not None and dra.accelerators(_name(n))]
     silent = [_name(n) for n in gpu_nodes if _gpu_count(n) == 0]
     if silent:
         return Check(
@@ -73,7 +76,7 @@ def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
             "check the device plugin pod on those nodes (kubectl -n <ns> logs <pod>) "
             "and the NVIDIA driver / container toolkit on the host",
         )
-    if not gpu_nodes and not others:
+    if not gpu_nodes and not others and not through_dra:
         return Check(
             "gpu-nodes",
             FAIL,
@@ -87,6 +90,9 @@ def check_gpu_nodes(nodes: list[dict[str, Any]]) -> Check:
         found.append(f"{len(gpu_nodes)} GPU node(s), {total.text()}")
     if others:
         found.append(f"{len(others)} other accelerator node(s): {_other_accelerators(others)}")
+    if through_dra and dra is not None:
+        devices = sum(a.count for n in through_dra for a in dra.accelerators(_name(n)))
+        found.append(f"{len(through_dra)} node(s) with {devices} device(s) through DRA")
     return Check("gpu-nodes", PASS, "; ".join(found))
 
 
@@ -353,10 +359,11 @@ def run_checks(
     daemonsets: list[dict[str, Any]],
     config_map: str | None,
     config_data: dict[str, Any] | None,
+    dra: DraSource | None = None,
 ) -> list[Check]:
     plugin = device_plugin.find_device_plugin(daemonsets)
     return [
-        check_gpu_nodes(nodes),
+        check_gpu_nodes(nodes, dra),
         check_gfd(nodes),
         check_gpu_types(nodes),
         check_device_plugin(plugin),

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuctl.gpus.dra import DraView
 from gpuctl.jobs.core import autoscale, jobset, serving
 from gpuctl.jobs.core.pods import labels_for, metadata, pod_spec, with_torchrun_env
 from gpuctl.jobs.core.spec import JOBSET, JobSpec
+from gpuctl.k8s import claims
 from gpuctl.k8s.labels import JOB_LABEL
 from gpuctl.k8s.placement import AUTO, Placement, place
 
 
 def placement(
-    spec: JobSpec, gpu_label_key: str = AUTO, nodes: list[dict[str, Any]] | None = None
+    spec: JobSpec,
+    gpu_label_key: str = AUTO,
+    nodes: list[dict[str, Any]] | None = None,
+    dra: DraView | None = None,
+    allocation: str = AUTO,
 ) -> Placement:
-    """The GPU resource and node affinity of SPEC's workers (gpuctl.k8s.placement), from
-    the cluster's NODES when they were read."""
-    return place(spec.gpu_request, gpu_label_key, nodes)
+    """The GPU resource and node affinity of SPEC's workers, or their DRA claim
+    (gpuctl.k8s.placement), from the cluster's NODES and DRA when they were read."""
+    return place(spec.gpu_request, gpu_label_key, nodes, dra, allocation)
 
 
 def render(
@@ -37,7 +43,20 @@ def render(
 def render_placed(
     spec: JobSpec, where: Placement, target: serving.Target | None = None
 ) -> list[dict[str, Any]]:
-    """render() with the placement decided."""
+    """render() with the placement decided; a DRA claim's ResourceClaimTemplate first."""
+    objects = _objects(spec, where, target)
+    if where.claim is None or where.claim.extended_resource:
+        return objects
+    template = where.claim.template(claims.template_name(spec.name))
+    if spec.namespace:
+        template["metadata"]["namespace"] = spec.namespace
+    template["metadata"]["labels"] = labels_for(spec)
+    return [template, *objects]
+
+
+def _objects(
+    spec: JobSpec, where: Placement, target: serving.Target | None
+) -> list[dict[str, Any]]:
     if spec.serving is not None:
         return serving.render(spec, where, target or serving.Target(spec.namespace or "default"))
     if spec.nodes > 1 and spec.multinode == JOBSET:

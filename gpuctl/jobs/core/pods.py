@@ -8,7 +8,14 @@ from typing import Any
 
 from gpuctl.jobs.core import volumes
 from gpuctl.jobs.core.spec import JobSpec
-from gpuctl.k8s.labels import JOB_LABEL, MANAGED_BY, QUEUE_LABEL, accelerator_toleration
+from gpuctl.k8s import claims
+from gpuctl.k8s.labels import (
+    GPU_TOLERATION,
+    JOB_LABEL,
+    MANAGED_BY,
+    QUEUE_LABEL,
+    accelerator_toleration,
+)
 from gpuctl.k8s.placement import Placement
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -45,6 +52,7 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
     limits: dict[str, Any] = {}
     requests: dict[str, Any] = {}
     resource = (where.resource, where.per_worker) if where.resource else None
+    claimed = where.claim is not None and not where.claim.extended_resource
     if resource:
         limits[resource[0]] = str(resource[1])
     for key, value in (("cpu", spec.cpu), ("memory", spec.memory)):
@@ -55,6 +63,8 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
         container["resources"] = {"limits": limits, **({"requests": requests} if requests else {})}
 
     pod: dict[str, Any] = {"containers": [container]}
+    if claimed:
+        claims.pod_claims(pod, claims.template_name(spec.name))
     pod_volumes, mounts = volumes.pod_volumes(spec.volumes, spec.secrets)
     if spec.shm:
         shm = {"medium": "Memory", "sizeLimit": spec.shm}
@@ -67,7 +77,7 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
         pod["nodeSelector"] = dict(spec.node_selector)
     if where.affinity:
         pod["affinity"] = where.affinity
-    own = accelerator_toleration(where.resource)
+    own = accelerator_toleration(where.resource) or (dict(GPU_TOLERATION) if claimed else None)
     tolerations = ([own] if own else []) + [dict(t) for t in spec.tolerations]
     if tolerations:
         pod["tolerations"] = tolerations

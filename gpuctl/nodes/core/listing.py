@@ -24,6 +24,12 @@ def inventories(
     bound: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
         bound.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
-    shown = [n for n in nodes if everything or is_accelerator_node(n)]
+    shown = [
+        n
+        for n in nodes
+        if everything
+        or is_accelerator_node(n)
+        or (dra is not None and dra.accelerators(name_of(n)))
+    ]
     shown.sort(key=lambda n: natural_key(name_of(n)))
     return [inventory_of(n, bound.get(name_of(n), []), dra=dra) for n in shown]

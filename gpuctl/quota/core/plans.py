@@ -150,10 +150,11 @@ def plan_resource_quota(
     mig: dict[str, int],
     namespace_exists: bool,
     current_hard: dict[str, str] | None,
+    dra_classes: tuple[str, ...] = (),
 ) -> QuotaPlan:
     """The plan for a namespace that exists or not, whose quota has CURRENT_HARD (None: no
-    quota). Without a cluster, neither exists."""
-    return QuotaPlan(team, not namespace_exists, current_hard, core.hard(gpus, mig))
+    quota), on a cluster whose DRA_CLASSES have devices. Without a cluster, neither exists."""
+    return QuotaPlan(team, not namespace_exists, current_hard, core.hard(gpus, mig, dra_classes))
 
 
 def change_text(change: Change) -> str:

@@ -11,7 +11,9 @@ from gpuctl.common.k8s_names import dns1123_label
 from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import from_api, rounded_down
 from gpuctl.gpus import geometry
+from gpuctl.gpus.dra import DraView
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
+from gpuctl.k8s import claims
 from gpuctl.k8s.labels import MANAGED
 from gpuctl.k8s.nodes import GPU
 from gpuctl.k8s.objects import name_of, namespace_of
@@ -54,11 +56,17 @@ def parse_mig(values: list[str] | tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def hard(gpus: int, mig: dict[str, int]) -> dict[str, str]:
+def hard(gpus: int, mig: dict[str, int], dra_classes: tuple[str, ...] = ()) -> dict[str, str]:
+    """The hard limits: GPUs and MIG devices as the device plugin's resources, and the same
+    through DRA where the cluster's DRA_CLASSES (gpu.nvidia.com, mig.nvidia.com) have devices."""
     if not 0 <= gpus <= MAX_GPUS:
         raise UsageError(f"--gpus must be between 0 and {MAX_GPUS}, got {gpus}")
     out = {f"requests.{GPU}": str(gpus)}
     out.update({f"requests.{r}": str(k) for r, k in sorted(mig.items())})
+    if claims.GPU_CLASS in dra_classes:
+        out[dra_key(claims.GPU_CLASS)] = str(gpus)
+    if claims.MIG_CLASS in dra_classes:
+        out[dra_key(claims.MIG_CLASS)] = str(sum(mig.values()))
     return out
 
 
@@ -100,10 +108,37 @@ def diff(
 # --- usage ------------------------------------------------------------------------
 
 
+# ResourceQuota's limit on the devices claims of a DeviceClass request (KEP-4381)
+DRA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
 def gpu_resource_of(key: str) -> str | None:
-    """The GPU resource a quota key limits (`requests.nvidia.com/gpu` → nvidia.com/gpu)."""
+    """The GPU resource a quota key limits (`requests.nvidia.com/gpu` → nvidia.com/gpu;
+    `gpu.nvidia.com.deviceclass.resource.k8s.io/devices`, a DeviceClass's devices, as is)."""
+    if key.endswith(DRA_SUFFIX):
+        return key
     name = key.removeprefix("requests.")
     return name if name.startswith("nvidia.com/") else None
+
+
+def dra_key(device_class: str) -> str:
+    return f"{device_class}{DRA_SUFFIX}"
+
+
+def claimed(view: DraView | None) -> dict[tuple[str, str], int]:
+    """(namespace, the DRA quota key of a class) → devices of that class its claims hold."""
+    out: dict[tuple[str, str], int] = {}
+    if view is None:
+        return out
+    devices = {d.key: d for d in view.devices}
+    for claim in view.claims:
+        for a in claim.devices:
+            device = devices.get(a.key)
+            device_class = view.class_of(device) if device is not None and not a.admin else None
+            if device_class:
+                where = (claim.namespace, dra_key(device_class))
+                out[where] = out.get(where, 0) + 1
+    return out
 
 
 def held(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
@@ -120,11 +155,18 @@ def held(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     return out
 
 
-def usage_rows(quotas: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _counted_from(resource: str) -> str:
+    return "claims" if resource.endswith(DRA_SUFFIX) else "pods"
+
+
+def usage_rows(
+    quotas: list[dict[str, Any]], pods: list[dict[str, Any]], dra: DraView | None = None
+) -> list[dict[str, Any]]:
     """Per namespace and GPU resource: used and hard. `used` comes from the quota's status
-    when the quota controller has filled it, else from the running pods. Namespaces using
-    GPUs without a quota on them are listed with hard None."""
-    by_pods = held(pods)
+    when the quota controller has filled it, else from the running pods (DRA devices: from
+    the claims that hold them, by their DeviceClass). Namespaces using GPUs without a quota
+    on them are listed with hard None."""
+    by_pods = held(pods) | claimed(dra)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for q in quotas:
         ns = namespace_of(q)
@@ -138,7 +180,7 @@ def usage_rows(quotas: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list
             if key in status_used and rounded_down(status_used[key]) is not None:
                 used, source = rounded_down(status_used[key]), "quota"
             else:
-                used, source = by_pods.get((ns, resource), 0), "pods"
+                used, source = by_pods.get((ns, resource), 0), _counted_from(resource)
             row = rows.get((ns, resource))
             if row is None or (limit is not None and (row["hard"] is None or limit < row["hard"])):
                 rows[(ns, resource)] = {
@@ -158,7 +200,7 @@ def usage_rows(quotas: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list
                 "used": used,
                 "hard": None,
                 "quota": None,
-                "source": "pods",
+                "source": _counted_from(resource),
             },
         )
     return sorted(rows.values(), key=lambda r: (r["namespace"], r["resource"]))

@@ -18,7 +18,7 @@ from gpuctl.k8s.objects import annotations_of, labels_of, name_of, uid_of
 from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.reclaim.core import policy as pol
 from gpuctl.reclaim.core.signal import SIGNAL, Readings
-from gpuctl.reclaim.core.workloads import Workload, pod_gpus
+from gpuctl.reclaim.core.workloads import Workload
 
 RECORD = "gpuctl.io/reclaim"  # annotation: the JSON record of the last action and its figures
 REPLICAS = "gpuctl.io/reclaim-replicas"  # annotation: the replica count scale-to-zero replaced
@@ -148,7 +148,7 @@ def _signal(
     for pod in w.pods:
         name = name_of(pod)
         devices = readings.devices((w.namespace, name))
-        want = pod_gpus(pod)
+        want = w.gpus_of(pod)
         not_numbers = [why for d in devices for why in d.unknown]
         if not_numbers:
             return UNKNOWN, f"pod {name}: {not_numbers[0]}", None

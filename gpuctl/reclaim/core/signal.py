@@ -23,7 +23,7 @@ answer) leave every device unknown.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,19 +122,23 @@ def read(
     answers: list[list[Sample]],
     exporter: holders.Exporter,
     warnings: list[str] | None = None,
+    claimed: Mapping[str, Pod] | None = None,
 ) -> Readings:
     """The answers to q.all(), in order, per holding pod and device; WARNINGS: what
-    Prometheus warned of while answering them."""
+    Prometheus warned of while answering them. A series that names no holder is its DRA
+    claim's pod's, where CLAIMED (device UUID → pod) has it."""
     by_pod: dict[Pod, dict[Key, Device]] = {}
     newest, last_busy, *counts = answers
     windows = len(q.covered)
+    claimed = claimed or {}
 
     def device(labels: dict[str, Any]) -> Device | None:
         h = holders.holder(labels, exporter)
-        if h is None or not h.namespace:
+        pod = (h.namespace, h.pod) if h is not None and h.namespace else claimed.get(labels.get("UUID") or "")  # fmt: skip
+        if pod is None:
             return None
         key = key_of(labels)
-        devices = by_pod.setdefault((h.namespace, h.pod), {})
+        devices = by_pod.setdefault(pod, {})
         if key not in devices:
             node = labels.get("Hostname") or labels.get("hostname") or ""
             devices[key] = Device(key, node)

@@ -9,7 +9,7 @@ says to leave it alone, if it does (a mark on one of its pods or up their chains
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ class Workload:
     pods: list[Obj] = field(default_factory=list)
     kueue_workload: str | None = None  # the Kueue Workload admitting it
     never: str | None = None  # why gpuctl.k8s.marks says to leave it alone
+    claimed: dict[str, int] = field(default_factory=dict)  # pod name → DRA devices it holds
 
     @property
     def ref(self) -> Ref:
@@ -61,7 +62,11 @@ class Workload:
 
     @property
     def gpus(self) -> int:
-        return sum(pod_gpus(p) for p in self.pods)
+        return sum(self.gpus_of(p) for p in self.pods)
+
+    def gpus_of(self, pod: Obj) -> int:
+        """The GPUs POD holds: the device plugin's, and those its DRA claims hold."""
+        return pod_gpus(pod) + self.claimed.get(name_of(pod) or "", 0)
 
     @property
     def team(self) -> str:
@@ -74,27 +79,35 @@ def pod_gpus(pod: Obj) -> int:
     return sum(requested(pod, r) for r in gpu_resources(pod) if is_gpu_resource(r))
 
 
-def holds_gpus(pod: Obj) -> bool:
+def holds_gpus(pod: Obj, claimed: int = 0) -> bool:
+    """Whether POD, running or bound, holds GPUs (CLAIMED: DRA devices its claims hold)."""
     status = pod.get("status") or {}
     return (
         bool((pod.get("spec") or {}).get("nodeName"))
         and status.get("phase") not in DONE_PHASES
-        and pod_gpus(pod) > 0
+        and pod_gpus(pod) + claimed > 0
     )
 
 
 def group(
-    pods: Iterable[Obj], owners: dict[Ref, Obj], kueue_workloads: Iterable[Obj]
+    pods: Iterable[Obj],
+    owners: dict[Ref, Obj],
+    kueue_workloads: Iterable[Obj],
+    claimed: Mapping[tuple[str, str], int] | None = None,
 ) -> list[Workload]:
     """The workloads of the pods that hold GPUs. OWNERS: objects of OWNER_KINDS by
-    (kind, namespace, name)."""
+    (kind, namespace, name); CLAIMED: (namespace, pod) → the DRA devices its claims hold."""
     found: dict[Ref, Workload] = {}
     for pod in pods:
-        if not holds_gpus(pod):
+        ns, name = namespace_of(pod) or "default", name_of(pod) or ""
+        held = (claimed or {}).get((ns, name), 0)
+        if not holds_gpus(pod, held):
             continue
         w = found.setdefault((top := _top(pod, owners)).ref, top)
         w.pods.append(pod)
         w.never = w.never or marks.never(pod, owners)
+        if held:
+            w.claimed[name] = held
     admitted = _kueue_owners(kueue_workloads)
     for w in found.values():
         w.kueue_workload = admitted.get(w.ref)

@@ -1,0 +1,203 @@
+"""A job's GPUs asked through DRA: the ResourceClaimTemplate each pod's claim is made from,
+and what a pod says of it (kubernetes/api resource/v1/types.go, core/v1 PodResourceClaim).
+Pure.
+
+- The DeviceClass is the driver's own for the form asked: `gpu.nvidia.com` for whole GPUs,
+  `mig.nvidia.com` for MIG devices (dra-driver-nvidia-gpu's chart), where the cluster has
+  it (any, offline).
+- CEL selectors on the driver's attributes pick the model (`productName`, as the devices
+  publish it, else as NVML names the model) and the MIG `profile`; `count` is the GPUs a
+  worker asks for.
+- Several models are tried in order as `firstAvailable` subrequests (DRAPrioritizedList,
+  beta and on from Kubernetes 1.34), one per model; the container then names the request.
+- Sharing (`shared: true`) is the driver's opaque GpuConfig (resource.nvidia.com/v1beta1,
+  strategy TimeSlicing) in the claim's config.
+- Where the class maps an extended resource (KEP-5004, `extendedResourceName`) and the job
+  asks for plain whole GPUs of any model, the pod keeps its plain limit: kube-scheduler makes
+  the claim itself."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.gpus import identity, names
+from gpuctl.gpus.dra import DraView
+
+API_VERSION = "resource.k8s.io/v1"
+CLAIM = "gpu"  # the pod's claim, and the request in it
+DRIVER = "gpu.nvidia.com"
+GPU_CLASS = "gpu.nvidia.com"
+MIG_CLASS = "mig.nvidia.com"
+SHARING_CONFIG = {
+    "apiVersion": "resource.nvidia.com/v1beta1",
+    "kind": "GpuConfig",
+    "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}},
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One way to meet the request: its name (a subrequest's), class and selectors."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...]
+
+    def to_dict(self, count: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"deviceClassName": self.device_class}
+        if self.selectors:
+            out["selectors"] = [{"cel": {"expression": e}} for e in self.selectors]
+        out["allocationMode"] = "ExactCount"
+        out["count"] = count
+        return out
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """The devices one worker claims: COUNT devices of the first CHOICE that can be met."""
+
+    choices: tuple[Choice, ...]
+    count: int
+    shared: bool = False
+    extended_resource: str | None = None  # KEP-5004: the pod keeps this plain limit
+
+    def template(self, name: str) -> dict[str, Any]:
+        """The ResourceClaimTemplate NAME that each pod's claim is made from."""
+        if len(self.choices) == 1:
+            request: dict[str, Any] = {"name": CLAIM, "exactly": self.choices[0].to_dict(self.count)}  # fmt: skip
+        else:
+            request = {
+                "name": CLAIM,
+                "firstAvailable": [{"name": c.name, **c.to_dict(self.count)} for c in self.choices],
+            }
+        devices: dict[str, Any] = {"requests": [request]}
+        if self.shared:
+            devices["config"] = [
+                {"requests": [CLAIM], "opaque": {"driver": DRIVER, "parameters": SHARING_CONFIG}}
+            ]
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": devices}},
+        }
+
+    def describe(self) -> str:
+        """One line: `2 gpu.nvidia.com devices where <selector>` (or: each choice)."""
+        plural = "s" if self.count != 1 else ""
+        ways = [
+            f"{c.device_class}" + (f" where {' && '.join(c.selectors)}" if c.selectors else "")
+            for c in self.choices
+        ]
+        return f"{self.count} device{plural} of " + ", else ".join(ways)
+
+
+def from_template(template: dict[str, Any]) -> ClaimRequest | None:
+    """The claim a ResourceClaimTemplate makes (its first request: v1's `exactly` or
+    `firstAvailable`, v1beta1's fields on the request itself); None without one."""
+    spec = ((template.get("spec") or {}).get("spec") or {}).get("devices") or {}
+    requests = spec.get("requests") or []
+    if not requests or not isinstance(requests[0], dict):
+        return None
+    first = requests[0]
+    ways = first.get("firstAvailable") or [first.get("exactly") or first]
+    choices = tuple(
+        Choice(
+            str(w.get("name") or first.get("name") or CLAIM),
+            str(w.get("deviceClassName") or ""),
+            tuple(
+                str((s.get("cel") or {}).get("expression") or "") for s in w.get("selectors") or []
+            ),
+        )
+        for w in ways
+        if isinstance(w, dict)
+    )
+    count = ways[0].get("count") if isinstance(ways[0], dict) else None
+    shared = any((c.get("opaque") or {}).get("parameters", {}).get("sharing") for c in spec.get("config") or [])  # fmt: skip
+    return ClaimRequest(choices, count if isinstance(count, int) else 1, bool(shared))
+
+
+def template_names(pod: dict[str, Any]) -> list[str]:
+    """The ResourceClaimTemplates a pod (spec) makes its claims from."""
+    return [
+        str(c["resourceClaimTemplateName"])
+        for c in pod.get("resourceClaims") or []
+        if isinstance(c, dict) and c.get("resourceClaimTemplateName")
+    ]
+
+
+def template_name(job: str) -> str:
+    return f"{job}-{CLAIM}"
+
+
+def pod_claims(pod: dict[str, Any], template: str) -> None:
+    """Make POD's containers use the claim made from TEMPLATE."""
+    pod["resourceClaims"] = [{"name": CLAIM, "resourceClaimTemplateName": template}]
+    for c in pod.get("containers") or []:
+        c.setdefault("resources", {})["claims"] = [{"name": CLAIM}]
+
+
+def request_for(
+    gpus: int,
+    mig: str | None,
+    shared: bool,
+    gpu_types: tuple[str, ...],
+    view: DraView | None,
+) -> ClaimRequest | None:
+    """The claim for GPUS (or one MIG device of profile MIG) of GPU_TYPES on the cluster's
+    DRA (VIEW; None: no cluster read); None when the cluster has no class for it."""
+    device_class = MIG_CLASS if mig else GPU_CLASS
+    classes = {c.name: c for c in view.classes} if view is not None else {}
+    if view is not None and device_class not in classes:
+        return None
+    common = (f"device.attributes['{DRIVER}'].profile == {_quoted(mig)}",) if mig else ()
+    choices = tuple(
+        Choice(_subrequest(t), device_class, (_products_selector(t, view), *common))
+        for t in gpu_types
+    ) or (Choice(CLAIM, device_class, common),)
+    extended = classes[device_class].extended_resource if device_class in classes else None
+    plain = not (mig or shared or gpu_types)
+    return ClaimRequest(choices, gpus if not mig else 1, shared, extended if plain else None)
+
+
+def _subrequest(gpu_type: str) -> str:
+    """A DNS label for a subrequest named after the GPU type (`h100`, `a100-80gb`)."""
+    label = re.sub(r"[^a-z0-9-]+", "-", gpu_type.lower()).strip("-")[:63].strip("-")
+    return label or "gpu"
+
+
+def _products_selector(gpu_type: str, view: DraView | None) -> str:
+    products = products_of(gpu_type, view)
+    attribute = f"device.attributes['{DRIVER}'].productName"
+    if len(products) == 1:
+        return f"{attribute} == {_quoted(products[0])}"
+    return f"{attribute} in [{', '.join(_quoted(p) for p in products)}]"
+
+
+def products_of(gpu_type: str, view: DraView | None) -> list[str]:
+    """The productName values that are GPU_TYPE: those the cluster's devices publish (VIEW),
+    else NVML's names of its models, else the type as written."""
+    models = identity.models_for(gpu_type)
+    published = _published(view.devices if view is not None else (), models)
+    if published:
+        return published
+    known = [n for m in models if (k := identity.by_short_name(m)) for n in names.reported_names(k)]
+    return list(dict.fromkeys(known)) or [gpu_type]
+
+
+def _published(devices: Iterable[Any], models: list[str]) -> list[str]:
+    found = []
+    for d in devices:
+        if d.driver == DRIVER and d.product:
+            whole = d.attribute("parentUUID") is None
+            memory = d.memory_bytes >> 20 if d.memory_bytes and whole else None
+            if identity.model_named(d.product, memory) in models:
+                found.append(d.product)
+    return sorted(set(found))
+
+
+def _quoted(text: str | None) -> str:
+    return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
