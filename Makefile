@@ -56,7 +56,7 @@ demo-node: $(BIN)/.installed-run
 # tests on one worker in a row: a module's Prometheus holds series written up to its start and
 # answers "now" with a 5-minute lookback. The fast half alone, without stand-ins:
 # $(BIN)/python -m pytest -m "not integration".
-test: setup system-deps
+test: setup system-deps lint
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 bench: setup

@@ -343,3 +343,8 @@ def test_the_context_options_work_before_and_after_reclaim(
     r = cli(*picked, "reclaim", *args) if before_command else cli("reclaim", *picked, *args)
     assert r.code == 0, r
     assert rows(json.loads(r.out))[("ml", "stalled")]["status"] == "idle"
+
+
+def run(cli, prom, policy, *extra):
+    """`gpuctl reclaim --yes` with the POLICY file and the module's Prometheus."""
+    return cli("reclaim", "--policy", policy, "--prometheus", prom.url, "--yes", *extra)

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests import children
-from tests.reclaim.test_reclaim_cluster import POLICY, seed, snapshot
+from tests.reclaim.test_reclaim_cluster import run, snapshot
 from tests.standins.faults import delay, drop_answer, meanwhile, reply
 
 pytestmark = pytest.mark.integration
@@ -25,18 +25,6 @@ FORBIDDEN = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure
                         "reason": "Forbidden", "message": "jobs.batch \"stalled\" is forbidden"})  # fmt: skip
 CONFLICT = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
                        "reason": "Conflict", "message": "the object has been modified"})  # fmt: skip
-
-
-@pytest.fixture
-def policy(kube, kube_api, tmp_path):
-    seed(kube, kube_api)
-    f = tmp_path / "policy.yaml"
-    f.write_text(POLICY)
-    return str(f)
-
-
-def run(cli, prom, policy, *extra):
-    return cli("reclaim", "--policy", policy, "--prometheus", prom.url, "--yes", *extra)
 
 
 # the plan's order: longest idle first (Job ml/finished, 3 h), then most GPUs (JobSet

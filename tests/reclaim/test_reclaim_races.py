@@ -7,42 +7,18 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 
 import pytest
 
 from tests.clirun import gpuctl_process
-from tests.reclaim.test_reclaim_cluster import POLICY, seed, series, snapshot
+from tests.reclaim.test_reclaim_cluster import run, snapshot
 from tests.standins.faults import delay, meanwhile
-from tests.standins.prometheus import load_blocks, start_prometheus
 
 pytestmark = pytest.mark.integration
 STALLED = "/apis/batch/v1/namespaces/ml/jobs/stalled"
 WORKLOAD = r"/apis/kueue.x-k8s.io/v1beta2/namespaces/ml/workloads/.*"
 EVICT_DEBUG = "/api/v1/namespaces/scratch/pods/debug/eviction"
 RECORD = "gpuctl.io/reclaim"
-
-
-@pytest.fixture
-def prom():
-    """A Prometheus per test: its newest samples are as old as it is, and the module's own
-    (tests/reclaim/conftest.py) goes stale under the policy's bound once these tests have
-    run a few minutes on a loaded machine."""
-    server = start_prometheus(load_blocks(series(), time.time()))
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def policy(kube, kube_api, tmp_path):
-    seed(kube, kube_api)
-    f = tmp_path / "policy.yaml"
-    f.write_text(POLICY)
-    return str(f)
-
-
-def run(cli, prom, policy, *extra):
-    return cli("reclaim", "--policy", policy, "--prometheus", prom.url, "--yes", *extra)
 
 
 def mark_job(kube_api, name, where="labels"):
