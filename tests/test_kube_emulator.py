@@ -59,6 +59,7 @@ def one_of_each(kinds: dict) -> list[dict]:
             "spec": {"queueName": "a", "podSets": [{"name": "main", "count": 1, **pod_template}]}
         },
         "JobSet": {"spec": {"replicatedJobs": [{"name": "w", "template": {"spec": pod_template}}]}},
+        "ComputeDomain": {"spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": "c"}}}},
         "DeviceClass": {"spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}},
         "ResourceSlice": {
             "spec": {
@@ -94,6 +95,7 @@ def test_kubectl_gets_every_kind_gpuctl_reads(kube, kube_api, kubectl):
         "JobSet",
         "ScaledObject",
         "TriggerAuthentication",
+        "ComputeDomain",
     )
     objects = one_of_each(kinds)
     seed(kube_api, *objects[:3])  # through the official client

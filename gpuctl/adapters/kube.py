@@ -85,6 +85,7 @@ KINDS = {
     "ResourceClaimTemplate": (_DRA, "resourceclaimtemplates", True),
     "ScaledObject": (apis.KEDA_API_VERSION, "scaledobjects", True),
     "TriggerAuthentication": (apis.KEDA_API_VERSION, "triggerauthentications", True),
+    "ComputeDomain": (apis.COMPUTE_DOMAIN_API_VERSION, "computedomains", True),
 }
 
 

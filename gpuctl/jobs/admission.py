@@ -11,7 +11,7 @@ from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.jobs.core import autoscale, quota_check, serving
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
-from gpuctl.k8s import apis
+from gpuctl.k8s import apis, compute_domain
 from gpuctl.k8s.objects import name_of, namespace_of
 from gpuctl.k8s.placement import Placement
 
@@ -48,6 +48,16 @@ def multinode(kube: Kube | None, spec: JobSpec, option: str | None) -> JobSpec:
                 hint=INSTALL_JOBSET,
             )
     return dataclasses.replace(spec, multinode=chosen)
+
+
+def compute_domain_served(kube: Kube, spec: JobSpec) -> None:
+    """A job with a ComputeDomain needs a cluster that serves them (NVIDIA's DRA driver)."""
+    if spec.compute_domain and not kube.serves(compute_domain.API_VERSION):
+        raise GpuctlError(
+            f"{spec.name} asks for a ComputeDomain (compute_domain: true), but this cluster "
+            f"serves no {compute_domain.API_VERSION} API",
+            hint=compute_domain.INSTALL,
+        )
 
 
 def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | None]:

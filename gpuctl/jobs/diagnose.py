@@ -11,7 +11,7 @@ from gpuctl.common.errors import GpuctlError
 from gpuctl.jobs.core import why
 from gpuctl.jobs.core.status import pod_template, status_of
 from gpuctl.jobs.service import get_job
-from gpuctl.k8s import apis, claims, fit
+from gpuctl.k8s import apis, claims, compute_domain, fit
 from gpuctl.k8s.apis import kueue_api_version
 from gpuctl.k8s.claim_fit import check_claim_fit
 from gpuctl.k8s.labels import JOB_LABEL, QUEUE_LABEL
@@ -67,8 +67,9 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
     pods = _pods(kube, job, name, namespace)
     d.pods = why.pods_in_words(pods)
     where, workers, tolerations = why.fit_inputs(job)
+    channels = _channels(kube, job, namespace)
     if where.resource is None:
-        d.fit = _claim_fit(kube, job, namespace, workers, tolerations)
+        d.fit = _claim_fit(kube, job, namespace, workers, tolerations, channels)
     else:
         try:
             d.fit = fit.check_fit(
@@ -76,6 +77,8 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
             )
         except Forbidden:
             pass  # RBAC for one namespace only: no fit table
+    if d.fit is not None and channels:  # a ComputeDomain's workers: within one NVLink clique
+        d.fit = compute_domain.within_one_clique(d.fit, kube.list_objects("Node"))
     if d.fit is not None and _scattered(d.fit):
         d.make_room = (
             f"enough {d.fit.resource} are free, but scattered: gpuctl make-room {name} "
@@ -84,12 +87,29 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
     return d
 
 
+def _channels(kube: Kube, job: dict, namespace: str) -> set[str]:
+    """The ComputeDomain channels (their ResourceClaimTemplates) the job's pods claim."""
+    names = set(claims.template_names(pod_template(job)))
+    if not names or not kube.serves(compute_domain.API_VERSION):
+        return set()
+    try:
+        domains = kube.list_objects("ComputeDomain", namespace)
+    except (Forbidden, NotFound):
+        return set()
+    return names & set(compute_domain.channel_templates(domains))
+
+
 def _claim_fit(
-    kube: Kube, job: dict, namespace: str, workers: int, tolerations: list[dict]
+    kube: Kube,
+    job: dict,
+    namespace: str,
+    workers: int,
+    tolerations: list[dict],
+    channels: set[str],
 ) -> fit.FitReport | None:
     """The fit of a job whose pods claim their GPUs through DRA (None: they claim none, or
-    RBAC hides what it needs)."""
-    names = claims.template_names(pod_template(job))
+    RBAC hides what it needs); CHANNELS are claims of ComputeDomain channels, not GPUs."""
+    names = [n for n in claims.template_names(pod_template(job)) if n not in channels]
     view = kube.dra() if names else None
     if view is None:
         return None

@@ -87,11 +87,12 @@ def job_objects(kube: Kube, name: str, namespace: str) -> list[dict]:
     """Every gpuctl-managed object of job NAME, in the order to delete them: its Job,
     JobSet or bare Pod, and its headless Service, also when one was left alone by an
     earlier failure; a service's autoscaler first (so that it scales nothing back up),
-    then what the autoscaler logged in with, its Deployment and Service. The pods of a Job go with the Job; a JobSet's Jobs,
+    then what the autoscaler logged in with, its Deployment and Service; a multi-node job's
+    ComputeDomain last. The pods of a Job go with the Job; a JobSet's Jobs,
     pods and Service with the JobSet; a Deployment's ReplicaSets and pods with it."""
     selector = f"{MANAGED_SELECTOR},{JOB_LABEL}={name}"
     found = []
-    kinds = (*AUTOSCALERS, "TriggerAuthentication", "Job", "JobSet", "Deployment", "Pod", "Service")
+    kinds = (*AUTOSCALERS, "TriggerAuthentication", "Job", "JobSet", "Deployment", "Pod", "Service", "ComputeDomain")  # fmt: skip
     for kind in kinds:
         try:
             items = kube.list_objects(kind, namespace, selector=selector)

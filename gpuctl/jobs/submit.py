@@ -18,7 +18,7 @@ from gpuctl.jobs.core import submit as core
 from gpuctl.jobs.core.manifests import placement, render_placed
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
-from gpuctl.k8s import fit
+from gpuctl.k8s import compute_domain, fit
 from gpuctl.k8s.claim_fit import check_claim_fit
 from gpuctl.k8s.labels import GPU_TOLERATION, accelerator_toleration
 from gpuctl.k8s.objects import name_of
@@ -42,6 +42,7 @@ def plan(
     the one the cluster has (admission.serving_target)."""
     ns = core.namespace_for(namespace, spec, kube.namespace)
     spec = admission.multinode(kube, spec, multinode)
+    admission.compute_domain_served(kube, spec)
     spec, note = admission.queue(kube, spec, ns)
     nodes, skipped = _nodes(kube, spec)
     dra = kube.dra() if nodes is not None else None
@@ -125,6 +126,12 @@ def fit_report(
     GPUs through DRA fit on DRA's devices."""
     own = accelerator_toleration(where.resource) or (GPU_TOLERATION if where.claim else None)
     tolerations = [*([own] if own else []), *spec.tolerations]
+    if spec.compute_domain:  # its workers stay within one NVLink clique
+        nodes = kube.list_objects("Node") if nodes is None else nodes
+        report = fit_report(
+            kube, dataclasses.replace(spec, compute_domain=False), where, nodes, read, dra
+        )
+        return compute_domain.within_one_clique(report, nodes)
     if where.claim is not None and dra is not None:
         nodes = kube.list_objects("Node") if nodes is None else nodes
         return check_claim_fit(nodes, dra, where, spec.nodes, tolerations, spec.node_selector)

@@ -19,6 +19,8 @@ KEDA_API_VERSION = f"{KEDA_GROUP}/{KEDA_VERSION}"
 # in v1beta1 only
 DRA_GROUP = "resource.k8s.io"
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")  # what gpuctl speaks, preferred first
+# NVIDIA's DRA driver's ComputeDomain (multi-node NVLink; gpuctl.k8s.compute_domain)
+COMPUTE_DOMAIN_API_VERSION = "resource.nvidia.com/v1beta1"
 # served by prometheus-adapter or by KEDA's metrics server (one of them only)
 EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io"
 

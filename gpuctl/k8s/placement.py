@@ -42,6 +42,7 @@ class GpuRequest:
     shared: bool = False
     gpu_types: tuple[str, ...] = ()
     accelerator: AcceleratorRequest | None = None  # another vendor's (gpuctl.k8s.vendor_placement)
+    compute_domain: int = 0  # the workers that share a ComputeDomain (gpuctl.k8s.compute_domain)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ CRD_FILES = {
     "JobSet": "jobset.x-k8s.io_jobsets.yaml",
     "ScaledObject": "keda.sh_scaledobjects.yaml",
     "TriggerAuthentication": "keda.sh_triggerauthentications.yaml",
+    "ComputeDomain": "resource.nvidia.com_computedomains.yaml",
 }
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 

@@ -42,7 +42,7 @@ FULL_JOB = {
     "apiVersion": "gpuctl/v1", "kind": "Job", "name": "train", "namespace": "team-a",
     "image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["torchrun"], "args": ["t.py", 3],
     "env": {"EPOCHS": 90, "DEBUG": True}, "gpus": 8, "gpu_type": ["h100", "h200"],
-    "shared": False, "nodes": 2, "nproc_per_node": 8, "master_port": 29501, "cpu": "96",
+    "shared": False, "compute_domain": True, "nodes": 2, "nproc_per_node": 8, "master_port": 29501, "cpu": "96",
     "memory": "1000Gi", "shm": 64, "ttl_after_finished": "1h", "deadline": 3600, "retries": 2,
     "priority": "high", "scheduler": "gpuctl-binpack", "labels": {"team": "a"},
     "tolerations": [

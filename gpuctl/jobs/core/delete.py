@@ -73,6 +73,8 @@ def _why(kind: str, owned: bool, serving: bool = False) -> str:
         return "the job; its Jobs, pods and Service go with it"
     if kind == "Pod":
         return "the job, a bare Pod"
+    if kind == "ComputeDomain":
+        return "its workers' multi-node NVLink domain (IMEX daemons and channels)"
     if owned:
         return "the headless Service of its workers"
     return "the headless Service left by an earlier failure"

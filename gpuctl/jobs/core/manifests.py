@@ -8,7 +8,7 @@ from gpuctl.gpus.dra import DraView
 from gpuctl.jobs.core import autoscale, jobset, serving
 from gpuctl.jobs.core.pods import labels_for, metadata, pod_spec, with_torchrun_env
 from gpuctl.jobs.core.spec import JOBSET, JobSpec
-from gpuctl.k8s import claims
+from gpuctl.k8s import claims, compute_domain
 from gpuctl.k8s.labels import JOB_LABEL
 from gpuctl.k8s.placement import AUTO, Placement, place
 
@@ -43,8 +43,12 @@ def render(
 def render_placed(
     spec: JobSpec, where: Placement, target: serving.Target | None = None
 ) -> list[dict[str, Any]]:
-    """render() with the placement decided; a DRA claim's ResourceClaimTemplate first."""
+    """render() with the placement decided; a DRA claim's ResourceClaimTemplate and the
+    ComputeDomain whose channel the workers claim first."""
     objects = _objects(spec, where, target)
+    if spec.compute_domain:
+        meta = {"labels": labels_for(spec)} | ({"namespace": spec.namespace} if spec.namespace else {})  # fmt: skip
+        objects.insert(0, compute_domain.domain(spec.name, spec.nodes, meta))
     if where.claim is None or where.claim.extended_resource:
         return objects
     template = where.claim.template(claims.template_name(spec.name))

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuctl.jobs.core import volumes
 from gpuctl.jobs.core.spec import JobSpec
-from gpuctl.k8s import claims
+from gpuctl.k8s import claims, compute_domain
 from gpuctl.k8s.labels import (
     GPU_TOLERATION,
     JOB_LABEL,
@@ -77,6 +77,8 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
         pod["nodeSelector"] = dict(spec.node_selector)
     if where.affinity:
         pod["affinity"] = where.affinity
+    if spec.compute_domain:
+        compute_domain.join(pod, spec.name)
     own = accelerator_toleration(where.resource) or (dict(GPU_TOLERATION) if claimed else None)
     tolerations = ([own] if own else []) + [dict(t) for t in spec.tolerations]
     if tolerations:

@@ -96,7 +96,7 @@ SERVICE_ONLY = SERVICE.names()
 # job fields a service has no use for
 JOB_ONLY = (
     "nodes", "nproc_per_node", "master_port", "ttl_after_finished", "deadline", "retries",
-    "queue", "multinode",
+    "queue", "multinode", "compute_domain",
 )  # fmt: skip
 
 

@@ -146,6 +146,9 @@ JOB = Table(
           "e.g. cpx_nps4.", choices=AMD_PARTITIONS),
     Field("mig", TEXT, "Instead of gpus: one MIG slice of this profile, e.g. 1g.10gb."),
     Field("shared", FLAG, "Time-sliced GPUs (nvidia.com/gpu.shared).", default=False),
+    Field("compute_domain", FLAG, "Multi-node NVLink (GB200/GB300 NVL72): a ComputeDomain of "
+          "NVIDIA's DRA driver, whose IMEX channel each worker claims; the workers stay within "
+          "one NVLink clique (nvidia.com/gpu.clique).", default=False),
     Field("nodes", INTEGER, "Workers; more than 1 makes a multi-node data-parallel job.",
           default=1, minimum=1, maximum=MAX_NODES),
     Field("nproc_per_node", INTEGER, "torchrun processes per worker (default: gpus, or 1).",
@@ -206,6 +209,7 @@ class JobSpec:
     accelerator: AcceleratorRequest | None = None  # another vendor's, instead of gpus
     mig: str | None = None
     shared: bool = False
+    compute_domain: bool = False  # a ComputeDomain: multi-node NVLink (gpuctl.k8s.compute_domain)
     nodes: int = 1
     nproc_per_node: int | None = None
     master_port: int = DEFAULT_MASTER_PORT
@@ -240,7 +244,14 @@ class JobSpec:
     @property
     def gpu_request(self) -> GpuRequest:
         """What each worker asks for, before the cluster says how it is offered."""
-        return GpuRequest(self.gpus, self.mig, self.shared, self.gpu_type, self.accelerator)
+        return GpuRequest(
+            self.gpus,
+            self.mig,
+            self.shared,
+            self.gpu_type,
+            self.accelerator,
+            self.nodes if self.compute_domain else 0,
+        )
 
 
 def parse_job(doc: Doc) -> JobSpec:
@@ -291,6 +302,7 @@ def parse_job(doc: Doc) -> JobSpec:
         env=tuple(env.items()),
         **gpus,
         nodes=nodes,
+        compute_domain=_compute_domain(f, nodes, gpus),
         nproc_per_node=f.read(JOB["nproc_per_node"]),
         master_port=f.read(JOB["master_port"]),
         cpu=f.read(JOB["cpu"]),
@@ -409,6 +421,20 @@ def _job_only(f: Fields, nodes: int) -> None:
         raise f.error("queue", "applies to kind Job only (Kueue admits Jobs and JobSets)")
     if nodes > 1:
         raise f.error("nodes", "a multi-node job must be kind Job")
+
+
+def _compute_domain(f: Fields, nodes: int, gpus: dict[str, Any]) -> bool:
+    """Whether the job asks for a ComputeDomain: NVIDIA GPUs across several workers."""
+    wanted: bool = f.read(JOB["compute_domain"])
+    if not wanted:
+        return False
+    if nodes < 2:
+        raise f.error("compute_domain", "needs a multi-node job (nodes ≥ 2): one worker's GPUs "
+                      "share NVLink without one")  # fmt: skip
+    if gpus.get("accelerator") is not None or gpus.get("mig") or not gpus.get("gpus"):
+        raise f.error("compute_domain", "joins whole NVIDIA GPUs over NVLink: it needs gpus ≥ 1 "
+                      "and no mig or other vendor's accelerator")  # fmt: skip
+    return True
 
 
 def _multinode(f: Fields, name: str, nodes: int) -> str | None:
