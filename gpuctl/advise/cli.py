@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import typer
@@ -42,6 +43,8 @@ def advise(
         setting_list("exporter_containers", exporter_container),
         setting_list("exporter_jobs", exporter_job),
     )
+    # the holders of DRA-allocated GPUs: DCGM's series may not name them
+    exporter = dataclasses.replace(exporter, claimed=application().dra_holders())
     result = service.advise(client, window, idle_threshold, namespace, exporter)
     if output.value != "table":
         echo(dump(to_dict(result, window), output.value))

@@ -116,6 +116,16 @@ class Application:
             self._kube = kube
         return kube, why
 
+    def dra_holders(self) -> dict[str, tuple[str, str]]:
+        """Each DRA-allocated device's UUID → the (namespace, pod) its claim is reserved for
+        (gpuctl.gpus.dra.DraView.holders), from the cluster of --context/--kubeconfig; {}
+        where there is no cluster to ask, or it serves no DRA, or RBAC hides the claims: the
+        views that join them to DCGM's series read Prometheus first and the cluster only
+        for this."""
+        kube, _ = self.kube_or_offline(offline_ok=True)
+        view = kube.dra() if kube is not None else None
+        return view.holders() if view is not None else {}
+
     def close(self) -> None:
         if self._kube is not None:
             self._kube.close()

@@ -16,14 +16,16 @@ reach Prometheus depends on the scrape:
 So, per series: `exported_*` wins, then the old names, then the plain ones unless they
 describe the exporter itself: its `container` is one of the exporter's container names,
 or, on a series without `container`, its `job` is one of the exporter's job names.
-`holder` (the cluster view) and `held_matchers` (the alert rules) apply this one rule.
+`holder` (the cluster view, advise, reclaim) and `held_matchers` (the alert rules) apply
+this one rule; `holder` also names the pod a DRA claim holds a device for, by its UUID
+(Exporter.claimed), where the series names none.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from gpuctl.common.errors import UsageError
@@ -60,10 +62,18 @@ _new_holder = functools.partial(tuple.__new__, Holder)  # Holder from a (ns, pod
 
 @dataclass(frozen=True)
 class Exporter:
-    """How the exporter's own pod is recognised: its container names and scrape job names."""
+    """How the exporter's own pod is recognised: its container names and scrape job names;
+    and the holders of DRA-allocated devices, which its series may not name: CLAIMED maps a
+    device's UUID to the (namespace, pod) its ResourceClaim is reserved for
+    (gpuctl.gpus.dra.DraView.holders). dcgm-exporter names that pod only when it runs with
+    --kubernetes-enable-dra, off by default (NVIDIA/dcgm-exporter @ d5e5f51: pkg/cmd/app.go;
+    internal/pkg/transformation/kubernetes.go, which then adds pod/namespace/container and
+    dra_claim_name/dra_claim_namespace/dra_driver_name/dra_pool_name/dra_device_name): by
+    default a DRA-allocated GPU's series carries its UUID and no pod."""
 
     containers: tuple[str, ...] = DEFAULT_CONTAINERS
     jobs: tuple[str, ...] = DEFAULT_JOBS
+    claimed: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
 
     def is_self(self, labels: Mapping[str, Any]) -> bool:
         container = labels.get("container")
@@ -102,7 +112,8 @@ def holder(labels: Mapping[str, Any], exp: Exporter) -> Holder | None:
         return _holder((get("pod_namespace") or None, pod, get("container_name") or None))
     pod = get("pod")
     if not pod or exp.is_self(labels):
-        return None
+        claim = exp.claimed.get(get("UUID") or "") if exp.claimed else None
+        return _holder((*claim, None)) if claim else None
     return _holder((get("namespace") or None, pod, get("container") or None))
 
 

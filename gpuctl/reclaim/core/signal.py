@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuctl.dcgm import busy, holders
@@ -130,11 +130,12 @@ def read(
     by_pod: dict[Pod, dict[Key, Device]] = {}
     newest, last_busy, *counts = answers
     windows = len(q.covered)
-    claimed = claimed or {}
+    if claimed:
+        exporter = replace(exporter, claimed=claimed)
 
     def device(labels: dict[str, Any]) -> Device | None:
         h = holders.holder(labels, exporter)
-        pod = (h.namespace, h.pod) if h is not None and h.namespace else claimed.get(labels.get("UUID") or "")  # fmt: skip
+        pod = (h.namespace, h.pod) if h is not None and h.namespace else None
         if pod is None:
             return None
         key = key_of(labels)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from gpuctl.cli.application import application
@@ -30,6 +31,8 @@ def run(
     usage.queries(window)  # checks --window before anything is sent
     live.check_sort(sort)
     client = application().prometheus(prometheus)
+    # the holders of DRA-allocated GPUs, read once: DCGM's series may not name them
+    exporter = dataclasses.replace(exporter, claimed=application().dra_holders())
     console = out_console()
     if output == "json":  # a document is one snapshot: json/yaml imply --once
         views.snapshot_json(client, window, idle_threshold, exporter, sort, sys.stdout)
