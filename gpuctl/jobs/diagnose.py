@@ -33,6 +33,7 @@ class Diagnosis:
     pods: list[str] = field(default_factory=list)
     fit: fit.FitReport | None = None
     make_room: str | None = None  # moves could make room: the command that plans them
+    compute_domain: list[str] = field(default_factory=list)  # its ComputeDomains, in words
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "fit"}
@@ -67,7 +68,9 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
     pods = _pods(kube, job, name, namespace)
     d.pods = why.pods_in_words(pods)
     where, workers, tolerations = why.fit_inputs(job)
-    channels = _channels(kube, job, namespace)
+    domains = _domains(kube, job, namespace)
+    channels = set(compute_domain.channel_templates(domains))
+    d.compute_domain = [line for cd in domains for line in _domain_in_words(kube, cd, namespace)]
     if where.resource is None:
         d.fit = _claim_fit(kube, job, namespace, workers, tolerations, channels)
     else:
@@ -87,16 +90,29 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
     return d
 
 
-def _channels(kube: Kube, job: dict, namespace: str) -> set[str]:
-    """The ComputeDomain channels (their ResourceClaimTemplates) the job's pods claim."""
+def _domains(kube: Kube, job: dict, namespace: str) -> list[dict]:
+    """The ComputeDomains whose channels (their ResourceClaimTemplates) the job's pods claim."""
     names = set(claims.template_names(pod_template(job)))
     if not names or not kube.serves(compute_domain.API_VERSION):
-        return set()
+        return []
     try:
         domains = kube.list_objects("ComputeDomain", namespace)
     except (Forbidden, NotFound):
-        return set()
-    return names & set(compute_domain.channel_templates(domains))
+        return []
+    return [cd for cd in domains if names & set(compute_domain.channel_templates([cd]))]
+
+
+def _domain_in_words(kube: Kube, domain: dict, namespace: str) -> list[str]:
+    (template,) = compute_domain.channel_templates([domain])
+    api = f"{apis.DRA_GROUP}/{kube.dra_version() or apis.DRA_VERSIONS[0]}"
+    try:
+        kube.read("ResourceClaimTemplate", template, namespace, api_version=api)
+        exists = True
+    except NotFound:
+        exists = False
+    except Forbidden:
+        exists = True  # RBAC hides it: say nothing of it
+    return compute_domain.in_words(domain, exists)
 
 
 def _claim_fit(

@@ -197,6 +197,8 @@ def why(d: Diagnosis) -> None:
         out.print("pods:")
         for line in d.pods:
             out.print(escape(f"  {line}"), highlight=False)
+    for line in d.compute_domain:
+        out.print(escape(line), highlight=False)
     if d.fit is not None:
         out.print(fit_table(d.fit))
         if not d.fit.can_ever_fit:

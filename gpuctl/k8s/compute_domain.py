@@ -120,3 +120,23 @@ def within_one_clique(report: FitReport, nodes: list[dict[str, Any]]) -> FitRepo
             found = f"{rule}; workers per clique at most: {each}"
         refusal = f"{refusal}; {found}" if refusal else found
     return replace(report, nodes=tuple(out), refusal=refusal)
+
+
+def in_words(domain: dict[str, Any], template_exists: bool) -> list[str]:
+    """What DOMAIN (a ComputeDomain as the API returns it) says of the workers that wait on
+    it: its state and its IMEX daemons (status.nodes), and its channel's
+    ResourceClaimTemplate when the driver's controller has not made it."""
+    name = name_of(domain)
+    status = domain.get("status") or {}
+    joined = [n for n in status.get("nodes") or [] if isinstance(n, dict)]
+    ready = sum(1 for n in joined if n.get("status") == "Ready")
+    daemons = f"{ready} of {len(joined)} nodes' IMEX daemons ready" if joined else "no node's IMEX daemon has joined it yet"  # fmt: skip
+    out = [f"ComputeDomain {name}: {status.get('status') or 'NotReady'}, {daemons}"]
+    if not template_exists:
+        template = channel_templates([domain]).keys()
+        out.append(
+            f"ComputeDomain {name}: its channel ResourceClaimTemplate {', '.join(template)} does "
+            "not exist, and the workers wait for it: the DRA driver's compute-domain controller "
+            "makes it (is it running?)"
+        )
+    return out

@@ -16,6 +16,7 @@ class Starter(str, enum.Enum):
     mig_job = "mig-job"
     tpu_job = "tpu-job"
     trainium_job = "trainium-job"
+    nvl72_job = "nvl72-job"
     service = "service"
     cluster = "cluster"
 
@@ -36,7 +37,7 @@ def init(
     starter: Starter = typer.Argument(
         ...,
         metavar="STARTER",
-        help="job, multinode, mig-job, tpu-job, trainium-job, service or cluster.",
+        help="job, multinode, mig-job, tpu-job, trainium-job, nvl72-job, service or cluster.",
     ),
     file: str = typer.Option(
         "-", "-f", "--file", metavar="FILE", help="Write the spec to FILE (- : stdout)."

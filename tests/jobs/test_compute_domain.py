@@ -135,6 +135,30 @@ def test_jobs_why_counts_one_clique(cli, cluster, kube_api, tmp_path):
     assert other["slots_ever"] == 0 and other["reason"] == f"in clique {B}, not {A}"
 
 
+def test_jobs_why_says_what_the_domain_waits_for(cli, cluster, kubectl, tmp_path):
+    assert cli("submit", write(tmp_path, spec(2)), "--yes").code == 0
+    # no driver here: no controller made the channel's template, no IMEX daemon joined
+    d = json.loads(cli("jobs", "why", "train", "-o", "json").out)
+    assert d["compute_domain"] == [
+        "ComputeDomain train: NotReady, no node's IMEX daemon has joined it yet",
+        "ComputeDomain train: its channel ResourceClaimTemplate train-channel does not exist, "
+        "and the workers wait for it: the DRA driver's compute-domain controller makes it "
+        "(is it running?)",
+    ]
+    # what the driver writes: the template (templates/compute-domain-workload-claim-template
+    # .tmpl.yaml, less its opaque config) and one daemon's status
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "train-channel", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "channel", "exactly": {
+                    "deviceClassName": "compute-domain-default-channel.nvidia.com"}}]}}}}  # fmt: skip
+    kubectl("apply", "-f", "-", stdin=json.dumps(template))
+    node = {"name": "ip-10-0-1-11.ec2.internal", "ipAddress": "10.0.1.11", "cliqueID": A, "index": 0, "status": "Ready"}  # fmt: skip
+    status = {"status": {"status": "NotReady", "nodes": [node]}}
+    kubectl("patch", "computedomains.resource.nvidia.com", "train", "--subresource=status", "--type=merge", "-p", json.dumps(status))  # fmt: skip
+    d = json.loads(cli("jobs", "why", "train", "-o", "json").out)
+    assert d["compute_domain"] == ["ComputeDomain train: NotReady, 1 of 1 nodes' IMEX daemons ready"]  # fmt: skip
+
+
 def _running_pod(node: str) -> dict:
     return {
         "apiVersion": "v1",

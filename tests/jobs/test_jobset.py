@@ -199,7 +199,9 @@ def test_every_multinode_example_is_a_valid_jobset():
             continue
         spec = parse_job(load_yaml_file(path))
         if spec.nodes > 1:
-            (js,) = render(multinode(None, spec, "jobset"))
-            assert_valid_cr(js)
+            *before, js = render(multinode(None, spec, "jobset"))  # a ComputeDomain first
+            assert js["kind"] == "JobSet" and all(o["kind"] == "ComputeDomain" for o in before)
+            for obj in (*before, js):
+                assert_valid_cr(obj)
             made += 1
     assert made >= 1

@@ -48,7 +48,8 @@ def test_every_example_is_schema_valid(path):
     objs = render(load_job(path)[0])  # with the templates it names
     assert objs
     for obj in objs:
-        if obj["apiVersion"].startswith("keda.sh/"):  # a service's ScaledObject: KEDA's CRD
+        # a service's ScaledObject: KEDA's CRD; a ComputeDomain: NVIDIA's DRA driver's
+        if obj["apiVersion"].startswith(("keda.sh/", "resource.nvidia.com/")):
             assert_valid_cr(obj)
         else:
             assert_valid(obj)

@@ -12,6 +12,7 @@ STARTERS = {
     "mig-job": ("mig-job.yaml", "job"),
     "tpu-job": ("tpu-slice.yaml", "job"),
     "trainium-job": ("trainium-train.yaml", "job"),
+    "nvl72-job": ("nvl72-train.yaml", "job"),
     "service": ("inference-service.yaml", "service"),
     "cluster": ("cluster.yaml", "cluster"),
 }
