@@ -101,6 +101,14 @@ def test_submit_creates_the_domain_and_kubectl_reads_it(cli, cluster, kubectl, t
     assert kubectl("get", "computedomains.resource.nvidia.com", "-o", "name").stdout.strip() == ""
 
 
+def test_a_role_that_cannot_list_domains_still_deletes_its_jobs(cli, cluster, tmp_path):
+    assert cli("submit", write(tmp_path, "name: plain\nimage: x\ngpus: 4\n"), "--yes").code == 0
+    path = "get /apis/resource.nvidia.com/v1beta1/namespaces/default/computedomains"
+    cluster.call(lambda: cluster.emulator[path] << 403)
+    r = cli("jobs", "delete", "plain", "--yes")
+    assert r.code == 0 and "Job/plain" in r.out + r.err, r
+
+
 def test_workers_fit_only_within_one_clique(cli, cluster, tmp_path):
     since = mark(cluster)
     r = cli("submit", write(tmp_path, spec(3)), "--dry-run")
