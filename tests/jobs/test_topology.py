@@ -105,3 +105,16 @@ def test_render_without_a_cluster_says_what_it_assumed(cli, tmp_path):
     ) in " ".join(r.err.split())
     r = cli("render", str(path), "--explain")
     assert "topology" in r.out and "within: spine" in r.out
+
+
+def test_the_multinode_starter_shows_topology_and_renders_with_it(cli, tmp_path):
+    r = cli("init", "multinode")
+    assert "# topology: {within: block}" in r.out
+    path = tmp_path / "job.yaml"
+    path.write_text(r.out.replace("# topology: {within: block}", "topology: {within: block}"))
+    r = cli("render", str(path), "--multinode", "jobset")
+    assert r.code == 0, r
+    assert (
+        "alpha.jobset.sigs.k8s.io/exclusive-topology: topology.k8s.aws/network-node-layer-3"
+        in r.out
+    )

@@ -7,6 +7,8 @@ never fit" apart from "not now") at submit and in `jobs why`."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -155,3 +157,23 @@ def test_nvlink_on_nodes_without_cliques_is_a_clear_error(cli, cluster, tmp_path
     line = r.err.strip().splitlines()[0]
     assert "job.yaml: topology.within: no node carries a 'nvlink' label" in line
     assert "nvidia.com/gpu.clique" in line and f"{BLOCK} (block)" in line
+
+
+def test_jobs_why_reads_the_topology_back_and_counts_per_domain(cli, cluster, kube_api, tmp_path):  # fmt: skip
+    seed(kube_api, pod("other", "default", gpus=8, node_name=NODES[0]))
+    path = write(tmp_path, GANG + "nodes: 2\nmultinode: indexed-job\ntopology: {within: block}\n")
+    assert cli("submit", path).code == 0
+    r = cli("jobs", "why", "train")
+    assert r.code == 0, r
+    text = " ".join(r.out.split())
+    assert f"Fit within one {BLOCK} domain (block)" in text
+    assert "not now: no topology.k8s.aws/network-node-layer-3 domain has room" in text
+    assert "can never fit" not in text
+    data = json.loads(cli("jobs", "why", "train", "-o", "json").out)
+    domains = data["fit"]["topology"]["domains"]
+    assert data["fit"]["topology"]["key"] == BLOCK
+    assert [(d["value"], d["slots_now"], d["slots_ever"]) for d in domains] == [
+        ("nn-38464347ecf47e324", 1, 2),
+        ("nn-5c0d2e7f41a9b3e86", 1, 1),
+    ]
+    assert data["fit"]["fits_now"] is False and data["fit"]["can_ever_fit"] is True
