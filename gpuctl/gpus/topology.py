@@ -133,6 +133,12 @@ def levels(nodes_labels: Iterable[Mapping[str, str]]) -> list[str]:
     return [key for key in LEVELS if key in carried]
 
 
+def placed(labels: Mapping[str, str]) -> dict[str, str]:
+    """Where a node with these labels sits: its topology labels, widest first, but for its
+    own host name."""
+    return {key: labels[key] for key in LEVELS if key in labels and key != HOSTNAME}
+
+
 @dataclass(frozen=True)
 class Domains:
     """Nodes grouped by their value of one label: MEMBERS value → node names (in the order

@@ -52,6 +52,8 @@ def test_a_service_of_several_replicas_may_ask_for_topology():
         ("topology: {within: block}\n", 5, "topology", "this job has one worker (nodes: 1)"),
         ("kind: Service\nport: 8000\ntopology: {within: block}\n", 7, "topology",
          "this service has one replica"),
+        ("accelerator: tpu-v5e\ntpu_topology: 2x4\ntpu_slices: 2\ntopology: {within: zone}\n",
+         8, "topology", "a multislice TPU job already keeps each slice"),
     ],
 )  # fmt: skip
 def test_bad_topology_names_file_line_and_field(extra, line, field, needle):
