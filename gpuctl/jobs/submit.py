@@ -15,6 +15,7 @@ from gpuctl.common.errors import GpuctlError, Interrupted
 from gpuctl.gpus.dra import DraView
 from gpuctl.jobs import admission, service
 from gpuctl.jobs.core import submit as core
+from gpuctl.jobs.core import topology
 from gpuctl.jobs.core.manifests import placement, render_placed
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
@@ -45,6 +46,7 @@ def plan(
     admission.compute_domain_served(kube, spec)
     spec, note = admission.queue(kube, spec, ns)
     nodes, skipped = _nodes(kube, spec)
+    spec = admission.topology(kube, spec, nodes, ns)
     dra = kube.dra() if nodes is not None else None
     where = placement(spec, label_key, nodes, dra, allocation)
     target = admission.serving_target(kube, spec, where, ns, autoscaler) if spec.serving else None
@@ -98,9 +100,21 @@ def _fit(
         return draft
     try:
         report = fit_report(kube, draft.spec, draft.placement, nodes, read, dra)
-        return core.with_fit(draft, report)
     except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
         return dataclasses.replace(draft, fit_skipped=e.message)
+    return _pinned(core.with_fit(draft, report), report)
+
+
+def _pinned(draft: core.SubmitPlan, report: fit.FitReport) -> core.SubmitPlan:
+    """DRAFT with its pods pinned to one domain with room now, where only pod affinity
+    would keep them together (gpuctl.jobs.core.topology.pin_to)."""
+    c = draft.spec.topology
+    value = topology.pin_to(c, report.domains, report.workers) if c and report.key else None
+    if c is None or value is None:
+        return draft
+    spec = dataclasses.replace(draft.spec, topology=dataclasses.replace(c, pinned=value))
+    objects = core.place(render_placed(spec, draft.placement, draft.target), draft.namespace)
+    return dataclasses.replace(draft, spec=spec, objects=objects)
 
 
 def _references(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:
@@ -121,9 +135,9 @@ def fit_report(
     read: dict[str, list[dict]] | None = None,
     dra: DraView | None = None,
 ) -> fit.FitReport:
-    """The fit of SPEC's workers placed WHERE, on NODES (read here when not given); the
-    cluster's unfinished pods it reads are left in READ["pods"]. Workers that claim their
-    GPUs through DRA fit on DRA's devices."""
+    """The fit of SPEC's workers placed WHERE, on NODES (read here when not given), within
+    one domain when its topology requires it; the cluster's unfinished pods it reads are
+    left in READ["pods"]. Workers that claim their GPUs through DRA fit on DRA's devices."""
     own = accelerator_toleration(where.resource) or (GPU_TOLERATION if where.claim else None)
     tolerations = [*([own] if own else []), *spec.tolerations]
     if spec.compute_domain:  # its workers stay within one NVLink clique
@@ -132,24 +146,28 @@ def fit_report(
             kube, dataclasses.replace(spec, compute_domain=False), where, nodes, read, dra
         )
         return compute_domain.within_one_clique(report, nodes)
-    if where.claim is not None and dra is not None:
-        nodes = kube.list_objects("Node") if nodes is None else nodes
-        return check_claim_fit(nodes, dra, where, spec.nodes, tolerations, spec.node_selector)
-    if where.resource is None:
+    if where.resource is None and (where.claim is None or dra is None):
         return fit.check_fit([], [], where, spec.nodes, [])
     nodes = kube.list_objects("Node") if nodes is None else nodes
-    pods = kube.unfinished_pods()
-    if read is not None:
-        read["pods"] = pods
-    return fit.check_fit(
-        nodes,
-        pods,
-        where,
-        spec.nodes,
-        tolerations,
-        extra=spec.extra_resources,
-        node_selector=spec.node_selector,
-    )
+    if where.claim is not None and dra is not None:
+        report = check_claim_fit(nodes, dra, where, spec.nodes, tolerations, spec.node_selector)
+    else:
+        pods = kube.unfinished_pods()
+        if read is not None:
+            read["pods"] = pods
+        report = fit.check_fit(
+            nodes,
+            pods,
+            where,
+            spec.nodes,
+            tolerations,
+            extra=spec.extra_resources,
+            node_selector=spec.node_selector,
+        )
+    c = spec.topology
+    if c is None or not c.required or c.key is None:
+        return report
+    return fit.by_domain(report, nodes, c.key, c.words())
 
 
 def check_references(kube: Kube, spec: JobSpec, namespace: str) -> list[str]:
