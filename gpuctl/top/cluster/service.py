@@ -46,9 +46,10 @@ def cyclic_gc_paused() -> Iterator[None]:
 def _no_metrics(client) -> BackendError:
     return BackendError(
         f"no DCGM-exporter metrics in Prometheus at {client.url} "
-        f"(no {metrics.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
-        hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
-        "sure this Prometheus scrapes it",
+        f"(no {metrics.UTIL} or other DCGM_FI_* series in the last 5 minutes), "
+        "nor another vendor's exporter's",
+        hint="deploy dcgm-exporter (the NVIDIA GPU Operator does), or your accelerators' "
+        "exporter (docs/top.md lists them), and make sure this Prometheus scrapes it",
     )
 
 
@@ -69,7 +70,7 @@ def snapshot(
     """Every GPU: three concurrent queries, each folded into the frame as it is decoded;
     ordered by `sort`."""
     with cyclic_gc_paused():
-        frame = _rows(client, usage.queries(window), exporter).frame(idle_threshold)
+        frame = _rows(client, usage.queries(window, others=True), exporter).frame(idle_threshold)
         if not frame.rows:
             raise _no_metrics(client)
     if sort != "index":
