@@ -281,7 +281,17 @@ def plan_kueue(
         # one that selects the same nodes is used as it is, unless gpuctl made it
         if theirs is not None and (reused != f.name or not managed_by_gpuctl(theirs)):
             steps.append(ObjectStep(theirs, "reused"))
-            used.append(kueue.Flavor(str(reused), f.gpu_type, f.label_key, f.cpu, f.memory))
+            used.append(
+                kueue.Flavor(
+                    str(reused),
+                    f.gpu_type,
+                    f.label_key,
+                    f.cpu,
+                    f.memory,
+                    resource=f.resource,
+                    more_labels=f.more_labels,
+                )  # fmt: skip
+            )
             continue
         desired = {**f.object(), "apiVersion": apis.kueue_api_version(version)}
         steps.append(_step(desired, _found(world.flavors, f.name)))

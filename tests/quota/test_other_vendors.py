@@ -1,0 +1,117 @@
+"""`quota set` with Kueue on a cluster of every vendor (issue 39, point 3): a ResourceFlavor per
+accelerator model, selected by the labels each vendor's tools write, and the ClusterQueue's
+quota on each vendor's resource, validated against Kueue's CRDs. The nodes are the real node
+corpus (tests/data/nodes, each file citing its source)."""
+
+import copy
+
+import pytest
+
+from gpuctl.common.errors import UsageError
+from gpuctl.k8s import apis
+from gpuctl.k8s.placement import AUTO
+from gpuctl.quota.core import kueue
+from tests.crd_schema import assert_valid_cr
+from tests.node_corpus import corpus
+
+NODES = ("gfd-h100", "amd-mi300x-labeller", "neuron-trn2-karpenter", "gke-tpu-v5e-2x4",
+         "gaudi2-hfd")  # fmt: skip
+
+
+def cluster() -> list[dict]:
+    found = corpus()
+    return [copy.deepcopy(found[stem]) for stem in NODES]
+
+
+def team(**kw):
+    return kueue.check(kueue.TeamQuota(**{"team": "team-a", "gpus": 8, "per_type": True, **kw}))
+
+
+def by_resource(flavors):
+    return {f.resource: f for f in flavors}
+
+
+def test_a_flavor_per_model_selected_by_each_vendors_labels():
+    flavors = by_resource(kueue.flavors_for(cluster(), AUTO, ()))
+    assert set(flavors) == {
+        "nvidia.com/gpu",
+        "amd.com/gpu",
+        "aws.amazon.com/neuron",
+        "google.com/tpu",
+        "habana.ai/gaudi",
+    }
+    spec = {r: f.object()["spec"] for r, f in flavors.items()}
+    assert spec["amd.com/gpu"]["nodeLabels"] == {
+        "amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"
+    }
+    assert spec["aws.amazon.com/neuron"]["nodeLabels"] == {
+        "karpenter.k8s.aws/instance-accelerator-name": "trainium2"
+    }
+    # a TPU flavor is one slice shape: accelerator and topology
+    assert spec["google.com/tpu"]["nodeLabels"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "2x4",
+    }
+    assert spec["habana.ai/gaudi"]["nodeLabels"] == {"habana.ai/device.type": "GAUDI2"}
+    # each tolerates its own vendor's taint
+    assert spec["google.com/tpu"]["tolerations"] == [
+        {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert flavors["google.com/tpu"].name == "tpu-v5e-2x4"
+    assert flavors["aws.amazon.com/neuron"].cpu == "191450m"  # what its node has
+
+
+@pytest.mark.parametrize("version", apis.KUEUE_VERSIONS)
+def test_the_cluster_queue_gives_each_flavor_its_vendors_resource(version):
+    flavors = kueue.flavors_for(cluster(), AUTO, ())
+    q = team(cohort="ml", borrowing_limit=2, lending_limit=4)
+    cq = kueue.cluster_queue(q, flavors, version)
+    assert_valid_cr(cq)
+    for f in flavors:
+        rf = f.object()
+        rf["apiVersion"] = apis.kueue_api_version(version)
+        assert_valid_cr(rf)
+    (group,) = cq["spec"]["resourceGroups"]
+    assert group["coveredResources"] == [
+        "cpu",
+        "memory",
+        "nvidia.com/gpu",
+        "amd.com/gpu",
+        "aws.amazon.com/neuron",
+        "google.com/tpu",
+        "habana.ai/gaudi",
+    ]
+    quota = {(g["name"], r["name"]): r for g in group["flavors"] for r in g["resources"][2:]}
+    tpu = by_resource(flavors)["google.com/tpu"].name
+    assert quota[tpu, "google.com/tpu"] == {
+        "name": "google.com/tpu",
+        "nominalQuota": "8",
+        "borrowingLimit": "2",
+        "lendingLimit": "4",
+    }
+    assert quota[tpu, "nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": "0"}
+    assert all(g["resources"][0]["name"] == "cpu" for g in group["flavors"])
+
+
+def test_gpu_type_names_another_vendors_model():
+    flavors = kueue.flavors_for(cluster(), AUTO, ("mi300x",))
+    assert [(f.resource, f.gpu_type) for f in flavors] == [
+        ("amd.com/gpu", "AMD_Instinct_MI300X_OAM")
+    ]
+    q = team(per_type=False)
+    (group,) = kueue.cluster_queue(q, flavors, "v1beta2")["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "amd.com/gpu"]
+
+
+def test_a_model_no_label_tells_from_another_is_refused():
+    nodes = cluster()
+    twin = copy.deepcopy(nodes[1])  # an MI300X whose labels say MI300X's product name...
+    twin["metadata"]["name"] = "mi300x-b"
+    twin["metadata"]["labels"] = {
+        k: v for k, v in twin["metadata"]["labels"].items() if "product-name" not in k
+    }  # ...no longer: only its device id, which the other MI300X node carries too
+    other = copy.deepcopy(twin)  # an MI325X labelled with the same device id
+    other["metadata"]["name"] = "mi325x"
+    other["metadata"]["labels"]["amd.com/gpu.product-name"] = "AMD_Instinct_MI325X_OAM"
+    with pytest.raises(UsageError, match="carry no label that selects them"):
+        kueue.flavors_for([twin, other], AUTO, ())
