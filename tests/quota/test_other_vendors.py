@@ -115,3 +115,31 @@ def test_a_model_no_label_tells_from_another_is_refused():
     other["metadata"]["labels"]["amd.com/gpu.product-name"] = "AMD_Instinct_MI325X_OAM"
     with pytest.raises(UsageError, match="carry no label that selects them"):
         kueue.flavors_for([twin, other], AUTO, ())
+
+
+def test_quota_set_makes_them_through_the_api(cli, kube, kube_api):
+    """`gpuctl quota set` against the API emulator serving Kueue's CRDs, seeded with the
+    corpus nodes: the objects as stored are valid, and a second run changes nothing."""
+    from kubernetes import client
+
+    from tests.gpu_cluster import seed
+
+    kube.install_crds("ClusterQueue", "LocalQueue", "ResourceFlavor")
+    seed(kube_api, *cluster())
+    args = ("quota", "set", "team-a", "--gpus", "4", "--gpus-per-type", "--yes")
+    r = cli(*args)
+    assert r.code == 0, r
+    custom = client.CustomObjectsApi(kube_api)
+    flavors = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors")
+    by_name = {f["metadata"]["name"]: f for f in flavors["items"]}
+    assert by_name["tpu-v5e-2x4"]["spec"]["nodeLabels"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "2x4",
+    }
+    cq = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a")
+    for obj in (*by_name.values(), cq):
+        assert_valid_cr(obj)
+    (group,) = cq["spec"]["resourceGroups"]
+    assert len(group["flavors"]) == 5 and "habana.ai/gaudi" in group["coveredResources"]
+    r = cli(*args)
+    assert r.code == 0 and "nothing to change" in r.err, r
