@@ -4,6 +4,7 @@ quota on each vendor's resource, validated against Kueue's CRDs. The nodes are t
 corpus (tests/data/nodes, each file citing its source)."""
 
 import copy
+import json
 
 import pytest
 
@@ -143,3 +144,30 @@ def test_quota_set_makes_them_through_the_api(cli, kube, kube_api):
     assert len(group["flavors"]) == 5 and "habana.ai/gaudi" in group["coveredResources"]
     r = cli(*args)
     assert r.code == 0 and "nothing to change" in r.err, r
+
+
+def test_the_resource_quota_limits_each_vendors_devices(cli, kube, kube_api):
+    """The ResourceQuota engine on the same nodes: `requests.<resource>` for each vendor's
+    device resource the nodes offer (not NeuronCores), valid for the API (the emulator
+    stores it; kubectl-equivalent schema checked by the existing ResourceQuota tests)."""
+    from kubernetes import client
+
+    from tests.gpu_cluster import seed
+
+    seed(kube_api, *cluster())
+    r = cli("quota", "set", "team-a", "--gpus", "4", "--engine", "resourcequota", "--yes")
+    assert r.code == 0, r
+    quota = client.CoreV1Api(kube_api).read_namespaced_resource_quota("gpuctl-gpus", "team-a")
+    assert quota.spec.hard == {
+        "requests.nvidia.com/gpu": "4",
+        "requests.amd.com/gpu": "4",
+        "requests.aws.amazon.com/neuron": "4",
+        "requests.google.com/tpu": "4",
+        "requests.habana.ai/gaudi": "4",
+    }
+    listed = cli("quota", "list", "-o", "json")
+    assert listed.code == 0, listed
+    resources = {
+        row["resource"] for row in json.loads(listed.out)["quotas"] if row["namespace"] == "team-a"
+    }
+    assert "google.com/tpu" in resources and "aws.amazon.com/neuron" in resources
