@@ -132,10 +132,7 @@ def means_query(window: str) -> str:
     """Each busy series' mean over the window, its metric named by a `metric` label."""
     duration_seconds(window, "--window")
 
-    def mean(metric: str) -> str:
-        return f"avg_over_time({_selectors([metric])}[{window}])"
-
-    return per_metric(mean, BUSY)
+    return over_window("avg_over_time({})", BUSY, window)
 
 
 @dataclass
@@ -279,3 +276,47 @@ def _means(samples: Iterable[Sample]) -> list[Sample]:
         elif rank == known[0]:
             known[3].append(scale * value)
     return [({**i, busy.LABEL: name}, _mean(v)) for _, i, name, v in best.values()]
+
+
+def per_series(samples: Iterable[Sample]) -> list[Sample]:
+    """SAMPLES with every other vendor's series put in DCGM's shape one by one, its holder
+    kept (in exported_* labels) and `vendor` added: a busy series (by `__name__`, or by the
+    `metric` label per_metric gives it) as DCGM_FI_DEV_GPU_UTIL in percent with `signal`
+    naming it, only the best signal of each device kept; a memory-used series as
+    DCGM_FI_DEV_FB_USED in MiB. DCGM's own series pass unchanged; other vendors' series
+    that name no device, or carry no reading gpuctl reads per holder, are left out."""
+    out: list[Sample] = []
+    busiest: dict[metrics.Key, tuple[int, list[Sample]]] = {}
+    for labels, value in samples:
+        name = labels.get("__name__") or labels.get(METRIC) or ""
+        exp = OWNER.get(name)
+        if exp is None:
+            out.append((labels, value))
+            continue
+        ident = identity(exp, labels)
+        if ident is None:
+            continue
+        shaped = {**_held(exp, labels, ident), "vendor": exp.vendor}
+        if name in BUSY:
+            _, signal, scale = BUSY[name]
+            rank = [m for m, _, _ in exp.busy].index(name)
+            key = metrics.key_of(ident)
+            sample = ({**shaped, "__name__": metrics.UTIL, busy.LABEL: signal}, scale * value)
+            known = busiest.get(key)
+            if known is None or rank < known[0]:
+                busiest[key] = (rank, [sample])
+            elif rank == known[0]:
+                known[1].append(sample)
+        elif exp.memory_used and name == exp.memory_used[0]:
+            out.append(({**shaped, "__name__": metrics.FB_USED}, exp.memory_used[1] * value))
+    return out + [s for _, kept in busiest.values() for s in kept]
+
+
+def memory_used_metrics() -> tuple[str, ...]:
+    return tuple(e.memory_used[0] for e in EXPORTERS if e.memory_used)
+
+
+def over_window(function: str, names: Iterable[str], window: str) -> str:
+    """FUNCTION (e.g. `max_over_time({})`, `{}` the range) over each exporter's series of
+    NAMES in the window, each labelled with its metric (per_metric)."""
+    return per_metric(lambda m: function.format(f"{_selectors([m])}[{window}]"), names)
