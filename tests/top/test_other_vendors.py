@@ -84,3 +84,26 @@ def test_the_table_names_each_vendor_beside_its_model(prom, capsys):
     code, out, err = run_gpuctl(capsys, "top", "--prometheus", prom.url, "--once")
     assert code == 0, err
     assert "AMD 102-D65209-0C" in out and "Google TPU7x" in out and "AWS Trainium" in out
+
+
+def test_the_live_view_shows_a_cluster_without_nvidia_gpus(prom):
+    """The live frames' figures are computed from dcgm-exporter's series: on a cluster of
+    other vendors only, each frame reads every device whole instead."""
+    from gpuctl.adapters.prometheus import Prometheus
+    from gpuctl.dcgm.holders import Exporter
+    from gpuctl.top.cluster import service as cluster
+
+    frames = cluster.LiveFrames(Prometheus(prom.url), "10m", 5.0, Exporter(), "util", 0.2)
+    try:
+        frame, _ = frames.frame(3)
+        assert [(r.vendor, r.utilization_gpu) for r in frame.rows] == [
+            ("amd", 87.0),
+            ("aws", 80.0),
+            ("intel", 65.0),
+        ]  # the 3 busiest, sorted by utilization
+        assert frame.summary.gpus == 10
+        frames.filter = "TPU7x"
+        frame, _ = frames.frame(3)
+        assert frame.matched == 3 and {r.vendor for r in frame.rows} == {"google"}
+    finally:
+        frames.close()
