@@ -320,3 +320,55 @@ def over_window(function: str, names: Iterable[str], window: str) -> str:
     """FUNCTION (e.g. `max_over_time({})`, `{}` the range) over each exporter's series of
     NAMES in the window, each labelled with its metric (per_metric)."""
     return per_metric(lambda m: function.format(f"{_selectors([m])}[{window}]"), names)
+
+
+# --- the same in PromQL, for views aggregated by Prometheus (report) -----------------
+
+# Those whose series are per device: neuron-monitor's are per NeuronCore (grouped into
+# devices by the instance type, which PromQL does not know) and name no pod.
+PER_DEVICE = tuple(e for e in EXPORTERS if e is not NEURON)
+
+
+def own_labels(exp: DeviceExporter) -> str:
+    """The exporter's labels that name a device, its node and model (to group by)."""
+    names = (*exp.node, *((exp.uuid,) if exp.uuid else ()), *exp.device, *filter(None, [exp.model]))
+    return ", ".join(dict.fromkeys(names))
+
+
+def relabelled(exp: DeviceExporter, expr: str) -> str:
+    """EXPR, series grouped by own_labels, with DCGM's labels for the device: UUID,
+    Hostname (the first node label present), gpu (a TPU chip's index) and modelName."""
+    out = expr
+    for n in reversed(exp.node):  # the first present wins: applied last
+        out = f'label_replace({out}, "Hostname", "$1", "{n}", "(.+)")'
+    if exp.uuid:
+        out = f'label_replace({out}, "UUID", "$1", "{exp.uuid}", "(.+)")'
+    regex = "(?:.*-)?([0-9]+)" if exp is TPU else "(.+)"
+    out = f'label_replace({out}, "gpu", "$1", "{exp.device[0]}", "{regex}")'
+    if exp.model:
+        out = f'label_replace({out}, "modelName", "$1", "{exp.model}", "(.+)")'
+    return out
+
+
+def busy_series() -> str:
+    """Every per-device exporter's busy-signal series (a selector each, joined by `or`)."""
+    return _selectors(m for e in PER_DEVICE for m, _, _ in e.busy)
+
+
+def selector(exp: DeviceExporter, metric: str, matchers: str = "") -> str:
+    return "{" + ", ".join(filter(None, [f'__name__="{metric}"', matchers, exp.matcher])) + "}"
+
+
+def busy_promql(step: str, by: str, labelled: bool = False) -> str:
+    """Every other vendor's busy signal in percent, its mean over each step, per device
+    (DCGM's labels BY), best first; labelled: with the `signal` label naming it."""
+    parts = []
+    for exp in PER_DEVICE:
+        for metric, name, scale in exp.busy:
+            mean = f"avg_over_time({selector(exp, metric)}[{step}])"
+            grouped = f"max by ({own_labels(exp)}) ({mean})"
+            expr = f"{scale!r} * max by ({by}) ({relabelled(exp, grouped)})"
+            if labelled:
+                expr = f'label_replace({expr}, "{busy.LABEL}", "{name}", "", "")'
+            parts.append(f"({expr})")
+    return (f" or ignoring ({busy.LABEL}) " if labelled else " or ").join(parts)
