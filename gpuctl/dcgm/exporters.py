@@ -18,7 +18,7 @@ gpuctl.dcgm.holders.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -372,3 +372,20 @@ def busy_promql(step: str, by: str, labelled: bool = False) -> str:
                 expr = f'label_replace({expr}, "{busy.LABEL}", "{name}", "", "")'
             parts.append(f"({expr})")
     return (f" or ignoring ({busy.LABEL}) " if labelled else " or ").join(parts)
+
+
+def held_promql(inner: Callable[[str], str], by: str, scaled: bool) -> str:
+    """For each per-device exporter's busy metrics, best first: INNER(selector) over its
+    series that name their holder in exported_* labels (as a Prometheus Operator scrape
+    keeps the exporter's own pod labels apart), given DCGM's device labels, max by BY;
+    scaled: times the metric's scale to percent. Only exported_* holders: where the scrape
+    left the holder in the plain `pod`, the exporter's own pod (a container name gpuctl
+    cannot know for every install) could pass for a holder, which an action must not risk."""
+    parts = []
+    for exp in PER_DEVICE:
+        for metric, _, scale in exp.busy:
+            sel = selector(exp, metric, 'exported_pod!=""')
+            grouped = f"max by ({own_labels(exp)}, {', '.join(holders.EXPORTED)}) ({inner(sel)})"
+            expr = f"max by ({by}) ({relabelled(exp, grouped)})"
+            parts.append(f"{scale!r} * {expr}" if scaled else expr)
+    return " or ".join(parts)
