@@ -171,3 +171,27 @@ def test_the_resource_quota_limits_each_vendors_devices(cli, kube, kube_api):
         row["resource"] for row in json.loads(listed.out)["quotas"] if row["namespace"] == "team-a"
     }
     assert "google.com/tpu" in resources and "aws.amazon.com/neuron" in resources
+
+
+def test_lint_checks_each_vendors_quota_against_its_nodes():
+    from gpuctl.quota.core.queue_usage import ERROR, WARNING, lint
+
+    nodes = cluster()
+    flavors = kueue.flavors_for(nodes, AUTO, ())
+    cq = kueue.cluster_queue(team(gpus=4), flavors, "v1beta2")
+    rows, findings = lint([cq], [f.object() for f in flavors], nodes)
+    # a row per flavor for its own accelerator only (the others' 0 are left out)
+    assert {(r.flavor, r.resource, r.allocatable) for r in rows} == {
+        ("gaudi2", "habana.ai/gaudi", "8"),
+        ("h100-80gb", "nvidia.com/gpu", "8"),
+        ("mi300x", "amd.com/gpu", "8"),
+        ("tpu-v5e-2x4", "google.com/tpu", "4"),
+        ("trainium2", "aws.amazon.com/neuron", "16"),
+    }
+    assert not [f for f in findings if f.level == ERROR]
+    # 4 of the TPU host's 4 chips are in the quota: no warning for it; 4 of 8 elsewhere
+    warned = {f.flavor for f in findings if f.level == WARNING}
+    assert warned == {"gaudi2", "h100-80gb", "mi300x", "trainium2"}
+    over = kueue.cluster_queue(team(gpus=6), flavors, "v1beta2")
+    _, findings = lint([over], [f.object() for f in flavors], nodes)
+    assert [f.flavor for f in findings if f.level == ERROR] == ["tpu-v5e-2x4", "tpu-v5e-2x4"]
