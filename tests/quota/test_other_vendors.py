@@ -144,6 +144,21 @@ def test_quota_set_makes_them_through_the_api(cli, kube, kube_api):
     assert len(group["flavors"]) == 5 and "habana.ai/gaudi" in group["coveredResources"]
     r = cli(*args)
     assert r.code == 0 and "nothing to change" in r.err, r
+    # quota list: each flavor's own accelerator (and cpu, memory), not the others' zeros
+    listed = cli("quota", "list", "-o", "json")
+    assert listed.code == 0, listed
+    doc = json.loads(listed.out)
+    rows = next(v for k, v in doc.items() if isinstance(v, list) and v and "flavor" in v[0])
+    shown = {
+        (row["flavor"], row["resource"]) for row in rows if row["resource"] not in ("cpu", "memory")
+    }
+    assert shown == {
+        ("gaudi2", "habana.ai/gaudi"),
+        ("h100-80gb", "nvidia.com/gpu"),
+        ("mi300x", "amd.com/gpu"),
+        ("tpu-v5e-2x4", "google.com/tpu"),
+        ("trainium2", "aws.amazon.com/neuron"),
+    }
 
 
 def test_the_resource_quota_limits_each_vendors_devices(cli, kube, kube_api):

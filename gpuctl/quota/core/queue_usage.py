@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from gpuctl.common.quantity import from_api
-from gpuctl.gpus.vendors import is_accelerator_resource
+from gpuctl.gpus.vendors import is_accelerator_resource, vendor_of
 from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_accelerator_node, is_gpu_node
 from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.quota.core.kueue import format_quantity
@@ -106,7 +106,10 @@ def queue_rows(cluster_queues: list[dict[str, Any]]) -> list[QueueRow]:
     rows = []
     for cq in sorted(cluster_queues, key=_name):
         cohort, usage, status = cohort_of(cq), reserved(cq), cq.get("status") or {}
+        unused = _other_vendors_zero(cq, usage)
         for (flavor, resource), q in quotas(cq).items():
+            if (flavor, resource) in unused:
+                continue
             used, took = usage.get((flavor, resource), (Fraction(0), Fraction(0)))
             lent = Fraction(0)
             pool = (cohort or "", flavor, resource)
@@ -316,6 +319,26 @@ def lint(
             )
         )
     return rows, findings
+
+
+def _other_vendors_zero(
+    cq: dict[str, Any], usage: dict[tuple[str, str], tuple[Fraction, Fraction]]
+) -> set[tuple[str, str]]:
+    """The (flavor, resource) quotas of CQ that are another vendor's accelerator at 0 on a
+    flavor with quota on one vendor's (one resource group covers every vendor's), unused."""
+    own: dict[str, set[str]] = {}
+    for (flavor, resource), q in quotas(cq).items():
+        if (vendor := vendor_of(resource)) is not None and q["nominal"]:
+            own.setdefault(flavor, set()).add(vendor.name)
+    out = set()
+    for (flavor, resource), q in quotas(cq).items():
+        vendor = vendor_of(resource)
+        if vendor is None or flavor not in own or vendor.name in own[flavor] or q["nominal"]:
+            continue
+        if any(usage.get((flavor, resource), (0, 0))) or q["borrowingLimit"] or q["lendingLimit"]:
+            continue
+        out.add((flavor, resource))
+    return out
 
 
 def _other_vendor(resource: str, members: list[dict[str, Any]]) -> bool:
