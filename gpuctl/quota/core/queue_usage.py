@@ -15,7 +15,8 @@ from fractions import Fraction
 from typing import Any
 
 from gpuctl.common.quantity import from_api
-from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node
+from gpuctl.gpus.vendors import is_accelerator_resource, vendor_of
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_accelerator_node, is_gpu_node
 from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.quota.core.kueue import format_quantity
 
@@ -105,7 +106,10 @@ def queue_rows(cluster_queues: list[dict[str, Any]]) -> list[QueueRow]:
     rows = []
     for cq in sorted(cluster_queues, key=_name):
         cohort, usage, status = cohort_of(cq), reserved(cq), cq.get("status") or {}
+        unused = _other_vendors_zero(cq, usage)
         for (flavor, resource), q in quotas(cq).items():
+            if (flavor, resource) in unused:
+                continue
             used, took = usage.get((flavor, resource), (Fraction(0), Fraction(0)))
             lent = Fraction(0)
             pool = (cohort or "", flavor, resource)
@@ -205,13 +209,13 @@ def lint(
                 )
             )
         for (flavor, resource), q in quotas(cq).items():
-            if flavor not in by_name or not resource.startswith("nvidia.com/"):
+            if flavor not in by_name or not is_accelerator_resource(resource):
                 continue
             nominal[(flavor, resource)] = nominal.get((flavor, resource), Fraction(0)) + (
                 q["nominal"] or Fraction(0)
             )
             users.setdefault((flavor, resource), []).append(_name(cq))
-    gpu_nodes = [n for n in nodes if is_gpu_node(n)]
+    gpu_nodes = [n for n in nodes if is_accelerator_node(n)]
     rows: list[CapacityRow] = []
     for flavor, resource in sorted(nominal):
         members = [n for n in gpu_nodes if selects(by_name[flavor], n)]
@@ -220,6 +224,8 @@ def lint(
             Fraction(0),
         )
         want = nominal[(flavor, resource)]
+        if not want and not have and _other_vendor(resource, members):
+            continue  # another vendor's resource at 0 (one resource group covers them all)
         queues = users[(flavor, resource)]
         rows.append(
             CapacityRow(
@@ -313,6 +319,34 @@ def lint(
             )
         )
     return rows, findings
+
+
+def _other_vendors_zero(
+    cq: dict[str, Any], usage: dict[tuple[str, str], tuple[Fraction, Fraction]]
+) -> set[tuple[str, str]]:
+    """The (flavor, resource) quotas of CQ that are another vendor's accelerator at 0 on a
+    flavor with quota on one vendor's (one resource group covers every vendor's), unused."""
+    own: dict[str, set[str]] = {}
+    for (flavor, resource), q in quotas(cq).items():
+        if (vendor := vendor_of(resource)) is not None and q["nominal"]:
+            own.setdefault(flavor, set()).add(vendor.name)
+    out = set()
+    for (flavor, resource), q in quotas(cq).items():
+        vendor = vendor_of(resource)
+        if vendor is None or flavor not in own or vendor.name in own[flavor] or q["nominal"]:
+            continue
+        if any(usage.get((flavor, resource), (0, 0))) or q["borrowingLimit"] or q["lendingLimit"]:
+            continue
+        out.add((flavor, resource))
+    return out
+
+
+def _other_vendor(resource: str, members: list[dict[str, Any]]) -> bool:
+    """Whether RESOURCE is not the accelerator of the flavor's nodes MEMBERS: another
+    vendor's, or NVIDIA's on nodes without an NVIDIA GPU."""
+    if not resource.startswith("nvidia.com/"):
+        return True
+    return bool(members) and not any(is_gpu_node(n) for n in members)
 
 
 def _node_labels(flavor: dict[str, Any]) -> str:
