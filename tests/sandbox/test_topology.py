@@ -11,6 +11,7 @@ from gpuctl.sim import cluster, mig_manager
 from gpuctl.sim.controllers import Api, Simulation
 from gpuctl.sim.kueue import Kueue
 from gpuctl.sim.sandbox import KUEUE_KINDS, seed
+from tests.clirun import run_gpuctl
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("kmock")
@@ -125,9 +126,19 @@ def _gang(api: Api, gpus: int, level: str) -> None:
     api.create("/apis/batch/v1/namespaces/ml/jobs", _job("gang", 2, gpus, labels=QUEUED, annotations=annotations))  # fmt: skip
 
 
-def test_kueue_admits_a_gang_into_one_block_and_its_pods_stay_there(sim):
+def test_quota_set_ties_the_flavor_to_the_nodes_topology_and_kueue_keeps_a_gang_in_a_block(
+    sim, capsys
+):
     api = sim.api
-    _queue(api, topology=True)
+    code, _, err = run_gpuctl(capsys, "quota", "set", "ml", "--gpus", "32", "--gpu-type", "h100", "--yes")  # fmt: skip
+    assert code == 0, err
+    (topology,) = api.items(f"{KUEUE}/topologies")
+    assert [lv["nodeLabel"] for lv in topology["spec"]["levels"]] == [
+        *(f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3)),
+        "kubernetes.io/hostname",
+    ]
+    (flavor,) = api.items(f"{KUEUE}/resourceflavors")
+    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
     _gang(api, 4, BLOCK)
     _steps(sim)
     w = _workload(api)

@@ -101,11 +101,14 @@ class Flavor:
     left_out: str = ""
     of_type: int = 0  # GPU nodes of its type
     model: str = ""  # its type in words, e.g. H100-80GB
+    topology: str | None = None  # the Kueue Topology it names (gpuctl.quota.core.kueue_topology)
 
     def object(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"tolerations": [dict(GPU_TOLERATION)]}
         if self.gpu_type is not None:
             spec["nodeLabels"] = {self.label_key: self.gpu_type}
+        if self.topology is not None:
+            spec["topologyName"] = self.topology
         metadata: dict[str, Any] = {"name": self.name, "labels": dict(MANAGED)}
         if self.left_out:
             metadata["annotations"] = {LEFT_OUT: self.left_out}
@@ -416,7 +419,7 @@ def cluster_queue_changes(
 
 
 MANAGED_FIELDS = {
-    "ResourceFlavor": ("nodeLabels", "tolerations"),
+    "ResourceFlavor": ("nodeLabels", "tolerations", "topologyName"),
     "LocalQueue": ("clusterQueue",),
     "ClusterQueue": ("namespaceSelector", "resourceGroups", "fairSharing", "cohortName", "cohort"),
 }
@@ -450,7 +453,7 @@ def flavor_changes(
 
     def flat(obj: dict[str, Any]) -> dict[str, str]:
         spec = obj.get("spec") or {}
-        out = {k: _text(spec[k]) for k in ("nodeLabels", "tolerations") if spec.get(k)}
+        out = {k: _text(spec[k]) for k in MANAGED_FIELDS["ResourceFlavor"] if spec.get(k)}
         left_out = annotations_of(obj).get(LEFT_OUT)
         return out | ({f"annotations.{LEFT_OUT}": left_out} if left_out else {})
 
