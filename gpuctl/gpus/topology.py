@@ -73,6 +73,26 @@ class TopologyError(GpuctlError):
     """A topology the nodes do not describe."""
 
 
+@dataclass(frozen=True)
+class Constraint:
+    """A spec's `topology`: its pods within one domain of WITHIN (a name or a label key);
+    REQUIRED: they wait for one with room, else one is preferred. Once the cluster was
+    asked, KEY is the label WITHIN means there and ENGINE what keeps the pods in one of its
+    domains (gpuctl.jobs.core.topology); ASSUMED says what was guessed without nodes."""
+
+    within: str
+    required: bool = True
+    key: str | None = None
+    engine: str | None = None
+    assumed: str | None = None
+
+    def words(self) -> str:
+        """'within one topology.k8s.aws/network-node-layer-3 domain (block)'."""
+        key = self.key or self.within
+        name = self.within if self.within in NAMES else name_of(key)
+        return f"within one {key} domain" + (f" ({name})" if name and name != key else "")
+
+
 def is_label_key(text: str) -> bool:
     """TEXT is a label key as Kubernetes writes one (prefix/name or name)."""
     prefix, _, _ = text.rpartition("/")

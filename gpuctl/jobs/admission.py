@@ -9,10 +9,12 @@ import dataclasses
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError, SpecError
+from gpuctl.gpus import topology as domains
 from gpuctl.jobs.core import autoscale, quota_check, serving
+from gpuctl.jobs.core import topology as together
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
 from gpuctl.k8s import apis
-from gpuctl.k8s.objects import name_of, namespace_of
+from gpuctl.k8s.objects import labels_of, name_of, namespace_of
 from gpuctl.k8s.placement import Placement
 
 INSTALL_JOBSET = (
@@ -95,6 +97,60 @@ def queue(kube: Kube, spec: JobSpec, namespace: str) -> tuple[JobSpec, str | Non
 def _local_queues(kube: Kube, namespace: str, version: str) -> list[str]:
     found = kube.list_objects("LocalQueue", namespace, api_version=apis.kueue_api_version(version))
     return sorted(name_of(q) for q in found if namespace_of(q) in ("", namespace))
+
+
+def topology(kube: Kube | None, spec: JobSpec, nodes: list[dict] | None, namespace: str) -> JobSpec:
+    """The spec with its topology resolved: the label key its `within` means on the
+    cluster's NODES (read here when not given; a name or key no node carries is refused,
+    naming what they carry) and the engine that keeps its pods in one domain. With no
+    cluster (KUBE None) the name's first key is assumed, kept by JobSet or pod affinity."""
+    c = spec.topology
+    if c is None:
+        return spec
+    assumed = None
+    try:
+        if kube is None:
+            raise Forbidden("no cluster was read")
+        nodes = kube.list_objects("Node") if nodes is None else nodes
+        key = domains.resolve(c.within, [labels_of(n) for n in nodes])
+    except Forbidden as e:  # RBAC for one namespace only: the name's first key is a guess
+        key = domains.assumed(c.within)
+        assumed = f"{e.message}: topology {c.within} assumed to be {key}" + (
+            " (gpuctl submit reads the nodes' labels)" if c.within != key else ""
+        )
+    except domains.TopologyError as e:
+        raise SpecError(e.message, file=spec.source, field="topology.within") from None
+    engine = together.engine_for(
+        c.required,
+        _queued_on_tas(kube, spec, namespace),
+        spec.multinode == JOBSET and spec.nodes > 1 and spec.serving is None,
+    )
+    resolved = dataclasses.replace(c, key=key, engine=engine, assumed=assumed)
+    return dataclasses.replace(spec, topology=resolved)
+
+
+def _queued_on_tas(kube: Kube | None, spec: JobSpec, namespace: str) -> bool:
+    """Whether Kueue will place SPEC by topology: it is queued, and a flavor of its
+    ClusterQueue names a Topology (ResourceFlavor spec.topologyName)."""
+    if kube is None or spec.queue is None:
+        return False
+    version = kube.kueue_version()
+    if version is None:
+        return False
+    api = apis.kueue_api_version(version)
+    try:
+        local = kube.read("LocalQueue", spec.queue, namespace, api_version=api)
+        cluster_queue = (local.get("spec") or {}).get("clusterQueue") or ""
+        groups = (kube.read("ClusterQueue", cluster_queue, api_version=api).get("spec") or {}).get(
+            "resourceGroups"
+        ) or []
+        flavors = sorted({f["name"] for g in groups for f in g.get("flavors") or []})
+        return any(
+            (kube.read("ResourceFlavor", f, api_version=api).get("spec") or {}).get("topologyName")
+            for f in flavors
+        )
+    except (NotFound, Forbidden):
+        return False
 
 
 def within_quota(

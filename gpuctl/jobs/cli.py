@@ -173,6 +173,7 @@ def render(
     and autoscaler). Needs no cluster."""
     from gpuctl.jobs import views
     from gpuctl.jobs.admission import multinode as decide_multinode
+    from gpuctl.jobs.admission import topology as decide_topology
     from gpuctl.jobs.core.manifests import placement, render_offline
 
     key = options.resolve_gpu_label_key(gpu_label_key)
@@ -186,8 +187,9 @@ def render(
     docs, rules = [], []
     for spec, _ in loaded:
         where = placement(spec, key, allocation=how)
-        views.placement_notes(spec.name, where)
-        objs, rule = render_offline(decide_multinode(None, spec, form), where, scaler, namespace)
+        spec = decide_topology(None, decide_multinode(None, spec, form), None, "")
+        views.placement_notes(spec.name, where, spec.topology)
+        objs, rule = render_offline(spec, where, scaler, namespace)
         docs += objs
         rules += [rule] if rule else []
     echo(dump_documents(docs, (output or DataFormat.yaml).value))

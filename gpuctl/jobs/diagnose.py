@@ -3,12 +3,13 @@ its place in line from Kueue's visibility API, its pods, and the per-node fit.""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError
-from gpuctl.jobs.core import why
+from gpuctl.jobs.core import topology, why
 from gpuctl.jobs.core.status import pod_template, status_of
 from gpuctl.jobs.service import get_job
 from gpuctl.k8s import apis, claims, fit
@@ -47,6 +48,11 @@ class Diagnosis:
                 "can_ever_fit": self.fit.can_ever_fit,
                 "nodes": [n.__dict__ for n in self.fit.nodes],
             }
+            if self.fit.key is not None:
+                out["fit"]["topology"] = {
+                    "key": self.fit.key,
+                    "domains": [dataclasses.asdict(d) for d in self.fit.domains],
+                }
         return out
 
 
@@ -66,22 +72,35 @@ def diagnose(kube: Kube, name: str, namespace: str) -> Diagnosis:
         return d
     pods = _pods(kube, job, name, namespace)
     d.pods = why.pods_in_words(pods)
-    where, workers, tolerations = why.fit_inputs(job)
-    if where.resource is None:
-        d.fit = _claim_fit(kube, job, namespace, workers, tolerations)
-    else:
-        try:
-            d.fit = fit.check_fit(
-                kube.list_objects("Node"), kube.unfinished_pods(), where, workers, tolerations
-            )
-        except Forbidden:
-            pass  # RBAC for one namespace only: no fit table
+    d.fit = _fit(kube, job, namespace)
     if d.fit is not None and _scattered(d.fit):
         d.make_room = (
             f"enough {d.fit.resource} are free, but scattered: gpuctl make-room {name} "
             f"-n {namespace} shows the fewest evictions that make room"
         )
     return d
+
+
+def _fit(kube: Kube, job: dict, namespace: str) -> fit.FitReport | None:
+    """The job's fit on the nodes, per domain when its topology is required (None: RBAC
+    for one namespace only)."""
+    where, workers, tolerations = why.fit_inputs(job)
+    if where.resource is None:
+        report = _claim_fit(kube, job, namespace, workers, tolerations)
+    else:
+        try:
+            report = fit.check_fit(
+                kube.list_objects("Node"), kube.unfinished_pods(), where, workers, tolerations
+            )
+        except Forbidden:
+            return None
+    c = topology.of_job(job)
+    if report is None or c is None or not c.required or c.key is None:
+        return report
+    try:
+        return fit.by_domain(report, kube.list_objects("Node"), c.key, c.words())
+    except Forbidden:
+        return report
 
 
 def _claim_fit(
@@ -110,8 +129,11 @@ def _scattered(report: fit.FitReport) -> bool:
     """It waits for room, not for GPUs: the nodes it may use have enough free in total."""
     if report.fits_now or not report.can_ever_fit:
         return False
+    need = report.workers * report.per_worker
+    if report.key is not None:
+        return any(d.slots_ever >= report.workers and d.free >= need for d in report.domains)
     free = sum(n.free for n in report.nodes if n.slots_ever > 0)
-    return free >= report.workers * report.per_worker
+    return free >= need
 
 
 def _kueue(kube: Kube) -> str | None:

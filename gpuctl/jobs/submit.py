@@ -44,6 +44,7 @@ def plan(
     spec = admission.multinode(kube, spec, multinode)
     spec, note = admission.queue(kube, spec, ns)
     nodes, skipped = _nodes(kube, spec)
+    spec = admission.topology(kube, spec, nodes, ns)
     dra = kube.dra() if nodes is not None else None
     where = placement(spec, label_key, nodes, dra, allocation)
     target = admission.serving_target(kube, spec, where, ns, autoscaler) if spec.serving else None
@@ -120,29 +121,33 @@ def fit_report(
     read: dict[str, list[dict]] | None = None,
     dra: DraView | None = None,
 ) -> fit.FitReport:
-    """The fit of SPEC's workers placed WHERE, on NODES (read here when not given); the
-    cluster's unfinished pods it reads are left in READ["pods"]. Workers that claim their
-    GPUs through DRA fit on DRA's devices."""
+    """The fit of SPEC's workers placed WHERE, on NODES (read here when not given), within
+    one domain when its topology requires it; the cluster's unfinished pods it reads are
+    left in READ["pods"]. Workers that claim their GPUs through DRA fit on DRA's devices."""
     own = accelerator_toleration(where.resource) or (GPU_TOLERATION if where.claim else None)
     tolerations = [*([own] if own else []), *spec.tolerations]
-    if where.claim is not None and dra is not None:
-        nodes = kube.list_objects("Node") if nodes is None else nodes
-        return check_claim_fit(nodes, dra, where, spec.nodes, tolerations, spec.node_selector)
-    if where.resource is None:
+    if where.resource is None and (where.claim is None or dra is None):
         return fit.check_fit([], [], where, spec.nodes, [])
     nodes = kube.list_objects("Node") if nodes is None else nodes
-    pods = kube.unfinished_pods()
-    if read is not None:
-        read["pods"] = pods
-    return fit.check_fit(
-        nodes,
-        pods,
-        where,
-        spec.nodes,
-        tolerations,
-        extra=spec.extra_resources,
-        node_selector=spec.node_selector,
-    )
+    if where.claim is not None and dra is not None:
+        report = check_claim_fit(nodes, dra, where, spec.nodes, tolerations, spec.node_selector)
+    else:
+        pods = kube.unfinished_pods()
+        if read is not None:
+            read["pods"] = pods
+        report = fit.check_fit(
+            nodes,
+            pods,
+            where,
+            spec.nodes,
+            tolerations,
+            extra=spec.extra_resources,
+            node_selector=spec.node_selector,
+        )
+    c = spec.topology
+    if c is None or not c.required or c.key is None:
+        return report
+    return fit.by_domain(report, nodes, c.key, c.words())
 
 
 def check_references(kube: Kube, spec: JobSpec, namespace: str) -> list[str]:

@@ -20,6 +20,7 @@ from gpuctl.cli.output import (
 )
 
 if TYPE_CHECKING:
+    from gpuctl.gpus.topology import Constraint
     from gpuctl.jobs.core.submit import SubmitPlan
     from gpuctl.jobs.diagnose import Diagnosis
     from gpuctl.k8s.fit import FitReport
@@ -56,9 +57,28 @@ def fit_table(report: FitReport) -> Any:
     return table
 
 
+def domain_table(report: FitReport) -> Any:
+    """The fit per domain of the topology the workers must share."""
+    from gpuctl.cli.output import new_table as Table
+
+    table = Table(title=f"Fit {report.within}", title_justify="left")
+    for col in ("domain", "nodes", "free", "workers now", "workers when empty"):
+        table.add_column(col)
+    for d in report.domains:
+        table.add_row(d.value, str(len(d.nodes)), str(d.free), str(d.slots_now), str(d.slots_ever))
+    if not report.domains:
+        table.add_row(f"(no GPU node carries {report.key})", "", "", "", "")
+    return table
+
+
 def submit_findings(plan: SubmitPlan) -> None:
     """What planning the submit found, on stderr: the queue note, a fit check not made, the
     fit table when the job does not fit now, and the warnings."""
+    if (c := plan.spec.topology) is not None:
+        from gpuctl.jobs.core.topology import how
+
+        note = f"{c.assumed}; " if c.assumed else ""
+        err_console().print(f"{note}pods kept {c.words()} by {how(c)}", markup=False)
     if plan.queue_note:
         err_console().print(f"[yellow]{plan.queue_note}[/]", highlight=False)
     if plan.fit_skipped:
@@ -67,10 +87,13 @@ def submit_findings(plan: SubmitPlan) -> None:
         )
     if plan.shows_fit and plan.fit is not None:
         err_console().print(fit_table(plan.fit))
+        if plan.fit.key is not None:
+            err_console().print(domain_table(plan.fit))
     if plan.waits_for_room and plan.fit is not None:
         err_console().print(
-            f"[yellow]No room right now: {plan.spec.name} will queue until "
-            f"{plan.fit.workers} × {plan.fit.per_worker} {plan.fit.resource} are free.[/]"
+            f"No room right now: {plan.spec.name} waits ({plan.fit.waiting_reason()}).",
+            style="yellow",
+            markup=False,
         )
     for warning in plan.warnings:
         err_console().print(f"warning: {warning}", style="yellow", markup=False)
@@ -78,12 +101,17 @@ def submit_findings(plan: SubmitPlan) -> None:
         adapter_rule(plan.adapter_rule)
 
 
-def placement_notes(name: str, where: Placement) -> None:
+def placement_notes(name: str, where: Placement, topology: Constraint | None = None) -> None:
     """What render assumed of the cluster's labels for job NAME (stderr)."""
     if where.scheme:
         inform(f"{name}: its accelerator type selects nodes under {where.scheme}")
     for note in where.notes:
         inform(f"{name}: {note}")
+    if topology is not None:
+        from gpuctl.jobs.core.topology import how
+
+        note = f"{topology.assumed}; " if topology.assumed else ""
+        inform(f"{name}: {note}pods kept {topology.words()} by {how(topology)}")
 
 
 def adapter_rule(rule: dict) -> None:
@@ -199,10 +227,14 @@ def why(d: Diagnosis) -> None:
             out.print(escape(f"  {line}"), highlight=False)
     if d.fit is not None:
         out.print(fit_table(d.fit))
+        if d.fit.key is not None:
+            out.print(domain_table(d.fit))
         if not d.fit.can_ever_fit:
             out.print(escape(f"it can never fit: {d.fit.never_fits_reason()}"))
         elif d.fit.fits_now:
             out.print("the nodes have room for it now")
+        else:
+            out.print(escape(f"not now: {d.fit.waiting_reason()}"))
     if d.make_room:
         out.print(escape(d.make_room), highlight=False)
 

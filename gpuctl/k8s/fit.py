@@ -1,9 +1,11 @@
 """Will a job fit on the cluster? Per GPU node, how many of its workers fit now and on an
-empty node, by the scheduler's rules: allocatable, taints and tolerations, cordons. Pure:
-works on nodes and pods as the API returns them."""
+empty node, by the scheduler's rules: allocatable, taints and tolerations, cordons; and, for
+a job whose workers must share one domain of a topology label, per domain. Pure: works on
+nodes and pods as the API returns them."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,18 @@ class NodeFit:
 
 
 @dataclass(frozen=True)
+class DomainFit:
+    """One value of a topology label: its usable nodes, their free units of the job's
+    resource, and the workers they hold now and when empty."""
+
+    value: str
+    nodes: tuple[str, ...]
+    free: int
+    slots_now: int
+    slots_ever: int
+
+
+@dataclass(frozen=True)
 class FitReport:
     resource: str | None
     per_worker: int
@@ -35,12 +49,22 @@ class FitReport:
     wanted: str = ""  # the GPU the job's affinity selects, in words ("" any)
     refusal: str = ""  # why nodes of that GPU do not count (MIG slices, shared replicas)
     extra: tuple[tuple[str, int], ...] = ()  # other resources a worker needs (EFA, hugepages)
+    # the workers must share one domain of this label (None: any nodes); "within one … domain"
+    key: str | None = None
+    within: str = ""
+    domains: tuple[DomainFit, ...] = ()  # the key's domains, the roomiest first
 
     @property
     def can_ever_fit(self) -> bool:
-        return self.resource is None or sum(n.slots_ever for n in self.nodes) >= self.workers
+        if self.resource is None:
+            return True
+        if self.key is not None:
+            return any(d.slots_ever >= self.workers for d in self.domains)
+        return sum(n.slots_ever for n in self.nodes) >= self.workers
 
     def never_fits_reason(self) -> str:
+        if self.key is not None:
+            return self._no_domain_reason()
         slots = sum(n.slots_ever for n in self.nodes)
         where = f"nodes with {self.wanted}" if self.wanted else "GPU nodes"
         need = f"{self.workers} × " if self.workers > 1 else ""
@@ -51,9 +75,60 @@ class FitReport:
             f"{slots} worker{'s' if slots != 1 else ''} at most{also}"
         )
 
+    def _no_domain_reason(self) -> str:
+        extra = "".join(f" + {n} {name}" for name, n in self.extra)
+        need = f"needs {self.workers} × {self.per_worker} {self.resource}{extra} {self.within}"
+        best = self.domains[0] if self.domains else None
+        if best is None or best.slots_ever == 0:
+            return f"{need}; no node with room for a worker carries {self.key}"
+        nodes = f"{len(best.nodes)} node{'s' if len(best.nodes) != 1 else ''}"
+        return (
+            f"{need}; the largest has room for {best.slots_ever} "
+            f"({best.value}: {nodes}, {best.free} free)"
+        )
+
     @property
     def fits_now(self) -> bool:
-        return self.resource is None or sum(n.slots_now for n in self.nodes) >= self.workers
+        if self.resource is None:
+            return True
+        if self.key is not None:
+            return any(d.slots_now >= self.workers for d in self.domains)
+        return sum(n.slots_now for n in self.nodes) >= self.workers
+
+    def waiting_reason(self) -> str:
+        """Why a job that can fit does not now: what must be free, and where."""
+        need = f"{self.workers} × {self.per_worker} {self.resource}"
+        roomy = [d for d in self.domains if d.slots_ever >= self.workers]
+        if self.key is None or not roomy:
+            return f"{need} are not free right now"
+        best = max(roomy, key=lambda d: (d.slots_now, d.free))
+        return (
+            f"no {self.key} domain has room for {need} now; {best.value} will when work "
+            f"running there ends (room for {best.slots_now} now)"
+        )
+
+
+def by_domain(report: FitReport, nodes: list[dict[str, Any]], key: str, within: str) -> FitReport:
+    """REPORT for workers that must share one domain of label KEY (WITHIN: that in words):
+    its nodes summed per value of KEY; nodes without it hold none of them."""
+    value_of = {name_of(n): labels_of(n).get(key) for n in nodes}
+    groups: dict[str, list[NodeFit]] = {}
+    for fit in report.nodes:
+        value = value_of.get(fit.name)
+        if value is not None:
+            groups.setdefault(value, []).append(fit)
+    domains = [
+        DomainFit(
+            value,
+            tuple(f.name for f in fits),
+            sum(f.free for f in fits if f.slots_ever),
+            sum(f.slots_now for f in fits),
+            sum(f.slots_ever for f in fits),
+        )
+        for value, fits in groups.items()
+    ]
+    domains.sort(key=lambda d: (-d.slots_ever, -d.slots_now, d.value))
+    return dataclasses.replace(report, key=key, within=within, domains=tuple(domains))
 
 
 def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:

@@ -103,7 +103,8 @@ def test_submit_queues_when_busy_now(cli, api, tmp_path):
     add_pod(core, "finished", "gpu-a", 8, phase="Succeeded")  # done pods hold nothing
     r = cli("submit", write(tmp_path, "name: q\nimage: x\ngpus: 4\n"))
     assert r.code == 0, r
-    assert "will queue" in r.err and "2 of 8 free" in r.err
+    assert "No room right now: q waits (1 × 4 nvidia.com/gpu are not free right now)" in r.err
+    assert "2 of 8 free" in r.err
     assert batch.read_namespaced_job("q", "default").metadata.name == "q"
 
 

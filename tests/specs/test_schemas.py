@@ -58,6 +58,7 @@ FULL_JOB = {
     "secrets": [{"secret": "hf-token", "env": {"HF_TOKEN": "token"}, "mount": "/etc/hf"}],
     "working_dir": "/workspace", "node_selector": {"topology.kubernetes.io/zone": "us-east-1a"},
     "extra_resources": {"vpc.amazonaws.com/efa": 32, "hugepages-2Mi": "1Gi"},
+    "topology": {"within": "block", "required": False},
     "queue": "team-a", "multinode": "jobset",
 }  # fmt: skip
 MIG_JOB = {"apiVersion": "gpuctl/v1", "name": "bert", "image": "pytorch", "mig": "1g.10gb"}
@@ -376,7 +377,10 @@ def hostile_cases():
         for path, row in _rules(TABLES[kind], full):
             base = full
             if kind == "job":  # the field alone (a multi-node job's name has more rules)
-                base = {k: full[k] for k in ("apiVersion", "name", "image", "cpu", path[0])}
+                alone = ("apiVersion", "name", "image", "cpu", path[0])
+                # ... but for what keeps several workers together
+                alone += ("nodes",) if path[0] == "topology" else ()
+                base = {k: full[k] for k in alone}
             yield pytest.param(kind, base, path, row, id=f"{kind}:{dotted(path)}")
 
 

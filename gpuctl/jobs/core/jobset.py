@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.jobs.core import pods
+from gpuctl.jobs.core import pods, topology
 from gpuctl.jobs.core.spec import JOBSET_WORKERS, JobSpec
 from gpuctl.k8s.apis import JOBSET_API_VERSION
 from gpuctl.k8s.placement import Placement
 
 # xpk's multislice JobSets (src/xpk/core/scheduling.py, core/docker_resources.py)
-EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+EXCLUSIVE_TOPOLOGY = topology.JOBSET_EXCLUSIVE
 GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
 JOB_INDEX = "metadata.annotations['jobset.sigs.k8s.io/job-index']"
 
@@ -50,7 +50,7 @@ def render(spec: JobSpec, where: Placement) -> dict[str, Any]:
         "backoffLimit": 0,
         # the pods carry the job's labels (gpuctl jobs logs finds them); the Job does not,
         # so it is not listed as a gpuctl job of its own
-        "template": {"metadata": {"labels": pods.labels_for(spec)}, "spec": pod},
+        "template": {"metadata": pods.template_metadata(spec), "spec": pod},
     }
     if spec.deadline:
         job["activeDeadlineSeconds"] = spec.deadline
@@ -66,6 +66,8 @@ def render(spec: JobSpec, where: Placement) -> dict[str, Any]:
     meta = pods.metadata(spec)
     if slices > 1:  # each slice's Job on a node pool of its own (a multi-host slice is one)
         meta["annotations"] = {EXCLUSIVE_TOPOLOGY: GKE_NODEPOOL}
+    elif annotations := topology.jobset_annotations(spec.topology):
+        meta["annotations"] = annotations
     return {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": meta, "spec": jobset}
 
 

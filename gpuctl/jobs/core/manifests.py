@@ -6,7 +6,13 @@ from typing import Any
 
 from gpuctl.gpus.dra import DraView
 from gpuctl.jobs.core import autoscale, jobset, serving
-from gpuctl.jobs.core.pods import labels_for, metadata, pod_spec, with_torchrun_env
+from gpuctl.jobs.core.pods import (
+    labels_for,
+    metadata,
+    pod_spec,
+    template_metadata,
+    with_torchrun_env,
+)
 from gpuctl.jobs.core.spec import JOBSET, JobSpec
 from gpuctl.k8s import claims
 from gpuctl.k8s.labels import JOB_LABEL
@@ -83,7 +89,7 @@ def _objects(
         objects.append(_headless_service(spec))
     if spec.queue:
         job_spec["suspend"] = True
-    job_spec["template"] = {"metadata": {"labels": labels_for(spec)}, "spec": pod}
+    job_spec["template"] = {"metadata": template_metadata(spec), "spec": pod}
     objects.append(
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(spec), "spec": job_spec}
     )

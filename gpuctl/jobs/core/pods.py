@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuctl.jobs.core import volumes
+from gpuctl.jobs.core import topology, volumes
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.k8s import claims
 from gpuctl.k8s.labels import (
@@ -23,6 +23,14 @@ COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-ind
 
 def labels_for(spec: JobSpec) -> dict[str, str]:
     return {MANAGED_BY[0]: MANAGED_BY[1], JOB_LABEL: spec.name, **dict(spec.labels)}
+
+
+def template_metadata(spec: JobSpec) -> dict[str, Any]:
+    """The metadata of a job's pod template: its labels, and Kueue's topology annotation."""
+    meta: dict[str, Any] = {"labels": labels_for(spec)}
+    if annotations := topology.template_annotations(spec.topology):
+        meta["annotations"] = annotations
+    return meta
 
 
 def metadata(spec: JobSpec) -> dict[str, Any]:
@@ -75,8 +83,12 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
         pod["volumes"] = pod_volumes
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
-    if where.affinity:
-        pod["affinity"] = where.affinity
+    together = topology.pod_affinity(spec.topology, spec.name)
+    if where.affinity or together:
+        pod["affinity"] = {
+            **(where.affinity or {}),
+            **({"podAffinity": together} if together else {}),
+        }
     own = accelerator_toleration(where.resource) or (dict(GPU_TOLERATION) if claimed else None)
     tolerations = ([own] if own else []) + [dict(t) for t in spec.tolerations]
     if tolerations:

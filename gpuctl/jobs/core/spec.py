@@ -16,6 +16,7 @@ from gpuctl.common.spec_fields import (
     DURATION,
     FLAG,
     INTEGER,
+    MAPPING,
     MAPPINGS,
     NAME,
     QUANTITY,
@@ -29,6 +30,8 @@ from gpuctl.common.spec_fields import (
     Table,
 )
 from gpuctl.common.specfile import MAX_SECONDS, Doc, Fields
+from gpuctl.gpus.topology import NAMES as TOPOLOGY_NAMES
+from gpuctl.gpus.topology import Constraint
 from gpuctl.jobs.core import service_spec, vendor_spec, volumes
 from gpuctl.jobs.core.service_spec import Serving
 from gpuctl.jobs.core.volumes import SecretUse, Volume
@@ -115,6 +118,14 @@ TOLERATIONS = Table(
     Field("tolerationSeconds", INTEGER, "Effect NoExecute: how long the pod stays once tainted.",
           minimum=0, maximum=MAX_SECONDS),
 )  # fmt: skip
+TOPOLOGY = Table(
+    Field("within", TEXT, "A name (" + ", ".join(TOPOLOGY_NAMES) + ": resolved from the labels "
+          "the nodes carry) or a node label key.", required=True,
+          pattern=Rule(LABEL_KEY, "a topology name (" + ", ".join(TOPOLOGY_NAMES) + ") or a "
+                       "node label key")),
+    Field("required", FLAG, "true: the pods wait for one domain with room for all of them; "
+          "false: one domain is preferred.", default=True),
+)  # fmt: skip
 JOB = Table(
     Field("apiVersion", TEXT, "The job spec's version.", required=True, choices=(API_VERSION,)),
     Field("kind", TEXT, "Job (a batch Job: retries, a TTL, Kueue), Pod (a bare Pod) or "
@@ -174,6 +185,9 @@ JOB = Table(
           pattern=Rule(DNS1123_SUBDOMAIN, "a valid ServiceAccount name")),
     Field("image_pull_secrets", STRINGS, "Secrets to pull the image with.",
           pattern=Rule(DNS1123_SUBDOMAIN, "a valid Secret name")),
+    Field("topology", MAPPING, "Keep a multi-node job's workers (a service's replicas) within "
+          "one network domain: {within: block, required: true} (docs/topology.md).",
+          fields=TOPOLOGY),
     Field("volumes", MAPPINGS, "Volumes mounted in the container.", fields=volumes.VOLUME),
     Field("secrets", MAPPINGS, "Secrets as variables or files.", fields=volumes.SECRET),
     Field("working_dir", TEXT, "The container's working directory (an absolute path)."),
@@ -230,6 +244,7 @@ class JobSpec:
     queue: str | None = None  # Kueue LocalQueue; None: the namespace's only one, if any
     multinode: str | None = None  # jobset | indexed-job; None: decided by the cluster
     serving: Serving | None = None  # kind Service: ports, replicas, probes, autoscale
+    topology: Constraint | None = None  # its pods within one network domain
     source: str = field(default="<input>", compare=False)
 
     @property
@@ -266,6 +281,7 @@ def parse_job(doc: Doc) -> JobSpec:
     if serving is None:
         service_spec.refuse_service_fields(f, kind)
     multinode = _multinode(f, name, nodes)
+    topology = _topology(f, nodes, serving)
     if (accelerator := gpus.get("accelerator")) is not None and accelerator.slices > 1:
         multinode = vendor_spec.multislice_form(f, multinode, JOBSET)
     queue = f.read(JOB["queue"])
@@ -309,6 +325,7 @@ def parse_job(doc: Doc) -> JobSpec:
         queue=queue,
         multinode=multinode,
         serving=serving,
+        topology=topology,
         source=doc.file,
     )
 
@@ -430,6 +447,26 @@ def _multinode(f: Fields, name: str, nodes: int) -> str | None:
     if nodes > 1 and multinode == JOBSET and (problem := jobset_name_problem(name, nodes)):
         raise f.error("name", problem, hint="a shorter name, or multinode: indexed-job")
     return multinode
+
+
+def _topology(f: Fields, nodes: int, serving: Serving | None) -> Constraint | None:
+    """Where the pods must be together: only a job of several workers, or a service of
+    several replicas, has pods to keep together."""
+    t = f.child("topology")
+    if t is None:
+        return None
+    t.reject_unknown(TOPOLOGY)
+    constraint = Constraint(t.read(TOPOLOGY["within"]), t.read(TOPOLOGY["required"]))
+    pods = serving.peak_replicas if serving is not None else nodes
+    if pods < 2:
+        what = "replica" if serving is not None else "worker (nodes: 1)"
+        raise f.error(
+            "topology",
+            f"keeps several pods within one domain, and this {'service' if serving else 'job'}"
+            f" has one {what}",
+            hint="more replicas" if serving is not None else "nodes: N, or remove topology",
+        )
+    return constraint
 
 
 def _env(f: Fields, nodes: int) -> dict[str, str]:
