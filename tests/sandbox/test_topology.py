@@ -180,3 +180,40 @@ def test_a_flavor_without_topology_refuses_a_topology_request_as_kueue_does(sim)
         'couldn\'t assign flavors to pod set main: Flavor "h100" does not support '
         "TopologyAwareScheduling"
     )
+
+
+SPEC = """apiVersion: gpuctl/v1
+kind: Job
+name: {name}
+image: nvcr.io/nvidia/pytorch:24.05-py3
+command: [python, train.py]
+nodes: 2
+gpus: 4
+gpu_type: h100
+topology: {{within: block}}
+env: {{SANDBOX_RUNTIME: "600"}}
+"""
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["jobset-exclusive", "kueue-tas"])
+def test_a_submitted_gang_within_a_block_is_kept_there(sim, tmp_path, capsys, monkeypatch, queued):
+    """`gpuctl submit` of a 2-node job asked within a block: JobSet's exclusive placement
+    without a queue, Kueue's required topology on a queue whose flavor has one (quota set)."""
+    if queued:
+        code, _, err = run_gpuctl(capsys, "quota", "set", "ml", "--gpus", "32", "--gpu-type", "h100", "--yes")  # fmt: skip
+        assert code == 0, err
+    spec = tmp_path / "gang.yaml"
+    spec.write_text(SPEC.format(name="gang"))
+    monkeypatch.setenv("GPUCTL_NAMESPACE", "ml")
+    code, _, err = run_gpuctl(capsys, "submit", spec)
+    assert code == 0, err
+    _steps(sim, 6)
+    pods = [p for p in sim.api.items("/api/v1/namespaces/ml/pods") if p["metadata"]["name"].startswith("gang-") and p["spec"].get("nodeName")]  # fmt: skip
+    placed = sorted(p["spec"]["nodeName"] for p in pods)
+    assert len(placed) == 2 and len(_blocks(sim.api, placed)) == 1, placed
+    if queued:  # by Kueue's topology-aware admission
+        (w,) = sim.api.items(f"{KUEUE}/namespaces/ml/workloads")
+        assert w["spec"]["podSets"][0]["topologyRequest"]["required"] == BLOCK
+    else:  # by JobSet's exclusive placement
+        js = sim.api.get("/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets/gang")
+        assert js["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == BLOCK
