@@ -33,6 +33,7 @@ from gpuctl.k8s import marks
 from gpuctl.k8s.fit import tolerates
 from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, taints
 from gpuctl.k8s.objects import Ref, controller_of, labels_of, name_of, namespace_of, uid_of
+from gpuctl.k8s.pod_affinity import gang_keys
 from gpuctl.k8s.selectors import label_selector_matches, may_run_on, required_terms
 from gpuctl.reclaim.core.workloads import Obj
 
@@ -169,16 +170,6 @@ def _node_terms(pod: Obj) -> list[dict[str, Any]] | None:
 
 def _tolerations(pod: Obj) -> list[dict[str, Any]]:
     return list((pod.get("spec") or {}).get("tolerations") or [])
-
-
-def gang_keys(pod: Obj) -> tuple[str, ...]:
-    """The topology keys the pod's gang keeps within: those of its required pod affinity
-    terms that select the pod itself (its gang's pods, as gpuctl's topology and JobSet's
-    exclusive placement write them)."""
-    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("podAffinity") or {}
-    terms = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or []
-    own = _labels(pod)
-    return tuple(sorted({t["topologyKey"] for t in terms if t.get("topologyKey") and label_selector_matches(t.get("labelSelector"), own)}))  # fmt: skip
 
 
 def _domain(node: Obj, keys: tuple[str, ...]) -> tuple[str, ...] | None:
