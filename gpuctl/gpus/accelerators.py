@@ -80,6 +80,7 @@ class NodeInventory:
             "name": self.name,
             "accelerators": [a.to_dict() for a in self.accelerators],
             "problems": list(self.problems),
+            "topology": dict(self.topology),
         }
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gpuctl.gpus import device_plugins, resources
+from gpuctl.gpus import device_plugins, resources, topology
 from gpuctl.gpus.accelerators import DraSource, NodeInventory
 
 
@@ -54,4 +54,6 @@ def node_inventory(
         for a in plugin
         if not a.count
     ]
-    return NodeInventory(name, (*plugin, *claimed), tuple(dict.fromkeys(problems)))
+    return NodeInventory(
+        name, (*plugin, *claimed), tuple(dict.fromkeys(problems)), topology.placed(labels)
+    )

@@ -78,13 +78,15 @@ class Constraint:
     """A spec's `topology`: its pods within one domain of WITHIN (a name or a label key);
     REQUIRED: they wait for one with room, else one is preferred. Once the cluster was
     asked, KEY is the label WITHIN means there and ENGINE what keeps the pods in one of its
-    domains (gpuctl.jobs.core.topology); ASSUMED says what was guessed without nodes."""
+    domains (gpuctl.jobs.core.topology); ASSUMED says what was guessed without nodes;
+    PINNED the one domain pod affinity was helped to (its value of KEY)."""
 
     within: str
     required: bool = True
     key: str | None = None
     engine: str | None = None
     assumed: str | None = None
+    pinned: str | None = None  # the domain (a value of KEY) the pods were pinned to
 
     def words(self) -> str:
         """'within one topology.k8s.aws/network-node-layer-3 domain (block)'."""
@@ -131,6 +133,12 @@ def levels(nodes_labels: Iterable[Mapping[str, str]]) -> list[str]:
     """The topology keys these nodes carry, widest first, kubernetes.io/hostname last."""
     carried = {k for node in nodes_labels for k in node}
     return [key for key in LEVELS if key in carried]
+
+
+def placed(labels: Mapping[str, str]) -> dict[str, str]:
+    """Where a node with these labels sits: its topology labels, widest first, but for its
+    own host name."""
+    return {key: labels[key] for key in LEVELS if key in labels and key != HOSTNAME}
 
 
 @dataclass(frozen=True)

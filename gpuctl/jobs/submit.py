@@ -15,6 +15,7 @@ from gpuctl.common.errors import GpuctlError, Interrupted
 from gpuctl.gpus.dra import DraView
 from gpuctl.jobs import admission, service
 from gpuctl.jobs.core import submit as core
+from gpuctl.jobs.core import topology
 from gpuctl.jobs.core.manifests import placement, render_placed
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
@@ -98,9 +99,21 @@ def _fit(
         return draft
     try:
         report = fit_report(kube, draft.spec, draft.placement, nodes, read, dra)
-        return core.with_fit(draft, report)
     except Forbidden as e:  # RBAC for one namespace only: the scheduler still decides
         return dataclasses.replace(draft, fit_skipped=e.message)
+    return _pinned(core.with_fit(draft, report), report)
+
+
+def _pinned(draft: core.SubmitPlan, report: fit.FitReport) -> core.SubmitPlan:
+    """DRAFT with its pods pinned to one domain with room now, where only pod affinity
+    would keep them together (gpuctl.jobs.core.topology.pin_to)."""
+    c = draft.spec.topology
+    value = topology.pin_to(c, report.domains, report.workers) if c and report.key else None
+    if c is None or value is None:
+        return draft
+    spec = dataclasses.replace(draft.spec, topology=dataclasses.replace(c, pinned=value))
+    objects = core.place(render_placed(spec, draft.placement, draft.target), draft.namespace)
+    return dataclasses.replace(draft, spec=spec, objects=objects)
 
 
 def _references(kube: Kube, draft: core.SubmitPlan) -> core.SubmitPlan:

@@ -25,6 +25,12 @@ OUTPUT = typer.Option(
     help="table, wide (adds memory, partition, sharing, unhealthy, product), json or yaml.",
 )
 ALL = typer.Option(False, "--all", help="Also list the nodes without accelerators.")
+TOPOLOGY = typer.Option(
+    False,
+    "--topology",
+    help="Group the nodes and their free accelerators by each topology label they carry "
+    "(zone, spine, block, NVLink clique; docs/topology.md).",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -36,6 +42,7 @@ def nodes(
     selector: str | None = options.selector("Label selector for the nodes, e.g. pool=train."),
     output: Output = OUTPUT,
     everything: bool = ALL,
+    topology: bool = TOPOLOGY,
 ) -> None:
     """List each node's accelerators: vendor, model, count, allocated and free, through which
     source (device plugin or DRA) and resource or DeviceClass. JSON and YAML are a stable
@@ -43,4 +50,4 @@ def nodes(
     from gpuctl.nodes import service, views
 
     found = service.inventory(application().kube(), selector, everything)
-    views.show(found, output.value, everything)
+    views.show(found, output.value, everything, topology)

@@ -8,20 +8,30 @@ from collections.abc import Sequence
 
 from gpuctl.cli.output import dump, echo, inform, new_table, out_console
 from gpuctl.gpus.accelerators import Accelerator, NodeInventory
+from gpuctl.nodes.core.domains import domains, levels
 
 COLUMNS = ("NODE", "VENDOR", "MODEL", "COUNT", "ALLOCATED", "FREE", "SOURCE", "RESOURCE")
 WIDE = ("MEMORY", "PARTITION", "SHARING", "UNHEALTHY", "PRODUCT")
 GIB = 1 << 30
 
 
-def document(found: Sequence[NodeInventory]) -> dict:
-    """The document `-o json|yaml` prints (docs/nodes.md)."""
-    return {"nodes": [n.to_dict() for n in found]}
+def document(found: Sequence[NodeInventory], topology: bool = False) -> dict:
+    """The document `-o json|yaml` prints (docs/nodes.md); with TOPOLOGY, the domains too."""
+    out: dict = {"nodes": [n.to_dict() for n in found]}
+    if topology:
+        out["topology"] = {
+            "levels": levels(found),
+            "domains": [d.to_dict() for d in domains(found)],
+        }
+    return out
 
 
-def show(found: Sequence[NodeInventory], output: str, everything: bool) -> None:
+def show(found: Sequence[NodeInventory], output: str, everything: bool, topology: bool) -> None:
     if output in ("json", "yaml"):
-        echo(dump(document(found), output))
+        echo(dump(document(found, topology), output))
+        return
+    if topology:
+        _domain_table(found)
         return
     wide = output == "wide"
     table = new_table()
@@ -39,7 +49,29 @@ def show(found: Sequence[NodeInventory], output: str, everything: bool) -> None:
             inform(f"{node.name}: {problem}")
 
 
-_NUMBERS = {"COUNT", "ALLOCATED", "FREE", "MEMORY", "UNHEALTHY"}
+_NUMBERS = {"COUNT", "ALLOCATED", "FREE", "MEMORY", "UNHEALTHY", "NODES", "FREE NODES"}
+DOMAIN_COLUMNS = ("LEVEL", "DOMAIN", "NODES", "FREE NODES", "VENDOR", "MODEL", "RESOURCE")
+
+
+def _domain_table(found: Sequence[NodeInventory]) -> None:
+    """Per domain of each topology label: its nodes, the whole free ones, and its
+    accelerators allocated and free."""
+    table = new_table()
+    for column in (*DOMAIN_COLUMNS, "COUNT", "ALLOCATED", "FREE"):
+        table.add_column(column, justify="right" if column in _NUMBERS else "left")
+    rows = domains(found)
+    for d in rows:
+        level = f"{d.name} ({d.key})" if d.name else d.key
+        for p in d.pools or (None,):
+            kind = [p.vendor, p.model or "-", p.resource or "-"] if p else ["-"] * 3
+            numbers = [str(p.count), str(p.allocated), str(p.free)] if p else ["0"] * 3
+            table.add_row(
+                level, d.value, str(len(d.nodes)), str(len(d.free_nodes)), *kind, *numbers
+            )
+    if rows:
+        out_console().print(table, markup=False, highlight=False)
+    else:
+        inform("no topology labels on these nodes (docs/topology.md names those gpuctl reads)")
 
 
 def _cells(a: Accelerator | None, wide: bool) -> list[str]:

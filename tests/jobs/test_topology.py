@@ -52,6 +52,8 @@ def test_a_service_of_several_replicas_may_ask_for_topology():
         ("topology: {within: block}\n", 5, "topology", "this job has one worker (nodes: 1)"),
         ("kind: Service\nport: 8000\ntopology: {within: block}\n", 7, "topology",
          "this service has one replica"),
+        ("accelerator: tpu-v5e\ntpu_topology: 2x4\ntpu_slices: 2\ntopology: {within: zone}\n",
+         8, "topology", "a multislice TPU job already keeps each slice"),
     ],
 )  # fmt: skip
 def test_bad_topology_names_file_line_and_field(extra, line, field, needle):
@@ -118,3 +120,26 @@ def test_the_multinode_starter_shows_topology_and_renders_with_it(cli, tmp_path)
         "alpha.jobset.sigs.k8s.io/exclusive-topology: topology.k8s.aws/network-node-layer-3"
         in r.out
     )
+
+
+def test_a_pin_is_anded_into_every_node_affinity_term_and_picks_the_tightest_domain():
+    from gpuctl.k8s.fit import DomainFit
+
+    key = "topology.k8s.aws/network-node-layer-3"
+    spec = parse(GANG + "gpu_type: [h100, h200]\nnodes: 2\nmultinode: indexed-job\ntopology: {within: block}\n")  # fmt: skip
+    kept = dataclasses.replace(spec.topology, key=key, engine=topology.AFFINITY)
+    roomy = [DomainFit("nn-big", ("a", "b", "c"), 24, 3, 3), DomainFit("nn-two", ("d", "e"), 16, 2, 2)]  # fmt: skip
+    assert topology.pin_to(kept, roomy, 2) == "nn-two"  # leaves the big block for a big gang
+    assert topology.pin_to(kept, roomy, 4) is None
+    assert topology.pin_to(dataclasses.replace(kept, engine=topology.KUEUE), roomy, 2) is None
+    pinned = dataclasses.replace(kept, pinned="nn-two")
+    job = render(dataclasses.replace(spec, topology=pinned), "gpu-type")[-1]
+    terms = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms and all(
+        t["matchExpressions"][-1] == {"key": key, "operator": "In", "values": ["nn-two"]}
+        and len(t["matchExpressions"]) > 1  # the GPU type's own expression kept
+        for t in terms
+    )
+    assert_valid(job)

@@ -48,7 +48,13 @@ def test_an_indexed_job_keeps_its_gang_in_one_block_by_pod_affinity(cli, cluster
             {"labelSelector": {"matchLabels": {"gpuctl.io/job": "train"}}, "topologyKey": BLOCK}
         ]
     }
-    assert f"pods kept within one {BLOCK} domain (block) by pod affinity (required)" in r.err
+    # pod affinity is not gang-aware: the gang is also pinned to the only block with room
+    (term,) = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]  # fmt: skip
+    assert {"key": BLOCK, "operator": "In", "values": ["nn-38464347ecf47e324"]} in term["matchExpressions"]  # fmt: skip
+    assert (
+        f"pods kept within one {BLOCK} domain (block) by pod affinity (required), pinned to "
+        "nn-38464347ecf47e324, the tightest with room now"
+    ) in " ".join(r.err.split())
     for obj in objects:
         assert_valid(obj)
 
@@ -144,7 +150,7 @@ def test_a_block_busy_now_is_not_now_not_never(cli, cluster, kube_api, tmp_path)
     seed(kube_api, pod("other", "default", gpus=8, node_name=NODES[0]))
     r, _ = submit(cli, tmp_path, "nodes: 2\nmultinode: indexed-job\ntopology: {within: block}\n")
     assert r.code == 0, r
-    assert "can never fit" not in r.err
+    assert "can never fit" not in r.err and "pinned" not in r.err  # no block has room to pin to
     assert (
         f"no {BLOCK} domain has room for 2 × 8 nvidia.com/gpu now; nn-38464347ecf47e324 will "
         "when work running there ends (room for 1 now)"

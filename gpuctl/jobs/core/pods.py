@@ -84,11 +84,9 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
     together = topology.pod_affinity(spec.topology, spec.name)
-    if where.affinity or together:
-        pod["affinity"] = {
-            **(where.affinity or {}),
-            **({"podAffinity": together} if together else {}),
-        }
+    affinity = topology.with_pin(where.affinity, spec.topology)
+    if affinity or together:
+        pod["affinity"] = {**(affinity or {}), **({"podAffinity": together} if together else {})}
     own = accelerator_toleration(where.resource) or (dict(GPU_TOLERATION) if claimed else None)
     tolerations = ([own] if own else []) + [dict(t) for t in spec.tolerations]
     if tolerations:

@@ -281,9 +281,9 @@ def parse_job(doc: Doc) -> JobSpec:
     if serving is None:
         service_spec.refuse_service_fields(f, kind)
     multinode = _multinode(f, name, nodes)
-    topology = _topology(f, nodes, serving)
     if (accelerator := gpus.get("accelerator")) is not None and accelerator.slices > 1:
         multinode = vendor_spec.multislice_form(f, multinode, JOBSET)
+    topology = _topology(f, nodes, serving, accelerator.slices if accelerator else 1)
     queue = f.read(JOB["queue"])
     extra, env = vendor_spec.with_efa(_extra_resources(f), _env(f, nodes), efa)
     job_volumes, job_secrets = volumes.parse(f, env, TORCHRUN_ENV if nodes > 1 else ())
@@ -449,12 +449,18 @@ def _multinode(f: Fields, name: str, nodes: int) -> str | None:
     return multinode
 
 
-def _topology(f: Fields, nodes: int, serving: Serving | None) -> Constraint | None:
+def _topology(f: Fields, nodes: int, serving: Serving | None, slices: int) -> Constraint | None:
     """Where the pods must be together: only a job of several workers, or a service of
     several replicas, has pods to keep together."""
     t = f.child("topology")
     if t is None:
         return None
+    if slices > 1:
+        raise f.error(
+            "topology",
+            "a multislice TPU job already keeps each slice on a node pool of its own "
+            "(JobSet's exclusive placement on cloud.google.com/gke-nodepool)",
+        )
     t.reject_unknown(TOPOLOGY)
     constraint = Constraint(t.read(TOPOLOGY["within"]), t.read(TOPOLOGY["required"]))
     pods = serving.peak_replicas if serving is not None else nodes

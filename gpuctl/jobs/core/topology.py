@@ -15,9 +15,11 @@ Kubernetes' pod affinity (kubernetes.io/docs/concepts/scheduling-eviction/assign
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gpuctl.gpus.topology import Constraint
+from gpuctl.k8s.fit import DomainFit
 from gpuctl.k8s.labels import JOB_LABEL
 
 KUEUE, JOBSET, AFFINITY = "kueue", "jobset", "affinity"
@@ -63,6 +65,35 @@ def pod_affinity(c: Constraint | None, job: str) -> dict[str, Any] | None:
     return {"preferredDuringSchedulingIgnoredDuringExecution": [preferred]}
 
 
+def with_pin(affinity: dict[str, Any] | None, c: Constraint | None) -> dict[str, Any] | None:
+    """AFFINITY (a pod's, node affinity and all) with the node affinity that pins the pods
+    to the domain C was pinned to: each required term ANDed with KEY In [value]."""
+    if c is None or c.pinned is None or c.key is None:
+        return affinity
+    pin = {"key": c.key, "operator": "In", "values": [c.pinned]}
+    out = dict(affinity or {})
+    node = dict(out.get("nodeAffinity") or {})
+    required = dict(node.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [
+        {**t, "matchExpressions": [*(t.get("matchExpressions") or []), pin]} for t in terms
+    ]
+    node["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    out["nodeAffinity"] = node
+    return out
+
+
+def pin_to(c: Constraint, domains: Sequence[DomainFit], workers: int) -> str | None:
+    """The domain pod affinity alone may miss (it is not gang-aware: the first pod may land
+    where the rest have no room): the tightest domain with room for all WORKERS now, for a
+    required topology kept by pod affinity; None when none has room or another engine
+    places the gang."""
+    if c.engine != AFFINITY or not c.required:
+        return None
+    roomy = [d for d in domains if d.slots_now >= workers]
+    return min(roomy, key=lambda d: (d.slots_now, d.value)).value if roomy else None
+
+
 def how(c: Constraint) -> str:
     """What keeps the pods together, in words."""
     mode = "required" if c.required else "preferred"
@@ -70,7 +101,8 @@ def how(c: Constraint) -> str:
         return f"Kueue's {mode} topology"
     if c.engine == JOBSET and c.required:
         return "JobSet's exclusive placement"
-    return f"pod affinity ({mode})"
+    pinned = f", pinned to {c.pinned}, the tightest with room now" if c.pinned else ""
+    return f"pod affinity ({mode}){pinned}"
 
 
 def of_job(job: dict[str, Any]) -> Constraint | None:
