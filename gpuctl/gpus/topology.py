@@ -24,7 +24,6 @@ hostname): LEVELS is that order across clouds, and `levels` keeps the keys nodes
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -62,12 +61,6 @@ LEVELS: tuple[str, ...] = (
     HOSTNAME,
 )
 
-# A qualified label key: an optional DNS-subdomain prefix and a name (Kubernetes' syntax).
-_KEY = re.compile(
-    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-)
-
 
 class TopologyError(GpuctlError):
     """A topology the nodes do not describe."""
@@ -93,12 +86,6 @@ class Constraint:
         key = self.key or self.within
         name = self.within if self.within in NAMES else name_of(key)
         return f"within one {key} domain" + (f" ({name})" if name and name != key else "")
-
-
-def is_label_key(text: str) -> bool:
-    """TEXT is a label key as Kubernetes writes one (prefix/name or name)."""
-    prefix, _, _ = text.rpartition("/")
-    return len(prefix) <= 253 and _KEY.fullmatch(text) is not None
 
 
 def resolve(within: str, nodes_labels: Iterable[Mapping[str, str]]) -> str:

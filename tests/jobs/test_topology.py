@@ -5,26 +5,14 @@ import dataclasses
 
 import pytest
 
-from gpuctl.common.errors import SpecError
-from gpuctl.common.specfile import load_yaml
 from gpuctl.gpus.topology import Constraint
 from gpuctl.jobs.core import topology
 from gpuctl.jobs.core.manifests import render
-from gpuctl.jobs.core.spec import parse_job
 from tests.crd_schema import assert_valid_cr
+from tests.jobs.test_spec import error_of, parse
 from tests.k8s_schema import assert_valid
 
 GANG = "apiVersion: gpuctl/v1\nname: train\nimage: nvcr.io/nvidia/pytorch:24.05-py3\ngpus: 8\n"
-
-
-def parse(text: str):
-    return parse_job(load_yaml(text, "job.yaml"))
-
-
-def error_of(text: str) -> SpecError:
-    with pytest.raises(SpecError) as e:
-        parse(text)
-    return e.value
 
 
 def test_topology_is_read_with_required_by_default():

@@ -183,3 +183,20 @@ def test_jobs_why_reads_the_topology_back_and_counts_per_domain(cli, cluster, ku
         ("nn-5c0d2e7f41a9b3e86", 1, 1),
     ]
     assert data["fit"]["fits_now"] is False and data["fit"]["can_ever_fit"] is True
+
+
+def test_on_gke_block_is_the_sub_block_and_spine_the_block(cli, kube, kube_api, tmp_path):
+    seed(kube_api, *layout("gke-a3-ultra"))  # one GKE block, two sub-blocks of one node
+    gang = "nodes: 2\nmultinode: indexed-job\ntopology: {within: block}\n"
+    r, _ = submit(cli, tmp_path, gang)
+    assert r.code == 1, r
+    assert (
+        "needs 2 × 8 nvidia.com/gpu within one cloud.google.com/gce-topology-subblock domain "
+        "(block); the largest has room for 1"
+    ) in " ".join(r.err.split())
+    r, objects = submit(cli, tmp_path, gang.replace("block", "spine"))
+    assert r.code == 0, r
+    term = objects[-1]["spec"]["template"]["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ][0]
+    assert term["topologyKey"] == "cloud.google.com/gce-topology-block"
