@@ -53,6 +53,7 @@ def one_of_each(kinds: dict) -> list[dict]:
             "spec": {"secretTargetRef": [{"parameter": "bearerToken", "name": "s", "key": "t"}]}
         },
         "ResourceFlavor": {"spec": {}},
+        "Topology": {"spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}},
         "ClusterQueue": {"spec": {"namespaceSelector": {}}},
         "LocalQueue": {"spec": {"clusterQueue": "team-a"}},
         "Workload": {
@@ -89,6 +90,7 @@ def test_kubectl_gets_every_kind_gpuctl_reads(kube, kube_api, kubectl):
     kinds = {k: (v, namespaced) for k, (v, _, namespaced) in adapter.KINDS.items()}
     kube.install_crds(
         "ResourceFlavor",
+        "Topology",
         "ClusterQueue",
         "LocalQueue",
         "Workload",

@@ -75,6 +75,7 @@ KINDS = {
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
     "Event": ("v1", "events", True),
     "ResourceFlavor": (_KUEUE, "resourceflavors", False),
+    "Topology": (_KUEUE, "topologies", False),
     "ClusterQueue": (_KUEUE, "clusterqueues", False),
     "LocalQueue": (_KUEUE, "localqueues", True),
     "Workload": (_KUEUE, "workloads", True),

@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
-from gpuctl.doctor.core import autoscale_checks, compute_domain_checks, dra_checks, spec_checks
+from gpuctl.doctor.core import (
+    autoscale_checks,
+    compute_domain_checks,
+    dra_checks,
+    spec_checks,
+    topology_checks,
+)
 from gpuctl.doctor.core import checks as doctor
 from gpuctl.doctor.core import queue_checks as queues
 from gpuctl.gpus.dra import DraView
@@ -38,6 +44,7 @@ def run(
     view, version = _dra(kube)
     found = doctor.run_checks(nodes, daemonsets, config_map, data, view)
     found += dra_checks.check_dra(version, view, nodes, daemonsets) if view else []
+    found.append(topology_checks.check_topology(nodes))
     found += spec_checks.check_specs(specs or [], nodes, label_key)
     if any(r.compute_domain for _, r in specs or []):
         served = kube.serves(apis.COMPUTE_DOMAIN_API_VERSION)

@@ -11,7 +11,7 @@ from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.k8s import apis
 from gpuctl.k8s.objects import name_of, namespace_of
-from gpuctl.quota.core import kueue
+from gpuctl.quota.core import kueue, kueue_topology
 from gpuctl.quota.core.plans import KueuePlan, KueueWorld, ObjectStep, object_changes, plan_kueue
 from gpuctl.quota.core.plans import change_text as describe
 from gpuctl.quota.core.queue_usage import CapacityRow, Finding, QueueRow, lint, queue_rows
@@ -37,8 +37,21 @@ def plan_set(
             kube.list_objects("ResourceFlavor", api_version=av),
             _read(kube, "ClusterQueue", q.team, None, av),
             _read(kube, "LocalQueue", q.team, q.team, av),
+            *_topologies(kube, version),
         )
     return plan_kueue(q, label_key, gpu_types, version, world)
+
+
+def _topologies(kube: Kube, version: str | None) -> tuple[list[dict] | None, str | None]:
+    """The cluster's Kueue Topologies (None: its Kueue serves none) and their apiVersion;
+    without Kueue (a dry run), none yet at gpuctl's preferred version."""
+    if version is None:
+        return [], None
+    av = kueue_topology.api_version(kube.api_versions(apis.KUEUE_GROUP), version)
+    try:
+        return kube.list_objects("Topology", api_version=av), av
+    except NotFound:
+        return None, av
 
 
 def _read(
@@ -143,4 +156,5 @@ def lint_queues(kube: Kube, version: str) -> tuple[list[CapacityRow], list[Findi
         kube.list_objects("ClusterQueue", api_version=av),
         kube.list_objects("ResourceFlavor", api_version=av),
         kube.list_objects("Node"),
+        _topologies(kube, version)[0],
     )

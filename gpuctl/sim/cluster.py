@@ -7,14 +7,17 @@ put a pod. No I/O: objects come in and go out as the API returns them.
 
 Placement follows kube-scheduler's filters that matter for GPU pods (cordoned nodes,
 nodeSelector, required node affinity, taints, requests against allocatable minus what
-running pods request, whether the pod's DRA claims can be allocated there) and
-scores the nodes that pass with NodeResourcesFit MostAllocated at gpuctl's weights
-(gpuctl.gpus.scoring, the profile `gpuctl sched render` writes and whatif's bin-packing
-replay scores with). Not simulated: preemption, pod affinity, topology spread, ports.
+running pods request, whether the pod's DRA claims can be allocated there,
+required pod affinity on a topology key) and scores the nodes that pass with
+NodeResourcesFit MostAllocated at gpuctl's weights (gpuctl.gpus.scoring, the profile `gpuctl
+sched render` writes and whatif's bin-packing replay scores with). Nodes of AWS's instance
+types carry EKS's network topology labels in a synthetic layout (network_labels). Not
+simulated: preemption, pod anti-affinity, preferred pod affinity, topology spread, ports.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
 from collections.abc import Callable
@@ -28,7 +31,7 @@ from gpuctl.gpus import geometry
 from gpuctl.gpus.names import product_label
 from gpuctl.gpus.scoring import most_allocated, resource_weights
 from gpuctl.k8s.fit import tolerates
-from gpuctl.k8s.selectors import pod_may_run_on
+from gpuctl.k8s.selectors import label_selector_matches, pod_may_run_on
 
 DEFAULT_NODES = "2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb"
 GPUS_PER_NODE = 8
@@ -45,6 +48,12 @@ INSTANCE_TYPES = {
     "A100-40GB": "p4d.24xlarge",
     "B200": "p6-b200.48xlarge",
 }
+# The network layers EKS labels p4d/p5/p6 nodes with (DescribeInstanceTopology's NetworkNodes,
+# widest first): docs.aws.amazon.com/eks/latest/userguide/ (topology labels), and
+# docs.aws.amazon.com/AWSEC2/latest/UserGuide/how-ec2-instance-topology-works.html
+NETWORK_LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3))
+BLOCK_NODES = 2  # nodes under one layer-3 network node (a block) in the sandbox's layout
+SPINE_BLOCKS = 2  # blocks under one layer-2 network node (a spine)
 _SPEC = re.compile(
     r"^(\d+)x([A-Za-z0-9.\-]+)(?::mig=([0-9a-z.+]+)|:mig-config=([0-9A-Za-z._+-]+)|(:dra))?$"
 )
@@ -138,11 +147,37 @@ def first_layouts(group: NodeGroup, layouts: Layouts | None, gpus: int) -> list[
     return [WHOLE] * gpus
 
 
+def network_node(layer: int, index: int) -> str:
+    """The id of the sandbox's INDEXth network node of LAYER, in EC2's form (nn- and 17 hex)."""
+    return "nn-" + hashlib.sha1(f"{layer}/{index}".encode()).hexdigest()[:17]
+
+
+def network_labels(groups: list[NodeGroup]) -> list[dict[str, str] | None]:
+    """EKS's topology labels for each node of GROUPS, in order (None: an instance type EC2
+    reports no topology for: the sandbox's models without an AWS instance type). The
+    sandbox's synthetic layout: a group's nodes fill blocks of BLOCK_NODES (a group starts a
+    new block, as a capacity reservation does), blocks fill spines of SPINE_BLOCKS in order,
+    one layer-1 network node above them all."""
+    out: list[dict[str, str] | None] = []
+    blocks = 0
+    for group in groups:
+        if group.model.short_name not in INSTANCE_TYPES:
+            out += [None] * group.count
+            continue
+        for i in range(group.count):
+            block = blocks + i // BLOCK_NODES
+            path = (0, block // SPINE_BLOCKS, block)
+            out.append({k: network_node(n, p) for n, (k, p) in enumerate(zip(NETWORK_LAYERS, path), 1)})  # fmt: skip
+        blocks += -(-group.count // BLOCK_NODES)
+    return out
+
+
 def node_objects(
     groups: list[NodeGroup], layouts: Layouts | None = None, gpus_per_node: int = GPUS_PER_NODE
 ) -> list[dict]:
     """One Node per node of each group, plus a CPU-only node for the system pods."""
     nodes = [_node("cpu-node-1", {}, {"cpu": "16", "memory": "64Gi"}, taint=False)]
+    network = iter(network_labels(groups))
     for group in groups:
         name = gpu_type(group.model) + ("-mig" if group.strategy else "")
         name += "-dra" if group.dra else ""
@@ -155,6 +190,8 @@ def node_objects(
                 first = first_layouts(group, layouts, gpus_per_node)
                 mig_labels, gpu_resources = describe(group.model, first, group.strategy)
                 labels |= {k: v for k, v in mig_labels.items() if v is not None}
+            topology = next(network)
+            labels |= topology if topology is not None else {}
             taken = sum(1 for n in nodes if n["metadata"]["name"].startswith(f"{name}-node-"))
             resources = {"cpu": "192", "memory": "2048Gi", **gpu_resources}
             nodes.append(_node(f"{name}-node-{taken + 1}", labels, resources, taint=True))
@@ -299,9 +336,11 @@ def _why_not(
     used: dict[str, int],
     asked: dict[str, int],
     claimable: Callable[[str], bool] | None = None,
+    affine: Callable[[dict], bool] | None = None,
 ) -> str | None:
     """kube-scheduler's reason for filtering the node out, None when it passes; CLAIMABLE
-    says whether the pod's DRA claims can be allocated on a node."""
+    says whether the pod's DRA claims can be allocated on a node, AFFINE whether the node
+    meets its required pod affinity."""
     if (node.get("spec") or {}).get("unschedulable"):
         return "node(s) were unschedulable"
     if not selected(pod, node):
@@ -314,6 +353,8 @@ def _why_not(
     for resource, amount in sorted(asked.items()):
         if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
             return f"Insufficient {resource}"
+    if affine is not None and not affine(node):  # after NodeResourcesFit, as kube-scheduler
+        return "node(s) didn't match pod affinity rules"
     if claimable is not None and not claimable(node["metadata"]["name"]):
         return "cannot allocate all claims"
     return None
@@ -331,6 +372,49 @@ def in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
     return used
 
 
+def pod_affinity(pod: dict, nodes: list[dict], pods: list[dict]) -> Callable[[dict], bool] | None:
+    """The InterPodAffinity filter of POD's required pod affinity (None: it has none), given
+    PODS placed on NODES: a node passes when it carries each term's topologyKey with a value
+    that a node running a pod the term selects also has. The first pod of a group that
+    selects itself may go to any node carrying the keys (kube-scheduler's
+    pkg/scheduler/framework/plugins/interpodaffinity/filtering.go, satisfyPodAffinity)."""
+    spec = pod.get("spec") or {}
+    terms = ((spec.get("affinity") or {}).get("podAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    if not terms:
+        return None
+    labels_of = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
+    namespace = pod["metadata"].get("namespace")
+    domains: list[set[str]] = []
+    for term in terms:
+        spaces = term.get("namespaces") or ([] if "namespaceSelector" in term else [namespace])
+        key, found = term.get("topologyKey", ""), set()
+        for other in pods:
+            where = labels_of.get((other.get("spec") or {}).get("nodeName") or "", {})
+            if (
+                (other.get("status") or {}).get("phase") not in DONE
+                and (not spaces or other["metadata"].get("namespace") in spaces)
+                and label_selector_matches(term.get("labelSelector"), other["metadata"].get("labels") or {})
+                and key in where
+            ):  # fmt: skip
+                found.add(where[key])
+        domains.append(found)
+    own = pod["metadata"].get("labels") or {}
+    first = not any(domains) and all(
+        label_selector_matches(t.get("labelSelector"), own) for t in terms
+    )
+
+    def affine(node: dict) -> bool:
+        labels = node["metadata"].get("labels") or {}
+        keys = [t.get("topologyKey", "") for t in terms]
+        if not all(k in labels for k in keys):
+            return False
+        return first or all(labels[k] in d for k, d in zip(keys, domains))
+
+    return affine
+
+
 def place(
     pod: dict,
     nodes: list[dict],
@@ -341,6 +425,7 @@ def place(
     the pod's DRA claims can be allocated), or (None, the PodScheduled=False message
     kube-scheduler writes)."""
     used, asked = in_use(pods), requests(pod)
+    affine = pod_affinity(pod, nodes, pods)
     weights = tuple(
         (r, w) for r, w in resource_weights() if r in ("cpu", "memory") or asked.get(r, 0) > 0
     )
@@ -349,7 +434,7 @@ def place(
     for node in nodes:
         name = node["metadata"]["name"]
         on_node = used.get(name, {})
-        reason = _why_not(pod, node, on_node, asked, claimable)
+        reason = _why_not(pod, node, on_node, asked, claimable, affine)
         if reason is not None:
             reasons[reason] = reasons.get(reason, 0) + 1
             continue

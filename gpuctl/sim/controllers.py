@@ -15,7 +15,9 @@ ctrl.SetControllerReference): apiVersion, kind, name, uid, `controller: true`,
   DeadlineExceeded), Suspended; finished Jobs deleted after ttlSecondsAfterFinished.
 - JobSet controller: each replicated Job's Jobs `JOBSET-RJOB-INDEX`, suspended with the
   JobSet and resumed with the pod template's nodeSelector and tolerations it has then (what
-  Kueue writes on admission); status per replicated Job; Completed / Failed / Suspended.
+  Kueue writes on admission); status per replicated Job; Completed / Failed / Suspended;
+  exclusive placement (`alpha.jobset.sigs.k8s.io/exclusive-topology`) as required pod
+  affinity of each Job's pods to each other on the key (no anti-affinity to other Jobs).
 - garbage collector: what has a controller owner that is gone is deleted (background).
 - scheduler: gpuctl.sim.cluster.place; a pod it cannot place gets PodScheduled=False. A
   pod with a claim from a ResourceClaimTemplate goes where gpuctl.sim.dra_driver can
@@ -33,6 +35,7 @@ SANDBOX_GPU_UTIL (a job spec's `env:`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
@@ -59,6 +62,8 @@ JOB_NAME = "batch.kubernetes.io/job-name"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 INDEX = "batch.kubernetes.io/job-completion-index"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOB_KEY = "jobset.sigs.k8s.io/job-key"  # a child Job's key: the SHA-1 of namespace/name
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 HASH = "pod-template-hash"
 ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery util/rand: no vowels, no 0 1 3
 JOBS, JOBSETS, PODS, APPS = "batch/v1", "jobset.x-k8s.io/v1alpha2", "v1", "apps/v1"
@@ -464,6 +469,9 @@ class Simulation:
         spec = template.setdefault("spec", {})
         pod_meta = spec.setdefault("template", {}).setdefault("metadata", {})
         pod_meta.setdefault("labels", {}).update(labels)
+        exclusive = (m.get("annotations") or {}).get(EXCLUSIVE)
+        if exclusive:
+            _keep_together(spec["template"], f"{m['namespace']}/{m['name']}-{rj['name']}-{index}", exclusive)  # fmt: skip
         spec["suspend"] = suspended
         job = {
             "apiVersion": JOBS,
@@ -847,6 +855,25 @@ class Simulation:
             if run.node == node and uid in by_uid
             for device in run.devices
         }
+
+
+def _keep_together(template: dict, job: str, key: str) -> None:
+    """JobSet's exclusive placement, as its pod webhook gives a child Job's pods: the Job's
+    key as a label, and required pod affinity on KEY to the pods with that label
+    (kubernetes-sigs/jobset pkg/webhooks/pod_mutating_webhook.go; the anti-affinity that keeps
+    other Jobs out of the domain is not simulated)."""
+    job_key = hashlib.sha1(job.encode()).hexdigest()
+    template.setdefault("metadata", {}).setdefault("labels", {})[JOB_KEY] = job_key
+    term = {
+        "labelSelector": {
+            "matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [job_key]}]
+        },
+        "topologyKey": key,
+    }
+    affinity = (
+        template.setdefault("spec", {}).setdefault("affinity", {}).setdefault("podAffinity", {})
+    )
+    affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(term)
 
 
 def keyed(

@@ -27,6 +27,7 @@ CRD_FILES = {
     "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
     "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
     "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
+    "Topology": "kueue.x-k8s.io_topologies.yaml",
     "Workload": "kueue.x-k8s.io_workloads.yaml",
     "JobSet": "jobset.x-k8s.io_jobsets.yaml",
     "ScaledObject": "keda.sh_scaledobjects.yaml",

@@ -23,8 +23,9 @@ whose CRDs the sandbox serves; objects read and written at kueue.x-k8s.io/v1beta
   is Finished (its quota released); one whose job is gone is deleted.
 - ClusterQueue and LocalQueue status: pending, reserving and admitted workloads, flavor
   usage and reservation, Active.
+- Topology-aware scheduling enough to keep a gang in one domain (gpuctl.sim.kueue_tas).
 Not simulated: cohorts (borrowing, lending), preemption, fair sharing, priorities,
-admission checks, partial admission, waitForPodsReady, topology-aware scheduling.
+admission checks, partial admission, waitForPodsReady.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import hashlib
 from typing import Any
 
 from gpuctl.k8s.selectors import pod_may_run_on
-from gpuctl.sim import cluster
+from gpuctl.sim import cluster, kueue_tas
 from gpuctl.sim.controllers import (
     JOBS,
     JOBSETS,
@@ -64,13 +65,21 @@ def podsets(job: dict) -> list[dict]:
     spec = job.get("spec") or {}
     if job["kind"] == "Job":
         count = int(spec.get("parallelism") or 1)
-        return [{"name": "main", "count": count, "template": spec.get("template") or {}}]
-    out = []
-    for rj in spec.get("replicatedJobs") or []:
-        job_spec = (rj.get("template") or {}).get("spec") or {}
-        count = int(rj.get("replicas") or 1) * int(job_spec.get("parallelism") or 1)
-        out.append({"name": rj["name"], "count": count, "template": job_spec.get("template") or {}})
-    return out
+        sets: list[dict[str, Any]] = [
+            {"name": "main", "count": count, "template": spec.get("template") or {}}
+        ]
+    else:
+        sets = []
+        for rj in spec.get("replicatedJobs") or []:
+            job_spec = (rj.get("template") or {}).get("spec") or {}
+            count = int(rj.get("replicas") or 1) * int(job_spec.get("parallelism") or 1)
+            template = job_spec.get("template") or {}
+            sets.append({"name": rj["name"], "count": count, "template": template})
+    for ps in sets:
+        request = kueue_tas.topology_request(ps["template"])
+        if request is not None:
+            ps["topologyRequest"] = request
+    return sets
 
 
 def _text(resource: str, amount: int) -> str:
@@ -91,6 +100,10 @@ def _true(obj: dict, kind: str) -> bool:
 class Kueue:
     def __init__(self, api: Api):
         self.api = api
+        # what this tick read, for topology-aware admission
+        self._topologies: dict[str, dict] = {}
+        self._nodes: list[dict] = []
+        self._free: dict[str, dict[str, int]] = {}
 
     def _items(self, plural: str) -> list[dict]:
         return self.api.items(f"/apis/{API}/{plural}")
@@ -106,6 +119,9 @@ class Kueue:
         queues = {(meta(q)["namespace"], meta(q)["name"]): q for q in self._items("localqueues")}
         cqs = {meta(q)["name"]: q for q in self._items("clusterqueues")}
         flavors = {meta(f)["name"]: f for f in self._items("resourceflavors")}
+        self._topologies = {meta(t)["name"]: t for t in self._items("topologies")}
+        self._nodes = world.nodes
+        self._free = kueue_tas.free_resources(world.nodes, world.pods)
         live = []
         for w in workloads:
             owner = owners.get(str((controller_of(w) or {}).get("uid")))
@@ -226,8 +242,8 @@ class Kueue:
             why = ("Inadmissible", f"ClusterQueue {cq_name} doesn't exist")
         else:
             assigned = self._assign(w, cq, flavors, usage.setdefault(cq_name, {}))
-            if isinstance(assigned, list):
-                self._admitted(w, owner, cq_name, assigned, flavors, usage[cq_name])
+            if not isinstance(assigned, str):
+                self._admitted(w, owner, cq_name, *assigned, flavors, usage[cq_name])
                 return
             why = ("Pending", assigned)
             if (cq.get("spec") or {}).get("queueingStrategy") == "StrictFIFO":
@@ -237,11 +253,15 @@ class Kueue:
         if new is not conditions:
             self.api.patch(self._path(w) + "/status", {"status": {"conditions": new}})
 
-    def _assign(self, w: dict, cq: dict, flavors: dict, used: dict) -> list[dict] | str:
-        """Each podSet's flavors and usage, or why one does not fit (Kueue's words)."""
+    def _assign(
+        self, w: dict, cq: dict, flavors: dict, used: dict
+    ) -> tuple[list[dict], dict[str, str]] | str:
+        """Each podSet's flavors, usage and topology assignment, with the node labels that
+        pin its pods to their topology domain; or why one does not fit (Kueue's words)."""
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
         taken: dict[tuple[str, str], int] = {}
         out = []
+        placements: list[tuple[kueue_tas.Placement, dict]] = []
         for ps in (w.get("spec") or {}).get("podSets") or []:
             count = int(ps.get("count") or 1)
             asked = {
@@ -270,6 +290,13 @@ class Kueue:
                     pod_spec = (ps.get("template") or {}).get("spec") or {}
                     if labels and not pod_may_run_on(_only(pod_spec, labels), node):
                         lacks.append(f"flavor {flavor} doesn't match node affinity")
+                        continue
+                    group_flavors = [flavors.get(f.get("name")) or {} for f in group["flavors"]]
+                    refusal = kueue_tas.flavor_refusal(
+                        ps.get("topologyRequest"), flavors.get(flavor) or {}, group_flavors
+                    )
+                    if refusal is not None:
+                        lacks.append(refusal)
                         continue
                     quota = {
                         r.get("name"): cluster.amount(r.get("nominalQuota"), r.get("name"))
@@ -301,9 +328,23 @@ class Kueue:
             out.append(
                 {"name": ps["name"], "flavors": chosen, "resourceUsage": usage, "count": count}
             )
-        return out
+            request, template = ps.get("topologyRequest"), ps.get("template") or {}
+            if request is not None and chosen:
+                flavor = flavors.get(chosen.get(cluster.GPU) or next(iter(chosen.values()))) or {}
+                placed = kueue_tas.place(
+                    request, count, template, flavor, self._topologies, self._nodes, self._free
+                )
+                if isinstance(placed, str):
+                    return f"couldn't assign flavors to pod set {ps['name']}: {placed}"
+                out[-1]["topologyAssignment"] = placed.assignment()
+                placements.append((placed, template))
+        pins: dict[str, str] = {}
+        for placed, template in placements:
+            kueue_tas.take(self._free, placed, template)
+            pins |= {placed.key: placed.domain} if placed.domain is not None else {}
+        return out, pins
 
-    def _admitted(self, w, owner, cq_name, assigned, flavors, used) -> None:
+    def _admitted(self, w, owner, cq_name, assigned, pins, flavors, used) -> None:
         conditions = (w.get("status") or {}).get("conditions") or []
         for kind in ("Evicted", "Requeued"):
             conditions = [c for c in conditions if c.get("type") != kind]
@@ -322,7 +363,7 @@ class Kueue:
             {"status": {"admission": admission, "conditions": conditions}},
         )
         w["status"] = {"admission": admission, "conditions": conditions}
-        selector: dict = {}
+        selector: dict = dict(pins)
         tolerations: list = []
         for ps in assigned:
             for flavor in set(ps["flavors"].values()):

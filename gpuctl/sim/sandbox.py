@@ -49,6 +49,7 @@ OPERATOR_DAEMONSETS = {  # what the GPU Operator runs on each GPU node, with its
 }
 JOBSET_IMAGE = "registry.k8s.io/jobset/jobset:v0.12.0"  # the JobSet CRD's release
 KUEUE_IMAGE = "registry.k8s.io/kueue/kueue:v0.19.2"  # the Kueue CRDs' release
+KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload", "Topology")
 KUEUE_CONFIG = Path(__file__).parent / "crds" / "controller_manager_config.yaml"
 PROMETHEUS_TRIES = 5
 PROMETHEUS_START_S = 30.0
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
     emu = KubeEmulator().start()
     prom = exporters = None
     try:
-        kinds = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload") if args.kueue else ()
+        kinds = KUEUE_KINDS if args.kueue else ()
         emu.install_crds("JobSet", *kinds)
         api = Api(emu.url)
         seed(api, nodes, args.kueue)

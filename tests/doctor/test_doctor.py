@@ -183,6 +183,7 @@ def test_doctor_command_passes_on_a_ready_cluster(cli, kube_api):
         "device-plugin": "pass",
         "mig": "pass",
         "sharing": "pass",
+        "topology": "pass",  # one node: no multi-node pool (tests/doctor/test_topology.py)
         "dcgm-exporter": "pass",
         "kueue": "warn",  # not installed: quotas are ResourceQuotas (tests/doctor/test_queues.py)
         "jobset": "warn",

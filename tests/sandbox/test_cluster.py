@@ -106,3 +106,63 @@ def test_the_scalar_score_is_the_replays_score():
         ours = most_allocated(dict(zip(names, req)), dict(zip(names, alloc)), weights)
         theirs = Scorer(np.array(alloc, dtype=np.int64)[:, None], [w for _, w in weights])
         assert ours == int(theirs.most_allocated(np.array(req, dtype=np.int64)[:, None])[0])
+
+
+BLOCK = "topology.k8s.aws/network-node-layer-3"
+SPINE = "topology.k8s.aws/network-node-layer-2"
+
+
+def test_nodes_of_aws_instance_types_carry_eks_topology_labels_in_blocks_of_two():
+    nodes = {
+        n["metadata"]["name"]: n["metadata"]["labels"] for n in _nodes("3xH100-80GB,2xH200,1xA30")
+    }
+    block = {name: labels.get(BLOCK) for name, labels in nodes.items()}
+    assert block["h100-node-1"] == block["h100-node-2"] != block["h100-node-3"]
+    # a group starts a block of its own, blocks fill spines of two
+    assert block["h200-node-1"] == block["h200-node-2"] not in {block["h100-node-3"]}
+    spine = {name: labels.get(SPINE) for name, labels in nodes.items()}
+    assert spine["h100-node-1"] == spine["h100-node-3"] != spine["h200-node-1"]
+    layer1 = {labels.get("topology.k8s.aws/network-node-layer-1") for labels in nodes.values()}
+    assert len(layer1 - {None}) == 1
+    assert block["a30-node-1"] is None and block["cpu-node-1"] is None  # no EC2 topology
+    assert all(v is None or (v.startswith("nn-") and len(v) == 20) for v in block.values())
+
+
+def _gang(name, gpus, key, node=None):
+    """A worker of gang `g` that must share KEY's domain with the other workers."""
+    pod = _pod(name, gpus=gpus, node=node, phase="Pending")
+    pod["metadata"] |= {"namespace": "ml", "labels": {"gang": "g"}}
+    term = {"labelSelector": {"matchLabels": {"gang": "g"}}, "topologyKey": key}
+    pod["spec"]["affinity"] = {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    return pod
+
+
+def test_a_gang_with_required_pod_affinity_on_the_block_stays_in_one_block():
+    nodes = _nodes("4xH100-80GB")  # blocks {1, 2} and {3, 4}
+    running = [_pod("a", gpus=4, node="h100-node-1"), _pod("b", gpus=4, node="h100-node-3")]
+    # without the constraint MostAllocated puts the two workers on the half-full nodes,
+    # one in each block
+    first, _ = cluster.place(_pod("w0", gpus=4), nodes, running)
+    second, _ = cluster.place(_pod("w1", gpus=4), nodes, [*running, _pod("w0", gpus=4, node=first)])
+    assert {first, second} == {"h100-node-1", "h100-node-3"}
+    first, why = cluster.place(_gang("w0", 4, BLOCK), nodes, running)
+    assert first in ("h100-node-1", "h100-node-3"), why
+    placed = [*running, _gang("w0", 4, BLOCK, node=first)]
+    second, why = cluster.place(_gang("w1", 4, BLOCK), nodes, placed)
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes}
+    assert second is not None and labels[second][BLOCK] == labels[first][BLOCK], why
+    assert second != first
+
+
+def test_a_gang_worker_with_no_room_in_its_block_waits_with_the_schedulers_reason():
+    nodes = _nodes("3xH100-80GB")  # blocks {1, 2} and {3}
+    placed = [_pod("a", gpus=8, node="h100-node-2"), _gang("w0", 8, BLOCK, node="h100-node-1")]
+    node, why = cluster.place(_gang("w1", 8, BLOCK), nodes, placed)
+    assert node is None
+    assert "1 node(s) didn't match pod affinity rules" in why  # h100-node-3: another block
+    assert "3 Insufficient nvidia.com/gpu" in why  # h100-node-1 and -2, the CPU node
+    # on nodes without the key no worker goes anywhere, as kube-scheduler does
+    node, why = cluster.place(_gang("w0", 1, BLOCK), _nodes("1xA30"), [])
+    assert node is None and "didn't match pod affinity rules" in why

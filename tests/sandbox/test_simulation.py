@@ -22,14 +22,14 @@ import yaml
 from gpuctl.sim import cluster, mig_manager
 from gpuctl.sim.controllers import Api, Simulation
 from gpuctl.sim.kueue import Kueue
-from gpuctl.sim.sandbox import seed
+from gpuctl.sim.sandbox import KUEUE_KINDS, seed
 from tests.clirun import run_gpuctl
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("kmock")
 
 NODES = "1xH100-80GB,1xA100-80GB:mig-config=all-1g.10gb"
-KUEUE = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload")
+KUEUE = KUEUE_KINDS
 API_VERSIONS = {
     "Job": "batch/v1",
     "JobSet": "jobset.x-k8s.io/v1alpha2",

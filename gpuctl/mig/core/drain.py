@@ -14,7 +14,10 @@ A pod is covered when all of these hold:
 - it keeps no data on the node (no emptyDir or hostPath volume: kubectl drain, too, asks
   before deleting emptyDir data);
 - no PodDisruptionBudget selecting it allows no disruption now (status.disruptionsAllowed,
-  which the Eviction API reads too); budgets that could not be read cover nothing.
+  which the Eviction API reads too); budgets that could not be read cover nothing;
+- its gang does not keep within one topology domain (gpuctl.k8s.pod_affinity): the plan
+  counts the room evicted pods come back to cluster-wide, so one evicted from such a gang
+  could find none in its domain and strand the gang.
 A budget that several evictions use up is left to the Eviction API: its refusal (429)
 stops that node when applying.
 """
@@ -29,6 +32,7 @@ from typing import Any
 from gpuctl.common.errors import UsageError
 from gpuctl.k8s import events, marks
 from gpuctl.k8s.objects import Ref, controller_of, labels_of, name_of, namespace_of, uid_of
+from gpuctl.k8s.pod_affinity import gang_keys
 from gpuctl.k8s.selectors import label_selector_matches
 
 # the kinds read as owners (JobSet, a custom resource, where the cluster serves it)
@@ -73,6 +77,9 @@ class DrainPolicy:
         budget = _spent_budget(pod, ns, owners)
         if budget:
             return f"its PodDisruptionBudget {ns}/{budget} allows no disruption now"
+        keys = gang_keys(pod)
+        if keys:  # the plan counts room cluster-wide, not per domain
+            return f"its gang keeps within one {', '.join(keys)} domain, which the plan does not count room in"
         return marks.never(pod, owners)
 
 

@@ -105,6 +105,7 @@ class Flavor:
     # its nodes besides label_key (a TPU slice's topology)
     resource: str = GPU
     more_labels: tuple[tuple[str, str], ...] = ()
+    topology: str | None = None  # the Kueue Topology it names (gpuctl.quota.core.kueue_topology)
 
     def node_labels(self) -> dict[str, str]:
         if self.gpu_type is None:
@@ -116,6 +117,8 @@ class Flavor:
         spec: dict[str, Any] = {"tolerations": [dict(toleration)]}
         if self.gpu_type is not None:
             spec["nodeLabels"] = self.node_labels()
+        if self.topology is not None:
+            spec["topologyName"] = self.topology
         metadata: dict[str, Any] = {"name": self.name, "labels": dict(MANAGED)}
         if self.left_out:
             metadata["annotations"] = {LEFT_OUT: self.left_out}
@@ -511,7 +514,7 @@ def cluster_queue_changes(
 
 
 MANAGED_FIELDS = {
-    "ResourceFlavor": ("nodeLabels", "tolerations"),
+    "ResourceFlavor": ("nodeLabels", "tolerations", "topologyName"),
     "LocalQueue": ("clusterQueue",),
     "ClusterQueue": ("namespaceSelector", "resourceGroups", "fairSharing", "cohortName", "cohort"),
 }
@@ -545,7 +548,7 @@ def flavor_changes(
 
     def flat(obj: dict[str, Any]) -> dict[str, str]:
         spec = obj.get("spec") or {}
-        out = {k: _text(spec[k]) for k in ("nodeLabels", "tolerations") if spec.get(k)}
+        out = {k: _text(spec[k]) for k in MANAGED_FIELDS["ResourceFlavor"] if spec.get(k)}
         left_out = annotations_of(obj).get(LEFT_OUT)
         return out | ({f"annotations.{LEFT_OUT}": left_out} if left_out else {})
 

@@ -14,8 +14,9 @@ from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.plan import Plan, Step
 from gpuctl.k8s import apis
 from gpuctl.k8s.labels import managed_by_gpuctl
-from gpuctl.k8s.objects import name_of, namespace_of
-from gpuctl.quota.core import kueue
+from gpuctl.k8s.nodes import is_accelerator_node
+from gpuctl.k8s.objects import labels_of, name_of, namespace_of
+from gpuctl.quota.core import kueue, kueue_topology
 from gpuctl.quota.core import rules as core
 
 Change = tuple[str, str | None, str | None]
@@ -212,6 +213,7 @@ _WHY = {
     "ResourceFlavor": "the GPU nodes of one type, which the quota is given on",
     "ClusterQueue": "the team's quota, per flavor",
     "LocalQueue": "where the team's jobs queue, in its namespace",
+    "Topology": "the nodes' network levels, widest first, by which Kueue keeps a gang together",
 }
 
 
@@ -224,6 +226,9 @@ class KueueWorld:
     flavors: list[dict[str, Any]] = field(default_factory=list)  # existing ResourceFlavors
     cluster_queue: dict[str, Any] | None = None
     local_queue: dict[str, Any] | None = None
+    # existing Topologies (None: this Kueue serves none), and the apiVersion to create one at
+    topologies: list[dict[str, Any]] | None = field(default_factory=list)
+    topology_version: str | None = None
 
 
 @dataclass
@@ -278,12 +283,14 @@ def plan_kueue(
             f"so the team would get {q.gpus} of every type ({q.gpus * len(flavors)} in all)",
             hint="name one type with --gpu-type, or say --gpus-per-type to give that many of each",
         )
+    tied = _Topologies(world, version, flavors)
+    flavor_steps = []
     for f in flavors:
         reused = kueue.reuse_flavor(world.flavors, f)
         theirs = _found(world.flavors, reused) if reused is not None else None
         # one that selects the same nodes is used as it is, unless gpuctl made it
         if theirs is not None and (reused != f.name or not managed_by_gpuctl(theirs)):
-            steps.append(ObjectStep(theirs, "reused"))
+            flavor_steps.append(ObjectStep(theirs, "reused"))
             used.append(
                 kueue.Flavor(
                     str(reused),
@@ -296,15 +303,91 @@ def plan_kueue(
                 )  # fmt: skip
             )
             continue
+        current = _found(world.flavors, f.name)
+        f = tied.tie(f, current)
         desired = {**f.object(), "apiVersion": apis.kueue_api_version(version)}
-        steps.append(_step(desired, _found(world.flavors, f.name)))
+        flavor_steps.append(_step(desired, current))
         used.append(f)
+    steps += tied.steps() + flavor_steps
     steps.append(_step(kueue.cluster_queue(q, used, version), world.cluster_queue))
     steps.append(_step(kueue.local_queue(q.team, version), world.local_queue))
-    notes = tuple(note for f in flavors if (note := f.left_out_note()))
+    notes = tied.notes + tuple(note for f in flavors if (note := f.left_out_note()))
     outside = kueue.outside_note(world.nodes, flavors, label_key, gpu_types)
     notes += (outside,) if outside else ()
     return KueuePlan(q, version, used, steps, notes)
+
+
+_NO_TOPOLOGY_API = (
+    "this Kueue serves no Topology (Kueue 0.9 and later do): the flavors are not tied to "
+    "the nodes' network topology, so Kueue cannot keep a gang within one block"
+)
+
+
+class _Topologies:
+    """Which Topology each flavor gpuctl makes or updates names, and the Topologies to
+    create (gpuctl.quota.core.kueue_topology). Only when some flavor's nodes carry a network
+    level; then every flavor with nodes is tied to one."""
+
+    def __init__(self, world: KueueWorld, version: str, flavors: list[kueue.Flavor]):
+        self.world = world
+        self.notes: tuple[str, ...] = ()
+        self.api_version = world.topology_version or apis.kueue_api_version(version)
+        gpu_nodes = [n for n in world.nodes if is_accelerator_node(n)]
+        self.levels: dict[str, list[str]] = {}
+        for f in flavors:
+            want = f.node_labels().items()
+            members = [n for n in gpu_nodes if want <= labels_of(n).items()]
+            if f.gpu_type is not None and members:
+                self.levels[f.name] = kueue_topology.levels_of(members)
+        everyone = kueue_topology.levels_of(gpu_nodes)
+        self.wanted = bool(kueue_topology.network_levels(everyone))
+        self.chosen: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
+        if self.wanted and world.topologies is None:
+            self.wanted, self.notes = False, (_NO_TOPOLOGY_API,)
+        if self.wanted and any(f.gpu_type is None for f in flavors):
+            self.notes = (
+                f"ResourceFlavor {kueue.ALL_GPUS_FLAVOR} selects its nodes by no label, and "
+                "Kueue ties only a flavor with nodeLabels to a Topology: give --gpu-label-key "
+                "for Kueue to keep gangs within a block",
+            )
+
+    def tie(self, f: kueue.Flavor, current: dict[str, Any] | None) -> kueue.Flavor:
+        """F naming its Topology: the one CURRENT names (Kueue never changes it: then neither
+        its nodeLabels nor its tolerations may change), else one of its nodes' levels."""
+        held = ((current or {}).get("spec") or {}).get("topologyName")
+        if held:
+            tied = replace(f, topology=str(held))
+            changed = [c for c in kueue.flavor_changes(current or {}, tied.object()) if c[0] in ("nodeLabels", "tolerations")]  # fmt: skip
+            if changed:
+                raise GpuctlError(
+                    f"ResourceFlavor {f.name} is tied to Topology {held}, and Kueue then lets "
+                    f"neither its nodeLabels nor its tolerations change ({changed[0][0]}: "
+                    f"{changed[0][1]} → {changed[0][2]})",
+                    hint=f"delete it (kubectl delete resourceflavor {f.name}) and run again",
+                )
+            found = _found(self.world.topologies or [], str(held))
+            if found is not None:
+                self.chosen.setdefault(str(held), (found, kueue_topology.levels_in(found)))
+            elif self.world.topologies is not None:
+                self.notes += (f"ResourceFlavor {f.name} names Topology {held}, which does not exist: Kueue admits nothing onto it",)  # fmt: skip
+            return tied
+        levels = self.levels.get(f.name)
+        if not self.wanted or levels is None or f.gpu_type is None:
+            return f
+        found = kueue_topology.same_levels(self.world.topologies or [], levels)
+        name = name_of(found) if found is not None else kueue_topology.name_for(levels)
+        self.chosen.setdefault(name, (found, levels))
+        return replace(f, topology=name)
+
+    def steps(self) -> list[ObjectStep]:
+        out = []
+        for _, (found, levels) in sorted(self.chosen.items()):
+            if found is not None:  # its levels never change: gpuctl's own is as wanted
+                out.append(ObjectStep(found, "unchanged" if managed_by_gpuctl(found) else "reused"))
+            else:
+                obj = kueue_topology.topology_object(levels, self.api_version)
+                out.append(ObjectStep(obj, "create", object_changes({}, obj)))
+        return out
 
 
 def object_changes(current: dict[str, Any], desired: dict[str, Any]) -> list[Change]:
@@ -328,6 +411,9 @@ _CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[Change]]] = 
         cur.get("spec") or {}, want["spec"]
     ),
     "LocalQueue": _local_queue_changes,
+    "Topology": lambda cur, want: core.diff(
+        kueue_topology.flat(cur) if cur else {}, kueue_topology.flat(want)
+    ),
 }
 
 

@@ -18,6 +18,7 @@ from gpuctl.common.quantity import from_api
 from gpuctl.gpus.vendors import is_accelerator_resource, vendor_of
 from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_accelerator_node, is_gpu_node
 from gpuctl.k8s.objects import labels_of, name_of
+from gpuctl.quota.core import kueue_topology
 from gpuctl.quota.core.kueue import format_quantity
 
 Key = tuple[str, str]  # (flavor, resource)
@@ -188,12 +189,15 @@ def lint(
     cluster_queues: list[dict[str, Any]],
     flavors: list[dict[str, Any]],
     nodes: list[dict[str, Any]],
+    topologies: list[dict[str, Any]] | None = None,
 ) -> tuple[list[CapacityRow], list[Finding]]:
     """For each flavor and GPU resource (nvidia.com/*): the nominal quotas of all
     ClusterQueues against what the flavor's nodes have allocatable. Errors: quota that can
     never be satisfied (a missing flavor, a flavor that selects no node, a queue's nominal
-    quota above the nodes' capacity, nominal quotas that add up to more than it).
-    Warnings: GPUs in no queue's nominal quota, which Kueue admits nothing onto."""
+    quota above the nodes' capacity, nominal quotas that add up to more than it, a flavor
+    naming a Topology that does not exist among TOPOLOGIES, None: Kueue serves none).
+    Warnings: GPUs in no queue's nominal quota, which Kueue admits nothing onto; a flavor
+    with no topology on nodes with network topology labels."""
     by_name = {_name(f): f for f in flavors}
     nominal: dict[Key, Fraction] = {}
     users: dict[Key, list[str]] = {}
@@ -307,6 +311,7 @@ def lint(
                     resource,
                 )
             )
+    findings += topology_findings(sorted({f for f, _ in nominal}), by_name, gpu_nodes, topologies)
     used_flavors = [by_name[f] for f in {f for f, _ in nominal}]
     outside = [_name(n) for n in gpu_nodes if not any(selects(f, n) for f in used_flavors)]
     if outside and cluster_queues:
@@ -347,6 +352,37 @@ def _other_vendor(resource: str, members: list[dict[str, Any]]) -> bool:
     if not resource.startswith("nvidia.com/"):
         return True
     return bool(members) and not any(is_gpu_node(n) for n in members)
+
+
+def topology_findings(
+    names: list[str],
+    by_name: dict[str, dict[str, Any]],
+    gpu_nodes: list[dict[str, Any]],
+    topologies: list[dict[str, Any]] | None,
+) -> list[Finding]:
+    """The flavors NAMES (with GPU quota) whose Topology is missing, and those without one
+    whose nodes carry network topology labels, which Kueue then cannot keep a gang within."""
+    out = []
+    known = None if topologies is None else {_name(t) for t in topologies}
+    for name in names:
+        flavor = by_name[name]
+        tied = (flavor.get("spec") or {}).get("topologyName")
+        if tied and (known is None or tied not in known):
+            out.append(Finding(ERROR, f"flavor {name} names Topology {tied}, which does not exist: Kueue admits nothing onto it", name))  # fmt: skip
+            continue
+        members = [n for n in gpu_nodes if selects(flavor, n)]
+        network = kueue_topology.network_levels(kueue_topology.levels_of(members))
+        if not tied and network:
+            out.append(
+                Finding(
+                    WARNING,
+                    f"flavor {name} has no topologyName, but its nodes carry "
+                    f"{', '.join(network)}: Kueue cannot keep a gang within one block or "
+                    "spine (`gpuctl quota set` ties the flavor to a Topology of them)",
+                    name,
+                )
+            )
+    return out
 
 
 def _node_labels(flavor: dict[str, Any]) -> str:

@@ -4,7 +4,10 @@ pod fitting elsewhere too. Pure: nodes, pods, PodDisruptionBudgets and owners in
 The model is the fit check's (gpuctl.k8s.fit): per node the job's GPU resource (allocatable
 minus what running pods request), taints and tolerations, node selectors, cordons. A unit of
 eviction is a pod, or a whole gang (a JobSet's pods, an Indexed Job's, a Kueue pod group):
-a gang is never split. A pod is never evicted when nothing would recreate it (no
+a gang is never split. A gang kept within one topology domain (required pod affinity on a
+topology key to its own pods: gpuctl's `topology:`, JobSet's exclusive placement) keeps it:
+the waiting job's workers all fit in one domain, and an evicted pod of such a gang fits
+again only in the domain it was in (where the rest of its gang is). A pod is never evicted when nothing would recreate it (no
 controller), when it keeps data on the node (emptyDir or hostPath volumes), when it is a
 DaemonSet's, when gpuctl.k8s.marks says to leave it alone (marked gpuctl.io/evict: never or
 gpuctl.io/reclaim: never, itself or an owner up its chain; an owner that could not be read),
@@ -30,6 +33,7 @@ from gpuctl.k8s import marks
 from gpuctl.k8s.fit import tolerates
 from gpuctl.k8s.nodes import GPU, allocatable, is_gpu_node, taints
 from gpuctl.k8s.objects import Ref, controller_of, labels_of, name_of, namespace_of, uid_of
+from gpuctl.k8s.pod_affinity import gang_keys
 from gpuctl.k8s.selectors import label_selector_matches, may_run_on, required_terms
 from gpuctl.reclaim.core.workloads import Obj
 
@@ -50,6 +54,8 @@ class Want:
     tolerations: tuple[dict[str, Any], ...] = ()
     what: str = ""
     node_terms: tuple[dict[str, Any], ...] | None = None  # required node affinity; None: none
+    # topology keys all workers must share one value of (their required pod affinity)
+    within: tuple[str, ...] = ()
 
 
 @dataclass
@@ -166,6 +172,21 @@ def _tolerations(pod: Obj) -> list[dict[str, Any]]:
     return list((pod.get("spec") or {}).get("tolerations") or [])
 
 
+def _domain(node: Obj, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+    """NODE's values of KEYS (None: it lacks one)."""
+    labels = labels_of(node)
+    return tuple(labels[k] for k in keys) if all(k in labels for k in keys) else None
+
+
+def _same_domain(nodes: list[Obj], allowed: tuple[int, ...], home: int, keys: tuple[str, ...]) -> tuple[int, ...]:  # fmt: skip
+    """Of ALLOWED, the nodes in the domain of KEYS node HOME is in: where an evicted pod of a
+    gang kept within a domain may go back to (its gang's other pods stay there)."""
+    if not keys:
+        return allowed
+    here = _domain(nodes[home], keys)
+    return tuple(i for i in allowed if here is not None and _domain(nodes[i], keys) == here)
+
+
 def plan(
     nodes: list[Obj], pods: list[Obj], pdbs: list[Obj], owners: dict[Ref, Obj], want: Want
 ) -> RoomPlan:
@@ -188,9 +209,15 @@ def plan(
         [p for p in running if requested(p, r) > 0], pdbs, owners, index, job_nodes, r
     )
     allowed = {
-        _name(p): tuple(i for i, n in enumerate(gpu_nodes) if schedulable(n, _node_selector(p), _tolerations(p), _node_terms(p)))
+        _name(p): _same_domain(gpu_nodes, tuple(i for i, n in enumerate(gpu_nodes) if schedulable(n, _node_selector(p), _tolerations(p), _node_terms(p))), index[p["spec"]["nodeName"]], gang_keys(p))
         for u in units for p in u.pods
     }  # fmt: skip
+    # the job's workers all in one domain of want.within (every node one domain without)
+    domains: dict[tuple[str, ...], tuple[int, ...]] = {}
+    for i in job_nodes:
+        d = _domain(gpu_nodes[i], want.within)
+        if d is not None:
+            domains[d] = (*domains.get(d, ()), i)
     limits = {f"{namespace_of(b)}/{name_of(b)}":
               int((b.get("status") or {}).get("disruptionsAllowed") or 0) for b in pdbs}  # fmt: skip
 
@@ -205,10 +232,15 @@ def plan(
         evicted = [p for u in chosen for p in u.pods]
         for p in evicted:
             caps[index[p["spec"]["nodeName"]]] += requested(p, r)
-        items: list[tuple[int, tuple[int, ...], str | None]]
-        items = [(want.per_worker, job_nodes, None)] * want.workers
-        items += [(requested(p, r), allowed[_name(p)], _name(p)) for p in evicted]
-        return _pack(caps, items)
+        moved: list[tuple[int, tuple[int, ...], str | None]]
+        moved = [(requested(p, r), allowed[_name(p)], _name(p)) for p in evicted]
+        for _, members in sorted(domains.items()):
+            workers: list[tuple[int, tuple[int, ...], str | None]]
+            workers = [(want.per_worker, members, None)] * want.workers
+            found = _pack(caps, workers + moved)
+            if found is not None:
+                return found
+        return None
 
     result = RoomPlan(want, Plan(""), False, False, False, unmovable=unmovable)
     found = attempt(())
@@ -404,6 +436,8 @@ def want_of_pods(name: str, pending: list[Obj]) -> Want | None:
     r = resources[0]
     return Want(
         len(mine), requested(first, r), r, tuple(sorted(_node_selector(first).items())),
-        tuple(_tolerations(first)), what=f"{name}: {len(mine)}×{requested(first, r)} {r}",
+        tuple(_tolerations(first)), what=f"{name}: {len(mine)}×{requested(first, r)} {r}"
+        + (f" within one {', '.join(keys)} domain" if (keys := gang_keys(first)) else ""),
         node_terms=None if (terms := _node_terms(first)) is None else tuple(terms),
+        within=keys,
     )  # fmt: skip
