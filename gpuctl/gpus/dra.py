@@ -12,10 +12,13 @@ accelerator inventory (gpuctl.gpus.accelerators.DraSource). Pure.
   perDeviceNodeSelection, the device does); devices reachable from several nodes
   (nodeSelector, allNodes) are no node's inventory.
 - Who a device is comes from its attributes and capacity, never from its name: the vendor
-  from the driver (gpuctl.gpus.vendors), the product from `productName` (NVIDIA, AMD, HAMi)
-  or `model` (Intel Gaudi), the MIG profile from `profile` (its GPU: `parentUUID`), an AMD
-  partition from `partitionProfile` on an `amdgpu-partition`, the memory from the `memory`
-  capacity. Unprefixed names are the driver's own domain.
+  from the driver (gpuctl.gpus.vendors), the product from `productName` (NVIDIA, AMD, HAMi),
+  `model` (Intel Gaudi) or `instanceType` (AWS Neuron), the model from the product
+  (NVIDIA's through gpuctl.gpus.identity, the others' through gpuctl.gpus.vendor_models),
+  the MIG profile from `profile` (its GPU: `parentUUID`), an AMD partition from
+  `partitionProfile` on an `amdgpu-partition`, the memory from the `memory` capacity (AMD
+  writes 0 when it could not read it), else, for a whole device, the model's. Unprefixed
+  names are the driver's own domain.
 - A device is unhealthy when a NoSchedule or NoExecute taint is on it, or when its driver
   says `healthy: false` (Intel Gaudi); allocated when a claim's `status.allocation` holds it
   (admin access, which takes nothing from others, aside). The claims kube-scheduler makes
@@ -33,13 +36,14 @@ from functools import cached_property
 from typing import Any
 
 from gpuctl.common import quantity
-from gpuctl.gpus import dra_cel, identity
+from gpuctl.gpus import dra_cel, identity, vendor_models
 from gpuctl.gpus.accelerators import DRA, Accelerator
 from gpuctl.gpus.vendors import vendor_of_driver
 
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"  # KEP-5004's annotation
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # a claim made from a template
 UNHEALTHY_EFFECTS = ("NoSchedule", "NoExecute")
+GAUDI_DRIVER = "gaudi.intel.com"  # Intel's GPU driver (gpu.intel.com) names no model gpuctl knows
 
 Key = tuple[str, str, str]  # (driver, pool, device)
 
@@ -72,8 +76,18 @@ class Device:
 
     @cached_property
     def product(self) -> str | None:
-        value = self.attribute("productName") or self.attribute("model")
+        value = (
+            self.attribute("productName")
+            or self.attribute("model")
+            or self.attribute("instanceType")
+        )
         return str(value) if value is not None else None
+
+    @cached_property
+    def model(self) -> str | None:
+        """The canonical model (gpuctl.gpus.identity, gpuctl.gpus.vendor_models)."""
+        whole = self.attribute("parentUUID") is None and self.partition is None
+        return model_of(self.driver, self.product, self.memory_bytes if whole else None)
 
     @property
     def partition(self) -> str | None:
@@ -88,7 +102,7 @@ class Device:
     @property
     def memory_bytes(self) -> int | None:
         memory = self.amount("memory")
-        return int(memory) if memory is not None else None
+        return int(memory) if memory else None  # AMD's 0: not read
 
     @property
     def uuid(self) -> str | None:
@@ -192,10 +206,13 @@ class DraView:
         out = []
         for (driver, device_class, product, partition, memory), devices in groups.items():
             vendor = vendor_of_driver(driver)
+            model = model_of(driver, product, memory)
+            if memory is None and partition is None:  # a driver that publishes none
+                memory = vendor_models.memory_of(model)
             out.append(
                 Accelerator(
                     vendor.name if vendor is not None else "unknown",
-                    _model(vendor.name if vendor else None, product, memory),
+                    model,
                     product,
                     len(devices),
                     memory,
@@ -230,11 +247,22 @@ class DraView:
         return (*out, *(self.pool_problems[p] for p in pools if p in self.pool_problems))
 
 
-def _model(vendor: str | None, product: str | None, memory: int | None) -> str | None:
-    """The canonical model of an NVIDIA product name (other vendors' models: issue 39)."""
-    if vendor != "nvidia" or not product:
+def model_of(driver: str, product: str | None, memory: int | None) -> str | None:
+    """The canonical model of a device DRIVER publishes as PRODUCT (its MEMORY, in bytes,
+    tells NVIDIA's boards of one name apart); None: one gpuctl does not know."""
+    vendor = vendor_of_driver(driver)
+    if vendor is None or not product:
         return None
-    return identity.model_named(product, memory >> 20 if memory else None)
+    if vendor.name == "nvidia":
+        return identity.model_named(product, memory >> 20 if memory else None)
+    if vendor.name == "amd":
+        return vendor_models.amd_model(product)
+    if driver == GAUDI_DRIVER:
+        return vendor_models.gaudi_model(product)
+    if vendor.name == "aws":
+        row = vendor_models.instance({vendor_models.INSTANCE_TYPE: product})
+        return row[0] if row else None
+    return None
 
 
 def view(

@@ -10,11 +10,9 @@ from gpuctl.jobs.core import volumes
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.k8s import claims
 from gpuctl.k8s.labels import (
-    GPU_TOLERATION,
     JOB_LABEL,
     MANAGED_BY,
     QUEUE_LABEL,
-    accelerator_toleration,
 )
 from gpuctl.k8s.placement import Placement
 
@@ -77,7 +75,7 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
         pod["nodeSelector"] = dict(spec.node_selector)
     if where.affinity:
         pod["affinity"] = where.affinity
-    own = accelerator_toleration(where.resource) or (dict(GPU_TOLERATION) if claimed else None)
+    own = where.toleration
     tolerations = ([own] if own else []) + [dict(t) for t in spec.tolerations]
     if tolerations:
         pod["tolerations"] = tolerations
