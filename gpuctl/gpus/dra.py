@@ -46,6 +46,7 @@ UNHEALTHY_EFFECTS = ("NoSchedule", "NoExecute")
 GAUDI_DRIVER = "gaudi.intel.com"  # Intel's GPU driver (gpu.intel.com) names no model gpuctl knows
 
 Key = tuple[str, str, str]  # (driver, pool, device)
+ALL_DEVICES = 32  # AllocationResultsMaxSize: what an `All` request is charged to quota
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ class Claim:
     devices: tuple[Allocated, ...]
     pods: tuple[str, ...]  # reservedFor: the pods' names (in the claim's namespace)
     extended: bool = False  # made by kube-scheduler for an extended resource (KEP-5004)
+    # DeviceClass → the devices ResourceQuota charges for it (`charges`)
+    charged: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -407,4 +410,36 @@ def claim(obj: Mapping[str, Any]) -> Claim:
             if isinstance(r, dict) and r.get("resource") == "pods"
         ),
         EXTENDED_CLAIM in (meta.get("annotations") or {}),
+        tuple(sorted(charges(obj.get("spec") or {}).items())),
     )
+
+
+def charges(spec: Mapping[str, Any]) -> dict[str, int]:
+    """DeviceClass → the devices a claim of SPEC is charged, as kube-apiserver's quota
+    evaluator charges `<class>.deviceclass.resource.k8s.io/devices` (kubernetes/kubernetes
+    pkg/quota/v1/evaluator/core/resource_claims.go): from its requests, allocated or not;
+    `count` devices (default 1), `All` as 32; a firstAvailable request its largest
+    alternative per class (the worst case). KEP-5004's generated claims are charged too."""
+    out: dict[str, int] = {}
+    for request in (spec.get("devices") or {}).get("requests") or []:
+        if not isinstance(request, dict):
+            continue
+        ways = request.get("firstAvailable") or [request.get("exactly") or request]  # v1beta1: flat
+        worst: dict[str, int] = {}
+        for way in ways:
+            if isinstance(way, dict) and way.get("deviceClassName"):
+                name = str(way["deviceClassName"])
+                worst[name] = max(worst.get(name, 0), _devices(way))
+        for name, n in worst.items():
+            out[name] = out.get(name, 0) + n
+    return out
+
+
+def _devices(request: Mapping[str, Any]) -> int:
+    mode = request.get("allocationMode") or "ExactCount"
+    if mode == "All":
+        return ALL_DEVICES
+    if mode != "ExactCount":
+        return 0  # a mode this version does not know: not charged
+    count = request.get("count")
+    return count if isinstance(count, int) and not isinstance(count, bool) else 1

@@ -43,12 +43,24 @@ def as_v1(s: dict) -> dict:
     return out
 
 
-def allocated(namespace: str, name: str, *results: tuple[str, str, str], **extra) -> dict:
+def allocated(
+    namespace: str,
+    name: str,
+    *results: tuple[str, str, str],
+    device_class: str = "gpu.nvidia.com",
+    **extra,
+) -> dict:
+    """A claim of DEVICE_CLASS for as many devices as RESULTS, allocated them."""
+    exactly = {
+        "deviceClassName": device_class,
+        "allocationMode": "ExactCount",
+        "count": len(results),
+    }
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"namespace": namespace, "name": name, **extra},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
         "status": {
             "allocation": {
                 "devices": {
@@ -188,3 +200,13 @@ def test_a_device_whose_memory_amd_could_not_read_takes_its_model_s():
 def test_a_v1beta1_slice_reads_as_its_v1_form():
     (amd,) = [s for s in SLICES if s["apiVersion"] == "resource.k8s.io/v1beta1"]
     assert rows(dra.view(CLASSES, [amd]), AMD) == rows(dra.view(CLASSES, [as_v1(amd)]), AMD)
+
+
+def test_a_v1beta1_claim_s_flat_requests_are_charged_too():
+    spec = {"devices": {"requests": [
+        {"name": "a", "deviceClassName": "x", "count": 2},
+        {"name": "b", "deviceClassName": "x", "allocationMode": "All"},
+        {"name": "c", "exactly": {"deviceClassName": "y"}},
+        {"name": "d", "exactly": {"deviceClassName": "y", "allocationMode": "Sometimes"}},
+    ]}}  # fmt: skip
+    assert dra.charges(spec) == {"x": 2 + 32, "y": 1}

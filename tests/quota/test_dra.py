@@ -34,7 +34,7 @@ def test_quota_set_limits_dra_devices_and_list_counts_the_claims(cli, kube, kube
     seed(
         kube_api,
         allocated("team-a", "train", ("gpu.nvidia.com", T4, "gpu-0"), ("gpu.nvidia.com", T4, "gpu-1")),
-        allocated("team-a", "mig", ("gpu.nvidia.com", AKS, "gpu-0-mig-19-2-1")),
+        allocated("team-a", "mig", ("gpu.nvidia.com", AKS, "gpu-0-mig-19-2-1"), device_class="mig.nvidia.com"),
         namespace("team-b"),
         allocated("team-b", "other", ("gpu.nvidia.com", AKS, "gpu-0")),
         pod("p", "team-a", 1, node_name=T4),
@@ -48,3 +48,44 @@ def test_quota_set_limits_dra_devices_and_list_counts_the_claims(cli, kube, kube
     assert found["team-b", dra_gpus] == (1, None, "claims")  # no quota there
     table = cli("quota", "list", "-n", "team-a").out
     assert dra_gpus in table and "team-b" not in table
+
+
+def claim(namespace: str, name: str, *requests: dict, **meta) -> dict:
+    """A claim as it is created, not yet allocated."""
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"namespace": namespace, "name": name, **meta},
+        "spec": {"devices": {"requests": list(requests)}},
+    }  # fmt: skip
+
+
+def exactly(device_class: str, count: int | None = None, mode: str = "ExactCount") -> dict:
+    return {"deviceClassName": device_class, "allocationMode": mode, **({"count": count} if count else {})}  # fmt: skip
+
+
+def test_claims_are_charged_as_the_api_server_charges_them(cli, kube, kube_api):
+    """kube-apiserver's quota evaluator (kubernetes/kubernetes pkg/quota/v1/evaluator/core/
+    resource_claims.go) charges a claim's requests, allocated or not: `count` (default 1),
+    All as 32, a firstAvailable request its largest alternative per class. A pod asking the
+    plain nvidia.com/gpu that a DeviceClass maps (KEP-5004) is charged there by the pod and
+    its generated claim to the class's key: each key counts the devices once."""
+    seed(kube_api, node(T4, 0, gfd=False), *CLASSES, *map(as_v1, SLICES), namespace("team-a"))
+    gpus, mig = "gpu.nvidia.com", "mig.nvidia.com"
+    seed(
+        kube_api,
+        claim("team-a", "pending", {"name": "gpu", "exactly": exactly(gpus, 2)}),
+        claim("team-a", "every", {"name": "gpu", "exactly": exactly(mig, mode="All")}),
+        claim("team-a", "either", {"name": "gpu", "firstAvailable": [
+            {"name": "t4", **exactly(gpus, 1)}, {"name": "a100", **exactly(gpus, 3)},
+            {"name": "slice", **exactly(mig, 1)}]}),
+        claim("team-a", "train-0-extended-resources-x7k2q", {"name": "container-0-request-0", "exactly": exactly(gpus, 1)},
+              annotations={"resource.kubernetes.io/extended-resource-claim": "true"}),
+        pod("train-0", "team-a", 1, node_name=T4),
+    )  # fmt: skip
+    rows = json.loads(cli("quota", "list", "-n", "team-a", "-o", "json").out)["quotas"]
+    used = {q["resource"]: q["used"] for q in rows}
+    assert used == {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 2 + 3 + 1,
+        "mig.nvidia.com.deviceclass.resource.k8s.io/devices": 32 + 1,
+        "nvidia.com/gpu": 1,  # the pod's limit, not its generated claim again
+    }

@@ -126,18 +126,16 @@ def dra_key(device_class: str) -> str:
 
 
 def claimed(view: DraView | None) -> dict[tuple[str, str], int]:
-    """(namespace, the DRA quota key of a class) → devices of that class its claims hold."""
+    """(namespace, the DRA quota key of a class) → devices its claims are charged, as the
+    API server's quota charges them (gpuctl.gpus.dra.charges): a claim's requests, pending or
+    allocated, the claims kube-scheduler makes for an extended resource (KEP-5004) too. Such
+    a pod's own limit (nvidia.com/gpu) is charged to its own key by the pod, once: the
+    class's key and the extended resource's are two counts, neither counted twice."""
     out: dict[tuple[str, str], int] = {}
-    if view is None:
-        return out
-    devices = {d.key: d for d in view.devices}
-    for claim in view.claims:
-        for a in claim.devices:
-            device = devices.get(a.key)
-            device_class = view.class_of(device) if device is not None and not a.admin else None
-            if device_class:
-                where = (claim.namespace, dra_key(device_class))
-                out[where] = out.get(where, 0) + 1
+    for claim in view.claims if view is not None else ():
+        for device_class, n in claim.charged:
+            where = (claim.namespace, dra_key(device_class))
+            out[where] = out.get(where, 0) + n
     return out
 
 
