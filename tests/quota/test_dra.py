@@ -5,12 +5,14 @@ KEP-4381) beside the device plugin's GPUs, and `quota list` counts the devices c
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
+import yaml
 
 from tests.gpu_cluster import node, pod, seed
-from tests.gpus.test_dra import AKS, CLASSES, SLICES, T4, allocated, as_v1
+from tests.gpus.test_dra import AKS, AMD, CLASSES, SLICES, T4, allocated, as_v1
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +91,51 @@ def test_claims_are_charged_as_the_api_server_charges_them(cli, kube, kube_api):
         "mig.nvidia.com.deviceclass.resource.k8s.io/devices": 32 + 1,
         "nvidia.com/gpu": 1,  # the pod's limit, not its generated claim again
     }
+
+
+def cluster_queue(api, name: str) -> dict:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(api).get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", name)  # fmt: skip
+
+
+def test_kueue_queues_cover_the_dra_devices_kueue_charges_through_mappings(cli, kube, kube_api):
+    """With Kueue, a class with an extendedResourceName (the NVIDIA chart's gpu.nvidia.com →
+    nvidia.com/gpu) is charged as that resource; another NVIDIA class through the
+    Configuration's deviceClassMappings, whose quota resource the ClusterQueue covers, and
+    which `quota set` prints (Kueue reads it at start); other vendors' classes are named as
+    left out."""
+    from tests.crd_schema import assert_valid_cr
+
+    kube.install_crds("ClusterQueue", "LocalQueue", "ResourceFlavor")
+    plain = [{**c, "spec": {k: v for k, v in c["spec"].items() if k != "extendedResourceName"}} for c in CLASSES]  # fmt: skip
+    seed(kube_api, *(node(n, 0, gfd=False) for n in (T4, AKS, AMD)), *plain, *map(as_v1, SLICES))
+    r = cli("quota", "set", "team-a", "--gpus", "4", "--mig", "1g.10gb=2", "--cpu", "64", "--memory", "256Gi", "--yes")  # fmt: skip
+    assert r.code == 0, r
+    cq = cluster_queue(kube_api, "team-a")
+    assert_valid_cr(cq)
+    (group,) = cq["spec"]["resourceGroups"]
+    gpus, mig = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "mig.nvidia.com.deviceclass.resource.k8s.io/devices"  # fmt: skip
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", gpus, mig]  # fmt: skip
+    (flavor,) = group["flavors"]
+    assert flavor["resources"][4:] == [{"name": gpus, "nominalQuota": "4"}, {"name": mig, "nominalQuota": "2"}]  # fmt: skip
+    assert "DRA devices of gaudi.intel.com, gpu.amd.com, neuron.aws.com are not in the team's quota" in r.err  # fmt: skip
+    lines = r.err[r.err.index("resources:") :].splitlines()
+    printed = "\n".join(lines[:1] + list(itertools.takewhile(lambda line: line.startswith(" "), lines[1:])))  # fmt: skip
+    mappings = yaml.safe_load(printed)["resources"]["deviceClassMappings"]
+    assert mappings == [
+        {"name": gpus, "deviceClassNames": ["gpu.nvidia.com"]},
+        {"name": mig, "deviceClassNames": ["mig.nvidia.com"]},
+    ]
+
+
+def test_a_class_that_maps_an_extended_resource_is_charged_as_it(cli, kube, kube_api):
+    """The NVIDIA chart's gpu.nvidia.com maps nvidia.com/gpu: Kueue charges it as that."""
+    kube.install_crds("ClusterQueue", "LocalQueue", "ResourceFlavor")
+    seed(kube_api, *(node(n, 0, gfd=False) for n in (T4, AKS)), *CLASSES, *map(as_v1, SLICES))
+    r = cli("quota", "set", "team-b", "--gpus", "4", "--mig", "1g.10gb=2", "--cpu", "64", "--memory", "256Gi", "--yes")  # fmt: skip
+    assert r.code == 0, r
+    cq = cluster_queue(kube_api, "team-b")
+    covered = cq["spec"]["resourceGroups"][0]["coveredResources"]
+    assert covered == ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "mig.nvidia.com.deviceclass.resource.k8s.io/devices"]  # fmt: skip
+    assert "- mig.nvidia.com\n" in r.err and "- gpu.nvidia.com" not in r.err

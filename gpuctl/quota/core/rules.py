@@ -14,6 +14,7 @@ from gpuctl.gpus import geometry
 from gpuctl.gpus.dra import DraView
 from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
 from gpuctl.k8s import claims
+from gpuctl.k8s.dra_quota import DRA_SUFFIX, quota_resource
 from gpuctl.k8s.labels import MANAGED
 from gpuctl.k8s.nodes import GPU
 from gpuctl.k8s.objects import name_of, namespace_of
@@ -64,9 +65,9 @@ def hard(gpus: int, mig: dict[str, int], dra_classes: tuple[str, ...] = ()) -> d
     out = {f"requests.{GPU}": str(gpus)}
     out.update({f"requests.{r}": str(k) for r, k in sorted(mig.items())})
     if claims.GPU_CLASS in dra_classes:
-        out[dra_key(claims.GPU_CLASS)] = str(gpus)
+        out[quota_resource(claims.GPU_CLASS)] = str(gpus)
     if claims.MIG_CLASS in dra_classes:
-        out[dra_key(claims.MIG_CLASS)] = str(sum(mig.values()))
+        out[quota_resource(claims.MIG_CLASS)] = str(sum(mig.values()))
     return out
 
 
@@ -108,10 +109,6 @@ def diff(
 # --- usage ------------------------------------------------------------------------
 
 
-# ResourceQuota's limit on the devices claims of a DeviceClass request (KEP-4381)
-DRA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
-
-
 def gpu_resource_of(key: str) -> str | None:
     """The GPU resource a quota key limits (`requests.nvidia.com/gpu` → nvidia.com/gpu;
     `gpu.nvidia.com.deviceclass.resource.k8s.io/devices`, a DeviceClass's devices, as is)."""
@@ -119,10 +116,6 @@ def gpu_resource_of(key: str) -> str | None:
         return key
     name = key.removeprefix("requests.")
     return name if name.startswith("nvidia.com/") else None
-
-
-def dra_key(device_class: str) -> str:
-    return f"{device_class}{DRA_SUFFIX}"
 
 
 def claimed(view: DraView | None) -> dict[tuple[str, str], int]:
@@ -134,7 +127,7 @@ def claimed(view: DraView | None) -> dict[tuple[str, str], int]:
     out: dict[tuple[str, str], int] = {}
     for claim in view.claims if view is not None else ():
         for device_class, n in claim.charged:
-            where = (claim.namespace, dra_key(device_class))
+            where = (claim.namespace, quota_resource(device_class))
             out[where] = out.get(where, 0) + n
     return out
 
