@@ -72,16 +72,17 @@ def resource_slice(node: str, model: geometry.GpuModel, count: int) -> dict[str,
 
 
 def allocate(view: DraView, claim: ClaimRequest, node: str) -> list[dict[str, Any]] | None:
-    """The allocation results of CLAIM on NODE (devices no claim holds), or None when the
-    node cannot meet it."""
-    free = [d for d in view.on(node) if d.key not in view.allocated and not d.unhealthy]
+    """The allocation results of CLAIM on NODE (devices no claim holds, whose shared counters
+    the held ones leave room for), or None when the node cannot meet it."""
+    devices = view.on(node)
     for choice in claim.choices:
         found = view.class_named.get(choice.device_class)
         if found is None:
             continue
         try:
             selector = dra_cel.selector(*found.selectors, *choice.selectors)
-            chosen = [d for d in free if selector.matches(d)]
+            # free ones, within what the shared counters (KEP-4815) leave
+            chosen = view.available([d for d in devices if selector.matches(d)])
         except dra_cel.SelectorError:
             continue
         if len(chosen) >= claim.count:

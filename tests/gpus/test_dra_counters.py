@@ -66,3 +66,16 @@ def test_the_fit_check_counts_what_the_counters_leave(cli, kube, kube_api, tmp_p
     assert "can never fit" not in r.err and "0 of 4 matching devices free" in r.err, r
     r = cli("submit", write(tmp_path, "name: train\nimage: x\nmig: 1g.10gb\ngpu_type: a100\nnodes: 5\n"), "--dry-run", "--multinode", "indexed-job")  # fmt: skip
     assert r.code == 1 and "can never fit" in r.err, r
+
+
+def test_the_sandbox_s_scheduler_allocates_within_the_counters():
+    from gpuctl.k8s.claims import MIG_CLASS, Choice, ClaimRequest
+    from gpuctl.sim import dra_driver
+
+    profile = "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
+    four = ClaimRequest((Choice("gpu", MIG_CLASS, (profile,)),), 4)
+    results = dra_driver.allocate(dra.view(CLASSES, SLICES), four, NODE)
+    assert [r["device"] for r in results or []] == [f"gpu-0-mig-1g10gb-15-{p}" for p in (0, 2, 4, 6)]  # fmt: skip
+    held = [allocated("ml", "big", ("gpu.nvidia.com", NODE, "gpu-0-mig-7g40gb-0-0"), device_class=MIG_CLASS)]  # fmt: skip
+    one = ClaimRequest((Choice("gpu", MIG_CLASS, (profile,)),), 1)
+    assert dra_driver.allocate(dra.view(CLASSES, SLICES, held), one, NODE) is None
