@@ -39,10 +39,12 @@ class Accelerator:
     unhealthy: int = 0  # capacity less allocatable, or tainted / unhealthy DRA devices
     devices: tuple[str, ...] = ()  # DRA: the devices' names; device plugin: () (unknown)
     scheme: str | None = None  # what named the model: a label scheme (gfd, karpenter, …), dra
+    # DRA: devices no claim holds whose shared counters (KEP-4815) others have used up
+    blocked: int = 0
 
     @property
     def free(self) -> int:
-        return max(self.count - self.unhealthy - self.allocated, 0)
+        return max(self.count - self.unhealthy - self.allocated - self.blocked, 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +62,7 @@ class Accelerator:
             "allocated": self.allocated,
             "free": self.free,
             "unhealthy": self.unhealthy,
+            "blocked": self.blocked,
             "devices": list(self.devices),
             "driver": self.driver,
             "scheme": self.scheme,

@@ -12,10 +12,19 @@ accelerator inventory (gpuctl.gpus.accelerators.DraSource). Pure.
   perDeviceNodeSelection, the device does); devices reachable from several nodes
   (nodeSelector, allNodes) are no node's inventory.
 - Who a device is comes from its attributes and capacity, never from its name: the vendor
-  from the driver (gpuctl.gpus.vendors), the product from `productName` (NVIDIA, AMD, HAMi)
-  or `model` (Intel Gaudi), the MIG profile from `profile` (its GPU: `parentUUID`), an AMD
-  partition from `partitionProfile` on an `amdgpu-partition`, the memory from the `memory`
-  capacity. Unprefixed names are the driver's own domain.
+  from the driver (gpuctl.gpus.vendors), the product from `productName` (NVIDIA, AMD, HAMi),
+  `model` (Intel Gaudi) or `instanceType` (AWS Neuron), the model from the product
+  (NVIDIA's through gpuctl.gpus.identity, the others' through gpuctl.gpus.vendor_models),
+  the MIG profile from `profile` (its GPU: `parentUUID`), an AMD partition from
+  `partitionProfile` on an `amdgpu-partition`, the memory from the `memory` capacity (AMD
+  writes 0 when it could not read it), else, for a whole device, the model's. Unprefixed
+  names are the driver's own domain.
+- Partitionable devices (KEP-4815; DRAPartitionableDevices, beta from 1.36): a pool's
+  slices publish `sharedCounters` (counter sets, e.g. a GPU's memory and memory slices)
+  and each device the amounts it `consumesCounters`; a device is free only while what the
+  allocated devices consumed leaves its amounts (NVIDIA's DynamicMIG: a MIG device uses
+  memory slices of its GPU, the GPU all of them). A counter set the pool does not publish
+  limits nothing.
 - A device is unhealthy when a NoSchedule or NoExecute taint is on it, or when its driver
   says `healthy: false` (Intel Gaudi); allocated when a claim's `status.allocation` holds it
   (admin access, which takes nothing from others, aside). The claims kube-scheduler makes
@@ -33,15 +42,18 @@ from functools import cached_property
 from typing import Any
 
 from gpuctl.common import quantity
-from gpuctl.gpus import dra_cel, identity
+from gpuctl.gpus import dra_cel, identity, vendor_models
 from gpuctl.gpus.accelerators import DRA, Accelerator
 from gpuctl.gpus.vendors import vendor_of_driver
 
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"  # KEP-5004's annotation
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # a claim made from a template
 UNHEALTHY_EFFECTS = ("NoSchedule", "NoExecute")
+GAUDI_DRIVER = "gaudi.intel.com"  # Intel's GPU driver (gpu.intel.com) names no model gpuctl knows
 
-Key = tuple[str, str, str]  # (driver, pool, device)
+Key = tuple[str, str, str]  # (driver, pool, device); a counter set's: (driver, pool, set)
+Counters = dict[str, Fraction]
+ALL_DEVICES = 32  # AllocationResultsMaxSize: what an `All` request is charged to quota
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,7 @@ class Device:
     taints: tuple[Mapping[str, Any], ...] = ()
     # a NoSchedule or NoExecute taint on it, or its driver's `healthy: false`
     unhealthy: bool = False
+    consumes: tuple[tuple[str, Mapping[str, Fraction]], ...] = ()  # (counter set, amounts)
 
     @property
     def key(self) -> Key:
@@ -72,8 +85,18 @@ class Device:
 
     @cached_property
     def product(self) -> str | None:
-        value = self.attribute("productName") or self.attribute("model")
+        value = (
+            self.attribute("productName")
+            or self.attribute("model")
+            or self.attribute("instanceType")
+        )
         return str(value) if value is not None else None
+
+    @cached_property
+    def model(self) -> str | None:
+        """The canonical model (gpuctl.gpus.identity, gpuctl.gpus.vendor_models)."""
+        whole = self.attribute("parentUUID") is None and self.partition is None
+        return model_of(self.driver, self.product, self.memory_bytes if whole else None)
 
     @property
     def partition(self) -> str | None:
@@ -88,7 +111,7 @@ class Device:
     @property
     def memory_bytes(self) -> int | None:
         memory = self.amount("memory")
-        return int(memory) if memory is not None else None
+        return int(memory) if memory else None  # AMD's 0: not read
 
     @property
     def uuid(self) -> str | None:
@@ -126,6 +149,8 @@ class Claim:
     devices: tuple[Allocated, ...]
     pods: tuple[str, ...]  # reservedFor: the pods' names (in the claim's namespace)
     extended: bool = False  # made by kube-scheduler for an extended resource (KEP-5004)
+    # DeviceClass → the devices ResourceQuota charges for it (`charges`)
+    charged: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,6 +162,7 @@ class DraView:
     claims: tuple[Claim, ...] = ()
     # (driver, pool) → why its devices may be incomplete
     pool_problems: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    counters: Mapping[Key, Mapping[str, Fraction]] = field(default_factory=dict)  # sharedCounters
     _by_node: dict[str, list[Device]] = field(default_factory=dict, compare=False, repr=False)
     _ranking: dict[str, list[DeviceClass]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -152,6 +178,31 @@ class DraView:
     def allocated(self) -> dict[Key, Claim]:
         """Each device a claim holds (admin access aside) → the claim."""
         return {a.key: c for c in self.claims for a in c.devices if not a.admin}
+
+    @cached_property
+    def _left(self) -> dict[Key, Counters]:
+        """What the allocated devices leave of each counter set."""
+        left = {k: dict(v) for k, v in self.counters.items()}
+        for d in self.devices:
+            if d.consumes and d.key in self.allocated:
+                _take(left, d)
+        return left
+
+    def available(self, devices: Sequence[Device], now: bool = True) -> list[Device]:
+        """Of DEVICES, those one claim could take together: healthy, held by no claim and
+        each within what the counter sets it consumes have left once the ones before it are
+        taken (NOW; else on an empty node, nothing held)."""
+        if not self.counters:
+            held = self.allocated if now else {}
+            return [d for d in devices if not d.unhealthy and d.key not in held]
+        left = {k: dict(v) for k, v in (self._left if now else self.counters).items()}
+        out = []
+        for d in devices:
+            if d.unhealthy or (now and d.key in self.allocated) or not _fits(left, d):
+                continue
+            _take(left, d)
+            out.append(d)
+        return out
 
     def holders(self) -> dict[str, tuple[str, str]]:
         """Each allocated device's uuid → the (namespace, pod) its claim is reserved for:
@@ -191,11 +242,16 @@ class DraView:
         held = self.allocated
         out = []
         for (driver, device_class, product, partition, memory), devices in groups.items():
+            allocated = sum(1 for d in devices if d.key in held and not d.unhealthy)
+            unhealthy = sum(1 for d in devices if d.unhealthy)
             vendor = vendor_of_driver(driver)
+            model = model_of(driver, product, memory)
+            if memory is None and partition is None:  # a driver that publishes none
+                memory = vendor_models.memory_of(model)
             out.append(
                 Accelerator(
                     vendor.name if vendor is not None else "unknown",
-                    _model(vendor.name if vendor else None, product, memory),
+                    model,
                     product,
                     len(devices),
                     memory,
@@ -203,8 +259,9 @@ class DraView:
                     device_class=device_class,
                     driver=driver,
                     partition=partition,
-                    allocated=sum(1 for d in devices if d.key in held and not d.unhealthy),
-                    unhealthy=sum(1 for d in devices if d.unhealthy),
+                    allocated=allocated,
+                    unhealthy=unhealthy,
+                    blocked=len(devices) - allocated - unhealthy - len(self.available(devices)),
                     devices=tuple(d.name for d in devices),
                     scheme="dra",
                 )
@@ -219,7 +276,7 @@ class DraView:
         parts: dict[str, int] = {}
         for d in devices:
             parent = d.attribute("parentUUID")
-            if parent in whole:
+            if parent in whole and not _shared(whole[str(parent)], d):
                 parts[str(parent)] = parts.get(str(parent), 0) + 1
         out = [
             f"{whole[uuid].name} ({uuid}) is published whole and as {n} MIG device(s) of "
@@ -230,11 +287,43 @@ class DraView:
         return (*out, *(self.pool_problems[p] for p in pools if p in self.pool_problems))
 
 
-def _model(vendor: str | None, product: str | None, memory: int | None) -> str | None:
-    """The canonical model of an NVIDIA product name (other vendors' models: issue 39)."""
-    if vendor != "nvidia" or not product:
+def _shared(a: Device, b: Device) -> bool:
+    """Whether A and B consume one counter set: the scheduler keeps them apart."""
+    return bool({s for s, _ in a.consumes} & {s for s, _ in b.consumes})
+
+
+def _fits(left: dict[Key, Counters], d: Device) -> bool:
+    for name, amounts in d.consumes:
+        counters = left.get((d.driver, d.pool, name))
+        if counters is not None and any(counters.get(c, Fraction(0)) < v for c, v in amounts.items()):  # fmt: skip
+            return False
+    return True
+
+
+def _take(left: dict[Key, Counters], d: Device) -> None:
+    for name, amounts in d.consumes:
+        counters = left.get((d.driver, d.pool, name))
+        if counters is not None:
+            for c, v in amounts.items():
+                counters[c] = counters.get(c, Fraction(0)) - v
+
+
+def model_of(driver: str, product: str | None, memory: int | None) -> str | None:
+    """The canonical model of a device DRIVER publishes as PRODUCT (its MEMORY, in bytes,
+    tells NVIDIA's boards of one name apart); None: one gpuctl does not know."""
+    vendor = vendor_of_driver(driver)
+    if vendor is None or not product:
         return None
-    return identity.model_named(product, memory >> 20 if memory else None)
+    if vendor.name == "nvidia":
+        return identity.model_named(product, memory >> 20 if memory else None)
+    if vendor.name == "amd":
+        return vendor_models.amd_model(product)
+    if driver == GAUDI_DRIVER:
+        return vendor_models.gaudi_model(product)
+    if vendor.name == "aws":
+        row = vendor_models.instance({vendor_models.INSTANCE_TYPE: product})
+        return row[0] if row else None
+    return None
 
 
 def view(
@@ -251,7 +340,30 @@ def view(
         devices,
         tuple(claim(c) for c in claims),
         problems,
+        {k: v for s in kept for k, v in shared_counters(s).items()},
     )
+
+
+def shared_counters(s: Mapping[str, Any]) -> dict[Key, dict[str, Fraction]]:
+    """A slice's counter sets (spec.sharedCounters), by (driver, pool, set name)."""
+    spec = s.get("spec") or {}
+    driver = str(spec.get("driver") or "")
+    pool = str((spec.get("pool") or {}).get("name") or "")
+    return {
+        (driver, pool, str(c.get("name") or "")): _amounts(c.get("counters"))
+        for c in spec.get("sharedCounters") or []
+        if isinstance(c, dict)
+    }
+
+
+def _amounts(counters: Any) -> dict[str, Fraction]:
+    """A `counters` map (name → {value: quantity}) as amounts."""
+    out = {}
+    for name, counter in (counters or {}).items() if isinstance(counters, dict) else ():
+        value = _capacity_value(counter)
+        if value is not None:
+            out[str(name)] = value
+    return out
 
 
 def newest_pools(
@@ -311,6 +423,11 @@ def slice_devices(s: Mapping[str, Any]) -> list[Device]:
                 taints,
                 attributes.get(f"{driver}/healthy") is False
                 or any(t.get("effect") in UNHEALTHY_EFFECTS for t in taints),
+                tuple(
+                    (str(c.get("counterSet") or ""), _amounts(c.get("counters")))
+                    for c in fields.get("consumesCounters") or []
+                    if isinstance(c, dict)
+                ),
             )
         )
     return out
@@ -379,4 +496,36 @@ def claim(obj: Mapping[str, Any]) -> Claim:
             if isinstance(r, dict) and r.get("resource") == "pods"
         ),
         EXTENDED_CLAIM in (meta.get("annotations") or {}),
+        tuple(sorted(charges(obj.get("spec") or {}).items())),
     )
+
+
+def charges(spec: Mapping[str, Any]) -> dict[str, int]:
+    """DeviceClass → the devices a claim of SPEC is charged, as kube-apiserver's quota
+    evaluator charges `<class>.deviceclass.resource.k8s.io/devices` (kubernetes/kubernetes
+    pkg/quota/v1/evaluator/core/resource_claims.go): from its requests, allocated or not;
+    `count` devices (default 1), `All` as 32; a firstAvailable request its largest
+    alternative per class (the worst case). KEP-5004's generated claims are charged too."""
+    out: dict[str, int] = {}
+    for request in (spec.get("devices") or {}).get("requests") or []:
+        if not isinstance(request, dict):
+            continue
+        ways = request.get("firstAvailable") or [request.get("exactly") or request]  # v1beta1: flat
+        worst: dict[str, int] = {}
+        for way in ways:
+            if isinstance(way, dict) and way.get("deviceClassName"):
+                name = str(way["deviceClassName"])
+                worst[name] = max(worst.get(name, 0), _devices(way))
+        for name, n in worst.items():
+            out[name] = out.get(name, 0) + n
+    return out
+
+
+def _devices(request: Mapping[str, Any]) -> int:
+    mode = request.get("allocationMode") or "ExactCount"
+    if mode == "All":
+        return ALL_DEVICES
+    if mode != "ExactCount":
+        return 0  # a mode this version does not know: not charged
+    count = request.get("count")
+    return count if isinstance(count, int) and not isinstance(count, bool) else 1

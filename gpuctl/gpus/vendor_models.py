@@ -138,7 +138,7 @@ def amd(labels: Mapping[str, str], resource: str) -> Named:
     table = _table("amd_device_ids")
     model = None
     if products:
-        model = _one([_amd_model(p) for p in products])
+        model = _one([amd_model(p) for p in products])
     if model is None and ids:
         model = _one([table.get(i) for i in ids])
     scheme = "amd-labeller" if model else None
@@ -155,7 +155,8 @@ def amd(labels: Mapping[str, str], resource: str) -> Named:
     return Named(model, product, memory, scheme, partition.lower() if partition else None)
 
 
-def _amd_model(product: str) -> str | None:
+def amd_model(product: str) -> str | None:
+    """The model an AMD product name is (`AMD_Instinct_MI300X_OAM`: MI300X)."""
     m = _AMD_MODEL.search(product)
     model = m.group(0).upper() if m else None
     return model if model in models() else None
@@ -181,13 +182,19 @@ def tpu(labels: Mapping[str, str], resource: str) -> Named:
     return Named(model, value, memory_of(model), "gke", labels.get(TPU_TOPOLOGY) or None)
 
 
+def gaudi_model(name: str) -> str | None:
+    """The model a Gaudi's name is (`Gaudi2`, `GAUDI2`, `Gaudi`: the first)."""
+    m = re.match(r"GAUDI([0-9]?)", name.upper())
+    if m is None:
+        return None
+    return "Gaudi" + (m.group(1) if m.group(1) not in ("", "1") else "")
+
+
 def gaudi(labels: Mapping[str, str], resource: str) -> Named:
     if not resource.startswith("habana.ai/"):
         return Named()  # Intel's GPUs (gpu.intel.com/) are not named here
     kind = labels.get(GAUDI_TYPE, "")
-    model = None
-    if m := re.match(r"GAUDI([0-9]?)", kind.upper()):
-        model = "Gaudi" + (m.group(1) if m.group(1) not in ("", "1") else "")
+    model = gaudi_model(kind)
     if model is None:
         model = _table("gaudi_device_ids").get(labels.get(GAUDI_ID, "").lower())
     scheme = "hfd" if model else None

@@ -169,10 +169,10 @@ def within_quota(
     """Refuse (GpuctlError) a job whose workers, placed WHERE, would push its namespace
     over a GPU quota. PODS: the unfinished pods when already read (of any namespaces: only
     NAMESPACE's count)."""
-    if where.resource is None:
+    if where.resource is None and where.claim is None:
         return
     quotas = kube.list_objects("ResourceQuota", namespace)
-    if pods is None and quota_check.needs_pods(quotas, where.resource):
+    if pods is None and any(quota_check.needs_pods(quotas, r) for r, _ in quota_check.charged(where)):  # fmt: skip
         pods = kube.unfinished_pods(namespace)
     refusal = quota_check.refusal(spec, where, namespace, quotas, pods)
     if refusal is not None:

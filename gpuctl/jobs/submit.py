@@ -21,7 +21,6 @@ from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.jobs.core.status import status_of
 from gpuctl.k8s import compute_domain, fit
 from gpuctl.k8s.claim_fit import check_claim_fit
-from gpuctl.k8s.labels import GPU_TOLERATION, accelerator_toleration
 from gpuctl.k8s.objects import name_of
 from gpuctl.k8s.placement import AUTO, Placement
 from gpuctl.runtime.workflow import Progress
@@ -138,7 +137,7 @@ def fit_report(
     """The fit of SPEC's workers placed WHERE, on NODES (read here when not given), within
     one domain when its topology requires it; the cluster's unfinished pods it reads are
     left in READ["pods"]. Workers that claim their GPUs through DRA fit on DRA's devices."""
-    own = accelerator_toleration(where.resource) or (GPU_TOLERATION if where.claim else None)
+    own = where.toleration
     tolerations = [*([own] if own else []), *spec.tolerations]
     if spec.compute_domain:  # its workers stay within one NVLink clique
         nodes = kube.list_objects("Node") if nodes is None else nodes

@@ -2,7 +2,7 @@
 devices, how many workers' claims its devices meet now (devices no claim holds) and on an
 empty node, by the scheduler's rules: a device counts for a choice when its DeviceClass's
 selectors and the choice's select it (gpuctl.gpus.dra_cel), a tainted or unhealthy device
-never; a claim takes the first choice (firstAvailable) the node can meet; the node's own
+never, nor one whose shared counters (KEP-4815) the devices taken before it use up; a claim takes the first choice (firstAvailable) the node can meet; the node's own
 taints, cordon and the job's node_selector as for device-plugin GPUs (gpuctl.k8s.fit). Pure."""
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ def check_claim_fit(
     """Per node with DRA devices: the workers whose claim (WHERE.claim) fits now and ever."""
     claim = where.claim
     assert claim is not None
-    held = view.allocated
     selectors = [_selector(view, c) for c in claim.choices]
     out = []
     for node in nodes:
@@ -39,10 +38,9 @@ def check_claim_fit(
         devices = view.on(name)
         if not devices:
             continue
-        usable = [d for d in devices if not d.unhealthy]
-        chosen = [_chosen(s, usable) for s in selectors]
-        ever = max(map(len, chosen), default=0)
-        now = max((sum(d.key not in held for d in ds) for ds in chosen), default=0)
+        chosen = [_chosen(s, devices) for s in selectors]
+        ever = max((len(view.available(ds, now=False)) for ds in chosen), default=0)
+        now = max((len(view.available(ds)) for ds in chosen), default=0)
         reason = _refused(node, tolerations, node_selector, ever, claim)
         if reason:
             out.append(NodeFit(name, _models(devices), ever, now, 0, 0, reason))

@@ -14,7 +14,18 @@ Pure.
   strategy TimeSlicing) in the claim's config.
 - Where the class maps an extended resource (KEP-5004, `extendedResourceName`) and the job
   asks for plain whole GPUs of any model, the pod keeps its plain limit: kube-scheduler makes
-  the claim itself."""
+  the claim itself.
+- Other vendors' accelerators (a spec's `accelerator:`) through their drivers' own classes
+  and attributes:
+
+| vendor | DeviceClass | a model is selected by | source |
+|---|---|---|---|
+| amd | `gpu.amd.com` | `productName` (`AMD_Instinct_MI300X_OAM`) as published, else matched on the model; `type` `amdgpu` (whole) or `amdgpu-partition` with its `partitionProfile` | ROCm/k8s-gpu-dra-driver docs/driver-attributes.md |
+| aws | `neuron.aws.com` | `instanceType` (`trn2.48xlarge`) of the model's instances | aws-neuron/aws-neuron-sdk deploy/eks/dra.rst |
+| intel | `gaudi.intel.com` | `model` (`Gaudi2`, the driver's name for the PCI device ID) | intel/intel-resource-drivers-for-kubernetes pkg/gaudi/device/device.go |
+
+  NeuronCores (set through the driver's opaque NeuronConfig) and TPUs stay with their
+  device plugins."""
 
 from __future__ import annotations
 
@@ -24,13 +35,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.gpus import identity, names
-from gpuctl.gpus.dra import DraView
+from gpuctl.gpus.dra import GAUDI_DRIVER, Device, DraView
+from gpuctl.gpus.vendor_models import instance_types
+from gpuctl.k8s.vendor_placement import AcceleratorRequest
 
 API_VERSION = "resource.k8s.io/v1"
 CLAIM = "gpu"  # the pod's claim, and the request in it
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
+AMD_DRIVER = "gpu.amd.com"
+NEURON_DRIVER = "neuron.aws.com"
+VENDOR_DRIVERS = {"amd": AMD_DRIVER, "aws": NEURON_DRIVER, "intel": GAUDI_DRIVER}
 SHARING_CONFIG = {
     "apiVersion": "resource.nvidia.com/v1beta1",
     "kind": "GpuConfig",
@@ -63,6 +79,7 @@ class ClaimRequest:
     count: int
     shared: bool = False
     extended_resource: str | None = None  # KEP-5004: the pod keeps this plain limit
+    vendor: str = "nvidia"  # whose devices (the worker tolerates its taint)
 
     def template(self, name: str) -> dict[str, Any]:
         """The ResourceClaimTemplate NAME that each pod's claim is made from."""
@@ -170,11 +187,7 @@ def _subrequest(gpu_type: str) -> str:
 
 
 def _products_selector(gpu_type: str, view: DraView | None) -> str:
-    products = products_of(gpu_type, view)
-    attribute = f"device.attributes['{DRIVER}'].productName"
-    if len(products) == 1:
-        return f"{attribute} == {_quoted(products[0])}"
-    return f"{attribute} in [{', '.join(_quoted(p) for p in products)}]"
+    return _one_of(f"device.attributes['{DRIVER}'].productName", products_of(gpu_type, view))
 
 
 def products_of(gpu_type: str, view: DraView | None) -> list[str]:
@@ -188,15 +201,59 @@ def products_of(gpu_type: str, view: DraView | None) -> list[str]:
     return list(dict.fromkeys(known)) or [gpu_type]
 
 
-def _published(devices: Iterable[Any], models: list[str]) -> list[str]:
-    found = []
-    for d in devices:
-        if d.driver == DRIVER and d.product:
-            whole = d.attribute("parentUUID") is None
-            memory = d.memory_bytes >> 20 if d.memory_bytes and whole else None
-            if identity.model_named(d.product, memory) in models:
-                found.append(d.product)
-    return sorted(set(found))
+def _published(devices: Iterable[Device], models: Iterable[str], driver: str = DRIVER) -> list[str]:
+    """The products DRIVER's devices publish that are one of MODELS."""
+    wanted = set(models)
+    return sorted({d.product for d in devices if d.driver == driver and d.product and d.model in wanted})  # fmt: skip
+
+
+def accelerator_request(request: AcceleratorRequest, view: DraView | None) -> ClaimRequest | None:
+    """The claim for another vendor's accelerators (REQUEST) on the cluster's DRA (VIEW;
+    None: no cluster read); None where its driver does not serve them that way (NeuronCores,
+    TPUs) or the cluster has no class for it."""
+    driver = VENDOR_DRIVERS.get(request.vendor)
+    if driver is None or request.unit == "neuroncore" or request.topology:
+        return None
+    if view is not None and driver not in view.class_named:
+        return None
+    devices = view.devices if view is not None else ()
+    common = _amd_form(request.unit) if request.vendor == "amd" else ()
+    choices = tuple(
+        Choice(_subrequest(m), driver, (_model_selector(request.vendor, m, devices), *common))
+        for m in request.models
+    ) or (Choice(CLAIM, driver, common),)
+    return ClaimRequest(choices, request.count, vendor=request.vendor)
+
+
+def _amd_form(partition: str | None) -> tuple[str, ...]:
+    """Whole AMD GPUs, or partitions of the compute/memory PARTITION profile."""
+    attributes = f"device.attributes['{AMD_DRIVER}']"
+    if partition is None:
+        return (f"{attributes}.type == 'amdgpu'",)
+    return (f"{attributes}.type == 'amdgpu-partition' && {attributes}.partitionProfile == {_quoted(partition)}",)  # fmt: skip
+
+
+def _model_selector(vendor: str, model: str, devices: Iterable[Device]) -> str:
+    """The selector of another vendor's MODEL: on what the cluster's DEVICES publish for
+    it, else on what its driver publishes for it."""
+    driver = VENDOR_DRIVERS[vendor]
+    if vendor == "intel":
+        return f"device.attributes['{driver}'].model == {_quoted(model)}"
+    published = _published(devices, [model], driver)
+    if vendor == "aws":
+        return _one_of(f"device.attributes['{driver}'].instanceType", published or instance_types(model))  # fmt: skip
+    if published:
+        return _one_of(f"device.attributes['{driver}'].productName", published)
+    # AMD's normalised product names carry the model (AMD_Instinct_MI300X_OAM): not MI250 in MI250X
+    return (
+        f"device.attributes['{driver}'].productName.matches({_quoted(model + '([^0-9A-Za-z]|$)')})"
+    )
+
+
+def _one_of(attribute: str, values: list[str]) -> str:
+    if len(values) == 1:
+        return f"{attribute} == {_quoted(values[0])}"
+    return f"{attribute} in [{', '.join(_quoted(v) for v in values)}]"
 
 
 def _quoted(text: str | None) -> str:

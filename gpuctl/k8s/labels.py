@@ -32,9 +32,12 @@ ACCELERATOR_TAINTS = {
 def accelerator_toleration(resource: str | None) -> dict[str, Any] | None:
     """The toleration a worker asking for RESOURCE gets; None for no accelerator."""
     vendor = vendor_of(resource) if resource else None
-    if vendor is None:
-        return None
-    return {"key": ACCELERATOR_TAINTS[vendor.name], "operator": "Exists", "effect": "NoSchedule"}
+    return vendor_toleration(vendor.name) if vendor is not None else None
+
+
+def vendor_toleration(vendor: str) -> dict[str, Any]:
+    """The toleration of VENDOR's accelerator taint (a worker claiming them through DRA)."""
+    return {"key": ACCELERATOR_TAINTS[vendor], "operator": "Exists", "effect": "NoSchedule"}
 
 
 def managed_by_gpuctl(obj: dict[str, Any]) -> bool:

@@ -19,7 +19,8 @@ from gpuctl.gpus import dra_cel, identity, names
 from gpuctl.gpus.dra import DraView
 from gpuctl.gpus.identity import GPU, SHARED_GPU, NodeGpus
 from gpuctl.k8s import vendor_placement
-from gpuctl.k8s.claims import ClaimRequest, request_for
+from gpuctl.k8s.claims import ClaimRequest, accelerator_request, request_for
+from gpuctl.k8s.labels import accelerator_toleration, vendor_toleration
 from gpuctl.k8s.nodes import allocatable, gpus_of, is_gpu_node
 from gpuctl.k8s.objects import labels_of
 from gpuctl.k8s.selectors import expression, expressions_match
@@ -60,6 +61,15 @@ class Placement:
     claim: ClaimRequest | None = None  # DRA: what each worker claims (gpuctl.k8s.claims)
 
     @property
+    def toleration(self) -> dict[str, Any] | None:
+        """The toleration of the accelerator taint of what each worker asks for: the
+        resource's vendor's, else the vendor's whose devices it claims; None: neither."""
+        own = accelerator_toleration(self.resource)
+        if own is None and self.claim is not None:
+            own = vendor_toleration(self.claim.vendor)
+        return own
+
+    @property
     def affinity(self) -> dict[str, Any] | None:
         if not self.terms:
             return None
@@ -98,21 +108,32 @@ def place(
     if request.accelerator is not None:
         v = vendor_placement.place(request.accelerator, nodes)
         scheme = "the labels of every scheme gpuctl reads for it"
-        return Placement(v.resource, v.per_worker, v.terms, v.wanted, scheme, v.notes)
-    plugin = _plugin(request, label_key, nodes)
+        plugin = Placement(v.resource, v.per_worker, v.terms, v.wanted, scheme, v.notes)
+    else:
+        plugin = _plugin(request, label_key, nodes)
     if allocation == DEVICE_PLUGIN or not (request.gpus or request.mig):
         return plugin
     if allocation == AUTO and (dra is None or nodes is None or _offered(plugin, nodes)):
-        return _assumed(plugin) if nodes is None else plugin
+        dra_serves = request.accelerator is None or accelerator_request(request.accelerator, None)
+        return _assumed(plugin) if nodes is None and dra_serves else plugin
     view = dra if nodes is not None else None
-    claim = request_for(request.gpus, request.mig, request.shared, request.gpu_types, view)
+    if request.accelerator is not None:
+        claim = accelerator_request(request.accelerator, view)
+    else:
+        claim = request_for(request.gpus, request.mig, request.shared, request.gpu_types, view)
     if claim is None or (allocation == AUTO and not _dra_offers(claim, view)):
         return plugin
+    return _claimed(plugin, claim, view)
+
+
+def _claimed(plugin: Placement, claim: ClaimRequest, view: DraView | None) -> Placement:
+    """Each worker's accelerators through CLAIM (or the plain limit its class maps)."""
     how = "DRA: ResourceClaims" + (" (no cluster read)" if view is None else "")
     if claim.extended_resource:  # KEP-5004: the plain limit, the scheduler claims
         note = f"GPUs as {claim.extended_resource}, which DeviceClass {claim.choices[0].device_class} maps to DRA devices (KEP-5004)"  # fmt: skip
         return Placement(claim.extended_resource, claim.count, (), plugin.wanted, "", (note,), claim=claim)  # fmt: skip
-    note = f"GPUs through {how}: {claim.describe()}"
+    what = "GPUs" if claim.vendor == "nvidia" else "Accelerators"
+    note = f"{what} through {how}: {claim.describe()}"
     return Placement(None, claim.count, (), plugin.wanted, "", (note,), claim=claim)
 
 

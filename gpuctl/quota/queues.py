@@ -4,6 +4,7 @@ from, carry the plan out (all objects or none) and read it back, and gather what
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gpuctl.adapters import kube_atomic
@@ -26,11 +27,16 @@ def plan_set(
     version: str | None = None,
 ) -> KueuePlan:
     """What `quota set` would do. Without a cluster (kube None) every object is new and
-    the GPU types are the ones asked for."""
+    the GPU types are the ones asked for; on one with DRA devices, the ClusterQueue also
+    covers those Kueue charges through deviceClassMappings (kueue.dra_quota)."""
     world = KueueWorld()
+    notes: tuple[str, ...] = ()
     if kube is not None:
         av = apis.kueue_api_version(version)
         nodes = kube.list_objects("Node")
+        covered, left_out = kueue.dra_quota(kube.dra(), q.gpus, q.mig)
+        q = replace(q, dra=covered)
+        notes = kueue.dra_notes(covered, left_out)
         world = KueueWorld(
             nodes,
             _read(kube, "Namespace", q.team, None, None) is not None,
@@ -39,7 +45,8 @@ def plan_set(
             _read(kube, "LocalQueue", q.team, q.team, av),
             *_topologies(kube, version),
         )
-    return plan_kueue(q, label_key, gpu_types, version, world)
+    plan = plan_kueue(q, label_key, gpu_types, version, world)
+    return replace(plan, notes=plan.notes + notes)
 
 
 def _topologies(kube: Kube, version: str | None) -> tuple[list[dict] | None, str | None]:

@@ -337,10 +337,12 @@ def _why_not(
     asked: dict[str, int],
     claimable: Callable[[str], bool] | None = None,
     affine: Callable[[dict], bool] | None = None,
+    dra_backed: frozenset[str] = frozenset(),
 ) -> str | None:
     """kube-scheduler's reason for filtering the node out, None when it passes; CLAIMABLE
     says whether the pod's DRA claims can be allocated on a node, AFFINE whether the node
-    meets its required pod affinity."""
+    meets its required pod affinity; a resource of DRA_BACKED that the node does not
+    advertise is DRA's to give (KEP-5004), through CLAIMABLE."""
     if (node.get("spec") or {}).get("unschedulable"):
         return "node(s) were unschedulable"
     if not selected(pod, node):
@@ -351,6 +353,8 @@ def _why_not(
             return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
     alloc = _allocatable(node)
     for resource, amount in sorted(asked.items()):
+        if resource in dra_backed and not alloc.get(resource, 0):
+            continue
         if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
             return f"Insufficient {resource}"
     if affine is not None and not affine(node):  # after NodeResourcesFit, as kube-scheduler
@@ -420,6 +424,7 @@ def place(
     nodes: list[dict],
     pods: list[dict],
     claimable: Callable[[str], bool] | None = None,
+    dra_backed: frozenset[str] = frozenset(),
 ) -> tuple[str | None, str]:
     """(node name, "") for the best-scored node that passes the filters (CLAIMABLE: where
     the pod's DRA claims can be allocated), or (None, the PodScheduled=False message
@@ -434,7 +439,7 @@ def place(
     for node in nodes:
         name = node["metadata"]["name"]
         on_node = used.get(name, {})
-        reason = _why_not(pod, node, on_node, asked, claimable, affine)
+        reason = _why_not(pod, node, on_node, asked, claimable, affine, dra_backed)
         if reason is not None:
             reasons[reason] = reasons.get(reason, 0) + 1
             continue

@@ -42,9 +42,11 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gpuctl.common import quantity
 from gpuctl.gpus import dra
 from gpuctl.gpus.dra import DraView
 from gpuctl.k8s import claims
@@ -663,11 +665,16 @@ class Simulation:
     def _schedule(self, pod: dict, nodes: list[dict], placed: list[dict]) -> None:
         m = meta(pod)
         claim = self._claim_of(pod)
-        claimable = None
+        extended = self._extended_of(pod) if claim is None else None
+        claimable, backed, offers = None, frozenset[str](), set[str]()
         if claim is not None:
-            view, request = self._view(), claim[1]
-            claimable = lambda name: dra_driver.allocate(view, request, name) is not None  # noqa: E731
-        node, why = cluster.place(pod, nodes, placed, claimable)
+            claimable = _claimable(self._view(), claim[1], offers)
+        elif extended is not None:  # KEP-5004: DRA gives it where no device plugin does
+            resource, request = extended
+            offers = {meta(n)["name"] for n in nodes if _advertises(n, resource)}
+            claimable = _claimable(self._view(), request, offers)
+            backed = frozenset((resource,))
+        node, why = cluster.place(pod, nodes, placed, claimable, backed)
         path = path_of(PODS, m["namespace"], "pods", m["name"])
         if node is None:
             cond = condition("PodScheduled", "Unschedulable", why, status="False")
@@ -683,6 +690,8 @@ class Simulation:
             return
         if claim is not None:
             self._allocate(pod, claim, node)
+        elif extended is not None and node not in offers:
+            self._allocate_extended(pod, extended, node)
         self.api.patch(path, {"spec": {"nodeName": node}})
         pod.setdefault("spec", {})["nodeName"] = node
         placed.append(pod)
@@ -711,29 +720,60 @@ class Simulation:
         request = claims.from_template(template)
         return (template, request) if request is not None else None
 
+    def _extended_of(self, pod: dict) -> tuple[str, ClaimRequest] | None:
+        """A resource of the pod's limits that a DeviceClass maps, and the claim for it."""
+        for resource, n in cluster.pod_devices(pod).items():
+            request = dra_driver.extended_request(self._view(), resource, n)
+            if request is not None:
+                return resource, request
+        return None
+
     def _allocate(self, pod: dict, claim: tuple[dict, ClaimRequest], node: str) -> None:
         """Make the pod's claim from its template, allocated on NODE and reserved for it."""
         m = meta(pod)
         template, request = claim
-        results = dra_driver.allocate(self._view(), request, node) or []
         name = f"{m['name']}-{claims.CLAIM}"
+        spec = (template.get("spec") or {}).get("spec") or {}
+        self._claimed(pod, name, {dra.POD_CLAIM_NAME: claims.CLAIM}, spec, request, node)
+        statuses = [{"name": claims.CLAIM, "resourceClaimName": name}]
+        self.api.patch(
+            path_of(PODS, m["namespace"], "pods", m["name"]) + "/status",
+            {"status": {"resourceClaimStatuses": statuses}},
+        )
+
+    def _allocate_extended(self, pod: dict, extended: tuple[str, ClaimRequest], node: str) -> None:
+        """KEP-5004: the claim kube-scheduler makes for the pod's plain limit of a resource a
+        DeviceClass maps (annotated, owned by the pod, one request per container and
+        resource), and the pod's status naming it and which container has which request."""
+        m = meta(pod)
+        resource, request = extended
+        choice = request.choices[0]
+        name = f"{m['name']}-extended-resources-{suffix()}"
+        spec = {"devices": {"requests": [{"name": choice.name, "exactly": choice.to_dict(request.count)}]}}  # fmt: skip
+        self._claimed(pod, name, {dra.EXTENDED_CLAIM: "true"}, spec, request, node)
+        container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
+        mapping = {"containerName": container, "resourceName": resource, "requestName": choice.name}
+        self.api.patch(
+            path_of(PODS, m["namespace"], "pods", m["name"]) + "/status",
+            {"status": {"extendedResourceClaimStatus": {"resourceClaimName": name, "requestMappings": [mapping]}}},
+        )  # fmt: skip
+
+    def _claimed(self, pod: dict, name: str, annotations: dict, spec: dict, request: ClaimRequest, node: str) -> None:  # fmt: skip
+        """Create claim NAME of the pod, allocated on NODE and reserved for the pod."""
+        m = meta(pod)
+        results = dra_driver.allocate(self._view(), request, node) or []
         base = path_of(dra_driver.API_VERSION, m["namespace"], "resourceclaims")
         owner = {"apiVersion": PODS, "kind": "Pod", "name": m["name"], "uid": m.get("uid", ""), "controller": True, "blockOwnerDeletion": True}  # fmt: skip
         self.api.create(base, {
             "apiVersion": dra_driver.API_VERSION, "kind": "ResourceClaim",
-            "metadata": {"name": name, "annotations": {dra.POD_CLAIM_NAME: claims.CLAIM}, "ownerReferences": [owner]},
-            "spec": (template.get("spec") or {}).get("spec") or {},
+            "metadata": {"name": name, "annotations": annotations, "ownerReferences": [owner]},
+            "spec": spec,
         })  # fmt: skip
         self.api.patch(f"{base}/{name}/status", {"status": {
             "allocation": {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
             "reservedFor": [{"resource": "pods", "name": m["name"], "uid": m.get("uid", "")}],
         }})  # fmt: skip
-        statuses = [{"name": claims.CLAIM, "resourceClaimName": name}]
-        self.api.patch(
-            path_of(PODS, m["namespace"], "pods", m["name"]) + "/status",
-            {"status": {"resourceClaimStatuses": statuses}},
-        )
         self._dra = None  # the devices it took are no longer free
 
     def _orphaned_claims(self, world: World) -> None:
@@ -748,10 +788,12 @@ class Simulation:
                 )
 
     def _release(self, pod: dict) -> None:
-        """A pod's claim made from a template goes with it (the resource claim controller)."""
-        if claims.template_names(pod.get("spec") or {}):
-            m = meta(pod)
-            name = f"{m['name']}-{claims.CLAIM}"
+        """A pod's claim made from a template, or for its extended resource, goes with it
+        (the resource claim controller)."""
+        m = meta(pod)
+        names = [f"{m['name']}-{claims.CLAIM}"] if claims.template_names(pod.get("spec") or {}) else []  # fmt: skip
+        extended = _extended_claim(pod)
+        for name in names + ([extended] if extended else []):
             self.api.delete(path_of(dra_driver.API_VERSION, m["namespace"], "resourceclaims", name))
 
     def _devices(self, pod: dict, node: str) -> list[tuple[int, str | None, int]] | None:
@@ -776,6 +818,8 @@ class Simulation:
     def _run(self, pod: dict, node: dict | None) -> None:
         m, name = meta(pod), pod["spec"]["nodeName"]
         devices = self._devices(pod, name) if node is not None else None
+        if node is not None and _extended_claim(pod):
+            devices = []  # the DRA driver gives them, through the claim
         if devices is None:  # kubelet admission: the devices are not there (any more)
             why = f"Allocate failed due to not enough devices on node {name}"
             self._end(pod, "Failed", "UnexpectedAdmissionError", why)
@@ -874,6 +918,25 @@ def _keep_together(template: dict, job: str, key: str) -> None:
         template.setdefault("spec", {}).setdefault("affinity", {}).setdefault("podAffinity", {})
     )
     affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(term)
+
+
+def _claimable(view: DraView, request: ClaimRequest, offers: set[str]) -> Callable[[str], bool]:
+    """Whether a node can give the pod REQUEST: its device plugin OFFERS it, or the claim
+    can be allocated there."""
+    return lambda name: name in offers or dra_driver.allocate(view, request, name) is not None
+
+
+def _advertises(node: dict, resource: str) -> bool:
+    """Whether NODE's device plugin advertises RESOURCE."""
+    return (
+        quantity.count(((node.get("status") or {}).get("allocatable") or {}).get(resource, 0)) > 0
+    )
+
+
+def _extended_claim(pod: dict) -> str | None:
+    """The claim kube-scheduler made for the pod's extended resources (KEP-5004)."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    return status.get("resourceClaimName") or None
 
 
 def keyed(

@@ -11,10 +11,15 @@ import pytest
 
 from tests.doctor.test_queues import KUEUE, UPSTREAM_CONFIG
 from tests.gpu_cluster import node, seed
-from tests.gpus.test_dra import AKS, AMD, CLASSES, SLICES, T4, as_v1
+from tests.gpus import test_dra
+from tests.gpus.test_dra import AKS, AMD, T4, as_v1
 from tests.node_corpus import corpus
 
 pytestmark = pytest.mark.integration
+
+# NVIDIA's slices and an AMD partition's (the other vendors' are gpuctl nodes' and the fit's)
+SLICES = [s for s in test_dra.SLICES if s["spec"]["nodeName"] in (AKS, T4, AMD)]
+CLASSES = [c for c in test_dra.CLASSES if c["metadata"]["name"].endswith(("nvidia.com", "amd.com"))]
 
 H100 = corpus()["gfd-h100"]
 

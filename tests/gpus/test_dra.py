@@ -29,6 +29,9 @@ SLICES = objects("ResourceSlice")
 AKS = "aks-migpool-68842551-vmss000001"
 T4 = "harpatil4220c-g9kfm-gpu-c-rd8r8"
 AMD = "gpu-operator-2"
+MI300X = "mi300x-node-1"
+GAUDI = "gaudi2-node-1"
+TRN2 = "ip-10-0-12-34.us-west-2.compute.internal"
 
 
 def as_v1(s: dict) -> dict:
@@ -40,12 +43,24 @@ def as_v1(s: dict) -> dict:
     return out
 
 
-def allocated(namespace: str, name: str, *results: tuple[str, str, str], **extra) -> dict:
+def allocated(
+    namespace: str,
+    name: str,
+    *results: tuple[str, str, str],
+    device_class: str = "gpu.nvidia.com",
+    **extra,
+) -> dict:
+    """A claim of DEVICE_CLASS for as many devices as RESULTS, allocated them."""
+    exactly = {
+        "deviceClassName": device_class,
+        "allocationMode": "ExactCount",
+        "count": len(results),
+    }
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"namespace": namespace, "name": name, **extra},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
         "status": {
             "allocation": {
                 "devices": {
@@ -74,7 +89,7 @@ def test_every_device_is_named_from_its_attributes_and_capacity():
     ]
     assert rows(view, T4) == [("nvidia", "T4", "gpu.nvidia.com", None, 2, 0, 2, 15 * GIB)]
     # v1beta1 (basic: nesting), an AMD partition: product and partition from attributes
-    assert rows(view, AMD) == [("amd", None, "gpu.amd.com", "dpx_nps1", 1, 0, 1, 98296 * MIB)]
+    assert rows(view, AMD) == [("amd", "MI300X", "gpu.amd.com", "dpx_nps1", 1, 0, 1, 98296 * MIB)]
     (mi300x,) = view.accelerators(AMD)
     assert (mi300x.product, mi300x.driver, mi300x.source, mi300x.devices) == (
         "AMD_Instinct_MI300X_OAM", "gpu.amd.com", DRA, ("gpu-32-160",),
@@ -161,6 +176,37 @@ def test_a_site_class_beside_the_vendors_own():
     assert rows(dra.view([], SLICES), T4)[0][2] is None  # classes unread: none named
 
 
+def test_other_vendors_devices_are_named_from_their_drivers_attributes():
+    view = dra.view(CLASSES, SLICES)
+    # AMD: the model in the normalised productName, whole GPUs (type amdgpu) apart from partitions
+    assert rows(view, MI300X) == [("amd", "MI300X", "gpu.amd.com", None, 8, 0, 8, 196592 * MIB)]
+    # Intel Gaudi: its `model`; AWS Neuron: its `instanceType`; neither publishes memory
+    assert rows(view, GAUDI) == [("intel", "Gaudi2", "gaudi.intel.com", None, 8, 0, 8, 96 * GIB)]
+    assert rows(view, TRN2) == [("aws", "Trainium2", "neuron.aws.com", None, 16, 0, 16, 96 * GIB)]
+    (trn2,) = view.accelerators(TRN2)
+    assert (trn2.product, trn2.devices[0]) == ("trn2.48xlarge", "neurondevice0")
+
+
+def test_a_device_whose_memory_amd_could_not_read_takes_its_model_s():
+    (s,) = [s for s in SLICES if s["spec"]["nodeName"] == MI300X]
+    unread = copy.deepcopy(s)
+    for d in unread["spec"]["devices"]:
+        d["capacity"]["memory"] = {
+            "value": "0"
+        }  # the driver's sentinel (docs/driver-attributes.md)
+    assert rows(dra.view(CLASSES, [unread]), MI300X)[0][-1] == 192 * GIB
+
+
 def test_a_v1beta1_slice_reads_as_its_v1_form():
-    (amd,) = [s for s in SLICES if s["spec"]["driver"] == "gpu.amd.com"]
+    (amd,) = [s for s in SLICES if s["apiVersion"] == "resource.k8s.io/v1beta1"]
     assert rows(dra.view(CLASSES, [amd]), AMD) == rows(dra.view(CLASSES, [as_v1(amd)]), AMD)
+
+
+def test_a_v1beta1_claim_s_flat_requests_are_charged_too():
+    spec = {"devices": {"requests": [
+        {"name": "a", "deviceClassName": "x", "count": 2},
+        {"name": "b", "deviceClassName": "x", "allocationMode": "All"},
+        {"name": "c", "exactly": {"deviceClassName": "y"}},
+        {"name": "d", "exactly": {"deviceClassName": "y", "allocationMode": "Sometimes"}},
+    ]}}  # fmt: skip
+    assert dra.charges(spec) == {"x": 2 + 32, "y": 1}

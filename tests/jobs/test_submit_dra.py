@@ -144,3 +144,24 @@ def test_jobs_why_counts_the_devices_its_claims_can_take(cli, cluster, kube_api,
     (t4,) = [n for n in fit["nodes"] if n["name"] == T4]
     assert (t4["allocatable"], t4["free"], t4["reason"]) == (2, 1, "1 of 2 matching devices free, a worker claims 2")  # fmt: skip
     assert fit["resource"].startswith("devices of gpu.nvidia.com where")
+
+
+def test_the_quota_check_charges_the_claim_s_devices_to_their_class(cli, cluster, kube_api, tmp_path):  # fmt: skip
+    """A ResourceQuota on gpu.nvidia.com's devices refuses a job whose claims would exceed it
+    (as the API server would refuse the claims, leaving pods pending); a plain limit a class
+    maps (KEP-5004) is charged there too, by the claim kube-scheduler makes."""
+    gpus_key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+    quota = {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "dra", "namespace": "default"},
+        "spec": {"hard": {gpus_key: "1"}},
+    }  # fmt: skip
+    seed(kube_api, quota)
+    r, _ = dry_run(cli, tmp_path, "gpus: 2\ngpu_type: t4\n")
+    assert (
+        r.code == 1 and f"it requests 2 {gpus_key}, 0 are used and quota dra allows 1" in r.err
+    ), r
+    assert "gpuctl quota set default --gpus N" in r.err
+    r, _ = dry_run(cli, tmp_path, "gpus: 2\n", "--allocation", "dra")  # the plain nvidia.com/gpu
+    assert r.code == 1 and f"it requests 2 {gpus_key}" in r.err, r
+    r, _ = dry_run(cli, tmp_path, "gpus: 1\ngpu_type: t4\n")
+    assert r.code == 0, r

@@ -20,7 +20,7 @@ NAME = {stem: n["metadata"]["name"] for stem, n in NODES.items()}
 FIELDS = [
     "vendor", "model", "product", "count", "memory_bytes", "source", "resource",
     "device_class", "partition", "sharing", "replicas", "allocated", "free", "unhealthy",
-    "devices", "driver", "scheme",
+    "blocked", "devices", "driver", "scheme",
 ]  # fmt: skip
 PODS = [
     pod("train-0", "ml", 3, node_name=NAME["gfd-h100"]),
@@ -56,6 +56,7 @@ def test_every_node_s_accelerators_allocated_and_free(cli, cluster):
     for n in found.values():
         for a in n["accelerators"]:
             assert list(a) == FIELDS
+            assert a["blocked"] == 0  # no shared counters on a device plugin's node
             assert a["free"] == max(a["count"] - a["unhealthy"] - a["allocated"], 0)
 
     def row(stem, resource):

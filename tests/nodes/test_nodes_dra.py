@@ -11,7 +11,7 @@ import pytest
 
 from gpuctl.sim.kube import KubeEmulator, write_kubeconfig
 from tests.gpu_cluster import node, pod, seed
-from tests.gpus.test_dra import AKS, AMD, CLASSES, SLICES, T4, allocated, as_v1
+from tests.gpus.test_dra import AKS, AMD, CLASSES, GAUDI, MI300X, SLICES, T4, TRN2, allocated, as_v1
 from tests.node_corpus import corpus
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,8 @@ def namespace(name: str) -> dict:
 @pytest.fixture
 def cluster(kube, kube_api):
     # DRA nodes carry no accelerator resource and no GPU label of their own
-    seed(kube_api, namespace("ml"), H100, *(node(n, 0, gfd=False) for n in (AKS, T4, AMD)))
+    dra_nodes = (AKS, T4, AMD, MI300X, GAUDI, TRN2)
+    seed(kube_api, namespace("ml"), H100, *(node(n, 0, gfd=False) for n in dra_nodes))
     seed(
         kube_api,
         *CLASSES,
@@ -45,7 +46,7 @@ def listed(cli, *args: str) -> dict[str, dict]:
 
 def test_dra_devices_beside_device_plugin_nodes(cli, cluster):
     found = listed(cli)
-    assert set(found) == {H100["metadata"]["name"], AKS, T4, AMD}
+    assert set(found) == {H100["metadata"]["name"], AKS, T4, AMD, MI300X, GAUDI, TRN2}
     (h100,) = found[H100["metadata"]["name"]]["accelerators"]
     assert (h100["source"], h100["resource"], h100["allocated"]) == ("device-plugin", "nvidia.com/gpu", 3)  # fmt: skip
     mig, whole = found[AKS]["accelerators"]
@@ -60,11 +61,22 @@ def test_dra_devices_beside_device_plugin_nodes(cli, cluster):
     (t4,) = found[T4]["accelerators"]
     assert (t4["model"], t4["count"], t4["free"]) == ("T4", 2, 2)
     (amd,) = found[AMD]["accelerators"]
-    assert (amd["vendor"], amd["partition"], amd["device_class"]) == (
+    assert (amd["vendor"], amd["model"], amd["partition"], amd["device_class"]) == (
         "amd",
+        "MI300X",
         "dpx_nps1",
         "gpu.amd.com",
     )
+    # every vendor's devices, named from its driver's attributes
+    named = {
+        n: [(a["vendor"], a["model"], a["count"], a["free"], a["memory_bytes"], a["device_class"]) for a in found[n]["accelerators"]]
+        for n in (MI300X, GAUDI, TRN2)
+    }  # fmt: skip
+    assert named == {
+        MI300X: [("amd", "MI300X", 8, 8, 196592 << 20, "gpu.amd.com")],
+        GAUDI: [("intel", "Gaudi2", 8, 8, 96 << 30, "gaudi.intel.com")],
+        TRN2: [("aws", "Trainium2", 16, 16, 96 << 30, "neuron.aws.com")],
+    }
 
 
 def test_the_table_names_the_device_class(cli, cluster):
@@ -96,7 +108,7 @@ def test_an_older_cluster_s_v1beta1_dra_is_read(cli, tmp_path, monkeypatch):
         cfg.host = emu.url
         with client.ApiClient(cfg) as api:
             old = [{**c, "apiVersion": "resource.k8s.io/v1beta1"} for c in CLASSES]
-            (amd,) = [s for s in SLICES if s["spec"]["driver"] == "gpu.amd.com"]
+            (amd,) = [s for s in SLICES if s["apiVersion"] == "resource.k8s.io/v1beta1"]
             seed(api, node(AMD, 0, gfd=False), *old, amd)
         (row,) = listed(cli)[AMD]["accelerators"]
         assert (row["device_class"], row["partition"], row["memory_bytes"]) == ("gpu.amd.com", "dpx_nps1", 98296 << 20)  # fmt: skip
@@ -123,9 +135,9 @@ def test_without_dra_nothing_more_is_asked(cli, tmp_path, monkeypatch):
 
 def test_kubectl_reads_the_emulator_s_dra_objects(cli, cluster, kubectl):
     slices = json.loads(kubectl("get", "resourceslices", "-o", "json").stdout)["items"]
-    assert sorted(s["spec"]["nodeName"] for s in slices) == sorted([AKS, T4, AMD])
+    assert sorted(s["spec"]["nodeName"] for s in slices) == sorted([AKS, T4, AMD, MI300X, GAUDI, TRN2])  # fmt: skip
     classes = sorted(kubectl("get", "deviceclasses", "-o", "name").stdout.split())
-    assert classes == ["deviceclass.resource.k8s.io/gpu.amd.com", "deviceclass.resource.k8s.io/gpu.nvidia.com", "deviceclass.resource.k8s.io/mig.nvidia.com"]  # fmt: skip
+    assert classes == [f"deviceclass.resource.k8s.io/{c}" for c in ("gaudi.intel.com", "gpu.amd.com", "gpu.nvidia.com", "mig.nvidia.com", "neuron.aws.com")]  # fmt: skip
     claims = json.loads(kubectl("get", "resourceclaims", "-n", "ml", "-o", "json").stdout)["items"]
     assert (
         claims[0]["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0-mig-19-2-1"

@@ -82,3 +82,48 @@ def test_a_claim_goes_when_its_pod_ends_or_is_gone(kube, tmp_path, capsys):
         sim.step()
     assert not [p for p in api.items("/api/v1/pods") if p["metadata"]["name"].startswith("long-")]
     assert api.items(claims) == []
+
+
+def test_a_plain_gpu_limit_gets_the_claim_kube_scheduler_makes(kube, tmp_path, capsys):
+    """KEP-5004 end to end: the driver's chart maps gpu.nvidia.com to nvidia.com/gpu, so a
+    job asking plain GPUs keeps its limit (gpuctl renders no claim); on the DRA node, which
+    advertises no nvidia.com/gpu, the simulated scheduler makes the pod's claim (annotated,
+    owned by the pod, request container-0-request-0), allocates it, names it in the pod's
+    extendedResourceClaimStatus, and the pod runs; `quota list` charges the class's key and
+    the pod's own limit, once each; the claim goes when the pod ends."""
+    from gpuctl.sim import cluster, mig_manager
+    from gpuctl.sim.controllers import Api, Simulation
+    from gpuctl.sim.sandbox import seed
+
+    layouts = mig_manager.shipped_layouts()
+    nodes = cluster.node_objects(cluster.parse_nodes("1xA100-80GB:dra", layouts), layouts)
+    api = Api(kube.url)
+    seed(api, nodes, kueue=False)
+    sim = Simulation(api, {}, kube)
+    spec = SPEC.format(name="plain", gpus=2, runtime=600).replace("gpu_type: h100\n", "")
+    (tmp_path / "plain.yaml").write_text(spec)
+    code, out, err = run_gpuctl(capsys, "submit", tmp_path / "plain.yaml", "-o", "yaml")
+    assert code == 0, err
+    for _ in range(4):
+        sim.step()
+    (pod,) = [p for p in api.items("/api/v1/pods") if p["metadata"]["name"].startswith("plain-")]
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert "resourceClaims" not in pod["spec"] and pod["status"]["phase"] == "Running"
+    (claim,) = api.items("/apis/resource.k8s.io/v1/resourceclaims")
+    status = pod["status"]["extendedResourceClaimStatus"]
+    assert status == {"resourceClaimName": claim["metadata"]["name"], "requestMappings": [
+        {"containerName": pod["spec"]["containers"][0]["name"], "resourceName": "nvidia.com/gpu",
+         "requestName": "container-0-request-0"}]}  # fmt: skip
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}  # fmt: skip
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    assert [r["request"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["container-0-request-0"] * 2  # fmt: skip
+    code, out, _ = run_gpuctl(capsys, "nodes", "-o", "json")
+    (a100,) = json.loads(out)["nodes"][0]["accelerators"]
+    assert (a100["source"], a100["allocated"], a100["free"]) == ("dra", 2, 6)
+    code, out, _ = run_gpuctl(capsys, "quota", "list", "-o", "json")
+    used = {(q["resource"], q["source"]): q["used"] for q in json.loads(out)["quotas"]}
+    assert used == {("gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "claims"): 2, ("nvidia.com/gpu", "pods"): 2}  # fmt: skip
+    api.delete("/apis/batch/v1/namespaces/default/jobs/plain")
+    for _ in range(3):
+        sim.step()
+    assert api.items("/apis/resource.k8s.io/v1/resourceclaims") == []

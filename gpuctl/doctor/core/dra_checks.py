@@ -22,6 +22,7 @@ from typing import Any
 from gpuctl.doctor.core.checks import FAIL, PASS, WARN, Check, _names, namespaced_name
 from gpuctl.gpus.dra import DraView
 from gpuctl.k8s.apis import DRA_VERSIONS
+from gpuctl.k8s.dra_quota import device_class_mappings
 from gpuctl.k8s.nodes import inventory_of
 from gpuctl.k8s.objects import name_of
 
@@ -185,17 +186,3 @@ def unmapped_classes(view: DraView, config: dict[str, Any] | None) -> list[str]:
     extended = {c.name for c in view.classes if c.extended_resource}
     used = sorted({c for d in view.devices if (c := view.class_of(d))})
     return [c for c in used if c not in mapped and c not in extended]
-
-
-def quota_resource(device_class: str) -> str:
-    """The quota resource of a DeviceClass's devices: the name ResourceQuota gives them."""
-    return f"{device_class}.deviceclass.resource.k8s.io/devices"
-
-
-def device_class_mappings(classes: Sequence[str]) -> str:
-    """The `resources.deviceClassMappings` Kueue needs for CLASSES (YAML): one quota
-    resource per class, named as ResourceQuota names its devices."""
-    import yaml
-
-    mappings = [{"name": quota_resource(c), "deviceClassNames": [c]} for c in classes]
-    return yaml.safe_dump({"resources": {"deviceClassMappings": mappings}}, sort_keys=False)

@@ -11,11 +11,9 @@ from gpuctl.jobs.core import topology, volumes
 from gpuctl.jobs.core.spec import JobSpec
 from gpuctl.k8s import claims, compute_domain
 from gpuctl.k8s.labels import (
-    GPU_TOLERATION,
     JOB_LABEL,
     MANAGED_BY,
     QUEUE_LABEL,
-    accelerator_toleration,
 )
 from gpuctl.k8s.placement import Placement
 
@@ -92,7 +90,7 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
         )
     if spec.compute_domain:  # adds to the affinity: a copy, not the placement's own
         compute_domain.join(pod, spec.name)
-    own = accelerator_toleration(where.resource) or (dict(GPU_TOLERATION) if claimed else None)
+    own = where.toleration
     tolerations = ([own] if own else []) + [dict(t) for t in spec.tolerations]
     if tolerations:
         pod["tolerations"] = tolerations

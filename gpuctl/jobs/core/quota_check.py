@@ -1,5 +1,8 @@
 """The quota pre-check of `gpuctl submit`: would the job push its namespace over a GPU
-ResourceQuota? Pure: quotas and pods come in as the API returns them."""
+ResourceQuota? A worker is charged its limit, and its DRA claim's devices per DeviceClass
+(`<class>.deviceclass.resource.k8s.io/devices`) as the API server charges them — the claim
+kube-scheduler makes for a limit a DeviceClass maps (KEP-5004) too (gpuctl.gpus.dra.charges).
+Pure: quotas and pods come in as the API returns them."""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.quantity import rounded_down
+from gpuctl.gpus import dra
 from gpuctl.gpus.resources import DONE_PHASES, requested
 from gpuctl.jobs.core.spec import JobSpec
+from gpuctl.k8s import claims
+from gpuctl.k8s.dra_quota import DRA_SUFFIX, quota_resource
 from gpuctl.k8s.nodes import GPU, MIG_PREFIX
 from gpuctl.k8s.objects import name_of, namespace_of
 from gpuctl.k8s.placement import Placement
@@ -109,18 +115,38 @@ def refusal(
     None where it fits (or asks for no GPU). Its workers ask for what WHERE, the placement
     they are rendered with, says: under MIG's single strategy a MIG slice is nvidia.com/gpu,
     a shared GPU nvidia.com/gpu unless the device plugin renamed it."""
-    if where.resource is None:
-        return None
-    name, per_worker = where.resource, where.per_worker
-    total = per_worker * spec.pods
-    excess = check_job(quotas, pods, namespace, name, total)
-    if excess is None:
-        return None
+    for name, per_worker in charged(where):
+        total = per_worker * spec.pods
+        excess = check_job(quotas, pods, namespace, name, total)
+        if excess is not None:
+            return _refused(spec, namespace, name, per_worker, excess)
+    return None
+
+
+def charged(where: Placement) -> list[tuple[str, int]]:
+    """(quota resource, per worker) of what each worker placed WHERE is charged."""
+    out = [(where.resource, where.per_worker)] if where.resource else []
+    claim = where.claim
+    if claim is not None:
+        first = claim.choices[0]
+        spec = (
+            {"devices": {"requests": [{"name": first.name, "exactly": first.to_dict(claim.count)}]}}
+            if claim.extended_resource
+            else claim.template(claims.CLAIM)["spec"]["spec"]
+        )
+        out += [(quota_resource(c), n) for c, n in dra.charges(spec).items()]
+    return out
+
+
+def _refused(spec: JobSpec, namespace: str, name: str, per_worker: int, excess: Excess) -> GpuctlError:  # fmt: skip
+    total = excess.requested
     noun = "replicas" if spec.serving else "workers"
     workers = f" ({spec.pods} {noun} × {per_worker})" if spec.pods > 1 else ""
-    how = f"quota {excess.quota}'s requests.{name}"  # gpuctl quota set has no option for it
-    if name == GPU or name.startswith(MIG_PREFIX):
-        option = "--gpus N" if name == GPU else "--mig PROFILE=K"
+    key = name if name.endswith(DRA_SUFFIX) else f"requests.{name}"
+    how = f"quota {excess.quota}'s {key}"  # gpuctl quota set has no option for it
+    options = {GPU: "--gpus N", quota_resource(claims.GPU_CLASS): "--gpus N", quota_resource(claims.MIG_CLASS): "--mig PROFILE=K"}  # fmt: skip
+    if name in options or name.startswith(MIG_PREFIX):
+        option = options.get(name, "--mig PROFILE=K")
         how = f"it (gpuctl quota set {namespace} {option})"
     return GpuctlError(
         f"{spec.name} would exceed the quota of namespace {namespace}: it requests "

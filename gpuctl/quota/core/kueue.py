@@ -21,7 +21,10 @@ from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_subdomain, label_value
 from gpuctl.common.quantity import from_api
 from gpuctl.gpus import identity, vendor_models
+from gpuctl.gpus.dra import DraView
+from gpuctl.k8s import claims
 from gpuctl.k8s.apis import kueue_api_version
+from gpuctl.k8s.dra_quota import DRA_SUFFIX, device_class_mappings, quota_resource
 from gpuctl.k8s.labels import GPU_TOLERATION, MANAGED, accelerator_toleration
 from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, inventory_of, is_gpu_node
 from gpuctl.k8s.objects import annotations_of, labels_of, name_of
@@ -56,6 +59,8 @@ class TeamQuota:
     # --gpus is per GPU type (Kueue counts a ClusterQueue's quota per flavor): must be said
     # when there are several types, never assumed
     per_type: bool = False
+    # DRA devices Kueue charges through deviceClassMappings: (quota resource, nominal quota)
+    dra: tuple[tuple[str, int], ...] = ()
 
 
 def check(q: TeamQuota) -> TeamQuota:
@@ -402,11 +407,42 @@ def _common_label(
 
 def covered_resources(q: TeamQuota, flavors: list[Flavor] | None = None) -> list[str]:
     """cpu, memory, each accelerator resource of FLAVORS (nvidia.com/gpu first; every
-    flavor of one resource group lists them all), the MIG profiles."""
+    flavor of one resource group lists them all), the MIG profiles, the DRA classes' quota
+    resources."""
     accelerators = sorted({f.resource for f in flavors or []} | {GPU}, key=lambda r: (r != GPU, r))
     if flavors and all(f.resource != GPU for f in flavors):
         accelerators.remove(GPU)
-    return ["cpu", "memory", *accelerators, *sorted(q.mig)]
+    return ["cpu", "memory", *accelerators, *sorted(q.mig), *(name for name, _ in q.dra)]
+
+
+def dra_quota(view: DraView | None, gpus: int, mig: dict[str, int]) -> tuple[tuple[tuple[str, int], ...], list[str]]:  # fmt: skip
+    """What a team's ClusterQueue covers of the cluster's DRA devices (VIEW) beside its
+    GPUs: the quota resource of each NVIDIA class Kueue charges through deviceClassMappings
+    (`--gpus` for gpu.nvidia.com, the sum of `--mig` for mig.nvidia.com) — a class with an
+    extendedResourceName is charged as that resource —, and the classes with devices the
+    quota leaves out (another vendor's)."""
+    if view is None:
+        return (), []
+    used = sorted({c for d in view.devices if (c := view.class_of(d))})
+    nominal = {claims.GPU_CLASS: gpus, claims.MIG_CLASS: sum(mig.values())}
+    mapped = [c for c in used if not view.class_named[c].extended_resource]
+    covered = tuple((quota_resource(c), nominal[c]) for c in mapped if c in nominal)
+    return covered, [c for c in mapped if c not in nominal]
+
+
+def dra_notes(covered: tuple[tuple[str, int], ...], left_out: list[str]) -> tuple[str, ...]:
+    """What Kueue needs to charge the DRA devices the queue covers, and what it leaves out."""
+    out = []
+    if covered:
+        classes = [name.removesuffix(DRA_SUFFIX) for name, _ in covered]
+        out.append(
+            f"DRA devices of {', '.join(classes)} are charged through Kueue's Configuration, "
+            "which it reads at start (add this and restart its manager; `gpuctl doctor` "
+            "checks it is there):\n" + device_class_mappings(classes).rstrip()
+        )
+    if left_out:
+        out.append(f"DRA devices of {', '.join(left_out)} are not in the team's quota")
+    return tuple(out)
 
 
 def cluster_queue(q: TeamQuota, flavors: list[Flavor], version: str) -> dict[str, Any]:
@@ -417,6 +453,7 @@ def cluster_queue(q: TeamQuota, flavors: list[Flavor], version: str) -> dict[str
     the others: one resource group, as Kueue needs for cpu and memory to go with them."""
     groups = []
     covered = covered_resources(q, flavors)
+    dra = dict(q.dra)
     for f in flavors:
         cpu, memory = q.cpu or f.cpu, q.memory or f.memory
         if cpu is None or memory is None:
@@ -441,6 +478,8 @@ def cluster_queue(q: TeamQuota, flavors: list[Flavor], version: str) -> dict[str
                 resources.append(gpu)
             elif r in q.mig and f.resource == GPU:
                 resources.append({"name": r, "nominalQuota": str(q.mig[r])})
+            elif r in dra and f.resource == GPU:
+                resources.append({"name": r, "nominalQuota": str(dra[r])})
             else:
                 resources.append({"name": r, "nominalQuota": "0"})
         groups.append({"name": f.name, "resources": resources})

@@ -15,6 +15,7 @@ from gpuctl.gpus.dra import DraView
 from gpuctl.gpus.resources import DONE_PHASES, accelerator_resources, requested
 from gpuctl.gpus.vendors import VENDORS, is_accelerator_resource, vendor_of
 from gpuctl.k8s import claims
+from gpuctl.k8s.dra_quota import DRA_SUFFIX, quota_resource
 from gpuctl.k8s.labels import MANAGED
 from gpuctl.k8s.nodes import GPU, allocatable
 from gpuctl.k8s.objects import name_of, namespace_of
@@ -73,9 +74,9 @@ def hard(
     out.update({f"requests.{r}": str(gpus) for r in sorted(others) if r != GPU})
     out.update({f"requests.{r}": str(k) for r, k in sorted(mig.items())})
     if claims.GPU_CLASS in dra_classes:
-        out[dra_key(claims.GPU_CLASS)] = str(gpus)
+        out[quota_resource(claims.GPU_CLASS)] = str(gpus)
     if claims.MIG_CLASS in dra_classes:
-        out[dra_key(claims.MIG_CLASS)] = str(sum(mig.values()))
+        out[quota_resource(claims.MIG_CLASS)] = str(sum(mig.values()))
     return out
 
 
@@ -129,10 +130,6 @@ def diff(
 # --- usage ------------------------------------------------------------------------
 
 
-# ResourceQuota's limit on the devices claims of a DeviceClass request (KEP-4381)
-DRA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
-
-
 def gpu_resource_of(key: str) -> str | None:
     """The GPU resource a quota key limits (`requests.nvidia.com/gpu` → nvidia.com/gpu;
     `gpu.nvidia.com.deviceclass.resource.k8s.io/devices`, a DeviceClass's devices, as is)."""
@@ -142,23 +139,17 @@ def gpu_resource_of(key: str) -> str | None:
     return name if name.startswith("nvidia.com/") or is_accelerator_resource(name) else None
 
 
-def dra_key(device_class: str) -> str:
-    return f"{device_class}{DRA_SUFFIX}"
-
-
 def claimed(view: DraView | None) -> dict[tuple[str, str], int]:
-    """(namespace, the DRA quota key of a class) → devices of that class its claims hold."""
+    """(namespace, the DRA quota key of a class) → devices its claims are charged, as the
+    API server's quota charges them (gpuctl.gpus.dra.charges): a claim's requests, pending or
+    allocated, the claims kube-scheduler makes for an extended resource (KEP-5004) too. Such
+    a pod's own limit (nvidia.com/gpu) is charged to its own key by the pod, once: the
+    class's key and the extended resource's are two counts, neither counted twice."""
     out: dict[tuple[str, str], int] = {}
-    if view is None:
-        return out
-    devices = {d.key: d for d in view.devices}
-    for claim in view.claims:
-        for a in claim.devices:
-            device = devices.get(a.key)
-            device_class = view.class_of(device) if device is not None and not a.admin else None
-            if device_class:
-                where = (claim.namespace, dra_key(device_class))
-                out[where] = out.get(where, 0) + 1
+    for claim in view.claims if view is not None else ():
+        for device_class, n in claim.charged:
+            where = (claim.namespace, quota_resource(device_class))
+            out[where] = out.get(where, 0) + n
     return out
 
 
