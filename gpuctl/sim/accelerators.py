@@ -347,10 +347,15 @@ TPU_EXPORTER = dcgm_exporter.Deployment(
 def scrape_configs(amd: list[tuple[str, str, str]], tpu: list[tuple[str, str, str]]) -> list[dict]:
     """The Prometheus Operator's scrape configs for the exporters' ServiceMonitors; targets:
     [(address, exporter pod, node)]. Both keep the series' own pod labels (honorLabels),
-    which name the workload, not the exporter."""
+    which name the workload, not the exporter; the TPU hosts' get the node's name."""
     out = []
     if amd:
         out.append(dcgm_exporter.servicemonitor_scrape_config(AMD_EXPORTER, amd, True))
     if tpu:
-        out.append(dcgm_exporter.servicemonitor_scrape_config(TPU_EXPORTER, tpu, True))
+        config = dcgm_exporter.servicemonitor_scrape_config(TPU_EXPORTER, tpu, True)
+        # its series name no node (a chip's host is the exporter's): the endpoint's
+        # relabeling `sourceLabels: [__meta_kubernetes_pod_node_name], targetLabel: node`
+        node = {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"}
+        config["relabel_configs"].insert(-1, node)
+        out.append(config)
     return out

@@ -118,6 +118,8 @@ def test_an_amd_node_and_a_tpu_slice_run_their_jobs_and_export_their_series(
         assert {s["metric"]["tpu_topology"] for s in chips} == {"2x4"}
         assert {s["value"][1] for s in chips} == {"55"}
         assert len({s["metric"]["pod"] for s in chips}) == 2
+        hosts = {s["metric"]["node"] for s in chips}
+        assert hosts == {"tpu-v5e-2x4-1-node-1", "tpu-v5e-2x4-1-node-2"}
         node_series = _series(prom, "tensorcore_utilization_node")
         assert len(node_series) == 8  # every chip, held or not; the exporter's pod as target
         assert {s["metric"]["pod"][:18] for s in node_series} == {"tpu-device-plugin-"}
