@@ -7,13 +7,11 @@ pods that hold the chips."""
 from __future__ import annotations
 
 import json
-import time
-import urllib.parse
-import urllib.request
 
 import pytest
 
 from tests.clirun import run_gpuctl
+from tests.sandbox.test_sandbox import _series, _until
 from tests.standins.prometheus import need
 
 pytestmark = pytest.mark.integration
@@ -36,22 +34,6 @@ accelerator: tpu-v5e
 tpu_topology: 2x4
 env: {SANDBOX_RUNTIME: "600", SANDBOX_GPU_UTIL: "55"}
 """
-
-
-def _until(check, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError("not reached in time")
-
-
-def _series(prometheus: str, query: str) -> list[dict]:
-    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return list(json.loads(answer.read())["data"]["result"])
 
 
 def _pods(kubeconfig: str) -> list[dict]:
@@ -95,14 +77,14 @@ def test_an_amd_node_and_a_tpu_slice_run_their_jobs_and_export_their_series(
                     out.setdefault(job, []).append((p["spec"]["node_name"], limits))
             return out if len(out.get("jax", [])) == 2 and out.get("rocm") else {}
 
-        placed = _until(running)
+        placed = _until(running, timeout=60)
         assert placed["rocm"] == [("mi300x-node-1", {"amd.com/gpu": "4"})]
         assert sorted(placed["jax"], key=lambda r: r[0]) == [
             ("tpu-v5e-2x4-1-node-1", {"google.com/tpu": "4"}),
             ("tpu-v5e-2x4-1-node-2", {"google.com/tpu": "4"}),
         ]
         prom = info["prometheus"]
-        held = _until(lambda: _series(prom, 'gpu_gfx_activity{pod=~"rocm-.*"}'))
+        held = _until(lambda: _series(prom, 'gpu_gfx_activity{pod=~"rocm-.*"}'), timeout=60)
         assert len(held) == 4  # the 4 GPUs the pod holds
         for s in held:
             labels = s["metric"]
@@ -111,7 +93,7 @@ def test_an_amd_node_and_a_tpu_slice_run_their_jobs_and_export_their_series(
         free = _series(prom, 'gpu_gfx_activity{pod=""}')
         assert sorted(s["metric"]["gpu_id"] for s in free) == ["4", "5", "6", "7"]
         both = 'count(count by (instance) (duty_cycle{pod=~"jax-.*"})) == 2'
-        _until(lambda: _series(prom, both))  # both hosts' exporters scraped
+        _until(lambda: _series(prom, both), timeout=60)  # both hosts' exporters scraped
         chips = _series(prom, 'duty_cycle{pod=~"jax-.*"}')
         assert len(chips) == 8  # 2 workers × 4 chips
         assert {s["metric"]["model"] for s in chips} == {"tpu-v5-lite-podslice"}
