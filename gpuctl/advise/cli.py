@@ -62,6 +62,7 @@ def to_dict(result, window: str) -> dict[str, Any]:
                 "name": r.workload.name,
                 "owner_from": r.workload.source,
                 "pods": r.pods,
+                "vendor": r.vendor,
                 "model": r.model,
                 "gpus_held": r.gpus,
                 "gpus_per_pod": r.gpus_per_pod,

@@ -96,8 +96,10 @@ def summary(used: Iterable[str | None]) -> str:
 
 
 def summary_of(counts: Mapping[str, int]) -> str:
-    """summary() from how many devices each signal judged."""
+    """summary() from how many devices each signal judged: DCGM's best first, then other
+    vendors' (gpuctl.dcgm.exporters) by name."""
     names = [n for n in SIGNALS.values() if counts.get(n)]
+    names += sorted(n for n in counts if n and counts[n] and n not in SIGNALS.values())
     if len(names) <= 1:
         return names[0] if names else "none"
     return ", ".join(f"{n} {counts[n]}" for n in names)

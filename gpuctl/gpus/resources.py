@@ -16,6 +16,12 @@ def gpu_resources(pod: dict[str, Any]) -> set[str]:
     return {name for name in _asked(pod) if name.startswith("nvidia.com/")}
 
 
+def accelerator_resources(pod: dict[str, Any]) -> set[str]:
+    """The NVIDIA GPU resources (gpu_resources) and every other vendor's accelerator
+    resources (gpuctl.gpus.vendors) the pod's containers ask for."""
+    return gpu_resources(pod) | {n for n in _asked(pod) if is_accelerator_resource(n)}
+
+
 def _asked(pod: dict[str, Any]) -> set[str]:
     """Every resource any of the pod's containers (init ones too) asks for."""
     spec = pod.get("spec") or {}

@@ -41,16 +41,17 @@ def _plan_resource_quota(kube: Kube | None, team: str, gpus: int, mig: dict[str,
     if kube is None:
         return plans.plan_resource_quota(team, gpus, mig, False, None)
     classes = _dra_classes(kube)
+    others = core.other_devices(kube.list_objects("Node"))
     try:
         kube.read("Namespace", team)
     except NotFound:
-        return plans.plan_resource_quota(team, gpus, mig, False, None, classes)
+        return plans.plan_resource_quota(team, gpus, mig, False, None, classes, others)
     try:
         obj = kube.read("ResourceQuota", core.QUOTA_NAME, team)
     except NotFound:
-        return plans.plan_resource_quota(team, gpus, mig, True, None, classes)
+        return plans.plan_resource_quota(team, gpus, mig, True, None, classes, others)
     hard = (obj.get("spec") or {}).get("hard") or {}
-    return plans.plan_resource_quota(team, gpus, mig, True, hard, classes)
+    return plans.plan_resource_quota(team, gpus, mig, True, hard, classes, others)
 
 
 def _dra_classes(kube: Kube) -> tuple[str, ...]:

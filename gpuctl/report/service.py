@@ -127,9 +127,9 @@ def report(
         when = "now" if request.end is None else "at --end"
         raise BackendError(
             f"no busy-signal series (DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_GR_ENGINE_ACTIVE, "
-            f"DCGM_FI_DEV_GPU_UTIL) in Prometheus at {client.url} {when}",
-            hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make sure this "
-            "Prometheus scrapes it",
+            f"DCGM_FI_DEV_GPU_UTIL, nor another vendor's) in Prometheus at {client.url} {when}",
+            hint="deploy dcgm-exporter (the NVIDIA GPU Operator does), or your accelerators' "
+            "exporter (docs/cluster-top.md lists them), and make sure this Prometheus scrapes it",
         )
     end = request.end if request.end is not None else _now(client)
     end = math.floor(end / step_s) * step_s  # steps aligned: the same window gives the same figures

@@ -12,7 +12,8 @@ from tests.standins.prometheus import Series, load_blocks, start_prometheus
 pytestmark = pytest.mark.integration  # Prometheus, shared by the module
 
 WORKLOAD_KEYS = {
-    "namespace", "kind", "name", "owner_from", "pods", "model", "gpus_held", "gpus_per_pod",
+    "namespace", "kind", "name", "owner_from", "pods", "vendor", "model", "gpus_held",
+    "gpus_per_pod",
     "peak_memory_mib", "p95_utilization", "max_utilization", "advice", "mig_profile", "share",
     "reason",
 }  # fmt: skip

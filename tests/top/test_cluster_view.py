@@ -29,6 +29,7 @@ GPU_KEYS = {
     "node",
     "gpu",
     "uuid",
+    "vendor",
     "model",
     "utilization_gpu",
     "memory_used_mib",
@@ -100,6 +101,7 @@ def test_one_row_per_gpu_grouped_by_node_with_values(prom, capsys):
         "node": "node-a",
         "gpu": "0",
         "uuid": "GPU-node-a-0000",
+        "vendor": "nvidia",  # dcgm-exporter's devices
         "model": "NVIDIA H100 80GB HBM3",
         "utilization_gpu": 90.0,
         "memory_used_mib": used,

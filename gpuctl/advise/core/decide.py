@@ -17,7 +17,7 @@ from typing import Any
 from gpuctl.advise.core import owners
 from gpuctl.advise.core.owners import Holder, Workload
 from gpuctl.common.ordering import natural_key
-from gpuctl.dcgm import busy, holders
+from gpuctl.dcgm import busy, exporters, holders
 from gpuctl.dcgm.metrics import FB_FREE, FB_USED, IDENTITY, WHOLE, Key, key_of
 from gpuctl.dcgm.promql import duration_seconds
 from gpuctl.gpus import geometry
@@ -59,11 +59,16 @@ def queries(window: str) -> Queries:
 
         return busy.promql(side, whole_only=True, labelled=True, fields=fields)
 
+    # other vendors' series (gpuctl.dcgm.exporters) after DCGM's: put in its shape by advise()
+    p95 = f"quantile_over_time({QUANTILE}, {{}})"
     return Queries(
-        now=f'max by (__name__, modelName, {by}) ({{__name__=~"{FB_USED}|{FB_FREE}", {WHOLE}}})',
-        peak_memory=f"max by ({by}) (max_over_time({FB_USED}{{{WHOLE}}}[{window}]))",
-        p95_utilization=utilization(f"quantile_over_time({QUANTILE}, {{}})"),
-        max_utilization=utilization("max_over_time({})"),
+        now=f'max by (__name__, modelName, {by}) ({{__name__=~"{FB_USED}|{FB_FREE}", {WHOLE}}})'
+        f" or {exporters.current_query()}",
+        peak_memory=f"max by ({by}) (max_over_time({FB_USED}{{{WHOLE}}}[{window}]))"
+        f" or {exporters.over_window('max_over_time({})', exporters.memory_used_metrics(), window)}",
+        p95_utilization=f"{utilization(p95)} or {exporters.over_window(p95, exporters.BUSY, window)}",
+        max_utilization=f"{utilization('max_over_time({})')} or "
+        f"{exporters.over_window('max_over_time({})', exporters.BUSY, window)}",
         owners=owners.query(window),
         p95_duty_cycle=utilization(f"quantile_over_time({QUANTILE}, {{}})", busy.DUTY_FIELDS),
         max_duty_cycle=utilization("max_over_time({})", busy.DUTY_FIELDS),
@@ -84,6 +89,7 @@ class WorkloadAdvice:
     mig_profile: str | None = None
     share: int | None = None  # pods per time-sliced GPU
     reason: str = ""
+    vendor: str = "nvidia"  # whose devices (gpuctl.gpus.vendors' names)
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,10 @@ def advise(
         h = holders.holder(labels, exporter)
         return None if h is None else (h.namespace or "", h.pod)
 
+    # other vendors' devices in DCGM's shape (their series carry `vendor`)
+    now, peak_memory, p95_utilization, max_utilization = map(
+        exporters.per_series, (now, peak_memory, p95_utilization, max_utilization)
+    )
     devices: dict[Key, dict[str, Any]] = {}  # whole GPUs held now
     for labels, value in now:
         holder = holder_of(labels)
@@ -138,6 +148,7 @@ def advise(
         d = devices.setdefault(key_of(labels), {"holder": holder})
         d[labels.get("__name__", "")] = value
         d["model"] = labels.get("modelName") or d.get("model")
+        d["vendor"] = labels.get("vendor", "nvidia")
     lookup = owners.parse(owner_samples)
     workload_of = {h: lookup.workload(h) for h in {d["holder"] for d in devices.values()}}
 
@@ -186,6 +197,7 @@ def _row(w: Workload, devices: list[dict[str, Any]], s: _Stats, idle: float) -> 
         peak_memory_mib=s.peak,
         p95_utilization=s.p95,
         max_utilization=s.top,
+        vendor=devices[0].get("vendor", "nvidia"),
     )
     if len(models) > 1:
         row.reason = "its GPUs are of several models"
@@ -208,6 +220,9 @@ def decide(row: WorkloadAdvice, idle_threshold: float, memory_total_mib: float |
         return
     if row.gpus_per_pod > 1:
         row.reason = f"its pods use {row.gpus_per_pod} GPUs each"
+        return
+    if row.vendor != "nvidia":  # no MIG; its device plugin shares no device by time
+        row.reason = f"busy at times; {row.vendor}'s devices are advised only to be released"
         return
     if peak is None:
         row.reason = "no framebuffer samples in the window"

@@ -20,10 +20,10 @@ from typing import Any
 from gpuctl.common.errors import UsageError
 from gpuctl.common.k8s_names import dns1123_subdomain, label_value
 from gpuctl.common.quantity import from_api
-from gpuctl.gpus import identity
+from gpuctl.gpus import identity, vendor_models
 from gpuctl.k8s.apis import kueue_api_version
-from gpuctl.k8s.labels import GPU_TOLERATION, MANAGED
-from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node
+from gpuctl.k8s.labels import GPU_TOLERATION, MANAGED, accelerator_toleration
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, inventory_of, is_gpu_node
 from gpuctl.k8s.objects import annotations_of, labels_of, name_of
 from gpuctl.k8s.placement import AUTO
 from gpuctl.quota.core.rules import MAX_GPUS
@@ -101,11 +101,21 @@ class Flavor:
     left_out: str = ""
     of_type: int = 0  # GPU nodes of its type
     model: str = ""  # its type in words, e.g. H100-80GB
+    # another vendor's accelerator: the resource its quota is on, and labels that select
+    # its nodes besides label_key (a TPU slice's topology)
+    resource: str = GPU
+    more_labels: tuple[tuple[str, str], ...] = ()
+
+    def node_labels(self) -> dict[str, str]:
+        if self.gpu_type is None:
+            return {}
+        return {self.label_key: self.gpu_type, **dict(self.more_labels)}
 
     def object(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {"tolerations": [dict(GPU_TOLERATION)]}
+        toleration = accelerator_toleration(self.resource) or GPU_TOLERATION
+        spec: dict[str, Any] = {"tolerations": [dict(toleration)]}
         if self.gpu_type is not None:
-            spec["nodeLabels"] = {self.label_key: self.gpu_type}
+            spec["nodeLabels"] = self.node_labels()
         metadata: dict[str, Any] = {"name": self.name, "labels": dict(MANAGED)}
         if self.left_out:
             metadata["annotations"] = {LEFT_OUT: self.left_out}
@@ -180,8 +190,13 @@ def flavors_for(
     nodes have allocatable (None without nodes)."""
     check_gpu_types(gpu_types)
     gpu_nodes = [n for n in nodes if is_gpu_node(n)]
+    others: list[Chosen] = []
     if label_key == AUTO:
-        chosen = _auto_types(gpu_nodes, gpu_types)
+        others = _vendor_types(nodes, gpu_types)
+        known = {c.typed for c in others}
+        asked = tuple(t for t in gpu_types if not _vendor_type(t, known))
+        chosen = _auto_types(gpu_nodes, asked) if asked or not gpu_types else []
+        chosen += others
     else:
         types = list(gpu_types) or sorted(
             {t for n in gpu_nodes if (t := labels_of(n).get(label_key)) is not None}
@@ -196,7 +211,10 @@ def flavors_for(
     out = []
     for row in sorted(rows, key=lambda c: named.get(c.typed or "", "")):
         typed, key, value = row.typed, row.key, row.value
-        members = [n for n in gpu_nodes if value is None or labels_of(n).get(key) == value]
+        if row.resource != GPU:
+            members = list(row.of_type)
+        else:
+            members = [n for n in gpu_nodes if value is None or labels_of(n).get(key) == value]
         cpu = memory = None
         if members:
             cpu = format_quantity(
@@ -207,8 +225,9 @@ def flavors_for(
             )
         name = named[typed] if typed is not None else ALL_GPUS_FLAVOR
         left_out = _left_out(row.of_type, key, value) if value is not None else ""
-        flavor = Flavor(name, value, key or label_key, cpu, memory)
-        out.append(replace(flavor, left_out=left_out, of_type=len(row.of_type), model=row.model))
+        flavor = Flavor(name, value, key or label_key, cpu, memory, resource=row.resource)
+        flavor = replace(flavor, more_labels=row.more_labels, left_out=left_out)
+        out.append(replace(flavor, of_type=len(row.of_type), model=row.model))
     return out
 
 
@@ -248,6 +267,64 @@ class Chosen:
     value: str | None
     of_type: tuple[dict[str, Any], ...] = ()
     model: str = ""
+    resource: str = GPU  # another vendor's: its device plugin's resource
+    more_labels: tuple[tuple[str, str], ...] = ()
+
+
+# Labels that name another vendor's model, most precise first (gpuctl.gpus.vendor_models):
+# a flavor selects its nodes by the first that all of them carry and no other accelerator
+# node of another model does.
+VENDOR_KEYS = {
+    "amd": (
+        "amd.com/gpu.product-name",
+        "beta.amd.com/gpu.product-name",
+        "amd.com/gpu.device-id",
+        "beta.amd.com/gpu.device-id",
+        vendor_models.INSTANCE_TYPE,
+    ),
+    "aws": (vendor_models.KARPENTER_ACCELERATOR, vendor_models.INSTANCE_TYPE),
+    "google": (vendor_models.TPU_ACCELERATOR,),
+    "intel": (vendor_models.GAUDI_TYPE, vendor_models.GAUDI_ID, vendor_models.INSTANCE_TYPE),
+}
+
+
+def _vendor_type(text: str, known: set[str | None]) -> bool:
+    """Whether a --gpu-type names another vendor's type (one of KNOWN or a model the
+    vendors' tables know)."""
+    return text in known or bool(vendor_models.models_named(text))
+
+
+def _vendor_types(nodes: list[dict[str, Any]], gpu_types: tuple[str, ...]) -> list[Chosen]:
+    """Per other vendor's model on the nodes (and TPU slice topology: a flavor is one slice
+    shape), the label that selects its nodes and no other accelerator node; only those
+    GPU_TYPES name, when given. A model no label selects alone is refused."""
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    seen: list[tuple[dict[str, Any], tuple[str, str, str, str]]] = []
+    for n in nodes:
+        for a in inventory_of(n, []).accelerators:
+            if a.vendor in VENDOR_KEYS and a.model and a.resource and a.count:
+                key = (a.vendor, a.model, a.resource, a.partition or "")
+                groups.setdefault(key, []).append(n)
+                seen.append((n, key))
+                break
+    out = []
+    for (vendor, model, resource, part), members in sorted(groups.items()):
+        typed = f"{model}-{part}" if vendor == "google" and part else model
+        if gpu_types and not any(
+            t == typed or model in vendor_models.models_named(t) for t in gpu_types
+        ):
+            continue
+        others = [n for n, k in seen if k != (vendor, model, resource, part)]
+        pair = _common_label(members, others, VENDOR_KEYS[vendor])
+        if pair is None:
+            raise UsageError(
+                f"the nodes with {vendor} {model} carry no label that selects them and no "
+                "other accelerator node, which a ResourceFlavor needs",
+                hint="label them, and give --gpu-type with that label's value",
+            )
+        more = ((vendor_models.TPU_TOPOLOGY, part),) if vendor == "google" and part else ()
+        out.append(Chosen(typed, *pair, tuple(members), model, resource, more))
+    return out
 
 
 def _left_out(of_type: tuple[dict[str, Any], ...], key: str, value: str) -> str:
@@ -302,12 +379,15 @@ def _auto_types(gpu_nodes: list[dict[str, Any]], gpu_types: tuple[str, ...]) -> 
 
 
 def _common_label(
-    members: list[dict[str, Any]], others: list[dict[str, Any]]
+    members: list[dict[str, Any]],
+    others: list[dict[str, Any]],
+    keys: tuple[str, ...] | None = None,
 ) -> tuple[str, str] | None:
     """The GPU label (key, value) that selects the most MEMBERS and none of OTHERS (the
-    first scheme's on a tie); None when none does."""
+    first scheme's on a tie); None when none does. KEYS: the label keys to try (default:
+    those of NVIDIA's label schemes)."""
     best: tuple[int, str, str] | None = None
-    for key in dict.fromkeys(identity.SCHEME_KEYS.values()):
+    for key in keys or dict.fromkeys(identity.SCHEME_KEYS.values()):
         for value in sorted({v for n in members if (v := labels_of(n).get(key))}):
             if any(labels_of(n).get(key) == value for n in others):
                 continue
@@ -317,15 +397,23 @@ def _common_label(
     return (best[1], best[2]) if best else None
 
 
-def covered_resources(q: TeamQuota) -> list[str]:
-    return ["cpu", "memory", GPU, *sorted(q.mig)]
+def covered_resources(q: TeamQuota, flavors: list[Flavor] | None = None) -> list[str]:
+    """cpu, memory, each accelerator resource of FLAVORS (nvidia.com/gpu first; every
+    flavor of one resource group lists them all), the MIG profiles."""
+    accelerators = sorted({f.resource for f in flavors or []} | {GPU}, key=lambda r: (r != GPU, r))
+    if flavors and all(f.resource != GPU for f in flavors):
+        accelerators.remove(GPU)
+    return ["cpu", "memory", *accelerators, *sorted(q.mig)]
 
 
 def cluster_queue(q: TeamQuota, flavors: list[Flavor], version: str) -> dict[str, Any]:
     """The team's ClusterQueue: every flavor with the same quota (Kueue counts it per
-    flavor), borrowing and lending limits on nvidia.com/gpu, reclaiming lent quota by
-    preemption when it is in a cohort."""
+    flavor), borrowing and lending limits on its accelerator, reclaiming lent quota by
+    preemption when it is in a cohort. Another vendor's flavor has its quota on that vendor's
+    resource (amd.com/gpu, aws.amazon.com/neuron, google.com/tpu, habana.ai/gaudi), and 0 of
+    the others: one resource group, as Kueue needs for cpu and memory to go with them."""
     groups = []
+    covered = covered_resources(q, flavors)
     for f in flavors:
         cpu, memory = q.cpu or f.cpu, q.memory or f.memory
         if cpu is None or memory is None:
@@ -334,21 +422,28 @@ def cluster_queue(q: TeamQuota, flavors: list[Flavor], version: str) -> dict[str
                 "(they default to what the flavor's nodes have, read from the cluster; "
                 "without a cluster, or with no node of that GPU type, there is nothing to read)"
             )
-        gpu: dict[str, Any] = {"name": GPU, "nominalQuota": str(q.gpus)}
+        gpu: dict[str, Any] = {"name": f.resource, "nominalQuota": str(q.gpus)}
         if q.borrowing_limit is not None:
             gpu["borrowingLimit"] = str(q.borrowing_limit)
         if q.lending_limit is not None:
             gpu["lendingLimit"] = str(q.lending_limit)
+        # a flavor has none of the other accelerators' resources, nor MIG devices unless
+        # it is NVIDIA's
         resources = [
             {"name": "cpu", "nominalQuota": cpu},
             {"name": "memory", "nominalQuota": memory},
-            gpu,
-            *({"name": r, "nominalQuota": str(k)} for r, k in sorted(q.mig.items())),
         ]
+        for r in covered[2:]:
+            if r == f.resource:
+                resources.append(gpu)
+            elif r in q.mig and f.resource == GPU:
+                resources.append({"name": r, "nominalQuota": str(q.mig[r])})
+            else:
+                resources.append({"name": r, "nominalQuota": "0"})
         groups.append({"name": f.name, "resources": resources})
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: q.team}},
-        "resourceGroups": [{"coveredResources": covered_resources(q), "flavors": groups}],
+        "resourceGroups": [{"coveredResources": covered, "flavors": groups}],
         "fairSharing": {"weight": q.weight or "1"},
     }
     if q.cohort:
@@ -482,7 +577,7 @@ def annotated_as(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, 
 def reuse_flavor(existing: list[dict[str, Any]], wanted: Flavor) -> str | None:
     """The name of an existing ResourceFlavor that already selects exactly the nodes
     WANTED selects (same nodeLabels), which the ClusterQueue then uses as it is."""
-    want = {wanted.label_key: wanted.gpu_type} if wanted.gpu_type is not None else {}
+    want = wanted.node_labels()
     for rf in sorted(existing, key=name_of):
         if ((rf.get("spec") or {}).get("nodeLabels") or {}) == want:
             return name_of(rf)

@@ -151,10 +151,13 @@ def plan_resource_quota(
     namespace_exists: bool,
     current_hard: dict[str, str] | None,
     dra_classes: tuple[str, ...] = (),
+    others: tuple[str, ...] = (),
 ) -> QuotaPlan:
     """The plan for a namespace that exists or not, whose quota has CURRENT_HARD (None: no
-    quota), on a cluster whose DRA_CLASSES have devices. Without a cluster, neither exists."""
-    return QuotaPlan(team, not namespace_exists, current_hard, core.hard(gpus, mig, dra_classes))
+    quota), on a cluster whose DRA_CLASSES have devices and whose nodes offer OTHERS (other
+    vendors' device resources). Without a cluster, neither exists."""
+    desired = core.hard(gpus, mig, dra_classes, others)
+    return QuotaPlan(team, not namespace_exists, current_hard, desired)
 
 
 def change_text(change: Change) -> str:
@@ -281,7 +284,17 @@ def plan_kueue(
         # one that selects the same nodes is used as it is, unless gpuctl made it
         if theirs is not None and (reused != f.name or not managed_by_gpuctl(theirs)):
             steps.append(ObjectStep(theirs, "reused"))
-            used.append(kueue.Flavor(str(reused), f.gpu_type, f.label_key, f.cpu, f.memory))
+            used.append(
+                kueue.Flavor(
+                    str(reused),
+                    f.gpu_type,
+                    f.label_key,
+                    f.cpu,
+                    f.memory,
+                    resource=f.resource,
+                    more_labels=f.more_labels,
+                )  # fmt: skip
+            )
             continue
         desired = {**f.object(), "apiVersion": apis.kueue_api_version(version)}
         steps.append(_step(desired, _found(world.flavors, f.name)))

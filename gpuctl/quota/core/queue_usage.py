@@ -15,7 +15,8 @@ from fractions import Fraction
 from typing import Any
 
 from gpuctl.common.quantity import from_api
-from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_gpu_node
+from gpuctl.gpus.vendors import is_accelerator_resource
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_accelerator_node, is_gpu_node
 from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.quota.core.kueue import format_quantity
 
@@ -205,13 +206,13 @@ def lint(
                 )
             )
         for (flavor, resource), q in quotas(cq).items():
-            if flavor not in by_name or not resource.startswith("nvidia.com/"):
+            if flavor not in by_name or not is_accelerator_resource(resource):
                 continue
             nominal[(flavor, resource)] = nominal.get((flavor, resource), Fraction(0)) + (
                 q["nominal"] or Fraction(0)
             )
             users.setdefault((flavor, resource), []).append(_name(cq))
-    gpu_nodes = [n for n in nodes if is_gpu_node(n)]
+    gpu_nodes = [n for n in nodes if is_accelerator_node(n)]
     rows: list[CapacityRow] = []
     for flavor, resource in sorted(nominal):
         members = [n for n in gpu_nodes if selects(by_name[flavor], n)]
@@ -220,6 +221,8 @@ def lint(
             Fraction(0),
         )
         want = nominal[(flavor, resource)]
+        if not want and not have and _other_vendor(resource, members):
+            continue  # another vendor's resource at 0 (one resource group covers them all)
         queues = users[(flavor, resource)]
         rows.append(
             CapacityRow(
@@ -313,6 +316,14 @@ def lint(
             )
         )
     return rows, findings
+
+
+def _other_vendor(resource: str, members: list[dict[str, Any]]) -> bool:
+    """Whether RESOURCE is not the accelerator of the flavor's nodes MEMBERS: another
+    vendor's, or NVIDIA's on nodes without an NVIDIA GPU."""
+    if not resource.startswith("nvidia.com/"):
+        return True
+    return bool(members) and not any(is_gpu_node(n) for n in members)
 
 
 def _node_labels(flavor: dict[str, Any]) -> str:

@@ -12,10 +12,11 @@ from gpuctl.common.numbers import whole_number
 from gpuctl.common.quantity import from_api, rounded_down
 from gpuctl.gpus import geometry
 from gpuctl.gpus.dra import DraView
-from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
+from gpuctl.gpus.resources import DONE_PHASES, accelerator_resources, requested
+from gpuctl.gpus.vendors import VENDORS, is_accelerator_resource, vendor_of
 from gpuctl.k8s import claims
 from gpuctl.k8s.labels import MANAGED
-from gpuctl.k8s.nodes import GPU
+from gpuctl.k8s.nodes import GPU, allocatable
 from gpuctl.k8s.objects import name_of, namespace_of
 
 QUOTA_NAME = "gpuctl-gpus"
@@ -56,18 +57,38 @@ def parse_mig(values: list[str] | tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def hard(gpus: int, mig: dict[str, int], dra_classes: tuple[str, ...] = ()) -> dict[str, str]:
+def hard(
+    gpus: int,
+    mig: dict[str, int],
+    dra_classes: tuple[str, ...] = (),
+    others: tuple[str, ...] = (),
+) -> dict[str, str]:
     """The hard limits: GPUs and MIG devices as the device plugin's resources, and the same
-    through DRA where the cluster's DRA_CLASSES (gpu.nvidia.com, mig.nvidia.com) have devices."""
+    through DRA where the cluster's DRA_CLASSES (gpu.nvidia.com, mig.nvidia.com) have devices;
+    GPUS of each of OTHERS, the other vendors' device resources the cluster's nodes offer
+    (amd.com/gpu, aws.amazon.com/neuron, google.com/tpu, habana.ai/gaudi)."""
     if not 0 <= gpus <= MAX_GPUS:
         raise UsageError(f"--gpus must be between 0 and {MAX_GPUS}, got {gpus}")
     out = {f"requests.{GPU}": str(gpus)}
+    out.update({f"requests.{r}": str(gpus) for r in sorted(others) if r != GPU})
     out.update({f"requests.{r}": str(k) for r, k in sorted(mig.items())})
     if claims.GPU_CLASS in dra_classes:
         out[dra_key(claims.GPU_CLASS)] = str(gpus)
     if claims.MIG_CLASS in dra_classes:
         out[dra_key(claims.MIG_CLASS)] = str(sum(mig.values()))
     return out
+
+
+def other_devices(nodes: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The other vendors' device resources (whole devices, not partitions or NeuronCores)
+    the nodes offer, in the vendors' order."""
+    offered = {r for n in nodes for r in allocatable(n) if r != GPU and is_accelerator_resource(r)}
+    ranked = []
+    for r in offered:
+        vendor = vendor_of(r)
+        if vendor is not None and vendor.partition_of(r) is None:
+            ranked.append((VENDORS.index(vendor), r))
+    return tuple(r for _, r in sorted(ranked))
 
 
 def namespace_object(team: str) -> dict[str, Any]:
@@ -118,7 +139,7 @@ def gpu_resource_of(key: str) -> str | None:
     if key.endswith(DRA_SUFFIX):
         return key
     name = key.removeprefix("requests.")
-    return name if name.startswith("nvidia.com/") else None
+    return name if name.startswith("nvidia.com/") or is_accelerator_resource(name) else None
 
 
 def dra_key(device_class: str) -> str:
@@ -148,7 +169,7 @@ def held(pods: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
         if (p.get("status") or {}).get("phase") in DONE_PHASES:
             continue
         ns = namespace_of(p)
-        for resource in gpu_resources(p):
+        for resource in accelerator_resources(p):
             n = requested(p, resource)
             if n:
                 out[(ns, resource)] = out.get((ns, resource), 0) + n

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.dcgm import busy, holders
+from gpuctl.dcgm import busy, exporters, holders
 from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, SM_ACTIVE, UTIL, Key, key_of
 from gpuctl.dcgm.promql import per_metric
 
@@ -74,15 +74,21 @@ def queries(windows: Iterable[int], busy_percent: int) -> Queries:
     def busy_over_step(metric: str, matcher: str) -> str:
         return f"max by ({by}) (max_over_time({metric}{{{matcher}}}[{step}s]))"
 
-    busy_now = busy.promql(busy_over_step)
-    # a sample of any busy-signal field, each field's series kept apart (see per_metric)
-    present = (
-        f"max by ({by}) ({per_metric(lambda m: f'last_over_time({m}[{step}s])', busy.SIGNALS)})"
+    # other vendors' held devices (gpuctl.dcgm.exporters) after DCGM's, in its labels
+    busy_now = (
+        f"{busy.promql(busy_over_step)} or "
+        f"{exporters.held_promql(lambda sel: f'max_over_time({sel}[{step}s])', by, True)}"
     )
+    # a sample of any busy-signal field, each field's series kept apart (see per_metric)
+    last = per_metric(lambda m: f"last_over_time({m}[{step}s])", busy.SIGNALS)
+    last += f" or {exporters.held_promql(lambda sel: f'last_over_time({sel}[{step}s])', by, False)}"
+    newest = per_metric(lambda m: f"timestamp({m})", busy.SIGNALS)
+    newest += f" or {exporters.held_promql(lambda sel: f'timestamp({sel})', by, False)}"
+    present = f"max by ({by}) ({last})"
     return Queries(
         step_s=step,
         lookback_s=lookback,
-        newest=f"max by ({by}) ({per_metric(lambda m: f'timestamp({m})', busy.SIGNALS)})",
+        newest=f"max by ({by}) ({newest})",
         last_busy=(
             f"max by ({by}) (max_over_time(timestamp(({busy_now}) >= {busy_percent})"
             f"[{lookback}s:{step}s]))"

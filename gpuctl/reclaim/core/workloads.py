@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.gpus.resources import DONE_PHASES, gpu_resources, requested
+from gpuctl.gpus.resources import DONE_PHASES, accelerator_resources, requested
+from gpuctl.gpus.vendors import is_accelerator_resource
 from gpuctl.k8s import marks
 from gpuctl.k8s.labels import QUEUE_LABEL
-from gpuctl.k8s.nodes import is_gpu_resource
 from gpuctl.k8s.objects import (
     Ref,
     annotations_of,
@@ -75,8 +75,9 @@ class Workload:
 
 
 def pod_gpus(pod: Obj) -> int:
-    """The GPU devices a pod holds (whole GPUs, MIG devices, shared replicas)."""
-    return sum(requested(pod, r) for r in gpu_resources(pod) if is_gpu_resource(r))
+    """The accelerator devices a pod holds: NVIDIA's whole GPUs, MIG devices and shared
+    replicas, and other vendors' devices (gpuctl.gpus.vendors)."""
+    return sum(requested(pod, r) for r in accelerator_resources(pod) if is_accelerator_resource(r))
 
 
 def holds_gpus(pod: Obj, claimed: int = 0) -> bool:

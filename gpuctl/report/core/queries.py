@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuctl.common.errors import UsageError
-from gpuctl.dcgm import busy, holders
+from gpuctl.dcgm import busy, exporters, holders
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.dcgm.metrics import GR_ACTIVE, IDENTITY, SM_ACTIVE, UTIL
 from gpuctl.dcgm.promql import duration_seconds
@@ -81,7 +81,9 @@ def _held(exporter: Exporter, step: str, by: Grouping) -> str:
     """One series per device and holder in the step: value 1/n for a device n pods hold,
     labels the device's (IDENTITY, modelName, GPU_I_PROFILE), `ns`, `pod` and `team`."""
     branches = []
-    for matchers, (ns_label, pod_label, _container) in holders.held_branches(exporter):
+    for i, (matchers, (ns_label, pod_label, _container)) in enumerate(
+        holders.held_branches(exporter)
+    ):
         # one metric per range function: *_over_time drops the name, and the fields of one
         # device would then be series with the same labels
         grouped = " or ".join(
@@ -89,6 +91,7 @@ def _held(exporter: Exporter, step: str, by: Grouping) -> str:
             f'(count_over_time({{__name__="{metric}", {matchers}}}[{step}]))'
             for metric in busy.SIGNALS
         )
+        grouped += "".join(f" or {v}" for v in _vendors_held(step, i, ns_label, pod_label))
         named = f'label_replace({grouped}, "ns", "$1", "{ns_label}", "(.*)")'
         named = f'label_replace({named}, "pod", "$1", "{pod_label}", "(.*)")'
         branches.append(f"group by ({_DEVICE}, ns, pod) ({named})")
@@ -108,6 +111,20 @@ def _held(exporter: Exporter, step: str, by: Grouping) -> str:
     return f"({joined}) or ignoring ({TEAM}) ({unlabelled})"
 
 
+def _vendors_held(step: str, branch: int, ns_label: str, pod_label: str) -> list[str]:
+    """The same as _held's branch number BRANCH for each other vendor's exporter
+    (gpuctl.dcgm.exporters), its series given DCGM's device labels."""
+    out = []
+    for exp in exporters.PER_DEVICE:
+        matchers, _ = holders.held_branches(exp.own)[branch]
+        by = f"{exporters.own_labels(exp)}, {ns_label}, {pod_label}"
+        for metric, _, _ in exp.busy:
+            counted = f"count_over_time({exporters.selector(exp, metric, matchers)}[{step}])"
+            shaped = exporters.relabelled(exp, f"group by ({by}) ({counted})")
+            out.append(f"group by ({_DEVICE}, {ns_label}, {pod_label}) ({shaped})")
+    return out
+
+
 def _busy(step: str, labelled: bool = False) -> str:
     """Per device (its IDENTITY, modelName, GPU_I_PROFILE), the busy signal's mean over the
     step, 0..1 (labelled: with the `signal` label naming it)."""
@@ -116,7 +133,9 @@ def _busy(step: str, labelled: bool = False) -> str:
         sel = ", ".join(m for m in (f'__name__="{metric}"', matcher) if m)
         return f"max by ({_DEVICE}) (avg_over_time({{{sel}}}[{step}]))"
 
-    return f"({busy.promql(side, labelled=labelled)}) / 100"
+    join = f" or ignoring ({busy.LABEL}) " if labelled else " or "
+    others = exporters.busy_promql(step, _DEVICE, labelled)
+    return f"({busy.promql(side, labelled=labelled)}{join}{others}) / 100"
 
 
 @dataclass(frozen=True)
@@ -144,7 +163,7 @@ def queries(step: str, idle_threshold: float, exporter: Exporter, by: Grouping) 
         devices=f"count by (modelName, GPU_I_PROFILE) ({_busy(step)})",
         cluster_busy=f"sum by (modelName, GPU_I_PROFILE) ({_busy(step)})",
         signals=f"count by ({busy.LABEL}) ({_busy(step, labelled=True)})",
-        series=f"count({{{_SIGNAL_FIELDS}}})",
+        series=f"count({{{_SIGNAL_FIELDS}}} or {exporters.busy_series()})",
     )
 
 

@@ -43,12 +43,17 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+class NoDcgmMetrics(BackendError):
+    """No dcgm-exporter device in Prometheus (the live figures have none to count)."""
+
+
 def _no_metrics(client) -> BackendError:
-    return BackendError(
+    return NoDcgmMetrics(
         f"no DCGM-exporter metrics in Prometheus at {client.url} "
-        f"(no {metrics.UTIL} or other DCGM_FI_* series in the last 5 minutes)",
-        hint="deploy dcgm-exporter (the NVIDIA GPU Operator does) and make "
-        "sure this Prometheus scrapes it",
+        f"(no {metrics.UTIL} or other DCGM_FI_* series in the last 5 minutes), "
+        "nor another vendor's exporter's",
+        hint="deploy dcgm-exporter (the NVIDIA GPU Operator does), or your accelerators' "
+        "exporter (docs/top.md lists them), and make sure this Prometheus scrapes it",
     )
 
 
@@ -69,7 +74,7 @@ def snapshot(
     """Every GPU: three concurrent queries, each folded into the frame as it is decoded;
     ordered by `sort`."""
     with cyclic_gc_paused():
-        frame = _rows(client, usage.queries(window), exporter).frame(idle_threshold)
+        frame = _rows(client, usage.queries(window, others=True), exporter).frame(idle_threshold)
         if not frame.rows:
             raise _no_metrics(client)
     if sort != "index":
@@ -188,6 +193,8 @@ class LiveFrames:
             if self.sort != "index" and rows > self._figures_rows:
                 self._wake.set()  # a taller screen: choose its rows now
             stale = found is not None and self._figures_sort != self.sort
+        if isinstance(error, NoDcgmMetrics):  # other vendors' devices only (or none at all)
+            return self._every_device(rows), 0.0
         if error is not None:
             raise error
         assert found is not None  # set before _ready, unless an error was
@@ -204,6 +211,18 @@ class LiveFrames:
             page = rows_on_screen(*args, found, self.sort, rows)
         frame = usage.ClusterFrame(page, found.namespaces, found.summary, matched)
         return frame, time.monotonic() - at
+
+    def _every_device(self, rows: int) -> usage.ClusterFrame:
+        """A frame of every vendor's devices, read whole (snapshot): the live figures are
+        computed from dcgm-exporter's series alone, which this cluster has none of. The
+        error of a Prometheus with no device of any vendor's."""
+        frame = snapshot(self.client, self.window, self.threshold, self.exporter)
+        found = frame.rows
+        if self.filter:
+            found = [r for r in found if keys.row_matches(r, self.filter)]
+            frame.matched = len(found)
+        frame.rows = live.page_rows(found, self.sort, rows)
+        return frame
 
     def close(self) -> None:
         self._stop.set()

@@ -123,7 +123,13 @@ def _safe(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
 
 
-def _model(name) -> str:
+_VENDOR = {"amd": "AMD", "aws": "AWS", "google": "Google", "intel": "Intel"}
+
+
+def _model(name, vendor: str = "nvidia") -> str:
+    """The model column: NVIDIA's model as DCGM names it; another vendor's prefixed by it."""
+    if vendor in _VENDOR:
+        return _safe(f"{_VENDOR[vendor]} {name or '-'}")
     return "-" if not name else _safe(name.removeprefix("NVIDIA "))
 
 
@@ -223,7 +229,7 @@ def gpu_cells(items: list) -> list:
             (
                 node,
                 plain(_safe(r.gpu)),
-                plain(_model(r.model)),
+                plain(_model(r.model, r.vendor)),
                 _bar(
                     None if util is None else util / 100,
                     _pct(util).rjust(4),

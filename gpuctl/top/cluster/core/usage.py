@@ -11,7 +11,7 @@ from operator import attrgetter
 from typing import Any
 
 from gpuctl.common.ordering import natural_key
-from gpuctl.dcgm import busy, holders
+from gpuctl.dcgm import busy, exporters, holders
 from gpuctl.dcgm.holders import Exporter, Holder
 from gpuctl.dcgm.metrics import (
     BY_HOST,
@@ -26,7 +26,7 @@ from gpuctl.dcgm.metrics import (
     Key,
     key_of,
 )
-from gpuctl.dcgm.promql import duration_seconds
+from gpuctl.dcgm.promql import METRIC, duration_seconds
 
 # Labels worth showing, and those that say who holds the device (see holders.py).
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
@@ -78,9 +78,11 @@ def node_matching(regex: str) -> tuple[str, ...]:
     )
 
 
-def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
+def queries(window: str, only: tuple[str, ...] = ("",), others: bool = False) -> Queries:
     """The three instant queries one frame needs, whatever the cluster size; `only`:
-    label matchers (alternatives, e.g. on_nodes()) limiting them to some series."""
+    label matchers (alternatives, e.g. on_nodes()) limiting them to some series. others:
+    also every other vendor's exporter's series (gpuctl.dcgm.exporters), in the answers
+    of `current` and `window_util`, which FrameBuilder sets apart."""
     duration_seconds(window, "--window")
     names = '__name__=~"' + "|".join(METRICS) + '"'
     keyings = KEYINGS if only == ("",) else FEW_KEYINGS
@@ -101,10 +103,18 @@ def queries(window: str, only: tuple[str, ...] = ("",)) -> Queries:
 
         return _per_device(make, keyings)
 
-    return Queries(
+    found = Queries(
         current=_per_device(lambda m, by: f"max by (__name__, {by}) ({select(names, m)})", keyings),
         attributes=f"group by ({', '.join(ATTRIBUTES)}) ({select(names)})",
         window_util=busy.promql(window_mean, labelled=True),
+    )
+    if not others:
+        return found
+    # (`or` is left-associative and the lowest binding: no parentheses needed)
+    return Queries(
+        f"{found.current} or {exporters.current_query()}",
+        found.attributes,
+        f"{found.window_util} or {exporters.means_query(window)}",
     )
 
 
@@ -125,6 +135,7 @@ class ClusterGpuRow:
     idle: bool | None  # None when the window holds no utilization sample
     signal: str | None = None  # the busy signal judged by (gpuctl.dcgm.busy.SIGNALS' names)
     board: MigGpu | None = None  # a MIG device's GPU (its temperature and power are the GPU's)
+    vendor: str = "nvidia"  # whose device (gpuctl.gpus.vendors' names; dcgm-exporter: NVIDIA)
 
     @property
     def pod(self) -> str | None:
@@ -246,6 +257,10 @@ class FrameBuilder:
         self.devices: dict[Key, list[Any]] = {}
         self._texts: dict[str | None, str | None] = {}  # one copy of each repeated label value
         self._nodes: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # one copy of each node's labels
+        # another vendor's device -> (vendor, the signal of its latest reading)
+        self.vendors: dict[Key, tuple[str, str | None]] = {}
+        self._other_current: list[Sample] = []  # other vendors' series, shaped by frame()
+        self._other_means: list[Sample] = []
 
     def _record(self, key: Key) -> list[Any]:
         # setdefault: another thread may add the same device meanwhile
@@ -258,7 +273,9 @@ class FrameBuilder:
         for labels, value in samples:  # spelled out: 5 to 7 series per GPU
             try:
                 i = slot[labels["__name__"]]
-            except KeyError:  # not a metric read here (or no name)
+            except KeyError:  # not a metric read here (or no name), or another vendor's
+                if labels.get("__name__") in exporters.OWNER:
+                    self._other_current.append((labels, value))
                 continue
             if finite(value):
                 uuid, instance = labels.get("UUID"), labels.get("GPU_I_ID", "")
@@ -318,7 +335,9 @@ class FrameBuilder:
             math.isfinite,
         )
         for labels, value in samples:
-            if finite(value):
+            if METRIC in labels:  # another vendor's (queries(others=True))
+                self._other_means.append((labels, value))
+            elif finite(value):
                 uuid = labels.get("UUID")  # key_of's first case, inline
                 key = (uuid, labels.get("GPU_I_ID", "")) if uuid else key_of(labels)
                 device = devices.get(key) or record(key)
@@ -326,8 +345,18 @@ class FrameBuilder:
                 if name := labels.get(busy.LABEL):
                     device[_SIGNAL] = intern(name, name)
 
+    def add_others(self, shaped: exporters.Shaped) -> None:
+        """Other vendors' devices (gpuctl.dcgm.exporters.shape), each row saying whose."""
+        self.add_current(shaped.current)
+        self.add_attributes(shaped.attributes)
+        self.add_means(shaped.means)
+        self.vendors.update(shaped.vendors)
+
     def frame(self, idle_threshold: float) -> ClusterFrame:
-        devices = self.devices
+        if self._other_current or self._other_means:
+            self.add_others(exporters.shape(self._other_current, self._other_means))
+            self._other_current, self._other_means = [], []
+        devices, vendors = self.devices, self.vendors
         # A MIG-enabled GPU may also report board-level series (temperature, power)
         # without a GPU instance: those are its GPU's readings instead of a row of their own.
         mig_boards = {k[:-1] + ("",) for k, d in devices.items() if k[-1] and d[_READ]}
@@ -348,6 +377,8 @@ class FrameBuilder:
             )
             kept = device[_KEPT] or _kept_of(key)
             row = _row(device, kept, who, idle_threshold)
+            if vendors and (other := vendors.get(key)):
+                row.vendor, row.signal = other[0], device[_SIGNAL] or other[1]
             if key[-1]:
                 row.board = _board(boards, key, row, kept, device, devices.get(key[:-1] + ("",)))
             rows.append(row)
@@ -560,6 +591,7 @@ GPU_FIELDS = (
     "node",
     "gpu",
     "uuid",
+    "vendor",
     "model",
     "utilization_gpu",
     "memory_used_mib",
@@ -608,6 +640,7 @@ def gpus_out(rows: Iterable[ClusterGpuRow], make: Callable[..., Any] = _gpu_dict
                 r.node,
                 r.gpu,
                 r.uuid,
+                r.vendor,
                 r.model,
                 None if util is None else util if util % 1 == 0 else round(util, 1),
                 None if used is None or not finite(used) else round(used),
