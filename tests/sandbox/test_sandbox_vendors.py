@@ -2,7 +2,7 @@
 an NVIDIA node, labelled as AMD's GPU Operator and GKE label them; gpuctl names their
 accelerators, an MI300X spec lands on the AMD node, a TPU 2x4 spec runs as 2 workers of 4 chips
 on the slice's two hosts, and the sandbox's Prometheus scrapes each vendor's exporter with the
-pods that hold the chips."""
+pods that hold the chips, which the cluster view reads as it reads dcgm-exporter's."""
 
 from __future__ import annotations
 
@@ -102,6 +102,17 @@ def test_an_amd_node_and_a_tpu_slice_run_their_jobs_and_export_their_series(
         assert len({s["metric"]["pod"] for s in chips}) == 2
         hosts = {s["metric"]["node"] for s in chips}
         assert hosts == {"tpu-v5e-2x4-1-node-1", "tpu-v5e-2x4-1-node-2"}
+        # the cluster view reads both exporters' series as it reads dcgm-exporter's
+        top = ("top", "--prometheus", prom, "-o", "json", "--window", "1m")
+        code, out, err = run_gpuctl(capsys, *top)
+        assert code == 0, err
+        rows = json.loads(out)["gpus"]
+        amd = [(g["node"], g["model"], (g["pod"] or "")[:5], g["utilization_gpu"]) for g in rows if g["vendor"] == "amd"]  # fmt: skip
+        assert len(amd) == 8 and amd.count(("mi300x-node-1", amd[0][1], "rocm-", 70.0)) == 4
+        tpu = [g for g in rows if g["vendor"] == "google"]
+        assert {g["node"] for g in tpu} == {"tpu-v5e-2x4-1-node-1", "tpu-v5e-2x4-1-node-2"}
+        assert len(tpu) == 8 and {g["model"] for g in tpu} == {"TPU-v5e"}
+        assert {g["pod"][:4] for g in tpu} == {"jax-"} and not any(g["idle"] for g in tpu)
         node_series = _series(prom, "tensorcore_utilization_node")
         assert len(node_series) == 8  # every chip, held or not; the exporter's pod as target
         assert {s["metric"]["pod"][:18] for s in node_series} == {"tpu-device-plugin-"}
