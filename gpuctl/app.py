@@ -137,6 +137,16 @@ def _nvml_driver(simulate: str | None):
     return gpuctl.sim.driver(simulate)
 
 
+def _amd_driver(simulate: str | None):
+    """What AMD SMI runs on, chosen here too: the simulated node of --simulate (8xMI300X),
+    else this machine's amdsmi."""
+    if not simulate:
+        return application.amd_driver(None)
+    from gpuctl.sim.amdsmi import driver
+
+    return driver(simulate)
+
+
 def command(built: bool = False) -> LazyGroup:
     """The root click command. It and every command take --debug; it and the commands that
     talk to Kubernetes take --context and --kubeconfig; all three fill the run's Application
@@ -230,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     exit code from the error contract (docs/errors.md), never a traceback (unless --debug)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     argv = argv or ["--help"]  # no arguments: the help, and success
-    application.reset(nvml_driver=_nvml_driver)
+    application.reset(nvml_driver=_nvml_driver, amd_driver=_amd_driver)
     try:
         try:
             with workflow.command_run():  # nothing changes until gpuctl.cli.workflow.go_ahead

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -26,6 +25,7 @@ from gpuctl.gpus.sample import (
     NodeSample,
     Process,
 )
+from gpuctl.runtime.processes import user_of
 
 __all__ = ["Driver", "Nvml", "NvmlError", "GpuInstance", "ComputeInstance", "Process", "NodeSample"]
 
@@ -131,19 +131,6 @@ def _text(value: object) -> str | None:
 
 def _decoded(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _proc_user(pid: int) -> str | None:
-    try:
-        uid = os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return None
-    import pwd
-
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 def _proc_name(pid: int) -> str | None:
@@ -389,7 +376,7 @@ class Nvml:
         # its simulated node (real pynvml has none). The owner then comes from the module in
         # use, like every reading, and this class never looks into the simulator.
         owner = getattr(self._n, "process_user", None)
-        return _proc_user(pid) or (owner(pid) if owner else None)
+        return user_of(pid) or (owner(pid) if owner else None)
 
     # ---- single readings (for mig and other commands) -----------------------------------------
     def gpu_name(self, index: int) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from gpuctl.adapters.amdsmi import AmdDriver, AmdSmi
     from gpuctl.adapters.aws import Aws
     from gpuctl.adapters.kube import Kube
     from gpuctl.adapters.nvml import Driver, Nvml
@@ -34,6 +35,16 @@ def nvidia_driver(simulate: str | None) -> Driver:
     return Driver()
 
 
+def amd_driver(simulate: str | None) -> AmdDriver:
+    """This machine's AMD SMI library; it runs no simulated node."""
+    from gpuctl.adapters.amdsmi import AmdDriver
+    from gpuctl.common.errors import UsageError
+
+    if simulate:
+        raise UsageError(f"--simulate {simulate}: this program runs no simulated node")
+    return AmdDriver()
+
+
 @dataclass
 class Application:
     context: str | None = None
@@ -42,6 +53,7 @@ class Application:
     # The NVML driver for --simulate (None: none asked for); gpuctl.app, at the top, hands
     # in the one that runs gpuctl.sim's simulated nodes too.
     nvml_driver: Callable[[str | None], Driver] = field(default=nvidia_driver, repr=False)
+    amd_driver: Callable[[str | None], AmdDriver] = field(default=amd_driver, repr=False)
     _kube: Any = field(default=None, repr=False)
 
     def kube(self) -> Kube:
@@ -65,6 +77,17 @@ class Application:
         from gpuctl.adapters.nvml import Nvml
 
         return Nvml(self.nvml_driver(simulate or os.environ.get("GPUCTL_SIMULATE") or None))
+
+    def local_gpus(self, simulate: str | None = None) -> Nvml | AmdSmi:
+        """This node's GPUs, not yet open: AMD SMI on a simulated node of AMD GPUs
+        (`8xMI300X`) or on a node whose GPUs are AMD's, else NVML (as `nvml`)."""
+        from gpuctl.adapters import amdsmi
+        from gpuctl.gpus.vendor_models import spec_vendors
+
+        spec = simulate or os.environ.get("GPUCTL_SIMULATE") or None
+        if (spec and "amd" in spec_vendors(spec)) or (not spec and amdsmi.present()):
+            return amdsmi.AmdSmi(self.amd_driver(spec))
+        return self.nvml(simulate)
 
     def prometheus(self, option: str | None) -> Prometheus:
         """The Prometheus of --prometheus (or GPUCTL_PROMETHEUS_URL), else of prometheus_url

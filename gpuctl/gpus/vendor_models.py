@@ -99,6 +99,16 @@ def models_named(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def spec_vendors(spec: str) -> set[str]:
+    """The vendors a node spec such as `8xMI300X` or `2xH200,2xA30` names (`amd`, …;
+    `nvidia` for a model these tables do not know: NVIDIA's are gpuctl.gpus.identity's)."""
+    vendors = set()
+    for part in spec.split(","):
+        found = models_named(part.strip().partition("x")[2])
+        vendors |= {models()[m] for m in found} or {"nvidia"}
+    return vendors
+
+
 def accelerator_values(model: str) -> list[str]:
     """GKE's accelerator label values for a TPU model."""
     return [v for v, m in _table("tpus").items() if m == model]

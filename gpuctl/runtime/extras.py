@@ -18,6 +18,7 @@ OPTIONAL = {
     "kmock": ("sandbox", None),
     "celpy": ("sandbox", None),
     "jsonschema": ("sandbox", None),
+    "amdsmi": ("amd", "it loads ROCm's libamd_smi: the amdgpu driver and ROCm on the node"),
 }
 
 

@@ -68,6 +68,20 @@ def _stat(pid: int) -> tuple[int, int, int] | None:
         return None
 
 
+def user_of(pid: int) -> str | None:
+    """Who runs process PID on this machine: its user's name, else its uid; None: gone."""
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 def identify(pid: int) -> Identity | None:
     """What identifies the running process PID, None when none runs (or it is a zombie
     with no command line left)."""

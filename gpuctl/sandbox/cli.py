@@ -36,7 +36,9 @@ def start(
         help="GPU nodes, COUNTxMODEL[:mig=PROFILE|:mig-config=CONFIG|:dra],… (8 GPUs each; "
         "mig= splits every GPU into PROFILE, MIG single strategy; mig-config= applies a "
         "config of the GPU Operator's mig-parted ConfigMap, mixed strategy; dra: GPUs "
-        "published by a simulated DRA driver) "
+        "published by a simulated DRA driver); other vendors: COUNTxMI300X (AMD, 8 GPUs), "
+        "COUNTxTPU-v5e:TOPOLOGY or COUNTxTPU-v6e:TOPOLOGY (COUNT slices, 4 chips a host), "
+        "each with its exporter "
         "[default: 2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb].",
     ),
     kueue: bool = typer.Option(

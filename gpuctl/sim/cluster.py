@@ -32,6 +32,8 @@ from gpuctl.gpus.names import product_label
 from gpuctl.gpus.scoring import most_allocated, resource_weights
 from gpuctl.k8s.fit import tolerates
 from gpuctl.k8s.selectors import label_selector_matches, pod_may_run_on
+from gpuctl.sim import accelerators
+from gpuctl.sim.accelerators import VendorGroup
 
 DEFAULT_NODES = "2xH100-80GB,1xA100-80GB,1xA100-80GB:mig=1g.10gb"
 GPUS_PER_NODE = 8
@@ -104,16 +106,22 @@ class Device:
 Layouts = Callable[[str, geometry.GpuModel, int], "list[GpuLayout] | None"]
 
 
-def parse_nodes(text: str, layouts: Layouts | None = None) -> list[NodeGroup]:
+def parse_nodes(text: str, layouts: Layouts | None = None) -> list[NodeGroup | VendorGroup]:
     """`2xH100-80GB,1xA100-80GB:mig=1g.10gb,1xA100-80GB:mig-config=all-balanced,1xL4:dra`:
     node counts, GPU models, MIG profiles (single strategy) or configs (mixed strategy), the
-    configs checked with LAYOUTS, and GPUs published through DRA."""
-    groups = []
+    configs checked with LAYOUTS, and GPUs published through DRA; other vendors' nodes
+    (`1xMI300X`, `1xTPU-v5e:2x4`: gpuctl.sim.accelerators)."""
+    groups: list[NodeGroup | VendorGroup] = []
     for part in (p.strip() for p in text.split(",")):
+        vendor = accelerators.parse(part)
+        if vendor is not None:
+            groups.append(vendor)
+            continue
         m = _SPEC.match(part)
         if not m or int(m.group(1)) < 1:
             raise UsageError(
-                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE|:mig-config=CONFIG|:dra]",
+                f"--gpu-nodes: {part!r} is not COUNTxMODEL[:mig=PROFILE|:mig-config=CONFIG|:dra]"
+                " or COUNTxMI300X or COUNTxTPU-MODEL:TOPOLOGY",
                 hint=f"e.g. {DEFAULT_NODES}",
             )
         model = geometry.find_model(m.group(2))
@@ -173,12 +181,18 @@ def network_labels(groups: list[NodeGroup]) -> list[dict[str, str] | None]:
 
 
 def node_objects(
-    groups: list[NodeGroup], layouts: Layouts | None = None, gpus_per_node: int = GPUS_PER_NODE
+    groups: list[NodeGroup | VendorGroup],
+    layouts: Layouts | None = None,
+    gpus_per_node: int = GPUS_PER_NODE,
 ) -> list[dict]:
     """One Node per node of each group, plus a CPU-only node for the system pods."""
-    nodes = [_node("cpu-node-1", {}, {"cpu": "16", "memory": "64Gi"}, taint=False)]
-    network = iter(network_labels(groups))
+    nodes = [_node("cpu-node-1", {}, {"cpu": "16", "memory": "64Gi"}, taint=None)]
+    network = iter(network_labels([g for g in groups if isinstance(g, NodeGroup)]))
     for group in groups:
+        if isinstance(group, VendorGroup):
+            names = [n["metadata"]["name"] for n in nodes]
+            nodes += accelerators.node_objects(group, names, _node)
+            continue
         name = gpu_type(group.model) + ("-mig" if group.strategy else "")
         name += "-dra" if group.dra else ""
         for _ in range(group.count):
@@ -194,7 +208,7 @@ def node_objects(
             labels |= topology if topology is not None else {}
             taken = sum(1 for n in nodes if n["metadata"]["name"].startswith(f"{name}-node-"))
             resources = {"cpu": "192", "memory": "2048Gi", **gpu_resources}
-            nodes.append(_node(f"{name}-node-{taken + 1}", labels, resources, taint=True))
+            nodes.append(_node(f"{name}-node-{taken + 1}", labels, resources, taint=GPU))
     return nodes
 
 
@@ -271,7 +285,8 @@ def devices(layouts: list[GpuLayout], strategy: str | None) -> list[Device]:
     return out
 
 
-def _node(name: str, labels: dict[str, str], resources: dict[str, str], taint: bool) -> dict:
+def _node(name: str, labels: dict[str, str], resources: dict[str, str], taint: str | None) -> dict:
+    """A Ready node; TAINT: the key of its NoSchedule taint (value present), if any."""
     capacity = {**resources, "pods": "110", "ephemeral-storage": "1Ti"}
     return {
         "apiVersion": "v1",
@@ -286,7 +301,7 @@ def _node(name: str, labels: dict[str, str], resources: dict[str, str], taint: b
             },
             "annotations": {"gpuctl.io/sandbox": "a simulated node (gpuctl sandbox)"},
         },
-        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
+        "spec": {"taints": [{"key": taint, "value": "present", "effect": "NoSchedule"}]}
         if taint
         else {},
         "status": {
@@ -455,8 +470,11 @@ def place(
 
 
 def pod_devices(pod: dict[str, Any]) -> dict[str, int]:
-    """The devices the pod asks of the device plugin: GPUs (or single-strategy MIG slices)
-    and mixed-strategy MIG slices, by resource."""
+    """The devices the pod asks of the device plugins: GPUs (or single-strategy MIG slices),
+    mixed-strategy MIG slices, other vendors' GPUs and chips, by resource."""
+    others = (accelerators.AMD, accelerators.TPU)
     return {
-        r: n for r, n in requests(pod).items() if n > 0 and (r == GPU or r.startswith(MIG_PREFIX))
+        r: n
+        for r, n in requests(pod).items()
+        if n > 0 and (r == GPU or r.startswith(MIG_PREFIX) or r in others)
     }

@@ -53,6 +53,7 @@ from gpuctl.k8s import claims
 from gpuctl.k8s.claims import ClaimRequest
 from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.sim import cluster, dra_driver
+from gpuctl.sim.accelerators import Chips
 from gpuctl.sim.mig_manager import MigManager, NodeGpus
 
 RUNTIME = "gpuctl.io/sandbox-runtime"
@@ -229,8 +230,17 @@ class Running:
 class Simulation:
     """The simulated control plane and kubelets, one step a tick."""
 
-    def __init__(self, api: Api, gpus: dict[str, NodeGpus], logs: Logs, kueue: Any = None):
+    def __init__(
+        self,
+        api: Api,
+        gpus: dict[str, NodeGpus],
+        logs: Logs,
+        kueue: Any = None,
+        chips: dict[str, Chips] | None = None,
+    ):
+        """GPUS: the NVIDIA GPUs of each node that has them; CHIPS: other vendors'."""
         self.api, self.gpus, self.logs, self.kueue = api, gpus, logs, kueue
+        self.chips = chips or {}
         self.mig = MigManager(api, gpus)
         self.running: dict[str, Running] = {}  # pod uid -> how it runs
         self.seen: dict[str, set[str]] = {}  # Job uid -> its pods seen unfinished
@@ -796,20 +806,27 @@ class Simulation:
         for name in names + ([extended] if extended else []):
             self.api.delete(path_of(dra_driver.API_VERSION, m["namespace"], "resourceclaims", name))
 
+    def node_devices(self, node: str) -> list[cluster.Device] | None:
+        """What the device plugins of NODE hand out; None: it has no accelerators."""
+        hw, chips = self.gpus.get(node), self.chips.get(node)
+        if hw is not None:
+            return hw.devices()
+        if chips is not None:
+            return [cluster.Device(chips.resource, i, None) for i in range(chips.count)]
+        return None
+
     def _devices(self, pod: dict, node: str) -> list[tuple[int, str | None, int]] | None:
         """The devices the device plugin gives the pod on NODE; None when too few are free."""
-        hw = self.gpus.get(node)
+        present = self.node_devices(node)
         wanted = cluster.pod_devices(pod)
         if not wanted:
             return []
-        if hw is None:
+        if present is None:
             return None
         taken = {d for r in self.running.values() if r.node == node for d in r.devices}
         out = []
         for resource, count in wanted.items():
-            free = [
-                key for key, d in keyed(hw.devices()) if d.resource == resource and key not in taken
-            ]
+            free = [key for key, d in keyed(present) if d.resource == resource and key not in taken]
             if len(free) < count:
                 return None
             out += free[:count]
@@ -847,8 +864,11 @@ class Simulation:
         pod["status"] = status
         for c in containers:
             self.logs.start_log(m["namespace"], m["name"], c.get("name"))
-        held = ", ".join(f"GPU {g}" + (f" MIG {p}" if p else "") for g, p, _ in devices) or "no GPU"
+        unit = self.chips[name].unit if name in self.chips else "GPU"
+        held = ", ".join(f"{unit} {g}" + (f" MIG {p}" if p else "") for g, p, _ in devices)
+        held = held or "no GPU"
         model = self.gpus[name].model.short_name if name in self.gpus else ""
+        model = self.chips[name].model if name in self.chips else model
         command = " ".join((containers[0].get("command") or []) + (containers[0].get("args") or []))
         runs = f"runs {_runtime(pod):g} s" if _ends(pod) else "runs until deleted"
         self._say(

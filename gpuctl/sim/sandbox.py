@@ -9,7 +9,9 @@ plane every second (gpuctl.sim.controllers; gpuctl.sim.kueue with --kueue;
 gpuctl.sim.mig_manager). One dcgm-exporter per GPU node serves the GPUs' series with the
 pods that hold them (util from `gpuctl.io/sandbox-gpu-util`, else a busy figure), and, when
 a `prometheus` executable is found, a Prometheus of its own (empty at start) scrapes them
-as the GPU Operator's ServiceMonitor does. None of it is a real cluster: it exists for
+as the GPU Operator's ServiceMonitor does. Other vendors' nodes (an AMD MI300X node, a TPU
+slice's hosts: gpuctl.sim.accelerators) get their chips, and AMD's device-metrics-exporter or
+GKE's TPU device plugin metrics, scraped by the same Prometheus. None of it is a real cluster: it exists for
 demos and for trying the tool.
 
 State, in STATE_DIR (gpuctl.sandbox.service made it private; nothing here follows a
@@ -36,7 +38,7 @@ from pathlib import Path
 from gpuctl.gpus import geometry
 from gpuctl.runtime import processes
 from gpuctl.runtime.files import make_private_dir, open_new, write_atomic
-from gpuctl.sim import cluster, dcgm_exporter, dra_driver, mig_manager
+from gpuctl.sim import accelerators, cluster, dcgm_exporter, dra_driver, mig_manager
 from gpuctl.sim.controllers import APPS, Api, Simulation, keyed, now_text, path_of, util
 from gpuctl.sim.kube import KubeEmulator
 
@@ -224,6 +226,51 @@ class Exporters:
             s.stop()
 
 
+class VendorExporters:
+    """Other vendors' exporters: AMD's device-metrics-exporter on each AMD node, GKE's TPU
+    device plugin's metrics on each TPU host (gpuctl.sim.accelerators), refreshed each tick."""
+
+    def __init__(self, nodes: list[dict]):
+        self.nodes = {n["metadata"]["name"]: n for n in nodes if accelerators.chips_of(n)}
+        self.servers = {name: dcgm_exporter.ExporterServer("") for name in sorted(self.nodes)}
+
+    def refresh(self, sim: Simulation, pods: list[dict]) -> None:
+        for name, server in self.servers.items():
+            chips = sim.chips[name]
+            holders = sim.holders(name, pods)
+            held = []
+            for i in range(chips.count):
+                pod = holders.get((i, None, 0))
+                held.append(accelerators.Held(i, _holder(pod), util(pod) if pod else 0))
+            labels = self.nodes[name]["metadata"]["labels"]
+            if chips.resource == accelerators.AMD:
+                server.text = accelerators.amd_metrics_text(name, chips.model, held)
+            else:
+                accelerator = labels[accelerators.vendor_models.TPU_ACCELERATOR]
+                topology = labels[accelerators.vendor_models.TPU_TOPOLOGY]
+                server.text = accelerators.tpu_metrics_text(name, accelerator, topology, held)
+
+    def scrape_configs(self) -> list[dict]:
+        targets: dict[str, list[tuple[str, str, str]]] = {accelerators.AMD: [], accelerators.TPU: []}  # fmt: skip
+        for i, (name, server) in enumerate(self.servers.items()):
+            chips = accelerators.chips_of(self.nodes[name])
+            assert chips is not None
+            pod = "exporter-amdgpu-metrics-exporter" if chips.resource == accelerators.AMD else "tpu-device-plugin"  # fmt: skip
+            targets[chips.resource].append((server.address, f"{pod}-{i:05d}", name))
+        return accelerators.scrape_configs(targets[accelerators.AMD], targets[accelerators.TPU])
+
+    def stop(self) -> None:
+        for s in self.servers.values():
+            s.stop()
+
+
+def _holder(pod: dict | None) -> tuple[str, str, str] | None:
+    if pod is None:
+        return None
+    container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name", "main")
+    return (pod["metadata"]["namespace"], pod["metadata"]["name"], container)
+
+
 # --- Prometheus ------------------------------------------------------------------------------------
 
 
@@ -236,7 +283,11 @@ def free_port() -> int:
 
 
 def start_prometheus(
-    binary: str, folder: Path, scrape: dict, ports: Iterable[int], started=lambda proc: None
+    binary: str,
+    folder: Path,
+    scrapes: list[dict],
+    ports: Iterable[int],
+    started=lambda proc: None,
 ) -> tuple[subprocess.Popen, str]:
     """Start Prometheus on the first of PORTS it can listen on (a port taken meanwhile by
     another process: the next one), with a fresh data directory in FOLDER; STARTED(proc)
@@ -246,7 +297,7 @@ def start_prometheus(
     make_private_dir(folder)
     config = folder / "prometheus.yml"
     write_atomic(
-        config, yaml.safe_dump({"global": {"scrape_interval": "2s"}, "scrape_configs": [scrape]})
+        config, yaml.safe_dump({"global": {"scrape_interval": "2s"}, "scrape_configs": scrapes})
     )
     data = folder / "data"
     tried = []
@@ -337,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     layouts = mig_manager.shipped_layouts()
     nodes = cluster.node_objects(cluster.parse_nodes(args.nodes, layouts), layouts)
     emu = KubeEmulator().start()
-    prom = exporters = None
+    prom = exporters = others = None
     try:
         kinds = KUEUE_KINDS if args.kueue else ()
         emu.install_crds("JobSet", *kinds)
@@ -350,15 +401,18 @@ def main(argv: list[str] | None = None) -> None:
             from gpuctl.sim.kueue import Kueue
 
             kueue = Kueue(api)
-        sim = Simulation(api, hardware, emu, kueue)
+        chips = {n["metadata"]["name"]: accelerators.chips_of(n) for n in nodes}
+        sim = Simulation(api, hardware, emu, kueue, {k: c for k, c in chips.items() if c})
         exporters = Exporters(sorted(hardware))
+        others = VendorExporters(nodes)
         prom_bin = shutil.which(args.prometheus) if args.prometheus else None
         prom_url = None
         if prom_bin:
             ports = (free_port() for _ in range(PROMETHEUS_TRIES))
             record = lambda proc: state.record("prometheus", proc)  # noqa: E731
+            scrapes = [exporters.scrape_config(), *others.scrape_configs()]
             prom, prom_url = start_prometheus(
-                prom_bin, folder / "prometheus", exporters.scrape_config(), ports, record
+                prom_bin, folder / "prometheus", scrapes, ports, record
             )
         name = folder.name
         kubeconfig = _kubeconfig(folder, emu.url, name)
@@ -371,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
             kueue=args.kueue,
             started=now_text(),
         )
-        _run(sim, exporters, emu, stop)
+        _run(sim, (exporters, others), emu, stop)
     except SandboxError as e:
         print(f"error: {e}", flush=True)
         raise SystemExit(1) from None
@@ -384,6 +438,8 @@ def main(argv: list[str] | None = None) -> None:
                 prom.kill()
         if exporters is not None:
             exporters.stop()
+        if others is not None:
+            others.stop()
         emu.stop()
         state.path.unlink(missing_ok=True)
 
@@ -394,11 +450,17 @@ def _kubeconfig(folder: Path, url: str, name: str) -> str:
     return write_kubeconfig(folder / "kubeconfig", url, name=f"sandbox-{name}")
 
 
-def _run(sim: Simulation, exporters: Exporters, emu: KubeEmulator, stop: threading.Event) -> None:
+def _run(
+    sim: Simulation,
+    exporters: tuple[Exporters, VendorExporters],
+    emu: KubeEmulator,
+    stop: threading.Event,
+) -> None:
     while not stop.is_set():
         try:
             world = sim.step()
-            exporters.refresh(sim, world.pods)
+            for e in exporters:
+                e.refresh(sim, world.pods)
         except (OSError, ValueError) as e:  # one bad tick is logged, the next one retries
             print(f"{now_text()} tick failed: {e}", flush=True)
         emu.forget_requests()

@@ -12,7 +12,8 @@ SIMULATE = options.listed(
     "--simulate",
     envvar="GPUCTL_SIMULATE",
     metavar="SPEC",
-    help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB or 2xH200,2xA30.",
+    help="Use a simulated node instead of the NVML driver, e.g. 8xH100-80GB or 2xH200,2xA30; "
+    "8xMI300X simulates AMD GPUs read through AMD SMI.",
 )
 PROMETHEUS = options.prometheus(
     "Cluster-wide view from DCGM-exporter metrics in this Prometheus "

@@ -214,3 +214,37 @@ def test_a_trainium_node_pool_selects_accelerators_and_limits_neuron_devices():
     assert pool["template"]["spec"]["taints"] == [
         {"key": "aws.amazon.com/neuron", "effect": "NoSchedule", "value": "present"}
     ]
+
+
+@pytest.mark.parametrize(
+    ("itype", "devices"), [("trn1.32xlarge", 16), ("trn2.48xlarge", 16), ("inf2.48xlarge", 12)]
+)
+def test_a_neuron_group_gets_a_node_pool_and_a_node_class_of_the_neuron_ami(itype, devices):
+    """Trainium and Inferentia groups get their own NodePool (the Neuron taint, Karpenter's
+    accelerator-count label, a limit in aws.amazon.com/neuron) and an AL2023 EC2NodeClass:
+    the Neuron AMI the preflight pinned, else the alias al2023@latest, from which Karpenter
+    takes the neuron variant for an instance with accelerators (aws/karpenter-provider-aws
+    pkg/providers/amifamily/al2023.go: x86_64 variants standard, nvidia, neuron; types.go:
+    the neuron variant requires instance-accelerator-count to exist)."""
+    text = SPEC.format(cluster=NEW).split("node_groups:")[0] + (
+        f"node_groups:\n  - {{name: neuron, instance_type: {itype}, min_size: 0, max_size: 2,"
+        " gpu_type: neuron}\n"
+    )
+    s = parse_cluster(load_yaml(text))
+    for ami in (None, "ami-0fedcba9876543210"):
+        facts = Facts("1.33", {"neuron": GroupFacts(("us-east-1a",), devices, ami, None)})
+        objs = {o["kind"]: o for o in karpenter.objects(s, facts)}
+        for o in objs.values():
+            assert errors(o, CRDS[o["kind"]]) == [], o
+        node_class = objs["EC2NodeClass"]["spec"]
+        assert node_class["amiFamily"] == "AL2023"
+        assert node_class["amiSelectorTerms"] == ([{"id": ami}] if ami else [{"alias": "al2023@latest"}])  # fmt: skip
+        pool = objs["NodePool"]["spec"]
+        assert pool["template"]["spec"]["nodeClassRef"]["name"] == objs["EC2NodeClass"]["metadata"]["name"]  # fmt: skip
+        reqs = {r["key"]: r["values"] for r in pool["template"]["spec"]["requirements"]}
+        assert reqs["node.kubernetes.io/instance-type"] == [itype]
+        assert reqs["karpenter.k8s.aws/instance-accelerator-count"] == ["0"]  # Gt 0
+        assert pool["template"]["spec"]["taints"] == [
+            {"key": "aws.amazon.com/neuron", "effect": "NoSchedule", "value": "present"}
+        ]
+        assert pool["limits"] == {"nodes": "2", "aws.amazon.com/neuron": str(2 * devices)}

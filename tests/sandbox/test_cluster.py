@@ -60,10 +60,43 @@ def test_nodes_carry_the_gpu_operator_labels_and_the_mig_single_strategy():
     assert mig_reason(mig) is None or "1g.10gb" in str(mig_reason(mig))
 
 
-@pytest.mark.parametrize("bad", ["H100", "0xH100-80GB", "2xNOPE", "1xH100-80GB:mig=9g.99gb"])
-def test_a_bad_node_spec_is_refused(bad):
-    with pytest.raises(GpuctlError):
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ("H100", "is not COUNTxMODEL"),
+        ("0xH100-80GB", "is not COUNTxMODEL"),
+        ("2xNOPE", "NOPE"),
+        ("1xH100-80GB:mig=9g.99gb", "9g.99gb"),
+        ("0xMI300X", "at least 1"),
+        ("1xMI250X", "the sandbox simulates MI300X"),
+        ("1xTPU-v5e", "needs its topology"),
+        ("1xTPU-v5e:1x3", "not whole hosts"),
+        ("1xMI300X:2x4", "the sandbox simulates"),
+    ],
+)
+def test_a_bad_node_spec_is_refused(bad, why):
+    with pytest.raises(GpuctlError, match=why):
         cluster.parse_nodes(bad)
+
+
+def test_other_vendors_nodes_are_labelled_tainted_and_sized_as_their_stacks_do():
+    """An MI300X node as AMD's labeller labels one (issue #266's values, product name
+    present), a v5e 2x4 slice as two GKE hosts of 4 chips in one node pool of their own."""
+    nodes = {n["metadata"]["name"]: n for n in _nodes("1xMI300X,2xTPU-v5e:2x4")}
+    amd = nodes["mi300x-node-1"]
+    labels = amd["metadata"]["labels"]
+    assert labels["amd.com/gpu.product-name"] == "AMD_Instinct_MI300X_OAM"
+    assert labels["beta.amd.com/gpu.device-id.74a1"] == "8" and labels["amd.com/gpu.vram"] == "192G"
+    assert amd["status"]["allocatable"]["amd.com/gpu"] == "8"
+    assert amd["spec"]["taints"][0]["key"] == "amd.com/gpu"
+    hosts = sorted(n for n in nodes if n.startswith("tpu-"))
+    assert hosts == [f"tpu-v5e-2x4-{s}-node-{h}" for s in (1, 2) for h in (1, 2)]
+    pools = {nodes[h]["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for h in hosts}
+    assert pools == {"tpu-v5e-2x4-1", "tpu-v5e-2x4-2"}
+    tpu = nodes[hosts[0]]
+    assert tpu["status"]["allocatable"]["google.com/tpu"] == "4"
+    assert tpu["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] == "2x4"
+    assert tpu["spec"]["taints"][0]["key"] == "google.com/tpu"
 
 
 def test_placement_prefers_the_fuller_node_as_most_allocated_scores():

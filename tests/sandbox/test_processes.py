@@ -265,7 +265,7 @@ def test_a_port_taken_meanwhile_is_retried_then_reported(tmp_path):
     from gpuctl.sim.sandbox import SandboxError, free_port, start_prometheus
 
     binary = need("prometheus")
-    scrape = {"job_name": "none", "static_configs": [{"targets": ["127.0.0.1:9"]}]}
+    scrape = [{"job_name": "none", "static_configs": [{"targets": ["127.0.0.1:9"]}]}]
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -82,8 +82,10 @@ def node_class(spec: ClusterSpec, g: NodeGroup, gf: GroupFacts, facts: Facts) ->
         groups = [{"id": sg} for sg in facts.network.security_group_ids]
     groups.append({"tags": {GROUP_SG_TAG: pool_name(spec, g)}})
     spec_: dict[str, Any] = {
-        # The AMI the preflight resolved (EKS-optimized AL2023 NVIDIA), pinned like the
-        # Auto Scaling groups' launch templates; without one, the alias tracks the latest.
+        # The AMI the preflight resolved (EKS-optimized AL2023, its nvidia variant, or neuron
+        # for Trainium and Inferentia), pinned like the Auto Scaling groups' launch
+        # templates; without one, the alias tracks the latest and Karpenter takes the
+        # variant an instance needs (amifamily/al2023.go: neuron where it has accelerators).
         "amiFamily": "AL2023",
         "amiSelectorTerms": [{"id": gf.ami_id}] if gf.ami_id else [{"alias": "al2023@latest"}],
         "role": node_role_name(spec),

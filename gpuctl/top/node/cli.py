@@ -1,4 +1,5 @@
-"""`gpuctl top` on this node: NVML samples (real or simulated) shown as aligned rich text."""
+"""`gpuctl top` on this node: NVML samples (real or simulated), or AMD SMI's on a node of AMD
+GPUs, shown as aligned rich text."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def run(
         raise UsageError(
             f"unknown --sort key {sort!r}", hint="use one of: " + ", ".join(topframe.SORT_KEYS)
         )
-    with application().nvml(simulate) as nvml:
+    with application().local_gpus(simulate) as nvml:
         if output != "table":
             from gpuctl.cli.output import dump, echo
             from gpuctl.gpus.sample import to_dict
