@@ -82,7 +82,8 @@ def api_server_class():
       with a 410 Status (reason Expired, "too old resource version") when events newer
       than it are no longer kept; with `allowWatchBookmarks=true`, a BOOKMARK (an object
       with only its kind and resourceVersion) every `bookmark_s` seconds and just before
-      `timeoutSeconds` ends the watch;
+      `timeoutSeconds` ends the watch; `watch_s` ends every watch sooner (as a restart or a
+      load balancer would);
     - errors are `Status` bodies with the reasons and messages a real server uses
       (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, …) and `details` naming the
       object;
@@ -170,6 +171,9 @@ def api_server_class():
         # event it dropped (a watch from before it is answered 410); the newest sent at all
         history: int = attrs.field(default=1000, init=False)
         bookmark_s: float = attrs.field(default=60.0, init=False)
+        # the longest any watch lasts (None: its timeoutSeconds): watches also end early
+        # when an API server restarts or a load balancer drops idle connections
+        watch_s: float | None = attrs.field(default=None, init=False)
         _kept: dict = attrs.field(factory=dict, init=False)
         _dropped: dict = attrs.field(factory=dict, init=False)
         _sent: int = attrs.field(default=1, init=False)
@@ -504,7 +508,8 @@ def api_server_class():
                 )  # fmt: skip
             loop = asyncio.get_running_loop()
             timeout = params.get("timeoutSeconds")
-            end = loop.time() + float(timeout) if timeout else None
+            lasts = [float(t) for t in (timeout, self.watch_s) if t]
+            end = loop.time() + min(lasts) if lasts else None
             bookmarks = params.get("allowWatchBookmarks") == "true"
             name = named(params)
             res = request.resource
