@@ -129,3 +129,18 @@ def test_a_named_informer_keeps_only_that_object(k, core):
     informer.follow()
     assert list(informer.store) == ["default/b"]
     assert informer.store["default/b"]["data"] == {"x": "2"}
+
+
+def test_a_watch_answered_http_410_is_expired(k, kube):
+    gone = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "too old resource version: 3 (9)",
+        "reason": "Expired",
+        "code": 410,
+    }
+    kube.call(lambda: kube.emulator["get /api/v1/configmaps"] << 410 << gone)
+    with pytest.raises(Expired, match="too old resource version: 3"):
+        list(k.watch("ConfigMap", timeout_seconds=1, resource_version="3"))
