@@ -408,6 +408,9 @@ def api_server_class():
             if request.action == delete:
                 # the DELETED event (or, with finalizers, the MODIFIED one that sets the
                 # deletionTimestamp) carries the delete's version
+                meta = stored.get("metadata") or {}
+                if meta.get("deletionTimestamp") and meta.get("finalizers"):
+                    return  # being deleted already: nothing changes
                 async with self._lock:
                     self._revision += 1
                     stored.patch({"metadata": {"resourceVersion": str(self._revision)}})
@@ -489,8 +492,14 @@ def api_server_class():
 
         def _record(self, resource, event: dict) -> None:
             """Keep EVENT in RESOURCE's history (every event goes through here, under
-            self._lock, in the order of their resourceVersions)."""
-            version = revision(event.get("object") or {})
+            self._lock, in the order of their resourceVersions, each newer than the last,
+            as etcd's revisions are)."""
+            obj = event.get("object") or {}
+            version = revision(obj)
+            if version <= self._sent:  # kmock's own DELETED once the last finalizer goes
+                self._revision = version = self._revision + 1
+                meta = {**(obj.get("metadata") or {}), "resourceVersion": str(version)}
+                event["object"] = {**obj, "metadata": meta}
             kept = self._kept.setdefault(resource, collections.deque())
             kept.append((version, event))
             while len(kept) > max(self.history, 0):

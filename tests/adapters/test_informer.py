@@ -144,3 +144,18 @@ def test_a_watch_answered_http_410_is_expired(k, kube):
     kube.call(lambda: kube.emulator["get /api/v1/configmaps"] << 410 << gone)
     with pytest.raises(Expired, match="too old resource version: 3"):
         list(k.watch("ConfigMap", timeout_seconds=1, resource_version="3"))
+
+
+def test_every_event_is_newer_than_the_last_so_a_watch_resumes_from_any(k, core):
+    listed = k.list_with_version("ConfigMap")[1]
+    held = config_map("held")
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    core.create_namespaced_config_map("default", held)
+    core.delete_namespaced_config_map("held", "default")  # marked: MODIFIED
+    core.patch_namespaced_config_map("held", "default", {"metadata": {"finalizers": None}})
+    events = list(k.watch("ConfigMap", timeout_seconds=1, resource_version=listed))
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]
+    assert versions == sorted(set(versions))
+    rest = k.watch("ConfigMap", timeout_seconds=1, resource_version=str(versions[2]))
+    assert [e["type"] for e in rest] == ["DELETED"]

@@ -67,8 +67,10 @@ def test_wait_resumes_each_watch_without_reading_again(kube, batch):
     make_job(batch)
     kube.call(setattr, kube.emulator, "watch_s", 1.0)  # the server ends each watch after 1 s
 
-    def finish():
-        time.sleep(2.5)  # after the first watches ended
+    def finish():  # once a watch has ended and the next one is asked for
+        deadline = time.monotonic() + 20
+        while len(reads_and_watches(kube)[1]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         batch.patch_namespaced_job_status("w", "default", status(1, "Complete"))
 
     t = threading.Thread(target=finish)

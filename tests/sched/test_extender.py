@@ -208,9 +208,13 @@ def test_the_view_resumes_its_watches_and_lists_again_only_on_410(kube, kube_api
         kube.call(setattr, kube.emulator, "history", 0)
         seed(kube_api, {"apiVersion": "v1", "kind": "Pod", **pod("w", 6, node_name="a")})
         core.delete_namespaced_pod("y", "ml")
-    assert _eventually(lambda: len(pod_lists()) == 2)
-    with ext.lock:
-        assert sorted(ext.view.pods) == ["ml/w"]
+
+    def bound():
+        with ext.lock:
+            return sorted(ext.view.pods)
+
+    assert _eventually(lambda: bound() == ["ml/w"])
+    assert len(pod_lists()) == 2
     assert not fits()
     stop.set()
     thread.join(10)
