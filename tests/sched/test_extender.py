@@ -204,7 +204,7 @@ def test_the_view_resumes_its_watches_and_lists_again_only_on_410(kube, kube_api
     # end) and the server ends it; what changes then is not kept (history 0), so its
     # next watch, from the bookmark's version, is answered 410: the pods are listed again.
     with ext.lock:
-        time.sleep(3.5)
+        time.sleep(5)  # past the end of a watch that was starting when the lock was taken
         kube.call(setattr, kube.emulator, "history", 0)
         seed(kube_api, {"apiVersion": "v1", "kind": "Pod", **pod("w", 6, node_name="a")})
         core.delete_namespaced_pod("y", "ml")
