@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 from gpuctl.k8s import apis
+from gpuctl.k8s.informer import Expired
 from gpuctl.k8s.objects import name_of, namespace_of
 
 if TYPE_CHECKING:
     from gpuctl.gpus.dra import DraView
+    from gpuctl.k8s.informer import Informer
 
 DEFAULT_TIMEOUT = 15  # seconds per request
 
@@ -232,13 +234,27 @@ class Kube:
         api_version: str | None = None,
     ) -> list[dict]:
         """Objects of KIND in NAMESPACE, or in all namespaces when it is None."""
+        return self.list_with_version(kind, namespace, selector, field_selector, api_version)[0]
+
+    def list_with_version(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        field_selector: str | None = None,
+        api_version: str | None = None,
+    ) -> tuple[list[dict], str]:
+        """list_objects, and the list's metadata.resourceVersion: a watch from it sends
+        every change the list does not hold (gpuctl.k8s.informer)."""
         path, ns = self._path(kind, namespace, api_version)
         query = {"labelSelector": selector, "fieldSelector": field_selector}
         what = f"listing {_plural(kind)}" + (f" in namespace {ns}" if ns else "")
-        items = self._call("GET", path, query, what=what, answer=_LIST)["items"]
+        answer = self._call("GET", path, query, what=what, answer=_LIST)
         # a real API server leaves kind and apiVersion out of a built-in list's items
         version = api_version or KINDS[kind][0]
-        return [{"apiVersion": version, "kind": kind, **item} for item in items]
+        items = [{"apiVersion": version, "kind": kind, **item} for item in answer["items"]]
+        listed = (answer.get("metadata") or {}).get("resourceVersion")
+        return items, str(listed or "")
 
     def patch(
         self,
@@ -288,10 +304,14 @@ class Kube:
         name: str | None = None,
         timeout_seconds: int = 60,
         api_version: str | None = None,
+        resource_version: str | None = None,
+        bookmarks: bool = False,
     ) -> Iterator[dict]:
         """Events ({type, object}) on objects of KIND (only NAME if given). Ends when the
         server closes the watch or when nothing arrives for `timeout_seconds` (+2 s
-        grace): the caller loops."""
+        grace): the caller loops. From RESOURCE_VERSION, only the changes after it (an
+        Expired error, HTTP 410, when the server no longer keeps them); with BOOKMARKS,
+        BOOKMARK events too, which carry only a newer resourceVersion."""
         import urllib3
 
         path, _ = self._path(kind, namespace, api_version)
@@ -300,6 +320,8 @@ class Kube:
             "watch": "true",
             "fieldSelector": f"metadata.name={name}" if name else None,
             "timeoutSeconds": str(timeout_seconds),
+            "resourceVersion": resource_version or None,
+            "allowWatchBookmarks": "true" if bookmarks else None,
         }
         resp = self._raw("GET", path, query, timeout=(self.timeout, timeout_seconds + 2), what=what)
         try:
@@ -322,6 +344,29 @@ class Kube:
         finally:
             resp.release_conn()
 
+    def informer(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        name: str | None = None,
+        timeout_seconds: int = 60,
+        api_version: str | None = None,
+        **callbacks: Any,
+    ) -> Informer:
+        """KIND's objects (in NAMESPACE, or all; only NAME if given) kept by list and
+        watch as client-go's informers keep them (gpuctl.k8s.informer); CALLBACKS are its
+        on_change, on_replace and guard."""
+        from gpuctl.k8s.informer import Informer
+
+        fields = f"metadata.name={name}" if name else None
+        return Informer(
+            lambda: self.list_with_version(kind, namespace, None, fields, api_version),
+            lambda version: self.watch(
+                kind, namespace, name, timeout_seconds, api_version, version, bookmarks=True
+            ),
+            **callbacks,
+        )
+
     def _event(self, line: str, what: str) -> dict | None:
         """One watch event, as the client's Watch reads it: an ERROR event is the failure
         (a Status) it carries."""
@@ -336,6 +381,8 @@ class Kube:
         obj = event["object"]
         if event.get("type") == "ERROR":
             code = obj.get("code")
+            if code == 410:
+                raise Expired(f"{what}: {_status_text(obj)}")
             raise self._map(
                 ApiException(
                     status=code if isinstance(code, int) else 500, reason=_status_text(obj)
@@ -639,6 +686,8 @@ class Kube:
             reason = _api_message(e)
             if e.status == 404:
                 return NotFound(f"{subject}not found ({reason})")
+            if e.status == 410:
+                return Expired(f"{subject}{reason}")
             if e.status == 409:
                 said = "already exists" if _status_reason(e) == "AlreadyExists" else "conflict"
                 return Conflict(f"{subject}{said} ({reason})")

@@ -171,30 +171,44 @@ def wait(
     timeout: float,
     on_update: Callable[[dict], None],
 ) -> dict:
-    """Follow the job's status until it finishes or `timeout` seconds pass."""
+    """Follow the job's status until it finishes or `timeout` seconds pass: read it, then
+    watch it from its resourceVersion, each watch resuming where the last one ended
+    (gpuctl.k8s.informer); read again only when the server answers 410 Gone."""
+    from gpuctl.k8s.informer import Informer, version_of
+
     deadline = time.monotonic() + timeout
-    current = get_job(kube, name, namespace)
-    on_update(job_status.row(current))
-    while job_status.status_of(current) not in job_status.FINISHED:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+    gone = BackendError(f"{kind} {namespace}/{name} was deleted while waiting")
+    shown: list[dict] = []  # the job as last seen
+
+    def read() -> tuple[list[dict], str]:
+        try:
+            job = get_job(kube, name, namespace)
+        except NotFound:
+            if not shown:
+                raise
+            raise gone from None  # read again after a 410
+        return [job], version_of(job)
+
+    def watch(version: str) -> Iterator[dict]:
+        quiet = max(1, int(min(deadline - time.monotonic(), 30)))
+        return kube.watch(kind, namespace, name, quiet, resource_version=version, bookmarks=True)
+
+    def show(change: str, obj: dict) -> None:
+        if change == "DELETED":
+            raise gone
+        shown[:] = [{**obj, "kind": kind}]
+        on_update(job_status.row(shown[-1]))
+
+    job = Informer(read, watch, show, lambda found: show("ADDED", found[0]))
+    job.relist()
+    while job_status.status_of(shown[-1]) not in job_status.FINISHED:
+        if deadline - time.monotonic() <= 0:
             raise BackendError(
                 f"gave up waiting after {timeout:g} s; {kind} {name} is "
-                f"{job_status.status_of(current)} and keeps running"
+                f"{job_status.status_of(shown[-1])} and keeps running"
             )
-        for event in kube.watch(
-            kind, namespace, name=name, timeout_seconds=max(1, int(min(remaining, 30)))
-        ):
-            obj = event["object"]
-            if name_of(obj) != name:
-                continue  # the emulator ignores field selectors
-            if event["type"] == "DELETED":
-                raise BackendError(f"{kind} {namespace}/{name} was deleted while waiting")
-            current = {**obj, "kind": kind}
-            on_update(job_status.row(current))
-            if job_status.status_of(current) in job_status.FINISHED:
-                break
-    return current
+        job.follow(stop=lambda: job_status.status_of(shown[-1]) in job_status.FINISHED)
+    return shown[-1]
 
 
 def logs(

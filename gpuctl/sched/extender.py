@@ -2,9 +2,12 @@
 gpuctl/sched/core/extender.py over a view of the cluster kept by two watches (nodes, pods),
 never listed per request.
 
-Each watch round starts with a full list (a resync that also drops what was deleted while
-no watch ran), then follows the changes until the server ends the watch. /healthz answers
-200 once the first resync is done (the readiness probe), 503 before. Known limit: a pod
+The view is kept as client-go's informers keep theirs (gpuctl.k8s.informer): one list of
+nodes and one of pods, then watches from the lists' resourceVersion with bookmarks, each
+resuming from the newest resourceVersion seen when the server ends it; only a 410 Gone
+(the server no longer keeps events that old) lists that kind again, which also drops what
+was deleted meanwhile. /healthz answers 200 once the first lists are in (the readiness
+probe), 503 before. Known limit: a pod
 bound by kube-scheduler is in the view only when its watch event arrives (milliseconds), so
 a pod scored in between does not see it.
 
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.text import printable
@@ -37,6 +40,9 @@ from gpuctl.sched.core.extender import ClusterView, pod_of
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
+    from gpuctl.k8s.informer import Informer
+
+T = TypeVar("T")
 
 VERBS = {"/filter": "filter", "/prioritize": "prioritize"}
 HEALTHZ = "/healthz"
@@ -256,56 +262,82 @@ def _listen_error(host: str, port: int, e: OSError) -> GpuctlError:
 def keep_in_sync(
     extender: Extender, connect: Callable[[], Kube], stop: threading.Event, quiet_s: int = 60
 ) -> None:
-    """Resync, then follow nodes and pods, round after round, until `stop` is set; a
-    failure is logged once (until another one, or the next resync) and retried."""
-    said = ""
-    while not stop.is_set():
-        try:
-            _round(extender, connect, stop, quiet_s)
-            said = ""
-        except GpuctlError as e:
-            if str(e) != said:  # the API server is away: serve the last view, try again
-                said = str(e)
-                extender.log.info(f"cannot read the cluster (retrying every {RETRY_S:g} s): {e}")
-            stop.wait(RETRY_S)
+    """List nodes and pods once, then follow both until `stop` is set, as client-go's
+    informers do (gpuctl.k8s.informer): each watch resumes from the newest resourceVersion
+    seen; only a 410 Gone lists again. The typical shapes are made again from the pods
+    kept each time a pod watch ends. A failure is logged once (until another one) and
+    retried every RETRY_S; the last view is served meanwhile."""
+    retry = _Retry(extender.log, stop)
+    kube = retry.until_done(connect)
+    if kube is None:
+        return
+    with kube:
+        view = extender.view
 
+        def replace(_: object) -> None:  # under extender.lock, by either informer
+            view.replace(nodes.objects(), pods.objects())
+            _ = view.placement  # built now, not in the next request
+            extender.log.debug(
+                f"cluster view synced: {len(view.nodes)} nodes, {len(view.pods)} bound pods"
+            )
 
-def _round(
-    extender: Extender, connect: Callable[[], Kube], stop: threading.Event, quiet_s: int
-) -> None:
-    view = extender.view
-    with connect() as kube:
-        nodes, pods = kube.list_objects("Node"), kube.list_objects("Pod")
-        with extender.lock:
-            view.replace(nodes, pods)
-            _ = view.placement  # built now, not in the first request
-        synced = f"cluster view synced: {len(view.nodes)} nodes, {len(view.pods)} bound pods"
-        (extender.log.debug if extender.ready.is_set() else extender.log.info)(synced)
-        extender.ready.set()
-        pod_watch = threading.Thread(
-            target=_follow,
-            args=(extender, kube, "Pod", view.pod_event, stop, quiet_s),
-            daemon=True,
-        )
+        nodes, pods = (
+            kube.informer(
+                kind, timeout_seconds=quiet_s, on_change=apply, on_replace=replace,
+                guard=extender.lock,
+            )
+            for kind, apply in (("Node", view.node_event), ("Pod", view.pod_event))
+        )  # fmt: skip
+        if retry.until_done(lambda: _sync(extender, nodes, pods)) is None:
+            return
+
+        def refresh() -> None:  # the typical shapes again, from the pods kept: no list
+            with extender.lock:
+                replace(None)
+
+        pod_watch = threading.Thread(target=_follow, args=(pods, retry, stop, refresh), daemon=True)
         pod_watch.start()
-        _follow(extender, kube, "Node", view.node_event, stop, quiet_s)
+        _follow(nodes, retry, stop)
         pod_watch.join()
 
 
+def _sync(extender: Extender, nodes: Informer, pods: Informer) -> bool:
+    nodes.relist()
+    pods.relist()
+    view = extender.view
+    extender.log.info(f"cluster view synced: {len(view.nodes)} nodes, {len(view.pods)} bound pods")
+    extender.ready.set()
+    return True
+
+
 def _follow(
-    extender: Extender,
-    kube: Kube,
-    kind: str,
-    apply: Callable[[str, dict[str, Any]], None],
+    informer: Informer,
+    retry: _Retry,
     stop: threading.Event,
-    quiet_s: int,
+    after: Callable[[], None] = lambda: None,
 ) -> None:
-    try:
-        for event in kube.watch(kind, timeout_seconds=quiet_s):
-            if stop.is_set():
-                return
-            if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                with extender.lock:
-                    apply(event["type"], event["object"])
-    except GpuctlError:
-        return  # the round ends; the next one resyncs
+    """One watch after another, each from where the last one ended; AFTER each."""
+    while not stop.is_set():
+        if retry.until_done(lambda: informer.follow(stop.is_set)) is not None:
+            after()
+
+
+class _Retry:
+    """Runs a step until it succeeds or `stop` is set: a failure is logged once (until
+    another one) and the step retried every RETRY_S."""
+
+    def __init__(self, log: Log, stop: threading.Event):
+        self.log, self.stop, self.said = log, stop, ""
+
+    def until_done(self, step: Callable[[], T]) -> T | None:
+        while not self.stop.is_set():
+            try:
+                done = step()
+                self.said = ""
+                return done
+            except GpuctlError as e:
+                if str(e) != self.said:  # the API server is away: serve the last view
+                    self.said = str(e)
+                    self.log.info(f"cannot read the cluster (retrying every {RETRY_S:g} s): {e}")
+                self.stop.wait(RETRY_S)
+        return None

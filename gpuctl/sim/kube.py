@@ -75,8 +75,15 @@ def api_server_class():
     - lists are `<Kind>List`s with the list's `resourceVersion`; their items, as a real
       server sends them, have no `kind`/`apiVersion` of their own (custom resources'
       items keep theirs, as a real server's do);
-    - a watch from a `resourceVersion` sends only what is newer than it (no replay of what
-      the list already gave), and ends after `timeoutSeconds`;
+    - a watch as kube-apiserver's watch cache serves it (staging/src/k8s.io/apiserver/pkg/
+      storage/cacher): without a `resourceVersion` (or "0") the objects as ADDED, then what
+      changes; from a `resourceVersion`, every event newer than it, kept in a bounded
+      history per resource (`history` events, the cache's capacity), and an ERROR event
+      with a 410 Status (reason Expired, "too old resource version") when events newer
+      than it are no longer kept; with `allowWatchBookmarks=true`, a BOOKMARK (an object
+      with only its kind and resourceVersion) every `bookmark_s` seconds and just before
+      `timeoutSeconds` ends the watch; `watch_s` ends every watch sooner (as a restart or a
+      load balancer would);
     - errors are `Status` bodies with the reasons and messages a real server uses
       (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, …) and `details` naming the
       object;
@@ -93,7 +100,8 @@ def api_server_class():
       limitBytes) from the lines the simulated containers wrote (gpuctl/sim/pod_logs.py),
       gone with the pod; the Eviction API (`pods/NAME/eviction`), budgets held.
 
-    Not done (a real server does): label and field selectors (ignored), PUT, dryRun
+    Not done (a real server does): label and field selectors (ignored, but
+    `metadata.name=NAME`), PUT, dryRun
     (ignored), server-side apply, strategic-merge list semantics (lists are replaced),
     Table answers for kubectl (kubectl prints the plain lists itself), protobuf
     bodies (415: kubectl's typed generators such as `kubectl create namespace` send them;
@@ -104,6 +112,7 @@ def api_server_class():
     global _api_server
     if _api_server is not None:
         return _api_server
+    import collections
     import copy
     import datetime
     import re
@@ -111,7 +120,7 @@ def api_server_class():
 
     import attrs
     import kmock
-    from kmock._internal import dicts, k8s  # k8s: the conflict error kmock does not export
+    from kmock._internal import aiobus, dicts, k8s  # k8s: the conflict error kmock does not export
 
     from gpuctl.sim import crd_schema
 
@@ -129,10 +138,45 @@ def api_server_class():
         except (TypeError, ValueError):
             return 0
 
+    def named(params) -> str | None:
+        """The NAME of a `fieldSelector=metadata.name=NAME` (the one field selector served)."""
+        found = (params.get("fieldSelector") or "").partition("metadata.name=")[2]
+        return found.partition(",")[0] or None
+
+    class _RecordingBus(aiobus.Bus):
+        """kmock's event bus of one resource, which also tells RECORD each event put."""
+
+        record: Any = None
+
+        async def put(self, *items) -> None:
+            for item in items:
+                self.record(item)
+            await super().put(*items)
+
+    class _RecordingBuses(dict):
+        def __init__(self, record) -> None:
+            super().__init__()
+            self.record = record
+
+        def __missing__(self, resource):
+            bus = self[resource] = _RecordingBus()
+            bus.record = lambda event: self.record(resource, event)
+            return bus
+
     @attrs.define(kw_only=True)
     class ApiServerEmulator(kmock.KubernetesEmulator):
         _schemas: dict = attrs.field(factory=dict, init=False)  # resource -> (CRD, version)
         _revision: int = attrs.field(default=1, init=False)  # the last resourceVersion given
+        # the watch cache: events kept per resource, and the newest resourceVersion of an
+        # event it dropped (a watch from before it is answered 410); the newest sent at all
+        history: int = attrs.field(default=1000, init=False)
+        bookmark_s: float = attrs.field(default=60.0, init=False)
+        # the longest any watch lasts (None: its timeoutSeconds): watches also end early
+        # when an API server restarts or a load balancer drops idle connections
+        watch_s: float | None = attrs.field(default=None, init=False)
+        _kept: dict = attrs.field(factory=dict, init=False)
+        _dropped: dict = attrs.field(factory=dict, init=False)
+        _sent: int = attrs.field(default=1, init=False)
         # (namespace, pod, container) -> what the container wrote (pod_logs.ContainerLog)
         logs: dict = attrs.field(factory=dict, init=False)
 
@@ -271,6 +315,7 @@ def api_server_class():
 
         def __attrs_post_init__(self) -> None:
             super().__attrs_post_init__()
+            self._buses = _RecordingBuses(self._record)
             # above kmock's own fallback for watches, below any reaction a test adds
             json_stream: Any = kmock.headers({"Content-Type": "application/json"})
             (self.fallback**1)[kmock.action.WATCH] << json_stream << self._serve_watch
@@ -361,10 +406,14 @@ def api_server_class():
             if stored is None or request.name is None:
                 return  # kmock answers 404 itself
             if request.action == delete:
-                if not (stored.get("metadata") or {}).get("finalizers"):
-                    async with self._lock:  # the DELETED event carries the delete's version
-                        self._revision += 1
-                        stored.patch({"metadata": {"resourceVersion": str(self._revision)}})
+                # the DELETED event (or, with finalizers, the MODIFIED one that sets the
+                # deletionTimestamp) carries the delete's version
+                meta = stored.get("metadata") or {}
+                if meta.get("deletionTimestamp") and meta.get("finalizers"):
+                    return  # being deleted already: nothing changes
+                async with self._lock:
+                    self._revision += 1
+                    stored.patch({"metadata": {"resourceVersion": str(self._revision)}})
                 return
             current = stored.raw
             meta = current.get("metadata") or {}
@@ -425,41 +474,144 @@ def api_server_class():
             res = request.resource
             info = self._info(res)
             custom = res in self._schemas
+            name = named(request.params)
             return {
                 "kind": f"{info.kind if info is not None and info.kind else 'List'}List",
                 "apiVersion": group_version(res),
-                "metadata": {"resourceVersion": str(self._revision)},
+                # the newest event sent (read with the items: nothing ran in between), so
+                # that a watch from it sends whatever the list did not have
+                "metadata": {"resourceVersion": str(self._sent)},
                 "items": [
                     item
                     if custom
                     else {k: v for k, v in item.items() if k not in ("kind", "apiVersion")}
                     for item in answer["items"]
+                    if name in (None, (item.get("metadata") or {}).get("name"))
                 ],
             }
 
+        def _record(self, resource, event: dict) -> None:
+            """Keep EVENT in RESOURCE's history (every event goes through here, under
+            self._lock, in the order of their resourceVersions, each newer than the last,
+            as etcd's revisions are)."""
+            obj = event.get("object") or {}
+            version = revision(obj)
+            if version <= self._sent:  # kmock's own DELETED once the last finalizer goes
+                self._revision = version = self._revision + 1
+                meta = {**(obj.get("metadata") or {}), "resourceVersion": str(version)}
+                event["object"] = {**obj, "metadata": meta}
+            kept = self._kept.setdefault(resource, collections.deque())
+            kept.append((version, event))
+            while len(kept) > max(self.history, 0):
+                self._dropped[resource] = kept.popleft()[0]
+            self._sent = max(self._sent, version)
+
         async def _serve_watch(self, request):
-            since = request.params.get("resourceVersion") or "0"
-            timeout = request.params.get("timeoutSeconds")
+            params = request.params
+            since = params.get("resourceVersion") or "0"
+            if not since.isdigit():
+                raise kmock.KubernetesError(
+                    status=400, reason="BadRequest",
+                    message=f'resourceVersion: Invalid value: "{since}": '
+                    "strconv.ParseUint: parsing: invalid syntax",
+                )  # fmt: skip
             loop = asyncio.get_running_loop()
-            end = loop.time() + float(timeout) if timeout else None
-            stream = super()._serve_watch(request)
+            timeout = params.get("timeoutSeconds")
+            lasts = [float(t) for t in (timeout, self.watch_s) if t]
+            end = loop.time() + min(lasts) if lasts else None
+            bookmarks = params.get("allowWatchBookmarks") == "true"
+            name = named(params)
+            res = request.resource
+            bus = self._buses[res]
+
+            def wanted(event: dict) -> bool:
+                m = (event.get("object") or {}).get("metadata") or {}
+                return (request.namespace in (None, m.get("namespace"))) and (
+                    name in (None, m.get("name"))
+                )
+
+            yield b""  # the headers go now, as a server's do
+            async with self._lock:  # what came before the mark is in the history
+                mark = await bus.mark()
+                if since == "0":
+                    first = [
+                        {"type": "ADDED", "object": obj.raw}
+                        for (r, _, _), obj in self._objects.items()
+                        if r == res and not obj.deleted
+                    ]
+                elif int(since) < self._dropped.get(res, 0):
+                    first = [self._expired(int(since), self._dropped[res])]
+                else:
+                    first = [e for v, e in self._kept.get(res, ()) if v > int(since)]
+            stream, pending = mark.__aiter__(), None
+            beat = self._next_beat(loop.time(), end) if bookmarks else None
             try:
-                while True:
-                    try:
-                        async with asyncio.timeout_at(end):
-                            event = await anext(stream)
-                    except (StopAsyncIteration, TimeoutError):
+                for event in first:
+                    if event["type"] == "ERROR":
+                        yield event
                         return
-                    if (
-                        isinstance(event, dict)
-                        and event.get("type") == "ADDED"
-                        and since != "0"
-                        and revision(event.get("object") or {}) <= int(since)
-                    ):
-                        continue  # the list before the watch had it
-                    yield event
+                    if wanted(event):
+                        yield event
+                while True:
+                    # one read of the bus stays pending across bookmarks: cancelling it
+                    # would end kmock's stream
+                    if pending is None:
+                        pending = asyncio.ensure_future(stream.__anext__())
+                    stop = min((t for t in (end, beat) if t is not None), default=None)
+                    wait = None if stop is None else max(stop - loop.time(), 0)
+                    done, _ = await asyncio.wait({pending}, timeout=wait)
+                    if not done:
+                        if end is not None and loop.time() >= end:
+                            return
+                        yield self._bookmark(res)
+                        beat = self._next_beat(loop.time(), end)
+                        continue
+                    try:
+                        event = pending.result()
+                    except StopAsyncIteration:
+                        return
+                    pending = None
+                    if wanted(event):
+                        yield event
             finally:
-                await stream.aclose()
+                if pending is not None:
+                    pending.cancel()
+                await bus.unmark(mark)
+
+        def _next_beat(self, now: float, end: float | None) -> float | None:
+            """When the next BOOKMARK goes: BOOKMARK_S from now, and one a second before
+            the watch's end (then none: the watch ends)."""
+            beat = now + self.bookmark_s
+            if end is None:
+                return beat
+            return min(beat, end - 1.0) if now < end - 1.0 else None
+
+        def _bookmark(self, res) -> dict:
+            info = self._info(res)
+            return {
+                "type": "BOOKMARK",
+                "object": {
+                    "kind": info.kind if info is not None else "",
+                    "apiVersion": group_version(res),
+                    "metadata": {"resourceVersion": str(self._sent)},
+                },
+            }
+
+        @staticmethod
+        def _expired(since: int, oldest: int) -> dict:
+            """The watch cache's answer to a resourceVersion older than what it keeps."""
+            return {
+                "type": "ERROR",
+                "object": {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": f"too old resource version: {since} ({oldest})",
+                    "reason": "Expired",
+                    "code": 410,
+                },
+            }
 
         async def _render_error(self, exc):
             import aiohttp.web

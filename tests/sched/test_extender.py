@@ -166,6 +166,60 @@ def test_watches_keep_the_view_in_sync(kube, kube_api):
     stop.set()
 
 
+@pytest.mark.integration
+def test_the_view_resumes_its_watches_and_lists_again_only_on_410(kube, kube_api):
+    import time
+
+    from kubernetes import client
+
+    from gpuctl.adapters.kube import Kube
+    from tests.gpu_cluster import seed
+
+    core = client.CoreV1Api(kube_api)
+    seed(kube_api, {"apiVersion": "v1", "kind": "Node", **node("a", 8)})
+    for name in ("x", "y"):
+        seed(kube_api, {"apiVersion": "v1", "kind": "Pod", **pod(name, 2, node_name="a")})
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(lambda line: None))
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=server_module.keep_in_sync, args=(ext, Kube, stop, 2), daemon=True
+    )
+    thread.start()
+    assert ext.ready.wait(10)
+    args = request(pod("new", 6), ["a"])
+
+    def fits():
+        with ext.lock:
+            return ext.view.filter(args)["NodeNames"] == ["a"]
+
+    def pod_lists():
+        return [q for _, p, q in kube.requests() if p == "/api/v1/pods" and "watch" not in q]
+
+    assert not fits()
+    time.sleep(3)  # watches of 2 s end and resume: no list
+    assert len(pod_lists()) == 1
+    core.delete_namespaced_pod("x", "ml")
+    assert _eventually(fits)
+    # Held, the view takes no event: the pod watch stops at its bookmark (1 s before its
+    # end) and the server ends it; what changes then is not kept (history 0), so its
+    # next watch, from the bookmark's version, is answered 410: the pods are listed again.
+    with ext.lock:
+        time.sleep(5)  # past the end of a watch that was starting when the lock was taken
+        kube.call(setattr, kube.emulator, "history", 0)
+        seed(kube_api, {"apiVersion": "v1", "kind": "Pod", **pod("w", 6, node_name="a")})
+        core.delete_namespaced_pod("y", "ml")
+
+    def bound():
+        with ext.lock:
+            return sorted(ext.view.pods)
+
+    assert _eventually(lambda: bound() == ["ml/w"])
+    assert len(pod_lists()) == 2
+    assert not fits()
+    stop.set()
+    thread.join(10)
+
+
 def _eventually(check, seconds=10.0):
     import time
 
