@@ -282,8 +282,17 @@ def operator_objects(values, namespace="gpu-operator"):
 
 
 def gfd_labels(strategy):
-    """Labels GPU Feature Discovery sets (the strategy the plugin runs with)."""
-    return {MIG_STRATEGY: strategy}
+    """Labels GPU Feature Discovery sets (the strategy the plugin runs with), beside those
+    EKS sets on a p5 node of the spec's EFA group: its instance type and the network nodes
+    above it (docs/topology.md cites the sources; the values
+    are made up in EC2's form)."""
+    return {
+        MIG_STRATEGY: strategy,
+        "node.kubernetes.io/instance-type": "p5.48xlarge",
+        "topology.k8s.aws/network-node-layer-1": "nn-0a1b2c3d4e5f60718",
+        "topology.k8s.aws/network-node-layer-2": "nn-1a1b2c3d4e5f60718",
+        "topology.k8s.aws/network-node-layer-3": "nn-2a1b2c3d4e5f60718",
+    }
 
 
 @pytest.mark.integration

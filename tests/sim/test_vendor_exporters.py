@@ -91,7 +91,7 @@ def test_promtool_parses_the_exporters_texts(which):
         else accelerators.tpu_metrics_text("n", "tpu-v5-lite-podslice", "2x4", held)
     )
     done = subprocess.run(
-        [promtool, "check", "metrics"], input=text, capture_output=True, text=True
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     lints = done.stderr.splitlines()
     assert done.returncode in (0, 3), done.stderr  # 3: lint findings, parsed
