@@ -192,6 +192,8 @@ def _environment_proxy(server: str) -> str | None:
     from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]
 
     host = urlsplit(server).hostname or ""
+    if host == "localhost" or host.startswith("127.") or host == "::1":
+        return None  # Go never proxies a loopback address
     return None if proxy_bypass_environment(host) else proxy
 
 

@@ -206,6 +206,22 @@ def test_proxy_url_carries_the_requests(tmp_path, kube, fault_proxy, monkeypatch
     assert set(who(forward)) == {("Bearer abc", None)}
 
 
+def test_without_proxy_url_the_environments_proxy_as_go_reads_it(
+    tmp_path, kube, fault_proxy, monkeypatch
+):
+    """HTTP_PROXY/HTTPS_PROXY, less NO_PROXY (Go's ProxyFromEnvironment; the official
+    Python client reads them too)."""
+    forward = fault_proxy(kube.url)
+    monkeypatch.setenv("HTTP_PROXY", forward.url)
+    cluster = {"server": "http://kube.invalid:6443"}
+    path = kubeconfig(tmp_path / "kc", cluster, {"token": "abc"})
+    assert same_on_both(monkeypatch, path) == ("default", [])
+    assert len(forward.requests) == 2
+    monkeypatch.setenv("NO_PROXY", "kube.invalid")
+    assert same_on_both(monkeypatch, path)[0] == "Unreachable"
+    assert len(forward.requests) == 2
+
+
 def test_username_and_password_are_basic_auth(tmp_path, kube, fault_proxy, monkeypatch):
     proxy = fault_proxy(kube.url)
     user = {"username": "admin", "password": "s3cret"}
