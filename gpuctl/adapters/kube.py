@@ -1,5 +1,7 @@
-"""The Kubernetes adapter: one place that loads kubeconfig, calls the official client and
-turns its failures into gpuctl errors a person can act on.
+"""The Kubernetes adapter: one place that loads kubeconfig, sends requests through a
+transport (gpuctl's lean one, gpuctl.adapters.kube_http; the official client's for what it
+does not serve, gpuctl.adapters.kube_client) and turns their failures into gpuctl errors a
+person can act on.
 
 Objects cross this boundary as plain dicts (the API's JSON shape), never client models.
 """
