@@ -51,7 +51,9 @@ class Transport:
             self.headers["Authorization"] = f"Bearer {target.token}"
         elif target.basic:
             self.headers.update(urllib3.make_headers(basic_auth=":".join(target.basic)))
-        pool: dict[str, Any] = {"retries": retries, "maxsize": 4}
+        # kept connections: the official client keeps 5 a core; a command's parallel lists,
+        # watches and abandoned (timed-out) requests stay well under 10
+        pool: dict[str, Any] = {"retries": retries, "maxsize": 10}
         if target.server.startswith("https:"):
             pool["ssl_context"] = _tls(target)
             if target.tls_server_name:
