@@ -266,12 +266,9 @@ def test_impersonation_headers(tmp_path, kube, fault_proxy, monkeypatch):
     assert (seen["Impersonate-User"], seen["Impersonate-Group"]) == ("bob", "ml-admins")
 
 
-def test_an_auth_provider_user_is_served_by_the_official_client(
-    tmp_path, kube, fault_proxy, monkeypatch
-):
-    """The legacy oidc auth-provider: its id-token is the bearer token (here unexpired, so
-    no refresh); the lean transport hands such a user to the official client, and says so."""
-    proxy = fault_proxy(kube.url)
+def oidc_kubeconfig(path, server: str) -> tuple[str, str]:
+    """A kubeconfig whose user logs in through the legacy oidc auth-provider, and its
+    id-token (unexpired, so the client sends it as it is, with no refresh)."""
 
     def part(doc: dict) -> str:
         return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
@@ -281,13 +278,28 @@ def test_an_auth_provider_user_is_served_by_the_official_client(
         "name": "oidc",
         "config": {"client-id": "k", "id-token": id_token, "idp-issuer-url": "https://i"},
     }
-    path = kubeconfig(tmp_path / "kc", {"server": proxy.url}, {"auth-provider": provider})
+    return kubeconfig(path, {"server": server}, {"auth-provider": provider}), id_token
+
+
+def test_an_auth_provider_user_is_served_by_the_official_client(
+    tmp_path, kube, fault_proxy, monkeypatch, capsys
+):
+    """The lean transport hands such a user to the official client, and --debug says so
+    once (not without --debug)."""
+    from tests.clirun import run_gpuctl
+
+    proxy = fault_proxy(kube.url)
+    path, id_token = oidc_kubeconfig(tmp_path / "kc", proxy.url)
     monkeypatch.setenv("KUBECONFIG", path)
     monkeypatch.setenv("GPUCTL_KUBE_CLIENT", "lean")
     with Kube() as k:
         k.list_objects("Namespace")
         assert "auth-provider 'oidc'" in (k.note or "")
     assert set(who(proxy)) == {(f"Bearer {id_token}", None)}
+    code, _, err = run_gpuctl(capsys, "--debug", "jobs", "list", "-A")
+    assert code == 0 and err.count("the official kubernetes client serves it") == 1
+    code, _, err = run_gpuctl(capsys, "jobs", "list", "-A")
+    assert code == 0 and "official kubernetes client" not in err
 
 
 # One broken field at a time: each transport refuses the kubeconfig; the lean one names
