@@ -171,6 +171,26 @@ def test_a_client_certificate_over_tls_to_a_cluster_of_its_own_ca(
     assert set(who(proxy)) == {(None, "alice")}
 
 
+def test_an_exec_plugins_client_certificate(tmp_path, kube, pki, fault_proxy, monkeypatch):
+    """A credential plugin may answer with a client certificate and key (PEM in its
+    ExecCredential's status) instead of a token."""
+    proxy = tls_proxy(fault_proxy, kube, pki)
+    status = {
+        "clientCertificateData": (pki / "alice.crt").read_text(),
+        "clientKeyData": (pki / "alice.key").read_text(),
+    }
+    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"}
+    (tmp_path / "credential.json").write_text(json.dumps({**credential, "status": status}))
+    plugin = tmp_path / "get-cert"
+    plugin.write_text(f"#!/bin/sh\ncat {tmp_path / 'credential.json'}\n")
+    plugin.chmod(0o755)
+    cluster = {"server": proxy.url, "certificate-authority-data": b64(pki / "ca")}
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}}
+    path = kubeconfig(tmp_path / "kc", cluster, user)
+    assert same_on_both(monkeypatch, path) == ("default", [])
+    assert set(who(proxy)) == {(None, "alice")}
+
+
 def test_a_server_certificate_not_trusted_is_the_same_error(
     tmp_path, kube, pki, fault_proxy, monkeypatch
 ):
