@@ -10,6 +10,7 @@ import dataclasses
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.gpus import topology as domains
+from gpuctl.gpus.dra import DraView
 from gpuctl.jobs.core import autoscale, quota_check, serving
 from gpuctl.jobs.core import topology as together
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
@@ -137,6 +138,36 @@ def topology(kube: Kube | None, spec: JobSpec, nodes: list[dict] | None, namespa
     )
     resolved = dataclasses.replace(c, key=key, engine=engine, assumed=assumed)
     return dataclasses.replace(spec, topology=resolved)
+
+
+def nvlink_domain(
+    kube: Kube, spec: JobSpec, nodes: list[dict] | None, dra: DraView | None
+) -> JobSpec:
+    """The spec with a ComputeDomain where its required topology is one NVLink clique
+    (`within: nvlink`) of whole NVIDIA GPUs across workers, on a cluster that serves
+    ComputeDomains and whose clique nodes are DRA-managed trays (the driver's compute-domain
+    kubelet plugin publishes their channels): there the workers share NVLink only through
+    an IMEX channel of one ComputeDomain."""
+    c = spec.topology
+    if (
+        spec.compute_domain
+        or c is None
+        or not c.required
+        or c.key != compute_domain.CLIQUE_LABEL
+        or spec.nodes < 2
+        or spec.serving is not None
+        or not spec.gpus
+        or spec.mig
+        or spec.accelerator is not None
+        or nodes is None
+        or dra is None
+    ):
+        return spec
+    trays = [name_of(n) for n in nodes if compute_domain.CLIQUE_LABEL in labels_of(n)]
+    managed = any(d.driver == compute_domain.DRIVER for t in trays for d in dra.on(t))
+    if not managed or not kube.serves(compute_domain.API_VERSION):
+        return spec
+    return dataclasses.replace(spec, compute_domain=True)
 
 
 def _queued_on_tas(kube: Kube | None, spec: JobSpec, namespace: str) -> bool:
