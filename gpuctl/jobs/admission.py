@@ -131,9 +131,12 @@ def topology(kube: Kube | None, spec: JobSpec, nodes: list[dict] | None, namespa
         )
     except domains.TopologyError as e:
         raise SpecError(e.message, file=spec.source, field="topology.within") from None
+    tas = _tas_topologies(kube, spec, namespace)
+    if tas:
+        _listed(spec, key, tas)
     engine = together.engine_for(
         c.required,
-        _queued_on_tas(kube, spec, namespace),
+        tas is not None,
         spec.multinode == JOBSET and spec.nodes > 1 and spec.serving is None,
     )
     resolved = dataclasses.replace(c, key=key, engine=engine, assumed=assumed)
@@ -170,14 +173,18 @@ def nvlink_domain(
     return dataclasses.replace(spec, compute_domain=True)
 
 
-def _queued_on_tas(kube: Kube | None, spec: JobSpec, namespace: str) -> bool:
-    """Whether Kueue will place SPEC by topology: it is queued, and a flavor of its
-    ClusterQueue names a Topology (ResourceFlavor spec.topologyName)."""
+def _tas_topologies(
+    kube: Kube | None, spec: JobSpec, namespace: str
+) -> dict[str, list[str] | None] | None:
+    """Where Kueue will place SPEC by topology (it is queued, and a flavor of its
+    ClusterQueue names a Topology: ResourceFlavor spec.topologyName), each Topology its
+    flavors name → its levels (None: it does not exist); {} where RBAC hides the Topologies;
+    None where Kueue does not place it by topology."""
     if kube is None or spec.queue is None:
-        return False
+        return None
     version = kube.kueue_version()
     if version is None:
-        return False
+        return None
     api = apis.kueue_api_version(version)
     try:
         local = kube.read("LocalQueue", spec.queue, namespace, api_version=api)
@@ -186,12 +193,46 @@ def _queued_on_tas(kube: Kube | None, spec: JobSpec, namespace: str) -> bool:
             "resourceGroups"
         ) or []
         flavors = sorted({f["name"] for g in groups for f in g.get("flavors") or []})
-        return any(
+        named = [
             (kube.read("ResourceFlavor", f, api_version=api).get("spec") or {}).get("topologyName")
             for f in flavors
-        )
+        ]
     except (NotFound, Forbidden):
-        return False
+        return None
+    names = sorted({str(n) for n in named if n})
+    if not names:
+        return None
+    topology_api = apis.kueue_topology_api_version(kube.api_versions(apis.KUEUE_GROUP), version)
+    out: dict[str, list[str] | None] = {}
+    for name in names:
+        try:
+            out[name] = domains.kueue_levels(kube.read("Topology", name, api_version=topology_api))
+        except NotFound:
+            out[name] = None
+        except Forbidden:  # the Topologies are the admin's to read: Kueue will say
+            return {}
+    return out
+
+
+def _listed(spec: JobSpec, key: str, topologies: dict[str, list[str] | None]) -> None:
+    """Refuse a topology KEY that no Topology of the queue's flavors lists: Kueue admits
+    a pod set that asks for a level its flavor's Topology lacks nowhere."""
+    if any(levels and key in levels for levels in topologies.values()):
+        return
+    each = "; ".join(
+        f"Topology {name} lists {', '.join(levels)}"
+        if levels
+        else f"Topology {name} does not exist"
+        for name, levels in topologies.items()
+    )
+    raise SpecError(
+        f"queue {spec.queue} places pods by Kueue's topology, and no Topology of its flavors "
+        f"lists {key}: {each}; Kueue would never admit the job",
+        file=spec.source,
+        field="topology.within",
+        hint="ask within one of those levels, or tie the flavors to a Topology of the nodes' "
+        "levels (gpuctl quota set does)",
+    )
 
 
 def within_quota(
