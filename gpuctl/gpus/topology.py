@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpuctl.common.errors import GpuctlError
 
@@ -120,6 +121,11 @@ def levels(nodes_labels: Iterable[Mapping[str, str]]) -> list[str]:
     """The topology keys these nodes carry, widest first, kubernetes.io/hostname last."""
     carried = {k for node in nodes_labels for k in node}
     return [key for key in LEVELS if key in carried]
+
+
+def kueue_levels(obj: Mapping[str, Any]) -> list[str]:
+    """The levels (node label keys) of a Kueue Topology as the API returns it."""
+    return [str(lv.get("nodeLabel")) for lv in (obj.get("spec") or {}).get("levels") or []]
 
 
 def placed(labels: Mapping[str, str]) -> dict[str, str]:

@@ -10,6 +10,7 @@ import dataclasses
 from gpuctl.adapters.kube import Forbidden, Kube, NotFound
 from gpuctl.common.errors import GpuctlError, SpecError
 from gpuctl.gpus import topology as domains
+from gpuctl.gpus.dra import DraView
 from gpuctl.jobs.core import autoscale, quota_check, serving
 from gpuctl.jobs.core import topology as together
 from gpuctl.jobs.core.spec import INDEXED_JOB, JOBSET, JobSpec, jobset_name_problem
@@ -130,23 +131,60 @@ def topology(kube: Kube | None, spec: JobSpec, nodes: list[dict] | None, namespa
         )
     except domains.TopologyError as e:
         raise SpecError(e.message, file=spec.source, field="topology.within") from None
+    tas = _tas_topologies(kube, spec, namespace)
+    if tas:
+        _listed(spec, key, tas)
     engine = together.engine_for(
         c.required,
-        _queued_on_tas(kube, spec, namespace),
+        tas is not None,
         spec.multinode == JOBSET and spec.nodes > 1 and spec.serving is None,
     )
     resolved = dataclasses.replace(c, key=key, engine=engine, assumed=assumed)
     return dataclasses.replace(spec, topology=resolved)
 
 
-def _queued_on_tas(kube: Kube | None, spec: JobSpec, namespace: str) -> bool:
-    """Whether Kueue will place SPEC by topology: it is queued, and a flavor of its
-    ClusterQueue names a Topology (ResourceFlavor spec.topologyName)."""
+def nvlink_domain(
+    kube: Kube, spec: JobSpec, nodes: list[dict] | None, dra: DraView | None
+) -> JobSpec:
+    """The spec with a ComputeDomain where its required topology is one NVLink clique
+    (`within: nvlink`) of whole NVIDIA GPUs across workers, on a cluster that serves
+    ComputeDomains and whose clique nodes are DRA-managed trays (the driver's compute-domain
+    kubelet plugin publishes their channels): there the workers share NVLink only through
+    an IMEX channel of one ComputeDomain."""
+    c = spec.topology
+    if (
+        spec.compute_domain
+        or c is None
+        or not c.required
+        or c.key != compute_domain.CLIQUE_LABEL
+        or spec.nodes < 2
+        or spec.serving is not None
+        or not spec.gpus
+        or spec.mig
+        or spec.accelerator is not None
+        or nodes is None
+        or dra is None
+    ):
+        return spec
+    trays = [name_of(n) for n in nodes if compute_domain.CLIQUE_LABEL in labels_of(n)]
+    managed = any(d.driver == compute_domain.DRIVER for t in trays for d in dra.on(t))
+    if not managed or not kube.serves(compute_domain.API_VERSION):
+        return spec
+    return dataclasses.replace(spec, compute_domain=True)
+
+
+def _tas_topologies(
+    kube: Kube | None, spec: JobSpec, namespace: str
+) -> dict[str, list[str] | None] | None:
+    """Where Kueue will place SPEC by topology (it is queued, and a flavor of its
+    ClusterQueue names a Topology: ResourceFlavor spec.topologyName), each Topology its
+    flavors name → its levels (None: it does not exist); {} where RBAC hides the Topologies;
+    None where Kueue does not place it by topology."""
     if kube is None or spec.queue is None:
-        return False
+        return None
     version = kube.kueue_version()
     if version is None:
-        return False
+        return None
     api = apis.kueue_api_version(version)
     try:
         local = kube.read("LocalQueue", spec.queue, namespace, api_version=api)
@@ -155,12 +193,46 @@ def _queued_on_tas(kube: Kube | None, spec: JobSpec, namespace: str) -> bool:
             "resourceGroups"
         ) or []
         flavors = sorted({f["name"] for g in groups for f in g.get("flavors") or []})
-        return any(
+        named = [
             (kube.read("ResourceFlavor", f, api_version=api).get("spec") or {}).get("topologyName")
             for f in flavors
-        )
+        ]
     except (NotFound, Forbidden):
-        return False
+        return None
+    names = sorted({str(n) for n in named if n})
+    if not names:
+        return None
+    topology_api = apis.kueue_topology_api_version(kube.api_versions(apis.KUEUE_GROUP), version)
+    out: dict[str, list[str] | None] = {}
+    for name in names:
+        try:
+            out[name] = domains.kueue_levels(kube.read("Topology", name, api_version=topology_api))
+        except NotFound:
+            out[name] = None
+        except Forbidden:  # the Topologies are the admin's to read: Kueue will say
+            return {}
+    return out
+
+
+def _listed(spec: JobSpec, key: str, topologies: dict[str, list[str] | None]) -> None:
+    """Refuse a topology KEY that no Topology of the queue's flavors lists: Kueue admits
+    a pod set that asks for a level its flavor's Topology lacks nowhere."""
+    if any(levels and key in levels for levels in topologies.values()):
+        return
+    each = "; ".join(
+        f"Topology {name} lists {', '.join(levels)}"
+        if levels
+        else f"Topology {name} does not exist"
+        for name, levels in topologies.items()
+    )
+    raise SpecError(
+        f"queue {spec.queue} places pods by Kueue's topology, and no Topology of its flavors "
+        f"lists {key}: {each}; Kueue would never admit the job",
+        file=spec.source,
+        field="topology.within",
+        hint="ask within one of those levels, or tie the flavors to a Topology of the nodes' "
+        "levels (gpuctl quota set does)",
+    )
 
 
 def within_quota(

@@ -188,7 +188,7 @@ def render(
     for spec, _ in loaded:
         where = placement(spec, key, allocation=how)
         spec = decide_topology(None, decide_multinode(None, spec, form), None, "")
-        views.placement_notes(spec.name, where, spec.topology)
+        views.placement_notes(spec.name, where, spec.topology, spec.compute_domain)
         objs, rule = render_offline(spec, where, scaler, namespace)
         docs += objs
         rules += [rule] if rule else []

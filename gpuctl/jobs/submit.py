@@ -47,6 +47,7 @@ def plan(
     nodes, skipped = _nodes(kube, spec)
     spec = admission.topology(kube, spec, nodes, ns)
     dra = kube.dra() if nodes is not None else None
+    spec = admission.nvlink_domain(kube, spec, nodes, dra)
     where = placement(spec, label_key, nodes, dra, allocation)
     target = admission.serving_target(kube, spec, where, ns, autoscaler) if spec.serving else None
     objects = core.place(render_placed(spec, where, target), ns)

@@ -78,7 +78,8 @@ def submit_findings(plan: SubmitPlan) -> None:
         from gpuctl.jobs.core.topology import how
 
         note = f"{c.assumed}; " if c.assumed else ""
-        err_console().print(f"{note}pods kept {c.words()} by {how(c)}", markup=False)
+        domain = f", sharing NVLink through ComputeDomain {plan.spec.name}" if plan.spec.compute_domain else ""  # fmt: skip
+        err_console().print(f"{note}pods kept {c.words()} by {how(c)}{domain}", markup=False)
     if plan.queue_note:
         err_console().print(f"[yellow]{plan.queue_note}[/]", highlight=False)
     if plan.fit_skipped:
@@ -101,17 +102,26 @@ def submit_findings(plan: SubmitPlan) -> None:
         adapter_rule(plan.adapter_rule)
 
 
-def placement_notes(name: str, where: Placement, topology: Constraint | None = None) -> None:
-    """What render assumed of the cluster's labels for job NAME (stderr)."""
+def placement_notes(
+    name: str, where: Placement, topology: Constraint | None = None, domain: bool = False
+) -> None:
+    """What render assumed of the cluster's labels for job NAME (stderr); DOMAIN: whether
+    it renders a ComputeDomain."""
     if where.scheme:
         inform(f"{name}: its accelerator type selects nodes under {where.scheme}")
     for note in where.notes:
         inform(f"{name}: {note}")
     if topology is not None:
+        from gpuctl.gpus.topology import CLIQUE
         from gpuctl.jobs.core.topology import how
 
         note = f"{topology.assumed}; " if topology.assumed else ""
         inform(f"{name}: {note}pods kept {topology.words()} by {how(topology)}")
+        if topology.key == CLIQUE and topology.required and not domain:
+            inform(
+                f"{name}: submit adds a ComputeDomain where the cluster serves them on "
+                "DRA-managed trays (compute_domain: true renders one here)"
+            )
 
 
 def adapter_rule(rule: dict) -> None:

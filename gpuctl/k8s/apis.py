@@ -30,6 +30,15 @@ def kueue_api_version(version: str | None) -> str:
     return f"{KUEUE_GROUP}/{version or KUEUE_VERSIONS[0]}"
 
 
+def kueue_topology_api_version(served: Iterable[str], kueue_version: str) -> str:
+    """The apiVersion of Kueue's Topology on a cluster serving these versions of
+    kueue.x-k8s.io, where gpuctl speaks KUEUE_VERSION for the other kinds: Kueue 0.9 to 0.13
+    serve Topology as v1alpha1 (the same levels), 0.14 as v1beta1; before 0.9 there is none."""
+    if kueue_version == "v1beta1" and "v1alpha1" in set(served):
+        return f"{KUEUE_GROUP}/v1alpha1"
+    return f"{KUEUE_GROUP}/{kueue_version}"
+
+
 def kueue_version(served: Iterable[str]) -> str | None:
     """The Kueue API version gpuctl speaks with a cluster serving these versions of
     kueue.x-k8s.io; None without Kueue (or with none gpuctl speaks)."""

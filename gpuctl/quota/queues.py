@@ -12,7 +12,7 @@ from gpuctl.adapters.kube import Kube, NotFound
 from gpuctl.common.errors import GpuctlError
 from gpuctl.k8s import apis
 from gpuctl.k8s.objects import name_of, namespace_of
-from gpuctl.quota.core import kueue, kueue_topology
+from gpuctl.quota.core import kueue
 from gpuctl.quota.core.plans import KueuePlan, KueueWorld, ObjectStep, object_changes, plan_kueue
 from gpuctl.quota.core.plans import change_text as describe
 from gpuctl.quota.core.queue_usage import CapacityRow, Finding, QueueRow, lint, queue_rows
@@ -54,7 +54,7 @@ def _topologies(kube: Kube, version: str | None) -> tuple[list[dict] | None, str
     without Kueue (a dry run), none yet at gpuctl's preferred version."""
     if version is None:
         return [], None
-    av = kueue_topology.api_version(kube.api_versions(apis.KUEUE_GROUP), version)
+    av = apis.kueue_topology_api_version(kube.api_versions(apis.KUEUE_GROUP), version)
     try:
         return kube.list_objects("Topology", api_version=av), av
     except NotFound:

@@ -87,6 +87,21 @@ SEEDS = options.listed(
     check=_seed,
     help="Random seeds, comma-separated: each one a pod order; figures are medians.",
 )
+GANG_CSV = typer.Option(
+    None,
+    "--gang-csv",
+    metavar="GANGS.csv",
+    help="Replay gangs instead of pods, with --node-csv: name, workers, num_gpu (whole GPUs "
+    "per worker), within (block, spine, or empty): each gang all at once within one domain "
+    "of the --layout, or refused; reports the free GPUs per block and spine.",
+)
+LAYOUT = typer.Option(
+    "2,2",
+    "--layout",
+    metavar="NODES,BLOCKS",
+    help="With --gang-csv: the synthetic network layout (traces carry none): GPU nodes per "
+    "block, in the file's order, and blocks per spine (default: the sandbox's).",
+)
 OLD_NODES = typer.Option(None, "--nodes", hidden=True, help="Old spelling of --node-csv.")
 OLD_PODS = typer.Option(None, "--pods", hidden=True, help="Old spelling of --pod-csv.")
 
@@ -105,6 +120,8 @@ def whatif(
     demand: float = DEMAND,
     seeds: str = SEEDS,
     gpu_taint: str = GPU_TAINT,
+    gangs: str | None = GANG_CSV,
+    layout: str = LAYOUT,
     old_nodes: str | None = OLD_NODES,
     old_pods: str | None = OLD_PODS,
     output: Format = options.output(),
@@ -120,6 +137,11 @@ def whatif(
 
     nodes = _renamed(nodes, old_nodes, "--nodes", "--node-csv")
     pods = _renamed(pods, old_pods, "--pods", "--pod-csv")
+    if gangs is not None:
+        if not nodes or pods or from_cluster:
+            raise UsageError("--gang-csv replays onto --node-csv: give no --pod-csv or --from-cluster")  # fmt: skip
+        _replay_gangs(nodes, gangs, layout, _seeds(seeds), _demand_permille(demand), output)
+        return
     if from_cluster == bool(nodes or pods) or (not from_cluster and not (nodes and pods)):
         raise UsageError("give either --node-csv and --pod-csv, or --from-cluster")
     chosen = _policies(policy)
@@ -146,6 +168,40 @@ def whatif(
         _print_table(result)
     else:
         echo(dump(result, output.value))
+
+
+def _replay_gangs(
+    nodes: str, gangs: str, layout: str, seeds: list[int], permille: int, output: Format
+) -> None:
+    from gpuctl.cli.output import dump, echo, err_console
+    from gpuctl.whatif import service
+    from gpuctl.whatif.core import gangs as core
+
+    node_list, gang_list = service.read_gangs(nodes, gangs)
+    shape = core.Layout(*_layout(layout))
+    err_console().print(
+        f"{len(node_list):,} nodes, {sum(n.gpus for n in node_list):,} GPUs; synthetic "
+        f"layout: {shape.block_nodes} nodes a block, {shape.spine_blocks} blocks a spine; "
+        f"gang shapes: {len(gang_list):,}; replaying to {permille / 10:g} % demand",
+        soft_wrap=True,
+    )
+    runs = [core.replay_gangs(node_list, gang_list, shape, seed, permille) for seed in seeds]
+    result = core.summary(runs, shape)
+    if output == Format.table:
+        from gpuctl.whatif import views
+
+        views.gang_tables(result)
+    else:
+        echo(dump(result, output.value))
+
+
+def _layout(text: str) -> tuple[int, int]:
+    from gpuctl.common.errors import UsageError
+
+    parts = [whole_number(p.strip()) for p in text.split(",")]
+    if len(parts) != 2 or None in parts:
+        raise UsageError(f"--layout {text!r}: two whole numbers, NODES,BLOCKS (e.g. 2,2)")
+    return parts[0] or 0, parts[1] or 0
 
 
 def _workload(nodes: str | None, pods: str | None, gpu_label_key: str | None) -> tuple:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from gpuctl.common.errors import SpecError
 from gpuctl.gpus.identity import GpuCount
 from gpuctl.k8s.nodes import gpus_of, is_gpu_node
+from gpuctl.whatif.core.gangs import Gang, parse_gangs
 from gpuctl.whatif.core.snapshot import closed_to_plain_pods, nodes_from_api, pods_from_api
 from gpuctl.whatif.core.trace import Node, Pod, parse_nodes, parse_pods
 
@@ -28,6 +29,15 @@ def read_trace(nodes_path: str, pods_path: str) -> tuple[list[Node], list[Pod]]:
     with _lines(pods_path) as lines:
         pods = parse_pods(lines, pods_path)
     return nodes, pods
+
+
+def read_gangs(nodes_path: str, gangs_path: str) -> tuple[list[Node], list[Gang]]:
+    """The nodes and the gangs to replay on them, each file parsed while it is read."""
+    with _lines(nodes_path) as lines:
+        nodes = parse_nodes(lines, nodes_path)
+    with _lines(gangs_path) as lines:
+        gangs = parse_gangs(lines, gangs_path)
+    return nodes, gangs
 
 
 @contextlib.contextmanager

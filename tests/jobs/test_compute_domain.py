@@ -180,3 +180,49 @@ def _running_pod(node: str) -> dict:
         },
         "status": {"phase": "Running"},
     }
+
+
+with open(os.path.join(ROOT, "tests", "data", "computedomain", "slices.yaml")) as f:
+    CHANNELS = [s for s in yaml.safe_load_all(f) if s]  # the driver's kubelet plugin, per tray
+with open(os.path.join(ROOT, "tests", "data", "computedomain", "classes.yaml")) as f:
+    CHANNEL_CLASSES = [c for c in yaml.safe_load_all(f) if c]
+NVLINK = "name: train\nimage: x\ngpus: 4\nnodes: 2\nmultinode: indexed-job\ntopology: {within: nvlink}\n"  # fmt: skip
+CLIQUE_TERM = {"labelSelector": {"matchLabels": {"gpuctl.io/job": "train"}}, "topologyKey": "nvidia.com/gpu.clique"}  # fmt: skip
+
+
+def _together(pod: dict) -> list:
+    return pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+
+
+def test_within_nvlink_on_dra_managed_trays_is_a_compute_domain(cli, cluster, kube_api, kubectl, tmp_path):  # fmt: skip
+    seed(kube_api, *CHANNEL_CLASSES, *CHANNELS)
+    r = cli("submit", write(tmp_path, NVLINK), "--yes")
+    assert r.code == 0, r
+    assert "sharing NVLink through ComputeDomain train" in " ".join(r.err.split())
+    domain = json.loads(kubectl("get", "computedomains.resource.nvidia.com", "train", "-o", "json").stdout)  # fmt: skip
+    assert domain["spec"]["numNodes"] == 2
+    # the pod as the API server keeps it: one clique affinity, not the topology's and the domain's
+    job = json.loads(kubectl("get", "job", "train", "-o", "json").stdout)
+    pod = job["spec"]["template"]["spec"]
+    assert _together(pod) == [CLIQUE_TERM]
+    assert pod["resourceClaims"] == [{"name": "compute-domain-channel", "resourceClaimTemplateName": "train-channel"}]  # fmt: skip
+
+
+def test_within_nvlink_without_the_drivers_trays_is_pod_affinity_only(cli, cluster, tmp_path):
+    # ComputeDomains served, but no tray publishes the driver's channels: no domain
+    r = cli("submit", write(tmp_path, NVLINK), "--dry-run", "-o", "yaml")
+    assert r.code == 0, r
+    (service, job) = [d for d in yaml.safe_load_all(r.out) if d]
+    assert (service["kind"], job["kind"]) == ("Service", "Job")
+    assert _together(job["spec"]["template"]["spec"]) == [CLIQUE_TERM]
+    assert "resourceClaims" not in job["spec"]["template"]["spec"]
+
+
+def test_a_spec_with_both_renders_the_clique_affinity_once(cli, tmp_path):
+    r = cli("render", write(tmp_path, spec(more="topology: {within: nvlink}\n")))
+    assert r.code == 0, r
+    _, _, job = [d for d in yaml.safe_load_all(r.out) if d]
+    assert _together(job["spec"]["template"]["spec"]) == [CLIQUE_TERM]
+    validate(job)
+    r = cli("render", write(tmp_path, NVLINK))
+    assert "submit adds a ComputeDomain where the cluster serves them" in " ".join(r.err.split())

@@ -14,7 +14,7 @@ import yaml
 
 from gpuctl.jobs.core.topology import JOBSET_EXCLUSIVE, KUEUE_REQUIRED
 from tests.crd_schema import assert_valid_cr
-from tests.gpu_cluster import pod, seed, seed_custom
+from tests.gpu_cluster import mark, pod, seed, seed_custom
 from tests.jobs.test_submit import write
 from tests.k8s_schema import assert_valid
 from tests.topology_corpus import layout
@@ -80,8 +80,33 @@ def test_a_jobset_is_kept_in_one_block_by_its_exclusive_placement(cli, cluster, 
     assert_valid_cr(jobset)
 
 
-def test_kueue_places_the_pod_set_where_the_queue_flavor_has_a_topology(cli, cluster, kube_api, tmp_path):  # fmt: skip
-    cluster.install_crds("ClusterQueue", "LocalQueue", "ResourceFlavor", "Workload", "JobSet")
+@pytest.mark.parametrize(
+    ("levels", "said"),
+    [
+        (
+            [SPINE, "kubernetes.io/hostname"],
+            f"Topology eks-network lists {SPINE}, kubernetes.io/hostname",
+        ),  # fmt: skip
+        (None, "Topology eks-network does not exist"),
+    ],
+)
+def test_a_level_the_flavors_topology_lacks_is_refused_naming_it(cli, cluster, kube_api, tmp_path, levels, said):  # fmt: skip
+    _tas_queue(cluster, kube_api, levels)
+    since = mark(cluster)
+    r, _ = submit(cli, tmp_path, "namespace: team-a\nnodes: 2\ntopology: {within: block}\n")
+    assert r.code == 2, r
+    line = " ".join(r.err.split())
+    assert f"topology.within: queue team-a places pods by Kueue's topology, and no Topology of its flavors lists {BLOCK}" in line  # fmt: skip
+    assert said in line and "Kueue would never admit the job" in line
+    assert not [m for m, *_ in cluster.requests()[since:] if m in ("POST", "PATCH", "PUT")]
+    # a level it lists is kept by Kueue
+    r, _ = submit(cli, tmp_path, "namespace: team-a\nnodes: 2\ntopology: {within: spine}\n")
+    assert (r.code == 0) == (levels is not None), r
+
+
+def _tas_queue(cluster, kube_api, levels: list[str] | None) -> None:
+    """Queue team-a on flavor p4de tied to Topology eks-network of LEVELS (None: none)."""
+    cluster.install_crds("ClusterQueue", "LocalQueue", "ResourceFlavor", "Workload", "JobSet", "Topology")  # fmt: skip
     kueue = "kueue.x-k8s.io/v1beta2"
     flavor = {
         "apiVersion": kueue,
@@ -117,9 +142,19 @@ def test_kueue_places_the_pod_set_where_the_queue_flavor_has_a_topology(cli, clu
         "metadata": {"name": "team-a", "namespace": "team-a"},
         "spec": {"clusterQueue": "team-a"},
     }
-    for obj in (flavor, queue, local):
+    network = {
+        "apiVersion": kueue,
+        "kind": "Topology",
+        "metadata": {"name": "eks-network"},
+        "spec": {"levels": [{"nodeLabel": k} for k in levels or []]},
+    }
+    for obj in (flavor, queue, local, *([network] if levels else [])):
         assert_valid_cr(obj)
         seed_custom(kube_api, obj)
+
+
+def test_kueue_places_the_pod_set_where_the_queue_flavor_has_a_topology(cli, cluster, kube_api, tmp_path):  # fmt: skip
+    _tas_queue(cluster, kube_api, [SPINE, BLOCK, "kubernetes.io/hostname"])
     r, (jobset,) = submit(cli, tmp_path, "namespace: team-a\nnodes: 2\ntopology: {within: block}\n")  # fmt: skip
     assert r.code == 0, r
     template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]

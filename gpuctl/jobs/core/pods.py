@@ -83,6 +83,8 @@ def pod_spec(spec: JobSpec, where: Placement) -> dict[str, Any]:
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
     together = topology.pod_affinity(spec.topology, spec.name)
+    if spec.compute_domain and spec.topology and spec.topology.key == compute_domain.CLIQUE_LABEL:
+        together = None  # the ComputeDomain's own clique affinity (join) keeps them, required
     affinity = topology.with_pin(where.affinity, spec.topology)
     if affinity or together:
         pod["affinity"] = copy.deepcopy(

@@ -11,8 +11,7 @@ ClusterQueue that mixes flavors with and without a topology admits a pod set tha
 none only onto those without (tas_flavorassigner.go: "supports only
 TopologyAwareScheduling"), so when any flavor gets a topology every flavor with nodes does:
 one whose nodes carry no network label gets the levels they have (at least the hostname).
-Kueue 0.9 to 0.13 serve Topology as v1alpha1 (the same levels), 0.14 as v1beta1; before 0.9
-there is none."""
+Which apiVersion serves Topology: gpuctl.k8s.apis.kueue_topology_api_version."""
 
 from __future__ import annotations
 
@@ -21,19 +20,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpuctl.gpus import topology
-from gpuctl.k8s.apis import KUEUE_GROUP
 from gpuctl.k8s.labels import MANAGED
 from gpuctl.k8s.objects import labels_of, name_of
 
 _NOT_NETWORK = {topology.ZONE, topology.HOSTNAME}
-
-
-def api_version(served: Iterable[str], kueue_version: str) -> str:
-    """The apiVersion of Topology on a cluster serving these versions of kueue.x-k8s.io,
-    where gpuctl speaks KUEUE_VERSION for the other kinds."""
-    if kueue_version == "v1beta1" and "v1alpha1" in set(served):
-        return f"{KUEUE_GROUP}/v1alpha1"
-    return f"{KUEUE_GROUP}/{kueue_version}"
 
 
 def levels_of(nodes: Iterable[dict[str, Any]]) -> list[str]:
@@ -51,11 +41,6 @@ def name_for(levels: list[str]) -> str:
     return "gpuctl-" + hashlib.sha256("\n".join(levels).encode()).hexdigest()[:10]
 
 
-def levels_in(obj: dict[str, Any]) -> list[str]:
-    """The levels of a Topology as the API returns it."""
-    return [str(lv.get("nodeLabel")) for lv in (obj.get("spec") or {}).get("levels") or []]
-
-
 def topology_object(levels: list[str], api_version: str) -> dict[str, Any]:
     return {
         "apiVersion": api_version,
@@ -69,11 +54,11 @@ def same_levels(existing: list[dict[str, Any]], levels: list[str]) -> dict[str, 
     """The Topology of EXISTING with exactly LEVELS (gpuctl's own first, then by name)."""
     mine = name_for(levels)
     for t in sorted(existing, key=lambda t: (name_of(t) != mine, name_of(t))):
-        if levels_in(t) == levels:
+        if topology.kueue_levels(t) == levels:
             return t
     return None
 
 
 def flat(obj: dict[str, Any]) -> dict[str, str]:
     """A Topology's levels, for a plan a person reads."""
-    return {"levels": ", ".join(levels_in(obj))}
+    return {"levels": ", ".join(topology.kueue_levels(obj))}

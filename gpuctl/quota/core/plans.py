@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.plan import Plan, Step
+from gpuctl.gpus import topology
 from gpuctl.k8s import apis
 from gpuctl.k8s.labels import managed_by_gpuctl
 from gpuctl.k8s.nodes import is_accelerator_node
@@ -367,7 +368,7 @@ class _Topologies:
                 )
             found = _found(self.world.topologies or [], str(held))
             if found is not None:
-                self.chosen.setdefault(str(held), (found, kueue_topology.levels_in(found)))
+                self.chosen.setdefault(str(held), (found, topology.kueue_levels(found)))
             elif self.world.topologies is not None:
                 self.notes += (f"ResourceFlavor {f.name} names Topology {held}, which does not exist: Kueue admits nothing onto it",)  # fmt: skip
             return tied

@@ -39,7 +39,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from gpuctl.common.errors import UsageError
 from gpuctl.gpus.fragmentation import Fragmentation, Shape, fgd_score, typical_shapes
@@ -355,7 +355,20 @@ def make_policy(name: str, cluster: Cluster, shapes: Sequence[Shape], gpu_weight
     raise UsageError(f"unknown policy {name!r} (use {', '.join(POLICIES)})")
 
 
-def arrivals(pods: Sequence[Pod], target: int, rng: random.Random) -> list[Pod]:
+class Demand(Protocol):
+    """What arrives: a pod, or a gang (gpuctl.whatif.core.gangs)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def gpu_request(self) -> int: ...
+
+
+Arriving = TypeVar("Arriving", bound=Demand)
+
+
+def arrivals(pods: Sequence[Arriving], target: int, rng: random.Random) -> list[Arriving]:
     """The pods in the order they arrive, their GPU request tuned to at most `target`."""
     base = sorted(pods, key=lambda p: p.name)
     order = list(base)

@@ -61,7 +61,7 @@ def parse_nodes(text: str | Iterable[str], file: str) -> list[Node]:
     """The nodes of a CSV given whole or as lines (a file read while it is parsed)."""
     nodes: list[Node] = []
     seen: dict[str, int] = {}
-    for line, row in _rows(text, file, NODE_COLUMNS, MAX_NODES):
+    for line, row in rows(text, file, NODE_COLUMNS, MAX_NODES):
         name = row["sn"].strip()
         if not name:
             raise SpecError("empty node name", file=file, line=line, field="sn")
@@ -76,9 +76,9 @@ def parse_nodes(text: str | Iterable[str], file: str) -> list[Node]:
         nodes.append(
             Node(
                 name,
-                _whole(row, "cpu_milli", MAX_CPU_MILLI, file, line),
-                _whole(row, "memory_mib", MAX_MEMORY_MIB, file, line),
-                _whole(row, "gpu", MAX_GPUS, file, line),
+                whole(row, "cpu_milli", MAX_CPU_MILLI, file, line),
+                whole(row, "memory_mib", MAX_MEMORY_MIB, file, line),
+                whole(row, "gpu", MAX_GPUS, file, line),
                 row["model"].strip(),
             )
         )
@@ -90,9 +90,9 @@ def parse_nodes(text: str | Iterable[str], file: str) -> list[Node]:
 def parse_pods(text: str | Iterable[str], file: str) -> list[Pod]:
     """The pods of a CSV given whole or as lines (a file read while it is parsed)."""
     pods = []
-    for line, row in _rows(text, file, POD_COLUMNS, MAX_PODS):
-        gpus = _whole(row, "num_gpu", MAX_GPUS, file, line)
-        milli = _whole(row, "gpu_milli", MILLI, file, line)
+    for line, row in rows(text, file, POD_COLUMNS, MAX_PODS):
+        gpus = whole(row, "num_gpu", MAX_GPUS, file, line)
+        milli = whole(row, "gpu_milli", MILLI, file, line)
         if gpus == 0 and milli:
             raise SpecError(
                 f"{milli} with num_gpu 0: a pod without GPUs has no share of one",
@@ -118,8 +118,8 @@ def parse_pods(text: str | Iterable[str], file: str) -> list[Pod]:
         pods.append(
             Pod(
                 row["name"].strip(),
-                _whole(row, "cpu_milli", MAX_CPU_MILLI, file, line),
-                _whole(row, "memory_mib", MAX_MEMORY_MIB, file, line),
+                whole(row, "cpu_milli", MAX_CPU_MILLI, file, line),
+                whole(row, "memory_mib", MAX_MEMORY_MIB, file, line),
                 gpus,
                 milli,
                 models,
@@ -130,7 +130,7 @@ def parse_pods(text: str | Iterable[str], file: str) -> list[Pod]:
     return pods
 
 
-def _rows(
+def rows(
     text: str | Iterable[str], file: str, required: tuple[str, ...], most: int
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """(line, {column: value}) for each data row, as it is read; the header must name the
@@ -183,7 +183,7 @@ def _checked(lines: Iterable[str], file: str) -> Iterator[str]:
         yield line
 
 
-def _whole(row: dict[str, str], column: str, most: int, file: str, line: int) -> int:
+def whole(row: dict[str, str], column: str, most: int, file: str, line: int) -> int:
     value = whole_number(row[column].strip())
     if value is None or value > most:
         raise SpecError(
