@@ -27,6 +27,7 @@ except SystemExit:
     pass
 print("LOADED:" + ",".join(m for m in HEAVY if m in sys.modules), file=sys.stderr)
 print("GPUCTL:" + ",".join(m for m in sys.modules if m.startswith("gpuctl")), file=sys.stderr)
+print("RICH:" + str("rich.console" in sys.modules), file=sys.stderr)
 """.replace("HEAVY", repr(HEAVY))
 
 
@@ -186,3 +187,23 @@ def test_every_command_module_is_registered():
         names += [g.name for g in app.registered_groups]
         assert names, f"{module}.register(app) registers no command"
         assert {n: COMMANDS.get(n, ("",))[0] for n in names} == dict.fromkeys(names, module)
+
+
+@pytest.mark.integration
+def test_cluster_commands_import_no_kubernetes_nor_a_piped_dry_run_rich(kube_api, tmp_path):
+    """The lean transport serves the emulator's kubeconfig (a token): the `kubernetes`
+    package, 0.35 s of CPU to import, is not loaded; a dry run's last sentence into a pipe
+    is written without rich."""
+    from tests.gpu_cluster import node, seed
+
+    seed(kube_api, node("gpu-1"))
+    loaded, proc = loaded_modules("jobs", "list", "-A")
+    assert proc.returncode == 0 and loaded == []
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "apiVersion: gpuctl/v1\nkind: Job\nname: t\nimage: nvcr.io/nvidia/pytorch:24.05-py3\n"
+        "command: [python]\n"
+    )
+    loaded, proc = loaded_modules("submit", str(job), "--dry-run")
+    assert "dry run: nothing was changed" in proc.stderr and loaded == []
+    assert "RICH:False" in proc.stderr

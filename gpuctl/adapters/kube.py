@@ -1,17 +1,19 @@
-"""The Kubernetes adapter: one place that loads kubeconfig, calls the official client and
-turns its failures into gpuctl errors a person can act on.
+"""The Kubernetes adapter: one place that loads kubeconfig, sends requests through a
+transport (gpuctl's lean one, gpuctl.adapters.kube_http; the official client's for what it
+does not serve, gpuctl.adapters.kube_client) and turns their failures into gpuctl errors a
+person can act on.
 
 Objects cross this boundary as plain dicts (the API's JSON shape), never client models.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.adapters import kube_auth
+from gpuctl.adapters.kube_http import HttpFailure, first_line
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 from gpuctl.k8s import apis
 from gpuctl.k8s.informer import Expired
@@ -96,57 +98,60 @@ def _custom(api_version: str) -> bool:
     return "." in api_version.rpartition("/")[0]
 
 
-def load_config(
-    context: str | None, kubeconfig: str | None, deadline: float
-) -> tuple[Any, str | None, str | None]:
-    """(the client's Configuration, the namespace, the context's name) of the kubeconfig
-    context (or, with none usable, of the pod's service account): the one place that reads
-    credentials. The namespace is None where the context names none. A credential plugin
-    the context runs has DEADLINE seconds (gpuctl.adapters.kube_auth)."""
-    import yaml
-    from kubernetes import client, config
+def connect(
+    context: str | None, kubeconfig: str | None, deadline: float, retries: Any
+) -> tuple[Any, str | None, str | None, str | None]:
+    """(the transport, the namespace, the context's name, a note for --debug) of the
+    kubeconfig context (or, with none usable, of the pod's service account): the one place
+    that reads credentials. The namespace is None where the context names none. A
+    credential plugin the context runs has DEADLINE seconds (gpuctl.adapters.kube_auth).
+    The lean transport serves every context but one whose user has an `auth-provider`: the
+    official client serves that (gpuctl.adapters.kube_client), and all of them when the
+    kube_client setting says `kubernetes`."""
+    from gpuctl.adapters import kube_client
+    from gpuctl.adapters import kubeconfig as config
+    from gpuctl.adapters.kube_http import Transport
+    from gpuctl.runtime.config import setting, setting_from
 
-    from gpuctl.runtime.config import setting_from
-
+    if setting("kube_client", check=_kube_client_problem) == "kubernetes":
+        cfg, namespace, name = kube_client.load_config(context, kubeconfig, deadline)
+        return kube_client.ClientTransport(cfg, retries), namespace, name, None
     context, context_from = setting_from("context", context)
-    cfg = client.Configuration()
-    # The client reads $KUBECONFIG once at import time; read it now, per connection.
-    config_file = os.path.expanduser(kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
-    if kubeconfig and not os.path.exists(config_file):  # named: no in-cluster fallback
-        raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
-    kube_auth.check_files(config_file)
+    paths = config.files(kubeconfig)
+    kube_auth.check_files(os.pathsep.join(paths))
     try:
-        root = kube_auth.read(config_file)
-        contexts, active = kube_auth.contexts(root)
-        if context:
-            active = next((c for c in contexts if c["name"] == context), None)
-            if active is None:
-                raise UsageError(
-                    f"no context {context!r} in the kubeconfig {config_file}"
-                    + ("" if context_from == "the command line" else f" (from {context_from})"),
-                    hint="contexts: " + ", ".join(c["name"] for c in contexts),
-                )
-        kube_auth.load(root, context, cfg, deadline)
-        return cfg, active.get("context", {}).get("namespace"), active.get("name")
-    # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
-    except (
-        config.ConfigException,
-        OSError,
-        yaml.YAMLError,
-        TypeError,
-        AttributeError,
-        KeyError,
-        ValueError,
-    ) as e:
+        merged = config.merge(paths)
+        if context and context not in merged.contexts:
+            raise UsageError(
+                f"no context {context!r} in the kubeconfig {os.pathsep.join(merged.files)}"
+                + ("" if context_from == "the command line" else f" (from {context_from})"),
+                hint="contexts: " + ", ".join(merged.contexts),
+            )
+        target = config.target(merged, context)
+    except config.Problem as e:
         try:  # inside a pod: the service account
-            config.load_incluster_config(client_configuration=cfg)
-            with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-                return cfg, f.read().strip() or None, "in-cluster"
-        except (config.ConfigException, OSError):
+            target = config.in_cluster()
+        except config.Problem:
             raise GpuctlError(
-                f"no usable Kubernetes configuration: {_first_line(e)}",
+                f"no usable Kubernetes configuration: {e}",
                 hint="set KUBECONFIG or create ~/.kube/config (or pass --context)",
             ) from None
+    if target.legacy is not None:
+        cfg, namespace, name = kube_client.load_config(context, kubeconfig, deadline)
+        note = (
+            f"the user of context {name!r} logs in through the auth-provider "
+            f"{target.legacy!r}: the official kubernetes client serves it (slower to start)"
+        )
+        return kube_client.ClientTransport(cfg, retries), namespace, name, note
+    try:
+        transport = Transport(target, deadline, retries)
+    except config.Problem as e:
+        raise GpuctlError(f"no usable Kubernetes configuration: {e}") from None
+    return transport, target.namespace, target.context, None
+
+
+def _kube_client_problem(value: str) -> str | None:
+    return None if value in ("lean", "kubernetes") else "not lean or kubernetes"
 
 
 class Kube:
@@ -167,10 +172,7 @@ class Kube:
         timeout: float | None = None,
         kubeconfig: str | None = None,
     ):
-        # The client's ApiClient with plain dicts: its typed API classes (CoreV1Api …) cost
-        # more to import than a whole command's work.
         import urllib3
-        from kubernetes import client
 
         from gpuctl.common.k8s_names import dns1123_label
         from gpuctl.runtime.config import request_timeout, setting
@@ -181,18 +183,19 @@ class Kube:
             lambda ns: None if dns1123_label(ns) else "not a valid namespace name",
         )
         self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
-        cfg, context_namespace, self.context = load_config(context, kubeconfig, self.timeout)
-        self.namespace = str(namespace or context_namespace or "default")
         # Only connection setup is retried: a request that reached the server is never resent.
-        cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
-        self.host = redact(cfg.host)  # for messages: never the credentials in a server URL
-        self._api = client.ApiClient(cfg)
+        retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
+        self._transport, context_namespace, self.context, self.note = connect(
+            context, kubeconfig, self.timeout, retries
+        )
+        self.namespace = str(namespace or context_namespace or "default")
+        self.host = redact(self._transport.host)  # for messages: never a URL's credentials
         self._groups: dict[str, list[str]] | None = None  # API discovery, read once
 
     closed = False
 
     def close(self) -> None:
-        self._api.close()
+        self._transport.close()
         self.closed = True
 
     def __enter__(self) -> Kube:
@@ -370,10 +373,10 @@ class Kube:
     def _event(self, line: str, what: str) -> dict | None:
         """One watch event, as the client's Watch reads it: an ERROR event is the failure
         (a Status) it carries."""
-        from kubernetes.client.exceptions import ApiException
+        import msgspec
 
         try:
-            event = json.loads(line)
+            event = msgspec.json.decode(line)
         except (ValueError, RecursionError):
             raise NoAnswer(f"{what}: {self.host} sent a watch event that is not JSON") from None
         if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
@@ -384,9 +387,7 @@ class Kube:
             if code == 410:
                 raise Expired(f"{what}: {_status_text(obj)}")
             raise self._map(
-                ApiException(
-                    status=code if isinstance(code, int) else 500, reason=_status_text(obj)
-                ),
+                HttpFailure(code if isinstance(code, int) else 500, _status_text(obj)),
                 what,
             )
         return {"type": event.get("type"), "object": obj}
@@ -597,6 +598,8 @@ class Kube:
         `timeout` seconds (a server trickling its answer does not hold gpuctl); `answer`
         checks the body's shape; a change (`changes`) interrupted by Ctrl-C is still waited
         for, so that whoever undoes it finds it."""
+        import msgspec
+
         from gpuctl.runtime import deadline, workflow
 
         if changes and not (query or {}).get("dryRun"):
@@ -615,7 +618,7 @@ class Kube:
                 hint="check the network path to the cluster",
             ) from None
         try:
-            body = json.loads(data) if data else None
+            body = msgspec.json.decode(data) if data else None
         except (ValueError, RecursionError):  # e.g. a proxy's or a web server's HTML page
             raise NoAnswer(
                 f"{subject}{self.host} did not answer with JSON",
@@ -648,30 +651,17 @@ class Kube:
         timeout: Any = _UNSET,
         what: str = "",
     ):
-        """Send a request through the client's ApiClient (its credentials, TLS settings and
-        connection pool); return the unread HTTP response of a 2xx answer (for streams)."""
-        from kubernetes.client.exceptions import ApiException
-
+        """Send a request through the transport (the lean one, else the official client's);
+        return the unread HTTP response of a 2xx answer (for streams)."""
         try:
-            request = self._api.param_serialize(
+            return self._transport.request(
                 method,
                 path,
-                query_params=[(k, v) for k, v in (query or {}).items() if v is not None] or None,
-                header_params={
-                    "Accept": "application/json",
-                    **({"Content-Type": content_type} if body is not None else {}),
-                },
-                body=body,
-                auth_settings=["BearerToken"],
+                query,
+                body,
+                content_type,
+                self.timeout if timeout is self._UNSET else timeout,
             )
-            resp = self._api.call_api(
-                *request, _request_timeout=self.timeout if timeout is self._UNSET else timeout
-            ).response
-            if not 200 <= resp.status < 300:
-                e = ApiException(status=resp.status, reason=resp.reason)
-                e.body = resp.data
-                raise e
-            return resp
         except Exception as e:
             raise self._map(e, what) from None
 
@@ -679,10 +669,9 @@ class Kube:
         import ssl
 
         import urllib3
-        from kubernetes.client.exceptions import ApiException
 
         subject = f"{what}: " if what else ""
-        if isinstance(e, ApiException):
+        if isinstance(e, HttpFailure):
             reason = _api_message(e)
             if e.status == 404:
                 return NotFound(f"{subject}not found ({reason})")
@@ -746,10 +735,10 @@ class Kube:
                 cause = cause.args[1]  # ("Connection aborted.", RemoteDisconnected(...))
             return NoAnswer(  # the connection broke after the request went out
                 f"{subject}the connection to the Kubernetes API at {self.host} broke "
-                f"before its answer ({_first_line(cause)})",
+                f"before its answer ({first_line(cause)})",
                 hint="check the network path to the cluster (a proxy or load balancer?)",
             )
-        return BackendError(f"{subject}{type(e).__name__}: {_first_line(e)}")
+        return BackendError(f"{subject}{type(e).__name__}: {first_line(e)}")
 
 
 def connect_or_offline(
@@ -798,7 +787,7 @@ _OBJECT, _LIST = _is_object, _is_list
 def _status_text(status: dict) -> str:
     message, reason = status.get("message"), status.get("reason")
     text = message if isinstance(message, str) and message else reason
-    return _first_line(text) if isinstance(text, str) and text else "no detail"
+    return first_line(text) if isinstance(text, str) and text else "no detail"
 
 
 def _lines(chunks) -> Iterator[str]:
@@ -822,19 +811,18 @@ def _subject(kind: str | None, name: str | None, namespace: str | None = None) -
 
 def _status_reason(e) -> str:
     """The reason of the Status an API error carries ("AlreadyExists", "Conflict", …)."""
+    import msgspec
+
     try:
-        return str(json.loads(e.body).get("reason") or "")
+        return str(msgspec.json.decode(e.body).get("reason") or "")
     except (TypeError, ValueError, AttributeError, RecursionError):
         return ""
 
 
 def _api_message(e) -> str:
+    import msgspec
+
     try:
-        return json.loads(e.body).get("message") or e.reason
+        return msgspec.json.decode(e.body).get("message") or e.reason
     except (TypeError, ValueError, AttributeError, RecursionError):
         return str(e.reason or "").strip() or "no detail"
-
-
-def _first_line(e: object) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -67,7 +67,7 @@ def load(root: Any, context: str | None, cfg: Any, deadline: float) -> None:
     if user is not None and isinstance(user.get("exec"), dict):
         status = run_plugin(user["exec"], cluster, base, deadline)
         user.pop("exec")
-        user.update(_credential(status))
+        user.update(credential(status))
     elif user is not None and isinstance(user.get("tokenFile"), str) and user["tokenFile"]:
         user["token"] = read_token_file(os.path.join(base, user.pop("tokenFile")))
     # config_base_path None: relative paths (certificate-authority, tokenFile) resolve against
@@ -192,7 +192,7 @@ def _status(out: bytes, api_version: str, what: str) -> dict:
     return data["status"]
 
 
-def _credential(status: dict) -> dict[str, str]:
+def credential(status: dict) -> dict[str, str]:
     """The kubeconfig user fields that carry STATUS's credential."""
     if isinstance(status.get("token"), str):
         return {"token": status["token"]}

@@ -55,13 +55,14 @@ class Application:
     nvml_driver: Callable[[str | None], Driver] = field(default=nvidia_driver, repr=False)
     amd_driver: Callable[[str | None], AmdDriver] = field(default=amd_driver, repr=False)
     _kube: Any = field(default=None, repr=False)
+    _said_note: bool = field(default=False, repr=False)
 
     def kube(self) -> Kube:
         """The Kubernetes connection of --context and --kubeconfig (made on first use)."""
         if self._kube is None or self._kube.closed:
             from gpuctl.adapters.kube import Kube
 
-            self._kube = Kube(self.context, kubeconfig=self.kubeconfig)
+            self._kube = self.noted(Kube(self.context, kubeconfig=self.kubeconfig))
         return self._kube
 
     def connect(self, timeout: float) -> Kube:
@@ -69,7 +70,17 @@ class Application:
         completion); the caller closes it."""
         from gpuctl.adapters.kube import Kube
 
-        return Kube(self.context, timeout=timeout, kubeconfig=self.kubeconfig)
+        return self.noted(Kube(self.context, timeout=timeout, kubeconfig=self.kubeconfig))
+
+    def noted(self, kube: Kube) -> Kube:
+        """KUBE, once its transport's note (the official client serves an auth-provider) is
+        said under --debug, once a run."""
+        if self.debug and kube.note and not self._said_note:
+            from gpuctl.cli.output import inform
+
+            inform(kube.note)
+            self._said_note = True
+        return kube
 
     def nvml(self, simulate: str | None = None) -> Nvml:
         """This node's NVML session, not yet open: on the simulated node SIMULATE (--simulate,
@@ -136,7 +147,7 @@ class Application:
         )
         if kube is not None:
             self.close()
-            self._kube = kube
+            self._kube = self.noted(kube)
         return kube, why
 
     def dra_holders(self) -> dict[str, tuple[str, str]]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
-from gpuctl.cli.output import Format, dump, echo, err_console
+from gpuctl.cli.output import Format, dump, echo, err_console, inform
 from gpuctl.common.errors import Aborted
 from gpuctl.common.plan import Step
 from gpuctl.runtime import workflow
@@ -81,7 +81,7 @@ def is_changing(callback: Any) -> bool:
 
 
 def _note(text: str) -> None:
-    err_console().print(text, markup=False, highlight=False)
+    inform(text)  # in a pipe, without importing rich (a dry run in a script)
 
 
 def end_dry_run(show: Callable[[str], None] = _note) -> None:

@@ -37,6 +37,9 @@ SETTINGS = {
     # context's namespace
     "context": ("GPUCTL_CONTEXT", None),
     "namespace": ("GPUCTL_NAMESPACE", None),
+    # how gpuctl talks to the API server: "lean" (its own transport; the official client
+    # only for an auth-provider user) or "kubernetes" (the official client for everything)
+    "kube_client": ("GPUCTL_KUBE_CLIENT", "lean"),
 }
 NUMBERS = {"request_timeout"}  # settings the config file may write as a number
 LIST_SETTINGS = {

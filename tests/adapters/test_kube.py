@@ -1,4 +1,5 @@
-"""The Kubernetes adapter's verbs against the API emulator, through the official client."""
+"""The Kubernetes adapter's verbs against the API emulator, through each transport (gpuctl's
+lean one and the official client's)."""
 
 import pytest
 
@@ -6,6 +7,8 @@ from gpuctl.adapters.kube import Conflict, Forbidden, Kube, NotFound
 from gpuctl.common.errors import BackendError, GpuctlError
 from gpuctl.k8s.labels import QUEUE_LABEL
 from tests.gpu_cluster import mark, node, pod, seed, writes
+
+pytestmark = pytest.mark.usefixtures("kube_client")
 
 
 @pytest.fixture

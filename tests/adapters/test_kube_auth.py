@@ -17,7 +17,7 @@ import yaml
 from tests import ROOT, children
 from tests.test_completion import complete
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("kube_client")]
 
 TOKEN = "k8s-aws-v1.aHR0cHM6Ly9zdHMuYW1hem9uYXdzLmNvbS8_QWN0aW9uPUdldENhbGxlcklkZW50aXR5"
 CREDENTIAL = json.dumps(

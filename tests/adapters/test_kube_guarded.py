@@ -15,7 +15,7 @@ from gpuctl.adapters.kube_guarded import Changed, Evictions, Target, change_fiel
 from tests.gpu_cluster import node, pod, seed
 from tests.standins.faults import drop_answer, meanwhile, reply
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("kube_client")]
 CONFIG = ("metadata", "labels", "nvidia.com/mig.config")
 CORDON = ("spec", "unschedulable")
 NODE = Target("Node", "gpu-1")

@@ -169,7 +169,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         self.request_body = body  # what the client sent, for an action to look at
         with self.proxy.lock:
-            self.proxy.requests.append((self.command, parsed.path, dict(self.headers.items())))
+            headers = dict(self.headers.items())
+            if self.proxy.tls is not None:  # who the client's certificate says it is
+                subject = dict(
+                    x[0] for x in (self.connection.getpeercert() or {}).get("subject", ())
+                )
+                headers["x-client-certificate-cn"] = subject.get("commonName", "")
+            self.proxy.requests.append((self.command, parsed.path, headers))
             rule = next((r for r in self.proxy.rules if r.picks(self.command, parsed.path)), None)
             if rule is not None:
                 rule.applied += 1
@@ -258,8 +264,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 class FaultProxy:
-    def __init__(self, upstream: str | None):
+    """A proxy in front of UPSTREAM (None: it answers only by its rules); with TLS (a
+    server-side ssl.SSLContext) an https one, which records the common name of the client
+    certificate a request came with (header x-client-certificate-cn)."""
+
+    def __init__(self, upstream: str | None, tls=None):
         self.upstream = urllib.parse.urlsplit(upstream) if upstream else None
+        self.tls = tls
         self.rules: list[Rule] = []
         self.requests: list[tuple[str, str, dict]] = []
         self.lock = threading.Lock()
@@ -267,7 +278,10 @@ class FaultProxy:
         handler = type("ProxyHandler", (Handler,), {"proxy": self})
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_port}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -312,8 +326,8 @@ def fault_proxy():
     """Factory: fault_proxy(upstream_url or None) -> a running FaultProxy."""
     proxies: list[FaultProxy] = []
 
-    def start(upstream: str | None = None) -> FaultProxy:
-        proxy = FaultProxy(upstream)
+    def start(upstream: str | None = None, tls=None) -> FaultProxy:
+        proxy = FaultProxy(upstream, tls)
         proxies.append(proxy)
         return proxy
 

@@ -1,0 +1,115 @@
+"""The official `kubernetes` client as gpuctl's transport, for what the lean one
+(gpuctl.adapters.kube_http) does not serve: a kubeconfig user's `auth-provider` (the legacy
+gcp, azure and oidc plugins), or every request when the kube_client setting
+(GPUCTL_KUBE_CLIENT) is `kubernetes`. Importing it costs about 0.35 s of CPU."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gpuctl.adapters import kube_auth
+from gpuctl.adapters.kube_http import HttpFailure, first_line
+from gpuctl.common.errors import GpuctlError, UsageError
+
+
+def load_config(
+    context: str | None, kubeconfig: str | None, deadline: float
+) -> tuple[Any, str | None, str | None]:
+    """(the client's Configuration, the namespace, the context's name) of the kubeconfig
+    context (or, with none usable, of the pod's service account): the one place that reads
+    credentials. The namespace is None where the context names none. A credential plugin
+    the context runs has DEADLINE seconds (gpuctl.adapters.kube_auth)."""
+    import yaml
+    from kubernetes import client, config
+
+    from gpuctl.runtime.config import setting_from
+
+    context, context_from = setting_from("context", context)
+    cfg = client.Configuration()
+    # The client reads $KUBECONFIG once at import time; read it now, per connection.
+    config_file = os.path.expanduser(kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+    if kubeconfig and not os.path.exists(config_file):  # named: no in-cluster fallback
+        raise UsageError(f"--kubeconfig {kubeconfig}: no such file")
+    kube_auth.check_files(config_file)
+    try:
+        root = kube_auth.read(config_file)
+        contexts, active = kube_auth.contexts(root)
+        if context:
+            active = next((c for c in contexts if c["name"] == context), None)
+            if active is None:
+                raise UsageError(
+                    f"no context {context!r} in the kubeconfig {config_file}"
+                    + ("" if context_from == "the command line" else f" (from {context_from})"),
+                    hint="contexts: " + ", ".join(c["name"] for c in contexts),
+                )
+        kube_auth.load(root, context, cfg, deadline)
+        return cfg, active.get("context", {}).get("namespace"), active.get("name")
+    # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
+    except (
+        config.ConfigException,
+        OSError,
+        yaml.YAMLError,
+        TypeError,
+        AttributeError,
+        KeyError,
+        ValueError,
+    ) as e:
+        try:  # inside a pod: the service account
+            config.load_incluster_config(client_configuration=cfg)
+            with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+                return cfg, f.read().strip() or None, "in-cluster"
+        except (config.ConfigException, OSError):
+            raise GpuctlError(
+                f"no usable Kubernetes configuration: {first_line(e)}",
+                hint="set KUBECONFIG or create ~/.kube/config (or pass --context)",
+            ) from None
+
+
+class ClientTransport:
+    """Requests through the client's ApiClient (its credentials, TLS settings and pool)."""
+
+    def __init__(self, cfg: Any, retries: Any):
+        from kubernetes import client
+
+        cfg.retries = retries
+        self.host = cfg.host
+        self._api = client.ApiClient(cfg)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str | None] | None,
+        body: Any,
+        content_type: str,
+        timeout: Any,
+    ):
+        """Send one request; the unread response of a 2xx answer, else HttpFailure."""
+        import ssl
+
+        from kubernetes.client.exceptions import ApiException
+
+        request = self._api.param_serialize(
+            method,
+            path,
+            query_params=[(k, v) for k, v in (query or {}).items() if v is not None] or None,
+            header_params={
+                "Accept": "application/json",
+                **({"Content-Type": content_type} if body is not None else {}),
+            },
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            resp = self._api.call_api(*request, _request_timeout=timeout).response
+        except ApiException as e:
+            if e.status == 0:  # the client's wrapping of urllib3's SSLError
+                raise ssl.SSLError(str(e.reason)) from None
+            raise HttpFailure(e.status, e.reason, e.body) from None
+        if not 200 <= resp.status < 300:
+            raise HttpFailure(resp.status, resp.reason, resp.data)
+        return resp
+
+    def close(self) -> None:
+        self._api.close()

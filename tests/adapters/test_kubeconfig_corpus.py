@@ -1,0 +1,386 @@
+"""A kubeconfig corpus, read by both transports of the Kube adapter (gpuctl's lean one and
+the official client's), which must give the same answers and the same errors.
+
+The forms are those client-go reads (k8s.io/client-go/tools/clientcmd/api/v1/types.go:
+Cluster server, certificate-authority(-data), insecure-skip-tls-verify, tls-server-name,
+proxy-url; AuthInfo token, tokenFile, client-certificate(-data), client-key(-data),
+username/password, as/as-groups, exec, auth-provider; Context cluster, user, namespace)
+and the merging of KUBECONFIG's files (clientcmd/loader.go: the first file to name an entry
+wins). The cluster is the API emulator; https and client certificates are a TLS proxy in
+front of it, with a CA and certificates made here, that records who each request says it
+is (bearer token, client certificate)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+import json
+import ssl
+
+import pytest
+import yaml
+
+from gpuctl.adapters.kube import Kube
+from gpuctl.common.errors import GpuctlError
+
+pytestmark = pytest.mark.integration
+
+BOTH = ["lean", "kubernetes"]
+
+
+def _certificates(tmp_path_factory):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out = tmp_path_factory.mktemp("pki")
+
+    def pem(obj) -> bytes:
+        if hasattr(obj, "public_bytes"):
+            return obj.public_bytes(serialization.Encoding.PEM)
+        return obj.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+    def issue(cn, issuer=None, ca=False, sans=(), client=False):
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+        signer_name, signer_key = issuer or (name, key)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(signer_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), False)
+        if client:
+            usage = x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH])
+            builder = builder.add_extension(usage, False)
+        return name, key, builder.sign(signer_key, hashes.SHA256())
+
+    ca_name, ca_key, ca_cert = issue("test-ca", ca=True)
+    files = {"ca": pem(ca_cert)}
+    ip = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+    for label, sans in (("server", [ip]), ("named", [x509.DNSName("kube.internal")])):
+        _, key, cert = issue(label, (ca_name, ca_key), sans=sans)
+        files[f"{label}.crt"], files[f"{label}.key"] = pem(cert), pem(key)
+    _, key, cert = issue("alice", (ca_name, ca_key), client=True)
+    files["alice.crt"], files["alice.key"] = pem(cert), pem(key)
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return _certificates(tmp_path_factory)
+
+
+def tls_proxy(fault_proxy, kube, pki, cert: str = "server"):
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(pki / f"{cert}.crt", pki / f"{cert}.key")
+    ctx.load_verify_locations(pki / "ca")
+    ctx.verify_mode = ssl.CERT_OPTIONAL  # a client certificate, when one is sent
+    return fault_proxy(kube.url, tls=ctx)
+
+
+def b64(path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def kubeconfig(path, cluster: dict, user: dict, namespace: str | None = None, **more) -> str:
+    context = {"cluster": "c", "user": "u", **({"namespace": namespace} if namespace else {})}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "ctx",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "ctx", "context": context}],
+        **more,
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def answer(client: str, monkeypatch, path: str | None = None) -> tuple:
+    """(the namespace, the namespaces listed) through CLIENT; or the error's class and text."""
+    monkeypatch.setenv("GPUCTL_KUBE_CLIENT", client)
+    if path:
+        monkeypatch.setenv("KUBECONFIG", path)
+    try:
+        with Kube() as k:
+            return k.namespace, sorted(n["metadata"]["name"] for n in k.list_objects("Namespace"))
+    except GpuctlError as e:
+        return type(e).__name__, e.message
+
+
+def same_on_both(monkeypatch, path: str | None = None) -> tuple:
+    lean, official = (answer(c, monkeypatch, path) for c in BOTH)
+    assert lean == official
+    return lean
+
+
+def who(proxy) -> list[tuple[str | None, str | None]]:
+    """(Authorization, client certificate's CN) of each request the proxy saw."""
+    seen = [{k.lower(): v for k, v in h.items()} for _, _, h in proxy.requests]
+    return [(h.get("authorization"), h.get("x-client-certificate-cn")) for h in seen]
+
+
+@pytest.fixture
+def cluster_with_namespace(kube, kube_api):
+    from tests.gpu_cluster import seed
+
+    seed(kube_api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+
+
+def test_a_token_and_the_contexts_namespace(tmp_path, kube, fault_proxy, monkeypatch):
+    proxy = fault_proxy(kube.url)
+    path = kubeconfig(tmp_path / "kc", {"server": proxy.url}, {"token": "abc"}, "team-a")
+    assert same_on_both(monkeypatch, path)[0] == "team-a"
+    assert set(who(proxy)) == {("Bearer abc", None)}
+
+
+@pytest.mark.parametrize("form", ["data", "files"])
+def test_a_client_certificate_over_tls_to_a_cluster_of_its_own_ca(
+    form, tmp_path, kube, pki, fault_proxy, monkeypatch
+):
+    proxy = tls_proxy(fault_proxy, kube, pki)
+    if form == "data":
+        cluster = {"server": proxy.url, "certificate-authority-data": b64(pki / "ca")}
+        user = {
+            "client-certificate-data": b64(pki / "alice.crt"),
+            "client-key-data": b64(pki / "alice.key"),
+        }
+    else:  # relative paths: beside the kubeconfig that names them
+        (tmp_path / "certs").symlink_to(pki)
+        cluster = {"server": proxy.url, "certificate-authority": "certs/ca"}
+        user = {"client-certificate": "certs/alice.crt", "client-key": "certs/alice.key"}
+    path = kubeconfig(tmp_path / "kc", cluster, user)
+    assert same_on_both(monkeypatch, path) == ("default", [])
+    assert set(who(proxy)) == {(None, "alice")}
+
+
+def test_an_exec_plugins_client_certificate(tmp_path, kube, pki, fault_proxy, monkeypatch):
+    """A credential plugin may answer with a client certificate and key (PEM in its
+    ExecCredential's status) instead of a token."""
+    proxy = tls_proxy(fault_proxy, kube, pki)
+    status = {
+        "clientCertificateData": (pki / "alice.crt").read_text(),
+        "clientKeyData": (pki / "alice.key").read_text(),
+    }
+    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"}
+    (tmp_path / "credential.json").write_text(json.dumps({**credential, "status": status}))
+    plugin = tmp_path / "get-cert"
+    plugin.write_text(f"#!/bin/sh\ncat {tmp_path / 'credential.json'}\n")
+    plugin.chmod(0o755)
+    cluster = {"server": proxy.url, "certificate-authority-data": b64(pki / "ca")}
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}}
+    path = kubeconfig(tmp_path / "kc", cluster, user)
+    assert same_on_both(monkeypatch, path) == ("default", [])
+    assert set(who(proxy)) == {(None, "alice")}
+
+
+def test_a_server_certificate_not_trusted_is_the_same_error(
+    tmp_path, kube, pki, fault_proxy, monkeypatch
+):
+    proxy = tls_proxy(fault_proxy, kube, pki)
+    path = kubeconfig(tmp_path / "kc", {"server": proxy.url}, {"token": "abc"})
+    kind, message = same_on_both(monkeypatch, path)
+    assert (kind, message) == (
+        "BackendError",
+        f"listing namespaces: the Kubernetes API at {proxy.url}: its certificate is not trusted",
+    )
+    insecure = {"server": proxy.url, "insecure-skip-tls-verify": True}
+    path = kubeconfig(tmp_path / "kc", insecure, {"token": "abc"})
+    assert same_on_both(monkeypatch, path) == ("default", [])
+
+
+def test_tls_server_name_is_the_name_the_certificate_is_checked_against(
+    tmp_path, kube, pki, fault_proxy, monkeypatch
+):
+    proxy = tls_proxy(fault_proxy, kube, pki, cert="named")  # kube.internal, not the IP
+    cluster = {"server": proxy.url, "certificate-authority-data": b64(pki / "ca")}
+    path = kubeconfig(tmp_path / "kc", cluster, {"token": "abc"})
+    assert same_on_both(monkeypatch, path)[0] == "BackendError"
+    cluster["tls-server-name"] = "kube.internal"
+    path = kubeconfig(tmp_path / "kc", cluster, {"token": "abc"})
+    assert same_on_both(monkeypatch, path) == ("default", [])
+
+
+def test_proxy_url_carries_the_requests(tmp_path, kube, fault_proxy, monkeypatch):
+    forward = fault_proxy(kube.url)  # an HTTP proxy: it is sent the whole URL
+    cluster = {"server": "http://kube.invalid:6443", "proxy-url": forward.url}
+    path = kubeconfig(tmp_path / "kc", cluster, {"token": "abc"})
+    assert same_on_both(monkeypatch, path) == ("default", [])
+    assert set(who(forward)) == {("Bearer abc", None)}
+
+
+def test_without_proxy_url_the_environments_proxy_as_go_reads_it(
+    tmp_path, kube, fault_proxy, monkeypatch
+):
+    """HTTP_PROXY/HTTPS_PROXY, less NO_PROXY (Go's ProxyFromEnvironment; the official
+    Python client reads them too)."""
+    forward = fault_proxy(kube.url)
+    monkeypatch.setenv("HTTP_PROXY", forward.url)
+    cluster = {"server": "http://kube.invalid:6443"}
+    path = kubeconfig(tmp_path / "kc", cluster, {"token": "abc"})
+    assert same_on_both(monkeypatch, path) == ("default", [])
+    assert len(forward.requests) == 2
+    monkeypatch.setenv("NO_PROXY", "kube.invalid")
+    assert same_on_both(monkeypatch, path)[0] == "Unreachable"
+    assert len(forward.requests) == 2
+
+
+def test_username_and_password_are_basic_auth(tmp_path, kube, fault_proxy, monkeypatch):
+    proxy = fault_proxy(kube.url)
+    user = {"username": "admin", "password": "s3cret"}
+    same_on_both(monkeypatch, kubeconfig(tmp_path / "kc", {"server": proxy.url}, user))
+    assert set(who(proxy)) == {("Basic " + base64.b64encode(b"admin:s3cret").decode(), None)}
+
+
+def test_kubeconfig_files_merge_as_clientcmd_merges_them(tmp_path, kube, fault_proxy, monkeypatch):
+    """First file wins per name (its whole entry) and for current-context; a missing file
+    is skipped; relative paths resolve beside the file that names them."""
+    proxy = fault_proxy(kube.url)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "token").write_text("from-a-file\n")
+    first = kubeconfig(tmp_path / "a" / "kc", {"server": proxy.url}, {"tokenFile": "token"})
+    second = tmp_path / "b"
+    second.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "other",
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "from-b"}}],
+                "contexts": [
+                    {"name": "other", "context": {"cluster": "c", "user": "u", "namespace": "ml"}}
+                ],
+            }
+        )
+    )
+    listed = ":".join([str(tmp_path / "missing"), first, str(second), first])
+    assert same_on_both(monkeypatch, listed) == ("default", [])
+    assert set(who(proxy)) == {("Bearer from-a-file", None)}
+    monkeypatch.setenv("GPUCTL_CONTEXT", "other")  # b's context, on a's cluster and user
+    assert same_on_both(monkeypatch, listed) == ("ml", [])
+
+
+def test_impersonation_headers(tmp_path, kube, fault_proxy, monkeypatch):
+    """as/as-groups: client-go sends Impersonate-* headers (the official Python client
+    does not read them: the lean transport only)."""
+    proxy = fault_proxy(kube.url)
+    user = {"token": "abc", "as": "bob", "as-groups": ["ml-admins"]}
+    answer("lean", monkeypatch, kubeconfig(tmp_path / "kc", {"server": proxy.url}, user))
+    seen = proxy.requests[-1][2]
+    assert (seen["Impersonate-User"], seen["Impersonate-Group"]) == ("bob", "ml-admins")
+
+
+def oidc_kubeconfig(path, server: str) -> tuple[str, str]:
+    """A kubeconfig whose user logs in through the legacy oidc auth-provider, and its
+    id-token (unexpired, so the client sends it as it is, with no refresh)."""
+
+    def part(doc: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+
+    id_token = ".".join([part({"alg": "none"}), part({"exp": 4102444800}), "sig"])
+    provider = {
+        "name": "oidc",
+        "config": {"client-id": "k", "id-token": id_token, "idp-issuer-url": "https://i"},
+    }
+    return kubeconfig(path, {"server": server}, {"auth-provider": provider}), id_token
+
+
+def test_an_auth_provider_user_is_served_by_the_official_client(
+    tmp_path, kube, fault_proxy, monkeypatch, capsys
+):
+    """The lean transport hands such a user to the official client, and --debug says so
+    once (not without --debug)."""
+    from tests.clirun import run_gpuctl
+
+    proxy = fault_proxy(kube.url)
+    path, id_token = oidc_kubeconfig(tmp_path / "kc", proxy.url)
+    monkeypatch.setenv("KUBECONFIG", path)
+    monkeypatch.setenv("GPUCTL_KUBE_CLIENT", "lean")
+    with Kube() as k:
+        k.list_objects("Namespace")
+        assert "auth-provider 'oidc'" in (k.note or "")
+    assert set(who(proxy)) == {(f"Bearer {id_token}", None)}
+    code, _, err = run_gpuctl(capsys, "--debug", "jobs", "list", "-A")
+    assert code == 0 and err.count("the official kubernetes client serves it") == 1
+    code, _, err = run_gpuctl(capsys, "jobs", "list", "-A")
+    assert code == 0 and "official kubernetes client" not in err
+
+
+# One broken field at a time: each transport refuses the kubeconfig; the lean one names
+# the file and the entry.
+BROKEN = {
+    "no server": ({"cluster": {}}, "cluster 'c': no server"),
+    "server not a URL": ({"cluster": {"server": "kube:port"}}, "is not"),
+    "CA file missing": (
+        {"cluster": {"server": "https://127.0.0.1:1", "certificate-authority": "nope.crt"}},
+        "nope.crt: no such file",
+    ),
+    "CA data not base64": (
+        {"cluster": {"server": "https://127.0.0.1:1", "certificate-authority-data": "%%%"}},
+        "certificate-authority-data is not base64",
+    ),
+    "CA data not a certificate": (
+        {
+            "cluster": {
+                "server": "https://127.0.0.1:1",
+                "certificate-authority-data": base64.b64encode(b"not pem").decode(),
+            }
+        },
+        "not a usable PEM certificate",
+    ),
+    "certificate without key": (
+        {"user": {"client-certificate-data": base64.b64encode(b"x").decode()}},
+        "client-key or client-key-data is needed",
+    ),
+    "key file missing": (
+        {"user": {"client-certificate": "a.crt", "client-key": "a.key"}},
+        "no such file",
+    ),
+    "no such cluster": ({"context": {"cluster": "gone", "user": "u"}}, "no cluster 'gone'"),
+    "no such user": ({"context": {"cluster": "c", "user": "gone"}}, "no user 'gone'"),
+    "no current context": ({"current-context": ""}, "no current-context"),
+    "not YAML": (None, "not valid YAML"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_kubeconfig_broken_in_one_field_is_refused_by_both(case, tmp_path, monkeypatch):
+    change, said = BROKEN[case]
+    path = tmp_path / "kc"
+    kubeconfig(path, {"server": "http://127.0.0.1:1"}, {"token": "t"})
+    doc = yaml.safe_load(path.read_text())
+    if change is None:
+        path.write_text("clusters: [\n")
+    else:
+        for key, value in change.items():
+            if key == "current-context":
+                doc[key] = value
+            else:
+                doc[f"{key}s"][0][key] = value
+        path.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    for client in BOTH:
+        monkeypatch.setenv("GPUCTL_KUBE_CLIENT", client)
+        with pytest.raises(GpuctlError) as e:
+            with Kube() as k:
+                k.list_objects("Namespace")
+        if client == "lean":
+            assert said in e.value.message and "no usable Kubernetes configuration" in (
+                e.value.message
+            )
