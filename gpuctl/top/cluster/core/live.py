@@ -19,7 +19,9 @@ DCGM_FI_PROF_GR_ENGINE_ACTIVE): the figures then need one series per device, not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
 from gpuctl.common.errors import UsageError
@@ -121,20 +123,45 @@ def _mean(window: str, node: bool = False, whole_only: bool = False, labelled: b
 
 
 def _held(
-    exporter: Exporter,
-    namespace: bool = False,
-    pod: bool = False,
-    whole: bool = False,
+    exporter: Exporter, namespace: bool = False, pod: bool = False, whole: bool = False
 ) -> str:
     """One series per device and holder (with the labels naming the holder's namespace and
-    pod, as the series has them, if asked): a device no pod holds has none."""
+    pod, as the series has them, if asked): a device no pod holds has none. Unless a pod
+    is asked for, a device whose series name no holder but a DRA claim allocates
+    (exporter.claimed) is held by the claim's namespace, as the rows have it (per pod:
+    `_claimed_whole`, counted by read_figures: a selector per pod is too many)."""
     parts = []
     for by, key in _KEYINGS:
         for matchers, (ns_label, pod_label, _container) in holders.held_branches(exporter):
             labels = list(by) + [ns_label] * namespace + [pod_label] * pod
             selector = f"{{{_UTILIZATION}, {_join(key, matchers, WHOLE if whole else '')}}}"
             parts.append(f"group by ({', '.join(dict.fromkeys(labels))}) ({selector})")
+    named = " or ".join(parts)
+    if not exporter.claimed or pod:
+        return named
+    return f"{named} or (({_claimed(exporter, namespace, whole)}) unless on ({_ON}) ({named}))"
+
+
+def _claimed(exporter: Exporter, namespace: bool = False, whole: bool = False) -> str:
+    """One series per DRA-claimed device (by its UUID: gpuctl.dcgm.holders.Exporter.claimed),
+    labelled exported_namespace with its claim's namespace if asked."""
+    groups: dict[str, list[str]] = {}
+    for uuid, (ns, _pod) in exporter.claimed.items():
+        groups.setdefault(ns if namespace else "", []).append(uuid)
+    parts = []
+    for ns, uuids in sorted(groups.items()):
+        matchers = _join(f"UUID=~{holders.any_of(uuids)}", WHOLE if whole else "")
+        expr = f"group by ({_ON}) ({{{_UTILIZATION}, {matchers}}})"
+        if namespace:  # a Kubernetes name: no `$` to expand
+            expr = f'label_replace({expr}, "{holders.EXPORTED[0]}", {json.dumps(ns)}, "", "")'
+        parts.append(expr)
     return " or ".join(parts)
+
+
+def _claimed_whole(exporter: Exporter) -> str:
+    """The whole GPUs only a DRA claim names a holder for, by UUID."""
+    named = _held(exporter, pod=True)
+    return f"group by (UUID) (({_claimed(exporter, whole=True)}) unless on ({_ON}) ({named}))"
 
 
 def _reading(sort: str) -> str:
@@ -184,6 +211,8 @@ def figures_query(
         # how many GPUs each busy signal judged
         "signals": f"count by ({busy.LABEL}) ({_mean(window, labelled=True)})",
     }
+    if exporter.claimed:  # their pods' shapes: read_figures counts them
+        figures["claimed"] = _claimed_whole(exporter)
     if sort == "idle" and rows > 0:
         figures["page"] = f"bottomk({rows}, {by_node})"
     elif sort != "index" and rows > 0:
@@ -224,13 +253,16 @@ class _Count:
         return self.means / self.devices if self.devices else None
 
 
-def read_figures(samples: Iterable[usage.Sample]) -> Figures:
-    """The answer of figures_query, as the live frame shows it."""
+def read_figures(
+    samples: Iterable[usage.Sample], claimed: Mapping[str, tuple[str, str]] | None = None
+) -> Figures:
+    """The answer of figures_query, as the live frame shows it; CLAIMED: its exporter's."""
     per: dict[str, dict[str, _Count]] = {"node": {}, "ns": {}}
     counts: dict[str, dict[int, int]] = {"shapes": {}, "free": {}}
     idle_held: dict[bool, int] = {False: 0, True: 0}  # per kind: a MIG device or not
     page: list[str] = []
     signals: dict[str, int] = {}
+    claims: Counter[tuple[str, str]] = Counter()  # whole GPUs held by a claim's pod alone
     for labels, value in samples:
         figure = labels.get("figure") or ""
         kind, _, what = figure.partition("_")
@@ -245,6 +277,10 @@ def read_figures(samples: Iterable[usage.Sample]) -> Figures:
             idle_held[labels.get(KIND) == "mig"] += int(value)
         elif figure == "page":
             page.append(_node(labels))
+        elif figure == "claimed" and claimed and labels.get("UUID") in claimed:
+            claims[claimed[labels["UUID"]]] += 1
+    for n in claims.values():
+        counts["shapes"][n] = counts["shapes"].get(n, 0) + 1
 
     nodes = sorted(per["node"].items(), key=lambda item: natural_key(item[0]))
     means = [NodeUsage(n, m) for n, c in nodes if (m := c.mean()) is not None]
