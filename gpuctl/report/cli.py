@@ -102,7 +102,7 @@ def report(
         setting_list("exporter_jobs", exporter_job),
     )
     client = application().prometheus(prometheus)
-    exporter = dataclasses.replace(exporter, claimed=application().dra_holders())
+    exporter = dataclasses.replace(exporter, **application().dra_holders())
     client.timeout = max(client.timeout, service.RANGE_TIMEOUT)
     _show(service.report(client, request, exporter, prices), output, html)
 

@@ -17,7 +17,7 @@ from gpuctl.dcgm.holders import Exporter
 from gpuctl.top.cluster import service as cluster
 from gpuctl.top.cluster.core import live, usage
 from tests.clirun import run_gpuctl as gpuctl
-from tests.cluster_data import gpu, mixed_cluster, stranded_cluster
+from tests.cluster_data import A100, gpu, mixed_cluster, stranded_cluster
 
 pytestmark = pytest.mark.integration  # Prometheus and stand-in servers
 
@@ -83,7 +83,11 @@ def test_live_figures_count_dra_claimed_gpus_as_the_rows_do(prometheus_with):
     by the claim's pod in the figures as in the rows: idle held, per namespace, the request
     shape and the stranded GPUs; a pod the series names stands."""
     node_d = [gpu("Hostname", "node-d", i, util) for i, util in enumerate((1, 80, 2, 0, 0))]
-    server = prometheus_with(mixed_cluster() + sum(node_d, []))
+    node_e = [
+        gpu("Hostname", "node-e", 0, util, model=A100, mig=(gi, "3g.40gb", 40192))
+        for gi, util in ((1, 1), (2, 50))
+    ]
+    server = prometheus_with(mixed_cluster() + sum(node_d + node_e, []))
     claimed = {
         "GPU-node-d-0000": ("ml", "dra-0"),  # idle
         "GPU-node-d-0001": ("ml", "dra-0"),  # busy: dra-0 holds 2
@@ -91,13 +95,16 @@ def test_live_figures_count_dra_claimed_gpus_as_the_rows_do(prometheus_with):
         "GPU-node-a-0000": ("other", "x"),  # its series name ml/train-0: that stands
         "MIG-4d3b1c5e-94a1-5f6e-9a7c-1f0e2d3c4b5a": ("ml", "mig-0"),  # no series has it
     }
-    exp = Exporter(claimed=claimed)
+    # one pod holds both 3g.40gb devices of node-e's GPU (DraView.mig_holders)
+    exp = Exporter(claimed=claimed, claimed_mig={("GPU-node-e-0000", "3g.40gb"): ("team-b", "m")})
     assert_live_equals_full(server.url, exp=exp)
     found, _ = live_frame(server.url, exp=exp)
     plain, _ = live_frame(server.url)
     s = found.summary
     assert s.idle_allocated_gpus == plain.summary.idle_allocated_gpus + 2
-    assert {n.namespace: n.gpus for n in found.namespaces}["team-b"] == 1
+    assert s.idle_allocated_mig_slices == plain.summary.idle_allocated_mig_slices + 1
+    team_b = {n.namespace: n for n in found.namespaces}["team-b"]
+    assert (team_b.gpus, team_b.mig_slices) == (1, 2)
     assert "other" not in {n.namespace for n in found.namespaces}
 
 

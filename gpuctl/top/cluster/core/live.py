@@ -137,21 +137,29 @@ def _held(
             selector = f"{{{_UTILIZATION}, {_join(key, matchers, WHOLE if whole else '')}}}"
             parts.append(f"group by ({', '.join(dict.fromkeys(labels))}) ({selector})")
     named = " or ".join(parts)
-    if not exporter.claimed or pod:
-        return named
-    return f"{named} or (({_claimed(exporter, namespace, whole)}) unless on ({_ON}) ({named}))"
+    claimed = "" if pod else _claimed(exporter, namespace, whole)
+    return f"{named} or (({claimed}) unless on ({_ON}) ({named}))" if claimed else named
 
 
 def _claimed(exporter: Exporter, namespace: bool = False, whole: bool = False) -> str:
-    """One series per DRA-claimed device (by its UUID: gpuctl.dcgm.holders.Exporter.claimed),
-    labelled exported_namespace with its claim's namespace if asked."""
-    groups: dict[str, list[str]] = {}
+    """One series per DRA-claimed device (by its UUID; a MIG device by its parent's UUID and
+    profile: gpuctl.dcgm.holders.Exporter), labelled exported_namespace with its claim's
+    namespace if asked."""
+    uuids: dict[str, list[str]] = {}
+    migs: dict[str, list[tuple[str, str]]] = {}
     for uuid, (ns, _pod) in exporter.claimed.items():
-        groups.setdefault(ns if namespace else "", []).append(uuid)
+        uuids.setdefault(ns if namespace else "", []).append(uuid)
+    for mig, (ns, _pod) in () if whole else exporter.claimed_mig.items():
+        migs.setdefault(ns if namespace else "", []).append(mig)
     parts = []
-    for ns, uuids in sorted(groups.items()):
-        matchers = _join(f"UUID=~{holders.any_of(uuids)}", WHOLE if whole else "")
-        expr = f"group by ({_ON}) ({{{_UTILIZATION}, {matchers}}})"
+    for ns in sorted(uuids.keys() | migs.keys()):
+        whole_ones = _join(f"UUID=~{holders.any_of(uuids.get(ns, []))}", WHOLE if whole else "")
+        selectors = [whole_ones] if ns in uuids else []
+        selectors += [
+            f"UUID=~{holders.any_of([parent])}, GPU_I_PROFILE=~{holders.any_of([profile])}"
+            for parent, profile in migs.get(ns, ())
+        ]
+        expr = " or ".join(f"group by ({_ON}) ({{{_UTILIZATION}, {m}}})" for m in selectors)
         if namespace:  # a Kubernetes name: no `$` to expand
             expr = f'label_replace({expr}, "{holders.EXPORTED[0]}", {json.dumps(ns)}, "", "")'
         parts.append(expr)
@@ -211,7 +219,7 @@ def figures_query(
         # how many GPUs each busy signal judged
         "signals": f"count by ({busy.LABEL}) ({_mean(window, labelled=True)})",
     }
-    if exporter.claimed:  # their pods' shapes: read_figures counts them
+    if exporter.claimed:  # their pods' shapes (whole GPUs): read_figures counts them
         figures["claimed"] = _claimed_whole(exporter)
     if sort == "idle" and rows > 0:
         figures["page"] = f"bottomk({rows}, {by_node})"
