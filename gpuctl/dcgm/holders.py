@@ -48,7 +48,8 @@ DEFAULT_JOBS = ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-dra", "dcgm-export
 EXPORTED = ("exported_namespace", "exported_pod", "exported_container")
 OLD_NAMESPACE = ("pod_namespace", "pod_name", "container_name")
 PLAIN = ("namespace", "pod", "container")
-LABELS = EXPORTED + OLD_NAMESPACE + PLAIN + ("job",)  # every label the rule reads
+# every label the rule reads but the device's UUID (gpuctl.dcgm.metrics.IDENTITY)
+LABELS = EXPORTED + OLD_NAMESPACE + PLAIN + ("job", "GPU_I_PROFILE")
 _REGEX_SPECIAL = set("\\.+*?()|[]{}^$")  # what stands for itself only escaped, in RE2
 
 

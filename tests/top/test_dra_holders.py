@@ -15,6 +15,7 @@ import pytest
 from tests.cluster_data import gpu
 from tests.gpu_cluster import node, seed
 from tests.gpus.test_dra import AKS, CLASSES, SLICES, T4, allocated, as_v1
+from tests.gpus.test_dra_mig_holders import AKS_GPU, mig
 from tests.reclaim.test_dra_holders import UUIDS
 
 pytestmark = pytest.mark.integration
@@ -71,9 +72,6 @@ def test_advise_judges_the_claim_s_pod(cli, dra_cluster, prometheus_with):
     assert (row["namespace"], row["name"], row["gpus_held"], row["advice"]) == ("ml", "train", 1, "release")  # fmt: skip
 
 
-AKS_GPU = "GPU-ddf64803-f421-0e5b-883e-cd752de16db7"  # the AKS A100's (tests/data/dra)
-
-
 def aks_mig(instance: int, util: float) -> list:
     """dcgm-exporter's default series of a 1g.10gb GPU instance of the AKS A100: the
     parent's UUID, the profile and the instance id; no pod without --kubernetes-enable-dra
@@ -82,8 +80,7 @@ def aks_mig(instance: int, util: float) -> list:
 
 
 def mig_claim(name: str, *devices: str) -> dict:
-    results = [("gpu.nvidia.com", AKS, d) for d in devices]
-    return allocated("ml", name, *results, device_class="mig.nvidia.com")
+    return mig("ml", name, AKS, *devices)
 
 
 @pytest.mark.parametrize(
