@@ -150,15 +150,18 @@ class Application:
             self._kube = self.noted(kube)
         return kube, why
 
-    def dra_holders(self) -> dict[str, tuple[str, str]]:
-        """Each DRA-allocated device's UUID → the (namespace, pod) its claim is reserved for
-        (gpuctl.gpus.dra.DraView.holders), from the cluster of --context/--kubeconfig; {}
-        where there is no cluster to ask, or it serves no DRA, or RBAC hides the claims: the
-        views that join them to DCGM's series read Prometheus first and the cluster only
-        for this."""
+    def dra_holders(self) -> dict[str, Any]:
+        """The holders of DRA-allocated devices, as Exporter fields: `claimed`, each device's
+        UUID → the (namespace, pod) its claim is reserved for, and `claimed_mig`, (parent
+        UUID, MIG profile) → the pod holding all of them (gpuctl.gpus.dra.DraView.holders,
+        mig_holders), from the cluster of --context/--kubeconfig; empty where there is no
+        cluster to ask, or it serves no DRA, or RBAC hides the claims: the views that join
+        them to DCGM's series read Prometheus first and the cluster only for this."""
         kube, _ = self.kube_or_offline(offline_ok=True)
         view = kube.dra() if kube is not None else None
-        return view.holders() if view is not None else {}
+        if view is None:
+            return {"claimed": {}, "claimed_mig": {}}
+        return {"claimed": view.holders(), "claimed_mig": view.mig_holders()}
 
     def close(self) -> None:
         if self._kube is not None:

@@ -18,7 +18,8 @@ describe the exporter itself: its `container` is one of the exporter's container
 or, on a series without `container`, its `job` is one of the exporter's job names.
 `holder` (the cluster view, advise, reclaim) and `held_matchers` (the alert rules) apply
 this one rule; `holder` also names the pod a DRA claim holds a device for, by its UUID
-(Exporter.claimed), where the series names none.
+(Exporter.claimed), or a MIG device by its parent's UUID and profile where one pod holds
+every such device (Exporter.claimed_mig), where the series names none.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ DEFAULT_JOBS = ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter-dra", "dcgm-export
 EXPORTED = ("exported_namespace", "exported_pod", "exported_container")
 OLD_NAMESPACE = ("pod_namespace", "pod_name", "container_name")
 PLAIN = ("namespace", "pod", "container")
-LABELS = EXPORTED + OLD_NAMESPACE + PLAIN + ("job",)  # every label the rule reads
+# every label the rule reads but the device's UUID (gpuctl.dcgm.metrics.IDENTITY)
+LABELS = EXPORTED + OLD_NAMESPACE + PLAIN + ("job", "GPU_I_PROFILE")
 _REGEX_SPECIAL = set("\\.+*?()|[]{}^$")  # what stands for itself only escaped, in RE2
 
 
@@ -74,6 +76,10 @@ class Exporter:
     containers: tuple[str, ...] = DEFAULT_CONTAINERS
     jobs: tuple[str, ...] = DEFAULT_JOBS
     claimed: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
+    # (parent UUID, MIG profile) → the pod holding every such MIG device (DraView.mig_holders)
+    claimed_mig: Mapping[tuple[str, str], tuple[str, str]] = field(
+        default_factory=dict, compare=False
+    )
 
     def is_self(self, labels: Mapping[str, Any]) -> bool:
         container = labels.get("container")
@@ -112,7 +118,11 @@ def holder(labels: Mapping[str, Any], exp: Exporter) -> Holder | None:
         return _holder((get("pod_namespace") or None, pod, get("container_name") or None))
     pod = get("pod")
     if not pod or exp.is_self(labels):
-        claim = exp.claimed.get(get("UUID") or "") if exp.claimed else None
+        if not (exp.claimed or exp.claimed_mig):
+            return None
+        profile = get("GPU_I_PROFILE")
+        uuid = get("UUID") or ""
+        claim = exp.claimed_mig.get((uuid, profile)) if profile else exp.claimed.get(uuid)
         return _holder((*claim, None)) if claim else None
     return _holder((get("namespace") or None, pod, get("container") or None))
 

@@ -214,6 +214,30 @@ class DraView:
             if key in uuids and claim.pods
         }
 
+    def mig_holders(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """(parent GPU's UUID, MIG profile) → the (namespace, pod) whose claims hold every MIG
+        device of that profile on that GPU. DCGM's MIG series carry the parent's UUID, the
+        profile and the GPU instance id; NVIDIA's driver publishes the parent, the profile
+        and the placement (memorySlice<N>, the name), never the instance id, which NVML
+        assigns apart from the placement: only where one pod holds every MIG device of the
+        profile on that GPU is it the holder of each such series. The devices that exist:
+        those with a `uuid` (created), and those allocated (DynamicMIG creates its devices,
+        published uuid-less, when allocated)."""
+        groups: dict[tuple[str, str], set[tuple[str, str] | None]] = {}
+        for d in self.devices:
+            parent, profile = d.attribute("parentUUID"), d.attribute("profile")
+            claim = self.allocated.get(d.key)
+            if parent is None or profile is None or (d.uuid is None and claim is None):
+                continue
+            held = (claim.namespace, claim.pods[0]) if claim is not None and claim.pods else None
+            groups.setdefault((str(parent), str(profile)), set()).add(held)
+        out = {}
+        for key, holders in groups.items():
+            (only, *others) = holders
+            if only is not None and not others:
+                out[key] = only
+        return out
+
     @cached_property
     def class_named(self) -> dict[str, DeviceClass]:
         return {c.name: c for c in self.classes}

@@ -55,9 +55,10 @@ def find(kube: Kube, prometheus: Any, policy: pol.Policy, exporter: Exporter) ->
     q = signal.queries([r.idle_for_s for r in policy.rules], policy.busy_percent)
     view = kube.dra()  # the holders of DRA devices, from their claims
     by_uuid = view.holders() if view is not None else {}
+    by_mig = view.mig_holders() if view is not None else {}
     warnings: list[str] = []
     answers = prometheus.query_all(q.all(), warnings=warnings)
-    readings = signal.read(q, answers, exporter, warnings, by_uuid)
+    readings = signal.read(q, answers, exporter, warnings, by_uuid, by_mig)
     now = time.time()
     claimed = Counter(by_uuid.values())
     found = workloads.group(kube.unfinished_pods(), _owners(kube), kube.kueue_workloads(), claimed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 
 import typer
@@ -101,6 +102,7 @@ def report(
         setting_list("exporter_jobs", exporter_job),
     )
     client = application().prometheus(prometheus)
+    exporter = dataclasses.replace(exporter, **application().dra_holders())
     client.timeout = max(client.timeout, service.RANGE_TIMEOUT)
     _show(service.report(client, request, exporter, prices), output, html)
 

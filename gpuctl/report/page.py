@@ -21,7 +21,7 @@ from typing import Any
 
 from gpuctl.dcgm import busy
 from gpuctl.report.core.showback import Report, TeamUsage
-from gpuctl.report.core.text import money, pct, safe
+from gpuctl.report.core.text import dra_note, money, pct, safe
 
 NAME_CHARS = 48
 PAGE_HOLDERS = 100
@@ -145,6 +145,8 @@ def _headline(r: Report) -> str:
         if r.duty_cycle_only
         else ""
     )
+    if r.dra_unlabelled:
+        note += f'<p class="lead note">{html.escape(dra_note(r.dra_unlabelled))}.</p>'
     return (
         f'<section id="headline"><div class="tiles">{cells}</div>'
         f'<p class="lead">{html.escape(lead)}</p>{note}</section>'

@@ -148,7 +148,19 @@ def report(
         for fold, answer in zip(folds, answers):
             fold(answer)
         builder.add_idle_holders(idle)
-    return builder.report(request.top, currency, request.teams, request.idle_threshold)
+    result = builder.report(request.top, currency, request.teams, request.idle_threshold)
+    result.dra_unlabelled = _dra_unlabelled(client, exporter, request.end)
+    return result
+
+
+def _dra_unlabelled(client, exporter: Exporter, at: float | None) -> int:
+    """How many of the devices the cluster's claims allocate (exporter.claimed, by UUID) no
+    series names a holder for: the report, which reads holders from the labels alone,
+    counts them unheld."""
+    if not exporter.claimed:
+        return 0
+    named = {labels.get("UUID") for labels, _ in client.query(q.named_devices(exporter), at=at)}
+    return sum(1 for uuid in exporter.claimed if uuid not in named)
 
 
 def _chunks(client, request: Request, found: q.Queries, exporter: Exporter, window, most: int):

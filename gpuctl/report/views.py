@@ -6,7 +6,7 @@ import io
 
 from gpuctl.report.core import showback
 from gpuctl.report.core.showback import Report
-from gpuctl.report.core.text import money, pct, safe, when
+from gpuctl.report.core.text import dra_note, money, pct, safe, when
 
 _COLUMNS = ("team", "GPU-h held", "GPU-h busy", "busy", "GPU-h idle-held", "cost", "idle cost")
 
@@ -40,6 +40,8 @@ def heading(r: Report) -> str:
             "100 % for a kernel on one SM; enable DCGM_FI_PROF_SM_ACTIVE for a busy signal "
             "that measures work (see docs/report.md)"
         )
+    if r.dra_unlabelled:
+        line += f"\nNote: {dra_note(r.dra_unlabelled)}"
     return line
 
 

@@ -10,7 +10,8 @@ from collections import Counter
 from gpuctl.dcgm import holders
 from gpuctl.gpus import dra
 from gpuctl.reclaim.core import signal, workloads
-from tests.gpus.test_dra import CLASSES, SLICES, T4, allocated
+from tests.gpus.test_dra import AKS, CLASSES, SLICES, T4, allocated
+from tests.gpus.test_dra_mig_holders import AKS_GPU, mig
 from tests.reclaim.test_decide import NOW, Q, judge, policy
 
 UUIDS = ("GPU-da96f367-6e47-8dc4-fd29-4f0b97b9f174", "GPU-204349eb-0405-e927-278b-8804172f1be3")
@@ -51,3 +52,19 @@ def test_a_claims_devices_are_its_pods_and_judged_idle():
     # without the join the series hold nothing and the pod no GPU: nothing to judge
     assert signal.read(Q, answers, holders.Exporter()).by_pod == {}
     assert workloads.group([dra_pod("train-0")], {}, []) == []
+
+
+def test_mig_devices_one_pod_holds_every_one_of_are_its():
+    """DCGM's MIG series carry the parent's UUID and the profile, not the device's: joined by
+    (parent, profile) where one pod holds every such device (DraView.mig_holders)."""
+    view = dra.view(
+        CLASSES, SLICES, [mig("ml", "tune", AKS, "gpu-0-mig-19-2-1", "gpu-0-mig-19-3-1")]
+    )
+    parent = {"UUID": AKS_GPU, "gpu": "0", "Hostname": AKS, "GPU_I_PROFILE": "1g.10gb"}
+    migs = [{**parent, "GPU_I_ID": gi} for gi in ("7", "8")]
+    answers = [[(m, NOW - 10) for m in migs], [], *[[(m, 7200 / Q.step_s) for m in migs]] * 3]
+    readings = signal.read(
+        Q, answers, holders.Exporter(), claimed=view.holders(), claimed_mig=view.mig_holders()
+    )
+    assert len(readings.devices(("ml", "tune-pod"))) == 2
+    assert signal.read(Q, answers, holders.Exporter(), claimed=view.holders()).by_pod == {}

@@ -132,3 +132,12 @@ def test_the_body_speaks_plain_words_and_the_footnote_names_the_metric():
         assert word not in body, word
     assert "DCGM_FI_PROF_SM_ACTIVE" in notes and "SM activity" in notes
     assert body.index('id="headline"') < body.index("<table")  # headline totals first
+
+
+@pytest.mark.integration  # matplotlib runs fc-list to find its fonts
+def test_the_headline_says_when_dra_devices_count_unheld():
+    r = _report({"ml": (2.0, 1.0, 0.5)})
+    assert "through DRA" not in page.html_page(r)
+    r.dra_unlabelled = 2
+    headline = page.html_page(r).partition('id="headline"')[2].partition("</section>")[0]
+    assert "2 devices the cluster allocates through DRA now are counted as unheld" in headline

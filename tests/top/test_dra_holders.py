@@ -14,7 +14,8 @@ import pytest
 
 from tests.cluster_data import gpu
 from tests.gpu_cluster import node, seed
-from tests.gpus.test_dra import CLASSES, SLICES, T4, allocated, as_v1
+from tests.gpus.test_dra import AKS, CLASSES, SLICES, T4, allocated, as_v1
+from tests.gpus.test_dra_mig_holders import AKS_GPU, mig
 from tests.reclaim.test_dra_holders import UUIDS
 
 pytestmark = pytest.mark.integration
@@ -69,3 +70,38 @@ def test_advise_judges_the_claim_s_pod(cli, dra_cluster, prometheus_with):
     (row,) = json.loads(r.out)["workloads"]
     # the pod's workload as advise names it without kube-state-metrics' owner series
     assert (row["namespace"], row["name"], row["gpus_held"], row["advice"]) == ("ml", "train", 1, "release")  # fmt: skip
+
+
+def aks_mig(instance: int, util: float) -> list:
+    """dcgm-exporter's default series of a 1g.10gb GPU instance of the AKS A100: the
+    parent's UUID, the profile and the instance id; no pod without --kubernetes-enable-dra
+    (and none with it: the exporter keys MIG series by GPU index and instance id)."""
+    return gpu("Hostname", AKS, 0, util, model="NVIDIA A100 80GB PCIe", mig=(instance, "1g.10gb", 9856), extra={"UUID": AKS_GPU})  # fmt: skip
+
+
+def mig_claim(name: str, *devices: str) -> dict:
+    return mig("ml", name, AKS, *devices)
+
+
+@pytest.mark.parametrize(
+    "claims, holders",
+    [
+        # one pod holds both 1g.10gb devices of the GPU: each instance's series is its
+        ([mig_claim("a", "gpu-0-mig-19-2-1", "gpu-0-mig-19-3-1")], {"a-pod"}),
+        # one held, one free: nothing says which instance id is whose
+        ([mig_claim("a", "gpu-0-mig-19-2-1")], {None}),
+        ([mig_claim("a", "gpu-0-mig-19-2-1"), mig_claim("b", "gpu-0-mig-19-3-1")], {None}),
+    ],
+)
+def test_mig_devices_through_dra_are_named_where_the_profile_leaves_no_doubt(
+    cli, kube_api, prometheus_with, claims, holders
+):
+    seed(kube_api, node(AKS, 0, gfd=False), *CLASSES, *map(as_v1, SLICES), *claims)
+    prom = prometheus_with(aks_mig(7, 0) + aks_mig(8, 30))
+    r = cli("top", "--prometheus", prom.url, "--once", "-o", "json")
+    assert r.code == 0, r
+    doc = json.loads(r.out)
+    rows = [g for g in doc["gpus"] if g["uuid"] == AKS_GPU]
+    assert len(rows) == 2 and {g["pod"] for g in rows} == holders
+    held = doc["summary"]["idle_allocated_mig_slices"]
+    assert held == (1 if holders == {"a-pod"} else 0)  # instance 7 idle

@@ -17,17 +17,19 @@ from gpuctl.dcgm.holders import Exporter
 from gpuctl.top.cluster import service as cluster
 from gpuctl.top.cluster.core import live, usage
 from tests.clirun import run_gpuctl as gpuctl
-from tests.cluster_data import gpu, mixed_cluster, stranded_cluster
+from tests.cluster_data import A100, gpu, mixed_cluster, stranded_cluster
 
 pytestmark = pytest.mark.integration  # Prometheus and stand-in servers
 
 ROWS = 3
 
 
-def live_frame(url: str, sort: str = "index", rows: int = ROWS, window: str = "10m"):
+def live_frame(
+    url: str, sort: str = "index", rows: int = ROWS, window: str = "10m", exp: Exporter = Exporter()
+):
     client = Prometheus(url)
-    found = cluster.figures(client, window, 5.0, Exporter(), sort, rows)
-    page = cluster.rows_on_screen(client, window, 5.0, Exporter(), found, sort, rows)
+    found = cluster.figures(client, window, 5.0, exp, sort, rows)
+    page = cluster.rows_on_screen(client, window, 5.0, exp, found, sort, rows)
     return found, page
 
 
@@ -35,10 +37,12 @@ def row(r: usage.ClusterGpuRow) -> str:
     return json.dumps(usage.gpus_out([r])[0]) + f" mean={r.mean_utilization}"
 
 
-def assert_live_equals_full(url: str, sorts=live.SORT_KEYS, rows: int = ROWS, window="10m"):
-    full = cluster.snapshot(Prometheus(url), window, 5.0, Exporter())
+def assert_live_equals_full(
+    url: str, sorts=live.SORT_KEYS, rows: int = ROWS, window="10m", exp: Exporter = Exporter()
+):
+    full = cluster.snapshot(Prometheus(url), window, 5.0, exp)
     for sort in sorts:
-        found, page = live_frame(url, sort, rows, window)
+        found, page = live_frame(url, sort, rows, window, exp)
         s, f = found.summary, full.summary
         counts = ("gpus", "idle_gpus", "idle_allocated_gpus", "mig_gpus", "mig_slices",
                   "idle_mig_slices", "idle_allocated_mig_slices")  # fmt: skip
@@ -71,6 +75,37 @@ def assert_live_equals_full(url: str, sorts=live.SORT_KEYS, rows: int = ROWS, wi
 def test_live_figures_equal_the_full_frame(prometheus_with):
     """Both host label spellings, a GPU scraped twice, MIG devices, idle and held GPUs."""
     assert_live_equals_full(prometheus_with(mixed_cluster()).url)
+
+
+def test_live_figures_count_dra_claimed_gpus_as_the_rows_do(prometheus_with):
+    """GPUs whose series name no pod (dcgm-exporter without --kubernetes-enable-dra) but a
+    DRA claim allocates (Exporter.claimed, read from the cluster's ResourceClaims) are held
+    by the claim's pod in the figures as in the rows: idle held, per namespace, the request
+    shape and the stranded GPUs; a pod the series names stands."""
+    node_d = [gpu("Hostname", "node-d", i, util) for i, util in enumerate((1, 80, 2, 0, 0))]
+    node_e = [
+        gpu("Hostname", "node-e", 0, util, model=A100, mig=(gi, "3g.40gb", 40192))
+        for gi, util in ((1, 1), (2, 50))
+    ]
+    server = prometheus_with(mixed_cluster() + sum(node_d + node_e, []))
+    claimed = {
+        "GPU-node-d-0000": ("ml", "dra-0"),  # idle
+        "GPU-node-d-0001": ("ml", "dra-0"),  # busy: dra-0 holds 2
+        "GPU-node-d-0002": ("team-b", "dra-1"),  # idle
+        "GPU-node-a-0000": ("other", "x"),  # its series name ml/train-0: that stands
+        "MIG-4d3b1c5e-94a1-5f6e-9a7c-1f0e2d3c4b5a": ("ml", "mig-0"),  # no series has it
+    }
+    # one pod holds both 3g.40gb devices of node-e's GPU (DraView.mig_holders)
+    exp = Exporter(claimed=claimed, claimed_mig={("GPU-node-e-0000", "3g.40gb"): ("team-b", "m")})
+    assert_live_equals_full(server.url, exp=exp)
+    found, _ = live_frame(server.url, exp=exp)
+    plain, _ = live_frame(server.url)
+    s = found.summary
+    assert s.idle_allocated_gpus == plain.summary.idle_allocated_gpus + 2
+    assert s.idle_allocated_mig_slices == plain.summary.idle_allocated_mig_slices + 1
+    team_b = {n.namespace: n for n in found.namespaces}["team-b"]
+    assert (team_b.gpus, team_b.mig_slices) == (1, 2)
+    assert "other" not in {n.namespace for n in found.namespaces}
 
 
 def profiling_only(series: list) -> list:

@@ -129,15 +129,17 @@ def read(
     exporter: holders.Exporter,
     warnings: list[str] | None = None,
     claimed: Mapping[str, Pod] | None = None,
+    claimed_mig: Mapping[tuple[str, str], Pod] | None = None,
 ) -> Readings:
     """The answers to q.all(), in order, per holding pod and device; WARNINGS: what
     Prometheus warned of while answering them. A series that names no holder is its DRA
-    claim's pod's, where CLAIMED (device UUID → pod) has it."""
+    claim's pod's, where CLAIMED (device UUID → pod) has it, or for a MIG series,
+    CLAIMED_MIG ((parent UUID, profile) → pod: gpuctl.gpus.dra.DraView.mig_holders)."""
     by_pod: dict[Pod, dict[Key, Device]] = {}
     newest, last_busy, *counts = answers
     windows = len(q.covered)
-    if claimed:
-        exporter = replace(exporter, claimed=claimed)
+    if claimed or claimed_mig:
+        exporter = replace(exporter, claimed=claimed or {}, claimed_mig=claimed_mig or {})
 
     def device(labels: dict[str, Any]) -> Device | None:
         h = holders.holder(labels, exporter)

@@ -181,6 +181,13 @@ def idle_holders_query(
     return f"topk({k}, sum_over_time(({per_pod})[{int(span_s) - 1}s:{step}]) > 0)"
 
 
+def named_devices(exporter: Exporter) -> str:
+    """Instant: the UUIDs of the NVIDIA devices whose busy-signal series name a holder."""
+    return " or ".join(
+        f"group by (UUID) ({{{_SIGNAL_FIELDS}, {m}}})" for m in holders.held_matchers(exporter)
+    )
+
+
 def max_steps(series: int, budget: int = SAMPLE_BUDGET) -> int:
     """Steps one range query may span: about one point per raw series and step is held
     (twice the series found now, for the pods that came and went), within 11,000."""

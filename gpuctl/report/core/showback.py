@@ -97,6 +97,9 @@ class Report:
     currency: str = "USD"
     idle_threshold: float = 5.0  # percent
     device_steps: dict[str, int] = field(default_factory=dict)  # by busy signal
+    # devices the cluster's ResourceClaims allocate now whose series name no pod (dcgm-exporter
+    # without --kubernetes-enable-dra; MIG devices): counted as unheld
+    dra_unlabelled: int = 0
 
     @property
     def every_team(self) -> list[TeamUsage]:
@@ -308,6 +311,7 @@ def to_dict(r: Report) -> dict[str, Any]:
         "duty_cycle_only": r.duty_cycle_only,
         "idle_threshold_percent": r.idle_threshold,
         "currency": r.currency,
+        "dra_devices_unlabelled": r.dra_unlabelled,
         "team_count": r.team_count,
         "teams": [{"team": t.team, **_team_dict(t)} for t in r.teams],
         "others": None if r.others is None else {"teams": r.others.teams, **_team_dict(r.others)},

@@ -22,3 +22,16 @@ def safe(text: str, limit: int | None = None) -> str:
 
 def when(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def dra_note(unlabelled: int) -> str:
+    """What the report says when devices the cluster allocates through DRA are counted as
+    unheld; "" when none are."""
+    if not unlabelled:
+        return ""
+    devices = "1 device" if unlabelled == 1 else f"{unlabelled:,} devices"
+    return (
+        f"{devices} the cluster allocates through DRA now are counted as unheld: their DCGM "
+        "series name no pod (run dcgm-exporter with --kubernetes-enable-dra; it names no pod "
+        "for MIG devices even then, see docs/report.md)"
+    )

@@ -88,7 +88,7 @@ def figures(
     """The cluster figures of a live frame: one query, aggregated by Prometheus."""
     query = live.figures_query(window, idle_threshold, exporter, sort, rows)
     try:
-        found = client.query(query, live.read_figures)
+        found = client.query(query, functools.partial(live.read_figures, claimed=exporter.claimed))
     except (KeyError, ValueError, OverflowError) as e:  # a count that is no count
         raise BackendError(
             f"Prometheus at {client.url} answered the cluster figures with a sample gpuctl "

@@ -19,7 +19,9 @@ DCGM_FI_PROF_GR_ENGINE_ACTIVE): the figures then need one series per device, not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
 from gpuctl.common.errors import UsageError
@@ -121,20 +123,53 @@ def _mean(window: str, node: bool = False, whole_only: bool = False, labelled: b
 
 
 def _held(
-    exporter: Exporter,
-    namespace: bool = False,
-    pod: bool = False,
-    whole: bool = False,
+    exporter: Exporter, namespace: bool = False, pod: bool = False, whole: bool = False
 ) -> str:
     """One series per device and holder (with the labels naming the holder's namespace and
-    pod, as the series has them, if asked): a device no pod holds has none."""
+    pod, as the series has them, if asked): a device no pod holds has none. Unless a pod
+    is asked for, a device whose series name no holder but a DRA claim allocates
+    (exporter.claimed) is held by the claim's namespace, as the rows have it (per pod:
+    `_claimed_whole`, counted by read_figures: a selector per pod is too many)."""
     parts = []
     for by, key in _KEYINGS:
         for matchers, (ns_label, pod_label, _container) in holders.held_branches(exporter):
             labels = list(by) + [ns_label] * namespace + [pod_label] * pod
             selector = f"{{{_UTILIZATION}, {_join(key, matchers, WHOLE if whole else '')}}}"
             parts.append(f"group by ({', '.join(dict.fromkeys(labels))}) ({selector})")
+    named = " or ".join(parts)
+    claimed = "" if pod else _claimed(exporter, namespace, whole)
+    return f"{named} or (({claimed}) unless on ({_ON}) ({named}))" if claimed else named
+
+
+def _claimed(exporter: Exporter, namespace: bool = False, whole: bool = False) -> str:
+    """One series per DRA-claimed device (by its UUID; a MIG device by its parent's UUID and
+    profile: gpuctl.dcgm.holders.Exporter), labelled exported_namespace with its claim's
+    namespace if asked."""
+    uuids: dict[str, list[str]] = {}
+    migs: dict[str, list[tuple[str, str]]] = {}
+    for uuid, (ns, _pod) in exporter.claimed.items():
+        uuids.setdefault(ns if namespace else "", []).append(uuid)
+    for mig, (ns, _pod) in () if whole else exporter.claimed_mig.items():
+        migs.setdefault(ns if namespace else "", []).append(mig)
+    parts = []
+    for ns in sorted(uuids.keys() | migs.keys()):
+        whole_ones = _join(f"UUID=~{holders.any_of(uuids.get(ns, []))}", WHOLE if whole else "")
+        selectors = [whole_ones] if ns in uuids else []
+        selectors += [
+            f"UUID=~{holders.any_of([parent])}, GPU_I_PROFILE=~{holders.any_of([profile])}"
+            for parent, profile in migs.get(ns, ())
+        ]
+        expr = " or ".join(f"group by ({_ON}) ({{{_UTILIZATION}, {m}}})" for m in selectors)
+        if namespace:  # a Kubernetes name: no `$` to expand
+            expr = f'label_replace({expr}, "{holders.EXPORTED[0]}", {json.dumps(ns)}, "", "")'
+        parts.append(expr)
     return " or ".join(parts)
+
+
+def _claimed_whole(exporter: Exporter) -> str:
+    """The whole GPUs only a DRA claim names a holder for, by UUID."""
+    named = _held(exporter, pod=True)
+    return f"group by (UUID) (({_claimed(exporter, whole=True)}) unless on ({_ON}) ({named}))"
 
 
 def _reading(sort: str) -> str:
@@ -184,6 +219,8 @@ def figures_query(
         # how many GPUs each busy signal judged
         "signals": f"count by ({busy.LABEL}) ({_mean(window, labelled=True)})",
     }
+    if exporter.claimed:  # their pods' shapes (whole GPUs): read_figures counts them
+        figures["claimed"] = _claimed_whole(exporter)
     if sort == "idle" and rows > 0:
         figures["page"] = f"bottomk({rows}, {by_node})"
     elif sort != "index" and rows > 0:
@@ -224,13 +261,16 @@ class _Count:
         return self.means / self.devices if self.devices else None
 
 
-def read_figures(samples: Iterable[usage.Sample]) -> Figures:
-    """The answer of figures_query, as the live frame shows it."""
+def read_figures(
+    samples: Iterable[usage.Sample], claimed: Mapping[str, tuple[str, str]] | None = None
+) -> Figures:
+    """The answer of figures_query, as the live frame shows it; CLAIMED: its exporter's."""
     per: dict[str, dict[str, _Count]] = {"node": {}, "ns": {}}
     counts: dict[str, dict[int, int]] = {"shapes": {}, "free": {}}
     idle_held: dict[bool, int] = {False: 0, True: 0}  # per kind: a MIG device or not
     page: list[str] = []
     signals: dict[str, int] = {}
+    claims: Counter[tuple[str, str]] = Counter()  # whole GPUs held by a claim's pod alone
     for labels, value in samples:
         figure = labels.get("figure") or ""
         kind, _, what = figure.partition("_")
@@ -245,6 +285,10 @@ def read_figures(samples: Iterable[usage.Sample]) -> Figures:
             idle_held[labels.get(KIND) == "mig"] += int(value)
         elif figure == "page":
             page.append(_node(labels))
+        elif figure == "claimed" and claimed and labels.get("UUID") in claimed:
+            claims[claimed[labels["UUID"]]] += 1
+    for n in claims.values():
+        counts["shapes"][n] = counts["shapes"].get(n, 0) + 1
 
     nodes = sorted(per["node"].items(), key=lambda item: natural_key(item[0]))
     means = [NodeUsage(n, m) for n, c in nodes if (m := c.mean()) is not None]

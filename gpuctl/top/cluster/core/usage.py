@@ -31,7 +31,7 @@ from gpuctl.dcgm.promql import METRIC, duration_seconds
 # Labels worth showing, and those that say who holds the device (see holders.py).
 # (`uuid`: dcgm-exporter's --use-old-namespace; such devices are keyed by node and index.)
 ROW_LABELS = IDENTITY + ("uuid", "GPU_I_PROFILE", "modelName", "instance")  # what a row shows
-ATTRIBUTES = ROW_LABELS + holders.LABELS
+ATTRIBUTES = tuple(dict.fromkeys(ROW_LABELS + holders.LABELS))
 # A row's labels, kept as values (None where absent): those its node's devices share, as
 # one shared tuple per node, then the device's own (gpu and GPU_I_ID: one shared copy of
 # each value).
