@@ -30,14 +30,14 @@ AMD_SCRAPE = {  # the target's own labels, as the exporter's ServiceMonitor sets
 }
 
 
-def amd_gpu(index: int, util: float, holder=None, uuid=None) -> list:
+def amd_gpu(index: int, util: float, holder=None, uuid=None, node: str = "mi300x-1") -> list:
     labels = {
         "card_model": "102-D65209-0C",
         "gpu_compute_partition_type": "spx",
         "gpu_id": str(index),
         "gpu_memory_partition_type": "nps1",
         "gpu_partition_id": "0",
-        "hostname": "mi300x-1",
+        "hostname": node,
         "serial_number": f"692251001{index}",
         **AMD_SCRAPE,
     }

@@ -44,7 +44,9 @@ def advise(
         setting_list("exporter_jobs", exporter_job),
     )
     # the holders of DRA-allocated GPUs: DCGM's series may not name them
-    exporter = dataclasses.replace(exporter, claimed=application().dra_holders())
+    exporter = dataclasses.replace(
+        exporter, claimed=application().dra_holders(), models=application().node_models()
+    )
     result = service.advise(client, window, idle_threshold, namespace, exporter)
     if output.value != "table":
         echo(dump(to_dict(result, window), output.value))

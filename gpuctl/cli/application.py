@@ -149,6 +149,20 @@ class Application:
         view = kube.dra() if kube is not None else None
         return view.holders() if view is not None else {}
 
+    def node_models(self) -> dict[str, dict[str, str]]:
+        """Each node's other vendors' accelerator model as its labels name it
+        (gpuctl.k8s.nodes.models_by_node), from the cluster of --context/--kubeconfig; {}
+        where there is no cluster to ask or RBAC hides the Nodes: the views then show the
+        model the exporter's series label."""
+        from gpuctl.adapters.kube import Forbidden
+        from gpuctl.k8s.nodes import models_by_node
+
+        kube, _ = self.kube_or_offline(offline_ok=True)
+        try:
+            return models_by_node(kube.list_objects("Node")) if kube is not None else {}
+        except Forbidden:
+            return {}
+
     def close(self) -> None:
         if self._kube is not None:
             self._kube.close()

@@ -137,8 +137,9 @@ def advise(
         return None if h is None else (h.namespace or "", h.pod)
 
     # other vendors' devices in DCGM's shape (their series carry `vendor`)
-    now, peak_memory, p95_utilization, max_utilization = map(
-        exporters.per_series, (now, peak_memory, p95_utilization, max_utilization)
+    now, peak_memory, p95_utilization, max_utilization = (
+        exporters.per_series(s, exporter.models)
+        for s in (now, peak_memory, p95_utilization, max_utilization)
     )
     devices: dict[Key, dict[str, Any]] = {}  # whole GPUs held now
     for labels, value in now:

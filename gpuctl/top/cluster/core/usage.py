@@ -354,7 +354,8 @@ class FrameBuilder:
 
     def frame(self, idle_threshold: float) -> ClusterFrame:
         if self._other_current or self._other_means:
-            self.add_others(exporters.shape(self._other_current, self._other_means))
+            shaped = exporters.shape(self._other_current, self._other_means, self.exporter.models)
+            self.add_others(shaped)
             self._other_current, self._other_means = [], []
         devices, vendors = self.devices, self.vendors
         # A MIG-enabled GPU may also report board-level series (temperature, power)
