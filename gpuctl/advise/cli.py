@@ -47,7 +47,8 @@ def advise(
     exporter = dataclasses.replace(
         exporter, claimed=application().dra_holders(), models=application().node_models()
     )
-    result = service.advise(client, window, idle_threshold, namespace, exporter)
+    kube, _ = application().kube_or_offline(offline_ok=True)  # who owns the pods, where asked
+    result = service.advise(client, window, idle_threshold, namespace, exporter, kube)
     if output.value != "table":
         echo(dump(to_dict(result, window), output.value))
     else:
