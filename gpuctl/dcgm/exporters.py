@@ -336,6 +336,8 @@ def over_window(function: str, names: Iterable[str], window: str) -> str:
 
 # --- the same in PromQL, for views aggregated by Prometheus (report) -----------------
 
+PLAIN_HOLDER = "plain_holder"  # held_promql's mark on a holder read from the plain `pod`
+
 # Those whose series are per device: neuron-monitor's are per NeuronCore (grouped into
 # devices by the instance type, which PromQL does not know) and name no pod.
 PER_DEVICE = tuple(e for e in EXPORTERS if e is not NEURON)
@@ -388,16 +390,23 @@ def busy_promql(step: str, by: str, labelled: bool = False) -> str:
 
 def held_promql(inner: Callable[[str], str], by: str, scaled: bool) -> str:
     """For each per-device exporter's busy metrics, best first: INNER(selector) over its
-    series that name their holder in exported_* labels (as a Prometheus Operator scrape
-    keeps the exporter's own pod labels apart), given DCGM's device labels, max by BY;
-    scaled: times the metric's scale to percent. Only exported_* holders: where the scrape
-    left the holder in the plain `pod`, the exporter's own pod (a container name gpuctl
-    cannot know for every install) could pass for a holder, which an action must not risk."""
+    series that name a holder, given DCGM's device labels, max by BY; scaled: times the
+    metric's scale to percent. A holder in exported_* (as a Prometheus Operator scrape keeps
+    the exporter's own pod labels apart) is the series' own. One in the plain `pod` (a
+    scrape with honorLabels true, AMD's Helm chart default) is taken only beside a
+    `container` that is none of the exporter's, and marked with PLAIN_HOLDER (its vendor):
+    the exporter's own pod under a container name gpuctl does not know could pass for a
+    holder, so an action must first find that pod on the series' node."""
     parts = []
     for exp in PER_DEVICE:
+        own = f", container!~{holders.any_of(exp.own.containers)}" if exp.own.containers else ""
+        plain = f'exported_pod="", pod!="", container!=""{own}'
         for metric, _, scale in exp.busy:
-            sel = selector(exp, metric, 'exported_pod!=""')
-            grouped = f"max by ({own_labels(exp)}, {', '.join(holders.EXPORTED)}) ({inner(sel)})"
-            expr = f"max by ({by}) ({relabelled(exp, grouped)})"
-            parts.append(f"{scale!r} * {expr}" if scaled else expr)
+            for matchers, labels in (('exported_pod!=""', holders.EXPORTED), (plain, holders.PLAIN)):  # fmt: skip
+                sel = selector(exp, metric, matchers)
+                grouped = f"max by ({own_labels(exp)}, {', '.join(labels)}) ({inner(sel)})"
+                expr = f"max by ({by}) ({relabelled(exp, grouped)})"
+                if labels is holders.PLAIN:
+                    expr = f'label_replace({expr}, "{PLAIN_HOLDER}", "{exp.vendor}", "", "")'
+                parts.append(f"{scale!r} * {expr}" if scaled else expr)
     return " or ".join(parts)
