@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.ordering import natural_key
-from gpuctl.dcgm import busy, holders
+from gpuctl.dcgm import busy, exporters, holders
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.dcgm.metrics import (
     FB_FREE,
@@ -67,6 +67,7 @@ class Figures:
     namespaces: list[NamespaceUsage]  # every namespace, most GPUs first
     node_gpus: dict[str, int]  # rows per node: its whole GPUs and MIG devices
     page: list[str] = field(default_factory=list)  # nodes of the GPUs on screen, by value
+    others: int = 0  # other vendors' exporters' series (gpuctl.dcgm.exporters): 0 without
 
 
 def check_sort(sort: str) -> None:
@@ -183,6 +184,8 @@ def figures_query(
         "free": f'count_values("n", count by ({_NODE}) ({free}))',
         # how many GPUs each busy signal judged
         "signals": f"count by ({busy.LABEL}) ({_mean(window, labelled=True)})",
+        # whether other vendors' exporters have series (their devices are not in these figures)
+        "others": f"count({exporters.current_query()})",
     }
     if sort == "idle" and rows > 0:
         figures["page"] = f"bottomk({rows}, {by_node})"
@@ -231,6 +234,7 @@ def read_figures(samples: Iterable[usage.Sample]) -> Figures:
     idle_held: dict[bool, int] = {False: 0, True: 0}  # per kind: a MIG device or not
     page: list[str] = []
     signals: dict[str, int] = {}
+    others = 0
     for labels, value in samples:
         figure = labels.get("figure") or ""
         kind, _, what = figure.partition("_")
@@ -245,6 +249,8 @@ def read_figures(samples: Iterable[usage.Sample]) -> Figures:
             idle_held[labels.get(KIND) == "mig"] += int(value)
         elif figure == "page":
             page.append(_node(labels))
+        elif figure == "others":
+            others = int(value)
 
     nodes = sorted(per["node"].items(), key=lambda item: natural_key(item[0]))
     means = [NodeUsage(n, m) for n, c in nodes if (m := c.mean()) is not None]
@@ -272,7 +278,7 @@ def read_figures(samples: Iterable[usage.Sample]) -> Figures:
     ]
     namespaces.sort(key=lambda n: (-(n.gpus + n.mig_slices), n.namespace))
     node_rows = {n: c.devices for n, c in nodes}
-    return Figures(summary, namespaces, node_rows, list(dict.fromkeys(page)))
+    return Figures(summary, namespaces, node_rows, list(dict.fromkeys(page)), others)
 
 
 def _node(labels: dict[str, str]) -> str:

@@ -213,6 +213,7 @@ class ClusterFrame:
     namespaces: list[NamespaceUsage]
     summary: ClusterSummary
     matched: int | None = None  # the rows a live view's filter matches (None: no filter)
+    others_left_out: bool = False  # a live frame without the other vendors' devices
 
 
 def build_frame(
