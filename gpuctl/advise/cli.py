@@ -47,7 +47,7 @@ def advise(
     exporter = dataclasses.replace(
         exporter, claimed=application().dra_holders(), models=application().node_models()
     )
-    kube, _ = application().kube_or_offline(offline_ok=True)  # who owns the pods, where asked
+    kube = application().cluster_if_any()  # who owns the pods, where there is a cluster
     result = service.advise(client, window, idle_threshold, namespace, exporter, kube)
     if output.value != "table":
         echo(dump(to_dict(result, window), output.value))

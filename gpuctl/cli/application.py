@@ -55,6 +55,7 @@ class Application:
     nvml_driver: Callable[[str | None], Driver] = field(default=nvidia_driver, repr=False)
     amd_driver: Callable[[str | None], AmdDriver] = field(default=amd_driver, repr=False)
     _kube: Any = field(default=None, repr=False)
+    _offline: str | None = field(default=None, repr=False)  # why cluster_if_any found none
 
     def kube(self) -> Kube:
         """The Kubernetes connection of --context and --kubeconfig (made on first use)."""
@@ -139,13 +140,26 @@ class Application:
             self._kube = kube
         return kube, why
 
+    def cluster_if_any(self) -> Kube | None:
+        """The connection of --context/--kubeconfig where there is a cluster to ask, else None
+        (kube_or_offline): tried once per run, so that the views reading a few objects
+        beside Prometheus wait for an unreachable cluster once."""
+        if self._kube is not None and not self._kube.closed:
+            return self._kube
+        if self._offline is not None:
+            return None
+        kube, why = self.kube_or_offline(offline_ok=True)
+        if kube is None:
+            self._offline = why or "no cluster"
+        return kube
+
     def dra_holders(self) -> dict[str, tuple[str, str]]:
         """Each DRA-allocated device's UUID → the (namespace, pod) its claim is reserved for
         (gpuctl.gpus.dra.DraView.holders), from the cluster of --context/--kubeconfig; {}
         where there is no cluster to ask, or it serves no DRA, or RBAC hides the claims: the
         views that join them to DCGM's series read Prometheus first and the cluster only
         for this."""
-        kube, _ = self.kube_or_offline(offline_ok=True)
+        kube = self.cluster_if_any()
         view = kube.dra() if kube is not None else None
         return view.holders() if view is not None else {}
 
@@ -157,7 +171,7 @@ class Application:
         from gpuctl.adapters.kube import Forbidden
         from gpuctl.k8s.nodes import models_by_node
 
-        kube, _ = self.kube_or_offline(offline_ok=True)
+        kube = self.cluster_if_any()
         try:
             return models_by_node(kube.list_objects("Node")) if kube is not None else {}
         except Forbidden:

@@ -49,13 +49,16 @@ def names(cli, url: str) -> set[tuple[str | None, str, str]]:
 
 
 @pytest.mark.parametrize("honor_labels", [True, False])
-def test_the_cluster_names_an_amd_job_s_workload(cli, cluster, prometheus_with, honor_labels):
+def test_the_cluster_names_an_amd_job_s_workload(cli, kube, cluster, prometheus_with, honor_labels):  # fmt: skip
     series = amd_gpu(0, 70.0, ("ml", "rocm-2tlcz", "main"), honor_labels=honor_labels)
     series += amd_gpu(1, 0.0, ("ml", "nightly-29000000-x7k2p", "main"), honor_labels=honor_labels)
+    since = len(kube.requests())
     assert names(cli, prometheus_with(series).url) == {
         ("Job", "rocm", "cluster"),
         ("CronJob", "nightly", "cluster"),
     }
+    # one connection for the claims, the nodes' models and the pods' owners
+    assert [p for _, p, _ in kube.requests()[since:]].count("/version/") == 1
 
 
 def test_without_a_cluster_the_pod_s_name_tells_what_it_can(cli, prometheus_with):
