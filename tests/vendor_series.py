@@ -30,14 +30,18 @@ AMD_SCRAPE = {  # the target's own labels, as the exporter's ServiceMonitor sets
 }
 
 
-def amd_gpu(index: int, util: float, holder=None, uuid=None) -> list:
+def amd_gpu(
+    index: int, util: float, holder=None, uuid=None, node: str = "mi300x-1", honor_labels=False
+) -> list:
+    """HONOR_LABELS: scraped as AMD's Helm chart does by default (ServiceMonitor honorLabels
+    true): the holder's labels keep their plain names over the exporter pod's."""
     labels = {
         "card_model": "102-D65209-0C",
         "gpu_compute_partition_type": "spx",
         "gpu_id": str(index),
         "gpu_memory_partition_type": "nps1",
         "gpu_partition_id": "0",
-        "hostname": "mi300x-1",
+        "hostname": node,
         "serial_number": f"692251001{index}",
         **AMD_SCRAPE,
     }
@@ -45,7 +49,11 @@ def amd_gpu(index: int, util: float, holder=None, uuid=None) -> list:
         labels["gpu_uuid"] = uuid
     if holder:
         ns, pod, container = holder
-        labels |= {"exported_namespace": ns, "exported_pod": pod, "exported_container": container}
+        labels |= (
+            {"namespace": ns, "pod": pod, "container": container}
+            if honor_labels
+            else {"exported_namespace": ns, "exported_pod": pod, "exported_container": container}
+        )
     return [
         Series("gpu_gfx_activity", labels, util),
         Series("gpu_used_vram", labels, 81920.0),

@@ -44,8 +44,11 @@ def advise(
         setting_list("exporter_jobs", exporter_job),
     )
     # the holders of DRA-allocated GPUs: DCGM's series may not name them
-    exporter = dataclasses.replace(exporter, **application().dra_holders())
-    result = service.advise(client, window, idle_threshold, namespace, exporter)
+    exporter = dataclasses.replace(
+        exporter, **application().dra_holders(), models=application().node_models()
+    )
+    kube = application().cluster_if_any()  # who owns the pods, where there is a cluster
+    result = service.advise(client, window, idle_threshold, namespace, exporter, kube)
     if output.value != "table":
         echo(dump(to_dict(result, window), output.value))
     else:

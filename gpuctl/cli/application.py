@@ -56,6 +56,7 @@ class Application:
     amd_driver: Callable[[str | None], AmdDriver] = field(default=amd_driver, repr=False)
     _kube: Any = field(default=None, repr=False)
     _said_note: bool = field(default=False, repr=False)
+    _offline: str | None = field(default=None, repr=False)  # why cluster_if_any found none
 
     def kube(self) -> Kube:
         """The Kubernetes connection of --context and --kubeconfig (made on first use)."""
@@ -150,6 +151,19 @@ class Application:
             self._kube = self.noted(kube)
         return kube, why
 
+    def cluster_if_any(self) -> Kube | None:
+        """The connection of --context/--kubeconfig where there is a cluster to ask, else None
+        (kube_or_offline): tried once per run, so that the views reading a few objects
+        beside Prometheus wait for an unreachable cluster once."""
+        if self._kube is not None and not self._kube.closed:
+            return self._kube
+        if self._offline is not None:
+            return None
+        kube, why = self.kube_or_offline(offline_ok=True)
+        if kube is None:
+            self._offline = why or "no cluster"
+        return kube
+
     def dra_holders(self) -> dict[str, Any]:
         """The holders of DRA-allocated devices, as Exporter fields: `claimed`, each device's
         UUID → the (namespace, pod) its claim is reserved for, and `claimed_mig`, (parent
@@ -157,11 +171,25 @@ class Application:
         mig_holders), from the cluster of --context/--kubeconfig; empty where there is no
         cluster to ask, or it serves no DRA, or RBAC hides the claims: the views that join
         them to DCGM's series read Prometheus first and the cluster only for this."""
-        kube, _ = self.kube_or_offline(offline_ok=True)
+        kube = self.cluster_if_any()
         view = kube.dra() if kube is not None else None
         if view is None:
             return {"claimed": {}, "claimed_mig": {}}
         return {"claimed": view.holders(), "claimed_mig": view.mig_holders()}
+
+    def node_models(self) -> dict[str, dict[str, str]]:
+        """Each node's other vendors' accelerator model as its labels name it
+        (gpuctl.k8s.nodes.models_by_node), from the cluster of --context/--kubeconfig; {}
+        where there is no cluster to ask or RBAC hides the Nodes: the views then show the
+        model the exporter's series label."""
+        from gpuctl.adapters.kube import Forbidden
+        from gpuctl.k8s.nodes import models_by_node
+
+        kube = self.cluster_if_any()
+        try:
+            return models_by_node(kube.list_objects("Node")) if kube is not None else {}
+        except Forbidden:
+            return {}
 
     def close(self) -> None:
         if self._kube is not None:

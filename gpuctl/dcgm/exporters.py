@@ -5,7 +5,7 @@ summary serve every vendor). Pure.
 
 | vendor | exporter (port) | busy signal, best first | device / node / model labels | holder labels | source |
 |---|---|---|---|---|---|
-| amd | device-metrics-exporter (5000) | `gpu_gfx_activity`, percent: the graphics/compute engine's busy share, what amd-smi calls GFX activity. In CPX/DPX/QPX partition mode only partition 0 reports it | `gpu_uuid` (optional label) else `hostname` + `gpu_id` (+ `gpu_partition_id`); `card_model` (a board part number such as `102-D65209-0C`) | `pod`, `namespace`, `container` (mandatory labels, empty for a free GPU) | ROCm/device-metrics-exporter pkg/exporter/proto/exporterconfig.proto (MetricLabel, GPUMetricLabel, GPUMetricField), pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go (labels lower-cased), docs/configuration/metricslist.md (units: VRAM in MB, power in W) |
+| amd | device-metrics-exporter (5000) | `gpu_gfx_activity`, percent: the graphics/compute engine's busy share, what amd-smi calls GFX activity. In CPX/DPX/QPX partition mode only partition 0 reports it | `gpu_uuid` (optional label) else `hostname` + `gpu_id` (+ `gpu_partition_id`); `card_model` (a board part number such as `102-D65209-0C`; the node's labels name the model: holders.Exporter.models) | `pod`, `namespace`, `container` (mandatory labels, empty for a free GPU) | ROCm/device-metrics-exporter pkg/exporter/proto/exporterconfig.proto (MetricLabel, GPUMetricLabel, GPUMetricField), pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go (labels lower-cased), docs/configuration/metricslist.md (units: VRAM in MB, power in W) |
 | aws | neuron-monitor + neuron-monitor-prometheus.py (8000) | `neuroncore_utilization_ratio`, 0..1 per NeuronCore: the share of time the core ran a model; a device's is the mean of its cores | `instance_id` + `neuroncore` (cores of a device: the instance type's table); `instance_type` | none: the exporter knows no pods (the scrape's own target labels are the exporter's) | aws-neuron/aws-neuron-sdk neuron-monitor-prometheus.py (`process_neuroncore_counters`: value = neuroncore_utilization / 100) and its sample exposition in the Neuron monitor user guide |
 | google | GKE TPU device plugin `/metrics` (2112) | `tensorcore_utilization` (percent of the TensorCores' capacity used), else `duty_cycle` (percent of time the chip was processing: blind to how much of it), else `duty_cycle_node` | `accelerator_id` (`<id>-<chip>`); `model` (`tpu-v5-lite-podslice`); the node from the scrape (`node`, else `instance`) | `pod`, `namespace`, `container` on the per-container series (`duty_cycle`, `memory_used`, ...); the `*_node` series carry none | tpu-device-plugin exposition as captured in facebookincubator/dynolog (tpumon tests, tpu-device-plugin v1.35.7-gke.0) and ray-project/ray (reporter tests); llm-d docs "GKE TPU Observability" |
 | intel | Gaudi Prometheus Metric Exporter (41611) | `habanalabs_utilization`, percent: "Utilization of the device" | `UUID` else `hostname`/`node` + `device` (judgement: the label schema is not published); model from none | `pod`, `namespace`, `container` where the scrape sets them | Intel's metric exporter source (SampleMetadata: names, units mW / bytes); docs.habana.ai Orchestration/Prometheus_Metric_Exporter.html |
@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from gpuctl.dcgm import busy, holders, metrics
@@ -154,7 +155,14 @@ def _cores_per_device(exp: DeviceExporter, labels: Mapping[str, Any]) -> int:
     return row[2] // row[1] if row and row[1] and row[2] >= row[1] else 0
 
 
-def _model(exp: DeviceExporter, labels: Mapping[str, Any]) -> str | None:
+Models = Mapping[str, Mapping[str, str]]  # node → vendor → model (holders.Exporter.models)
+NO_MODELS: Models = MappingProxyType({})
+
+
+def _model(exp: DeviceExporter, labels: Mapping[str, Any], node: str, models: Models) -> str | None:
+    """The model the node's labels name, else the one the series' label tells."""
+    if named := models.get(node, {}).get(exp.vendor):
+        return named
     value = labels.get(exp.model) if exp.model else None
     if not value:
         return None
@@ -168,9 +176,11 @@ def _model(exp: DeviceExporter, labels: Mapping[str, Any]) -> str | None:
     return str(value)
 
 
-def identity(exp: DeviceExporter, labels: Mapping[str, Any]) -> dict[str, str] | None:
-    """A series' device in DCGM's labels (UUID, or Hostname and gpu; modelName); None when
-    the series names no device."""
+def identity(
+    exp: DeviceExporter, labels: Mapping[str, Any], models: Models = NO_MODELS
+) -> dict[str, str] | None:
+    """A series' device in DCGM's labels (UUID, or Hostname and gpu; modelName, as MODELS
+    name its node's where they do); None when the series names no device."""
     node = next((str(labels[n]) for n in exp.node if labels.get(n)), "")
     parts = [str(labels.get(d) or "") for d in exp.device]
     if not parts[0]:
@@ -188,7 +198,7 @@ def identity(exp: DeviceExporter, labels: Mapping[str, Any]) -> dict[str, str] |
         out["UUID"] = str(uuid)
     elif not node:
         return None
-    if model := _model(exp, labels):
+    if model := _model(exp, labels, node, models):
         out["modelName"] = model
     return out
 
@@ -205,15 +215,16 @@ def _held(exp: DeviceExporter, labels: Mapping[str, Any], ident: dict[str, str])
     }
 
 
-def shape(current: Iterable[Sample], means: Iterable[Sample]) -> Shaped:
+def shape(current: Iterable[Sample], means: Iterable[Sample], models: Models = NO_MODELS) -> Shaped:
     """The answers of current_query and means_query in the DCGM views' shape: per device,
     its busy signal (percent, best first; a Neuron device's the mean of its cores) as
-    DCGM_FI_DEV_GPU_UTIL, memory as FB_USED and FB_FREE (MiB), temperature and power."""
+    DCGM_FI_DEV_GPU_UTIL, memory as FB_USED and FB_FREE (MiB), temperature and power;
+    each device's model as MODELS name its node's."""
     out = Shaped()
     readings: dict[metrics.Key, tuple[DeviceExporter, dict[str, str], dict[str, list[float]]]] = {}
     for labels, value in current:
         exp = OWNER.get(labels.get("__name__", ""))
-        ident = identity(exp, labels) if exp else None
+        ident = identity(exp, labels, models) if exp else None
         if exp is None or ident is None or not math.isfinite(value):
             continue
         key = metrics.key_of(ident)
@@ -226,7 +237,7 @@ def shape(current: Iterable[Sample], means: Iterable[Sample]) -> Shaped:
         out.vendors[key] = (exp.vendor, found[0] if found else None)
         for name, value in _readings(exp, values, found):
             out.current.append(({**ident, "__name__": name}, value))
-    out.means = _means(means)
+    out.means = _means(means, models)
     return out
 
 
@@ -257,7 +268,7 @@ def _readings(
     return out
 
 
-def _means(samples: Iterable[Sample]) -> list[Sample]:
+def _means(samples: Iterable[Sample], models: Models) -> list[Sample]:
     """Each device's window mean of its best busy signal, labelled with the signal's name."""
     best: dict[metrics.Key, tuple[int, dict[str, str], str, list[float]]] = {}
     for labels, value in samples:
@@ -265,7 +276,7 @@ def _means(samples: Iterable[Sample]) -> list[Sample]:
         if found is None or not math.isfinite(value):
             continue
         exp, name, scale = found
-        ident = identity(exp, labels)
+        ident = identity(exp, labels, models)
         if ident is None:
             continue
         rank = [m for m, _, _ in exp.busy].index(labels[METRIC])
@@ -278,13 +289,14 @@ def _means(samples: Iterable[Sample]) -> list[Sample]:
     return [({**i, busy.LABEL: name}, _mean(v)) for _, i, name, v in best.values()]
 
 
-def per_series(samples: Iterable[Sample]) -> list[Sample]:
+def per_series(samples: Iterable[Sample], models: Models = NO_MODELS) -> list[Sample]:
     """SAMPLES with every other vendor's series put in DCGM's shape one by one, its holder
     kept (in exported_* labels) and `vendor` added: a busy series (by `__name__`, or by the
     `metric` label per_metric gives it) as DCGM_FI_DEV_GPU_UTIL in percent with `signal`
     naming it, only the best signal of each device kept; a memory-used series as
     DCGM_FI_DEV_FB_USED in MiB. DCGM's own series pass unchanged; other vendors' series
-    that name no device, or carry no reading gpuctl reads per holder, are left out."""
+    that name no device, or carry no reading gpuctl reads per holder, are left out; MODELS
+    name their nodes' models."""
     out: list[Sample] = []
     busiest: dict[metrics.Key, tuple[int, list[Sample]]] = {}
     for labels, value in samples:
@@ -293,7 +305,7 @@ def per_series(samples: Iterable[Sample]) -> list[Sample]:
         if exp is None:
             out.append((labels, value))
             continue
-        ident = identity(exp, labels)
+        ident = identity(exp, labels, models)
         if ident is None:
             continue
         shaped = {**_held(exp, labels, ident), "vendor": exp.vendor}
@@ -323,6 +335,8 @@ def over_window(function: str, names: Iterable[str], window: str) -> str:
 
 
 # --- the same in PromQL, for views aggregated by Prometheus (report) -----------------
+
+PLAIN_HOLDER = "plain_holder"  # held_promql's mark on a holder read from the plain `pod`
 
 # Those whose series are per device: neuron-monitor's are per NeuronCore (grouped into
 # devices by the instance type, which PromQL does not know) and name no pod.
@@ -376,16 +390,23 @@ def busy_promql(step: str, by: str, labelled: bool = False) -> str:
 
 def held_promql(inner: Callable[[str], str], by: str, scaled: bool) -> str:
     """For each per-device exporter's busy metrics, best first: INNER(selector) over its
-    series that name their holder in exported_* labels (as a Prometheus Operator scrape
-    keeps the exporter's own pod labels apart), given DCGM's device labels, max by BY;
-    scaled: times the metric's scale to percent. Only exported_* holders: where the scrape
-    left the holder in the plain `pod`, the exporter's own pod (a container name gpuctl
-    cannot know for every install) could pass for a holder, which an action must not risk."""
+    series that name a holder, given DCGM's device labels, max by BY; scaled: times the
+    metric's scale to percent. A holder in exported_* (as a Prometheus Operator scrape keeps
+    the exporter's own pod labels apart) is the series' own. One in the plain `pod` (a
+    scrape with honorLabels true, AMD's Helm chart default) is taken only beside a
+    `container` that is none of the exporter's, and marked with PLAIN_HOLDER (its vendor):
+    the exporter's own pod under a container name gpuctl does not know could pass for a
+    holder, so an action must first find that pod on the series' node."""
     parts = []
     for exp in PER_DEVICE:
+        own = f", container!~{holders.any_of(exp.own.containers)}" if exp.own.containers else ""
+        plain = f'exported_pod="", pod!="", container!=""{own}'
         for metric, _, scale in exp.busy:
-            sel = selector(exp, metric, 'exported_pod!=""')
-            grouped = f"max by ({own_labels(exp)}, {', '.join(holders.EXPORTED)}) ({inner(sel)})"
-            expr = f"max by ({by}) ({relabelled(exp, grouped)})"
-            parts.append(f"{scale!r} * {expr}" if scaled else expr)
+            for matchers, labels in (('exported_pod!=""', holders.EXPORTED), (plain, holders.PLAIN)):  # fmt: skip
+                sel = selector(exp, metric, matchers)
+                grouped = f"max by ({own_labels(exp)}, {', '.join(labels)}) ({inner(sel)})"
+                expr = f"max by ({by}) ({relabelled(exp, grouped)})"
+                if labels is holders.PLAIN:
+                    expr = f'label_replace({expr}, "{PLAIN_HOLDER}", "{exp.vendor}", "", "")'
+                parts.append(f"{scale!r} * {expr}" if scaled else expr)
     return " or ".join(parts)

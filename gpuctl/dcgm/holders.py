@@ -71,7 +71,9 @@ class Exporter:
     --kubernetes-enable-dra, off by default (NVIDIA/dcgm-exporter @ d5e5f51: pkg/cmd/app.go;
     internal/pkg/transformation/kubernetes.go, which then adds pod/namespace/container and
     dra_claim_name/dra_claim_namespace/dra_driver_name/dra_pool_name/dra_device_name): by
-    default a DRA-allocated GPU's series carries its UUID and no pod."""
+    default a DRA-allocated GPU's series carries its UUID and no pod. MODELS: node →
+    vendor → the model its labels name (gpuctl.k8s.nodes.models_by_node), which other
+    vendors' exporters label poorly (AMD's a board part number) or not at all (Gaudi's)."""
 
     containers: tuple[str, ...] = DEFAULT_CONTAINERS
     jobs: tuple[str, ...] = DEFAULT_JOBS
@@ -80,6 +82,7 @@ class Exporter:
     claimed_mig: Mapping[tuple[str, str], tuple[str, str]] = field(
         default_factory=dict, compare=False
     )
+    models: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
 
     def is_self(self, labels: Mapping[str, Any]) -> bool:
         container = labels.get("container")

@@ -137,3 +137,19 @@ def other_vendors(node: dict[str, Any]) -> str | None:
         f"{a.vendor} {a.model or 'accelerators'} ({a.resource or a.device_class})" for a in rows
     ]
     return ", ".join(dict.fromkeys(words)) or None
+
+
+def models_by_node(nodes: Iterable[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each node's other vendors' accelerator model as its labels name it (the identity
+    resolver: `amd.com/gpu.product-name` → MI300X), by node name and vendor; a vendor whose
+    devices on a node are of several models, or of none named, is left out."""
+    out: dict[str, dict[str, str]] = {}
+    for node in nodes:
+        found: dict[str, set[str]] = {}
+        for a in inventory_of(node, []).accelerators:
+            if a.vendor != NVIDIA.name:
+                found.setdefault(a.vendor, set()).add(a.model or "")
+        named = {v: min(m) for v, m in found.items() if len(m) == 1 and "" not in m}
+        if named and (name := name_of(node)):
+            out[name] = named
+    return out

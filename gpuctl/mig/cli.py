@@ -3,7 +3,9 @@ applied on this node through NVML or on a cluster through the GPU Operator."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -13,6 +15,9 @@ from gpuctl.cli.output import DataFormat, Format, dump, echo, err_console
 from gpuctl.cli.workflow import changes, go_ahead
 from gpuctl.common.errors import UsageError
 from gpuctl.common.numbers import whole_number
+
+if TYPE_CHECKING:
+    from gpuctl.adapters.nvml import Nvml
 
 mig_app = typer.Typer(
     help="Partition GPUs with MIG: plan, configure, show, assert, export.",
@@ -42,6 +47,21 @@ def _gpus_of_a_model(item: str) -> str | None:
 
 def _index(item: str) -> str | None:
     return None if whole_number(item) is not None else "is not a GPU index"
+
+
+def _nvml(simulate: str | None) -> Nvml:
+    """This node's NVML session (Application.nvml); a usage error where --simulate (or
+    GPUCTL_SIMULATE) names another vendor's accelerators: MIG is NVIDIA's."""
+    from gpuctl.gpus.vendor_models import spec_vendors
+
+    spec = simulate or os.environ.get("GPUCTL_SIMULATE")
+    if spec and spec_vendors(spec) - {"nvidia"}:
+        raise UsageError(
+            f"--simulate {spec}: MIG is NVIDIA's, and this names another vendor's accelerators",
+            hint="AMD Instinct GPUs partition through their own compute and memory partition "
+            "modes; Neuron, TPU and Gaudi devices have no MIG",
+        )
+    return application().nvml(simulate)
 
 
 _SIMULATE = options.listed(
@@ -160,7 +180,7 @@ def profiles(
     elif gpu:
         chosen = [find_model(gpu)]
     else:
-        chosen, unknown = service.node_models(application().nvml(simulate))
+        chosen, unknown = service.node_models(_nvml(simulate))
         for name in unknown:
             err_console().print(f"{name}: not a MIG GPU known to gpuctl")
     rows = profile_rows(chosen)
@@ -230,7 +250,7 @@ def show(
         if not views.print_data(nodes, output):
             views.cluster_nodes(nodes)
         return
-    data = service.show(application().nvml(simulate))
+    data = service.show(_nvml(simulate))
     if not views.print_data(data, output):
         views.node_state(data)
 
@@ -247,7 +267,7 @@ def export(
     """The current layout as a mig-parted v1 config (configure/assert read it back)."""
     from gpuctl.mig import service
 
-    echo(dump(service.export(application().nvml(simulate), name, configmap), output.value))
+    echo(dump(service.export(_nvml(simulate), name, configmap), output.value))
 
 
 def _indexes(text: str | None) -> list[int] | None:
@@ -288,7 +308,7 @@ def configure(
     names = options.node_names(node)
     if not (names or selector):
         indexes = _indexes(gpus)
-        nvml = application().nvml(simulate)
+        nvml = _nvml(simulate)
         _configure_node(file, config, layout, indexes, yes, dry_run, reset, nvml, output)
         return
     if layout:
@@ -376,7 +396,7 @@ def assert_(
     from gpuctl.mig import service
 
     indexes = _indexes(gpus)
-    result = service.assess(application().nvml(simulate), file, config, layout, indexes)
+    result = service.assess(_nvml(simulate), file, config, layout, indexes)
     if output != Format.table:
         echo(dump(result.to_dict(), output.value))
     if not result.holds:

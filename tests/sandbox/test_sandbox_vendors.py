@@ -108,7 +108,19 @@ def test_an_amd_node_and_a_tpu_slice_run_their_jobs_and_export_their_series(
         assert code == 0, err
         rows = json.loads(out)["gpus"]
         amd = [(g["node"], g["model"], (g["pod"] or "")[:5], g["utilization_gpu"]) for g in rows if g["vendor"] == "amd"]  # fmt: skip
-        assert len(amd) == 8 and amd.count(("mi300x-node-1", amd[0][1], "rocm-", 70.0)) == 4
+        # the model from the node's labels (the exporter labels a board part number)
+        assert len(amd) == 8 and amd.count(("mi300x-node-1", "MI300X", "rocm-", 70.0)) == 4
+        code, out, err = run_gpuctl(capsys, "advise", "--prometheus", prom, "--window", "1m", "-o", "json")  # fmt: skip
+        assert code == 0, err
+        named = {(w["kind"], w["name"], w["model"]) for w in json.loads(out)["workloads"]}
+        assert named == {("Job", "rocm", "MI300X"), ("JobSet", "jax", "TPU-v5e")}
+        # reclaim finds both jobs' devices, though their holders are in the plain pod labels
+        # (honorLabels true): a minute-old series has gaps, or is busy, never missing
+        code, out, err = run_gpuctl(capsys, "reclaim", "--prometheus", prom, "--idle-for", "1m", "-o", "json")  # fmt: skip
+        assert code == 0, err
+        judged = {(w["kind"], w["name"]): w["status"] for w in json.loads(out)["workloads"]}
+        assert set(judged) == {("Job", "rocm"), ("JobSet", "jax")}
+        assert set(judged.values()) <= {"gap", "busy"}, judged
         tpu = [g for g in rows if g["vendor"] == "google"]
         assert {g["node"] for g in tpu} == {"tpu-v5e-2x4-1-node-1", "tpu-v5e-2x4-1-node-2"}
         assert len(tpu) == 8 and {g["model"] for g in tpu} == {"TPU-v5e"}

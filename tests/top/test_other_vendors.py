@@ -1,6 +1,7 @@
 """`gpuctl top --prometheus URL` on a cluster of every vendor, against a real Prometheus holding
 each exporter's series as it emits them (tests/vendor_series.py, which cites the sources)."""
 
+import io
 import time
 
 import pytest
@@ -105,5 +106,60 @@ def test_the_live_view_shows_a_cluster_without_nvidia_gpus(prom):
         frames.filter = "TPU7x"
         frame, _ = frames.frame(3)
         assert frame.matched == 3 and {r.vendor for r in frame.rows} == {"google"}
+    finally:
+        frames.close()
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    from tests.cluster_data import gpu
+
+    nvidia = gpu("Hostname", "h100-1", 0, 95.0, pod="llm-0", namespace="ml")
+    server = start_prometheus(load_blocks(every_vendor() + nvidia, time.time()))
+    yield server
+    server.stop()
+
+
+def test_the_live_view_of_a_mixed_cluster_shows_every_vendors_rows(mixed):
+    """An NVIDIA GPU beside the other vendors' devices: the live frames read every device
+    whole (the figures are dcgm-exporter's alone), as --once does."""
+    from gpuctl.adapters.prometheus import Prometheus
+    from gpuctl.dcgm.holders import Exporter
+    from gpuctl.top.cluster import service as cluster
+
+    frames = cluster.LiveFrames(Prometheus(mixed.url), "10m", 5.0, Exporter(), "util", 0.2)
+    try:
+        frame, _ = frames.frame(4)
+        assert [(r.vendor, r.utilization_gpu) for r in frame.rows] == [
+            ("nvidia", 95.0),
+            ("amd", 87.0),
+            ("aws", 80.0),
+            ("intel", 65.0),
+        ]
+        assert frame.summary.gpus == 11 and not frame.others_left_out
+    finally:
+        frames.close()
+
+
+def test_a_large_mixed_cluster_s_live_view_says_other_vendors_are_in_once(mixed, monkeypatch):
+    """Beyond EVERY_DEVICE_ROWS NVIDIA devices a frame is not read whole: its rows and figures
+    are dcgm-exporter's, and the status line says where the other vendors' devices are."""
+    from rich.console import Console
+
+    from gpuctl.adapters.prometheus import Prometheus
+    from gpuctl.common.keys import View
+    from gpuctl.dcgm.holders import Exporter
+    from gpuctl.top.cluster import service as cluster
+    from gpuctl.top.cluster import views
+
+    monkeypatch.setattr(cluster, "EVERY_DEVICE_ROWS", 0)
+    frames = cluster.LiveFrames(Prometheus(mixed.url), "10m", 5.0, Exporter(), "util", 0.2)
+    try:
+        frame, age = frames.frame(4)
+        assert [r.vendor for r in frame.rows] == ["nvidia"] and frame.others_left_out
+        screen = cluster.Screen(frame, 4, None, age)
+        console = Console(width=200, file=io.StringIO())
+        console.print(views.live_render(screen, View(sort="util"), "10m", 5.0, 0.2))
+        assert "NVIDIA GPUs only: other vendors' devices are in --once" in console.file.getvalue()
     finally:
         frames.close()

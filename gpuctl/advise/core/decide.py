@@ -8,6 +8,7 @@ Only whole GPUs are advised on: a pod on a MIG device already holds a slice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -130,15 +131,20 @@ def advise(
     idle_threshold: float,
     namespace: str | None = None,
     exporter: holders.Exporter = holders.Exporter(),
+    cluster: owners.Owners | None = None,
 ) -> Advice:
+    """The advice; CLUSTER: the pods' owners as the cluster's objects say, for the pods
+    kube-state-metrics' series do not name."""
+
     def holder_of(labels: dict[str, Any]) -> Holder | None:
         """The cluster view's rule for who holds a GPU (holders.holder)."""
         h = holders.holder(labels, exporter)
         return None if h is None else (h.namespace or "", h.pod)
 
     # other vendors' devices in DCGM's shape (their series carry `vendor`)
-    now, peak_memory, p95_utilization, max_utilization = map(
-        exporters.per_series, (now, peak_memory, p95_utilization, max_utilization)
+    now, peak_memory, p95_utilization, max_utilization = (
+        exporters.per_series(s, exporter.models)
+        for s in (now, peak_memory, p95_utilization, max_utilization)
     )
     devices: dict[Key, dict[str, Any]] = {}  # whole GPUs held now
     for labels, value in now:
@@ -149,7 +155,7 @@ def advise(
         d[labels.get("__name__", "")] = value
         d["model"] = labels.get("modelName") or d.get("model")
         d["vendor"] = labels.get("vendor", "nvidia")
-    lookup = owners.parse(owner_samples)
+    lookup = dataclasses.replace(owners.parse(owner_samples), then=cluster)
     workload_of = {h: lookup.workload(h) for h in {d["holder"] for d in devices.values()}}
 
     held: dict[Workload, list[dict[str, Any]]] = {}

@@ -1,6 +1,8 @@
 """Which workload a pod belongs to: from kube-state-metrics' owner series where Prometheus
 has them (kube_pod_owner, then kube_replicaset_owner / kube_job_owner one level up), else
-from the names Kubernetes controllers give their pods. Pure: samples in, names out."""
+from the cluster's own objects where gpuctl can read them (the pods' and their Jobs' and
+ReplicaSets' controller references), else from the names Kubernetes controllers give their
+pods. Pure: samples or objects in, names out."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.dcgm.promql import per_metric
+from gpuctl.k8s.objects import controller_of, name_of, namespace_of
 
 # The alphabet of Kubernetes' generated name suffixes and pod-template hashes
 # (apimachinery util/rand: no vowels, no 0, 1, 3).
@@ -20,7 +23,7 @@ _GENERATED_POD = re.compile(rf"(.+)-{_SAFE}{{5}}")  # a Job's, ReplicaSet's, Dae
 _STATEFUL_POD = re.compile(r"(.+)-[0-9]+")  # NAME-ORDINAL
 _REPLICASET = re.compile(rf"(.+)-{_SAFE}{{6,10}}")  # a Deployment's ReplicaSet: NAME-HASH
 
-KSM, POD_NAME = "kube-state-metrics", "pod name"
+KSM, CLUSTER, POD_NAME = "kube-state-metrics", "cluster", "pod name"
 OWNER_METRICS = ("kube_pod_owner", "kube_replicaset_owner", "kube_job_owner")
 NONE = "<none>"  # kube-state-metrics' owner_kind and owner_name for a pod without owner
 
@@ -49,26 +52,29 @@ class Owners:
     pods: dict[Holder, tuple[str, str]]  # (namespace, pod) -> (owner kind, owner name)
     replicasets: dict[tuple[str, str], tuple[str, str]]
     jobs: dict[tuple[str, str], tuple[str, str]]
+    source: str = KSM
+    then: Owners | None = None  # asked for the pods these owners do not know
 
     def workload(self, holder: Holder) -> Workload:
         namespace, pod = holder
         owner = self.pods.get(holder)
         if owner is None:
-            return from_pod_name(namespace, pod)
+            return self.then.workload(holder) if self.then else from_pod_name(namespace, pod)
         kind, name = owner
         if kind in ("", NONE):
-            return Workload(namespace, "Pod", pod, KSM)
+            return Workload(namespace, "Pod", pod, self.source)
         if kind == "ReplicaSet":
             up = self.replicasets.get((namespace, name))
             if up and up[0] not in ("", NONE):
-                return Workload(namespace, *up, KSM)
-            m = _REPLICASET.fullmatch(name)  # no kube_replicaset_owner: strip the hash
-            return Workload(namespace, *(("Deployment", m.group(1)) if m else (kind, name)), KSM)
+                return Workload(namespace, *up, self.source)
+            m = _REPLICASET.fullmatch(name)  # no ReplicaSet's owner known: strip the hash
+            found = ("Deployment", m.group(1)) if m else (kind, name)
+            return Workload(namespace, *found, self.source)
         if kind == "Job":
             up = self.jobs.get((namespace, name))
             if up and up[0] not in ("", NONE):
-                return Workload(namespace, *up, KSM)
-        return Workload(namespace, kind, name, KSM)
+                return Workload(namespace, *up, self.source)
+        return Workload(namespace, kind, name, self.source)
 
 
 def parse(samples: Iterable[tuple[dict[str, Any], float]]) -> Owners:
@@ -95,6 +101,25 @@ def parse(samples: Iterable[tuple[dict[str, Any], float]]) -> Owners:
         tables[which][key] = (labels.get("owner_kind", ""), labels.get("owner_name", ""))
         if controller:
             controlled.add((which, key))
+    return out
+
+
+def from_objects(
+    pods: Iterable[dict[str, Any]],
+    jobs: Iterable[dict[str, Any]],
+    replicasets: Iterable[dict[str, Any]],
+) -> Owners:
+    """Owners as the cluster's objects say: each pod's controller, and the controllers of
+    its Job (a CronJob's, a JobSet's) or ReplicaSet (a Deployment's)."""
+    out = Owners({}, {}, {}, CLUSTER)
+
+    def owner(obj: dict[str, Any]) -> tuple[str, str]:
+        ref = controller_of(obj) or {}
+        return str(ref.get("kind") or ""), str(ref.get("name") or "")
+
+    for table, objects in ((out.jobs, jobs), (out.replicasets, replicasets), (out.pods, pods)):
+        for obj in objects:
+            table[namespace_of(obj), name_of(obj)] = owner(obj)
     return out
 
 

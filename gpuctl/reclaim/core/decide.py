@@ -147,14 +147,19 @@ def _signal(
     last: list[float] = []
     for pod in w.pods:
         name = name_of(pod)
-        devices = readings.devices((w.namespace, name))
+        node = (pod.get("spec") or {}).get("nodeName")
+        named = readings.devices((w.namespace, name))
+        devices = [d for d in named if not d.on_node_only or d.node == node]
         want = w.gpus_of(pod)
         not_numbers = [why for d in devices for why in d.unknown]
         if not_numbers:
             return UNKNOWN, f"pod {name}: {not_numbers[0]}", None
         if len(devices) < want or any(d.newest is None for d in devices):
             found = sum(d.newest is not None for d in devices)
-            return MISSING, f"pod {name}: {found} of its {want} GPU(s) have a current series", None
+            why = f"pod {name}: {found} of its {want} GPU(s) have a current series"
+            if elsewhere := sorted({d.node for d in named if d not in devices}):
+                why += f" (series naming it in a plain pod label on {elsewhere[0]}, not its node)"
+            return MISSING, why, None
         for d in devices:
             age = now - (d.newest or 0)
             if age > policy.stale_after_s:

@@ -69,7 +69,7 @@ def queries(windows: Iterable[int], busy_percent: int) -> Queries:
     windows = sorted(set(windows))
     lookback = max(2 * windows[-1], 86400)
     step = step_for(lookback)
-    by = ", ".join(IDENTITY + holders.LABELS)
+    by = ", ".join(IDENTITY + holders.LABELS + (exporters.PLAIN_HOLDER,))
 
     def busy_over_step(metric: str, matcher: str) -> str:
         return f"max by ({by}) (max_over_time({metric}{{{matcher}}}[{step}s]))"
@@ -109,6 +109,9 @@ class Device:
     measured: dict[int, float] = field(default_factory=dict)  # window -> steps with a signal
     finite: dict[int, float] = field(default_factory=dict)  # window -> steps it was finite
     unknown: list[str] = field(default_factory=list)  # answers about it that were no number
+    # its holder is another vendor's plain `pod` (exporters.held_promql): trusted only on
+    # the holding pod's own node
+    on_node_only: bool = False
 
 
 @dataclass
@@ -151,6 +154,8 @@ def read(
         if key not in devices:
             node = labels.get("Hostname") or labels.get("hostname") or ""
             devices[key] = Device(key, node)
+        if labels.get(exporters.PLAIN_HOLDER):
+            devices[key].on_node_only = True
         return devices[key]
 
     def numbers(samples: list[Sample], what: str) -> Iterator[tuple[Device, float]]:

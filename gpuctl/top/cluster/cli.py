@@ -32,7 +32,9 @@ def run(
     live.check_sort(sort)
     client = application().prometheus(prometheus)
     # the holders of DRA-allocated GPUs, read once: DCGM's series may not name them
-    exporter = dataclasses.replace(exporter, **application().dra_holders())
+    exporter = dataclasses.replace(
+        exporter, **application().dra_holders(), models=application().node_models()
+    )
     console = out_console()
     if output == "json":  # a document is one snapshot: json/yaml imply --once
         views.snapshot_json(client, window, idle_threshold, exporter, sort, sys.stdout)

@@ -25,6 +25,10 @@ from gpuctl.top.cluster.core.keys import KEYS
 # GPUs): after each refresh the next waits PAUSE times as long as it took, so gpuctl keeps
 # Prometheus busy at most 1/(1 + PAUSE) of the time; small clusters refresh every frame.
 PAUSE = 4
+# A live view whose cluster has other vendors' devices beside dcgm-exporter's reads every
+# device whole each frame (as --once does: the figures are dcgm-exporter's alone) up to this
+# many NVIDIA devices; beyond, its rows and figures are NVIDIA's and it says so.
+EVERY_DEVICE_ROWS = 2000
 # Evaluating the figures takes Prometheus seconds at 40,000 GPUs (25 s on a busy 2-core
 # machine): their background query may take this long; the rows keep the client's timeout.
 FIGURES_TIMEOUT = 120.0
@@ -198,6 +202,8 @@ class LiveFrames:
         if error is not None:
             raise error
         assert found is not None  # set before _ready, unless an error was
+        if found.others and sum(found.node_gpus.values()) <= EVERY_DEVICE_ROWS:
+            return self._every_device(rows), 0.0  # every vendor's, as --once shows them
         if stale:  # sorted otherwise since (a key): the page that sort ranks first, now
             found = figures(self.client, self.window, self.threshold, self.exporter, self.sort,
                             rows)  # fmt: skip
@@ -210,12 +216,13 @@ class LiveFrames:
         else:
             page = rows_on_screen(*args, found, self.sort, rows)
         frame = usage.ClusterFrame(page, found.namespaces, found.summary, matched)
+        frame.others_left_out = found.others > 0
         return frame, time.monotonic() - at
 
     def _every_device(self, rows: int) -> usage.ClusterFrame:
         """A frame of every vendor's devices, read whole (snapshot): the live figures are
-        computed from dcgm-exporter's series alone, which this cluster has none of. The
-        error of a Prometheus with no device of any vendor's."""
+        computed from dcgm-exporter's series alone, which this cluster has none or few of.
+        The error of a Prometheus with no device of any vendor's."""
         frame = snapshot(self.client, self.window, self.threshold, self.exporter)
         found = frame.rows
         if self.filter:

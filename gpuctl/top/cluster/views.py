@@ -37,6 +37,8 @@ def live_render(screen: cluster.Screen, view, window: str, idle_threshold: float
         status += f" · filter: {_safe(view.filter)}" + ("▏" if view.typing else "")
         if screen.frame.matched is not None and not view.typing:
             status += f" ({_count(screen.frame.matched, 'match')})"
+    if screen.frame.others_left_out:
+        status += " · NVIDIA GPUs only: other vendors' devices are in --once"
     return render(
         screen.frame,
         window,

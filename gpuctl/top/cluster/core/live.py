@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 
 from gpuctl.common.errors import UsageError
 from gpuctl.common.ordering import natural_key
-from gpuctl.dcgm import busy, holders
+from gpuctl.dcgm import busy, exporters, holders
 from gpuctl.dcgm.holders import Exporter
 from gpuctl.dcgm.metrics import (
     FB_FREE,
@@ -69,6 +69,7 @@ class Figures:
     namespaces: list[NamespaceUsage]  # every namespace, most GPUs first
     node_gpus: dict[str, int]  # rows per node: its whole GPUs and MIG devices
     page: list[str] = field(default_factory=list)  # nodes of the GPUs on screen, by value
+    others: int = 0  # other vendors' exporters' series (gpuctl.dcgm.exporters): 0 without
 
 
 def check_sort(sort: str) -> None:
@@ -218,6 +219,8 @@ def figures_query(
         "free": f'count_values("n", count by ({_NODE}) ({free}))',
         # how many GPUs each busy signal judged
         "signals": f"count by ({busy.LABEL}) ({_mean(window, labelled=True)})",
+        # whether other vendors' exporters have series (their devices are not in these figures)
+        "others": f"count({exporters.current_query()})",
     }
     if exporter.claimed:  # their pods' shapes (whole GPUs): read_figures counts them
         figures["claimed"] = _claimed_whole(exporter)
@@ -271,6 +274,7 @@ def read_figures(
     page: list[str] = []
     signals: dict[str, int] = {}
     claims: Counter[tuple[str, str]] = Counter()  # whole GPUs held by a claim's pod alone
+    others = 0
     for labels, value in samples:
         figure = labels.get("figure") or ""
         kind, _, what = figure.partition("_")
@@ -285,6 +289,8 @@ def read_figures(
             idle_held[labels.get(KIND) == "mig"] += int(value)
         elif figure == "page":
             page.append(_node(labels))
+        elif figure == "others":
+            others = int(value)
         elif figure == "claimed" and claimed and labels.get("UUID") in claimed:
             claims[claimed[labels["UUID"]]] += 1
     for n in claims.values():
@@ -316,7 +322,7 @@ def read_figures(
     ]
     namespaces.sort(key=lambda n: (-(n.gpus + n.mig_slices), n.namespace))
     node_rows = {n: c.devices for n, c in nodes}
-    return Figures(summary, namespaces, node_rows, list(dict.fromkeys(page)))
+    return Figures(summary, namespaces, node_rows, list(dict.fromkeys(page)), others)
 
 
 def _node(labels: dict[str, str]) -> str:

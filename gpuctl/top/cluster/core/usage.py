@@ -213,6 +213,7 @@ class ClusterFrame:
     namespaces: list[NamespaceUsage]
     summary: ClusterSummary
     matched: int | None = None  # the rows a live view's filter matches (None: no filter)
+    others_left_out: bool = False  # a live frame without the other vendors' devices
 
 
 def build_frame(
@@ -354,7 +355,8 @@ class FrameBuilder:
 
     def frame(self, idle_threshold: float) -> ClusterFrame:
         if self._other_current or self._other_means:
-            self.add_others(exporters.shape(self._other_current, self._other_means))
+            shaped = exporters.shape(self._other_current, self._other_means, self.exporter.models)
+            self.add_others(shaped)
             self._other_current, self._other_means = [], []
         devices, vendors = self.devices, self.vendors
         # A MIG-enabled GPU may also report board-level series (temperature, power)
