@@ -14,7 +14,9 @@ from gpuctl.provision.core import cost
 from gpuctl.provision.core.facts import ExistingNetwork, Facts, GroupFacts
 from gpuctl.provision.core.spec import ClusterSpec, NodeGroup
 
-# EC2 vCPU quotas (Service Quotas, service code "ec2") by instance family letter(s).
+# EC2 vCPU quotas (Service Quotas, service code "ec2") by instance family letter(s); the
+# codes and names as `aws service-quotas list-service-quotas --service-code ec2` lists them
+# (the Trn and Inf codes checked against published listings of that output).
 ON_DEMAND_QUOTAS = {
     "p": ("L-417A185B", "Running On-Demand P instances"),
     "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
