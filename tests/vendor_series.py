@@ -8,8 +8,10 @@ Sources of the series' shapes (names and labels):
   gpu_uuid), pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go (names lower-cased),
   docs/configuration/metricslist.md (units); card_model values as its Grafana dashboards
   filter them (grafana/dashboard_ainic_job.json); containers from helm-charts/templates/
-  daemonsets.yaml, scraped by its ServiceMonitor (jobLabel app, honorLabels off: the
-  holder's labels renamed exported_*).
+  daemonsets.yaml. The chart's ServiceMonitor keeps the holder's plain labels (honorLabels
+  true by default: helm-charts/values.yaml @1d00e7b9, `amd_gpu(honor_labels=True)`); the
+  default series here are a scrape with honorLabels off (the Prometheus Operator's own
+  default), where the holder's labels are renamed exported_*. Tests use both.
 - Neuron: the exposition of neuron-monitor-prometheus.py in aws-neuron/aws-neuron-sdk's
   neuron-monitor user guide (trn1n.32xlarge, instance labels and `neuroncore`; no pods).
 - TPU: tpu-device-plugin v1.35.7-gke.0's exposition as captured in facebookincubator/dynolog

@@ -132,6 +132,12 @@ class AmdSmi:
             simulated=self.driver.simulation is not None,
         )
 
+    def _process_user(self, pid: int) -> str | None:
+        # amdsmi does not say who runs a process: this machine's /proc does, else the loaded
+        # module (the simulator's `process_user`), as the NVML adapter asks
+        owner = getattr(self._a, "process_user", None)
+        return user_of(pid) or (owner(pid) if owner else None)
+
     def _sample_gpu(self, index: int, h: Any) -> GpuSample:
         a, q = self._a, self._query
         asic = q(a.amdsmi_get_gpu_asic_info, h) or {}
@@ -145,7 +151,7 @@ class AmdSmi:
             Process(
                 pid=p["pid"],
                 name=_value(p.get("name")),
-                user=user_of(p["pid"]) if not self.driver.simulation else "root",
+                user=self._process_user(p["pid"]),
                 used_memory_mib=(p.get("memory_usage") or {}).get("vram_mem", 0) // _MIB,
             )
             for p in q(a.amdsmi_get_gpu_process_list, h) or []

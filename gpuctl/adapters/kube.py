@@ -384,8 +384,6 @@ class Kube:
         obj = event["object"]
         if event.get("type") == "ERROR":
             code = obj.get("code")
-            if code == 410:
-                raise Expired(f"{what}: {_status_text(obj)}")
             raise self._map(
                 HttpFailure(code if isinstance(code, int) else 500, _status_text(obj)),
                 what,

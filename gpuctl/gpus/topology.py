@@ -117,6 +117,10 @@ def name_of(key: str) -> str | None:
     return next((n for n, keys in NAMES.items() if key in keys), None)
 
 
+# the levels that are the network's (switch layers, blocks, NVLink cliques): not the zone, not the host
+NETWORK = frozenset(LEVELS) - {ZONE, HOSTNAME}
+
+
 def levels(nodes_labels: Iterable[Mapping[str, str]]) -> list[str]:
     """The topology keys these nodes carry, widest first, kubernetes.io/hostname last."""
     carried = {k for node in nodes_labels for k in node}

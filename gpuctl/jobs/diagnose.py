@@ -4,6 +4,8 @@ its place in line from Kueue's visibility API, its pods, and the per-node fit.""
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,22 +117,21 @@ def _fit(kube: Kube, job: dict, namespace: str, channels: set[str]) -> fit.FitRe
     a ComputeDomain, per domain when its topology is required (None: RBAC for one namespace
     only)."""
     where, workers, tolerations = why.fit_inputs(job)
+    nodes = functools.cache(lambda: kube.list_objects("Node"))  # read once, when needed
     if where.resource is None:
-        report = _claim_fit(kube, job, namespace, workers, tolerations, channels)
+        report = _claim_fit(kube, job, namespace, workers, tolerations, channels, nodes)
     else:
         try:
-            report = fit.check_fit(
-                kube.list_objects("Node"), kube.unfinished_pods(), where, workers, tolerations
-            )
+            report = fit.check_fit(nodes(), kube.unfinished_pods(), where, workers, tolerations)
         except Forbidden:
             return None
     if report is not None and channels:
-        report = compute_domain.within_one_clique(report, kube.list_objects("Node"))
+        report = compute_domain.within_one_clique(report, nodes())
     c = topology.of_job(job)
     if report is None or c is None or not c.required or c.key is None:
         return report
     try:
-        return fit.by_domain(report, kube.list_objects("Node"), c.key, c.words())
+        return fit.by_domain(report, nodes(), c.key, c.words())
     except Forbidden:
         return report
 
@@ -142,6 +143,7 @@ def _claim_fit(
     workers: int,
     tolerations: list[dict],
     channels: set[str],
+    nodes: Callable[[], list[dict]],
 ) -> fit.FitReport | None:
     """The fit of a job whose pods claim their GPUs through DRA (None: they claim none, or
     RBAC hides what it needs); CHANNELS are claims of ComputeDomain channels, not GPUs."""
@@ -156,8 +158,7 @@ def _claim_fit(
         if claim is None:
             return None
         where = Placement(None, claim.count, (), claim=claim)
-        nodes = kube.list_objects("Node")
-        return check_claim_fit(nodes, view, where, workers, tolerations)
+        return check_claim_fit(nodes(), view, where, workers, tolerations)
     except (Forbidden, NotFound):
         return None
 

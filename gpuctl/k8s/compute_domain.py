@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpuctl.gpus import topology
 from gpuctl.k8s import apis
 from gpuctl.k8s.fit import FitReport, NodeFit
 from gpuctl.k8s.labels import JOB_LABEL
@@ -30,7 +31,7 @@ API_VERSION = apis.COMPUTE_DOMAIN_API_VERSION
 KIND = "ComputeDomain"
 DRIVER = "compute-domain.nvidia.com"
 CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
+CLIQUE_LABEL = topology.CLIQUE
 CHANNEL_CLAIM = "compute-domain-channel"  # the pod's claim of the channel
 INSTALL = (
     "install NVIDIA's DRA driver with ComputeDomains (helm chart dra-driver-nvidia-gpu, "

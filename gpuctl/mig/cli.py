@@ -3,7 +3,6 @@ applied on this node through NVML or on a cluster through the GPU Operator."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -54,7 +53,7 @@ def _nvml(simulate: str | None) -> Nvml:
     GPUCTL_SIMULATE) names another vendor's accelerators: MIG is NVIDIA's."""
     from gpuctl.gpus.vendor_models import spec_vendors
 
-    spec = simulate or os.environ.get("GPUCTL_SIMULATE")
+    spec = simulate
     if spec and spec_vendors(spec) - {"nvidia"}:
         raise UsageError(
             f"--simulate {spec}: MIG is NVIDIA's, and this names another vendor's accelerators",

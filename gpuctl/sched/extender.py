@@ -275,6 +275,8 @@ def keep_in_sync(
         view = extender.view
 
         def replace(_: object) -> None:  # under extender.lock, by either informer
+            if not pods.lists:  # the nodes' first list: the view waits for the pods'
+                return
             view.replace(nodes.objects(), pods.objects())
             _ = view.placement  # built now, not in the next request
             extender.log.debug(

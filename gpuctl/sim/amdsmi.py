@@ -28,6 +28,7 @@ from enum import IntEnum
 
 from gpuctl.common.errors import UsageError
 from gpuctl.gpus import vendor_models
+from gpuctl.sim.node import MAX_GPUS
 
 # include/amd_smi/amdsmi.h amdsmi_status_t
 STATUS = {
@@ -161,6 +162,8 @@ def parse(spec: str) -> list[str]:
                 f"--simulate {spec}: {part!r} is not COUNTxMODEL of an AMD GPU the simulation has",
                 hint="e.g. 8xMI300X; models: " + ", ".join(BOARDS),
             )
+        if len(models) + int(m.group(1)) > MAX_GPUS:  # before a list that big is made
+            raise UsageError(f"--simulate {spec}: more than {MAX_GPUS} GPUs")
         models += [found[0]] * int(m.group(1))
     return models
 
@@ -197,6 +200,10 @@ class SimulatedAmdSmi:
     AmdSmiException = AmdSmiException
     AmdSmiLibraryException = AmdSmiLibraryException
     AmdSmiParameterException = AmdSmiParameterException
+
+    def process_user(self, pid: int) -> str | None:
+        """Who runs a simulated process (on a real node /proc tells): root, the simulation's."""
+        return "root"
 
     def __init__(self, spec: str, load: str | None = None):
         self.gpus = [SimGpu(model, i) for i, model in enumerate(parse(spec))]

@@ -237,15 +237,27 @@ def test_concurrent_starts_take_turns(env):
     assert _started_under(state) == []
 
 
-def test_stop_after_the_sandbox_was_killed_stops_its_prometheus(env):
-    prometheus = need("prometheus")
+def _started_with_prometheus(env: dict) -> tuple[processes.Identity, processes.Identity]:
+    """A sandbox started with its Prometheus: the two processes as its record names them."""
     r = gpuctl(
-        env, "sandbox", "start", "--gpu-nodes", "1xH100-80GB", "--prometheus-bin", prometheus
+        env,
+        "sandbox",
+        "start",
+        "--gpu-nodes",
+        "1xH100-80GB",
+        "--prometheus-bin",
+        need("prometheus"),
     )
     assert r.returncode == 0, r.stderr
     record = json.loads((_folder(env) / "sandbox.json").read_text())["processes"]
-    sandbox = processes.Identity.from_dict(record["sandbox"])
-    prom = processes.Identity.from_dict(record["prometheus"])
+    return (
+        processes.Identity.from_dict(record["sandbox"]),
+        processes.Identity.from_dict(record["prometheus"]),
+    )
+
+
+def test_stop_after_the_sandbox_was_killed_stops_its_prometheus(env):
+    sandbox, prom = _started_with_prometheus(env)
     assert processes.is_running(prom) and prom.session == sandbox.pid
     os.kill(sandbox.pid, signal.SIGKILL)
     assert processes.wait_gone([sandbox], 10) == []
@@ -285,14 +297,7 @@ def test_a_port_taken_meanwhile_is_retried_then_reported(tmp_path):
 def test_stop_kills_a_hung_sandbox_and_its_prometheus(env):
     """A sandbox that no longer answers (stopped by SIGSTOP: SIGTERM stays pending) is
     killed after stop's wait, and its Prometheus with it."""
-    prometheus = need("prometheus")
-    r = gpuctl(
-        env, "sandbox", "start", "--gpu-nodes", "1xH100-80GB", "--prometheus-bin", prometheus
-    )
-    assert r.returncode == 0, r.stderr
-    record = json.loads((_folder(env) / "sandbox.json").read_text())["processes"]
-    sandbox = processes.Identity.from_dict(record["sandbox"])
-    prom = processes.Identity.from_dict(record["prometheus"])
+    sandbox, prom = _started_with_prometheus(env)
     os.kill(sandbox.pid, signal.SIGSTOP)
     r = gpuctl(env, "sandbox", "stop")
     assert r.returncode == 0, r.stderr

@@ -16,7 +16,6 @@ from gpuctl.k8s.nodes import gpus_of, is_accelerator_node
 from gpuctl.k8s.objects import labels_of
 
 NAME = "topology"
-NETWORK_KEYS = frozenset(topology.LEVELS) - {topology.ZONE, topology.HOSTNAME}
 FIX = (
     "label each node with where it sits in the network: EKS does on p4d, p5, p6 and trn "
     "instances (topology.k8s.aws/network-node-layer-N), GKE on compact placement "
@@ -43,11 +42,11 @@ def check_topology(nodes: list[dict[str, Any]]) -> Check:
         return Check(NAME, PASS, "no multi-node accelerator pool (a gang fits one node)")
     bare, labelled = [], []
     for pool, members in sorted(multi.items()):
-        without = [_name(n) for n in members if not NETWORK_KEYS & set(labels_of(n))]
+        without = [_name(n) for n in members if not topology.NETWORK & set(labels_of(n))]
         if without:
             bare.append(f"{pool}: {len(without)} of {len(members)} ({_names(without)})")
         else:
-            keys = sorted({k for n in members for k in labels_of(n) if k in NETWORK_KEYS})
+            keys = sorted({k for n in members for k in labels_of(n) if k in topology.NETWORK})
             labelled.append(f"{pool} ({', '.join(keys)})")
     if bare:
         return Check(

@@ -23,8 +23,6 @@ from gpuctl.gpus import topology
 from gpuctl.k8s.labels import MANAGED
 from gpuctl.k8s.objects import labels_of, name_of
 
-_NOT_NETWORK = {topology.ZONE, topology.HOSTNAME}
-
 
 def levels_of(nodes: Iterable[dict[str, Any]]) -> list[str]:
     """The topology labels NODES carry, widest first, the hostname last."""
@@ -33,7 +31,7 @@ def levels_of(nodes: Iterable[dict[str, Any]]) -> list[str]:
 
 def network_levels(levels: Iterable[str]) -> list[str]:
     """LEVELS less the zone and the hostname: the switches' layers, cliques and blocks."""
-    return [k for k in levels if k not in _NOT_NETWORK]
+    return [k for k in levels if k in topology.NETWORK]
 
 
 def name_for(levels: list[str]) -> str:

@@ -292,17 +292,7 @@ def plan_kueue(
         # one that selects the same nodes is used as it is, unless gpuctl made it
         if theirs is not None and (reused != f.name or not managed_by_gpuctl(theirs)):
             flavor_steps.append(ObjectStep(theirs, "reused"))
-            used.append(
-                kueue.Flavor(
-                    str(reused),
-                    f.gpu_type,
-                    f.label_key,
-                    f.cpu,
-                    f.memory,
-                    resource=f.resource,
-                    more_labels=f.more_labels,
-                )  # fmt: skip
-            )
+            used.append(replace(f, name=str(reused)))
             continue
         current = _found(world.flavors, f.name)
         f = tied.tie(f, current)

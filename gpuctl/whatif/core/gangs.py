@@ -139,8 +139,12 @@ def replay_gangs(
     order = arrivals(gangs, capacity * MILLI * demand_permille // 1000, random.Random(seed))
     placed: dict[str, tuple[str, ...]] = {}
     never = for_domain = for_room = 0
+    ever: dict[tuple[str | None, int, int], bool] = {}
     for i, gang in enumerate(order):
-        if not _ever(gang, size, where):
+        shape = (gang.within, gang.gpus, gang.workers)
+        if shape not in ever:
+            ever[shape] = _ever(gang, size, where)
+        if not ever[shape]:
             never += 1
             continue
         slots = {n: f // gang.gpus for n, f in free.items() if f >= gang.gpus}
