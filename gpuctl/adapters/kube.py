@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.adapters import kube_auth
-from gpuctl.adapters.kube_http import HttpFailure, first_line
+from gpuctl.adapters.kube_http import Broken, HttpFailure, Unsent, first_line
 from gpuctl.common.errors import BackendError, GpuctlError, UsageError, redact
 from gpuctl.k8s import apis
 from gpuctl.k8s.informer import Expired
@@ -99,23 +99,24 @@ def _custom(api_version: str) -> bool:
 
 
 def connect(
-    context: str | None, kubeconfig: str | None, deadline: float, retries: Any
+    context: str | None, kubeconfig: str | None, deadline: float
 ) -> tuple[Any, str | None, str | None, str | None]:
     """(the transport, the namespace, the context's name, a note for --debug) of the
     kubeconfig context (or, with none usable, of the pod's service account): the one place
     that reads credentials. The namespace is None where the context names none. A
     credential plugin the context runs has DEADLINE seconds (gpuctl.adapters.kube_auth).
-    The lean transport serves every context but one whose user has an `auth-provider`: the
-    official client serves that (gpuctl.adapters.kube_client), and all of them when the
-    kube_client setting says `kubernetes`."""
+    The lean transport serves every context but one whose user has an `auth-provider` or
+    that goes through an https:// proxy: the official client serves those
+    (gpuctl.adapters.kube_client), and all of them when the kube_client setting says
+    `kubernetes`."""
     from gpuctl.adapters import kube_client
     from gpuctl.adapters import kubeconfig as config
-    from gpuctl.adapters.kube_http import Transport
+    from gpuctl.adapters.kube_http import Transport, proxy_of
     from gpuctl.runtime.config import setting, setting_from
 
     if setting("kube_client", check=_kube_client_problem) == "kubernetes":
         cfg, namespace, name = kube_client.load_config(context, kubeconfig, deadline)
-        return kube_client.ClientTransport(cfg, retries), namespace, name, None
+        return kube_client.ClientTransport(cfg), namespace, name, None
     context, context_from = setting_from("context", context)
     paths = config.files(kubeconfig)
     kube_auth.check_files(os.pathsep.join(paths))
@@ -136,15 +137,20 @@ def connect(
                 f"no usable Kubernetes configuration: {e}",
                 hint="set KUBECONFIG or create ~/.kube/config (or pass --context)",
             ) from None
-    if target.legacy is not None:
+    proxy = proxy_of(target)
+    if target.legacy is not None or (proxy is not None and proxy.scheme == "https"):
         cfg, namespace, name = kube_client.load_config(context, kubeconfig, deadline)
-        note = (
-            f"the user of context {name!r} logs in through the auth-provider "
-            f"{target.legacy!r}: the official kubernetes client serves it (slower to start)"
-        )
-        return kube_client.ClientTransport(cfg, retries), namespace, name, note
+        if target.legacy is not None:
+            why = (
+                f"the user of context {name!r} logs in through the auth-provider {target.legacy!r}"
+            )
+        else:  # TLS to the proxy, then TLS through it: http.client has no TLS within TLS
+            cfg.proxy = proxy.geturl()
+            why = f"context {name!r} reaches its cluster through an https:// proxy"
+        note = f"{why}: the official kubernetes client serves it (slower to start)"
+        return kube_client.ClientTransport(cfg), namespace, name, note
     try:
-        transport = Transport(target, deadline, retries)
+        transport = Transport(target, deadline)
     except config.Problem as e:
         raise GpuctlError(f"no usable Kubernetes configuration: {e}") from None
     return transport, target.namespace, target.context, None
@@ -172,8 +178,6 @@ class Kube:
         timeout: float | None = None,
         kubeconfig: str | None = None,
     ):
-        import urllib3
-
         from gpuctl.common.k8s_names import dns1123_label
         from gpuctl.runtime.config import request_timeout, setting
 
@@ -183,10 +187,8 @@ class Kube:
             lambda ns: None if dns1123_label(ns) else "not a valid namespace name",
         )
         self.timeout = timeout or request_timeout(DEFAULT_TIMEOUT)
-        # Only connection setup is retried: a request that reached the server is never resent.
-        retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         self._transport, context_namespace, self.context, self.note = connect(
-            context, kubeconfig, self.timeout, retries
+            context, kubeconfig, self.timeout
         )
         self.namespace = str(namespace or context_namespace or "default")
         self.host = redact(self._transport.host)  # for messages: never a URL's credentials
@@ -315,8 +317,6 @@ class Kube:
         grace): the caller loops. From RESOURCE_VERSION, only the changes after it (an
         Expired error, HTTP 410, when the server no longer keeps them); with BOOKMARKS,
         BOOKMARK events too, which carry only a newer resourceVersion."""
-        import urllib3
-
         path, _ = self._path(kind, namespace, api_version)
         what = f"watching {kind} {name}" if name else f"watching {_plural(kind)}"
         query = {
@@ -334,12 +334,8 @@ class Kube:
                 event = self._event(line, what)
                 if event is not None:
                     yield event
-        except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
+        except TimeoutError:
             return  # a quiet watch: no news
-        except urllib3.exceptions.ProtocolError as e:
-            if "timed out" in str(e):
-                return
-            raise self._map(e, what) from None
         except GpuctlError:
             raise
         except Exception as e:
@@ -529,7 +525,7 @@ class Kube:
         path += "/log"
         if not follow:
             try:
-                data = deadline.call(lambda: self._raw("GET", path, what=what).data, self.timeout)
+                data = deadline.call(lambda: self._read("GET", path, what=what), self.timeout)
             except deadline.DeadlineExceeded:
                 raise NoAnswer(
                     f"{what}: the Kubernetes API at {self.host} timed out (no whole answer "
@@ -542,6 +538,8 @@ class Kube:
         resp = self._raw("GET", path, {"follow": "true"}, timeout=None, what=what)
         try:
             yield from _lines(resp.stream(4096))
+        except Exception as e:
+            raise self._map(e, what) from None
         finally:
             resp.release_conn()
 
@@ -605,7 +603,7 @@ class Kube:
         subject = f"{what}: " if what else ""
         try:
             data = deadline.call(
-                lambda: self._raw(method, path, query, what=what, **kwargs).data,
+                lambda: self._read(method, path, query, what=what, **kwargs),
                 self.timeout,
                 settle_on_interrupt=changes,
             )
@@ -663,11 +661,15 @@ class Kube:
         except Exception as e:
             raise self._map(e, what) from None
 
+    def _read(self, method: str, path: str, query: Any = None, what: str = "", **kwargs) -> bytes:
+        """The whole body of a 2xx answer to the request (as `_raw` sends it)."""
+        resp = self._raw(method, path, query, what=what, **kwargs)
+        try:
+            return resp.data
+        except Exception as e:
+            raise self._map(e, what) from None
+
     def _map(self, e: Exception, what: str) -> GpuctlError:
-        import ssl
-
-        import urllib3
-
         subject = f"{what}: " if what else ""
         if isinstance(e, HttpFailure):
             reason = _api_message(e)
@@ -692,48 +694,31 @@ class Kube:
                     hint="retry later; check the control plane's health",
                 )
             return BackendError(f"{subject}HTTP {e.status}: {reason}")
-        if isinstance(e, (urllib3.exceptions.HTTPError, OSError)):
-            cause = getattr(e, "reason", None) or e  # MaxRetryError wraps the last failure
-            text = f"{e} {cause}"
-            unsent = isinstance(
-                cause,
-                (
-                    urllib3.exceptions.NewConnectionError,
-                    urllib3.exceptions.ConnectTimeoutError,
-                    urllib3.exceptions.NameResolutionError,
-                    urllib3.exceptions.SSLError,
-                    ssl.SSLError,
-                ),
+        if isinstance(e, Unsent) and e.tls:  # reached, but TLS failed
+            why = (
+                "its certificate is not trusted"
+                if "CERTIFICATE_VERIFY_FAILED" in str(e)
+                else "the TLS handshake failed"
             )
-            if "SSLError" in text or isinstance(cause, ssl.SSLError):  # reached, but TLS failed
-                why = (
-                    "its certificate is not trusted"
-                    if "CERTIFICATE_VERIFY_FAILED" in text
-                    else "the TLS handshake failed"
-                )
-                return BackendError(
-                    f"{subject}the Kubernetes API at {self.host}: {why}",
-                    hint="check the kubeconfig's server URL (https or http) and "
-                    "its certificate-authority-data",
-                )
-            if not unsent and (
-                isinstance(cause, (urllib3.exceptions.TimeoutError, TimeoutError))
-                or "timed out" in text
-            ):
-                return NoAnswer(
-                    f"{subject}the Kubernetes API at {self.host} timed out",
-                    hint="check the network path to the cluster",
-                )
-            if unsent:
-                return Unreachable(
-                    f"{subject}cannot reach the Kubernetes API at {self.host}",
-                    hint="is the cluster up and the kubeconfig context right?",
-                )
-            if isinstance(cause, urllib3.exceptions.ProtocolError) and len(cause.args) > 1:
-                cause = cause.args[1]  # ("Connection aborted.", RemoteDisconnected(...))
+            return BackendError(
+                f"{subject}the Kubernetes API at {self.host}: {why}",
+                hint="check the kubeconfig's server URL (https or http) and "
+                "its certificate-authority-data",
+            )
+        if isinstance(e, Unsent):
+            return Unreachable(
+                f"{subject}cannot reach the Kubernetes API at {self.host}",
+                hint="is the cluster up and the kubeconfig context right?",
+            )
+        if isinstance(e, TimeoutError):
+            return NoAnswer(
+                f"{subject}the Kubernetes API at {self.host} timed out",
+                hint="check the network path to the cluster",
+            )
+        if isinstance(e, Broken):
             return NoAnswer(  # the connection broke after the request went out
                 f"{subject}the connection to the Kubernetes API at {self.host} broke "
-                f"before its answer ({first_line(cause)})",
+                f"before its answer ({first_line(e)})",
                 hint="check the network path to the cluster (a proxy or load balancer?)",
             )
         return BackendError(f"{subject}{type(e).__name__}: {first_line(e)}")

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from gpuctl.adapters import kube_auth
-from gpuctl.adapters.kube_http import HttpFailure, first_line
+from gpuctl.adapters.kube_http import Broken, HttpFailure, Unsent, first_line
 from gpuctl.common.errors import GpuctlError, UsageError
 
 
@@ -67,12 +67,17 @@ def load_config(
 
 
 class ClientTransport:
-    """Requests through the client's ApiClient (its credentials, TLS settings and pool)."""
+    """Requests through the client's ApiClient (its credentials, TLS settings and pool), its
+    failures raised as the lean transport's (gpuctl.adapters.kube_http)."""
 
-    def __init__(self, cfg: Any, retries: Any):
+    def __init__(self, cfg: Any):
+        import urllib3
         from kubernetes import client
 
-        cfg.retries = retries
+        # Only connection setup is retried: a request that reached the server is never resent.
+        cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
+        if not cfg.verify_ssl:  # insecure-skip-tls-verify was asked for: kubectl warns not
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self.host = cfg.host
         self._api = client.ApiClient(cfg)
 
@@ -86,8 +91,6 @@ class ClientTransport:
         timeout: Any,
     ):
         """Send one request; the unread response of a 2xx answer, else HttpFailure."""
-        import ssl
-
         from kubernetes.client.exceptions import ApiException
 
         request = self._api.param_serialize(
@@ -105,11 +108,56 @@ class ClientTransport:
             resp = self._api.call_api(*request, _request_timeout=timeout).response
         except ApiException as e:
             if e.status == 0:  # the client's wrapping of urllib3's SSLError
-                raise ssl.SSLError(str(e.reason)) from None
+                raise Unsent(str(e.reason), tls=True) from None
             raise HttpFailure(e.status, e.reason, e.body) from None
+        except Exception as e:
+            raise _translated(e) from None
         if not 200 <= resp.status < 300:
             raise HttpFailure(resp.status, resp.reason, resp.data)
-        return resp
+        return _Answer(resp)
 
     def close(self) -> None:
         self._api.close()
+
+
+class _Answer:
+    """urllib3's response, read as the lean transport's is (gpuctl.adapters.kube_http)."""
+
+    def __init__(self, resp: Any):
+        self._resp, self.status, self.reason = resp, resp.status, resp.reason
+
+    @property
+    def data(self) -> bytes:
+        try:
+            return self._resp.data
+        except Exception as e:
+            raise _translated(e) from None
+
+    def stream(self, size: int):
+        try:
+            yield from self._resp.stream(size)
+        except Exception as e:
+            raise _translated(e) from None
+
+    def release_conn(self) -> None:
+        self._resp.release_conn()
+
+
+def _translated(e: Exception) -> Exception:
+    """urllib3's failure as the lean transport's: Unsent, TimeoutError or Broken."""
+    import ssl
+
+    from urllib3 import exceptions as failed
+
+    cause = (getattr(e, "reason", None) if isinstance(e, failed.MaxRetryError) else None) or e
+    if isinstance(cause, failed.SSLError | ssl.SSLError):
+        return Unsent(str(cause), tls=True)
+    if isinstance(cause, failed.NewConnectionError | failed.ConnectTimeoutError):
+        return Unsent(first_line(cause))
+    if isinstance(cause, failed.TimeoutError | TimeoutError) or "timed out" in str(cause):
+        return TimeoutError(first_line(cause))
+    if isinstance(cause, failed.ProtocolError) and len(cause.args) > 1:
+        cause = cause.args[1]  # ("Connection aborted.", RemoteDisconnected(...))
+    if isinstance(cause, failed.HTTPError | OSError):
+        return Broken(first_line(cause))
+    return e

@@ -1,14 +1,32 @@
-"""The lean transport to the API server: one urllib3 pool with the kubeconfig's TLS settings
-and credentials (gpuctl.adapters.kubeconfig), requests encoded with msgspec. It sends what
-client-go would send for the same context; gpuctl.adapters.kube maps its failures."""
+"""The lean transport to the API server: the standard library's http.client, its connections
+kept for reuse, with the kubeconfig's TLS settings and credentials (gpuctl.adapters.kubeconfig),
+bodies encoded with msgspec. It sends what client-go would send for the same context.
+
+Its failures, which gpuctl.adapters.kube maps to messages (the official client's transport,
+gpuctl.adapters.kube_client, raises the same): HttpFailure, an answer that is not 2xx;
+Unsent, no connection was made, so the request never reached the server; TimeoutError, no
+answer in time after it was sent; Broken, the connection broke after it was sent."""
 
 from __future__ import annotations
 
+import http.client
 import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from gpuctl.adapters import kube_auth
 from gpuctl.adapters.kubeconfig import Problem, Target
+
+# Only connection set-up is retried (twice, after 0.2 and 0.4 s): a request that reached the
+# server is never sent again.
+CONNECT_RETRIES, BACKOFF_S = 2, 0.2
+# Connections kept idle for reuse: a command's parallel lists, watches and abandoned
+# (timed-out) requests stay well under this.
+KEPT = 10
 
 
 class HttpFailure(Exception):
@@ -19,19 +37,81 @@ class HttpFailure(Exception):
         self.status, self.reason, self.body = status, reason, body
 
 
-def _user_agent() -> str:
-    from gpuctl import __version__
+class Unsent(Exception):
+    """No connection to the server could be made (name resolution, connection, a proxy or
+    the TLS handshake failed): the request never reached it. `tls` when the handshake did."""
 
-    return f"gpuctl/{__version__}"
+    def __init__(self, reason: str, tls: bool = False):
+        super().__init__(reason)
+        self.tls = tls
+
+
+class Broken(Exception):
+    """The connection broke after the request went out: it may have been acted on."""
+
+
+class Response:
+    """A 2xx answer being read: `data` (the whole body) or `stream` (its chunks as they
+    come); its connection goes back for reuse once the body is read whole."""
+
+    def __init__(self, answer: http.client.HTTPResponse, done: Callable[[bool], None]):
+        self.status, self.reason = answer.status, answer.reason
+        self._answer, self._done = answer, done
+
+    @property
+    def data(self) -> bytes:
+        try:
+            body = self._answer.read()
+        except TimeoutError:
+            self._done(False)
+            raise
+        except (OSError, http.client.HTTPException) as e:
+            self._done(False)
+            raise Broken(first_line(e) or type(e).__name__) from None
+        self._done(True)
+        return body
+
+    def stream(self, size: int) -> Iterator[bytes]:
+        try:
+            while chunk := self._answer.read1(size):
+                yield chunk
+        except TimeoutError:
+            raise
+        except (OSError, http.client.HTTPException) as e:
+            raise Broken(first_line(e) or type(e).__name__) from None
+
+    def release_conn(self) -> None:
+        """Done with the answer: its connection is kept when the body was read whole."""
+        self._done(self._answer.isclosed())
+
+
+class _Connection(http.client.HTTPConnection):
+    """One connection to the API server, or to its HTTP proxy (the server's URL then goes in
+    the request line, or through a CONNECT tunnel for https); over a SOCKS proxy when `dial`
+    is one; TLS when `tls` is given, checked against `server_name` (the server's through a
+    tunnel, else the kubeconfig's tls-server-name) or the host."""
+
+    def __init__(self, host: str, port: int, tls: Any, server_name: str | None, dial: Any):
+        super().__init__(host, port)
+        self.tls, self.server_name = tls, server_name
+        if dial is not None:
+            self._create_connection = dial
+
+    def connect(self) -> None:
+        super().connect()
+        if self.tls is not None:
+            name = self.server_name or self.host
+            self.sock = self.tls.wrap_socket(self.sock, server_hostname=name)
 
 
 class Transport:
     """Requests to one API server, as the kubeconfig target says to make them."""
 
-    def __init__(self, target: Target, deadline: float, retries: Any):
-        import urllib3
-
+    def __init__(self, target: Target, deadline: float):
         self.host = target.server
+        url = urlsplit(target.server)
+        https = url.scheme == "https"
+        self._prefix = url.path.rstrip("/")  # a server behind a path (e.g. Rancher's proxy)
         self.headers = {"Accept": "application/json", "User-Agent": _user_agent()}
         self.headers.update(target.headers)
         if target.exec_config is not None:  # a plugin's credential replaces the file's
@@ -50,18 +130,32 @@ class Transport:
         if target.token:
             self.headers["Authorization"] = f"Bearer {target.token}"
         elif target.basic:
-            self.headers.update(urllib3.make_headers(basic_auth=":".join(target.basic)))
-        # kept connections: the official client keeps 5 a core; a command's parallel lists,
-        # watches and abandoned (timed-out) requests stay well under 10
-        pool: dict[str, Any] = {"retries": retries, "maxsize": 10}
-        if target.server.startswith("https:"):
-            pool["ssl_context"] = _tls(target)
-            if target.tls_server_name:
-                pool["server_hostname"] = target.tls_server_name
-            if target.insecure:
-                pool["cert_reqs"] = "CERT_NONE"
-                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        self._pool = _manager(target, pool)
+            self.headers["Authorization"] = _basic(*target.basic)
+        host, port = url.hostname or "", url.port or (443 if https else 80)
+        tls = _tls(target) if https else None
+        proxy = proxy_of(target)
+        dial, self._absolute = None, False
+        if proxy is None:
+            self._new = lambda: _Connection(host, port, tls, target.tls_server_name, None)
+        elif proxy.scheme.startswith("socks"):
+            dial = _socks(proxy, target)
+            self._new = lambda: _Connection(host, port, tls, target.tls_server_name, dial)
+        else:  # an http:// proxy (an https:// one is the official client's)
+            auth = {"Proxy-Authorization": _basic(*_credentials(proxy))} if proxy.username else {}
+
+            def new() -> _Connection:
+                conn = _Connection(proxy.hostname or "", proxy.port or 80, tls, None, None)
+                if https:
+                    conn.set_tunnel(host, port, headers=auth)
+                    conn.server_name = target.tls_server_name or host
+                return conn
+
+            self._new = new
+            if not https:  # the proxy is sent the whole URL
+                self._absolute = True
+                self.headers.update(auth)
+        self._kept: list[_Connection] = []
+        self._lock = threading.Lock()
 
     def request(
         self,
@@ -71,47 +165,153 @@ class Transport:
         body: Any,
         content_type: str,
         timeout: Any,
-    ):
-        """Send one request; the unread response of a 2xx answer, else HttpFailure."""
+    ) -> Response:
+        """Send one request; the unread response of a 2xx answer, else HttpFailure. TIMEOUT:
+        (connect, read) seconds, or one figure for both, or None for none."""
         import msgspec
-        import urllib3
 
-        url = self.host + path
+        target = self._prefix + path
         pairs = [(k, v) for k, v in (query or {}).items() if v is not None]
         if pairs:
             from urllib.parse import urlencode
 
-            url += "?" + urlencode(pairs)
+            target += "?" + urlencode(pairs)
+        if self._absolute:
+            target = self.host.rstrip("/") + target[len(self._prefix) :]
         headers = dict(self.headers)
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
             data = msgspec.json.encode(body)
-        if isinstance(timeout, tuple):
-            timeout = urllib3.Timeout(connect=timeout[0], read=timeout[1])
-        elif timeout is not None:
-            timeout = urllib3.Timeout(total=timeout)
-        resp = self._pool.request(
-            method, url, body=data, headers=headers, timeout=timeout, preload_content=False
-        )
-        if not 200 <= resp.status < 300:
-            failure = HttpFailure(resp.status, resp.reason, resp.data)
-            resp.release_conn()
+        connect_s, read_s = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        conn = self._connection(connect_s)
+        try:
+            conn.sock.settimeout(read_s)
+            conn.request(method, target, body=data, headers=headers)
+            answer = conn.getresponse()
+        except TimeoutError:
+            conn.close()
+            raise
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise Broken(first_line(e) or type(e).__name__) from None
+        response = Response(answer, lambda whole: self._give_back(conn, whole))
+        if not 200 <= answer.status < 300:
+            failure = HttpFailure(answer.status, answer.reason, response.data)
             raise failure
-        return resp
+        return response
 
     def close(self) -> None:
-        self._pool.clear()
+        with self._lock:
+            kept, self._kept = self._kept, []
+        for conn in kept:
+            conn.close()
+
+    def _connection(self, timeout: float | None) -> _Connection:
+        """A kept connection the server has not closed, else a new one (Unsent when none
+        can be made after the retries)."""
+        with self._lock:
+            while self._kept:
+                conn = self._kept.pop()
+                if not _dropped(conn):
+                    return conn
+                conn.close()
+        for attempt in range(CONNECT_RETRIES + 1):
+            conn = self._new()
+            conn.timeout = timeout
+            try:
+                conn.connect()
+                return conn
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                import ssl
+
+                if isinstance(e, ssl.SSLError | ssl.CertificateError):
+                    raise Unsent(str(e), tls=True) from None
+                if attempt == CONNECT_RETRIES:
+                    raise Unsent(first_line(e) or type(e).__name__) from None
+            time.sleep(BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _give_back(self, conn: _Connection, whole: bool) -> None:
+        with self._lock:
+            if whole and conn.sock is not None and len(self._kept) < KEPT:
+                self._kept.append(conn)
+                return
+        conn.close()
+
+
+def _dropped(conn: _Connection) -> bool:
+    """Whether the server closed the kept connection (or sent something unasked)."""
+    import select
+
+    if conn.sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([conn.sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def proxy_of(target: Target):
+    """The proxy to reach the server through (urlsplit's parts): the cluster's proxy-url,
+    else the environment's HTTPS_PROXY/HTTP_PROXY, less NO_PROXY, as Go's
+    http.ProxyFromEnvironment; None for none."""
+    proxy = target.proxy_url or _environment_proxy(target.server)
+    return urlsplit(proxy) if proxy else None
+
+
+def _socks(proxy: Any, target: Target) -> Callable[..., socket.socket]:
+    """A dial through the SOCKS5 proxy (socks5h: the proxy resolves the name), by PySocks."""
+    try:
+        import socks  # type: ignore[import-untyped]
+    except ImportError:
+        raise Problem(
+            f"cluster of context {target.context!r}: a socks5 proxy-url needs PySocks "
+            "(pip install PySocks)"
+        ) from None
+    user, password = _credentials(proxy) if proxy.username else (None, None)
+
+    def dial(address: tuple[str, int], timeout: Any = None, source: Any = None) -> socket.socket:
+        return socks.create_connection(
+            address,
+            timeout,
+            source,
+            proxy_type=socks.SOCKS5,
+            proxy_addr=proxy.hostname,
+            proxy_port=proxy.port or 1080,
+            proxy_rdns=proxy.scheme == "socks5h",
+            proxy_username=user,
+            proxy_password=password,
+        )
+
+    return dial
+
+
+def _credentials(url: Any) -> tuple[str, str]:
+    return unquote(url.username or ""), unquote(url.password or "")
+
+
+def _basic(user: str, password: str) -> str:
+    import base64
+
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def _user_agent() -> str:
+    from gpuctl import __version__
+
+    return f"gpuctl/{__version__}"
 
 
 def _tls(target: Target):
     """The SSL context of the cluster's CA (or the system's) and the user's client
-    certificate; Problem when one cannot be loaded."""
+    certificate, TLS 1.2 at least as client-go asks; Problem when one cannot be loaded."""
     import ssl
 
-    from urllib3.util.ssl_ import create_urllib3_context
-
-    ctx = create_urllib3_context()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if target.insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
@@ -161,26 +361,6 @@ def _reason(e: Exception) -> str:
     return getattr(e, "reason", None) or getattr(e, "strerror", None) or str(e) or type(e).__name__
 
 
-def _manager(target: Target, pool: dict[str, Any]):
-    """A PoolManager, or a ProxyManager for the cluster's proxy-url (else the environment's
-    HTTPS_PROXY/HTTP_PROXY, less NO_PROXY, as Go's http.ProxyFromEnvironment)."""
-    import urllib3
-
-    proxy = target.proxy_url or _environment_proxy(target.server)
-    if not proxy:
-        return urllib3.PoolManager(**pool)
-    if proxy.startswith("socks"):
-        try:
-            from urllib3.contrib.socks import SOCKSProxyManager
-        except ImportError:
-            raise Problem(
-                f"cluster of context {target.context!r}: a socks5 proxy-url needs PySocks "
-                "(pip install 'urllib3[socks]')"
-            ) from None
-        return SOCKSProxyManager(proxy, **pool)
-    return urllib3.ProxyManager(proxy, **pool)
-
-
 def _environment_proxy(server: str) -> str | None:
     names = (
         ("https_proxy", "HTTPS_PROXY")
@@ -190,7 +370,6 @@ def _environment_proxy(server: str) -> str | None:
     proxy = next((os.environ[n] for n in names if os.environ.get(n)), None)
     if not proxy:
         return None
-    from urllib.parse import urlsplit
     from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]
 
     host = urlsplit(server).hostname or ""

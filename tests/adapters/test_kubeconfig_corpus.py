@@ -384,3 +384,78 @@ def test_a_kubeconfig_broken_in_one_field_is_refused_by_both(case, tmp_path, mon
             assert said in e.value.message and "no usable Kubernetes configuration" in (
                 e.value.message
             )
+
+
+class _ConnectProxy:
+    """An HTTP proxy that serves only CONNECT (as one in front of an https API server does):
+    it records each request head and relays the tunnel's bytes both ways."""
+
+    def __init__(self):
+        import socket
+        import threading
+
+        self.heads: list[str] = []
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://user:p%40ss@127.0.0.1:{self._server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += client.recv(4096)
+            self.heads.append(head.decode())
+            host, port = head.split()[1].decode().rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, sink) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            sink.close()
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def test_an_https_cluster_through_an_http_proxys_tunnel(
+    tmp_path, kube, pki, fault_proxy, monkeypatch
+):
+    """proxy-url http:// before an https server: a CONNECT tunnel, the proxy's credentials
+    (from the URL, percent-decoded) in Proxy-Authorization, TLS to the server through it."""
+    server = tls_proxy(fault_proxy, kube, pki)
+    tunnel = _ConnectProxy()
+    try:
+        cluster = {
+            "server": server.url,
+            "certificate-authority-data": b64(pki / "ca"),
+            "proxy-url": tunnel.url,
+        }
+        path = kubeconfig(tmp_path / "kc", cluster, {"token": "abc"})
+        assert same_on_both(monkeypatch, path) == ("default", [])
+    finally:
+        tunnel.close()
+    port = server.url.rsplit(":", 1)[1]
+    assert tunnel.heads and all(h.startswith(f"CONNECT 127.0.0.1:{port} ") for h in tunnel.heads)
+    credentials = base64.b64encode(b"user:p@ss").decode()
+    # the lean transport's tunnel first: the credentials as Go's Transport sends them; the
+    # official client's urllib3 ProxyManager sends none unless told (proxy_headers)
+    assert [f"Proxy-Authorization: Basic {credentials}" in h for h in tunnel.heads] == [
+        True,
+        False,
+    ]
+    assert {authorization for authorization, _ in who(server)} == {"Bearer abc"}
