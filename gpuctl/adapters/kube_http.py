@@ -269,7 +269,7 @@ def _socks(proxy: Any, target: Target) -> Callable[..., socket.socket]:
     except ImportError:
         raise Problem(
             f"cluster of context {target.context!r}: a socks5 proxy-url needs PySocks "
-            "(pip install PySocks)"
+            "(pip install 'gpuctl[socks]')"
         ) from None
     user, password = _credentials(proxy) if proxy.username else (None, None)
 

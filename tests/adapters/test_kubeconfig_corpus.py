@@ -386,17 +386,18 @@ def test_a_kubeconfig_broken_in_one_field_is_refused_by_both(case, tmp_path, mon
             )
 
 
-class _ConnectProxy:
-    """An HTTP proxy that serves only CONNECT (as one in front of an https API server does):
-    it records each request head and relays the tunnel's bytes both ways."""
+class _Relay:
+    """A proxy on a local port: per client, `opened` reads the proxy protocol's request and
+    answers it, returning where to connect; then the bytes are relayed both ways. `heads`
+    records what each client asked."""
 
-    def __init__(self):
+    def __init__(self, scheme: str):
         import socket
         import threading
 
-        self.heads: list[str] = []
+        self.heads: list[bytes] = []
         self._server = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://user:p%40ss@127.0.0.1:{self._server.getsockname()[1]}"
+        self.url = f"{scheme}://user:p%40ss@127.0.0.1:{self._server.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -408,15 +409,12 @@ class _ConnectProxy:
                 client, _ = self._server.accept()
             except OSError:
                 return
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += client.recv(4096)
-            self.heads.append(head.decode())
-            host, port = head.split()[1].decode().rsplit(":", 1)
-            upstream = socket.create_connection((host, int(port)))
-            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            upstream = socket.create_connection(self.opened(client))
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def opened(self, client) -> tuple[str, int]:
+        raise NotImplementedError
 
     @staticmethod
     def _pipe(source, sink) -> None:
@@ -430,6 +428,51 @@ class _ConnectProxy:
 
     def close(self) -> None:
         self._server.close()
+
+
+class _ConnectProxy(_Relay):
+    """An HTTP proxy that serves only CONNECT, as one in front of an https API server does."""
+
+    def __init__(self):
+        super().__init__("http")
+
+    def opened(self, client) -> tuple[str, int]:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += client.recv(4096)
+        self.heads.append(head)
+        host, port = head.split()[1].decode().rsplit(":", 1)
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        return host, int(port)
+
+
+class _Socks5Proxy(_Relay):
+    """A SOCKS5 proxy (RFC 1928) asking for a username and password (RFC 1929); it records
+    the credentials and the address asked for (a name: socks5h)."""
+
+    def __init__(self):
+        super().__init__("socks5h")
+
+    def opened(self, client) -> tuple[str, int]:
+        def read(n: int) -> bytes:
+            data = b""
+            while len(data) < n:
+                data += client.recv(n - len(data))
+            return data
+
+        read(read(2)[1])  # version, then the methods offered
+        client.sendall(b"\x05\x02")
+        _, size = read(2)
+        user = read(size)
+        password = read(read(1)[0])
+        client.sendall(b"\x01\x00")
+        _, command, _, kind = read(4)
+        assert command == 1 and kind == 3  # CONNECT to a domain name
+        host = read(read(1)[0])
+        port = int.from_bytes(read(2), "big")
+        self.heads.append(b"%s:%s %s:%d" % (user, password, host, port))
+        client.sendall(b"\x05\x00\x00\x01" + bytes(4) + bytes(2))
+        return host.decode().replace("kube.invalid", "127.0.0.1"), port
 
 
 def test_an_https_cluster_through_an_http_proxys_tunnel(
@@ -450,12 +493,27 @@ def test_an_https_cluster_through_an_http_proxys_tunnel(
     finally:
         tunnel.close()
     port = server.url.rsplit(":", 1)[1]
-    assert tunnel.heads and all(h.startswith(f"CONNECT 127.0.0.1:{port} ") for h in tunnel.heads)
+    heads = [h.decode() for h in tunnel.heads]
+    assert heads and all(h.startswith(f"CONNECT 127.0.0.1:{port} ") for h in heads)
     credentials = base64.b64encode(b"user:p@ss").decode()
     # the lean transport's tunnel first: the credentials as Go's Transport sends them; the
     # official client's urllib3 ProxyManager sends none unless told (proxy_headers)
-    assert [f"Proxy-Authorization: Basic {credentials}" in h for h in tunnel.heads] == [
+    assert [f"Proxy-Authorization: Basic {credentials}" in h for h in heads] == [
         True,
         False,
     ]
     assert {authorization for authorization, _ in who(server)} == {"Bearer abc"}
+
+
+def test_a_cluster_through_a_socks5_proxy(tmp_path, kube, monkeypatch):
+    """proxy-url socks5h://: the proxy is sent the server's name to resolve, and the URL's
+    credentials (percent-decoded)."""
+    proxy = _Socks5Proxy()
+    port = kube.url.rsplit(":", 1)[1].rstrip("/")
+    try:
+        cluster = {"server": f"http://kube.invalid:{port}", "proxy-url": proxy.url}
+        path = kubeconfig(tmp_path / "kc", cluster, {"token": "abc"})
+        assert same_on_both(monkeypatch, path) == ("default", [])
+    finally:
+        proxy.close()
+    assert set(proxy.heads) == {f"user:p@ss kube.invalid:{port}".encode()}
