@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuctl.dcgm import busy, holders, metrics
 from gpuctl.dcgm.promql import METRIC, duration_seconds, per_metric
@@ -29,6 +29,7 @@ from gpuctl.gpus import vendor_models
 
 Sample = tuple[dict[str, Any], float]
 MIB = float(1 << 20)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -268,25 +269,40 @@ def _readings(
     return out
 
 
+def _best_kept(ranked: Iterable[tuple[metrics.Key, int, T]]) -> list[list[T]]:
+    """Per device key, the items of its best busy signal (the lowest rank: the place of
+    its metric in DeviceExporter.busy); a device's several series of one signal all kept."""
+    best: dict[metrics.Key, tuple[int, list[T]]] = {}
+    for key, rank, item in ranked:
+        known = best.get(key)
+        if known is None or rank < known[0]:
+            best[key] = (rank, [item])
+        elif rank == known[0]:
+            known[1].append(item)
+    return [items for _, items in best.values()]
+
+
+def _rank(exp: DeviceExporter, metric: str) -> int:
+    return [m for m, _, _ in exp.busy].index(metric)
+
+
 def _means(samples: Iterable[Sample], models: Models) -> list[Sample]:
     """Each device's window mean of its best busy signal, labelled with the signal's name."""
-    best: dict[metrics.Key, tuple[int, dict[str, str], str, list[float]]] = {}
+    ranked: list[tuple[metrics.Key, int, tuple[dict[str, str], str, float]]] = []
     for labels, value in samples:
         found = BUSY.get(labels.get(METRIC, ""))
         if found is None or not math.isfinite(value):
             continue
         exp, name, scale = found
         ident = identity(exp, labels, models)
-        if ident is None:
-            continue
-        rank = [m for m, _, _ in exp.busy].index(labels[METRIC])
-        key = metrics.key_of(ident)
-        known = best.get(key)
-        if known is None or rank < known[0]:
-            best[key] = (rank, ident, name, [scale * value])
-        elif rank == known[0]:
-            known[3].append(scale * value)
-    return [({**i, busy.LABEL: name}, _mean(v)) for _, i, name, v in best.values()]
+        if ident is not None:
+            ranked.append(
+                (metrics.key_of(ident), _rank(exp, labels[METRIC]), (ident, name, scale * value))
+            )
+    return [
+        ({**kept[0][0], busy.LABEL: kept[0][1]}, _mean([v for _, _, v in kept]))
+        for kept in _best_kept(ranked)
+    ]
 
 
 def per_series(samples: Iterable[Sample], models: Models = NO_MODELS) -> list[Sample]:
@@ -298,7 +314,7 @@ def per_series(samples: Iterable[Sample], models: Models = NO_MODELS) -> list[Sa
     that name no device, or carry no reading gpuctl reads per holder, are left out; MODELS
     name their nodes' models."""
     out: list[Sample] = []
-    busiest: dict[metrics.Key, tuple[int, list[Sample]]] = {}
+    busiest: list[tuple[metrics.Key, int, Sample]] = []
     for labels, value in samples:
         name = labels.get("__name__") or labels.get(METRIC) or ""
         exp = OWNER.get(name)
@@ -311,17 +327,11 @@ def per_series(samples: Iterable[Sample], models: Models = NO_MODELS) -> list[Sa
         shaped = {**_held(exp, labels, ident), "vendor": exp.vendor}
         if name in BUSY:
             _, signal, scale = BUSY[name]
-            rank = [m for m, _, _ in exp.busy].index(name)
-            key = metrics.key_of(ident)
             sample = ({**shaped, "__name__": metrics.UTIL, busy.LABEL: signal}, scale * value)
-            known = busiest.get(key)
-            if known is None or rank < known[0]:
-                busiest[key] = (rank, [sample])
-            elif rank == known[0]:
-                known[1].append(sample)
+            busiest.append((metrics.key_of(ident), _rank(exp, name), sample))
         elif exp.memory_used and name == exp.memory_used[0]:
             out.append(({**shaped, "__name__": metrics.FB_USED}, exp.memory_used[1] * value))
-    return out + [s for _, kept in busiest.values() for s in kept]
+    return out + [s for kept in _best_kept(busiest) for s in kept]
 
 
 def memory_used_metrics() -> tuple[str, ...]:
