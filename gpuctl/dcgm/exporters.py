@@ -398,21 +398,34 @@ def busy_promql(step: str, by: str, labelled: bool = False) -> str:
     return (f" or ignoring ({busy.LABEL}) " if labelled else " or ").join(parts)
 
 
+def held_branches(exp: DeviceExporter) -> list[tuple[str, tuple[str, str, str]]]:
+    """The one rule of who holds another vendor's device (report counts by it, reclaim acts
+    by it): PromQL label matchers selecting the series that name a holder, as disjoint
+    branches, each with the labels that name its holder's namespace, pod and container. A
+    holder in exported_* (as a Prometheus Operator scrape keeps the exporter's own pod
+    labels apart) is the series' own. One in the plain `pod` (a scrape with honorLabels
+    true, AMD's Helm chart default) is taken only beside a `container` that is none of the
+    exporter's: a plain `pod` without one may be the exporter's own pod, which held_promql
+    marks for reclaim to check on the series' node. Unlike dcgm-exporter's
+    (holders.held_branches), no exporter of these names its holder in the old pod_name."""
+    own = f", container!~{holders.any_of(exp.own.containers)}" if exp.own.containers else ""
+    return [
+        ('exported_pod!=""', holders.EXPORTED),
+        (f'exported_pod="", pod!="", container!=""{own}', holders.PLAIN),
+    ]
+
+
 def held_promql(inner: Callable[[str], str], by: str, scaled: bool) -> str:
     """For each per-device exporter's busy metrics, best first: INNER(selector) over its
-    series that name a holder, given DCGM's device labels, max by BY; scaled: times the
-    metric's scale to percent. A holder in exported_* (as a Prometheus Operator scrape keeps
-    the exporter's own pod labels apart) is the series' own. One in the plain `pod` (a
-    scrape with honorLabels true, AMD's Helm chart default) is taken only beside a
-    `container` that is none of the exporter's, and marked with PLAIN_HOLDER (its vendor):
-    the exporter's own pod under a container name gpuctl does not know could pass for a
-    holder, so an action must first find that pod on the series' node."""
+    series that name a holder (held_branches), given DCGM's device labels, max by BY;
+    scaled: times the metric's scale to percent. A holder in the plain `pod` is marked with
+    PLAIN_HOLDER (its vendor): the exporter's own pod under a container name gpuctl does not
+    know could pass for a holder, so an action must first find that pod on the series'
+    node."""
     parts = []
     for exp in PER_DEVICE:
-        own = f", container!~{holders.any_of(exp.own.containers)}" if exp.own.containers else ""
-        plain = f'exported_pod="", pod!="", container!=""{own}'
         for metric, _, scale in exp.busy:
-            for matchers, labels in (('exported_pod!=""', holders.EXPORTED), (plain, holders.PLAIN)):  # fmt: skip
+            for matchers, labels in held_branches(exp):
                 sel = selector(exp, metric, matchers)
                 grouped = f"max by ({own_labels(exp)}, {', '.join(labels)}) ({inner(sel)})"
                 expr = f"max by ({by}) ({relabelled(exp, grouped)})"
