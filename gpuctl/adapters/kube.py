@@ -348,21 +348,25 @@ class Kube:
         kind: str,
         namespace: str | None = None,
         name: str | None = None,
-        timeout_seconds: int = 60,
+        timeout_seconds: int | Callable[[], int] = 60,
         api_version: str | None = None,
         **callbacks: Any,
     ) -> Informer:
         """KIND's objects (in NAMESPACE, or all; only NAME if given) kept by list and
-        watch as client-go's informers keep them (gpuctl.k8s.informer); CALLBACKS are its
-        on_change, on_replace and guard."""
+        watch as client-go's informers keep them (gpuctl.k8s.informer), each watch ending
+        after TIMEOUT_SECONDS (or what it returns when each watch starts: a wait's time
+        left); CALLBACKS are its on_change, on_replace and guard."""
         from gpuctl.k8s.informer import Informer
 
         fields = f"metadata.name={name}" if name else None
+
+        def watch(version: str) -> Iterator[dict]:
+            quiet = timeout_seconds() if callable(timeout_seconds) else timeout_seconds
+            return self.watch(kind, namespace, name, quiet, api_version, version, bookmarks=True)
+
         return Informer(
             lambda: self.list_with_version(kind, namespace, None, fields, api_version),
-            lambda version: self.watch(
-                kind, namespace, name, timeout_seconds, api_version, version, bookmarks=True
-            ),
+            watch,
             **callbacks,
         )
 

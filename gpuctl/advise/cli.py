@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import typer
@@ -43,10 +42,7 @@ def advise(
         setting_list("exporter_containers", exporter_container),
         setting_list("exporter_jobs", exporter_job),
     )
-    # the holders of DRA-allocated GPUs: DCGM's series may not name them
-    exporter = dataclasses.replace(
-        exporter, **application().dra_holders(), models=application().node_models()
-    )
+    exporter = application().cluster_exporter(exporter)
     kube = application().cluster_if_any()  # who owns the pods, where there is a cluster
     result = service.advise(client, window, idle_threshold, namespace, exporter, kube)
     if output.value != "table":

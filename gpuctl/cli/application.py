@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gpuctl.adapters.nvml import Driver, Nvml
     from gpuctl.adapters.prometheus import Prometheus
     from gpuctl.adapters.terraform import Engine
+    from gpuctl.dcgm.holders import Exporter
 
 F = TypeVar("F")
 
@@ -176,6 +177,14 @@ class Application:
         if view is None:
             return {"claimed": {}, "claimed_mig": {}}
         return {"claimed": view.holders(), "claimed_mig": view.mig_holders()}
+
+    def cluster_exporter(self, exporter: Exporter) -> Exporter:
+        """EXPORTER with what the cluster of --context/--kubeconfig tells of the devices the
+        per-vendor views (`top --prometheus`, `advise`) read from Prometheus: the holders of
+        DRA-allocated devices (dra_holders), which DCGM's series may not name, and each
+        node's accelerator models (node_models), which other vendors' series label poorly;
+        the cluster is asked once per run (cluster_if_any)."""
+        return replace(exporter, **self.dra_holders(), models=self.node_models())
 
     def node_models(self) -> dict[str, dict[str, str]]:
         """Each node's other vendors' accelerator model as its labels name it

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuctl.dcgm import busy, holders, metrics
 from gpuctl.dcgm.promql import METRIC, duration_seconds, per_metric
@@ -29,6 +29,7 @@ from gpuctl.gpus import vendor_models
 
 Sample = tuple[dict[str, Any], float]
 MIB = float(1 << 20)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -268,25 +269,40 @@ def _readings(
     return out
 
 
+def _best_kept(ranked: Iterable[tuple[metrics.Key, int, T]]) -> list[list[T]]:
+    """Per device key, the items of its best busy signal (the lowest rank: the place of
+    its metric in DeviceExporter.busy); a device's several series of one signal all kept."""
+    best: dict[metrics.Key, tuple[int, list[T]]] = {}
+    for key, rank, item in ranked:
+        known = best.get(key)
+        if known is None or rank < known[0]:
+            best[key] = (rank, [item])
+        elif rank == known[0]:
+            known[1].append(item)
+    return [items for _, items in best.values()]
+
+
+def _rank(exp: DeviceExporter, metric: str) -> int:
+    return [m for m, _, _ in exp.busy].index(metric)
+
+
 def _means(samples: Iterable[Sample], models: Models) -> list[Sample]:
     """Each device's window mean of its best busy signal, labelled with the signal's name."""
-    best: dict[metrics.Key, tuple[int, dict[str, str], str, list[float]]] = {}
+    ranked: list[tuple[metrics.Key, int, tuple[dict[str, str], str, float]]] = []
     for labels, value in samples:
         found = BUSY.get(labels.get(METRIC, ""))
         if found is None or not math.isfinite(value):
             continue
         exp, name, scale = found
         ident = identity(exp, labels, models)
-        if ident is None:
-            continue
-        rank = [m for m, _, _ in exp.busy].index(labels[METRIC])
-        key = metrics.key_of(ident)
-        known = best.get(key)
-        if known is None or rank < known[0]:
-            best[key] = (rank, ident, name, [scale * value])
-        elif rank == known[0]:
-            known[3].append(scale * value)
-    return [({**i, busy.LABEL: name}, _mean(v)) for _, i, name, v in best.values()]
+        if ident is not None:
+            ranked.append(
+                (metrics.key_of(ident), _rank(exp, labels[METRIC]), (ident, name, scale * value))
+            )
+    return [
+        ({**kept[0][0], busy.LABEL: kept[0][1]}, _mean([v for _, _, v in kept]))
+        for kept in _best_kept(ranked)
+    ]
 
 
 def per_series(samples: Iterable[Sample], models: Models = NO_MODELS) -> list[Sample]:
@@ -298,7 +314,7 @@ def per_series(samples: Iterable[Sample], models: Models = NO_MODELS) -> list[Sa
     that name no device, or carry no reading gpuctl reads per holder, are left out; MODELS
     name their nodes' models."""
     out: list[Sample] = []
-    busiest: dict[metrics.Key, tuple[int, list[Sample]]] = {}
+    busiest: list[tuple[metrics.Key, int, Sample]] = []
     for labels, value in samples:
         name = labels.get("__name__") or labels.get(METRIC) or ""
         exp = OWNER.get(name)
@@ -311,17 +327,11 @@ def per_series(samples: Iterable[Sample], models: Models = NO_MODELS) -> list[Sa
         shaped = {**_held(exp, labels, ident), "vendor": exp.vendor}
         if name in BUSY:
             _, signal, scale = BUSY[name]
-            rank = [m for m, _, _ in exp.busy].index(name)
-            key = metrics.key_of(ident)
             sample = ({**shaped, "__name__": metrics.UTIL, busy.LABEL: signal}, scale * value)
-            known = busiest.get(key)
-            if known is None or rank < known[0]:
-                busiest[key] = (rank, [sample])
-            elif rank == known[0]:
-                known[1].append(sample)
+            busiest.append((metrics.key_of(ident), _rank(exp, name), sample))
         elif exp.memory_used and name == exp.memory_used[0]:
             out.append(({**shaped, "__name__": metrics.FB_USED}, exp.memory_used[1] * value))
-    return out + [s for _, kept in busiest.values() for s in kept]
+    return out + [s for kept in _best_kept(busiest) for s in kept]
 
 
 def memory_used_metrics() -> tuple[str, ...]:
@@ -388,21 +398,34 @@ def busy_promql(step: str, by: str, labelled: bool = False) -> str:
     return (f" or ignoring ({busy.LABEL}) " if labelled else " or ").join(parts)
 
 
+def held_branches(exp: DeviceExporter) -> list[tuple[str, tuple[str, str, str]]]:
+    """The one rule of who holds another vendor's device (report counts by it, reclaim acts
+    by it): PromQL label matchers selecting the series that name a holder, as disjoint
+    branches, each with the labels that name its holder's namespace, pod and container. A
+    holder in exported_* (as a Prometheus Operator scrape keeps the exporter's own pod
+    labels apart) is the series' own. One in the plain `pod` (a scrape with honorLabels
+    true, AMD's Helm chart default) is taken only beside a `container` that is none of the
+    exporter's: a plain `pod` without one may be the exporter's own pod, which held_promql
+    marks for reclaim to check on the series' node. Unlike dcgm-exporter's
+    (holders.held_branches), no exporter of these names its holder in the old pod_name."""
+    own = f", container!~{holders.any_of(exp.own.containers)}" if exp.own.containers else ""
+    return [
+        ('exported_pod!=""', holders.EXPORTED),
+        (f'exported_pod="", pod!="", container!=""{own}', holders.PLAIN),
+    ]
+
+
 def held_promql(inner: Callable[[str], str], by: str, scaled: bool) -> str:
     """For each per-device exporter's busy metrics, best first: INNER(selector) over its
-    series that name a holder, given DCGM's device labels, max by BY; scaled: times the
-    metric's scale to percent. A holder in exported_* (as a Prometheus Operator scrape keeps
-    the exporter's own pod labels apart) is the series' own. One in the plain `pod` (a
-    scrape with honorLabels true, AMD's Helm chart default) is taken only beside a
-    `container` that is none of the exporter's, and marked with PLAIN_HOLDER (its vendor):
-    the exporter's own pod under a container name gpuctl does not know could pass for a
-    holder, so an action must first find that pod on the series' node."""
+    series that name a holder (held_branches), given DCGM's device labels, max by BY;
+    scaled: times the metric's scale to percent. A holder in the plain `pod` is marked with
+    PLAIN_HOLDER (its vendor): the exporter's own pod under a container name gpuctl does not
+    know could pass for a holder, so an action must first find that pod on the series'
+    node."""
     parts = []
     for exp in PER_DEVICE:
-        own = f", container!~{holders.any_of(exp.own.containers)}" if exp.own.containers else ""
-        plain = f'exported_pod="", pod!="", container!=""{own}'
         for metric, _, scale in exp.busy:
-            for matchers, labels in (('exported_pod!=""', holders.EXPORTED), (plain, holders.PLAIN)):  # fmt: skip
+            for matchers, labels in held_branches(exp):
                 sel = selector(exp, metric, matchers)
                 grouped = f"max by ({own_labels(exp)}, {', '.join(labels)}) ({inner(sel)})"
                 expr = f"max by ({by}) ({relabelled(exp, grouped)})"

@@ -195,7 +195,10 @@ class DraView:
         if not self.counters:
             held = self.allocated if now else {}
             return [d for d in devices if not d.unhealthy and d.key not in held]
-        left = {k: dict(v) for k, v in (self._left if now else self.counters).items()}
+        base = self._left if now else self.counters
+        # a copy of the counter sets these devices consume alone: not the cluster's each call
+        consumed = {(d.driver, d.pool, name) for d in devices for name, _ in d.consumes}
+        left = {k: dict(base[k]) for k in consumed if k in base}
         out = []
         for d in devices:
             if d.unhealthy or (now and d.key in self.allocated) or not _fits(left, d):

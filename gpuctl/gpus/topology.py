@@ -1,6 +1,7 @@
 """Where nodes sit in the network: the topology names a spec asks for (`topology.within`),
-the node labels each means per cloud, the levels a Kueue Topology lists, and the domains
-nodes form under one label. Pure.
+the node labels each means per cloud, and the levels a Kueue Topology lists (the domains
+nodes form under one label are counted where they are used: gpuctl.k8s.fit.by_domain,
+gpuctl.nodes.core.domains). Pure.
 
 A name means the first of its keys that any node carries; a spec may also give a label key.
 
@@ -136,29 +137,6 @@ def placed(labels: Mapping[str, str]) -> dict[str, str]:
     """Where a node with these labels sits: its topology labels, widest first, but for its
     own host name."""
     return {key: labels[key] for key in LEVELS if key in labels and key != HOSTNAME}
-
-
-@dataclass(frozen=True)
-class Domains:
-    """Nodes grouped by their value of one label: MEMBERS value → node names (in the order
-    given); OUTSIDE the nodes without the label."""
-
-    key: str
-    members: Mapping[str, tuple[str, ...]]
-    outside: tuple[str, ...] = ()
-
-
-def domains(nodes: Mapping[str, Mapping[str, str]], key: str) -> Domains:
-    """NODES (name → labels) grouped into KEY's domains."""
-    members: dict[str, list[str]] = {}
-    outside: list[str] = []
-    for name, labels in nodes.items():
-        value = labels.get(key)
-        if value is None:
-            outside.append(name)
-        else:
-            members.setdefault(value, []).append(name)
-    return Domains(key, {v: tuple(ns) for v, ns in members.items()}, tuple(outside))
 
 
 def _carried(nodes_labels: list[Mapping[str, str]]) -> str:

@@ -171,27 +171,13 @@ def wait(
     timeout: float,
     on_update: Callable[[dict], None],
 ) -> dict:
-    """Follow the job's status until it finishes or `timeout` seconds pass: read it, then
-    watch it from its resourceVersion, each watch resuming where the last one ended
-    (gpuctl.k8s.informer); read again only when the server answers 410 Gone."""
-    from gpuctl.k8s.informer import Informer, version_of
-
+    """Follow the job's status until it finishes or `timeout` seconds pass, as an informer
+    of it (Kube.informer): list it, then watch it from the list's resourceVersion, each
+    watch resuming where the last one ended; listed again only when the server answers 410
+    Gone."""
     deadline = time.monotonic() + timeout
     gone = BackendError(f"{kind} {namespace}/{name} was deleted while waiting")
     shown: list[dict] = []  # the job as last seen
-
-    def read() -> tuple[list[dict], str]:
-        try:
-            job = get_job(kube, name, namespace)
-        except NotFound:
-            if not shown:
-                raise
-            raise gone from None  # read again after a 410
-        return [job], version_of(job)
-
-    def watch(version: str) -> Iterator[dict]:
-        quiet = max(1, int(min(deadline - time.monotonic(), 30)))
-        return kube.watch(kind, namespace, name, quiet, resource_version=version, bookmarks=True)
 
     def show(change: str, obj: dict) -> None:
         if change == "DELETED":
@@ -199,7 +185,21 @@ def wait(
         shown[:] = [{**obj, "kind": kind}]
         on_update(job_status.row(shown[-1]))
 
-    job = Informer(read, watch, show, lambda found: show("ADDED", found[0]))
+    def listed(found: list[dict]) -> None:
+        if found:
+            show("ADDED", found[0])
+        elif shown:
+            raise gone  # listed again after a 410
+        else:
+            raise NotFound(
+                f"no gpuctl job {name!r} in namespace {namespace!r}",
+                hint=f"gpuctl jobs list -n {namespace}",
+            )
+
+    def quiet() -> int:
+        return max(1, int(min(deadline - time.monotonic(), 30)))
+
+    job = kube.informer(kind, namespace, name, quiet, on_change=show, on_replace=listed)
     job.relist()
     while job_status.status_of(shown[-1]) not in job_status.FINISHED:
         if deadline - time.monotonic() <= 0:

@@ -28,6 +28,31 @@ def test_a_tpu_chip_is_judged_by_tensorcore_utilization_before_its_duty_cycle():
     )
 
 
+def test_per_series_keeps_each_devices_best_signal_and_every_holder_of_it():
+    """A TPU chip shared by two pods reports tensorcore_utilization per pod: both kept, its
+    duty_cycle dropped; a chip with duty_cycle alone keeps that; DCGM's series pass."""
+    other = {**POD, "pod": "second-pod"}
+    chip2 = {**CHIP, "accelerator_id": "1234567890123456789-5", "node": "n"}
+    dcgm = ({"__name__": metrics.UTIL, "UUID": "GPU-1"}, 3.0)
+    out = exporters.per_series(
+        [
+            dcgm,
+            ({**CHIP, **POD, "node": "n", "__name__": "duty_cycle"}, 100.0),
+            ({**CHIP, **POD, "node": "n", "__name__": "tensorcore_utilization"}, 10.0),
+            ({**CHIP, **other, "node": "n", "__name__": "duty_cycle"}, 100.0),
+            ({**CHIP, **other, "node": "n", "__name__": "tensorcore_utilization"}, 20.0),
+            ({**chip2, **POD, "__name__": "duty_cycle"}, 40.0),
+        ]
+    )
+    assert out[0] == dcgm
+    kept = sorted((s[0]["gpu"], s[0][busy.LABEL], s[0]["exported_pod"], s[1]) for s in out[1:])
+    assert kept == [
+        ("4", "tensorcore_utilization", "second-pod", 20.0),
+        ("4", "tensorcore_utilization", "test-workload-pod", 10.0),
+        ("5", "duty_cycle", "test-workload-pod", 40.0),
+    ]
+
+
 def test_neuron_cores_make_devices_by_the_instance_type():
     base = {"instance_id": "i-1", "instance_type": "trn2.48xlarge"}  # 8 cores a device
     current = [

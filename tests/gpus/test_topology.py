@@ -6,7 +6,7 @@ import pytest
 from gpuctl.common.errors import GpuctlError
 from gpuctl.common.k8s_names import label_key
 from gpuctl.gpus import topology
-from gpuctl.gpus.topology import TopologyError, domains, levels, resolve
+from gpuctl.gpus.topology import TopologyError, levels, resolve
 from tests.topology_corpus import labels
 
 EKS = labels("eks-p4de")
@@ -66,21 +66,6 @@ def test_levels_are_widest_first_hostname_last_in_the_clouds_order():
         "kubernetes.io/hostname",
     ]
     assert levels(GB200.values()) == ["nvidia.com/gpu.clique", "kubernetes.io/hostname"]
-
-
-def test_domains_group_nodes_and_keep_the_unlabelled_apart():
-    nodes = {**EKS, **GB200}
-    d = domains(nodes, "topology.k8s.aws/network-node-layer-3")
-    assert d.members == {
-        "nn-38464347ecf47e324": (
-            "ip-10-0-91-10.us-west-2.compute.internal",
-            "ip-10-0-91-11.us-west-2.compute.internal",
-        ),
-        "nn-5c0d2e7f41a9b3e86": ("ip-10-0-91-12.us-west-2.compute.internal",),
-    }
-    assert d.outside == ("gb-nvl-043-bianca-1", "gb-nvl-043-bianca-2")
-    spine = domains(EKS, resolve("spine", EKS.values()))
-    assert [len(v) for v in spine.members.values()] == [3]
 
 
 def test_every_name_has_candidates_that_are_label_keys():

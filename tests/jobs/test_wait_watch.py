@@ -1,6 +1,7 @@
-"""`submit --wait` follows the job as an informer does (gpuctl.jobs.service.wait): one read,
-then watches from its resourceVersion that resume where they ended, and a read again only
-when the API server answers 410 Gone. Against the API emulator over HTTP."""
+"""`submit --wait` follows the job by an informer (gpuctl.jobs.service.wait, through
+Kube.informer): one list of it by name, then watches from the list's resourceVersion that
+resume where they ended, and a list again only when the API server answers 410 Gone.
+Against the API emulator over HTTP."""
 
 import pytest
 
@@ -37,8 +38,9 @@ def status(succeeded=0, condition=None):
 def reads_and_watches(kube, name="w"):
     path = "/apis/batch/v1/namespaces/default/jobs"
     served = kube.requests()
-    reads = [q for _, p, q in served if p == f"{path}/{name}"]
-    return reads, [q for _, p, q in served if p == path and "watch" in q]
+    by_name = f"metadata.name={name}"
+    ours = [q for _, p, q in served if p == path and q.get("fieldSelector") == by_name]
+    return [q for q in ours if "watch" not in q], [q for q in ours if "watch" in q]
 
 
 def test_wait_reads_again_when_its_version_is_gone(kube, batch):
@@ -83,6 +85,7 @@ def test_wait_resumes_each_watch_without_reading_again(kube, batch):
     assert len(reads) == 1 and len(watches) >= 2
     assert all(w["allowWatchBookmarks"] == "true" and w["resourceVersion"] for w in watches)
     assert all(w["fieldSelector"] == "metadata.name=w" for w in watches)
+    assert all(0 < int(w["timeoutSeconds"]) <= 20 for w in watches)  # none outlasts the wait
 
 
 def test_wait_says_a_job_deleted_while_it_waits(kube, batch):

@@ -20,15 +20,20 @@ pytestmark = pytest.mark.integration
 WINDOW_S = 600
 
 
-@pytest.fixture(scope="module")
-def readings():
-    server = start_prometheus(load_blocks(every_vendor(), time.time()))
+def _read(series: list):
+    """reclaim's readings of SERIES held in a real Prometheus, and the time they were read."""
+    server = start_prometheus(load_blocks(series, time.time()))
     try:
         q = signal.queries([WINDOW_S], 5)
         answers = Prometheus(server.url, timeout=60).query_all(q.all())
         yield signal.read(q, answers, Exporter()), time.time()
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def readings():
+    yield from _read(every_vendor())
 
 
 def test_an_amd_gpus_holder_is_judged_by_its_gfx_activity(readings):
@@ -73,13 +78,7 @@ def honoured():
     free GPU whose only pod label is the exporter's own."""
     held = ("ml", "rocm-2tlcz", "main")
     series = [*amd_gpu(0, 0.0, held, honor_labels=True), *amd_gpu(1, 0.0, held, honor_labels=True)]
-    server = start_prometheus(load_blocks(series + amd_gpu(2, 0.0), time.time()))
-    try:
-        q = signal.queries([WINDOW_S], 5)
-        answers = Prometheus(server.url, timeout=60).query_all(q.all())
-        yield signal.read(q, answers, Exporter()), time.time()
-    finally:
-        server.stop()
+    yield from _read(series + amd_gpu(2, 0.0))
 
 
 @pytest.mark.parametrize(("node", "status"), [("mi300x-1", "idle"), ("mi300x-2", "missing")])

@@ -142,12 +142,7 @@ def test_watches_keep_the_view_in_sync(kube, kube_api):
         return {"apiVersion": "v1", "kind": "Pod", **pod(name, gpus, node_name=node_name)}
 
     seed(kube_api, api_node("a", 2), api_pod("x", 2, "a"))
-    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(lambda line: None))
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=server_module.keep_in_sync, args=(ext, Kube, stop, 2), daemon=True
-    )
-    thread.start()
+    ext, stop, _ = _in_sync(Kube, 2)
     assert ext.ready.wait(10)
     args = request(pod("new", 1), ["a", "b"])
     with ext.lock:
@@ -179,12 +174,7 @@ def test_the_view_resumes_its_watches_and_lists_again_only_on_410(kube, kube_api
     seed(kube_api, {"apiVersion": "v1", "kind": "Node", **node("a", 8)})
     for name in ("x", "y"):
         seed(kube_api, {"apiVersion": "v1", "kind": "Pod", **pod(name, 2, node_name="a")})
-    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(lambda line: None))
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=server_module.keep_in_sync, args=(ext, Kube, stop, 2), daemon=True
-    )
-    thread.start()
+    ext, stop, thread = _in_sync(Kube, 2)
     assert ext.ready.wait(10)
     args = request(pod("new", 6), ["a"])
 
@@ -220,6 +210,17 @@ def test_the_view_resumes_its_watches_and_lists_again_only_on_410(kube, kube_api
     thread.join(10)
 
 
+def _in_sync(connect, *watch_s, log=lambda line: None):
+    """An extender kept in sync with the cluster CONNECT reaches, by a thread of its own."""
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(log))
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=server_module.keep_in_sync, args=(ext, connect, stop, *watch_s), daemon=True
+    )
+    thread.start()
+    return ext, stop, thread
+
+
 def _eventually(check, seconds=10.0):
     import time
 
@@ -240,10 +241,7 @@ def test_a_cluster_it_cannot_read_is_said_once_not_retried_silently():
         attempts.append(1)
         raise BackendError("cannot reach the Kubernetes API server at https://10.0.0.1:6443")
 
-    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(lines.append))
-    stop = threading.Event()
-    thread = threading.Thread(target=server_module.keep_in_sync, args=(ext, connect, stop))
-    thread.start()
+    ext, stop, thread = _in_sync(connect, log=lines.append)
     assert _eventually(lambda: len(attempts) >= 3, seconds=10)
     stop.set()
     thread.join(10)

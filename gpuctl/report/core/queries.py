@@ -81,9 +81,7 @@ def _held(exporter: Exporter, step: str, by: Grouping) -> str:
     """One series per device and holder in the step: value 1/n for a device n pods hold,
     labels the device's (IDENTITY, modelName, GPU_I_PROFILE), `ns`, `pod` and `team`."""
     branches = []
-    for i, (matchers, (ns_label, pod_label, _container)) in enumerate(
-        holders.held_branches(exporter)
-    ):
+    for matchers, (ns_label, pod_label, _container) in holders.held_branches(exporter):
         # one metric per range function: *_over_time drops the name, and the fields of one
         # device would then be series with the same labels
         grouped = " or ".join(
@@ -91,10 +89,8 @@ def _held(exporter: Exporter, step: str, by: Grouping) -> str:
             f'(count_over_time({{__name__="{metric}", {matchers}}}[{step}]))'
             for metric in busy.SIGNALS
         )
-        grouped += "".join(f" or {v}" for v in _vendors_held(step, i, ns_label, pod_label))
-        named = f'label_replace({grouped}, "ns", "$1", "{ns_label}", "(.*)")'
-        named = f'label_replace({named}, "pod", "$1", "{pod_label}", "(.*)")'
-        branches.append(f"group by ({_DEVICE}, ns, pod) ({named})")
+        branches.append(_named(grouped, ns_label, pod_label))
+    branches += _vendors_held(step)
     held = " or ".join(f"({b})" for b in branches)
     share = f"({held}) / on ({_ON}) group_left () count by ({_ON}) ({held})"
     if by.kind == "namespace":
@@ -111,17 +107,29 @@ def _held(exporter: Exporter, step: str, by: Grouping) -> str:
     return f"({joined}) or ignoring ({TEAM}) ({unlabelled})"
 
 
-def _vendors_held(step: str, branch: int, ns_label: str, pod_label: str) -> list[str]:
-    """The same as _held's branch number BRANCH for each other vendor's exporter
-    (gpuctl.dcgm.exporters), its series given DCGM's device labels."""
+def _named(grouped: str, ns_label: str, pod_label: str) -> str:
+    """GROUPED's devices and holders, the holder's namespace and pod named `ns` and `pod`."""
+    named = f'label_replace({grouped}, "ns", "$1", "{ns_label}", "(.*)")'
+    named = f'label_replace({named}, "pod", "$1", "{pod_label}", "(.*)")'
+    return f"group by ({_DEVICE}, ns, pod) ({named})"
+
+
+def _vendors_held(step: str) -> list[str]:
+    """The same for each other vendor's exporter (gpuctl.dcgm.exporters), by the rule
+    reclaim acts by (exporters.held_branches), its series given DCGM's device labels."""
     out = []
     for exp in exporters.PER_DEVICE:
-        matchers, _ = holders.held_branches(exp.own)[branch]
-        by = f"{exporters.own_labels(exp)}, {ns_label}, {pod_label}"
-        for metric, _, _ in exp.busy:
-            counted = f"count_over_time({exporters.selector(exp, metric, matchers)}[{step}])"
-            shaped = exporters.relabelled(exp, f"group by ({by}) ({counted})")
-            out.append(f"group by ({_DEVICE}, {ns_label}, {pod_label}) ({shaped})")
+        for matchers, (ns_label, pod_label, _container) in exporters.held_branches(exp):
+            by = f"{exporters.own_labels(exp)}, {ns_label}, {pod_label}"
+            grouped = " or ".join(
+                exporters.relabelled(
+                    exp,
+                    f"group by ({by}) "
+                    f"(count_over_time({exporters.selector(exp, metric, matchers)}[{step}]))",
+                )
+                for metric, _, _ in exp.busy
+            )
+            out.append(_named(grouped, ns_label, pod_label))
     return out
 
 

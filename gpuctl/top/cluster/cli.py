@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 from gpuctl.cli.application import application
@@ -31,10 +30,7 @@ def run(
     usage.queries(window)  # checks --window before anything is sent
     live.check_sort(sort)
     client = application().prometheus(prometheus)
-    # the holders of DRA-allocated GPUs, read once: DCGM's series may not name them
-    exporter = dataclasses.replace(
-        exporter, **application().dra_holders(), models=application().node_models()
-    )
+    exporter = application().cluster_exporter(exporter)
     console = out_console()
     if output == "json":  # a document is one snapshot: json/yaml imply --once
         views.snapshot_json(client, window, idle_threshold, exporter, sort, sys.stdout)
