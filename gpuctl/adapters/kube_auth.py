@@ -63,12 +63,15 @@ def load(root: Any, context: str | None, cfg: Any, deadline: float) -> None:
     DEADLINE seconds."""
     from kubernetes.config import kube_config
 
-    user, cluster, base = _active_user(root, context)
-    if user is not None and isinstance(user.get("exec"), dict):
-        status = run_plugin(user["exec"], cluster, base, deadline)
-        user.pop("exec")
+    user, cluster, base, where = _active_user(root, context)
+    if user is not None and (problem := user_problem(user)):
+        raise UsageError(f"{where}: {problem}")
+    if user is not None and plugin_serves(user):
+        status = run_plugin(user.pop("exec"), cluster, base, deadline)
         user.update(credential(status))
-    elif user is not None and isinstance(user.get("tokenFile"), str) and user["tokenFile"]:
+    elif user is not None:
+        user.pop("exec", None)  # another credential wins: the client would run it too
+    if user is not None and isinstance(user.get("tokenFile"), str) and user["tokenFile"]:
         user["token"] = read_token_file(os.path.join(base, user.pop("tokenFile")))
     # config_base_path None: relative paths (certificate-authority, tokenFile) resolve against
     # the directory of the file that names them, as the client's own loader does
@@ -94,22 +97,46 @@ def read_token_file(path: str) -> str:
     return token
 
 
-def _active_user(root: Any, context: str | None) -> tuple[dict | None, dict | None, str]:
+def _active_user(root: Any, context: str | None) -> tuple[dict | None, dict | None, str, str]:
     """The user and cluster entries of CONTEXT in the merged configuration ROOT (the
-    client's ConfigNodes; the user's dict is the one the client will read), and the
-    directory of the file that defines the user."""
+    client's ConfigNodes; the user's dict is the one the client will read), the directory
+    of the file that defines the user, and the user's place for messages."""
     name = context or root.safe_get("current-context")
     ctx = _entry(root, "contexts", name)
     if ctx is None or not isinstance(ctx.value.get("context"), dict):
-        return None, None, ""
+        return None, None, "", ""
     refs = ctx.value["context"]
     cluster = _entry(root, "clusters", refs.get("cluster"))
     user = _entry(root, "users", refs.get("user"))
     cluster_value = cluster.value.get("cluster") if cluster is not None else None
     if user is None or not isinstance(user.value.get("user"), dict):
-        return None, cluster_value, ""
+        return None, cluster_value, "", ""
     base = os.path.abspath(os.path.dirname(user.path)) if isinstance(user.path, str) else ""
-    return user.value["user"], cluster_value, base
+    return user.value["user"], cluster_value, base, f"kubeconfig {user.path}: user {refs['user']!r}"
+
+
+# A user's credentials other than a plugin: with one of them, client-go runs no plugin
+# (exec's UpdateTransportConfig leaves a transport with token, basic or certificate auth).
+_NOT_A_PLUGIN = ("token", "tokenFile", "username", "password")
+_CERTIFICATE = ("client-certificate", "client-certificate-data")
+
+
+def plugin_serves(user: dict) -> bool:
+    """Whether the kubeconfig USER's exec plugin is what authenticates it, as client-go
+    decides: a token, tokenFile, username/password or client certificate wins over it."""
+    return isinstance(user.get("exec"), dict) and not any(
+        user.get(k) for k in (*_NOT_A_PLUGIN, *_CERTIFICATE)
+    )
+
+
+def user_problem(user: dict) -> str | None:
+    """What client-go refuses in a kubeconfig USER (clientcmd's validation.go and the
+    transport's HTTPWrappersForConfig), or None."""
+    if (user.get("token") or user.get("tokenFile")) and (
+        user.get("username") or user.get("password")
+    ):
+        return "both a token and a username/password (only one is allowed)"
+    return None
 
 
 def _entry(root: Any, section: str, name: Any) -> Any:

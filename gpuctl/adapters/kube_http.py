@@ -34,7 +34,7 @@ class Transport:
         self.host = target.server
         self.headers = {"Accept": "application/json", "User-Agent": _user_agent()}
         self.headers.update(target.headers)
-        if target.exec_config is not None:  # a plugin's credential replaces the file's
+        if target.exec_config is not None:  # the user's only credential (client-go's rule)
             fields = kube_auth.credential(
                 kube_auth.run_plugin(target.exec_config, target.cluster_info, target.base, deadline)
             )

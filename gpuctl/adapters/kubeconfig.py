@@ -22,6 +22,7 @@ import binascii
 import os
 from dataclasses import dataclass, field
 
+from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import UsageError
 
 # The service account's files inside a pod (client-go rest.InClusterConfig).
@@ -235,8 +236,8 @@ def _user(entry: Entry, name: str, out: Target) -> None:
     username, password = _text(u, "username", where), _text(u, "password", where)
     if username or password:
         out.basic = (username, password)
-    if (out.token or out.token_file) and out.basic:
-        raise Problem(f"{where}: both a token and a username/password (only one is allowed)")
+    if problem := kube_auth.user_problem(u):
+        raise Problem(f"{where}: {problem}")
     out.cert_data = _data(u, "client-certificate-data", where)
     out.key_data = _data(u, "client-key-data", where)
     cert, key = _text(u, "client-certificate", where), _text(u, "client-key", where)
@@ -255,7 +256,8 @@ def _user(entry: Entry, name: str, out: Target) -> None:
     if exec_config is not None:
         if not isinstance(exec_config, dict):
             raise Problem(f"{where}: exec is not a mapping")
-        out.exec_config = exec_config
+        if kube_auth.plugin_serves(u):
+            out.exec_config = exec_config
     if provider is not None:
         provider_name = provider.get("name") if isinstance(provider, dict) else None
         out.legacy = str(provider_name or "unnamed")

@@ -171,6 +171,25 @@ def test_a_client_certificate_over_tls_to_a_cluster_of_its_own_ca(
     assert set(who(proxy)) == {(None, "alice")}
 
 
+V1 = "client.authentication.k8s.io/v1"
+
+
+def exec_plugin(tmp_path, status: dict, **exec_config) -> dict:
+    """A user's `exec`: a script that prints an ExecCredential of STATUS, and leaves the
+    KUBERNETES_EXEC_INFO it was given, and whether its stdin was a terminal, in ran.json."""
+    credential = {"apiVersion": V1, "kind": "ExecCredential", "status": status}
+    (tmp_path / "credential.json").write_text(json.dumps(credential))
+    plugin = tmp_path / "get-credential"
+    plugin.write_text(
+        "#!/bin/sh\n"
+        "[ -t 0 ] && tty=true || tty=false\n"
+        f'printf \'{{"tty": %s, "info": %s}}\' $tty "$KUBERNETES_EXEC_INFO" > {tmp_path}/ran.json\n'
+        f"cat {tmp_path / 'credential.json'}\n"
+    )
+    plugin.chmod(0o755)
+    return {"apiVersion": V1, "command": str(plugin), "interactiveMode": "Never", **exec_config}
+
+
 def test_an_exec_plugins_client_certificate(tmp_path, kube, pki, fault_proxy, monkeypatch):
     """A credential plugin may answer with a client certificate and key (PEM in its
     ExecCredential's status) instead of a token."""
@@ -179,16 +198,37 @@ def test_an_exec_plugins_client_certificate(tmp_path, kube, pki, fault_proxy, mo
         "clientCertificateData": (pki / "alice.crt").read_text(),
         "clientKeyData": (pki / "alice.key").read_text(),
     }
-    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"}
-    (tmp_path / "credential.json").write_text(json.dumps({**credential, "status": status}))
-    plugin = tmp_path / "get-cert"
-    plugin.write_text(f"#!/bin/sh\ncat {tmp_path / 'credential.json'}\n")
-    plugin.chmod(0o755)
     cluster = {"server": proxy.url, "certificate-authority-data": b64(pki / "ca")}
-    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}}
-    path = kubeconfig(tmp_path / "kc", cluster, user)
+    path = kubeconfig(tmp_path / "kc", cluster, {"exec": exec_plugin(tmp_path, status)})
     assert same_on_both(monkeypatch, path) == ("default", [])
     assert set(who(proxy)) == {(None, "alice")}
+
+
+@pytest.mark.parametrize("other", ["token", "tokenFile", "username/password"])
+def test_a_users_other_credential_wins_over_its_exec_plugin(
+    other, tmp_path, kube, fault_proxy, monkeypatch
+):
+    """clientcmd accepts a user with both, and the plugin never runs: exec's
+    UpdateTransportConfig leaves a transport that has token, basic or certificate auth
+    as it is (the official Python client would send the token, but run the plugin for a
+    user of username/password: gpuctl, which runs the plugin for it, follows client-go)."""
+    proxy = fault_proxy(kube.url)
+    (tmp_path / "token").write_text("from-a-file\n")
+    user = {
+        "token": {"token": "abc"},
+        "tokenFile": {"tokenFile": "token"},
+        "username/password": {"username": "admin", "password": "pw"},
+    }[other]
+    user["exec"] = exec_plugin(tmp_path, {"token": "from-the-plugin"})
+    path = kubeconfig(tmp_path / "kc", {"server": proxy.url}, user)
+    assert same_on_both(monkeypatch, path) == ("default", [])
+    sent = {
+        "token": "Bearer abc",
+        "tokenFile": "Bearer from-a-file",
+        "username/password": "Basic " + base64.b64encode(b"admin:pw").decode(),
+    }[other]
+    assert set(who(proxy)) == {(sent, None)}
+    assert not (tmp_path / "ran.json").exists()
 
 
 def test_a_server_certificate_not_trusted_is_the_same_error(
@@ -355,6 +395,17 @@ BROKEN = {
     "no such cluster": ({"context": {"cluster": "gone", "user": "u"}}, "no cluster 'gone'"),
     "no such user": ({"context": {"cluster": "c", "user": "gone"}}, "no user 'gone'"),
     "no current context": ({"current-context": ""}, "no current-context"),
+    # clientcmd's validation: "more than one authentication method found"; with a
+    # tokenFile, the transport's "username/password or bearer token may be set, but not
+    # both" (the official Python client sends the token: gpuctl refuses before it)
+    "token and username": (
+        {"user": {"token": "t", "username": "u", "password": "p"}},
+        "user 'u': both a token and a username/password",
+    ),
+    "tokenFile and password": (
+        {"user": {"tokenFile": "t", "password": "p"}},
+        "user 'u': both a token and a username/password",
+    ),
     "not YAML": (None, "not valid YAML"),
 }
 
