@@ -2,13 +2,15 @@
 device is refused (reading one blocks forever), and a credential plugin (a user's `exec`,
 e.g. EKS's `aws eks get-token`) runs under the request deadline in a process group of its
 own, ended with its children on timeout or Ctrl-C. What it prints is a credential: it never
-reaches a message unredacted.
+reaches a message unredacted. A plugin that may talk to the person at the terminal (its
+interactiveMode, as client-go decides it) gets gpuctl's stdin and stderr instead, and runs
+in gpuctl's process group, as kubectl runs it, so that the terminal reaches it.
 
 The official client runs the plugin itself (kubernetes/config/exec_provider.py) with no
 timeout, and logs its stderr as it is. Here the plugin runs first, as the client would run
 it (the same ExecCredential request in KUBERNETES_EXEC_INFO, the kubeconfig's directory as
 working directory, its `env` added), and the user's `exec` is replaced by what it returned
-before the client reads the configuration. The credential is not refreshed during a run.
+before the client reads the configuration.
 """
 
 from __future__ import annotations
@@ -67,7 +69,11 @@ def load(root: Any, context: str | None, cfg: Any, deadline: float) -> None:
     if user is not None and (problem := user_problem(user)):
         raise UsageError(f"{where}: {problem}")
     if user is not None and plugin_serves(user):
-        status = run_plugin(user.pop("exec"), cluster, base, deadline)
+        exec_config = user.pop("exec")
+        info = None
+        if exec_config.get("provideClusterInfo") and cluster is not None:
+            info = exec_cluster(cluster.value.get("cluster") or {}, _dir(cluster.path))
+        status = run_plugin(exec_config, info, base, deadline, where)
         user.update(credential(status))
     elif user is not None:
         user.pop("exec", None)  # another credential wins: the client would run it too
@@ -97,7 +103,7 @@ def read_token_file(path: str) -> str:
     return token
 
 
-def _active_user(root: Any, context: str | None) -> tuple[dict | None, dict | None, str, str]:
+def _active_user(root: Any, context: str | None) -> tuple[dict | None, Any, str, str]:
     """The user and cluster entries of CONTEXT in the merged configuration ROOT (the
     client's ConfigNodes; the user's dict is the one the client will read), the directory
     of the file that defines the user, and the user's place for messages."""
@@ -108,11 +114,18 @@ def _active_user(root: Any, context: str | None) -> tuple[dict | None, dict | No
     refs = ctx.value["context"]
     cluster = _entry(root, "clusters", refs.get("cluster"))
     user = _entry(root, "users", refs.get("user"))
-    cluster_value = cluster.value.get("cluster") if cluster is not None else None
     if user is None or not isinstance(user.value.get("user"), dict):
-        return None, cluster_value, "", ""
-    base = os.path.abspath(os.path.dirname(user.path)) if isinstance(user.path, str) else ""
-    return user.value["user"], cluster_value, base, f"kubeconfig {user.path}: user {refs['user']!r}"
+        return None, cluster, "", ""
+    return (
+        user.value["user"],
+        cluster,
+        _dir(user.path),
+        f"kubeconfig {user.path}: user {refs['user']!r}",
+    )
+
+
+def _dir(path: Any) -> str:
+    return os.path.abspath(os.path.dirname(path)) if isinstance(path, str) else ""
 
 
 # A user's credentials other than a plugin: with one of them, client-go runs no plugin
@@ -136,7 +149,79 @@ def user_problem(user: dict) -> str | None:
         user.get("username") or user.get("password")
     ):
         return "both a token and a username/password (only one is allowed)"
+    exec_config = user.get("exec")
+    return _exec_problem(exec_config) if isinstance(exec_config, dict) else None
+
+
+INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
+_BEFORE_V1 = ("client.authentication.k8s.io/v1beta1", "client.authentication.k8s.io/v1alpha1")
+
+
+def interactive_mode(exec_config: dict) -> Any:
+    """A plugin's interactiveMode, defaulted as clientcmd's v1 defaults do: IfAvailable for
+    a v1beta1 or v1alpha1 plugin that names none; a v1 plugin must name one."""
+    mode = exec_config.get("interactiveMode")
+    if not mode and exec_config.get("apiVersion") in _BEFORE_V1:
+        return "IfAvailable"
+    return mode
+
+
+def _exec_problem(exec_config: dict) -> str | None:
+    command, api_version = exec_config.get("command"), exec_config.get("apiVersion")
+    if not command or not isinstance(command, str):
+        return "exec has no command"
+    if not api_version or not isinstance(api_version, str):
+        return "exec has no apiVersion"
+    env = exec_config.get("env") or []
+    if not isinstance(env, list) or not all(isinstance(e, dict) and e.get("name") for e in env):
+        return "exec env is not a list of entries with a name"
+    mode = interactive_mode(exec_config)
+    if not mode:
+        return (
+            f"exec has no interactiveMode (Never, IfAvailable or Always: {api_version} needs one)"
+        )
+    if mode not in INTERACTIVE_MODES:
+        return f"exec interactiveMode {str(mode)[:40]!r} is not Never, IfAvailable or Always"
     return None
+
+
+# The entry of a cluster's extensions a plugin gets as its cluster's config (client-go).
+_EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+
+
+def exec_cluster(cluster: dict, base: str) -> dict:
+    """The kubeconfig CLUSTER (of a file in the directory BASE) as a plugin with
+    provideClusterInfo is told it (client-go rest.ConfigToExecCluster): the CA as data
+    whether the file gives it as data or as a file, its extension named
+    client.authentication.k8s.io/exec as `config`."""
+    out: dict[str, Any] = {"server": cluster.get("server")}
+    if cluster.get("tls-server-name"):
+        out["tls-server-name"] = cluster["tls-server-name"]
+    if cluster.get("insecure-skip-tls-verify") is True:
+        out["insecure-skip-tls-verify"] = True
+    ca_data, ca_file = (
+        cluster.get("certificate-authority-data"),
+        cluster.get("certificate-authority"),
+    )
+    if ca_data:
+        out["certificate-authority-data"] = ca_data
+    elif ca_file and isinstance(ca_file, str):
+        path = os.path.join(base, os.path.expanduser(ca_file))
+        try:
+            with open(path, "rb") as f:
+                out["certificate-authority-data"] = base64.b64encode(f.read()).decode()
+        except OSError as e:
+            raise UsageError(
+                f"kubeconfig certificate-authority {path}: {e.strerror or e}"
+            ) from None
+    if cluster.get("proxy-url"):
+        out["proxy-url"] = cluster["proxy-url"]
+    if cluster.get("disable-compression") is True:
+        out["disable-compression"] = True
+    for extension in cluster.get("extensions") or []:
+        if isinstance(extension, dict) and extension.get("name") == _EXEC_EXTENSION:
+            out["config"] = extension.get("extension")
+    return out
 
 
 def _entry(root: Any, section: str, name: Any) -> Any:
@@ -145,51 +230,53 @@ def _entry(root: Any, section: str, name: Any) -> Any:
     return root[section].get_with_name(name, safe=True)
 
 
-def run_plugin(exec_config: dict, cluster: dict | None, cwd: str, deadline: float) -> dict:
-    """Run a kubeconfig `exec` credential plugin; return its ExecCredential's status. It
-    gets no terminal (stdin closed): a plugin that would ask the user fails instead of
-    waiting. Ended with its process group after DEADLINE seconds or on Ctrl-C."""
-    command = exec_config.get("command")
-    if not command or not isinstance(command, str):
-        raise UsageError("kubeconfig: the user's exec plugin has no command")
-    api_version = exec_config.get("apiVersion") or "client.authentication.k8s.io/v1"
+def run_plugin(
+    exec_config: dict, cluster: dict | None, cwd: str, deadline: float, where: str = "kubeconfig"
+) -> dict:
+    """Run a kubeconfig `exec` credential plugin (checked: user_problem) for the user at
+    WHERE; return its ExecCredential's status. CLUSTER is what provideClusterInfo tells it
+    (exec_cluster), or None. Unless its interactiveMode lets it talk to a terminal, it gets
+    none (stdin closed): a plugin that would ask the user fails instead of waiting. Ended
+    after DEADLINE seconds or on Ctrl-C."""
+    command, api_version = exec_config["command"], exec_config["apiVersion"]
+    interactive = _interactive(exec_config, where)
     request: dict[str, Any] = {
         "apiVersion": api_version,
         "kind": "ExecCredential",
-        "spec": {"interactive": False},
+        "spec": {"interactive": interactive},
     }
-    if exec_config.get("provideClusterInfo") and cluster:
+    if cluster is not None:
         request["spec"]["cluster"] = cluster
     env = dict(os.environ)
-    env.update({str(e["name"]): str(e["value"]) for e in exec_config.get("env") or []})
+    env.update({str(e["name"]): str(e.get("value", "")) for e in exec_config.get("env") or []})
     env["KUBERNETES_EXEC_INFO"] = json.dumps(request)
     args = [command, *[str(a) for a in exec_config.get("args") or []]]
     what = f"the kubeconfig's credential plugin {os.path.basename(command)!r}"
     try:
         proc = subprocess.Popen(
             args,
-            stdin=subprocess.DEVNULL,
+            stdin=None if interactive else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=None if interactive else subprocess.PIPE,
             cwd=cwd or None,
             env=env,
-            start_new_session=True,  # its own process group: ended with its children
+            start_new_session=not interactive,  # its own process group: ended with its children
         )
     except OSError as e:
         raise BackendError(f"{what} cannot be started: {e.strerror or e}") from None
     try:
         out, err = proc.communicate(timeout=deadline)
     except subprocess.TimeoutExpired:
-        _end(proc)
+        _end(proc, interactive)
         raise BackendError(
             f"{what} gave no credential within {deadline:g} s",
             hint="run it by hand to see what it waits for (a login? the network?)",
         ) from None
     except KeyboardInterrupt:
-        _end(proc)
+        _end(proc, interactive)
         raise Interrupted("interrupted while the credential plugin ran") from None
     if proc.returncode != 0:
-        said = redact_secrets(err.decode(errors="replace").strip()).splitlines()
+        said = redact_secrets((err or b"").decode(errors="replace").strip()).splitlines()
         raise BackendError(
             f"{what} failed (exit {proc.returncode})" + (f": {said[-1]}" if said else ""),
             hint="run it by hand to see why",
@@ -197,9 +284,29 @@ def run_plugin(exec_config: dict, cluster: dict | None, cwd: str, deadline: floa
     return _status(out, api_version, what)
 
 
-def _end(proc: subprocess.Popen) -> None:
+def _interactive(exec_config: dict, where: str) -> bool:
+    """Whether the plugin talks to the terminal (client-go's isInteractive): never with
+    Never; with IfAvailable when stdin is a terminal; with Always, which refuses to run
+    without one."""
+    mode = interactive_mode(exec_config)
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        terminal = os.isatty(0)
+    except OSError:
+        terminal = False
+    if mode == "Always" and not terminal:
+        raise UsageError(
+            f"{where}: exec interactiveMode is Always, but standard input is not a terminal",
+            hint="run gpuctl from a terminal, or log in first by running the plugin by hand",
+        )
+    return terminal and mode != "Never"
+
+
+def _end(proc: subprocess.Popen, interactive: bool) -> None:
+    try:
+        if interactive:  # in gpuctl's process group: only the plugin itself
+            proc.kill()
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
     proc.wait()

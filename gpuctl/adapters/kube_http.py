@@ -36,7 +36,9 @@ class Transport:
         self.headers.update(target.headers)
         if target.exec_config is not None:  # the user's only credential (client-go's rule)
             fields = kube_auth.credential(
-                kube_auth.run_plugin(target.exec_config, target.cluster_info, target.base, deadline)
+                kube_auth.run_plugin(
+                    target.exec_config, target.cluster_info, target.base, deadline, target.user
+                )
             )
             target.token = fields.get("token")
             if "client-certificate-data" in fields:

@@ -54,8 +54,9 @@ class Target:
     basic: tuple[str, str] | None = None
     headers: dict[str, str] = field(default_factory=dict)  # impersonation
     exec_config: dict | None = None  # a credential plugin to run (gpuctl.adapters.kube_auth)
-    cluster_info: dict | None = None  # the cluster entry, for a plugin's provideClusterInfo
+    cluster_info: dict | None = None  # what a plugin's provideClusterInfo tells it
     base: str = ""  # the directory of the file that defines the user
+    user: str = "kubeconfig"  # the file and the user, for messages
     legacy: str | None = None  # an auth-provider's name: the official client serves it
 
 
@@ -173,7 +174,7 @@ def target(merged: Merged, context: str | None) -> Target:
         user_entry = merged.users.get(user_name)
         if user_entry is None:
             raise Problem(f"{where}: no user {user_name!r}")
-        _user(user_entry, user_name, out)
+        _user(user_entry, user_name, out, cluster_entry)
     return out
 
 
@@ -205,7 +206,7 @@ def _cluster(entry: Entry, name: str, context: str) -> Target:
         raise Problem(f"{where}: server {server!r} is not a URL") from None
     if url.scheme not in ("https", "http") or not url.hostname:
         raise Problem(f"{where}: server {server!r} is not an http(s) URL")
-    out = Target(context=context, namespace=None, server=server.rstrip("/"), cluster_info=c)
+    out = Target(context=context, namespace=None, server=server.rstrip("/"))
     out.insecure = c.get("insecure-skip-tls-verify") is True
     out.ca_data = _data(c, "certificate-authority-data", where)
     ca_file = _text(c, "certificate-authority", where)
@@ -226,9 +227,9 @@ def _cluster(entry: Entry, name: str, context: str) -> Target:
     return out
 
 
-def _user(entry: Entry, name: str, out: Target) -> None:
+def _user(entry: Entry, name: str, out: Target, cluster: Entry) -> None:
     u = _section(entry, "user", f"user {name!r}")
-    where = f"kubeconfig {entry.origin}: user {name!r}"
+    where = out.user = f"kubeconfig {entry.origin}: user {name!r}"
     out.base = os.path.dirname(os.path.abspath(entry.origin))
     out.token = _text(u, "token", where) or None
     token_file = _text(u, "tokenFile", where)
@@ -258,6 +259,9 @@ def _user(entry: Entry, name: str, out: Target) -> None:
             raise Problem(f"{where}: exec is not a mapping")
         if kube_auth.plugin_serves(u):
             out.exec_config = exec_config
+            if exec_config.get("provideClusterInfo"):
+                base = os.path.dirname(os.path.abspath(cluster.origin))
+                out.cluster_info = kube_auth.exec_cluster(cluster.value["cluster"], base)
     if provider is not None:
         provider_name = provider.get("name") if isinstance(provider, dict) else None
         out.legacy = str(provider_name or "unnamed")

@@ -231,6 +231,37 @@ def test_a_users_other_credential_wins_over_its_exec_plugin(
     assert not (tmp_path / "ran.json").exists()
 
 
+def test_provide_cluster_info_tells_the_plugin_the_cluster_as_client_go_does(
+    tmp_path, kube, pki, fault_proxy, monkeypatch
+):
+    """KUBERNETES_EXEC_INFO's spec.cluster (client-go rest.ConfigToExecCluster): the CA
+    as data though the kubeconfig names a file, the extension for the plugin as config
+    (the official Python client would pass the kubeconfig's cluster entry as it is)."""
+    proxy = tls_proxy(fault_proxy, kube, pki, cert="named")
+    (tmp_path / "certs").symlink_to(pki)
+    cluster = {
+        "server": proxy.url,
+        "certificate-authority": "certs/ca",
+        "tls-server-name": "kube.internal",
+        "extensions": [
+            {"name": "other", "extension": {"x": 1}},
+            {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "kube"}},
+        ],
+    }
+    user = {"exec": exec_plugin(tmp_path, {"token": "t"}, provideClusterInfo=True)}
+    path = kubeconfig(tmp_path / "kc", cluster, user)
+    for client in BOTH:
+        (tmp_path / "ran.json").unlink(missing_ok=True)
+        assert answer(client, monkeypatch, path) == ("default", [])
+        told = json.loads((tmp_path / "ran.json").read_text())["info"]["spec"]["cluster"]
+        assert told == {
+            "server": proxy.url,
+            "tls-server-name": "kube.internal",
+            "certificate-authority-data": b64(pki / "ca"),
+            "config": {"audience": "kube"},
+        }
+
+
 def test_a_server_certificate_not_trusted_is_the_same_error(
     tmp_path, kube, pki, fault_proxy, monkeypatch
 ):
@@ -405,6 +436,33 @@ BROKEN = {
     "tokenFile and password": (
         {"user": {"tokenFile": "t", "password": "p"}},
         "user 'u': both a token and a username/password",
+    ),
+    # clientcmd's validation of exec; its v1 defaults make a v1beta1 plugin IfAvailable
+    "exec v1 without interactiveMode": (
+        {"user": {"exec": {"apiVersion": V1, "command": "true"}}},
+        "user 'u': exec has no interactiveMode (Never, IfAvailable or Always: "
+        "client.authentication.k8s.io/v1 needs one)",
+    ),
+    "exec interactiveMode unknown": (
+        {"user": {"exec": {"apiVersion": V1, "command": "true", "interactiveMode": "Sometimes"}}},
+        "exec interactiveMode 'Sometimes' is not Never, IfAvailable or Always",
+    ),
+    "exec without apiVersion": (
+        {"user": {"exec": {"command": "true", "interactiveMode": "Never"}}},
+        "user 'u': exec has no apiVersion",
+    ),
+    "exec env without a name": (
+        {
+            "user": {
+                "exec": {
+                    "apiVersion": V1,
+                    "command": "true",
+                    "interactiveMode": "Never",
+                    "env": [{"value": "x"}],
+                }
+            }
+        },
+        "exec env is not a list of entries with a name",
     ),
     "not YAML": (None, "not valid YAML"),
 }
