@@ -660,6 +660,8 @@ class Kube:
                 content_type,
                 self.timeout if timeout is self._UNSET else timeout,
             )
+        except GpuctlError:  # a credential plugin run again failed: its own message
+            raise
         except Exception as e:
             raise self._map(e, what) from None
 

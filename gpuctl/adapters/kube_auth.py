@@ -21,9 +21,12 @@ import os
 import signal
 import stat
 import subprocess
+import time
+from collections.abc import Callable
 from typing import Any
 
-from gpuctl.common.errors import BackendError, GpuctlError, Interrupted, UsageError
+from gpuctl.adapters import kube_credentials
+from gpuctl.common.errors import BackendError, Interrupted, UsageError
 from gpuctl.common.text import redact_secrets
 
 
@@ -59,48 +62,52 @@ def contexts(root: Any) -> tuple[list[dict], Any]:
     return loader.list_contexts(), loader.current_context
 
 
-def load(root: Any, context: str | None, cfg: Any, deadline: float) -> None:
+def load(
+    root: Any,
+    context: str | None,
+    cfg: Any,
+    deadline: float,
+    clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], float] = time.time,
+) -> None:
     """Load CONTEXT (None: the current one) of the configuration ROOT (read) into the
     client's configuration CFG, running the context's credential plugin, if any, within
-    DEADLINE seconds."""
+    DEADLINE seconds. A bearer token from a tokenFile or a plugin is renewed before a
+    request as client-go renews it (gpuctl.adapters.kube_credentials, with CLOCK and
+    WALL_CLOCK)."""
     from kubernetes.config import kube_config
 
     user, cluster, base, where = _active_user(root, context)
-    if user is not None and (problem := user_problem(user)):
+    if user is None:
+        user = {}
+    elif problem := user_problem(user):
         raise UsageError(f"{where}: {problem}")
-    if user is not None and plugin_serves(user):
+    bearer: Callable[[], str] | None = None
+    if plugin_serves(user):
         exec_config = user.pop("exec")
         info = None
         if exec_config.get("provideClusterInfo") and cluster is not None:
             info = exec_cluster(cluster.value.get("cluster") or {}, _dir(cluster.path))
-        status = run_plugin(exec_config, info, base, deadline, where)
-        user.update(credential(status))
-    elif user is not None:
+        plugin = kube_credentials.Plugin(
+            lambda: run_plugin(exec_config, info, base, deadline, where), wall_clock
+        )
+        user.update(plugin())
+        if "token" in user:
+            bearer = lambda: plugin().get("token", "")  # noqa: E731
+    else:
         user.pop("exec", None)  # another credential wins: the client would run it too
-    if user is not None and isinstance(user.get("tokenFile"), str) and user["tokenFile"]:
-        user["token"] = read_token_file(os.path.join(base, user.pop("tokenFile")))
+    if isinstance(user.get("tokenFile"), str) and user["tokenFile"]:
+        path = os.path.join(base, os.path.expanduser(user.pop("tokenFile")))
+        bearer = kube_credentials.TokenFile(path, user.get("token"), clock)
+        user["token"] = bearer()
     # config_base_path None: relative paths (certificate-authority, tokenFile) resolve against
     # the directory of the file that names them, as the client's own loader does
     loader = kube_config.KubeConfigLoader(
         config_dict=root, active_context=context, config_base_path=None
     )
     loader.load_and_set(cfg)
-
-
-def read_token_file(path: str) -> str:
-    """The bearer token in a kubeconfig's tokenFile, without the whitespace around it (a
-    file written by `echo` ends in a newline), as client-go reads it; an empty one is an
-    error there too. The Python client would send the newline in the header."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise UsageError(f"kubeconfig tokenFile {path}: not a regular file")
-        with open(path, encoding="utf-8", errors="replace") as f:
-            token = f.read().strip()
-    except OSError as e:
-        raise UsageError(f"kubeconfig tokenFile {path}: {e.strerror or e}") from None
-    if not token:
-        raise UsageError(f"kubeconfig tokenFile {path}: empty, no token in it")
-    return token
+    if bearer is not None:  # the client calls it before each request
+        cfg.refresh_api_key_hook = lambda c: c.api_key.update(BearerToken=f"Bearer {bearer()}")
 
 
 def _active_user(root: Any, context: str | None) -> tuple[dict | None, Any, str, str]:
@@ -324,16 +331,3 @@ def _status(out: bytes, api_version: str, what: str) -> dict:
             f"{what} answered apiVersion {str(data.get('apiVersion'))[:80]!r}, not {api_version!r}"
         )
     return data["status"]
-
-
-def credential(status: dict) -> dict[str, str]:
-    """The kubeconfig user fields that carry STATUS's credential."""
-    if isinstance(status.get("token"), str):
-        return {"token": status["token"]}
-    cert, key = status.get("clientCertificateData"), status.get("clientKeyData")
-    if isinstance(cert, str) and isinstance(key, str):
-        return {
-            "client-certificate-data": base64.b64encode(cert.encode()).decode(),
-            "client-key-data": base64.b64encode(key.encode()).decode(),
-        }
-    raise GpuctlError("the kubeconfig's credential plugin returned neither a token nor a key")

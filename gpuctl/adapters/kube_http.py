@@ -4,10 +4,14 @@ client-go would send for the same context; gpuctl.adapters.kube maps its failure
 
 from __future__ import annotations
 
+import base64
 import os
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
-from gpuctl.adapters import kube_auth
+from gpuctl.adapters import kube_auth, kube_credentials
 from gpuctl.adapters.kubeconfig import Problem, Target
 
 
@@ -28,42 +32,40 @@ def _user_agent() -> str:
 class Transport:
     """Requests to one API server, as the kubeconfig target says to make them."""
 
-    def __init__(self, target: Target, deadline: float, retries: Any):
+    def __init__(
+        self,
+        target: Target,
+        deadline: float,
+        retries: Any,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ):
+        """CLOCK times a tokenFile's reads, WALL_CLOCK a plugin credential's expiry."""
         import urllib3
 
         self.host = target.server
         self.headers = {"Accept": "application/json", "User-Agent": _user_agent()}
         self.headers.update(target.headers)
+        self._bearer: Callable[[], str] | None = None
+        self._plugin: kube_credentials.Plugin | None = None
+        self._plugin_cert: dict[str, str] | None = None  # the plugin credential in the pool
         if target.exec_config is not None:  # the user's only credential (client-go's rule)
-            fields = kube_auth.credential(
-                kube_auth.run_plugin(
-                    target.exec_config, target.cluster_info, target.base, deadline, target.user
-                )
+            exec_config = target.exec_config
+            self._plugin = kube_credentials.Plugin(
+                lambda: kube_auth.run_plugin(
+                    exec_config, target.cluster_info, target.base, deadline, target.user
+                ),
+                wall_clock,
             )
-            target.token = fields.get("token")
-            if "client-certificate-data" in fields:
-                import base64
-
-                target.cert_data = base64.b64decode(fields["client-certificate-data"])
-                target.key_data = base64.b64decode(fields["client-key-data"])
-                target.cert_file = target.key_file = None
-        if target.token_file:  # read now: it takes precedence over token, as in client-go
-            target.token = kube_auth.read_token_file(target.token_file)
-        if target.token:
+            self._plugin_cert = _with_certificate(target, self._plugin())
+        elif target.token_file:  # read again as it changes: client-go's cachingTokenSource
+            self._bearer = kube_credentials.TokenFile(target.token_file, target.token, clock)
+        elif target.token:
             self.headers["Authorization"] = f"Bearer {target.token}"
         elif target.basic:
             self.headers.update(urllib3.make_headers(basic_auth=":".join(target.basic)))
-        # kept connections: the official client keeps 5 a core; a command's parallel lists,
-        # watches and abandoned (timed-out) requests stay well under 10
-        pool: dict[str, Any] = {"retries": retries, "maxsize": 10}
-        if target.server.startswith("https:"):
-            pool["ssl_context"] = _tls(target)
-            if target.tls_server_name:
-                pool["server_hostname"] = target.tls_server_name
-            if target.insecure:
-                pool["cert_reqs"] = "CERT_NONE"
-                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        self._pool = _manager(target, pool)
+        self._target, self._retries, self._lock = target, retries, threading.Lock()
+        self._pool = _pool(target, retries)
 
     def request(
         self,
@@ -85,6 +87,7 @@ class Transport:
 
             url += "?" + urlencode(pairs)
         headers = dict(self.headers)
+        used = self._credential(headers)
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -99,11 +102,61 @@ class Transport:
         if not 200 <= resp.status < 300:
             failure = HttpFailure(resp.status, resp.reason, resp.data)
             resp.release_conn()
+            if resp.status == 401 and self._plugin is not None and used is not None:
+                self._plugin.rejected(used)
             raise failure
         return resp
 
+    def _credential(self, headers: dict[str, str]) -> dict[str, str] | None:
+        """Put the current bearer token in HEADERS; with a plugin, return the credential
+        used (a new client certificate takes a new pool, as client-go closes the
+        connections of the old one)."""
+        if self._bearer is not None:
+            headers["Authorization"] = f"Bearer {self._bearer()}"
+            return None
+        if self._plugin is None:
+            return None
+        fields = self._plugin()
+        if "token" in fields:
+            headers["Authorization"] = f"Bearer {fields['token']}"
+        elif fields != self._plugin_cert:
+            with self._lock:
+                if fields != self._plugin_cert:
+                    self._plugin_cert = _with_certificate(self._target, fields)
+                    old, self._pool = self._pool, _pool(self._target, self._retries)
+                    old.clear()
+        return fields
+
     def close(self) -> None:
         self._pool.clear()
+
+
+def _with_certificate(target: Target, fields: dict[str, str]) -> dict[str, str] | None:
+    """Put a plugin credential's client certificate and key, if it is one, in TARGET;
+    the credential when it is one, else None."""
+    if "client-certificate-data" not in fields:
+        return None
+    target.cert_data = base64.b64decode(fields["client-certificate-data"])
+    target.key_data = base64.b64decode(fields["client-key-data"])
+    target.cert_file = target.key_file = None
+    return fields
+
+
+def _pool(target: Target, retries: Any):
+    """The connection pool of TARGET's TLS settings (and client certificate)."""
+    import urllib3
+
+    # kept connections: the official client keeps 5 a core; a command's parallel lists,
+    # watches and abandoned (timed-out) requests stay well under 10
+    pool: dict[str, Any] = {"retries": retries, "maxsize": 10}
+    if target.server.startswith("https:"):
+        pool["ssl_context"] = _tls(target)
+        if target.tls_server_name:
+            pool["server_hostname"] = target.tls_server_name
+        if target.insecure:
+            pool["cert_reqs"] = "CERT_NONE"
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    return _manager(target, pool)
 
 
 def _tls(target: Target):
