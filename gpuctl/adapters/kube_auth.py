@@ -82,6 +82,11 @@ def load(
         user = {}
     elif problem := user_problem(user):
         raise UsageError(f"{where}: {problem}")
+    if cluster is not None and isinstance(cluster.value.get("cluster"), dict):
+        if problem := cluster_problem(cluster.value["cluster"]):
+            raise UsageError(
+                f"kubeconfig {cluster.path}: cluster {cluster.value.get('name')!r}: {problem}"
+            )
     bearer: Callable[[], str] | None = None
     if plugin_serves(user):
         exec_config = user.pop("exec")
@@ -156,8 +161,21 @@ def user_problem(user: dict) -> str | None:
         user.get("username") or user.get("password")
     ):
         return "both a token and a username/password (only one is allowed)"
+    for key in ("client-certificate", "client-key"):
+        if user.get(key) and user.get(f"{key}-data"):
+            return f"both {key} and {key}-data (only one is allowed)"
+    if not user.get("as") and any(user.get(k) for k in ("as-uid", "as-groups", "as-user-extra")):
+        return "as-uid, as-groups or as-user-extra without `as`, the user to impersonate"
     exec_config = user.get("exec")
     return _exec_problem(exec_config) if isinstance(exec_config, dict) else None
+
+
+def cluster_problem(cluster: dict) -> str | None:
+    """What client-go's validation refuses in a kubeconfig CLUSTER beyond its server, or
+    None."""
+    if cluster.get("certificate-authority") and cluster.get("certificate-authority-data"):
+        return "both certificate-authority and certificate-authority-data (only one is allowed)"
+    return None
 
 
 INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
@@ -270,7 +288,11 @@ def run_plugin(
             start_new_session=not interactive,  # its own process group: ended with its children
         )
     except OSError as e:
-        raise BackendError(f"{what} cannot be started: {e.strerror or e}") from None
+        hint = exec_config.get("installHint")  # what client-go shows when it is missing
+        raise BackendError(
+            f"{what} cannot be started: {e.strerror or e}",
+            hint=" ".join(str(hint).split()) if hint else None,
+        ) from None
     try:
         out, err = proc.communicate(timeout=deadline)
     except subprocess.TimeoutExpired:

@@ -44,8 +44,11 @@ class Transport:
         import urllib3
 
         self.host = target.server
-        self.headers = {"Accept": "application/json", "User-Agent": _user_agent()}
-        self.headers.update(target.headers)
+        self.headers = urllib3.HTTPHeaderDict(
+            {"Accept": "application/json", "User-Agent": _user_agent()}
+        )
+        for name, value in target.headers:  # a name may come more than once
+            self.headers.add(name, value)
         self._bearer: Callable[[], str] | None = None
         self._plugin: kube_credentials.Plugin | None = None
         self._plugin_cert: dict[str, str] | None = None  # the plugin credential in the pool
@@ -86,7 +89,7 @@ class Transport:
             from urllib.parse import urlencode
 
             url += "?" + urlencode(pairs)
-        headers = dict(self.headers)
+        headers = urllib3.HTTPHeaderDict(self.headers)
         used = self._credential(headers)
         data = None
         if body is not None:
@@ -107,7 +110,7 @@ class Transport:
             raise failure
         return resp
 
-    def _credential(self, headers: dict[str, str]) -> dict[str, str] | None:
+    def _credential(self, headers: Any) -> dict[str, str] | None:
         """Put the current bearer token in HEADERS; with a plugin, return the credential
         used (a new client certificate takes a new pool, as client-go closes the
         connections of the old one)."""

@@ -52,7 +52,7 @@ class Target:
     token: str | None = None
     token_file: str | None = None
     basic: tuple[str, str] | None = None
-    headers: dict[str, str] = field(default_factory=dict)  # impersonation
+    headers: list[tuple[str, str]] = field(default_factory=list)  # impersonation
     exec_config: dict | None = None  # a credential plugin to run (gpuctl.adapters.kube_auth)
     cluster_info: dict | None = None  # what a plugin's provideClusterInfo tells it
     base: str = ""  # the directory of the file that defines the user
@@ -196,6 +196,8 @@ def _cluster(entry: Entry, name: str, context: str) -> Target:
 
     c = _section(entry, "cluster", f"cluster {name!r}")
     where = f"kubeconfig {entry.origin}: cluster {name!r}"
+    if problem := kube_auth.cluster_problem(c):
+        raise Problem(f"{where}: {problem}")
     server = _text(c, "server", where)
     if not server:
         raise Problem(f"{where}: no server")
@@ -268,20 +270,36 @@ def _user(entry: Entry, name: str, out: Target, cluster: Entry) -> None:
     out.headers = _impersonation(u, where)
 
 
-def _impersonation(u: dict, where: str) -> dict[str, str]:
-    """The Impersonate-* headers of a user's `as`, `as-uid`, `as-groups` (client-go sends
-    each group in a header of its own; joined here, as HTTP allows for a list)."""
-    headers = {}
+def _impersonation(u: dict, where: str) -> list[tuple[str, str]]:
+    """The Impersonate-* headers of a user's `as`, `as-uid`, `as-groups` and
+    `as-user-extra`, as client-go's impersonatingRoundTripper sends them: a header for each
+    group and each extra value (the API server does not split one at its commas), an
+    extra's key %-escaped where a header name cannot carry it."""
+    headers = []
     if user := _text(u, "as", where):
-        headers["Impersonate-User"] = user
+        headers.append(("Impersonate-User", user))
     if uid := _text(u, "as-uid", where):
-        headers["Impersonate-Uid"] = uid
-    groups = u.get("as-groups")
-    if groups:
-        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-            raise Problem(f"{where}: as-groups is not a list of names")
-        headers["Impersonate-Group"] = ",".join(groups)
+        headers.append(("Impersonate-Uid", uid))
+    groups = u.get("as-groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise Problem(f"{where}: as-groups is not a list of names")
+    headers += [("Impersonate-Group", g) for g in groups]
+    extra = u.get("as-user-extra") or {}
+    if not isinstance(extra, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values()
+    ):
+        raise Problem(f"{where}: as-user-extra is not a map of lists of values")
+    for key, values in extra.items():
+        headers += [(f"Impersonate-Extra-{_header_key(str(key))}", v) for v in values]
     return headers
+
+
+# What a header name may hold as it is (Go's net/http token characters).
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _header_key(key: str) -> str:
+    return "".join(chr(b) if b in _TOKEN else f"%{b:02X}" for b in key.encode())
 
 
 def _text(d: dict, key: str, where: str) -> str:

@@ -277,3 +277,13 @@ def test_interactive_mode_always_without_a_terminal_is_refused(tmp_path, proxied
     )
     assert not (tmp_path / "ran.json").exists()
     assert not proxied_kube.seen("GET", r"/apis/batch/v1/namespaces/default/jobs")
+
+
+def test_a_missing_plugin_shows_its_install_hint(tmp_path, proxied_kube):
+    """client-go shows exec's installHint when the command cannot be run."""
+    hint = "gke-gcloud-auth-plugin is needed:\n  gcloud components install gke-gcloud-auth-plugin"
+    path = kubeconfig_with(tmp_path, proxied_kube.url, str(tmp_path / "absent"), installHint=hint)
+    r = gpuctl("jobs", "list", env={"KUBECONFIG": path})
+    assert r.returncode == 1, r.stderr
+    assert "credential plugin 'absent' cannot be started: No such file or directory" in r.stderr
+    assert "is needed: gcloud components install gke-gcloud-auth-plugin" in r.stderr

@@ -357,6 +357,51 @@ def test_impersonation_headers(tmp_path, kube, fault_proxy, monkeypatch):
     assert (seen["Impersonate-User"], seen["Impersonate-Group"]) == ("bob", "ml-admins")
 
 
+def test_impersonation_sends_a_header_for_each_group_and_extra_value(tmp_path, monkeypatch):
+    """client-go's impersonatingRoundTripper adds a header per group and per extra value
+    (the API server reads them all and splits none at commas), an extra's key %-escaped.
+    The lean transport only; a server of this test's records the repeated headers."""
+    import http.server
+    import threading
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers)
+            body = b'{"kind": "NamespaceList", "items": []}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    user = {
+        "token": "abc",
+        "as": "bob",
+        "as-groups": ["ml-admins", "a,b"],
+        "as-user-extra": {"scopes.example.com/x y": ["1", "2"]},
+    }
+    cluster = {"server": f"http://127.0.0.1:{server.server_port}"}
+    try:
+        assert answer("lean", monkeypatch, kubeconfig(tmp_path / "kc", cluster, user)) == (
+            "default",
+            [],
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    headers = seen[-1]
+    assert headers.get_all("Impersonate-User") == ["bob"]
+    assert headers.get_all("Impersonate-Group") == ["ml-admins", "a,b"]
+    assert headers.get_all("Impersonate-Extra-scopes.example.com%2Fx%20y") == ["1", "2"]
+
+
 def oidc_kubeconfig(path, server: str) -> tuple[str, str]:
     """A kubeconfig whose user logs in through the legacy oidc auth-provider, and its
     id-token (unexpired, so the client sends it as it is, with no refresh)."""
@@ -436,6 +481,32 @@ BROKEN = {
     "tokenFile and password": (
         {"user": {"tokenFile": "t", "password": "p"}},
         "user 'u': both a token and a username/password",
+    ),
+    # clientcmd's validation: one form of a credential or CA, `as` for the rest of
+    # impersonation (the official Python client would take the data, and not impersonate)
+    "CA file and data": (
+        {
+            "cluster": {
+                "server": "https://127.0.0.1:1",
+                "certificate-authority": "ca.crt",
+                "certificate-authority-data": base64.b64encode(b"x").decode(),
+            }
+        },
+        "cluster 'c': both certificate-authority and certificate-authority-data",
+    ),
+    "client certificate file and data": (
+        {
+            "user": {
+                "client-certificate": "a.crt",
+                "client-certificate-data": base64.b64encode(b"x").decode(),
+                "client-key-data": base64.b64encode(b"x").decode(),
+            }
+        },
+        "user 'u': both client-certificate and client-certificate-data",
+    ),
+    "as-groups without as": (
+        {"user": {"token": "t", "as-groups": ["ml-admins"]}},
+        "user 'u': as-uid, as-groups or as-user-extra without `as`",
     ),
     # clientcmd's validation of exec; its v1 defaults make a v1beta1 plugin IfAvailable
     "exec v1 without interactiveMode": (
