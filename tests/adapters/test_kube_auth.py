@@ -266,6 +266,23 @@ def test_interactive_mode_decides_whether_the_plugin_gets_the_terminal(
     assert ran["tty"] is ran["info"]["spec"]["interactive"] is INTERACTIVE[(mode, terminal)]
 
 
+def test_completion_never_gives_a_plugin_the_terminal(tmp_path, proxied_kube):
+    """A shell completes with the person's terminal as stdin: a plugin asking there would
+    write into the prompt (client-go's StdinUnavailable; IfAvailable gets no terminal)."""
+    import pty
+
+    path = kubeconfig_with(tmp_path, proxied_kube.url, plugin(tmp_path, telling(tmp_path)))
+    primary, secondary = pty.openpty()
+    try:
+        done = complete("bash", "gpuctl jobs list -n ", stdin=secondary, KUBECONFIG=path)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert done.returncode == 0, done.stderr
+    ran = json.loads((tmp_path / "ran.json").read_text())
+    assert ran["tty"] is ran["info"]["spec"]["interactive"] is False
+
+
 def test_interactive_mode_always_without_a_terminal_is_refused(tmp_path, proxied_kube):
     command = plugin(tmp_path, telling(tmp_path))
     path = kubeconfig_with(tmp_path, proxied_kube.url, command, interactiveMode="Always")
