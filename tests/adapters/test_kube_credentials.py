@@ -17,12 +17,18 @@ from gpuctl.adapters.kube_client import ClientTransport
 from gpuctl.adapters.kube_credentials import TokenFile
 from gpuctl.adapters.kube_http import HttpFailure, Transport
 from gpuctl.common.errors import UsageError
+from tests.adapters.test_kubeconfig_corpus import _certificates, b64, tls_proxy, who
 from tests.adapters.test_kubeconfig_corpus import kubeconfig as kubeconfig_file
 from tests.standins.faults import reply
 
 pytestmark = pytest.mark.integration
 
 BOTH = ["lean", "kubernetes"]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return _certificates(tmp_path_factory)
 
 
 class Clock:
@@ -152,4 +158,37 @@ def test_a_refused_exec_credential_is_renewed_for_the_next_request(tmp_path, kub
     proxy.on("GET", "/api/v1/namespaces", reply(401, json.dumps({"kind": "Status", "code": 401})))
     assert sent(proxy, t) == "Bearer token-1"
     assert [sent(proxy, t), sent(proxy, t)] == ["Bearer token-2"] * 2
+    assert runs(tmp_path) == 2
+
+
+def test_a_renewed_client_certificate_is_what_the_next_connection_presents(
+    tmp_path, kube, pki, fault_proxy
+):
+    """A plugin's client certificate renewed on expiry takes new connections (client-go
+    closes those of the old one): the TLS handshake presents it."""
+    proxy = tls_proxy(fault_proxy, kube, pki)
+    for n, user in ((1, "alice"), (2, "bob")):
+        status = {
+            "clientCertificateData": (pki / f"{user}.crt").read_text(),
+            "clientKeyData": (pki / f"{user}.key").read_text(),
+            "expirationTimestamp": f"203{n}-01-01T00:00:00Z",
+        }
+        credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"}
+        (tmp_path / f"{n}.json").write_text(json.dumps({**credential, "status": status}))
+    plugin = tmp_path / "get-cert"
+    plugin.write_text(
+        "#!/bin/sh\n"
+        f"n=$(( $(cat {tmp_path}/runs 2>/dev/null || echo 0) + 1 )); echo $n > {tmp_path}/runs\n"
+        f"cat {tmp_path}/$n.json\n"
+    )
+    plugin.chmod(0o755)
+    version = "client.authentication.k8s.io/v1"
+    user = {"exec": {"apiVersion": version, "command": str(plugin), "interactiveMode": "Never"}}
+    cluster = {"server": proxy.url, "certificate-authority-data": b64(pki / "ca")}
+    wall = Clock(1924991999.0)  # 2030-12-31T23:59:59Z: alice's expires in 2031, bob's 2032
+    t = transport("lean", kubeconfig_file(tmp_path / "kc", cluster, user), Clock(), wall)
+    sent(proxy, t), sent(proxy, t)
+    wall.now += 2
+    sent(proxy, t), sent(proxy, t)
+    assert [cn for _, cn in who(proxy)] == ["alice", "alice", "bob", "bob"]
     assert runs(tmp_path) == 2

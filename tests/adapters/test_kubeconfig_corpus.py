@@ -74,8 +74,9 @@ def _certificates(tmp_path_factory):
     for label, sans in (("server", [ip]), ("named", [x509.DNSName("kube.internal")])):
         _, key, cert = issue(label, (ca_name, ca_key), sans=sans)
         files[f"{label}.crt"], files[f"{label}.key"] = pem(cert), pem(key)
-    _, key, cert = issue("alice", (ca_name, ca_key), client=True)
-    files["alice.crt"], files["alice.key"] = pem(cert), pem(key)
+    for user in ("alice", "bob"):
+        _, key, cert = issue(user, (ca_name, ca_key), client=True)
+        files[f"{user}.crt"], files[f"{user}.key"] = pem(cert), pem(key)
     for name, data in files.items():
         (out / name).write_bytes(data)
     return out
