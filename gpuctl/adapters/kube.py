@@ -114,8 +114,8 @@ def connect(
     from gpuctl.runtime.config import setting, setting_from
 
     if setting("kube_client", check=_kube_client_problem) == "kubernetes":
-        cfg, namespace, name = kube_client.load_config(context, kubeconfig, deadline)
-        return kube_client.ClientTransport(cfg, retries), namespace, name, None
+        cfg, namespace, name, refused = kube_client.load_config(context, kubeconfig, deadline)
+        return kube_client.ClientTransport(cfg, retries, refused), namespace, name, None
     context, context_from = setting_from("context", context)
     paths = config.files(kubeconfig)
     kube_auth.check_files(os.pathsep.join(paths))
@@ -137,12 +137,12 @@ def connect(
                 hint="set KUBECONFIG or create ~/.kube/config (or pass --context)",
             ) from None
     if target.legacy is not None:
-        cfg, namespace, name = kube_client.load_config(context, kubeconfig, deadline)
+        cfg, namespace, name, refused = kube_client.load_config(context, kubeconfig, deadline)
         note = (
             f"the user of context {name!r} logs in through the auth-provider "
             f"{target.legacy!r}: the official kubernetes client serves it (slower to start)"
         )
-        return kube_client.ClientTransport(cfg, retries), namespace, name, note
+        return kube_client.ClientTransport(cfg, retries, refused), namespace, name, note
     try:
         transport = Transport(target, deadline, retries)
     except config.Problem as e:

@@ -69,12 +69,12 @@ def load(
     deadline: float,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
-) -> None:
+) -> Callable[[], None] | None:
     """Load CONTEXT (None: the current one) of the configuration ROOT (read) into the
     client's configuration CFG, running the context's credential plugin, if any, within
     DEADLINE seconds. A bearer token from a tokenFile or a plugin is renewed before a
     request as client-go renews it (gpuctl.adapters.kube_credentials, with CLOCK and
-    WALL_CLOCK)."""
+    WALL_CLOCK); a plugin's token after a 401 too: what to call then is returned."""
     from kubernetes.config import kube_config
 
     user, cluster, base, where = _active_user(root, context)
@@ -88,17 +88,9 @@ def load(
                 f"kubeconfig {cluster.path}: cluster {cluster.value.get('name')!r}: {problem}"
             )
     bearer: Callable[[], str] | None = None
+    refused: Callable[[], None] | None = None
     if plugin_serves(user):
-        exec_config = user.pop("exec")
-        info = None
-        if exec_config.get("provideClusterInfo") and cluster is not None:
-            info = exec_cluster(cluster.value.get("cluster") or {}, _dir(cluster.path))
-        plugin = kube_credentials.Plugin(
-            lambda: run_plugin(exec_config, info, base, deadline, where), wall_clock
-        )
-        user.update(plugin())
-        if "token" in user:
-            bearer = lambda: plugin().get("token", "")  # noqa: E731
+        bearer, refused = _plugin(user, cluster, base, deadline, where, wall_clock)
     else:
         user.pop("exec", None)  # another credential wins: the client would run it too
     if isinstance(user.get("tokenFile"), str) and user["tokenFile"]:
@@ -113,6 +105,31 @@ def load(
     loader.load_and_set(cfg)
     if bearer is not None:  # the client calls it before each request
         cfg.refresh_api_key_hook = lambda c: c.api_key.update(BearerToken=f"Bearer {bearer()}")
+    return refused
+
+
+def _plugin(
+    user: dict, cluster: Any, base: str, deadline: float, where: str, wall_clock: Callable
+) -> tuple[Callable[[], str] | None, Callable[[], None] | None]:
+    """Run the USER's plugin and put its credential in USER; when that is a token, (the
+    token, renewed when it expires, and what to call when the API server refuses it)."""
+    exec_config = user.pop("exec")
+    info = None
+    if exec_config.get("provideClusterInfo") and cluster is not None:
+        info = exec_cluster(cluster.value.get("cluster") or {}, _dir(cluster.path))
+    plugin = kube_credentials.Plugin(
+        lambda: run_plugin(exec_config, info, base, deadline, where), wall_clock
+    )
+    used = [plugin()]
+    user.update(used[0])
+    if "token" not in used[0]:
+        return None, None
+
+    def bearer() -> str:
+        used[0] = plugin()
+        return used[0].get("token", "")
+
+    return bearer, lambda: plugin.rejected(used[0])
 
 
 def _active_user(root: Any, context: str | None) -> tuple[dict | None, Any, str, str]:

@@ -52,8 +52,8 @@ def transport(client: str, path: str, clock: Clock, wall_clock: Clock):
     from kubernetes import client as k8s
 
     cfg = k8s.Configuration()
-    kube_auth.load(kube_auth.read(path), None, cfg, 10, clock, wall_clock)
-    return ClientTransport(cfg, retries)
+    refused = kube_auth.load(kube_auth.read(path), None, cfg, 10, clock, wall_clock)
+    return ClientTransport(cfg, retries, refused)
 
 
 def sent(proxy, t) -> str | None:
@@ -147,13 +147,16 @@ def test_an_exec_credential_is_renewed_once_it_expires(client, tmp_path, kube, f
     assert runs(tmp_path) == 2
 
 
-def test_a_refused_exec_credential_is_renewed_for_the_next_request(tmp_path, kube, fault_proxy):
+@pytest.mark.parametrize("client", BOTH)
+def test_a_refused_exec_credential_is_renewed_for_the_next_request(
+    client, tmp_path, kube, fault_proxy
+):
     """A 401 to the plugin's credential runs the plugin again for the next request; the
-    refused request is not sent again (client-go's exec roundTripper). The official Python
-    client keeps a credential until its expirationTimestamp: the lean transport only."""
+    refused request is not sent again (client-go's exec roundTripper; the official Python
+    client alone would keep the credential until its expirationTimestamp)."""
     proxy = fault_proxy(kube.url)
     path = write_kubeconfig(tmp_path, proxy.url, counting_plugin(tmp_path, None))
-    t = transport("lean", path, Clock(), Clock())
+    t = transport(client, path, Clock(), Clock())
     assert sent(proxy, t) == "Bearer token-1"
     proxy.on("GET", "/api/v1/namespaces", reply(401, json.dumps({"kind": "Status", "code": 401})))
     assert sent(proxy, t) == "Bearer token-1"
