@@ -8,9 +8,11 @@ in gpuctl's process group, as kubectl runs it, so that the terminal reaches it.
 
 The official client runs the plugin itself (kubernetes/config/exec_provider.py) with no
 timeout, and logs its stderr as it is. Here the plugin runs first, as the client would run
-it (the same ExecCredential request in KUBERNETES_EXEC_INFO, the kubeconfig's directory as
-working directory, its `env` added), and the user's `exec` is replaced by what it returned
-before the client reads the configuration.
+it (the same ExecCredential request in KUBERNETES_EXEC_INFO, its `env` added), and the
+user's `exec` is replaced by what it returned before the client reads the configuration.
+As in client-go, a command that is a path is relative to the kubeconfig's directory, and
+the plugin runs in gpuctl's working directory (the Python client would run it in the
+kubeconfig's).
 """
 
 from __future__ import annotations
@@ -273,14 +275,16 @@ def _entry(root: Any, section: str, name: Any) -> Any:
 
 
 def run_plugin(
-    exec_config: dict, cluster: dict | None, cwd: str, deadline: float, where: str = "kubeconfig"
+    exec_config: dict, cluster: dict | None, base: str, deadline: float, where: str = "kubeconfig"
 ) -> dict:
     """Run a kubeconfig `exec` credential plugin (checked: user_problem) for the user at
-    WHERE; return its ExecCredential's status. CLUSTER is what provideClusterInfo tells it
-    (exec_cluster), or None. Unless its interactiveMode lets it talk to a terminal, it gets
+    WHERE, defined in a file of the directory BASE; return its ExecCredential's status.
+    CLUSTER is what provideClusterInfo tells it (exec_cluster), or None. Unless its interactiveMode lets it talk to a terminal, it gets
     none (stdin closed): a plugin that would ask the user fails instead of waiting. Ended
     after DEADLINE seconds or on Ctrl-C."""
     command, api_version = exec_config["command"], exec_config["apiVersion"]
+    if os.sep in command:  # a path, not a name to look up in PATH (clientcmd's loader)
+        command = os.path.join(base, command)
     interactive = _interactive(exec_config, where)
     request: dict[str, Any] = {
         "apiVersion": api_version,
@@ -300,7 +304,6 @@ def run_plugin(
             stdin=None if interactive else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=None if interactive else subprocess.PIPE,
-            cwd=cwd or None,
             env=env,
             start_new_session=not interactive,  # its own process group: ended with its children
         )

@@ -304,3 +304,18 @@ def test_a_missing_plugin_shows_its_install_hint(tmp_path, proxied_kube):
     assert r.returncode == 1, r.stderr
     assert "credential plugin 'absent' cannot be started: No such file or directory" in r.stderr
     assert "is needed: gcloud components install gke-gcloud-auth-plugin" in r.stderr
+
+
+def test_a_plugins_path_is_beside_the_kubeconfig_and_it_runs_where_gpuctl_does(
+    tmp_path, proxied_kube
+):
+    """clientcmd resolves a command with a slash against the kubeconfig's directory (a
+    bare name is looked up in PATH) and client-go leaves the working directory as it is
+    (the official Python client would run the plugin in the kubeconfig's directory)."""
+    (tmp_path / "bin").mkdir()
+    script = plugin(tmp_path, f"pwd > {tmp_path}/cwd\necho '{CREDENTIAL}'")
+    os.rename(script, tmp_path / "bin" / "get-token")
+    path = kubeconfig_with(tmp_path, proxied_kube.url, "bin/get-token")
+    r = gpuctl("jobs", "list", env={"KUBECONFIG": path})
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "cwd").read_text().strip() == str(ROOT)
