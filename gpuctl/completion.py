@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import NoReturn
@@ -58,6 +59,12 @@ def run(command) -> NoReturn:
     with click's exit code (gpuctl.app.entry ends the process without the interpreter's
     teardown when a request that ran out of time still holds a thread)."""
     attach(command)
+    # The shell's terminal is not gpuctl's to use while it completes: a credential plugin
+    # that asks the person there when it can (interactiveMode IfAvailable) must not, in the
+    # middle of the prompt (client-go's StdinUnavailable).
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     try:
         command.main(args=[], prog_name="gpuctl", standalone_mode=False)
         code = 0

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.integration  # each case runs gpuctl as the shell does
 GPUCTL = [sys.executable, "-m", "gpuctl"]
 
 
-def complete(shell: str, words: str, **env: str) -> subprocess.CompletedProcess:
-    """What `gpuctl` answers when SHELL asks it to complete WORDS (the cursor at the end)."""
+def complete(shell: str, words: str, stdin=None, **env: str) -> subprocess.CompletedProcess:
+    """What `gpuctl` answers when SHELL asks it to complete WORDS (the cursor at the end),
+    its stdin STDIN (None: this process's)."""
     protocol = {"_GPUCTL_COMPLETE": f"complete_{shell}"}
     if shell == "bash":
         parts = shlex.split(words) + ([""] if words.endswith(" ") else [])
@@ -31,7 +32,12 @@ def complete(shell: str, words: str, **env: str) -> subprocess.CompletedProcess:
         if shell == "fish":
             protocol["_TYPER_COMPLETE_FISH_ACTION"] = "get-args"
     return subprocess.run(
-        GPUCTL, env={**os.environ, **protocol, **env}, capture_output=True, text=True, timeout=60
+        GPUCTL,
+        env={**os.environ, **protocol, **env},
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

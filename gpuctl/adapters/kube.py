@@ -115,8 +115,8 @@ def connect(
     from gpuctl.runtime.config import setting, setting_from
 
     if setting("kube_client", check=_kube_client_problem) == "kubernetes":
-        cfg, namespace, name = kube_client.load_config(context, kubeconfig, deadline)
-        return kube_client.ClientTransport(cfg), namespace, name, None
+        cfg, namespace, name, refused = kube_client.load_config(context, kubeconfig, deadline)
+        return kube_client.ClientTransport(cfg, refused), namespace, name, None
     context, context_from = setting_from("context", context)
     paths = config.files(kubeconfig)
     kube_auth.check_files(os.pathsep.join(paths))
@@ -139,7 +139,7 @@ def connect(
             ) from None
     proxy = proxy_of(target)
     if target.legacy is not None or (proxy is not None and proxy.scheme == "https"):
-        cfg, namespace, name = kube_client.load_config(context, kubeconfig, deadline)
+        cfg, namespace, name, refused = kube_client.load_config(context, kubeconfig, deadline)
         if target.legacy is not None:
             why = (
                 f"the user of context {name!r} logs in through the auth-provider {target.legacy!r}"
@@ -148,7 +148,7 @@ def connect(
             cfg.proxy = proxy.geturl()
             why = f"context {name!r} reaches its cluster through an https:// proxy"
         note = f"{why}: the official kubernetes client serves it (slower to start)"
-        return kube_client.ClientTransport(cfg), namespace, name, note
+        return kube_client.ClientTransport(cfg, refused), namespace, name, note
     try:
         transport = Transport(target, deadline)
     except config.Problem as e:
@@ -662,6 +662,8 @@ class Kube:
                 content_type,
                 self.timeout if timeout is self._UNSET else timeout,
             )
+        except GpuctlError:  # a credential plugin run again failed: its own message
+            raise
         except Exception as e:
             raise self._map(e, what) from None
 

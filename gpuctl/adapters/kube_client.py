@@ -6,6 +6,7 @@ gcp, azure and oidc plugins), or every request when the kube_client setting
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from gpuctl.adapters import kube_auth
@@ -15,11 +16,12 @@ from gpuctl.common.errors import GpuctlError, UsageError
 
 def load_config(
     context: str | None, kubeconfig: str | None, deadline: float
-) -> tuple[Any, str | None, str | None]:
-    """(the client's Configuration, the namespace, the context's name) of the kubeconfig
-    context (or, with none usable, of the pod's service account): the one place that reads
-    credentials. The namespace is None where the context names none. A credential plugin
-    the context runs has DEADLINE seconds (gpuctl.adapters.kube_auth)."""
+) -> tuple[Any, str | None, str | None, Callable[[], None] | None]:
+    """(the client's Configuration, the namespace, the context's name, what to call when
+    the API server refuses the credential) of the kubeconfig context (or, with none
+    usable, of the pod's service account): the one place that reads credentials. The
+    namespace is None where the context names none. A credential plugin the context runs
+    has DEADLINE seconds (gpuctl.adapters.kube_auth)."""
     import yaml
     from kubernetes import client, config
 
@@ -43,8 +45,8 @@ def load_config(
                     + ("" if context_from == "the command line" else f" (from {context_from})"),
                     hint="contexts: " + ", ".join(c["name"] for c in contexts),
                 )
-        kube_auth.load(root, context, cfg, deadline)
-        return cfg, active.get("context", {}).get("namespace"), active.get("name")
+        refused = kube_auth.load(root, context, cfg, deadline)
+        return cfg, active.get("context", {}).get("namespace"), active.get("name"), refused
     # a kubeconfig that is not YAML, or YAML of the wrong shape, fails inside the client
     except (
         config.ConfigException,
@@ -58,7 +60,7 @@ def load_config(
         try:  # inside a pod: the service account
             config.load_incluster_config(client_configuration=cfg)
             with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-                return cfg, f.read().strip() or None, "in-cluster"
+                return cfg, f.read().strip() or None, "in-cluster", None
         except (config.ConfigException, OSError):
             raise GpuctlError(
                 f"no usable Kubernetes configuration: {first_line(e)}",
@@ -70,10 +72,12 @@ class ClientTransport:
     """Requests through the client's ApiClient (its credentials, TLS settings and pool), its
     failures raised as the lean transport's (gpuctl.adapters.kube_http)."""
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: Any, refused: Callable[[], None] | None = None):
+        """REFUSED is called when the API server answers 401 (kube_auth.load)."""
         import urllib3
         from kubernetes import client
 
+        self._refused = refused
         # Only connection setup is retried: a request that reached the server is never resent.
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         if not cfg.verify_ssl:  # insecure-skip-tls-verify was asked for: kubectl warns not
@@ -109,12 +113,18 @@ class ClientTransport:
         except ApiException as e:
             if e.status == 0:  # the client's wrapping of urllib3's SSLError
                 raise Unsent(str(e.reason), tls=True) from None
+            self._failed(e.status)
             raise HttpFailure(e.status, e.reason, e.body) from None
         except Exception as e:
             raise _translated(e) from None
         if not 200 <= resp.status < 300:
+            self._failed(resp.status)
             raise HttpFailure(resp.status, resp.reason, resp.data)
         return _Answer(resp)
+
+    def _failed(self, status: int) -> None:
+        if status == 401 and self._refused is not None:
+            self._refused()
 
     def close(self) -> None:
         self._api.close()

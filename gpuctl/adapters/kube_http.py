@@ -9,6 +9,7 @@ answer in time after it was sent; Broken, the connection broke after it was sent
 
 from __future__ import annotations
 
+import base64
 import http.client
 import os
 import socket
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from gpuctl.adapters import kube_auth
+from gpuctl.adapters import kube_auth, kube_credentials
 from gpuctl.adapters.kubeconfig import Problem, Target
 
 # Only connection set-up is retried (twice, after 0.2 and 0.4 s): a request that reached the
@@ -107,55 +108,71 @@ class _Connection(http.client.HTTPConnection):
 class Transport:
     """Requests to one API server, as the kubeconfig target says to make them."""
 
-    def __init__(self, target: Target, deadline: float):
+    def __init__(
+        self,
+        target: Target,
+        deadline: float,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ):
+        """CLOCK times a tokenFile's reads, WALL_CLOCK a plugin credential's expiry."""
         self.host = target.server
+        self._prefix = urlsplit(target.server).path.rstrip("/")  # e.g. behind Rancher's proxy
+        # a name may come more than once (Impersonate-Group)
+        self.headers = [("Accept", "application/json"), ("User-Agent", _user_agent())]
+        self.headers += target.headers
+        self._authorization: str | None = None  # a credential that does not change
+        self._bearer: Callable[[], str] | None = None
+        self._plugin: kube_credentials.Plugin | None = None
+        self._plugin_cert: dict[str, str] | None = None  # the plugin credential connecting
+        if target.exec_config is not None:  # the user's only credential (client-go's rule)
+            exec_config = target.exec_config
+            self._plugin = kube_credentials.Plugin(
+                lambda: kube_auth.run_plugin(
+                    exec_config, target.cluster_info, target.base, deadline, target.user
+                ),
+                wall_clock,
+            )
+            self._plugin_cert = _with_certificate(target, self._plugin())
+        elif target.token_file:  # read again as it changes: client-go's cachingTokenSource
+            self._bearer = kube_credentials.TokenFile(target.token_file, target.token, clock)
+        elif target.token:
+            self._authorization = f"Bearer {target.token}"
+        elif target.basic:
+            self._authorization = _basic(*target.basic)
+        self._target, self._lock = target, threading.Lock()
+        self._kept: list[_Connection] = []
+        self._proxy_headers: list[tuple[str, str]] = []
+        self._absolute = False  # the request line carries the whole URL (to an HTTP proxy)
+        self._new = self._connector()
+
+    def _connector(self) -> Callable[[], _Connection]:
+        """How a new connection is made: to the server or through its proxy, with the
+        target's TLS settings and client certificate."""
+        target = self._target
         url = urlsplit(target.server)
         https = url.scheme == "https"
-        self._prefix = url.path.rstrip("/")  # a server behind a path (e.g. Rancher's proxy)
-        self.headers = {"Accept": "application/json", "User-Agent": _user_agent()}
-        self.headers.update(target.headers)
-        if target.exec_config is not None:  # a plugin's credential replaces the file's
-            fields = kube_auth.credential(
-                kube_auth.run_plugin(target.exec_config, target.cluster_info, target.base, deadline)
-            )
-            target.token = fields.get("token")
-            if "client-certificate-data" in fields:
-                import base64
-
-                target.cert_data = base64.b64decode(fields["client-certificate-data"])
-                target.key_data = base64.b64decode(fields["client-key-data"])
-                target.cert_file = target.key_file = None
-        if target.token_file:  # read now: it takes precedence over token, as in client-go
-            target.token = kube_auth.read_token_file(target.token_file)
-        if target.token:
-            self.headers["Authorization"] = f"Bearer {target.token}"
-        elif target.basic:
-            self.headers["Authorization"] = _basic(*target.basic)
         host, port = url.hostname or "", url.port or (443 if https else 80)
         tls = _tls(target) if https else None
         proxy = proxy_of(target)
-        dial, self._absolute = None, False
         if proxy is None:
-            self._new = lambda: _Connection(host, port, tls, target.tls_server_name, None)
-        elif proxy.scheme.startswith("socks"):
+            return lambda: _Connection(host, port, tls, target.tls_server_name, None)
+        if proxy.scheme.startswith("socks"):
             dial = _socks(proxy, target)
-            self._new = lambda: _Connection(host, port, tls, target.tls_server_name, dial)
-        else:  # an http:// proxy (an https:// one is the official client's)
-            auth = {"Proxy-Authorization": _basic(*_credentials(proxy))} if proxy.username else {}
+            return lambda: _Connection(host, port, tls, target.tls_server_name, dial)
+        # an http:// proxy (an https:// one is the official client's)
+        auth = [("Proxy-Authorization", _basic(*_credentials(proxy)))] if proxy.username else []
+        if not https:  # the proxy is sent the whole URL
+            self._absolute, self._proxy_headers = True, auth
 
-            def new() -> _Connection:
-                conn = _Connection(proxy.hostname or "", proxy.port or 80, tls, None, None)
-                if https:
-                    conn.set_tunnel(host, port, headers=auth)
-                    conn.server_name = target.tls_server_name or host
-                return conn
+        def through_proxy() -> _Connection:
+            conn = _Connection(proxy.hostname or "", proxy.port or 80, tls, None, None)
+            if https:
+                conn.set_tunnel(host, port, headers=dict(auth))
+                conn.server_name = target.tls_server_name or host
+            return conn
 
-            self._new = new
-            if not https:  # the proxy is sent the whole URL
-                self._absolute = True
-                self.headers.update(auth)
-        self._kept: list[_Connection] = []
-        self._lock = threading.Lock()
+        return through_proxy
 
     def request(
         self,
@@ -178,16 +195,22 @@ class Transport:
             target += "?" + urlencode(pairs)
         if self._absolute:
             target = self.host.rstrip("/") + target[len(self._prefix) :]
-        headers = dict(self.headers)
+        headers = self.headers + self._proxy_headers
+        used = self._credential(headers)
         data = None
         if body is not None:
-            headers["Content-Type"] = content_type
+            headers.append(("Content-Type", content_type))
             data = msgspec.json.encode(body)
         connect_s, read_s = timeout if isinstance(timeout, tuple) else (timeout, timeout)
         conn = self._connection(connect_s)
         try:
             conn.sock.settimeout(read_s)
-            conn.request(method, target, body=data, headers=headers)
+            conn.putrequest(method, target)
+            for name, value in headers:
+                conn.putheader(name, value)
+            if data is not None or method in ("POST", "PUT", "PATCH"):
+                conn.putheader("Content-Length", str(len(data or b"")))
+            conn.endheaders(data)
             answer = conn.getresponse()
         except TimeoutError:
             conn.close()
@@ -198,8 +221,34 @@ class Transport:
         response = Response(answer, lambda whole: self._give_back(conn, whole))
         if not 200 <= answer.status < 300:
             failure = HttpFailure(answer.status, answer.reason, response.data)
+            if answer.status == 401 and self._plugin is not None and used is not None:
+                self._plugin.rejected(used)
             raise failure
         return response
+
+    def _credential(self, headers: list[tuple[str, str]]) -> dict[str, str] | None:
+        """Add the current credential to HEADERS; with a plugin, return the credential
+        used (a new client certificate takes new connections, as client-go closes those
+        of the old one)."""
+        if self._bearer is not None:
+            headers.append(("Authorization", f"Bearer {self._bearer()}"))
+            return None
+        if self._plugin is None:
+            if self._authorization:
+                headers.append(("Authorization", self._authorization))
+            return None
+        fields = self._plugin()
+        if "token" in fields:
+            headers.append(("Authorization", f"Bearer {fields['token']}"))
+        elif fields != self._plugin_cert:
+            with self._lock:
+                if fields != self._plugin_cert:
+                    self._plugin_cert = _with_certificate(self._target, fields)
+                    self._new = self._connector()
+                    kept, self._kept = self._kept, []
+                    for conn in kept:
+                        conn.close()
+        return fields
 
     def close(self) -> None:
         with self._lock:
@@ -254,6 +303,17 @@ def _dropped(conn: _Connection) -> bool:
     return bool(readable)
 
 
+def _with_certificate(target: Target, fields: dict[str, str]) -> dict[str, str] | None:
+    """Put a plugin credential's client certificate and key, if it is one, in TARGET;
+    the credential when it is one, else None."""
+    if "client-certificate-data" not in fields:
+        return None
+    target.cert_data = base64.b64decode(fields["client-certificate-data"])
+    target.key_data = base64.b64decode(fields["client-key-data"])
+    target.cert_file = target.key_file = None
+    return fields
+
+
 def proxy_of(target: Target):
     """The proxy to reach the server through (urlsplit's parts): the cluster's proxy-url,
     else the environment's HTTPS_PROXY/HTTP_PROXY, less NO_PROXY, as Go's
@@ -294,8 +354,6 @@ def _credentials(url: Any) -> tuple[str, str]:
 
 
 def _basic(user: str, password: str) -> str:
-    import base64
-
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 

@@ -22,6 +22,7 @@ import binascii
 import os
 from dataclasses import dataclass, field
 
+from gpuctl.adapters import kube_auth
 from gpuctl.common.errors import UsageError
 
 # The service account's files inside a pod (client-go rest.InClusterConfig).
@@ -51,10 +52,11 @@ class Target:
     token: str | None = None
     token_file: str | None = None
     basic: tuple[str, str] | None = None
-    headers: dict[str, str] = field(default_factory=dict)  # impersonation
+    headers: list[tuple[str, str]] = field(default_factory=list)  # impersonation
     exec_config: dict | None = None  # a credential plugin to run (gpuctl.adapters.kube_auth)
-    cluster_info: dict | None = None  # the cluster entry, for a plugin's provideClusterInfo
+    cluster_info: dict | None = None  # what a plugin's provideClusterInfo tells it
     base: str = ""  # the directory of the file that defines the user
+    user: str = "kubeconfig"  # the file and the user, for messages
     legacy: str | None = None  # an auth-provider's name: the official client serves it
 
 
@@ -172,7 +174,7 @@ def target(merged: Merged, context: str | None) -> Target:
         user_entry = merged.users.get(user_name)
         if user_entry is None:
             raise Problem(f"{where}: no user {user_name!r}")
-        _user(user_entry, user_name, out)
+        _user(user_entry, user_name, out, cluster_entry)
     return out
 
 
@@ -194,6 +196,8 @@ def _cluster(entry: Entry, name: str, context: str) -> Target:
 
     c = _section(entry, "cluster", f"cluster {name!r}")
     where = f"kubeconfig {entry.origin}: cluster {name!r}"
+    if problem := kube_auth.cluster_problem(c):
+        raise Problem(f"{where}: {problem}")
     server = _text(c, "server", where)
     if not server:
         raise Problem(f"{where}: no server")
@@ -204,7 +208,7 @@ def _cluster(entry: Entry, name: str, context: str) -> Target:
         raise Problem(f"{where}: server {server!r} is not a URL") from None
     if url.scheme not in ("https", "http") or not url.hostname:
         raise Problem(f"{where}: server {server!r} is not an http(s) URL")
-    out = Target(context=context, namespace=None, server=server.rstrip("/"), cluster_info=c)
+    out = Target(context=context, namespace=None, server=server.rstrip("/"))
     out.insecure = c.get("insecure-skip-tls-verify") is True
     out.ca_data = _data(c, "certificate-authority-data", where)
     ca_file = _text(c, "certificate-authority", where)
@@ -225,9 +229,9 @@ def _cluster(entry: Entry, name: str, context: str) -> Target:
     return out
 
 
-def _user(entry: Entry, name: str, out: Target) -> None:
+def _user(entry: Entry, name: str, out: Target, cluster: Entry) -> None:
     u = _section(entry, "user", f"user {name!r}")
-    where = f"kubeconfig {entry.origin}: user {name!r}"
+    where = out.user = f"kubeconfig {entry.origin}: user {name!r}"
     out.base = os.path.dirname(os.path.abspath(entry.origin))
     out.token = _text(u, "token", where) or None
     token_file = _text(u, "tokenFile", where)
@@ -235,8 +239,8 @@ def _user(entry: Entry, name: str, out: Target) -> None:
     username, password = _text(u, "username", where), _text(u, "password", where)
     if username or password:
         out.basic = (username, password)
-    if (out.token or out.token_file) and out.basic:
-        raise Problem(f"{where}: both a token and a username/password (only one is allowed)")
+    if problem := kube_auth.user_problem(u):
+        raise Problem(f"{where}: {problem}")
     out.cert_data = _data(u, "client-certificate-data", where)
     out.key_data = _data(u, "client-key-data", where)
     cert, key = _text(u, "client-certificate", where), _text(u, "client-key", where)
@@ -255,27 +259,47 @@ def _user(entry: Entry, name: str, out: Target) -> None:
     if exec_config is not None:
         if not isinstance(exec_config, dict):
             raise Problem(f"{where}: exec is not a mapping")
-        out.exec_config = exec_config
+        if kube_auth.plugin_serves(u):
+            out.exec_config = exec_config
+            if exec_config.get("provideClusterInfo"):
+                base = os.path.dirname(os.path.abspath(cluster.origin))
+                out.cluster_info = kube_auth.exec_cluster(cluster.value["cluster"], base)
     if provider is not None:
         provider_name = provider.get("name") if isinstance(provider, dict) else None
         out.legacy = str(provider_name or "unnamed")
     out.headers = _impersonation(u, where)
 
 
-def _impersonation(u: dict, where: str) -> dict[str, str]:
-    """The Impersonate-* headers of a user's `as`, `as-uid`, `as-groups` (client-go sends
-    each group in a header of its own; joined here, as HTTP allows for a list)."""
-    headers = {}
+def _impersonation(u: dict, where: str) -> list[tuple[str, str]]:
+    """The Impersonate-* headers of a user's `as`, `as-uid`, `as-groups` and
+    `as-user-extra`, as client-go's impersonatingRoundTripper sends them: a header for each
+    group and each extra value (the API server does not split one at its commas), an
+    extra's key %-escaped where a header name cannot carry it."""
+    headers = []
     if user := _text(u, "as", where):
-        headers["Impersonate-User"] = user
+        headers.append(("Impersonate-User", user))
     if uid := _text(u, "as-uid", where):
-        headers["Impersonate-Uid"] = uid
-    groups = u.get("as-groups")
-    if groups:
-        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-            raise Problem(f"{where}: as-groups is not a list of names")
-        headers["Impersonate-Group"] = ",".join(groups)
+        headers.append(("Impersonate-Uid", uid))
+    groups = u.get("as-groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise Problem(f"{where}: as-groups is not a list of names")
+    headers += [("Impersonate-Group", g) for g in groups]
+    extra = u.get("as-user-extra") or {}
+    if not isinstance(extra, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values()
+    ):
+        raise Problem(f"{where}: as-user-extra is not a map of lists of values")
+    for key, values in extra.items():
+        headers += [(f"Impersonate-Extra-{_header_key(str(key))}", v) for v in values]
     return headers
+
+
+# What a header name may hold as it is (Go's net/http token characters).
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _header_key(key: str) -> str:
+    return "".join(chr(b) if b in _TOKEN else f"%{b:02X}" for b in key.encode())
 
 
 def _text(d: dict, key: str, where: str) -> str:

@@ -37,7 +37,7 @@ def plugin(tmp_path, body: str) -> str:
     return str(path)
 
 
-def kubeconfig_with(tmp_path, url: str, command: str) -> str:
+def kubeconfig_with(tmp_path, url: str, command: str, **exec_more) -> str:
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -52,6 +52,7 @@ def kubeconfig_with(tmp_path, url: str, command: str) -> str:
                         "command": command,
                         "args": ["eks", "get-token", "--cluster-name", "demo"],
                         "env": [{"name": "AWS_PROFILE", "value": "demo"}],
+                        **exec_more,
                     }
                 },
             }
@@ -84,6 +85,16 @@ def gone(pid: int, seconds: float = 5) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def telling(tmp_path) -> str:
+    """A plugin's body that leaves whether its stdin is a terminal, and the
+    KUBERNETES_EXEC_INFO it was given, in tmp/ran.json, and prints the credential."""
+    return (
+        "[ -t 0 ] && tty=true || tty=false\n"
+        f'printf \'{{"tty": %s, "info": %s}}\' $tty "$KUBERNETES_EXEC_INFO" > {tmp_path}/ran.json\n'
+        f"echo '{CREDENTIAL}'"
+    )
 
 
 def children_of_plugin(tmp_path) -> list[int]:
@@ -219,3 +230,92 @@ def test_a_token_file_is_read_as_client_go_reads_it(tmp_path, proxied_kube, monk
     (tmp_path / "token.txt").write_text("\n")  # an empty one is an error there too
     r = gpuctl("jobs", "list")
     assert r.returncode == 2 and "token.txt: empty, no token in it" in r.stderr, r.stderr
+
+
+# interactiveMode (clientcmd/api/v1: Never, IfAvailable, Always; a v1beta1 plugin that names
+# none is IfAvailable): whether the plugin gets the terminal, decided as client-go's exec
+# isInteractive decides it. The official Python client would look at stdout, not stdin, and
+# ignore the mode: gpuctl runs the plugin for both transports.
+INTERACTIVE = {  # (mode, stdin a terminal): the plugin's stdin is a terminal, spec.interactive
+    ("Never", True): False,
+    ("Never", False): False,
+    ("IfAvailable", True): True,
+    ("IfAvailable", False): False,
+    (None, True): True,  # v1beta1: IfAvailable
+    ("Always", True): True,
+}
+
+
+@pytest.mark.parametrize(("mode", "terminal"), list(INTERACTIVE))
+def test_interactive_mode_decides_whether_the_plugin_gets_the_terminal(
+    mode, terminal, tmp_path, proxied_kube, monkeypatch
+):
+    import pty
+
+    more = {"interactiveMode": mode} if mode else {}
+    path = kubeconfig_with(tmp_path, proxied_kube.url, plugin(tmp_path, telling(tmp_path)), **more)
+    primary, secondary = pty.openpty() if terminal else (None, subprocess.DEVNULL)
+    try:
+        r = gpuctl("jobs", "list", "-o", "json", env={"KUBECONFIG": path}, stdin=secondary)
+    finally:
+        if primary is not None:
+            os.close(primary)
+            os.close(secondary)
+    assert r.returncode == 0, r.stderr
+    ran = json.loads((tmp_path / "ran.json").read_text())
+    assert ran["tty"] is ran["info"]["spec"]["interactive"] is INTERACTIVE[(mode, terminal)]
+
+
+def test_completion_never_gives_a_plugin_the_terminal(tmp_path, proxied_kube):
+    """A shell completes with the person's terminal as stdin: a plugin asking there would
+    write into the prompt (client-go's StdinUnavailable; IfAvailable gets no terminal)."""
+    import pty
+
+    path = kubeconfig_with(tmp_path, proxied_kube.url, plugin(tmp_path, telling(tmp_path)))
+    primary, secondary = pty.openpty()
+    try:
+        done = complete("bash", "gpuctl jobs list -n ", stdin=secondary, KUBECONFIG=path)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert done.returncode == 0, done.stderr
+    ran = json.loads((tmp_path / "ran.json").read_text())
+    assert ran["tty"] is ran["info"]["spec"]["interactive"] is False
+
+
+def test_interactive_mode_always_without_a_terminal_is_refused(tmp_path, proxied_kube):
+    command = plugin(tmp_path, telling(tmp_path))
+    path = kubeconfig_with(tmp_path, proxied_kube.url, command, interactiveMode="Always")
+    r = gpuctl("jobs", "list", env={"KUBECONFIG": path}, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stderr
+    assert (
+        f"kubeconfig {path}: user 'eks': exec interactiveMode is Always, but standard input "
+        "is not a terminal" in r.stderr
+    )
+    assert not (tmp_path / "ran.json").exists()
+    assert not proxied_kube.seen("GET", r"/apis/batch/v1/namespaces/default/jobs")
+
+
+def test_a_missing_plugin_shows_its_install_hint(tmp_path, proxied_kube):
+    """client-go shows exec's installHint when the command cannot be run."""
+    hint = "gke-gcloud-auth-plugin is needed:\n  gcloud components install gke-gcloud-auth-plugin"
+    path = kubeconfig_with(tmp_path, proxied_kube.url, str(tmp_path / "absent"), installHint=hint)
+    r = gpuctl("jobs", "list", env={"KUBECONFIG": path})
+    assert r.returncode == 1, r.stderr
+    assert "credential plugin 'absent' cannot be started: No such file or directory" in r.stderr
+    assert "is needed: gcloud components install gke-gcloud-auth-plugin" in r.stderr
+
+
+def test_a_plugins_path_is_beside_the_kubeconfig_and_it_runs_where_gpuctl_does(
+    tmp_path, proxied_kube
+):
+    """clientcmd resolves a command with a slash against the kubeconfig's directory (a
+    bare name is looked up in PATH) and client-go leaves the working directory as it is
+    (the official Python client would run the plugin in the kubeconfig's directory)."""
+    (tmp_path / "bin").mkdir()
+    script = plugin(tmp_path, f"pwd > {tmp_path}/cwd\necho '{CREDENTIAL}'")
+    os.rename(script, tmp_path / "bin" / "get-token")
+    path = kubeconfig_with(tmp_path, proxied_kube.url, "bin/get-token")
+    r = gpuctl("jobs", "list", env={"KUBECONFIG": path})
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "cwd").read_text().strip() == str(ROOT)

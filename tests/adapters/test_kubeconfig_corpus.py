@@ -74,8 +74,9 @@ def _certificates(tmp_path_factory):
     for label, sans in (("server", [ip]), ("named", [x509.DNSName("kube.internal")])):
         _, key, cert = issue(label, (ca_name, ca_key), sans=sans)
         files[f"{label}.crt"], files[f"{label}.key"] = pem(cert), pem(key)
-    _, key, cert = issue("alice", (ca_name, ca_key), client=True)
-    files["alice.crt"], files["alice.key"] = pem(cert), pem(key)
+    for user in ("alice", "bob"):
+        _, key, cert = issue(user, (ca_name, ca_key), client=True)
+        files[f"{user}.crt"], files[f"{user}.key"] = pem(cert), pem(key)
     for name, data in files.items():
         (out / name).write_bytes(data)
     return out
@@ -171,6 +172,25 @@ def test_a_client_certificate_over_tls_to_a_cluster_of_its_own_ca(
     assert set(who(proxy)) == {(None, "alice")}
 
 
+V1 = "client.authentication.k8s.io/v1"
+
+
+def exec_plugin(tmp_path, status: dict, **exec_config) -> dict:
+    """A user's `exec`: a script that prints an ExecCredential of STATUS, and leaves the
+    KUBERNETES_EXEC_INFO it was given, and whether its stdin was a terminal, in ran.json."""
+    credential = {"apiVersion": V1, "kind": "ExecCredential", "status": status}
+    (tmp_path / "credential.json").write_text(json.dumps(credential))
+    plugin = tmp_path / "get-credential"
+    plugin.write_text(
+        "#!/bin/sh\n"
+        "[ -t 0 ] && tty=true || tty=false\n"
+        f'printf \'{{"tty": %s, "info": %s}}\' $tty "$KUBERNETES_EXEC_INFO" > {tmp_path}/ran.json\n'
+        f"cat {tmp_path / 'credential.json'}\n"
+    )
+    plugin.chmod(0o755)
+    return {"apiVersion": V1, "command": str(plugin), "interactiveMode": "Never", **exec_config}
+
+
 def test_an_exec_plugins_client_certificate(tmp_path, kube, pki, fault_proxy, monkeypatch):
     """A credential plugin may answer with a client certificate and key (PEM in its
     ExecCredential's status) instead of a token."""
@@ -179,16 +199,68 @@ def test_an_exec_plugins_client_certificate(tmp_path, kube, pki, fault_proxy, mo
         "clientCertificateData": (pki / "alice.crt").read_text(),
         "clientKeyData": (pki / "alice.key").read_text(),
     }
-    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"}
-    (tmp_path / "credential.json").write_text(json.dumps({**credential, "status": status}))
-    plugin = tmp_path / "get-cert"
-    plugin.write_text(f"#!/bin/sh\ncat {tmp_path / 'credential.json'}\n")
-    plugin.chmod(0o755)
     cluster = {"server": proxy.url, "certificate-authority-data": b64(pki / "ca")}
-    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}}
-    path = kubeconfig(tmp_path / "kc", cluster, user)
+    path = kubeconfig(tmp_path / "kc", cluster, {"exec": exec_plugin(tmp_path, status)})
     assert same_on_both(monkeypatch, path) == ("default", [])
     assert set(who(proxy)) == {(None, "alice")}
+
+
+@pytest.mark.parametrize("other", ["token", "tokenFile", "username/password"])
+def test_a_users_other_credential_wins_over_its_exec_plugin(
+    other, tmp_path, kube, fault_proxy, monkeypatch
+):
+    """clientcmd accepts a user with both, and the plugin never runs: exec's
+    UpdateTransportConfig leaves a transport that has token, basic or certificate auth
+    as it is (the official Python client would send the token, but run the plugin for a
+    user of username/password: gpuctl, which runs the plugin for it, follows client-go)."""
+    proxy = fault_proxy(kube.url)
+    (tmp_path / "token").write_text("from-a-file\n")
+    user = {
+        "token": {"token": "abc"},
+        "tokenFile": {"tokenFile": "token"},
+        "username/password": {"username": "admin", "password": "pw"},
+    }[other]
+    user["exec"] = exec_plugin(tmp_path, {"token": "from-the-plugin"})
+    path = kubeconfig(tmp_path / "kc", {"server": proxy.url}, user)
+    assert same_on_both(monkeypatch, path) == ("default", [])
+    sent = {
+        "token": "Bearer abc",
+        "tokenFile": "Bearer from-a-file",
+        "username/password": "Basic " + base64.b64encode(b"admin:pw").decode(),
+    }[other]
+    assert set(who(proxy)) == {(sent, None)}
+    assert not (tmp_path / "ran.json").exists()
+
+
+def test_provide_cluster_info_tells_the_plugin_the_cluster_as_client_go_does(
+    tmp_path, kube, pki, fault_proxy, monkeypatch
+):
+    """KUBERNETES_EXEC_INFO's spec.cluster (client-go rest.ConfigToExecCluster): the CA
+    as data though the kubeconfig names a file, the extension for the plugin as config
+    (the official Python client would pass the kubeconfig's cluster entry as it is)."""
+    proxy = tls_proxy(fault_proxy, kube, pki, cert="named")
+    (tmp_path / "certs").symlink_to(pki)
+    cluster = {
+        "server": proxy.url,
+        "certificate-authority": "certs/ca",
+        "tls-server-name": "kube.internal",
+        "extensions": [
+            {"name": "other", "extension": {"x": 1}},
+            {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "kube"}},
+        ],
+    }
+    user = {"exec": exec_plugin(tmp_path, {"token": "t"}, provideClusterInfo=True)}
+    path = kubeconfig(tmp_path / "kc", cluster, user)
+    for client in BOTH:
+        (tmp_path / "ran.json").unlink(missing_ok=True)
+        assert answer(client, monkeypatch, path) == ("default", [])
+        told = json.loads((tmp_path / "ran.json").read_text())["info"]["spec"]["cluster"]
+        assert told == {
+            "server": proxy.url,
+            "tls-server-name": "kube.internal",
+            "certificate-authority-data": b64(pki / "ca"),
+            "config": {"audience": "kube"},
+        }
 
 
 def test_a_server_certificate_not_trusted_is_the_same_error(
@@ -286,6 +358,51 @@ def test_impersonation_headers(tmp_path, kube, fault_proxy, monkeypatch):
     assert (seen["Impersonate-User"], seen["Impersonate-Group"]) == ("bob", "ml-admins")
 
 
+def test_impersonation_sends_a_header_for_each_group_and_extra_value(tmp_path, monkeypatch):
+    """client-go's impersonatingRoundTripper adds a header per group and per extra value
+    (the API server reads them all and splits none at commas), an extra's key %-escaped.
+    The lean transport only; a server of this test's records the repeated headers."""
+    import http.server
+    import threading
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers)
+            body = b'{"kind": "NamespaceList", "items": []}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    user = {
+        "token": "abc",
+        "as": "bob",
+        "as-groups": ["ml-admins", "a,b"],
+        "as-user-extra": {"scopes.example.com/x y": ["1", "2"]},
+    }
+    cluster = {"server": f"http://127.0.0.1:{server.server_port}"}
+    try:
+        assert answer("lean", monkeypatch, kubeconfig(tmp_path / "kc", cluster, user)) == (
+            "default",
+            [],
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    headers = seen[-1]
+    assert headers.get_all("Impersonate-User") == ["bob"]
+    assert headers.get_all("Impersonate-Group") == ["ml-admins", "a,b"]
+    assert headers.get_all("Impersonate-Extra-scopes.example.com%2Fx%20y") == ["1", "2"]
+
+
 def oidc_kubeconfig(path, server: str) -> tuple[str, str]:
     """A kubeconfig whose user logs in through the legacy oidc auth-provider, and its
     id-token (unexpired, so the client sends it as it is, with no refresh)."""
@@ -355,6 +472,70 @@ BROKEN = {
     "no such cluster": ({"context": {"cluster": "gone", "user": "u"}}, "no cluster 'gone'"),
     "no such user": ({"context": {"cluster": "c", "user": "gone"}}, "no user 'gone'"),
     "no current context": ({"current-context": ""}, "no current-context"),
+    # clientcmd's validation: "more than one authentication method found"; with a
+    # tokenFile, the transport's "username/password or bearer token may be set, but not
+    # both" (the official Python client sends the token: gpuctl refuses before it)
+    "token and username": (
+        {"user": {"token": "t", "username": "u", "password": "p"}},
+        "user 'u': both a token and a username/password",
+    ),
+    "tokenFile and password": (
+        {"user": {"tokenFile": "t", "password": "p"}},
+        "user 'u': both a token and a username/password",
+    ),
+    # clientcmd's validation: one form of a credential or CA, `as` for the rest of
+    # impersonation (the official Python client would take the data, and not impersonate)
+    "CA file and data": (
+        {
+            "cluster": {
+                "server": "https://127.0.0.1:1",
+                "certificate-authority": "ca.crt",
+                "certificate-authority-data": base64.b64encode(b"x").decode(),
+            }
+        },
+        "cluster 'c': both certificate-authority and certificate-authority-data",
+    ),
+    "client certificate file and data": (
+        {
+            "user": {
+                "client-certificate": "a.crt",
+                "client-certificate-data": base64.b64encode(b"x").decode(),
+                "client-key-data": base64.b64encode(b"x").decode(),
+            }
+        },
+        "user 'u': both client-certificate and client-certificate-data",
+    ),
+    "as-groups without as": (
+        {"user": {"token": "t", "as-groups": ["ml-admins"]}},
+        "user 'u': as-uid, as-groups or as-user-extra without `as`",
+    ),
+    # clientcmd's validation of exec; its v1 defaults make a v1beta1 plugin IfAvailable
+    "exec v1 without interactiveMode": (
+        {"user": {"exec": {"apiVersion": V1, "command": "true"}}},
+        "user 'u': exec has no interactiveMode (Never, IfAvailable or Always: "
+        "client.authentication.k8s.io/v1 needs one)",
+    ),
+    "exec interactiveMode unknown": (
+        {"user": {"exec": {"apiVersion": V1, "command": "true", "interactiveMode": "Sometimes"}}},
+        "exec interactiveMode 'Sometimes' is not Never, IfAvailable or Always",
+    ),
+    "exec without apiVersion": (
+        {"user": {"exec": {"command": "true", "interactiveMode": "Never"}}},
+        "user 'u': exec has no apiVersion",
+    ),
+    "exec env without a name": (
+        {
+            "user": {
+                "exec": {
+                    "apiVersion": V1,
+                    "command": "true",
+                    "interactiveMode": "Never",
+                    "env": [{"value": "x"}],
+                }
+            }
+        },
+        "exec env is not a list of entries with a name",
+    ),
     "not YAML": (None, "not valid YAML"),
 }
 
