@@ -58,7 +58,7 @@ def sent(proxy, t) -> str | None:
     """Send one request through T; the Authorization the API server got."""
     before = len(proxy.requests)
     with contextlib.suppress(HttpFailure):  # a 401 answer
-        t.request("GET", "/api/v1/namespaces", None, None, "application/json", 10).data
+        _ = t.request("GET", "/api/v1/namespaces", None, None, "application/json", 10).data
     (_, _, headers), *more = proxy.requests[before:]
     assert not more  # never sent again
     return {k.lower(): v for k, v in headers.items()}.get("authorization")
