@@ -775,6 +775,11 @@ class KubeEmulator:
 
         return asyncio.run_coroutine_threadsafe(_c(), self.loop).result(10)
 
+    def bookmark_every(self, seconds: float) -> None:
+        """How often a watch that asks for bookmarks gets one (a real API server: about
+        once a minute, and 2 s before the watch ends)."""
+        self.call(setattr, self.emulator, "bookmark_s", seconds)
+
     def install_crds(self, *kinds: str, served: tuple[str, ...] | None = None) -> None:
         """Create the upstream CRDs of these kinds (gpuctl/sim/crds/)
         through the API, as `kubectl apply -f` of a release's manifests would; `served` limits
