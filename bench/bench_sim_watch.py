@@ -2,7 +2,8 @@
 API server, before and after issue 41:
 
 - before: each tick listed the six kinds it acts on (nodes, deployments, replicasets,
-  jobsets, jobs, pods), every object of each, every second;
+  jobsets, jobs, pods) and ResourceClaims (Kueue's five kinds too, with --kueue), every
+  object of each, every second;
 - after: an informer per kind, listed once; each tick catches up by a watch per kind from
   the resourceVersion reached, read to its first bookmark.
 
@@ -77,13 +78,12 @@ class Relay:
 
 
 class Listing(Simulation):
-    """The controllers as before issue 41: every tick lists the six kinds."""
+    """The controllers as before issue 41: every tick lists what it reads."""
 
     def read(self) -> World:
-        nodes, deployments, replicasets, jobsets, jobs, pods = (
-            self.api.items(path) for path in WATCHED
-        )
-        return World(nodes, deployments, replicasets, jobsets, jobs, pods)
+        objects = {path: self.api.items(path) for path in self.informers}
+        nodes, deployments, replicasets, jobsets, jobs, pods = (objects.pop(p) for p in WATCHED)
+        return World(nodes, deployments, replicasets, jobsets, jobs, pods, objects)
 
 
 def job(name: str, pods: int) -> dict[str, Any]:

@@ -84,6 +84,7 @@ WATCHED = (
     "/apis/batch/v1/jobs",
     "/api/v1/pods",
 )
+CLAIMS = f"/apis/{dra_driver.API_VERSION}/resourceclaims"  # followed too, in World.others
 # A tick first catches up: a watch per kind from where it is, read up to its first BOOKMARK
 # (sent after the events the server already held) or the watch's end. The sandbox's API
 # server sends one every BOOKMARK_S; a real one every minute, and 2 s before a watch ends.
@@ -141,7 +142,13 @@ class Api:
                 "timeoutSeconds": str(timeout_s),
             }
         )
-        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=timeout_s + 10) as r:
+        try:
+            r = urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=timeout_s + 10)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:  # a kind not served (yet): nothing to follow
+                return
+            raise
+        with r:
             for line in r:
                 if not line.strip():
                     continue
@@ -252,6 +259,7 @@ class World:
     jobsets: list[dict]
     jobs: list[dict]
     pods: list[dict]
+    others: dict[str, list[dict]] = field(default_factory=dict)  # path -> objects
     owned: dict[str, list[dict]] = field(default_factory=dict)  # controller uid -> objects
 
     def __post_init__(self) -> None:
@@ -294,7 +302,8 @@ class Simulation:
         self.lost: dict[str, int] = {}  # Job uid -> its pods deleted while they ran
         self.removed: set[str] = set()  # pods the controllers deleted themselves
         self._dra: DraView | None = None  # the cluster's DRA, read when a claim needs it
-        self.informers = {path: self._informer(path) for path in WATCHED}
+        others = (CLAIMS, *getattr(kueue, "watched", ()))
+        self.informers = {path: self._informer(path) for path in WATCHED + others}
 
     def _informer(self, path: str) -> Informer:
         def caught_up(version: str) -> Iterator[dict]:
@@ -314,10 +323,9 @@ class Simulation:
         resourceVersion reached (listed again only after a 410 Gone)."""
         with ThreadPoolExecutor(len(self.informers)) as pool:
             list(pool.map(lambda informer: informer.follow(), self.informers.values()))
-        nodes, deployments, replicasets, jobsets, jobs, pods = (
-            informer.objects() for informer in self.informers.values()
-        )
-        return World(nodes, deployments, replicasets, jobsets, jobs, pods)
+        objects = {path: informer.objects() for path, informer in self.informers.items()}
+        nodes, deployments, replicasets, jobsets, jobs, pods = (objects.pop(p) for p in WATCHED)
+        return World(nodes, deployments, replicasets, jobsets, jobs, pods, objects)
 
     def step(self) -> World:
         world = self.read()
@@ -849,7 +857,7 @@ class Simulation:
     def _orphaned_claims(self, world: World) -> None:
         """Claims whose pod is gone (deleted, or collected with its owner) go too."""
         pods = {meta(p).get("uid") for p in world.pods if meta(p).get("uid") not in self.removed}
-        for claim in self.api.items(f"/apis/{dra_driver.API_VERSION}/resourceclaims"):
+        for claim in world.others[CLAIMS]:
             owner = controller_of(claim)
             if owner and owner.get("kind") == "Pod" and owner.get("uid") not in pods:
                 m = meta(claim)

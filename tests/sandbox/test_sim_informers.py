@@ -9,13 +9,15 @@ from __future__ import annotations
 import pytest
 
 from gpuctl.sim import cluster
-from gpuctl.sim.controllers import BOOKMARK_S, WATCHED, Api, Simulation
-from gpuctl.sim.sandbox import seed
+from gpuctl.sim.controllers import BOOKMARK_S, CLAIMS, WATCHED, Api, Simulation
+from gpuctl.sim.kueue import API, Kueue
+from gpuctl.sim.sandbox import KUEUE_KINDS, seed
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("kmock")
 
 PODS, JOBS = "/api/v1/namespaces/ml/pods", "/apis/batch/v1/namespaces/ml/jobs"
+KUEUE = f"/apis/{API}"
 
 
 @pytest.fixture
@@ -40,10 +42,11 @@ def _job(name: str) -> dict:
 
 
 def _reads(kube) -> tuple[list[str], list[dict]]:
-    """The lists (their paths) and the watches (their queries) of the kinds a tick reads."""
+    """What the emulator was asked to read: the paths of plain GETs (lists, and gets of
+    one object) and the queries of the watches."""
     asked = [(path, query) for method, path, query in kube.requests() if method == "GET"]
-    lists = [path for path, query in asked if path in WATCHED and "watch" not in query]
-    watches = [query for path, query in asked if path in WATCHED and "watch" in query]
+    lists = [path for path, query in asked if "watch" not in query]
+    watches = [query for path, query in asked if "watch" in query]
     return lists, watches
 
 
@@ -61,7 +64,9 @@ def test_steps_after_the_first_list_nothing_and_watch_from_where_they_were(sim, 
         sim.step()
     lists, watches = _reads(kube)
     assert lists == []
-    assert len(watches) == 2 * len(WATCHED)
+    # the six kinds a tick acts on and the ResourceClaims the claim controller keeps
+    assert set(sim.informers) == {*WATCHED, CLAIMS}
+    assert len(watches) == 2 * len(sim.informers)
     assert all(w["resourceVersion"].isdigit() for w in watches)
     assert all(w["allowWatchBookmarks"] == "true" for w in watches)
     assert all(informer.lists == 1 for informer in sim.informers.values())
@@ -97,3 +102,22 @@ def test_a_version_the_server_no_longer_keeps_lists_again_and_drops_the_deleted(
     lists, _ = _reads(kube)
     assert lists == ["/api/v1/pods"]  # only the kind whose events were dropped
     assert sim.informers["/api/v1/pods"].lists == 2
+
+
+def test_kueue_reads_its_kinds_through_the_simulations_informers(kube):
+    kube.install_crds("JobSet", *KUEUE_KINDS)
+    api = Api(kube.url)
+    seed(api, cluster.node_objects(cluster.parse_nodes("1xH100-80GB")), kueue=True)
+    kube.bookmark_every(BOOKMARK_S)
+    sim = Simulation(api, {}, kube, Kueue(api))
+    sim.step()
+    kube.forget_requests()
+    queued = _job("queued")
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "default"}
+    api.create("/apis/batch/v1/namespaces/default/jobs", queued)
+    sim.step()
+    (workload,) = sim.step().others[f"{KUEUE}/workloads"]  # made by the step before
+    assert workload["spec"]["queueName"] == "default"
+    lists, _ = _reads(kube)
+    assert lists == []
+    assert set(Kueue.watched) < set(sim.informers)
