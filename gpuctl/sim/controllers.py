@@ -40,9 +40,11 @@ import json
 import random
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -51,6 +53,7 @@ from gpuctl.gpus import dra
 from gpuctl.gpus.dra import DraView
 from gpuctl.k8s import claims
 from gpuctl.k8s.claims import ClaimRequest
+from gpuctl.k8s.informer import Expired, Informer
 from gpuctl.k8s.times import seconds, timestamp
 from gpuctl.sim import cluster, dra_driver
 from gpuctl.sim.accelerators import Chips
@@ -72,6 +75,21 @@ ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery util/rand: no vowels, 
 JOBS, JOBSETS, PODS, APPS = "batch/v1", "jobset.x-k8s.io/v1alpha2", "v1", "apps/v1"
 OWNERS = ("Deployment", "ReplicaSet", "JobSet", "Job")  # controllers the simulation runs
 COLLECTED = {"Pod": (PODS, "pods"), "Job": (JOBS, "jobs"), "ReplicaSet": (APPS, "replicasets")}
+# what a tick reads, in World's order, each kept by an informer (gpuctl.k8s.informer)
+WATCHED = (
+    "/api/v1/nodes",
+    "/apis/apps/v1/deployments",
+    "/apis/apps/v1/replicasets",
+    "/apis/jobset.x-k8s.io/v1alpha2/jobsets",
+    "/apis/batch/v1/jobs",
+    "/api/v1/pods",
+)
+CLAIMS = f"/apis/{dra_driver.API_VERSION}/resourceclaims"  # followed too, in World.others
+# A tick first catches up: a watch per kind from where it is, read up to its first BOOKMARK
+# (sent after the events the server already held) or the watch's end. The sandbox's API
+# server sends one every BOOKMARK_S; a real one every minute, and 2 s before a watch ends.
+BOOKMARK_S = 0.02
+CATCH_UP_S = 2
 
 
 def now_text() -> str:
@@ -103,9 +121,45 @@ class Api:
 
     def items(self, path: str) -> list[dict]:
         """The list's objects, each with its kind (a built-in list's items carry none)."""
+        return self.listed(path)[0]
+
+    def listed(self, path: str) -> tuple[list[dict], str]:
+        """items(), and the list's resourceVersion: a watch from it sends what the list
+        does not hold."""
         answer = self._call("GET", path)
         kind = str(answer.get("kind") or "").removesuffix("List")
-        return [{**item, "kind": kind} for item in answer.get("items") or []]
+        items = [{**item, "kind": kind} for item in answer.get("items") or []]
+        return items, str((answer.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(self, path: str, version: str, timeout_s: int) -> Generator[dict, None, None]:
+        """The events ({type, object}, BOOKMARKs too) after VERSION, until the server ends
+        the watch after TIMEOUT_S; Expired when the server no longer keeps them (410)."""
+        query = urllib.parse.urlencode(
+            {
+                "watch": "true",
+                "resourceVersion": version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": str(timeout_s),
+            }
+        )
+        try:
+            r = urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=timeout_s + 10)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:  # a kind not served (yet): nothing to follow
+                return
+            raise
+        with r:
+            for line in r:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    said = f"watching {path}: {status.get('message') or status}"
+                    if status.get("code") == 410:
+                        raise Expired(said)
+                    raise OSError(said)
+                yield event
 
     def create(self, path: str, obj: dict) -> dict:
         return self._call("POST", path, obj)
@@ -205,6 +259,7 @@ class World:
     jobsets: list[dict]
     jobs: list[dict]
     pods: list[dict]
+    others: dict[str, list[dict]] = field(default_factory=dict)  # path -> objects
     owned: dict[str, list[dict]] = field(default_factory=dict)  # controller uid -> objects
 
     def __post_init__(self) -> None:
@@ -247,17 +302,30 @@ class Simulation:
         self.lost: dict[str, int] = {}  # Job uid -> its pods deleted while they ran
         self.removed: set[str] = set()  # pods the controllers deleted themselves
         self._dra: DraView | None = None  # the cluster's DRA, read when a claim needs it
+        others = (CLAIMS, *getattr(kueue, "watched", ()))
+        self.informers = {path: self._informer(path) for path in WATCHED + others}
+
+    def _informer(self, path: str) -> Informer:
+        def caught_up(version: str) -> Iterator[dict]:
+            events = self.api.watch(path, version, CATCH_UP_S)
+            try:
+                for event in events:
+                    yield event
+                    if event.get("type") == "BOOKMARK":
+                        return
+            finally:
+                events.close()
+
+        return Informer(lambda: self.api.listed(path), caught_up)
 
     def read(self) -> World:
-        jobsets = self.api.items("/apis/jobset.x-k8s.io/v1alpha2/jobsets")
-        return World(
-            self.api.items("/api/v1/nodes"),
-            self.api.items("/apis/apps/v1/deployments"),
-            self.api.items("/apis/apps/v1/replicasets"),
-            jobsets,
-            self.api.items("/apis/batch/v1/jobs"),
-            self.api.items("/api/v1/pods"),
-        )
+        """The cluster as it is now: each kind listed once, then followed from the
+        resourceVersion reached (listed again only after a 410 Gone)."""
+        with ThreadPoolExecutor(len(self.informers)) as pool:
+            list(pool.map(lambda informer: informer.follow(), self.informers.values()))
+        objects = {path: informer.objects() for path, informer in self.informers.items()}
+        nodes, deployments, replicasets, jobsets, jobs, pods = (objects.pop(p) for p in WATCHED)
+        return World(nodes, deployments, replicasets, jobsets, jobs, pods, objects)
 
     def step(self) -> World:
         world = self.read()
@@ -789,7 +857,7 @@ class Simulation:
     def _orphaned_claims(self, world: World) -> None:
         """Claims whose pod is gone (deleted, or collected with its owner) go too."""
         pods = {meta(p).get("uid") for p in world.pods if meta(p).get("uid") not in self.removed}
-        for claim in self.api.items(f"/apis/{dra_driver.API_VERSION}/resourceclaims"):
+        for claim in world.others[CLAIMS]:
             owner = controller_of(claim)
             if owner and owner.get("kind") == "Pod" and owner.get("uid") not in pods:
                 m = meta(claim)

@@ -82,8 +82,9 @@ def api_server_class():
       with a 410 Status (reason Expired, "too old resource version") when events newer
       than it are no longer kept; with `allowWatchBookmarks=true`, a BOOKMARK (an object
       with only its kind and resourceVersion) every `bookmark_s` seconds and just before
-      `timeoutSeconds` ends the watch; `watch_s` ends every watch sooner (as a restart or a
-      load balancer would);
+      `timeoutSeconds` ends the watch, never ahead of what the watch has sent (its
+      version: the newest when the watch began, or of the last event it took since);
+      `watch_s` ends every watch sooner (as a restart or a load balancer would);
     - errors are `Status` bodies with the reasons and messages a real server uses
       (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, …) and `details` naming the
       object;
@@ -533,6 +534,9 @@ def api_server_class():
             yield b""  # the headers go now, as a server's do
             async with self._lock:  # what came before the mark is in the history
                 mark = await bus.mark()
+                # a BOOKMARK's version: what this watch has sent everything up to (the
+                # server's newest when it began, then each event it takes from the bus)
+                reached = self._sent
                 if since == "0":
                     first = [
                         {"type": "ADDED", "object": obj.raw}
@@ -563,7 +567,7 @@ def api_server_class():
                     if not done:
                         if end is not None and loop.time() >= end:
                             return
-                        yield self._bookmark(res)
+                        yield self._bookmark(res, reached)
                         beat = self._next_beat(loop.time(), end)
                         continue
                     try:
@@ -571,6 +575,7 @@ def api_server_class():
                     except StopAsyncIteration:
                         return
                     pending = None
+                    reached = max(reached, revision(event.get("object") or {}))
                     if wanted(event):
                         yield event
             finally:
@@ -586,14 +591,14 @@ def api_server_class():
                 return beat
             return min(beat, end - 1.0) if now < end - 1.0 else None
 
-        def _bookmark(self, res) -> dict:
+        def _bookmark(self, res, version: int) -> dict:
             info = self._info(res)
             return {
                 "type": "BOOKMARK",
                 "object": {
                     "kind": info.kind if info is not None else "",
                     "apiVersion": group_version(res),
-                    "metadata": {"resourceVersion": str(self._sent)},
+                    "metadata": {"resourceVersion": str(version)},
                 },
             }
 
@@ -774,6 +779,11 @@ class KubeEmulator:
             return fn(*a, **kw)
 
         return asyncio.run_coroutine_threadsafe(_c(), self.loop).result(10)
+
+    def bookmark_every(self, seconds: float) -> None:
+        """How often a watch that asks for bookmarks gets one (a real API server: about
+        once a minute, and 2 s before the watch ends)."""
+        self.call(setattr, self.emulator, "bookmark_s", seconds)
 
     def install_crds(self, *kinds: str, served: tuple[str, ...] | None = None) -> None:
         """Create the upstream CRDs of these kinds (gpuctl/sim/crds/)

@@ -98,6 +98,12 @@ def _true(obj: dict, kind: str) -> bool:
 
 
 class Kueue:
+    # what a tick reads, followed by the Simulation's informers (in World.others)
+    watched = tuple(
+        f"/apis/{API}/{plural}"
+        for plural in ("workloads", "localqueues", "clusterqueues", "resourceflavors", "topologies")
+    )
+
     def __init__(self, api: Api):
         self.api = api
         # what this tick read, for topology-aware admission
@@ -105,21 +111,19 @@ class Kueue:
         self._nodes: list[dict] = []
         self._free: dict[str, dict[str, int]] = {}
 
-    def _items(self, plural: str) -> list[dict]:
-        return self.api.items(f"/apis/{API}/{plural}")
-
     def step(self, world: World) -> None:
-        workloads = self._items("workloads")
+        objects = {path.rsplit("/", 1)[1]: world.others[path] for path in self.watched}
+        workloads = objects["workloads"]
         owners = {meta(o)["uid"]: o for o in world.jobs + world.jobsets}
         by_owner = {str((controller_of(w) or {}).get("uid")): w for w in workloads}
         for job in world.jobs + world.jobsets:
             queue = (meta(job).get("labels") or {}).get(QUEUE_LABEL)
             if queue and meta(job)["uid"] not in by_owner and controller_of(job) is None:
                 self._create(job, queue)
-        queues = {(meta(q)["namespace"], meta(q)["name"]): q for q in self._items("localqueues")}
-        cqs = {meta(q)["name"]: q for q in self._items("clusterqueues")}
-        flavors = {meta(f)["name"]: f for f in self._items("resourceflavors")}
-        self._topologies = {meta(t)["name"]: t for t in self._items("topologies")}
+        queues = {(meta(q)["namespace"], meta(q)["name"]): q for q in objects["localqueues"]}
+        cqs = {meta(q)["name"]: q for q in objects["clusterqueues"]}
+        flavors = {meta(f)["name"]: f for f in objects["resourceflavors"]}
+        self._topologies = {meta(t)["name"]: t for t in objects["topologies"]}
         self._nodes = world.nodes
         self._free = kueue_tas.free_resources(world.nodes, world.pods)
         live = []

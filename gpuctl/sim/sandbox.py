@@ -39,7 +39,16 @@ from gpuctl.gpus import geometry
 from gpuctl.runtime import processes
 from gpuctl.runtime.files import make_private_dir, open_new, write_atomic
 from gpuctl.sim import accelerators, cluster, dcgm_exporter, dra_driver, mig_manager
-from gpuctl.sim.controllers import APPS, Api, Simulation, keyed, now_text, path_of, util
+from gpuctl.sim.controllers import (
+    APPS,
+    BOOKMARK_S,
+    Api,
+    Simulation,
+    keyed,
+    now_text,
+    path_of,
+    util,
+)
 from gpuctl.sim.kube import KubeEmulator
 
 OPERATOR_NS = "gpu-operator"
@@ -388,6 +397,7 @@ def main(argv: list[str] | None = None) -> None:
     layouts = mig_manager.shipped_layouts()
     nodes = cluster.node_objects(cluster.parse_nodes(args.nodes, layouts), layouts)
     emu = KubeEmulator().start()
+    emu.bookmark_every(BOOKMARK_S)  # each tick catches up at one
     prom = exporters = others = None
     try:
         kinds = KUEUE_KINDS if args.kueue else ()

@@ -2,6 +2,8 @@
 against the API emulator over HTTP: list, then watch from the list's resourceVersion with
 bookmarks, resume from the newest resourceVersion seen, list again only on 410 Gone."""
 
+import threading
+
 import pytest
 
 from gpuctl.adapters.kube import Kube
@@ -159,3 +161,33 @@ def test_every_event_is_newer_than_the_last_so_a_watch_resumes_from_any(k, core)
     assert versions == sorted(set(versions))
     rest = k.watch("ConfigMap", timeout_seconds=1, resource_version=str(versions[2]))
     assert [e["type"] for e in rest] == ["DELETED"]
+
+
+def test_a_bookmark_never_runs_ahead_of_the_events_the_watch_has_yet_to_send(k, core, kube):
+    """A BOOKMARK says "everything up to here was sent": a client that stops at one (the
+    sandbox's catch-up, gpuctl.sim.controllers) and resumes from its version must not
+    skip an event the watch was still to send, even while writes keep coming."""
+    emulator(kube, bookmark_s=0.001)
+    listed = k.list_with_version("ConfigMap")[1]
+    events: list[dict] = []
+
+    def write() -> None:
+        for i in range(30):
+            core.create_namespaced_config_map("default", config_map(f"c{i}"))
+
+    writes = threading.Thread(target=write)
+    watch = k.watch("ConfigMap", timeout_seconds=5, resource_version=listed, bookmarks=True)
+    for event in watch:
+        if not events:
+            writes.start()
+        events.append(event)
+        if sum(e["type"] == "ADDED" for e in events) == 30:
+            break
+    writes.join()
+    newest_bookmarked = 0
+    for event in events:
+        version = int(event["object"]["metadata"]["resourceVersion"])
+        if event["type"] == "BOOKMARK":
+            newest_bookmarked = max(newest_bookmarked, version)
+        else:
+            assert version > newest_bookmarked, "an event came after a bookmark past it"

@@ -56,7 +56,7 @@ def test_a_claim_goes_when_its_pod_ends_or_is_gone(kube, tmp_path, capsys):
     deleted when the pod finishes, and when the pod is gone with its Job (the garbage
     collector), so its devices are free for the next claim."""
     from gpuctl.sim import cluster, mig_manager
-    from gpuctl.sim.controllers import Api, Simulation
+    from gpuctl.sim.controllers import BOOKMARK_S, Api, Simulation
     from gpuctl.sim.sandbox import seed
 
     kube.install_crds("JobSet")
@@ -64,6 +64,7 @@ def test_a_claim_goes_when_its_pod_ends_or_is_gone(kube, tmp_path, capsys):
     nodes = cluster.node_objects(cluster.parse_nodes("1xA100-80GB:dra", layouts), layouts)
     api = Api(kube.url)
     seed(api, nodes, kueue=False)
+    kube.bookmark_every(BOOKMARK_S)
     sim = Simulation(api, {}, kube)
     claims = "/apis/resource.k8s.io/v1/resourceclaims"
     for name, runtime in (("short", 0), ("long", 600)):
@@ -92,13 +93,14 @@ def test_a_plain_gpu_limit_gets_the_claim_kube_scheduler_makes(kube, tmp_path, c
     extendedResourceClaimStatus, and the pod runs; `quota list` charges the class's key and
     the pod's own limit, once each; the claim goes when the pod ends."""
     from gpuctl.sim import cluster, mig_manager
-    from gpuctl.sim.controllers import Api, Simulation
+    from gpuctl.sim.controllers import BOOKMARK_S, Api, Simulation
     from gpuctl.sim.sandbox import seed
 
     layouts = mig_manager.shipped_layouts()
     nodes = cluster.node_objects(cluster.parse_nodes("1xA100-80GB:dra", layouts), layouts)
     api = Api(kube.url)
     seed(api, nodes, kueue=False)
+    kube.bookmark_every(BOOKMARK_S)
     sim = Simulation(api, {}, kube)
     spec = SPEC.format(name="plain", gpus=2, runtime=600).replace("gpu_type: h100\n", "")
     (tmp_path / "plain.yaml").write_text(spec)

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from gpuctl.sim import cluster, mig_manager
-from gpuctl.sim.controllers import Api, Simulation
+from gpuctl.sim.controllers import BOOKMARK_S, Api, Simulation
 from gpuctl.sim.kueue import Kueue
 from gpuctl.sim.sandbox import KUEUE_KINDS, seed
 from tests.clirun import run_gpuctl
@@ -58,6 +58,7 @@ def sim(kube):
     seed(api, nodes, kueue=True)
     gpus = {n["metadata"]["name"]: mig_manager.hardware(n, layouts) for n in nodes}
     hardware = {name: hw for name, hw in gpus.items() if hw is not None}
+    kube.bookmark_every(BOOKMARK_S)  # a step catches up at the first one
     return Simulation(api, hardware, kube, Kueue(api))
 
 

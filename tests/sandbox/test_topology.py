@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpuctl.sim import cluster, mig_manager
-from gpuctl.sim.controllers import Api, Simulation
+from gpuctl.sim.controllers import BOOKMARK_S, Api, Simulation
 from gpuctl.sim.kueue import Kueue
 from gpuctl.sim.sandbox import KUEUE_KINDS, seed
 from tests.clirun import run_gpuctl
@@ -29,6 +29,7 @@ def sim(kube):
     api = Api(kube.url)
     seed(api, nodes, kueue=True)
     hardware = {n["metadata"]["name"]: mig_manager.hardware(n, {}) for n in nodes}
+    kube.bookmark_every(BOOKMARK_S)  # a step catches up at the first one
     sim = Simulation(api, {k: v for k, v in hardware.items() if v}, kube, Kueue(api))
     api.create("/api/v1/namespaces", {"metadata": {"name": "ml"}})
     for node in ("h100-node-1", "h100-node-3"):  # half of a node in each block is taken
