@@ -57,7 +57,7 @@ class Response:
 
     def __init__(self, answer: http.client.HTTPResponse, done: Callable[[bool], None]):
         self.status, self.reason = answer.status, answer.reason
-        self._answer, self._done = answer, done
+        self._answer, self._give_back = answer, done
 
     @property
     def data(self) -> bytes:
@@ -71,6 +71,11 @@ class Response:
             raise Broken(first_line(e) or type(e).__name__) from None
         self._done(True)
         return body
+
+    def _done(self, whole: bool) -> None:
+        """Hand the connection back, once (kept for reuse when the body was read WHOLE)."""
+        give_back, self._give_back = self._give_back, lambda _: None
+        give_back(whole)
 
     def stream(self, size: int) -> Iterator[bytes]:
         try:
