@@ -180,10 +180,10 @@ class Application:
 
     def cluster_exporter(self, exporter: Exporter) -> Exporter:
         """EXPORTER with what the cluster of --context/--kubeconfig tells of the devices the
-        per-vendor views (`top --prometheus`, `advise`) read from Prometheus: the holders of
-        DRA-allocated devices (dra_holders), which DCGM's series may not name, and each
-        node's accelerator models (node_models), which other vendors' series label poorly;
-        the cluster is asked once per run (cluster_if_any)."""
+        per-vendor views (`top --prometheus`, `advise`, `report`) read from Prometheus: the
+        holders of DRA-allocated devices (dra_holders), which DCGM's series may not name, and
+        each node's accelerator models (node_models), which other vendors' series label
+        poorly; the cluster is asked once per run (cluster_if_any)."""
         return replace(exporter, **self.dra_holders(), models=self.node_models())
 
     def node_models(self) -> dict[str, dict[str, str]]:

@@ -359,9 +359,10 @@ def own_labels(exp: DeviceExporter) -> str:
     return ", ".join(dict.fromkeys(names))
 
 
-def relabelled(exp: DeviceExporter, expr: str) -> str:
+def relabelled(exp: DeviceExporter, expr: str, models: Models = NO_MODELS) -> str:
     """EXPR, series grouped by own_labels, with DCGM's labels for the device: UUID,
-    Hostname (the first node label present), gpu (a TPU chip's index) and modelName."""
+    Hostname (the first node label present), gpu (a TPU chip's index) and modelName, as
+    MODELS name its node's where they do (identity's rule)."""
     out = expr
     for n in reversed(exp.node):  # the first present wins: applied last
         out = f'label_replace({out}, "Hostname", "$1", "{n}", "(.+)")'
@@ -371,6 +372,26 @@ def relabelled(exp: DeviceExporter, expr: str) -> str:
     out = f'label_replace({out}, "gpu", "$1", "{exp.device[0]}", "{regex}")'
     if exp.model:
         out = f'label_replace({out}, "modelName", "$1", "{exp.model}", "(.+)")'
+    if exp is TPU:  # GKE's accelerator name, as _model reads it
+        for value, model in sorted(vendor_models.tpu_accelerators().items()):
+            out = _named_where(out, model, exp.model or "", [value])
+    for model, nodes in sorted(_nodes_by_model(exp.vendor, models).items()):
+        out = _named_where(out, model, "Hostname", nodes)
+    return out
+
+
+def _named_where(expr: str, model: str, label: str, values: list[str]) -> str:
+    """EXPR, its modelName MODEL where LABEL is one of VALUES."""
+    named = holders.literal(model.replace("$", "$$"))  # `$` is label_replace's reference
+    return f'label_replace({expr}, "modelName", {named}, "{label}", {holders.any_of(values)})'
+
+
+def _nodes_by_model(vendor: str, models: Models) -> dict[str, list[str]]:
+    """The nodes MODELS name a model of VENDOR's on, by that model."""
+    out: dict[str, list[str]] = {}
+    for node, named in models.items():
+        if model := named.get(vendor):
+            out.setdefault(model, []).append(node)
     return out
 
 
@@ -383,15 +404,16 @@ def selector(exp: DeviceExporter, metric: str, matchers: str = "") -> str:
     return "{" + ", ".join(filter(None, [f'__name__="{metric}"', matchers, exp.matcher])) + "}"
 
 
-def busy_promql(step: str, by: str, labelled: bool = False) -> str:
+def busy_promql(step: str, by: str, labelled: bool = False, models: Models = NO_MODELS) -> str:
     """Every other vendor's busy signal in percent, its mean over each step, per device
-    (DCGM's labels BY), best first; labelled: with the `signal` label naming it."""
+    (DCGM's labels BY, the model as MODELS name its node's), best first; labelled: with the
+    `signal` label naming it."""
     parts = []
     for exp in PER_DEVICE:
         for metric, name, scale in exp.busy:
             mean = f"avg_over_time({selector(exp, metric)}[{step}])"
             grouped = f"max by ({own_labels(exp)}) ({mean})"
-            expr = f"{scale!r} * max by ({by}) ({relabelled(exp, grouped)})"
+            expr = f"{scale!r} * max by ({by}) ({relabelled(exp, grouped, models)})"
             if labelled:
                 expr = f'label_replace({expr}, "{busy.LABEL}", "{name}", "", "")'
             parts.append(f"({expr})")

@@ -141,21 +141,21 @@ def _regex_literal(name: str) -> str:
     return "".join(map(char, name))
 
 
-def _string(regex: str) -> str:
-    """A PromQL string literal holding REGEX."""
-    return '"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def literal(text: str) -> str:
+    """A PromQL string literal holding TEXT."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def any_of(names: Iterable[str]) -> str:
     """A PromQL string literal holding a regex that matches exactly these names (label
     values: any text, control characters included)."""
-    return _string("|".join(_regex_literal(n) for n in names))
+    return literal("|".join(_regex_literal(n) for n in names))
 
 
 def containing(text: str) -> str:
     """A PromQL string literal holding a regex that matches any value containing TEXT,
     whatever its case."""
-    return _string(f"(?i).*{_regex_literal(text)}.*")
+    return literal(f"(?i).*{_regex_literal(text)}.*")
 
 
 def held_branches(exp: Exporter) -> list[tuple[str, tuple[str, str, str]]]:

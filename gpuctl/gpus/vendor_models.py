@@ -111,7 +111,12 @@ def spec_vendors(spec: str) -> set[str]:
 
 def accelerator_values(model: str) -> list[str]:
     """GKE's accelerator label values for a TPU model."""
-    return [v for v, m in _table("tpus").items() if m == model]
+    return [v for v, m in tpu_accelerators().items() if m == model]
+
+
+def tpu_accelerators() -> dict[str, str]:
+    """GKE's TPU accelerator label values → the model each names."""
+    return dict(_table("tpus"))
 
 
 def karpenter_names(model: str) -> list[str]:

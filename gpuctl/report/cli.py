@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 
 import typer
@@ -102,7 +101,7 @@ def report(
         setting_list("exporter_jobs", exporter_job),
     )
     client = application().prometheus(prometheus)
-    exporter = dataclasses.replace(exporter, **application().dra_holders())
+    exporter = application().cluster_exporter(exporter)
     client.timeout = max(client.timeout, service.RANGE_TIMEOUT)
     _show(service.report(client, request, exporter, prices), output, html)
 

@@ -210,3 +210,56 @@ def test_lint_checks_each_vendors_quota_against_its_nodes():
     over = kueue.cluster_queue(team(gpus=6), flavors, "v1beta2")
     _, findings = lint([over], [f.object() for f in flavors], nodes)
     assert [f.flavor for f in findings if f.level == ERROR] == ["tpu-v5e-2x4", "tpu-v5e-2x4"]
+
+
+def _borrower(cq: dict, name: str) -> dict:
+    """CQ as a team with no accelerator quota of its own: every vendor's at 0 (it is
+    admitted by borrowing from its cohort, where it has one)."""
+    from gpuctl.gpus.vendors import vendor_of
+
+    out = copy.deepcopy(cq)
+    out["metadata"]["name"] = name
+    for group in out["spec"]["resourceGroups"]:
+        for flavor in group["flavors"]:
+            for r in flavor["resources"]:
+                if vendor_of(r["name"]) is not None:
+                    r["nominalQuota"] = "0"
+    return out
+
+
+VENDOR_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "aws.amazon.com/neuron", "google.com/tpu",
+                    "habana.ai/gaudi")  # fmt: skip
+
+
+@pytest.mark.parametrize("resource", VENDOR_RESOURCES)
+def test_a_zero_quota_is_covered_on_its_vendors_flavor_and_filler_on_the_others(resource):
+    """Kueue counts a resource listed at nominalQuota 0 as covered (queue_usage.fillers):
+    list and lint show it at 0 on its own vendor's flavor, and leave out the zeros one
+    resource group makes every other vendor's flavor list, by one rule."""
+    from gpuctl.quota.core.queue_usage import lint, queue_rows
+
+    nodes = cluster()
+    flavors = kueue.flavors_for(nodes, AUTO, ())
+    own = by_resource(flavors)[resource].name
+    cq = kueue.cluster_queue(team(gpus=4), flavors, "v1beta2")
+    queues = [cq, _borrower(cq, "team-b")]
+    listed = {(r.cluster_queue, r.flavor, r.nominal) for r in queue_rows(queues) if r.resource == resource}  # fmt: skip
+    assert listed == {("team-a", own, "4"), ("team-b", own, "0")}
+    objects = [f.object() for f in flavors]
+    for linted in (queues, queues[1:]):  # the borrower alone: its flavors' vendors from nodes
+        rows, _ = lint(linted, objects, nodes)
+        assert {r.flavor for r in rows if r.resource == resource} == {own}
+
+
+def test_a_zero_quota_in_use_or_limited_is_shown():
+    from gpuctl.quota.core.queue_usage import queue_rows
+
+    flavors = kueue.flavors_for(cluster(), AUTO, ())
+    cq = kueue.cluster_queue(team(gpus=4), flavors, "v1beta2")
+    (group,) = cq["spec"]["resourceGroups"]
+    h100 = next(f for f in group["flavors"] if f["name"] == "h100-80gb")
+    next(r for r in h100["resources"] if r["name"] == "amd.com/gpu")["borrowingLimit"] = "2"
+    cq["status"] = {"flavorsReservation": [{"name": "mi300x", "resources": [{"name": "google.com/tpu", "total": "1", "borrowed": "1"}]}]}  # fmt: skip
+    shown = {(r.flavor, r.resource) for r in queue_rows([cq])}
+    assert {("h100-80gb", "amd.com/gpu"), ("mi300x", "google.com/tpu")} <= shown
+    assert ("h100-80gb", "google.com/tpu") not in shown

@@ -163,3 +163,30 @@ def test_a_large_mixed_cluster_s_live_view_says_other_vendors_are_in_once(mixed,
         assert "NVIDIA GPUs only: other vendors' devices are in --once" in console.file.getvalue()
     finally:
         frames.close()
+
+
+def test_the_live_view_of_a_mixed_cluster_asks_no_figures_it_does_not_show(mixed, monkeypatch):
+    """Read whole, a mixed cluster's frame is three queries (snapshot): the live figures,
+    dcgm-exporter's alone, are asked once to choose that, not every tick beside it
+    (counted by the real Prometheus's own /metrics); grown past EVERY_DEVICE_ROWS, the
+    figures are asked again and the frames are NVIDIA's."""
+    from gpuctl.adapters.prometheus import Prometheus
+    from gpuctl.dcgm.holders import Exporter
+    from gpuctl.top.cluster import service as cluster
+
+    delay, ticks = 1.0, 3
+    frames = cluster.LiveFrames(Prometheus(mixed.url), "10m", 5.0, Exporter(), "util", delay)
+    try:
+        before = mixed.query_requests()
+        for _ in range(ticks):
+            frame, _ = frames.frame(4)
+            assert frame.summary.gpus == 11
+            time.sleep(delay * 1.2)  # a tick: the figures' refresh is due in each
+        assert mixed.query_requests() - before == 1 + 3 * ticks
+        monkeypatch.setattr(cluster, "EVERY_DEVICE_ROWS", 0)
+        frame, _ = frames.frame(4)  # read whole, which finds the cluster grown
+        assert frame.summary.gpus == 11
+        frame, _ = frames.frame(4)
+        assert [r.vendor for r in frame.rows] == ["nvidia"] and frame.others_left_out
+    finally:
+        frames.close()

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuctl.common.quantity import from_api
 from gpuctl.gpus.vendors import is_accelerator_resource, vendor_of
-from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_accelerator_node, is_gpu_node
+from gpuctl.k8s.nodes import GPU, allocatable, gpus_of, is_accelerator_node
 from gpuctl.k8s.objects import labels_of, name_of
 from gpuctl.quota.core import kueue_topology
 from gpuctl.quota.core.kueue import format_quantity
@@ -104,12 +104,11 @@ def queue_rows(cluster_queues: list[dict[str, Any]]) -> list[QueueRow]:
             pool = (cohort, *key)
             idle[pool] = idle.get(pool, Fraction(0)) + _idle_lendable(q, used)
             borrowed[pool] = borrowed.get(pool, Fraction(0)) + took
-    rows = []
+    rows, filler = [], fillers(cluster_queues)
     for cq in sorted(cluster_queues, key=_name):
         cohort, usage, status = cohort_of(cq), reserved(cq), cq.get("status") or {}
-        unused = _other_vendors_zero(cq, usage)
         for (flavor, resource), q in quotas(cq).items():
-            if (flavor, resource) in unused:
+            if (flavor, resource) in filler:
                 continue
             used, took = usage.get((flavor, resource), (Fraction(0), Fraction(0)))
             lent = Fraction(0)
@@ -220,16 +219,22 @@ def lint(
             )
             users.setdefault((flavor, resource), []).append(_name(cq))
     gpu_nodes = [n for n in nodes if is_accelerator_node(n)]
-    rows: list[CapacityRow] = []
-    for flavor, resource in sorted(nominal):
-        members = [n for n in gpu_nodes if selects(by_name[flavor], n)]
-        have = sum(
-            (from_api(allocatable(n).get(resource, 0)) or Fraction(0) for n in members),
+    capacity = {
+        (flavor, resource): sum(
+            (
+                from_api(allocatable(n).get(resource, 0)) or Fraction(0)
+                for n in gpu_nodes
+                if selects(by_name[flavor], n)
+            ),
             Fraction(0),
         )
-        want = nominal[(flavor, resource)]
-        if not want and not have and _other_vendor(resource, members):
-            continue  # another vendor's resource at 0 (one resource group covers them all)
+        for flavor, resource in nominal
+    }
+    filler = fillers(cluster_queues, capacity)
+    rows: list[CapacityRow] = []
+    for flavor, resource in sorted(set(nominal) - filler):
+        members = [n for n in gpu_nodes if selects(by_name[flavor], n)]
+        have, want = capacity[(flavor, resource)], nominal[(flavor, resource)]
         queues = users[(flavor, resource)]
         rows.append(
             CapacityRow(
@@ -326,32 +331,45 @@ def lint(
     return rows, findings
 
 
-def _other_vendors_zero(
-    cq: dict[str, Any], usage: dict[tuple[str, str], tuple[Fraction, Fraction]]
-) -> set[tuple[str, str]]:
-    """The (flavor, resource) quotas of CQ that are another vendor's accelerator at 0 on a
-    flavor with quota on one vendor's (one resource group covers every vendor's), unused."""
-    own: dict[str, set[str]] = {}
-    for (flavor, resource), q in quotas(cq).items():
-        if (vendor := vendor_of(resource)) is not None and q["nominal"]:
-            own.setdefault(flavor, set()).add(vendor.name)
-    out = set()
-    for (flavor, resource), q in quotas(cq).items():
-        vendor = vendor_of(resource)
-        if vendor is None or flavor not in own or vendor.name in own[flavor] or q["nominal"]:
-            continue
-        if any(usage.get((flavor, resource), (0, 0))) or q["borrowingLimit"] or q["lendingLimit"]:
-            continue
-        out.add((flavor, resource))
-    return out
-
-
-def _other_vendor(resource: str, members: list[dict[str, Any]]) -> bool:
-    """Whether RESOURCE is not the accelerator of the flavor's nodes MEMBERS: another
-    vendor's, or NVIDIA's on nodes without an NVIDIA GPU."""
-    if not resource.startswith("nvidia.com/"):
-        return True
-    return bool(members) and not any(is_gpu_node(n) for n in members)
+def fillers(
+    cluster_queues: list[dict[str, Any]], capacity: dict[Key, Fraction] | None = None
+) -> set[Key]:
+    """The (flavor, resource) quotas that are their resource group's filler, left out of
+    `quota list` and `quota lint`. Each flavor of a group must list every resource the group
+    covers (ResourceGroup.flavors, kubernetes-sigs/kueue apis/kueue/v1beta1/
+    clusterqueue_types.go), so one group covering every vendor's accelerator (as `quota set`
+    writes it) lists, on one vendor's flavor, the others' at nominalQuota 0. Kueue counts a
+    resource so listed as covered, with 0: a workload asking for it from that flavor is
+    admitted only by borrowing the same (flavor, resource) from its cohort (a resource no
+    group lists is "unavailable in ClusterQueue"). Filler, then: another vendor's
+    accelerator than the flavor's (the vendors some ClusterQueue gives nominal quota of on
+    it, or its nodes have; CAPACITY: (flavor, resource) → allocatable, where known), which
+    no ClusterQueue gives quota, a borrowing or lending limit, or uses: there is nothing to
+    borrow and nothing held. A flavor of no known vendor has no filler: its zeros show."""
+    vendors: dict[str, set[str]] = {}  # flavor → the vendors it offers
+    given: set[Key] = set()  # what some ClusterQueue gives, limits or uses
+    for cq in cluster_queues:
+        usage = reserved(cq)
+        for key, q in quotas(cq).items():
+            vendor = vendor_of(key[1])
+            if vendor is None:
+                continue
+            if q["nominal"]:
+                vendors.setdefault(key[0], set()).add(vendor.name)
+            if q["nominal"] or q["borrowingLimit"] or q["lendingLimit"] or any(usage.get(key, ())):
+                given.add(key)
+    for (flavor, resource), have in (capacity or {}).items():
+        if have and (vendor := vendor_of(resource)) is not None:
+            vendors.setdefault(flavor, set()).add(vendor.name)
+    return {
+        (flavor, resource)
+        for cq in cluster_queues
+        for flavor, resource in quotas(cq)
+        if (vendor := vendor_of(resource)) is not None
+        and vendors.get(flavor)
+        and vendor.name not in vendors[flavor]
+        and (flavor, resource) not in given
+    }
 
 
 def topology_findings(

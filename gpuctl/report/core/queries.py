@@ -90,7 +90,7 @@ def _held(exporter: Exporter, step: str, by: Grouping) -> str:
             for metric in busy.SIGNALS
         )
         branches.append(_named(grouped, ns_label, pod_label))
-    branches += _vendors_held(step)
+    branches += _vendors_held(step, exporter.models)
     held = " or ".join(f"({b})" for b in branches)
     share = f"({held}) / on ({_ON}) group_left () count by ({_ON}) ({held})"
     if by.kind == "namespace":
@@ -114,9 +114,10 @@ def _named(grouped: str, ns_label: str, pod_label: str) -> str:
     return f"group by ({_DEVICE}, ns, pod) ({named})"
 
 
-def _vendors_held(step: str) -> list[str]:
+def _vendors_held(step: str, models: exporters.Models) -> list[str]:
     """The same for each other vendor's exporter (gpuctl.dcgm.exporters), by the rule
-    reclaim acts by (exporters.held_branches), its series given DCGM's device labels."""
+    reclaim acts by (exporters.held_branches), its series given DCGM's device labels (the
+    model as MODELS name its node's)."""
     out = []
     for exp in exporters.PER_DEVICE:
         for matchers, (ns_label, pod_label, _container) in exporters.held_branches(exp):
@@ -126,6 +127,7 @@ def _vendors_held(step: str) -> list[str]:
                     exp,
                     f"group by ({by}) "
                     f"(count_over_time({exporters.selector(exp, metric, matchers)}[{step}]))",
+                    models,
                 )
                 for metric, _, _ in exp.busy
             )
@@ -133,16 +135,17 @@ def _vendors_held(step: str) -> list[str]:
     return out
 
 
-def _busy(step: str, labelled: bool = False) -> str:
-    """Per device (its IDENTITY, modelName, GPU_I_PROFILE), the busy signal's mean over the
-    step, 0..1 (labelled: with the `signal` label naming it)."""
+def _busy(step: str, models: exporters.Models, labelled: bool = False) -> str:
+    """Per device (its IDENTITY, modelName, GPU_I_PROFILE; another vendor's model as MODELS
+    name its node's), the busy signal's mean over the step, 0..1 (labelled: with the
+    `signal` label naming it)."""
 
     def side(metric: str, matcher: str) -> str:
         sel = ", ".join(m for m in (f'__name__="{metric}"', matcher) if m)
         return f"max by ({_DEVICE}) (avg_over_time({{{sel}}}[{step}]))"
 
     join = f" or ignoring ({busy.LABEL}) " if labelled else " or "
-    others = exporters.busy_promql(step, _DEVICE, labelled)
+    others = exporters.busy_promql(step, _DEVICE, labelled, models)
     return f"({busy.promql(side, labelled=labelled)}{join}{others}) / 100"
 
 
@@ -165,12 +168,12 @@ def queries(step: str, idle_threshold: float, exporter: Exporter, by: Grouping) 
     return Queries(
         held=f"sum by ({kinds}) ({held})",
         busy=f"sum by ({kinds}, {busy.LABEL}) (({held}) * on ({_ON}) group_left "
-        f"({busy.LABEL}) ({_busy(step, labelled=True)}))",
+        f"({busy.LABEL}) ({_busy(step, exporter.models, labelled=True)}))",
         idle_held=f"sum by ({kinds}) (({held}) * on ({_ON}) group_left () "
-        f"(({_busy(step)}) < bool {threshold}))",
-        devices=f"count by (modelName, GPU_I_PROFILE) ({_busy(step)})",
-        cluster_busy=f"sum by (modelName, GPU_I_PROFILE) ({_busy(step)})",
-        signals=f"count by ({busy.LABEL}) ({_busy(step, labelled=True)})",
+        f"(({_busy(step, exporter.models)}) < bool {threshold}))",
+        devices=f"count by (modelName, GPU_I_PROFILE) ({_busy(step, exporter.models)})",
+        cluster_busy=f"sum by (modelName, GPU_I_PROFILE) ({_busy(step, exporter.models)})",
+        signals=f"count by ({busy.LABEL}) ({_busy(step, exporter.models, labelled=True)})",
         series=f"count({{{_SIGNAL_FIELDS}}} or {exporters.busy_series()})",
     )
 
@@ -182,7 +185,9 @@ def idle_holders_query(
     the chunk (a subquery at the report's step), per team, pod and device kind."""
     held = _held(exporter, step, by)
     threshold = repr(float(idle_threshold) / 100)
-    idle = f"({held}) * on ({_ON}) group_left () (({_busy(step)}) < bool {threshold})"
+    idle = (
+        f"({held}) * on ({_ON}) group_left () (({_busy(step, exporter.models)}) < bool {threshold})"
+    )
     per_pod = f"sum by ({TEAM}, ns, pod, modelName, GPU_I_PROFILE) ({idle})"
     # the subquery's steps are the multiples of `step` in [t - range, t] (closed before
     # Prometheus 3): a second short of the span leaves out the step before the chunk

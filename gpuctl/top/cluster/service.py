@@ -17,6 +17,7 @@ from gpuctl.common.errors import BackendError
 from gpuctl.common.keys import View
 from gpuctl.dcgm import metrics
 from gpuctl.dcgm.holders import Exporter
+from gpuctl.gpus.vendors import NVIDIA
 from gpuctl.runtime.terminal import KeyReader
 from gpuctl.top.cluster.core import keys, live, usage
 from gpuctl.top.cluster.core.keys import KEYS
@@ -137,6 +138,14 @@ def rows_matching(
     return live.page_rows(found, sort, rows), len(found)
 
 
+def reads_whole(nvidia: int, others: int) -> bool:
+    """Whether a live frame reads every device whole, as --once does (snapshot): the live
+    figures are dcgm-exporter's alone, so a cluster is read whole where it has no NVIDIA
+    GPU (no dcgm-exporter series), or other vendors' devices (OTHERS) beside NVIDIA GPUs
+    (NVIDIA) that fit in EVERY_DEVICE_ROWS."""
+    return nvidia == 0 or (others > 0 and nvidia <= EVERY_DEVICE_ROWS)
+
+
 class LiveFrames:
     """Frames of the live view. The figures are refreshed by a background thread (the
     first frame waits for them); each frame fetches the rows on screen."""
@@ -157,6 +166,7 @@ class LiveFrames:
         self._figures_rows = 0  # rows the figures' page was chosen for
         self._figures_sort = sort  # ... and the sort
         self._figures_at = 0.0
+        self._whole = False  # each frame reads every device (snapshot): no figures asked
         self._error: Exception | None = None  # raised by the next frame
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -166,6 +176,10 @@ class LiveFrames:
 
     def _refresh(self) -> None:
         while not self._stop.is_set():
+            if self._whole:  # the frames read every device: figures nobody shows, unasked
+                self._wake.wait()
+                self._wake.clear()
+                continue
             start, rows, sort = time.monotonic(), self.rows, self.sort
             try:
                 found = figures(
@@ -188,6 +202,8 @@ class LiveFrames:
         """The frame for a screen of `rows` GPU rows, and the figures' age in seconds.
         Raises BackendError when Prometheus fails (the caller keeps the last frame)."""
         self.rows = rows
+        if self._whole:
+            return self._every_device(rows), 0.0
         if self._thread is None:
             self._thread = threading.Thread(target=self._refresh, daemon=True)
             self._thread.start()
@@ -198,11 +214,13 @@ class LiveFrames:
                 self._wake.set()  # a taller screen: choose its rows now
             stale = found is not None and self._figures_sort != self.sort
         if isinstance(error, NoDcgmMetrics):  # other vendors' devices only (or none at all)
+            self._whole = True
             return self._every_device(rows), 0.0
         if error is not None:
             raise error
         assert found is not None  # set before _ready, unless an error was
-        if found.others and sum(found.node_gpus.values()) <= EVERY_DEVICE_ROWS:
+        if reads_whole(sum(found.node_gpus.values()), found.others):
+            self._whole = True
             return self._every_device(rows), 0.0  # every vendor's, as --once shows them
         if stale:  # sorted otherwise since (a key): the page that sort ranks first, now
             found = figures(self.client, self.window, self.threshold, self.exporter, self.sort,
@@ -221,10 +239,18 @@ class LiveFrames:
 
     def _every_device(self, rows: int) -> usage.ClusterFrame:
         """A frame of every vendor's devices, read whole (snapshot): the live figures are
-        computed from dcgm-exporter's series alone, which this cluster has none or few of.
-        The error of a Prometheus with no device of any vendor's."""
+        computed from dcgm-exporter's series alone, which this cluster has none or few of,
+        and are not asked while the frames are read whole; a cluster grown past
+        reads_whole has them asked again for the next frame. The error of a Prometheus
+        with no device of any vendor's."""
         frame = snapshot(self.client, self.window, self.threshold, self.exporter)
         found = frame.rows
+        nvidia = sum(1 for r in found if r.vendor == NVIDIA.name)
+        if not reads_whole(nvidia, len(found) - nvidia):
+            with self._lock:
+                self._whole = False
+                self._ready.clear()
+            self._wake.set()
         if self.filter:
             found = [r for r in found if keys.row_matches(r, self.filter)]
             frame.matched = len(found)
