@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.text import printable
 from gpuctl.sched.core import wire
-from gpuctl.sched.core.extender import ClusterView, pod_of
+from gpuctl.sched.core.extender import ClusterView, pod_of, slim_node, slim_pod
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
@@ -264,8 +264,9 @@ def keep_in_sync(
 ) -> None:
     """List nodes and pods once, then follow both until `stop` is set, as client-go's
     informers do (gpuctl.k8s.informer): each watch resumes from the newest resourceVersion
-    seen; only a 410 Gone lists again. The typical shapes are made again from the pods
-    kept each time a pod watch ends. A failure is logged once (until another one) and
+    seen; only a 410 Gone lists again. The stores keep of each object only what the view
+    reads (slim_pod, slim_node). The typical shapes are made again from the pods kept each
+    time a pod watch ends. A failure is logged once (until another one) and
     retried every RETRY_S; the last view is served meanwhile."""
     retry = _Retry(extender.log, stop)
     kube = retry.until_done(connect)
@@ -286,9 +287,11 @@ def keep_in_sync(
         nodes, pods = (
             kube.informer(
                 kind, timeout_seconds=quiet_s, on_change=apply, on_replace=replace,
-                guard=extender.lock,
+                guard=extender.lock, transform=slim,
             )
-            for kind, apply in (("Node", view.node_event), ("Pod", view.pod_event))
+            for kind, apply, slim in (
+                ("Node", view.node_event, slim_node), ("Pod", view.pod_event, slim_pod)
+            )
         )  # fmt: skip
         if retry.until_done(lambda: _sync(extender, nodes, pods)) is None:
             return

@@ -30,7 +30,7 @@ cluster, counted again at every full resync.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +89,48 @@ def pod_of(obj: dict[str, Any], label_key: str) -> GpuPod:
         (str(selected),) if selected is not None else (),
         str(spec.get("nodeName") or ""),
     )
+
+
+# What the view reads of a pod and a node (pod_of, _alive, replace's order, _set_node), and
+# what names and follows the object (its key, version, owner): the watches' stores keep
+# only this (slim_pod, slim_node), a tenth or less of the object the API server sends.
+OBJECT_META = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
+POD_META = (*OBJECT_META, "creationTimestamp")
+POD_SPEC = ("nodeName", "nodeSelector")
+CONTAINER_LISTS = ("containers", "initContainers")
+POD_STATUS = ("phase",)
+NODE_STATUS = ("allocatable",)
+
+
+def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the view reads of pod OBJ (a new object; OBJ is left as it is)."""
+    spec = obj.get("spec") or {}
+    kept = _fields(spec, POD_SPEC)
+    for field in CONTAINER_LISTS:
+        if spec.get(field):
+            kept[field] = [_container(c) for c in spec[field]]
+    return {
+        "metadata": _fields(meta(obj), POD_META),
+        "spec": kept,
+        "status": _fields(obj.get("status") or {}, POD_STATUS),
+    }
+
+
+def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the view reads of node OBJ (a new object; OBJ is left as it is)."""
+    return {
+        "metadata": _fields(meta(obj), OBJECT_META),
+        "status": _fields(obj.get("status") or {}, NODE_STATUS),
+    }
+
+
+def _container(c: dict[str, Any]) -> dict[str, Any]:
+    resources = c.get("resources") or {}
+    return {"name": c.get("name"), "resources": _fields(resources, ("requests", "limits"))}
+
+
+def _fields(obj: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: obj[name] for name in names if name in obj}
 
 
 def _cpu_milli(spec: dict[str, Any]) -> int:
