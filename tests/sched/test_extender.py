@@ -186,6 +186,50 @@ def test_the_pod_store_keeps_a_seventh_of_a_real_pod():
     assert whole > 4000 * 3 and slim * 7 < whole, (whole, slim)
 
 
+def test_a_rebuild_holds_no_request_and_loses_no_event():
+    """The view made again (each time a pod watch ends) is built outside the lock; what
+    the watches tell meanwhile is served at once and kept in the new view."""
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(print))
+    nodes = [node("a", 2), node("b", 2)]
+    two = request(pod("new", 2), ["a", "b"])
+    with ext.lock:
+        ext.replace(nodes, [pod("x", 2, node_name="a")])
+    served = []
+
+    def pods_read_while_built():
+        yield pod("x", 2, node_name="a")
+        assert ext.lock.acquire(blocking=False)  # a request now is not held
+        try:
+            served.append(ext.view.filter(two)["NodeNames"])
+            ext.pod_event("DELETED", pod("x", 2, node_name="a"))
+            ext.pod_event("ADDED", pod("y", 2, node_name="b"))
+            served.append(ext.view.filter(two)["NodeNames"])
+        finally:
+            ext.lock.release()
+
+    before = ext.view
+    ext.rebuild(lambda: nodes, pods_read_while_built)
+    assert served == [["b"], ["a"]]
+    assert ext.view is not before and sorted(ext.view.pods) == ["ml/y"]
+    assert ext.view.filter(two)["NodeNames"] == ["a"]
+
+
+def test_a_list_during_a_rebuild_wins():
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(print))
+    nodes = [node("a", 2)]
+    with ext.lock:
+        ext.replace(nodes, [])
+
+    def pods_read_while_built():
+        yield pod("old", 2, node_name="a")
+        with ext.lock:  # a 410 Gone: the pods listed again
+            ext.replace(nodes, [pod("listed", 1, node_name="a")])
+
+    before = ext.view
+    ext.rebuild(lambda: nodes, pods_read_while_built)
+    assert ext.view is before and sorted(ext.view.pods) == ["ml/listed"]
+
+
 @pytest.mark.integration
 def test_watches_keep_the_view_in_sync(kube, kube_api):
     from gpuctl.adapters.kube import Kube
