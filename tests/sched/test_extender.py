@@ -186,6 +186,30 @@ def test_the_pod_store_keeps_a_seventh_of_a_real_pod():
     assert whole > 4000 * 3 and slim * 7 < whole, (whole, slim)
 
 
+def test_the_view_made_at_once_is_the_view_kept_pod_by_pod():
+    nodes = [node("a", 4), node("b", 8, model="H100"), node("c", 1, cpu="8")]
+    bound = [
+        pod(f"p{i}", gpus, cores, node_name=n, created=f"{i:02}")
+        for i, (gpus, cores, n) in enumerate(
+            [(1, 30, "a"), (2, None, "a"), (1, 50, "a"), (1, 80, "a"), (4, None, "b"),
+             (0, None, "c"), (1, 20, "b"), (1, None, "c"), (3, None, "b")]
+        )
+    ]  # fmt: skip
+    at_once, by_pod = ClusterView(LABEL), ClusterView(LABEL)
+    at_once.replace(nodes, bound)
+    by_pod.replace(nodes, [{**p, "spec": {**p["spec"], "nodeName": None}} for p in bound])
+    assert by_pod.shapes == at_once.shapes and not by_pod.pods
+    _ = by_pod.placement
+    for p in bound:
+        by_pod.pod_event("ADDED", p)
+    one, other = at_once.placement, by_pod.placement
+    assert at_once.gpu_of == by_pod.gpu_of and len(at_once.gpu_of) == len(bound)
+    for field in ("gpu_free", "cpu_free", "counted", "free_there", "before"):
+        assert np.array_equal(getattr(one, field), getattr(other, field)), field
+    # a: 30 % on GPU 0, two whole GPUs, 50 % where it fits with the least free (GPU 0), 80 %
+    assert one.gpu_free.tolist()[0][:4] == [200, 0, 0, 200]
+
+
 def test_a_rebuild_holds_no_request_and_loses_no_event():
     """The view made again (each time a pod watch ends) is built outside the lock; what
     the watches tell meanwhile is served at once and kept in the new view."""

@@ -238,11 +238,13 @@ class ClusterView:
         cpu_free = np.array([self.nodes[n].cpu_milli for n in names], dtype=np.int64)
         for i, n in enumerate(names):
             gpu_free[i, : self.nodes[n].gpus] = MILLI
+        self.gpu_of = {}
+        for pod in self.pods.values():  # taken from the arrays, measured once after
+            if (i := self._index.get(pod.node, -1)) >= 0:
+                self.gpu_of[pod.key] = _take(pod, gpu_free[i])
+                cpu_free[i] -= pod.cpu_milli
         models = [self.nodes[n].model for n in names]
         self._placement = Placement(self.shapes, names, models, gpu_free, cpu_free)
-        pods, self.pods, self.gpu_of = self.pods, {}, {}
-        for pod in pods.values():
-            self._bind(pod)
 
     def _bind(self, pod: GpuPod) -> None:
         self.pods[pod.key] = pod
@@ -250,16 +252,7 @@ class ClusterView:
             return  # counted when the placement is rebuilt (or the node arrives)
         i, p = self._index[pod.node], self._placement
         row = p.gpu_free[i].copy()
-        taken: list[int] = []
-        if 0 < pod.gpu_milli < MILLI:
-            gpu = int(device_plugin_gpus(row[None, :], pod.gpu_milli)[0])
-            if row[gpu] >= pod.gpu_milli:
-                taken = [gpu]
-                row[gpu] -= pod.gpu_milli
-        elif pod.gpus:
-            taken = [int(g) for g in (row == MILLI).nonzero()[0][: pod.gpus]]
-            row[taken] = 0
-        self.gpu_of[pod.key] = taken
+        self.gpu_of[pod.key] = _take(pod, row)
         p.update(i, row, int(p.cpu_free[i]) - pod.cpu_milli)
 
     def _unbind(self, pod: GpuPod) -> None:
@@ -339,6 +332,21 @@ class ClusterView:
             scores = dict(zip(fit[best].tolist(), ranked[best].tolist()))
         index = self._indexes(request.names).tolist()
         return wire.host_priorities(request.names, (scores.get(i, 0) for i in index))
+
+
+def _take(pod: GpuPod, row: Ints) -> list[int]:
+    """The GPUs of a node's ROW (free share of each) that POD takes, taken from ROW: a
+    share where the device plugin puts it, whole GPUs the first ones free."""
+    taken: list[int] = []
+    if 0 < pod.gpu_milli < MILLI:
+        gpu = int(device_plugin_gpus(row[None, :], pod.gpu_milli)[0])
+        if row[gpu] >= pod.gpu_milli:
+            taken = [gpu]
+            row[gpu] -= pod.gpu_milli
+    elif pod.gpus:
+        taken = [int(g) for g in (row == MILLI).nonzero()[0][: pod.gpus]]
+        row[taken] = 0
+    return taken
 
 
 def _alive(obj: dict[str, Any]) -> bool:
