@@ -355,7 +355,7 @@ class Kube:
         """KIND's objects (in NAMESPACE, or all; only NAME if given) kept by list and
         watch as client-go's informers keep them (gpuctl.k8s.informer), each watch ending
         after TIMEOUT_SECONDS (or what it returns when each watch starts: a wait's time
-        left); CALLBACKS are its on_change, on_replace and guard."""
+        left); CALLBACKS are its on_change, on_replace, guard and transform."""
         from gpuctl.k8s.informer import Informer
 
         fields = f"metadata.name={name}" if name else None

@@ -7,7 +7,11 @@ drops what was deleted meanwhile.
 
 Pure: the list and the watch are functions given (gpuctl.adapters.kube.Kube's
 `list_with_version` and `watch`); a caller that shares the store with other threads gives
-a lock as `guard`, held while the store and its `on_change` change.
+a lock as `guard`, held while the store and its `on_change` change. A `transform` is
+client-go's SharedIndexInformer.SetTransform (tools/cache/shared_informer.go): each listed or
+watched object passes through it before the store and the callbacks see it, to drop what
+the caller never reads (a pod's managedFields, env, volumes, status) and so save memory; it
+returns a new object, never changing the one it is given.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ Lister = Callable[[], tuple[list[dict[str, Any]], str]]  # (the objects, the lis
 Watcher = Callable[[str], Iterable[dict[str, Any]]]  # events ({type, object}) after VERSION
 OnChange = Callable[[str, dict[str, Any]], None]  # (ADDED/MODIFIED/DELETED, the object)
 OnReplace = Callable[[list[dict[str, Any]]], None]  # all the objects, after a list
+Transform = Callable[[dict[str, Any]], dict[str, Any]]  # what is kept of an object
 
 
 def key_of(obj: dict[str, Any]) -> str:
@@ -54,10 +59,12 @@ class Informer:
         on_change: OnChange | None = None,
         on_replace: OnReplace | None = None,
         guard: contextlib.AbstractContextManager[Any] | None = None,
+        transform: Transform | None = None,
     ):
         self._list, self._watch = lister, watcher
         self._on_change, self._on_replace = on_change, on_replace
         self._guard = guard if guard is not None else contextlib.nullcontext()
+        self._transform = transform if transform is not None else _whole
         self.store: dict[str, dict[str, Any]] = {}
         self.version = ""
         self.lists = 0
@@ -69,8 +76,9 @@ class Informer:
         """List, and replace the store with what the list holds."""
         items, version = self._list()
         self.lists += 1
+        kept = [self._transform(obj) for obj in items]
         with self._guard:
-            self.store = {key_of(obj): obj for obj in items}
+            self.store = {key_of(obj): obj for obj in kept}
             self.version = version
             if self._on_replace is not None:
                 self._on_replace(self.objects())
@@ -94,8 +102,10 @@ class Informer:
     def apply(self, event: dict[str, Any]) -> None:
         """One watch event into the store; a BOOKMARK only moves the resourceVersion on."""
         kind, obj = event.get("type"), event.get("object") or {}
+        version = version_of(obj)
+        if kind in CHANGES:
+            obj = self._transform(obj)
         with self._guard:
-            version = version_of(obj)
             if version:
                 self.version = version
             if kind not in CHANGES:
@@ -106,3 +116,7 @@ class Informer:
                 self.store[key_of(obj)] = obj
             if self._on_change is not None:
                 self._on_change(str(kind), obj)
+
+
+def _whole(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj

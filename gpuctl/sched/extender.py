@@ -27,7 +27,7 @@ import socket
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gpuctl.common.errors import GpuctlError, UsageError
 from gpuctl.common.text import printable
 from gpuctl.sched.core import wire
-from gpuctl.sched.core.extender import ClusterView, pod_of
+from gpuctl.sched.core.extender import ClusterView, pod_of, slim_node, slim_pod
 
 if TYPE_CHECKING:
     from gpuctl.adapters.kube import Kube
@@ -78,6 +78,59 @@ class Extender:
         self.log = log
         self.lock = threading.Lock()
         self.ready = threading.Event()
+        self._since: list[tuple[bool, str, dict[str, Any]]] | None = None  # see rebuild
+
+    # --- what the watches tell (each under self.lock) ---------------------------------------
+
+    def node_event(self, kind: str, obj: dict[str, Any]) -> None:
+        self.view.node_event(kind, obj)
+        if self._since is not None:
+            self._since.append((True, kind, obj))
+
+    def pod_event(self, kind: str, obj: dict[str, Any]) -> None:
+        self.view.pod_event(kind, obj)
+        if self._since is not None:
+            self._since.append((False, kind, obj))
+
+    def replace(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        """The view made again from these lists, in place (after a list: the served view
+        must not miss what the list dropped); a rebuild under way is dropped."""
+        self._since = None
+        self.view.replace(nodes, pods)
+        _ = self.view.placement  # built now, not in the next request
+        self.log.debug(self.synced())
+
+    def rebuild(
+        self, nodes: Callable[[], Iterable[Any]], pods: Callable[[], Iterable[Any]]
+    ) -> None:
+        """The view made again from the objects NODES and PODS give (read under the lock),
+        built outside the lock so that requests are not held behind it (seconds at 100,000
+        pods); the events that arrive meanwhile go to the served view and are replayed onto
+        the new one, which is then swapped in. A list meanwhile (`replace`) wins."""
+        with self.lock:
+            node_objects, pod_objects = nodes(), pods()
+            self._since = []
+        view = ClusterView(self.view.label_key)
+        try:
+            view.replace(node_objects, pod_objects)
+            _ = view.placement
+        except BaseException:
+            with self.lock:
+                self._since = None
+            raise
+        with self.lock:
+            since, self._since = self._since, None
+            if since is None:
+                return
+            for is_node, kind, obj in since:
+                (view.node_event if is_node else view.pod_event)(kind, obj)
+            _ = view.placement  # made again if a node changed meanwhile
+            self.view = view
+            self.log.debug(self.synced())
+
+    def synced(self) -> str:
+        view = self.view
+        return f"cluster view synced: {len(view.nodes)} nodes, {len(view.pods)} bound pods"
 
     def answer(self, verb: str, request: wire.Request) -> tuple[int, Any]:
         """The HTTP status and body that answer VERB for REQUEST."""
@@ -264,38 +317,34 @@ def keep_in_sync(
 ) -> None:
     """List nodes and pods once, then follow both until `stop` is set, as client-go's
     informers do (gpuctl.k8s.informer): each watch resumes from the newest resourceVersion
-    seen; only a 410 Gone lists again. The typical shapes are made again from the pods
-    kept each time a pod watch ends. A failure is logged once (until another one) and
+    seen; only a 410 Gone lists again. The stores keep of each object only what the view
+    reads (slim_pod, slim_node). The typical shapes are made again from the pods kept each
+    time a pod watch ends, outside the lock (Extender.rebuild). A failure is logged once (until another one) and
     retried every RETRY_S; the last view is served meanwhile."""
     retry = _Retry(extender.log, stop)
     kube = retry.until_done(connect)
     if kube is None:
         return
     with kube:
-        view = extender.view
 
         def replace(_: object) -> None:  # under extender.lock, by either informer
-            if not pods.lists:  # the nodes' first list: the view waits for the pods'
-                return
-            view.replace(nodes.objects(), pods.objects())
-            _ = view.placement  # built now, not in the next request
-            extender.log.debug(
-                f"cluster view synced: {len(view.nodes)} nodes, {len(view.pods)} bound pods"
-            )
+            if pods.lists:  # not at the nodes' first list: the view waits for the pods'
+                extender.replace(nodes.objects(), pods.objects())
 
         nodes, pods = (
             kube.informer(
                 kind, timeout_seconds=quiet_s, on_change=apply, on_replace=replace,
-                guard=extender.lock,
+                guard=extender.lock, transform=slim,
             )
-            for kind, apply in (("Node", view.node_event), ("Pod", view.pod_event))
+            for kind, apply, slim in (
+                ("Node", extender.node_event, slim_node), ("Pod", extender.pod_event, slim_pod)
+            )
         )  # fmt: skip
         if retry.until_done(lambda: _sync(extender, nodes, pods)) is None:
             return
 
         def refresh() -> None:  # the typical shapes again, from the pods kept: no list
-            with extender.lock:
-                replace(None)
+            extender.rebuild(nodes.objects, pods.objects)
 
         pod_watch = threading.Thread(target=_follow, args=(pods, retry, stop, refresh), daemon=True)
         pod_watch.start()
@@ -306,8 +355,7 @@ def keep_in_sync(
 def _sync(extender: Extender, nodes: Informer, pods: Informer) -> bool:
     nodes.relist()
     pods.relist()
-    view = extender.view
-    extender.log.info(f"cluster view synced: {len(view.nodes)} nodes, {len(view.pods)} bound pods")
+    extender.log.info(extender.synced())
     extender.ready.set()
     return True
 

@@ -79,3 +79,38 @@ def test_another_failure_is_the_callers_and_the_next_watch_resumes_without_a_lis
 def test_a_cluster_scoped_object_is_keyed_by_its_name():
     assert key_of(obj("gpu-1", "1", namespace=None)) == "gpu-1"
     assert key_of(obj("p", "1")) == "ml/p"
+
+
+def test_a_transform_shapes_what_the_store_and_the_callbacks_get():
+    server = Server(
+        [([obj("a", "5", data=1, spare="x" * 100)], "7")],
+        [
+            [
+                {"type": "ADDED", "object": obj("b", "8", data=2, spare="y")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
+                {"type": "DELETED", "object": obj("a", "13", data=1, spare="x")},
+            ]
+        ],
+    )
+    seen, replaced = [], []
+
+    def transform(o):
+        return {"metadata": o["metadata"], "data": o["data"]}
+
+    informer = Informer(
+        server.list,
+        server.watch,
+        lambda t, o: seen.append((t, o)),
+        lambda objects: replaced.extend(objects),
+        transform=transform,
+    )
+    informer.relist()
+    assert replaced == [{"metadata": {"name": "a", "namespace": "ml", "resourceVersion": "5"},
+                         "data": 1}]  # fmt: skip
+    informer.follow()
+    assert informer.version == "13" and list(informer.store) == ["ml/b"]
+    assert informer.store["ml/b"] == {"metadata": obj("b", "8")["metadata"], "data": 2}
+    assert [(t, sorted(o)) for t, o in seen] == [
+        ("ADDED", ["data", "metadata"]),
+        ("DELETED", ["data", "metadata"]),
+    ]

@@ -266,3 +266,121 @@ def priorities_read(status: int, body: bytes, sent: list[str]) -> dict[str, int]
         assert entry["Host"] in sent, entry
         scores[entry["Host"]] = entry["Score"]
     return scores
+
+
+def running_pod(
+    name: str, gpus: int, node: str, cores: int | None = None, model: str | None = None
+) -> Struct:
+    """gpu_pod NAME bound to NODE and running, as the API server sends it to a watch: the
+    service account token's projected volume and its mount (the ServiceAccount admission
+    plugin's), the environment, the managedFields of the Job controller, the scheduler's
+    binding and the kubelet's status (ObjectMeta.ManagedFields, one entry per manager and
+    subresource), and the kubelet's status with conditions and container statuses."""
+    pod = gpu_pod(name, gpus, cores, model)
+    pod["metadata"]["managedFields"] = [
+        Struct(
+            manager="kube-controller-manager",
+            operation="Update",
+            apiVersion="v1",
+            time="2026-07-20T09:41:09Z",
+            fieldsType="FieldsV1",
+            fieldsV1={
+                "f:metadata": {
+                    "f:generateName": {},
+                    "f:labels": {".": {}, "f:batch.kubernetes.io/job-name": {}},
+                    "f:ownerReferences": {".": {}, f'k:{{"uid":"{_uid("train")}"}}': {}},
+                },
+                "f:spec": {
+                    'f:containers': {'k:{"name":"train"}': {
+                        ".": {}, "f:command": {}, "f:env": {}, "f:image": {},
+                        "f:imagePullPolicy": {}, "f:name": {},
+                        "f:resources": {".": {}, "f:limits": {}, "f:requests": {}},
+                        "f:volumeMounts": {},
+                    }},
+                    "f:restartPolicy": {}, "f:schedulerName": {}, "f:volumes": {},
+                },
+            },
+        ),
+        Struct(
+            manager="kubelet",
+            operation="Update",
+            apiVersion="v1",
+            time="2026-07-20T09:41:31Z",
+            fieldsType="FieldsV1",
+            fieldsV1={
+                "f:status": {
+                    "f:conditions": {f'k:{{"type":"{t}"}}': {
+                        ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {},
+                        "f:status": {}, "f:type": {},
+                    } for t in ("ContainersReady", "Initialized", "PodReadyToStartContainers",
+                                "Ready")},
+                    "f:containerStatuses": {}, "f:hostIP": {}, "f:hostIPs": {},
+                    "f:phase": {}, "f:podIP": {}, "f:podIPs": {}, "f:startTime": {},
+                }
+            },
+            subresource="status",
+        ),
+    ]  # fmt: skip
+    spec = pod["spec"]
+    spec["volumes"].append(
+        Struct(
+            name="kube-api-access-7x2kq",
+            projected=Struct(
+                sources=[
+                    {"serviceAccountToken": Struct(expirationSeconds=3607, path="token")},
+                    {"configMap": Struct(name="kube-root-ca.crt", items=[
+                        Struct(key="ca.crt", path="ca.crt")])},
+                    {"downwardAPI": Struct(items=[Struct(path="namespace", fieldRef=Struct(
+                        apiVersion="v1", fieldPath="metadata.namespace"))])},
+                ],
+                defaultMode=420,
+            ),
+        )
+    )  # fmt: skip
+    container = spec["containers"][0]
+    container["env"] = [
+        Struct(name="NCCL_DEBUG", value="WARN"),
+        Struct(name="PYTORCH_CUDA_ALLOC_CONF", value="expandable_segments:True"),
+        Struct(name="POD_NAME", valueFrom=Struct(fieldRef=Struct(
+            apiVersion="v1", fieldPath="metadata.name"))),
+    ]  # fmt: skip
+    container["volumeMounts"] = [
+        Struct(name="dshm", mountPath="/dev/shm"),
+        Struct(
+            name="kube-api-access-7x2kq",
+            readOnly=True,
+            mountPath="/var/run/secrets/kubernetes.io/serviceaccount",
+        ),
+    ]
+    spec["nodeName"] = node
+    started = "2026-07-20T09:41:12Z"
+    pod["status"] = Struct(
+        phase="Running",
+        conditions=[
+            Struct(type=t, status="True", lastProbeTime=None, lastTransitionTime=started)
+            for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                      "PodScheduled")
+        ],
+        hostIP="10.0.3.17",
+        hostIPs=[Struct(ip="10.0.3.17")],
+        podIP="10.244.3.41",
+        podIPs=[Struct(ip="10.244.3.41")],
+        startTime=started,
+        containerStatuses=[
+            Struct(
+                name="train",
+                state=Struct(running=Struct(startedAt="2026-07-20T09:41:30Z")),
+                lastState=Struct(),
+                ready=True,
+                restartCount=0,
+                image="nvcr.io/nvidia/pytorch:24.05-py3",
+                imageID="nvcr.io/nvidia/pytorch@sha256:"
+                "7ae1b8fe2d9d2ac26c5b5e4fc5e81e11dc6b9b9b6e8bd4e0b1f5d0b8a4c1e3f2",
+                containerID="containerd://"
+                "4f1c2d9e8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e",
+                started=True,
+            )
+        ],
+        qosClass="Guaranteed",
+    )  # fmt: skip
+    return pod

@@ -11,7 +11,7 @@ import pytest
 from gpuctl.gpus.fragmentation import typical_shapes
 from gpuctl.sched import extender as server_module
 from gpuctl.sched.core import wire
-from gpuctl.sched.core.extender import ClusterView, pod_of
+from gpuctl.sched.core.extender import ClusterView, pod_of, slim_node, slim_pod
 from gpuctl.whatif.core import replay as rp
 from gpuctl.whatif.core.trace import Node, Pod
 
@@ -128,6 +128,130 @@ def test_the_extender_chooses_what_the_replay_of_it_chooses():
         obj["metadata"]["creationTimestamp"] = f"{len(placed):04}"
         placed.append(obj)
     assert len(placed) > 20
+
+
+def test_a_slim_pod_and_node_answer_as_the_whole_ones():
+    """What the watches' stores keep (slim_pod, slim_node) gives the answers the objects
+    the API server sends give, on real-shaped nodes and running pods."""
+    from tests.sched.kube_scheduler_wire import api_node, go_json, gpu_pod, running_pod
+
+    def sent(obj):  # as it comes off the wire
+        return json.loads(go_json(obj))
+
+    nodes = [sent(api_node(stem, name)) for stem, name in (
+        ("gfd-h100", "h100-a"), ("gfd-h100", "h100-b"), ("gfd-a100-80gb", "a100"),
+        ("gfd-t4", "t4"),
+    )]  # fmt: skip
+    pods = [sent(running_pod("held-0", 7, "h100-a")), sent(running_pod("share-0", 1, "a100", 60))]
+    pods[1]["spec"]["initContainers"] = [{"name": "fetch", "resources": {"limits": {"cpu": "8"}}}]
+    done = sent(running_pod("done-0", 8, "h100-b"))
+    done["status"]["phase"] = "Succeeded"
+    late = sent(running_pod("late-0", 1, "h100-b", model="NVIDIA-H100-80GB-HBM3"))
+    whole, slim = ClusterView(LABEL), ClusterView(LABEL)
+    whole.replace(nodes, [*pods, done])
+    slim.replace([slim_node(n) for n in nodes], [slim_pod(p) for p in (*pods, done)])
+    names = [n["metadata"]["name"] for n in nodes]
+    asks = [gpu_pod("one-0", 1), gpu_pod("two-0", 2), gpu_pod("half-0", 1, 50),
+            gpu_pod("eight-0", 8), gpu_pod("t4-0", 1, model="Tesla-T4")]  # fmt: skip
+    answers = []
+    for step in ("synced", "after events"):
+        for ask in asks:
+            args = request(sent(ask), names)
+            answer = whole.filter(args), whole.prioritize(args)
+            assert (slim.filter(args), slim.prioritize(args)) == answer, (step, ask)
+            answers.append(answer)
+        for kind, obj in (("ADDED", late), ("DELETED", pods[0])):
+            whole.pod_event(kind, obj)
+            slim.pod_event(kind, slim_pod(obj))
+    passed = [sorted(f["NodeNames"]) for f, _ in answers]
+    assert passed[0] == sorted(names) and passed[3] == ["h100-b"] and passed[4] == ["t4"]
+    assert passed[5 + 3] == ["h100-a"]  # the 7 GPUs held are free again, h100-b has one taken
+    assert len({tuple(s["Score"] for s in p) for _, p in answers}) > 2
+
+
+def test_the_pod_store_keeps_a_seventh_of_a_real_pod():
+    import msgspec
+
+    from gpuctl.k8s.informer import Informer
+    from tests.sched.kube_scheduler_wire import go_json, running_pod
+
+    listed = [json.loads(go_json(running_pod(f"train-{i}", 1, "h100-a"))) for i in range(3)]
+
+    def store_bytes(transform):
+        informer = Informer(lambda: (listed, "7"), lambda version: iter(()), transform=transform)
+        informer.relist()
+        return len(msgspec.json.encode(informer.store))
+
+    whole, slim = store_bytes(None), store_bytes(slim_pod)
+    assert whole > 4000 * 3 and slim * 7 < whole, (whole, slim)
+
+
+def test_the_view_made_at_once_is_the_view_kept_pod_by_pod():
+    nodes = [node("a", 4), node("b", 8, model="H100"), node("c", 1, cpu="8")]
+    bound = [
+        pod(f"p{i}", gpus, cores, node_name=n, created=f"{i:02}")
+        for i, (gpus, cores, n) in enumerate(
+            [(1, 30, "a"), (2, None, "a"), (1, 50, "a"), (1, 80, "a"), (4, None, "b"),
+             (0, None, "c"), (1, 20, "b"), (1, None, "c"), (3, None, "b")]
+        )
+    ]  # fmt: skip
+    at_once, by_pod = ClusterView(LABEL), ClusterView(LABEL)
+    at_once.replace(nodes, bound)
+    by_pod.replace(nodes, [{**p, "spec": {**p["spec"], "nodeName": None}} for p in bound])
+    assert by_pod.shapes == at_once.shapes and not by_pod.pods
+    _ = by_pod.placement
+    for p in bound:
+        by_pod.pod_event("ADDED", p)
+    one, other = at_once.placement, by_pod.placement
+    assert at_once.gpu_of == by_pod.gpu_of and len(at_once.gpu_of) == len(bound)
+    for field in ("gpu_free", "cpu_free", "counted", "free_there", "before"):
+        assert np.array_equal(getattr(one, field), getattr(other, field)), field
+    # a: 30 % on GPU 0, two whole GPUs, 50 % where it fits with the least free (GPU 0), 80 %
+    assert one.gpu_free.tolist()[0][:4] == [200, 0, 0, 200]
+
+
+def test_a_rebuild_holds_no_request_and_loses_no_event():
+    """The view made again (each time a pod watch ends) is built outside the lock; what
+    the watches tell meanwhile is served at once and kept in the new view."""
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(print))
+    nodes = [node("a", 2), node("b", 2)]
+    two = request(pod("new", 2), ["a", "b"])
+    with ext.lock:
+        ext.replace(nodes, [pod("x", 2, node_name="a")])
+    served = []
+
+    def pods_read_while_built():
+        yield pod("x", 2, node_name="a")
+        assert ext.lock.acquire(blocking=False)  # a request now is not held
+        try:
+            served.append(ext.view.filter(two)["NodeNames"])
+            ext.pod_event("DELETED", pod("x", 2, node_name="a"))
+            ext.pod_event("ADDED", pod("y", 2, node_name="b"))
+            served.append(ext.view.filter(two)["NodeNames"])
+        finally:
+            ext.lock.release()
+
+    before = ext.view
+    ext.rebuild(lambda: nodes, pods_read_while_built)
+    assert served == [["b"], ["a"]]
+    assert ext.view is not before and sorted(ext.view.pods) == ["ml/y"]
+    assert ext.view.filter(two)["NodeNames"] == ["a"]
+
+
+def test_a_list_during_a_rebuild_wins():
+    ext = server_module.Extender(ClusterView(LABEL), server_module.Log(print))
+    nodes = [node("a", 2)]
+    with ext.lock:
+        ext.replace(nodes, [])
+
+    def pods_read_while_built():
+        yield pod("old", 2, node_name="a")
+        with ext.lock:  # a 410 Gone: the pods listed again
+            ext.replace(nodes, [pod("listed", 1, node_name="a")])
+
+    before = ext.view
+    ext.rebuild(lambda: nodes, pods_read_while_built)
+    assert ext.view is before and sorted(ext.view.pods) == ["ml/listed"]
 
 
 @pytest.mark.integration

@@ -30,7 +30,7 @@ cluster, counted again at every full resync.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +89,48 @@ def pod_of(obj: dict[str, Any], label_key: str) -> GpuPod:
         (str(selected),) if selected is not None else (),
         str(spec.get("nodeName") or ""),
     )
+
+
+# What the view reads of a pod and a node (pod_of, _alive, replace's order, _set_node), and
+# what names and follows the object (its key, version, owner): the watches' stores keep
+# only this (slim_pod, slim_node), a tenth or less of the object the API server sends.
+OBJECT_META = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
+POD_META = (*OBJECT_META, "creationTimestamp")
+POD_SPEC = ("nodeName", "nodeSelector")
+CONTAINER_LISTS = ("containers", "initContainers")
+POD_STATUS = ("phase",)
+NODE_STATUS = ("allocatable",)
+
+
+def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the view reads of pod OBJ (a new object; OBJ is left as it is)."""
+    spec = obj.get("spec") or {}
+    kept = _fields(spec, POD_SPEC)
+    for field in CONTAINER_LISTS:
+        if spec.get(field):
+            kept[field] = [_container(c) for c in spec[field]]
+    return {
+        "metadata": _fields(meta(obj), POD_META),
+        "spec": kept,
+        "status": _fields(obj.get("status") or {}, POD_STATUS),
+    }
+
+
+def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the view reads of node OBJ (a new object; OBJ is left as it is)."""
+    return {
+        "metadata": _fields(meta(obj), OBJECT_META),
+        "status": _fields(obj.get("status") or {}, NODE_STATUS),
+    }
+
+
+def _container(c: dict[str, Any]) -> dict[str, Any]:
+    resources = c.get("resources") or {}
+    return {"name": c.get("name"), "resources": _fields(resources, ("requests", "limits"))}
+
+
+def _fields(obj: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: obj[name] for name in names if name in obj}
 
 
 def _cpu_milli(spec: dict[str, Any]) -> int:
@@ -196,11 +238,13 @@ class ClusterView:
         cpu_free = np.array([self.nodes[n].cpu_milli for n in names], dtype=np.int64)
         for i, n in enumerate(names):
             gpu_free[i, : self.nodes[n].gpus] = MILLI
+        self.gpu_of = {}
+        for pod in self.pods.values():  # taken from the arrays, measured once after
+            if (i := self._index.get(pod.node, -1)) >= 0:
+                self.gpu_of[pod.key] = _take(pod, gpu_free[i])
+                cpu_free[i] -= pod.cpu_milli
         models = [self.nodes[n].model for n in names]
         self._placement = Placement(self.shapes, names, models, gpu_free, cpu_free)
-        pods, self.pods, self.gpu_of = self.pods, {}, {}
-        for pod in pods.values():
-            self._bind(pod)
 
     def _bind(self, pod: GpuPod) -> None:
         self.pods[pod.key] = pod
@@ -208,16 +252,7 @@ class ClusterView:
             return  # counted when the placement is rebuilt (or the node arrives)
         i, p = self._index[pod.node], self._placement
         row = p.gpu_free[i].copy()
-        taken: list[int] = []
-        if 0 < pod.gpu_milli < MILLI:
-            gpu = int(device_plugin_gpus(row[None, :], pod.gpu_milli)[0])
-            if row[gpu] >= pod.gpu_milli:
-                taken = [gpu]
-                row[gpu] -= pod.gpu_milli
-        elif pod.gpus:
-            taken = [int(g) for g in (row == MILLI).nonzero()[0][: pod.gpus]]
-            row[taken] = 0
-        self.gpu_of[pod.key] = taken
+        self.gpu_of[pod.key] = _take(pod, row)
         p.update(i, row, int(p.cpu_free[i]) - pod.cpu_milli)
 
     def _unbind(self, pod: GpuPod) -> None:
@@ -297,6 +332,21 @@ class ClusterView:
             scores = dict(zip(fit[best].tolist(), ranked[best].tolist()))
         index = self._indexes(request.names).tolist()
         return wire.host_priorities(request.names, (scores.get(i, 0) for i in index))
+
+
+def _take(pod: GpuPod, row: Ints) -> list[int]:
+    """The GPUs of a node's ROW (free share of each) that POD takes, taken from ROW: a
+    share where the device plugin puts it, whole GPUs the first ones free."""
+    taken: list[int] = []
+    if 0 < pod.gpu_milli < MILLI:
+        gpu = int(device_plugin_gpus(row[None, :], pod.gpu_milli)[0])
+        if row[gpu] >= pod.gpu_milli:
+            taken = [gpu]
+            row[gpu] -= pod.gpu_milli
+    elif pod.gpus:
+        taken = [int(g) for g in (row == MILLI).nonzero()[0][: pod.gpus]]
+        row[taken] = 0
+    return taken
 
 
 def _alive(obj: dict[str, Any]) -> bool:
