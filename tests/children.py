@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -25,10 +26,17 @@ def sigint_default() -> None:
 
 
 @contextlib.contextmanager
-def sigint_raises() -> Iterator[None]:
+def sigint_raises(landed: threading.Event | None = None) -> Iterator[None]:
     """In this process, for a test that sends itself SIGINT: KeyboardInterrupt, as Python
-    sets it up when SIGINT is not ignored; the handler found is put back after."""
-    found = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sets it up when SIGINT is not ignored (LANDED set as the main thread raises it); the
+    handler found is put back after."""
+
+    def interrupt(signum, frame):
+        assert landed is not None
+        landed.set()
+        raise KeyboardInterrupt
+
+    found = signal.signal(signal.SIGINT, interrupt if landed else signal.default_int_handler)
     try:
         yield
     finally:

@@ -37,13 +37,12 @@ def test_ctrl_c_ends_queries_whose_connection_is_still_being_made():
 
 def test_after_an_interrupted_batch_the_next_one_queries_again(prometheus_with):
     prometheus = Prometheus(prometheus_with([]).url, timeout=10)
-    ctrl_c = threading.Timer(0.0, os.kill, (os.getpid(), signal.SIGINT))
+    landed = threading.Event()
 
-    def interrupted(samples):
-        ctrl_c.start()
-        time.sleep(1)  # the SIGINT lands in the main thread meanwhile
+    def interrupted(samples):  # in a query's thread: the main thread gets the SIGINT
+        os.kill(os.getpid(), signal.SIGINT)
+        assert landed.wait(60), "the SIGINT never reached the main thread"
 
-    with children.sigint_raises(), pytest.raises(KeyboardInterrupt):
+    with children.sigint_raises(landed), pytest.raises(KeyboardInterrupt):
         prometheus.query_all(["vector(1)"], [interrupted])
-    ctrl_c.join()
     assert prometheus.query_all(["vector(1)", "vector(2)"]) == [[({}, 1.0)], [({}, 2.0)]]

@@ -76,7 +76,10 @@ def batcher_series(pod, namespace, queue, rps, latency_s):
 
 
 @pytest.fixture(scope="module")
-def prom():
+def value():
+    """`value(promql)`: the one value an instant query yields, evaluated when the loaded data
+    ends. Evaluated later (a slow start under load), `rate` would be past the newest sample
+    by more than a scrape interval, extrapolate less and read low."""
     import time
 
     from tests.standins.prometheus import load_blocks, start_prometheus
@@ -86,17 +89,19 @@ def prom():
     series += batcher_series(POD_2, NS, queue=30, rps=15, latency_s=0.3)
     series += batcher_series(OTHER_SERVICE, NS, queue=500, rps=900, latency_s=9)
     series += batcher_series(OTHER_NAMESPACE, "other", queue=700, rps=900, latency_s=9)
-    server = start_prometheus(load_blocks(series, time.time()))
-    yield server
+    now = time.time()
+    server = start_prometheus(load_blocks(series, now))
+
+    def value(promql):
+        query = urllib.parse.urlencode({"query": promql, "time": f"{now:.3f}"})
+        answer = server.api("/api/v1/query?" + query)
+        assert answer["status"] == "success", answer
+        result = answer["data"]["result"]
+        assert len(result) <= 1, result  # KEDA refuses a query with several series
+        return float(result[0]["value"][1]) if result else None
+
+    yield value
     server.stop()
-
-
-def value(prom, promql):
-    answer = prom.api("/api/v1/query?query=" + urllib.parse.quote(promql))
-    assert answer["status"] == "success", answer
-    result = answer["data"]["result"]
-    assert len(result) <= 1, result  # KEDA refuses a query with several series
-    return float(result[0]["value"][1]) if result else None
 
 
 def trigger_query(name, signal, target):
@@ -120,28 +125,28 @@ def trigger_query(name, signal, target):
     ],
 )
 def test_the_query_yields_the_services_own_load_and_crosses_its_target(
-    prom, signal, target, expected
+    value, signal, target, expected
 ):
-    got = value(prom, trigger_query("chat", signal, target))
+    got = value(trigger_query("chat", signal, target))
     assert got == pytest.approx(expected, rel=1e-3)
     assert got > target  # overloaded: KEDA (or the HPA) adds replicas
 
 
 @pytest.mark.parametrize("signal", ["gpu_busy", "queue_depth", "rps", "latency_ms"])
-def test_another_service_gets_its_own_value_and_an_idle_one_none(prom, signal):
-    other = value(prom, trigger_query("chat-v2", signal, 1))
+def test_another_service_gets_its_own_value_and_an_idle_one_none(value, signal):
+    other = value(trigger_query("chat-v2", signal, 1))
     expected = {"gpu_busy": 100, "queue_depth": 500, "rps": 900, "latency_ms": 9000}[signal]
     assert other == pytest.approx(expected, rel=1e-3)
-    assert value(prom, trigger_query("idle", signal, 1)) is None  # KEDA reads no value as 0
+    assert value(trigger_query("idle", signal, 1)) is None  # KEDA reads no value as 0
 
 
-def test_the_adapter_rule_serves_the_same_value(prom):
+def test_the_adapter_rule_serves_the_same_value(value):
     text = "apiVersion: gpuctl/v1\nkind: Service\nname: chat\nimage: x\nport: 80\nautoscale: {max: 8, gpu_busy: 50}\n"
     s = parse_job(load_yaml(text, "s.yaml"))
     promql = autoscale.query("chat", NS, s.serving.autoscale)
     rule = autoscale.adapter_rule("chat", NS, s.serving.autoscale, promql, mig=False)
-    assert value(prom, rule["seriesQuery"].replace("{", "count({", 1) + ")") > 0  # it is listed
-    assert value(prom, rule["metricsQuery"]) == pytest.approx((80 + 40 + 50) / 3, rel=1e-3)
+    assert value(rule["seriesQuery"].replace("{", "count({", 1) + ")") > 0  # it is listed
+    assert value(rule["metricsQuery"]) == pytest.approx((80 + 40 + 50) / 3, rel=1e-3)
 
 
 def test_the_batchers_exposition_is_what_the_queries_read():

@@ -266,7 +266,7 @@ except Interrupted as e:
     print(f"{e.exit_code} {e.message} lock={lock} threads={engines}")
 try:  # and Ctrl-C still works afterwards, e.g. at the confirmation prompt
     threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
-    time.sleep(5)
+    time.sleep(30)  # cut short by the Ctrl-C; long enough for a loaded machine to send it
     print("later Ctrl-C ignored")
 except KeyboardInterrupt:
     print("later Ctrl-C ok")

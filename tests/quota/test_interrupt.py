@@ -13,9 +13,7 @@ def test_ctrl_c_while_the_quota_is_being_created_is_130_and_says_what_was_undone
 
     core = client.CoreV1Api(kube_api)
     rule = proxied_kube.on("POST", "/api/v1/namespaces/team-a/resourcequotas", delay(5))
-    proc = gpuctl_process(
-        "quota", "set", "team-a", "--gpus", "4", env_extra={"GPUCTL_REQUEST_TIMEOUT": "2"}
-    )
+    proc = gpuctl_process("quota", "set", "team-a", "--gpus", "4")
     code, out, err = children.interrupt_when(proc, rule.fired)
     assert code == 130, err
     assert "gpuctl: interrupted; " in err and "Namespace/team-a" in err, err
@@ -33,9 +31,8 @@ def test_ctrl_c_while_a_kueue_queue_is_being_created_is_130(kube, kube_api, prox
     seed(kube_api, node("gpu-1"))
     rule = proxied_kube.on("POST", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", delay(5))
     proc = gpuctl_process(
-        "quota", "set", "team-a", "--gpus", "2", "--gpu-label-key", "nvidia.com/gpu.product",
-        env_extra={"GPUCTL_REQUEST_TIMEOUT": "2"},
-    )  # fmt: skip
+        "quota", "set", "team-a", "--gpus", "2", "--gpu-label-key", "nvidia.com/gpu.product"
+    )
     # a loaded machine starts Python slowly
     code, out, err = children.interrupt_when(proc, rule.fired, 120)
     assert code == 130, err

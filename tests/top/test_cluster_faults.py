@@ -194,7 +194,7 @@ def test_ctrl_c_while_prometheus_is_slow_is_one_line(prom, fault_proxy):
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert rule.fired.wait(30)
+    assert rule.fired.wait(120)  # a loaded machine starts Python slowly
     started = time.monotonic()
     assert children.interrupt(proc, 150) == (130, "", "gpuctl: interrupted\n")
     assert time.monotonic() - started < 60  # not after the 120 s deadline

@@ -156,7 +156,7 @@ def _run_in_terminal(stop):
             env,
         )
     out = b""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a loaded machine starts Python slowly
     stopped = False
     try:
         while time.monotonic() < deadline:
