@@ -241,10 +241,16 @@ class Prometheus:
         hint = hints.get(e.code, HINT_URL if e.code < 500 else None)
         # Prometheus's query timeout (errorType timeout) and its sample limit
         too_long = kind == "timeout" or "too many samples" in said
-        if kind in ("bad_data", "execution") and not too_long:  # the URL is right
+        if kind == "bad_data":  # the URL is right, the query is not
             hint = (
                 "Prometheus could not evaluate gpuctl's query: a bug in gpuctl; please report "
                 f"it with the query: {_text(query, 300)}"
+            )
+        elif kind == "execution" and not too_long:  # e.g. its storage, or series it holds
+            hint = (
+                "Prometheus failed evaluating the query (its storage, or series of an "
+                "unexpected shape): see its log; if it persists, report it with the query: "
+                f"{_text(query, 300)}"
             )
         return (QueryTooLong if too_long else BackendError)(
             f"Prometheus at {self.url} answered HTTP {e.code} {_text(e.reason)}{detail}", hint=hint

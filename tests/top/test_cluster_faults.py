@@ -80,6 +80,28 @@ def test_malformed_answers_are_one_error_line(prom, fault_proxy, capsys, body, f
     one_error_line(code, out, err, 1, fragment)
 
 
+@pytest.mark.parametrize(
+    "status, kind, said, hint",
+    [
+        (400, "bad_data", "1:5: parse error: unexpected <EOF>", "a bug in gpuctl"),
+        # what Prometheus answers while its TSDB closes (seen shutting down under load)
+        (422, "execution", "open block querier for block 01J: mmap files", "see its log"),
+    ],
+    ids=["bad-query", "storage"],
+)
+def test_a_refused_query_says_whose_fault_it_may_be(
+    prom, fault_proxy, capsys, status, kind, said, hint
+):
+    """Prometheus's API errors (web/api/v1 errorType): bad_data is gpuctl's query; an
+    execution error may be Prometheus's own (its storage) or the data's shape."""
+    proxy = fault_proxy(prom.url)
+    body = json.dumps({"status": "error", "errorType": kind, "error": said})
+    proxy.on("POST", QUERY, reply(status, body), nth=None)
+    code, out, err = gpuctl(capsys, "top", "--prometheus", proxy.url, "--once", "-o", "json")
+    one_error_line(code, out, err, 1, f"HTTP {status}", said)
+    assert hint in err.splitlines()[1]
+
+
 def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(
     prom, fault_proxy, capsys, monkeypatch
 ):
