@@ -319,8 +319,8 @@ def keep_in_sync(
     informers do (gpuctl.k8s.informer): each watch resumes from the newest resourceVersion
     seen; only a 410 Gone lists again. The stores keep of each object only what the view
     reads (slim_pod, slim_node). The typical shapes are made again from the pods kept each
-    time a pod watch ends, outside the lock (Extender.rebuild). A failure is logged once (until another one) and
-    retried every RETRY_S; the last view is served meanwhile."""
+    time a pod watch ends, outside the lock (Extender.rebuild). A failure is logged once
+    (until another one) and retried every RETRY_S; the last view is served meanwhile."""
     retry = _Retry(extender.log, stop)
     kube = retry.until_done(connect)
     if kube is None:
