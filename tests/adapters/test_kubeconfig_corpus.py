@@ -698,3 +698,44 @@ def test_a_cluster_through_a_socks5_proxy(tmp_path, kube, monkeypatch):
     finally:
         proxy.close()
     assert set(proxy.heads) == {f"user:p@ss kube.invalid:{port}".encode()}
+
+
+def test_a_server_behind_a_path_prefix(tmp_path, kube, monkeypatch):
+    """A server URL with a path (Rancher's https://rancher/k8s/clusters/c-m-1): every request
+    goes under it, as client-go's rest client joins the two."""
+    import http.client
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import urlsplit
+
+    prefix, upstream = "/k8s/clusters/c-m-1", urlsplit(kube.url)
+    seen: list[str] = []
+
+    class StripPrefix(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            if not self.path.startswith(prefix + "/"):
+                self.send_error(404)
+                return
+            conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=10)
+            conn.request("GET", self.path[len(prefix) :], headers=dict(self.headers))
+            answer = conn.getresponse()
+            body = answer.read()
+            self.send_response(answer.status)
+            self.send_header("Content-Type", answer.getheader("Content-Type") or "")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StripPrefix)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}{prefix}"
+        path = kubeconfig(tmp_path / "kc", {"server": url}, {"token": "abc"})
+        assert same_on_both(monkeypatch, path) == ("default", [])
+    finally:
+        server.shutdown()
+    assert seen and all(p.startswith(f"{prefix}/api/v1/namespaces") for p in seen)
