@@ -13,6 +13,7 @@ import base64
 import http.client
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -278,8 +279,6 @@ class Transport:
                 return conn
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
-                import ssl
-
                 if isinstance(e, ssl.SSLError | ssl.CertificateError):
                     raise Unsent(str(e), tls=True) from None
                 if attempt == CONNECT_RETRIES:

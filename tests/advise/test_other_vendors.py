@@ -4,25 +4,14 @@ held device of any vendor is advised released; a busy one is kept (no MIG or tim
 advice for other vendors)."""
 
 import json
-import time
 
 import pytest
-
-from tests.standins.prometheus import load_blocks, start_prometheus
-from tests.vendor_series import every_vendor
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def prom():
-    server = start_prometheus(load_blocks(every_vendor(), time.time()))
-    yield server
-    server.stop()
-
-
-def test_every_vendors_held_devices_are_advised(prom, cli):
-    r = cli("advise", "--prometheus", prom.url, "--window", "20m", "-o", "json")
+def test_every_vendors_held_devices_are_advised(vendors_prometheus, cli):
+    r = cli("advise", "--prometheus", vendors_prometheus.url, "--window", "20m", "-o", "json")
     assert r.code == 0, r
     rows = {(w["namespace"], w["pods"][0]): w for w in json.loads(r.out)["workloads"]}
     notebook = rows["ml", "notebook-3"]  # an AMD MI300X held and idle

@@ -51,21 +51,27 @@ def test_a_dra_pool_beside_device_plugin_nodes(tmp_path, monkeypatch, capsys):
     assert code == 0 and "stopped" in out
 
 
-def test_a_claim_goes_when_its_pod_ends_or_is_gone(kube, tmp_path, capsys):
-    """The resource claim controller's part: a claim made from a template for a pod is
-    deleted when the pod finishes, and when the pod is gone with its Job (the garbage
-    collector), so its devices are free for the next claim."""
+def _dra_node_sim(kube):
+    """The sandbox's controllers over one A100 node of the DRA driver, seeded as the sandbox
+    seeds it (no Kueue), the emulator's bookmarks as often as the sandbox asks for them."""
     from gpuctl.sim import cluster, mig_manager
     from gpuctl.sim.controllers import BOOKMARK_S, Api, Simulation
     from gpuctl.sim.sandbox import seed
 
-    kube.install_crds("JobSet")
     layouts = mig_manager.shipped_layouts()
     nodes = cluster.node_objects(cluster.parse_nodes("1xA100-80GB:dra", layouts), layouts)
     api = Api(kube.url)
     seed(api, nodes, kueue=False)
     kube.bookmark_every(BOOKMARK_S)
-    sim = Simulation(api, {}, kube)
+    return api, Simulation(api, {}, kube)
+
+
+def test_a_claim_goes_when_its_pod_ends_or_is_gone(kube, tmp_path, capsys):
+    """The resource claim controller's part: a claim made from a template for a pod is
+    deleted when the pod finishes, and when the pod is gone with its Job (the garbage
+    collector), so its devices are free for the next claim."""
+    kube.install_crds("JobSet")
+    api, sim = _dra_node_sim(kube)
     claims = "/apis/resource.k8s.io/v1/resourceclaims"
     for name, runtime in (("short", 0), ("long", 600)):
         spec = SPEC.format(name=name, gpus=4, runtime=runtime).replace("h100", "a100")
@@ -92,16 +98,7 @@ def test_a_plain_gpu_limit_gets_the_claim_kube_scheduler_makes(kube, tmp_path, c
     owned by the pod, request container-0-request-0), allocates it, names it in the pod's
     extendedResourceClaimStatus, and the pod runs; `quota list` charges the class's key and
     the pod's own limit, once each; the claim goes when the pod ends."""
-    from gpuctl.sim import cluster, mig_manager
-    from gpuctl.sim.controllers import BOOKMARK_S, Api, Simulation
-    from gpuctl.sim.sandbox import seed
-
-    layouts = mig_manager.shipped_layouts()
-    nodes = cluster.node_objects(cluster.parse_nodes("1xA100-80GB:dra", layouts), layouts)
-    api = Api(kube.url)
-    seed(api, nodes, kueue=False)
-    kube.bookmark_every(BOOKMARK_S)
-    sim = Simulation(api, {}, kube)
+    api, sim = _dra_node_sim(kube)
     spec = SPEC.format(name="plain", gpus=2, runtime=600).replace("gpu_type: h100\n", "")
     (tmp_path / "plain.yaml").write_text(spec)
     code, out, err = run_gpuctl(capsys, "submit", tmp_path / "plain.yaml", "-o", "yaml")

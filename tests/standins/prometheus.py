@@ -371,3 +371,14 @@ def query_server():
     yield start
     for s in servers:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def vendors_prometheus():
+    """A Prometheus holding every other vendor's series as their exporters emit them
+    (tests/vendor_series.py, which cites the sources), ending now: the views' tests."""
+    from tests.vendor_series import every_vendor
+
+    server = start_prometheus(load_blocks(every_vendor(), time.time()))
+    yield server
+    server.stop()

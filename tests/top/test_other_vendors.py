@@ -14,19 +14,14 @@ from tests.vendor_series import every_vendor
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def prom():
-    server = start_prometheus(load_blocks(every_vendor(), time.time()))
-    yield server
-    server.stop()
-
-
 def rows(doc) -> dict:
     return {(g["vendor"], g["node"], g["gpu"]): g for g in doc["gpus"]}
 
 
-def test_every_vendors_devices_are_rows_with_vendor_model_and_busy_signal(prom, capsys):
-    got = rows(snapshot(capsys, prom.url))
+def test_every_vendors_devices_are_rows_with_vendor_model_and_busy_signal(
+    vendors_prometheus, capsys
+):
+    got = rows(snapshot(capsys, vendors_prometheus.url))
     amd = got["amd", "mi300x-1", "0"]
     assert (amd["model"], amd["utilization_gpu"], amd["signal"]) == (
         "102-D65209-0C",
@@ -58,15 +53,17 @@ def test_every_vendors_devices_are_rows_with_vendor_model_and_busy_signal(prom, 
     assert hl["pod"] == "bert-0" and hl["memory_total_mib"] == 98304
 
 
-def test_free_devices_name_no_holder_even_where_the_scrape_names_the_exporters_pod(prom, capsys):
-    got = rows(snapshot(capsys, prom.url))
+def test_free_devices_name_no_holder_even_where_the_scrape_names_the_exporters_pod(
+    vendors_prometheus, capsys
+):
+    got = rows(snapshot(capsys, vendors_prometheus.url))
     assert got["amd", "mi300x-1", "2"]["holders"] == []  # only the exporter's own pod
     assert got["google", "gke-tpu-a", "0"]["holders"] == []  # duty_cycle_node alone
     assert got["aws", "i-09db9b55e0095612f", "0"]["holders"] == []  # neuron-monitor knows none
 
 
-def test_waste_is_counted_for_every_vendor_alike(prom, capsys):
-    doc = snapshot(capsys, prom.url)
+def test_waste_is_counted_for_every_vendor_alike(vendors_prometheus, capsys):
+    doc = snapshot(capsys, vendors_prometheus.url)
     s = doc["summary"]
     # 3 AMD + 16 Neuron devices (2 reporting) + 3 TPU chips + 2 Gaudi: the reporting ones
     assert s["gpus"] == 3 + 2 + 3 + 2
@@ -81,20 +78,22 @@ def test_waste_is_counted_for_every_vendor_alike(prom, capsys):
     assert (ml["gpus"], ml["idle_gpus"]) == (3, 1)
 
 
-def test_the_table_names_each_vendor_beside_its_model(prom, capsys):
-    code, out, err = run_gpuctl(capsys, "top", "--prometheus", prom.url, "--once")
+def test_the_table_names_each_vendor_beside_its_model(vendors_prometheus, capsys):
+    code, out, err = run_gpuctl(capsys, "top", "--prometheus", vendors_prometheus.url, "--once")
     assert code == 0, err
     assert "AMD 102-D65209-0C" in out and "Google TPU7x" in out and "AWS Trainium" in out
 
 
-def test_the_live_view_shows_a_cluster_without_nvidia_gpus(prom):
+def test_the_live_view_shows_a_cluster_without_nvidia_gpus(vendors_prometheus):
     """The live frames' figures are computed from dcgm-exporter's series: on a cluster of
     other vendors only, each frame reads every device whole instead."""
     from gpuctl.adapters.prometheus import Prometheus
     from gpuctl.dcgm.holders import Exporter
     from gpuctl.top.cluster import service as cluster
 
-    frames = cluster.LiveFrames(Prometheus(prom.url), "10m", 5.0, Exporter(), "util", 0.2)
+    frames = cluster.LiveFrames(
+        Prometheus(vendors_prometheus.url), "10m", 5.0, Exporter(), "util", 0.2
+    )
     try:
         frame, _ = frames.frame(3)
         assert [(r.vendor, r.utilization_gpu) for r in frame.rows] == [
